@@ -1,0 +1,206 @@
+/* tidemark: record the device-memory life of a GPU program.
+ *
+ * The public C API.  Everything here is prefixed tdm_ / TDM_.  Every call
+ * that can fail returns a tdm_status; outputs are trailing out-parameters.
+ * Options structs begin with a `size` field (set it to sizeof the struct)
+ * so that they can grow without breaking callers built against an older
+ * header.
+ *
+ * The counterpart of PyTorch's
+ *   torch.cuda.memory._record_memory_history(...)  ->  tdm_record_memory_history()
+ *   torch.cuda.memory._dump_snapshot(path)          ->  tdm_dump_snapshot()
+ *
+ * Thread safety: every function may be called from any thread.
+ */
+#ifndef TIDEMARK_H
+#define TIDEMARK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(TDM_BUILDING_LIBRARY)
+#define TDM_API __attribute__((visibility("default")))
+#else
+#define TDM_API
+#endif
+
+/* ---- version ---------------------------------------------------------- */
+
+#define TDM_VERSION_MAJOR 0
+#define TDM_VERSION_MINOR 1
+#define TDM_VERSION_PATCH 0
+#define TDM_VERSION_HEX \
+    ((TDM_VERSION_MAJOR << 16) | (TDM_VERSION_MINOR << 8) | TDM_VERSION_PATCH)
+#define TDM_VERSION_STRING "0.1.0"
+
+/* The version of the library actually loaded, as TDM_VERSION_HEX. */
+TDM_API unsigned tdm_version(void);
+/* The same, as "MAJOR.MINOR.PATCH". */
+TDM_API const char *tdm_version_string(void);
+
+/* ---- status codes ------------------------------------------------------ */
+
+/* XX(NAME, message).  TDM_OK is 0; every other status is positive. */
+#define TDM_STATUS_MAP(XX)                                                     \
+    XX(OK, "success")                                                          \
+    XX(INVALID_ARGUMENT, "invalid argument")                                   \
+    XX(OUT_OF_MEMORY, "out of device memory")                                  \
+    XX(HOST_OUT_OF_MEMORY, "out of host memory")                               \
+    XX(NOT_AVAILABLE, "not available in this build or on this machine")        \
+    XX(UNKNOWN_POINTER, "pointer was not allocated by tidemark")               \
+    XX(NO_SUCH_DEVICE, "no such device")                                       \
+    XX(NOT_RECORDING, "memory history is not being recorded")                  \
+    XX(BAD_CONFIG, "invalid configuration")                                    \
+    XX(IO_ERROR, "input/output error")                                         \
+    XX(FORMAT_ERROR, "malformed snapshot file")                                \
+    XX(TRUNCATED, "snapshot file is truncated")                                \
+    XX(UNSUPPORTED_VERSION, "snapshot format version not supported")           \
+    XX(VENDOR_ERROR, "the vendor runtime returned an error")                   \
+    XX(INTERNAL, "internal error")
+
+typedef enum tdm_status {
+#define TDM__STATUS_ENUM(name, msg) TDM_##name,
+    TDM_STATUS_MAP(TDM__STATUS_ENUM)
+#undef TDM__STATUS_ENUM
+    TDM_STATUS_COUNT_
+} tdm_status;
+
+/* "TDM_OUT_OF_MEMORY" etc.; "TDM_UNKNOWN_STATUS" for values out of range. */
+TDM_API const char *tdm_status_name(tdm_status status);
+/* A short human-readable message; never NULL. */
+TDM_API const char *tdm_strerror(tdm_status status);
+
+/* ---- recording ---------------------------------------------------------- */
+
+typedef enum tdm_record_mode {
+    TDM_RECORD_OFF = 0,   /* stop recording; history is cleared */
+    TDM_RECORD_STATE = 1, /* live blocks keep their stacks; no history ring */
+    TDM_RECORD_ALL = 2,   /* keep a ring of the last max_entries events */
+} tdm_record_mode;
+
+typedef enum tdm_context_mode {
+    TDM_CONTEXT_NONE = 0,  /* no stacks anywhere */
+    TDM_CONTEXT_STATE = 1, /* stacks on live blocks/segments only */
+    TDM_CONTEXT_ALLOC = 2, /* also on alloc events (frees reuse them) */
+    TDM_CONTEXT_ALL = 3,   /* also captured at free time */
+} tdm_context_mode;
+
+typedef enum tdm_stacks_mode {
+    TDM_STACKS_NONE = 0,
+    TDM_STACKS_NATIVE = 1, /* native return addresses, symbolized at dump */
+    TDM_STACKS_PYTHON = 2, /* reserved: Python frames (not yet) */
+} tdm_stacks_mode;
+
+typedef struct tdm_history_options {
+    size_t size;              /* sizeof(tdm_history_options) */
+    tdm_record_mode enabled;  /* default TDM_RECORD_ALL */
+    tdm_context_mode context; /* default TDM_CONTEXT_ALL */
+    tdm_stacks_mode stacks;   /* default TDM_STACKS_NATIVE */
+    size_t max_entries;       /* ring capacity in events; default 1000000 */
+    int clear_history;        /* nonzero: drop events recorded so far */
+} tdm_history_options;
+
+/* Fills *opts with the defaults above (and opts->size). */
+TDM_API void tdm_history_options_init(tdm_history_options *opts);
+
+/* Starts, reconfigures or (enabled == TDM_RECORD_OFF) stops recording.
+ * NULL means the defaults.  Safe to call at any time, from any thread. */
+TDM_API tdm_status tdm_record_memory_history(const tdm_history_options *opts);
+
+/* Nonzero while history is being recorded. */
+TDM_API int tdm_is_recording(void);
+
+/* Writes a .tdm snapshot: the event ring, the allocator state of every
+ * device, stats and symbolized stacks.  The file is written to a temporary
+ * name beside `path` and renamed, so `path` is never seen half-written. */
+TDM_API tdm_status tdm_dump_snapshot(const char *path);
+
+/* ---- annotations --------------------------------------------------------- */
+
+/* Memory categories, as shown in timelines. */
+#define TDM_CATEGORY_MAP(XX)                                                   \
+    XX(UNKNOWN, "unknown")                                                     \
+    XX(PARAMETER, "parameter")                                                 \
+    XX(OPTIMIZER_STATE, "optimizer_state")                                     \
+    XX(GRADIENT, "gradient")                                                   \
+    XX(ACTIVATION, "activation")                                               \
+    XX(INPUT, "input")                                                         \
+    XX(TEMPORARY, "temporary")
+
+typedef enum tdm_category {
+#define TDM__CATEGORY_ENUM(name, str) TDM_CATEGORY_##name,
+    TDM_CATEGORY_MAP(TDM__CATEGORY_ENUM)
+#undef TDM__CATEGORY_ENUM
+    TDM_CATEGORY_COUNT_
+} tdm_category;
+
+/* "parameter", "gradient", ...; "unknown" for out-of-range values. */
+TDM_API const char *tdm_category_name(tdm_category category);
+
+/* Marks the start of a named phase ("forward", "backward", "optimizer",
+ * ...) on the whole process.  The name is copied. */
+TDM_API tdm_status tdm_phase(const char *name);
+/* Marks the start of the next training step (steps count from 1). */
+TDM_API tdm_status tdm_step(void);
+/* Allocations made by this thread until the matching pop carry `category`.
+ * Tags nest up to 16 deep. */
+TDM_API tdm_status tdm_tag_push(tdm_category category);
+TDM_API tdm_status tdm_tag_pop(void);
+/* Tags one live allocation after the fact. */
+TDM_API tdm_status tdm_tag_ptr(const void *ptr, tdm_category category);
+/* A free-form string stored in the snapshot header (job id, model, ...).
+ * The last call wins; NULL clears it. */
+TDM_API tdm_status tdm_set_metadata(const char *text);
+
+/* ---- device allocation ---------------------------------------------------- */
+
+/* A stream or queue handle (cudaStream_t, hipStream_t, ...); 0 is the
+ * device's default stream. */
+typedef uintptr_t tdm_stream;
+
+/* Allocates `size` bytes on `device` (an ordinal of the configured device
+ * kind; the `sim` device by default).  *ptr is set to NULL on failure. */
+TDM_API tdm_status tdm_malloc(void **ptr, size_t size, int device,
+                              tdm_stream stream);
+/* Frees memory from tdm_malloc.  NULL is accepted and ignored. */
+TDM_API tdm_status tdm_free(void *ptr);
+
+/* Number of devices tidemark serves. */
+TDM_API tdm_status tdm_device_count(int *count);
+/* Free and total bytes of a device, as the provider reports them. */
+TDM_API tdm_status tdm_mem_get_info(int device, size_t *free_bytes,
+                                    size_t *total_bytes);
+
+/* One statistic, as torch.cuda.memory_stats keeps them (bytes or counts). */
+typedef struct tdm_stat {
+    int64_t current;
+    int64_t peak;
+    int64_t allocated; /* sum of increments */
+    int64_t freed;     /* sum of decrements */
+} tdm_stat;
+
+typedef struct tdm_stats {
+    size_t size;                /* sizeof(tdm_stats), set by the caller */
+    tdm_stat allocated_bytes;   /* bytes in blocks handed out (rounded) */
+    tdm_stat reserved_bytes;    /* bytes in segments held from the provider */
+    tdm_stat active_bytes;      /* allocated + freed-but-pending bytes */
+    tdm_stat requested_bytes;   /* bytes the program asked for */
+    tdm_stat allocation;        /* live allocations (count) */
+    tdm_stat segment;           /* live segments (count) */
+    uint64_t num_alloc_retries; /* provider failures retried after freeing cache */
+    uint64_t num_ooms;          /* out-of-memory returns */
+} tdm_stats;
+
+/* Fills *stats for `device`; stats->size must be set. */
+TDM_API tdm_status tdm_memory_stats(int device, tdm_stats *stats);
+/* Resets the peaks of `device` to the current values. */
+TDM_API tdm_status tdm_reset_peak_stats(int device);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TIDEMARK_H */

@@ -1,0 +1,90 @@
+/* snapshot/recorder.h: the recording side of tidemark, as the layers above
+ * (alloc/, hooks/) see it.
+ *
+ * The hot path is tdm__rec_event(): it stamps the time, the phase, the step
+ * and this thread's category tag onto an event and stores it in the ring.
+ * It takes no lock, calls no malloc and no stdio.  Everything else here is
+ * rare (configure, annotate, dump) and may lock.
+ *
+ * The allocator's state (segments, blocks, stats) is not owned here: the
+ * allocator registers a state source, and the dump calls it to visit that
+ * state.  This keeps snapshot/ free of any knowledge of the allocator.
+ */
+#ifndef TDM_SNAPSHOT_RECORDER_H
+#define TDM_SNAPSHOT_RECORDER_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tidemark.h"
+#include "event.h"
+#include "snap_model.h"
+
+/* Recording switches, read on every event with relaxed loads. */
+typedef struct tdm__rec_switches {
+    _Atomic int mode;    /* tdm_record_mode */
+    _Atomic int context; /* tdm_context_mode */
+    _Atomic int stacks;  /* tdm_stacks_mode */
+} tdm__rec_switches;
+extern tdm__rec_switches tdm__rec;
+
+static inline int tdm__rec_on(void)
+{
+    return atomic_load_explicit(&tdm__rec.mode, memory_order_relaxed) !=
+           TDM_RECORD_OFF;
+}
+
+/* The stack to keep for a new allocation (block state and, with context
+ * alloc/all, the alloc event); 0 when the configuration keeps none.
+ * `skip` drops that many innermost frames that belong to tidemark. */
+uint32_t tdm__rec_alloc_stack(unsigned skip);
+/* The stack for a free event: captured only with context=all. */
+uint32_t tdm__rec_free_stack(unsigned skip);
+/* Whether events should carry the allocation's stack (context >= alloc). */
+int tdm__rec_events_carry_stacks(void);
+
+/* Records one event now.  A no-op when recording is off. */
+void tdm__rec_event(tdm_action action, int device, uint64_t addr,
+                    uint64_t size, uint64_t requested, uint64_t stream,
+                    uint32_t stack_id);
+
+/* This thread's category tag (tdm_tag_push), TDM_CATEGORY_UNKNOWN if none. */
+uint8_t tdm__rec_current_category(void);
+
+/* ---- allocator state, visited at dump time ---------------------------- */
+
+typedef struct tdm__state_visitor {
+    void *ctx;
+    void (*device)(void *ctx, const tdm_snap_device *device);
+    /* blocks[0..block_count) in address order, tiling the segment;
+     * seg->first_block and seg->block_count are ignored. */
+    void (*segment)(void *ctx, const tdm_snap_segment *seg,
+                    const tdm_snap_block *blocks, size_t block_count);
+    void (*stats)(void *ctx, int device, const tdm_stats *stats);
+} tdm__state_visitor;
+
+/* Calls the visitor for every device, segment and device's stats,
+ * holding whatever locks keep the state consistent meanwhile. */
+typedef void (*tdm__state_source_fn)(const tdm__state_visitor *visitor);
+
+/* The allocator calls this once at init. */
+void tdm__rec_set_state_source(tdm__state_source_fn source);
+
+/* The mode the allocator runs in, for the snapshot header. */
+void tdm__rec_set_alloc_mode(const char *mode);
+/* The configuration text (TIDEMARK_CONF) for the snapshot header. */
+void tdm__rec_set_config_text(const char *text);
+
+/* Copies the ring's events, oldest first, into a malloc'd array.
+ * *dropped gets the number of events overwritten since recording began. */
+tdm_status tdm__rec_copy_events(tdm_event **events, size_t *count,
+                                uint64_t *dropped);
+
+/* Builds the whole in-memory snapshot (events, stacks symbolized, state,
+ * stats, header) as tdm_dump_snapshot writes it.  Free with
+ * tdm__rec_snapshot_free(). */
+tdm_status tdm__rec_build_snapshot(tdm_snap **out);
+void tdm__rec_snapshot_free(tdm_snap *snap);
+
+#endif

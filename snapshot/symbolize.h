@@ -1,0 +1,32 @@
+/* snapshot/symbolize.h: turning return addresses into function, file and
+ * line, once per unique address, at dump time.
+ *
+ * Uses elfutils libdw (Dwfl over this process's own maps) for function,
+ * source file and line; dladdr when there is no debug information.  Never
+ * called while recording: it allocates freely.
+ */
+#ifndef TDM_SNAPSHOT_SYMBOLIZE_H
+#define TDM_SNAPSHOT_SYMBOLIZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tidemark.h"
+
+typedef struct tdm_symbolizer tdm_symbolizer;
+
+typedef struct tdm_symbol {
+    const char *function; /* demangled-as-is symbol name, "??" if unknown */
+    const char *file;     /* source file, "" if unknown */
+    unsigned line;        /* 0 if unknown */
+    const char *module;   /* path of the object holding pc, "" if unknown */
+} tdm_symbol;
+
+tdm_status tdm__symbolizer_open(tdm_symbolizer **out);
+/* Resolves a return address.  The strings live as long as the
+ * symbolizer.  A return address points after the call; the lookup uses
+ * pc - 1 so the line is the call's own. */
+void tdm__symbolize(tdm_symbolizer *s, uintptr_t pc, tdm_symbol *out);
+void tdm__symbolizer_close(tdm_symbolizer *s);
+
+#endif
