@@ -49,6 +49,10 @@ void tdm__rec_event(tdm_action action, int device, uint64_t addr,
                     uint64_t size, uint64_t requested, uint64_t stream,
                     uint32_t stack_id);
 
+/* The phase and step in force (0 before the first tdm_phase/tdm_step). */
+uint32_t tdm__rec_current_phase(void);
+uint32_t tdm__rec_current_step(void);
+
 /* This thread's category tag (tdm_tag_push), TDM_CATEGORY_UNKNOWN if none. */
 uint8_t tdm__rec_current_category(void);
 
@@ -70,6 +74,11 @@ typedef void (*tdm__state_source_fn)(const tdm__state_visitor *visitor);
 
 /* The allocator calls this once at init. */
 void tdm__rec_set_state_source(tdm__state_source_fn source);
+
+/* tdm_tag_ptr() asks the allocator to re-tag a live block through this
+ * listener; it returns TDM_UNKNOWN_POINTER for memory it does not own. */
+typedef tdm_status (*tdm__tag_listener_fn)(const void *ptr, uint8_t category);
+void tdm__rec_set_tag_listener(tdm__tag_listener_fn listener);
 
 /* The mode the allocator runs in, for the snapshot header. */
 void tdm__rec_set_alloc_mode(const char *mode);

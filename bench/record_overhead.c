@@ -1,0 +1,132 @@
+/* bench/record_overhead.c: what recording costs.
+ *
+ * Prints a table of
+ *   - ns per recorded event with no stack, and with a native stack captured
+ *     10, 30 and 60 frames deep (capture + intern + ring write);
+ *   - ns per tdm_malloc + tdm_free pair on the sim device with recording
+ *     off and on (context=all, native stacks);
+ *   - ns per event with 2 threads recording at once.
+ * Targets (DESIGN.md): <= 50 ns per event without stacks, <= 500 ns with a
+ * 30-frame native stack.  Usage: record_overhead [iterations]
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "tidemark.h"
+#include "recorder.h"
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static long iterations = 2000000;
+
+static void start(tdm_context_mode context, tdm_stacks_mode stacks)
+{
+    tdm_history_options o;
+    tdm_history_options_init(&o);
+    o.context = context;
+    o.stacks = stacks;
+    o.max_entries = 1u << 20;
+    o.clear_history = 1;
+    if (tdm_record_memory_history(&o) != TDM_OK) {
+        fprintf(stderr, "record_overhead: cannot start recording\n");
+        exit(1);
+    }
+}
+
+static double events_no_stack(long n)
+{
+    start(TDM_CONTEXT_NONE, TDM_STACKS_NONE);
+    double t0 = now_ns();
+    for (long i = 0; i < n; i++)
+        tdm__rec_event(TDM_ACTION_ALLOC, 0, (uint64_t)i << 9, 512, 512, 0, 0);
+    return (now_ns() - t0) / n;
+}
+
+/* Recurses to `depth` frames, then records n events with stacks there. */
+static __attribute__((noinline)) double at_depth(int depth, long n)
+{
+    if (depth > 1) {
+        double r = at_depth(depth - 1, n);
+        __asm__ __volatile__("" ::: "memory"); /* keep the frame: no tail call */
+        return r;
+    }
+    double t0 = now_ns();
+    for (long i = 0; i < n; i++) {
+        uint32_t stack = tdm__rec_alloc_stack(0);
+        tdm__rec_event(TDM_ACTION_ALLOC, 0, (uint64_t)i << 9, 512, 512, 0, stack);
+    }
+    return (now_ns() - t0) / n;
+}
+
+static double events_with_stack(int depth, long n)
+{
+    start(TDM_CONTEXT_ALL, TDM_STACKS_NATIVE);
+    at_depth(depth, n / 100 + 1); /* warm up: first capture interns */
+    return at_depth(depth, n);
+}
+
+static double malloc_free_pairs(int record, long n)
+{
+    if (record)
+        start(TDM_CONTEXT_ALL, TDM_STACKS_NATIVE);
+    else
+        tdm_record_memory_history(&(tdm_history_options){
+            .size = sizeof(tdm_history_options), .enabled = TDM_RECORD_OFF,
+            .max_entries = 1});
+    double t0 = now_ns();
+    for (long i = 0; i < n; i++) {
+        void *p;
+        if (tdm_malloc(&p, 4096 + (size_t)(i & 7) * 512, 0, 0) != TDM_OK) {
+            fprintf(stderr, "record_overhead: tdm_malloc failed\n");
+            exit(1);
+        }
+        tdm_free(p);
+    }
+    return (now_ns() - t0) / n;
+}
+
+static void *thread_events(void *arg)
+{
+    long n = *(long *)arg;
+    for (long i = 0; i < n; i++)
+        tdm__rec_event(TDM_ACTION_ALLOC, 0, (uint64_t)i << 9, 512, 512, 0, 0);
+    return NULL;
+}
+
+static double events_two_threads(long n)
+{
+    start(TDM_CONTEXT_NONE, TDM_STACKS_NONE);
+    pthread_t t[2];
+    double t0 = now_ns();
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, thread_events, &n);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    return (now_ns() - t0) / n; /* wall time per event per thread */
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1)
+        iterations = atol(argv[1]);
+    if (iterations < 1000)
+        iterations = 1000;
+    long n = iterations;
+    printf("tidemark record_overhead (%ld iterations per row)\n\n", n);
+    printf("%-44s %10s %10s\n", "what", "ns/op", "target");
+    printf("%-44s %10.1f %10s\n", "event, no stack", events_no_stack(n), "<= 50");
+    printf("%-44s %10.1f %10s\n", "event, no stack, 2 threads at once", events_two_threads(n), "");
+    printf("%-44s %10.1f %10s\n", "event + native stack, 10 frames", events_with_stack(10, n / 4), "");
+    printf("%-44s %10.1f %10s\n", "event + native stack, 30 frames", events_with_stack(30, n / 4), "<= 500");
+    printf("%-44s %10.1f %10s\n", "event + native stack, 60 frames", events_with_stack(60, n / 4), "");
+    printf("%-44s %10.1f %10s\n", "tdm_malloc+tdm_free, recording off", malloc_free_pairs(0, n / 4), "");
+    printf("%-44s %10.1f %10s\n", "tdm_malloc+tdm_free, recording on (stacks)", malloc_free_pairs(1, n / 4), "");
+    return 0;
+}

@@ -1,0 +1,357 @@
+/* snapshot/dump.c: building a snapshot from the live recorder and writing
+ * it (tdm_dump_snapshot).
+ *
+ * A dump copies the ring (while writers keep going), asks the allocator to
+ * visit its state (the allocator holds its own locks meanwhile), symbolizes
+ * every interned stack once per unique address, and hands the result to the
+ * .tdm writer.  It allocates freely: it is never on a hot path.  Dumps are
+ * serialized by dump_lock so two at once cannot interleave.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "recorder_internal.h"
+#include "procinfo.h"
+#include "stack.h"
+#include "symbolize.h"
+
+static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Everything a built snapshot owns besides its arrays. */
+typedef struct dump_owner {
+    tdm_symbolizer *symbolizer;
+    char **strings; /* copies of visitor strings, header strings */
+    size_t string_count, string_cap;
+    uint32_t *stack_frames;
+    const char **phase_names;
+} dump_owner;
+
+typedef struct builder {
+    tdm_snap *snap;
+    dump_owner *owner;
+    size_t device_cap, segment_cap, block_cap, stats_cap;
+    int failed;
+} builder;
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 1;
+    size_t n = *cap ? *cap * 2 : 16;
+    while (n < need)
+        n *= 2;
+    void *p = realloc(*arr, n * elem);
+    if (!p)
+        return 0;
+    *arr = p;
+    *cap = n;
+    return 1;
+}
+
+static const char *keep_string(dump_owner *o, const char *s)
+{
+    if (!s)
+        s = "";
+    if (!grow((void **)&o->strings, &o->string_cap, o->string_count + 1,
+              sizeof *o->strings))
+        return NULL;
+    char *copy = strdup(s);
+    if (copy)
+        o->strings[o->string_count++] = copy;
+    return copy;
+}
+
+static void visit_device(void *ctx, const tdm_snap_device *d)
+{
+    builder *b = ctx;
+    tdm_snap *s = b->snap;
+    if (!grow((void **)&s->devices, &b->device_cap, s->device_count + 1,
+              sizeof *s->devices)) {
+        b->failed = 1;
+        return;
+    }
+    tdm_snap_device *out = &s->devices[s->device_count];
+    *out = *d;
+    out->vendor = keep_string(b->owner, d->vendor);
+    out->name = keep_string(b->owner, d->name);
+    if (!out->vendor || !out->name)
+        b->failed = 1;
+    else
+        s->device_count++;
+}
+
+static void visit_segment(void *ctx, const tdm_snap_segment *seg,
+                          const tdm_snap_block *blocks, size_t n)
+{
+    builder *b = ctx;
+    tdm_snap *s = b->snap;
+    if (!grow((void **)&s->segments, &b->segment_cap, s->segment_count + 1,
+              sizeof *s->segments) ||
+        !grow((void **)&s->blocks, &b->block_cap, s->block_count + n,
+              sizeof *s->blocks)) {
+        b->failed = 1;
+        return;
+    }
+    tdm_snap_segment *out = &s->segments[s->segment_count++];
+    *out = *seg;
+    out->first_block = (uint32_t)s->block_count;
+    out->block_count = (uint32_t)n;
+    memcpy(&s->blocks[s->block_count], blocks, n * sizeof *blocks);
+    s->block_count += n;
+}
+
+static void visit_stats(void *ctx, int device, const tdm_stats *st)
+{
+    builder *b = ctx;
+    tdm_snap *s = b->snap;
+    if (!grow((void **)&s->stats, &b->stats_cap, s->stats_count + 1,
+              sizeof *s->stats)) {
+        b->failed = 1;
+        return;
+    }
+    s->stats[s->stats_count].device = device;
+    s->stats[s->stats_count].stats = *st;
+    s->stats_count++;
+}
+
+tdm_status tdm__rec_copy_events(tdm_event **events, size_t *count,
+                                uint64_t *dropped)
+{
+    *events = NULL;
+    *count = 0;
+    *dropped = atomic_load(&tdm__recorder_state.carried_drops);
+    tdm__ring *ring = atomic_load(&tdm__recorder_state.ring);
+    if (!ring)
+        return TDM_OK;
+    size_t cap = (size_t)ring->capacity;
+    tdm_event *ev = malloc((cap ? cap : 1) * sizeof *ev);
+    if (!ev)
+        return TDM_HOST_OUT_OF_MEMORY;
+    uint64_t lost = 0;
+    size_t n = tdm__ring_copy(ring, ev, cap, &lost);
+    *events = ev;
+    *count = n;
+    *dropped += lost;
+    return TDM_OK;
+}
+
+/* Open-addressing map from a return address to its frame index. */
+typedef struct pc_map {
+    uintptr_t *keys;
+    uint32_t *vals;
+    size_t mask;
+} pc_map;
+
+static int pc_map_init(pc_map *m, size_t expected)
+{
+    size_t n = 64;
+    while (n < expected * 2)
+        n *= 2;
+    m->keys = calloc(n, sizeof *m->keys);
+    m->vals = malloc(n * sizeof *m->vals);
+    m->mask = n - 1;
+    return m->keys && m->vals;
+}
+
+/* Returns a pointer to the value slot for pc; *fresh says whether it was
+ * just inserted.  pc 0 is never a key (capture never yields it). */
+static uint32_t *pc_map_slot(pc_map *m, uintptr_t pc, int *fresh)
+{
+    size_t i = (pc * UINT64_C(0x9E3779B97F4A7C15)) >> 7 & m->mask;
+    while (m->keys[i] && m->keys[i] != pc)
+        i = (i + 1) & m->mask;
+    *fresh = m->keys[i] == 0;
+    m->keys[i] = pc;
+    return &m->vals[i];
+}
+
+/* Symbolizes every interned stack into snap->frames / snap->stacks. */
+static tdm_status build_stacks(tdm_snap *snap, dump_owner *o)
+{
+    uint32_t nstacks = tdm__stack_count();
+    size_t total = 0;
+    for (uint32_t id = 1; id <= nstacks; id++) {
+        const uintptr_t *pcs;
+        total += tdm__stack_get(id, &pcs);
+    }
+    snap->stacks = calloc((size_t)nstacks + 1, sizeof *snap->stacks);
+    o->stack_frames = malloc((total ? total : 1) * sizeof *o->stack_frames);
+    snap->frames = malloc((total ? total : 1) * sizeof *snap->frames);
+    pc_map map = {0};
+    if (!snap->stacks || !o->stack_frames || !snap->frames ||
+        !pc_map_init(&map, total)) {
+        free(map.keys);
+        free(map.vals);
+        return TDM_HOST_OUT_OF_MEMORY;
+    }
+    snap->stack_count = (size_t)nstacks + 1;
+    if (total && tdm__symbolizer_open(&o->symbolizer) != TDM_OK)
+        o->symbolizer = NULL;
+    size_t used = 0;
+    for (uint32_t id = 1; id <= nstacks; id++) {
+        const uintptr_t *pcs;
+        unsigned depth = tdm__stack_get(id, &pcs);
+        uint32_t *idx = &o->stack_frames[used];
+        for (unsigned k = 0; k < depth; k++) {
+            int fresh;
+            uint32_t *v = pc_map_slot(&map, pcs[k], &fresh);
+            if (fresh) {
+                tdm_symbol sym = {"??", "", 0, ""};
+                if (o->symbolizer)
+                    tdm__symbolize(o->symbolizer, pcs[k], &sym);
+                tdm_snap_frame *f = &snap->frames[snap->frame_count];
+                f->pc = pcs[k];
+                f->function = sym.function;
+                f->file = sym.file;
+                f->line = sym.line;
+                f->module = sym.module;
+                *v = (uint32_t)snap->frame_count++;
+            }
+            idx[k] = *v;
+        }
+        snap->stacks[id].depth = depth;
+        snap->stacks[id].frames = idx;
+        used += depth;
+    }
+    free(map.keys);
+    free(map.vals);
+    return TDM_OK;
+}
+
+/* The command line, arguments joined by spaces. */
+static const char *read_command(dump_owner *o)
+{
+    char buf[4096];
+    FILE *f = fopen("/proc/self/cmdline", "rb");
+    size_t n = 0;
+    if (f) {
+        n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] == '\0')
+            buf[i] = ' ';
+    while (n > 0 && buf[n - 1] == ' ')
+        n--;
+    buf[n] = '\0';
+    return keep_string(o, buf);
+}
+
+static tdm_status build_header(tdm_snap *snap, dump_owner *o)
+{
+    tdm__recorder *r = &tdm__recorder_state;
+    tdm_procinfo pi;
+    tdm__procinfo_read(&pi);
+    tdm_snap_header *h = &snap->header;
+    h->format_version = TDM_FORMAT_VERSION;
+    h->tool_version = TDM_VERSION_STRING;
+    h->host = keep_string(o, pi.host);
+    h->pid = pi.pid;
+    h->rank = pi.rank;
+    h->local_rank = pi.local_rank;
+    h->world_size = pi.world_size;
+    h->dump_time_us = tdm__now_us();
+    h->command = read_command(o);
+
+    pthread_mutex_lock(&r->lock);
+    h->start_time_us = r->start_time_us;
+    h->config = keep_string(o, r->config_text);
+    h->metadata = keep_string(o, r->metadata);
+    h->alloc_mode = r->alloc_mode ? r->alloc_mode : "";
+    h->record_mode = (uint8_t)atomic_load(&tdm__rec.mode);
+    h->context_mode = (uint8_t)r->opts.context;
+    h->stacks_mode = (uint8_t)atomic_load(&tdm__rec.stacks);
+    h->max_entries = r->opts.max_entries;
+    o->phase_names = malloc(r->phase_count * sizeof *o->phase_names);
+    if (o->phase_names) {
+        for (uint32_t i = 0; i < r->phase_count; i++)
+            o->phase_names[i] = keep_string(o, r->phase_names[i]);
+        snap->phase_names = o->phase_names;
+        snap->phase_count = r->phase_count;
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (!h->host || !h->command || !h->config || !h->metadata || !o->phase_names)
+        return TDM_HOST_OUT_OF_MEMORY;
+    for (size_t i = 0; i < snap->phase_count; i++)
+        if (!snap->phase_names[i])
+            return TDM_HOST_OUT_OF_MEMORY;
+    return TDM_OK;
+}
+
+void tdm__rec_snapshot_free(tdm_snap *snap)
+{
+    if (!snap)
+        return;
+    dump_owner *o = snap->owner_;
+    if (o) {
+        if (o->symbolizer)
+            tdm__symbolizer_close(o->symbolizer);
+        for (size_t i = 0; i < o->string_count; i++)
+            free(o->strings[i]);
+        free(o->strings);
+        free(o->stack_frames);
+        free(o->phase_names);
+        free(o);
+    }
+    free(snap->devices);
+    free(snap->frames);
+    free(snap->stacks);
+    free(snap->events);
+    free(snap->segments);
+    free(snap->blocks);
+    free(snap->stats);
+    free(snap);
+}
+
+tdm_status tdm__rec_build_snapshot(tdm_snap **out)
+{
+    *out = NULL;
+    tdm_snap *snap = calloc(1, sizeof *snap);
+    dump_owner *o = calloc(1, sizeof *o);
+    if (!snap || !o) {
+        free(snap);
+        free(o);
+        return TDM_HOST_OUT_OF_MEMORY;
+    }
+    snap->owner_ = o;
+    tdm__rec_event(TDM_ACTION_SNAPSHOT, -1, 0, 0, 0, 0, 0);
+
+    tdm_status st = build_header(snap, o);
+    if (st == TDM_OK)
+        st = tdm__rec_copy_events(&snap->events, &snap->event_count,
+                                  &snap->dropped_events);
+    if (st == TDM_OK) {
+        builder b = {.snap = snap, .owner = o};
+        tdm__state_visitor v = {&b, visit_device, visit_segment, visit_stats};
+        tdm__state_source_fn source = atomic_load(&tdm__recorder_state.state_source);
+        if (source)
+            source(&v);
+        if (b.failed)
+            st = TDM_HOST_OUT_OF_MEMORY;
+    }
+    if (st == TDM_OK)
+        st = build_stacks(snap, o);
+    if (st != TDM_OK) {
+        tdm__rec_snapshot_free(snap);
+        return st;
+    }
+    snap->complete = 1;
+    *out = snap;
+    return TDM_OK;
+}
+
+tdm_status tdm_dump_snapshot(const char *path)
+{
+    if (!path || !*path)
+        return TDM_INVALID_ARGUMENT;
+    pthread_mutex_lock(&dump_lock);
+    tdm_snap *snap;
+    tdm_status st = tdm__rec_build_snapshot(&snap);
+    if (st == TDM_OK) {
+        st = tdm__snap_write(snap, path);
+        tdm__rec_snapshot_free(snap);
+    }
+    pthread_mutex_unlock(&dump_lock);
+    return st;
+}

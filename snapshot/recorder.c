@@ -1,0 +1,256 @@
+/* snapshot/recorder.c: switching recording on and off, and the hot path
+ * that turns an allocator action into a ring entry.
+ *
+ * Hot path (tdm__rec_event): relaxed loads of the switches and the ring
+ * pointer, one clock read, one atomic add in the ring.  No lock, no malloc,
+ * no stdio.  Configuration takes tdm__recorder_state.lock and swaps the
+ * ring pointer; a ring taken out of service is retired (its pages given
+ * back) but never unmapped, so a writer that loaded the old pointer a
+ * moment earlier still writes into valid memory.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "recorder_internal.h"
+#include "procinfo.h"
+#include "stack.h"
+
+tdm__rec_switches tdm__rec;
+tdm__recorder tdm__recorder_state = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .alloc_mode = "passthrough",
+    .phase_count = 1,
+};
+
+/* Sizes of the stack intern table: unique stacks and total frames. */
+#define TDM_MAX_STACKS (1u << 20)
+#define TDM_MAX_STACK_FRAMES (1u << 24)
+
+/* tdm__rec_event and tdm__rec_alloc_stack are called by the allocator,
+ * which is called by the application (or a hook): skip both. */
+#define TDM_REC_SKIP 1
+
+void tdm_history_options_init(tdm_history_options *opts)
+{
+    memset(opts, 0, sizeof *opts);
+    opts->size = sizeof *opts;
+    opts->enabled = TDM_RECORD_ALL;
+    opts->context = TDM_CONTEXT_ALL;
+    opts->stacks = TDM_STACKS_NATIVE;
+    opts->max_entries = 1000000;
+    opts->clear_history = 0;
+}
+
+/* Copies the caller's options over the defaults, honouring opts->size so
+ * that callers built against an older, shorter struct keep working. */
+static tdm_status read_options(const tdm_history_options *in,
+                               tdm_history_options *out)
+{
+    tdm_history_options_init(out);
+    if (!in)
+        return TDM_OK;
+    if (in->size < offsetof(tdm_history_options, clear_history) + sizeof(int))
+        return TDM_INVALID_ARGUMENT;
+    size_t n = in->size < sizeof *out ? in->size : sizeof *out;
+    memcpy(out, in, n);
+    out->size = sizeof *out;
+    if ((unsigned)out->enabled > TDM_RECORD_ALL ||
+        (unsigned)out->context > TDM_CONTEXT_ALL ||
+        (unsigned)out->stacks > TDM_STACKS_PYTHON || out->max_entries == 0)
+        return TDM_INVALID_ARGUMENT;
+    if (out->stacks == TDM_STACKS_PYTHON)
+        return TDM_NOT_AVAILABLE;
+    return TDM_OK;
+}
+
+tdm_status tdm_record_memory_history(const tdm_history_options *in)
+{
+    tdm_history_options opts;
+    tdm_status st = read_options(in, &opts);
+    if (st != TDM_OK)
+        return st;
+    tdm__recorder *r = &tdm__recorder_state;
+    int want_stacks = opts.enabled != TDM_RECORD_OFF &&
+                      opts.context != TDM_CONTEXT_NONE &&
+                      opts.stacks == TDM_STACKS_NATIVE;
+    if (want_stacks) {
+        st = tdm__stack_init(TDM_MAX_STACKS, TDM_MAX_STACK_FRAMES);
+        if (st != TDM_OK)
+            return st;
+    }
+
+    pthread_mutex_lock(&r->lock);
+    tdm__ring *old = atomic_load(&r->ring);
+    tdm__ring *ring = old;
+    int fresh = opts.enabled != TDM_RECORD_ALL || !old || opts.clear_history ||
+                old->capacity != opts.max_entries;
+    if (fresh) {
+        ring = NULL;
+        if (opts.enabled == TDM_RECORD_ALL) {
+            st = tdm__ring_create(opts.max_entries, &ring);
+            if (st != TDM_OK) {
+                pthread_mutex_unlock(&r->lock);
+                return st;
+            }
+        }
+        if (old && !opts.clear_history && opts.enabled == TDM_RECORD_ALL) {
+            /* A resize keeps counting what the old ring had dropped and
+             * holds; PyTorch likewise loses history on reconfiguration. */
+            atomic_fetch_add(&r->carried_drops, atomic_load(&old->head));
+        } else {
+            atomic_store(&r->carried_drops, 0);
+        }
+        atomic_store(&r->ring, ring);
+        tdm__ring_retire(old);
+    }
+    if (atomic_load(&tdm__rec.mode) == TDM_RECORD_OFF || fresh)
+        r->start_time_us = tdm__now_us();
+    r->opts = opts;
+    atomic_store(&tdm__rec.context, opts.context);
+    atomic_store(&tdm__rec.stacks, want_stacks ? opts.stacks : TDM_STACKS_NONE);
+    atomic_store(&tdm__rec.mode, opts.enabled);
+    pthread_mutex_unlock(&r->lock);
+    return TDM_OK;
+}
+
+int tdm_is_recording(void) { return tdm__rec_on(); }
+
+static inline int stacks_wanted(int min_context)
+{
+    return atomic_load_explicit(&tdm__rec.stacks, memory_order_relaxed) ==
+               TDM_STACKS_NATIVE &&
+           atomic_load_explicit(&tdm__rec.context, memory_order_relaxed) >=
+               min_context &&
+           tdm__rec_on();
+}
+
+uint32_t tdm__rec_alloc_stack(unsigned skip)
+{
+    if (!stacks_wanted(TDM_CONTEXT_STATE))
+        return 0;
+    return tdm__stack_current(skip + TDM_REC_SKIP);
+}
+
+uint32_t tdm__rec_free_stack(unsigned skip)
+{
+    if (!stacks_wanted(TDM_CONTEXT_ALL))
+        return 0;
+    return tdm__stack_current(skip + TDM_REC_SKIP);
+}
+
+int tdm__rec_events_carry_stacks(void)
+{
+    return atomic_load_explicit(&tdm__rec.context, memory_order_relaxed) >=
+           TDM_CONTEXT_ALLOC;
+}
+
+/* This thread's tag stack (tdm_tag_push).  initial-exec: the hot path must
+ * not go through __tls_get_addr. */
+#define TDM_TAG_DEPTH 16
+static __thread __attribute__((tls_model("initial-exec"))) uint8_t tag_stack[TDM_TAG_DEPTH];
+static __thread __attribute__((tls_model("initial-exec"))) int tag_depth;
+
+uint8_t tdm__rec_current_category(void)
+{
+    int d = tag_depth;
+    return d > 0 ? tag_stack[(d > TDM_TAG_DEPTH ? TDM_TAG_DEPTH : d) - 1]
+                 : TDM_CATEGORY_UNKNOWN;
+}
+
+tdm_status tdm_tag_push(tdm_category category)
+{
+    if ((unsigned)category >= TDM_CATEGORY_COUNT_)
+        return TDM_INVALID_ARGUMENT;
+    if (tag_depth >= TDM_TAG_DEPTH)
+        return TDM_INVALID_ARGUMENT;
+    tag_stack[tag_depth++] = (uint8_t)category;
+    return TDM_OK;
+}
+
+tdm_status tdm_tag_pop(void)
+{
+    if (tag_depth == 0)
+        return TDM_INVALID_ARGUMENT;
+    tag_depth--;
+    return TDM_OK;
+}
+
+uint32_t tdm__rec_current_phase(void)
+{
+    return atomic_load_explicit(&tdm__recorder_state.phase, memory_order_relaxed);
+}
+
+uint32_t tdm__rec_current_step(void)
+{
+    return atomic_load_explicit(&tdm__recorder_state.step, memory_order_relaxed);
+}
+
+void tdm__rec_event(tdm_action action, int device, uint64_t addr,
+                    uint64_t size, uint64_t requested, uint64_t stream,
+                    uint32_t stack_id)
+{
+    tdm__ring *ring = atomic_load_explicit(&tdm__recorder_state.ring,
+                                           memory_order_acquire);
+    if (!ring)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    tdm_event ev = {
+        .time_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
+        .addr = addr,
+        .size = size,
+        .requested = requested,
+        .stream = stream,
+        .stack_id = stack_id,
+        .phase = tdm__rec_current_phase(),
+        .step = tdm__rec_current_step(),
+        .device = (int16_t)device,
+        .action = (uint8_t)action,
+        .category = tdm__rec_current_category(),
+    };
+    tdm__ring_push(ring, &ev);
+}
+
+void tdm__rec_set_state_source(tdm__state_source_fn source)
+{
+    atomic_store(&tdm__recorder_state.state_source, source);
+}
+
+void tdm__rec_set_tag_listener(tdm__tag_listener_fn listener)
+{
+    atomic_store(&tdm__recorder_state.tag_listener, listener);
+}
+
+void tdm__rec_set_alloc_mode(const char *mode)
+{
+    pthread_mutex_lock(&tdm__recorder_state.lock);
+    tdm__recorder_state.alloc_mode = mode;
+    pthread_mutex_unlock(&tdm__recorder_state.lock);
+}
+
+/* Replaces *slot with a copy of text (NULL clears).  Caller holds the lock. */
+static tdm_status replace_string(char **slot, const char *text)
+{
+    char *copy = NULL;
+    if (text && !(copy = strdup(text)))
+        return TDM_HOST_OUT_OF_MEMORY;
+    free(*slot);
+    *slot = copy;
+    return TDM_OK;
+}
+
+void tdm__rec_set_config_text(const char *text)
+{
+    pthread_mutex_lock(&tdm__recorder_state.lock);
+    replace_string(&tdm__recorder_state.config_text, text);
+    pthread_mutex_unlock(&tdm__recorder_state.lock);
+}
+
+tdm_status tdm_set_metadata(const char *text)
+{
+    pthread_mutex_lock(&tdm__recorder_state.lock);
+    tdm_status st = replace_string(&tdm__recorder_state.metadata, text);
+    pthread_mutex_unlock(&tdm__recorder_state.lock);
+    return st;
+}
