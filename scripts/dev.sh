@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# scripts/dev.sh: set up a Debian 12 machine, build tidemark, and run the
+# demo or the whole test suite.  The README's two commands call this.
+#
+#   scripts/dev.sh demo    install what is missing, build, run the demo
+#   scripts/dev.sh test    install what is missing, build, run every test:
+#                          the normal build (-Werror), then ASan+UBSan, then TSan
+#   scripts/dev.sh setup   only install the Debian packages
+#   scripts/dev.sh build   only build (build/)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+JOBS=$(nproc 2>/dev/null || echo 2)
+
+# Debian 12 packages tidemark builds and tests with.
+PACKAGES=(
+  build-essential cmake pkg-config git python3
+  libunwind-dev libmsgpack-dev libjemalloc-dev libdw-dev libelf-dev
+  libcmocka-dev libze-dev libze1 libamdhip64-dev
+)
+
+setup() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    echo "dev.sh: all Debian packages present"
+    return
+  fi
+  echo "dev.sh: installing ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+# build DIR [cmake options...]
+build() {
+  local dir=$1; shift
+  cmake -S "$ROOT" -B "$dir" -DTDM_WERROR=ON "$@" >"$dir.cmake.log" 2>&1 ||
+    { cat "$dir.cmake.log"; exit 1; }
+  cmake --build "$dir" -j"$JOBS"
+}
+
+# run_tests DIR LABEL
+run_tests() {
+  echo "== tests: $2"
+  (cd "$1" && ctest --output-on-failure -j"$JOBS" --timeout 600)
+}
+
+demo() {
+  build build
+  local out=build/demo
+  mkdir -p "$out"
+  rm -f "$out/train.tdm"
+  echo "== running examples/train_sim on the sim device, recorded through TIDEMARK_CONF"
+  TIDEMARK_CONF="dump=$out/train.tdm" build/examples/train_sim --steps 5
+  echo
+  echo "== tidemark summary $out/train.tdm"
+  build/tidemark summary "$out/train.tdm"
+}
+
+tests() {
+  build build
+  run_tests build "RelWithDebInfo, -Werror"
+  build build-asan -DTDM_SANITIZE=address -DTDM_BUILD_BENCH=OFF
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    run_tests build-asan "ASan + UBSan"
+  build build-tsan -DTDM_SANITIZE=thread -DTDM_BUILD_BENCH=OFF
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_tests build-tsan "TSan"
+  echo "dev.sh: all test suites passed"
+}
+
+case "${1:-}" in
+  setup) setup ;;
+  build) setup; build build ;;
+  demo)  setup; demo ;;
+  test)  setup; tests ;;
+  *) echo "usage: scripts/dev.sh demo|test|setup|build" >&2; exit 2 ;;
+esac
