@@ -145,11 +145,12 @@ int tdm__rec_events_carry_stacks(void)
            TDM_CONTEXT_ALLOC;
 }
 
-/* This thread's tag stack (tdm_tag_push).  initial-exec: the hot path must
- * not go through __tls_get_addr. */
+/* This thread's tag stack (tdm_tag_push).  Default (dynamic) TLS model on
+ * purpose: initial-exec would flag the library STATIC_TLS and make dlopen
+ * fail (Python ctypes, PyTorch's pluggable allocator). */
 #define TDM_TAG_DEPTH 16
-static __thread __attribute__((tls_model("initial-exec"))) uint8_t tag_stack[TDM_TAG_DEPTH];
-static __thread __attribute__((tls_model("initial-exec"))) int tag_depth;
+static __thread uint8_t tag_stack[TDM_TAG_DEPTH];
+static __thread int tag_depth;
 
 uint8_t tdm__rec_current_category(void)
 {

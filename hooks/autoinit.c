@@ -1,0 +1,424 @@
+/* hooks/autoinit.c: TIDEMARK_CONF applied when the library is loaded, and
+ * the snapshots written at exit, on a signal and on out-of-memory.
+ *
+ * Owns: the load-time constructor; the process-wide state of auto-enabling
+ * (`g` below): the configuration in force, the dump template made absolute,
+ * the signal pipe and the watcher thread that writes signal-triggered dumps.
+ *
+ * Invariants:
+ *  - A bad TIDEMARK_CONF prints exactly one line and changes nothing: no
+ *    device configuration, no recording, no handler, no thread, no atexit.
+ *  - The signal handler only writes one byte into a non-blocking pipe
+ *    (async-signal-safe); the watcher thread reads it and writes the dump,
+ *    so the program never runs tidemark's dump code inside a handler.
+ *  - The exit dump happens once, in the process that applied the
+ *    configuration: a forked child neither dumps at exit nor on the signal
+ *    (its copy of the watcher does not exist; the handler in the child
+ *    swallows the signal, see after_fork_child).
+ *  - Out-of-memory dumps run in the allocating thread (alloc/ calls on_oom
+ *    with no allocator lock held); at most OOM_DUMPS_MAX per process.
+ *  - Messages go to stderr with one write() each, so lines from several
+ *    processes or threads never interleave mid-line.
+ *
+ * Lock: g.lock serializes dumps (watcher, exit, out-of-memory) and guards
+ * the sequence numbers.  The rest of `g` is written once, in
+ * tdm__autoinit_apply, before the watcher thread starts, the handler is
+ * installed or the allocator can call on_oom, and only read afterwards.
+ */
+#define _GNU_SOURCE /* pipe2, sigabbrev_np, secure_getenv, dladdr */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "procinfo.h"
+#include "recorder.h"
+
+static struct {
+    pthread_mutex_t lock;
+    atomic_int applied;    /* a non-blank TIDEMARK_CONF was seen */
+    atomic_int exit_done;  /* the exit path ran */
+    tdm__config cfg;
+    char tmpl[TDM__CONF_PATH_MAX]; /* cfg.dump, made absolute at start */
+    uint64_t start_time_us;        /* %t */
+    pid_t owner_pid;               /* the process that applied the config */
+    _Atomic int pipe_wr;           /* signal handler -> watcher; -1 if none */
+    int pipe_rd;
+    pthread_t watcher;
+    int watcher_started;
+    unsigned signal_seq; /* signal dumps named so far (under lock) */
+    unsigned oom_seq;    /* out-of-memory dumps named so far (under lock) */
+    atomic_int active;   /* recording started: dumps may be written */
+} g = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .pipe_wr = -1,
+    .pipe_rd = -1,
+};
+
+/* One line on stderr, written at once. */
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+    char line[TDM__CONF_ERR_MAX + TDM__CONF_PATH_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n > sizeof line - 2)
+        n = (int)sizeof line - 2;
+    line[n++] = '\n';
+    for (ssize_t off = 0; off < n;) {
+        ssize_t w = write(STDERR_FILENO, line + off, (size_t)(n - off));
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        off += w;
+    }
+}
+
+static const char *signal_name(int sig)
+{
+    const char *abbrev = sigabbrev_np(sig);
+    return abbrev ? abbrev : "?";
+}
+
+/* A program that probes for the largest batch that fits may run out of
+ * memory many times; the first snapshots are the ones that explain it. */
+#define OOM_DUMPS_MAX 16
+
+/* Why a dump is written; each kind but exit numbers its files. */
+enum dump_kind { DUMP_EXIT, DUMP_SIGNAL, DUMP_OOM };
+
+/* Writes one snapshot: the exit dump under the template's own name, the
+ * N-th signal dump with "-N" before the extension and the N-th
+ * out-of-memory dump with "-oom-N" (so each is a new file, whatever codes
+ * the template uses). */
+static void dump_now(enum dump_kind kind)
+{
+    char path[TDM__CONF_PATH_MAX], numbered[TDM__CONF_PATH_MAX];
+    pthread_mutex_lock(&g.lock);
+    if (kind == DUMP_OOM && g.oom_seq >= OOM_DUMPS_MAX) {
+        if (g.oom_seq++ == OOM_DUMPS_MAX)
+            say("tidemark: %d snapshots on out-of-memory written; no more in "
+                "this process", OOM_DUMPS_MAX);
+        pthread_mutex_unlock(&g.lock);
+        return;
+    }
+    tdm_status st = tdm__dump_path_for_process(g.tmpl, g.start_time_us, path,
+                                               sizeof path);
+    if (st == TDM_OK && kind != DUMP_EXIT) {
+        char suffix[32];
+        unsigned *seq = kind == DUMP_SIGNAL ? &g.signal_seq : &g.oom_seq;
+        snprintf(suffix, sizeof suffix, kind == DUMP_SIGNAL ? "-%u" : "-oom-%u",
+                 *seq + 1);
+        st = tdm__dump_path_with_suffix(path, suffix, numbered, sizeof numbered);
+        if (st == TDM_OK) {
+            (*seq)++;
+            memcpy(path, numbered, sizeof path);
+        }
+    }
+    if (st != TDM_OK) {
+        say("tidemark: dump path '%s' is too long once expanded; no snapshot "
+            "written", g.cfg.dump);
+        goto out;
+    }
+    if (tdm__dump_path_make_parent(path) != TDM_OK) {
+        say("tidemark: cannot create the folder of %s: %m; no snapshot written",
+            path);
+        goto out;
+    }
+    /* The recorder's own build + write (what tdm_dump_snapshot does), so
+     * that the line can say how many events went into the file. */
+    tdm_snap *snap = NULL;
+    st = tdm__rec_build_snapshot(&snap);
+    if (st == TDM_OK) {
+        size_t events = snap->event_count;
+        uint64_t dropped = snap->dropped_events;
+        st = tdm__snap_write(snap, path);
+        tdm__rec_snapshot_free(snap);
+        if (st == TDM_OK && dropped)
+            say("tidemark: wrote snapshot to %s (%zu events, %llu dropped)", path,
+                events, (unsigned long long)dropped);
+        else if (st == TDM_OK)
+            say("tidemark: wrote snapshot to %s (%zu events)", path, events);
+    }
+    if (st != TDM_OK)
+        say("tidemark: cannot write snapshot to %s: %s", path, tdm_strerror(st));
+out:
+    pthread_mutex_unlock(&g.lock);
+}
+
+/* ---- dump on signal ------------------------------------------------------ */
+
+static void on_signal(int sig, siginfo_t *info, void *uctx)
+{
+    int saved = errno;
+    int fd = atomic_load_explicit(&g.pipe_wr, memory_order_relaxed);
+    if (fd >= 0) {
+        /* Non-blocking: a flood of signals drops wake-ups, never blocks. */
+        char byte = 's';
+        ssize_t w = write(fd, &byte, 1);
+        (void)w;
+    }
+    errno = saved;
+}
+
+static void *watcher_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        char byte;
+        ssize_t n = read(g.pipe_rd, &byte, 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0 || byte == 'q')
+            break;
+        dump_now(DUMP_SIGNAL);
+    }
+    return NULL;
+}
+
+/* Pipe, watcher thread, then the handler (so no wake-up is ever lost to a
+ * thread that is not there yet).  Returns 0 or an errno value. */
+static int start_signal_watch(void)
+{
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return errno;
+    if (fcntl(fds[1], F_SETFL, O_NONBLOCK) != 0) {
+        int e = errno;
+        close(fds[0]);
+        close(fds[1]);
+        return e;
+    }
+    g.pipe_rd = fds[0];
+    /* The watcher blocks every signal, so the program's signals keep going
+     * to the program's threads. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&g.watcher, NULL, watcher_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        close(fds[0]);
+        close(fds[1]);
+        g.pipe_rd = -1;
+        return rc;
+    }
+    pthread_setname_np(g.watcher, "tidemark-dump");
+    g.watcher_started = 1;
+    atomic_store(&g.pipe_wr, fds[1]);
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART; /* the program's calls go on */
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(g.cfg.signal, &sa, NULL) != 0)
+        return errno; /* the watcher stays idle; at_exit stops it */
+    return 0;
+}
+
+static void stop_watcher(void)
+{
+    if (!g.watcher_started)
+        return;
+    int fd = atomic_exchange(&g.pipe_wr, -1);
+    char quit = 'q';
+    /* If the pipe is full of wake-ups the watcher is busy with them and the
+     * quit byte cannot go in: leave it running rather than wait. */
+    if (fd >= 0 && write(fd, &quit, 1) == 1)
+        pthread_join(g.watcher, NULL);
+    g.watcher_started = 0;
+}
+
+/* In a forked child the watcher thread does not exist.  Snapshots stay
+ * with the parent: the child's handler finds no pipe and does nothing (so a
+ * signal sent to a whole process group does not kill forked workers), and
+ * at_exit sees another pid.  After exec, tidemark (if loaded) starts over
+ * from TIDEMARK_CONF. */
+static void after_fork_child(void)
+{
+    int fd = atomic_exchange(&g.pipe_wr, -1);
+    if (fd >= 0)
+        close(fd);
+    if (g.pipe_rd >= 0)
+        close(g.pipe_rd);
+    g.pipe_rd = -1;
+    g.watcher_started = 0;
+}
+
+/* ---- dump at exit ---------------------------------------------------------- */
+
+static void at_exit(void)
+{
+    if (getpid() != g.owner_pid)
+        return;
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&g.exit_done, &expected, 1))
+        return;
+    stop_watcher();
+    if (g.cfg.dump_on & TDM__DUMP_ON_EXIT)
+        dump_now(DUMP_EXIT);
+}
+
+/* ---- dump on out-of-memory ------------------------------------------------ */
+
+/* Called by alloc/ in the allocating thread, after an allocation failed
+ * for good, with no allocator lock held. */
+static void on_oom(int device, size_t requested)
+{
+    (void)device;
+    (void)requested;
+    if (atomic_load(&g.active) && getpid() == g.owner_pid)
+        dump_now(DUMP_OOM);
+}
+
+/* A library loaded with dlopen could be unloaded by dlclose while our
+ * handler, thread and exit hook still point into it.  Once any of those
+ * exist, the library pins itself: dlclose then leaves it mapped. */
+static void pin_self(void)
+{
+    Dl_info info;
+    if (dladdr((void *)&pin_self, &info) && info.dli_fname)
+        (void)dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
+/* ---- applying a configuration ------------------------------------------------ */
+
+static int is_blank_text(const char *s)
+{
+    for (; *s; s++)
+        if (!strchr(" \t\n\r\v\f", *s))
+            return 0;
+    return 1;
+}
+
+/* g.tmpl = cfg.dump, relative to the folder the program started in (so a
+ * program that changes folder still dumps where it was started).  '%' in
+ * that folder's name is escaped so it is not read as a code. */
+static int make_absolute_template(void)
+{
+    const char *dump = g.cfg.dump;
+    char cwd[TDM__CONF_PATH_MAX];
+    size_t used = 0;
+    if (dump[0] != '/' && getcwd(cwd, sizeof cwd)) {
+        for (const char *c = cwd; *c; c++) {
+            if (used + 3 >= sizeof g.tmpl)
+                return -1;
+            if (*c == '%')
+                g.tmpl[used++] = '%';
+            g.tmpl[used++] = *c;
+        }
+        if (used && g.tmpl[used - 1] != '/')
+            g.tmpl[used++] = '/';
+    }
+    size_t len = strlen(dump);
+    if (used + len >= sizeof g.tmpl)
+        return -1;
+    memcpy(g.tmpl + used, dump, len + 1);
+    return 0;
+}
+
+static void print_help(void)
+{
+    size_t need = tdm__config_format_help(NULL, 0);
+    char *text = malloc(need + 1);
+    if (!text)
+        return;
+    tdm__config_format_help(text, need + 1);
+    for (size_t off = 0; off < need;) {
+        ssize_t w = write(STDERR_FILENO, text + off, need - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+    free(text);
+}
+
+tdm_status tdm__autoinit_apply(const char *text)
+{
+    if (!text || is_blank_text(text))
+        return TDM_OK;
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&g.applied, &expected, 1))
+        return TDM_OK;
+
+    char err[TDM__CONF_ERR_MAX];
+    if (tdm__config_parse(text, &g.cfg, err, sizeof err) != TDM_OK) {
+        say("%s", err);
+        return TDM_BAD_CONFIG;
+    }
+    if (g.cfg.help) {
+        print_help();
+        return TDM_OK;
+    }
+    g.start_time_us = tdm__now_us();
+    g.owner_pid = getpid();
+    char probe[TDM__CONF_PATH_MAX];
+    if (make_absolute_template() != 0 ||
+        tdm__dump_path_for_process(g.tmpl, g.start_time_us, probe,
+                                   sizeof probe) != TDM_OK) {
+        say("tidemark: TIDEMARK_CONF: dump path '%s' is too long once expanded; "
+            "recording is off", g.cfg.dump);
+        return TDM_BAD_CONFIG;
+    }
+    if (g.cfg.record != TDM_RECORD_OFF && (g.cfg.dump_on & TDM__DUMP_ON_OOM))
+        g.cfg.alloc.on_oom = on_oom;
+    tdm_status st = tdm__alloc_configure(&g.cfg.alloc);
+    if (st != TDM_OK) {
+        say("tidemark: TIDEMARK_CONF: cannot set up device %s (%d x %llu "
+            "bytes, alloc_mode %s): %s; recording is off",
+            g.cfg.alloc.device_kind, g.cfg.alloc.device_count,
+            (unsigned long long)g.cfg.alloc.device_capacity, g.cfg.alloc.mode,
+            tdm_strerror(st));
+        return st;
+    }
+    tdm__rec_set_config_text(text);
+    if (g.cfg.record == TDM_RECORD_OFF)
+        return TDM_OK; /* devices configured; nothing recorded, nothing dumped */
+
+    tdm_history_options opts;
+    tdm__config_history_options(&g.cfg, &opts);
+    st = tdm_record_memory_history(&opts);
+    if (st != TDM_OK) {
+        say("tidemark: cannot start recording (max_entries=%zu): %s; recording "
+            "is off", g.cfg.max_entries, tdm_strerror(st));
+        return st;
+    }
+
+    atomic_store(&g.active, 1);
+    pin_self();
+
+    if (g.cfg.dump_on & TDM__DUMP_ON_SIGNAL) {
+        int e = start_signal_watch();
+        if (e != 0)
+            say("tidemark: cannot watch for SIG%s: %s; snapshots on signal are "
+                "off", signal_name(g.cfg.signal), strerror(e));
+    }
+    pthread_atfork(NULL, NULL, after_fork_child); /* once: apply acts once */
+    if (atexit(at_exit) != 0)
+        say("tidemark: cannot register the exit handler; no snapshot at exit");
+    return TDM_OK;
+}
+
+/* secure_getenv: a set-user-ID program must not let its caller choose where
+ * it writes files. */
+__attribute__((constructor)) static void tdm_autoinit_ctor(void)
+{
+    tdm__autoinit_apply(secure_getenv("TIDEMARK_CONF"));
+}

@@ -1,0 +1,628 @@
+/* hooks/config.c: the TIDEMARK_CONF key table and its parser.
+ *
+ * Owns: the table of keys (one row per setting), their value parsers, the
+ * defaults (the default of every key is text in its row, parsed by the same
+ * parser, so a default can never be something the parser would refuse), the
+ * help text and the error line.
+ *
+ * Invariants: the parser is strict.  It accepts exactly what the table
+ * documents and stops at the first thing it cannot accept, producing one
+ * line that names the key and the value; the caller prints that line and
+ * leaves recording off.  It never prints, allocates or touches globals, so
+ * it is safe in a load-time constructor and in tests.
+ *
+ * Lock: none; every function works on caller-owned memory.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Longest key we look at; longer ones are unknown by definition. */
+#define KEY_MAX 64
+/* Most sim devices one `device` setting may ask for. */
+#define SIM_MAX_DEVICES 64
+
+static const char *const record_names[] = {"off", "state", "all", NULL};
+static const char *const context_names[] = {"none", "state", "alloc", "all",
+                                            NULL};
+static const char *const stacks_names[] = {"none", "native", "python", NULL};
+/* The allocator's modes, as alloc/ names them (tdm__alloc_config.mode). */
+static const char *const alloc_mode_names[] = {"cache", "passthrough", NULL};
+
+/* Device kinds this build can serve; vendor providers add theirs here. */
+static const char *const device_kinds[] = {"sim", NULL};
+
+static void why_set(char *why, size_t why_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void why_set(char *why, size_t why_len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, why_len, fmt, ap);
+    va_end(ap);
+}
+
+static int is_blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' ||
+           c == '\f';
+}
+
+/* Trims blanks from both ends of [*b, *e). */
+static void trim(const char **b, const char **e)
+{
+    while (*b < *e && is_blank(**b))
+        (*b)++;
+    while (*e > *b && is_blank((*e)[-1]))
+        (*e)--;
+}
+
+/* Parses decimal digits [s, ...) into *out, stopping at the first
+ * non-digit (*end).  -1 on no digits or overflow. */
+static int parse_u64_prefix(const char *s, uint64_t *out, const char **end)
+{
+    uint64_t v = 0;
+    const char *p = s;
+    if (!isdigit((unsigned char)*p))
+        return -1;
+    for (; isdigit((unsigned char)*p); p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    *out = v;
+    *end = p;
+    return 0;
+}
+
+/* ---- value parsers ------------------------------------------------------ */
+
+static int parse_enum(const tdm__conf_key *key, const char *value, void *field,
+                      char *why, size_t why_len)
+{
+    for (int i = 0; key->names[i]; i++) {
+        if (strcasecmp(value, key->names[i]) == 0) {
+            *(int *)field = i;
+            return 0;
+        }
+    }
+    why_set(why, why_len, "expected %s", key->values);
+    return -1;
+}
+
+static int parse_stacks(const tdm__conf_key *key, const char *value,
+                        void *field, char *why, size_t why_len)
+{
+    int v;
+    if (parse_enum(key, value, &v, why, why_len) != 0)
+        return -1;
+    if (v == TDM_STACKS_PYTHON) {
+        why_set(why, why_len,
+                "python stacks are not yet supported; use none or native");
+        return -1;
+    }
+    *(int *)field = v;
+    return 0;
+}
+
+static int parse_alloc_mode(const tdm__conf_key *key, const char *value,
+                            void *field, char *why, size_t why_len)
+{
+    int v;
+    if (parse_enum(key, value, &v, why, why_len) != 0)
+        return -1;
+    snprintf(field, sizeof ((tdm__alloc_config *)0)->mode, "%s", key->names[v]);
+    return 0;
+}
+
+static int parse_count(const tdm__conf_key *key, const char *value,
+                       void *field, char *why, size_t why_len)
+{
+    uint64_t v;
+    const char *end;
+    if (parse_u64_prefix(value, &v, &end) != 0 || *end != '\0' || v < 1 ||
+        v > SIZE_MAX) {
+        why_set(why, why_len, "expected a whole number >= 1, such as %s",
+                key->def);
+        return -1;
+    }
+    *(size_t *)field = (size_t)v;
+    return 0;
+}
+
+static int parse_template(const tdm__conf_key *key, const char *value,
+                          void *field, char *why, size_t why_len)
+{
+    if (strlen(value) >= TDM__CONF_PATH_MAX) {
+        why_set(why, why_len, "longer than %d bytes", TDM__CONF_PATH_MAX - 1);
+        return -1;
+    }
+    if (tdm__dump_path_check(value, why, why_len) != 0)
+        return -1;
+    memcpy(field, value, strlen(value) + 1);
+    return 0;
+}
+
+static int parse_bool(const tdm__conf_key *key, const char *value, void *field,
+                      char *why, size_t why_len)
+{
+    static const char *const no[] = {"0", "false", "no", "off"};
+    static const char *const yes[] = {"1", "true", "yes", "on"};
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+        if (strcasecmp(value, no[i]) == 0) {
+            *(int *)field = 0;
+            return 0;
+        }
+        if (strcasecmp(value, yes[i]) == 0) {
+            *(int *)field = 1;
+            return 0;
+        }
+    }
+    why_set(why, why_len, "expected 0 or 1");
+    return -1;
+}
+
+static int parse_dump_on(const tdm__conf_key *key, const char *value,
+                         void *field, char *why, size_t why_len)
+{
+    static const struct { const char *name; unsigned bit; } words[] = {
+        {"exit", TDM__DUMP_ON_EXIT},
+        {"signal", TDM__DUMP_ON_SIGNAL},
+        {"oom", TDM__DUMP_ON_OOM},
+        {"none", 0},
+    };
+    unsigned bits = 0;
+    int saw_none = 0, saw_other = 0;
+    const char *p = value;
+    for (;;) {
+        const char *b = p, *e = p + strcspn(p, "+|");
+        const char *next = *e ? e + 1 : NULL;
+        trim(&b, &e);
+        size_t n = (size_t)(e - b);
+        size_t i;
+        for (i = 0; i < sizeof words / sizeof words[0]; i++) {
+            if (strlen(words[i].name) == n && strncasecmp(b, words[i].name, n) == 0)
+                break;
+        }
+        if (i == sizeof words / sizeof words[0]) {
+            if (n == 0)
+                why_set(why, why_len, "empty item; expected %s", key->values);
+            else
+                why_set(why, why_len, "unknown event '%.*s'; expected %s",
+                        (int)(n > 64 ? 64 : n), b, key->values);
+            return -1;
+        }
+        if (words[i].bit == 0)
+            saw_none = 1;
+        else
+            saw_other = 1;
+        bits |= words[i].bit;
+        if (!next)
+            break;
+        p = next;
+    }
+    if (saw_none && saw_other) {
+        why_set(why, why_len, "'none' cannot be combined with other events");
+        return -1;
+    }
+    *(unsigned *)field = bits;
+    return 0;
+}
+
+/* Signals a dump may be asked with.  Others are refused: SIGKILL/SIGSTOP
+ * cannot be caught; fault signals (SEGV, BUS, ...) would re-fault forever
+ * once handled; INT, TERM, QUIT and the like are how programs are stopped,
+ * and a handler that lets the program go on would change that. */
+static const struct { const char *name; int number; } dump_signals[] = {
+    {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP},
+    {"WINCH", SIGWINCH}, {"URG", SIGURG},
+};
+
+static int signal_allowed(int sig)
+{
+    for (size_t i = 0; i < sizeof dump_signals / sizeof dump_signals[0]; i++)
+        if (dump_signals[i].number == sig)
+            return 1;
+    return sig >= SIGRTMIN && sig <= SIGRTMAX;
+}
+
+static int parse_signal(const tdm__conf_key *key, const char *value,
+                        void *field, char *why, size_t why_len)
+{
+    const char *s = value;
+    int sig = -1;
+    uint64_t n;
+    const char *end;
+    if (parse_u64_prefix(s, &n, &end) == 0) {
+        if (*end == '\0' && n <= (uint64_t)SIGRTMAX)
+            sig = (int)n;
+    } else {
+        if (strncasecmp(s, "SIG", 3) == 0)
+            s += 3;
+        for (size_t i = 0; i < sizeof dump_signals / sizeof dump_signals[0]; i++)
+            if (strcasecmp(s, dump_signals[i].name) == 0)
+                sig = dump_signals[i].number;
+        if (strncasecmp(s, "RTMIN", 5) == 0 || strncasecmp(s, "RTMAX", 5) == 0) {
+            int base = strncasecmp(s, "RTMIN", 5) == 0 ? SIGRTMIN : SIGRTMAX;
+            int dir = base == SIGRTMIN ? 1 : -1;
+            const char *r = s + 5;
+            if (*r == '\0') {
+                sig = base;
+            } else if (*r == (dir > 0 ? '+' : '-') &&
+                       parse_u64_prefix(r + 1, &n, &end) == 0 && *end == '\0' &&
+                       n <= (uint64_t)(SIGRTMAX - SIGRTMIN)) {
+                sig = base + dir * (int)n;
+            }
+        }
+    }
+    if (sig <= 0 || !signal_allowed(sig)) {
+        why_set(why, why_len,
+                "expected one of SIGUSR1, SIGUSR2, SIGHUP, SIGWINCH, SIGURG, "
+                "SIGRTMIN+n, SIGRTMAX-n or its number");
+        return -1;
+    }
+    *(int *)field = sig;
+    return 0;
+}
+
+static int parse_device(const tdm__conf_key *key, const char *value,
+                        void *field, char *why, size_t why_len)
+{
+    tdm__alloc_config *alloc = field;
+    tdm__alloc_config defaults;
+    size_t kind_len = strcspn(value, ":");
+    size_t k;
+    for (k = 0; device_kinds[k]; k++)
+        if (strlen(device_kinds[k]) == kind_len &&
+            strncmp(value, device_kinds[k], kind_len) == 0)
+            break;
+    if (!device_kinds[k]) {
+        why_set(why, why_len, "unknown device kind '%.*s'; expected %s",
+                (int)(kind_len > 32 ? 32 : kind_len), value, key->values);
+        return -1;
+    }
+    tdm__alloc_config_defaults(&defaults);
+    uint64_t count = (uint64_t)defaults.device_count;
+    uint64_t capacity = defaults.device_capacity;
+    if (value[kind_len] == ':') {
+        const char *spec = value + kind_len + 1;
+        const char *x = strpbrk(spec, "xX");
+        const char *size_text = spec;
+        if (x) {
+            const char *end;
+            if (parse_u64_prefix(spec, &count, &end) != 0 || end != x ||
+                count < 1 || count > SIM_MAX_DEVICES) {
+                why_set(why, why_len,
+                        "device count before 'x' must be 1 to %d (as in sim:2x8GiB)",
+                        SIM_MAX_DEVICES);
+                return -1;
+            }
+            size_text = x + 1;
+        }
+        char size_why[160];
+        if (tdm__config_parse_size(size_text, &capacity, size_why,
+                                   sizeof size_why) != 0) {
+            why_set(why, why_len, "capacity: %s; e.g. sim:8GiB or sim:2x8GiB",
+                    size_why);
+            return -1;
+        }
+        if (capacity == 0) {
+            why_set(why, why_len, "capacity must be more than 0 bytes");
+            return -1;
+        }
+    }
+    snprintf(alloc->device_kind, sizeof alloc->device_kind, "%s",
+             device_kinds[k]);
+    alloc->device_count = (int)count;
+    alloc->device_capacity = capacity;
+    return 0;
+}
+
+/* ---- the table ----------------------------------------------------------- */
+
+#define FIELD(member) offsetof(tdm__config, member)
+
+static const tdm__conf_key keys[] = {
+    {"record", "off|state|all", "all",
+     "what to record: off records nothing; state keeps the stack of every "
+     "live block; all also keeps a ring of the last max_entries events",
+     parse_enum, FIELD(record), record_names},
+    {"context", "none|state|alloc|all", "all",
+     "where stacks are kept: none; state (live blocks only); alloc (also on "
+     "alloc events); all (also captured at free)",
+     parse_enum, FIELD(context), context_names},
+    {"stacks", "none|native", "native",
+     "which stacks to capture: none, or native return addresses "
+     "(symbolized at dump); python is reserved",
+     parse_stacks, FIELD(stacks), stacks_names},
+    {"max_entries", "whole number >= 1", "1000000",
+     "ring capacity in events; older events are overwritten and counted as "
+     "dropped",
+     parse_count, FIELD(max_entries), NULL},
+    {"dump", "path template", "tidemark-%h-%p.tdm",
+     "where snapshots go: %p pid, %h host, %r rank (0 if none), %l local rank "
+     "(0 if none), %t start time (UTC, YYYYmmdd-HHMMSS), %% a percent sign; "
+     "missing folders are created",
+     parse_template, FIELD(dump), NULL},
+    {"dump_on", "exit|signal|oom|none, joined by + or |", "exit",
+     "when to write a snapshot: exit (normal process exit), signal (on "
+     "`signal`; the program goes on; a new file each time), oom (each time "
+     "a device allocation runs out of memory, at most 16), none",
+     parse_dump_on, FIELD(dump_on), NULL},
+    {"signal", "SIGUSR1|SIGUSR2|SIGHUP|SIGWINCH|SIGURG|SIGRTMIN+n|SIGRTMAX-n",
+     "SIGUSR2",
+     "the signal that asks for a snapshot when dump_on has signal (name, with "
+     "or without SIG, or number)",
+     parse_signal, FIELD(signal), NULL},
+    {"device", "sim|sim:CAPACITY|sim:NxCAPACITY", "sim",
+     "the devices tidemark serves: N simulated devices (default 1) of "
+     "CAPACITY bytes each (default 16GiB), as in sim:8GiB or sim:2x8GiB",
+     parse_device, FIELD(alloc), NULL},
+    {"alloc_mode", "cache|passthrough", "cache",
+     "how device memory is served: cache (a caching allocator, as PyTorch's) "
+     "or passthrough (each allocation its own segment from the device)",
+     parse_alloc_mode, FIELD(alloc.mode), alloc_mode_names},
+    {"sim_host_access", "0|1", "0",
+     "1 maps sim device memory readable and writable by the host, for "
+     "programs that touch their data; 0 keeps it inaccessible like real "
+     "device memory",
+     parse_bool, FIELD(alloc.host_accessible), NULL},
+};
+
+#define KEY_COUNT (sizeof keys / sizeof keys[0])
+
+const tdm__conf_key *tdm__config_keys(size_t *count)
+{
+    *count = KEY_COUNT;
+    return keys;
+}
+
+void tdm__config_defaults(tdm__config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    tdm__alloc_config_defaults(&cfg->alloc);
+    for (size_t i = 0; i < KEY_COUNT; i++) {
+        char why[256];
+        /* Cannot fail: test_config checks every default parses. */
+        (void)keys[i].parse(&keys[i], keys[i].def,
+                            (char *)cfg + keys[i].offset, why, sizeof why);
+    }
+}
+
+/* ---- sizes ------------------------------------------------------------- */
+
+int tdm__config_parse_size(const char *text, uint64_t *out, char *why,
+                           size_t why_len)
+{
+    static const struct { const char *unit; unsigned shift; } units[] = {
+        {"", 0},    {"b", 0},    {"k", 10},   {"kib", 10}, {"m", 20},
+        {"mib", 20}, {"g", 30},  {"gib", 30}, {"t", 40},   {"tib", 40},
+    };
+    uint64_t v;
+    const char *p;
+    if (parse_u64_prefix(text, &v, &p) != 0) {
+        why_set(why, why_len,
+                *text && isdigit((unsigned char)*text)
+                    ? "number too large"
+                    : "expected a number of bytes with an optional unit "
+                      "B, K, M, G, T, KiB, MiB, GiB or TiB");
+        return -1;
+    }
+    while (is_blank(*p))
+        p++;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcasecmp(p, units[i].unit) != 0)
+            continue;
+        if (units[i].shift && v > (UINT64_MAX >> units[i].shift)) {
+            why_set(why, why_len, "size too large");
+            return -1;
+        }
+        *out = v << units[i].shift;
+        return 0;
+    }
+    if (strlen(p) == 2 && strchr("kmgtKMGT", p[0]) && (p[1] == 'b' || p[1] == 'B'))
+        why_set(why, why_len,
+                "unit '%s' is ambiguous: write %c or %ciB, both 1024-based", p,
+                toupper((unsigned char)p[0]), toupper((unsigned char)p[0]));
+    else
+        why_set(why, why_len,
+                "unknown unit '%.16s'; expected B, K, M, G, T, KiB, MiB, GiB "
+                "or TiB", p);
+    return -1;
+}
+
+/* ---- the parser -------------------------------------------------------- */
+
+/* Copies [b, e) into dst for quoting in a message: at most `max` bytes,
+ * control characters shown as '?', so the message stays one line. */
+static void quote(char *dst, size_t dst_len, const char *b, const char *e)
+{
+    size_t n = 0;
+    for (; b < e && n + 4 < dst_len; b++)
+        dst[n++] = (unsigned char)*b < 0x20 || *b == 0x7f ? '?' : *b;
+    if (b < e && dst_len >= 4) {
+        memcpy(dst + n, "...", 3);
+        n += 3;
+    }
+    dst[n] = '\0';
+}
+
+/* Levenshtein distance of two short strings, for "did you mean". */
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    size_t row[KEY_MAX + 1];
+    if (la > KEY_MAX || lb > KEY_MAX)
+        return (size_t)-1;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+static void fail(char *err, size_t err_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fail(char *err, size_t err_len, const char *fmt, ...)
+{
+    char middle[TDM__CONF_ERR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(middle, sizeof middle, fmt, ap);
+    va_end(ap);
+    if (err && err_len)
+        snprintf(err, err_len, "tidemark: TIDEMARK_CONF: %s; recording is off",
+                 middle);
+}
+
+static void unknown_key(const char *key, char *err, size_t err_len)
+{
+    char list[512] = "";
+    size_t used = 0;
+    const char *best = NULL;
+    size_t best_d = 3; /* suggest only within 2 edits */
+    for (size_t i = 0; i < KEY_COUNT; i++) {
+        int n = snprintf(list + used, sizeof list - used, "%s%s",
+                         i ? ", " : "", keys[i].name);
+        if (n > 0 && (size_t)n < sizeof list - used)
+            used += (size_t)n;
+        size_t d = edit_distance(key, keys[i].name);
+        if (d < best_d) {
+            best_d = d;
+            best = keys[i].name;
+        }
+    }
+    if (best)
+        fail(err, err_len, "unknown key '%s' (did you mean '%s'? valid keys: %s)",
+             key, best, list);
+    else
+        fail(err, err_len, "unknown key '%s' (valid keys: %s)", key, list);
+}
+
+tdm_status tdm__config_parse(const char *text, tdm__config *cfg, char *err,
+                             size_t err_len)
+{
+    tdm__config_defaults(cfg);
+    if (err && err_len)
+        err[0] = '\0';
+    if (!text)
+        return TDM_OK;
+    const char *p = text;
+    for (;;) {
+        const char *b = p, *e = p + strcspn(p, ",");
+        const char *next = *e ? e + 1 : NULL;
+        trim(&b, &e);
+        if (b < e) {
+            char shown[96];
+            const char *eq = memchr(b, '=', (size_t)(e - b));
+            if (!eq) {
+                if ((size_t)(e - b) == 4 && strncmp(b, "help", 4) == 0) {
+                    cfg->help = 1;
+                } else {
+                    quote(shown, sizeof shown, b, e);
+                    fail(err, err_len,
+                         "item '%s' has no '=' (expected key=value; "
+                         "TIDEMARK_CONF=help lists the keys)", shown);
+                    return TDM_BAD_CONFIG;
+                }
+            } else {
+                const char *kb = b, *ke = eq, *vb = eq + 1, *ve = e;
+                trim(&kb, &ke);
+                trim(&vb, &ve);
+                char key[KEY_MAX + 1];
+                quote(key, sizeof key, kb, ke);
+                if (kb == ke) {
+                    quote(shown, sizeof shown, b, e);
+                    fail(err, err_len, "item '%s' has an empty key", shown);
+                    return TDM_BAD_CONFIG;
+                }
+                const tdm__conf_key *k = NULL;
+                for (size_t i = 0; i < KEY_COUNT && (size_t)(ke - kb) <= KEY_MAX; i++)
+                    if (strlen(keys[i].name) == (size_t)(ke - kb) &&
+                        strncmp(keys[i].name, kb, (size_t)(ke - kb)) == 0)
+                        k = &keys[i];
+                if (!k) {
+                    unknown_key(key, err, err_len);
+                    return TDM_BAD_CONFIG;
+                }
+                char value[TDM__CONF_PATH_MAX + 1];
+                char why[TDM__CONF_ERR_MAX / 2];
+                quote(shown, sizeof shown, vb, ve);
+                if ((size_t)(ve - vb) >= sizeof value) {
+                    fail(err, err_len, "value '%s' for key '%s' is too long",
+                         shown, k->name);
+                    return TDM_BAD_CONFIG;
+                }
+                memcpy(value, vb, (size_t)(ve - vb));
+                value[ve - vb] = '\0';
+                if (value[0] == '\0') {
+                    fail(err, err_len, "empty value for key '%s' (expected %s)",
+                         k->name, k->values);
+                    return TDM_BAD_CONFIG;
+                }
+                why[0] = '\0';
+                if (k->parse(k, value, (char *)cfg + k->offset, why,
+                             sizeof why) != 0) {
+                    fail(err, err_len, "bad value '%s' for key '%s' (%s)", shown,
+                         k->name, why);
+                    return TDM_BAD_CONFIG;
+                }
+            }
+        }
+        if (!next)
+            break;
+        p = next;
+    }
+    return TDM_OK;
+}
+
+size_t tdm__config_format_help(char *buf, size_t len)
+{
+    size_t need = 0;
+#define EMIT(...)                                                              \
+    do {                                                                       \
+        int n_ = snprintf(buf && need < len ? buf + need : NULL,               \
+                          buf && need < len ? len - need : 0, __VA_ARGS__);    \
+        if (n_ > 0)                                                            \
+            need += (size_t)n_;                                                \
+    } while (0)
+    EMIT("tidemark: TIDEMARK_CONF is a comma-separated list of key=value "
+         "items (asking for help leaves recording off).  Keys:\n");
+    for (size_t i = 0; i < KEY_COUNT; i++)
+        EMIT("  %-16s %s\n  %-16s default: %s\n  %-16s %s\n", keys[i].name,
+             keys[i].values, "", keys[i].def, "", keys[i].help);
+    EMIT("tidemark: sizes take B, K, M, G, T or KiB, MiB, GiB, TiB "
+         "(K = KiB = 1024); see docs/configuration.md\n");
+#undef EMIT
+    return need;
+}
+
+void tdm__config_history_options(const tdm__config *cfg,
+                                 tdm_history_options *opts)
+{
+    memset(opts, 0, sizeof *opts);
+    opts->size = sizeof *opts;
+    opts->enabled = (tdm_record_mode)cfg->record;
+    opts->context = (tdm_context_mode)cfg->context;
+    opts->stacks = (tdm_stacks_mode)cfg->stacks;
+    opts->max_entries = cfg->max_entries;
+    opts->clear_history = 0;
+}

@@ -1,0 +1,139 @@
+/* hooks/config.h: TIDEMARK_CONF, the environment switch that turns
+ * recording on when the library is loaded, and the dump-path templates.
+ *
+ * config.c owns the key table (one row per setting: name, values, default,
+ * help, parser, where the value goes) and the parser over it.  dump_path.c
+ * owns the `dump` template: checking it, expanding its % codes and making
+ * the folders a dump goes into.  autoinit.c applies a parsed configuration
+ * at load time and writes the snapshots at exit and on a signal.
+ *
+ * Nothing here is on a hot path: it runs at load time, at exit and when a
+ * dump is asked for.  The parser is pure (no globals, no I/O) so that tests
+ * can run it on any text; it never prints, it hands back the one line that
+ * autoinit.c prints.
+ *
+ * Names: a key of TIDEMARK_CONF, its field here and its entry in
+ * docs/configuration.md carry the same name.
+ */
+#ifndef TDM_HOOKS_CONFIG_H
+#define TDM_HOOKS_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tidemark.h"
+#include "alloc.h"
+
+/* Longest dump path, template or expanded, including the NUL. */
+#define TDM__CONF_PATH_MAX 4096
+/* Room for the one error line the parser hands back. */
+#define TDM__CONF_ERR_MAX 1024
+
+/* dump_on bits; 0 means "none". */
+enum {
+    TDM__DUMP_ON_EXIT = 1u << 0,   /* at normal process exit */
+    TDM__DUMP_ON_SIGNAL = 1u << 1, /* when `signal` arrives; program goes on */
+    TDM__DUMP_ON_OOM = 1u << 2,    /* when a device allocation runs out of memory */
+};
+
+typedef struct tdm__config {
+    int record;              /* tdm_record_mode (the API's `enabled`) */
+    int context;             /* tdm_context_mode */
+    int stacks;              /* tdm_stacks_mode */
+    size_t max_entries;      /* ring capacity, events, >= 1 */
+    char dump[TDM__CONF_PATH_MAX]; /* path template, checked */
+    unsigned dump_on;        /* TDM__DUMP_ON_* bits */
+    int signal;              /* signal number that asks for a dump */
+    tdm__alloc_config alloc; /* `device` (kind, count, capacity in bytes),
+                                `alloc_mode` (mode) and `sim_host_access`
+                                (host_accessible) */
+    int help;                /* the text asked for the key list */
+} tdm__config;
+
+/* One row of the key table. */
+typedef struct tdm__conf_key tdm__conf_key;
+typedef int (*tdm__conf_parse_fn)(const tdm__conf_key *key, const char *value,
+                                  void *field, char *why, size_t why_len);
+struct tdm__conf_key {
+    const char *name;          /* the key, as written in TIDEMARK_CONF */
+    const char *values;        /* the accepted values, for help and errors */
+    const char *def;           /* the default, as text; parsed at init */
+    const char *help;          /* one sentence */
+    tdm__conf_parse_fn parse;  /* 0 on success; else fills `why` */
+    size_t offset;             /* where the value goes in tdm__config */
+    const char *const *names;  /* enum keys: value names, index = value */
+};
+
+/* The key table, in documentation order. */
+const tdm__conf_key *tdm__config_keys(size_t *count);
+
+/* Fills *cfg with every key's default. */
+void tdm__config_defaults(tdm__config *cfg);
+
+/* Parses TIDEMARK_CONF text over the defaults.  Items are separated by
+ * commas; empty items are skipped; blanks around items, keys and values
+ * are ignored; a key given twice keeps its last value; the item `help`
+ * sets cfg->help.  On TDM_BAD_CONFIG, err gets one line (no newline) that
+ * names the key and the offending value, and *cfg is unspecified. */
+tdm_status tdm__config_parse(const char *text, tdm__config *cfg, char *err,
+                             size_t err_len);
+
+/* The key list as TIDEMARK_CONF=help prints it (several lines).  Returns
+ * the length it needed, like snprintf. */
+size_t tdm__config_format_help(char *buf, size_t len);
+
+/* The recording options a configuration asks for. */
+void tdm__config_history_options(const tdm__config *cfg,
+                                 tdm_history_options *opts);
+
+/* Parses a byte size: digits, optional blanks, optional unit B, K, M, G, T
+ * or KiB, MiB, GiB, TiB (any case; K = KiB = 1024).  0 on success; else
+ * `why` says what is wrong. */
+int tdm__config_parse_size(const char *text, uint64_t *out, char *why,
+                           size_t why_len);
+
+/* ---- dump paths (dump_path.c) ------------------------------------------ */
+
+/* What the % codes of a dump template stand for. */
+typedef struct tdm__dump_vars {
+    const char *host;       /* %h; '/' becomes '_' */
+    int64_t pid;            /* %p */
+    int32_t rank;           /* %r; -1 (unknown) expands to 0 */
+    int32_t local_rank;     /* %l; -1 (unknown) expands to 0 */
+    uint64_t start_time_us; /* %t, as YYYYmmdd-HHMMSS in UTC */
+} tdm__dump_vars;
+
+/* 0 when every % in `tmpl` is a known code and the template is not empty;
+ * else `why` says what is wrong. */
+int tdm__dump_path_check(const char *tmpl, char *why, size_t why_len);
+
+/* Expands `tmpl` into out[0..out_len).  TDM_INVALID_ARGUMENT for a bad
+ * template or a result that does not fit. */
+tdm_status tdm__dump_path_expand(const char *tmpl, const tdm__dump_vars *vars,
+                                 char *out, size_t out_len);
+
+/* Expands `tmpl` for this process now (host, pid, ranks from the
+ * environment through tdm__procinfo_read) with the given start time. */
+tdm_status tdm__dump_path_for_process(const char *tmpl, uint64_t start_time_us,
+                                      char *out, size_t out_len);
+
+/* `path` with `suffix` put before the extension of its last component
+ * ("out/a.tdm", "-2" -> "out/a-2.tdm"; "out/a" -> "out/a-2"). */
+tdm_status tdm__dump_path_with_suffix(const char *path, const char *suffix,
+                                      char *out, size_t out_len);
+
+/* Creates the missing folders above `path` (mode 0777 less the umask).
+ * TDM_IO_ERROR, with errno set, when one cannot be made. */
+tdm_status tdm__dump_path_make_parent(const char *path);
+
+/* ---- load-time enabling (autoinit.c) ----------------------------------- */
+
+/* Applies TIDEMARK_CONF text as the load-time constructor does: prints
+ * the error line or the help and returns TDM_BAD_CONFIG (or TDM_OK for
+ * help) leaving everything off, or configures the allocator, starts
+ * recording and arranges the dumps.  NULL or blank text does nothing;
+ * of the calls with other text, only the first in a process acts, later
+ * ones return TDM_OK and do nothing. */
+tdm_status tdm__autoinit_apply(const char *text);
+
+#endif

@@ -1,0 +1,183 @@
+/* hooks/dump_path.c: the `dump` path template of TIDEMARK_CONF.
+ *
+ * Owns: checking a template, expanding its codes (%p pid, %h host, %r rank,
+ * %l local rank, %t start time, %% percent), numbering repeated dumps
+ * (a suffix such as "-2" before the extension) and creating the folders a
+ * dump goes into.
+ *
+ * Invariants: a template that passed tdm__dump_path_check expands without
+ * error unless the result is too long; an unknown rank expands to 0 so that
+ * a single-process run and rank 0 of a job name their files alike; %t is the
+ * time tidemark started in this process, so every dump of one run shares it.
+ *
+ * Lock: none; pure functions over caller memory, except make_parent which
+ * touches the file system.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "procinfo.h"
+
+int tdm__dump_path_check(const char *tmpl, char *why, size_t why_len)
+{
+    if (!tmpl || !*tmpl) {
+        snprintf(why, why_len, "expected a path template");
+        return -1;
+    }
+    for (const char *p = tmpl; *p; p++) {
+        if (*p != '%')
+            continue;
+        p++;
+        if (*p == '\0') {
+            snprintf(why, why_len,
+                     "a lone '%%' ends the template; write %%%% for a percent sign");
+            return -1;
+        }
+        if (!strchr("phrlt%", *p)) {
+            snprintf(why, why_len,
+                     "unknown code '%%%c'; codes are %%p %%h %%r %%l %%t %%%%",
+                     (unsigned char)*p < 0x20 ? '?' : *p);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Appends [s, s+n) to out at *used; -1 when it does not fit (NUL kept). */
+static int put(char *out, size_t out_len, size_t *used, const char *s, size_t n)
+{
+    if (*used + n >= out_len)
+        return -1;
+    memcpy(out + *used, s, n);
+    *used += n;
+    out[*used] = '\0';
+    return 0;
+}
+
+tdm_status tdm__dump_path_expand(const char *tmpl, const tdm__dump_vars *vars,
+                                 char *out, size_t out_len)
+{
+    char why[128];
+    size_t used = 0;
+    if (!out || out_len == 0)
+        return TDM_INVALID_ARGUMENT;
+    out[0] = '\0';
+    if (tdm__dump_path_check(tmpl, why, sizeof why) != 0)
+        return TDM_INVALID_ARGUMENT;
+    for (const char *p = tmpl; *p; p++) {
+        char tmp[300];
+        int n = 0;
+        if (*p != '%') {
+            if (put(out, out_len, &used, p, 1) != 0)
+                return TDM_INVALID_ARGUMENT;
+            continue;
+        }
+        switch (*++p) {
+        case 'p':
+            n = snprintf(tmp, sizeof tmp, "%lld", (long long)vars->pid);
+            break;
+        case 'r':
+            n = snprintf(tmp, sizeof tmp, "%d", vars->rank < 0 ? 0 : (int)vars->rank);
+            break;
+        case 'l':
+            n = snprintf(tmp, sizeof tmp, "%d",
+                         vars->local_rank < 0 ? 0 : (int)vars->local_rank);
+            break;
+        case 'h': {
+            /* A host name is one path component: never a folder. */
+            const char *h = vars->host && *vars->host ? vars->host : "localhost";
+            n = snprintf(tmp, sizeof tmp, "%s", h);
+            for (int i = 0; i < n && i < (int)sizeof tmp; i++)
+                if (tmp[i] == '/')
+                    tmp[i] = '_';
+            break;
+        }
+        case 't': {
+            time_t secs = (time_t)(vars->start_time_us / 1000000u);
+            struct tm tm;
+            if (!gmtime_r(&secs, &tm))
+                return TDM_INVALID_ARGUMENT;
+            n = (int)strftime(tmp, sizeof tmp, "%Y%m%d-%H%M%S", &tm);
+            break;
+        }
+        default: /* '%', the only other code check() lets through */
+            n = snprintf(tmp, sizeof tmp, "%%");
+            break;
+        }
+        if (n < 0 || (size_t)n >= sizeof tmp ||
+            put(out, out_len, &used, tmp, (size_t)n) != 0)
+            return TDM_INVALID_ARGUMENT;
+    }
+    return TDM_OK;
+}
+
+tdm_status tdm__dump_path_for_process(const char *tmpl, uint64_t start_time_us,
+                                      char *out, size_t out_len)
+{
+    tdm_procinfo info;
+    tdm__procinfo_read(&info);
+    tdm__dump_vars vars = {
+        .host = info.host,
+        .pid = info.pid,
+        .rank = info.rank,
+        .local_rank = info.local_rank,
+        .start_time_us = start_time_us,
+    };
+    return tdm__dump_path_expand(tmpl, &vars, out, out_len);
+}
+
+tdm_status tdm__dump_path_with_suffix(const char *path, const char *suffix,
+                                      char *out, size_t out_len)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    const char *dot = strrchr(base, '.');
+    /* A leading dot names a hidden file, not an extension. */
+    size_t stem = dot && dot != base ? (size_t)(dot - path) : strlen(path);
+    int n = snprintf(out, out_len, "%.*s%s%s", (int)stem, path, suffix,
+                     path + stem);
+    if (n < 0 || (size_t)n >= out_len)
+        return TDM_INVALID_ARGUMENT;
+    return TDM_OK;
+}
+
+tdm_status tdm__dump_path_make_parent(const char *path)
+{
+    char dir[TDM__CONF_PATH_MAX];
+    size_t len = strlen(path);
+    if (len >= sizeof dir) {
+        errno = ENAMETOOLONG;
+        return TDM_IO_ERROR;
+    }
+    memcpy(dir, path, len + 1);
+    char *last = strrchr(dir, '/');
+    if (!last || last == dir)
+        return TDM_OK; /* the current folder, or the root: they exist */
+    *last = '\0';
+    /* Make each prefix in turn; EEXIST means someone (maybe another rank
+     * at the same moment) already did. */
+    for (char *p = dir + 1; ; p++) {
+        if (*p == '/' || *p == '\0') {
+            char saved = *p;
+            *p = '\0';
+            if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+                return TDM_IO_ERROR;
+            *p = saved;
+            if (saved == '\0')
+                break;
+        }
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return TDM_IO_ERROR;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return TDM_IO_ERROR;
+    }
+    return TDM_OK;
+}
