@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# `tidemark summary` end to end: records the demo program ($TRAIN_SIM) with
+# TIDEMARK_CONF=dump=..., summarizes the snapshot, and checks the headings,
+# the numbers' consistency with what train_sim itself reports, and the exit
+# codes for --help/--version, usage errors, a missing file, a truncated
+# file and a corrupt one (docs/cli.md).
+set -uo pipefail
+: "${TIDEMARK:?}" "${TRAIN_SIM:?}"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fails=0
+
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# expect RC DESCRIPTION -- COMMAND...: runs COMMAND, keeps its output in
+# $work/out and $work/err, and checks its exit status.
+expect() {
+  local want=$1 what=$2; shift 3
+  "$@" >"$work/out" 2>"$work/err"
+  local rc=$?
+  if [ "$rc" -ne "$want" ]; then
+    fail "$what: exit $rc, wanted $want"
+    sed 's/^/  stdout: /' "$work/out" | head -n 20
+    sed 's/^/  stderr: /' "$work/err" | head -n 20
+  fi
+}
+has() { grep -qF -- "$2" "$work/$1" || fail "$1 lacks '$2'"; }
+lacks() { ! grep -qF -- "$2" "$work/$1" || fail "$1 has '$2'"; }
+
+# ---- help and version -------------------------------------------------------
+expect 0 "--version" -- "$TIDEMARK" --version
+[ "$(cat "$work/out")" = "tidemark 0.1.0 (format 1)" ] ||
+  fail "--version printed '$(cat "$work/out")'"
+expect 0 "--help" -- "$TIDEMARK" --help
+has out "usage: tidemark COMMAND"; has out "summary"; has out "exit codes"
+expect 0 "help summary" -- "$TIDEMARK" help summary
+has out "usage: tidemark summary"; has out "--top N"
+expect 0 "summary --help" -- "$TIDEMARK" summary --help
+has out "usage: tidemark summary"
+
+# ---- usage errors: exit 1 ---------------------------------------------------
+expect 1 "no command" -- "$TIDEMARK"
+expect 1 "--bogus" -- "$TIDEMARK" --bogus
+has err "unknown option '--bogus'"
+expect 1 "unknown command" -- "$TIDEMARK" frobnicate
+has err "no command named 'frobnicate'"
+expect 1 "help for an unknown command" -- "$TIDEMARK" help frobnicate
+expect 1 "summary --bogus" -- "$TIDEMARK" summary --bogus x.tdm
+has err "unknown option '--bogus'"; has err "tidemark help summary"
+expect 1 "summary without a file" -- "$TIDEMARK" summary
+has err "no snapshot file given"
+expect 1 "summary --top without a value" -- "$TIDEMARK" summary x.tdm --top
+expect 1 "summary --top not a number" -- "$TIDEMARK" summary --top many x.tdm
+
+# ---- bad input: exit 2 ------------------------------------------------------
+expect 2 "missing file" -- "$TIDEMARK" summary "$work/none.tdm"
+has err "none.tdm"; has err "No such file"
+printf 'this is not a tidemark snapshot, not msgpack either\n' >"$work/junk.tdm"
+expect 2 "corrupt file" -- "$TIDEMARK" summary "$work/junk.tdm"
+has err "junk.tdm"; has err "at byte"
+
+# ---- record the demo --------------------------------------------------------
+if [ ! -x "$TRAIN_SIM" ]; then
+  echo "FAIL: TRAIN_SIM=$TRAIN_SIM is not built"; exit 1
+fi
+snap=$work/train.tdm
+TIDEMARK_CONF="dump=$snap" "$TRAIN_SIM" --steps 3 >"$work/train.log" 2>&1 ||
+  { cat "$work/train.log"; fail "train_sim failed"; exit 1; }
+[ -s "$snap" ] || { cat "$work/train.log"; fail "train_sim wrote no snapshot"; exit 1; }
+
+expect 0 "summary of the demo" -- "$TIDEMARK" summary "$snap"
+cp "$work/out" "$work/summary.txt"
+for heading in "tidemark summary of $snap" "  file       format 1, written by tidemark 0.1.0" \
+               "  process    pid " "  command    " "  started    " "  recording  record=all" \
+               "devices" "events       " "device 0 (" "  peak allocated " "  peak at        " \
+               ", step " ", phase " "  reserved       " "  live at end    " \
+               "from the final allocator state" "top allocation sites by bytes live at the peak" \
+               "train_sim.c:"; do
+  has summary.txt "$heading"
+done
+lacks summary.txt "TRUNCATED"
+lines=$(wc -l <"$work/summary.txt")
+[ "$lines" -le 60 ] || fail "summary is $lines lines long (at most 60)"
+[ ! -s "$work/err" ] || { fail "summary wrote to stderr"; cat "$work/err"; }
+
+# The sites listed are at most 10, numbered 1..N.
+nsites=$(grep -cE '^ +[0-9]+ +[0-9.]+ [KMGT]?i?B +[0-9.]+% ' "$work/summary.txt")
+[ "$nsites" -ge 1 ] && [ "$nsites" -le 10 ] || fail "$nsites site rows (1..10 expected)"
+expect 0 "summary --top 2 --frames 1" -- "$TIDEMARK" summary --top 2 --frames 1 "$snap"
+n2=$(grep -cE '^ +[0-9]+ +[0-9.]+ [KMGT]?i?B +[0-9.]+% ' "$work/out")
+[ "$n2" -le 2 ] || fail "--top 2 printed $n2 sites"
+
+# The peak the summary replays from the events agrees with the allocator's
+# own peak that train_sim prints (rounded sizes, 0.1 MiB precision: allow
+# 0.15 MiB), and so does what is live at the end.
+peak_mib=$(sed -n 's/.*peak allocated \([0-9.]*\) MiB.*/\1/p' "$work/train.log")
+end_mib=$(sed -n 's/.*live at end \([0-9.]*\) MiB.*/\1/p' "$work/train.log")
+peak_b=$(sed -n 's/^  peak allocated .*(\([0-9]*\) B).*/\1/p' "$work/summary.txt")
+end_b=$(sed -n 's/^  live at end    .*(\([0-9]*\) B).*/\1/p' "$work/summary.txt")
+near() { awk -v b="$1" -v m="$2" 'BEGIN { d = b / 1048576 - m; exit !(d < 0.15 && d > -0.15) }'; }
+if [ -n "$peak_mib" ] && [ -n "$peak_b" ]; then
+  near "$peak_b" "$peak_mib" || fail "summary peak $peak_b B, train_sim says $peak_mib MiB"
+else
+  fail "could not read the peak (train_sim: '$peak_mib', summary: '$peak_b')"
+fi
+if [ -n "$end_mib" ] && [ -n "$end_b" ]; then
+  near "$end_b" "$end_mib" || fail "summary end $end_b B, train_sim says $end_mib MiB"
+else
+  fail "could not read the end (train_sim: '$end_mib', summary: '$end_b')"
+fi
+
+# ---- a ring too small for the run: partial history --------------------------
+small=$work/small.tdm
+TIDEMARK_CONF="dump=$small,max_entries=64" "$TRAIN_SIM" --steps 3 >"$work/train2.log" 2>&1 ||
+  { cat "$work/train2.log"; fail "train_sim with max_entries=64 failed"; }
+if [ -s "$small" ]; then
+  expect 0 "summary of a partial history" -- "$TIDEMARK" summary "$small"
+  has out "64 recorded"; lacks out " 0 dropped"; has out "partial"
+  grep -qE '(^| )-[0-9.]+ [KMGT]?i?B' "$work/out" && fail "negative size in partial summary"
+  end_small=$(sed -n 's/^  live at end    .*(\([0-9]*\) B).*/\1/p' "$work/out")
+  [ "$end_small" = "$end_b" ] || fail "live at end differs with a small ring: $end_small vs $end_b"
+fi
+
+# ---- truncated: what could be read, a warning with the offset, exit 2 -------
+size=$(stat -c %s "$snap")
+head -c $((size * 2 / 3)) "$snap" >"$work/cut.tdm"
+expect 2 "truncated file" -- "$TIDEMARK" summary "$work/cut.tdm"
+has out "tidemark summary of $work/cut.tdm"; has out "TRUNCATED at byte"
+has err "warning"; has err "truncated at byte"
+head -c 5 "$snap" >"$work/stub.tdm"
+"$TIDEMARK" summary "$work/stub.tdm" >"$work/out" 2>"$work/err"
+rc=$?
+[ "$rc" -eq 2 ] || fail "5-byte file: exit $rc, wanted 2"
+has err "byte"
+
+# Several files: the worst exit code wins, every readable one is shown.
+expect 2 "two files, one missing" -- "$TIDEMARK" summary "$snap" "$work/none.tdm"
+has out "tidemark summary of $snap"
+
+[ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
+echo "ok: tidemark summary"

@@ -1,0 +1,712 @@
+/* tests/unit/test_model.c: the analysis model (viewer-export/model.h) and
+ * the summary printer, on snapshots built by hand so that every expected
+ * number is known: peak value, time, step and phase; bytes live at the end;
+ * site ranking; partial histories (dropped events) that must not go
+ * negative; several devices; and a 1M-event history analysed in under a
+ * second.  Also the size/offset formatters the tool prints with. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <cmocka.h>
+
+#include "cli.h"
+#include "format_size.h"
+#include "model.h"
+#include "snap_model.h"
+
+/* ---- a snapshot builder ------------------------------------------------- */
+
+#define MAXN 256
+
+typedef struct tsnap {
+    tdm_snap s;
+    tdm_event ev[MAXN];
+    tdm_snap_segment seg[MAXN];
+    tdm_snap_block blk[MAXN];
+    tdm_snap_device dev[8];
+    tdm_snap_device_stats stats[8];
+    tdm_snap_frame frames[16];
+    tdm_snap_stack stacks[8];
+    uint32_t stack_frames[8][4];
+    const char *phases[4];
+    uint64_t now; /* ns; each event advances it by 1 ms */
+    uint32_t step, phase;
+} tsnap;
+
+static tsnap *tsnap_new(void)
+{
+    tsnap *t = calloc(1, sizeof *t);
+    assert_non_null(t);
+    t->s.header.format_version = TDM_FORMAT_VERSION;
+    t->s.header.tool_version = "0.1.0";
+    t->s.header.host = "testhost";
+    t->s.header.pid = 42;
+    t->s.header.rank = -1;
+    t->s.header.local_rank = -1;
+    t->s.header.start_time_us = 1700000000000000ull;
+    t->s.header.dump_time_us = 1700000010000000ull;
+    t->s.header.command = "./unit";
+    t->s.header.config = "";
+    t->s.header.metadata = "";
+    t->s.header.record_mode = TDM_RECORD_ALL;
+    t->s.header.context_mode = TDM_CONTEXT_ALLOC;
+    t->s.header.stacks_mode = TDM_STACKS_NATIVE;
+    t->s.header.max_entries = 1000;
+    t->s.header.alloc_mode = "passthrough";
+    t->s.complete = 1;
+    t->now = 1700000000000000000ull + 1000000ull; /* start + 1 ms */
+    t->phases[0] = "";
+    t->phases[1] = "forward";
+    t->phases[2] = "backward";
+    t->phases[3] = "optimizer";
+    t->s.phase_names = t->phases;
+    t->s.phase_count = 4;
+    /* Frames: a tidemark frame, then three program frames per stack. */
+    t->frames[0] = (tdm_snap_frame){0x1000, "tdm_malloc", "alloc/alloc.c", 10, "libtidemark.so.0"};
+    const char *fn[] = {"make_weights", "make_activation", "make_temp", "forward",
+                        "train_step", "main"};
+    for (int i = 0; i < 6; i++)
+        t->frames[1 + i] = (tdm_snap_frame){0x2000 + (uint64_t)i * 16, fn[i],
+                                            "/src/examples/train.c", 100u + (unsigned)i, "train"};
+    t->s.frames = t->frames;
+    t->s.frame_count = 7;
+    t->s.stacks = t->stacks;
+    t->s.stack_count = 4; /* [0] empty; 1 weights, 2 activation, 3 temp */
+    for (int k = 1; k <= 3; k++) {
+        t->stack_frames[k][0] = 0;             /* tdm_malloc */
+        t->stack_frames[k][1] = (uint32_t)k;   /* make_* */
+        t->stack_frames[k][2] = 4;             /* forward */
+        t->stack_frames[k][3] = 5;             /* train_step */
+        t->stacks[k] = (tdm_snap_stack){4, t->stack_frames[k]};
+    }
+    t->s.events = t->ev;
+    t->s.segments = t->seg;
+    t->s.blocks = t->blk;
+    t->s.devices = t->dev;
+    t->s.stats = t->stats;
+    return t;
+}
+
+static void add_device(tsnap *t, int ordinal, uint64_t capacity)
+{
+    tdm_snap_device *d = &t->dev[t->s.device_count++];
+    d->index = ordinal;
+    d->vendor = "sim";
+    d->name = ordinal == 0 ? "sim0" : "sim1";
+    d->capacity = capacity;
+}
+
+static size_t ev(tsnap *t, tdm_action action, int device, uint64_t addr,
+                 uint64_t size, uint32_t stack)
+{
+    assert_true(t->s.event_count < MAXN);
+    size_t i = t->s.event_count++;
+    t->now += 1000000ull;
+    t->ev[i] = (tdm_event){.time_ns = t->now, .addr = addr, .size = size,
+                           .requested = size, .stack_id = stack, .phase = t->phase,
+                           .step = t->step, .device = (int16_t)device,
+                           .action = (uint8_t)action};
+    return i;
+}
+
+/* Pass-through style: each allocation is its own segment, whose size
+ * (as segment events carry it) is rounded up to 512 B. */
+static uint64_t seg_size(uint64_t size) { return (size + 511) & ~(uint64_t)511; }
+
+static size_t alloc_pt(tsnap *t, int device, uint64_t addr, uint64_t size, uint32_t stack)
+{
+    ev(t, TDM_ACTION_SEGMENT_ALLOC, device, addr, seg_size(size), stack);
+    return ev(t, TDM_ACTION_ALLOC, device, addr, size, stack);
+}
+
+static size_t free_pt(tsnap *t, int device, uint64_t addr, uint64_t size)
+{
+    ev(t, TDM_ACTION_FREE_REQUESTED, device, addr, size, 0);
+    size_t i = ev(t, TDM_ACTION_FREE_COMPLETED, device, addr, size, 0);
+    ev(t, TDM_ACTION_SEGMENT_FREE, device, addr, seg_size(size), 0);
+    return i;
+}
+
+static void mark_phase(tsnap *t, uint32_t phase)
+{
+    t->phase = phase;
+    ev(t, TDM_ACTION_PHASE, -1, 0, 0, 0);
+}
+
+static void mark_step(tsnap *t)
+{
+    t->step++;
+    ev(t, TDM_ACTION_STEP, -1, 0, 0, 0);
+}
+
+/* A final-state segment holding one block. */
+static void state_block(tsnap *t, int device, uint64_t addr, uint64_t size,
+                        uint64_t requested, tdm_block_state state, uint32_t stack)
+{
+    size_t b = t->s.block_count++, s = t->s.segment_count++;
+    t->blk[b] = (tdm_snap_block){.address = addr, .size = size, .requested_size = requested,
+                                 .alloc_time_ns = 1, .stack_id = stack, .state = (uint8_t)state};
+    t->seg[s] = (tdm_snap_segment){.device = device, .pool = TDM_POOL_NONE, .address = addr,
+                                   .total_size = size, .stack_id = stack,
+                                   .first_block = (uint32_t)b, .block_count = 1};
+}
+
+static tdm_model *build(tsnap *t)
+{
+    tdm_model *m = NULL;
+    assert_int_equal(tdm__model_build(&t->s, &m), TDM_OK);
+    assert_non_null(m);
+    return m;
+}
+
+static void assert_never_negative(const tdm_model *m)
+{
+    for (size_t d = 0; d < m->device_count; d++)
+        for (size_t i = 0; i < m->devices[d].sample_count; i++) {
+            assert_true(m->devices[d].samples[i].allocated >= 0);
+            assert_true(m->devices[d].samples[i].reserved >= 0);
+        }
+}
+
+/* ---- tests --------------------------------------------------------------- */
+
+/* Two steps; the higher peak is in step 2's backward phase. */
+static void test_peak_value_time_step_phase(void **state)
+{
+    (void)state;
+    tsnap *t = tsnap_new();
+    add_device(t, 0, 1u << 30);
+    alloc_pt(t, 0, 0x10000, 1000, 1); /* weights, before step 1 */
+    mark_step(t);
+    mark_phase(t, 1);
+    alloc_pt(t, 0, 0x20000, 300, 2);
+    mark_phase(t, 2);
+    free_pt(t, 0, 0x20000, 300); /* step 1 peak: 1300 */
+    mark_step(t);
+    mark_phase(t, 1);
+    alloc_pt(t, 0, 0x30000, 400, 2);
+    mark_phase(t, 2);
+    size_t peak_ev = alloc_pt(t, 0, 0x40000, 50, 3); /* 1450: the peak */
+    free_pt(t, 0, 0x40000, 50);
+    mark_phase(t, 3);
+    alloc_pt(t, 0, 0x50000, 50, 3); /* 1450 again: the first one counts */
+    free_pt(t, 0, 0x50000, 50);
+    free_pt(t, 0, 0x30000, 400);
+    state_block(t, 0, 0x10000, 1024, 1000, TDM_BLOCK_ACTIVE_ALLOCATED, 1);
+
+    tdm_model *m = build(t);
+    assert_int_equal(m->device_count, 1);
+    const tdm_model_device *d = &m->devices[0];
+    assert_int_equal(d->peak_allocated, 1450);
+    assert_int_equal(d->peak_seq, (int64_t)peak_ev);
+    assert_int_equal(d->peak_time_ns, t->ev[peak_ev].time_ns);
+    assert_int_equal(d->peak_step, 2);
+    char buf[16];
+    assert_string_equal(tdm__model_phase_name(m, d->peak_phase, buf, sizeof buf), "backward");
+    assert_true(d->reserved_known);
+    assert_int_equal(d->reserved_at_peak, 2048);
+    assert_int_equal(d->end_source, TDM_MODEL_END_FROM_STATE);
+    assert_int_equal(d->end_allocated, 1000);
+    assert_int_equal(d->end_rounded, 1024);
+    assert_int_equal(d->end_blocks, 1);
+    assert_int_equal(d->end_reserved, 1024);
+    assert_int_equal(d->alloc_events, 5);
+    assert_int_equal(d->free_events, 4);
+    assert_int_equal(d->anomalies, 0);
+    assert_int_equal(d->seeded_from_free + d->seeded_from_state, 0);
+    /* Timeline: starts at 0, ends at what is live. */
+    assert_int_equal(d->samples[0].seq, -1);
+    assert_int_equal(d->samples[0].allocated, 0);
+    assert_int_equal(d->samples[d->sample_count - 1].allocated, 1000);
+    assert_never_negative(m);
+    /* The weights allocation is matched to the final block. */
+    assert_true(m->allocs[0].flags & TDM_MODEL_LIVE_AT_END);
+    assert_int_equal(m->allocs[0].free_seq, TDM_MODEL_SEQ_NEVER);
+    tdm__model_free(m);
+    free(t);
+}
+
+/* free_requested without free_completed keeps a block allocated. */
+static void test_free_requested_still_allocated(void **state)
+{
+    (void)state;
+    tsnap *t = tsnap_new();
+    add_device(t, 0, 0);
+    alloc_pt(t, 0, 0x1000, 500, 1);
+    alloc_pt(t, 0, 0x2000, 700, 2);
+    size_t req = ev(t, TDM_ACTION_FREE_REQUESTED, 0, 0x2000, 700, 0);
+    state_block(t, 0, 0x1000, 512, 500, TDM_BLOCK_ACTIVE_ALLOCATED, 1);
+    state_block(t, 0, 0x2000, 1024, 700, TDM_BLOCK_ACTIVE_PENDING_FREE, 2);
+
+    tdm_model *m = build(t);
+    const tdm_model_device *d = &m->devices[0];
+    assert_int_equal(tdm__model_sample_at(d, (int64_t)req)->allocated, 1200);
+    assert_int_equal(d->peak_allocated, 1200);
+    assert_int_equal(d->end_allocated, 1200);
+    assert_int_equal(d->end_blocks, 2);
+    assert_int_equal(d->anomalies, 0);
+    assert_true(m->allocs[1].flags & TDM_MODEL_FREE_REQUESTED);
+    assert_int_equal(m->allocs[1].free_seq, TDM_MODEL_SEQ_NEVER);
+    tdm__model_free(m);
+    free(t);
+}
+
+/* Sites are ranked by bytes live at the peak, not by bytes ever allocated. */
+static void test_site_ranking(void **state)
+{
+    (void)state;
+    tsnap *t = tsnap_new();
+    add_device(t, 0, 0);
+    /* Site 3 allocates the most over time, but frees it before the peak. */
+    for (int i = 0; i < 4; i++) {
+        alloc_pt(t, 0, 0x90000, 10000, 3);
+        free_pt(t, 0, 0x90000, 10000);
+    }
+    alloc_pt(t, 0, 0x1000, 300, 1);
+    alloc_pt(t, 0, 0x2000, 250, 1);  /* site 1: 550 in 2 allocations */
+    size_t peak = alloc_pt(t, 0, 0x3000, 600, 2); /* site 2: 600 in 1 */
+    free_pt(t, 0, 0x3000, 600);
+    free_pt(t, 0, 0x2000, 250);
+    free_pt(t, 0, 0x1000, 300);
+
+    tdm_model *m = build(t);
+    const tdm_model_device *d = &m->devices[0];
+    assert_int_equal(d->peak_allocated, 10000); /* each site-3 block alone */
+    /* At the peak of the site 1+2 phase (not the global one). */
+    tdm_model_site *sites;
+    size_t n;
+    assert_int_equal(tdm__model_sites_at(m, 0, (int64_t)peak, &sites, &n), TDM_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(sites[0].stack_id, 2);
+    assert_int_equal(sites[0].live_bytes, 600);
+    assert_int_equal(sites[0].live_count, 1);
+    assert_int_equal(sites[1].stack_id, 1);
+    assert_int_equal(sites[1].live_bytes, 550);
+    assert_int_equal(sites[1].live_count, 2);
+    assert_int_equal(sites[2].stack_id, 3);
+    assert_int_equal(sites[2].live_bytes, 0);
+    assert_int_equal(sites[2].total_bytes, 40000);
+    assert_int_equal(sites[2].total_count, 4);
+    free(sites);
+    /* The live set at that point is exactly those three allocations. */
+    size_t *idx, cnt;
+    assert_int_equal(tdm__model_live_at(m, 0, (int64_t)peak, &idx, &cnt), TDM_OK);
+    assert_int_equal(cnt, 3);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < cnt; i++)
+        sum += m->allocs[idx[i]].size;
+    assert_int_equal(sum, 1150);
+    assert_int_equal(tdm__model_sample_at(d, (int64_t)peak)->allocated, 1150);
+    free(idx);
+    tdm__model_free(m);
+    free(t);
+}
+
+/* The ring dropped the oldest events: frees without allocs, a segment
+ * freed without its segment_alloc, and a final block the window never saw
+ * allocated.  Totals are seeded, never negative, and end at the state. */
+static void test_dropped_history_not_negative(void **state)
+{
+    (void)state;
+    tsnap *t = tsnap_new();
+    add_device(t, 0, 0);
+    t->s.dropped_events = 50;
+    /* Allocated before the window: 1000 B at 0xA000 (freed in it) and 700 B
+     * at 0xB000 (still live at the end). */
+    free_pt(t, 0, 0xA000, 1000);
+    alloc_pt(t, 0, 0x1000, 200, 2);
+    free_pt(t, 0, 0x1000, 200);
+    state_block(t, 0, 0xB000, 768, 700, TDM_BLOCK_ACTIVE_ALLOCATED, 1);
+
+    tdm_model *m = build(t);
+    const tdm_model_device *d = &m->devices[0];
+    assert_never_negative(m);
+    assert_int_equal(d->seeded_from_free, 1);
+    assert_int_equal(d->seeded_from_state, 1);
+    assert_int_equal(d->samples[0].allocated, 1700);
+    assert_int_equal(d->peak_allocated, 1700);
+    assert_int_equal(d->peak_seq, -1);
+    assert_int_equal(d->end_allocated, 700);
+    assert_int_equal(d->samples[d->sample_count - 1].allocated, 700);
+    /* Reserved: the segment freed first was older than the window. */
+    assert_int_equal(d->samples[d->sample_count - 1].reserved, 768);
+    assert_true(d->samples[0].reserved >= 1000);
+    assert_int_equal(d->anomalies, 0);
+    /* The seeds are live at the window start and at the end respectively. */
+    size_t *idx, cnt;
+    assert_int_equal(tdm__model_live_at(m, 0, -1, &idx, &cnt), TDM_OK);
+    assert_int_equal(cnt, 2);
+    free(idx);
+    assert_int_equal(tdm__model_live_at(m, 0, tdm__model_end_seq(m), &idx, &cnt), TDM_OK);
+    assert_int_equal(cnt, 1);
+    assert_int_equal(m->allocs[idx[0]].addr, 0xB000);
+    assert_int_equal(m->allocs[idx[0]].stack_id, 1);
+    assert_true(m->allocs[idx[0]].flags & TDM_MODEL_SEEDED_FROM_STATE);
+    free(idx);
+    tdm__model_free(m);
+    free(t);
+}
+
+/* A file cut before its final state: the end comes from the replay, and a
+ * free of an unseen allocation still cannot make it negative. */
+static void test_truncated_end_from_replay(void **state)
+{
+    (void)state;
+    tsnap *t = tsnap_new();
+    add_device(t, 0, 0);
+    t->s.complete = 0;
+    ev(t, TDM_ACTION_FREE_COMPLETED, 0, 0xF000, 64, 0);
+    alloc_pt(t, 0, 0x1000, 100, 1);
+    alloc_pt(t, 0, 0x2000, 100, 1);
+    free_pt(t, 0, 0x1000, 100);
+    tdm_model *m = build(t);
+    const tdm_model_device *d = &m->devices[0];
+    assert_false(m->state_known);
+    assert_int_equal(d->end_source, TDM_MODEL_END_FROM_REPLAY);
+    assert_int_equal(d->end_allocated, 100);
+    assert_int_equal(d->end_blocks, 1);
+    assert_int_equal(d->peak_allocated, 200);
+    assert_int_equal(d->samples[0].allocated, 64);
+    assert_never_negative(m);
+    tdm__model_free(m);
+    free(t);
+}
+
+/* Two listed devices with interleaved events, and one the header lacks. */
+static void test_multiple_devices(void **state)
+{
+    (void)state;
+    tsnap *t = tsnap_new();
+    add_device(t, 0, 8u << 20);
+    add_device(t, 1, 8u << 20);
+    alloc_pt(t, 0, 0x1000, 100, 1);
+    size_t p1 = alloc_pt(t, 1, 0x1000, 900, 2); /* same address, other device */
+    size_t p0 = alloc_pt(t, 0, 0x2000, 200, 1);
+    free_pt(t, 1, 0x1000, 900);
+    alloc_pt(t, 1, 0x3000, 10, 3);
+    alloc_pt(t, 3, 0x5000, 77, 3);
+    free_pt(t, 0, 0x1000, 100);
+    state_block(t, 0, 0x2000, 512, 200, TDM_BLOCK_ACTIVE_ALLOCATED, 1);
+    state_block(t, 1, 0x3000, 512, 10, TDM_BLOCK_ACTIVE_ALLOCATED, 3);
+    state_block(t, 3, 0x5000, 512, 77, TDM_BLOCK_ACTIVE_ALLOCATED, 3);
+    t->stats[0] = (tdm_snap_device_stats){.device = 1};
+    t->stats[0].stats.allocated_bytes.peak = 1024;
+    t->s.stats_count = 1;
+
+    tdm_model *m = build(t);
+    assert_int_equal(m->device_count, 3);
+    int i0 = tdm__model_device_index(m, 0), i1 = tdm__model_device_index(m, 1),
+        i3 = tdm__model_device_index(m, 3);
+    assert_int_equal(i0, 0);
+    assert_int_equal(i1, 1);
+    assert_int_equal(i3, 2);
+    assert_int_equal(tdm__model_device_index(m, 7), -1);
+    assert_int_equal(m->devices[i0].peak_allocated, 300);
+    assert_int_equal(m->devices[i0].peak_seq, (int64_t)p0);
+    assert_int_equal(m->devices[i1].peak_allocated, 900);
+    assert_int_equal(m->devices[i1].peak_seq, (int64_t)p1);
+    assert_int_equal(m->devices[i0].end_allocated, 200);
+    assert_int_equal(m->devices[i1].end_allocated, 10);
+    assert_int_equal(m->devices[i3].end_allocated, 77);
+    assert_string_equal(m->devices[i3].vendor, "?");
+    assert_null(m->devices[i0].stats);
+    assert_non_null(m->devices[i1].stats);
+    assert_int_equal(m->devices[i1].stats->allocated_bytes.peak, 1024);
+    for (int d = 0; d < 3; d++)
+        assert_int_equal(m->devices[d].anomalies, 0);
+    tdm__model_free(m);
+    free(t);
+}
+
+/* context=state: events carry no stacks, the final blocks do.  And with
+ * context=all a free's stack is not taken for the allocation's. */
+static void test_stacks_from_state_and_context_all(void **state)
+{
+    (void)state;
+    tsnap *t = tsnap_new();
+    add_device(t, 0, 0);
+    t->s.header.context_mode = TDM_CONTEXT_STATE;
+    alloc_pt(t, 0, 0x1000, 100, 0);
+    state_block(t, 0, 0x1000, 512, 100, TDM_BLOCK_ACTIVE_ALLOCATED, 2);
+    tdm_model *m = build(t);
+    assert_int_equal(m->alloc_count, 1);
+    assert_int_equal(m->allocs[0].stack_id, 2);
+    tdm__model_free(m);
+
+    t->s.header.context_mode = TDM_CONTEXT_ALL;
+    t->s.segment_count = t->s.block_count = 0;
+    t->s.event_count = 0;
+    ev(t, TDM_ACTION_FREE_COMPLETED, 0, 0x7000, 10, 3); /* 3 = where it was freed */
+    m = build(t);
+    assert_int_equal(m->alloc_count, 1);
+    assert_int_equal(m->allocs[0].stack_id, 0);
+    tdm__model_free(m);
+    free(t);
+}
+
+/* An address handed out twice without a free in between is counted once. */
+static void test_replaced_allocation(void **state)
+{
+    (void)state;
+    tsnap *t = tsnap_new();
+    add_device(t, 0, 0);
+    ev(t, TDM_ACTION_ALLOC, 0, 0x1000, 100, 1);
+    ev(t, TDM_ACTION_ALLOC, 0, 0x1000, 40, 2);
+    ev(t, TDM_ACTION_FREE_COMPLETED, 0, 0x1000, 40, 0);
+    tdm_model *m = build(t);
+    const tdm_model_device *d = &m->devices[0];
+    assert_int_equal(d->anomalies, 1);
+    assert_int_equal(d->peak_allocated, 100);
+    assert_int_equal(d->samples[d->sample_count - 1].allocated, 0);
+    assert_true(m->allocs[0].flags & TDM_MODEL_REPLACED);
+    assert_never_negative(m);
+    tdm__model_free(m);
+    free(t);
+}
+
+/* record=state: no history at all; the end comes from the blocks. */
+static void test_no_history(void **state)
+{
+    (void)state;
+    tsnap *t = tsnap_new();
+    add_device(t, 0, 0);
+    state_block(t, 0, 0x1000, 512, 100, TDM_BLOCK_ACTIVE_ALLOCATED, 1);
+    state_block(t, 0, 0x2000, 512, 0, TDM_BLOCK_INACTIVE, 0);
+    tdm_model *m = build(t);
+    const tdm_model_device *d = &m->devices[0];
+    assert_int_equal(tdm__model_end_seq(m), -1);
+    assert_int_equal(d->end_allocated, 100);
+    assert_int_equal(d->end_blocks, 1);
+    assert_int_equal(d->end_reserved, 1024);
+    assert_int_equal(d->peak_allocated, 100);
+    assert_int_equal(tdm__model_seq_at_time(m, 5), -1);
+    tdm__model_free(m);
+    free(t);
+}
+
+static void test_queries(void **state)
+{
+    (void)state;
+    tsnap *t = tsnap_new();
+    add_device(t, 0, 0);
+    size_t a = alloc_pt(t, 0, 0x1000, 100, 1);
+    mark_phase(t, 1);
+    size_t f = free_pt(t, 0, 0x1000, 100);
+    tdm_model *m = build(t);
+    assert_int_equal(tdm__model_seq_at_time(m, 0), -1);
+    assert_int_equal(tdm__model_seq_at_time(m, t->ev[a].time_ns), (int64_t)a);
+    assert_int_equal(tdm__model_seq_at_time(m, t->ev[a].time_ns + 1), (int64_t)a);
+    assert_int_equal(tdm__model_seq_at_time(m, UINT64_MAX), tdm__model_end_seq(m));
+    const tdm_model_device *d = &m->devices[0];
+    assert_int_equal(tdm__model_sample_at(d, -1)->allocated, 0);
+    assert_int_equal(tdm__model_sample_at(d, (int64_t)a)->allocated, 100);
+    assert_int_equal(tdm__model_sample_at(d, (int64_t)f - 1)->allocated, 100);
+    assert_int_equal(tdm__model_sample_at(d, (int64_t)f)->allocated, 0);
+    char buf[16];
+    assert_string_equal(tdm__model_phase_name(m, 0, buf, sizeof buf), "");
+    assert_string_equal(tdm__model_phase_name(m, 3, buf, sizeof buf), "optimizer");
+    assert_string_equal(tdm__model_phase_name(m, 9, buf, sizeof buf), "#9");
+    tdm__model_free(m);
+    free(t);
+}
+
+/* 1M events: 500k alloc/free pairs with up to 4096 live at once, some
+ * addresses reused.  Checks the numbers against a direct count and the
+ * time against the "well under a second" target. */
+static void test_million_events_fast(void **state)
+{
+    (void)state;
+    enum { N = 1000000, LIVE = 4096 };
+    tdm_snap s;
+    memset(&s, 0, sizeof s);
+    s.complete = 1;
+    s.header.context_mode = TDM_CONTEXT_ALLOC;
+    s.events = calloc(N, sizeof *s.events);
+    uint64_t *slot_size = calloc(LIVE, sizeof *slot_size);
+    assert_non_null(s.events);
+    assert_non_null(slot_size);
+    uint64_t rng = 88172645463325252ull, live = 0, peak = 0;
+    size_t n = 0;
+    while (n < N) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        size_t k = rng % LIVE;
+        uint64_t addr = 0x7f0000000000ull + (uint64_t)k * 0x100000ull;
+        tdm_event *e = &s.events[n];
+        e->time_ns = 1000 + n;
+        e->addr = addr;
+        e->device = 0;
+        e->stack_id = (uint32_t)(k % 97);
+        if (slot_size[k]) {
+            e->action = TDM_ACTION_FREE_COMPLETED;
+            e->size = slot_size[k];
+            live -= slot_size[k];
+            slot_size[k] = 0;
+        } else {
+            e->action = TDM_ACTION_ALLOC;
+            e->size = 512 + (rng >> 40) % 65536;
+            slot_size[k] = e->size;
+            live += e->size;
+            if (live > peak)
+                peak = live;
+        }
+        n++;
+    }
+    s.event_count = n;
+    /* Final state: what is still live, as one segment per block. */
+    size_t nb = 0;
+    for (size_t k = 0; k < LIVE; k++)
+        nb += slot_size[k] != 0;
+    s.blocks = calloc(nb ? nb : 1, sizeof *s.blocks);
+    s.segments = calloc(nb ? nb : 1, sizeof *s.segments);
+    nb = 0;
+    for (size_t k = 0; k < LIVE; k++) {
+        if (!slot_size[k])
+            continue;
+        uint64_t addr = 0x7f0000000000ull + (uint64_t)k * 0x100000ull;
+        s.blocks[nb] = (tdm_snap_block){.address = addr, .size = slot_size[k],
+                                        .requested_size = slot_size[k],
+                                        .state = TDM_BLOCK_ACTIVE_ALLOCATED};
+        s.segments[nb] = (tdm_snap_segment){.device = 0, .address = addr,
+                                            .total_size = slot_size[k],
+                                            .first_block = (uint32_t)nb, .block_count = 1};
+        nb++;
+    }
+    s.block_count = s.segment_count = nb;
+
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    tdm_model *m = NULL;
+    assert_int_equal(tdm__model_build(&s, &m), TDM_OK);
+    tdm_model_site *sites;
+    size_t ns;
+    assert_int_equal(tdm__model_sites_at(m, 0, m->devices[0].peak_seq, &sites, &ns), TDM_OK);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    printf("# model of %zu events + sites at the peak: %.3f s\n", n, secs);
+
+    assert_int_equal(m->devices[0].peak_allocated, (int64_t)peak);
+    assert_int_equal(m->devices[0].end_allocated, (int64_t)live);
+    assert_int_equal(m->devices[0].anomalies, 0);
+    assert_int_equal(ns, 97);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < ns; i++)
+        sum += sites[i].live_bytes;
+    assert_int_equal(sum, peak);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    assert_true(secs < 1.0);
+#endif
+    free(sites);
+    tdm__model_free(m);
+    free(s.events);
+    free(s.blocks);
+    free(s.segments);
+    free(slot_size);
+}
+
+/* The summary printer on a hand-built snapshot: headings, the peak line,
+ * and sites shown from their first frame outside tidemark. */
+static void test_summary_output(void **state)
+{
+    (void)state;
+    tsnap *t = tsnap_new();
+    add_device(t, 0, 16ull << 30);
+    alloc_pt(t, 0, 0x10000, 3ull << 20, 1);
+    mark_step(t);
+    mark_phase(t, 1);
+    alloc_pt(t, 0, 0x20000, 1ull << 20, 2);
+    free_pt(t, 0, 0x20000, 1ull << 20);
+    state_block(t, 0, 0x10000, 3ull << 20, 3ull << 20, TDM_BLOCK_ACTIVE_ALLOCATED, 1);
+    tdm_model *m = build(t);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    assert_non_null(out);
+    tdm_summary_options o = {.top = 10, .frames = 3, .device = -1};
+    assert_int_equal(tdm__summary_print(out, "x.tdm", &t->s, m, &o), TDM_OK);
+    fclose(out);
+    printf("%s", text);
+    assert_non_null(strstr(text, "tidemark summary of x.tdm"));
+    assert_non_null(strstr(text, "pid 42 on testhost"));
+    assert_non_null(strstr(text, "sim0"));
+    assert_non_null(strstr(text, "16.00 GiB (17179869184 B)"));
+    assert_non_null(strstr(text, "peak allocated 4.00 MiB (4194304 B)"));
+    assert_non_null(strstr(text, "step 1, phase forward"));
+    assert_non_null(strstr(text, "live at end    3.00 MiB (3145728 B) in 1 allocation,"));
+    assert_non_null(strstr(text, "make_activation (train.c:101)"));
+    assert_non_null(strstr(text, "make_weights (train.c:100)"));
+    assert_non_null(strstr(text, "train_step (train.c:104)"));
+    assert_null(strstr(text, "tdm_malloc")); /* tidemark's own frame is hidden */
+    /* Site ranking in the text: weights (3 MiB) before activation (1 MiB). */
+    assert_true(strstr(text, "make_weights") < strstr(text, "make_activation"));
+    size_t lines = 0;
+    for (char *p = text; *p; p++)
+        lines += *p == '\n';
+    assert_true(lines < 60);
+    free(text);
+    tdm__model_free(m);
+    free(t);
+}
+
+static void test_format_helpers(void **state)
+{
+    (void)state;
+    char b[TDM_FMT_LEN];
+    assert_string_equal(tdm__fmt_bytes(b, sizeof b, 0), "0 B");
+    assert_string_equal(tdm__fmt_bytes(b, sizeof b, 1023), "1023 B");
+    assert_string_equal(tdm__fmt_bytes(b, sizeof b, 1024), "1.00 KiB");
+    assert_string_equal(tdm__fmt_bytes(b, sizeof b, 1536ull << 20), "1.50 GiB");
+    assert_string_equal(tdm__fmt_bytes(b, sizeof b, (1ull << 20) - 1), "1.00 MiB");
+    assert_string_equal(tdm__fmt_bytes(b, sizeof b, UINT64_MAX), "16.00 EiB");
+    assert_string_equal(tdm__fmt_sbytes(b, sizeof b, -2048), "-2.00 KiB");
+    assert_string_equal(tdm__fmt_bytes_exact(b, sizeof b, 512), "512 B");
+    assert_string_equal(tdm__fmt_bytes_exact(b, sizeof b, 1536ull << 20),
+                        "1.50 GiB (1610612736 B)");
+    assert_string_equal(tdm__fmt_offset(b, sizeof b, 12345000000ll), "+12.345 s");
+    assert_string_equal(tdm__fmt_offset(b, sizeof b, 123000ll), "+0.000123 s");
+    assert_string_equal(tdm__fmt_offset(b, sizeof b, 123456000000ll), "+2 min 03.456 s");
+    assert_string_equal(tdm__fmt_offset(b, sizeof b, 3723000000000ll), "+1 h 02 min 03 s");
+    assert_string_equal(tdm__fmt_offset(b, sizeof b, -5000000000ll), "-5.000 s");
+    assert_string_equal(tdm__fmt_utc(b, sizeof b, 1700000000000000ull), "2023-11-14 22:13:20 UTC");
+
+    uint64_t v;
+    assert_int_equal(tdm__parse_size("4096", &v), TDM_OK);
+    assert_int_equal(v, 4096);
+    assert_int_equal(tdm__parse_size("12GiB", &v), TDM_OK);
+    assert_int_equal(v, 12ull << 30);
+    assert_int_equal(tdm__parse_size("1.5 g", &v), TDM_OK);
+    assert_int_equal(v, 1536ull << 20);
+    assert_int_equal(tdm__parse_size("512KB", &v), TDM_OK);
+    assert_int_equal(v, 512ull << 10);
+    assert_int_equal(tdm__parse_size("-1G", &v), TDM_INVALID_ARGUMENT);
+    assert_int_equal(tdm__parse_size("1.5", &v), TDM_INVALID_ARGUMENT);
+    assert_int_equal(tdm__parse_size("12 parsecs", &v), TDM_INVALID_ARGUMENT);
+    assert_int_equal(tdm__parse_size("", &v), TDM_INVALID_ARGUMENT);
+    assert_int_equal(tdm__parse_size("99999999TiB", &v), TDM_INVALID_ARGUMENT);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_peak_value_time_step_phase),
+        cmocka_unit_test(test_free_requested_still_allocated),
+        cmocka_unit_test(test_site_ranking),
+        cmocka_unit_test(test_dropped_history_not_negative),
+        cmocka_unit_test(test_truncated_end_from_replay),
+        cmocka_unit_test(test_multiple_devices),
+        cmocka_unit_test(test_stacks_from_state_and_context_all),
+        cmocka_unit_test(test_replaced_allocation),
+        cmocka_unit_test(test_no_history),
+        cmocka_unit_test(test_queries),
+        cmocka_unit_test(test_million_events_fast),
+        cmocka_unit_test(test_summary_output),
+        cmocka_unit_test(test_format_helpers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

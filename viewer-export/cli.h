@@ -1,0 +1,59 @@
+/* viewer-export/cli.h: what the `tidemark` command-line tool's commands
+ * share: exit codes, the command table entry, reading a snapshot the same
+ * way everywhere, and each command's entry point.
+ *
+ * Commands print their results on stdout and every diagnostic on stderr,
+ * one line each, prefixed "tidemark CMD: ".  No state, no locks. */
+#ifndef TDM_VIEWER_CLI_H
+#define TDM_VIEWER_CLI_H
+
+#include <stdio.h>
+
+#include "tidemark.h"
+#include "snap_model.h"
+#include "model.h"
+
+/* Exit codes; docs/cli.md lists them. */
+enum {
+    TDM_EXIT_OK = 0,
+    TDM_EXIT_USAGE = 1,       /* bad command line */
+    TDM_EXIT_BAD_INPUT = 2,   /* a file missing, unreadable, corrupt or truncated */
+    TDM_EXIT_GATE_FAILED = 3, /* reserved: a gate's limit was exceeded */
+    TDM_EXIT_TOOL_ERROR = 4,  /* tidemark itself failed (out of memory, bug) */
+};
+
+typedef struct tdm_cli_command {
+    const char *name;
+    const char *brief;                 /* one line for `tidemark --help` */
+    int (*run)(int argc, char **argv); /* argv[0] is the command's name */
+    void (*help)(FILE *out);           /* `tidemark help NAME` */
+} tdm_cli_command;
+
+/* Reads `path` for command `cmd`, accepting a truncated file.  Returns
+ * TDM_EXIT_OK with *snap set (and *truncated = 0), TDM_EXIT_BAD_INPUT
+ * with *snap set and *truncated = 1 after printing a warning naming the
+ * byte offset, or TDM_EXIT_BAD_INPUT / TDM_EXIT_TOOL_ERROR with *snap NULL
+ * after printing the error. */
+int tdm__cli_read_snapshot(const char *cmd, const char *path, tdm_snap **snap,
+                           int *truncated, uint64_t *truncated_at);
+/* The larger (worse) of two exit codes. */
+static inline int tdm__cli_worse(int a, int b) { return a > b ? a : b; }
+
+/* ---- summary ------------------------------------------------------------ */
+
+typedef struct tdm_summary_options {
+    unsigned top;       /* sites listed per device (default 10) */
+    unsigned frames;    /* frames per site (default 3) */
+    int device;         /* only this ordinal; -1 = every device */
+    int truncated;      /* the file was cut: say so in the header */
+    uint64_t truncated_at; /* byte offset of the cut */
+} tdm_summary_options;
+
+/* Prints the summary of one snapshot and its model on `out`. */
+tdm_status tdm__summary_print(FILE *out, const char *path, const tdm_snap *snap,
+                              const tdm_model *model,
+                              const tdm_summary_options *opts);
+int tdm__cli_summary(int argc, char **argv);
+void tdm__cli_summary_help(FILE *out);
+
+#endif

@@ -1,0 +1,96 @@
+/* viewer-export/cli_main.c: the `tidemark` command-line tool's entry
+ * point: global options (--help, --version), `help COMMAND`, and dispatch
+ * to the commands in the table below.  Each command lives in its own file
+ * of tdm_viewer and parses its own options.
+ *
+ * Exit codes (cli.h, docs/cli.md): 0 ok, 1 usage, 2 bad input, 3 gate
+ * failed, 4 tool error.  No state, no locks. */
+#include "cli.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+static const tdm_cli_command commands[] = {
+    {"summary", "peak memory, when it happened, and the sites that held it",
+     tdm__cli_summary, tdm__cli_summary_help},
+};
+#define COMMAND_COUNT (sizeof commands / sizeof commands[0])
+
+static const tdm_cli_command *find_command(const char *name)
+{
+    for (size_t i = 0; i < COMMAND_COUNT; i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+static void print_version(void)
+{
+    printf("tidemark %s (format %d)\n", TDM_VERSION_STRING, TDM_FORMAT_VERSION);
+}
+
+static void print_help(FILE *out)
+{
+    fputs("usage: tidemark COMMAND [OPTIONS] [ARGS]\n"
+          "       tidemark help COMMAND\n"
+          "       tidemark --version\n"
+          "\n"
+          "Reads .tdm snapshots of a program's device-memory history.\n"
+          "\n"
+          "commands:\n",
+          out);
+    for (size_t i = 0; i < COMMAND_COUNT; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].brief);
+    fputs("\n"
+          "exit codes: 0 ok, 1 usage error, 2 missing/unreadable/corrupt/truncated\n"
+          "input, 3 a gate failed, 4 internal error.  See docs/cli.md.\n",
+          out);
+}
+
+__attribute__((format(printf, 1, 2)))
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("tidemark: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\nTry 'tidemark --help'.\n", stderr);
+    return TDM_EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        print_help(stderr);
+        return TDM_EXIT_USAGE;
+    }
+    const char *first = argv[1];
+    if (strcmp(first, "--help") == 0 || strcmp(first, "-h") == 0) {
+        print_help(stdout);
+        return TDM_EXIT_OK;
+    }
+    if (strcmp(first, "--version") == 0 || strcmp(first, "-V") == 0) {
+        print_version();
+        return TDM_EXIT_OK;
+    }
+    if (strcmp(first, "help") == 0) {
+        if (argc == 2) {
+            print_help(stdout);
+            return TDM_EXIT_OK;
+        }
+        if (argc > 3)
+            return usage_error("'help' takes one command name, got '%s' too", argv[3]);
+        const tdm_cli_command *cmd = find_command(argv[2]);
+        if (!cmd)
+            return usage_error("no command named '%s'", argv[2]);
+        cmd->help(stdout);
+        return TDM_EXIT_OK;
+    }
+    if (first[0] == '-')
+        return usage_error("unknown option '%s'", first);
+    const tdm_cli_command *cmd = find_command(first);
+    if (!cmd)
+        return usage_error("no command named '%s'", first);
+    return cmd->run(argc - 1, argv + 1);
+}

@@ -1,0 +1,458 @@
+/* viewer-export/summary.c: `tidemark summary FILE.tdm...`, the one-screen
+ * account of a snapshot: who recorded it, on which devices, how much
+ * history survived, the peak of allocated memory and when it happened,
+ * what was live at the end, and the allocation sites that held the most
+ * memory at the peak.
+ *
+ * Everything printed comes from the analysis model (model.h) and the
+ * snapshot itself; this file only chooses and formats.  Output goes to the
+ * given FILE (stdout for the command), diagnostics to stderr.  It aims at
+ * under 60 lines for one device.  No state, no locks.
+ */
+#include "cli.h"
+#include "format_size.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define S_FMT TDM_FMT_LEN
+
+static const char *record_name(unsigned v)
+{
+    static const char *const n[] = {"off", "state", "all"};
+    return v < 3 ? n[v] : "?";
+}
+
+static const char *context_name(unsigned v)
+{
+    static const char *const n[] = {"none", "state", "alloc", "all"};
+    return v < 4 ? n[v] : "?";
+}
+
+static const char *stacks_name(unsigned v)
+{
+    static const char *const n[] = {"none", "native", "python"};
+    return v < 3 ? n[v] : "?";
+}
+
+static const char *str_or(const char *s, const char *fallback)
+{
+    return s && s[0] ? s : fallback;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* Offset of an event time from the recording start, as "+1.234 s". */
+static const char *offset_of(char *buf, const tdm_snap *s, const tdm_model *m,
+                             uint64_t time_ns)
+{
+    uint64_t origin = s->header.start_time_us ? s->header.start_time_us * 1000u
+                                              : m->window_start_ns;
+    return tdm__fmt_offset(buf, S_FMT, (int64_t)(time_ns - origin));
+}
+
+/* ---- frames -------------------------------------------------------------- */
+
+/* tidemark's own frames (tdm_malloc, the allocator, the interposer's
+ * wrapper) say nothing about the program; a site is shown from its first
+ * frame outside them. */
+static int is_tidemark_frame(const tdm_snap_frame *f)
+{
+    if (f->function && strncmp(f->function, "tdm_", 4) == 0)
+        return 1;
+    return f->module && strncmp(base_name(f->module), "libtidemark", 11) == 0;
+}
+
+static void format_frame(char *buf, size_t len, const tdm_snap_frame *f)
+{
+    char fn[72];
+    const char *name = str_or(f->function, "??");
+    if (strlen(name) >= sizeof fn) { /* long C++ names would wrap the table */
+        memcpy(fn, name, sizeof fn - 4);
+        strcpy(fn + sizeof fn - 4, "...");
+        name = fn;
+    }
+    if (f->file && f->file[0] && f->line)
+        snprintf(buf, len, "%s (%s:%u)", name, base_name(f->file), f->line);
+    else if (f->file && f->file[0])
+        snprintf(buf, len, "%s (%s)", name, base_name(f->file));
+    else if (strcmp(name, "??") == 0)
+        snprintf(buf, len, "0x%" PRIx64 " (%s)", f->pc,
+                 str_or(f->module ? base_name(f->module) : NULL, "unknown module"));
+    else
+        snprintf(buf, len, "%s (%s)", name,
+                 str_or(f->module ? base_name(f->module) : NULL, "unknown module"));
+}
+
+/* Prints one site's frames: the first on the current line, the others on
+ * their own lines indented to `indent`. */
+static void print_site_frames(FILE *out, const tdm_snap *s, uint32_t stack_id,
+                              unsigned max_frames, int indent)
+{
+    if (stack_id == 0 || stack_id >= s->stack_count || s->stacks[stack_id].depth == 0) {
+        fprintf(out, "(no stack recorded)\n");
+        return;
+    }
+    const tdm_snap_stack *st = &s->stacks[stack_id];
+    uint32_t first = 0;
+    while (first < st->depth && st->frames[first] < s->frame_count &&
+           is_tidemark_frame(&s->frames[st->frames[first]]))
+        first++;
+    if (first == st->depth) /* nothing but tidemark: show it all */
+        first = 0;
+    unsigned shown = 0;
+    for (uint32_t i = first; i < st->depth && shown < max_frames; i++, shown++) {
+        char line[256];
+        if (st->frames[i] < s->frame_count)
+            format_frame(line, sizeof line, &s->frames[st->frames[i]]);
+        else
+            snprintf(line, sizeof line, "(frame %u missing)", st->frames[i]);
+        if (shown)
+            fprintf(out, "%*s", indent, "");
+        fprintf(out, "%s\n", line);
+    }
+}
+
+/* ---- sections ------------------------------------------------------------ */
+
+static void print_header(FILE *out, const char *path, const tdm_snap *s,
+                         const tdm_model *m, const tdm_summary_options *o)
+{
+    const tdm_snap_header *h = &s->header;
+    char a[S_FMT], b[S_FMT];
+
+    fprintf(out, "tidemark summary of %s\n", path);
+    if (o->truncated)
+        fprintf(out, "  file       format %u, written by tidemark %s; TRUNCATED at byte %" PRIu64
+                     ", showing what could be read\n",
+                h->format_version, str_or(h->tool_version, "?"), o->truncated_at);
+    else
+        fprintf(out, "  file       format %u, written by tidemark %s\n", h->format_version,
+                str_or(h->tool_version, "?"));
+    fprintf(out, "  process    pid %" PRId64 " on %s", h->pid, str_or(h->host, "?"));
+    if (h->rank >= 0) {
+        fprintf(out, ", rank %d", h->rank);
+        if (h->world_size > 0)
+            fprintf(out, " of %d", h->world_size);
+        if (h->local_rank >= 0)
+            fprintf(out, " (local %d)", h->local_rank);
+    }
+    fprintf(out, "\n  command    %s\n", str_or(h->command, "(unknown)"));
+    fprintf(out, "  started    %s", tdm__fmt_utc(a, sizeof a, h->start_time_us));
+    if (h->dump_time_us >= h->start_time_us && h->start_time_us)
+        fprintf(out, "; dumped %s later",
+                tdm__fmt_offset(b, sizeof b,
+                                (int64_t)(h->dump_time_us - h->start_time_us) * 1000) + 1);
+    fprintf(out, "\n  recording  record=%s context=%s stacks=%s max_entries=%" PRIu64
+                 "; allocator %s\n",
+            record_name(h->record_mode), context_name(h->context_mode),
+            stacks_name(h->stacks_mode), h->max_entries, str_or(h->alloc_mode, "?"));
+    if (h->config && h->config[0])
+        fprintf(out, "  config     %s\n", h->config);
+    if (h->metadata && h->metadata[0])
+        fprintf(out, "  metadata   %s\n", h->metadata);
+
+    fprintf(out, "\ndevices\n  %-4s %-7s %-24s %s\n", "dev", "vendor", "name", "capacity");
+    for (size_t i = 0; i < m->device_count; i++) {
+        const tdm_model_device *d = &m->devices[i];
+        if (o->device >= 0 && d->ordinal != o->device)
+            continue;
+        fprintf(out, "  %-4d %-7s %-24s %s\n", d->ordinal, str_or(d->vendor, "?"),
+                str_or(d->name, "(not listed)"),
+                d->capacity ? tdm__fmt_bytes_exact(a, sizeof a, d->capacity) : "unknown");
+    }
+}
+
+static void print_history(FILE *out, const tdm_snap *s, const tdm_model *m)
+{
+    char a[S_FMT], b[S_FMT];
+    uint32_t steps = 0, first_step = UINT32_MAX;
+    uint64_t seeded = 0, anomalies = 0;
+    for (size_t i = 0; i < s->event_count; i++) {
+        if (s->events[i].step > steps)
+            steps = s->events[i].step;
+        if (s->events[i].step < first_step)
+            first_step = s->events[i].step;
+    }
+    for (size_t i = 0; i < m->device_count; i++) {
+        seeded += m->devices[i].seeded_from_free + m->devices[i].seeded_from_state;
+        anomalies += m->devices[i].anomalies;
+    }
+
+    fprintf(out, "\nevents       %zu recorded, %" PRIu64 " dropped (ring of %" PRIu64 ")\n",
+            s->event_count, s->dropped_events, s->header.max_entries);
+    if (s->event_count) {
+        fprintf(out, "history      %s .. %s", offset_of(a, s, m, m->window_start_ns),
+                offset_of(b, s, m, m->window_end_ns));
+        /* A window that lost its oldest events starts mid-run. */
+        if (first_step > 1)
+            fprintf(out, "; steps %u..%u", first_step, steps);
+        else
+            fprintf(out, "; %u step%s", steps, steps == 1 ? "" : "s");
+        fprintf(out, ", %zu phase name%s\n", s->phase_count ? s->phase_count - 1 : 0,
+                s->phase_count == 2 ? "" : "s");
+    } else if (!s->complete) {
+        fprintf(out, "history      none read: the file is cut before its events\n");
+    } else {
+        fprintf(out, "history      none recorded (record=%s): peaks come from allocator stats\n",
+                record_name(s->header.record_mode));
+    }
+    if (seeded)
+        fprintf(out, "partial      %" PRIu64 " allocation%s older than the recorded history "
+                     "counted from the start (see docs/cli.md)\n",
+                seeded, seeded == 1 ? "" : "s");
+    if (anomalies)
+        fprintf(out, "warning      %" PRIu64 " inconsistenc%s between events and final state\n",
+                anomalies, anomalies == 1 ? "y" : "ies");
+}
+
+static void print_stats(FILE *out, const tdm_stats *st)
+{
+    char a[S_FMT], b[S_FMT], c[S_FMT], d[S_FMT];
+    fprintf(out, "  stats          allocated %s now, %s peak; reserved %s now, %s peak\n",
+            tdm__fmt_sbytes(a, sizeof a, st->allocated_bytes.current),
+            tdm__fmt_sbytes(b, sizeof b, st->allocated_bytes.peak),
+            tdm__fmt_sbytes(c, sizeof c, st->reserved_bytes.current),
+            tdm__fmt_sbytes(d, sizeof d, st->reserved_bytes.peak));
+    fprintf(out, "                 %" PRId64 " allocations (%" PRId64 " live), %" PRId64
+                 " segments, %" PRIu64 " OOMs, %" PRIu64 " retries\n",
+            st->allocation.allocated, st->allocation.current, st->segment.allocated,
+            st->num_ooms, st->num_alloc_retries);
+}
+
+static tdm_status print_device(FILE *out, const tdm_snap *s, const tdm_model *m,
+                               size_t di, const tdm_summary_options *o)
+{
+    const tdm_model_device *d = &m->devices[di];
+    char a[S_FMT], b[S_FMT], pbuf[32];
+
+    fprintf(out, "\ndevice %d (%s)\n", d->ordinal, str_or(d->name, str_or(d->vendor, "?")));
+    if (s->event_count) {
+        fprintf(out, "  peak allocated %s", tdm__fmt_bytes_exact(a, sizeof a,
+                                                               (uint64_t)d->peak_allocated));
+        if (d->capacity) {
+            double pct = 100.0 * (double)d->peak_allocated / (double)d->capacity;
+            if (pct < 0.1 && d->peak_allocated > 0)
+                fprintf(out, ", <0.1%% of capacity");
+            else
+                fprintf(out, ", %.1f%% of capacity", pct);
+        }
+        fprintf(out, "\n  peak at        ");
+        if (d->peak_seq < 0)
+            fprintf(out, "the start of the history (%s)",
+                    offset_of(a, s, m, d->peak_time_ns));
+        else
+            fprintf(out, "%s (event %" PRId64 ")", offset_of(a, s, m, d->peak_time_ns),
+                    d->peak_seq);
+        if (d->peak_step)
+            fprintf(out, ", step %u", d->peak_step);
+        else
+            fprintf(out, ", before step 1");
+        if (d->peak_phase)
+            fprintf(out, ", phase %s",
+                    tdm__model_phase_name(m, d->peak_phase, pbuf, sizeof pbuf));
+        fprintf(out, "\n");
+        if (d->reserved_known)
+            fprintf(out, "  reserved       %s at the peak; highest %s\n",
+                    tdm__fmt_sbytes(a, sizeof a, d->reserved_at_peak),
+                    tdm__fmt_sbytes(b, sizeof b, d->peak_reserved));
+    } else if (d->stats) {
+        fprintf(out, "  peak allocated %s (allocator stats; no history)\n",
+                tdm__fmt_bytes_exact(a, sizeof a, (uint64_t)d->stats->allocated_bytes.peak));
+    }
+    if (!m->state_known && !s->event_count)
+        fprintf(out, "  live at end    unknown (no events and no final state in the file)\n");
+    else
+        fprintf(out, "  live at end    %s in %" PRIu64 " allocation%s, %s\n",
+                tdm__fmt_bytes_exact(a, sizeof a,
+                                     (uint64_t)(d->end_allocated < 0 ? 0 : d->end_allocated)),
+                d->end_blocks, d->end_blocks == 1 ? "" : "s",
+                d->end_source == TDM_MODEL_END_FROM_STATE ? "from the final allocator state"
+                                                          : "replayed (no final state in file)");
+    if (d->oom_events)
+        fprintf(out, "  OOMs           %" PRIu64 " out-of-memory event%s in the history\n",
+                d->oom_events, d->oom_events == 1 ? "" : "s");
+    if (d->stats)
+        print_stats(out, d->stats);
+
+    /* Sites live at the peak; with no history, those live at the end. */
+    int64_t at = s->event_count ? d->peak_seq : tdm__model_end_seq(m);
+    tdm_model_site *sites;
+    size_t n;
+    tdm_status st = tdm__model_sites_at(m, di, at, &sites, &n);
+    if (st != TDM_OK)
+        return st;
+    size_t live = 0;
+    while (live < n && sites[live].live_bytes)
+        live++;
+    if (o->top == 0 || live == 0) {
+        if (o->top && m->alloc_count)
+            fprintf(out, "  (nothing live at the peak)\n");
+        free(sites);
+        return TDM_OK;
+    }
+    uint64_t total = (uint64_t)(s->event_count ? d->peak_allocated : d->end_allocated);
+    fprintf(out, "\n  top allocation sites by bytes live at the %s (%zu site%s)\n",
+            s->event_count ? "peak" : "end", live, live == 1 ? "" : "s");
+    fprintf(out, "  %3s %12s %6s %6s  %s\n", "#", "live", "share", "count",
+            "innermost frames");
+    for (size_t i = 0; i < live && i < o->top; i++) {
+        const tdm_model_site *site = &sites[i];
+        double share = total ? 100.0 * (double)site->live_bytes / (double)total : 0.0;
+        fprintf(out, "  %3zu %12s %5.1f%% %6" PRIu64 "  ", i + 1,
+                tdm__fmt_bytes(a, sizeof a, site->live_bytes), share, site->live_count);
+        print_site_frames(out, s, site->stack_id, o->frames ? o->frames : 1, 34);
+    }
+    if (live > o->top)
+        fprintf(out, "  ... %zu more site%s\n", live - o->top, live - o->top == 1 ? "" : "s");
+    free(sites);
+    return TDM_OK;
+}
+
+tdm_status tdm__summary_print(FILE *out, const char *path, const tdm_snap *snap,
+                              const tdm_model *model, const tdm_summary_options *opts)
+{
+    print_header(out, path, snap, model, opts);
+    print_history(out, snap, model);
+    int shown = 0;
+    for (size_t i = 0; i < model->device_count; i++) {
+        if (opts->device >= 0 && model->devices[i].ordinal != opts->device)
+            continue;
+        tdm_status s = print_device(out, snap, model, i, opts);
+        if (s != TDM_OK)
+            return s;
+        shown++;
+    }
+    if (!shown)
+        fprintf(out, "\n(no device%s)\n", opts->device >= 0 ? " with that ordinal" : "s");
+    return TDM_OK;
+}
+
+/* ---- the command ------------------------------------------------------- */
+
+void tdm__cli_summary_help(FILE *out)
+{
+    fputs("usage: tidemark summary [OPTIONS] FILE.tdm [FILE.tdm...]\n"
+          "\n"
+          "Prints who recorded each snapshot, its devices, how many events were\n"
+          "recorded and dropped, the peak of allocated memory per device and when it\n"
+          "happened (time, step, phase), reserved memory at the peak, bytes live at\n"
+          "the end, and the allocation sites holding the most memory at the peak.\n"
+          "\n"
+          "options:\n"
+          "  --top N       allocation sites listed per device (default 10, 0 for none)\n"
+          "  --frames N    frames shown per site, innermost first (default 3)\n"
+          "  --device N    only the device with ordinal N\n"
+          "  -h, --help    this text\n"
+          "\n"
+          "A truncated file is summarized up to its last whole record, with a warning\n"
+          "naming the byte offset, and exits 2.  Exit codes: 0 ok, 1 usage error,\n"
+          "2 missing, unreadable, corrupt or truncated input, 4 internal error.\n",
+          out);
+}
+
+static int parse_count(const char *opt, const char *text, unsigned long max,
+                       unsigned long *v)
+{
+    char *end;
+    if (!text[0] || text[0] == '-') {
+        fprintf(stderr, "tidemark summary: %s needs a number, not '%s'\n", opt, text);
+        return -1;
+    }
+    *v = strtoul(text, &end, 10);
+    if (*end || *v > max) {
+        fprintf(stderr, "tidemark summary: %s needs a number up to %lu, not '%s'\n", opt,
+                max, text);
+        return -1;
+    }
+    return 0;
+}
+
+int tdm__cli_summary(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"top", required_argument, NULL, 't'},
+        {"frames", required_argument, NULL, 'f'},
+        {"device", required_argument, NULL, 'd'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    tdm_summary_options o = {.top = 10, .frames = 3, .device = -1};
+    unsigned long v;
+    int c;
+
+    opterr = 0;
+    optind = 0; /* GNU: full re-initialisation, argv[0] is "summary" */
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 't':
+            if (parse_count("--top", optarg, 100000, &v))
+                goto usage;
+            o.top = (unsigned)v;
+            break;
+        case 'f':
+            if (parse_count("--frames", optarg, 1000, &v))
+                goto usage;
+            o.frames = (unsigned)v;
+            break;
+        case 'd':
+            if (parse_count("--device", optarg, 32767, &v))
+                goto usage;
+            o.device = (int)v;
+            break;
+        case 'h':
+            tdm__cli_summary_help(stdout);
+            return TDM_EXIT_OK;
+        case ':':
+            fprintf(stderr, "tidemark summary: option '%s' needs a value\n", argv[optind - 1]);
+            goto usage;
+        default:
+            if (optopt)
+                fprintf(stderr, "tidemark summary: unknown option '-%c'\n", optopt);
+            else
+                fprintf(stderr, "tidemark summary: unknown option '%s'\n", argv[optind - 1]);
+            goto usage;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "tidemark summary: no snapshot file given\n");
+        goto usage;
+    }
+
+    int rc = TDM_EXIT_OK;
+    for (int i = optind; i < argc; i++) {
+        tdm_snap *snap;
+        tdm_model *model;
+        int one = tdm__cli_read_snapshot("summary", argv[i], &snap, &o.truncated,
+                                         &o.truncated_at);
+        rc = tdm__cli_worse(rc, one);
+        if (!snap)
+            continue;
+        tdm_status s = tdm__model_build(snap, &model);
+        if (s == TDM_OK) {
+            if (i > optind)
+                fputc('\n', stdout);
+            s = tdm__summary_print(stdout, argv[i], snap, model, &o);
+            tdm__model_free(model);
+        }
+        if (s != TDM_OK) {
+            fprintf(stderr, "tidemark summary: %s: %s\n", argv[i], tdm_strerror(s));
+            rc = tdm__cli_worse(rc, TDM_EXIT_TOOL_ERROR);
+        }
+        tdm__snap_free(snap);
+    }
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "tidemark summary: cannot write the output\n");
+        rc = tdm__cli_worse(rc, TDM_EXIT_TOOL_ERROR);
+    }
+    return rc;
+usage:
+    fprintf(stderr, "Try 'tidemark help summary'.\n");
+    return TDM_EXIT_USAGE;
+}
