@@ -17,11 +17,27 @@
 
 #include "tidemark.h"
 
+/* Power-of-two intervals of roundup_power2_divisions: [1 MiB, 2 MiB), ...,
+ * [32 GiB, 64 GiB) and above; sizes under 1 MiB use interval 0. */
+#define TDM_ROUNDUP_INTERVALS 16
+
 typedef struct tdm__alloc_config {
     char device_kind[16];     /* "sim" (default) */
     int device_count;         /* sim: number of devices (default 1) */
     uint64_t device_capacity; /* sim: bytes per device (default 16 GiB) */
     int host_accessible;      /* sim: nonzero maps memory read/write */
+    /* How tdm_malloc serves memory: "cache" (default; PyTorch's caching
+     * allocator) or "passthrough" (each allocation its own segment). */
+    char mode[16];
+    /* cache mode, with PyTorch's meanings (docs/allocator.md): */
+    uint64_t max_split_size;  /* bytes; blocks this large are never split;
+                                 0 = no limit (default) */
+    uint32_t roundup_power2_divisions[TDM_ROUNDUP_INTERVALS]; /* 0/1 = off */
+    double garbage_collection_threshold; /* fraction of capacity, 0 = off */
+    /* Called after an allocation fails for good (no allocator lock held),
+     * e.g. to write a snapshot when dump_on includes oom.  May be NULL. */
+    void (*on_oom)(int device, size_t requested);
+    int quiet_oom;            /* nonzero: no OOM line on stderr */
 } tdm__alloc_config;
 
 void tdm__alloc_config_defaults(tdm__alloc_config *cfg);
@@ -29,6 +45,35 @@ void tdm__alloc_config_defaults(tdm__alloc_config *cfg);
 /* Sets the configuration.  TDM_BAD_CONFIG once devices are in use (the
  * first configuration stays); TDM_NOT_AVAILABLE for an unknown kind. */
 tdm_status tdm__alloc_configure(const tdm__alloc_config *cfg);
+
+/* Creates the devices now (with the configuration in force) instead of at
+ * the first tdm_malloc, so a snapshot lists them even before any
+ * allocation. */
+tdm_status tdm__alloc_init(void);
+
+/* The allocator-layer entry points under tdm_malloc / tdm_free, for hooks
+ * that serve vendor calls.  `skip` is the number of the caller's own
+ * frames (tidemark frames above this call) to leave out of stacks. */
+tdm_status tdm__alloc_malloc(void **ptr, size_t size, int device,
+                             tdm_stream stream, unsigned skip);
+tdm_status tdm__alloc_free(void *ptr, unsigned skip);
+
+/* "cache" or "passthrough": the mode in force (after init). */
+const char *tdm__alloc_mode_name(void);
+
+/* Checks every invariant of the caching allocator on `device` (blocks tile
+ * each segment exactly, free neighbours merged, pool trees hold exactly
+ * the free blocks, stats equal the sums over blocks).  TDM_OK, or
+ * TDM_INTERNAL with a description of the first violation in msg. */
+tdm_status tdm__alloc_check(int device, char *msg, size_t msg_len);
+
+/* PyTorch's round_size for the configuration in force (tests, bench). */
+size_t tdm__alloc_round_size(size_t size);
+
+/* Calls the state source the allocator gave the recorder, as a dump does
+ * (tests). */
+struct tdm__state_visitor;
+void tdm__alloc_visit_for_tests(const struct tdm__state_visitor *v);
 
 /* Tears everything down (tests only): frees every segment back to the
  * provider and forgets the configuration. */

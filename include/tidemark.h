@@ -200,6 +200,36 @@ TDM_API tdm_status tdm_memory_stats(int device, tdm_stats *stats);
 /* Resets the peaks of `device` to the current values. */
 TDM_API tdm_status tdm_reset_peak_stats(int device);
 
+/* ---- caching allocator: pools, cache, streams ---------------------------
+ * (issue 3; served by alloc/.  With mode=passthrough there is no cache:
+ * tdm_empty_cache does nothing and the small/large pools stay empty.) */
+
+/* The pool a statistic is kept for, as torch.cuda.memory_stats splits
+ * them ("all", "small_pool", "large_pool"). */
+typedef enum tdm_stat_pool {
+    TDM_STAT_POOL_ALL = 0,
+    TDM_STAT_POOL_SMALL = 1, /* blocks of <= 1 MiB, from 2 MiB segments */
+    TDM_STAT_POOL_LARGE = 2,
+} tdm_stat_pool;
+
+/* Like tdm_memory_stats, for one pool.  num_alloc_retries and num_ooms
+ * are per device and the same in every pool. */
+TDM_API tdm_status tdm_memory_stats_pool(int device, tdm_stat_pool pool,
+                                         tdm_stats *stats);
+/* Gives every cached segment with no live block back to the device
+ * (torch.cuda.empty_cache).  device -1: every device. */
+TDM_API tdm_status tdm_empty_cache(int device);
+/* Marks `ptr` as used by work queued on `stream` (a stream other than the
+ * one it was allocated on): a later tdm_free only completes once that
+ * stream's work is done (torch's Tensor.record_stream). */
+TDM_API tdm_status tdm_record_stream(void *ptr, tdm_stream stream);
+/* Waits for the work queued on `stream` (on every device).  On the sim
+ * device there is no real work: frees waiting on `stream` complete. */
+TDM_API tdm_status tdm_stream_synchronize(tdm_stream stream);
+/* Waits for all work on `device` (-1: every device); frees waiting on any
+ * of its streams complete. */
+TDM_API tdm_status tdm_device_synchronize(int device);
+
 #ifdef __cplusplus
 }
 #endif

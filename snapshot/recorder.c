@@ -125,18 +125,29 @@ static inline int stacks_wanted(int min_context)
            tdm__rec_on();
 }
 
+/* Captures with this function's caller's frame still on the stack: the
+ * barrier after the call stops the compiler from turning it into a tail
+ * call, which would remove our frame and make `skip` drop one frame of the
+ * program's own. */
+static inline __attribute__((always_inline)) uint32_t capture_here(unsigned skip)
+{
+    uint32_t id = tdm__stack_current(skip);
+    __asm__ __volatile__("" ::: "memory");
+    return id;
+}
+
 uint32_t tdm__rec_alloc_stack(unsigned skip)
 {
     if (!stacks_wanted(TDM_CONTEXT_STATE))
         return 0;
-    return tdm__stack_current(skip + TDM_REC_SKIP);
+    return capture_here(skip + TDM_REC_SKIP);
 }
 
 uint32_t tdm__rec_free_stack(unsigned skip)
 {
     if (!stacks_wanted(TDM_CONTEXT_ALL))
         return 0;
-    return tdm__stack_current(skip + TDM_REC_SKIP);
+    return capture_here(skip + TDM_REC_SKIP);
 }
 
 int tdm__rec_events_carry_stacks(void)

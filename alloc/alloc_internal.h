@@ -1,0 +1,146 @@
+/* alloc/alloc_internal.h: what the files of alloc/ share with each other.
+ *
+ * alloc.c owns the global state (configuration, provider, pointer map,
+ * per-device state) and the public entry points; passthrough.c and the
+ * cache_*.c files implement the two modes over it; oom.c reports OOMs.
+ *
+ * Lifecycle: the global is written once under init_lock before `ready` is
+ * set (release); readers that saw `ready` (acquire) read it without a
+ * lock.  tdm__alloc_reset_for_tests() is the only writer after that.
+ */
+#ifndef TDM_ALLOC_INTERNAL_H
+#define TDM_ALLOC_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "alloc.h"
+#include "provider.h"
+#include "ptrmap.h"
+#include "recorder.h"
+#include "snap_model.h"
+
+/* Stat rows, and the pools a stat is kept for (PyTorch's StatType). */
+enum { TDM__ST_ALLOCATED_BYTES, TDM__ST_RESERVED_BYTES, TDM__ST_ACTIVE_BYTES,
+       TDM__ST_REQUESTED_BYTES, TDM__ST_ALLOCATION, TDM__ST_SEGMENT,
+       TDM__ST_COUNT };
+
+typedef struct tdm__stats_acc {
+    tdm_stat st[3][TDM__ST_COUNT]; /* [TDM_STAT_POOL_*][TDM__ST_*] */
+    uint64_t num_alloc_retries;
+    uint64_t num_ooms;
+} tdm__stats_acc;
+
+/* Adds `delta` (bytes or a count) to one stat of pool `pool_kind`
+ * (tdm_pool_kind) and of the all-pools row. */
+static inline void tdm__stat_one(tdm_stat *s, int64_t delta)
+{
+    s->current += delta;
+    if (delta >= 0) {
+        s->allocated += delta;
+        if (s->current > s->peak)
+            s->peak = s->current;
+    } else {
+        s->freed -= delta;
+    }
+}
+
+static inline void tdm__stat_add(tdm__stats_acc *a, int pool_kind, int row,
+                                 int64_t delta)
+{
+    tdm__stat_one(&a->st[0][row], delta);
+    if (pool_kind == TDM_POOL_SMALL)
+        tdm__stat_one(&a->st[1][row], delta);
+    else if (pool_kind == TDM_POOL_LARGE)
+        tdm__stat_one(&a->st[2][row], delta);
+}
+
+void tdm__stats_export(const tdm__stats_acc *a, int pool, tdm_stats *out);
+void tdm__stats_reset_peaks(tdm__stats_acc *a);
+
+enum { TDM__MODE_PASSTHROUGH = 0, TDM__MODE_CACHE = 1 };
+
+typedef struct tdm__pt_device tdm__pt_device;
+typedef struct tdm__cache_device tdm__cache_device;
+
+typedef struct tdm__alloc_global {
+    pthread_mutex_t init_lock;
+    _Atomic int ready;            /* 1 once devices exist */
+    int configured;               /* cfg was set by tdm__alloc_configure */
+    tdm__alloc_config cfg;
+    int mode;                     /* TDM__MODE_* */
+    tdm_provider *prov;
+    int device_count;
+    tdm_snap_device *devices;     /* [device_count]; names below */
+    char (*device_names)[64];     /* [device_count] */
+    tdm__ptrmap map;
+    tdm__pt_device *pt;           /* [device_count] in passthrough mode */
+    tdm__cache_device **cache;    /* [device_count] in cache mode */
+} tdm__alloc_global;
+
+extern tdm__alloc_global tdm__alloc_g;
+
+/* Initializes on first use with the configuration in force. */
+tdm_status tdm__alloc_init_slow(void);
+static inline tdm_status tdm__alloc_ready(void)
+{
+    if (atomic_load_explicit(&tdm__alloc_g.ready, memory_order_acquire))
+        return TDM_OK;
+    return tdm__alloc_init_slow();
+}
+
+/* CLOCK_REALTIME in ns, the recorder's time base. */
+uint64_t tdm__alloc_now_ns(void);
+
+/* What an allocation call carries into a mode. */
+typedef struct tdm__alloc_req {
+    size_t size;        /* bytes asked for */
+    int device;
+    tdm_stream stream;
+    uint32_t stack_id;  /* 0 unless recording */
+    uint8_t category;
+    uint64_t time_ns;   /* 0 unless recording */
+} tdm__alloc_req;
+
+/* ---- pass-through mode (passthrough.c) ---- */
+tdm_status tdm__pt_create(void);
+void tdm__pt_destroy(void);
+tdm_status tdm__pt_malloc(const tdm__alloc_req *req, void **out);
+/* rec was removed from the map by the caller. */
+tdm_status tdm__pt_free(uint64_t ptr, const tdm__ptr_rec *rec,
+                        uint32_t free_stack);
+void tdm__pt_stats(int device, int pool, tdm_stats *out);
+void tdm__pt_reset_peaks(int device);
+void tdm__pt_visit(const tdm__state_visitor *visitor);
+
+/* ---- cache mode (cache_*.c) ---- */
+tdm_status tdm__cache_create(void);
+void tdm__cache_destroy(void);
+tdm_status tdm__cache_malloc(const tdm__alloc_req *req, void **out);
+/* Looks ptr up itself, under the device lock. */
+tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack);
+void tdm__cache_stats(int device, int pool, tdm_stats *out);
+void tdm__cache_reset_peaks(int device);
+void tdm__cache_visit(const tdm__state_visitor *visitor);
+tdm_status tdm__cache_tag(const tdm__ptr_rec *rec, uint8_t category);
+tdm_status tdm__cache_empty(int device);
+tdm_status tdm__cache_record_stream(uint64_t ptr, const tdm__ptr_rec *rec,
+                                    tdm_stream stream);
+void tdm__cache_sync(int device, int all_streams, tdm_stream stream);
+
+/* ---- out of memory (oom.c) ---- */
+/* One site and its live bytes, for the OOM line. */
+typedef struct tdm__oom_site {
+    uint32_t stack_id;
+    uint64_t bytes;
+} tdm__oom_site;
+/* Adds `bytes` to stack_id's total among sites[0..*n) (at most cap). */
+void tdm__oom_site_add(tdm__oom_site *sites, size_t *n, size_t cap,
+                       uint32_t stack_id, uint64_t bytes);
+/* Prints the one-line OOM report and calls the configured on_oom hook.
+ * Called with no allocator lock held. */
+void tdm__oom_report(int device, size_t request, size_t rounded,
+                     size_t free_bytes, tdm__oom_site *sites, size_t n);
+
+#endif

@@ -1,0 +1,542 @@
+/* alloc/cache.c: mode=cache, PyTorch's caching allocator over a provider.
+ *
+ * Owns the malloc and free paths of the caching allocator: rounding, pool
+ * choice, best fit per stream, split, merge, new segments, and the
+ * out-of-memory path (garbage collection, releasing oversize then all
+ * cached segments, retry, oom event and report).  The rules and constants
+ * are those of PyTorch's CUDACachingAllocator (docs/allocator.md).
+ *
+ * Invariants (checked by tdm__alloc_check after every test operation):
+ * blocks tile each segment; no two inactive neighbours; a pool tree holds
+ * exactly its inactive blocks; stats equal the sums over blocks.
+ * Lock: the device mutex, held for the whole of malloc and free (the
+ * provider's own lock nests inside it; pointer-map shard locks too).
+ * Stacks are captured before it is taken.
+ */
+#include <string.h>
+
+#include "cache_internal.h"
+#include "recorder.h"
+
+static int cmp_block(const tdm__tnode *a, const tdm__tnode *b)
+{
+    const cblock *x = TDM__CONTAINER_OF(a, cblock, node);
+    const cblock *y = TDM__CONTAINER_OF(b, cblock, node);
+    if (x->stream != y->stream)
+        return x->stream < y->stream ? -1 : 1;
+    if (x->size != y->size)
+        return x->size < y->size ? -1 : 1;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static uint64_t max_split(void)
+{
+    uint64_t m = tdm__alloc_g.cfg.max_split_size;
+    /* PyTorch clamps max_split_size_mb to at least the 20 MiB segment. */
+    return m == 0 ? UINT64_MAX : m < TDM__LARGE_BUFFER ? TDM__LARGE_BUFFER : m;
+}
+
+static uint32_t event_stack(uint32_t sid)
+{
+    return tdm__rec_events_carry_stacks() ? sid : 0;
+}
+
+tdm_status tdm__cache_create(void)
+{
+    tdm__alloc_global *g = &tdm__alloc_g;
+    g->cache = tdm__meta_map(sizeof(tdm__cache_device *) * (size_t)g->device_count);
+    if (g->cache == NULL)
+        return TDM_HOST_OUT_OF_MEMORY;
+    for (int i = 0; i < g->device_count; i++) {
+        tdm__cache_device *d = tdm__meta_map(sizeof *d);
+        if (d == NULL) {
+            tdm__cache_destroy();
+            return TDM_HOST_OUT_OF_MEMORY;
+        }
+        pthread_mutex_init(&d->lock, NULL);
+        d->index = i;
+        tdm__tree_init(&d->small.tree, cmp_block);
+        tdm__tree_init(&d->large.tree, cmp_block);
+        d->small.kind = TDM_POOL_SMALL;
+        d->large.kind = TDM_POOL_LARGE;
+        tdm__objpool_init(&d->block_pool, sizeof(cblock));
+        tdm__objpool_init(&d->seg_pool, sizeof(cseg));
+        g->cache[i] = d;
+    }
+    return TDM_OK;
+}
+
+static void drop_uses(cblock *b)
+{
+    if (b->uses != NULL && b->uses != b->uses_inline)
+        tdm__meta_unmap(b->uses, b->uses_cap * sizeof(uint64_t));
+    b->uses = NULL;
+    b->nuses = 0;
+    b->uses_cap = 0;
+}
+
+void tdm__cache_destroy(void)
+{
+    tdm__alloc_global *g = &tdm__alloc_g;
+    if (g->cache == NULL)
+        return;
+    for (int i = 0; i < g->device_count; i++) {
+        tdm__cache_device *d = g->cache[i];
+        if (d == NULL)
+            continue;
+        /* Every segment back to the provider, whatever its blocks. */
+        for (cseg *s = d->segs; s != NULL; s = s->next) {
+            for (cblock *b = s->first; b != NULL; b = b->next)
+                drop_uses(b);
+            g->prov->free(g->prov, i, (void *)(uintptr_t)s->addr, s->size);
+        }
+        tdm__objpool_destroy(&d->block_pool);
+        tdm__objpool_destroy(&d->seg_pool);
+        pthread_mutex_destroy(&d->lock);
+        tdm__meta_unmap(d, sizeof *d);
+    }
+    tdm__meta_unmap(g->cache, sizeof(tdm__cache_device *) * (size_t)g->device_count);
+    g->cache = NULL;
+}
+
+/* ---- segments ---------------------------------------------------------- */
+
+/* A new segment of `bytes` from the provider, as one inactive block that
+ * is in no tree yet.  NULL with *st set when the provider refuses. */
+static cblock *alloc_segment(tdm__cache_device *d, int kind, uint64_t bytes,
+                             const tdm__alloc_req *req, int is_retry,
+                             tdm_status *st)
+{
+    tdm__alloc_global *g = &tdm__alloc_g;
+    if (is_retry)
+        d->stats.num_alloc_retries++;
+    void *p = NULL;
+    *st = g->prov->alloc(g->prov, d->index, bytes, req->stream, &p);
+    if (*st != TDM_OK)
+        return NULL;
+    cseg *s = tdm__objpool_get(&d->seg_pool);
+    cblock *b = tdm__objpool_get(&d->block_pool);
+    if (s == NULL || b == NULL) {
+        tdm__objpool_put(&d->seg_pool, s);
+        tdm__objpool_put(&d->block_pool, b);
+        g->prov->free(g->prov, d->index, p, bytes);
+        *st = TDM_HOST_OUT_OF_MEMORY;
+        return NULL;
+    }
+    s->addr = (uint64_t)(uintptr_t)p;
+    s->size = bytes;
+    s->stream = req->stream;
+    s->stack_id = req->stack_id;
+    s->pool = (uint8_t)kind;
+    s->first = b;
+    s->next = d->segs;
+    if (d->segs)
+        d->segs->prev = s;
+    d->segs = s;
+    d->nsegs++;
+    b->seg = s;
+    b->addr = s->addr;
+    b->size = bytes;
+    b->stream = req->stream;
+    b->state = TDM_BLOCK_INACTIVE;
+    tdm__stat_add(&d->stats, kind, TDM__ST_SEGMENT, 1);
+    tdm__stat_add(&d->stats, kind, TDM__ST_RESERVED_BYTES, (int64_t)bytes);
+    tdm__rec_event(TDM_ACTION_SEGMENT_ALLOC, d->index, s->addr, bytes, bytes,
+                   s->stream, event_stack(req->stack_id));
+    return b;
+}
+
+/* Gives a cached whole-segment block's segment back to the provider. */
+static void release_segment(tdm__cache_device *d, cblock *b)
+{
+    tdm__alloc_global *g = &tdm__alloc_g;
+    cseg *s = b->seg;
+    tdm__tree_remove(&tdm__cache_pool(d, s->pool)->tree, &b->node);
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        d->segs = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    d->nsegs--;
+    tdm__rec_event(TDM_ACTION_SEGMENT_FREE, d->index, s->addr, s->size, s->size,
+                   s->stream, event_stack(s->stack_id));
+    g->prov->free(g->prov, d->index, (void *)(uintptr_t)s->addr, s->size);
+    tdm__stat_add(&d->stats, s->pool, TDM__ST_SEGMENT, -1);
+    tdm__stat_add(&d->stats, s->pool, TDM__ST_RESERVED_BYTES, -(int64_t)s->size);
+    tdm__objpool_put(&d->block_pool, b);
+    tdm__objpool_put(&d->seg_pool, s);
+}
+
+static int whole_segment(const cblock *b)
+{
+    return b->prev == NULL && b->next == NULL;
+}
+
+/* Releases every cached whole segment of one pool. */
+static void release_pool(tdm__cache_device *d, cpool *p)
+{
+    tdm__tnode *n = tdm__tree_first(&p->tree);
+    while (n != NULL) {
+        tdm__tnode *next = tdm__tree_next(&p->tree, n);
+        cblock *b = TDM__CONTAINER_OF(n, cblock, node);
+        if (whole_segment(b))
+            release_segment(d, b);
+        n = next;
+    }
+}
+
+void tdm__cache_release_all(tdm__cache_device *d)
+{
+    /* Frees that wait on other streams complete first (PyTorch's
+     * synchronize_and_free_events); on the sim device that is a sync. */
+    tdm__cache_complete_pending(d, 1, 0);
+    release_pool(d, &d->large);
+    release_pool(d, &d->small);
+}
+
+/* PyTorch's release_available_cached_blocks: with max_split_size set,
+ * free oversize cached segments of this stream, one big enough or the
+ * largest first until enough bytes are back. */
+static int release_oversize(tdm__cache_device *d, cpool *p, uint64_t size,
+                            uint64_t stream)
+{
+    uint64_t ms = max_split(), want = size < ms ? ms : size;
+    if (ms == UINT64_MAX)
+        return 0;
+    cblock key;
+    key.stream = stream;
+    key.size = want;
+    key.addr = 0;
+    tdm__tnode *n = tdm__tree_find_ge(&p->tree, &key.node);
+    cblock *b = n ? TDM__CONTAINER_OF(n, cblock, node) : NULL;
+    if (b != NULL && b->stream == stream) {
+        if (!whole_segment(b))
+            return 0;
+        release_segment(d, b);
+        return 1;
+    }
+    uint64_t released = 0;
+    n = tdm__tree_find_lt(&p->tree, &key.node);
+    while (n != NULL && released < want) {
+        b = TDM__CONTAINER_OF(n, cblock, node);
+        if (b->size < ms || b->stream != stream)
+            break;
+        tdm__tnode *prev = tdm__tree_prev(&p->tree, n);
+        if (whole_segment(b)) {
+            released += b->size;
+            release_segment(d, b);
+        }
+        n = prev;
+    }
+    return released >= want;
+}
+
+/* PyTorch's garbage_collect_cached_blocks: once reserved memory passes
+ * threshold x capacity, free cached whole segments of the large pool that
+ * have waited longer than average, until under the threshold. */
+static void garbage_collect(tdm__cache_device *d)
+{
+    tdm__alloc_global *g = &tdm__alloc_g;
+    size_t total = 0;
+    g->prov->mem_info(g->prov, d->index, NULL, &total);
+    uint64_t limit = (uint64_t)(g->cfg.garbage_collection_threshold * (double)total);
+    uint64_t reserved = (uint64_t)d->stats.st[0][TDM__ST_RESERVED_BYTES].current;
+    if (reserved <= limit)
+        return;
+    uint64_t target = reserved - limit, reclaimed = 0;
+    cpool *p = &d->large;
+    double total_age = 0.0;
+    size_t freeable = 0;
+    for (tdm__tnode *n = tdm__tree_first(&p->tree); n; n = tdm__tree_next(&p->tree, n)) {
+        cblock *b = TDM__CONTAINER_OF(n, cblock, node);
+        if (whole_segment(b)) {
+            total_age += (double)(p->calls - b->gc_base);
+            freeable++;
+        }
+    }
+    int freed = 1;
+    while (reclaimed < target && freed && freeable > 0) {
+        double age_threshold = total_age / (double)freeable;
+        freed = 0;
+        tdm__tnode *n = tdm__tree_first(&p->tree);
+        while (n != NULL) { /* a whole pass, as PyTorch does */
+            tdm__tnode *next = tdm__tree_next(&p->tree, n);
+            cblock *b = TDM__CONTAINER_OF(n, cblock, node);
+            double age = (double)(p->calls - b->gc_base);
+            if (whole_segment(b) && age >= age_threshold) {
+                freed = 1;
+                reclaimed += b->size;
+                total_age -= age;
+                freeable--;
+                release_segment(d, b);
+            }
+            n = next;
+        }
+    }
+}
+
+/* ---- malloc ------------------------------------------------------------- */
+
+static cblock *get_free_block(cpool *p, uint64_t size, uint64_t stream)
+{
+    p->calls++;
+    /* Only the key fields: zeroing a whole block record costs more than
+     * the search on a hit. */
+    cblock key;
+    key.stream = stream;
+    key.size = size;
+    key.addr = 0;
+    tdm__tnode *n = tdm__tree_find_ge(&p->tree, &key.node);
+    if (n == NULL)
+        return NULL;
+    cblock *b = TDM__CONTAINER_OF(n, cblock, node);
+    uint64_t ms = max_split();
+    if (b->stream != stream)
+        return NULL;
+    /* No oversize block for a small request, and no much-too-large block
+     * for an oversize one (PyTorch's rules with max_split_size). */
+    if (size < ms && b->size >= ms)
+        return NULL;
+    if (size >= ms && b->size >= size + TDM__LARGE_BUFFER)
+        return NULL;
+    tdm__tree_remove(&p->tree, n);
+    return b;
+}
+
+static void cache_block(tdm__cache_device *d, cblock *b)
+{
+    cpool *p = tdm__cache_pool(d, b->seg->pool);
+    b->gc_base = p->calls;
+    tdm__tree_insert(&p->tree, &b->node);
+}
+
+/* Hands out `b` (in no tree) for `req`, splitting off the rest when
+ * PyTorch would. */
+static void use_block(tdm__cache_device *d, cblock *b, uint64_t size,
+                      const tdm__alloc_req *req)
+{
+    int kind = b->seg->pool;
+    uint64_t rest = b->size - size;
+    int split = kind == TDM_POOL_SMALL ? rest >= TDM__MIN_BLOCK
+                                       : (size < max_split() && rest > TDM__SMALL_SIZE);
+    if (split) {
+        cblock *r = tdm__objpool_get(&d->block_pool);
+        /* Without host memory for a record, hand out the whole block. */
+        if (r != NULL) {
+            r->seg = b->seg;
+            r->addr = b->addr + size;
+            r->size = rest;
+            r->stream = b->stream;
+            r->state = TDM_BLOCK_INACTIVE;
+            r->prev = b;
+            r->next = b->next;
+            if (b->next)
+                b->next->prev = r;
+            b->next = r;
+            b->size = size;
+            cache_block(d, r);
+        }
+    }
+    b->state = TDM_BLOCK_ACTIVE_ALLOCATED;
+    b->requested = req->size;
+    b->stack_id = req->stack_id;
+    b->alloc_time_ns = req->time_ns;
+    atomic_store_explicit(&b->category, req->category, memory_order_relaxed);
+    tdm__stat_add(&d->stats, kind, TDM__ST_ALLOCATION, 1);
+    tdm__stat_add(&d->stats, kind, TDM__ST_ALLOCATED_BYTES, (int64_t)b->size);
+    tdm__stat_add(&d->stats, kind, TDM__ST_ACTIVE_BYTES, (int64_t)b->size);
+    tdm__stat_add(&d->stats, kind, TDM__ST_REQUESTED_BYTES, (int64_t)req->size);
+    tdm__rec_event(TDM_ACTION_ALLOC, d->index, b->addr, req->size, req->size,
+                   b->stream, event_stack(req->stack_id));
+}
+
+typedef struct oom_sites {
+    tdm__oom_site sites[256];
+    size_t n; /* sites used */
+} oom_sites;
+
+static __attribute__((noinline)) tdm_status
+cache_oom(tdm__cache_device *d, const tdm__alloc_req *req, uint64_t rounded)
+{
+    tdm__alloc_global *g = &tdm__alloc_g;
+    size_t free_bytes = 0;
+    g->prov->mem_info(g->prov, d->index, &free_bytes, NULL);
+    d->stats.num_ooms++;
+    tdm__rec_event(TDM_ACTION_OOM, d->index, free_bytes, rounded, req->size,
+                   req->stream, event_stack(req->stack_id));
+    static __thread oom_sites acc; /* 4 KiB: kept off the caller's stack */
+    acc.n = 0;
+    for (cseg *s = d->segs; s != NULL; s = s->next)
+        for (cblock *b = s->first; b != NULL; b = b->next)
+            if (b->state != TDM_BLOCK_INACTIVE)
+                tdm__oom_site_add(acc.sites, &acc.n, 256, b->stack_id, b->size);
+    pthread_mutex_unlock(&d->lock);
+    tdm__oom_report(d->index, req->size, rounded, free_bytes, acc.sites, acc.n);
+    return TDM_OUT_OF_MEMORY;
+}
+
+tdm_status tdm__cache_malloc(const tdm__alloc_req *req, void **out)
+{
+    tdm__alloc_global *g = &tdm__alloc_g;
+    tdm__cache_device *d = g->cache[req->device];
+    uint64_t size = tdm__alloc_round_size(req->size);
+    int kind = size != 0 && size <= TDM__SMALL_SIZE ? TDM_POOL_SMALL : TDM_POOL_LARGE;
+    uint64_t seg_bytes = kind == TDM_POOL_SMALL ? TDM__SMALL_BUFFER
+                         : size < TDM__MIN_LARGE_ALLOC ? TDM__LARGE_BUFFER
+                         : (size + TDM__ROUND_LARGE - 1) & ~(TDM__ROUND_LARGE - 1);
+    pthread_mutex_lock(&d->lock);
+    if (size == 0 || seg_bytes < size) /* too large to even round */
+        return cache_oom(d, req, req->size);
+    cpool *p = tdm__cache_pool(d, kind);
+    cblock *b = get_free_block(p, size, req->stream);
+    tdm_status st = TDM_OK;
+    if (b == NULL) {
+        if (g->cfg.garbage_collection_threshold > 0.0)
+            garbage_collect(d);
+        b = alloc_segment(d, kind, seg_bytes, req, 0, &st);
+        if (b == NULL && st == TDM_OUT_OF_MEMORY &&
+            release_oversize(d, p, size, req->stream))
+            b = alloc_segment(d, kind, seg_bytes, req, 0, &st);
+        if (b == NULL && st == TDM_OUT_OF_MEMORY) {
+            tdm__cache_release_all(d);
+            b = alloc_segment(d, kind, seg_bytes, req, 1, &st);
+        }
+        if (b == NULL && st == TDM_OUT_OF_MEMORY)
+            return cache_oom(d, req, size);
+        if (b == NULL) {
+            pthread_mutex_unlock(&d->lock);
+            return st;
+        }
+    }
+    use_block(d, b, size, req);
+    tdm__ptr_rec rec = {.size = b->size, .requested = req->size,
+                        .stream = req->stream, .block = b,
+                        .device = (int16_t)req->device};
+    st = tdm__ptrmap_insert(&g->map, b->addr, &rec);
+    if (st != TDM_OK) {
+        /* No host memory for the map: undo, as if never handed out. */
+        tdm__rec_event(TDM_ACTION_FREE_REQUESTED, d->index, b->addr, req->size,
+                       req->size, b->stream, 0);
+        tdm__stat_add(&d->stats, b->seg->pool, TDM__ST_ALLOCATION, -1);
+        tdm__stat_add(&d->stats, b->seg->pool, TDM__ST_ALLOCATED_BYTES, -(int64_t)b->size);
+        tdm__cache_free_block(d, b, 0);
+        pthread_mutex_unlock(&d->lock);
+        return st == TDM_INVALID_ARGUMENT ? TDM_INTERNAL : st;
+    }
+    pthread_mutex_unlock(&d->lock);
+    *out = (void *)(uintptr_t)b->addr;
+    return TDM_OK;
+}
+
+/* ---- free ---------------------------------------------------------------- */
+
+/* Merges inactive neighbour `n` into `b`; n is unlinked and recycled. */
+static void merge_into(tdm__cache_device *d, cblock *b, cblock *n)
+{
+    tdm__tree_remove(&tdm__cache_pool(d, n->seg->pool)->tree, &n->node);
+    if (n == b->prev) {
+        b->addr = n->addr;
+        b->prev = n->prev;
+        if (n->prev)
+            n->prev->next = b;
+        else
+            b->seg->first = b;
+    } else {
+        b->next = n->next;
+        if (n->next)
+            n->next->prev = b;
+    }
+    b->size += n->size;
+    tdm__objpool_put(&d->block_pool, n);
+}
+
+void tdm__cache_free_block(tdm__cache_device *d, cblock *b, uint32_t es)
+{
+    int kind = b->seg->pool;
+    tdm__rec_event(TDM_ACTION_FREE_COMPLETED, d->index, b->addr, b->requested,
+                   b->requested, b->stream, es);
+    tdm__stat_add(&d->stats, kind, TDM__ST_ACTIVE_BYTES, -(int64_t)b->size);
+    tdm__stat_add(&d->stats, kind, TDM__ST_REQUESTED_BYTES, -(int64_t)b->requested);
+    b->state = TDM_BLOCK_INACTIVE;
+    b->requested = 0;
+    b->stack_id = 0;
+    b->free_stack = 0;
+    b->alloc_time_ns = 0;
+    atomic_store_explicit(&b->category, 0, memory_order_relaxed);
+    drop_uses(b);
+    if (b->prev && b->prev->state == TDM_BLOCK_INACTIVE)
+        merge_into(d, b, b->prev);
+    if (b->next && b->next->state == TDM_BLOCK_INACTIVE)
+        merge_into(d, b, b->next);
+    cache_block(d, b);
+}
+
+tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack)
+{
+    tdm__alloc_global *g = &tdm__alloc_g;
+    tdm__cache_device *d = g->cache[device];
+    pthread_mutex_lock(&d->lock);
+    /* Under the device lock the map is authoritative for this device: a
+     * racing free of the same pointer finds it gone here. */
+    tdm__ptr_rec rec;
+    if (tdm__ptrmap_remove(&g->map, ptr, &rec) != TDM_OK) {
+        pthread_mutex_unlock(&d->lock);
+        return TDM_UNKNOWN_POINTER;
+    }
+    cblock *b = rec.block;
+    if (rec.device != device) { /* cannot happen: the caller looked it up */
+        tdm__ptrmap_insert(&g->map, ptr, &rec);
+        pthread_mutex_unlock(&d->lock);
+        return TDM_INTERNAL;
+    }
+    int kind = b->seg->pool;
+    uint32_t es = 0;
+    if (tdm__rec_events_carry_stacks())
+        es = free_stack ? free_stack : b->stack_id;
+    tdm__stat_add(&d->stats, kind, TDM__ST_ALLOCATION, -1);
+    tdm__stat_add(&d->stats, kind, TDM__ST_ALLOCATED_BYTES, -(int64_t)b->size);
+    tdm__rec_event(TDM_ACTION_FREE_REQUESTED, d->index, b->addr, b->requested,
+                   b->requested, b->stream, es);
+    if (b->nuses > 0) {
+        /* Other streams may still be using it: it waits for their sync. */
+        b->state = TDM_BLOCK_ACTIVE_PENDING_FREE;
+        b->free_stack = es;
+        b->pend_prev = NULL;
+        b->pend_next = d->pending;
+        if (d->pending)
+            d->pending->pend_prev = b;
+        d->pending = b;
+    } else {
+        tdm__cache_free_block(d, b, es);
+    }
+    pthread_mutex_unlock(&d->lock);
+    return TDM_OK;
+}
+
+void tdm__cache_complete_pending(tdm__cache_device *d, int all, uint64_t stream)
+{
+    cblock *b = d->pending;
+    while (b != NULL) {
+        cblock *next = b->pend_next;
+        if (!all) {
+            for (uint32_t i = 0; i < b->nuses; i++) {
+                if (b->uses[i] == stream) {
+                    b->uses[i] = b->uses[--b->nuses];
+                    break;
+                }
+            }
+        }
+        if (all || b->nuses == 0) {
+            if (b->pend_prev)
+                b->pend_prev->pend_next = b->pend_next;
+            else
+                d->pending = b->pend_next;
+            if (b->pend_next)
+                b->pend_next->pend_prev = b->pend_prev;
+            b->pend_prev = b->pend_next = NULL;
+            tdm__cache_free_block(d, b, b->free_stack);
+        }
+        b = next;
+    }
+}

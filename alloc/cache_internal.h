@@ -1,0 +1,85 @@
+/* alloc/cache_internal.h: the caching allocator's records, shared by
+ * cache.c (malloc, free, segments, OOM) and cache_state.c (streams, stats,
+ * empty_cache, snapshot state, invariant checker).
+ *
+ * A device holds segments (one provider allocation each, in the small or
+ * the large pool); a segment is tiled by blocks in address order, linked
+ * prev/next.  A block is allocated (in the pointer map), pending free
+ * (freed while other streams still use it; on the device's pending list)
+ * or inactive (cached: in its pool's tree keyed (stream, size, address)).
+ * Lock: everything here is guarded by the device's mutex; the pointer-map
+ * entries of a device's blocks change only while that mutex is held.
+ */
+#ifndef TDM_ALLOC_CACHE_INTERNAL_H
+#define TDM_ALLOC_CACHE_INTERNAL_H
+
+#include "alloc_internal.h"
+#include "meta.h"
+#include "tree.h"
+
+#define TDM__MIN_BLOCK ((uint64_t)512)
+#define TDM__SMALL_SIZE ((uint64_t)1 << 20)     /* largest small-pool block */
+#define TDM__SMALL_BUFFER ((uint64_t)2 << 20)   /* small-pool segment */
+#define TDM__LARGE_BUFFER ((uint64_t)20 << 20)  /* large-pool segment */
+#define TDM__MIN_LARGE_ALLOC ((uint64_t)10 << 20)
+#define TDM__ROUND_LARGE ((uint64_t)2 << 20)
+
+typedef struct cseg cseg;
+
+typedef struct cblock {
+    tdm__tnode node;             /* pool tree link while inactive */
+    struct cblock *prev, *next;  /* address neighbours in the segment */
+    struct cblock *pend_prev, *pend_next; /* pending list while pending */
+    cseg *seg;
+    uint64_t addr;               /* device address */
+    uint64_t size;               /* bytes, multiple of 512 */
+    uint64_t requested;          /* bytes asked for; 0 while inactive */
+    uint64_t stream;             /* the segment's stream */
+    uint64_t alloc_time_ns;      /* 0 unless recorded */
+    uint64_t gc_base;            /* pool's call count when it was cached */
+    uint64_t *uses;              /* other streams using it: inline or mapped */
+    uint64_t uses_inline[4];
+    uint32_t nuses, uses_cap;    /* entries used / room in `uses` */
+    uint32_t stack_id;           /* allocation stack while active */
+    uint32_t free_stack;         /* stack of the pending free's events */
+    _Atomic uint8_t category;    /* tdm_category; tdm_tag_ptr may set it */
+    uint8_t state;               /* tdm_block_state */
+} cblock;
+
+struct cseg {
+    cseg *prev, *next;           /* the device's segment list */
+    cblock *first;               /* lowest block */
+    uint64_t addr, size;         /* device address, bytes */
+    uint64_t stream;
+    uint32_t stack_id;           /* stack that made it */
+    uint8_t pool;                /* TDM_POOL_SMALL / TDM_POOL_LARGE */
+};
+
+typedef struct cpool {
+    tdm__tree tree;              /* inactive blocks, (stream, size, addr) */
+    uint64_t calls;              /* get_free_block calls: the GC's clock */
+    uint8_t kind;                /* TDM_POOL_SMALL / TDM_POOL_LARGE */
+} cpool;
+
+struct tdm__cache_device {
+    pthread_mutex_t lock;
+    int index;
+    cpool small, large;
+    cseg *segs;                  /* all segments, newest first */
+    size_t nsegs;
+    cblock *pending;             /* pending-free blocks */
+    tdm__stats_acc stats;
+    tdm__objpool block_pool, seg_pool;
+} __attribute__((aligned(64)));
+
+static inline cpool *tdm__cache_pool(tdm__cache_device *d, int kind)
+{
+    return kind == TDM_POOL_SMALL ? &d->small : &d->large;
+}
+
+/* cache.c */
+void tdm__cache_free_block(tdm__cache_device *d, cblock *b, uint32_t es);
+void tdm__cache_release_all(tdm__cache_device *d);
+void tdm__cache_complete_pending(tdm__cache_device *d, int all, uint64_t stream);
+
+#endif

@@ -1,0 +1,337 @@
+/* alloc/cache_state.c: the caching allocator seen from outside: stats,
+ * empty_cache, record_stream and stream sync, re-tagging, the state handed
+ * to a snapshot, and the invariant checker.
+ *
+ * Lock: each function takes the device mutex for as long as it reads or
+ * changes that device; the snapshot copy is made under it and the visitor
+ * is called after it is released.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache_internal.h"
+
+static tdm__cache_device *dev(int device)
+{
+    return tdm__alloc_g.cache[device];
+}
+
+void tdm__cache_stats(int device, int pool, tdm_stats *out)
+{
+    tdm__cache_device *d = dev(device);
+    pthread_mutex_lock(&d->lock);
+    tdm__stats_export(&d->stats, pool, out);
+    pthread_mutex_unlock(&d->lock);
+}
+
+void tdm__cache_reset_peaks(int device)
+{
+    tdm__cache_device *d = dev(device);
+    pthread_mutex_lock(&d->lock);
+    tdm__stats_reset_peaks(&d->stats);
+    pthread_mutex_unlock(&d->lock);
+}
+
+tdm_status tdm__cache_empty(int device)
+{
+    tdm__cache_device *d = dev(device);
+    pthread_mutex_lock(&d->lock);
+    tdm__cache_release_all(d);
+    pthread_mutex_unlock(&d->lock);
+    return TDM_OK;
+}
+
+void tdm__cache_sync(int device, int all_streams, tdm_stream stream)
+{
+    tdm__cache_device *d = dev(device);
+    pthread_mutex_lock(&d->lock);
+    tdm__cache_complete_pending(d, all_streams, stream);
+    pthread_mutex_unlock(&d->lock);
+}
+
+/* The block of live allocation `ptr`, looked up again under the device
+ * lock (only then is the map authoritative); NULL if it is not live. */
+static cblock *live_block(uint64_t ptr)
+{
+    tdm__ptr_rec rec;
+    if (tdm__ptrmap_get(&tdm__alloc_g.map, ptr, &rec) != TDM_OK)
+        return NULL;
+    return rec.block;
+}
+
+tdm_status tdm__cache_tag(const tdm__ptr_rec *seen, uint8_t category)
+{
+    tdm__cache_device *d = dev(seen->device);
+    cblock *b = seen->block;
+    pthread_mutex_lock(&d->lock);
+    /* The block may have been freed since the caller looked: check. */
+    tdm_status st = live_block(b->addr) == b ? TDM_OK : TDM_UNKNOWN_POINTER;
+    if (st == TDM_OK)
+        atomic_store_explicit(&b->category, category, memory_order_relaxed);
+    pthread_mutex_unlock(&d->lock);
+    return st;
+}
+
+tdm_status tdm__cache_record_stream(uint64_t ptr, const tdm__ptr_rec *seen,
+                                    tdm_stream stream)
+{
+    tdm__cache_device *d = dev(seen->device);
+    pthread_mutex_lock(&d->lock);
+    cblock *b = live_block(ptr);
+    tdm_status st = TDM_OK;
+    if (b == NULL) {
+        st = TDM_UNKNOWN_POINTER;
+    } else if (stream != b->stream) {
+        uint32_t i = 0;
+        while (i < b->nuses && b->uses[i] != stream)
+            i++;
+        if (i == b->nuses) {
+            if (b->uses == NULL) {
+                b->uses = b->uses_inline;
+                b->uses_cap = 4;
+            }
+            if (b->nuses == b->uses_cap) {
+                uint32_t ncap = b->uses_cap * 2;
+                uint64_t *n = tdm__meta_map(ncap * sizeof *n);
+                if (n == NULL) {
+                    pthread_mutex_unlock(&d->lock);
+                    return TDM_HOST_OUT_OF_MEMORY;
+                }
+                memcpy(n, b->uses, b->nuses * sizeof *n);
+                if (b->uses != b->uses_inline)
+                    tdm__meta_unmap(b->uses, b->uses_cap * sizeof *n);
+                b->uses = n;
+                b->uses_cap = ncap;
+            }
+            b->uses[b->nuses++] = stream;
+        }
+    }
+    pthread_mutex_unlock(&d->lock);
+    return st;
+}
+
+/* ---- snapshot state ---------------------------------------------------- */
+
+typedef struct seg_copy {
+    tdm_snap_segment seg;
+    size_t first;  /* index of its first block in the block copy */
+    size_t count;  /* its blocks */
+} seg_copy;
+
+static int by_addr(const void *a, const void *b)
+{
+    const seg_copy *x = a, *y = b;
+    return x->seg.address < y->seg.address ? -1 : x->seg.address > y->seg.address;
+}
+
+void tdm__cache_visit(const tdm__state_visitor *v)
+{
+    tdm__alloc_global *g = &tdm__alloc_g;
+    for (int i = 0; i < g->device_count; i++) {
+        tdm__cache_device *d = dev(i);
+        if (v->device)
+            v->device(v->ctx, &g->devices[i]);
+        pthread_mutex_lock(&d->lock);
+        size_t nseg = d->nsegs, nblk = d->block_pool.live;
+        seg_copy *segs = nseg ? tdm__meta_map(nseg * sizeof *segs) : NULL;
+        tdm_snap_block *blks = nblk ? tdm__meta_map(nblk * sizeof *blks) : NULL;
+        tdm_stats stats = {.size = sizeof stats};
+        tdm__stats_export(&d->stats, 0, &stats);
+        size_t si = 0, bi = 0;
+        if ((nseg == 0 || segs != NULL) && (nblk == 0 || blks != NULL)) {
+            for (cseg *s = d->segs; s != NULL; s = s->next, si++) {
+                segs[si].seg = (tdm_snap_segment){
+                    .device = i, .pool = s->pool, .is_expandable = 0,
+                    .address = s->addr, .total_size = s->size,
+                    .stream = s->stream, .stack_id = s->stack_id};
+                segs[si].first = bi;
+                for (cblock *b = s->first; b != NULL; b = b->next, bi++) {
+                    blks[bi] = (tdm_snap_block){
+                        .address = b->addr, .size = b->size,
+                        .requested_size = b->requested,
+                        .alloc_time_ns = b->alloc_time_ns,
+                        .stack_id = b->stack_id, .state = b->state,
+                        .category = atomic_load_explicit(&b->category,
+                                                         memory_order_relaxed)};
+                }
+                segs[si].count = bi - segs[si].first;
+            }
+        }
+        pthread_mutex_unlock(&d->lock);
+        /* With no host memory for the copy, the device shows no segments
+         * rather than a partial picture. */
+        if (si > 1)
+            qsort(segs, si, sizeof *segs, by_addr);
+        for (size_t k = 0; k < si && v->segment; k++)
+            v->segment(v->ctx, &segs[k].seg, blks + segs[k].first, segs[k].count);
+        if (v->stats)
+            v->stats(v->ctx, i, &stats);
+        if (segs)
+            tdm__meta_unmap(segs, nseg * sizeof *segs);
+        if (blks)
+            tdm__meta_unmap(blks, nblk * sizeof *blks);
+    }
+}
+
+/* ---- invariant checker -------------------------------------------------- */
+
+#define FAIL(...)                                                              \
+    do {                                                                       \
+        if (msg && msg_len)                                                    \
+            snprintf(msg, msg_len, __VA_ARGS__);                               \
+        st = TDM_INTERNAL;                                                     \
+        goto out;                                                              \
+    } while (0)
+
+static tdm_status check_cache(int device, char *msg, size_t msg_len)
+{
+    tdm__alloc_global *g = &tdm__alloc_g;
+    tdm__cache_device *d = dev(device);
+    tdm_status st = TDM_OK;
+    int64_t sum[3][TDM__ST_COUNT];
+    memset(sum, 0, sizeof sum);
+    size_t inactive[2] = {0, 0}, nsegs = 0, nblocks = 0, npending = 0;
+    pthread_mutex_lock(&d->lock);
+    for (cseg *s = d->segs; s != NULL; s = s->next) {
+        int pk = s->pool == TDM_POOL_SMALL ? 1 : 2;
+        nsegs++;
+        if (s->next && s->next->prev != s)
+            FAIL("segment list broken at %#llx", (unsigned long long)s->addr);
+        if (s->pool == TDM_POOL_SMALL && s->size != TDM__SMALL_BUFFER)
+            FAIL("small segment %#llx is %llu bytes", (unsigned long long)s->addr,
+                 (unsigned long long)s->size);
+        sum[0][TDM__ST_SEGMENT]++;
+        sum[pk][TDM__ST_SEGMENT]++;
+        sum[0][TDM__ST_RESERVED_BYTES] += (int64_t)s->size;
+        sum[pk][TDM__ST_RESERVED_BYTES] += (int64_t)s->size;
+        if (s->first == NULL || s->first->prev != NULL || s->first->addr != s->addr)
+            FAIL("segment %#llx does not start with its first block",
+                 (unsigned long long)s->addr);
+        uint64_t end = s->addr;
+        for (cblock *b = s->first; b != NULL; b = b->next) {
+            nblocks++;
+            if (b->seg != s || b->addr != end || b->size == 0 ||
+                b->size % TDM__MIN_BLOCK != 0 || b->stream != s->stream)
+                FAIL("block %#llx does not tile segment %#llx",
+                     (unsigned long long)b->addr, (unsigned long long)s->addr);
+            if (b->next && b->next->prev != b)
+                FAIL("block links broken at %#llx", (unsigned long long)b->addr);
+            end += b->size;
+            if (b->state == TDM_BLOCK_INACTIVE) {
+                inactive[pk - 1]++;
+                if (b->next && b->next->state == TDM_BLOCK_INACTIVE)
+                    FAIL("free neighbours %#llx and %#llx not merged",
+                         (unsigned long long)b->addr, (unsigned long long)b->next->addr);
+                if (b->requested != 0 || b->nuses != 0)
+                    FAIL("inactive block %#llx keeps a request or uses",
+                         (unsigned long long)b->addr);
+                cblock key = *b;
+                tdm__tnode *n = tdm__tree_find_ge(&tdm__cache_pool(d, s->pool)->tree,
+                                                  &key.node);
+                if (n != &b->node)
+                    FAIL("inactive block %#llx missing from its pool",
+                         (unsigned long long)b->addr);
+                continue;
+            }
+            int64_t one[TDM__ST_COUNT] = {0};
+            one[TDM__ST_ACTIVE_BYTES] = (int64_t)b->size;
+            one[TDM__ST_REQUESTED_BYTES] = (int64_t)b->requested;
+            if (b->state == TDM_BLOCK_ACTIVE_ALLOCATED) {
+                one[TDM__ST_ALLOCATION] = 1;
+                one[TDM__ST_ALLOCATED_BYTES] = (int64_t)b->size;
+                tdm__ptr_rec rec;
+                if (tdm__ptrmap_get(&g->map, b->addr, &rec) != TDM_OK ||
+                    rec.block != b || rec.device != device)
+                    FAIL("allocated block %#llx not in the pointer map",
+                         (unsigned long long)b->addr);
+                if (b->requested > b->size)
+                    FAIL("block %#llx smaller than its request",
+                         (unsigned long long)b->addr);
+            } else if (b->state == TDM_BLOCK_ACTIVE_PENDING_FREE) {
+                npending++;
+                if (b->nuses == 0)
+                    FAIL("pending block %#llx waits on no stream",
+                         (unsigned long long)b->addr);
+            } else {
+                FAIL("block %#llx in unknown state %d", (unsigned long long)b->addr,
+                     b->state);
+            }
+            for (int r = 0; r < TDM__ST_COUNT; r++) {
+                sum[0][r] += one[r];
+                sum[pk][r] += one[r];
+            }
+        }
+        if (end != s->addr + s->size)
+            FAIL("blocks of segment %#llx cover %llu of %llu bytes",
+                 (unsigned long long)s->addr, (unsigned long long)(end - s->addr),
+                 (unsigned long long)s->size);
+    }
+    if (nsegs != d->nsegs)
+        FAIL("segment count %zu, list holds %zu", d->nsegs, nsegs);
+    if (nblocks != d->block_pool.live)
+        FAIL("%zu block records out, %zu in segments", d->block_pool.live, nblocks);
+    if (d->small.tree.count != inactive[0] || d->large.tree.count != inactive[1])
+        FAIL("pool trees hold %zu+%zu blocks, segments %zu+%zu inactive",
+             d->small.tree.count, d->large.tree.count, inactive[0], inactive[1]);
+    size_t listed = 0;
+    for (cblock *b = d->pending; b != NULL; b = b->pend_next, listed++)
+        if (b->state != TDM_BLOCK_ACTIVE_PENDING_FREE)
+            FAIL("pending list holds block %#llx in state %d",
+                 (unsigned long long)b->addr, b->state);
+    if (listed != npending)
+        FAIL("pending list holds %zu, segments %zu", listed, npending);
+    for (int p = 0; p < 3; p++)
+        for (int r = 0; r < TDM__ST_COUNT; r++)
+            if (d->stats.st[p][r].current != sum[p][r])
+                FAIL("stat %d of pool %d is %lld, blocks sum to %lld", r, p,
+                     (long long)d->stats.st[p][r].current, (long long)sum[p][r]);
+    size_t free_bytes = 0, total = 0;
+    g->prov->mem_info(g->prov, device, &free_bytes, &total);
+    if ((int64_t)(total - free_bytes) != sum[0][TDM__ST_RESERVED_BYTES])
+        FAIL("provider has %zu bytes out, segments %lld", total - free_bytes,
+             (long long)sum[0][TDM__ST_RESERVED_BYTES]);
+out:
+    pthread_mutex_unlock(&d->lock);
+    return st;
+}
+
+typedef struct pt_sum {
+    int device;
+    int64_t bytes, requested, count;
+} pt_sum;
+
+static void pt_add(void *ctx, uint64_t key, const tdm__ptr_rec *rec)
+{
+    (void)key;
+    pt_sum *s = ctx;
+    if (rec->device == s->device) {
+        s->bytes += (int64_t)rec->size;
+        s->requested += (int64_t)rec->requested;
+        s->count++;
+    }
+}
+
+tdm_status tdm__alloc_check(int device, char *msg, size_t msg_len)
+{
+    tdm_status st = tdm__alloc_ready();
+    if (st != TDM_OK)
+        return st;
+    if (device < 0 || device >= tdm__alloc_g.device_count)
+        return TDM_NO_SUCH_DEVICE;
+    if (tdm__alloc_g.mode == TDM__MODE_CACHE)
+        return check_cache(device, msg, msg_len);
+    /* Pass-through: stats against the map (quiescent callers only). */
+    pt_sum s = {.device = device};
+    tdm__ptrmap_each(&tdm__alloc_g.map, pt_add, &s);
+    tdm_stats t = {.size = sizeof t};
+    tdm__pt_stats(device, 0, &t);
+    if (t.allocated_bytes.current != s.bytes || t.reserved_bytes.current != s.bytes ||
+        t.requested_bytes.current != s.requested || t.allocation.current != s.count ||
+        t.segment.current != s.count) {
+        if (msg && msg_len)
+            snprintf(msg, msg_len, "pass-through stats differ from the live map");
+        return TDM_INTERNAL;
+    }
+    return TDM_OK;
+}

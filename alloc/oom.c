@@ -1,0 +1,94 @@
+/* alloc/oom.c: what tidemark says when a device runs out of memory.
+ *
+ * Owns the one-line report (device, request, free bytes, the three live
+ * allocation sites holding the most bytes) and the call of the configured
+ * on_oom hook (which may write a snapshot).  Rare path: it may symbolize,
+ * allocate and print.  Called with no allocator lock held.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc_internal.h"
+#include "stack.h"
+#include "symbolize.h"
+
+void tdm__oom_site_add(tdm__oom_site *sites, size_t *n, size_t cap,
+                       uint32_t stack_id, uint64_t bytes)
+{
+    for (size_t i = 0; i < *n; i++) {
+        if (sites[i].stack_id == stack_id) {
+            sites[i].bytes += bytes;
+            return;
+        }
+    }
+    if (*n < cap) {
+        sites[*n].stack_id = stack_id;
+        sites[*n].bytes = bytes;
+        (*n)++;
+    }
+    /* Past `cap` distinct sites the rest go uncounted: the report is a
+     * hint, and the snapshot has every block. */
+}
+
+static void human(char *buf, size_t len, uint64_t bytes)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        u++;
+    }
+    snprintf(buf, len, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
+}
+
+void tdm__oom_report(int device, size_t request, size_t rounded,
+                     size_t free_bytes, tdm__oom_site *sites, size_t n)
+{
+    const tdm__alloc_config *cfg = &tdm__alloc_g.cfg;
+    if (!cfg->quiet_oom) {
+        /* The three largest sites, by a partial selection sort. */
+        for (size_t i = 0; i < n && i < 3; i++) {
+            size_t best = i;
+            for (size_t j = i + 1; j < n; j++)
+                if (sites[j].bytes > sites[best].bytes)
+                    best = j;
+            tdm__oom_site t = sites[i];
+            sites[i] = sites[best];
+            sites[best] = t;
+        }
+        char line[1024], a[32], b[32];
+        human(a, sizeof a, rounded);
+        human(b, sizeof b, free_bytes);
+        int len = snprintf(line, sizeof line,
+                           "tidemark: out of memory on %s: tried to allocate %s "
+                           "(%zu bytes requested), %s free; largest live sites:",
+                           tdm__alloc_g.device_names[device], a, request, b);
+        tdm_symbolizer *sym = NULL;
+        if (n > 0 && tdm__symbolizer_open(&sym) != TDM_OK)
+            sym = NULL;
+        for (size_t i = 0; i < n && i < 3 && len > 0 && (size_t)len < sizeof line; i++) {
+            const uintptr_t *pcs = NULL;
+            char where[256] = "(no stack recorded)";
+            if (sites[i].stack_id != 0 && sym != NULL &&
+                tdm__stack_get(sites[i].stack_id, &pcs) > 0) {
+                tdm_symbol s;
+                tdm__symbolize(sym, pcs[0], &s);
+                if (s.file[0] != '\0')
+                    snprintf(where, sizeof where, "%s (%s:%u)", s.function, s.file, s.line);
+                else
+                    snprintf(where, sizeof where, "%s", s.function);
+            }
+            human(a, sizeof a, sites[i].bytes);
+            len += snprintf(line + len, sizeof line - (size_t)len, "%s %s %s",
+                            i ? "," : "", where, a);
+        }
+        if (n == 0 && len > 0 && (size_t)len < sizeof line)
+            snprintf(line + len, sizeof line - (size_t)len, " none");
+        if (sym != NULL)
+            tdm__symbolizer_close(sym);
+        fprintf(stderr, "%s\n", line);
+    }
+    if (cfg->on_oom != NULL)
+        cfg->on_oom(device, request);
+}

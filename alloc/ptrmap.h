@@ -1,0 +1,73 @@
+/* alloc/ptrmap.h: device pointer -> allocation record, for tdm_free() and
+ * tdm_tag_ptr(), which get nothing but the pointer.
+ *
+ * 64 shards, each an open-addressing table (linear probing, backward-shift
+ * deletion) under its own mutex, so threads freeing different pointers
+ * rarely meet and no lock is global.  Tables live in mmap'd memory
+ * (meta.h) and double when half full.
+ */
+#ifndef TDM_ALLOC_PTRMAP_H
+#define TDM_ALLOC_PTRMAP_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tidemark.h"
+
+/* What tidemark remembers about one live allocation.  In pass-through
+ * mode the record is the whole state of the allocation; in cache mode
+ * `block` points at the caching allocator's block, which owns the rest. */
+typedef struct tdm__ptr_rec {
+    uint64_t size;          /* bytes handed out (rounded) */
+    uint64_t requested;     /* bytes asked for */
+    uint64_t stream;        /* stream handle */
+    uint64_t alloc_time_ns; /* CLOCK_REALTIME ns; 0 when not recording */
+    void *block;            /* cache mode: the block; else NULL */
+    uint32_t stack_id;      /* interned allocation stack, 0 = none */
+    int16_t device;         /* device ordinal */
+    uint8_t category;       /* tdm_category */
+    uint8_t pad_;
+} tdm__ptr_rec;
+
+#define TDM__PTRMAP_SHARDS 64
+
+typedef struct tdm__ptrmap_entry {
+    uint64_t key; /* device address; 0 = empty slot */
+    tdm__ptr_rec rec;
+} tdm__ptrmap_entry;
+
+typedef struct tdm__ptrmap_shard {
+    pthread_mutex_t lock;
+    tdm__ptrmap_entry *slots; /* [cap], or NULL before first use */
+    size_t cap;               /* slots, a power of two */
+    size_t count;             /* used slots */
+} __attribute__((aligned(64))) tdm__ptrmap_shard;
+
+typedef struct tdm__ptrmap {
+    tdm__ptrmap_shard shards[TDM__PTRMAP_SHARDS];
+} tdm__ptrmap;
+
+void tdm__ptrmap_init(tdm__ptrmap *m);
+/* Frees every table; the map is empty and usable afterwards. */
+void tdm__ptrmap_clear(tdm__ptrmap *m);
+/* TDM_HOST_OUT_OF_MEMORY when a table cannot grow; TDM_INVALID_ARGUMENT
+ * when `key` is already present (the record is left as it was). */
+tdm_status tdm__ptrmap_insert(tdm__ptrmap *m, uint64_t key,
+                              const tdm__ptr_rec *rec);
+/* Removes `key`, copying its record to *out; TDM_UNKNOWN_POINTER if absent. */
+tdm_status tdm__ptrmap_remove(tdm__ptrmap *m, uint64_t key, tdm__ptr_rec *out);
+/* Copies the record of `key` to *out; TDM_UNKNOWN_POINTER if absent. */
+tdm_status tdm__ptrmap_get(tdm__ptrmap *m, uint64_t key, tdm__ptr_rec *out);
+/* Sets the category of `key`'s record; TDM_UNKNOWN_POINTER if absent. */
+tdm_status tdm__ptrmap_set_category(tdm__ptrmap *m, uint64_t key,
+                                    uint8_t category);
+/* Calls fn for every entry, one shard at a time under that shard's lock;
+ * fn must not call back into the map. */
+void tdm__ptrmap_each(tdm__ptrmap *m,
+                      void (*fn)(void *ctx, uint64_t key,
+                                 const tdm__ptr_rec *rec),
+                      void *ctx);
+size_t tdm__ptrmap_count(tdm__ptrmap *m);
+
+#endif
