@@ -1,0 +1,801 @@
+/* snapshot/format_read.c: the .tdm reader (tdm__snap_read_file,
+ * tdm__snap_read_buffer, tdm__snap_free): the signature, the record
+ * envelopes and each record type, over the cursor of format_decode.c.
+ *
+ * The input is untrusted.  A record is used only when it is whole and its
+ * checksum matches; a file cut inside a record is TDM_TRUNCATED at that
+ * record's first byte (or, with partial_ok, the records before it).
+ * Unknown record types and unknown map keys are skipped.
+ *
+ * Invariants of a returned snapshot, so consumers need not re-check them:
+ * every stack id, phase id, frame index and string is in range; stacks[0]
+ * is empty and phase_names[0] is ""; segments' blocks are in range and
+ * tile their segment; actions, categories, block states, pools and device
+ * ordinals (-1..32767) are known values; no string is NULL.  What the
+ * reader allocates is bounded by the input size: a count is accepted only
+ * if the bytes left could hold that many elements (an events record spends
+ * at least one byte per event).  A snapshot owns all its memory through
+ * one arena (owner_), freed by tdm__snap_free.
+ *
+ * Lock: none; no global state.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "format_decode.h"
+
+typedef tdm__fmt_reader reader;
+typedef tdm__fmt_cur cur;
+
+static const uint32_t no_frames[1];
+
+/* ---- small helpers over the toolbox ---------------------------------------- */
+
+static int str_field(reader *r, const uint8_t *const pos[], enum tdm_fmt_key k, const char **out)
+{
+    cur c = {0};
+    return tdm__fmt_field(r, pos, k, &c) || tdm__fmt_str(r, &c, tdm__fmt_key_names[k], out) ? -1 : 0;
+}
+
+static int u64_field(reader *r, const uint8_t *const pos[], enum tdm_fmt_key k, uint64_t *out)
+{
+    cur c = {0};
+    return tdm__fmt_field(r, pos, k, &c) || tdm__fmt_u64(r, &c, tdm__fmt_key_names[k], out) ? -1 : 0;
+}
+
+static int range_field(reader *r, const uint8_t *const pos[], enum tdm_fmt_key k,
+                       int64_t lo, int64_t hi, int64_t *out)
+{
+    cur c = {0};
+    return tdm__fmt_field(r, pos, k, &c) ||
+                   tdm__fmt_range(r, &c, tdm__fmt_key_names[k], lo, hi, out)
+               ? -1
+               : 0;
+}
+
+/* Until a table arrives, id 0 (the empty stack, phase "") still exists. */
+static size_t stack_limit(const reader *r) { return r->stacks.n ? r->stacks.n : 1; }
+static size_t phase_limit(const reader *r) { return r->phases.n ? r->phases.n : 1; }
+
+/* ---- records ------------------------------------------------------------ */
+
+static int read_header(reader *r, cur *c)
+{
+    const uint8_t *pos[TDM_KEY_COUNT_];
+    tdm_snap_header *h = &r->header;
+    int64_t pid, rank, local_rank, world_size, rmode, cmode, smode;
+    if (tdm__fmt_index_map(r, c, pos) || str_field(r, pos, TDM_KEY_TOOL_VERSION, &h->tool_version) ||
+        str_field(r, pos, TDM_KEY_HOST, &h->host) ||
+        range_field(r, pos, TDM_KEY_PID, INT64_MIN, INT64_MAX, &pid) ||
+        range_field(r, pos, TDM_KEY_RANK, -1, INT32_MAX, &rank) ||
+        range_field(r, pos, TDM_KEY_LOCAL_RANK, -1, INT32_MAX, &local_rank) ||
+        range_field(r, pos, TDM_KEY_WORLD_SIZE, 0, INT32_MAX, &world_size) ||
+        u64_field(r, pos, TDM_KEY_START_TIME_US, &h->start_time_us) ||
+        u64_field(r, pos, TDM_KEY_DUMP_TIME_US, &h->dump_time_us) ||
+        str_field(r, pos, TDM_KEY_CONFIG, &h->config) ||
+        str_field(r, pos, TDM_KEY_METADATA, &h->metadata) ||
+        str_field(r, pos, TDM_KEY_COMMAND, &h->command) ||
+        range_field(r, pos, TDM_KEY_RECORD_MODE, 0, TDM_RECORD_ALL, &rmode) ||
+        range_field(r, pos, TDM_KEY_CONTEXT_MODE, 0, TDM_CONTEXT_ALL, &cmode) ||
+        range_field(r, pos, TDM_KEY_STACKS_MODE, 0, TDM_STACKS_PYTHON, &smode) ||
+        u64_field(r, pos, TDM_KEY_MAX_ENTRIES, &h->max_entries) ||
+        str_field(r, pos, TDM_KEY_ALLOC_MODE, &h->alloc_mode))
+        return -1;
+    h->pid = pid;
+    h->rank = (int32_t)rank;
+    h->local_rank = (int32_t)local_rank;
+    h->world_size = (int32_t)world_size;
+    h->record_mode = (uint8_t)rmode;
+    h->context_mode = (uint8_t)cmode;
+    h->stacks_mode = (uint8_t)smode;
+    r->have_header = 1;
+    return 0;
+}
+
+static int read_devices(reader *r, cur *c)
+{
+    uint64_t n, extra;
+    if (tdm__fmt_table_begin(r, c, r->devices.n, &n))
+        return -1;
+    tdm_snap_device *d = tdm__fmt_vec_more(r, &r->devices, sizeof *d, n);
+    if (!d)
+        return -1;
+    for (uint64_t i = 0; i < n; i++, d++) {
+        int64_t index;
+        const uint8_t *at;
+        if (tdm__fmt_row_begin(r, c, "devices", TDM_DEV_FIELDS, &extra))
+            return -1;
+        at = c->p;
+        if (tdm__fmt_range(r, c, "index", TDM_FMT_DEVICE_MIN, TDM_FMT_DEVICE_MAX, &index) ||
+            tdm__fmt_str(r, c, "vendor", &d->vendor) || tdm__fmt_str(r, c, "name", &d->name) ||
+            tdm__fmt_u64(r, c, "capacity", &d->capacity) ||
+            tdm__fmt_row_end(r, c, "devices", extra))
+            return -1;
+        unsigned bit = (unsigned)(index + 1);
+        if (r->device_seen[bit / 8] >> (bit % 8) & 1)
+            return tdm__fmt_bad(r, at, "index", "device listed twice");
+        r->device_seen[bit / 8] |= (uint8_t)(1u << (bit % 8));
+        d->index = (int32_t)index;
+        r->devices.n++;
+    }
+    return 0;
+}
+
+static int read_strings(reader *r, cur *c)
+{
+    uint64_t n;
+    if (tdm__fmt_table_begin(r, c, r->strings.n, &n))
+        return -1;
+    const char **s = tdm__fmt_vec_more(r, &r->strings, sizeof *s, n);
+    if (!s)
+        return -1;
+    for (uint64_t i = 0; i < n; i++, r->strings.n++)
+        if (tdm__fmt_str(r, c, "rows", &s[i]))
+            return -1;
+    return 0;
+}
+
+static int read_phases(reader *r, cur *c)
+{
+    uint64_t n;
+    if (tdm__fmt_table_begin(r, c, r->phases.n, &n))
+        return -1;
+    const char **s = tdm__fmt_vec_more(r, &r->phases, sizeof *s, n);
+    if (!s)
+        return -1;
+    for (uint64_t i = 0; i < n; i++, r->phases.n++) {
+        const uint8_t *at = c->p;
+        if (tdm__fmt_sid(r, c, "rows", &s[i]))
+            return -1;
+        if (r->phases.n == 0 && s[i][0] != '\0')
+            return tdm__fmt_bad(r, at, "rows", "phase 0 must be the empty string");
+    }
+    return 0;
+}
+
+static int read_frames(reader *r, cur *c)
+{
+    uint64_t n, extra;
+    if (tdm__fmt_table_begin(r, c, r->frames.n, &n))
+        return -1;
+    if (n > UINT32_MAX - r->frames.n)
+        return tdm__fmt_bad(r, c->p, "rows", "too many frames");
+    tdm_snap_frame *f = tdm__fmt_vec_more(r, &r->frames, sizeof *f, n);
+    if (!f)
+        return -1;
+    for (uint64_t i = 0; i < n; i++, f++, r->frames.n++) {
+        int64_t line;
+        if (tdm__fmt_row_begin(r, c, "frames", TDM_FRM_FIELDS, &extra) ||
+            tdm__fmt_u64(r, c, "pc", &f->pc) || tdm__fmt_sid(r, c, "function", &f->function) ||
+            tdm__fmt_sid(r, c, "file", &f->file) ||
+            tdm__fmt_range(r, c, "line", 0, UINT32_MAX, &line) ||
+            tdm__fmt_sid(r, c, "module", &f->module) || tdm__fmt_row_end(r, c, "frames", extra))
+            return -1;
+        f->line = (uint32_t)line;
+    }
+    return 0;
+}
+
+static int read_stacks(reader *r, cur *c)
+{
+    uint64_t n;
+    if (tdm__fmt_table_begin(r, c, r->stacks.n, &n))
+        return -1;
+    if (n > UINT32_MAX - r->stacks.n)
+        return tdm__fmt_bad(r, c->p, "rows", "too many stacks");
+    if (!tdm__fmt_vec_more(r, &r->stacks, sizeof(tdm_snap_stack), n) ||
+        !tdm__fmt_vec_more(r, &r->stack_off, sizeof(size_t), n))
+        return -1;
+    for (uint64_t i = 0; i < n; i++) {
+        const uint8_t *at = c->p;
+        uint64_t depth;
+        if (tdm__fmt_len(r, c, "rows", 'a', &depth))
+            return -1;
+        if (r->stacks.n == 0 && depth != 0)
+            return tdm__fmt_bad(r, at, "rows", "stack 0 must be empty");
+        uint32_t *fr = tdm__fmt_vec_more(r, &r->stack_frames, sizeof *fr, depth);
+        if (!fr)
+            return -1;
+        for (uint64_t k = 0; k < depth; k++) {
+            int64_t idx;
+            if (r->frames.n == 0)
+                return tdm__fmt_bad(r, c->p, "rows", "no frame table before it");
+            if (tdm__fmt_range(r, c, "rows", 0, (int64_t)r->frames.n - 1, &idx))
+                return -1;
+            fr[k] = (uint32_t)idx;
+        }
+        ((size_t *)r->stack_off.p)[r->stacks.n] = r->stack_frames.n;
+        ((tdm_snap_stack *)r->stacks.p)[r->stacks.n].depth = (uint32_t)depth;
+        r->stack_frames.n += depth;
+        r->stacks.n++;
+        r->stack_off.n++;
+    }
+    return 0;
+}
+
+static int column_range_error(reader *r, const uint8_t *at, enum tdm_fmt_key k,
+                              uint64_t v, int neg)
+{
+    char what[128];
+    size_t lim = k == TDM_KEY_STACK ? stack_limit(r) : phase_limit(r);
+    const char *allowed;
+    char buf[48];
+    switch (k) {
+    case TDM_KEY_ACTION: allowed = "a known action"; break;
+    case TDM_KEY_CATEGORY: allowed = "a known category"; break;
+    case TDM_KEY_DEVICE: allowed = "-1..32767"; break;
+    case TDM_KEY_STEP: allowed = "a step below 2^32"; break;
+    case TDM_KEY_STACK:
+    case TDM_KEY_PHASE:
+        snprintf(buf, sizeof buf, "an id below %zu", lim);
+        allowed = buf;
+        break;
+    default: allowed = "not negative"; break;
+    }
+    snprintf(what, sizeof what, "%s%llu is out of range (must be %s)", neg ? "-" : "",
+             (unsigned long long)(neg ? -v : v), allowed);
+    return tdm__fmt_bad(r, at, tdm__fmt_key_names[k], what);
+}
+
+/* Decodes one events column into ev[0..n): an array of n integers, or one
+ * integer standing for all.  See docs/format.md for each column's coding. */
+static int read_column(reader *r, const uint8_t *const pos[], enum tdm_fmt_key k,
+                       tdm_event *ev, size_t n)
+{
+    cur c = {0};
+    if (tdm__fmt_field(r, pos, k, &c))
+        return -1;
+    const char *name = tdm__fmt_key_names[k];
+    const uint8_t *at0 = c.p;
+    int scalar = 0, sneg = 0;
+    uint64_t sv = 0;
+    if (c.p < c.end && ((*c.p >= 0x90 && *c.p <= 0x9f) || *c.p == 0xdc || *c.p == 0xdd)) {
+        uint64_t len;
+        if (tdm__fmt_len(r, &c, name, 'a', &len))
+            return -1;
+        if (len != n)
+            return tdm__fmt_bad(r, at0, name, "column length differs from 'count'");
+    } else {
+        if (tdm__fmt_dec_int(&c.p, c.end, &sv, &sneg) != TDM_FMT_DEC_OK)
+            return tdm__fmt_bad(r, at0, name, "expected an integer or an array");
+        scalar = 1;
+    }
+    const uint64_t nstacks = stack_limit(r), nphases = phase_limit(r);
+    uint64_t acc = 0;
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *at = c.p;
+        uint64_t v;
+        int neg;
+        if (scalar) {
+            v = sv;
+            neg = sneg;
+            at = at0;
+        } else if (tdm__fmt_dec_int(&c.p, c.end, &v, &neg) != TDM_FMT_DEC_OK) {
+            return tdm__fmt_bad(r, at, name, "expected an integer");
+        }
+        tdm_event *e = &ev[i];
+        switch (k) {
+        case TDM_KEY_TIME_NS: e->time_ns = acc += v; break;
+        case TDM_KEY_ADDR: e->addr = acc += v; break;
+        case TDM_KEY_REQUESTED: e->requested = e->size - v; break;
+        case TDM_KEY_STEP:
+            acc += v;
+            if (acc > UINT32_MAX)
+                return column_range_error(r, at, k, acc, 0);
+            e->step = (uint32_t)acc;
+            break;
+        case TDM_KEY_ACTION:
+            if (neg || v >= TDM_ACTION_COUNT_)
+                return column_range_error(r, at, k, v, neg);
+            e->action = (uint8_t)v;
+            break;
+        case TDM_KEY_CATEGORY:
+            if (neg || v >= TDM_CATEGORY_COUNT_)
+                return column_range_error(r, at, k, v, neg);
+            e->category = (uint8_t)v;
+            break;
+        case TDM_KEY_DEVICE:
+            if (neg ? (int64_t)v < TDM_FMT_DEVICE_MIN : v > TDM_FMT_DEVICE_MAX)
+                return column_range_error(r, at, k, v, neg);
+            e->device = (int16_t)(int64_t)v;
+            break;
+        case TDM_KEY_STACK:
+            if (neg || v >= nstacks)
+                return column_range_error(r, at, k, v, neg);
+            e->stack_id = (uint32_t)v;
+            break;
+        case TDM_KEY_PHASE:
+            if (neg || v >= nphases)
+                return column_range_error(r, at, k, v, neg);
+            e->phase = (uint32_t)v;
+            break;
+        default: /* size, stream */
+            if (neg)
+                return column_range_error(r, at, k, v, neg);
+            if (k == TDM_KEY_SIZE)
+                e->size = v;
+            else
+                e->stream = v;
+            break;
+        }
+    }
+    return 0;
+}
+
+static int read_events(reader *r, cur *c)
+{
+    const uint8_t *pos[TDM_KEY_COUNT_];
+    uint64_t first, n;
+    if (tdm__fmt_index_map(r, c, pos) || u64_field(r, pos, TDM_KEY_FIRST, &first) ||
+        u64_field(r, pos, TDM_KEY_COUNT, &n))
+        return -1;
+    if (first != r->events.n)
+        return tdm__fmt_bad(r, pos[TDM_KEY_FIRST], "first", "does not follow the events before it");
+    /* At least a byte per event: what bounds memory by the file's size. */
+    if (n > (uint64_t)(r->rec_end - r->base) - r->rec_off)
+        return tdm__fmt_bad(r, pos[TDM_KEY_COUNT], "count", "more events than the record has bytes");
+    tdm_event *ev = tdm__fmt_vec_more(r, &r->events, sizeof *ev, n);
+    if (!ev)
+        return -1;
+    /* size before requested, which is stored as size - requested */
+    static const enum tdm_fmt_key cols[] = {
+        TDM_KEY_TIME_NS, TDM_KEY_ACTION, TDM_KEY_DEVICE,  TDM_KEY_ADDR,
+        TDM_KEY_SIZE,    TDM_KEY_REQUESTED, TDM_KEY_STREAM, TDM_KEY_STACK,
+        TDM_KEY_PHASE,   TDM_KEY_STEP,   TDM_KEY_CATEGORY,
+    };
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
+        if (read_column(r, pos, cols[i], ev, n))
+            return -1;
+    r->events.n += n;
+    return 0;
+}
+
+static int read_blocks(reader *r, cur *c, tdm_snap_segment *g, const uint8_t *row_at)
+{
+    const uint8_t *at = c->p;
+    uint64_t nb, extra;
+    if (tdm__fmt_len(r, c, "blocks", 'a', &nb))
+        return -1;
+    if (nb > UINT32_MAX - r->blocks.n)
+        return tdm__fmt_bad(r, at, "blocks", "too many blocks");
+    tdm_snap_block *b = tdm__fmt_vec_more(r, &r->blocks, sizeof *b, nb);
+    if (!b)
+        return -1;
+    g->first_block = (uint32_t)r->blocks.n;
+    g->block_count = (uint32_t)nb;
+    uint64_t end = g->address; /* where the next block must start */
+    for (uint64_t k = 0; k < nb; k++, b++) {
+        int64_t stack, state, cat;
+        if (tdm__fmt_row_begin(r, c, "blocks", TDM_BLK_FIELDS, &extra))
+            return -1;
+        at = c->p;
+        if (tdm__fmt_u64(r, c, "address", &b->address))
+            return -1;
+        if (b->address != end)
+            return tdm__fmt_bad(r, at, "address", "blocks do not tile their segment");
+        at = c->p;
+        if (tdm__fmt_u64(r, c, "size", &b->size))
+            return -1;
+        if (b->size > UINT64_MAX - end)
+            return tdm__fmt_bad(r, at, "size", "block ends past 2^64");
+        end += b->size;
+        if (tdm__fmt_u64(r, c, "requested_size", &b->requested_size) ||
+            tdm__fmt_u64(r, c, "alloc_time_ns", &b->alloc_time_ns) ||
+            tdm__fmt_range(r, c, "stack_id", 0, (int64_t)stack_limit(r) - 1, &stack) ||
+            tdm__fmt_range(r, c, "state", 0, TDM_BLOCK_ACTIVE_PENDING_FREE, &state) ||
+            tdm__fmt_range(r, c, "category", 0, TDM_CATEGORY_COUNT_ - 1, &cat) ||
+            tdm__fmt_row_end(r, c, "blocks", extra))
+            return -1;
+        b->stack_id = (uint32_t)stack;
+        b->state = (uint8_t)state;
+        b->category = (uint8_t)cat;
+    }
+    if (end - g->address != g->total_size)
+        return tdm__fmt_bad(r, row_at, "total_size", "its blocks do not add up to it");
+    r->blocks.n += nb;
+    return 0;
+}
+
+static int read_segments(reader *r, cur *c)
+{
+    uint64_t n, extra;
+    if (tdm__fmt_table_begin(r, c, r->segments.n, &n))
+        return -1;
+    if (n > UINT32_MAX - r->segments.n)
+        return tdm__fmt_bad(r, c->p, "rows", "too many segments");
+    tdm_snap_segment *g = tdm__fmt_vec_more(r, &r->segments, sizeof *g, n);
+    if (!g)
+        return -1;
+    for (uint64_t i = 0; i < n; i++, g++) {
+        int64_t device, pool, stack;
+        const uint8_t *total_at;
+        if (tdm__fmt_row_begin(r, c, "segments", TDM_SEG_FIELDS, &extra) ||
+            tdm__fmt_range(r, c, "device", TDM_FMT_DEVICE_MIN, TDM_FMT_DEVICE_MAX, &device) ||
+            tdm__fmt_range(r, c, "pool", 0, TDM_POOL_NONE, &pool) ||
+            tdm__fmt_bool(r, c, "is_expandable", &g->is_expandable) ||
+            tdm__fmt_u64(r, c, "address", &g->address))
+            return -1;
+        total_at = c->p;
+        if (tdm__fmt_u64(r, c, "total_size", &g->total_size) ||
+            tdm__fmt_u64(r, c, "stream", &g->stream) ||
+            tdm__fmt_range(r, c, "stack_id", 0, (int64_t)stack_limit(r) - 1, &stack))
+            return -1;
+        g->device = (int32_t)device;
+        g->pool = (uint8_t)pool;
+        g->stack_id = (uint32_t)stack;
+        if (read_blocks(r, c, g, total_at) || tdm__fmt_row_end(r, c, "segments", extra))
+            return -1;
+        r->segments.n++;
+    }
+    return 0;
+}
+
+static int read_stats(reader *r, cur *c)
+{
+    uint64_t n, extra;
+    if (tdm__fmt_table_begin(r, c, r->stats.n, &n))
+        return -1;
+    tdm_snap_device_stats *d = tdm__fmt_vec_more(r, &r->stats, sizeof *d, n);
+    if (!d)
+        return -1;
+    for (uint64_t i = 0; i < n; i++, d++) {
+        int64_t device;
+        memset(d, 0, sizeof *d);
+        tdm_stats *s = &d->stats;
+        s->size = sizeof *s;
+        if (tdm__fmt_row_begin(r, c, "stats", TDM_STATS_FIELDS, &extra) ||
+            tdm__fmt_range(r, c, "device", TDM_FMT_DEVICE_MIN, TDM_FMT_DEVICE_MAX, &device) ||
+            tdm__fmt_stat(r, c, "allocated_bytes", &s->allocated_bytes) ||
+            tdm__fmt_stat(r, c, "reserved_bytes", &s->reserved_bytes) ||
+            tdm__fmt_stat(r, c, "active_bytes", &s->active_bytes) ||
+            tdm__fmt_stat(r, c, "requested_bytes", &s->requested_bytes) ||
+            tdm__fmt_stat(r, c, "allocation", &s->allocation) ||
+            tdm__fmt_stat(r, c, "segment", &s->segment) ||
+            tdm__fmt_u64(r, c, "num_alloc_retries", &s->num_alloc_retries) ||
+            tdm__fmt_u64(r, c, "num_ooms", &s->num_ooms) ||
+            tdm__fmt_row_end(r, c, "stats", extra))
+            return -1;
+        d->device = (int32_t)device;
+        r->stats.n++;
+    }
+    return 0;
+}
+
+static int read_dropped(reader *r, cur *c)
+{
+    const uint8_t *pos[TDM_KEY_COUNT_];
+    if (r->have_dropped)
+        return tdm__fmt_fail(r, TDM_FORMAT_ERROR, r->rec_off, "a second dropped record");
+    r->have_dropped = 1;
+    return tdm__fmt_index_map(r, c, pos) || u64_field(r, pos, TDM_KEY_DROPPED_EVENTS, &r->dropped)
+               ? -1
+               : 0;
+}
+
+static int read_end(reader *r, cur *c)
+{
+    const uint8_t *pos[TDM_KEY_COUNT_];
+    uint64_t events;
+    if (tdm__fmt_index_map(r, c, pos) || u64_field(r, pos, TDM_KEY_EVENTS, &events))
+        return -1;
+    if (events != r->events.n) {
+        char what[96];
+        snprintf(what, sizeof what, "%llu events, but the file holds %zu",
+                 (unsigned long long)events, r->events.n);
+        return tdm__fmt_bad(r, pos[TDM_KEY_EVENTS], "events", what);
+    }
+    r->have_end = 1;
+    return 0;
+}
+
+/* ---- signature and envelopes -------------------------------------------- */
+
+static const uint8_t signature[] = {0x93, 0xa8, 't', 'i', 'd', 'e', 'm', 'a', 'r', 'k'};
+
+static int read_signature(reader *r, const uint8_t **pp)
+{
+    size_t have = r->len < sizeof signature ? r->len : sizeof signature;
+    if (memcmp(r->base, signature, have) != 0)
+        return tdm__fmt_fail(r, TDM_FORMAT_ERROR, 0,
+                             "not a tidemark snapshot (no signature at byte 0)");
+    const uint8_t *p = r->base + have, *end = r->base + r->len;
+    uint64_t version[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        const uint8_t *at = p;
+        int neg, rc = have < sizeof signature ? TDM_FMT_DEC_SHORT
+                                              : tdm__fmt_dec_int(&p, end, &version[i], &neg);
+        if (rc == TDM_FMT_DEC_SHORT)
+            return tdm__fmt_fail(r, TDM_TRUNCATED, 0,
+                                 "file ends at byte %zu, inside its signature", r->len);
+        if (rc != TDM_FMT_DEC_OK || neg)
+            return tdm__fmt_fail(r, TDM_FORMAT_ERROR, tdm__fmt_off(r, at),
+                                 "bad %s format version at byte %llu", i ? "minor" : "major",
+                                 (unsigned long long)tdm__fmt_off(r, at));
+        /* Checked before the minor is read, so even a cut file says so. */
+        if (i == 0 && (version[0] < 1 || version[0] > TDM_FORMAT_VERSION))
+            return tdm__fmt_fail(r, TDM_UNSUPPORTED_VERSION, tdm__fmt_off(r, at),
+                                 "format version %llu at byte %llu: this reader reads 1 to %d",
+                                 (unsigned long long)version[0],
+                                 (unsigned long long)tdm__fmt_off(r, at), TDM_FORMAT_VERSION);
+    }
+    r->header.format_version = (uint32_t)version[0];
+    *pp = p;
+    return 0;
+}
+
+/* need: the record's length in bytes when known, else 0. */
+static int envelope_short(reader *r, uint64_t need)
+{
+    if (need)
+        return tdm__fmt_fail(r, TDM_TRUNCATED, r->rec_off,
+                             "truncated record: it needs %llu bytes, the file ends at byte %zu",
+                             (unsigned long long)need, r->len);
+    return tdm__fmt_fail(r, TDM_TRUNCATED, r->rec_off,
+                         "truncated record: the file ends at byte %zu inside it", r->len);
+}
+
+/* One record [type, payload, crc] at *pp: checked, then read or skipped. */
+static int read_record(reader *r, const uint8_t **pp)
+{
+    const uint8_t *p = *pp, *end = r->base + r->len;
+    r->rec_off = tdm__fmt_off(r, p);
+    r->rec_name = NULL;
+    if (*p != 0x93)
+        return tdm__fmt_fail(r, TDM_FORMAT_ERROR, r->rec_off,
+                             "expected a record at byte %llu, found 0x%02x",
+                             (unsigned long long)r->rec_off, *p);
+    p++;
+    uint64_t type, len, crc;
+    int neg;
+    int rc = tdm__fmt_dec_int(&p, end, &type, &neg);
+    if (rc == TDM_FMT_DEC_SHORT)
+        return envelope_short(r, 0);
+    if (rc != TDM_FMT_DEC_OK || neg || type == 0 || type > UINT32_MAX)
+        return tdm__fmt_fail(r, TDM_FORMAT_ERROR, r->rec_off + 1, "bad record type at byte %llu",
+                             (unsigned long long)r->rec_off + 1);
+    r->rec_name = tdm__fmt_record_name(type);
+    const uint8_t *at = p;
+    rc = tdm__fmt_dec_len(&p, end, 'b', &len);
+    if (rc == TDM_FMT_DEC_SHORT)
+        return envelope_short(r, 0);
+    if (rc != TDM_FMT_DEC_OK)
+        return tdm__fmt_fail(r, TDM_FORMAT_ERROR, tdm__fmt_off(r, at),
+                             "expected the record's payload (binary data) at byte %llu",
+                             (unsigned long long)tdm__fmt_off(r, at));
+    if (len > (uint64_t)(end - p)) /* + at least one byte of checksum */
+        return envelope_short(r, (uint64_t)(p - r->base) + len + 1 - r->rec_off);
+    const uint8_t *payload = p;
+    p += len;
+    at = p;
+    rc = tdm__fmt_dec_int(&p, end, &crc, &neg);
+    if (rc == TDM_FMT_DEC_SHORT)
+        return envelope_short(r, 0);
+    if (rc != TDM_FMT_DEC_OK || neg || crc > UINT32_MAX)
+        return tdm__fmt_fail(r, TDM_FORMAT_ERROR, tdm__fmt_off(r, at), "bad checksum field at byte %llu",
+                             (unsigned long long)tdm__fmt_off(r, at));
+    if (tdm__format_crc32((uint32_t)type, payload, len) != crc)
+        return tdm__fmt_fail(r, TDM_FORMAT_ERROR, r->rec_off, "checksum mismatch");
+    if (!r->have_header && type != TDM_REC_HEADER)
+        return tdm__fmt_fail(r, TDM_FORMAT_ERROR, r->rec_off, "the first record must be the header");
+
+    cur c = {payload, payload + len};
+    r->rec_end = c.end;
+    int bad = 0;
+    switch (type) {
+    case TDM_REC_HEADER:
+        if (r->have_header)
+            return tdm__fmt_fail(r, TDM_FORMAT_ERROR, r->rec_off, "a second header");
+        bad = read_header(r, &c);
+        break;
+    case TDM_REC_DEVICES: bad = read_devices(r, &c); break;
+    case TDM_REC_STRINGS: bad = read_strings(r, &c); break;
+    case TDM_REC_FRAMES: bad = read_frames(r, &c); break;
+    case TDM_REC_STACKS: bad = read_stacks(r, &c); break;
+    case TDM_REC_PHASES: bad = read_phases(r, &c); break;
+    case TDM_REC_EVENTS: bad = read_events(r, &c); break;
+    case TDM_REC_SEGMENTS: bad = read_segments(r, &c); break;
+    case TDM_REC_STATS: bad = read_stats(r, &c); break;
+    case TDM_REC_DROPPED: bad = read_dropped(r, &c); break;
+    case TDM_REC_END: bad = read_end(r, &c); break;
+    default: break; /* a newer minor version's record: skip it whole */
+    }
+    if (bad)
+        return -1;
+    *pp = p;
+    return 0;
+}
+
+/* ---- assembling the snapshot -------------------------------------------- */
+
+static void free_vectors(reader *r)
+{
+    tdm__fmt_vec *v[] = {&r->devices, &r->strings, &r->phases, &r->frames,
+                         &r->stacks, &r->stack_frames, &r->stack_off, &r->events,
+                         &r->segments, &r->blocks, &r->stats};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        free(v[i]->p);
+        v[i]->p = NULL;
+    }
+}
+
+/* Moves what was read into a tdm_snap owned by the arena. */
+static tdm_snap *finish(reader *r, int complete)
+{
+    static const char *const empty = "";
+    if (r->stacks.n == 0) { /* stack 0 always exists */
+        tdm_snap_stack *s = tdm__fmt_vec_more(r, &r->stacks, sizeof *s, 1);
+        size_t *o = tdm__fmt_vec_more(r, &r->stack_off, sizeof *o, 1);
+        if (!s || !o)
+            return NULL;
+        s->depth = 0;
+        *o = 0;
+        r->stacks.n = r->stack_off.n = 1;
+    }
+    if (r->phases.n == 0) {
+        const char **s = tdm__fmt_vec_more(r, &r->phases, sizeof *s, 1);
+        if (!s)
+            return NULL;
+        *s = empty;
+        r->phases.n = 1;
+    }
+    tdm_snap *snap = tdm__fmt_alloc(r->a, sizeof *snap);
+    if (!snap) {
+        tdm__fmt_oom(r);
+        return NULL;
+    }
+    memset(snap, 0, sizeof *snap);
+    snap->header = r->header;
+    tdm_snap_stack *stacks = r->stacks.p;
+    const uint32_t *frames = r->stack_frames.p;
+    for (size_t i = 0; i < r->stacks.n; i++)
+        stacks[i].frames = stacks[i].depth ? frames + ((size_t *)r->stack_off.p)[i] : no_frames;
+#define TAKE(field, count, v)                                                  \
+    do {                                                                       \
+        snap->field = (v).p;                                                   \
+        snap->count = (v).n;                                                   \
+        r->a->owned[r->a->nowned++] = (v).p;                                   \
+        (v).p = NULL;                                                          \
+    } while (0)
+    TAKE(devices, device_count, r->devices);
+    TAKE(phase_names, phase_count, r->phases);
+    TAKE(frames, frame_count, r->frames);
+    TAKE(stacks, stack_count, r->stacks);
+    TAKE(events, event_count, r->events);
+    TAKE(segments, segment_count, r->segments);
+    TAKE(blocks, block_count, r->blocks);
+    TAKE(stats, stats_count, r->stats);
+#undef TAKE
+    r->a->owned[r->a->nowned++] = r->stack_frames.p;
+    r->stack_frames.p = NULL;
+    snap->dropped_events = r->dropped;
+    snap->complete = complete;
+    snap->owner_ = r->a;
+    return snap;
+}
+
+tdm_status tdm__snap_read_buffer(const void *data, size_t len, int partial_ok,
+                                 tdm_snap **out, tdm_read_error *err)
+{
+    if (err) {
+        err->offset = 0;
+        err->message[0] = '\0';
+    }
+    if (!out || (!data && len))
+        return TDM_INVALID_ARGUMENT;
+    *out = NULL;
+    reader r = {.base = data, .len = len, .err = err, .status = TDM_OK};
+    r.a = calloc(1, sizeof *r.a);
+    if (!r.a)
+        return TDM_HOST_OUT_OF_MEMORY;
+
+    const uint8_t *p = r.base, *end = r.base + len;
+    if (read_signature(&r, &p) == 0) {
+        for (;;) {
+            r.rec_name = NULL;
+            if (p == end) {
+                if (!r.have_end)
+                    tdm__fmt_fail(&r, TDM_TRUNCATED, len,
+                                  "file ends at byte %zu before its end record", len);
+                break;
+            }
+            if (r.have_end) {
+                tdm__fmt_fail(&r, TDM_FORMAT_ERROR, tdm__fmt_off(&r, p),
+                              "unexpected bytes after the end record, at byte %llu",
+                              (unsigned long long)tdm__fmt_off(&r, p));
+                break;
+            }
+            if (read_record(&r, &p) != 0) {
+                if (r.status == TDM_OK) /* every failure path must say why */
+                    tdm__fmt_fail(&r, TDM_INTERNAL, r.rec_off, "reader failed without a reason");
+                break;
+            }
+        }
+    }
+    tdm_status st = r.status;
+    if (st == TDM_TRUNCATED && partial_ok && r.have_header)
+        st = TDM_OK; /* err keeps saying where the file was cut */
+    if (st == TDM_OK) {
+        *out = finish(&r, r.have_end);
+        if (!*out)
+            st = r.status != TDM_OK && r.status != TDM_TRUNCATED ? r.status
+                                                                 : TDM_HOST_OUT_OF_MEMORY;
+    }
+    free_vectors(&r);
+    if (!*out)
+        tdm__fmt_arena_destroy(r.a);
+    return st;
+}
+
+tdm_status tdm__snap_read_file(const char *path, int partial_ok, tdm_snap **out,
+                               tdm_read_error *err)
+{
+    if (err) {
+        err->offset = 0;
+        err->message[0] = '\0';
+    }
+    if (!out || !path)
+        return TDM_INVALID_ARGUMENT;
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+    const char *why = NULL;
+    if (fd < 0 || fstat(fd, &sb) != 0)
+        why = strerror(errno);
+    else if (S_ISDIR(sb.st_mode))
+        why = "is a directory";
+    /* Read the whole file (not mmap: a file cut while mapped would SIGBUS).
+     * The size is only a hint, so pipes and growing files work too. */
+    uint8_t *buf = NULL;
+    size_t n = 0, cap = 0;
+    if (!why) {
+        cap = sb.st_size > 0 ? (size_t)sb.st_size + 1 : 65536;
+        buf = malloc(cap);
+        if (!buf)
+            why = "out of memory";
+    }
+    while (!why) {
+        if (n == cap) {
+            uint8_t *nb = cap < SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
+            if (!nb) {
+                why = "out of memory";
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t got = read(fd, buf + n, cap - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            why = strerror(errno);
+        if (got <= 0)
+            break;
+        n += (size_t)got;
+    }
+    if (fd >= 0)
+        close(fd);
+    if (why) {
+        free(buf);
+        if (err) {
+            err->offset = n;
+            snprintf(err->message, sizeof err->message, "cannot read '%s': %s", path, why);
+        }
+        return TDM_IO_ERROR;
+    }
+    tdm_status st = tdm__snap_read_buffer(buf, n, partial_ok, out, err);
+    free(buf);
+    return st;
+}
+
+void tdm__snap_free(tdm_snap *snap)
+{
+    /* Only the reader's snapshots carry an arena; the snapshot itself lives
+     * in it, so read owner_ first. */
+    if (snap && snap->owner_)
+        tdm__fmt_arena_destroy(snap->owner_);
+}

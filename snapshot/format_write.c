@@ -1,0 +1,769 @@
+/* snapshot/format_write.c: the .tdm writer (tdm__snap_write) and the
+ * record checksum shared with the reader.
+ *
+ * A snapshot becomes: the signature ["tidemark", major, minor], then one
+ * record per table chunk, each [type, payload (bin), crc32].  A record's
+ * payload is packed into a memory buffer first (its length and checksum
+ * go before/after it), then the envelope goes to the file through our own
+ * 1 MiB output buffer; msgpack_packer does all encoding over those two
+ * write callbacks.  Layout and encodings: docs/format.md.
+ *
+ * Invariants: the snapshot is validated in full before any file is made,
+ * so the writer never produces a file that the reader would reject; the
+ * bytes go to "<path>.tmp.<pid>.<n>", which is fsynced and renamed over
+ * `path`, and removed on every failure, so `path` is either the old file
+ * or the whole new one.  On TDM_IO_ERROR errno says why.
+ *
+ * Lock: none.  The writer keeps no pointer into the snapshot after it
+ * returns; the only shared state is the CRC table, built once.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <msgpack.h>
+
+#include "format_internal.h"
+
+/* ---- CRC-32 (reflected 0xEDB88320), slicing by 8 ---------------------- */
+
+static uint32_t crc_table[8][256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? (c >> 1) ^ 0xEDB88320u : c >> 1;
+        crc_table[0][i] = c;
+    }
+    for (int s = 1; s < 8; s++)
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t prev = crc_table[s - 1][i];
+            crc_table[s][i] = (prev >> 8) ^ crc_table[0][prev & 0xff];
+        }
+}
+
+uint32_t tdm__format_crc32(uint32_t crc, const void *data, size_t len)
+{
+    pthread_once(&crc_once, crc_init);
+    const uint8_t *p = data;
+    crc = ~crc;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* Eight bytes a step: about 4x the bytewise loop, and checksums run over
+     * every byte of a file on both write and read. */
+    while (len >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        w ^= crc;
+        crc = crc_table[7][w & 0xff] ^ crc_table[6][(w >> 8) & 0xff] ^
+              crc_table[5][(w >> 16) & 0xff] ^ crc_table[4][(w >> 24) & 0xff] ^
+              crc_table[3][(w >> 32) & 0xff] ^ crc_table[2][(w >> 40) & 0xff] ^
+              crc_table[1][(w >> 48) & 0xff] ^ crc_table[0][w >> 56];
+        p += 8;
+        len -= 8;
+    }
+#endif
+    while (len--)
+        crc = crc_table[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+
+/* ---- sinks: memory (a record's payload) and the output file ------------- */
+
+typedef struct membuf {
+    uint8_t *p;
+    size_t n, cap; /* bytes used, bytes allocated */
+    int failed;    /* an allocation failed; the payload is incomplete */
+} membuf;
+
+static __attribute__((noinline)) int membuf_grow(membuf *b, size_t need)
+{
+    size_t cap = b->cap ? b->cap : 65536;
+    while (cap - b->n < need) {
+        if (cap > SIZE_MAX / 2)
+            return -1;
+        cap *= 2;
+    }
+    uint8_t *p = realloc(b->p, cap);
+    if (!p)
+        return -1;
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static int membuf_write(void *data, const char *buf, size_t len)
+{
+    membuf *b = data;
+    if (len > b->cap - b->n && membuf_grow(b, len) != 0) {
+        b->failed = 1;
+        return -1;
+    }
+    memcpy(b->p + b->n, buf, len);
+    b->n += len;
+    return 0;
+}
+
+#define FILESINK_CAP ((size_t)1 << 20)
+
+typedef struct filesink {
+    int fd;
+    uint8_t *buf; /* FILESINK_CAP bytes */
+    size_t n;     /* bytes buffered */
+    int err;      /* errno of the first failed write, 0 while all is well */
+} filesink;
+
+static int write_all(filesink *f, const uint8_t *p, size_t len)
+{
+    while (len > 0) {
+        ssize_t w = write(f->fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            f->err = errno;
+            return -1;
+        }
+        if (w == 0) {
+            f->err = EIO;
+            return -1;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+static int filesink_flush(filesink *f)
+{
+    if (f->err)
+        return -1;
+    int rc = write_all(f, f->buf, f->n);
+    f->n = 0;
+    return rc;
+}
+
+static int filesink_write(void *data, const char *buf, size_t len)
+{
+    filesink *f = data;
+    if (f->err)
+        return -1;
+    if (len > FILESINK_CAP - f->n) {
+        if (filesink_flush(f) != 0)
+            return -1;
+        if (len >= FILESINK_CAP) /* a whole payload: no point copying it */
+            return write_all(f, (const uint8_t *)buf, len);
+    }
+    memcpy(f->buf + f->n, buf, len);
+    f->n += len;
+    return 0;
+}
+
+/* ---- string table: every string stored once, ids in first-use order ---- */
+
+typedef struct strtab {
+    const char **str;
+    uint32_t *len;
+    size_t n, cap;   /* strings interned, room in str/len */
+    uint32_t *slots; /* open addressing: id + 1, 0 = empty */
+    size_t mask;
+} strtab;
+
+static int strtab_init(strtab *t, size_t expected)
+{
+    size_t slots = 16;
+    while (slots < expected * 2)
+        slots *= 2;
+    t->cap = expected;
+    t->str = malloc(expected * sizeof *t->str);
+    t->len = malloc(expected * sizeof *t->len);
+    t->slots = calloc(slots, sizeof *t->slots);
+    t->mask = slots - 1;
+    return t->str && t->len && t->slots ? 0 : -1;
+}
+
+static void strtab_free(strtab *t)
+{
+    free(t->str);
+    free(t->len);
+    free(t->slots);
+}
+
+/* The id of `s` (NULL counts as ""); the table was sized for every call. */
+static uint32_t strtab_intern(strtab *t, const char *s)
+{
+    if (!s)
+        s = "";
+    size_t len = strlen(s);
+    uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (uint8_t)s[i]) * 0x100000001b3u;
+    size_t i = (size_t)(h ^ (h >> 29)) & t->mask;
+    for (;; i = (i + 1) & t->mask) {
+        uint32_t slot = t->slots[i];
+        if (slot == 0)
+            break;
+        uint32_t id = slot - 1;
+        if (t->len[id] == len && memcmp(t->str[id], s, len) == 0)
+            return id;
+    }
+    uint32_t id = (uint32_t)t->n++;
+    t->str[id] = s;
+    t->len[id] = (uint32_t)len;
+    t->slots[i] = id + 1;
+    return id;
+}
+
+/* ---- validation: everything the reader checks, checked before writing -- */
+
+static int device_ok(int64_t d) { return d >= -1 && d <= INT16_MAX; }
+
+static tdm_status validate_tables(const tdm_snap *s)
+{
+    const tdm_snap_header *h = &s->header;
+    if (h->record_mode > TDM_RECORD_ALL || h->context_mode > TDM_CONTEXT_ALL ||
+        h->stacks_mode > TDM_STACKS_PYTHON || h->rank < -1 ||
+        h->local_rank < -1 || h->world_size < 0)
+        return TDM_INVALID_ARGUMENT;
+    if ((s->device_count && !s->devices) || (s->phase_count && !s->phase_names) ||
+        (s->frame_count && !s->frames) || (s->stack_count && !s->stacks) ||
+        (s->event_count && !s->events) || (s->segment_count && !s->segments) ||
+        (s->block_count && !s->blocks) || (s->stats_count && !s->stats))
+        return TDM_INVALID_ARGUMENT;
+    if (s->frame_count > UINT32_MAX || s->stack_count > UINT32_MAX ||
+        s->phase_count > UINT32_MAX || s->block_count > UINT32_MAX ||
+        s->segment_count > UINT32_MAX || s->device_count > INT16_MAX + 2u)
+        return TDM_INVALID_ARGUMENT;
+    /* Device ordinals are unique; -1 (the host) is bit 0. */
+    uint8_t seen[(INT16_MAX + 2) / 8 + 1] = {0};
+    for (size_t i = 0; i < s->device_count; i++) {
+        int32_t d = s->devices[i].index;
+        if (!device_ok(d) || (seen[(d + 1) / 8] >> ((d + 1) % 8) & 1))
+            return TDM_INVALID_ARGUMENT;
+        seen[(d + 1) / 8] |= (uint8_t)(1u << ((d + 1) % 8));
+    }
+    if (s->phase_count && s->phase_names[0] && s->phase_names[0][0])
+        return TDM_INVALID_ARGUMENT;
+    if (s->stack_count && s->stacks[0].depth != 0)
+        return TDM_INVALID_ARGUMENT;
+    for (size_t i = 0; i < s->stack_count; i++) {
+        const tdm_snap_stack *st = &s->stacks[i];
+        if (st->depth && !st->frames)
+            return TDM_INVALID_ARGUMENT;
+        for (uint32_t k = 0; k < st->depth; k++)
+            if (st->frames[k] >= s->frame_count)
+                return TDM_INVALID_ARGUMENT;
+    }
+    return TDM_OK;
+}
+
+static tdm_status validate_state(const tdm_snap *s)
+{
+    size_t nstacks = s->stack_count ? s->stack_count : 1;
+    size_t nphases = s->phase_count ? s->phase_count : 1;
+    for (size_t i = 0; i < s->event_count; i++) {
+        const tdm_event *e = &s->events[i];
+        if (e->action >= TDM_ACTION_COUNT_ || e->category >= TDM_CATEGORY_COUNT_ ||
+            e->device < -1 || e->stack_id >= nstacks || e->phase >= nphases)
+            return TDM_INVALID_ARGUMENT;
+    }
+    uint64_t blocks_written = 0;
+    for (size_t i = 0; i < s->segment_count; i++) {
+        const tdm_snap_segment *g = &s->segments[i];
+        if (!device_ok(g->device) || g->pool > TDM_POOL_NONE ||
+            g->is_expandable > 1 || g->stack_id >= nstacks ||
+            (uint64_t)g->first_block + g->block_count > s->block_count)
+            return TDM_INVALID_ARGUMENT;
+        blocks_written += g->block_count;
+        /* Blocks tile the segment: consecutive, from its base, to its end. */
+        uint64_t at = g->address;
+        for (uint32_t k = 0; k < g->block_count; k++) {
+            const tdm_snap_block *b = &s->blocks[g->first_block + k];
+            if (b->address != at || b->size > UINT64_MAX - at ||
+                b->state > TDM_BLOCK_ACTIVE_PENDING_FREE ||
+                b->category >= TDM_CATEGORY_COUNT_ || b->stack_id >= nstacks)
+                return TDM_INVALID_ARGUMENT;
+            at += b->size;
+        }
+        if (at - g->address != g->total_size)
+            return TDM_INVALID_ARGUMENT;
+    }
+    if (blocks_written > UINT32_MAX)
+        return TDM_INVALID_ARGUMENT;
+    for (size_t i = 0; i < s->stats_count; i++)
+        if (!device_ok(s->stats[i].device))
+            return TDM_INVALID_ARGUMENT;
+    return TDM_OK;
+}
+
+/* ---- records ----------------------------------------------------------- */
+
+static const char *const key_names[] = {
+#define XX(name, str) str,
+    TDM_FMT_KEY_MAP(XX)
+#undef XX
+};
+
+typedef struct writer {
+    const tdm_snap *snap;
+    membuf rec;          /* the payload of the record being built */
+    msgpack_packer pk;   /* packs into rec */
+    filesink out;
+    msgpack_packer fpk;  /* packs envelopes into out */
+    strtab strings;
+    uint32_t *frame_sids; /* per frame: function, file, module string ids */
+    uint32_t *phase_sids;
+    uint64_t *col;        /* TDM_FMT_CHUNK values: one events column */
+} writer;
+
+static void put_key(writer *w, enum tdm_fmt_key k)
+{
+    msgpack_pack_str_with_body(&w->pk, key_names[k], strlen(key_names[k]));
+}
+
+static void put_str(msgpack_packer *pk, const char *s)
+{
+    if (!s)
+        s = "";
+    msgpack_pack_str_with_body(pk, s, strlen(s));
+}
+
+static void put_key_u64(writer *w, enum tdm_fmt_key k, uint64_t v)
+{
+    put_key(w, k);
+    msgpack_pack_uint64(&w->pk, v);
+}
+
+static void put_key_i64(writer *w, enum tdm_fmt_key k, int64_t v)
+{
+    put_key(w, k);
+    msgpack_pack_int64(&w->pk, v);
+}
+
+static void put_key_str(writer *w, enum tdm_fmt_key k, const char *s)
+{
+    put_key(w, k);
+    put_str(&w->pk, s);
+}
+
+/* Starts a table record: {"first": first, "rows": [n rows...]}. */
+static void table_begin(writer *w, size_t first, size_t n)
+{
+    msgpack_pack_map(&w->pk, 2);
+    put_key_u64(w, TDM_KEY_FIRST, first);
+    put_key(w, TDM_KEY_ROWS);
+    msgpack_pack_array(&w->pk, n);
+}
+
+/* Sends the record built in w->rec to the file as [type, bin, crc]. */
+static tdm_status emit(writer *w, unsigned type)
+{
+    if (w->rec.failed)
+        return TDM_HOST_OUT_OF_MEMORY;
+    uint32_t crc = tdm__format_crc32(type, w->rec.p, w->rec.n);
+    msgpack_pack_array(&w->fpk, 3);
+    msgpack_pack_uint32(&w->fpk, type);
+    msgpack_pack_bin(&w->fpk, w->rec.n);
+    msgpack_pack_bin_body(&w->fpk, w->rec.p, w->rec.n);
+    msgpack_pack_uint32(&w->fpk, crc);
+    w->rec.n = 0;
+    return w->out.err ? TDM_IO_ERROR : TDM_OK;
+}
+
+static tdm_status write_header(writer *w)
+{
+    const tdm_snap_header *h = &w->snap->header;
+    msgpack_pack_map(&w->pk, 16);
+    put_key_str(w, TDM_KEY_TOOL_VERSION, h->tool_version);
+    put_key_str(w, TDM_KEY_HOST, h->host);
+    put_key_i64(w, TDM_KEY_PID, h->pid);
+    put_key_i64(w, TDM_KEY_RANK, h->rank);
+    put_key_i64(w, TDM_KEY_LOCAL_RANK, h->local_rank);
+    put_key_i64(w, TDM_KEY_WORLD_SIZE, h->world_size);
+    put_key_u64(w, TDM_KEY_START_TIME_US, h->start_time_us);
+    put_key_u64(w, TDM_KEY_DUMP_TIME_US, h->dump_time_us);
+    put_key_str(w, TDM_KEY_CONFIG, h->config);
+    put_key_str(w, TDM_KEY_METADATA, h->metadata);
+    put_key_str(w, TDM_KEY_COMMAND, h->command);
+    put_key_u64(w, TDM_KEY_RECORD_MODE, h->record_mode);
+    put_key_u64(w, TDM_KEY_CONTEXT_MODE, h->context_mode);
+    put_key_u64(w, TDM_KEY_STACKS_MODE, h->stacks_mode);
+    put_key_u64(w, TDM_KEY_MAX_ENTRIES, h->max_entries);
+    put_key_str(w, TDM_KEY_ALLOC_MODE, h->alloc_mode);
+    return emit(w, TDM_REC_HEADER);
+}
+
+static tdm_status write_devices(writer *w)
+{
+    const tdm_snap *s = w->snap;
+    tdm_status st = TDM_OK;
+    for (size_t at = 0; at < s->device_count && st == TDM_OK; at += TDM_FMT_CHUNK) {
+        size_t n = s->device_count - at < TDM_FMT_CHUNK ? s->device_count - at : TDM_FMT_CHUNK;
+        table_begin(w, at, n);
+        for (size_t i = at; i < at + n; i++) {
+            const tdm_snap_device *d = &s->devices[i];
+            msgpack_pack_array(&w->pk, TDM_DEV_FIELDS);
+            msgpack_pack_int64(&w->pk, d->index);
+            put_str(&w->pk, d->vendor);
+            put_str(&w->pk, d->name);
+            msgpack_pack_uint64(&w->pk, d->capacity);
+        }
+        st = emit(w, TDM_REC_DEVICES);
+    }
+    return st;
+}
+
+/* Interns every string and writes the string table, then the phase table. */
+static tdm_status write_strings_and_phases(writer *w)
+{
+    const tdm_snap *s = w->snap;
+    for (size_t i = 0; i < s->frame_count; i++) {
+        w->frame_sids[3 * i] = strtab_intern(&w->strings, s->frames[i].function);
+        w->frame_sids[3 * i + 1] = strtab_intern(&w->strings, s->frames[i].file);
+        w->frame_sids[3 * i + 2] = strtab_intern(&w->strings, s->frames[i].module);
+    }
+    for (size_t i = 0; i < s->phase_count; i++)
+        w->phase_sids[i] = strtab_intern(&w->strings, s->phase_names[i]);
+
+    tdm_status st = TDM_OK;
+    const strtab *t = &w->strings;
+    for (size_t at = 0; at < t->n && st == TDM_OK; at += TDM_FMT_CHUNK) {
+        size_t n = t->n - at < TDM_FMT_CHUNK ? t->n - at : TDM_FMT_CHUNK;
+        table_begin(w, at, n);
+        for (size_t i = at; i < at + n; i++)
+            msgpack_pack_str_with_body(&w->pk, t->str[i], t->len[i]);
+        st = emit(w, TDM_REC_STRINGS);
+    }
+    for (size_t at = 0; at < s->phase_count && st == TDM_OK; at += TDM_FMT_CHUNK) {
+        size_t n = s->phase_count - at < TDM_FMT_CHUNK ? s->phase_count - at : TDM_FMT_CHUNK;
+        table_begin(w, at, n);
+        for (size_t i = at; i < at + n; i++)
+            msgpack_pack_uint32(&w->pk, w->phase_sids[i]);
+        st = emit(w, TDM_REC_PHASES);
+    }
+    return st;
+}
+
+static tdm_status write_frames_and_stacks(writer *w)
+{
+    const tdm_snap *s = w->snap;
+    tdm_status st = TDM_OK;
+    for (size_t at = 0; at < s->frame_count && st == TDM_OK; at += TDM_FMT_CHUNK) {
+        size_t n = s->frame_count - at < TDM_FMT_CHUNK ? s->frame_count - at : TDM_FMT_CHUNK;
+        table_begin(w, at, n);
+        for (size_t i = at; i < at + n; i++) {
+            msgpack_pack_array(&w->pk, TDM_FRM_FIELDS);
+            msgpack_pack_uint64(&w->pk, s->frames[i].pc);
+            msgpack_pack_uint32(&w->pk, w->frame_sids[3 * i]);
+            msgpack_pack_uint32(&w->pk, w->frame_sids[3 * i + 1]);
+            msgpack_pack_uint32(&w->pk, s->frames[i].line);
+            msgpack_pack_uint32(&w->pk, w->frame_sids[3 * i + 2]);
+        }
+        st = emit(w, TDM_REC_FRAMES);
+    }
+    /* Stacks: a chunk ends at TDM_FMT_CHUNK stacks or about 1M frame
+     * indices, whichever comes first, so deep stacks keep records small. */
+    size_t at = 0;
+    while (at < s->stack_count && st == TDM_OK) {
+        size_t n = 0, frames = 0;
+        while (at + n < s->stack_count && n < TDM_FMT_CHUNK &&
+               (n == 0 || frames < ((size_t)1 << 20)))
+            frames += s->stacks[at + n++].depth;
+        table_begin(w, at, n);
+        for (size_t i = at; i < at + n; i++) {
+            const tdm_snap_stack *k = &s->stacks[i];
+            msgpack_pack_array(&w->pk, k->depth);
+            for (uint32_t j = 0; j < k->depth; j++)
+                msgpack_pack_uint32(&w->pk, k->frames[j]);
+        }
+        st = emit(w, TDM_REC_STACKS);
+        at += n;
+    }
+    return st;
+}
+
+/* One events column: a single integer when every value is the same (never
+ * for time_ns, so a record always spends at least a byte per event), else
+ * an array with one integer per event. */
+static void put_column(writer *w, enum tdm_fmt_key k, size_t n, int is_signed)
+{
+    const uint64_t *v = w->col;
+    put_key(w, k);
+    size_t same = 1;
+    if (k != TDM_KEY_TIME_NS)
+        while (same < n && v[same] == v[0])
+            same++;
+    if (n > 0 && same == n) {
+        if (is_signed)
+            msgpack_pack_int64(&w->pk, (int64_t)v[0]);
+        else
+            msgpack_pack_uint64(&w->pk, v[0]);
+        return;
+    }
+    msgpack_pack_array(&w->pk, n);
+    if (is_signed)
+        for (size_t i = 0; i < n; i++)
+            msgpack_pack_int64(&w->pk, (int64_t)v[i]);
+    else
+        for (size_t i = 0; i < n; i++)
+            msgpack_pack_uint64(&w->pk, v[i]);
+}
+
+/* Columns of an events chunk.  Deltas run from 0 at the chunk's start, so
+ * each chunk decodes alone; they are differences mod 2^64, written signed. */
+#define EVENT_COLUMN(key, is_signed, expr)                                      \
+    do {                                                                       \
+        for (size_t i = 0; i < n; i++) {                                       \
+            const tdm_event *e = &ev[i];                                       \
+            const tdm_event *p = i ? &ev[i - 1] : &zero;                       \
+            (void)p;                                                           \
+            w->col[i] = (uint64_t)(expr);                                      \
+        }                                                                      \
+        put_column(w, key, n, is_signed);                                      \
+    } while (0)
+
+static tdm_status write_events(writer *w)
+{
+    const tdm_snap *s = w->snap;
+    static const tdm_event zero;
+    tdm_status st = TDM_OK;
+    for (size_t at = 0; at < s->event_count && st == TDM_OK; at += TDM_FMT_CHUNK) {
+        size_t n = s->event_count - at < TDM_FMT_CHUNK ? s->event_count - at : TDM_FMT_CHUNK;
+        const tdm_event *ev = &s->events[at];
+        msgpack_pack_map(&w->pk, 13);
+        put_key_u64(w, TDM_KEY_FIRST, at);
+        put_key_u64(w, TDM_KEY_COUNT, n);
+        EVENT_COLUMN(TDM_KEY_TIME_NS, 1, e->time_ns - p->time_ns);
+        EVENT_COLUMN(TDM_KEY_ACTION, 0, e->action);
+        EVENT_COLUMN(TDM_KEY_DEVICE, 1, (int64_t)e->device);
+        EVENT_COLUMN(TDM_KEY_ADDR, 1, e->addr - p->addr);
+        EVENT_COLUMN(TDM_KEY_SIZE, 0, e->size);
+        EVENT_COLUMN(TDM_KEY_REQUESTED, 1, e->size - e->requested);
+        EVENT_COLUMN(TDM_KEY_STREAM, 0, e->stream);
+        EVENT_COLUMN(TDM_KEY_STACK, 0, e->stack_id);
+        EVENT_COLUMN(TDM_KEY_PHASE, 0, e->phase);
+        EVENT_COLUMN(TDM_KEY_STEP, 1, (uint64_t)e->step - p->step);
+        EVENT_COLUMN(TDM_KEY_CATEGORY, 0, e->category);
+        st = emit(w, TDM_REC_EVENTS);
+    }
+    return st;
+}
+
+static void put_block(writer *w, const tdm_snap_block *b)
+{
+    msgpack_pack_array(&w->pk, TDM_BLK_FIELDS);
+    msgpack_pack_uint64(&w->pk, b->address);
+    msgpack_pack_uint64(&w->pk, b->size);
+    msgpack_pack_uint64(&w->pk, b->requested_size);
+    msgpack_pack_uint64(&w->pk, b->alloc_time_ns);
+    msgpack_pack_uint32(&w->pk, b->stack_id);
+    msgpack_pack_uint8(&w->pk, b->state);
+    msgpack_pack_uint8(&w->pk, b->category);
+}
+
+static tdm_status write_segments(writer *w)
+{
+    const tdm_snap *s = w->snap;
+    tdm_status st = TDM_OK;
+    size_t at = 0;
+    while (at < s->segment_count && st == TDM_OK) {
+        size_t n = 0, blocks = 0;
+        while (at + n < s->segment_count && n < TDM_FMT_CHUNK &&
+               (n == 0 || blocks < TDM_FMT_CHUNK))
+            blocks += s->segments[at + n++].block_count;
+        table_begin(w, at, n);
+        for (size_t i = at; i < at + n; i++) {
+            const tdm_snap_segment *g = &s->segments[i];
+            msgpack_pack_array(&w->pk, TDM_SEG_FIELDS);
+            msgpack_pack_int64(&w->pk, g->device);
+            msgpack_pack_uint8(&w->pk, g->pool);
+            if (g->is_expandable)
+                msgpack_pack_true(&w->pk);
+            else
+                msgpack_pack_false(&w->pk);
+            msgpack_pack_uint64(&w->pk, g->address);
+            msgpack_pack_uint64(&w->pk, g->total_size);
+            msgpack_pack_uint64(&w->pk, g->stream);
+            msgpack_pack_uint32(&w->pk, g->stack_id);
+            msgpack_pack_array(&w->pk, g->block_count);
+            for (uint32_t k = 0; k < g->block_count; k++)
+                put_block(w, &s->blocks[g->first_block + k]);
+        }
+        st = emit(w, TDM_REC_SEGMENTS);
+        at += n;
+    }
+    return st;
+}
+
+static void put_stat(writer *w, const tdm_stat *v)
+{
+    msgpack_pack_array(&w->pk, TDM_FMT_STAT_FIELDS);
+    msgpack_pack_int64(&w->pk, v->current);
+    msgpack_pack_int64(&w->pk, v->peak);
+    msgpack_pack_int64(&w->pk, v->allocated);
+    msgpack_pack_int64(&w->pk, v->freed);
+}
+
+static tdm_status write_stats_and_end(writer *w)
+{
+    const tdm_snap *s = w->snap;
+    tdm_status st = TDM_OK;
+    for (size_t at = 0; at < s->stats_count && st == TDM_OK; at += TDM_FMT_CHUNK) {
+        size_t n = s->stats_count - at < TDM_FMT_CHUNK ? s->stats_count - at : TDM_FMT_CHUNK;
+        table_begin(w, at, n);
+        for (size_t i = at; i < at + n; i++) {
+            const tdm_snap_device_stats *d = &s->stats[i];
+            msgpack_pack_array(&w->pk, TDM_STATS_FIELDS);
+            msgpack_pack_int64(&w->pk, d->device);
+            put_stat(w, &d->stats.allocated_bytes);
+            put_stat(w, &d->stats.reserved_bytes);
+            put_stat(w, &d->stats.active_bytes);
+            put_stat(w, &d->stats.requested_bytes);
+            put_stat(w, &d->stats.allocation);
+            put_stat(w, &d->stats.segment);
+            msgpack_pack_uint64(&w->pk, d->stats.num_alloc_retries);
+            msgpack_pack_uint64(&w->pk, d->stats.num_ooms);
+        }
+        st = emit(w, TDM_REC_STATS);
+    }
+    if (st != TDM_OK)
+        return st;
+    msgpack_pack_map(&w->pk, 1);
+    put_key_u64(w, TDM_KEY_DROPPED_EVENTS, s->dropped_events);
+    if ((st = emit(w, TDM_REC_DROPPED)) != TDM_OK)
+        return st;
+    msgpack_pack_map(&w->pk, 1);
+    put_key_u64(w, TDM_KEY_EVENTS, s->event_count);
+    return emit(w, TDM_REC_END);
+}
+
+static tdm_status write_body(writer *w)
+{
+    msgpack_pack_array(&w->fpk, 3);
+    put_str(&w->fpk, TDM_FMT_MAGIC);
+    msgpack_pack_uint32(&w->fpk, TDM_FORMAT_VERSION);
+    msgpack_pack_uint32(&w->fpk, TDM_FMT_MINOR);
+    tdm_status st = write_header(w);
+    if (st == TDM_OK)
+        st = write_devices(w);
+    if (st == TDM_OK)
+        st = write_strings_and_phases(w);
+    if (st == TDM_OK)
+        st = write_frames_and_stacks(w);
+    if (st == TDM_OK)
+        st = write_events(w);
+    if (st == TDM_OK)
+        st = write_segments(w);
+    if (st == TDM_OK)
+        st = write_stats_and_end(w);
+    if (st == TDM_OK && filesink_flush(&w->out) != 0)
+        st = TDM_IO_ERROR;
+    return st;
+}
+
+/* ---- the file: temporary name, fsync, rename --------------------------- */
+
+static atomic_uint tmp_counter;
+
+/* Makes the rename itself durable; a failure here loses nothing already
+ * visible, so it is not reported. */
+static void sync_dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, (size_t)(slash - path) + 1) : strdup(".");
+    if (!dir)
+        return;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+    free(dir);
+}
+
+static tdm_status write_file(writer *w, const char *path)
+{
+    size_t tmp_len = strlen(path) + 48;
+    char *tmp = malloc(tmp_len);
+    if (!tmp)
+        return TDM_HOST_OUT_OF_MEMORY;
+    int fd = -1;
+    for (int tries = 0; tries < 16 && fd < 0; tries++) {
+        snprintf(tmp, tmp_len, "%s.tmp.%ld.%u", path, (long)getpid(),
+                 atomic_fetch_add(&tmp_counter, 1));
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    if (fd < 0) {
+        int e = errno;
+        free(tmp);
+        errno = e;
+        return TDM_IO_ERROR;
+    }
+    w->out.fd = fd;
+    tdm_status st = write_body(w);
+    int e = w->out.err;
+    if (st == TDM_OK && fsync(fd) != 0) {
+        st = TDM_IO_ERROR;
+        e = errno;
+    }
+    if (close(fd) != 0 && st == TDM_OK) {
+        st = TDM_IO_ERROR;
+        e = errno;
+    }
+    if (st == TDM_OK && rename(tmp, path) != 0) {
+        st = TDM_IO_ERROR;
+        e = errno;
+    }
+    if (st != TDM_OK)
+        unlink(tmp);
+    else
+        sync_dir_of(path);
+    free(tmp);
+    if (st != TDM_OK && e)
+        errno = e;
+    return st;
+}
+
+tdm_status tdm__snap_write(const tdm_snap *snap, const char *path)
+{
+    if (!snap || !path || !*path)
+        return TDM_INVALID_ARGUMENT;
+    tdm_status st = validate_tables(snap);
+    if (st == TDM_OK)
+        st = validate_state(snap);
+    if (st != TDM_OK)
+        return st;
+
+    writer w = {.snap = snap, .out = {.fd = -1}};
+    size_t nstr = 3 * snap->frame_count + snap->phase_count + 1;
+    w.out.buf = malloc(FILESINK_CAP);
+    w.frame_sids = malloc((3 * snap->frame_count + 1) * sizeof *w.frame_sids);
+    w.phase_sids = malloc((snap->phase_count + 1) * sizeof *w.phase_sids);
+    w.col = malloc(TDM_FMT_CHUNK * sizeof *w.col);
+    if (!w.out.buf || !w.frame_sids || !w.phase_sids || !w.col ||
+        strtab_init(&w.strings, nstr) != 0) {
+        st = TDM_HOST_OUT_OF_MEMORY;
+    } else {
+        msgpack_packer_init(&w.pk, &w.rec, membuf_write);
+        msgpack_packer_init(&w.fpk, &w.out, filesink_write);
+        st = write_file(&w, path);
+    }
+    int e = errno;
+    strtab_free(&w.strings);
+    free(w.out.buf);
+    free(w.frame_sids);
+    free(w.phase_sids);
+    free(w.col);
+    free(w.rec.p);
+    errno = e;
+    return st;
+}
