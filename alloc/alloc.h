@@ -75,6 +75,40 @@ size_t tdm__alloc_round_size(size_t size);
 struct tdm__state_visitor;
 void tdm__alloc_visit_for_tests(const struct tdm__state_visitor *v);
 
+/* ---- observe mode: the program's own vendor allocations, seen by hooks ----
+ * The vendor served the memory; tidemark only books it: each allocation is
+ * its own segment holding one block (segment_alloc + alloc, then
+ * free_requested + free_completed + segment_free), with stats and state as
+ * in pass-through mode.  `skip` counts the hook's own frames to leave out
+ * of stacks.  Implemented in alloc/observe.c. */
+
+/* Describes device `device` of a vendor for snapshots ("cuda", "NVIDIA
+ * H100 80GB HBM3", capacity in bytes).  Later calls update it. */
+void tdm__alloc_observe_device(int device, const char *vendor,
+                               const char *name, uint64_t capacity);
+/* A vendor allocation that succeeded. */
+void tdm__alloc_observe_alloc(int device, const void *ptr, size_t size,
+                              tdm_stream stream, unsigned skip);
+/* A vendor free.  TDM_UNKNOWN_POINTER (and nothing recorded) for memory
+ * observe_alloc never saw. */
+tdm_status tdm__alloc_observe_free(const void *ptr, tdm_stream stream,
+                                   unsigned skip);
+/* A vendor allocation that failed for lack of memory: an `oom` event. */
+void tdm__alloc_observe_oom(int device, size_t size, size_t free_bytes,
+                            tdm_stream stream, unsigned skip);
+/* Virtual memory: physical memory mapped at [va, va+size) (segment_map),
+ * and unmapped (segment_unmap). */
+void tdm__alloc_observe_map(int device, const void *va, size_t size,
+                            unsigned skip);
+tdm_status tdm__alloc_observe_unmap(const void *va, size_t size,
+                                    unsigned skip);
+
+/* ---- cache mode over a vendor ----
+ * Hooks that serve a vendor's allocations from the caching allocator give
+ * it the vendor provider (made with the real, un-hooked vendor functions)
+ * before the first allocation.  TDM_BAD_CONFIG once devices exist. */
+tdm_status tdm__alloc_use_provider(struct tdm_provider *provider);
+
 /* Tears everything down (tests only): frees every segment back to the
  * provider and forgets the configuration. */
 void tdm__alloc_reset_for_tests(void);

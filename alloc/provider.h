@@ -43,4 +43,22 @@ typedef struct tdm_sim_config {
 tdm_status tdm__provider_sim_create(const tdm_sim_config *cfg,
                                     tdm_provider **out);
 
+/* ---- vendor providers (alloc/provider_cuda.c, provider_hip.c, provider_ze.c)
+ * Each calls the vendor's real functions through a table resolved once:
+ * by dlopen/dlsym of the vendor library when `fns` is NULL, or from the
+ * table the caller gives (hooks pass the un-hooked functions they resolved
+ * themselves).  No vendor header is needed to build them; a vendor that is
+ * absent gives TDM_NOT_AVAILABLE, and vendor errors map to tdm_status
+ * (TDM_OUT_OF_MEMORY for the vendor's out-of-memory codes,
+ * TDM_VENDOR_ERROR otherwise) with the vendor code kept in
+ * tdm__provider_last_vendor_error() for the hook to hand back unchanged. */
+typedef struct tdm_cuda_fns tdm_cuda_fns; /* provider_cuda.h */
+typedef struct tdm_hip_fns tdm_hip_fns;   /* provider_hip.h */
+typedef struct tdm_ze_fns tdm_ze_fns;     /* provider_ze.h */
+tdm_status tdm__provider_cuda_create(const tdm_cuda_fns *fns, tdm_provider **out);
+tdm_status tdm__provider_hip_create(const tdm_hip_fns *fns, tdm_provider **out);
+tdm_status tdm__provider_ze_create(const tdm_ze_fns *fns, tdm_provider **out);
+/* The vendor's own code of this thread's last failed provider call. */
+int tdm__provider_last_vendor_error(void);
+
 #endif

@@ -1,0 +1,62 @@
+/* hooks/preload.h: what every vendor interposer of libtidemark_preload.so
+ * shares (hooks/preload_common.c).
+ *
+ * libtidemark_preload.so holds the interposers only; it links
+ * libtidemark.so for everything else.  Its exported symbols are exactly the
+ * hooked ones (hooks/preload.map).  TIDEMARK_CONF's `mode` picks what the
+ * hooks do:
+ *   observe (default)  call the vendor, then book the result with
+ *                      tdm__alloc_observe_*; errors pass through unchanged;
+ *   cache              serve device allocations from tidemark's caching
+ *                      allocator over the vendor's provider; a vendor free
+ *                      returns the block to the cache.
+ *
+ * Every hook:
+ *   1. resolves its real function once (tdm__hook_real*, cached in a
+ *      static pointer; never dlsym per call);
+ *   2. if tdm__hook_enter() returns 0 (this thread is already inside
+ *      tidemark, e.g. the provider calling the vendor) calls the real
+ *      function straight away;
+ *   3. otherwise does its work and calls tdm__hook_leave().
+ */
+#ifndef TDM_HOOKS_PRELOAD_H
+#define TDM_HOOKS_PRELOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tidemark.h"
+
+#define TDM_HOOK_API __attribute__((visibility("default")))
+
+typedef enum tdm__hook_mode {
+    TDM__HOOK_OFF = 0,     /* tidemark is not recording: pure pass-through */
+    TDM__HOOK_OBSERVE = 1,
+    TDM__HOOK_CACHE = 2,
+} tdm__hook_mode;
+
+/* The mode in force (read once at load from TIDEMARK_CONF). */
+tdm__hook_mode tdm__hook_mode_get(void);
+
+/* Per-thread recursion guard.  Returns 1 and marks the thread "inside"
+ * when it was not; returns 0 when it already was (then do not call
+ * tdm__hook_leave). */
+int tdm__hook_enter(void);
+void tdm__hook_leave(void);
+
+/* The next definition of `name` after the preload library (RTLD_NEXT),
+ * through the real dlsym even though dlsym itself is interposed.  NULL
+ * when absent.  Cache the result in the caller. */
+void *tdm__hook_real(const char *name);
+/* The same through a versioned lookup (dlvsym), e.g. ("hipMalloc",
+ * "hip_4.2"); falls back to the unversioned lookup. */
+void *tdm__hook_real_versioned(const char *name, const char *version);
+/* The real dlsym, for lookups on a handle (dlopen'ed vendor libraries). */
+void *tdm__hook_real_dlsym(void *handle, const char *name);
+
+/* Frames each hook adds above the application's call, so stacks start at
+ * the application's own frame: pass as `skip` to tdm__alloc_observe_* and
+ * tdm__alloc_malloc/free. */
+#define TDM_HOOK_SKIP 1
+
+#endif
