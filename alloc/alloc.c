@@ -20,17 +20,14 @@
 
 #include "meta.h"
 #include "recorder.h"
+#include "clock.h"
 
 tdm__alloc_global tdm__alloc_g = {
     .init_lock = PTHREAD_MUTEX_INITIALIZER,
 };
 
-uint64_t tdm__alloc_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+/* The recorder's clock, so block times and event times agree. */
+uint64_t tdm__alloc_now_ns(void) { return tdm__clock_ns(); }
 
 void tdm__alloc_config_defaults(tdm__alloc_config *cfg)
 {

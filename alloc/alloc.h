@@ -21,6 +21,8 @@
  * [32 GiB, 64 GiB) and above; sizes under 1 MiB use interval 0. */
 #define TDM_ROUNDUP_INTERVALS 16
 
+struct tdm_provider;
+
 typedef struct tdm__alloc_config {
     char device_kind[16];     /* "sim" (default) */
     int device_count;         /* sim: number of devices (default 1) */

@@ -15,6 +15,7 @@
 #include "recorder_internal.h"
 #include "procinfo.h"
 #include "stack.h"
+#include "clock.h"
 
 tdm__rec_switches tdm__rec;
 tdm__recorder tdm__recorder_state = {
@@ -71,6 +72,8 @@ tdm_status tdm_record_memory_history(const tdm_history_options *in)
     if (st != TDM_OK)
         return st;
     tdm__recorder *r = &tdm__recorder_state;
+    if (opts.enabled != TDM_RECORD_OFF)
+        tdm__clock_init();
     int want_stacks = opts.enabled != TDM_RECORD_OFF &&
                       opts.context != TDM_CONTEXT_NONE &&
                       opts.stacks == TDM_STACKS_NATIVE;
@@ -163,12 +166,14 @@ int tdm__rec_events_carry_stacks(void)
 static __thread uint8_t tag_stack[TDM_TAG_DEPTH];
 static __thread int tag_depth;
 
-uint8_t tdm__rec_current_category(void)
+static inline uint8_t current_category(void)
 {
     int d = tag_depth;
     return d > 0 ? tag_stack[(d > TDM_TAG_DEPTH ? TDM_TAG_DEPTH : d) - 1]
                  : TDM_CATEGORY_UNKNOWN;
 }
+
+uint8_t tdm__rec_current_category(void) { return current_category(); }
 
 tdm_status tdm_tag_push(tdm_category category)
 {
@@ -206,10 +211,8 @@ void tdm__rec_event(tdm_action action, int device, uint64_t addr,
                                            memory_order_acquire);
     if (!ring)
         return;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
     tdm_event ev = {
-        .time_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
+        .time_ns = tdm__clock_ns(),
         .addr = addr,
         .size = size,
         .requested = requested,
@@ -219,7 +222,7 @@ void tdm__rec_event(tdm_action action, int device, uint64_t addr,
         .step = tdm__rec_current_step(),
         .device = (int16_t)device,
         .action = (uint8_t)action,
-        .category = tdm__rec_current_category(),
+        .category = current_category(),
     };
     tdm__ring_push(ring, &ev);
 }

@@ -1,0 +1,168 @@
+/* snapshot/clock.c: CLOCK_REALTIME in ns, cheap on the hot path.
+ *
+ * State: one anchor {tsc, ns, mult} behind a seqlock (all atomics), written
+ * only by the thread that wins `updating`.  Readers never wait: a reader
+ * that sees the anchor mid-update falls back to clock_gettime.
+ *
+ * mult is ns per tick in 32.32 fixed point, measured over the span between
+ * two real readings of CLOCK_REALTIME (the first 2 ms, then each ~1 s
+ * re-anchor), so its error shrinks as the spans grow.  A re-anchor sets
+ * the new anchor's ns to the larger of the real clock and the interpolated
+ * value, so readings never go backwards; the difference (the error of the
+ * previous mult over about a second) is microseconds.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#define TDM_HAVE_TSC 1
+static inline uint64_t read_tsc(void) { return __rdtsc(); }
+#else
+#define TDM_HAVE_TSC 0
+static inline uint64_t read_tsc(void) { return 0; }
+#endif
+
+typedef struct anchor {
+    _Atomic uint64_t seq;    /* odd while being written */
+    _Atomic uint64_t tsc;    /* ticks at the anchor */
+    _Atomic uint64_t ns;     /* CLOCK_REALTIME ns given to that tick */
+    _Atomic uint64_t mult;   /* ns per tick, 32.32 fixed point */
+    _Atomic uint64_t span;   /* ticks after which to re-anchor (~1 s) */
+    _Atomic uint64_t real_tsc; /* last real reading, for measuring mult */
+    _Atomic uint64_t real_ns;
+} anchor;
+
+static anchor A;
+static _Atomic int use_tsc;   /* 0 until tdm__clock_init decides */
+static _Atomic int updating;
+static _Atomic int initialized;
+
+static uint64_t real_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A (tsc, ns) pair read as close together as we can: the tsc is taken
+ * halfway between two tsc reads around clock_gettime. */
+static void real_pair(uint64_t *tsc, uint64_t *ns)
+{
+    uint64_t a = read_tsc();
+    *ns = real_ns();
+    uint64_t b = read_tsc();
+    *tsc = a + (b - a) / 2;
+}
+
+static int kernel_uses_tsc(void)
+{
+    FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+    char buf[32] = {0};
+    if (!f)
+        return 0;
+    int ok = fgets(buf, sizeof buf, f) && strncmp(buf, "tsc", 3) == 0 &&
+             (buf[3] == '\n' || buf[3] == '\0');
+    fclose(f);
+    return ok;
+}
+
+static void publish(uint64_t tsc, uint64_t ns, uint64_t mult, uint64_t span,
+                    uint64_t rtsc, uint64_t rns)
+{
+    uint64_t s = atomic_load_explicit(&A.seq, memory_order_relaxed);
+    atomic_store_explicit(&A.seq, s + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&A.tsc, tsc, memory_order_relaxed);
+    atomic_store_explicit(&A.ns, ns, memory_order_relaxed);
+    atomic_store_explicit(&A.mult, mult, memory_order_relaxed);
+    atomic_store_explicit(&A.span, span, memory_order_relaxed);
+    atomic_store_explicit(&A.real_tsc, rtsc, memory_order_relaxed);
+    atomic_store_explicit(&A.real_ns, rns, memory_order_relaxed);
+    atomic_store_explicit(&A.seq, s + 2, memory_order_release);
+}
+
+/* ns per tick in 32.32 from two real readings; 0 if unusable. */
+static uint64_t measure_mult(uint64_t t0, uint64_t n0, uint64_t t1, uint64_t n1)
+{
+    if (t1 <= t0 || n1 <= n0)
+        return 0;
+    return (uint64_t)(((unsigned __int128)(n1 - n0) << 32) / (t1 - t0));
+}
+
+void tdm__clock_init(void)
+{
+    if (atomic_exchange(&initialized, 1))
+        return;
+    if (!TDM_HAVE_TSC || !kernel_uses_tsc())
+        return;
+    uint64_t t0, n0, t1, n1;
+    real_pair(&t0, &n0);
+    do { /* ~2 ms: long enough for a first mult within ~20 ppm */
+        real_pair(&t1, &n1);
+    } while (n1 - n0 < 2000000);
+    uint64_t mult = measure_mult(t0, n0, t1, n1);
+    if (mult == 0)
+        return;
+    uint64_t span = (uint64_t)(((unsigned __int128)1000000000u << 32) / mult);
+    publish(t1, n1, mult, span, t1, n1);
+    atomic_store(&use_tsc, 1);
+}
+
+/* Re-anchors at `now` ticks, if no other thread is doing it. */
+static __attribute__((noinline)) void reanchor(uint64_t now_interp)
+{
+    if (atomic_exchange_explicit(&updating, 1, memory_order_acquire))
+        return;
+    uint64_t rtsc = atomic_load_explicit(&A.real_tsc, memory_order_relaxed);
+    uint64_t rns = atomic_load_explicit(&A.real_ns, memory_order_relaxed);
+    uint64_t old_mult = atomic_load_explicit(&A.mult, memory_order_relaxed);
+    uint64_t t, n;
+    real_pair(&t, &n);
+    uint64_t mult = measure_mult(rtsc, rns, t, n);
+    /* A clock step (settimeofday, suspend) must not skew the rate: keep
+     * the old one unless the new one is within 0.1%. */
+    if (mult == 0 || mult > old_mult + old_mult / 1000 || mult < old_mult - old_mult / 1000)
+        mult = old_mult;
+    uint64_t ns = n > now_interp ? n : now_interp;
+    uint64_t span = (uint64_t)(((unsigned __int128)1000000000u << 32) / mult);
+    publish(t, ns, mult, span, t, n);
+    atomic_store_explicit(&updating, 0, memory_order_release);
+}
+
+uint64_t tdm__clock_ns(void)
+{
+    if (!atomic_load_explicit(&use_tsc, memory_order_relaxed))
+        return real_ns();
+    uint64_t s = atomic_load_explicit(&A.seq, memory_order_acquire);
+    uint64_t t = atomic_load_explicit(&A.tsc, memory_order_relaxed);
+    uint64_t n = atomic_load_explicit(&A.ns, memory_order_relaxed);
+    uint64_t m = atomic_load_explicit(&A.mult, memory_order_relaxed);
+    uint64_t span = atomic_load_explicit(&A.span, memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    if ((s & 1) || atomic_load_explicit(&A.seq, memory_order_relaxed) != s)
+        return real_ns();
+    uint64_t now = read_tsc();
+    uint64_t d = now > t ? now - t : 0;
+    uint64_t ns = n + (uint64_t)(((unsigned __int128)d * m) >> 32);
+    if (__builtin_expect(d > span, 0))
+        reanchor(ns);
+    return ns;
+}
+
+int tdm__clock_uses_tsc(void) { return atomic_load(&use_tsc); }
+
+void tdm__clock_force_tsc(int on)
+{
+    if (!on) {
+        atomic_store(&use_tsc, 0);
+        return;
+    }
+    tdm__clock_init();
+    if (atomic_load(&A.mult))
+        atomic_store(&use_tsc, 1);
+}
