@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "seqlock.h"
 
 #if defined(__x86_64__)
 #include <x86intrin.h>
@@ -76,13 +77,13 @@ static void publish(uint64_t tsc, uint64_t ns, uint64_t mult, uint64_t span,
 {
     uint64_t s = atomic_load_explicit(&A.seq, memory_order_relaxed);
     atomic_store_explicit(&A.seq, s + 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
-    atomic_store_explicit(&A.tsc, tsc, memory_order_relaxed);
-    atomic_store_explicit(&A.ns, ns, memory_order_relaxed);
-    atomic_store_explicit(&A.mult, mult, memory_order_relaxed);
-    atomic_store_explicit(&A.span, span, memory_order_relaxed);
-    atomic_store_explicit(&A.real_tsc, rtsc, memory_order_relaxed);
-    atomic_store_explicit(&A.real_ns, rns, memory_order_relaxed);
+    TDM_SEQ_FENCE_RELEASE();
+    atomic_store_explicit(&A.tsc, tsc, TDM_SEQ_DATA_STORE);
+    atomic_store_explicit(&A.ns, ns, TDM_SEQ_DATA_STORE);
+    atomic_store_explicit(&A.mult, mult, TDM_SEQ_DATA_STORE);
+    atomic_store_explicit(&A.span, span, TDM_SEQ_DATA_STORE);
+    atomic_store_explicit(&A.real_tsc, rtsc, TDM_SEQ_DATA_STORE);
+    atomic_store_explicit(&A.real_ns, rns, TDM_SEQ_DATA_STORE);
     atomic_store_explicit(&A.seq, s + 2, memory_order_release);
 }
 
@@ -120,7 +121,7 @@ static __attribute__((noinline)) void reanchor(uint64_t now_interp)
         return;
     uint64_t rtsc = atomic_load_explicit(&A.real_tsc, memory_order_relaxed);
     uint64_t rns = atomic_load_explicit(&A.real_ns, memory_order_relaxed);
-    uint64_t old_mult = atomic_load_explicit(&A.mult, memory_order_relaxed);
+    uint64_t old_mult = atomic_load_explicit(&A.mult, TDM_SEQ_DATA_LOAD);
     uint64_t t, n;
     real_pair(&t, &n);
     uint64_t mult = measure_mult(rtsc, rns, t, n);
@@ -139,11 +140,11 @@ uint64_t tdm__clock_ns(void)
     if (!atomic_load_explicit(&use_tsc, memory_order_relaxed))
         return real_ns();
     uint64_t s = atomic_load_explicit(&A.seq, memory_order_acquire);
-    uint64_t t = atomic_load_explicit(&A.tsc, memory_order_relaxed);
-    uint64_t n = atomic_load_explicit(&A.ns, memory_order_relaxed);
-    uint64_t m = atomic_load_explicit(&A.mult, memory_order_relaxed);
-    uint64_t span = atomic_load_explicit(&A.span, memory_order_relaxed);
-    atomic_thread_fence(memory_order_acquire);
+    uint64_t t = atomic_load_explicit(&A.tsc, TDM_SEQ_DATA_LOAD);
+    uint64_t n = atomic_load_explicit(&A.ns, TDM_SEQ_DATA_LOAD);
+    uint64_t m = atomic_load_explicit(&A.mult, TDM_SEQ_DATA_LOAD);
+    uint64_t span = atomic_load_explicit(&A.span, TDM_SEQ_DATA_LOAD);
+    TDM_SEQ_FENCE_ACQUIRE();
     if ((s & 1) || atomic_load_explicit(&A.seq, memory_order_relaxed) != s)
         return real_ns();
     uint64_t now = read_tsc();

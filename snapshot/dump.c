@@ -317,10 +317,12 @@ tdm_status tdm__rec_build_snapshot(tdm_snap **out)
     snap->owner_ = o;
     tdm__rec_event(TDM_ACTION_SNAPSHOT, -1, 0, 0, 0, 0, 0);
 
-    tdm_status st = build_header(snap, o);
+    /* Events first, then the header's phase table: a phase named between
+     * the two is then in the table, so every event's phase id resolves. */
+    tdm_status st = tdm__rec_copy_events(&snap->events, &snap->event_count,
+                                         &snap->dropped_events);
     if (st == TDM_OK)
-        st = tdm__rec_copy_events(&snap->events, &snap->event_count,
-                                  &snap->dropped_events);
+        st = build_header(snap, o);
     if (st == TDM_OK) {
         builder b = {.snap = snap, .owner = o};
         tdm__state_visitor v = {&b, visit_device, visit_segment, visit_stats};

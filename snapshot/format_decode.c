@@ -101,7 +101,10 @@ int tdm__fmt_fail(tdm__fmt_reader *r, tdm_status st, uint64_t offset, const char
     return -1;
 }
 
-uint64_t tdm__fmt_off(const tdm__fmt_reader *r, const uint8_t *p) { return (uint64_t)(p - r->base); }
+uint64_t tdm__fmt_off(const tdm__fmt_reader *r, const uint8_t *p)
+{
+    return (uint64_t)(p - r->base);
+}
 
 int tdm__fmt_oom(tdm__fmt_reader *r)
 {
@@ -189,10 +192,11 @@ int tdm__fmt_bad(tdm__fmt_reader *r, const uint8_t *at, const char *field, const
 {
     if (at >= r->rec_end)
         return tdm__fmt_fail(r, TDM_FORMAT_ERROR, tdm__fmt_off(r, at),
-                    "field '%s' at byte %llu runs past the end of its record",
-                    field, (unsigned long long)tdm__fmt_off(r, at));
-    return tdm__fmt_fail(r, TDM_FORMAT_ERROR, tdm__fmt_off(r, at), "bad value for field '%s' at byte %llu: %s",
-                field, (unsigned long long)tdm__fmt_off(r, at), what);
+                             "field '%s' at byte %llu runs past the end of its record", field,
+                             (unsigned long long)tdm__fmt_off(r, at));
+    return tdm__fmt_fail(r, TDM_FORMAT_ERROR, tdm__fmt_off(r, at),
+                         "bad value for field '%s' at byte %llu: %s", field,
+                         (unsigned long long)tdm__fmt_off(r, at), what);
 }
 
 static int bad_kind(tdm__fmt_reader *r, const uint8_t *at, const char *field, char kind)
@@ -205,18 +209,19 @@ static int bad_kind(tdm__fmt_reader *r, const uint8_t *at, const char *field, ch
 int tdm__fmt_u64(tdm__fmt_reader *r, tdm__fmt_cur *c, const char *field, uint64_t *v)
 {
     const uint8_t *at = c->p;
-    int neg;
+    int neg = 0;
     if (tdm__fmt_dec_int(&c->p, c->end, v, &neg) != TDM_FMT_DEC_OK || neg)
         return bad_kind(r, at, field, 'u');
     return 0;
 }
 
 /* An integer in [lo, hi]. */
-int tdm__fmt_range(tdm__fmt_reader *r, tdm__fmt_cur *c, const char *field, int64_t lo, int64_t hi, int64_t *v)
+int tdm__fmt_range(tdm__fmt_reader *r, tdm__fmt_cur *c, const char *field, int64_t lo, int64_t hi,
+                   int64_t *v)
 {
     const uint8_t *at = c->p;
-    uint64_t x;
-    int neg;
+    uint64_t x = 0;
+    int neg = 0;
     if (tdm__fmt_dec_int(&c->p, c->end, &x, &neg) != TDM_FMT_DEC_OK)
         return bad_kind(r, at, field, 'i');
     if ((!neg && x > (uint64_t)INT64_MAX) || (int64_t)x < lo || (int64_t)x > hi) {
@@ -246,7 +251,7 @@ int tdm__fmt_len(tdm__fmt_reader *r, tdm__fmt_cur *c, const char *field, char ki
 int tdm__fmt_str(tdm__fmt_reader *r, tdm__fmt_cur *c, const char *field, const char **out)
 {
     const uint8_t *at = c->p;
-    uint64_t n;
+    uint64_t n = 0;
     if (tdm__fmt_len(r, c, field, 's', &n) != 0)
         return -1;
     if (memchr(c->p, 0, n))
@@ -267,7 +272,7 @@ int tdm__fmt_bool(tdm__fmt_reader *r, tdm__fmt_cur *c, const char *field, uint8_
         *v = *c->p++ == 0xc3;
         return 0;
     }
-    int64_t x;
+    int64_t x = 0;
     if (tdm__fmt_range(r, c, field, 0, 1, &x) != 0)
         return -1;
     *v = (uint8_t)x;
@@ -348,53 +353,86 @@ int tdm__fmt_skip(tdm__fmt_reader *r, tdm__fmt_cur *c, const char *field)
 int tdm__fmt_index_map(tdm__fmt_reader *r, tdm__fmt_cur *c, const uint8_t *pos[TDM_KEY_COUNT_])
 {
     memset(pos, 0, TDM_KEY_COUNT_ * sizeof *pos);
-    uint64_t n;
+    uint64_t n = 0;
     if (tdm__fmt_len(r, c, r->rec_name, 'm', &n) != 0)
         return -1;
     for (uint64_t i = 0; i < n; i++) {
         const uint8_t *at = c->p;
-        uint64_t klen;
+        uint64_t klen = 0;
         if (tdm__fmt_len(r, c, "(map key)", 's', &klen) != 0)
             return -1;
         const char *key = (const char *)c->p;
         c->p += klen;
-        int k;
+        int k = 0;
         for (k = 0; k < TDM_KEY_COUNT_; k++)
-            if (strlen(tdm__fmt_key_names[k]) == klen && memcmp(tdm__fmt_key_names[k], key, klen) == 0)
+            if (strlen(tdm__fmt_key_names[k]) == klen &&
+                memcmp(tdm__fmt_key_names[k], key, klen) == 0)
                 break;
         if (k < TDM_KEY_COUNT_) {
             if (pos[k])
                 return tdm__fmt_fail(r, TDM_FORMAT_ERROR, tdm__fmt_off(r, at),
-                            "field '%s' appears twice, at byte %llu", tdm__fmt_key_names[k],
-                            (unsigned long long)tdm__fmt_off(r, at));
+                                     "field '%s' appears twice, at byte %llu",
+                                     tdm__fmt_key_names[k],
+                                     (unsigned long long)tdm__fmt_off(r, at));
             pos[k] = c->p;
         }
-        if (tdm__fmt_skip(r, c, k < TDM_KEY_COUNT_ ? tdm__fmt_key_names[k] : "(unknown field)") != 0)
+        if (tdm__fmt_skip(r, c, k < TDM_KEY_COUNT_ ? tdm__fmt_key_names[k] : "(unknown field)") !=
+            0)
             return -1;
     }
     if (c->p != c->end)
         return tdm__fmt_fail(r, TDM_FORMAT_ERROR, tdm__fmt_off(r, c->p),
-                    "unexpected bytes after the record's map at byte %llu",
-                    (unsigned long long)tdm__fmt_off(r, c->p));
+                             "unexpected bytes after the record's map at byte %llu",
+                             (unsigned long long)tdm__fmt_off(r, c->p));
     return 0;
 }
 
 /* Points `c` at the value of a required field. */
-int tdm__fmt_field(tdm__fmt_reader *r, const uint8_t *const pos[], enum tdm_fmt_key k, tdm__fmt_cur *c)
+int tdm__fmt_field(tdm__fmt_reader *r, const uint8_t *const pos[], enum tdm_fmt_key k,
+                   tdm__fmt_cur *c)
 {
     if (!pos[k])
-        return tdm__fmt_fail(r, TDM_FORMAT_ERROR, r->rec_off, "missing field '%s'", tdm__fmt_key_names[k]);
+        return tdm__fmt_fail(r, TDM_FORMAT_ERROR, r->rec_off, "missing field '%s'",
+                             tdm__fmt_key_names[k]);
     c->p = pos[k];
     c->end = r->rec_end;
     return 0;
 }
 
+/* Required fields of a record map, by type. */
+int tdm__fmt_str_field(tdm__fmt_reader *r, const uint8_t *const pos[], enum tdm_fmt_key k,
+                       const char **out)
+{
+    tdm__fmt_cur c = {0};
+    return tdm__fmt_field(r, pos, k, &c) || tdm__fmt_str(r, &c, tdm__fmt_key_names[k], out) ? -1
+                                                                                            : 0;
+}
+
+int tdm__fmt_u64_field(tdm__fmt_reader *r, const uint8_t *const pos[], enum tdm_fmt_key k,
+                       uint64_t *out)
+{
+    tdm__fmt_cur c = {0};
+    return tdm__fmt_field(r, pos, k, &c) || tdm__fmt_u64(r, &c, tdm__fmt_key_names[k], out) ? -1
+                                                                                            : 0;
+}
+
+int tdm__fmt_range_field(tdm__fmt_reader *r, const uint8_t *const pos[], enum tdm_fmt_key k,
+                       int64_t lo, int64_t hi, int64_t *out)
+{
+    tdm__fmt_cur c = {0};
+    return tdm__fmt_field(r, pos, k, &c) ||
+                   tdm__fmt_range(r, &c, tdm__fmt_key_names[k], lo, hi, out)
+               ? -1
+               : 0;
+}
+
 /* Opens a row array of at least `fields` elements; *extra is how many
  * trailing elements (from a newer minor version) follow them. */
-int tdm__fmt_row_begin(tdm__fmt_reader *r, tdm__fmt_cur *c, const char *what, uint64_t fields, uint64_t *extra)
+int tdm__fmt_row_begin(tdm__fmt_reader *r, tdm__fmt_cur *c, const char *what, uint64_t fields,
+                       uint64_t *extra)
 {
     const uint8_t *at = c->p;
-    uint64_t n;
+    uint64_t n = 0;
     if (tdm__fmt_len(r, c, what, 'a', &n) != 0)
         return -1;
     if (n < fields) {
@@ -426,9 +464,9 @@ int tdm__fmt_table_begin(tdm__fmt_reader *r, tdm__fmt_cur *c, size_t have, uint6
         return -1;
     if (first != have)
         return tdm__fmt_fail(r, TDM_FORMAT_ERROR, tdm__fmt_off(r, pos[TDM_KEY_FIRST]),
-                    "field 'first' at byte %llu is %llu, but %zu rows came before",
-                    (unsigned long long)tdm__fmt_off(r, pos[TDM_KEY_FIRST]),
-                    (unsigned long long)first, have);
+                             "field 'first' at byte %llu is %llu, but %zu rows came before",
+                             (unsigned long long)tdm__fmt_off(r, pos[TDM_KEY_FIRST]),
+                             (unsigned long long)first, have);
     if (tdm__fmt_field(r, pos, TDM_KEY_ROWS, c) != 0 || tdm__fmt_len(r, c, "rows", 'a', rows) != 0)
         return -1;
     return 0;
@@ -437,7 +475,7 @@ int tdm__fmt_table_begin(tdm__fmt_reader *r, tdm__fmt_cur *c, size_t have, uint6
 /* A string id, as a pointer into the table. */
 int tdm__fmt_sid(tdm__fmt_reader *r, tdm__fmt_cur *c, const char *field_name, const char **s)
 {
-    int64_t id;
+    int64_t id = 0;
     if (r->strings.n == 0)
         return tdm__fmt_bad(r, c->p, field_name, "no string table before it");
     if (tdm__fmt_range(r, c, field_name, 0, (int64_t)r->strings.n - 1, &id) != 0)
@@ -448,7 +486,7 @@ int tdm__fmt_sid(tdm__fmt_reader *r, tdm__fmt_cur *c, const char *field_name, co
 
 int tdm__fmt_stat(tdm__fmt_reader *r, tdm__fmt_cur *c, const char *name, tdm_stat *s)
 {
-    uint64_t extra;
+    uint64_t extra = 0;
     int64_t v[TDM_FMT_STAT_FIELDS];
     if (tdm__fmt_row_begin(r, c, name, TDM_FMT_STAT_FIELDS, &extra) != 0)
         return -1;

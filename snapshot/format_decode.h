@@ -44,7 +44,7 @@ typedef struct tdm__fmt_reader {
     tdm_status status;   /* first failure; TDM_OK while all is well */
     uint64_t rec_off;    /* start of the record being read, bytes */
     const char *rec_name;   /* its type's name, NULL outside records */
-    const uint8_t *rec_end; /* end of its payload */
+    const uint8_t *rec_payload, *rec_end; /* its payload's bytes */
     tdm__fmt_arena *a;
     tdm_snap_header header;
     int have_header, have_dropped, have_end;
@@ -147,6 +147,13 @@ int tdm__fmt_index_map(tdm__fmt_reader *r, tdm__fmt_cur *c, const uint8_t *pos[T
 /* Points c at a required field's value. */
 int tdm__fmt_field(tdm__fmt_reader *r, const uint8_t *const pos[], enum tdm_fmt_key k,
                    tdm__fmt_cur *c);
+/* A required field's value: a string, a uint, an integer in [lo, hi]. */
+int tdm__fmt_str_field(tdm__fmt_reader *r, const uint8_t *const pos[], enum tdm_fmt_key k,
+                       const char **out);
+int tdm__fmt_u64_field(tdm__fmt_reader *r, const uint8_t *const pos[], enum tdm_fmt_key k,
+                       uint64_t *out);
+int tdm__fmt_range_field(tdm__fmt_reader *r, const uint8_t *const pos[], enum tdm_fmt_key k,
+                         int64_t lo, int64_t hi, int64_t *out);
 /* A row array with at least `fields` elements; row_end skips the extras. */
 int tdm__fmt_row_begin(tdm__fmt_reader *r, tdm__fmt_cur *c, const char *what,
                        uint64_t fields, uint64_t *extra);

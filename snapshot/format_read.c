@@ -34,30 +34,6 @@ typedef tdm__fmt_cur cur;
 
 static const uint32_t no_frames[1];
 
-/* ---- small helpers over the toolbox ---------------------------------------- */
-
-static int str_field(reader *r, const uint8_t *const pos[], enum tdm_fmt_key k, const char **out)
-{
-    cur c = {0};
-    return tdm__fmt_field(r, pos, k, &c) || tdm__fmt_str(r, &c, tdm__fmt_key_names[k], out) ? -1 : 0;
-}
-
-static int u64_field(reader *r, const uint8_t *const pos[], enum tdm_fmt_key k, uint64_t *out)
-{
-    cur c = {0};
-    return tdm__fmt_field(r, pos, k, &c) || tdm__fmt_u64(r, &c, tdm__fmt_key_names[k], out) ? -1 : 0;
-}
-
-static int range_field(reader *r, const uint8_t *const pos[], enum tdm_fmt_key k,
-                       int64_t lo, int64_t hi, int64_t *out)
-{
-    cur c = {0};
-    return tdm__fmt_field(r, pos, k, &c) ||
-                   tdm__fmt_range(r, &c, tdm__fmt_key_names[k], lo, hi, out)
-               ? -1
-               : 0;
-}
-
 /* Until a table arrives, id 0 (the empty stack, phase "") still exists. */
 static size_t stack_limit(const reader *r) { return r->stacks.n ? r->stacks.n : 1; }
 static size_t phase_limit(const reader *r) { return r->phases.n ? r->phases.n : 1; }
@@ -68,23 +44,25 @@ static int read_header(reader *r, cur *c)
 {
     const uint8_t *pos[TDM_KEY_COUNT_];
     tdm_snap_header *h = &r->header;
-    int64_t pid, rank, local_rank, world_size, rmode, cmode, smode;
-    if (tdm__fmt_index_map(r, c, pos) || str_field(r, pos, TDM_KEY_TOOL_VERSION, &h->tool_version) ||
-        str_field(r, pos, TDM_KEY_HOST, &h->host) ||
-        range_field(r, pos, TDM_KEY_PID, INT64_MIN, INT64_MAX, &pid) ||
-        range_field(r, pos, TDM_KEY_RANK, -1, INT32_MAX, &rank) ||
-        range_field(r, pos, TDM_KEY_LOCAL_RANK, -1, INT32_MAX, &local_rank) ||
-        range_field(r, pos, TDM_KEY_WORLD_SIZE, 0, INT32_MAX, &world_size) ||
-        u64_field(r, pos, TDM_KEY_START_TIME_US, &h->start_time_us) ||
-        u64_field(r, pos, TDM_KEY_DUMP_TIME_US, &h->dump_time_us) ||
-        str_field(r, pos, TDM_KEY_CONFIG, &h->config) ||
-        str_field(r, pos, TDM_KEY_METADATA, &h->metadata) ||
-        str_field(r, pos, TDM_KEY_COMMAND, &h->command) ||
-        range_field(r, pos, TDM_KEY_RECORD_MODE, 0, TDM_RECORD_ALL, &rmode) ||
-        range_field(r, pos, TDM_KEY_CONTEXT_MODE, 0, TDM_CONTEXT_ALL, &cmode) ||
-        range_field(r, pos, TDM_KEY_STACKS_MODE, 0, TDM_STACKS_PYTHON, &smode) ||
-        u64_field(r, pos, TDM_KEY_MAX_ENTRIES, &h->max_entries) ||
-        str_field(r, pos, TDM_KEY_ALLOC_MODE, &h->alloc_mode))
+    int64_t pid = 0, rank = 0, local_rank = 0, world_size = 0;
+    int64_t rmode = 0, cmode = 0, smode = 0;
+    if (tdm__fmt_index_map(r, c, pos) ||
+        tdm__fmt_str_field(r, pos, TDM_KEY_TOOL_VERSION, &h->tool_version) ||
+        tdm__fmt_str_field(r, pos, TDM_KEY_HOST, &h->host) ||
+        tdm__fmt_range_field(r, pos, TDM_KEY_PID, INT64_MIN, INT64_MAX, &pid) ||
+        tdm__fmt_range_field(r, pos, TDM_KEY_RANK, -1, INT32_MAX, &rank) ||
+        tdm__fmt_range_field(r, pos, TDM_KEY_LOCAL_RANK, -1, INT32_MAX, &local_rank) ||
+        tdm__fmt_range_field(r, pos, TDM_KEY_WORLD_SIZE, 0, INT32_MAX, &world_size) ||
+        tdm__fmt_u64_field(r, pos, TDM_KEY_START_TIME_US, &h->start_time_us) ||
+        tdm__fmt_u64_field(r, pos, TDM_KEY_DUMP_TIME_US, &h->dump_time_us) ||
+        tdm__fmt_str_field(r, pos, TDM_KEY_CONFIG, &h->config) ||
+        tdm__fmt_str_field(r, pos, TDM_KEY_METADATA, &h->metadata) ||
+        tdm__fmt_str_field(r, pos, TDM_KEY_COMMAND, &h->command) ||
+        tdm__fmt_range_field(r, pos, TDM_KEY_RECORD_MODE, 0, TDM_RECORD_ALL, &rmode) ||
+        tdm__fmt_range_field(r, pos, TDM_KEY_CONTEXT_MODE, 0, TDM_CONTEXT_ALL, &cmode) ||
+        tdm__fmt_range_field(r, pos, TDM_KEY_STACKS_MODE, 0, TDM_STACKS_PYTHON, &smode) ||
+        tdm__fmt_u64_field(r, pos, TDM_KEY_MAX_ENTRIES, &h->max_entries) ||
+        tdm__fmt_str_field(r, pos, TDM_KEY_ALLOC_MODE, &h->alloc_mode))
         return -1;
     h->pid = pid;
     h->rank = (int32_t)rank;
@@ -99,14 +77,14 @@ static int read_header(reader *r, cur *c)
 
 static int read_devices(reader *r, cur *c)
 {
-    uint64_t n, extra;
+    uint64_t n = 0, extra = 0;
     if (tdm__fmt_table_begin(r, c, r->devices.n, &n))
         return -1;
     tdm_snap_device *d = tdm__fmt_vec_more(r, &r->devices, sizeof *d, n);
     if (!d)
         return -1;
     for (uint64_t i = 0; i < n; i++, d++) {
-        int64_t index;
+        int64_t index = 0;
         const uint8_t *at;
         if (tdm__fmt_row_begin(r, c, "devices", TDM_DEV_FIELDS, &extra))
             return -1;
@@ -128,7 +106,7 @@ static int read_devices(reader *r, cur *c)
 
 static int read_strings(reader *r, cur *c)
 {
-    uint64_t n;
+    uint64_t n = 0;
     if (tdm__fmt_table_begin(r, c, r->strings.n, &n))
         return -1;
     const char **s = tdm__fmt_vec_more(r, &r->strings, sizeof *s, n);
@@ -142,7 +120,7 @@ static int read_strings(reader *r, cur *c)
 
 static int read_phases(reader *r, cur *c)
 {
-    uint64_t n;
+    uint64_t n = 0;
     if (tdm__fmt_table_begin(r, c, r->phases.n, &n))
         return -1;
     const char **s = tdm__fmt_vec_more(r, &r->phases, sizeof *s, n);
@@ -160,7 +138,7 @@ static int read_phases(reader *r, cur *c)
 
 static int read_frames(reader *r, cur *c)
 {
-    uint64_t n, extra;
+    uint64_t n = 0, extra = 0;
     if (tdm__fmt_table_begin(r, c, r->frames.n, &n))
         return -1;
     if (n > UINT32_MAX - r->frames.n)
@@ -169,7 +147,7 @@ static int read_frames(reader *r, cur *c)
     if (!f)
         return -1;
     for (uint64_t i = 0; i < n; i++, f++, r->frames.n++) {
-        int64_t line;
+        int64_t line = 0;
         if (tdm__fmt_row_begin(r, c, "frames", TDM_FRM_FIELDS, &extra) ||
             tdm__fmt_u64(r, c, "pc", &f->pc) || tdm__fmt_sid(r, c, "function", &f->function) ||
             tdm__fmt_sid(r, c, "file", &f->file) ||
@@ -183,7 +161,7 @@ static int read_frames(reader *r, cur *c)
 
 static int read_stacks(reader *r, cur *c)
 {
-    uint64_t n;
+    uint64_t n = 0;
     if (tdm__fmt_table_begin(r, c, r->stacks.n, &n))
         return -1;
     if (n > UINT32_MAX - r->stacks.n)
@@ -193,7 +171,7 @@ static int read_stacks(reader *r, cur *c)
         return -1;
     for (uint64_t i = 0; i < n; i++) {
         const uint8_t *at = c->p;
-        uint64_t depth;
+        uint64_t depth = 0;
         if (tdm__fmt_len(r, c, "rows", 'a', &depth))
             return -1;
         if (r->stacks.n == 0 && depth != 0)
@@ -202,7 +180,7 @@ static int read_stacks(reader *r, cur *c)
         if (!fr)
             return -1;
         for (uint64_t k = 0; k < depth; k++) {
-            int64_t idx;
+            int64_t idx = 0;
             if (r->frames.n == 0)
                 return tdm__fmt_bad(r, c->p, "rows", "no frame table before it");
             if (tdm__fmt_range(r, c, "rows", 0, (int64_t)r->frames.n - 1, &idx))
@@ -255,7 +233,7 @@ static int read_column(reader *r, const uint8_t *const pos[], enum tdm_fmt_key k
     int scalar = 0, sneg = 0;
     uint64_t sv = 0;
     if (c.p < c.end && ((*c.p >= 0x90 && *c.p <= 0x9f) || *c.p == 0xdc || *c.p == 0xdd)) {
-        uint64_t len;
+        uint64_t len = 0;
         if (tdm__fmt_len(r, &c, name, 'a', &len))
             return -1;
         if (len != n)
@@ -269,8 +247,8 @@ static int read_column(reader *r, const uint8_t *const pos[], enum tdm_fmt_key k
     uint64_t acc = 0;
     for (size_t i = 0; i < n; i++) {
         const uint8_t *at = c.p;
-        uint64_t v;
-        int neg;
+        uint64_t v = 0;
+        int neg = 0;
         if (scalar) {
             v = sv;
             neg = sneg;
@@ -330,15 +308,16 @@ static int read_column(reader *r, const uint8_t *const pos[], enum tdm_fmt_key k
 static int read_events(reader *r, cur *c)
 {
     const uint8_t *pos[TDM_KEY_COUNT_];
-    uint64_t first, n;
-    if (tdm__fmt_index_map(r, c, pos) || u64_field(r, pos, TDM_KEY_FIRST, &first) ||
-        u64_field(r, pos, TDM_KEY_COUNT, &n))
+    uint64_t first = 0, n = 0;
+    if (tdm__fmt_index_map(r, c, pos) || tdm__fmt_u64_field(r, pos, TDM_KEY_FIRST, &first) ||
+        tdm__fmt_u64_field(r, pos, TDM_KEY_COUNT, &n))
         return -1;
     if (first != r->events.n)
         return tdm__fmt_bad(r, pos[TDM_KEY_FIRST], "first", "does not follow the events before it");
     /* At least a byte per event: what bounds memory by the file's size. */
-    if (n > (uint64_t)(r->rec_end - r->base) - r->rec_off)
-        return tdm__fmt_bad(r, pos[TDM_KEY_COUNT], "count", "more events than the record has bytes");
+    if (n > (uint64_t)(r->rec_end - r->rec_payload))
+        return tdm__fmt_bad(r, pos[TDM_KEY_COUNT], "count",
+                            "more events than the record has bytes");
     tdm_event *ev = tdm__fmt_vec_more(r, &r->events, sizeof *ev, n);
     if (!ev)
         return -1;
@@ -358,7 +337,7 @@ static int read_events(reader *r, cur *c)
 static int read_blocks(reader *r, cur *c, tdm_snap_segment *g, const uint8_t *row_at)
 {
     const uint8_t *at = c->p;
-    uint64_t nb, extra;
+    uint64_t nb = 0, extra = 0;
     if (tdm__fmt_len(r, c, "blocks", 'a', &nb))
         return -1;
     if (nb > UINT32_MAX - r->blocks.n)
@@ -370,7 +349,7 @@ static int read_blocks(reader *r, cur *c, tdm_snap_segment *g, const uint8_t *ro
     g->block_count = (uint32_t)nb;
     uint64_t end = g->address; /* where the next block must start */
     for (uint64_t k = 0; k < nb; k++, b++) {
-        int64_t stack, state, cat;
+        int64_t stack = 0, state = 0, cat = 0;
         if (tdm__fmt_row_begin(r, c, "blocks", TDM_BLK_FIELDS, &extra))
             return -1;
         at = c->p;
@@ -403,7 +382,7 @@ static int read_blocks(reader *r, cur *c, tdm_snap_segment *g, const uint8_t *ro
 
 static int read_segments(reader *r, cur *c)
 {
-    uint64_t n, extra;
+    uint64_t n = 0, extra = 0;
     if (tdm__fmt_table_begin(r, c, r->segments.n, &n))
         return -1;
     if (n > UINT32_MAX - r->segments.n)
@@ -412,7 +391,7 @@ static int read_segments(reader *r, cur *c)
     if (!g)
         return -1;
     for (uint64_t i = 0; i < n; i++, g++) {
-        int64_t device, pool, stack;
+        int64_t device = 0, pool = 0, stack = 0;
         const uint8_t *total_at;
         if (tdm__fmt_row_begin(r, c, "segments", TDM_SEG_FIELDS, &extra) ||
             tdm__fmt_range(r, c, "device", TDM_FMT_DEVICE_MIN, TDM_FMT_DEVICE_MAX, &device) ||
@@ -437,14 +416,14 @@ static int read_segments(reader *r, cur *c)
 
 static int read_stats(reader *r, cur *c)
 {
-    uint64_t n, extra;
+    uint64_t n = 0, extra = 0;
     if (tdm__fmt_table_begin(r, c, r->stats.n, &n))
         return -1;
     tdm_snap_device_stats *d = tdm__fmt_vec_more(r, &r->stats, sizeof *d, n);
     if (!d)
         return -1;
     for (uint64_t i = 0; i < n; i++, d++) {
-        int64_t device;
+        int64_t device = 0;
         memset(d, 0, sizeof *d);
         tdm_stats *s = &d->stats;
         s->size = sizeof *s;
@@ -472,7 +451,8 @@ static int read_dropped(reader *r, cur *c)
     if (r->have_dropped)
         return tdm__fmt_fail(r, TDM_FORMAT_ERROR, r->rec_off, "a second dropped record");
     r->have_dropped = 1;
-    return tdm__fmt_index_map(r, c, pos) || u64_field(r, pos, TDM_KEY_DROPPED_EVENTS, &r->dropped)
+    return tdm__fmt_index_map(r, c, pos) ||
+                   tdm__fmt_u64_field(r, pos, TDM_KEY_DROPPED_EVENTS, &r->dropped)
                ? -1
                : 0;
 }
@@ -480,8 +460,8 @@ static int read_dropped(reader *r, cur *c)
 static int read_end(reader *r, cur *c)
 {
     const uint8_t *pos[TDM_KEY_COUNT_];
-    uint64_t events;
-    if (tdm__fmt_index_map(r, c, pos) || u64_field(r, pos, TDM_KEY_EVENTS, &events))
+    uint64_t events = 0;
+    if (tdm__fmt_index_map(r, c, pos) || tdm__fmt_u64_field(r, pos, TDM_KEY_EVENTS, &events))
         return -1;
     if (events != r->events.n) {
         char what[96];
@@ -507,11 +487,11 @@ static int read_signature(reader *r, const uint8_t **pp)
     uint64_t version[2] = {0, 0};
     for (int i = 0; i < 2; i++) {
         const uint8_t *at = p;
-        int neg, rc = have < sizeof signature ? TDM_FMT_DEC_SHORT
+        int neg = 0, rc = have < sizeof signature ? TDM_FMT_DEC_SHORT
                                               : tdm__fmt_dec_int(&p, end, &version[i], &neg);
         if (rc == TDM_FMT_DEC_SHORT)
-            return tdm__fmt_fail(r, TDM_TRUNCATED, 0,
-                                 "file ends at byte %zu, inside its signature", r->len);
+            return tdm__fmt_fail(r, TDM_TRUNCATED, 0, "file ends at byte %zu, inside its signature",
+                                 r->len);
         if (rc != TDM_FMT_DEC_OK || neg)
             return tdm__fmt_fail(r, TDM_FORMAT_ERROR, tdm__fmt_off(r, at),
                                  "bad %s format version at byte %llu", i ? "minor" : "major",
@@ -550,8 +530,8 @@ static int read_record(reader *r, const uint8_t **pp)
                              "expected a record at byte %llu, found 0x%02x",
                              (unsigned long long)r->rec_off, *p);
     p++;
-    uint64_t type, len, crc;
-    int neg;
+    uint64_t type = 0, len = 0, crc = 0;
+    int neg = 0;
     int rc = tdm__fmt_dec_int(&p, end, &type, &neg);
     if (rc == TDM_FMT_DEC_SHORT)
         return envelope_short(r, 0);
@@ -576,14 +556,17 @@ static int read_record(reader *r, const uint8_t **pp)
     if (rc == TDM_FMT_DEC_SHORT)
         return envelope_short(r, 0);
     if (rc != TDM_FMT_DEC_OK || neg || crc > UINT32_MAX)
-        return tdm__fmt_fail(r, TDM_FORMAT_ERROR, tdm__fmt_off(r, at), "bad checksum field at byte %llu",
+        return tdm__fmt_fail(r, TDM_FORMAT_ERROR, tdm__fmt_off(r, at),
+                             "bad checksum field at byte %llu",
                              (unsigned long long)tdm__fmt_off(r, at));
     if (tdm__format_crc32((uint32_t)type, payload, len) != crc)
         return tdm__fmt_fail(r, TDM_FORMAT_ERROR, r->rec_off, "checksum mismatch");
     if (!r->have_header && type != TDM_REC_HEADER)
-        return tdm__fmt_fail(r, TDM_FORMAT_ERROR, r->rec_off, "the first record must be the header");
+        return tdm__fmt_fail(r, TDM_FORMAT_ERROR, r->rec_off,
+                             "the first record must be the header");
 
     cur c = {payload, payload + len};
+    r->rec_payload = payload;
     r->rec_end = c.end;
     int bad = 0;
     switch (type) {
@@ -688,7 +671,8 @@ tdm_status tdm__snap_read_buffer(const void *data, size_t len, int partial_ok,
     if (!out || (!data && len))
         return TDM_INVALID_ARGUMENT;
     *out = NULL;
-    reader r = {.base = data, .len = len, .err = err, .status = TDM_OK};
+    static const uint8_t nothing[1];
+    reader r = {.base = data ? data : nothing, .len = len, .err = err, .status = TDM_OK};
     r.a = calloc(1, sizeof *r.a);
     if (!r.a)
         return TDM_HOST_OUT_OF_MEMORY;

@@ -76,8 +76,8 @@ size_t tdm__ring_copy(tdm__ring *ring, tdm_event *out, size_t max,
             continue;
         uint64_t w[7];
         for (int k = 0; k < 7; k++)
-            w[k] = atomic_load_explicit(&slot->w[k], memory_order_relaxed);
-        atomic_thread_fence(memory_order_acquire);
+            w[k] = atomic_load_explicit(&slot->w[k], TDM_SEQ_DATA_LOAD);
+        TDM_SEQ_FENCE_ACQUIRE();
         if (atomic_load_explicit(&slot->seq, memory_order_relaxed) != want)
             continue;
         memcpy(&out[n++], w, sizeof w);

@@ -23,6 +23,7 @@
 
 #include "tidemark.h"
 #include "event.h"
+#include "seqlock.h"
 
 typedef struct tdm__ring_slot {
     _Atomic uint64_t seq;  /* 0 empty; 2i+1 writing event i; 2i+2 holds event i */
@@ -84,11 +85,11 @@ static inline void tdm__ring_push(tdm__ring *ring, const tdm_event *ev)
                                                   memory_order_relaxed))
             break;
     }
-    atomic_thread_fence(memory_order_release);
+    TDM_SEQ_FENCE_RELEASE();
     uint64_t w[7];
     memcpy(w, ev, sizeof w);
     for (int k = 0; k < 7; k++)
-        atomic_store_explicit(&slot->w[k], w[k], memory_order_relaxed);
+        atomic_store_explicit(&slot->w[k], w[k], TDM_SEQ_DATA_STORE);
     atomic_store_explicit(&slot->seq, done, memory_order_release);
 }
 

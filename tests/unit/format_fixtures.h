@@ -49,6 +49,8 @@ static inline void *fx_calloc(size_t n, size_t size)
 {
     void *p = calloc(n ? n : 1, size);
     assert_non_null(p);
+    if (!p) /* for the compiler: never returns NULL */
+        abort();
     return p;
 }
 
@@ -193,7 +195,7 @@ static inline void fx_build_big(fx_snap *f, size_t nevents, size_t nframes, uint
     tdm_snap_frame *fr = fx_calloc(nframes, sizeof *fr);
     for (size_t i = 0; i < nframes; i++) {
         char *name = f->names + 16 * i;
-        snprintf(name, 16, "fn_%zu", i);
+        snprintf(name, 16, "fn_%u", (unsigned)i);
         fr[i] = (tdm_snap_frame){0x400000 + 16 * i, name, i % 3 ? "model.c" : "train.c",
                                  (uint32_t)(i % 1000), "train"};
     }
@@ -497,8 +499,14 @@ static inline void fx_file_begin(fx_file *b, uint64_t major, uint64_t minor)
     msgpack_pack_uint64(&b->fpk, minor);
 }
 
-static inline void fx_key(fx_file *b, const char *k) { msgpack_pack_str_with_body(&b->pk, k, strlen(k)); }
-static inline void fx_str(fx_file *b, const char *s) { msgpack_pack_str_with_body(&b->pk, s, strlen(s)); }
+static inline void fx_key(fx_file *b, const char *k)
+{
+    msgpack_pack_str_with_body(&b->pk, k, strlen(k));
+}
+static inline void fx_str(fx_file *b, const char *s)
+{
+    msgpack_pack_str_with_body(&b->pk, s, strlen(s));
+}
 
 /* Ends the record built in b->rec as [type, bin, crc]. */
 static inline void fx_emit(fx_file *b, uint32_t type)
@@ -513,7 +521,8 @@ static inline void fx_emit(fx_file *b, uint32_t type)
 /* A minimal valid header record. */
 static inline void fx_emit_header(fx_file *b, const char *host)
 {
-    static const char *const keys[] = {"tool_version", "config", "metadata", "command", "alloc_mode"};
+    static const char *const keys[] = {"tool_version", "config", "metadata", "command",
+                                       "alloc_mode"};
     msgpack_pack_map(&b->pk, 16);
     for (int i = 0; i < 5; i++) {
         fx_key(b, keys[i]);

@@ -276,7 +276,8 @@ static void newer_minor_version_additions_are_read(void **state)
     fx_key(&b, "time_ns"), msgpack_pack_array(&b.pk, 2);
     msgpack_pack_uint64(&b.pk, 1000), msgpack_pack_int64(&b.pk, -10);
     fx_key(&b, "action"), msgpack_pack_array(&b.pk, 2);
-    msgpack_pack_uint64(&b.pk, TDM_ACTION_ALLOC), msgpack_pack_uint64(&b.pk, TDM_ACTION_FREE_COMPLETED);
+    msgpack_pack_uint64(&b.pk, TDM_ACTION_ALLOC),
+        msgpack_pack_uint64(&b.pk, TDM_ACTION_FREE_COMPLETED);
     fx_key(&b, "device"), msgpack_pack_int64(&b.pk, 3);
     fx_key(&b, "addr"), msgpack_pack_array(&b.pk, 2);
     msgpack_pack_uint64(&b.pk, 0x10000), msgpack_pack_int64(&b.pk, 0);
@@ -514,6 +515,8 @@ static void read_file_errors(void **state)
     assert_non_null(strstr(err.message, "directory"));
     assert_int_equal(tdm__snap_read_file(dir, 0, NULL, &err), TDM_INVALID_ARGUMENT);
     assert_int_equal(tdm__snap_read_buffer(NULL, 5, 0, &s, &err), TDM_INVALID_ARGUMENT);
+    assert_int_equal(tdm__snap_read_buffer(NULL, 0, 1, &s, &err), TDM_TRUNCATED);
+    assert_null(s);
     tdm__snap_free(NULL);
     fx_rm_dir(dir);
 }
