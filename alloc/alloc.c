@@ -4,7 +4,10 @@
  * pointer map and per-device snapshot info; the public entry points
  * tdm_malloc, tdm_free, tdm_device_count, tdm_mem_get_info,
  * tdm_memory_stats(_pool), tdm_reset_peak_stats, tdm_empty_cache and the
- * stream calls; the state source and tag listener given to the recorder.
+ * stream calls; the state source and tag listener given to the recorder,
+ * which cover observe mode's bookings (observe.c) too; the choice of
+ * provider (sim, a vendor by kind, or one a hook gives) and the fork
+ * handlers that keep every allocator lock free across fork().
  *
  * Invariants: every live allocation is in the pointer map exactly once;
  * the mode and device count never change between init and reset.
@@ -17,6 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "meta.h"
 #include "recorder.h"
@@ -38,6 +42,44 @@ void tdm__alloc_config_defaults(tdm__alloc_config *cfg)
     strcpy(cfg->mode, "cache");
 }
 
+/* The vendor providers live in their own files; a build or a test binary
+ * without one of them still links, and that kind reports not available. */
+extern tdm_status tdm__provider_cuda_create(const tdm_cuda_fns *fns,
+                                            tdm_provider **out)
+    __attribute__((weak));
+extern tdm_status tdm__provider_hip_create(const tdm_hip_fns *fns,
+                                           tdm_provider **out)
+    __attribute__((weak));
+extern tdm_status tdm__provider_ze_create(const tdm_ze_fns *fns,
+                                          tdm_provider **out)
+    __attribute__((weak));
+
+static int kind_known(const char *kind)
+{
+    return strcmp(kind, "sim") == 0 || strcmp(kind, "cuda") == 0 ||
+           strcmp(kind, "hip") == 0 || strcmp(kind, "ze") == 0;
+}
+
+/* A vendor's provider over its real library (dlopen'ed by the provider),
+ * when it is there and has at least one device. */
+static tdm_status vendor_provider(const char *kind, tdm_provider **out)
+{
+    tdm_status st = TDM_NOT_AVAILABLE;
+    *out = NULL;
+    if (strcmp(kind, "cuda") == 0 && tdm__provider_cuda_create)
+        st = tdm__provider_cuda_create(NULL, out);
+    else if (strcmp(kind, "hip") == 0 && tdm__provider_hip_create)
+        st = tdm__provider_hip_create(NULL, out);
+    else if (strcmp(kind, "ze") == 0 && tdm__provider_ze_create)
+        st = tdm__provider_ze_create(NULL, out);
+    if (st == TDM_OK && (*out)->device_count < 1) {
+        (*out)->destroy(*out);
+        *out = NULL;
+        st = TDM_NOT_AVAILABLE;
+    }
+    return st;
+}
+
 static int mode_of(const char *name)
 {
     if (strcmp(name, "cache") == 0)
@@ -51,7 +93,7 @@ tdm_status tdm__alloc_configure(const tdm__alloc_config *cfg)
 {
     if (cfg == NULL)
         return TDM_INVALID_ARGUMENT;
-    if (strcmp(cfg->device_kind, "sim") != 0)
+    if (!kind_known(cfg->device_kind))
         return TDM_NOT_AVAILABLE;
     if (cfg->device_count < 1 || cfg->device_count > 64 ||
         cfg->device_capacity == 0 || mode_of(cfg->mode) < 0 ||
@@ -69,12 +111,30 @@ tdm_status tdm__alloc_configure(const tdm__alloc_config *cfg)
     return st;
 }
 
-static tdm_status tag_listener(const void *ptr, uint8_t category);
-static void state_source(const tdm__state_visitor *v);
+static void register_atfork(void);
+
+/* The provider the configuration asks for, or the one a hook gave. */
+static tdm_status make_provider(tdm__alloc_global *g, tdm_provider **out)
+{
+    if (g->given) {
+        *out = g->given;
+        g->given = NULL;
+        return TDM_OK;
+    }
+    if (strcmp(g->cfg.device_kind, "sim") != 0)
+        return vendor_provider(g->cfg.device_kind, out);
+    tdm_sim_config sc = {
+        .device_count = g->cfg.device_count,
+        .capacity = g->cfg.device_capacity,
+        .host_accessible = g->cfg.host_accessible,
+    };
+    return tdm__provider_sim_create(&sc, out);
+}
 
 tdm_status tdm__alloc_init_slow(void)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
+    register_atfork();
     pthread_mutex_lock(&g->init_lock);
     if (atomic_load_explicit(&g->ready, memory_order_relaxed)) {
         pthread_mutex_unlock(&g->init_lock);
@@ -82,14 +142,15 @@ tdm_status tdm__alloc_init_slow(void)
     }
     if (!g->configured)
         tdm__alloc_config_defaults(&g->cfg);
-    tdm_sim_config sc = {
-        .device_count = g->cfg.device_count,
-        .capacity = g->cfg.device_capacity,
-        .host_accessible = g->cfg.host_accessible,
-    };
-    tdm_status st = tdm__provider_sim_create(&sc, &g->prov);
+    tdm_provider *inner = NULL;
+    tdm_status st = make_provider(g, &inner);
     if (st != TDM_OK)
         goto out;
+    st = tdm__fraction_wrap(inner, &g->prov);
+    if (st != TDM_OK) {
+        inner->destroy(inner);
+        goto out;
+    }
     g->device_count = g->prov->device_count;
     g->mode = mode_of(g->cfg.mode);
     g->devices = tdm__meta_map(sizeof(tdm_snap_device) * (size_t)g->device_count);
@@ -110,10 +171,8 @@ tdm_status tdm__alloc_init_slow(void)
     st = g->mode == TDM__MODE_CACHE ? tdm__cache_create() : tdm__pt_create();
     if (st != TDM_OK)
         goto fail;
-    tdm__rec_set_state_source(state_source);
-    tdm__rec_set_tag_listener(tag_listener);
-    tdm__rec_set_alloc_mode(g->mode == TDM__MODE_CACHE ? "cache" : "passthrough");
     atomic_store_explicit(&g->ready, 1, memory_order_release);
+    tdm__alloc_attach_recorder(0);
     goto out;
 fail:
     if (g->devices)
@@ -141,10 +200,59 @@ const char *tdm__alloc_mode_name(void)
     return tdm__alloc_g.mode == TDM__MODE_CACHE ? "cache" : "passthrough";
 }
 
+tdm_status tdm__alloc_use_provider(struct tdm_provider *provider)
+{
+    tdm__alloc_global *g = &tdm__alloc_g;
+    if (provider == NULL || provider->device_count < 1)
+        return TDM_INVALID_ARGUMENT;
+    tdm_status st = TDM_BAD_CONFIG;
+    pthread_mutex_lock(&g->init_lock);
+    if (!atomic_load_explicit(&g->ready, memory_order_relaxed)) {
+        if (g->given)
+            g->given->destroy(g->given);
+        g->given = provider;
+        st = TDM_OK;
+    }
+    pthread_mutex_unlock(&g->init_lock);
+    return st;
+}
+
+tdm_status tdm__alloc_prefer_vendor(const char *kind)
+{
+    tdm__alloc_global *g = &tdm__alloc_g;
+    if (atomic_load_explicit(&g->ready, memory_order_acquire))
+        return TDM_OK;
+    pthread_mutex_lock(&g->init_lock);
+    int want = !g->given && (!g->configured ||
+                             strcmp(g->cfg.device_kind, "sim") == 0);
+    pthread_mutex_unlock(&g->init_lock);
+    if (!want)
+        return TDM_OK;
+    tdm_provider *p = NULL;
+    if (vendor_provider(kind, &p) != TDM_OK)
+        return TDM_OK; /* no such vendor here: the sim device serves */
+    if (tdm__alloc_use_provider(p) != TDM_OK)
+        p->destroy(p); /* another thread started the allocator meanwhile */
+    return TDM_OK;
+}
+
+tdm_status tdm__alloc_set_memory_fraction(double fraction, int device)
+{
+    tdm_status st = tdm__alloc_ready();
+    if (st != TDM_OK)
+        return st;
+    return tdm__fraction_set(tdm__alloc_g.prov, device, fraction);
+}
+
 void tdm__alloc_reset_for_tests(void)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
+    tdm__obs_reset_for_tests();
     pthread_mutex_lock(&g->init_lock);
+    if (g->given) {
+        g->given->destroy(g->given);
+        g->given = NULL;
+    }
     if (atomic_load_explicit(&g->ready, memory_order_relaxed)) {
         if (g->mode == TDM__MODE_CACHE)
             tdm__cache_destroy();
@@ -334,21 +442,69 @@ void tdm__stats_reset_peaks(tdm__stats_acc *a)
             a->st[p][r].peak = a->st[p][r].current;
 }
 
+static void stat_sum(tdm_stat *a, const tdm_stat *b)
+{
+    a->current += b->current;
+    a->peak += b->peak; /* an upper bound: the two peaks may not coincide */
+    a->allocated += b->allocated;
+    a->freed += b->freed;
+}
+
+/* *a += *b, both full-size structs. */
+static void stats_sum(tdm_stats *a, const tdm_stats *b)
+{
+    stat_sum(&a->allocated_bytes, &b->allocated_bytes);
+    stat_sum(&a->reserved_bytes, &b->reserved_bytes);
+    stat_sum(&a->active_bytes, &b->active_bytes);
+    stat_sum(&a->requested_bytes, &b->requested_bytes);
+    stat_sum(&a->allocation, &b->allocation);
+    stat_sum(&a->segment, &b->segment);
+    a->num_alloc_retries += b->num_alloc_retries;
+    a->num_ooms += b->num_ooms;
+}
+
+/* The allocator's stats of `device` plus observe mode's (full size). */
+static void device_stats(int device, int pool, int in_alloc, int in_obs,
+                         tdm_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    out->size = sizeof *out;
+    if (in_alloc) {
+        if (tdm__alloc_g.mode == TDM__MODE_CACHE)
+            tdm__cache_stats(device, pool, out);
+        else
+            tdm__pt_stats(device, pool, out);
+    }
+    if (in_obs) {
+        tdm_stats o = {.size = sizeof o};
+        tdm__obs_stats(device, pool, &o);
+        stats_sum(out, &o);
+    }
+}
+
 TDM_API tdm_status tdm_memory_stats_pool(int device, tdm_stat_pool pool,
                                          tdm_stats *stats)
 {
     if (stats == NULL || stats->size < sizeof(size_t) ||
         (unsigned)pool > TDM_STAT_POOL_LARGE)
         return TDM_INVALID_ARGUMENT;
-    tdm_status st = tdm__alloc_ready();
-    if (st != TDM_OK)
-        return st;
-    if (!valid_device(device))
+    /* A device only observe mode knows (a vendor's, seen by the hooks)
+     * does not start the allocator. */
+    int in_obs = tdm__obs_has_device(device);
+    int in_alloc = 0;
+    if (!in_obs || atomic_load_explicit(&tdm__alloc_g.ready, memory_order_acquire)) {
+        tdm_status st = tdm__alloc_ready();
+        if (st != TDM_OK && !in_obs)
+            return st;
+        in_alloc = st == TDM_OK && valid_device(device);
+    }
+    if (!in_alloc && !in_obs)
         return TDM_NO_SUCH_DEVICE;
-    if (tdm__alloc_g.mode == TDM__MODE_CACHE)
-        tdm__cache_stats(device, (int)pool, stats);
-    else
-        tdm__pt_stats(device, (int)pool, stats);
+    tdm_stats all;
+    device_stats(device, (int)pool, in_alloc, in_obs, &all);
+    size_t n = stats->size < sizeof all ? stats->size : sizeof all;
+    memcpy((char *)stats + sizeof stats->size, (char *)&all + sizeof all.size,
+           n - sizeof stats->size);
     return TDM_OK;
 }
 
@@ -359,11 +515,16 @@ TDM_API tdm_status tdm_memory_stats(int device, tdm_stats *stats)
 
 TDM_API tdm_status tdm_reset_peak_stats(int device)
 {
+    int in_obs = tdm__obs_has_device(device);
+    if (in_obs)
+        tdm__obs_reset_peaks(device);
+    if (in_obs && !atomic_load_explicit(&tdm__alloc_g.ready, memory_order_acquire))
+        return TDM_OK;
     tdm_status st = tdm__alloc_ready();
     if (st != TDM_OK)
-        return st;
+        return in_obs ? TDM_OK : st;
     if (!valid_device(device))
-        return TDM_NO_SUCH_DEVICE;
+        return in_obs ? TDM_OK : TDM_NO_SUCH_DEVICE;
     if (tdm__alloc_g.mode == TDM__MODE_CACHE)
         tdm__cache_reset_peaks(device);
     else
@@ -427,11 +588,10 @@ TDM_API tdm_status tdm_device_synchronize(int device)
 
 /* ---- recorder hooks ------------------------------------------------------ */
 
-static tdm_status tag_listener(const void *ptr, uint8_t category)
+static tdm_status alloc_tag(uint64_t key, uint8_t category)
 {
     if (!atomic_load_explicit(&tdm__alloc_g.ready, memory_order_acquire))
         return TDM_UNKNOWN_POINTER;
-    uint64_t key = (uint64_t)(uintptr_t)ptr;
     if (tdm__alloc_g.mode == TDM__MODE_CACHE) {
         tdm__ptr_rec rec;
         tdm_status st = tdm__ptrmap_get(&tdm__alloc_g.map, key, &rec);
@@ -440,14 +600,126 @@ static tdm_status tag_listener(const void *ptr, uint8_t category)
     return tdm__ptrmap_set_category(&tdm__alloc_g.map, key, category);
 }
 
+static tdm_status tag_listener(const void *ptr, uint8_t category)
+{
+    uint64_t key = (uint64_t)(uintptr_t)ptr;
+    tdm_status st = alloc_tag(key, category);
+    return st == TDM_UNKNOWN_POINTER ? tdm__obs_tag(key, category) : st;
+}
+
+/* The allocator's visit, with its device list noted and observe mode's
+ * stats added to those of devices both know. */
+typedef struct merge_ctx {
+    const tdm__state_visitor *out;
+    uint64_t emitted[2]; /* bit device + 1: described by the allocator */
+} merge_ctx;
+
+static void merge_device(void *ctx, const tdm_snap_device *d)
+{
+    merge_ctx *m = ctx;
+    unsigned bit = (unsigned)(d->index + 1);
+    if (bit < 128)
+        m->emitted[bit / 64] |= (uint64_t)1 << (bit % 64);
+    if (m->out->device)
+        m->out->device(m->out->ctx, d);
+}
+
+static void merge_segment(void *ctx, const tdm_snap_segment *seg,
+                          const tdm_snap_block *blocks, size_t n)
+{
+    merge_ctx *m = ctx;
+    if (m->out->segment)
+        m->out->segment(m->out->ctx, seg, blocks, n);
+}
+
+static void merge_stats(void *ctx, int device, const tdm_stats *st)
+{
+    merge_ctx *m = ctx;
+    if (!m->out->stats)
+        return;
+    if (!tdm__obs_has_device(device)) {
+        m->out->stats(m->out->ctx, device, st);
+        return;
+    }
+    tdm_stats all = *st, o = {.size = sizeof o};
+    tdm__obs_stats(device, 0, &o);
+    stats_sum(&all, &o);
+    m->out->stats(m->out->ctx, device, &all);
+}
+
 static void state_source(const tdm__state_visitor *v)
 {
-    if (!atomic_load_explicit(&tdm__alloc_g.ready, memory_order_acquire))
-        return;
-    if (tdm__alloc_g.mode == TDM__MODE_CACHE)
-        tdm__cache_visit(v);
-    else
-        tdm__pt_visit(v);
+    merge_ctx m = {.out = v};
+    if (atomic_load_explicit(&tdm__alloc_g.ready, memory_order_acquire)) {
+        tdm__state_visitor w = {&m, merge_device, merge_segment, merge_stats};
+        if (tdm__alloc_g.mode == TDM__MODE_CACHE)
+            tdm__cache_visit(&w);
+        else
+            tdm__pt_visit(&w);
+    }
+    tdm__obs_visit(v, m.emitted);
+}
+
+void tdm__alloc_attach_recorder(int observe)
+{
+    tdm__rec_set_state_source(state_source);
+    tdm__rec_set_tag_listener(tag_listener);
+    if (!observe)
+        tdm__rec_set_alloc_mode(tdm__alloc_g.mode == TDM__MODE_CACHE
+                                    ? "cache" : "passthrough");
+    else if (!atomic_load_explicit(&tdm__alloc_g.ready, memory_order_acquire))
+        tdm__rec_set_alloc_mode("observe");
+}
+
+/* ---- fork ------------------------------------------------------------------
+ * A child forked while another thread held an allocator lock would find
+ * it held forever.  The handlers take every lock before fork() and release
+ * them after, in one order: the init lock, per-device locks (cache mode
+ * takes map shard locks inside them), the map's shards, then observe
+ * mode's.  Provider locks are the provider's own and are not covered. */
+
+static void lock_all(void)
+{
+    tdm__alloc_global *g = &tdm__alloc_g;
+    pthread_mutex_lock(&g->init_lock);
+    if (atomic_load_explicit(&g->ready, memory_order_relaxed)) {
+        for (int i = 0; i < g->device_count; i++)
+            pthread_mutex_lock(g->mode == TDM__MODE_CACHE ? tdm__cache_lock_of(i)
+                                                          : tdm__pt_lock_of(i));
+        for (int i = 0; i < TDM__PTRMAP_SHARDS; i++)
+            pthread_mutex_lock(&g->map.shards[i].lock);
+    }
+    tdm__obs_lock_all();
+}
+
+static void unlock_all(void)
+{
+    tdm__alloc_global *g = &tdm__alloc_g;
+    tdm__obs_unlock_all();
+    if (atomic_load_explicit(&g->ready, memory_order_relaxed)) {
+        for (int i = TDM__PTRMAP_SHARDS - 1; i >= 0; i--)
+            pthread_mutex_unlock(&g->map.shards[i].lock);
+        for (int i = g->device_count - 1; i >= 0; i--)
+            pthread_mutex_unlock(g->mode == TDM__MODE_CACHE ? tdm__cache_lock_of(i)
+                                                            : tdm__pt_lock_of(i));
+    }
+    pthread_mutex_unlock(&g->init_lock);
+}
+
+static void atfork_once(void)
+{
+    pthread_atfork(lock_all, unlock_all, unlock_all);
+}
+
+static void register_atfork(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, atfork_once);
+}
+
+void tdm__alloc_register_atfork(void)
+{
+    register_atfork();
 }
 
 void tdm__alloc_visit_for_tests(const tdm__state_visitor *v)

@@ -51,17 +51,17 @@ tdm_status tdm__alloc_configure(const tdm__alloc_config *cfg);
 /* Creates the devices now (with the configuration in force) instead of at
  * the first tdm_malloc, so a snapshot lists them even before any
  * allocation. */
-tdm_status tdm__alloc_init(void);
+TDM_API tdm_status tdm__alloc_init(void);
 
 /* The allocator-layer entry points under tdm_malloc / tdm_free, for hooks
  * that serve vendor calls.  `skip` is the number of the caller's own
  * frames (tidemark frames above this call) to leave out of stacks. */
-tdm_status tdm__alloc_malloc(void **ptr, size_t size, int device,
-                             tdm_stream stream, unsigned skip);
-tdm_status tdm__alloc_free(void *ptr, unsigned skip);
+TDM_API tdm_status tdm__alloc_malloc(void **ptr, size_t size, int device,
+                                     tdm_stream stream, unsigned skip);
+TDM_API tdm_status tdm__alloc_free(void *ptr, unsigned skip);
 
 /* "cache" or "passthrough": the mode in force (after init). */
-const char *tdm__alloc_mode_name(void);
+TDM_API const char *tdm__alloc_mode_name(void);
 
 /* Checks every invariant of the caching allocator on `device` (blocks tile
  * each segment exactly, free neighbours merged, pool trees hold exactly
@@ -82,34 +82,57 @@ void tdm__alloc_visit_for_tests(const struct tdm__state_visitor *v);
  * its own segment holding one block (segment_alloc + alloc, then
  * free_requested + free_completed + segment_free), with stats and state as
  * in pass-through mode.  `skip` counts the hook's own frames to leave out
- * of stacks.  Implemented in alloc/observe.c. */
+ * of stacks.  Implemented in alloc/observe.c.
+ *
+ * Call tdm__alloc_observe_free / _unmap BEFORE the vendor's free / unmap
+ * (and book nothing more if that then fails only when the pointer was
+ * unknown): once the vendor has the memory back, another thread may get
+ * the same address and book it first.
+ *
+ * TDM_API on a tdm__ name: exported from libtidemark.so for
+ * libtidemark_preload.so (which links it); not part of the public API. */
 
 /* Describes device `device` of a vendor for snapshots ("cuda", "NVIDIA
  * H100 80GB HBM3", capacity in bytes).  Later calls update it. */
-void tdm__alloc_observe_device(int device, const char *vendor,
-                               const char *name, uint64_t capacity);
+TDM_API void tdm__alloc_observe_device(int device, const char *vendor,
+                                       const char *name, uint64_t capacity);
 /* A vendor allocation that succeeded. */
-void tdm__alloc_observe_alloc(int device, const void *ptr, size_t size,
-                              tdm_stream stream, unsigned skip);
+TDM_API void tdm__alloc_observe_alloc(int device, const void *ptr,
+                                      size_t size, tdm_stream stream,
+                                      unsigned skip);
 /* A vendor free.  TDM_UNKNOWN_POINTER (and nothing recorded) for memory
  * observe_alloc never saw. */
-tdm_status tdm__alloc_observe_free(const void *ptr, tdm_stream stream,
-                                   unsigned skip);
+TDM_API tdm_status tdm__alloc_observe_free(const void *ptr, tdm_stream stream,
+                                           unsigned skip);
 /* A vendor allocation that failed for lack of memory: an `oom` event. */
-void tdm__alloc_observe_oom(int device, size_t size, size_t free_bytes,
-                            tdm_stream stream, unsigned skip);
+TDM_API void tdm__alloc_observe_oom(int device, size_t size,
+                                    size_t free_bytes, tdm_stream stream,
+                                    unsigned skip);
 /* Virtual memory: physical memory mapped at [va, va+size) (segment_map),
  * and unmapped (segment_unmap). */
-void tdm__alloc_observe_map(int device, const void *va, size_t size,
-                            unsigned skip);
-tdm_status tdm__alloc_observe_unmap(const void *va, size_t size,
+TDM_API void tdm__alloc_observe_map(int device, const void *va, size_t size,
                                     unsigned skip);
+TDM_API tdm_status tdm__alloc_observe_unmap(const void *va, size_t size,
+                                            unsigned skip);
 
 /* ---- cache mode over a vendor ----
  * Hooks that serve a vendor's allocations from the caching allocator give
  * it the vendor provider (made with the real, un-hooked vendor functions)
  * before the first allocation.  TDM_BAD_CONFIG once devices exist. */
-tdm_status tdm__alloc_use_provider(struct tdm_provider *provider);
+TDM_API tdm_status tdm__alloc_use_provider(struct tdm_provider *provider);
+
+/* If the allocator has not started and its device kind is the default
+ * sim, serve from vendor `kind` ("cuda", "hip", "ze") when that vendor's
+ * library is there with at least one device; otherwise nothing changes.
+ * The PyTorch entry points call it: torch needs real device memory.
+ * TDM_OK either way. */
+tdm_status tdm__alloc_prefer_vendor(const char *kind);
+
+/* Caps the bytes the allocator may take from `device`'s provider at
+ * fraction x its total (torch.cuda.set_per_process_memory_fraction);
+ * 1.0 lifts the cap.  Past it, allocations fail as out of memory after
+ * the cache was freed and retried. */
+tdm_status tdm__alloc_set_memory_fraction(double fraction, int device);
 
 /* Tears everything down (tests only): frees every segment back to the
  * provider and forgets the configuration. */

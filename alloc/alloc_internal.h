@@ -70,7 +70,9 @@ typedef struct tdm__alloc_global {
     int configured;               /* cfg was set by tdm__alloc_configure */
     tdm__alloc_config cfg;
     int mode;                     /* TDM__MODE_* */
-    tdm_provider *prov;
+    tdm_provider *prov;           /* the fraction wrapper over the device's
+                                     provider (fraction.c) */
+    tdm_provider *given;          /* from tdm__alloc_use_provider, until init */
     int device_count;
     tdm_snap_device *devices;     /* [device_count]; names below */
     char (*device_names)[64];     /* [device_count] */
@@ -113,6 +115,8 @@ tdm_status tdm__pt_free(uint64_t ptr, const tdm__ptr_rec *rec,
 void tdm__pt_stats(int device, int pool, tdm_stats *out);
 void tdm__pt_reset_peaks(int device);
 void tdm__pt_visit(const tdm__state_visitor *visitor);
+/* The stats lock of `device` (fork handlers). */
+pthread_mutex_t *tdm__pt_lock_of(int device);
 
 /* ---- cache mode (cache_*.c) ---- */
 tdm_status tdm__cache_create(void);
@@ -128,6 +132,8 @@ tdm_status tdm__cache_empty(int device);
 tdm_status tdm__cache_record_stream(uint64_t ptr, const tdm__ptr_rec *rec,
                                     tdm_stream stream);
 void tdm__cache_sync(int device, int all_streams, tdm_stream stream);
+/* The device lock of `device` (fork handlers). */
+pthread_mutex_t *tdm__cache_lock_of(int device);
 
 /* ---- out of memory (oom.c) ---- */
 /* One site and its live bytes, for the OOM line. */
@@ -138,9 +144,50 @@ typedef struct tdm__oom_site {
 /* Adds `bytes` to stack_id's total among sites[0..*n) (at most cap). */
 void tdm__oom_site_add(tdm__oom_site *sites, size_t *n, size_t cap,
                        uint32_t stack_id, uint64_t bytes);
-/* Prints the one-line OOM report and calls the configured on_oom hook.
- * Called with no allocator lock held. */
-void tdm__oom_report(int device, size_t request, size_t rounded,
-                     size_t free_bytes, tdm__oom_site *sites, size_t n);
+/* Prints the one-line OOM report about `device` (named `device_name`)
+ * and calls the configured on_oom hook.  Called with no allocator lock
+ * held. */
+void tdm__oom_report(int device, const char *device_name, size_t request,
+                     size_t rounded, size_t free_bytes, tdm__oom_site *sites,
+                     size_t n);
+
+/* ---- the recorder's view of alloc/ (alloc.c) ---- */
+/* Gives the recorder the state source and tag listener that cover both
+ * the allocator and observe mode; `observe` also names the snapshot's
+ * alloc mode "observe" unless the allocator already named its own.
+ * Called by whichever of the two initializes first (and by both). */
+void tdm__alloc_attach_recorder(int observe);
+/* Registers, once per process, the fork handlers that take every
+ * allocator and observe-mode lock around fork(). */
+void tdm__alloc_register_atfork(void);
+
+/* ---- observe mode (observe.c) ---- */
+/* Highest device ordinal observe mode books (-1 is the host). */
+#define TDM__OBS_MAX_DEVICE 62
+/* Whether observe mode has booked or been told about `device`. */
+int tdm__obs_has_device(int device);
+/* Its stats, for a device tdm__obs_has_device said yes to. */
+void tdm__obs_stats(int device, int pool, tdm_stats *out);
+void tdm__obs_reset_peaks(int device);
+/* tdm_tag_ptr on an observed allocation; TDM_UNKNOWN_POINTER if none. */
+tdm_status tdm__obs_tag(uint64_t addr, uint8_t category);
+/* Visits observe mode's devices and segments.  emitted[2] is a bit set
+ * over device + 1 of the devices the allocator already described (with
+ * stats that include observe mode's): those get segments only. */
+void tdm__obs_visit(const tdm__state_visitor *v, const uint64_t *emitted);
+/* Takes / releases every observe-mode lock (fork). */
+void tdm__obs_lock_all(void);
+void tdm__obs_unlock_all(void);
+void tdm__obs_reset_for_tests(void);
+
+/* ---- memory fraction (fraction.c) ---- */
+/* Wraps `inner` in a provider that refuses, as out of memory, an
+ * allocation that would take a device's bytes from this provider past
+ * its limit (torch.cuda.set_per_process_memory_fraction).  No limit until
+ * one is set.  The wrapper owns `inner`. */
+tdm_status tdm__fraction_wrap(tdm_provider *inner, tdm_provider **out);
+/* Sets the limit of `device` to fraction x its total bytes (1.0 = none). */
+tdm_status tdm__fraction_set(tdm_provider *wrapper, int device,
+                             double fraction);
 
 #endif

@@ -41,6 +41,11 @@ static uint32_t event_stack(uint32_t sid)
     return tdm__rec_events_carry_stacks() ? sid : 0;
 }
 
+pthread_mutex_t *tdm__cache_lock_of(int device)
+{
+    return &tdm__alloc_g.cache[device]->lock;
+}
+
 tdm_status tdm__cache_create(void)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
@@ -372,7 +377,8 @@ cache_oom(tdm__cache_device *d, const tdm__alloc_req *req, uint64_t rounded)
             if (b->state != TDM_BLOCK_INACTIVE)
                 tdm__oom_site_add(acc.sites, &acc.n, 256, b->stack_id, b->size);
     pthread_mutex_unlock(&d->lock);
-    tdm__oom_report(d->index, req->size, rounded, free_bytes, acc.sites, acc.n);
+    tdm__oom_report(d->index, g->device_names[d->index], req->size, rounded,
+                    free_bytes, acc.sites, acc.n);
     return TDM_OUT_OF_MEMORY;
 }
 

@@ -42,8 +42,9 @@ static void human(char *buf, size_t len, uint64_t bytes)
     snprintf(buf, len, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
 }
 
-void tdm__oom_report(int device, size_t request, size_t rounded,
-                     size_t free_bytes, tdm__oom_site *sites, size_t n)
+void tdm__oom_report(int device, const char *device_name, size_t request,
+                     size_t rounded, size_t free_bytes, tdm__oom_site *sites,
+                     size_t n)
 {
     const tdm__alloc_config *cfg = &tdm__alloc_g.cfg;
     if (!cfg->quiet_oom) {
@@ -63,7 +64,7 @@ void tdm__oom_report(int device, size_t request, size_t rounded,
         int len = snprintf(line, sizeof line,
                            "tidemark: out of memory on %s: tried to allocate %s "
                            "(%zu bytes requested), %s free; largest live sites:",
-                           tdm__alloc_g.device_names[device], a, request, b);
+                           device_name, a, request, b);
         tdm_symbolizer *sym = NULL;
         if (n > 0 && tdm__symbolizer_open(&sym) != TDM_OK)
             sym = NULL;

@@ -101,7 +101,8 @@ static __attribute__((noinline)) tdm_status pt_oom(const tdm__alloc_req *req,
     acc.n = 0;
     acc.device = req->device;
     tdm__ptrmap_each(&g->map, add_site, &acc);
-    tdm__oom_report(req->device, req->size, rounded, free_bytes, acc.sites, acc.n);
+    tdm__oom_report(req->device, g->device_names[req->device], req->size,
+                    rounded, free_bytes, acc.sites, acc.n);
     return TDM_OUT_OF_MEMORY;
 }
 
@@ -172,6 +173,11 @@ void tdm__pt_stats(int device, int pool, tdm_stats *out)
     pthread_mutex_lock(&d->lock);
     tdm__stats_export(&d->stats, pool, out);
     pthread_mutex_unlock(&d->lock);
+}
+
+pthread_mutex_t *tdm__pt_lock_of(int device)
+{
+    return &tdm__alloc_g.pt[device].lock;
 }
 
 void tdm__pt_reset_peaks(int device)

@@ -55,10 +55,16 @@ tdm_status tdm__provider_sim_create(const tdm_sim_config *cfg,
 typedef struct tdm_cuda_fns tdm_cuda_fns; /* provider_cuda.h */
 typedef struct tdm_hip_fns tdm_hip_fns;   /* provider_hip.h */
 typedef struct tdm_ze_fns tdm_ze_fns;     /* provider_ze.h */
-tdm_status tdm__provider_cuda_create(const tdm_cuda_fns *fns, tdm_provider **out);
-tdm_status tdm__provider_hip_create(const tdm_hip_fns *fns, tdm_provider **out);
-tdm_status tdm__provider_ze_create(const tdm_ze_fns *fns, tdm_provider **out);
+/* TDM_API: exported from libtidemark.so for libtidemark_preload.so. */
+TDM_API tdm_status tdm__provider_cuda_create(const tdm_cuda_fns *fns,
+                                             tdm_provider **out);
+TDM_API tdm_status tdm__provider_hip_create(const tdm_hip_fns *fns,
+                                            tdm_provider **out);
+TDM_API tdm_status tdm__provider_ze_create(const tdm_ze_fns *fns,
+                                           tdm_provider **out);
 /* The vendor's own code of this thread's last failed provider call. */
-int tdm__provider_last_vendor_error(void);
+TDM_API int tdm__provider_last_vendor_error(void);
+/* Vendor providers note that code here (alloc/provider_vendor.c). */
+void tdm__provider_set_vendor_error(int code);
 
 #endif

@@ -11,10 +11,12 @@
  *  - The signal handler only writes one byte into a non-blocking pipe
  *    (async-signal-safe); the watcher thread reads it and writes the dump,
  *    so the program never runs tidemark's dump code inside a handler.
- *  - The exit dump happens once, in the process that applied the
- *    configuration: a forked child neither dumps at exit nor on the signal
- *    (its copy of the watcher does not exist; the handler in the child
- *    swallows the signal, see after_fork_child).
+ *  - The exit dump happens once per process that records: the one that
+ *    applied the configuration and, with fork=follow, each forked child
+ *    (its ring cleared at the fork, its own watcher thread, its own file:
+ *    the template's %p is its pid, or "-PID" is added when the template
+ *    has no %p).  With fork=stop a child stops recording and writes
+ *    nothing; its handler swallows the signal (see after_fork_child).
  *  - Out-of-memory dumps run in the allocating thread (alloc/ calls on_oom
  *    with no allocator lock held); at most OOM_DUMPS_MAX per process.
  *  - Messages go to stderr with one write() each, so lines from several
@@ -23,7 +25,8 @@
  * Lock: g.lock serializes dumps (watcher, exit, out-of-memory) and guards
  * the sequence numbers.  The rest of `g` is written once, in
  * tdm__autoinit_apply, before the watcher thread starts, the handler is
- * installed or the allocator can call on_oom, and only read afterwards.
+ * installed or the allocator can call on_oom, and only read afterwards;
+ * after_fork_child rewrites it in a child, where it is the only thread.
  */
 #define _GNU_SOURCE /* pipe2, sigabbrev_np, secure_getenv, dladdr */
 #include "config.h"
@@ -40,6 +43,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "preload.h"
 #include "procinfo.h"
 #include "recorder.h"
 
@@ -58,6 +62,9 @@ static struct {
     unsigned signal_seq; /* signal dumps named so far (under lock) */
     unsigned oom_seq;    /* out-of-memory dumps named so far (under lock) */
     atomic_int active;   /* recording started: dumps may be written */
+    atomic_int decided;  /* apply finished (whatever it found) */
+    atomic_int hook_mode;/* tdm__hook_mode, valid once decided */
+    int forked;          /* a fork=follow child: its files carry its pid */
 } g = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .pipe_wr = -1,
@@ -101,6 +108,20 @@ static const char *signal_name(int sig)
 /* Why a dump is written; each kind but exit numbers its files. */
 enum dump_kind { DUMP_EXIT, DUMP_SIGNAL, DUMP_OOM };
 
+/* Whether the template names the pid (%p, not the escaped %%p). */
+static int template_has_pid(const char *tmpl)
+{
+    for (const char *c = tmpl; *c; c++) {
+        if (*c != '%')
+            continue;
+        if (c[1] == 'p')
+            return 1;
+        if (c[1] != '\0')
+            c++;
+    }
+    return 0;
+}
+
 /* Writes one snapshot: the exit dump under the template's own name, the
  * N-th signal dump with "-N" before the extension and the N-th
  * out-of-memory dump with "-oom-N" (so each is a new file, whatever codes
@@ -118,6 +139,14 @@ static void dump_now(enum dump_kind kind)
     }
     tdm_status st = tdm__dump_path_for_process(g.tmpl, g.start_time_us, path,
                                                sizeof path);
+    if (st == TDM_OK && g.forked && !template_has_pid(g.tmpl)) {
+        /* A forked child must not write over its parent's file. */
+        char suffix[32];
+        snprintf(suffix, sizeof suffix, "-%lld", (long long)getpid());
+        st = tdm__dump_path_with_suffix(path, suffix, numbered, sizeof numbered);
+        if (st == TDM_OK)
+            memcpy(path, numbered, sizeof path);
+    }
     if (st == TDM_OK && kind != DUMP_EXIT) {
         char suffix[32];
         unsigned *seq = kind == DUMP_SIGNAL ? &g.signal_seq : &g.oom_seq;
@@ -244,11 +273,17 @@ static void stop_watcher(void)
     g.watcher_started = 0;
 }
 
-/* In a forked child the watcher thread does not exist.  Snapshots stay
- * with the parent: the child's handler finds no pipe and does nothing (so a
- * signal sent to a whole process group does not kill forked workers), and
- * at_exit sees another pid.  After exec, tidemark (if loaded) starts over
- * from TIDEMARK_CONF. */
+/* In a forked child the watcher thread does not exist and the pipe is the
+ * parent's: the child drops both first, so its handler finds no pipe and
+ * does nothing (a signal sent to a whole process group does not kill
+ * forked workers).  Then, as `fork` says:
+ *   follow  the child records on with an empty ring, into its own file
+ *           (at exit, on its own watcher's signal, on out-of-memory);
+ *   stop    the child stops recording; at_exit and on_oom see another pid
+ *           and write nothing.
+ * g.lock is made anew: a dump in another thread of the parent may have
+ * held it at the fork, and that thread is not in the child.  After exec,
+ * tidemark (if loaded) starts over from TIDEMARK_CONF. */
 static void after_fork_child(void)
 {
     int fd = atomic_exchange(&g.pipe_wr, -1);
@@ -258,6 +293,36 @@ static void after_fork_child(void)
         close(g.pipe_rd);
     g.pipe_rd = -1;
     g.watcher_started = 0;
+    pthread_mutex_init(&g.lock, NULL);
+    if (!atomic_load(&g.active) || getpid() == g.owner_pid)
+        return;
+    if (g.cfg.fork == TDM__CONF_FORK_STOP) {
+        atomic_store(&g.active, 0);
+        tdm_history_options off;
+        tdm_history_options_init(&off);
+        off.enabled = TDM_RECORD_OFF;
+        (void)tdm_record_memory_history(&off);
+        return;
+    }
+    g.owner_pid = getpid();
+    g.forked = 1;
+    g.signal_seq = 0;
+    g.oom_seq = 0;
+    atomic_store(&g.exit_done, 0);
+    tdm_history_options opts;
+    tdm__config_history_options(&g.cfg, &opts);
+    opts.clear_history = 1;
+    if (tdm_record_memory_history(&opts) != TDM_OK) {
+        atomic_store(&g.active, 0);
+        return;
+    }
+    if (g.cfg.dump_on & TDM__DUMP_ON_SIGNAL) {
+        int e = start_signal_watch();
+        if (e != 0)
+            say("tidemark: cannot watch for SIG%s in child %lld: %s; snapshots "
+                "on signal are off there", signal_name(g.cfg.signal),
+                (long long)getpid(), strerror(e));
+    }
 }
 
 /* ---- dump at exit ---------------------------------------------------------- */
@@ -350,13 +415,38 @@ static void print_help(void)
     free(text);
 }
 
+static tdm_status apply_once(const char *text);
+
 tdm_status tdm__autoinit_apply(const char *text)
 {
-    if (!text || is_blank_text(text))
+    if (!text || is_blank_text(text)) {
+        if (!atomic_load(&g.applied))
+            atomic_store(&g.decided, 1); /* off, unless later text says else */
         return TDM_OK;
+    }
     int expected = 0;
     if (!atomic_compare_exchange_strong(&g.applied, &expected, 1))
         return TDM_OK;
+    atomic_store(&g.decided, 0);
+    tdm_status st = apply_once(text);
+    atomic_store(&g.decided, 1);
+    return st;
+}
+
+TDM_API int tdm__autoinit_hook_mode(void)
+{
+    if (!atomic_load(&g.applied))
+        tdm__autoinit_apply(secure_getenv("TIDEMARK_CONF"));
+    /* While another thread (or this one, further up) is applying, the mode
+     * is not known yet: the hook passes the call through and asks again
+     * next time. */
+    if (!atomic_load(&g.decided))
+        return -1;
+    return atomic_load(&g.hook_mode);
+}
+
+static tdm_status apply_once(const char *text)
+{
 
     char err[TDM__CONF_ERR_MAX];
     if (tdm__config_parse(text, &g.cfg, err, sizeof err) != TDM_OK) {
@@ -389,6 +479,11 @@ tdm_status tdm__autoinit_apply(const char *text)
         return st;
     }
     tdm__rec_set_config_text(text);
+    atomic_store(&g.hook_mode, g.cfg.mode == TDM__CONF_MODE_CACHE
+                                   ? TDM__HOOK_CACHE
+                                   : g.cfg.record == TDM_RECORD_OFF
+                                         ? TDM__HOOK_OFF
+                                         : TDM__HOOK_OBSERVE);
     if (g.cfg.record == TDM_RECORD_OFF)
         return TDM_OK; /* devices configured; nothing recorded, nothing dumped */
 

@@ -36,6 +36,11 @@ enum {
     TDM__DUMP_ON_OOM = 1u << 2,    /* when a device allocation runs out of memory */
 };
 
+/* `mode`: what libtidemark_preload.so's hooks do with vendor calls. */
+enum { TDM__CONF_MODE_OBSERVE = 0, TDM__CONF_MODE_CACHE = 1 };
+/* `fork`: what a forked child does. */
+enum { TDM__CONF_FORK_FOLLOW = 0, TDM__CONF_FORK_STOP = 1 };
+
 typedef struct tdm__config {
     int record;              /* tdm_record_mode (the API's `enabled`) */
     int context;             /* tdm_context_mode */
@@ -45,8 +50,12 @@ typedef struct tdm__config {
     unsigned dump_on;        /* TDM__DUMP_ON_* bits */
     int signal;              /* signal number that asks for a dump */
     tdm__alloc_config alloc; /* `device` (kind, count, capacity in bytes),
-                                `alloc_mode` (mode) and `sim_host_access`
-                                (host_accessible) */
+                                `alloc_mode` (mode), `sim_host_access`
+                                (host_accessible) and the cache knobs
+                                `max_split_size`, `roundup_power2_divisions`,
+                                `garbage_collection_threshold` */
+    int mode;                /* hooks: TDM__CONF_MODE_* */
+    int fork;                /* after fork(): TDM__CONF_FORK_* */
     int help;                /* the text asked for the key list */
 } tdm__config;
 

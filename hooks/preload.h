@@ -1,10 +1,10 @@
 /* hooks/preload.h: what every vendor interposer of libtidemark_preload.so
- * shares (hooks/preload_common.c).
+ * shares (hooks/preload/common.c).
  *
  * libtidemark_preload.so holds the interposers only; it links
  * libtidemark.so for everything else.  Its exported symbols are exactly the
- * hooked ones (hooks/preload.map).  TIDEMARK_CONF's `mode` picks what the
- * hooks do:
+ * hooked ones (listed in the .syms files of hooks/preload).  TIDEMARK_CONF's
+ * `mode` picks what the hooks do:
  *   observe (default)  call the vendor, then book the result with
  *                      tdm__alloc_observe_*; errors pass through unchanged;
  *   cache              serve device allocations from tidemark's caching
@@ -37,6 +37,15 @@ typedef enum tdm__hook_mode {
 
 /* The mode in force (read once at load from TIDEMARK_CONF). */
 tdm__hook_mode tdm__hook_mode_get(void);
+
+/* libtidemark.so's side of it (hooks/autoinit.c), exported for this
+ * library: TIDEMARK_CONF's `mode` as a tdm__hook_mode, applying
+ * TIDEMARK_CONF first if libtidemark's constructor has not run yet.
+ * TDM__HOOK_OFF when TIDEMARK_CONF is unset, blank, help or invalid, and
+ * for mode=observe with record=off (there is nothing to observe for).
+ * -1 while TIDEMARK_CONF is being applied (by another thread, or further
+ * up this thread's stack): not known yet, ask again later. */
+TDM_API int tdm__autoinit_hook_mode(void);
 
 /* Per-thread recursion guard.  Returns 1 and marks the thread "inside"
  * when it was not; returns 0 when it already was (then do not call

@@ -230,6 +230,41 @@ TDM_API tdm_status tdm_stream_synchronize(tdm_stream stream);
  * of its streams complete. */
 TDM_API tdm_status tdm_device_synchronize(int device);
 
+/* ==== PyTorch without preloading (hooks/torch.c) ==========================
+ *
+ * libtidemark.so serves PyTorch's CUDA memory as a pluggable allocator:
+ *
+ *   a = torch.cuda.memory.CUDAPluggableAllocator(
+ *           "libtidemark.so", "tdm_torch_alloc", "tdm_torch_free")
+ *   torch.cuda.memory.change_current_allocator(a)
+ *
+ * (python/tidemark.py wraps this: tidemark.pluggable_allocator()).  Memory
+ * comes from tidemark's allocator (TIDEMARK_CONF's `alloc_mode`, `cache`
+ * by default) over the configured device kind; the sim device by default,
+ * but when the allocator has not started yet and the kind is the default
+ * sim, the first call switches to the CUDA devices if there are any
+ * (torch needs real device memory).  Every allocation is recorded with
+ * the caller's stack, as tdm_malloc's are.
+ *
+ * `stream` is a cudaStream_t (hipStream_t on ROCm builds), passed as a
+ * pointer so that no vendor header is needed.  Failures return NULL
+ * (torch then raises its out-of-memory error); frees of pointers tidemark
+ * did not hand out are ignored.  The optional hooks take the types of
+ * CUDAPluggableAllocator's set_init_fn, set_reset_fn,
+ * set_memory_fraction_fn and set_record_stream_fn. */
+
+TDM_API void *tdm_torch_alloc(size_t size, int device, void *stream);
+TDM_API void tdm_torch_free(void *ptr, size_t size, int device, void *stream);
+/* Starts the allocator (torch passes its device count, which may be 0). */
+TDM_API void tdm_torch_init(int device_count);
+/* torch.cuda.empty_cache(): tdm_empty_cache on every device. */
+TDM_API void tdm_torch_reset(void);
+/* torch.cuda.set_per_process_memory_fraction(fraction, device): the bytes
+ * tidemark holds on `device` stay under fraction x its capacity. */
+TDM_API void tdm_torch_memory_fraction(double fraction, int device);
+/* Tensor.record_stream(stream): tdm_record_stream. */
+TDM_API void tdm_torch_record_stream(void *ptr, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

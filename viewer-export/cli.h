@@ -56,4 +56,31 @@ tdm_status tdm__summary_print(FILE *out, const char *path, const tdm_snap *snap,
 int tdm__cli_summary(int argc, char **argv);
 void tdm__cli_summary_help(FILE *out);
 
+/* ---- categories (cmd_categories.c) --------------------------------------- */
+
+int tdm__cli_categories(int argc, char **argv);
+void tdm__cli_categories_help(FILE *out);
+
+/* ---- export and import (cmd_export.c, cmd_import.c) -------------------
+ * Formats come from the tables in export_formats.c / import_formats.c. */
+
+int tdm__cli_export(int argc, char **argv);
+void tdm__cli_export_help(FILE *out);
+int tdm__cli_import(int argc, char **argv);
+void tdm__cli_import_help(FILE *out);
+
+/* ---- view (cmd_view.c): the offline HTML viewer ------------------------ */
+
+int tdm__cli_view(int argc, char **argv);
+void tdm__cli_view_help(FILE *out);
+
+/* ---- CI gates (cmd_run.c, cmd_gate.c, cmd_diff.c; gate.h) -------------- */
+
+int tdm__cli_run(int argc, char **argv);
+void tdm__cli_run_help(FILE *out);
+int tdm__cli_gate(int argc, char **argv);
+void tdm__cli_gate_help(FILE *out);
+int tdm__cli_diff(int argc, char **argv);
+void tdm__cli_diff_help(FILE *out);
+
 #endif

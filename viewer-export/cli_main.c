@@ -13,6 +13,20 @@
 static const tdm_cli_command commands[] = {
     {"summary", "peak memory, when it happened, and the sites that held it",
      tdm__cli_summary, tdm__cli_summary_help},
+    {"categories", "bytes per kind of memory (parameters, gradients, ...) over time",
+     tdm__cli_categories, tdm__cli_categories_help},
+    {"export", "write a snapshot for another tool (pytorch memory_viz, ...)",
+     tdm__cli_export, tdm__cli_export_help},
+    {"import", "turn another tool's file (PyTorch snapshot pickle, ...) into a .tdm",
+     tdm__cli_import, tdm__cli_import_help},
+    {"view", "one offline HTML page to explore a snapshot (or two side by side)",
+     tdm__cli_view, tdm__cli_view_help},
+    {"run", "run a command recording its device memory; summary and gates",
+     tdm__cli_run, tdm__cli_run_help},
+    {"gate", "check memory limits on snapshots, for CI (exit 3 when one fails)",
+     tdm__cli_gate, tdm__cli_gate_help},
+    {"diff", "what changed between two snapshots: peak, categories, sites",
+     tdm__cli_diff, tdm__cli_diff_help},
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
 

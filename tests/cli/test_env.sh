@@ -6,7 +6,8 @@
 # snapshot at exit (once, also when the library is both linked and
 # preloaded); dump_on=signal writes a new numbered snapshot per SIGUSR2 while
 # the program keeps running, and the program then exits normally;
-# dump_on=oom writes one per out-of-memory; a forked child writes none;
+# dump_on=oom writes one per out-of-memory; a forked child writes none
+# with fork=stop (fork=follow is tested in tests/hooks/infra/test_fork.sh);
 # preloading the library into a program that does not link it also dumps at
 # exit.
 #
@@ -176,9 +177,9 @@ check_snapshot oom/o-oom-1.tdm 8
 rm -rf oom
 ok "dump_on=oom: o-oom-1.tdm and o-oom-2.tdm, none at exit"
 
-# ---- fork: the child writes nothing ------------------------------------------------
+# ---- fork=stop: the child writes nothing ---------------------------------------------
 rm -f err
-TIDEMARK_CONF="dump=$work/fork/%p.tdm,dump_on=exit+signal" "$PROG" --fork 2> err; rc=$?
+TIDEMARK_CONF="dump=$work/fork/%p.tdm,dump_on=exit+signal,fork=stop" "$PROG" --fork 2> err; rc=$?
 [[ $rc -eq 0 ]] || fail "fork: exit $rc"
 [[ $(snapshots | grep -c .) -eq 1 ]] || fail "fork: want only the parent's snapshot: $(snapshots)"
 [[ $(lines err) -eq 1 ]] || fail "fork: $(cat err)"

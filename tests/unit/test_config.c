@@ -75,6 +75,12 @@ static void defaults_are_documented_values(void **state)
     assert_int_equal(cfg.alloc.device_count, 1);
     assert_int_equal(cfg.alloc.device_capacity, 16 * GiB); /* as the docs say */
     assert_int_equal(cfg.alloc.host_accessible, 0);
+    assert_int_equal(cfg.mode, TDM__CONF_MODE_OBSERVE);
+    assert_int_equal(cfg.fork, TDM__CONF_FORK_FOLLOW);
+    assert_int_equal(cfg.alloc.max_split_size, 0);
+    for (int i = 0; i < TDM_ROUNDUP_INTERVALS; i++)
+        assert_int_equal(cfg.alloc.roundup_power2_divisions[i], 0);
+    assert_true(cfg.alloc.garbage_collection_threshold == 0.0);
     assert_int_equal(cfg.help, 0);
     /* The allocator's own defaults are the documented ones: a change there
      * must come with a change of the table and docs/configuration.md. */
@@ -172,6 +178,11 @@ static void int_keys_take_each_value(void **state)
         {"sim_host_access=FALSE", &cfg.alloc.host_accessible, 0},
         {"sim_host_access=no", &cfg.alloc.host_accessible, 0},
         {"sim_host_access=off", &cfg.alloc.host_accessible, 0},
+        {"mode=observe", &cfg.mode, TDM__CONF_MODE_OBSERVE},
+        {"mode=cache", &cfg.mode, TDM__CONF_MODE_CACHE},
+        {"mode=Cache", &cfg.mode, TDM__CONF_MODE_CACHE},
+        {"fork=follow", &cfg.fork, TDM__CONF_FORK_FOLLOW},
+        {"fork=stop", &cfg.fork, TDM__CONF_FORK_STOP},
     };
     const size_t n = sizeof c / sizeof c[0];
     for (size_t i = 0; i < n; i++) {
@@ -207,6 +218,76 @@ static void alloc_mode_accepts_each_mode(void **state)
     assert_string_equal(cfg.alloc.mode, "passthrough");
     assert_int_equal(cfg.alloc.device_count, 2);
     parse_bad("alloc_mode=caching", "'caching'", "cache|passthrough");
+}
+
+static void vendor_device_kinds(void **state)
+{
+    (void)state;
+    parse_ok("device=cuda");
+    assert_string_equal(cfg.alloc.device_kind, "cuda");
+    parse_ok("device=hip");
+    assert_string_equal(cfg.alloc.device_kind, "hip");
+    parse_ok("device=ze,device=sim:2x1G");
+    assert_string_equal(cfg.alloc.device_kind, "sim");
+    assert_int_equal(cfg.alloc.device_count, 2);
+    /* The allocator takes every kind it has a provider for. */
+    parse_ok("device=cuda");
+    assert_int_equal(tdm__alloc_configure(&cfg.alloc), TDM_OK);
+    tdm__alloc_reset_for_tests();
+}
+
+static void cache_knobs_take_pytorch_values(void **state)
+{
+    (void)state;
+    parse_ok("max_split_size=256MiB");
+    assert_int_equal(cfg.alloc.max_split_size, 256u << 20);
+    parse_ok("max_split_size=0");
+    assert_int_equal(cfg.alloc.max_split_size, 0);
+
+    /* One number: every interval. */
+    parse_ok("roundup_power2_divisions=4");
+    for (int i = 0; i < TDM_ROUNDUP_INTERVALS; i++)
+        assert_int_equal(cfg.alloc.roundup_power2_divisions[i], 4);
+    parse_ok("roundup_power2_divisions=4,roundup_power2_divisions=0");
+    for (int i = 0; i < TDM_ROUNDUP_INTERVALS; i++)
+        assert_int_equal(cfg.alloc.roundup_power2_divisions[i], 0);
+
+    /* PyTorch's list: commas inside [...] do not end the item; the first
+     * entry covers the intervals below it, '>' the ones after the last. */
+    parse_ok("record=state, roundup_power2_divisions=[256:1, 512:2,1024:4,>:8],"
+             "max_entries=7");
+    assert_int_equal(cfg.record, TDM_RECORD_STATE);
+    assert_int_equal(cfg.max_entries, 7);
+    const uint32_t *d = cfg.alloc.roundup_power2_divisions;
+    for (int i = 0; i <= 8; i++) /* 1 MiB .. 256 MiB intervals: 1 */
+        assert_int_equal(d[i], 1);
+    assert_int_equal(d[9], 2);  /* [512 MiB, 1 GiB) */
+    assert_int_equal(d[10], 4); /* [1 GiB, 2 GiB) */
+    for (int i = 11; i < TDM_ROUNDUP_INTERVALS; i++)
+        assert_int_equal(d[i], 8);
+    /* Only '>': everything; a key past the table goes to the last one. */
+    parse_ok("roundup_power2_divisions=[>:2]");
+    for (int i = 0; i < TDM_ROUNDUP_INTERVALS; i++)
+        assert_int_equal(d[i], 2);
+    parse_ok("roundup_power2_divisions=[1:16,1048576:2]");
+    assert_int_equal(d[0], 16);
+    assert_int_equal(d[1], 0);
+    assert_int_equal(d[TDM_ROUNDUP_INTERVALS - 1], 2);
+
+    /* The allocator rounds as configured: 1200 KiB with 4 divisions of
+     * [1 MiB, 2 MiB) is 1280 KiB. */
+    parse_ok("roundup_power2_divisions=4,alloc_mode=cache");
+    assert_int_equal(tdm__alloc_configure(&cfg.alloc), TDM_OK);
+    assert_int_equal(tdm__alloc_round_size(1200u << 10), 1280u << 10);
+    tdm__alloc_reset_for_tests();
+
+    parse_ok("garbage_collection_threshold=0.8");
+    assert_true(cfg.alloc.garbage_collection_threshold > 0.7999999 &&
+                cfg.alloc.garbage_collection_threshold < 0.8000001);
+    parse_ok("garbage_collection_threshold=0.125");
+    assert_true(cfg.alloc.garbage_collection_threshold == 0.125);
+    parse_ok("garbage_collection_threshold=0.0");
+    assert_true(cfg.alloc.garbage_collection_threshold == 0.0);
 }
 
 static void max_entries_accepts_whole_numbers(void **state)
@@ -337,7 +418,27 @@ static void bad_values_name_key_and_value(void **state)
         {"signal=SIGFOO", "'SIGFOO'", "SIGUSR2"},
         {"signal=RTMIN-1", "'RTMIN-1'", NULL},
         {"signal=RTMIN+999", "'RTMIN+999'", NULL},
-        {"device=cuda", "'cuda'", "unknown device kind 'cuda'"},
+        {"device=rocm", "'rocm'", "unknown device kind 'rocm'"},
+        {"device=cuda:8GiB", "'cuda:8GiB'", "write just cuda"},
+        {"device=ze:2x1G", "'ze:2x1G'", "write just ze"},
+        {"device=cudax", "'cudax'", "unknown device kind"},
+        {"mode=serve", "'serve'", "observe|cache"},
+        {"fork=child", "'child'", "follow|stop"},
+        {"max_split_size=lots", "'lots'", "'max_split_size'"},
+        {"max_split_size=20MB", "'20MB'", "ambiguous"},
+        {"roundup_power2_divisions=3", "'3'", "power of two"},
+        {"roundup_power2_divisions=-4", "'-4'", "power of two"},
+        {"roundup_power2_divisions=[256:1,512:3]", "'[256:1,512:3]'",
+         "divisions must be a power of two"},
+        {"roundup_power2_divisions=[300:2]", "'[300:2]'", "MiB a power of two"},
+        {"roundup_power2_divisions=[256:2", "'[256:2'", "end with ']'"},
+        {"roundup_power2_divisions=[]", "'[]'", "empty"},
+        {"roundup_power2_divisions=[256]", "'[256]'", "MiB:divisions"},
+        {"garbage_collection_threshold=1", "'1'", "between 0 and 1"},
+        {"garbage_collection_threshold=1.5", "'1.5'", NULL},
+        {"garbage_collection_threshold=0.5x", "'0.5x'", NULL},
+        {"garbage_collection_threshold=.", "'.'", NULL},
+        {"garbage_collection_threshold=-0.1", "'-0.1'", NULL},
         {"device=simulator", "'simulator'", "unknown device kind"},
         {"device=sim:", "'sim:'", "capacity"},
         {"device=sim:8GB", "'sim:8GB'", "ambiguous"},
@@ -381,7 +482,10 @@ static void unknown_keys(void **state)
     (void)state;
     parse_bad("recrod=all", "unknown key 'recrod'", "did you mean 'record'?");
     parse_bad("recrod=all", "valid keys: record, context, stacks, max_entries",
-              "alloc_mode, sim_host_access)");
+              "alloc_mode, sim_host_access, max_split_size, "
+              "roundup_power2_divisions, garbage_collection_threshold, mode, "
+              "fork)");
+    parse_bad("mdoe=cache", "unknown key 'mdoe'", "did you mean 'mode'?");
     parse_bad("colour=blue", "unknown key 'colour'", "valid keys");
     assert_null(strstr(err, "did you mean"));
     parse_bad("Record=all", "unknown key 'Record'", NULL); /* keys are lower case */
@@ -834,6 +938,8 @@ int main(void)
         cmocka_unit_test(history_options_follow_the_config),
         cmocka_unit_test(int_keys_take_each_value),
         cmocka_unit_test(alloc_mode_accepts_each_mode),
+        cmocka_unit_test(vendor_device_kinds),
+        cmocka_unit_test(cache_knobs_take_pytorch_values),
         cmocka_unit_test(max_entries_accepts_whole_numbers),
         cmocka_unit_test(dump_accepts_templates),
         cmocka_unit_test(device_accepts_sim_forms),

@@ -1,0 +1,268 @@
+/* alloc/provider_cuda.c: device memory from the CUDA driver (libcuda.so.1).
+ *
+ * Owns: the table of driver functions, resolved once (given by a hook, or
+ * dlopen'ed here and never linked), the handle of the library when it
+ * opened it, the device names (read once at creation) and, per device, the
+ * primary context it retained on first use.
+ *
+ * Segments live in the device's primary context, the one the CUDA runtime
+ * uses, so the memory is valid for the program's kernels and outlives any
+ * context the program makes and destroys.  A call runs with that context
+ * current: directly when the thread already has it current, else pushed
+ * for the call and popped after, so the program never sees our context.
+ * Totals come from cuDeviceTotalMem (no context needed), so creating the
+ * provider and describing devices touches no GPU.
+ *
+ * Invariants: device_count >= 1 once created (no driver, cuInit failing or
+ * no device gives TDM_NOT_AVAILABLE); vendor codes of failed calls are
+ * noted with tdm__provider_set_vendor_error before a status goes back.
+ * Lock: ctx_lock guards the one-time retain of each primary context; the
+ * hot path reads the context with an acquire load.  The table is
+ * immutable after creation.  Host memory comes from tdm__meta_map.
+ */
+#define _GNU_SOURCE
+#include "provider_cuda.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "meta.h"
+
+#define CUDA_MAX_DEVICES 64
+#define CUDA_NAME_LEN 64
+
+typedef struct cuda_impl {
+    tdm_provider pub;
+    struct tdm_cuda_fns fns;
+    void *lib;                  /* dlopen handle when we opened libcuda; else NULL */
+    pthread_mutex_t ctx_lock;   /* one-time retains */
+    _Atomic(tdm__cu_context) ctx[CUDA_MAX_DEVICES]; /* retained primary contexts */
+    char names[CUDA_MAX_DEVICES][CUDA_NAME_LEN];
+} cuda_impl;
+
+static tdm_status fail(int code)
+{
+    tdm__provider_set_vendor_error(code);
+    return code == TDM__CU_ERROR_OUT_OF_MEMORY ? TDM_OUT_OF_MEMORY : TDM_VENDOR_ERROR;
+}
+
+static __attribute__((noinline)) int retain_slow(cuda_impl *c, int device,
+                                                 tdm__cu_context *out)
+{
+    int r = TDM__CU_SUCCESS;
+    pthread_mutex_lock(&c->ctx_lock);
+    tdm__cu_context ctx = atomic_load_explicit(&c->ctx[device], memory_order_relaxed);
+    if (ctx == NULL) {
+        int dev = 0;
+        r = c->fns.device_get(&dev, device);
+        if (r == TDM__CU_SUCCESS)
+            r = c->fns.primary_ctx_retain(&ctx, dev);
+        if (r == TDM__CU_SUCCESS)
+            atomic_store_explicit(&c->ctx[device], ctx, memory_order_release);
+    }
+    pthread_mutex_unlock(&c->ctx_lock);
+    *out = ctx;
+    return r;
+}
+
+/* Makes device's primary context current; *pushed says whether to pop. */
+static int enter_ctx(cuda_impl *c, int device, int *pushed)
+{
+    *pushed = 0;
+    tdm__cu_context want = atomic_load_explicit(&c->ctx[device], memory_order_acquire);
+    int r = TDM__CU_SUCCESS;
+    if (want == NULL && (r = retain_slow(c, device, &want)) != TDM__CU_SUCCESS)
+        return r;
+    tdm__cu_context cur = NULL;
+    if (c->fns.ctx_get_current(&cur) == TDM__CU_SUCCESS && cur == want)
+        return TDM__CU_SUCCESS;
+    r = c->fns.ctx_push(want);
+    *pushed = r == TDM__CU_SUCCESS;
+    return r;
+}
+
+static void leave_ctx(cuda_impl *c, int pushed)
+{
+    tdm__cu_context popped;
+    if (pushed)
+        c->fns.ctx_pop(&popped);
+}
+
+static tdm_status cuda_alloc(tdm_provider *p, int device, size_t size, tdm_stream stream,
+                             void **out)
+{
+    (void)stream; /* segments are device-wide; blocks carry the stream */
+    cuda_impl *c = p->impl;
+    *out = NULL;
+    if (device < 0 || device >= p->device_count)
+        return TDM_NO_SUCH_DEVICE;
+    int pushed;
+    tdm__cu_deviceptr d = 0;
+    int r = enter_ctx(c, device, &pushed);
+    if (r == TDM__CU_SUCCESS)
+        r = c->fns.mem_alloc(&d, size);
+    leave_ctx(c, pushed);
+    if (r != TDM__CU_SUCCESS)
+        return fail(r);
+    *out = (void *)(uintptr_t)d;
+    return TDM_OK;
+}
+
+static tdm_status cuda_free(tdm_provider *p, int device, void *ptr, size_t size)
+{
+    (void)size;
+    cuda_impl *c = p->impl;
+    if (device < 0 || device >= p->device_count)
+        return TDM_NO_SUCH_DEVICE;
+    int pushed;
+    int r = enter_ctx(c, device, &pushed);
+    if (r == TDM__CU_SUCCESS)
+        r = c->fns.mem_free((tdm__cu_deviceptr)(uintptr_t)ptr);
+    leave_ctx(c, pushed);
+    return r == TDM__CU_SUCCESS ? TDM_OK : fail(r);
+}
+
+static tdm_status cuda_mem_info(tdm_provider *p, int device, size_t *free_bytes,
+                                size_t *total_bytes)
+{
+    cuda_impl *c = p->impl;
+    if (device < 0 || device >= p->device_count)
+        return TDM_NO_SUCH_DEVICE;
+    int dev = 0;
+    size_t total = 0;
+    int r = c->fns.device_get(&dev, device);
+    if (r == TDM__CU_SUCCESS)
+        r = c->fns.device_total_mem(&total, dev);
+    if (r != TDM__CU_SUCCESS)
+        return fail(r);
+    if (total_bytes)
+        *total_bytes = total;
+    if (free_bytes == NULL)
+        return TDM_OK;
+    /* Free bytes are per context in the driver API: ask in ours. */
+    size_t fr = 0, tot = 0;
+    int pushed;
+    r = enter_ctx(c, device, &pushed);
+    if (r == TDM__CU_SUCCESS)
+        r = c->fns.mem_get_info(&fr, &tot);
+    leave_ctx(c, pushed);
+    if (r != TDM__CU_SUCCESS)
+        return fail(r);
+    *free_bytes = fr;
+    return TDM_OK;
+}
+
+static void cuda_device_name(tdm_provider *p, int device, char *buf, size_t len)
+{
+    cuda_impl *c = p->impl;
+    if (len == 0)
+        return;
+    if (device >= 0 && device < p->device_count && c->names[device][0])
+        snprintf(buf, len, "%s", c->names[device]);
+    else
+        snprintf(buf, len, "cuda%d", device);
+}
+
+static void cuda_destroy(tdm_provider *p)
+{
+    cuda_impl *c = p->impl;
+    for (int i = 0; i < p->device_count && i < CUDA_MAX_DEVICES; i++) {
+        int dev = 0;
+        if (atomic_load(&c->ctx[i]) && c->fns.device_get(&dev, i) == TDM__CU_SUCCESS)
+            c->fns.primary_ctx_release(dev);
+    }
+    pthread_mutex_destroy(&c->ctx_lock);
+    if (c->lib)
+        dlclose(c->lib);
+    tdm__meta_unmap(c, sizeof *c);
+}
+
+/* Fills fns from the library; 0 when a function is missing. */
+static int resolve(void *lib, struct tdm_cuda_fns *f)
+{
+    static const char *const names[] = {TDM__CUDA_FNS_NAMES};
+    void *sym[sizeof names / sizeof names[0]];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        sym[i] = dlsym(lib, names[i]);
+        if (sym[i] == NULL)
+            return 0;
+    }
+    /* void * to function pointer: POSIX guarantees the representation. */
+    f->init = (int (*)(unsigned int))sym[0];
+    f->device_get_count = (int (*)(int *))sym[1];
+    f->device_get = (int (*)(int *, int))sym[2];
+    f->device_get_name = (int (*)(char *, int, int))sym[3];
+    f->device_total_mem = (int (*)(size_t *, int))sym[4];
+    f->primary_ctx_retain = (int (*)(tdm__cu_context *, int))sym[5];
+    f->primary_ctx_release = (int (*)(int))sym[6];
+    f->ctx_get_current = (int (*)(tdm__cu_context *))sym[7];
+    f->ctx_push = (int (*)(tdm__cu_context))sym[8];
+    f->ctx_pop = (int (*)(tdm__cu_context *))sym[9];
+    f->mem_alloc = (int (*)(tdm__cu_deviceptr *, size_t))sym[10];
+    f->mem_free = (int (*)(tdm__cu_deviceptr))sym[11];
+    f->mem_get_info = (int (*)(size_t *, size_t *))sym[12];
+    return 1;
+}
+
+static int complete(const struct tdm_cuda_fns *f)
+{
+    return f->init && f->device_get_count && f->device_get && f->device_get_name &&
+           f->device_total_mem && f->primary_ctx_retain && f->primary_ctx_release &&
+           f->ctx_get_current && f->ctx_push && f->ctx_pop && f->mem_alloc &&
+           f->mem_free && f->mem_get_info;
+}
+
+tdm_status tdm__provider_cuda_create(const tdm_cuda_fns *fns, tdm_provider **out)
+{
+    if (out == NULL)
+        return TDM_INVALID_ARGUMENT;
+    *out = NULL;
+    cuda_impl *c = tdm__meta_map(sizeof *c);
+    if (c == NULL)
+        return TDM_HOST_OUT_OF_MEMORY;
+    pthread_mutex_init(&c->ctx_lock, NULL);
+    if (fns) {
+        c->fns = *fns;
+    } else {
+        c->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (c->lib == NULL || !resolve(c->lib, &c->fns))
+            goto unavailable;
+    }
+    if (!complete(&c->fns))
+        goto unavailable;
+    int count = 0;
+    int r = c->fns.init(0); /* cheap when the program already did it */
+    if (r == TDM__CU_SUCCESS)
+        r = c->fns.device_get_count(&count);
+    if (r != TDM__CU_SUCCESS || count < 1) {
+        tdm__provider_set_vendor_error(r != TDM__CU_SUCCESS ? r : TDM__CU_ERROR_NO_DEVICE);
+        goto unavailable;
+    }
+    if (count > CUDA_MAX_DEVICES)
+        count = CUDA_MAX_DEVICES;
+    for (int i = 0; i < count; i++) {
+        int dev = 0;
+        if (c->fns.device_get(&dev, i) != TDM__CU_SUCCESS ||
+            c->fns.device_get_name(c->names[i], CUDA_NAME_LEN, dev) != TDM__CU_SUCCESS)
+            c->names[i][0] = '\0';
+        c->names[i][CUDA_NAME_LEN - 1] = '\0';
+    }
+    c->pub = (tdm_provider){
+        .vendor = "cuda",
+        .device_count = count,
+        .alloc = cuda_alloc,
+        .free = cuda_free,
+        .mem_info = cuda_mem_info,
+        .device_name = cuda_device_name,
+        .destroy = cuda_destroy,
+        .impl = c,
+    };
+    *out = &c->pub;
+    return TDM_OK;
+unavailable:
+    cuda_destroy(&(tdm_provider){.impl = c, .device_count = 0});
+    return TDM_NOT_AVAILABLE;
+}

@@ -1,0 +1,53 @@
+/* alloc/provider_cuda.h: the CUDA provider's table of driver functions.
+ *
+ * tidemark builds without the CUDA headers: these are our own minimal
+ * types, ABI-equal to <cuda.h> on 64-bit Linux (CUresult is an int-sized
+ * enum, CUdevice an int, CUcontext a pointer, CUdeviceptr an unsigned long
+ * long).  A hook that has the real headers fills the table with the
+ * un-hooked driver functions it resolved (hooks/preload/cuda_*.c checks the
+ * types against the headers); otherwise tdm__provider_cuda_create(NULL,
+ * ...) opens libcuda.so.1 itself.  Every field is required.
+ */
+#ifndef TDM_ALLOC_PROVIDER_CUDA_H
+#define TDM_ALLOC_PROVIDER_CUDA_H
+
+#include <stddef.h>
+
+#include "provider.h"
+
+/* CUresult values the provider interprets. */
+enum {
+    TDM__CU_SUCCESS = 0,
+    TDM__CU_ERROR_OUT_OF_MEMORY = 2, /* CUDA_ERROR_OUT_OF_MEMORY */
+    TDM__CU_ERROR_NO_DEVICE = 100,   /* CUDA_ERROR_NO_DEVICE */
+};
+
+typedef unsigned long long tdm__cu_deviceptr; /* CUdeviceptr */
+typedef void *tdm__cu_context;                /* CUcontext */
+
+struct tdm_cuda_fns {
+    int (*init)(unsigned int flags);                          /* cuInit */
+    int (*device_get_count)(int *count);                      /* cuDeviceGetCount */
+    int (*device_get)(int *device, int ordinal);              /* cuDeviceGet */
+    int (*device_get_name)(char *name, int len, int device);  /* cuDeviceGetName */
+    int (*device_total_mem)(size_t *bytes, int device);       /* cuDeviceTotalMem_v2 */
+    int (*primary_ctx_retain)(tdm__cu_context *ctx, int device); /* cuDevicePrimaryCtxRetain */
+    int (*primary_ctx_release)(int device);                   /* cuDevicePrimaryCtxRelease_v2 */
+    int (*ctx_get_current)(tdm__cu_context *ctx);             /* cuCtxGetCurrent */
+    int (*ctx_push)(tdm__cu_context ctx);                     /* cuCtxPushCurrent_v2 */
+    int (*ctx_pop)(tdm__cu_context *ctx);                     /* cuCtxPopCurrent_v2 */
+    int (*mem_alloc)(tdm__cu_deviceptr *dptr, size_t size);   /* cuMemAlloc_v2 */
+    int (*mem_free)(tdm__cu_deviceptr dptr);                  /* cuMemFree_v2 */
+    int (*mem_get_info)(size_t *free_bytes, size_t *total);   /* cuMemGetInfo_v2 */
+};
+
+/* The driver's names of the fields above, in field order (for resolving
+ * them by name: the provider itself, and hooks). */
+#define TDM__CUDA_FNS_NAMES                                                    \
+    "cuInit", "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetName",            \
+        "cuDeviceTotalMem_v2", "cuDevicePrimaryCtxRetain",                     \
+        "cuDevicePrimaryCtxRelease_v2", "cuCtxGetCurrent",                     \
+        "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2", "cuMemAlloc_v2",          \
+        "cuMemFree_v2", "cuMemGetInfo_v2"
+
+#endif

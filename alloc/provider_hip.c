@@ -1,0 +1,199 @@
+/* alloc/provider_hip.c: device memory from AMD HIP (libamdhip64).
+ *
+ * Owns: the table of HIP functions, resolved once (given by a hook, or
+ * dlopen'ed here and never linked), and the handle of the library when it
+ * opened it.  Segments are hipMalloc'ed on the device asked for: the
+ * thread's current device is switched for the call and put back, since
+ * HIP keeps the current device per thread and the program's own calls
+ * must not see ours.
+ *
+ * Invariants: device_count >= 1 once created (a machine with no device
+ * gives TDM_NOT_AVAILABLE); vendor codes of failed calls are noted with
+ * tdm__provider_set_vendor_error before a status goes back.
+ *
+ * Lock: none; the table is immutable after creation and HIP is
+ * thread-safe.  Host memory for the provider comes from tdm__meta_map.
+ */
+#define _GNU_SOURCE
+#include "provider_hip.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "meta.h"
+
+typedef struct hip_impl {
+    tdm_provider pub;
+    struct tdm_hip_fns fns;
+    void *lib; /* dlopen handle when we opened libamdhip64; else NULL */
+} hip_impl;
+
+static tdm_status fail(int code)
+{
+    tdm__provider_set_vendor_error(code);
+    return code == TDM__HIP_ERROR_OUT_OF_MEMORY ? TDM_OUT_OF_MEMORY : TDM_VENDOR_ERROR;
+}
+
+/* Makes `device` current on this thread; *prev gets the one to restore
+ * (-1: nothing to restore). */
+static int enter_device(const struct tdm_hip_fns *f, int device, int *prev)
+{
+    int cur = -1;
+    *prev = -1;
+    int r = f->get_device(&cur);
+    if (r == TDM__HIP_SUCCESS && cur == device)
+        return TDM__HIP_SUCCESS;
+    r = f->set_device(device);
+    if (r == TDM__HIP_SUCCESS && cur >= 0)
+        *prev = cur;
+    return r;
+}
+
+static void leave_device(const struct tdm_hip_fns *f, int prev)
+{
+    if (prev >= 0)
+        f->set_device(prev);
+}
+
+static tdm_status hip_alloc(tdm_provider *p, int device, size_t size, tdm_stream stream,
+                            void **out)
+{
+    (void)stream; /* segments are device-wide; blocks carry the stream */
+    hip_impl *h = p->impl;
+    *out = NULL;
+    if (device < 0 || device >= p->device_count)
+        return TDM_NO_SUCH_DEVICE;
+    int prev;
+    int r = enter_device(&h->fns, device, &prev);
+    if (r == TDM__HIP_SUCCESS)
+        r = h->fns.malloc(out, size);
+    leave_device(&h->fns, prev);
+    if (r != TDM__HIP_SUCCESS) {
+        *out = NULL;
+        return fail(r);
+    }
+    return TDM_OK;
+}
+
+static tdm_status hip_free(tdm_provider *p, int device, void *ptr, size_t size)
+{
+    (void)device, (void)size;
+    hip_impl *h = p->impl;
+    int r = h->fns.free(ptr);
+    return r == TDM__HIP_SUCCESS ? TDM_OK : fail(r);
+}
+
+static tdm_status hip_mem_info(tdm_provider *p, int device, size_t *free_bytes,
+                               size_t *total_bytes)
+{
+    hip_impl *h = p->impl;
+    if (device < 0 || device >= p->device_count)
+        return TDM_NO_SUCH_DEVICE;
+    size_t fr = 0, tot = 0;
+    int prev;
+    int r = enter_device(&h->fns, device, &prev);
+    if (r == TDM__HIP_SUCCESS)
+        r = h->fns.mem_get_info(&fr, &tot);
+    leave_device(&h->fns, prev);
+    if (r != TDM__HIP_SUCCESS)
+        return fail(r);
+    if (free_bytes)
+        *free_bytes = fr;
+    if (total_bytes)
+        *total_bytes = tot;
+    return TDM_OK;
+}
+
+static void hip_device_name(tdm_provider *p, int device, char *buf, size_t len)
+{
+    hip_impl *h = p->impl;
+    if (len == 0)
+        return;
+    buf[0] = '\0';
+    int n = len > 256 ? 256 : (int)len;
+    if (h->fns.device_get_name(buf, n, device) != TDM__HIP_SUCCESS || buf[0] == '\0')
+        snprintf(buf, len, "hip%d", device);
+    buf[len - 1] = '\0';
+}
+
+static void hip_destroy(tdm_provider *p)
+{
+    hip_impl *h = p->impl;
+    if (h->lib)
+        dlclose(h->lib);
+    tdm__meta_unmap(h, sizeof *h);
+}
+
+/* Fills fns from the library; 0 when a function is missing. */
+static int resolve(void *lib, struct tdm_hip_fns *fns)
+{
+    static const char *const names[] = {
+        "hipGetDeviceCount", "hipGetDevice", "hipSetDevice", "hipMalloc",
+        "hipFree", "hipMemGetInfo", "hipDeviceGetName", "hipDeviceTotalMem",
+    };
+    void *sym[sizeof names / sizeof names[0]];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        sym[i] = dlsym(lib, names[i]);
+        if (sym[i] == NULL)
+            return 0;
+    }
+    /* void * to function pointer: POSIX guarantees the representation. */
+    fns->get_device_count = (int (*)(int *))sym[0];
+    fns->get_device = (int (*)(int *))sym[1];
+    fns->set_device = (int (*)(int))sym[2];
+    fns->malloc = (int (*)(void **, size_t))sym[3];
+    fns->free = (int (*)(void *))sym[4];
+    fns->mem_get_info = (int (*)(size_t *, size_t *))sym[5];
+    fns->device_get_name = (int (*)(char *, int, int))sym[6];
+    fns->device_total_mem = (int (*)(size_t *, int))sym[7];
+    return 1;
+}
+
+static int complete(const struct tdm_hip_fns *f)
+{
+    return f->get_device_count && f->get_device && f->set_device && f->malloc && f->free &&
+           f->mem_get_info && f->device_get_name && f->device_total_mem;
+}
+
+tdm_status tdm__provider_hip_create(const tdm_hip_fns *fns, tdm_provider **out)
+{
+    if (out == NULL)
+        return TDM_INVALID_ARGUMENT;
+    *out = NULL;
+    hip_impl *h = tdm__meta_map(sizeof *h);
+    if (h == NULL)
+        return TDM_HOST_OUT_OF_MEMORY;
+    if (fns) {
+        h->fns = *fns;
+    } else {
+        h->lib = dlopen("libamdhip64.so.5", RTLD_NOW | RTLD_LOCAL);
+        if (h->lib == NULL)
+            h->lib = dlopen("libamdhip64.so", RTLD_NOW | RTLD_LOCAL);
+        if (h->lib == NULL || !resolve(h->lib, &h->fns))
+            goto unavailable;
+    }
+    if (!complete(&h->fns))
+        goto unavailable;
+    int count = 0;
+    int r = h->fns.get_device_count(&count);
+    if (r != TDM__HIP_SUCCESS || count < 1) {
+        tdm__provider_set_vendor_error(r != TDM__HIP_SUCCESS ? r : TDM__HIP_ERROR_NO_DEVICE);
+        goto unavailable;
+    }
+    h->pub = (tdm_provider){
+        .vendor = "hip",
+        .device_count = count,
+        .alloc = hip_alloc,
+        .free = hip_free,
+        .mem_info = hip_mem_info,
+        .device_name = hip_device_name,
+        .destroy = hip_destroy,
+        .impl = h,
+    };
+    *out = &h->pub;
+    return TDM_OK;
+unavailable:
+    hip_destroy(&(tdm_provider){.impl = h});
+    return TDM_NOT_AVAILABLE;
+}

@@ -1,0 +1,234 @@
+/* alloc/provider_ze.c: device memory from Intel Level Zero.
+ *
+ * Owns: the table of Level Zero functions (given by a hook, or resolved
+ * here from a dlopen'ed libze_loader.so.1, never linked), the context the
+ * memory is allocated in, the devices by ordinal and what each holds.
+ * Memory in Level Zero belongs to a context, so a hook hands over the
+ * program's own context: blocks served from the cache are then usable by
+ * the program's kernels.  Standalone, the provider makes its own context
+ * on the first driver and destroys it with the provider.
+ *
+ * Invariants: device_count >= 1 once created; held[d] = bytes of device d
+ * allocated through this provider and not yet freed; capacity[d] = the
+ * device's memory size summed over its memory modules.
+ *
+ * Lock: none; held[] is atomic, everything else is immutable after
+ * creation.  Host memory for the provider comes from tdm__meta_map.
+ */
+#define _GNU_SOURCE
+#include "provider_ze.h"
+
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "meta.h"
+
+typedef struct ze_impl {
+    tdm_provider pub;
+    struct tdm_ze_fns fns;
+    void *lib;                                  /* loader we opened, or NULL */
+    int (*context_destroy)(void *context);      /* set when the context is ours */
+    uint64_t capacity[TDM__ZE_MAX_DEVICES];     /* bytes */
+    _Atomic uint64_t held[TDM__ZE_MAX_DEVICES]; /* bytes */
+    char names[TDM__ZE_MAX_DEVICES][64];
+} ze_impl;
+
+static tdm_status fail(int code)
+{
+    tdm__provider_set_vendor_error(code);
+    return code == TDM__ZE_ERROR_OUT_OF_DEVICE_MEMORY ? TDM_OUT_OF_MEMORY : TDM_VENDOR_ERROR;
+}
+
+static tdm_status ze_alloc(tdm_provider *p, int device, size_t size, tdm_stream stream,
+                           void **out)
+{
+    (void)stream; /* memory is per context; blocks carry the stream */
+    ze_impl *z = p->impl;
+    *out = NULL;
+    if (device < 0 || device >= p->device_count)
+        return TDM_NO_SUCH_DEVICE;
+    tdm__ze_mem_alloc_desc desc = {.stype = TDM__ZE_STYPE_DEVICE_MEM_ALLOC_DESC};
+    int r = z->fns.mem_alloc_device(z->fns.context, &desc, size, 0, z->fns.devices[device],
+                                    out);
+    if (r != TDM__ZE_SUCCESS) {
+        *out = NULL;
+        return fail(r);
+    }
+    atomic_fetch_add_explicit(&z->held[device], size, memory_order_relaxed);
+    return TDM_OK;
+}
+
+static tdm_status ze_free(tdm_provider *p, int device, void *ptr, size_t size)
+{
+    ze_impl *z = p->impl;
+    int r = z->fns.mem_free(z->fns.context, ptr);
+    if (r != TDM__ZE_SUCCESS)
+        return fail(r);
+    if (device >= 0 && device < p->device_count)
+        atomic_fetch_sub_explicit(&z->held[device], size, memory_order_relaxed);
+    return TDM_OK;
+}
+
+/* Free bytes from Sysman; 0 when it cannot say. */
+static int sysman_free(const ze_impl *z, int device, uint64_t *free_bytes, uint64_t *total)
+{
+    if (!z->fns.sysman_enum_memory_modules || !z->fns.sysman_memory_get_state)
+        return 0;
+    void *modules[8];
+    uint32_t n = 8;
+    if (z->fns.sysman_enum_memory_modules(z->fns.devices[device], &n, modules) !=
+            TDM__ZE_SUCCESS || n == 0)
+        return 0;
+    uint64_t fr = 0, tot = 0;
+    for (uint32_t i = 0; i < n && i < 8; i++) {
+        tdm__zes_mem_state st = {.stype = TDM__ZES_STYPE_MEM_STATE};
+        if (z->fns.sysman_memory_get_state(modules[i], &st) != TDM__ZE_SUCCESS)
+            return 0;
+        fr += st.free;
+        tot += st.size;
+    }
+    *free_bytes = fr;
+    *total = tot;
+    return 1;
+}
+
+static tdm_status ze_mem_info(tdm_provider *p, int device, size_t *free_bytes,
+                              size_t *total_bytes)
+{
+    ze_impl *z = p->impl;
+    if (device < 0 || device >= p->device_count)
+        return TDM_NO_SUCH_DEVICE;
+    uint64_t fr, tot;
+    if (!sysman_free(z, device, &fr, &tot)) {
+        uint64_t held = atomic_load_explicit(&z->held[device], memory_order_relaxed);
+        tot = z->capacity[device];
+        fr = held < tot ? tot - held : 0;
+    }
+    if (free_bytes)
+        *free_bytes = (size_t)fr;
+    if (total_bytes)
+        *total_bytes = (size_t)tot;
+    return TDM_OK;
+}
+
+static void ze_device_name(tdm_provider *p, int device, char *buf, size_t len)
+{
+    ze_impl *z = p->impl;
+    if (len == 0)
+        return;
+    if (device >= 0 && device < p->device_count)
+        snprintf(buf, len, "%s", z->names[device]);
+    else
+        snprintf(buf, len, "ze%d", device);
+}
+
+static void ze_destroy(tdm_provider *p)
+{
+    ze_impl *z = p->impl;
+    if (z->context_destroy && z->fns.context)
+        z->context_destroy(z->fns.context);
+    if (z->lib)
+        dlclose(z->lib);
+    tdm__meta_unmap(z, sizeof *z);
+}
+
+/* Standalone: the loader's functions, its first driver, all its devices
+ * and a context of our own.  Returns the vendor code of what failed. */
+static int open_loader(ze_impl *z)
+{
+    z->lib = dlopen("libze_loader.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (z->lib == NULL)
+        return TDM__ZE_ERROR_UNINITIALIZED;
+    int (*init)(unsigned) = (int (*)(unsigned))dlsym(z->lib, "zeInit");
+    int (*driver_get)(uint32_t *, void **) =
+        (int (*)(uint32_t *, void **))dlsym(z->lib, "zeDriverGet");
+    int (*device_get)(void *, uint32_t *, void **) =
+        (int (*)(void *, uint32_t *, void **))dlsym(z->lib, "zeDeviceGet");
+    int (*context_create)(void *, const tdm__ze_context_desc *, void **) =
+        (int (*)(void *, const tdm__ze_context_desc *, void **))dlsym(z->lib, "zeContextCreate");
+    z->context_destroy = (int (*)(void *))dlsym(z->lib, "zeContextDestroy");
+    struct tdm_ze_fns *f = &z->fns;
+    f->device_get_properties =
+        (int (*)(void *, tdm__ze_device_props *))dlsym(z->lib, "zeDeviceGetProperties");
+    f->device_get_memory_properties = (int (*)(void *, uint32_t *, tdm__ze_memory_props *))dlsym(
+        z->lib, "zeDeviceGetMemoryProperties");
+    f->mem_alloc_device =
+        (int (*)(void *, const tdm__ze_mem_alloc_desc *, size_t, size_t, void *, void **))dlsym(
+            z->lib, "zeMemAllocDevice");
+    f->mem_free = (int (*)(void *, void *))dlsym(z->lib, "zeMemFree");
+    f->sysman_enum_memory_modules =
+        (int (*)(void *, uint32_t *, void **))dlsym(z->lib, "zesDeviceEnumMemoryModules");
+    f->sysman_memory_get_state =
+        (int (*)(void *, tdm__zes_mem_state *))dlsym(z->lib, "zesMemoryGetState");
+    if (!init || !driver_get || !device_get || !context_create || !z->context_destroy)
+        return TDM__ZE_ERROR_UNINITIALIZED;
+    int r = init(0);
+    if (r != TDM__ZE_SUCCESS)
+        return r;
+    void *driver = NULL;
+    uint32_t n = 1;
+    r = driver_get(&n, &driver);
+    if (r != TDM__ZE_SUCCESS || n == 0 || driver == NULL)
+        return r != TDM__ZE_SUCCESS ? r : TDM__ZE_ERROR_UNINITIALIZED;
+    n = TDM__ZE_MAX_DEVICES;
+    r = device_get(driver, &n, f->devices);
+    if (r != TDM__ZE_SUCCESS)
+        return r;
+    f->device_count = n;
+    tdm__ze_context_desc cd = {.stype = TDM__ZE_STYPE_CONTEXT_DESC};
+    return context_create(driver, &cd, &f->context);
+}
+
+tdm_status tdm__provider_ze_create(const tdm_ze_fns *fns, tdm_provider **out)
+{
+    if (out == NULL)
+        return TDM_INVALID_ARGUMENT;
+    *out = NULL;
+    ze_impl *z = tdm__meta_map(sizeof *z);
+    if (z == NULL)
+        return TDM_HOST_OUT_OF_MEMORY;
+    int r = TDM__ZE_SUCCESS;
+    if (fns)
+        z->fns = *fns;
+    else
+        r = open_loader(z);
+    struct tdm_ze_fns *f = &z->fns;
+    if (r == TDM__ZE_SUCCESS &&
+        (!f->device_get_properties || !f->device_get_memory_properties ||
+         !f->mem_alloc_device || !f->mem_free || !f->context || f->device_count == 0 ||
+         f->device_count > TDM__ZE_MAX_DEVICES))
+        r = TDM__ZE_ERROR_UNINITIALIZED;
+    if (r != TDM__ZE_SUCCESS) {
+        tdm__provider_set_vendor_error(r);
+        ze_destroy(&(tdm_provider){.impl = z});
+        return TDM_NOT_AVAILABLE;
+    }
+    for (uint32_t d = 0; d < f->device_count; d++) {
+        tdm__ze_device_props props = {.stype = TDM__ZE_STYPE_DEVICE_PROPERTIES};
+        if (f->device_get_properties(f->devices[d], &props) == TDM__ZE_SUCCESS && props.name[0])
+            snprintf(z->names[d], sizeof z->names[d], "%.63s", props.name);
+        else
+            snprintf(z->names[d], sizeof z->names[d], "ze%u", d);
+        tdm__ze_memory_props mem[8];
+        uint32_t n = 8;
+        for (uint32_t i = 0; i < n; i++)
+            mem[i] = (tdm__ze_memory_props){.stype = TDM__ZE_STYPE_DEVICE_MEMORY_PROPERTIES};
+        if (f->device_get_memory_properties(f->devices[d], &n, mem) == TDM__ZE_SUCCESS)
+            for (uint32_t i = 0; i < n && i < 8; i++)
+                z->capacity[d] += mem[i].totalSize;
+    }
+    z->pub = (tdm_provider){
+        .vendor = "ze",
+        .device_count = (int)f->device_count,
+        .alloc = ze_alloc,
+        .free = ze_free,
+        .mem_info = ze_mem_info,
+        .device_name = ze_device_name,
+        .destroy = ze_destroy,
+        .impl = z,
+    };
+    *out = &z->pub;
+    return TDM_OK;
+}

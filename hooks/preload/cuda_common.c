@@ -1,0 +1,270 @@
+/* hooks/preload/cuda_common.c: what the CUDA wrappers ask of the driver
+ * besides the call they wrap, and cache mode's provider.
+ *
+ * Owns: the driver functions tidemark calls but does not hook (resolved
+ * once each from the loaded libcuda.so.1), the set of devices already
+ * described to the allocator, the table of virtual-memory handles and
+ * their devices, and whether cache mode could start (the cuda provider
+ * over the real driver, given to the allocator once).
+ *
+ * Invariants: nothing here records an event; everything runs inside a
+ * wrapper (the recursion guard is held), so driver calls made here reach
+ * the driver directly.  Locks: handle_lock around the handle table
+ * (virtual-memory calls are rare); cache_lock around the one-time cache
+ * set-up; the rest are atomics.
+ */
+#define _GNU_SOURCE
+#include "cuda_hooks.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "provider_cuda.h"
+
+_Static_assert(sizeof(CUresult) == sizeof(int), "CUresult is int-sized");
+_Static_assert(sizeof(CUdevice) == sizeof(int), "CUdevice is an int");
+_Static_assert(sizeof(CUdeviceptr) == sizeof(tdm__cu_deviceptr), "CUdeviceptr width");
+_Static_assert(sizeof(CUcontext) == sizeof(tdm__cu_context), "CUcontext is a pointer");
+
+TDM_CUDA_HIDDEN void *tdm__cuda_lib(void); /* cuda_lookup.c */
+
+/* ---- helper functions ------------------------------------------------------ */
+
+#define HELPERS(X)                                                             \
+    X(cuCtxGetDevice) X(cuMemGetInfo_v2) X(cuDeviceGet) X(cuDeviceGetName)     \
+    X(cuDeviceTotalMem_v2) X(cuInit) X(cuDeviceGetCount)                       \
+    X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease_v2)                \
+    X(cuCtxGetCurrent) X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2)
+
+enum {
+#define H_ENUM(name) H_##name,
+    HELPERS(H_ENUM)
+#undef H_ENUM
+    H_COUNT
+};
+static const char *const helper_names[H_COUNT] = {
+#define H_NAME(name) #name,
+    HELPERS(H_NAME)
+#undef H_NAME
+};
+static _Atomic(void *) helpers[H_COUNT];
+static char helper_missing; /* marks a name the loaded driver lacks */
+
+static void *helper(int i)
+{
+    void *p = atomic_load_explicit(&helpers[i], memory_order_acquire);
+    if (p == NULL) {
+        void *lib = tdm__cuda_lib();
+        if (lib == NULL)
+            return NULL; /* no driver yet: ask again next time */
+        p = tdm__hook_real_dlsym(lib, helper_names[i]);
+        atomic_store_explicit(&helpers[i], p ? p : (void *)&helper_missing,
+                              memory_order_release);
+    }
+    return p == (void *)&helper_missing ? NULL : p;
+}
+
+void *tdm__cuda_helper(const char *name)
+{
+    for (int i = 0; i < H_COUNT; i++)
+        if (strcmp(helper_names[i], name) == 0)
+            return helper(i);
+    return NULL;
+}
+
+int tdm__cuda_current_device(void)
+{
+    PFN_cuCtxGetDevice_v2000 f = (PFN_cuCtxGetDevice_v2000)helper(H_cuCtxGetDevice);
+    CUdevice d = -1;
+    if (f == NULL || f(&d) != CUDA_SUCCESS)
+        return -1;
+    return d;
+}
+
+size_t tdm__cuda_free_bytes(void)
+{
+    PFN_cuMemGetInfo_v3020 f = (PFN_cuMemGetInfo_v3020)helper(H_cuMemGetInfo_v2);
+    size_t fr = 0, total = 0;
+    if (f == NULL || f(&fr, &total) != CUDA_SUCCESS)
+        return 0;
+    return fr;
+}
+
+static _Atomic unsigned long long described; /* bit d: device d; bit 63: host */
+
+void tdm__cuda_describe(int device)
+{
+    if (device < -1 || device > 62)
+        return;
+    unsigned long long bit = 1ull << (device < 0 ? 63 : device);
+    if (atomic_load_explicit(&described, memory_order_relaxed) & bit)
+        return;
+    if (device < 0) {
+        tdm__alloc_observe_device(-1, "cuda", "host (pinned)", 0);
+    } else {
+        PFN_cuDeviceGet_v2000 get = (PFN_cuDeviceGet_v2000)helper(H_cuDeviceGet);
+        PFN_cuDeviceGetName_v2000 name = (PFN_cuDeviceGetName_v2000)helper(H_cuDeviceGetName);
+        PFN_cuDeviceTotalMem_v3020 total =
+            (PFN_cuDeviceTotalMem_v3020)helper(H_cuDeviceTotalMem_v2);
+        CUdevice dev;
+        char buf[64] = "";
+        size_t bytes = 0;
+        if (get == NULL || get(&dev, device) != CUDA_SUCCESS)
+            return; /* not yet knowable; try at the next allocation */
+        if (name == NULL || name(buf, (int)sizeof buf, dev) != CUDA_SUCCESS)
+            buf[0] = '\0';
+        buf[sizeof buf - 1] = '\0';
+        if (total == NULL || total(&bytes, dev) != CUDA_SUCCESS)
+            bytes = 0;
+        tdm__alloc_observe_device(device, "cuda", buf, bytes);
+    }
+    atomic_fetch_or_explicit(&described, bit, memory_order_relaxed);
+}
+
+CUresult tdm__cuda_status_result(tdm_status st)
+{
+    switch (st) {
+    case TDM_OK: return CUDA_SUCCESS;
+    case TDM_OUT_OF_MEMORY:
+    case TDM_HOST_OUT_OF_MEMORY: return CUDA_ERROR_OUT_OF_MEMORY;
+    case TDM_VENDOR_ERROR: return (CUresult)tdm__provider_last_vendor_error();
+    case TDM_INVALID_ARGUMENT: return CUDA_ERROR_INVALID_VALUE;
+    case TDM_NO_SUCH_DEVICE: return CUDA_ERROR_INVALID_DEVICE;
+    default: return CUDA_ERROR_UNKNOWN;
+    }
+}
+
+/* ---- cache mode ----------------------------------------------------------------- */
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int cache_state = -1; /* -1 not tried, 0 unavailable, 1 ready */
+
+/* The provider's table, from the real (un-hooked) driver functions. */
+static int fill_fns(struct tdm_cuda_fns *f)
+{
+    void *h[H_COUNT];
+    for (int i = 0; i < H_COUNT; i++)
+        if ((h[i] = helper(i)) == NULL)
+            return 0;
+    void *alloc = tdm__cuda_real(TDM__CV_cuMemAlloc_v2);
+    void *release = tdm__cuda_real(TDM__CV_cuMemFree_v2);
+    if (alloc == NULL || release == NULL)
+        return 0;
+    /* CUDA's types and the provider's are ABI-equal (asserted above). */
+    f->init = (int (*)(unsigned int))h[H_cuInit];
+    f->device_get_count = (int (*)(int *))h[H_cuDeviceGetCount];
+    f->device_get = (int (*)(int *, int))h[H_cuDeviceGet];
+    f->device_get_name = (int (*)(char *, int, int))h[H_cuDeviceGetName];
+    f->device_total_mem = (int (*)(size_t *, int))h[H_cuDeviceTotalMem_v2];
+    f->primary_ctx_retain = (int (*)(tdm__cu_context *, int))h[H_cuDevicePrimaryCtxRetain];
+    f->primary_ctx_release = (int (*)(int))h[H_cuDevicePrimaryCtxRelease_v2];
+    f->ctx_get_current = (int (*)(tdm__cu_context *))h[H_cuCtxGetCurrent];
+    f->ctx_push = (int (*)(tdm__cu_context))h[H_cuCtxPushCurrent_v2];
+    f->ctx_pop = (int (*)(tdm__cu_context *))h[H_cuCtxPopCurrent_v2];
+    f->mem_alloc = (int (*)(tdm__cu_deviceptr *, size_t))alloc;
+    f->mem_free = (int (*)(tdm__cu_deviceptr))release;
+    f->mem_get_info = (int (*)(size_t *, size_t *))h[H_cuMemGetInfo_v2];
+    return 1;
+}
+
+static __attribute__((noinline)) int cache_setup(void)
+{
+    pthread_mutex_lock(&cache_lock);
+    int state = atomic_load_explicit(&cache_state, memory_order_relaxed);
+    if (state < 0) {
+        struct tdm_cuda_fns fns;
+        tdm_provider *p = NULL;
+        tdm_status st = tdm__provider_cuda_create(fill_fns(&fns) ? &fns : NULL, &p);
+        if (st == TDM_OK && tdm__alloc_use_provider(p) != TDM_OK) {
+            p->destroy(p); /* the allocator already serves something else */
+            st = TDM_BAD_CONFIG;
+        }
+        state = st == TDM_OK;
+        if (!state)
+            fprintf(stderr,
+                    "tidemark: mode=cache: the CUDA driver cannot serve device memory "
+                    "here (%s, CUresult %d); CUDA allocations are observed instead\n",
+                    tdm_status_name(st), tdm__provider_last_vendor_error());
+        atomic_store_explicit(&cache_state, state, memory_order_release);
+    }
+    pthread_mutex_unlock(&cache_lock);
+    return state;
+}
+
+int tdm__cuda_cache_ready(void)
+{
+    int s = atomic_load_explicit(&cache_state, memory_order_acquire);
+    return s >= 0 ? s : cache_setup();
+}
+
+/* ---- virtual-memory handles ------------------------------------------------------
+ * Open addressing on the handle value, linear probing, deletion by
+ * backward shift; a full table forgets (the map then books on the
+ * context's device). */
+
+#define HANDLE_SLOTS 4096
+static pthread_mutex_t handle_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    CUmemGenericAllocationHandle key; /* 0 = empty */
+    int device;
+} handles[HANDLE_SLOTS];
+static int handle_count;
+
+static size_t handle_home(CUmemGenericAllocationHandle h)
+{
+    return (size_t)((h * 0x9E3779B97F4A7C15ull) >> 52) & (HANDLE_SLOTS - 1);
+}
+
+void tdm__cuda_handle_put(CUmemGenericAllocationHandle h, int device)
+{
+    if (h == 0)
+        return;
+    pthread_mutex_lock(&handle_lock);
+    size_t i = handle_home(h);
+    while (handles[i].key != 0 && handles[i].key != h)
+        i = (i + 1) & (HANDLE_SLOTS - 1);
+    if (handles[i].key == h || handle_count < HANDLE_SLOTS - 1) {
+        handle_count += handles[i].key == 0;
+        handles[i].key = h;
+        handles[i].device = device;
+    }
+    pthread_mutex_unlock(&handle_lock);
+}
+
+int tdm__cuda_handle_device(CUmemGenericAllocationHandle h)
+{
+    int device = -2;
+    pthread_mutex_lock(&handle_lock);
+    for (size_t i = handle_home(h); handles[i].key != 0; i = (i + 1) & (HANDLE_SLOTS - 1))
+        if (handles[i].key == h) {
+            device = handles[i].device;
+            break;
+        }
+    pthread_mutex_unlock(&handle_lock);
+    return device;
+}
+
+void tdm__cuda_handle_drop(CUmemGenericAllocationHandle h)
+{
+    pthread_mutex_lock(&handle_lock);
+    size_t i = handle_home(h);
+    while (handles[i].key != 0 && handles[i].key != h)
+        i = (i + 1) & (HANDLE_SLOTS - 1);
+    if (handles[i].key == h) {
+        /* Backward shift: move later entries of the run into the hole. */
+        size_t hole = i;
+        for (size_t j = (i + 1) & (HANDLE_SLOTS - 1); handles[j].key != 0;
+             j = (j + 1) & (HANDLE_SLOTS - 1)) {
+            size_t home = handle_home(handles[j].key);
+            if (((j - home) & (HANDLE_SLOTS - 1)) >= ((j - hole) & (HANDLE_SLOTS - 1))) {
+                handles[hole] = handles[j];
+                hole = j;
+            }
+        }
+        handles[hole].key = 0;
+        handle_count--;
+    }
+    pthread_mutex_unlock(&handle_lock);
+}

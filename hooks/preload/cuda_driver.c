@@ -1,0 +1,371 @@
+/* hooks/preload/cuda_driver.c: the wrappers of the CUDA driver's memory
+ * entry points.
+ *
+ * Each wrapper has the exact prototype of its driver variant (checked
+ * against cudaTypedefs.h's PFN_* type) and is reached three ways: as the
+ * exported symbol of that name (programs linked with -lcuda), and as the
+ * pointer the cuGetProcAddress / dlsym hooks hand out in place of the
+ * driver's (cudart, shared or static, and PyTorch).  See cuda_lookup.c.
+ *
+ * What a wrapper does, by TIDEMARK_CONF `mode`:
+ *   off, or this thread already inside tidemark: calls the driver, nothing
+ *     else (so a cudaMalloc hook calling into cudart, which calls
+ *     cuMemAlloc through its table, books one allocation, not two);
+ *   observe: calls the driver, then books what it did: device memory on
+ *     the context's device, pinned host memory on device -1, virtual
+ *     memory as segment_map / segment_unmap; CUDA_ERROR_OUT_OF_MEMORY is
+ *     an oom event with the device's free bytes.  Frees and unmaps are
+ *     booked before the driver call (the address may be reused at once);
+ *   cache: cuMemAlloc_v2 and cuMemAllocAsync(_ptsz) are served from
+ *     tidemark's caching allocator over the real driver (cuda provider),
+ *     and their frees give blocks back to it; every other call is observed.
+ * The driver's result goes back unchanged, whatever tidemark did.
+ *
+ * Stacks: bookkeeping is called from the wrapper's own frame (helpers
+ * that book are always_inline), so TDM_HOOK_SKIP leaves exactly the
+ * wrapper out.  Lock: none here (see cuda_common.c, the allocator).
+ */
+#define _GNU_SOURCE
+#include "cuda_hooks.h"
+
+#include "alloc.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE CUresult book_alloc(CUresult r, int device, const void *ptr, size_t size,
+                           tdm_stream stream)
+{
+    if (r == CUDA_SUCCESS) {
+        tdm__cuda_describe(device);
+        tdm__alloc_observe_alloc(device, ptr, size, stream, TDM_HOOK_SKIP);
+    } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+        tdm__cuda_describe(device);
+        tdm__alloc_observe_oom(device, size, device >= 0 ? tdm__cuda_free_bytes() : 0,
+                               stream, TDM_HOOK_SKIP);
+    }
+    return r;
+}
+
+static int ctx_device(void)
+{
+    int d = tdm__cuda_current_device();
+    return d < 0 ? 0 : d;
+}
+
+/* Cache mode: serves a device allocation; 0 when the call must go to the
+ * driver instead (other mode, no provider, no context, size 0: the
+ * driver's own answer is the right one). */
+INLINE int cache_alloc(tdm__hook_mode m, CUresult *r, CUdeviceptr *dptr, size_t size,
+                       tdm_stream stream)
+{
+    if (m != TDM__HOOK_CACHE || size == 0 || dptr == NULL || !tdm__cuda_cache_ready())
+        return 0;
+    int dev = tdm__cuda_current_device();
+    if (dev < 0)
+        return 0;
+    void *p = NULL;
+    tdm_status st = tdm__alloc_malloc(&p, size, dev, stream, TDM_HOOK_SKIP);
+    if (st == TDM_OK)
+        *dptr = (CUdeviceptr)(uintptr_t)p;
+    *r = st == TDM_OK ? CUDA_SUCCESS : tdm__cuda_status_result(st);
+    return 1;
+}
+
+/* Cache mode: gives a block back; 0 when the pointer is not the cache's. */
+INLINE int cache_free(tdm__hook_mode m, CUdeviceptr p)
+{
+    return m == TDM__HOOK_CACHE && p != 0 && tdm__cuda_cache_ready() &&
+           tdm__alloc_free((void *)(uintptr_t)p, TDM_HOOK_SKIP) == TDM_OK;
+}
+
+/* Opens a wrapper: the real function must exist, and the thread must not
+ * be inside tidemark already.  Evaluates to the mode, or OFF to pass
+ * straight through. */
+static tdm__hook_mode open_hook(void *real)
+{
+    if (real == NULL)
+        return TDM__HOOK_OFF;
+    tdm__hook_mode m = tdm__hook_mode_get();
+    if (m == TDM__HOOK_OFF || !tdm__hook_enter())
+        return TDM__HOOK_OFF;
+    return m;
+}
+
+#define NO_DRIVER CUDA_ERROR_NOT_INITIALIZED /* no libcuda.so.1 in the process */
+
+/* ---- device memory ------------------------------------------------------ */
+
+static CUresult w_cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
+{
+    PFN_cuMemAlloc_v3020 real = (PFN_cuMemAlloc_v3020)tdm__cuda_real(TDM__CV_cuMemAlloc_v2);
+    tdm__hook_mode m = open_hook(real);
+    if (m == TDM__HOOK_OFF)
+        return real ? real(dptr, size) : NO_DRIVER;
+    CUresult r;
+    if (!cache_alloc(m, &r, dptr, size, 0)) {
+        r = real(dptr, size);
+        book_alloc(r, ctx_device(), r == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL,
+                   size, 0);
+    }
+    tdm__hook_leave();
+    return r;
+}
+
+static CUresult w_cuMemFree_v2(CUdeviceptr p)
+{
+    PFN_cuMemFree_v3020 real = (PFN_cuMemFree_v3020)tdm__cuda_real(TDM__CV_cuMemFree_v2);
+    tdm__hook_mode m = open_hook(real);
+    if (m == TDM__HOOK_OFF)
+        return real ? real(p) : NO_DRIVER;
+    CUresult r = CUDA_SUCCESS;
+    if (!cache_free(m, p)) {
+        tdm__alloc_observe_free((void *)(uintptr_t)p, 0, TDM_HOOK_SKIP);
+        r = real(p);
+    }
+    tdm__hook_leave();
+    return r;
+}
+
+static CUresult w_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
+                                     size_t height, unsigned int elem)
+{
+    PFN_cuMemAllocPitch_v3020 real =
+        (PFN_cuMemAllocPitch_v3020)tdm__cuda_real(TDM__CV_cuMemAllocPitch_v2);
+    tdm__hook_mode m = open_hook(real);
+    if (m == TDM__HOOK_OFF)
+        return real ? real(dptr, pitch, width, height, elem) : NO_DRIVER;
+    CUresult r = real(dptr, pitch, width, height, elem);
+    /* The driver picks the pitch; the allocation is pitch x height. */
+    size_t size = r == CUDA_SUCCESS ? *pitch * height : width * height;
+    book_alloc(r, ctx_device(), r == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL, size, 0);
+    tdm__hook_leave();
+    return r;
+}
+
+static CUresult w_cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned int flags)
+{
+    PFN_cuMemAllocManaged_v6000 real =
+        (PFN_cuMemAllocManaged_v6000)tdm__cuda_real(TDM__CV_cuMemAllocManaged);
+    tdm__hook_mode m = open_hook(real);
+    if (m == TDM__HOOK_OFF)
+        return real ? real(dptr, size, flags) : NO_DRIVER;
+    CUresult r = real(dptr, size, flags);
+    book_alloc(r, ctx_device(), r == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL, size, 0);
+    tdm__hook_leave();
+    return r;
+}
+
+/* ---- pinned host memory: device -1 ---------------------------------------- */
+
+static CUresult w_cuMemHostAlloc(void **pp, size_t size, unsigned int flags)
+{
+    PFN_cuMemHostAlloc_v2020 real = (PFN_cuMemHostAlloc_v2020)tdm__cuda_real(TDM__CV_cuMemHostAlloc);
+    tdm__hook_mode m = open_hook(real);
+    if (m == TDM__HOOK_OFF)
+        return real ? real(pp, size, flags) : NO_DRIVER;
+    CUresult r = real(pp, size, flags);
+    book_alloc(r, -1, r == CUDA_SUCCESS ? *pp : NULL, size, 0);
+    tdm__hook_leave();
+    return r;
+}
+
+static CUresult w_cuMemFreeHost(void *p)
+{
+    PFN_cuMemFreeHost_v2000 real = (PFN_cuMemFreeHost_v2000)tdm__cuda_real(TDM__CV_cuMemFreeHost);
+    tdm__hook_mode m = open_hook(real);
+    if (m == TDM__HOOK_OFF)
+        return real ? real(p) : NO_DRIVER;
+    tdm__alloc_observe_free(p, 0, TDM_HOOK_SKIP);
+    CUresult r = real(p);
+    tdm__hook_leave();
+    return r;
+}
+
+/* ---- stream-ordered memory ------------------------------------------------ */
+
+/* The four async allocators differ only in their variant and in what
+ * stream 0 means; each is its own function so a stack shows which. */
+#define ASYNC_ALLOC(name, pfn, ptsz)                                           \
+    static CUresult w_##name(CUdeviceptr *dptr, size_t size, CUstream s)      \
+    {                                                                          \
+        pfn real = (pfn)tdm__cuda_real(TDM__CV_##name);                        \
+        tdm__hook_mode m = open_hook(real);                                    \
+        if (m == TDM__HOOK_OFF)                                                \
+            return real ? real(dptr, size, s) : NO_DRIVER;                     \
+        tdm_stream st = tdm__cuda_stream(s, ptsz);                             \
+        CUresult r;                                                            \
+        if (!cache_alloc(m, &r, dptr, size, st)) {                             \
+            r = real(dptr, size, s);                                           \
+            book_alloc(r, ctx_device(),                                        \
+                       r == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL,    \
+                       size, st);                                              \
+        }                                                                      \
+        tdm__hook_leave();                                                     \
+        return r;                                                              \
+    }
+ASYNC_ALLOC(cuMemAllocAsync, PFN_cuMemAllocAsync_v11020, 0)
+ASYNC_ALLOC(cuMemAllocAsync_ptsz, PFN_cuMemAllocAsync_v11020_ptsz, 1)
+
+#define ASYNC_FREE(name, pfn, ptsz)                                            \
+    static CUresult w_##name(CUdeviceptr p, CUstream s)                        \
+    {                                                                          \
+        pfn real = (pfn)tdm__cuda_real(TDM__CV_##name);                        \
+        tdm__hook_mode m = open_hook(real);                                    \
+        if (m == TDM__HOOK_OFF)                                                \
+            return real ? real(p, s) : NO_DRIVER;                              \
+        CUresult r = CUDA_SUCCESS;                                             \
+        if (!cache_free(m, p)) {                                               \
+            tdm__alloc_observe_free((void *)(uintptr_t)p, tdm__cuda_stream(s, ptsz), \
+                                    TDM_HOOK_SKIP);                            \
+            r = real(p, s);                                                    \
+        }                                                                      \
+        tdm__hook_leave();                                                     \
+        return r;                                                              \
+    }
+ASYNC_FREE(cuMemFreeAsync, PFN_cuMemFreeAsync_v11020, 0)
+ASYNC_FREE(cuMemFreeAsync_ptsz, PFN_cuMemFreeAsync_v11020_ptsz, 1)
+
+/* A pool chosen by the program (IPC-exportable, other device, ...): always
+ * the driver's, observed on the current device. */
+#define POOL_ALLOC(name, pfn, ptsz)                                            \
+    static CUresult w_##name(CUdeviceptr *dptr, size_t size, CUmemoryPool pool,\
+                             CUstream s)                                       \
+    {                                                                          \
+        pfn real = (pfn)tdm__cuda_real(TDM__CV_##name);                        \
+        tdm__hook_mode m = open_hook(real);                                    \
+        if (m == TDM__HOOK_OFF)                                                \
+            return real ? real(dptr, size, pool, s) : NO_DRIVER;               \
+        CUresult r = real(dptr, size, pool, s);                                \
+        book_alloc(r, ctx_device(), r == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL, \
+                   size, tdm__cuda_stream(s, ptsz));                           \
+        tdm__hook_leave();                                                     \
+        return r;                                                              \
+    }
+POOL_ALLOC(cuMemAllocFromPoolAsync, PFN_cuMemAllocFromPoolAsync_v11020, 0)
+POOL_ALLOC(cuMemAllocFromPoolAsync_ptsz, PFN_cuMemAllocFromPoolAsync_v11020_ptsz, 1)
+
+/* ---- virtual memory ---------------------------------------------------------
+ * Physical memory is used once it is mapped: cuMemMap books segment_map on
+ * the device the handle was created for, cuMemUnmap segment_unmap.
+ * cuMemCreate only remembers the handle's device (an oom when the driver
+ * has no memory left); reservations hold no memory and are passed through. */
+
+static CUresult w_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
+                              const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    PFN_cuMemCreate_v10020 real = (PFN_cuMemCreate_v10020)tdm__cuda_real(TDM__CV_cuMemCreate);
+    tdm__hook_mode m = open_hook(real);
+    if (m == TDM__HOOK_OFF)
+        return real ? real(h, size, prop, flags) : NO_DRIVER;
+    CUresult r = real(h, size, prop, flags);
+    int dev = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : -1;
+    if (r == CUDA_SUCCESS) {
+        tdm__cuda_handle_put(*h, dev);
+    } else if (r == CUDA_ERROR_OUT_OF_MEMORY && dev >= 0) {
+        tdm__cuda_describe(dev);
+        tdm__alloc_observe_oom(dev, size, tdm__cuda_free_bytes(), 0, TDM_HOOK_SKIP);
+    }
+    tdm__hook_leave();
+    return r;
+}
+
+static CUresult w_cuMemRelease(CUmemGenericAllocationHandle h)
+{
+    PFN_cuMemRelease_v10020 real = (PFN_cuMemRelease_v10020)tdm__cuda_real(TDM__CV_cuMemRelease);
+    tdm__hook_mode m = open_hook(real);
+    if (m == TDM__HOOK_OFF)
+        return real ? real(h) : NO_DRIVER;
+    CUresult r = real(h);
+    if (r == CUDA_SUCCESS)
+        tdm__cuda_handle_drop(h);
+    tdm__hook_leave();
+    return r;
+}
+
+static CUresult w_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                           CUmemGenericAllocationHandle h, unsigned long long flags)
+{
+    PFN_cuMemMap_v10020 real = (PFN_cuMemMap_v10020)tdm__cuda_real(TDM__CV_cuMemMap);
+    tdm__hook_mode m = open_hook(real);
+    if (m == TDM__HOOK_OFF)
+        return real ? real(ptr, size, offset, h, flags) : NO_DRIVER;
+    CUresult r = real(ptr, size, offset, h, flags);
+    if (r == CUDA_SUCCESS) {
+        int dev = tdm__cuda_handle_device(h);
+        if (dev < -1) /* created before tidemark was there */
+            dev = ctx_device();
+        tdm__cuda_describe(dev);
+        tdm__alloc_observe_map(dev, (void *)(uintptr_t)ptr, size, TDM_HOOK_SKIP);
+    }
+    tdm__hook_leave();
+    return r;
+}
+
+static CUresult w_cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    PFN_cuMemUnmap_v10020 real = (PFN_cuMemUnmap_v10020)tdm__cuda_real(TDM__CV_cuMemUnmap);
+    tdm__hook_mode m = open_hook(real);
+    if (m == TDM__HOOK_OFF)
+        return real ? real(ptr, size) : NO_DRIVER;
+    tdm__alloc_observe_unmap((void *)(uintptr_t)ptr, size, TDM_HOOK_SKIP);
+    CUresult r = real(ptr, size);
+    tdm__hook_leave();
+    return r;
+}
+
+static CUresult w_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align,
+                                      CUdeviceptr addr, unsigned long long flags)
+{
+    PFN_cuMemAddressReserve_v10020 real =
+        (PFN_cuMemAddressReserve_v10020)tdm__cuda_real(TDM__CV_cuMemAddressReserve);
+    return real ? real(ptr, size, align, addr, flags) : NO_DRIVER;
+}
+
+static CUresult w_cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    PFN_cuMemAddressFree_v10020 real =
+        (PFN_cuMemAddressFree_v10020)tdm__cuda_real(TDM__CV_cuMemAddressFree);
+    return real ? real(ptr, size) : NO_DRIVER;
+}
+
+/* ---- the variant table, and the exported names -------------------------------
+ * The resolvers' wrappers (cuGetProcAddress, cuGetProcAddress_v2) live in
+ * cuda_lookup.c; every other variant's wrapper is here. */
+#define w_cuGetProcAddress tdm__cuda_w_cuGetProcAddress
+#define w_cuGetProcAddress_v2 tdm__cuda_w_cuGetProcAddress_v2
+
+#define W_CHECK(name, base, ver, pt, pfn)                                      \
+    _Static_assert(__builtin_types_compatible_p(__typeof__(&w_##name), pfn),   \
+                   #name " wrapper does not have the driver's prototype");
+TDM__CUDA_VARIANTS(W_CHECK)
+#undef W_CHECK
+
+const tdm__cuda_variant tdm__cuda_variants[TDM__CV_COUNT] = {
+#define W_ROW(name, base, ver, pt, pfn) {#name, base, ver, pt, (void *)w_##name},
+    TDM__CUDA_VARIANTS(W_ROW)
+#undef W_ROW
+};
+
+/* Exported aliases (the resolvers are exported from cuda_lookup.c). */
+#define W_ALIAS(name)                                                          \
+    extern __typeof__(w_##name) name                                           \
+        __attribute__((alias("w_" #name), visibility("default")));
+W_ALIAS(cuMemAlloc_v2)
+W_ALIAS(cuMemFree_v2)
+W_ALIAS(cuMemAllocPitch_v2)
+W_ALIAS(cuMemAllocManaged)
+W_ALIAS(cuMemHostAlloc)
+W_ALIAS(cuMemFreeHost)
+W_ALIAS(cuMemAllocAsync)
+W_ALIAS(cuMemAllocAsync_ptsz)
+W_ALIAS(cuMemFreeAsync)
+W_ALIAS(cuMemFreeAsync_ptsz)
+W_ALIAS(cuMemAllocFromPoolAsync)
+W_ALIAS(cuMemAllocFromPoolAsync_ptsz)
+W_ALIAS(cuMemCreate)
+W_ALIAS(cuMemRelease)
+W_ALIAS(cuMemMap)
+W_ALIAS(cuMemUnmap)
+W_ALIAS(cuMemAddressReserve)
+W_ALIAS(cuMemAddressFree)
+#undef W_ALIAS

@@ -1,0 +1,133 @@
+/* hooks/preload/cuda_hooks.h: what the CUDA interposers of
+ * libtidemark_preload.so share (cuda_driver.c, cuda_lookup.c,
+ * cuda_runtime.c, cuda_runtime_ptsz.c, cuda_common.c).
+ *
+ * The driver entry points tidemark wraps are "variants": one exact driver
+ * function each (cuMemAlloc_v2, cuMemAllocAsync_ptsz, ...), known by the
+ * base name and first version cuGetProcAddress uses for it.  Each variant
+ * has one wrapper (exported under the variant's name, and handed out in
+ * place of the driver's pointer by the cuGetProcAddress and dlsym hooks)
+ * and one slot holding the driver's real function, filled once from
+ * whichever route finds it first; every route leads to an implementation
+ * of the same driver function, so any of them may serve.
+ *
+ * Hot path: a wrapper loads its real pointer (acquire), the hook mode
+ * (relaxed) and the recursion guard; nothing else is shared.
+ */
+#ifndef TDM_HOOKS_PRELOAD_CUDA_HOOKS_H
+#define TDM_HOOKS_PRELOAD_CUDA_HOOKS_H
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <stdatomic.h>
+
+#include "preload.h"
+
+#define TDM_CUDA_HIDDEN __attribute__((visibility("hidden")))
+
+/* X(variant name, base name, first version, is the _ptsz twin, PFN type) */
+#define TDM__CUDA_VARIANTS(X)                                                  \
+    X(cuMemAlloc_v2, "cuMemAlloc", 3020, 0, PFN_cuMemAlloc_v3020)              \
+    X(cuMemFree_v2, "cuMemFree", 3020, 0, PFN_cuMemFree_v3020)                 \
+    X(cuMemAllocPitch_v2, "cuMemAllocPitch", 3020, 0, PFN_cuMemAllocPitch_v3020) \
+    X(cuMemAllocManaged, "cuMemAllocManaged", 6000, 0, PFN_cuMemAllocManaged_v6000) \
+    X(cuMemHostAlloc, "cuMemHostAlloc", 2020, 0, PFN_cuMemHostAlloc_v2020)     \
+    X(cuMemFreeHost, "cuMemFreeHost", 2000, 0, PFN_cuMemFreeHost_v2000)        \
+    X(cuMemAllocAsync, "cuMemAllocAsync", 11020, 0, PFN_cuMemAllocAsync_v11020) \
+    X(cuMemAllocAsync_ptsz, "cuMemAllocAsync", 11020, 1, PFN_cuMemAllocAsync_v11020_ptsz) \
+    X(cuMemFreeAsync, "cuMemFreeAsync", 11020, 0, PFN_cuMemFreeAsync_v11020)   \
+    X(cuMemFreeAsync_ptsz, "cuMemFreeAsync", 11020, 1, PFN_cuMemFreeAsync_v11020_ptsz) \
+    X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 11020, 0, PFN_cuMemAllocFromPoolAsync_v11020) \
+    X(cuMemAllocFromPoolAsync_ptsz, "cuMemAllocFromPoolAsync", 11020, 1, PFN_cuMemAllocFromPoolAsync_v11020_ptsz) \
+    X(cuMemCreate, "cuMemCreate", 10020, 0, PFN_cuMemCreate_v10020)            \
+    X(cuMemRelease, "cuMemRelease", 10020, 0, PFN_cuMemRelease_v10020)         \
+    X(cuMemMap, "cuMemMap", 10020, 0, PFN_cuMemMap_v10020)                     \
+    X(cuMemUnmap, "cuMemUnmap", 10020, 0, PFN_cuMemUnmap_v10020)               \
+    X(cuMemAddressReserve, "cuMemAddressReserve", 10020, 0, PFN_cuMemAddressReserve_v10020) \
+    X(cuMemAddressFree, "cuMemAddressFree", 10020, 0, PFN_cuMemAddressFree_v10020) \
+    X(cuGetProcAddress, "cuGetProcAddress", 11030, 0, PFN_cuGetProcAddress_v11030) \
+    X(cuGetProcAddress_v2, "cuGetProcAddress", 12000, 0, PFN_cuGetProcAddress_v12000)
+
+enum {
+#define TDM__CV_ENUM(name, base, ver, pt, pfn) TDM__CV_##name,
+    TDM__CUDA_VARIANTS(TDM__CV_ENUM)
+#undef TDM__CV_ENUM
+    TDM__CV_COUNT
+};
+
+typedef struct tdm__cuda_variant {
+    const char *name;  /* the driver's exported name */
+    const char *base;  /* the name cuGetProcAddress is asked for */
+    int version;       /* first version that yields this variant */
+    int ptsz;          /* the per-thread-default-stream twin */
+    void *wrapper;     /* ours */
+} tdm__cuda_variant;
+
+/* The table, in TDM__CV_* order (cuda_driver.c). */
+TDM_CUDA_HIDDEN extern const tdm__cuda_variant tdm__cuda_variants[TDM__CV_COUNT];
+/* The driver's functions, per variant; NULL until found. */
+TDM_CUDA_HIDDEN extern _Atomic(void *) tdm__cuda_real_fn[TDM__CV_COUNT];
+
+/* Fills the slots still empty from the driver library's exported symbols
+ * (once per process); the slot of `v` afterwards (may be NULL). */
+TDM_CUDA_HIDDEN void *tdm__cuda_resolve_slow(int v);
+
+static inline void *tdm__cuda_real(int v)
+{
+    void *p = atomic_load_explicit(&tdm__cuda_real_fn[v], memory_order_acquire);
+    return p ? p : tdm__cuda_resolve_slow(v);
+}
+
+/* Stores the driver's function for `v` if the slot is empty. */
+TDM_CUDA_HIDDEN void tdm__cuda_set_real(int v, void *fn);
+
+/* Nonzero when `p` points into libtidemark_preload.so. */
+TDM_CUDA_HIDDEN int tdm__cuda_is_ours(const void *p);
+
+/* After a successful driver lookup of `symbol` (cuGetProcAddress, or
+ * cudaGetDriverEntryPoint* with the runtime's version and flags mapped to
+ * CU_GET_PROC_ADDRESS_*): keeps the driver's pointer and replaces *pfn
+ * with our wrapper of exactly that variant; leaves anything else alone. */
+TDM_CUDA_HIDDEN void tdm__cuda_wrap(const char *symbol, void **pfn, int version,
+                                    cuuint64_t flags);
+
+/* Our resolvers (cuda_lookup.c), exported as cuGetProcAddress(_v2). */
+TDM_CUDA_HIDDEN CUresult tdm__cuda_w_cuGetProcAddress(const char *symbol, void **pfn,
+                                                      int version, cuuint64_t flags);
+TDM_CUDA_HIDDEN CUresult tdm__cuda_w_cuGetProcAddress_v2(const char *symbol, void **pfn,
+                                                         int version, cuuint64_t flags,
+                                                         CUdriverProcAddressQueryResult *st);
+
+/* ---- helpers for the wrappers (cuda_common.c); none records anything -- */
+
+/* A driver function tidemark calls but does not hook (cuCtxGetDevice,
+ * cuMemGetInfo_v2, ...), from the loaded libcuda.so.1; NULL when absent. */
+TDM_CUDA_HIDDEN void *tdm__cuda_helper(const char *name);
+/* The device of the calling thread's current context (0 when unknown),
+ * described to the allocator on first sight. */
+TDM_CUDA_HIDDEN int tdm__cuda_current_device(void);
+/* Describes `device` to the allocator once ("cuda", name, total bytes). */
+TDM_CUDA_HIDDEN void tdm__cuda_describe(int device);
+/* Free bytes of the current context's device, for oom events (0 if
+ * unknown). */
+TDM_CUDA_HIDDEN size_t tdm__cuda_free_bytes(void);
+/* Nonzero when cache mode can serve device memory: the provider over the
+ * real driver is installed (made on first call; 0 for good when it cannot
+ * be, e.g. no device, so the program's own calls go through). */
+TDM_CUDA_HIDDEN int tdm__cuda_cache_ready(void);
+/* The CUresult for a failed tdm__alloc_malloc / _free. */
+TDM_CUDA_HIDDEN CUresult tdm__cuda_status_result(tdm_status st);
+/* Stream ids as recorded: a _ptsz call's stream 0 is the per-thread
+ * default stream (CU_STREAM_PER_THREAD), not the legacy one. */
+static inline tdm_stream tdm__cuda_stream(CUstream s, int ptsz)
+{
+    return ptsz && s == NULL ? (tdm_stream)(uintptr_t)CU_STREAM_PER_THREAD
+                             : (tdm_stream)(uintptr_t)s;
+}
+
+/* Virtual memory: the device of each physical allocation handle. */
+TDM_CUDA_HIDDEN void tdm__cuda_handle_put(CUmemGenericAllocationHandle h, int device);
+TDM_CUDA_HIDDEN int tdm__cuda_handle_device(CUmemGenericAllocationHandle h); /* -2: unknown */
+TDM_CUDA_HIDDEN void tdm__cuda_handle_drop(CUmemGenericAllocationHandle h);
+
+#endif

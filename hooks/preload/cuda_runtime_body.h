@@ -1,0 +1,206 @@
+/* hooks/preload/cuda_runtime_body.h: the bodies of the CUDA runtime API
+ * hooks, shared by cuda_runtime.c and cuda_runtime_ptsz.c (the latter
+ * compiled with CUDA_API_PER_THREAD_DEFAULT_STREAM so its hooks carry the
+ * exact _ptsz prototypes).
+ *
+ * Every body is always_inline: the hook the program called is the only
+ * tidemark frame above the bookkeeping, so TDM_HOOK_SKIP leaves exactly it
+ * out of stacks.  What the hooks do, by mode, is cuda_driver.c's rule:
+ * off or nested -> the runtime only; observe -> the runtime, then book;
+ * cache -> cudaMalloc / cudaMallocAsync served from tidemark's caching
+ * allocator (over the driver), their frees given back to it.  The
+ * runtime's result goes back unchanged.
+ */
+#ifndef TDM_HOOKS_PRELOAD_CUDA_RUNTIME_BODY_H
+#define TDM_HOOKS_PRELOAD_CUDA_RUNTIME_BODY_H
+
+#include <cuda_runtime_api.h>
+
+#include "alloc.h"
+#include "cuda_hooks.h"
+
+#define TDM_RT_INLINE static inline __attribute__((always_inline))
+
+/* The runtime functions hooked or called, for their real pointers. */
+#define TDM__RT_FUNCS(X)                                                       \
+    X(cudaMalloc) X(cudaFree) X(cudaMallocAsync) X(cudaMallocAsync_ptsz)       \
+    X(cudaFreeAsync) X(cudaFreeAsync_ptsz) X(cudaMallocFromPoolAsync)          \
+    X(cudaMallocFromPoolAsync_ptsz) X(cudaMallocManaged) X(cudaMallocHost)     \
+    X(cudaHostAlloc) X(cudaFreeHost) X(cudaMallocPitch)                        \
+    X(cudaGetDriverEntryPoint) X(cudaGetDriverEntryPoint_ptsz)                 \
+    X(cudaGetDriverEntryPointByVersion)                                        \
+    X(cudaGetDriverEntryPointByVersion_ptsz) X(cudaGetDevice)                  \
+    X(cudaMemGetInfo) X(cudaRuntimeGetVersion)
+
+enum {
+#define TDM__RT_ENUM(name) TDM__RT_##name,
+    TDM__RT_FUNCS(TDM__RT_ENUM)
+#undef TDM__RT_ENUM
+    TDM__RT_COUNT
+};
+
+/* The runtime's function (the next definition after ours: libcudart,
+ * found in the global scope, or in whatever loaded object has it when the
+ * runtime was loaded privately); resolved once; NULL when absent. */
+TDM_CUDA_HIDDEN void *tdm__cuda_rt_real(int f);
+/* The calling thread's current device as the runtime sees it (0 when
+ * unknown), and its free bytes for oom events. */
+TDM_CUDA_HIDDEN int tdm__cuda_rt_device(void);
+TDM_CUDA_HIDDEN size_t tdm__cuda_rt_free_bytes(void);
+/* The runtime's version (cudaRuntimeGetVersion), for entry-point lookups. */
+TDM_CUDA_HIDDEN int tdm__cuda_rt_version(void);
+/* The runtime's error for a driver error from cache mode's provider. */
+TDM_CUDA_HIDDEN cudaError_t tdm__cuda_rt_error(CUresult r);
+
+/* No runtime behind our symbol (a program found ours by name with no
+ * libcudart loaded): what a runtime without a driver answers. */
+#define TDM_RT_ABSENT cudaErrorInsufficientDriver
+
+/* Opens a hook; TDM__HOOK_OFF to pass straight through. */
+TDM_RT_INLINE tdm__hook_mode tdm__rt_open(void *real)
+{
+    if (real == NULL)
+        return TDM__HOOK_OFF;
+    tdm__hook_mode m = tdm__hook_mode_get();
+    if (m == TDM__HOOK_OFF || !tdm__hook_enter())
+        return TDM__HOOK_OFF;
+    return m;
+}
+
+/* Books what an allocating runtime call did. */
+TDM_RT_INLINE void tdm__rt_book(cudaError_t r, int device, const void *ptr, size_t size,
+                                tdm_stream stream)
+{
+    if (r == cudaSuccess && ptr) {
+        tdm__cuda_describe(device);
+        tdm__alloc_observe_alloc(device, ptr, size, stream, TDM_HOOK_SKIP);
+    } else if (r == cudaErrorMemoryAllocation) {
+        tdm__cuda_describe(device);
+        tdm__alloc_observe_oom(device, size, device >= 0 ? tdm__cuda_rt_free_bytes() : 0,
+                               stream, TDM_HOOK_SKIP);
+    }
+}
+
+/* Cache mode: serves a device allocation (1), or leaves it to the runtime
+ * (0: other mode, size 0, no provider). */
+TDM_RT_INLINE int tdm__rt_cache_alloc(tdm__hook_mode m, cudaError_t *r, void **p, size_t size,
+                                      tdm_stream stream)
+{
+    if (m != TDM__HOOK_CACHE || size == 0 || p == NULL || !tdm__cuda_cache_ready())
+        return 0;
+    tdm_status st = tdm__alloc_malloc(p, size, tdm__cuda_rt_device(), stream, TDM_HOOK_SKIP);
+    *r = st == TDM_OK ? cudaSuccess : tdm__cuda_rt_error(tdm__cuda_status_result(st));
+    return 1;
+}
+
+TDM_RT_INLINE int tdm__rt_cache_free(tdm__hook_mode m, void *p)
+{
+    return m == TDM__HOOK_CACHE && p != NULL && tdm__cuda_cache_ready() &&
+           tdm__alloc_free(p, TDM_HOOK_SKIP) == TDM_OK;
+}
+
+/* Stream ids as recorded: stream 0 of a _ptsz call is the per-thread
+ * default stream. */
+TDM_RT_INLINE tdm_stream tdm__rt_stream(cudaStream_t s, int ptsz)
+{
+    return ptsz && s == NULL ? (tdm_stream)(uintptr_t)cudaStreamPerThread
+                             : (tdm_stream)(uintptr_t)s;
+}
+
+typedef cudaError_t (*tdm__rt_malloc_async_fn)(void **, size_t, cudaStream_t);
+typedef cudaError_t (*tdm__rt_free_async_fn)(void *, cudaStream_t);
+typedef cudaError_t (*tdm__rt_pool_fn)(void **, size_t, cudaMemPool_t, cudaStream_t);
+typedef cudaError_t (*tdm__rt_entry_fn)(const char *, void **, unsigned long long,
+                                        enum cudaDriverEntryPointQueryResult *);
+typedef cudaError_t (*tdm__rt_entry_ver_fn)(const char *, void **, unsigned int,
+                                            unsigned long long,
+                                            enum cudaDriverEntryPointQueryResult *);
+
+TDM_RT_INLINE cudaError_t tdm__rt_malloc_async(int f, void **p, size_t size, cudaStream_t s,
+                                               int ptsz)
+{
+    tdm__rt_malloc_async_fn real = (tdm__rt_malloc_async_fn)tdm__cuda_rt_real(f);
+    tdm__hook_mode m = tdm__rt_open((void *)real);
+    if (m == TDM__HOOK_OFF)
+        return real ? real(p, size, s) : TDM_RT_ABSENT;
+    cudaError_t r;
+    tdm_stream st = tdm__rt_stream(s, ptsz);
+    if (!tdm__rt_cache_alloc(m, &r, p, size, st)) {
+        r = real(p, size, s);
+        tdm__rt_book(r, tdm__cuda_rt_device(), r == cudaSuccess && p ? *p : NULL, size, st);
+    }
+    tdm__hook_leave();
+    return r;
+}
+
+TDM_RT_INLINE cudaError_t tdm__rt_free_async(int f, void *p, cudaStream_t s, int ptsz)
+{
+    tdm__rt_free_async_fn real = (tdm__rt_free_async_fn)tdm__cuda_rt_real(f);
+    tdm__hook_mode m = tdm__rt_open((void *)real);
+    if (m == TDM__HOOK_OFF)
+        return real ? real(p, s) : TDM_RT_ABSENT;
+    cudaError_t r = cudaSuccess;
+    if (!tdm__rt_cache_free(m, p)) {
+        tdm__alloc_observe_free(p, tdm__rt_stream(s, ptsz), TDM_HOOK_SKIP);
+        r = real(p, s);
+    }
+    tdm__hook_leave();
+    return r;
+}
+
+TDM_RT_INLINE cudaError_t tdm__rt_from_pool(int f, void **p, size_t size, cudaMemPool_t pool,
+                                            cudaStream_t s, int ptsz)
+{
+    tdm__rt_pool_fn real = (tdm__rt_pool_fn)tdm__cuda_rt_real(f);
+    tdm__hook_mode m = tdm__rt_open((void *)real);
+    if (m == TDM__HOOK_OFF)
+        return real ? real(p, size, pool, s) : TDM_RT_ABSENT;
+    cudaError_t r = real(p, size, pool, s);
+    tdm__rt_book(r, tdm__cuda_rt_device(), r == cudaSuccess && p ? *p : NULL, size,
+                 tdm__rt_stream(s, ptsz));
+    tdm__hook_leave();
+    return r;
+}
+
+/* After cudaGetDriverEntryPoint*: the same wrapping as cuGetProcAddress.
+ * cudaEnableDefault means "as the caller was compiled", which is what the
+ * _ptsz entry point says. */
+TDM_RT_INLINE void tdm__rt_wrap_entry(cudaError_t r, const char *symbol, void **fn,
+                                      int version, unsigned long long flags,
+                                      enum cudaDriverEntryPointQueryResult *st, int ptsz)
+{
+    if (r != cudaSuccess || fn == NULL || *fn == NULL ||
+        (st && *st != cudaDriverEntryPointSuccess))
+        return;
+    cuuint64_t cu = flags == cudaEnableDefault
+                        ? (ptsz ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+                                : CU_GET_PROC_ADDRESS_LEGACY_STREAM)
+                        : (cuuint64_t)flags;
+    tdm__cuda_wrap(symbol, fn, version, cu);
+}
+
+TDM_RT_INLINE cudaError_t tdm__rt_entry(int f, const char *symbol, void **fn,
+                                        unsigned long long flags,
+                                        enum cudaDriverEntryPointQueryResult *st, int ptsz)
+{
+    tdm__rt_entry_fn real = (tdm__rt_entry_fn)tdm__cuda_rt_real(f);
+    if (real == NULL)
+        return TDM_RT_ABSENT;
+    cudaError_t r = real(symbol, fn, flags, st);
+    tdm__rt_wrap_entry(r, symbol, fn, tdm__cuda_rt_version(), flags, st, ptsz);
+    return r;
+}
+
+TDM_RT_INLINE cudaError_t tdm__rt_entry_ver(int f, const char *symbol, void **fn,
+                                            unsigned int version, unsigned long long flags,
+                                            enum cudaDriverEntryPointQueryResult *st, int ptsz)
+{
+    tdm__rt_entry_ver_fn real = (tdm__rt_entry_ver_fn)tdm__cuda_rt_real(f);
+    if (real == NULL)
+        return TDM_RT_ABSENT;
+    cudaError_t r = real(symbol, fn, version, flags, st);
+    tdm__rt_wrap_entry(r, symbol, fn, (int)version, flags, st, ptsz);
+    return r;
+}
+
+#endif

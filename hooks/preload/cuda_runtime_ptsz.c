@@ -1,0 +1,46 @@
+/* hooks/preload/cuda_runtime_ptsz.c: the _ptsz runtime hooks
+ * (cudaMallocAsync_ptsz & co., what code built with
+ * --default-stream per-thread calls).
+ *
+ * Compiled with CUDA_API_PER_THREAD_DEFAULT_STREAM (defined below), so
+ * cuda_runtime_api.h renames each function to its _ptsz form and every
+ * definition here is checked against the real _ptsz prototype.  The bodies
+ * are cuda_runtime_body.h's, with stream 0 meaning the per-thread stream.
+ * No state of its own.
+ */
+#define _GNU_SOURCE
+#define CUDA_API_PER_THREAD_DEFAULT_STREAM 1
+#include "cuda_runtime_body.h"
+
+#define TDM_RT_EXPORT __attribute__((visibility("default")))
+
+TDM_RT_EXPORT cudaError_t CUDARTAPI cudaMallocAsync(void **p, size_t size, cudaStream_t s)
+{
+    return tdm__rt_malloc_async(TDM__RT_cudaMallocAsync_ptsz, p, size, s, 1);
+}
+
+TDM_RT_EXPORT cudaError_t CUDARTAPI cudaFreeAsync(void *p, cudaStream_t s)
+{
+    return tdm__rt_free_async(TDM__RT_cudaFreeAsync_ptsz, p, s, 1);
+}
+
+TDM_RT_EXPORT cudaError_t CUDARTAPI cudaMallocFromPoolAsync(void **p, size_t size,
+                                                            cudaMemPool_t pool, cudaStream_t s)
+{
+    return tdm__rt_from_pool(TDM__RT_cudaMallocFromPoolAsync_ptsz, p, size, pool, s, 1);
+}
+
+TDM_RT_EXPORT cudaError_t CUDARTAPI cudaGetDriverEntryPoint(
+    const char *symbol, void **fn, unsigned long long flags,
+    enum cudaDriverEntryPointQueryResult *st)
+{
+    return tdm__rt_entry(TDM__RT_cudaGetDriverEntryPoint_ptsz, symbol, fn, flags, st, 1);
+}
+
+TDM_RT_EXPORT cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(
+    const char *symbol, void **fn, unsigned int version, unsigned long long flags,
+    enum cudaDriverEntryPointQueryResult *st)
+{
+    return tdm__rt_entry_ver(TDM__RT_cudaGetDriverEntryPointByVersion_ptsz, symbol, fn, version,
+                             flags, st, 1);
+}

@@ -1,0 +1,440 @@
+/* hooks/preload/hip_hooks.c: the HIP interposers of libtidemark_preload.so.
+ *
+ * Owns: the exported hip* allocation entry points (hip.syms), the real
+ * libamdhip64 functions behind them (resolved once, by their versioned
+ * names hip_4.2 / hip_5.1), the set of devices already described to the
+ * snapshot, and in cache mode the HIP provider given to the allocator.
+ *
+ * libamdhip64 exports hipMalloc@@hip_4.2 and friends; our definitions are
+ * unversioned, and glibc binds a versioned reference to an unversioned
+ * definition found first, so programs linked against the real library
+ * reach these.  Every hook is exactly one frame above the program's call
+ * (helpers are always_inline), which is what TDM_HOOK_SKIP tells the
+ * stack capture.
+ *
+ * What each call books:
+ *   hipMalloc, hipMallocAsync   observe: alloc on the current device (the
+ *                               stream for the Async form); cache: served
+ *                               from tidemark's caching allocator
+ *   hipExtMallocWithFlags, hipMallocManaged, hipMallocFromPoolAsync
+ *                               observe in both modes (their flags and
+ *                               pools mean memory the cache cannot give)
+ *   hipHostMalloc, hipMallocHost  observe on the host (device -1)
+ *   hipFree, hipFreeAsync, hipHostFree, hipFreeHost
+ *                               the block back to the cache, or the free
+ *                               booked BEFORE the vendor call
+ *   hipMemMap / hipMemUnmap     segment_map / segment_unmap
+ *   hipMemCreate                only its failure (an oom event)
+ *   hipMemRelease               nothing (passes through)
+ * Errors go back unchanged; hipErrorOutOfMemory also books an `oom` event
+ * with the device's free bytes (hipMemGetInfo).
+ *
+ * Lock: none.  The real pointers are written once under pthread_once; the
+ * described-device bits and the cache switch are atomics.
+ */
+#ifndef __HIP_PLATFORM_AMD__
+#define __HIP_PLATFORM_AMD__ 1
+#endif
+#define _GNU_SOURCE
+#include <hip/hip_runtime_api.h>
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "preload.h"
+#include "provider_hip.h"
+
+/* hipMallocHost / hipFreeHost are deprecated in the header but still
+ * exported and used; programs that call them are hooked like the rest. */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* ---- the real functions --------------------------------------------------- */
+
+#define HIP_REAL_FUNCS(X)                                                      \
+    X(hipMalloc, "hip_4.2") X(hipFree, "hip_4.2")                              \
+    X(hipMallocAsync, "hip_5.1") X(hipFreeAsync, "hip_5.1")                    \
+    X(hipMallocFromPoolAsync, "hip_5.1")                                       \
+    X(hipExtMallocWithFlags, "hip_4.2") X(hipMallocManaged, "hip_4.2")         \
+    X(hipHostMalloc, "hip_4.2") X(hipHostFree, "hip_4.2")                      \
+    X(hipMallocHost, "hip_4.2") X(hipFreeHost, "hip_4.2")                      \
+    X(hipMemCreate, "hip_5.1") X(hipMemRelease, "hip_5.1")                     \
+    X(hipMemMap, "hip_5.1") X(hipMemUnmap, "hip_5.1")                          \
+    X(hipMemGetAllocationPropertiesFromHandle, "hip_5.1")                      \
+    X(hipGetDevice, "hip_4.2") X(hipSetDevice, "hip_4.2")                      \
+    X(hipGetDeviceCount, "hip_4.2") X(hipMemGetInfo, "hip_4.2")                \
+    X(hipDeviceGetName, "hip_4.2") X(hipDeviceTotalMem, "hip_4.2")
+
+static struct {
+#define REAL_FIELD(name, ver) __typeof__(name) *name;
+    HIP_REAL_FUNCS(REAL_FIELD)
+#undef REAL_FIELD
+} real;
+
+static pthread_once_t real_once = PTHREAD_ONCE_INIT;
+static _Atomic int real_ready;
+
+/* RTLD_NEXT finds libamdhip64 when it is in the global scope (linked, or
+ * dlopen'ed RTLD_GLOBAL).  A copy dlopen'ed RTLD_LOCAL (a Python
+ * extension's dependency) still binds its callers to us, but RTLD_NEXT
+ * cannot see it: then ask it by name. */
+static void *lookup(const char *name, const char *version, void *local)
+{
+    void *p = tdm__hook_real_versioned(name, version);
+    if (p == NULL && local != NULL)
+        p = dlvsym(local, name, version);
+    if (p == NULL && local != NULL)
+        p = tdm__hook_real_dlsym(local, name);
+    return p;
+}
+
+static void resolve_all(void)
+{
+    void *local = NULL;
+    if (tdm__hook_real_versioned("hipMalloc", "hip_4.2") == NULL) {
+        local = dlopen("libamdhip64.so.5", RTLD_NOW | RTLD_NOLOAD);
+        if (local == NULL)
+            local = dlopen("libamdhip64.so", RTLD_NOW | RTLD_NOLOAD);
+    }
+#define REAL_LOOKUP(name, ver) real.name = (__typeof__(name) *)lookup(#name, ver, local);
+    HIP_REAL_FUNCS(REAL_LOOKUP)
+#undef REAL_LOOKUP
+    /* The NOLOAD handle only added a reference; the library stays. */
+    if (local)
+        dlclose(local);
+    atomic_store_explicit(&real_ready, 1, memory_order_release);
+}
+
+INLINE void resolve(void)
+{
+    if (__builtin_expect(!atomic_load_explicit(&real_ready, memory_order_acquire), 0))
+        pthread_once(&real_once, resolve_all);
+}
+
+/* The call a hook makes when it has nothing to book, or when the real
+ * function is missing (no libamdhip64 in the process: say so the HIP way). */
+#define CALL_REAL(name, ...)                                                   \
+    (real.name ? real.name(__VA_ARGS__) : hipErrorNotInitialized)
+
+/* ---- devices, streams, oom ----------------------------------------------- */
+
+static _Atomic uint64_t described; /* bit d: device d described */
+
+static __attribute__((noinline)) void describe(int device)
+{
+    char name[256] = "";
+    size_t total = 0;
+    if (real.hipDeviceGetName == NULL || real.hipDeviceGetName(name, (int)sizeof name, device) != hipSuccess)
+        name[0] = '\0';
+    if (real.hipDeviceTotalMem == NULL || real.hipDeviceTotalMem(&total, device) != hipSuccess)
+        total = 0;
+    tdm__alloc_observe_device(device, "hip", name, total);
+    atomic_fetch_or_explicit(&described, (uint64_t)1 << device, memory_order_release);
+}
+
+/* The thread's current device, described to the snapshot on first use. */
+INLINE int current_device(void)
+{
+    int device = 0;
+    if (real.hipGetDevice == NULL || real.hipGetDevice(&device) != hipSuccess)
+        device = 0;
+    if (device >= 0 && device < 64 &&
+        !(atomic_load_explicit(&described, memory_order_acquire) & ((uint64_t)1 << device)))
+        describe(device);
+    return device;
+}
+
+INLINE tdm_stream stream_of(hipStream_t s)
+{
+    return (tdm_stream)(uintptr_t)s;
+}
+
+static size_t free_bytes_now(void)
+{
+    size_t fr = 0, total = 0;
+    if (real.hipMemGetInfo == NULL || real.hipMemGetInfo(&fr, &total) != hipSuccess)
+        fr = 0;
+    return fr;
+}
+
+/* Books what a vendor allocation call did: the allocation, or an `oom`
+ * event when it ran out of memory.  Other errors book nothing. */
+INLINE void book_alloc(hipError_t r, int device, void **ptr, size_t size, tdm_stream stream)
+{
+    if (r == hipSuccess && ptr != NULL)
+        tdm__alloc_observe_alloc(device, *ptr, size, stream, TDM_HOOK_SKIP);
+    else if (r == hipErrorOutOfMemory)
+        tdm__alloc_observe_oom(device, size, device >= 0 ? free_bytes_now() : 0, stream,
+                               TDM_HOOK_SKIP);
+}
+
+/* ---- cache mode ------------------------------------------------------------ */
+
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+static _Atomic int cache_on; /* the allocator serves HIP device memory */
+
+static void cache_setup(void)
+{
+    struct tdm_hip_fns fns = {0};
+    /* Our table's int-returning types are the ABI of hipError_t. */
+    fns.get_device_count = (int (*)(int *))(void *)real.hipGetDeviceCount;
+    fns.get_device = (int (*)(int *))(void *)real.hipGetDevice;
+    fns.set_device = (int (*)(int))(void *)real.hipSetDevice;
+    fns.malloc = (int (*)(void **, size_t))(void *)real.hipMalloc;
+    fns.free = (int (*)(void *))(void *)real.hipFree;
+    fns.mem_get_info = (int (*)(size_t *, size_t *))(void *)real.hipMemGetInfo;
+    fns.device_get_name = (int (*)(char *, int, int))(void *)real.hipDeviceGetName;
+    fns.device_total_mem = (int (*)(size_t *, int))(void *)real.hipDeviceTotalMem;
+    tdm_provider *p = NULL;
+    if (tdm__provider_hip_create(&fns, &p) != TDM_OK)
+        return; /* no device: every call passes through and fails as HIP says */
+    if (tdm__alloc_use_provider(p) != TDM_OK) {
+        p->destroy(p); /* the allocator already serves another device kind */
+        return;
+    }
+    atomic_store_explicit(&cache_on, 1, memory_order_release);
+}
+
+/* Whether this call is served from the cache (cache mode, set up). */
+INLINE int serve_from_cache(tdm__hook_mode mode)
+{
+    if (mode != TDM__HOOK_CACHE)
+        return 0;
+    pthread_once(&cache_once, cache_setup);
+    return atomic_load_explicit(&cache_on, memory_order_acquire);
+}
+
+/* A tidemark status as HIP says it. */
+static hipError_t hip_error_of(tdm_status st)
+{
+    switch (st) {
+    case TDM_OK: return hipSuccess;
+    case TDM_OUT_OF_MEMORY:
+    case TDM_HOST_OUT_OF_MEMORY: return hipErrorOutOfMemory;
+    case TDM_INVALID_ARGUMENT: return hipErrorInvalidValue;
+    case TDM_NO_SUCH_DEVICE: return hipErrorInvalidDevice;
+    case TDM_VENDOR_ERROR: return (hipError_t)tdm__provider_last_vendor_error();
+    default: return hipErrorUnknown;
+    }
+}
+
+/* Hooks start with this: resolve, then pass straight through when
+ * tidemark is off or this thread is already inside it. */
+#define HOOK_PROLOGUE(name, ...)                                               \
+    resolve();                                                                 \
+    tdm__hook_mode mode = tdm__hook_mode_get();                                \
+    if (mode == TDM__HOOK_OFF || !tdm__hook_enter())                           \
+        return CALL_REAL(name, __VA_ARGS__)
+
+/* ---- device allocations ------------------------------------------------------ */
+
+TDM_HOOK_API hipError_t hipMalloc(void **ptr, size_t size)
+{
+    HOOK_PROLOGUE(hipMalloc, ptr, size);
+    hipError_t r;
+    int device = current_device();
+    if (ptr != NULL && size > 0 && serve_from_cache(mode)) {
+        r = hip_error_of(tdm__alloc_malloc(ptr, size, device, 0, TDM_HOOK_SKIP));
+    } else {
+        r = CALL_REAL(hipMalloc, ptr, size);
+        book_alloc(r, device, ptr, size, 0);
+    }
+    tdm__hook_leave();
+    return r;
+}
+
+TDM_HOOK_API hipError_t hipMallocAsync(void **dev_ptr, size_t size, hipStream_t stream)
+{
+    HOOK_PROLOGUE(hipMallocAsync, dev_ptr, size, stream);
+    hipError_t r;
+    int device = current_device();
+    if (dev_ptr != NULL && size > 0 && serve_from_cache(mode)) {
+        r = hip_error_of(
+            tdm__alloc_malloc(dev_ptr, size, device, stream_of(stream), TDM_HOOK_SKIP));
+    } else {
+        r = CALL_REAL(hipMallocAsync, dev_ptr, size, stream);
+        book_alloc(r, device, dev_ptr, size, stream_of(stream));
+    }
+    tdm__hook_leave();
+    return r;
+}
+
+TDM_HOOK_API hipError_t hipMallocFromPoolAsync(void **dev_ptr, size_t size, hipMemPool_t mem_pool,
+                                               hipStream_t stream)
+{
+    HOOK_PROLOGUE(hipMallocFromPoolAsync, dev_ptr, size, mem_pool, stream);
+    int device = current_device();
+    hipError_t r = CALL_REAL(hipMallocFromPoolAsync, dev_ptr, size, mem_pool, stream);
+    book_alloc(r, device, dev_ptr, size, stream_of(stream));
+    tdm__hook_leave();
+    return r;
+}
+
+TDM_HOOK_API hipError_t hipExtMallocWithFlags(void **ptr, size_t sizeBytes, unsigned int flags)
+{
+    HOOK_PROLOGUE(hipExtMallocWithFlags, ptr, sizeBytes, flags);
+    int device = current_device();
+    hipError_t r = CALL_REAL(hipExtMallocWithFlags, ptr, sizeBytes, flags);
+    book_alloc(r, device, ptr, sizeBytes, 0);
+    tdm__hook_leave();
+    return r;
+}
+
+TDM_HOOK_API hipError_t hipMallocManaged(void **dev_ptr, size_t size, unsigned int flags)
+{
+    HOOK_PROLOGUE(hipMallocManaged, dev_ptr, size, flags);
+    int device = current_device();
+    hipError_t r = CALL_REAL(hipMallocManaged, dev_ptr, size, flags);
+    book_alloc(r, device, dev_ptr, size, 0);
+    tdm__hook_leave();
+    return r;
+}
+
+/* ---- pinned host memory ------------------------------------------------------- */
+
+static _Atomic int host_described;
+
+INLINE void describe_host(void)
+{
+    if (!atomic_load_explicit(&host_described, memory_order_acquire)) {
+        tdm__alloc_observe_device(-1, "hip", "host (pinned)", 0);
+        atomic_store_explicit(&host_described, 1, memory_order_release);
+    }
+}
+
+TDM_HOOK_API hipError_t hipHostMalloc(void **ptr, size_t size, unsigned int flags)
+{
+    HOOK_PROLOGUE(hipHostMalloc, ptr, size, flags);
+    describe_host();
+    hipError_t r = CALL_REAL(hipHostMalloc, ptr, size, flags);
+    book_alloc(r, -1, ptr, size, 0);
+    tdm__hook_leave();
+    return r;
+}
+
+TDM_HOOK_API hipError_t hipMallocHost(void **ptr, size_t size)
+{
+    HOOK_PROLOGUE(hipMallocHost, ptr, size);
+    describe_host();
+    hipError_t r = CALL_REAL(hipMallocHost, ptr, size);
+    book_alloc(r, -1, ptr, size, 0);
+    tdm__hook_leave();
+    return r;
+}
+
+/* ---- frees ------------------------------------------------------------------------ */
+
+/* A device free: the block back to the cache when the cache made it;
+ * else the free is booked first, then the vendor frees. */
+#define DEVICE_FREE(name, ptr, stream, ...)                                    \
+    HOOK_PROLOGUE(name, __VA_ARGS__);                                          \
+    hipError_t r;                                                              \
+    if ((ptr) != NULL && serve_from_cache(mode) &&                             \
+        tdm__alloc_free((ptr), TDM_HOOK_SKIP) == TDM_OK) {                     \
+        r = hipSuccess;                                                        \
+    } else {                                                                   \
+        tdm__alloc_observe_free((ptr), (stream), TDM_HOOK_SKIP);               \
+        r = CALL_REAL(name, __VA_ARGS__);                                      \
+    }                                                                          \
+    tdm__hook_leave();                                                         \
+    return r
+
+TDM_HOOK_API hipError_t hipFree(void *ptr)
+{
+    DEVICE_FREE(hipFree, ptr, 0, ptr);
+}
+
+TDM_HOOK_API hipError_t hipFreeAsync(void *dev_ptr, hipStream_t stream)
+{
+    DEVICE_FREE(hipFreeAsync, dev_ptr, stream_of(stream), dev_ptr, stream);
+}
+
+TDM_HOOK_API hipError_t hipHostFree(void *ptr)
+{
+    HOOK_PROLOGUE(hipHostFree, ptr);
+    tdm__alloc_observe_free(ptr, 0, TDM_HOOK_SKIP);
+    hipError_t r = CALL_REAL(hipHostFree, ptr);
+    tdm__hook_leave();
+    return r;
+}
+
+TDM_HOOK_API hipError_t hipFreeHost(void *ptr)
+{
+    HOOK_PROLOGUE(hipFreeHost, ptr);
+    tdm__alloc_observe_free(ptr, 0, TDM_HOOK_SKIP);
+    hipError_t r = CALL_REAL(hipFreeHost, ptr);
+    tdm__hook_leave();
+    return r;
+}
+
+/* ---- virtual memory ------------------------------------------------------------------ */
+
+TDM_HOOK_API hipError_t hipMemCreate(hipMemGenericAllocationHandle_t *handle, size_t size,
+                                     const hipMemAllocationProp *prop, unsigned long long flags)
+{
+    HOOK_PROLOGUE(hipMemCreate, handle, size, prop, flags);
+    hipError_t r = CALL_REAL(hipMemCreate, handle, size, prop, flags);
+    if (r == hipErrorOutOfMemory && prop != NULL) {
+        int device = prop->location.id;
+        size_t fr = 0;
+        int prev = -1;
+        /* hipMemGetInfo answers for the current device. */
+        if (real.hipGetDevice && real.hipSetDevice && real.hipGetDevice(&prev) == hipSuccess &&
+            prev != device && real.hipSetDevice(device) == hipSuccess) {
+            fr = free_bytes_now();
+            real.hipSetDevice(prev);
+        } else {
+            fr = free_bytes_now();
+        }
+        tdm__alloc_observe_oom(device, size, fr, 0, TDM_HOOK_SKIP);
+    }
+    tdm__hook_leave();
+    return r;
+}
+
+TDM_HOOK_API hipError_t hipMemMap(void *ptr, size_t size, size_t offset,
+                                  hipMemGenericAllocationHandle_t handle,
+                                  unsigned long long flags)
+{
+    HOOK_PROLOGUE(hipMemMap, ptr, size, offset, handle, flags);
+    hipError_t r = CALL_REAL(hipMemMap, ptr, size, offset, handle, flags);
+    if (r == hipSuccess) {
+        hipMemAllocationProp prop;
+        memset(&prop, 0, sizeof prop);
+        int device;
+        if (real.hipMemGetAllocationPropertiesFromHandle &&
+            real.hipMemGetAllocationPropertiesFromHandle(&prop, handle) == hipSuccess &&
+            prop.location.type == hipMemLocationTypeDevice)
+            device = prop.location.id;
+        else
+            device = current_device();
+        if (device >= 0 && device < 64 &&
+            !(atomic_load_explicit(&described, memory_order_acquire) & ((uint64_t)1 << device)))
+            describe(device);
+        tdm__alloc_observe_map(device, ptr, size, TDM_HOOK_SKIP);
+    }
+    tdm__hook_leave();
+    return r;
+}
+
+TDM_HOOK_API hipError_t hipMemUnmap(void *ptr, size_t size)
+{
+    HOOK_PROLOGUE(hipMemUnmap, ptr, size);
+    tdm__alloc_observe_unmap(ptr, size, TDM_HOOK_SKIP);
+    hipError_t r = CALL_REAL(hipMemUnmap, ptr, size);
+    tdm__hook_leave();
+    return r;
+}
+
+TDM_HOOK_API hipError_t hipMemRelease(hipMemGenericAllocationHandle_t handle)
+{
+    HOOK_PROLOGUE(hipMemRelease, handle);
+    hipError_t r = CALL_REAL(hipMemRelease, handle);
+    tdm__hook_leave();
+    return r;
+}

@@ -1,0 +1,286 @@
+/* hooks/preload/ze_track.h: what a Level Zero memory call books, shared by
+ * the exported-symbol interposers (ze_hooks.c, in libtidemark_preload.so)
+ * and the shim driver (hooks/ze_shim/ze_shim.c, libtidemark_ze_shim.so).
+ *
+ * The two reach the vendor differently: the interposers call the loader's
+ * exported functions, the shim calls the real driver's table slots.  Each
+ * fills one tdm__ze_real with the un-hooked functions and calls the
+ * tdm__ze_* functions below from its hooks.  Those are always_inline, so
+ * every hook stays exactly one frame above the program's call
+ * (TDM_HOOK_SKIP); the rare work (device lookup, cache set-up) lives in
+ * ze_track.c.
+ *
+ * What is booked:
+ *   zeMemAllocDevice        observe: alloc on the device; cache: served
+ *                           from tidemark's caching allocator when the
+ *                           context is the one the cache allocates in and
+ *                           the request is plain (no pNext, memory
+ *                           ordinal 0, alignment 0 or a power of two up
+ *                           to 512); anything else goes to the driver,
+ *                           which also judges invalid requests
+ *   zeMemAllocShared        observe on its device (host, -1, when none)
+ *   zeMemAllocHost          observe on the host (-1)
+ *   zeMemFree, zeMemFreeExt the block back to the cache, or the free
+ *                           booked BEFORE the vendor call
+ *   zePhysicalMemCreate     remembers the memory's device; oom on failure
+ *   zeVirtualMemMap/Unmap   segment_map / segment_unmap
+ *   zePhysicalMemDestroy    forgets the handle; nothing booked
+ * zeVirtualMemReserve/Free are not hooked: a reservation is address space
+ * only, it holds no memory until something is mapped into it.
+ * Errors go back unchanged; ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY also
+ * books an `oom` event with the device's free bytes (Sysman's
+ * zesMemoryGetState; 0 when the driver has no Sysman).
+ *
+ * Device ordinals: the position of a device in the concatenated
+ * zeDeviceGet lists of all drivers (zeDriverGet order), found once; a
+ * handle not in those lists (a sub-device) gets the next free ordinal.
+ */
+#ifndef TDM_HOOKS_ZE_TRACK_H
+#define TDM_HOOKS_ZE_TRACK_H
+
+#include <level_zero/ze_api.h>
+#include <level_zero/ze_ddi.h>
+#include <level_zero/zes_api.h>
+#include <level_zero/zes_ddi.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alloc.h"
+#include "preload.h"
+#include "provider.h"
+
+#define TDM__ZE_INLINE static inline __attribute__((always_inline))
+
+/* The un-hooked functions a consumer calls. */
+typedef struct tdm__ze_real {
+    ze_pfnDriverGet_t driver_get;
+    ze_pfnDeviceGet_t device_get;
+    ze_pfnDeviceGetProperties_t device_get_properties;
+    ze_pfnDeviceGetMemoryProperties_t device_get_memory_properties;
+    ze_pfnMemAllocDevice_t mem_alloc_device;
+    ze_pfnMemAllocShared_t mem_alloc_shared;
+    ze_pfnMemAllocHost_t mem_alloc_host;
+    ze_pfnMemFree_t mem_free;
+    ze_pfnMemFreeExt_t mem_free_ext;
+    ze_pfnVirtualMemMap_t virtual_mem_map;
+    ze_pfnVirtualMemUnmap_t virtual_mem_unmap;
+    ze_pfnPhysicalMemCreate_t physical_mem_create;
+    ze_pfnPhysicalMemDestroy_t physical_mem_destroy;
+    zes_pfnDeviceEnumMemoryModules_t sysman_enum_memory_modules; /* optional */
+    zes_pfnMemoryGetState_t sysman_memory_get_state;             /* optional */
+} tdm__ze_real;
+
+/* ---- ze_track.c ---- */
+
+/* The consumer's recursion guard and mode: the preload's (preload.h), or
+ * the shim's own when built with TDM_ZE_SHIM. */
+int tdm__ze_enter(void);
+void tdm__ze_leave(void);
+tdm__hook_mode tdm__ze_mode(void);
+
+/* The ordinal of device handle `dev` (described to the snapshot the first
+ * time); -1 for NULL. */
+int tdm__ze_device_slow(const tdm__ze_real *r, ze_device_handle_t dev);
+/* Registered handles, read without a lock on the fast path. */
+extern _Atomic(ze_device_handle_t) tdm__ze_devices[64];
+
+/* Describes the host (device -1, for host and shared USM) once. */
+void tdm__ze_host_seen(void);
+
+/* Free bytes of device `ordinal` through Sysman, 0 when unknown. */
+size_t tdm__ze_free_bytes(const tdm__ze_real *r, int ordinal);
+
+/* Cache mode: whether allocations in `ctx` are served from the cache
+ * (the first context seen becomes the cache's; set up once). */
+int tdm__ze_cache_serves(const tdm__ze_real *r, ze_context_handle_t ctx);
+
+/* Physical memory handle -> device ordinal (zePhysicalMemCreate .. Destroy). */
+void tdm__ze_phys_remember(ze_physical_mem_handle_t h, int ordinal);
+int tdm__ze_phys_device(ze_physical_mem_handle_t h); /* -1: unknown */
+void tdm__ze_phys_forget(ze_physical_mem_handle_t h);
+
+/* ---- the bookings, one per hooked entry ---- */
+
+TDM__ZE_INLINE int tdm__ze_device(const tdm__ze_real *r, ze_device_handle_t dev)
+{
+    if (dev == NULL)
+        return -1;
+    for (int i = 0; i < 64; i++) {
+        ze_device_handle_t d = atomic_load_explicit(&tdm__ze_devices[i], memory_order_acquire);
+        if (d == dev)
+            return i;
+        if (d == NULL)
+            break;
+    }
+    return tdm__ze_device_slow(r, dev);
+}
+
+/* The allocation, or an `oom` event when the device ran out. */
+TDM__ZE_INLINE void tdm__ze_book(const tdm__ze_real *r, ze_result_t res, int device,
+                                 void **pptr, size_t size)
+{
+    int booked = res == ZE_RESULT_SUCCESS && pptr != NULL;
+    int oom = res == ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
+    if (device < 0 && (booked || oom))
+        tdm__ze_host_seen();
+    if (booked)
+        tdm__alloc_observe_alloc(device, *pptr, size, 0, TDM_HOOK_SKIP);
+    else if (oom)
+        tdm__alloc_observe_oom(device, size, tdm__ze_free_bytes(r, device), 0, TDM_HOOK_SKIP);
+}
+
+/* A tidemark status as Level Zero says it. */
+TDM__ZE_INLINE ze_result_t tdm__ze_result_of(tdm_status st)
+{
+    switch (st) {
+    case TDM_OK: return ZE_RESULT_SUCCESS;
+    case TDM_OUT_OF_MEMORY: return ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
+    case TDM_HOST_OUT_OF_MEMORY: return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+    case TDM_INVALID_ARGUMENT: return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    case TDM_VENDOR_ERROR: return (ze_result_t)tdm__provider_last_vendor_error();
+    default: return ZE_RESULT_ERROR_UNKNOWN;
+    }
+}
+
+/* Hooks start with this: pass straight through when tidemark is off or
+ * this thread is already inside it. */
+#define TDM__ZE_PROLOGUE(call)                                                 \
+    tdm__hook_mode mode_ = tdm__ze_mode();                                     \
+    if (mode_ == TDM__HOOK_OFF || !tdm__ze_enter())                            \
+        return (call)
+
+TDM__ZE_INLINE ze_result_t tdm__ze_alloc_device(const tdm__ze_real *r, ze_context_handle_t c,
+                                                const ze_device_mem_alloc_desc_t *dd, size_t size,
+                                                size_t alignment, ze_device_handle_t dev,
+                                                void **pptr)
+{
+    TDM__ZE_PROLOGUE(r->mem_alloc_device(c, dd, size, alignment, dev, pptr));
+    int device = tdm__ze_device(r, dev);
+    ze_result_t res = ZE_RESULT_ERROR_UNKNOWN;
+    tdm_status st = TDM_NOT_AVAILABLE;
+    if (mode_ == TDM__HOOK_CACHE && dd != NULL && dd->pNext == NULL && dd->ordinal == 0 &&
+        (alignment & (alignment - 1)) == 0 && alignment <= 512 && pptr != NULL && size > 0 && device >= 0 &&
+        tdm__ze_cache_serves(r, c)) {
+        st = tdm__alloc_malloc(pptr, size, device, 0, TDM_HOOK_SKIP);
+        res = tdm__ze_result_of(st);
+    }
+    /* Not served (not cache mode, or a device the cache does not have). */
+    if (st == TDM_NOT_AVAILABLE || st == TDM_NO_SUCH_DEVICE) {
+        res = r->mem_alloc_device(c, dd, size, alignment, dev, pptr);
+        tdm__ze_book(r, res, device, pptr, size);
+    }
+    tdm__ze_leave();
+    return res;
+}
+
+TDM__ZE_INLINE ze_result_t tdm__ze_alloc_shared(const tdm__ze_real *r, ze_context_handle_t c,
+                                                const ze_device_mem_alloc_desc_t *dd,
+                                                const ze_host_mem_alloc_desc_t *hd, size_t size,
+                                                size_t alignment, ze_device_handle_t dev,
+                                                void **pptr)
+{
+    TDM__ZE_PROLOGUE(r->mem_alloc_shared(c, dd, hd, size, alignment, dev, pptr));
+    int device = tdm__ze_device(r, dev);
+    ze_result_t res = r->mem_alloc_shared(c, dd, hd, size, alignment, dev, pptr);
+    tdm__ze_book(r, res, device, pptr, size);
+    tdm__ze_leave();
+    return res;
+}
+
+TDM__ZE_INLINE ze_result_t tdm__ze_alloc_host(const tdm__ze_real *r, ze_context_handle_t c,
+                                              const ze_host_mem_alloc_desc_t *hd, size_t size,
+                                              size_t alignment, void **pptr)
+{
+    TDM__ZE_PROLOGUE(r->mem_alloc_host(c, hd, size, alignment, pptr));
+    ze_result_t res = r->mem_alloc_host(c, hd, size, alignment, pptr);
+    tdm__ze_book(r, res, -1, pptr, size);
+    tdm__ze_leave();
+    return res;
+}
+
+TDM__ZE_INLINE ze_result_t tdm__ze_free(const tdm__ze_real *r, ze_context_handle_t c, void *ptr)
+{
+    TDM__ZE_PROLOGUE(r->mem_free(c, ptr));
+    ze_result_t res;
+    if (ptr != NULL && mode_ == TDM__HOOK_CACHE && tdm__ze_cache_serves(r, c) &&
+        tdm__alloc_free(ptr, TDM_HOOK_SKIP) == TDM_OK) {
+        res = ZE_RESULT_SUCCESS;
+    } else {
+        tdm__alloc_observe_free(ptr, 0, TDM_HOOK_SKIP);
+        res = r->mem_free(c, ptr);
+    }
+    tdm__ze_leave();
+    return res;
+}
+
+TDM__ZE_INLINE ze_result_t tdm__ze_free_ext(const tdm__ze_real *r, ze_context_handle_t c,
+                                            const ze_memory_free_ext_desc_t *desc, void *ptr)
+{
+    TDM__ZE_PROLOGUE(r->mem_free_ext(c, desc, ptr));
+    ze_result_t res;
+    if (ptr != NULL && desc != NULL && mode_ == TDM__HOOK_CACHE && tdm__ze_cache_serves(r, c) &&
+        tdm__alloc_free(ptr, TDM_HOOK_SKIP) == TDM_OK) {
+        res = ZE_RESULT_SUCCESS;
+    } else {
+        tdm__alloc_observe_free(ptr, 0, TDM_HOOK_SKIP);
+        res = r->mem_free_ext(c, desc, ptr);
+    }
+    tdm__ze_leave();
+    return res;
+}
+
+TDM__ZE_INLINE ze_result_t tdm__ze_physical_create(const tdm__ze_real *r, ze_context_handle_t c,
+                                                   ze_device_handle_t dev,
+                                                   ze_physical_mem_desc_t *desc,
+                                                   ze_physical_mem_handle_t *ph)
+{
+    TDM__ZE_PROLOGUE(r->physical_mem_create(c, dev, desc, ph));
+    int device = tdm__ze_device(r, dev);
+    ze_result_t res = r->physical_mem_create(c, dev, desc, ph);
+    if (res == ZE_RESULT_SUCCESS && ph != NULL)
+        tdm__ze_phys_remember(*ph, device);
+    else if (res == ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY && desc != NULL)
+        tdm__alloc_observe_oom(device, desc->size, tdm__ze_free_bytes(r, device), 0,
+                               TDM_HOOK_SKIP);
+    tdm__ze_leave();
+    return res;
+}
+
+TDM__ZE_INLINE ze_result_t tdm__ze_physical_destroy(const tdm__ze_real *r, ze_context_handle_t c,
+                                                    ze_physical_mem_handle_t h)
+{
+    TDM__ZE_PROLOGUE(r->physical_mem_destroy(c, h));
+    ze_result_t res = r->physical_mem_destroy(c, h);
+    if (res == ZE_RESULT_SUCCESS)
+        tdm__ze_phys_forget(h);
+    tdm__ze_leave();
+    return res;
+}
+
+TDM__ZE_INLINE ze_result_t tdm__ze_virtual_map(const tdm__ze_real *r, ze_context_handle_t c,
+                                               const void *ptr, size_t size,
+                                               ze_physical_mem_handle_t h, size_t offset,
+                                               ze_memory_access_attribute_t access)
+{
+    TDM__ZE_PROLOGUE(r->virtual_mem_map(c, ptr, size, h, offset, access));
+    ze_result_t res = r->virtual_mem_map(c, ptr, size, h, offset, access);
+    if (res == ZE_RESULT_SUCCESS) {
+        int device = tdm__ze_phys_device(h);
+        tdm__alloc_observe_map(device >= 0 ? device : 0, ptr, size, TDM_HOOK_SKIP);
+    }
+    tdm__ze_leave();
+    return res;
+}
+
+TDM__ZE_INLINE ze_result_t tdm__ze_virtual_unmap(const tdm__ze_real *r, ze_context_handle_t c,
+                                                 const void *ptr, size_t size)
+{
+    TDM__ZE_PROLOGUE(r->virtual_mem_unmap(c, ptr, size));
+    tdm__alloc_observe_unmap(ptr, size, TDM_HOOK_SKIP);
+    ze_result_t res = r->virtual_mem_unmap(c, ptr, size);
+    tdm__ze_leave();
+    return res;
+}
+
+#endif

@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# `tidemark run` end to end: every exit path (the command's own code, 0,
+# 3 gate failed, 4 tool error, 1 usage, 2 bad baseline, 127 not found,
+# 128+N killed by signal N, a gate failure outranking a failed command),
+# the environment the command gets (TIDEMARK_CONF with its dump folder
+# and --conf, LD_PRELOAD from TIDEMARK_PRELOAD or beside the tool), one
+# snapshot per process collected (children, a process left running after
+# the command), files from earlier runs left out, summaries on stderr and
+# the command's stdout untouched, SIGTERM passed on, JUnit and GitHub
+# output.
+set -uo pipefail
+: "${TIDEMARK:?}" "${TRAIN_SIM:?}" "${LIBTIDEMARK:?}"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work" || exit 1
+fails=0
+unset TIDEMARK_CONF LD_PRELOAD
+# No preload unless a check asks for one: results must not depend on
+# whether libtidemark_preload.so was built.
+export TIDEMARK_PRELOAD=
+
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+expect() {
+  local want=$1 what=$2; shift 3
+  "$@" >"$work/out" 2>"$work/err"
+  local rc=$?
+  if [ "$rc" -ne "$want" ]; then
+    fail "$what: exit $rc, wanted $want"
+    sed 's/^/  stdout: /' "$work/out" | head -n 20
+    sed 's/^/  stderr: /' "$work/err" | head -n 30
+  fi
+}
+has() { grep -qF -- "$2" "$work/$1" || fail "$1 lacks '$2'"; }
+lacks() { ! grep -qF -- "$2" "$work/$1" || fail "$1 has '$2'"; }
+tdms() { find "$1" -maxdepth 1 -name '*.tdm' | wc -l; }
+
+# ---- help and usage: exit 1 --------------------------------------------------
+expect 0 "help run" -- "$TIDEMARK" help run
+has out "usage: tidemark run"; has out "--conf KEY=VAL"; has out "--max-peak SIZE"
+has out "128+N"
+expect 1 "no command" -- "$TIDEMARK" run --max-peak 1G --
+has err "no command given"; has err "tidemark help run"
+expect 1 "unknown option" -- "$TIDEMARK" run --bogus -- true
+has err "unknown option '--bogus'"
+expect 1 "--conf dump=" -- "$TIDEMARK" run --conf "record=all, dump=x.tdm" -- true
+has err "may not set 'dump'"
+expect 1 "comma in -o" -- "$TIDEMARK" run -o "a,b" -- true
+expect 1 "bad gate value" -- "$TIDEMARK" run --max-leak much -- true
+[ ! -e tidemark-out ] || fail "a usage error made the output folder"
+
+# ---- the command runs: its code, its stdout ---------------------------------------
+expect 0 "train_sim" -- "$TIDEMARK" run -o "$work/r1" -- "$TRAIN_SIM" --steps 2 --hidden 512
+has out "train_sim: 2 steps, peak allocated"
+lacks out "tidemark summary"             # reports go to stderr
+has err "tidemark summary of $work/r1/tidemark-"; has err "peak allocated"
+has err "tidemark run: 1 snapshot in $work/r1"
+has err "TIDEMARK_PRELOAD is empty"      # the note: running without preload
+[ "$(tdms "$work/r1")" -eq 1 ] || fail "one snapshot expected in r1"
+has err "config     dump=$work/r1/tidemark-%h-%p.tdm"
+
+# Run again into the same folder: the first run's file is not collected.
+expect 0 "second run, same folder" -- "$TIDEMARK" run -o "$work/r1" -- "$TRAIN_SIM" --steps 1
+has err "tidemark run: 1 snapshot in $work/r1"
+[ "$(tdms "$work/r1")" -eq 2 ] || fail "two snapshots expected in r1 now"
+
+expect 7 "the command's own exit code" -- "$TIDEMARK" run -o "$work/r2" -- sh -c 'echo hi; exit 7'
+has out "hi"; has err "the command exited with 7"
+expect 127 "command not found" -- "$TIDEMARK" run -o "$work/r2" -- "$work/no-such-program"
+has err "cannot run '$work/no-such-program'"
+printf 'x\n' >"$work/notexec"
+expect 126 "command not executable" -- "$TIDEMARK" run -o "$work/r2" -- "$work/notexec"
+# Killed by a signal: 128+N, as shells say.
+expect 137 "killed by SIGKILL" -- "$TIDEMARK" run -o "$work/r2" -- sh -c 'kill -KILL $$'
+has err "killed by signal 9"
+expect 139 "killed by SIGSEGV" -- "$TIDEMARK" run -o "$work/r2" -- sh -c 'kill -SEGV $$'
+# SIGTERM sent to tidemark alone reaches the command; tidemark still reports.
+"$TIDEMARK" run -o "$work/r3" -- sleep 30 >"$work/out" 2>"$work/err" &
+pid=$!
+sleep 0.5
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+[ "$rc" -eq 143 ] || fail "SIGTERM to tidemark run: exit $rc, wanted 143"
+has err "killed by signal 15"; has err "tidemark run: 0 snapshots in $work/r3"
+
+# ---- TIDEMARK_CONF: inherited, then --conf, then the dump folder -------------------
+TIDEMARK_CONF="max_entries=5000" expect 0 "--conf" -- "$TIDEMARK" run -o "$work/r4" \
+  --conf max_entries=64 --conf alloc_mode=passthrough -- "$TRAIN_SIM" --steps 2
+has err "ring of 64)"; has err "allocator passthrough"
+has err "config     max_entries=5000,max_entries=64,alloc_mode=passthrough,dump=$work/r4/"
+expect 0 "conf seen by the command" -- "$TIDEMARK" run -o "$work/r 5%" -- sh -c 'echo "[$TIDEMARK_CONF]"'
+has out "[dump=$work/r 5%%/tidemark-%h-%p.tdm]"
+
+# ---- every process writes its own snapshot -------------------------------------------
+expect 0 "two children" -- "$TIDEMARK" run -o "$work/r6" -- \
+  sh -c "\"$TRAIN_SIM\" --steps 1 --hidden 256 & \"$TRAIN_SIM\" --steps 2 --hidden 256; wait"
+[ "$(tdms "$work/r6")" -eq 2 ] || fail "two snapshots expected in r6"
+has err "tidemark run: 2 snapshots in $work/r6"
+[ "$(grep -c '^tidemark summary of ' "$work/err")" -eq 2 ] || fail "two summaries expected"
+# A process the command leaves running is waited for (a short while).
+expect 0 "orphan" -- "$TIDEMARK" run -o "$work/r7" -- \
+  sh -c "(sleep 0.5; \"$TRAIN_SIM\" --steps 1 >/dev/null) & exit 0"
+has err "tidemark run: 1 snapshot in $work/r7"
+
+# ---- the preload library --------------------------------------------------------
+# A sanitizer-built library cannot be preloaded into uninstrumented programs.
+if ldd "$LIBTIDEMARK" 2>/dev/null | grep -qE 'lib(a|t)san'; then
+  echo "skip: preload checks in a sanitizer build"
+else
+  # $LIBTIDEMARK stands in for it: preloaded, it records any process, even a
+  # shell that allocates nothing (bash: dash leaves with _exit, no exit dump).
+  TIDEMARK_PRELOAD="$LIBTIDEMARK" expect 0 "TIDEMARK_PRELOAD" -- "$TIDEMARK" run -o "$work/r8" -- \
+    bash -c "echo \"[\$LD_PRELOAD]\"; \"$TRAIN_SIM\" --steps 1; true"
+  has out "[$(readlink -f "$LIBTIDEMARK")]"
+  lacks err "TIDEMARK_PRELOAD is empty"
+  has err "2 snapshots in $work/r8 (1 of processes that used no device memory)"
+  [ "$(grep -c '^tidemark summary of ' "$work/err")" -eq 1 ] || fail "only the busy process summarized"
+  LD_PRELOAD=/lib/nothing.so TIDEMARK_PRELOAD="$LIBTIDEMARK" expect 0 "LD_PRELOAD kept" -- \
+    "$TIDEMARK" run -o "$work/r8" -- sh -c 'echo "[$LD_PRELOAD]"' 2>/dev/null
+  has out ":/lib/nothing.so]"
+  # Found beside the tool when it was built; else a note on stderr.
+  (
+    unset TIDEMARK_PRELOAD
+    "$TIDEMARK" run -o "$work/r9" -- sh -c 'echo "[$LD_PRELOAD]"' >"$work/out" 2>"$work/err"
+  )
+  if [ -e "$(dirname "$TIDEMARK")/libtidemark_preload.so" ]; then
+    has out "/libtidemark_preload.so]"
+  else
+    has out "[]"; has err "libtidemark_preload.so not found"
+  fi
+fi
+
+# ---- gates --------------------------------------------------------------------
+expect 0 "gates pass" -- "$TIDEMARK" run -q -o "$work/g1" --max-peak 1GiB --max-leak 1GiB \
+  --max-reserved 1GiB -- "$TRAIN_SIM" --steps 2 --hidden 512
+lacks err "tidemark summary of"          # -q
+has err "gates: 3 passed, 0 failed"
+expect 3 "max-peak fails" -- "$TIDEMARK" run -o "$work/g2" --max-peak 1MiB --junit "$work/j.xml" \
+  --github -- "$TRAIN_SIM" --steps 2 --hidden 512
+has err "max-peak FAILED on $work/g2/tidemark-"; has err "limit      1.00 MiB"
+has err "top allocation sites live at the peak"; has err "train_sim.c:"
+grep -qE '^::error title=tidemark max-peak \(device 0\)::' "$work/out" || fail "no annotation on stdout"
+python3 - "$work/j.xml" <<'EOF' || fail "JUnit from run"
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+s = root.find("testsuite")
+assert s.get("name") == "tidemark run" and float(s.get("time")) > 0, s.attrib
+cases = s.findall("testcase")
+assert len(cases) == 1 and cases[0].get("name") == "max-peak"
+assert cases[0].find("failure") is not None
+EOF
+expect 3 "max-leak fails" -- "$TIDEMARK" run -o "$work/g3" --max-leak 1K -- "$TRAIN_SIM" --steps 1
+has err "max-leak FAILED"
+expect 3 "max-reserved fails" -- "$TIDEMARK" run -o "$work/g3" --max-reserved 1K -- "$TRAIN_SIM" --steps 1
+has err "max-reserved FAILED"
+TIDEMARK_CONF="dump=$work/base.tdm" "$TRAIN_SIM" --steps 2 --hidden 256 >/dev/null 2>&1
+expect 3 "max-growth fails" -- "$TIDEMARK" run -o "$work/g4" --baseline "$work/base.tdm" \
+  --max-growth 50 -- "$TRAIN_SIM" --steps 2 --hidden 512
+has err "max-growth FAILED"
+expect 0 "max-growth passes" -- "$TIDEMARK" run -o "$work/g4" --baseline "$work/base.tdm" \
+  --max-growth 0 -- "$TRAIN_SIM" --steps 2 --hidden 256
+# A failed gate outranks a failed command; a passing one does not.
+expect 3 "gate fails, command fails" -- "$TIDEMARK" run -o "$work/g5" --max-peak 1K -- \
+  sh -c "\"$TRAIN_SIM\" --steps 1; exit 5"
+has err "the command exited with 5"
+expect 5 "gate passes, command fails" -- "$TIDEMARK" run -o "$work/g5" --max-peak 1G -- \
+  sh -c "\"$TRAIN_SIM\" --steps 1; exit 5"
+
+# ---- bad baseline: exit 2, and the command does not run -----------------------------
+expect 2 "missing baseline" -- "$TIDEMARK" run -o "$work/g6" --baseline "$work/none.tdm" \
+  --max-growth 5 -- touch "$work/ran"
+[ ! -e "$work/ran" ] || fail "the command ran despite a bad baseline"
+
+# ---- tool errors: exit 4 ---------------------------------------------------------
+printf 'x\n' >"$work/afile"
+expect 4 "-o is a file" -- "$TIDEMARK" run -o "$work/afile" -- true
+has err "cannot make the folder"
+TIDEMARK_PRELOAD="$work/none.so" expect 4 "TIDEMARK_PRELOAD missing" -- "$TIDEMARK" run -o "$work/t" -- true
+has err "TIDEMARK_PRELOAD=$work/none.so"
+expect 4 "gates, but no snapshot" -- "$TIDEMARK" run -o "$work/t" --max-peak 1G -- true
+has err "no snapshot was written"
+expect 4 "unwritable junit" -- "$TIDEMARK" run -o "$work/t" --max-peak 1G \
+  --junit "$work/no/dir/j.xml" -- "$TRAIN_SIM" --steps 1
+has err "cannot write $work/no/dir/j.xml"
+
+[ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
+echo "ok: tidemark run"

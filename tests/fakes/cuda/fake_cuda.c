@@ -1,0 +1,1083 @@
+/* tests/fakes/cuda/fake_cuda.c: a test double of the CUDA driver,
+ * libcuda.so.1, for machines with no GPU.
+ *
+ * Owns: simulated devices (FAKE_CUDA_DEVICES, each of FAKE_CUDA_CAPACITY
+ * bytes), their primary contexts and a per-thread context stack, every
+ * allocation it hands out (device, managed, pitch, stream-ordered, pool,
+ * host, and the virtual-memory calls: reservations, physical handles and
+ * mappings), per-function call counters, and cuGetProcAddress(_v2), which
+ * picks the variant by (name, version, flags) as the real driver does.
+ * Device memory is PROT_NONE anonymous memory, so a tool that touches it
+ * by mistake crashes here instead of passing.
+ *
+ * Every implementation is a static function checked against the toolkit's
+ * PFN_* type (a prototype mismatch is a compile error) and exported under
+ * the driver's name by an alias.  cuGetProcAddress returns the static
+ * function, as a real driver returns its internal entry points; with
+ * FAKE_CUDA_GPA_EXPORTED=1 it returns the exported (interposable) symbol
+ * instead, which is what drives a hook into calling itself unless it
+ * guards against it.  Knobs: fake_cuda.h.
+ *
+ * Invariants: used[d] is the sum of the sizes of live device, managed,
+ * pitch and physical allocations of device d; a mapping lies inside one
+ * reservation and refers to a live handle.  Lock: one mutex around the
+ * registry, the reservations and the mappings; counters are atomics;
+ * contexts are per thread.
+ */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "fake_cuda.h"
+
+#undef cuGetProcAddress
+
+#define MAX_DEV 8
+#define FAKE_EXPORT __attribute__((visibility("default")))
+
+/* X(exported name, PFN type, cuGetProcAddress base name, first version of
+ *   this variant, is the _ptsz twin, allocates) */
+#define FAKE_FUNCS(X)                                                          \
+    X(cuInit, PFN_cuInit_v2000, "cuInit", 2000, 0, 0)                          \
+    X(cuDriverGetVersion, PFN_cuDriverGetVersion_v2020, "cuDriverGetVersion", 2020, 0, 0) \
+    X(cuDeviceGet, PFN_cuDeviceGet_v2000, "cuDeviceGet", 2000, 0, 0)           \
+    X(cuDeviceGetCount, PFN_cuDeviceGetCount_v2000, "cuDeviceGetCount", 2000, 0, 0) \
+    X(cuDeviceGetName, PFN_cuDeviceGetName_v2000, "cuDeviceGetName", 2000, 0, 0) \
+    X(cuDeviceTotalMem_v2, PFN_cuDeviceTotalMem_v3020, "cuDeviceTotalMem", 3020, 0, 0) \
+    X(cuDeviceGetDefaultMemPool, PFN_cuDeviceGetDefaultMemPool_v11020, "cuDeviceGetDefaultMemPool", 11020, 0, 0) \
+    X(cuDevicePrimaryCtxRetain, PFN_cuDevicePrimaryCtxRetain_v7000, "cuDevicePrimaryCtxRetain", 7000, 0, 0) \
+    X(cuDevicePrimaryCtxRelease_v2, PFN_cuDevicePrimaryCtxRelease_v11000, "cuDevicePrimaryCtxRelease", 11000, 0, 0) \
+    X(cuCtxGetCurrent, PFN_cuCtxGetCurrent_v4000, "cuCtxGetCurrent", 4000, 0, 0) \
+    X(cuCtxSetCurrent, PFN_cuCtxSetCurrent_v4000, "cuCtxSetCurrent", 4000, 0, 0) \
+    X(cuCtxPushCurrent_v2, PFN_cuCtxPushCurrent_v4000, "cuCtxPushCurrent", 4000, 0, 0) \
+    X(cuCtxPopCurrent_v2, PFN_cuCtxPopCurrent_v4000, "cuCtxPopCurrent", 4000, 0, 0) \
+    X(cuCtxGetDevice, PFN_cuCtxGetDevice_v2000, "cuCtxGetDevice", 2000, 0, 0)  \
+    X(cuMemGetInfo_v2, PFN_cuMemGetInfo_v3020, "cuMemGetInfo", 3020, 0, 0)     \
+    X(cuMemAlloc_v2, PFN_cuMemAlloc_v3020, "cuMemAlloc", 3020, 0, 1)           \
+    X(cuMemFree_v2, PFN_cuMemFree_v3020, "cuMemFree", 3020, 0, 0)              \
+    X(cuMemAllocPitch_v2, PFN_cuMemAllocPitch_v3020, "cuMemAllocPitch", 3020, 0, 1) \
+    X(cuMemAllocManaged, PFN_cuMemAllocManaged_v6000, "cuMemAllocManaged", 6000, 0, 1) \
+    X(cuMemHostAlloc, PFN_cuMemHostAlloc_v2020, "cuMemHostAlloc", 2020, 0, 1)  \
+    X(cuMemAllocHost_v2, PFN_cuMemAllocHost_v3020, "cuMemAllocHost", 3020, 0, 1) \
+    X(cuMemFreeHost, PFN_cuMemFreeHost_v2000, "cuMemFreeHost", 2000, 0, 0)     \
+    X(cuMemAllocAsync, PFN_cuMemAllocAsync_v11020, "cuMemAllocAsync", 11020, 0, 1) \
+    X(cuMemAllocAsync_ptsz, PFN_cuMemAllocAsync_v11020_ptsz, "cuMemAllocAsync", 11020, 1, 1) \
+    X(cuMemFreeAsync, PFN_cuMemFreeAsync_v11020, "cuMemFreeAsync", 11020, 0, 0) \
+    X(cuMemFreeAsync_ptsz, PFN_cuMemFreeAsync_v11020_ptsz, "cuMemFreeAsync", 11020, 1, 0) \
+    X(cuMemAllocFromPoolAsync, PFN_cuMemAllocFromPoolAsync_v11020, "cuMemAllocFromPoolAsync", 11020, 0, 1) \
+    X(cuMemAllocFromPoolAsync_ptsz, PFN_cuMemAllocFromPoolAsync_v11020_ptsz, "cuMemAllocFromPoolAsync", 11020, 1, 1) \
+    X(cuMemAddressReserve, PFN_cuMemAddressReserve_v10020, "cuMemAddressReserve", 10020, 0, 0) \
+    X(cuMemAddressFree, PFN_cuMemAddressFree_v10020, "cuMemAddressFree", 10020, 0, 0) \
+    X(cuMemCreate, PFN_cuMemCreate_v10020, "cuMemCreate", 10020, 0, 1)         \
+    X(cuMemRelease, PFN_cuMemRelease_v10020, "cuMemRelease", 10020, 0, 0)      \
+    X(cuMemMap, PFN_cuMemMap_v10020, "cuMemMap", 10020, 0, 0)                  \
+    X(cuMemUnmap, PFN_cuMemUnmap_v10020, "cuMemUnmap", 10020, 0, 0)            \
+    X(cuMemSetAccess, PFN_cuMemSetAccess_v10020, "cuMemSetAccess", 10020, 0, 0) \
+    X(cuStreamCreate, PFN_cuStreamCreate_v2000, "cuStreamCreate", 2000, 0, 0)  \
+    X(cuStreamDestroy_v2, PFN_cuStreamDestroy_v4000, "cuStreamDestroy", 4000, 0, 0) \
+    X(cuGetErrorName, PFN_cuGetErrorName_v6000, "cuGetErrorName", 6000, 0, 0)  \
+    X(cuGetErrorString, PFN_cuGetErrorString_v6000, "cuGetErrorString", 6000, 0, 0) \
+    X(cuGetExportTable, PFN_cuGetExportTable_v3000, "cuGetExportTable", 3000, 0, 0) \
+    X(cuGetProcAddress, PFN_cuGetProcAddress_v11030, "cuGetProcAddress", 11030, 0, 0) \
+    X(cuGetProcAddress_v2, PFN_cuGetProcAddress_v12000, "cuGetProcAddress", 12000, 0, 0)
+
+enum {
+#define FC_ENUM(name, pfn, base, ver, pt, al) FC_##name,
+    FAKE_FUNCS(FC_ENUM)
+#undef FC_ENUM
+    FC_COUNT
+};
+
+static const char *const fc_names[FC_COUNT] = {
+#define FC_NAME(name, pfn, base, ver, pt, al) #name,
+    FAKE_FUNCS(FC_NAME)
+#undef FC_NAME
+};
+static const unsigned char fc_allocates[FC_COUNT] = {
+#define FC_AL(name, pfn, base, ver, pt, al) al,
+    FAKE_FUNCS(FC_AL)
+#undef FC_AL
+};
+
+static atomic_long g_calls[FC_COUNT];
+
+/* ---- configuration (read once) ------------------------------------------ */
+
+static struct {
+    int devices;
+    unsigned long long capacity;  /* bytes per device */
+    _Atomic unsigned long long oom_above; /* bytes, 0 = no limit */
+    CUresult init_result;
+    int fail_fn;                  /* FC_* or -1 */
+    CUresult fail_code;
+    int gpa_exported;
+    int probe_table;
+    const char *report;
+} cfg;
+static pthread_once_t cfg_once = PTHREAD_ONCE_INIT;
+
+static unsigned long long env_u64(const char *name, unsigned long long def)
+{
+    const char *s = getenv(name);
+    return s && *s ? strtoull(s, NULL, 0) : def;
+}
+
+static void cfg_load(void)
+{
+    cfg.devices = (int)env_u64("FAKE_CUDA_DEVICES", 1);
+    if (cfg.devices < 1 || cfg.devices > MAX_DEV)
+        cfg.devices = 1;
+    cfg.capacity = env_u64("FAKE_CUDA_CAPACITY", 1ull << 30);
+    atomic_store(&cfg.oom_above, env_u64("FAKE_CUDA_OOM_ABOVE", 0));
+    cfg.init_result = (CUresult)env_u64("FAKE_CUDA_INIT_RESULT", 0);
+    cfg.fail_fn = -1;
+    const char *f = getenv("FAKE_CUDA_FAIL");
+    const char *colon = f ? strchr(f, ':') : NULL;
+    if (colon) {
+        for (int i = 0; i < FC_COUNT; i++)
+            if (strlen(fc_names[i]) == (size_t)(colon - f) &&
+                strncmp(fc_names[i], f, (size_t)(colon - f)) == 0)
+                cfg.fail_fn = i;
+        cfg.fail_code = (CUresult)strtol(colon + 1, NULL, 0);
+    }
+    cfg.gpa_exported = env_u64("FAKE_CUDA_GPA_EXPORTED", 0) != 0;
+    cfg.probe_table = env_u64("FAKE_CUDA_PROBE_TABLE", 0) != 0;
+    cfg.report = getenv("FAKE_CUDA_REPORT");
+}
+
+/* Counts the call; returns the injected error for it, or CUDA_SUCCESS. */
+static CUresult enter(int fc)
+{
+    pthread_once(&cfg_once, cfg_load);
+    atomic_fetch_add(&g_calls[fc], 1);
+    return cfg.fail_fn == fc ? cfg.fail_code : CUDA_SUCCESS;
+}
+
+#define ENTER(fc)                                                              \
+    do {                                                                       \
+        CUresult r_ = enter(fc);                                               \
+        if (r_ != CUDA_SUCCESS)                                                \
+            return r_;                                                         \
+    } while (0)
+
+/* ---- devices and contexts ------------------------------------------------ */
+
+typedef struct fake_ctx {
+    int device;
+    atomic_int refs;
+} fake_ctx;
+
+typedef struct fake_pool {
+    int device;
+} fake_pool;
+
+static fake_ctx g_primary[MAX_DEV];
+static fake_pool g_pools[MAX_DEV];
+static atomic_int g_initialized;
+static __thread fake_ctx *t_stack[16];
+static __thread int t_depth;
+
+static fake_ctx *current(void)
+{
+    return t_depth > 0 ? t_stack[t_depth - 1] : NULL;
+}
+
+static CUresult need_init(void)
+{
+    return atomic_load(&g_initialized) ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+/* The device of the current context, or an error code. */
+static CUresult current_device(int *dev)
+{
+    CUresult r = need_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    fake_ctx *c = current();
+    if (c == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *dev = c->device;
+    return CUDA_SUCCESS;
+}
+
+/* ---- the registry of live allocations ------------------------------------ */
+
+enum { K_DEVICE, K_MANAGED, K_HOST, K_PHYS, K_RESERVE };
+
+typedef struct rec {
+    struct rec *next;
+    uintptr_t key;     /* address, or handle for K_PHYS */
+    size_t size;       /* bytes asked for */
+    size_t maplen;     /* bytes mmap'ed (0 for K_PHYS) */
+    int device;        /* -1 for host */
+    int kind;
+} rec;
+
+typedef struct mapping {
+    uintptr_t va;
+    size_t size;       /* bytes */
+    uintptr_t handle;
+} mapping;
+
+#define NBUCKET 1024
+#define MAX_MAPS 256
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static rec *g_buckets[NBUCKET];
+static long g_live;
+static unsigned long long g_used[MAX_DEV];   /* bytes */
+static mapping g_maps[MAX_MAPS];
+static int g_nmaps;
+static uintptr_t g_next_handle = 0x7000;
+
+static size_t bucket_of(uintptr_t key)
+{
+    return (size_t)((key >> 8) ^ (key >> 20)) & (NBUCKET - 1);
+}
+
+static rec **find_locked(uintptr_t key)
+{
+    rec **pp = &g_buckets[bucket_of(key)];
+    while (*pp && (*pp)->key != key)
+        pp = &(*pp)->next;
+    return pp;
+}
+
+static int counts_capacity(int kind)
+{
+    return kind == K_DEVICE || kind == K_MANAGED || kind == K_PHYS;
+}
+
+/* Makes an allocation of `kind` on `device` (or the host) and books it. */
+static CUresult take(int kind, int device, size_t size, uintptr_t *out)
+{
+    *out = 0;
+    if (size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    unsigned long long limit = atomic_load(&cfg.oom_above);
+    if (counts_capacity(kind) && limit != 0 && size > limit)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rec *r = calloc(1, sizeof *r);
+    if (r == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&g_lock);
+    if (counts_capacity(kind) && g_used[device] + size > cfg.capacity) {
+        pthread_mutex_unlock(&g_lock);
+        free(r);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (kind == K_PHYS) {
+        r->key = g_next_handle;
+        g_next_handle += 16;
+    } else {
+        size_t len = (size + 4095) & ~(size_t)4095;
+        int prot = kind == K_DEVICE ? PROT_NONE : PROT_READ | PROT_WRITE;
+        void *p = mmap(NULL, len, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) {
+            pthread_mutex_unlock(&g_lock);
+            free(r);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        r->key = (uintptr_t)p;
+        r->maplen = len;
+    }
+    r->size = size;
+    r->device = device;
+    r->kind = kind;
+    rec **pp = find_locked(r->key);
+    r->next = NULL;
+    *pp = r;
+    g_live++;
+    if (counts_capacity(kind))
+        g_used[device] += size;
+    *out = r->key;
+    pthread_mutex_unlock(&g_lock);
+    return CUDA_SUCCESS;
+}
+
+/* Frees the allocation at `key` if its kind is in `kinds` (bit mask). */
+static CUresult give(uintptr_t key, unsigned kinds)
+{
+    pthread_mutex_lock(&g_lock);
+    rec **pp = find_locked(key);
+    rec *r = *pp;
+    if (r == NULL || !(kinds & (1u << r->kind))) {
+        pthread_mutex_unlock(&g_lock);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *pp = r->next;
+    g_live--;
+    if (counts_capacity(r->kind))
+        g_used[r->device] -= r->size;
+    pthread_mutex_unlock(&g_lock);
+    if (r->maplen)
+        munmap((void *)r->key, r->maplen);
+    free(r);
+    return CUDA_SUCCESS;
+}
+
+/* ---- initialization, devices, contexts ----------------------------------- */
+
+static void probe_table(void);
+
+static CUresult f_cuInit(unsigned int flags)
+{
+    ENTER(FC_cuInit);
+    if (flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (cfg.probe_table)
+        probe_table();
+    if (cfg.init_result != CUDA_SUCCESS)
+        return cfg.init_result;
+    atomic_store(&g_initialized, 1);
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_cuDriverGetVersion(int *v)
+{
+    ENTER(FC_cuDriverGetVersion);
+    if (v == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *v = 13000;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_cuDeviceGet(CUdevice *dev, int ordinal)
+{
+    ENTER(FC_cuDeviceGet);
+    CUresult r = need_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (dev == NULL || ordinal < 0 || ordinal >= cfg.devices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *dev = ordinal;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_cuDeviceGetCount(int *count)
+{
+    ENTER(FC_cuDeviceGetCount);
+    CUresult r = need_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (count == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *count = cfg.devices;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    ENTER(FC_cuDeviceGetName);
+    CUresult r = need_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (name == NULL || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= cfg.devices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    snprintf(name, (size_t)len, "Fake CUDA Device %d", dev);
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    ENTER(FC_cuDeviceTotalMem_v2);
+    CUresult r = need_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (dev < 0 || dev >= cfg.devices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *bytes = (size_t)cfg.capacity;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    ENTER(FC_cuDeviceGetDefaultMemPool);
+    CUresult r = need_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (dev < 0 || dev >= cfg.devices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    g_pools[dev].device = dev;
+    *pool = (CUmemoryPool)&g_pools[dev];
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    ENTER(FC_cuDevicePrimaryCtxRetain);
+    CUresult r = need_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (dev < 0 || dev >= cfg.devices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    g_primary[dev].device = dev;
+    atomic_fetch_add(&g_primary[dev].refs, 1);
+    *pctx = (CUcontext)&g_primary[dev];
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    ENTER(FC_cuDevicePrimaryCtxRelease_v2);
+    if (dev < 0 || dev >= cfg.devices)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (atomic_fetch_sub(&g_primary[dev].refs, 1) <= 0) {
+        atomic_fetch_add(&g_primary[dev].refs, 1);
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_cuCtxGetCurrent(CUcontext *pctx)
+{
+    ENTER(FC_cuCtxGetCurrent);
+    CUresult r = need_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    *pctx = (CUcontext)current();
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_cuCtxSetCurrent(CUcontext ctx)
+{
+    ENTER(FC_cuCtxSetCurrent);
+    CUresult r = need_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (ctx == NULL) {
+        if (t_depth > 0)
+            t_depth--;
+    } else if (t_depth == 0) {
+        t_stack[t_depth++] = (fake_ctx *)ctx;
+    } else {
+        t_stack[t_depth - 1] = (fake_ctx *)ctx;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_cuCtxPushCurrent_v2(CUcontext ctx)
+{
+    ENTER(FC_cuCtxPushCurrent_v2);
+    CUresult r = need_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (ctx == NULL || t_depth == (int)(sizeof t_stack / sizeof t_stack[0]))
+        return CUDA_ERROR_INVALID_VALUE;
+    t_stack[t_depth++] = (fake_ctx *)ctx;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+    ENTER(FC_cuCtxPopCurrent_v2);
+    CUresult r = need_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (t_depth == 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    fake_ctx *c = t_stack[--t_depth];
+    if (pctx)
+        *pctx = (CUcontext)c;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_cuCtxGetDevice(CUdevice *dev)
+{
+    ENTER(FC_cuCtxGetDevice);
+    int d;
+    CUresult r = current_device(&d);
+    if (r == CUDA_SUCCESS)
+        *dev = d;
+    return r;
+}
+
+static CUresult f_cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+    ENTER(FC_cuMemGetInfo_v2);
+    int d;
+    CUresult r = current_device(&d);
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&g_lock);
+    unsigned long long used = g_used[d];
+    pthread_mutex_unlock(&g_lock);
+    if (free_bytes)
+        *free_bytes = (size_t)(cfg.capacity - used);
+    if (total)
+        *total = (size_t)cfg.capacity;
+    return CUDA_SUCCESS;
+}
+
+/* ---- memory --------------------------------------------------------------- */
+
+/* A device allocation in the current context. */
+static CUresult dev_alloc(int kind, CUdeviceptr *dptr, size_t size)
+{
+    int d;
+    if (dptr == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = current_device(&d);
+    if (r != CUDA_SUCCESS)
+        return r;
+    uintptr_t p;
+    r = take(kind, d, size, &p);
+    *dptr = (CUdeviceptr)p;
+    return r;
+}
+
+static CUresult f_cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
+{
+    ENTER(FC_cuMemAlloc_v2);
+    return dev_alloc(K_DEVICE, dptr, size);
+}
+
+static CUresult dev_free(CUdeviceptr p)
+{
+    CUresult r = need_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (current() == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    return give((uintptr_t)p, 1u << K_DEVICE | 1u << K_MANAGED);
+}
+
+static CUresult f_cuMemFree_v2(CUdeviceptr p)
+{
+    ENTER(FC_cuMemFree_v2);
+    return dev_free(p);
+}
+
+static CUresult f_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
+                                     size_t height, unsigned int elem)
+{
+    ENTER(FC_cuMemAllocPitch_v2);
+    if (pitch == NULL || width == 0 || height == 0 ||
+        (elem != 4 && elem != 8 && elem != 16))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t p = (width + 511) & ~(size_t)511; /* rows start 512-byte aligned */
+    CUresult r = dev_alloc(K_DEVICE, dptr, p * height);
+    if (r == CUDA_SUCCESS)
+        *pitch = p;
+    return r;
+}
+
+static CUresult f_cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned int flags)
+{
+    ENTER(FC_cuMemAllocManaged);
+    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
+        return CUDA_ERROR_INVALID_VALUE;
+    return dev_alloc(K_MANAGED, dptr, size);
+}
+
+static CUresult host_alloc(void **pp, size_t size)
+{
+    CUresult r = need_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (pp == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    uintptr_t p;
+    r = take(K_HOST, -1, size, &p);
+    *pp = (void *)p;
+    return r;
+}
+
+static CUresult f_cuMemHostAlloc(void **pp, size_t size, unsigned int flags)
+{
+    ENTER(FC_cuMemHostAlloc);
+    if (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                            CU_MEMHOSTALLOC_WRITECOMBINED))
+        return CUDA_ERROR_INVALID_VALUE;
+    return host_alloc(pp, size);
+}
+
+static CUresult f_cuMemAllocHost_v2(void **pp, size_t size)
+{
+    ENTER(FC_cuMemAllocHost_v2);
+    return host_alloc(pp, size);
+}
+
+static CUresult f_cuMemFreeHost(void *p)
+{
+    ENTER(FC_cuMemFreeHost);
+    CUresult r = need_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    return give((uintptr_t)p, 1u << K_HOST);
+}
+
+/* Stream-ordered calls complete at once: the fake has no queued work. */
+static CUresult f_cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream s)
+{
+    ENTER(FC_cuMemAllocAsync);
+    (void)s;
+    return dev_alloc(K_DEVICE, dptr, size);
+}
+
+static CUresult f_cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream s)
+{
+    ENTER(FC_cuMemAllocAsync_ptsz);
+    (void)s;
+    return dev_alloc(K_DEVICE, dptr, size);
+}
+
+static CUresult f_cuMemFreeAsync(CUdeviceptr p, CUstream s)
+{
+    ENTER(FC_cuMemFreeAsync);
+    (void)s;
+    return dev_free(p);
+}
+
+static CUresult f_cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s)
+{
+    ENTER(FC_cuMemFreeAsync_ptsz);
+    (void)s;
+    return dev_free(p);
+}
+
+static CUresult pool_alloc(CUdeviceptr *dptr, size_t size, CUmemoryPool pool)
+{
+    CUresult r = need_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (dptr == NULL || pool == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    uintptr_t p;
+    r = take(K_DEVICE, ((fake_pool *)pool)->device, size, &p);
+    *dptr = (CUdeviceptr)p;
+    return r;
+}
+
+static CUresult f_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size,
+                                          CUmemoryPool pool, CUstream s)
+{
+    ENTER(FC_cuMemAllocFromPoolAsync);
+    (void)s;
+    return pool_alloc(dptr, size, pool);
+}
+
+static CUresult f_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t size,
+                                               CUmemoryPool pool, CUstream s)
+{
+    ENTER(FC_cuMemAllocFromPoolAsync_ptsz);
+    (void)s;
+    return pool_alloc(dptr, size, pool);
+}
+
+/* ---- virtual memory -------------------------------------------------------- */
+
+static CUresult f_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align,
+                                      CUdeviceptr addr, unsigned long long flags)
+{
+    ENTER(FC_cuMemAddressReserve);
+    (void)align;
+    CUresult r = need_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (ptr == NULL || size == 0 || size % 4096 != 0 || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    void *p = mmap((void *)(uintptr_t)addr, size, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rec *rc = calloc(1, sizeof *rc);
+    if (rc == NULL) {
+        munmap(p, size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *rc = (rec){.key = (uintptr_t)p, .size = size, .maplen = size, .device = -1,
+                .kind = K_RESERVE};
+    pthread_mutex_lock(&g_lock);
+    *find_locked(rc->key) = rc;
+    g_live++;
+    pthread_mutex_unlock(&g_lock);
+    *ptr = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+static CUresult f_cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    ENTER(FC_cuMemAddressFree);
+    pthread_mutex_lock(&g_lock);
+    rec *r = *find_locked((uintptr_t)ptr);
+    int ok = r && r->kind == K_RESERVE && r->size == size;
+    for (int i = 0; ok && i < g_nmaps; i++)
+        if (g_maps[i].va >= (uintptr_t)ptr && g_maps[i].va < (uintptr_t)ptr + size)
+            ok = 0; /* still mapped */
+    pthread_mutex_unlock(&g_lock);
+    return ok ? give((uintptr_t)ptr, 1u << K_RESERVE) : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult f_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
+                              const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    ENTER(FC_cuMemCreate);
+    CUresult r = need_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (h == NULL || prop == NULL || flags != 0 ||
+        prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        prop->location.id < 0 || prop->location.id >= cfg.devices)
+        return CUDA_ERROR_INVALID_VALUE;
+    uintptr_t key;
+    r = take(K_PHYS, prop->location.id, size, &key);
+    *h = r == CUDA_SUCCESS ? (CUmemGenericAllocationHandle)key : 0;
+    return r;
+}
+
+static CUresult f_cuMemRelease(CUmemGenericAllocationHandle h)
+{
+    ENTER(FC_cuMemRelease);
+    return give((uintptr_t)h, 1u << K_PHYS);
+}
+
+static CUresult f_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                           CUmemGenericAllocationHandle h, unsigned long long flags)
+{
+    ENTER(FC_cuMemMap);
+    uintptr_t va = (uintptr_t)ptr;
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_lock);
+    rec *phys = *find_locked((uintptr_t)h);
+    int inside = 0;
+    for (size_t b = 0; b < NBUCKET && !inside; b++)
+        for (rec *q = g_buckets[b]; q && !inside; q = q->next)
+            inside = q->kind == K_RESERVE && va >= q->key && va + size <= q->key + q->size;
+    if (phys && phys->kind == K_PHYS && flags == 0 && offset + size <= phys->size &&
+        inside && g_nmaps < MAX_MAPS) {
+        g_maps[g_nmaps++] = (mapping){.va = va, .size = size, .handle = (uintptr_t)h};
+        r = CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&g_lock);
+    return r;
+}
+
+static CUresult f_cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    ENTER(FC_cuMemUnmap);
+    uintptr_t va = (uintptr_t)ptr;
+    int removed = 0;
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < g_nmaps;) {
+        if (g_maps[i].va >= va && g_maps[i].va + g_maps[i].size <= va + size) {
+            g_maps[i] = g_maps[--g_nmaps];
+            removed++;
+        } else {
+            i++;
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+    return removed ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult f_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
+                                 size_t count)
+{
+    ENTER(FC_cuMemSetAccess);
+    (void)ptr;
+    (void)size;
+    return desc && count ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---- streams, errors, export tables ----------------------------------------- */
+
+static CUresult f_cuStreamCreate(CUstream *s, unsigned int flags)
+{
+    ENTER(FC_cuStreamCreate);
+    (void)flags;
+    CUresult r = need_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    /* Never 0, 1 or 2: those are the default, legacy and per-thread streams. */
+    *s = (CUstream)malloc(16);
+    return *s ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static CUresult f_cuStreamDestroy_v2(CUstream s)
+{
+    ENTER(FC_cuStreamDestroy_v2);
+    free(s);
+    return CUDA_SUCCESS;
+}
+
+static const char *error_name(CUresult e)
+{
+    switch (e) {
+    case CUDA_SUCCESS: return "CUDA_SUCCESS";
+    case CUDA_ERROR_INVALID_VALUE: return "CUDA_ERROR_INVALID_VALUE";
+    case CUDA_ERROR_OUT_OF_MEMORY: return "CUDA_ERROR_OUT_OF_MEMORY";
+    case CUDA_ERROR_NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
+    case CUDA_ERROR_NO_DEVICE: return "CUDA_ERROR_NO_DEVICE";
+    case CUDA_ERROR_INVALID_CONTEXT: return "CUDA_ERROR_INVALID_CONTEXT";
+    case CUDA_ERROR_NOT_FOUND: return "CUDA_ERROR_NOT_FOUND";
+    default: return NULL;
+    }
+}
+
+static CUresult f_cuGetErrorName(CUresult e, const char **s)
+{
+    ENTER(FC_cuGetErrorName);
+    *s = error_name(e);
+    return *s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult f_cuGetErrorString(CUresult e, const char **s)
+{
+    ENTER(FC_cuGetErrorString);
+    *s = error_name(e);
+    return *s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* libcudart asks for private tables the fake cannot provide; it then
+ * reports an error to the program, which is what a no-device run does. */
+static CUresult f_cuGetExportTable(const void **table, const CUuuid *id)
+{
+    ENTER(FC_cuGetExportTable);
+    (void)id;
+    *table = NULL;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* ---- cuGetProcAddress ----------------------------------------------------- */
+
+typedef struct gpa_entry {
+    const char *base;
+    int version;   /* first version this variant answers */
+    int ptsz;
+    void *impl;    /* the internal entry point */
+    void *exported; /* the exported symbol (interposable) */
+} gpa_entry;
+
+static CUresult f_cuGetProcAddress(const char *, void **, int, cuuint64_t);
+static CUresult f_cuGetProcAddress_v2(const char *, void **, int, cuuint64_t,
+                                      CUdriverProcAddressQueryResult *);
+#define FC_DECL_EXPORT(name, pfn, base, ver, pt, al) extern __typeof__(f_##name) name;
+FAKE_FUNCS(FC_DECL_EXPORT)
+#undef FC_DECL_EXPORT
+
+static const gpa_entry g_gpa[] = {
+#define FC_GPA(name, pfn, base, ver, pt, al) {base, ver, pt, (void *)f_##name, (void *)name},
+    FAKE_FUNCS(FC_GPA)
+#undef FC_GPA
+};
+
+/* The slots of a caller's function table that cuGetProcAddress filled, for
+ * FAKE_CUDA_PROBE_TABLE (only slots in a module's static storage). */
+typedef struct slot_rec {
+    const char *base;
+    int version;
+    int ptsz;
+    void **slot;
+} slot_rec;
+static slot_rec g_slots[32];
+static atomic_int g_nslots;
+
+static void remember_slot(const char *base, int version, int ptsz, void **pfn)
+{
+    Dl_info info;
+    if (!cfg.probe_table || strncmp(base, "cuMem", 5) != 0 || !dladdr(pfn, &info))
+        return;
+    int i = atomic_fetch_add(&g_nslots, 1);
+    if (i < (int)(sizeof g_slots / sizeof g_slots[0]))
+        g_slots[i] = (slot_rec){base, version, ptsz, pfn};
+    else
+        atomic_fetch_sub(&g_nslots, 1);
+}
+
+static CUresult lookup(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                       CUdriverProcAddressQueryResult *status)
+{
+    if (symbol == NULL || pfn == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    int want_ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) &&
+                    !(flags & CU_GET_PROC_ADDRESS_LEGACY_STREAM);
+    const gpa_entry *best = NULL;
+    int known = 0;
+    for (size_t i = 0; i < sizeof g_gpa / sizeof g_gpa[0]; i++) {
+        const gpa_entry *e = &g_gpa[i];
+        if (strcmp(e->base, symbol) != 0)
+            continue;
+        known = 1;
+        if (e->version > version)
+            continue;
+        /* Newest variant the caller's version allows; its _ptsz twin when
+         * asked for per-thread default stream semantics. */
+        if (best == NULL || e->version > best->version ||
+            (e->version == best->version && e->ptsz == want_ptsz))
+            best = e;
+    }
+    *pfn = best ? (cfg.gpa_exported ? best->exported : best->impl) : NULL;
+    if (status)
+        *status = best ? CU_GET_PROC_ADDRESS_SUCCESS
+                       : known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                               : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    if (best)
+        remember_slot(best->base, version, best->ptsz, pfn);
+    return best ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+static CUresult f_cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
+                                      cuuint64_t flags, CUdriverProcAddressQueryResult *st)
+{
+    ENTER(FC_cuGetProcAddress_v2);
+    return lookup(symbol, pfn, version, flags, st);
+}
+
+static CUresult f_cuGetProcAddress(const char *symbol, void **pfn, int version,
+                                   cuuint64_t flags)
+{
+    ENTER(FC_cuGetProcAddress);
+    return lookup(symbol, pfn, version, flags, NULL);
+}
+
+/* ---- FAKE_CUDA_PROBE_TABLE --------------------------------------------------
+ * Runs inside cuInit, after libcudart filled its table: calls each memory
+ * slot it filled and reports which implementation of ours each reached and
+ * which object the slot's function lives in (a hook library, or us). */
+
+static int probe_counter_moved(const long before[FC_COUNT], char *out, size_t len)
+{
+    out[0] = 0;
+    for (int i = 0; i < FC_COUNT; i++)
+        if (atomic_load(&g_calls[i]) != before[i] &&
+            strncmp(fc_names[i], "cuMem", 5) == 0 &&
+            strncmp(fc_names[i], "cuMemGetInfo", 12) != 0) {
+            snprintf(out, len, "%s", fc_names[i]);
+            return 1;
+        }
+    return 0;
+}
+
+static const slot_rec *find_slot(const char *base, int ptsz)
+{
+    int n = atomic_load(&g_nslots);
+    for (int i = 0; i < n && i < (int)(sizeof g_slots / sizeof g_slots[0]); i++)
+        if (strcmp(g_slots[i].base, base) == 0 && g_slots[i].ptsz == ptsz)
+            return &g_slots[i];
+    return NULL;
+}
+
+static void probe_pair(FILE *f, const char *alloc_base, const char *free_base, int ptsz,
+                       size_t size, CUstream stream)
+{
+    const slot_rec *a = find_slot(alloc_base, ptsz), *fr = find_slot(free_base, ptsz);
+    if (a == NULL || fr == NULL) {
+        fprintf(f, "probe %s%s: no slot\n", alloc_base, ptsz ? " ptsz" : "");
+        return;
+    }
+    long before[FC_COUNT];
+    char hit[64], where[256];
+    for (int i = 0; i < FC_COUNT; i++)
+        before[i] = atomic_load(&g_calls[i]);
+    CUdeviceptr d = 0;
+    CUresult r;
+    if (strcmp(alloc_base, "cuMemAlloc") == 0)
+        r = ((PFN_cuMemAlloc_v3020)*a->slot)(&d, size);
+    else
+        r = ((PFN_cuMemAllocAsync_v11020)*a->slot)(&d, size, stream);
+    probe_counter_moved(before, hit, sizeof hit);
+    Dl_info info;
+    snprintf(where, sizeof where, "%s",
+             dladdr(*a->slot, &info) && info.dli_fname ? info.dli_fname : "?");
+    const char *base = strrchr(where, '/');
+    fprintf(f, "probe %s v%d%s: slot in %s reached %s -> %d\n", alloc_base, a->version,
+            ptsz ? " ptsz" : "", base ? base + 1 : where, hit, (int)r);
+    for (int i = 0; i < FC_COUNT; i++)
+        before[i] = atomic_load(&g_calls[i]);
+    if (strcmp(free_base, "cuMemFree") == 0)
+        r = ((PFN_cuMemFree_v3020)*fr->slot)(d);
+    else
+        r = ((PFN_cuMemFreeAsync_v11020)*fr->slot)(d, stream);
+    probe_counter_moved(before, hit, sizeof hit);
+    snprintf(where, sizeof where, "%s",
+             dladdr(*fr->slot, &info) && info.dli_fname ? info.dli_fname : "?");
+    base = strrchr(where, '/');
+    fprintf(f, "probe %s v%d%s: slot in %s reached %s -> %d\n", free_base, fr->version,
+            ptsz ? " ptsz" : "", base ? base + 1 : where, hit, (int)r);
+}
+
+static void probe_table(void)
+{
+    static atomic_int done;
+    if (atomic_exchange(&done, 1))
+        return;
+    FILE *f = cfg.report ? fopen(cfg.report, "a") : stderr;
+    if (f == NULL)
+        return;
+    /* The memory calls need an initialized driver and a current context. */
+    int was_init = atomic_exchange(&g_initialized, 1);
+    g_primary[0].device = 0;
+    t_stack[t_depth++] = &g_primary[0];
+    probe_pair(f, "cuMemAlloc", "cuMemFree", 0, 1111, NULL);
+    probe_pair(f, "cuMemAllocAsync", "cuMemFreeAsync", 0, 2222, (CUstream)(uintptr_t)0x5000);
+    probe_pair(f, "cuMemAllocAsync", "cuMemFreeAsync", 1, 3333, NULL);
+    t_depth--;
+    atomic_store(&g_initialized, was_init);
+    if (f != stderr)
+        fclose(f);
+}
+
+/* ---- counters for tests ----------------------------------------------------- */
+
+FAKE_EXPORT long fake_cuda_calls(const char *name)
+{
+    for (int i = 0; i < FC_COUNT; i++)
+        if (strcmp(fc_names[i], name) == 0)
+            return atomic_load(&g_calls[i]);
+    return -1;
+}
+
+FAKE_EXPORT long fake_cuda_alloc_calls(void)
+{
+    long n = 0;
+    for (int i = 0; i < FC_COUNT; i++)
+        if (fc_allocates[i])
+            n += atomic_load(&g_calls[i]);
+    return n;
+}
+
+FAKE_EXPORT long fake_cuda_live_allocations(void)
+{
+    pthread_mutex_lock(&g_lock);
+    long n = g_live;
+    pthread_mutex_unlock(&g_lock);
+    return n;
+}
+
+FAKE_EXPORT unsigned long long fake_cuda_used_bytes(int device)
+{
+    if (device < 0 || device >= MAX_DEV)
+        return 0;
+    pthread_mutex_lock(&g_lock);
+    unsigned long long n = g_used[device];
+    pthread_mutex_unlock(&g_lock);
+    return n;
+}
+
+FAKE_EXPORT void fake_cuda_set_oom_above(unsigned long long bytes)
+{
+    pthread_once(&cfg_once, cfg_load);
+    atomic_store(&cfg.oom_above, bytes);
+}
+
+/* ---- the exported driver entry points ---------------------------------------
+ * Each is the internal function under the driver's name, with its type
+ * checked against the toolkit's PFN_* typedef. */
+#define FC_EXPORT(name, pfn, base, ver, pt, al)                                \
+    _Static_assert(__builtin_types_compatible_p(__typeof__(&f_##name), pfn),   \
+                   #name " does not have the driver's prototype");             \
+    extern __typeof__(f_##name) name __attribute__((alias("f_" #name), visibility("default")));
+FAKE_FUNCS(FC_EXPORT)
+#undef FC_EXPORT

@@ -1,0 +1,50 @@
+/* tests/fakes/cuda/fake_cuda.h: what the CUDA test doubles export for tests.
+ *
+ * The fakes (fake_cuda.c = libcuda.so.1, fake_cudart*.c = libcudart.so.13)
+ * count every call they serve and every allocation still live, so a test
+ * can assert "no leak", "frees matched" and "cache mode called the vendor
+ * fewer times than the program allocated".  Programs that do not link a
+ * fake reach these functions with dlopen(..., RTLD_NOLOAD) + dlsym.
+ *
+ * Environment knobs of the fake driver (read at its first call):
+ *   FAKE_CUDA_DEVICES=n        devices (1..8, default 1)
+ *   FAKE_CUDA_CAPACITY=bytes   memory per device (default 1 GiB)
+ *   FAKE_CUDA_OOM_ABOVE=bytes  any allocation larger than this fails with
+ *                              CUDA_ERROR_OUT_OF_MEMORY
+ *   FAKE_CUDA_INIT_RESULT=n    what cuInit returns (default 0, success)
+ *   FAKE_CUDA_FAIL=name:code   `name` (e.g. cuMemFree_v2) returns `code`
+ *                              without doing anything
+ *   FAKE_CUDA_GPA_EXPORTED=1   cuGetProcAddress hands out the addresses of
+ *                              the exported symbols (which an LD_PRELOAD
+ *                              library interposes) instead of internal ones
+ *   FAKE_CUDA_PROBE_TABLE=1    cuInit calls through the function-table slots
+ *                              the caller (libcudart) filled by
+ *                              cuGetProcAddress, and reports which
+ *                              implementation each slot reached
+ *   FAKE_CUDA_REPORT=path      where that report goes (default stderr)
+ * The fake runtime has none of its own: it runs over the fake driver.
+ */
+#ifndef TDM_TESTS_FAKE_CUDA_H
+#define TDM_TESTS_FAKE_CUDA_H
+
+#include <stddef.h>
+
+/* Calls served by function `name` of the fake driver ("cuMemAlloc_v2",
+ * "cuMemAllocAsync_ptsz", ...); -1 for a name it does not have. */
+long fake_cuda_calls(const char *name);
+/* Calls to every allocating function of the driver (device, managed,
+ * pitch, async, pool, cuMemCreate, host), successful or not. */
+long fake_cuda_alloc_calls(void);
+/* Allocations (and cuMemCreate handles) not yet freed. */
+long fake_cuda_live_allocations(void);
+/* Bytes in use on `device`, as cuMemGetInfo counts them. */
+unsigned long long fake_cuda_used_bytes(int device);
+/* Changes FAKE_CUDA_OOM_ABOVE at run time (0: no limit). */
+void fake_cuda_set_oom_above(unsigned long long bytes);
+
+/* The fake runtime (libcudart.so.13 double): calls per function name,
+ * and its calls into the driver's allocating functions. */
+long fake_cudart_calls(const char *name);
+long fake_cudart_live_allocations(void);
+
+#endif

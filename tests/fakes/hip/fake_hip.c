@@ -1,0 +1,734 @@
+/* tests/fakes/hip/fake_hip.c: a test double of AMD's libamdhip64.so.5.
+ *
+ * Built as libamdhip64.so.5 against the real HIP headers (every function
+ * has the header's exact prototype) with the real library's symbol
+ * versions (fake_hip.map: hip_4.2, hip_5.1), so a program linked against
+ * the real libamdhip64 runs on it unchanged (LD_LIBRARY_PATH).  "Device"
+ * memory is host memory; each device has a capacity, and allocations past
+ * it fail with hipErrorOutOfMemory as a full GPU would.
+ *
+ * What tests read back (exported in the FAKE_TEST version node; look them
+ * up with dlsym, an unmodified program does not link them):
+ *   fake_hip_calls(name)          calls of one entry point so far
+ *   fake_hip_live_allocations()   allocations (any kind) not yet freed
+ *   fake_hip_used_bytes(device)   device bytes in use
+ *   fake_hip_reset_calls()        zeroes the call counters
+ * Knobs (environment, read once):
+ *   FAKE_HIP_DEVICES=n     devices (default 1; 0 behaves like a machine
+ *                          without a GPU: hipErrorNoDevice / InvalidDevice)
+ *   FAKE_HIP_CAPACITY=n    bytes per device (default 1 GiB)
+ *   FAKE_HIP_FAIL=name=code[,name=code]  that entry point returns `code`
+ *                          without doing anything (error injection)
+ *
+ * Lock: one mutex around the allocation table, mappings and byte counts;
+ * call counters are atomics.  The current device is per thread, as in HIP.
+ */
+#ifndef __HIP_PLATFORM_AMD__
+#define __HIP_PLATFORM_AMD__ 1
+#endif
+#define _GNU_SOURCE
+#include <hip/hip_runtime_api.h>
+
+#include "fake_hip.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define EXPORT __attribute__((visibility("default")))
+#define MAX_DEVICES 8
+
+/* The opaque handle types of the header, given a body here. */
+struct ihipStream_t {
+    int device;
+};
+struct ihipMemPoolHandle_t {
+    int device;
+};
+struct ihipMemGenericAllocationHandle {
+    size_t size; /* bytes */
+    int device;
+    int maps;     /* live mappings of this handle */
+    int released; /* hipMemRelease seen while still mapped */
+};
+
+/* ---- call counters ------------------------------------------------------ */
+
+#define FAKE_FUNCS(X)                                                          \
+    X(hipGetDeviceCount) X(hipGetDevice) X(hipSetDevice) X(hipDeviceGetName)   \
+    X(hipDeviceTotalMem) X(hipMemGetInfo) X(hipMalloc) X(hipFree)              \
+    X(hipMallocAsync) X(hipFreeAsync) X(hipMallocFromPoolAsync)                \
+    X(hipExtMallocWithFlags) X(hipMallocManaged) X(hipHostMalloc)              \
+    X(hipHostFree) X(hipMallocHost) X(hipFreeHost) X(hipMemCreate)             \
+    X(hipMemRelease) X(hipMemMap) X(hipMemUnmap) X(hipMemAddressReserve)       \
+    X(hipMemAddressFree) X(hipMemGetAllocationPropertiesFromHandle)            \
+    X(hipStreamCreate) X(hipStreamDestroy) X(hipStreamSynchronize)             \
+    X(hipDeviceSynchronize) X(hipMemPoolCreate) X(hipMemPoolDestroy)           \
+    X(hipDeviceGetDefaultMemPool) X(hipInit)
+
+enum {
+#define FAKE_ENUM(n) F_##n,
+    FAKE_FUNCS(FAKE_ENUM)
+#undef FAKE_ENUM
+    F_COUNT
+};
+static const char *const func_names[F_COUNT] = {
+#define FAKE_NAME(n) #n,
+    FAKE_FUNCS(FAKE_NAME)
+#undef FAKE_NAME
+};
+
+static atomic_long calls[F_COUNT];
+static int fail_code[F_COUNT]; /* 0 = no injected failure */
+
+/* ---- configuration -------------------------------------------------------- */
+
+static pthread_once_t conf_once = PTHREAD_ONCE_INIT;
+static int n_devices = 1;
+static size_t capacity = (size_t)1 << 30;
+
+static void read_conf(void)
+{
+    const char *s = getenv("FAKE_HIP_DEVICES");
+    if (s && *s)
+        n_devices = atoi(s) < 0 ? 0 : atoi(s) > MAX_DEVICES ? MAX_DEVICES : atoi(s);
+    s = getenv("FAKE_HIP_CAPACITY");
+    if (s && *s)
+        capacity = (size_t)strtoull(s, NULL, 0);
+    s = getenv("FAKE_HIP_FAIL");
+    while (s && *s) {
+        const char *eq = strchr(s, '=');
+        if (!eq)
+            break;
+        size_t len = (size_t)(eq - s);
+        for (int i = 0; i < F_COUNT; i++)
+            if (strlen(func_names[i]) == len && strncmp(func_names[i], s, len) == 0)
+                fail_code[i] = (int)strtol(eq + 1, NULL, 0);
+        s = strchr(eq, ',');
+        if (s)
+            s++;
+    }
+}
+
+/* Counts the call; returns the injected error, or 0 to go on. */
+static int enter(int f)
+{
+    pthread_once(&conf_once, read_conf);
+    atomic_fetch_add_explicit(&calls[f], 1, memory_order_relaxed);
+    return fail_code[f];
+}
+
+static __thread int cur_device;
+
+static hipError_t check_device(int device)
+{
+    if (n_devices == 0)
+        return hipErrorNoDevice;
+    return device >= 0 && device < n_devices ? hipSuccess : hipErrorInvalidDevice;
+}
+
+/* ---- allocation table -------------------------------------------------- */
+
+/* K_PHYS: the body of a hipMemCreate handle; counts as device memory. */
+enum kind { K_DEVICE = 1, K_HOST = 2, K_PHYS = 3 };
+
+typedef struct entry {
+    void *ptr;   /* NULL: empty slot */
+    size_t size; /* bytes */
+    int device;  /* -1 for host memory */
+    int kind;
+} entry;
+
+#define TABLE_SIZE (1u << 16)
+static entry table[TABLE_SIZE];
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static long live;
+static size_t used[MAX_DEVICES]; /* bytes */
+
+static size_t slot_of(const void *p)
+{
+    uint64_t h = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> 48) & (TABLE_SIZE - 1);
+}
+
+/* Books a new allocation; hipErrorOutOfMemory past the capacity. */
+static hipError_t track(void *p, size_t size, int device, int kind)
+{
+    hipError_t r = hipSuccess;
+    pthread_mutex_lock(&mu);
+    if (kind != K_HOST && size > capacity - used[device]) {
+        r = hipErrorOutOfMemory;
+    } else if (live >= (long)TABLE_SIZE / 2) {
+        r = hipErrorOutOfMemory;
+    } else {
+        size_t i = slot_of(p);
+        while (table[i].ptr)
+            i = (i + 1) & (TABLE_SIZE - 1);
+        table[i] = (entry){p, size, device, kind};
+        live++;
+        if (kind != K_HOST)
+            used[device] += size;
+    }
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+/* Empties slot i of the linear-probing table, moving later entries of
+ * the same probe run back so that no lookup stops early. */
+static void erase_at(size_t i)
+{
+    for (size_t j = i;;) {
+        j = (j + 1) & (TABLE_SIZE - 1);
+        if (!table[j].ptr)
+            break;
+        size_t k = slot_of(table[j].ptr);
+        int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+        if (stays)
+            continue;
+        table[i] = table[j];
+        i = j;
+    }
+    table[i].ptr = NULL;
+}
+
+/* Forgets an allocation of `kind`; 0 when there is none. */
+static int untrack(void *p, int kind)
+{
+    int found = 0;
+    pthread_mutex_lock(&mu);
+    for (size_t i = slot_of(p); table[i].ptr; i = (i + 1) & (TABLE_SIZE - 1)) {
+        if (table[i].ptr == p && table[i].kind == kind) {
+            if (kind != K_HOST)
+                used[table[i].device] -= table[i].size;
+            erase_at(i);
+            live--;
+            found = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&mu);
+    return found;
+}
+
+static hipError_t fake_alloc(void **ptr, size_t size, int device, int kind)
+{
+    if (!ptr)
+        return hipErrorInvalidValue;
+    *ptr = NULL;
+    if (size == 0)
+        return hipSuccess;
+    if (kind == K_DEVICE && size > capacity)
+        return hipErrorOutOfMemory;
+    void *p = aligned_alloc(256, (size + 255) & ~(size_t)255);
+    if (!p)
+        return hipErrorOutOfMemory;
+    hipError_t r = track(p, size, device, kind);
+    if (r != hipSuccess) {
+        free(p);
+        return r;
+    }
+    *ptr = p;
+    return hipSuccess;
+}
+
+static hipError_t fake_free(void *ptr, int kind)
+{
+    if (!ptr)
+        return hipSuccess;
+    if (!untrack(ptr, kind))
+        return hipErrorInvalidValue;
+    free(ptr);
+    return hipSuccess;
+}
+
+/* ---- device management ------------------------------------------------------ */
+
+EXPORT hipError_t hipInit(unsigned int flags)
+{
+    int e = enter(F_hipInit);
+    (void)flags;
+    return e ? (hipError_t)e : n_devices ? hipSuccess : hipErrorNoDevice;
+}
+
+EXPORT hipError_t hipGetDeviceCount(int *count)
+{
+    int e = enter(F_hipGetDeviceCount);
+    if (e)
+        return (hipError_t)e;
+    if (!count)
+        return hipErrorInvalidValue;
+    *count = n_devices;
+    return n_devices ? hipSuccess : hipErrorNoDevice;
+}
+
+EXPORT hipError_t hipGetDevice(int *deviceId)
+{
+    int e = enter(F_hipGetDevice);
+    if (e)
+        return (hipError_t)e;
+    if (!deviceId)
+        return hipErrorInvalidValue;
+    hipError_t r = check_device(cur_device);
+    if (r == hipSuccess)
+        *deviceId = cur_device;
+    return r;
+}
+
+EXPORT hipError_t hipSetDevice(int deviceId)
+{
+    int e = enter(F_hipSetDevice);
+    if (e)
+        return (hipError_t)e;
+    hipError_t r = check_device(deviceId);
+    if (r == hipSuccess)
+        cur_device = deviceId;
+    return r;
+}
+
+EXPORT hipError_t hipDeviceGetName(char *name, int len, hipDevice_t device)
+{
+    int e = enter(F_hipDeviceGetName);
+    if (e)
+        return (hipError_t)e;
+    hipError_t r = check_device(device);
+    if (r != hipSuccess)
+        return r;
+    if (!name || len <= 0)
+        return hipErrorInvalidValue;
+    snprintf(name, (size_t)len, "Fake AMD GPU %d", device);
+    return hipSuccess;
+}
+
+EXPORT hipError_t hipDeviceTotalMem(size_t *bytes, hipDevice_t device)
+{
+    int e = enter(F_hipDeviceTotalMem);
+    if (e)
+        return (hipError_t)e;
+    hipError_t r = check_device(device);
+    if (r == hipSuccess && !bytes)
+        r = hipErrorInvalidValue;
+    if (r == hipSuccess)
+        *bytes = capacity;
+    return r;
+}
+
+EXPORT hipError_t hipMemGetInfo(size_t *free_bytes, size_t *total)
+{
+    int e = enter(F_hipMemGetInfo);
+    if (e)
+        return (hipError_t)e;
+    hipError_t r = check_device(cur_device);
+    if (r != hipSuccess)
+        return r;
+    if (!free_bytes || !total)
+        return hipErrorInvalidValue;
+    pthread_mutex_lock(&mu);
+    *free_bytes = capacity - used[cur_device];
+    pthread_mutex_unlock(&mu);
+    *total = capacity;
+    return hipSuccess;
+}
+
+EXPORT hipError_t hipDeviceSynchronize(void)
+{
+    int e = enter(F_hipDeviceSynchronize);
+    return e ? (hipError_t)e : check_device(cur_device);
+}
+
+EXPORT const char *hipGetErrorName(hipError_t hip_error)
+{
+    switch (hip_error) {
+    case hipSuccess: return "hipSuccess";
+    case hipErrorInvalidValue: return "hipErrorInvalidValue";
+    case hipErrorOutOfMemory: return "hipErrorOutOfMemory";
+    case hipErrorNoDevice: return "hipErrorNoDevice";
+    case hipErrorInvalidDevice: return "hipErrorInvalidDevice";
+    default: return "hipErrorUnknown";
+    }
+}
+
+EXPORT const char *hipGetErrorString(hipError_t hipError)
+{
+    return hipGetErrorName(hipError);
+}
+
+/* ---- streams and pools ---------------------------------------------------- */
+
+EXPORT hipError_t hipStreamCreate(hipStream_t *stream)
+{
+    int e = enter(F_hipStreamCreate);
+    if (e)
+        return (hipError_t)e;
+    hipError_t r = check_device(cur_device);
+    if (r != hipSuccess)
+        return r;
+    if (!stream)
+        return hipErrorInvalidValue;
+    *stream = calloc(1, sizeof **stream);
+    if (!*stream)
+        return hipErrorOutOfMemory;
+    (*stream)->device = cur_device;
+    return hipSuccess;
+}
+
+EXPORT hipError_t hipStreamDestroy(hipStream_t stream)
+{
+    int e = enter(F_hipStreamDestroy);
+    if (e)
+        return (hipError_t)e;
+    if (!stream)
+        return hipErrorInvalidHandle;
+    free(stream);
+    return hipSuccess;
+}
+
+EXPORT hipError_t hipStreamSynchronize(hipStream_t stream)
+{
+    int e = enter(F_hipStreamSynchronize);
+    (void)stream;
+    return e ? (hipError_t)e : check_device(cur_device);
+}
+
+static struct ihipMemPoolHandle_t default_pools[MAX_DEVICES];
+
+EXPORT hipError_t hipDeviceGetDefaultMemPool(hipMemPool_t *mem_pool, int device)
+{
+    int e = enter(F_hipDeviceGetDefaultMemPool);
+    if (e)
+        return (hipError_t)e;
+    hipError_t r = check_device(device);
+    if (r != hipSuccess)
+        return r;
+    if (!mem_pool)
+        return hipErrorInvalidValue;
+    default_pools[device].device = device;
+    *mem_pool = &default_pools[device];
+    return hipSuccess;
+}
+
+EXPORT hipError_t hipMemPoolCreate(hipMemPool_t *mem_pool, const hipMemPoolProps *pool_props)
+{
+    int e = enter(F_hipMemPoolCreate);
+    if (e)
+        return (hipError_t)e;
+    if (!mem_pool || !pool_props || pool_props->location.type != hipMemLocationTypeDevice)
+        return hipErrorInvalidValue;
+    hipError_t r = check_device(pool_props->location.id);
+    if (r != hipSuccess)
+        return r;
+    *mem_pool = calloc(1, sizeof **mem_pool);
+    if (!*mem_pool)
+        return hipErrorOutOfMemory;
+    (*mem_pool)->device = pool_props->location.id;
+    return hipSuccess;
+}
+
+EXPORT hipError_t hipMemPoolDestroy(hipMemPool_t mem_pool)
+{
+    int e = enter(F_hipMemPoolDestroy);
+    if (e)
+        return (hipError_t)e;
+    if (!mem_pool)
+        return hipErrorInvalidValue;
+    if (mem_pool < default_pools || mem_pool >= default_pools + MAX_DEVICES)
+        free(mem_pool);
+    return hipSuccess;
+}
+
+/* ---- allocation ----------------------------------------------------------- */
+
+/* Allocation entry points share this: injected error, device check. */
+#define ALLOC_PROLOGUE(f)                                                      \
+    int e = enter(f);                                                          \
+    if (e)                                                                     \
+        return (hipError_t)e;                                                  \
+    hipError_t r = check_device(cur_device);                                   \
+    if (r != hipSuccess)                                                       \
+        return r
+
+EXPORT hipError_t hipMalloc(void **ptr, size_t size)
+{
+    ALLOC_PROLOGUE(F_hipMalloc);
+    return fake_alloc(ptr, size, cur_device, K_DEVICE);
+}
+
+EXPORT hipError_t hipExtMallocWithFlags(void **ptr, size_t sizeBytes, unsigned int flags)
+{
+    ALLOC_PROLOGUE(F_hipExtMallocWithFlags);
+    if (flags & ~(unsigned)(hipDeviceMallocFinegrained | hipMallocSignalMemory))
+        return hipErrorInvalidValue;
+    return fake_alloc(ptr, sizeBytes, cur_device, K_DEVICE);
+}
+
+EXPORT hipError_t hipMallocManaged(void **dev_ptr, size_t size, unsigned int flags)
+{
+    ALLOC_PROLOGUE(F_hipMallocManaged);
+    (void)flags;
+    return fake_alloc(dev_ptr, size, cur_device, K_DEVICE);
+}
+
+EXPORT hipError_t hipMallocAsync(void **dev_ptr, size_t size, hipStream_t stream)
+{
+    ALLOC_PROLOGUE(F_hipMallocAsync);
+    return fake_alloc(dev_ptr, size, stream ? stream->device : cur_device, K_DEVICE);
+}
+
+EXPORT hipError_t hipMallocFromPoolAsync(void **dev_ptr, size_t size, hipMemPool_t mem_pool,
+                                         hipStream_t stream)
+{
+    ALLOC_PROLOGUE(F_hipMallocFromPoolAsync);
+    (void)stream;
+    if (!mem_pool)
+        return hipErrorInvalidValue;
+    return fake_alloc(dev_ptr, size, mem_pool->device, K_DEVICE);
+}
+
+EXPORT hipError_t hipFree(void *ptr)
+{
+    ALLOC_PROLOGUE(F_hipFree);
+    return fake_free(ptr, K_DEVICE);
+}
+
+EXPORT hipError_t hipFreeAsync(void *dev_ptr, hipStream_t stream)
+{
+    ALLOC_PROLOGUE(F_hipFreeAsync);
+    (void)stream;
+    return fake_free(dev_ptr, K_DEVICE);
+}
+
+EXPORT hipError_t hipHostMalloc(void **ptr, size_t size, unsigned int flags)
+{
+    ALLOC_PROLOGUE(F_hipHostMalloc);
+    (void)flags;
+    return fake_alloc(ptr, size, -1, K_HOST);
+}
+
+EXPORT hipError_t hipMallocHost(void **ptr, size_t size)
+{
+    ALLOC_PROLOGUE(F_hipMallocHost);
+    return fake_alloc(ptr, size, -1, K_HOST);
+}
+
+EXPORT hipError_t hipHostFree(void *ptr)
+{
+    ALLOC_PROLOGUE(F_hipHostFree);
+    return fake_free(ptr, K_HOST);
+}
+
+EXPORT hipError_t hipFreeHost(void *ptr)
+{
+    ALLOC_PROLOGUE(F_hipFreeHost);
+    return fake_free(ptr, K_HOST);
+}
+
+/* ---- virtual memory ------------------------------------------------------- */
+
+#define MAX_MAPS 256
+static struct {
+    char *va;    /* NULL: free slot */
+    size_t size; /* bytes */
+    hipMemGenericAllocationHandle_t h;
+} maps[MAX_MAPS];
+static struct {
+    char *va;
+    size_t size;
+} reserved[MAX_MAPS];
+
+EXPORT hipError_t hipMemAddressReserve(void **ptr, size_t size, size_t alignment, void *addr,
+                                       unsigned long long flags)
+{
+    ALLOC_PROLOGUE(F_hipMemAddressReserve);
+    (void)alignment, (void)addr, (void)flags;
+    if (!ptr || size == 0)
+        return hipErrorInvalidValue;
+    void *va = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (va == MAP_FAILED)
+        return hipErrorOutOfMemory;
+    r = hipErrorOutOfMemory;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < MAX_MAPS; i++)
+        if (!reserved[i].va) {
+            reserved[i].va = va;
+            reserved[i].size = size;
+            r = hipSuccess;
+            break;
+        }
+    pthread_mutex_unlock(&mu);
+    if (r != hipSuccess)
+        munmap(va, size);
+    else
+        *ptr = va;
+    return r;
+}
+
+EXPORT hipError_t hipMemAddressFree(void *devPtr, size_t size)
+{
+    ALLOC_PROLOGUE(F_hipMemAddressFree);
+    r = hipErrorInvalidValue;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < MAX_MAPS; i++)
+        if (reserved[i].va == devPtr && reserved[i].size == size) {
+            reserved[i].va = NULL;
+            r = hipSuccess;
+            break;
+        }
+    pthread_mutex_unlock(&mu);
+    if (r == hipSuccess)
+        munmap(devPtr, size);
+    return r;
+}
+
+EXPORT hipError_t hipMemCreate(hipMemGenericAllocationHandle_t *handle, size_t size,
+                               const hipMemAllocationProp *prop, unsigned long long flags)
+{
+    int e = enter(F_hipMemCreate);
+    if (e)
+        return (hipError_t)e;
+    (void)flags;
+    if (!handle || !prop || size == 0 || prop->type != hipMemAllocationTypePinned ||
+        prop->location.type != hipMemLocationTypeDevice)
+        return hipErrorInvalidValue;
+    hipError_t r = check_device(prop->location.id);
+    if (r != hipSuccess)
+        return r;
+    struct ihipMemGenericAllocationHandle *h = calloc(1, sizeof *h);
+    if (!h)
+        return hipErrorOutOfMemory;
+    h->size = size;
+    h->device = prop->location.id;
+    r = track(h, size, h->device, K_PHYS);
+    if (r != hipSuccess) {
+        free(h);
+        return r;
+    }
+    *handle = h;
+    return hipSuccess;
+}
+
+EXPORT hipError_t hipMemGetAllocationPropertiesFromHandle(hipMemAllocationProp *prop,
+                                                          hipMemGenericAllocationHandle_t handle)
+{
+    int e = enter(F_hipMemGetAllocationPropertiesFromHandle);
+    if (e)
+        return (hipError_t)e;
+    if (!prop || !handle)
+        return hipErrorInvalidValue;
+    memset(prop, 0, sizeof *prop);
+    prop->type = hipMemAllocationTypePinned;
+    prop->location.type = hipMemLocationTypeDevice;
+    prop->location.id = handle->device;
+    return hipSuccess;
+}
+
+static void release_handle(hipMemGenericAllocationHandle_t h)
+{
+    untrack(h, K_PHYS);
+    free(h);
+}
+
+EXPORT hipError_t hipMemRelease(hipMemGenericAllocationHandle_t handle)
+{
+    int e = enter(F_hipMemRelease);
+    if (e)
+        return (hipError_t)e;
+    if (!handle)
+        return hipErrorInvalidValue;
+    pthread_mutex_lock(&mu);
+    int mapped = handle->maps > 0;
+    if (mapped)
+        handle->released = 1; /* freed at its last unmap */
+    pthread_mutex_unlock(&mu);
+    if (!mapped)
+        release_handle(handle);
+    return hipSuccess;
+}
+
+EXPORT hipError_t hipMemMap(void *ptr, size_t size, size_t offset,
+                            hipMemGenericAllocationHandle_t handle, unsigned long long flags)
+{
+    int e = enter(F_hipMemMap);
+    if (e)
+        return (hipError_t)e;
+    (void)flags;
+    if (!ptr || !handle || size == 0 || offset + size > handle->size)
+        return hipErrorInvalidValue;
+    hipError_t r = hipErrorInvalidValue;
+    pthread_mutex_lock(&mu);
+    int in_reservation = 0;
+    for (int i = 0; i < MAX_MAPS; i++)
+        if (reserved[i].va && (char *)ptr >= reserved[i].va &&
+            (char *)ptr + size <= reserved[i].va + reserved[i].size)
+            in_reservation = 1;
+    for (int i = 0; in_reservation && i < MAX_MAPS; i++)
+        if (!maps[i].va) {
+            maps[i].va = ptr;
+            maps[i].size = size;
+            maps[i].h = handle;
+            handle->maps++;
+            r = hipSuccess;
+            break;
+        }
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+EXPORT hipError_t hipMemUnmap(void *ptr, size_t size)
+{
+    int e = enter(F_hipMemUnmap);
+    if (e)
+        return (hipError_t)e;
+    hipError_t r = hipErrorInvalidValue;
+    hipMemGenericAllocationHandle_t dead = NULL;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < MAX_MAPS; i++)
+        if (maps[i].va == ptr && maps[i].size == size) {
+            hipMemGenericAllocationHandle_t h = maps[i].h;
+            maps[i].va = NULL;
+            if (--h->maps == 0 && h->released)
+                dead = h;
+            r = hipSuccess;
+            break;
+        }
+    pthread_mutex_unlock(&mu);
+    if (dead)
+        release_handle(dead);
+    return r;
+}
+
+/* ---- what tests read back -------------------------------------------------- */
+
+EXPORT long fake_hip_calls(const char *name)
+{
+    for (int i = 0; i < F_COUNT; i++)
+        if (strcmp(func_names[i], name) == 0)
+            return atomic_load(&calls[i]);
+    return -1;
+}
+
+EXPORT long fake_hip_live_allocations(void)
+{
+    pthread_mutex_lock(&mu);
+    long n = live;
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
+EXPORT size_t fake_hip_used_bytes(int device)
+{
+    if (device < 0 || device >= MAX_DEVICES)
+        return 0;
+    pthread_mutex_lock(&mu);
+    size_t n = used[device];
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
+EXPORT void fake_hip_reset_calls(void)
+{
+    for (int i = 0; i < F_COUNT; i++)
+        atomic_store(&calls[i], 0);
+}

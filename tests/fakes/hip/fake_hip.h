@@ -1,0 +1,23 @@
+/* tests/fakes/hip/fake_hip.h: what the fake libamdhip64.so.5 exports for
+ * tests besides the HIP API (version node FAKE_TEST).  Test programs that
+ * stay "unmodified" HIP programs look these up with dlsym(RTLD_DEFAULT)
+ * through the pointer types below; they exist only in the fake. */
+#ifndef TDM_FAKE_HIP_H
+#define TDM_FAKE_HIP_H
+
+#include <stddef.h>
+
+/* Calls of entry point `name` ("hipMalloc") so far; -1 for unknown names. */
+long fake_hip_calls(const char *name);
+/* Allocations of any kind (device, host, physical) not yet freed. */
+long fake_hip_live_allocations(void);
+/* Device bytes in use on `device`. */
+size_t fake_hip_used_bytes(int device);
+/* Zeroes every call counter. */
+void fake_hip_reset_calls(void);
+
+typedef long (*fake_hip_calls_fn)(const char *name);
+typedef long (*fake_hip_live_allocations_fn)(void);
+typedef size_t (*fake_hip_used_bytes_fn)(int device);
+
+#endif

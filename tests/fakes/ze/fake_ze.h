@@ -1,0 +1,21 @@
+/* tests/fakes/ze/fake_ze.h: what the fake Level Zero driver exports for
+ * tests besides its DDI getters.  The driver is dlopen'ed RTLD_LOCAL by
+ * the loader, so tests reach these with dlopen(path, RTLD_NOLOAD) + dlsym
+ * through the pointer types below. */
+#ifndef TDM_FAKE_ZE_H
+#define TDM_FAKE_ZE_H
+
+#include <stddef.h>
+
+/* Calls of entry `name` ("zeMemAllocDevice") so far; -1 for unknown names. */
+long fake_ze_calls(const char *name);
+/* Allocations and physical memory objects not yet freed. */
+long fake_ze_live_allocations(void);
+/* Device bytes in use on device `device` (its index in zeDeviceGet). */
+size_t fake_ze_used_bytes(int device);
+
+typedef long (*fake_ze_calls_fn)(const char *name);
+typedef long (*fake_ze_live_allocations_fn)(void);
+typedef size_t (*fake_ze_used_bytes_fn)(int device);
+
+#endif

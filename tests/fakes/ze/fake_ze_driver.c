@@ -1,0 +1,804 @@
+/* tests/fakes/ze/fake_ze_driver.c: a test double of a Level Zero driver
+ * (what libze_intel_gpu.so.1 is), for the REAL loader libze_loader.so.1.
+ *
+ * The loader is pointed at it with ZE_ENABLE_ALT_DRIVERS=/abs/libfake_ze_driver.so
+ * and then reaches it only through the exported zeGet*ProcAddrTable /
+ * zetGet* / zesGet* getters; every table slot is typed by the real
+ * ze_ddi.h, so a wrong prototype does not compile.  The loader 1.8.12
+ * refuses a driver that lacks any of 46 getters: they are all here, most
+ * returning an empty table.  The library must not link the loader (the
+ * loader's own getters would shadow ours in dlsym on our handle).
+ *
+ * "Device" memory is host memory; each device has a capacity past which
+ * allocations fail with ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY.  Sysman's
+ * zesMemoryGetState reports the free bytes.
+ *
+ * Tests read back (dlsym on this library, or RTLD_DEFAULT):
+ *   fake_ze_calls(name)          calls of one entry ("zeMemAllocDevice")
+ *   fake_ze_live_allocations()   allocations and physical memory not freed
+ *   fake_ze_used_bytes(device)   device bytes in use
+ * Knobs (environment, read once):
+ *   FAKE_ZE_DEVICES=n    devices (default 1, at most 8)
+ *   FAKE_ZE_CAPACITY=n   bytes per device (default 1 GiB)
+ *   FAKE_ZE_FAIL=name=code[,name=code]  that entry returns `code`
+ *
+ * Lock: one mutex around the allocation table and byte counts; counters
+ * are atomics.
+ */
+#define _GNU_SOURCE
+#include <level_zero/ze_api.h>
+#include <level_zero/ze_ddi.h>
+#include <level_zero/zes_api.h>
+#include <level_zero/zes_ddi.h>
+#include <level_zero/zet_ddi.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "fake_ze.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define MAX_DEVICES 8
+#define PAGE_SIZE_VM ((size_t)64 << 10) /* virtual memory page, bytes */
+
+/* The opaque handle types, given a body here. */
+struct _ze_driver_handle_t {
+    int tag;
+};
+struct _ze_device_handle_t {
+    int index;
+};
+struct _ze_context_handle_t {
+    int tag;
+};
+struct _ze_physical_mem_handle_t {
+    int device;
+    size_t size; /* bytes */
+};
+struct _zes_mem_handle_t {
+    int device;
+};
+
+static struct _ze_driver_handle_t the_driver = {7};
+static struct _ze_device_handle_t devices[MAX_DEVICES];
+static struct _zes_mem_handle_t mem_modules[MAX_DEVICES];
+
+/* ---- counters and knobs ------------------------------------------------ */
+
+#define FAKE_FUNCS(X)                                                          \
+    X(zeInit) X(zeDriverGet) X(zeDeviceGet) X(zeDeviceGetProperties)          \
+    X(zeDeviceGetMemoryProperties) X(zeContextCreate) X(zeContextDestroy)      \
+    X(zeMemAllocDevice) X(zeMemAllocHost) X(zeMemAllocShared) X(zeMemFree)     \
+    X(zeMemFreeExt) X(zeMemGetAllocProperties) X(zeVirtualMemReserve)         \
+    X(zeVirtualMemFree) X(zeVirtualMemQueryPageSize) X(zeVirtualMemMap)        \
+    X(zeVirtualMemUnmap) X(zePhysicalMemCreate) X(zePhysicalMemDestroy)        \
+    X(zesDeviceEnumMemoryModules) X(zesMemoryGetState)
+
+enum {
+#define FAKE_ENUM(n) F_##n,
+    FAKE_FUNCS(FAKE_ENUM)
+#undef FAKE_ENUM
+    F_COUNT
+};
+static const char *const func_names[F_COUNT] = {
+#define FAKE_NAME(n) #n,
+    FAKE_FUNCS(FAKE_NAME)
+#undef FAKE_NAME
+};
+static atomic_long calls[F_COUNT];
+static ze_result_t fail_code[F_COUNT];
+
+static pthread_once_t conf_once = PTHREAD_ONCE_INIT;
+static int n_devices = 1;
+static size_t capacity = (size_t)1 << 30;
+
+static void read_conf(void)
+{
+    const char *s = getenv("FAKE_ZE_DEVICES");
+    if (s && *s) {
+        n_devices = atoi(s);
+        n_devices = n_devices < 1 ? 1 : n_devices > MAX_DEVICES ? MAX_DEVICES : n_devices;
+    }
+    s = getenv("FAKE_ZE_CAPACITY");
+    if (s && *s)
+        capacity = (size_t)strtoull(s, NULL, 0);
+    for (int i = 0; i < MAX_DEVICES; i++) {
+        devices[i].index = i;
+        mem_modules[i].device = i;
+    }
+    s = getenv("FAKE_ZE_FAIL");
+    while (s && *s) {
+        const char *eq = strchr(s, '=');
+        if (!eq)
+            break;
+        size_t len = (size_t)(eq - s);
+        for (int i = 0; i < F_COUNT; i++)
+            if (strlen(func_names[i]) == len && strncmp(func_names[i], s, len) == 0)
+                fail_code[i] = (ze_result_t)strtoul(eq + 1, NULL, 0);
+        s = strchr(eq, ',');
+        if (s)
+            s++;
+    }
+}
+
+static ze_result_t enter(int f)
+{
+    pthread_once(&conf_once, read_conf);
+    atomic_fetch_add_explicit(&calls[f], 1, memory_order_relaxed);
+    return fail_code[f];
+}
+
+#define ENTER(f)                                                               \
+    do {                                                                       \
+        ze_result_t e_ = enter(f);                                             \
+        if (e_ != ZE_RESULT_SUCCESS)                                           \
+            return e_;                                                         \
+    } while (0)
+
+static int device_index(ze_device_handle_t d)
+{
+    if (d < devices || d >= devices + n_devices)
+        return -1;
+    return d->index;
+}
+
+/* ---- allocation table (linear probing, backward-shift deletion) -------- */
+
+enum kind { K_DEVICE = 1, K_HOST, K_SHARED, K_PHYS };
+
+typedef struct entry {
+    void *ptr;   /* NULL: empty slot */
+    size_t size; /* bytes */
+    int device;  /* -1: host */
+    int kind;
+} entry;
+
+#define TABLE_SIZE (1u << 16)
+static entry table[TABLE_SIZE];
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static long live;
+static size_t used[MAX_DEVICES]; /* bytes */
+
+static size_t slot_of(const void *p)
+{
+    uint64_t h = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> 48) & (TABLE_SIZE - 1);
+}
+
+static int counts_on_device(int kind, int device)
+{
+    return kind != K_HOST && device >= 0;
+}
+
+static ze_result_t track(void *p, size_t size, int device, int kind)
+{
+    ze_result_t r = ZE_RESULT_SUCCESS;
+    pthread_mutex_lock(&mu);
+    if (counts_on_device(kind, device) && size > capacity - used[device]) {
+        r = ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
+    } else if (live >= (long)TABLE_SIZE / 2) {
+        r = ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+    } else {
+        size_t i = slot_of(p);
+        while (table[i].ptr)
+            i = (i + 1) & (TABLE_SIZE - 1);
+        table[i] = (entry){p, size, device, kind};
+        live++;
+        if (counts_on_device(kind, device))
+            used[device] += size;
+    }
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+static void erase_at(size_t i)
+{
+    for (size_t j = i;;) {
+        j = (j + 1) & (TABLE_SIZE - 1);
+        if (!table[j].ptr)
+            break;
+        size_t k = slot_of(table[j].ptr);
+        int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+        if (stays)
+            continue;
+        table[i] = table[j];
+        i = j;
+    }
+    table[i].ptr = NULL;
+}
+
+/* Forgets `p` if it is an allocation of one of the kinds in `mask`
+ * (1 << kind); its entry goes to *out.  0 when there is none. */
+static int untrack(const void *p, unsigned mask, entry *out)
+{
+    int found = 0;
+    pthread_mutex_lock(&mu);
+    for (size_t i = slot_of(p); table[i].ptr; i = (i + 1) & (TABLE_SIZE - 1)) {
+        if (table[i].ptr == p && (mask & (1u << table[i].kind))) {
+            if (out)
+                *out = table[i];
+            if (counts_on_device(table[i].kind, table[i].device))
+                used[table[i].device] -= table[i].size;
+            erase_at(i);
+            live--;
+            found = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&mu);
+    return found;
+}
+
+/* The allocation holding address p (any kind but physical); 0 if none. */
+static int lookup(const void *p, entry *out)
+{
+    int found = 0;
+    pthread_mutex_lock(&mu);
+    for (size_t i = 0; i < TABLE_SIZE && !found; i++)
+        if (table[i].ptr && table[i].kind != K_PHYS && (const char *)p >= (char *)table[i].ptr &&
+            (const char *)p < (char *)table[i].ptr + table[i].size) {
+            *out = table[i];
+            found = 1;
+        }
+    pthread_mutex_unlock(&mu);
+    return found;
+}
+
+static ze_result_t fake_alloc(size_t size, size_t alignment, int device, int kind, void **pptr)
+{
+    if (!pptr)
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    if (size == 0)
+        return ZE_RESULT_ERROR_UNSUPPORTED_SIZE;
+    if (alignment & (alignment - 1))
+        return ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT;
+    if (kind != K_HOST && device >= 0 && size > capacity)
+        return ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
+    if (alignment < 64)
+        alignment = 64;
+    void *p = aligned_alloc(alignment, (size + alignment - 1) & ~(alignment - 1));
+    if (!p)
+        return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+    ze_result_t r = track(p, size, device, kind);
+    if (r != ZE_RESULT_SUCCESS) {
+        free(p);
+        return r;
+    }
+    *pptr = p;
+    return ZE_RESULT_SUCCESS;
+}
+
+/* ---- global, driver, device, context ------------------------------------- */
+
+static ze_result_t ZE_APICALL f_zeInit(ze_init_flags_t flags)
+{
+    ENTER(F_zeInit);
+    (void)flags;
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t ZE_APICALL f_zeDriverGet(uint32_t *pCount, ze_driver_handle_t *phDrivers)
+{
+    ENTER(F_zeDriverGet);
+    if (!pCount)
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    if (*pCount > 0 && phDrivers)
+        phDrivers[0] = &the_driver;
+    *pCount = 1;
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t ZE_APICALL f_zeDriverGetApiVersion(ze_driver_handle_t h, ze_api_version_t *version)
+{
+    (void)h;
+    *version = ZE_API_VERSION_CURRENT;
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t ZE_APICALL f_zeDriverGetProperties(ze_driver_handle_t h,
+                                                      ze_driver_properties_t *props)
+{
+    (void)h;
+    memset(&props->uuid, 0, sizeof props->uuid);
+    props->driverVersion = 0x7d3;
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t ZE_APICALL f_zeDriverGetExtensionProperties(
+    ze_driver_handle_t h, uint32_t *pCount, ze_driver_extension_properties_t *props)
+{
+    (void)h, (void)props;
+    *pCount = 0;
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t ZE_APICALL f_zeDeviceGet(ze_driver_handle_t h, uint32_t *pCount,
+                                            ze_device_handle_t *phDevices)
+{
+    ENTER(F_zeDeviceGet);
+    if (h != &the_driver)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (!pCount)
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    if (*pCount == 0 || !phDevices) {
+        *pCount = (uint32_t)n_devices;
+        return ZE_RESULT_SUCCESS;
+    }
+    uint32_t n = *pCount < (uint32_t)n_devices ? *pCount : (uint32_t)n_devices;
+    for (uint32_t i = 0; i < n; i++)
+        phDevices[i] = &devices[i];
+    *pCount = n;
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t ZE_APICALL f_zeDeviceGetSubDevices(ze_device_handle_t h, uint32_t *pCount,
+                                                      ze_device_handle_t *ph)
+{
+    (void)h, (void)ph;
+    *pCount = 0;
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t ZE_APICALL f_zeDeviceGetProperties(ze_device_handle_t h,
+                                                      ze_device_properties_t *p)
+{
+    ENTER(F_zeDeviceGetProperties);
+    int d = device_index(h);
+    if (d < 0)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    p->type = ZE_DEVICE_TYPE_GPU;
+    p->vendorId = 0x8086;
+    p->deviceId = 0x7d30 + (uint32_t)d;
+    p->maxMemAllocSize = capacity;
+    snprintf(p->name, sizeof p->name, "Fake Level Zero GPU %d", d);
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t ZE_APICALL f_zeDeviceGetMemoryProperties(ze_device_handle_t h, uint32_t *pCount,
+                                                            ze_device_memory_properties_t *props)
+{
+    ENTER(F_zeDeviceGetMemoryProperties);
+    if (device_index(h) < 0)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (*pCount > 0 && props) {
+        props[0].flags = 0;
+        props[0].maxClockRate = 1000;
+        props[0].maxBusWidth = 256;
+        props[0].totalSize = capacity;
+        snprintf(props[0].name, sizeof props[0].name, "HBM");
+    }
+    *pCount = 1;
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t ZE_APICALL f_zeContextCreate(ze_driver_handle_t h, const ze_context_desc_t *desc,
+                                                ze_context_handle_t *phContext)
+{
+    ENTER(F_zeContextCreate);
+    if (h != &the_driver)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (!desc || !phContext)
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    *phContext = calloc(1, sizeof **phContext);
+    if (!*phContext)
+        return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+    (*phContext)->tag = 0xc7;
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t ZE_APICALL f_zeContextDestroy(ze_context_handle_t h)
+{
+    ENTER(F_zeContextDestroy);
+    if (!h)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    free(h);
+    return ZE_RESULT_SUCCESS;
+}
+
+/* ---- memory -------------------------------------------------------------- */
+
+static ze_result_t ZE_APICALL f_zeMemAllocDevice(ze_context_handle_t c,
+                                                 const ze_device_mem_alloc_desc_t *dd, size_t size,
+                                                 size_t alignment, ze_device_handle_t dev,
+                                                 void **pptr)
+{
+    ENTER(F_zeMemAllocDevice);
+    int d = device_index(dev);
+    if (!c || d < 0)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (!dd)
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    return fake_alloc(size, alignment, d, K_DEVICE, pptr);
+}
+
+static ze_result_t ZE_APICALL f_zeMemAllocHost(ze_context_handle_t c,
+                                               const ze_host_mem_alloc_desc_t *hd, size_t size,
+                                               size_t alignment, void **pptr)
+{
+    ENTER(F_zeMemAllocHost);
+    if (!c)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (!hd)
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    return fake_alloc(size, alignment, -1, K_HOST, pptr);
+}
+
+static ze_result_t ZE_APICALL f_zeMemAllocShared(ze_context_handle_t c,
+                                                 const ze_device_mem_alloc_desc_t *dd,
+                                                 const ze_host_mem_alloc_desc_t *hd, size_t size,
+                                                 size_t alignment, ze_device_handle_t dev,
+                                                 void **pptr)
+{
+    ENTER(F_zeMemAllocShared);
+    if (!c)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (!dd || !hd)
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    int d = dev ? device_index(dev) : -1;
+    if (dev && d < 0)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    return fake_alloc(size, alignment, d, K_SHARED, pptr);
+}
+
+static ze_result_t mem_free(ze_context_handle_t c, void *ptr)
+{
+    if (!c)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (!ptr)
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    if (!untrack(ptr, 1u << K_DEVICE | 1u << K_HOST | 1u << K_SHARED, NULL))
+        return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    free(ptr);
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t ZE_APICALL f_zeMemFree(ze_context_handle_t c, void *ptr)
+{
+    ENTER(F_zeMemFree);
+    return mem_free(c, ptr);
+}
+
+static ze_result_t ZE_APICALL f_zeMemFreeExt(ze_context_handle_t c,
+                                             const ze_memory_free_ext_desc_t *desc, void *ptr)
+{
+    ENTER(F_zeMemFreeExt);
+    if (!desc)
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    return mem_free(c, ptr);
+}
+
+static ze_result_t ZE_APICALL f_zeMemGetAllocProperties(ze_context_handle_t c, const void *ptr,
+                                                        ze_memory_allocation_properties_t *props,
+                                                        ze_device_handle_t *phDevice)
+{
+    ENTER(F_zeMemGetAllocProperties);
+    (void)c;
+    entry e;
+    int found = lookup(ptr, &e);
+    props->type = !found ? ZE_MEMORY_TYPE_UNKNOWN
+                  : e.kind == K_DEVICE ? ZE_MEMORY_TYPE_DEVICE
+                  : e.kind == K_HOST   ? ZE_MEMORY_TYPE_HOST
+                                       : ZE_MEMORY_TYPE_SHARED;
+    props->id = found ? (uint64_t)(uintptr_t)e.ptr : 0;
+    props->pageSize = 4096;
+    if (phDevice)
+        *phDevice = found && e.device >= 0 ? &devices[e.device] : NULL;
+    return ZE_RESULT_SUCCESS;
+}
+
+/* ---- virtual and physical memory ------------------------------------------ */
+
+static ze_result_t ZE_APICALL f_zeVirtualMemReserve(ze_context_handle_t c, const void *pStart,
+                                                    size_t size, void **pptr)
+{
+    ENTER(F_zeVirtualMemReserve);
+    (void)pStart;
+    if (!c)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (!pptr)
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    if (size == 0 || size % PAGE_SIZE_VM)
+        return ZE_RESULT_ERROR_UNSUPPORTED_SIZE;
+    void *va = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (va == MAP_FAILED)
+        return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+    *pptr = va;
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t ZE_APICALL f_zeVirtualMemFree(ze_context_handle_t c, const void *ptr, size_t size)
+{
+    ENTER(F_zeVirtualMemFree);
+    if (!c)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (!ptr)
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    return munmap((void *)ptr, size) == 0 ? ZE_RESULT_SUCCESS : ZE_RESULT_ERROR_INVALID_ARGUMENT;
+}
+
+static ze_result_t ZE_APICALL f_zeVirtualMemQueryPageSize(ze_context_handle_t c,
+                                                          ze_device_handle_t dev, size_t size,
+                                                          size_t *pagesize)
+{
+    ENTER(F_zeVirtualMemQueryPageSize);
+    (void)size;
+    if (!c || device_index(dev) < 0)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    *pagesize = PAGE_SIZE_VM;
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t ZE_APICALL f_zeVirtualMemMap(ze_context_handle_t c, const void *ptr, size_t size,
+                                                ze_physical_mem_handle_t phys, size_t offset,
+                                                ze_memory_access_attribute_t access)
+{
+    ENTER(F_zeVirtualMemMap);
+    (void)access;
+    if (!c || !phys)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (!ptr)
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    if (size == 0 || size % PAGE_SIZE_VM || offset + size > phys->size)
+        return ZE_RESULT_ERROR_UNSUPPORTED_SIZE;
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t ZE_APICALL f_zeVirtualMemUnmap(ze_context_handle_t c, const void *ptr, size_t size)
+{
+    ENTER(F_zeVirtualMemUnmap);
+    if (!c)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (!ptr)
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    return size && size % PAGE_SIZE_VM == 0 ? ZE_RESULT_SUCCESS : ZE_RESULT_ERROR_UNSUPPORTED_SIZE;
+}
+
+static ze_result_t ZE_APICALL f_zePhysicalMemCreate(ze_context_handle_t c, ze_device_handle_t dev,
+                                                    ze_physical_mem_desc_t *desc,
+                                                    ze_physical_mem_handle_t *phPhysicalMemory)
+{
+    ENTER(F_zePhysicalMemCreate);
+    int d = device_index(dev);
+    if (!c || d < 0)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (!desc || !phPhysicalMemory)
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    if (desc->size == 0 || desc->size % PAGE_SIZE_VM)
+        return ZE_RESULT_ERROR_UNSUPPORTED_SIZE;
+    ze_physical_mem_handle_t h = calloc(1, sizeof *h);
+    if (!h)
+        return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+    h->device = d;
+    h->size = desc->size;
+    ze_result_t r = track(h, desc->size, d, K_PHYS);
+    if (r != ZE_RESULT_SUCCESS) {
+        free(h);
+        return r;
+    }
+    *phPhysicalMemory = h;
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t ZE_APICALL f_zePhysicalMemDestroy(ze_context_handle_t c,
+                                                     ze_physical_mem_handle_t h)
+{
+    ENTER(F_zePhysicalMemDestroy);
+    if (!c || !h)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (!untrack(h, 1u << K_PHYS, NULL))
+        return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    free(h);
+    return ZE_RESULT_SUCCESS;
+}
+
+/* ---- sysman: free device memory -------------------------------------------- */
+
+static ze_result_t ZE_APICALL f_zesDeviceEnumMemoryModules(zes_device_handle_t h, uint32_t *pCount,
+                                                           zes_mem_handle_t *phMemory)
+{
+    ENTER(F_zesDeviceEnumMemoryModules);
+    int d = device_index((ze_device_handle_t)h);
+    if (d < 0)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (*pCount > 0 && phMemory)
+        phMemory[0] = &mem_modules[d];
+    *pCount = 1;
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t ZE_APICALL f_zesMemoryGetState(zes_mem_handle_t h, zes_mem_state_t *state)
+{
+    ENTER(F_zesMemoryGetState);
+    if (h < mem_modules || h >= mem_modules + n_devices)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    pthread_mutex_lock(&mu);
+    state->free = capacity - used[h->device];
+    pthread_mutex_unlock(&mu);
+    state->size = capacity;
+    state->health = ZES_MEM_HEALTH_OK;
+    return ZE_RESULT_SUCCESS;
+}
+
+/* ---- exported DDI getters -------------------------------------------------- */
+
+#define TABLE_HEAD(t)                                                          \
+    (void)version;                                                             \
+    pthread_once(&conf_once, read_conf);                                       \
+    if (!(t))                                                                  \
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;                           \
+    memset((t), 0, sizeof *(t))
+
+EXPORT ze_result_t ZE_APICALL zeGetGlobalProcAddrTable(ze_api_version_t version,
+                                                       ze_global_dditable_t *t)
+{
+    TABLE_HEAD(t);
+    t->pfnInit = f_zeInit;
+    return ZE_RESULT_SUCCESS;
+}
+
+EXPORT ze_result_t ZE_APICALL zeGetDriverProcAddrTable(ze_api_version_t version,
+                                                       ze_driver_dditable_t *t)
+{
+    TABLE_HEAD(t);
+    t->pfnGet = f_zeDriverGet;
+    t->pfnGetApiVersion = f_zeDriverGetApiVersion;
+    t->pfnGetProperties = f_zeDriverGetProperties;
+    t->pfnGetExtensionProperties = f_zeDriverGetExtensionProperties;
+    return ZE_RESULT_SUCCESS;
+}
+
+EXPORT ze_result_t ZE_APICALL zeGetDeviceProcAddrTable(ze_api_version_t version,
+                                                       ze_device_dditable_t *t)
+{
+    TABLE_HEAD(t);
+    t->pfnGet = f_zeDeviceGet;
+    t->pfnGetSubDevices = f_zeDeviceGetSubDevices;
+    t->pfnGetProperties = f_zeDeviceGetProperties;
+    t->pfnGetMemoryProperties = f_zeDeviceGetMemoryProperties;
+    return ZE_RESULT_SUCCESS;
+}
+
+EXPORT ze_result_t ZE_APICALL zeGetContextProcAddrTable(ze_api_version_t version,
+                                                        ze_context_dditable_t *t)
+{
+    TABLE_HEAD(t);
+    t->pfnCreate = f_zeContextCreate;
+    t->pfnDestroy = f_zeContextDestroy;
+    return ZE_RESULT_SUCCESS;
+}
+
+EXPORT ze_result_t ZE_APICALL zeGetMemProcAddrTable(ze_api_version_t version, ze_mem_dditable_t *t)
+{
+    TABLE_HEAD(t);
+    t->pfnAllocShared = f_zeMemAllocShared;
+    t->pfnAllocDevice = f_zeMemAllocDevice;
+    t->pfnAllocHost = f_zeMemAllocHost;
+    t->pfnFree = f_zeMemFree;
+    t->pfnGetAllocProperties = f_zeMemGetAllocProperties;
+    t->pfnFreeExt = f_zeMemFreeExt;
+    return ZE_RESULT_SUCCESS;
+}
+
+EXPORT ze_result_t ZE_APICALL zeGetVirtualMemProcAddrTable(ze_api_version_t version,
+                                                           ze_virtual_mem_dditable_t *t)
+{
+    TABLE_HEAD(t);
+    t->pfnReserve = f_zeVirtualMemReserve;
+    t->pfnFree = f_zeVirtualMemFree;
+    t->pfnQueryPageSize = f_zeVirtualMemQueryPageSize;
+    t->pfnMap = f_zeVirtualMemMap;
+    t->pfnUnmap = f_zeVirtualMemUnmap;
+    return ZE_RESULT_SUCCESS;
+}
+
+EXPORT ze_result_t ZE_APICALL zeGetPhysicalMemProcAddrTable(ze_api_version_t version,
+                                                            ze_physical_mem_dditable_t *t)
+{
+    TABLE_HEAD(t);
+    t->pfnCreate = f_zePhysicalMemCreate;
+    t->pfnDestroy = f_zePhysicalMemDestroy;
+    return ZE_RESULT_SUCCESS;
+}
+
+EXPORT ze_result_t ZE_APICALL zesGetDeviceProcAddrTable(ze_api_version_t version,
+                                                        zes_device_dditable_t *t)
+{
+    TABLE_HEAD(t);
+    t->pfnEnumMemoryModules = f_zesDeviceEnumMemoryModules;
+    return ZE_RESULT_SUCCESS;
+}
+
+EXPORT ze_result_t ZE_APICALL zesGetMemoryProcAddrTable(ze_api_version_t version,
+                                                        zes_memory_dditable_t *t)
+{
+    TABLE_HEAD(t);
+    t->pfnGetState = f_zesMemoryGetState;
+    return ZE_RESULT_SUCCESS;
+}
+
+/* Tables this fake leaves empty (the loader insists they exist). */
+#define EMPTY_TABLE(fn, type)                                                  \
+    EXPORT ze_result_t ZE_APICALL fn(ze_api_version_t version, type *t);       \
+    EXPORT ze_result_t ZE_APICALL fn(ze_api_version_t version, type *t)        \
+    {                                                                          \
+        TABLE_HEAD(t);                                                         \
+        return ZE_RESULT_SUCCESS;                                              \
+    }
+
+EMPTY_TABLE(zeGetDeviceExpProcAddrTable, ze_device_exp_dditable_t)
+EMPTY_TABLE(zeGetCommandQueueProcAddrTable, ze_command_queue_dditable_t)
+EMPTY_TABLE(zeGetCommandListProcAddrTable, ze_command_list_dditable_t)
+EMPTY_TABLE(zeGetImageProcAddrTable, ze_image_dditable_t)
+EMPTY_TABLE(zeGetImageExpProcAddrTable, ze_image_exp_dditable_t)
+EMPTY_TABLE(zeGetFenceProcAddrTable, ze_fence_dditable_t)
+EMPTY_TABLE(zeGetEventPoolProcAddrTable, ze_event_pool_dditable_t)
+EMPTY_TABLE(zeGetEventProcAddrTable, ze_event_dditable_t)
+EMPTY_TABLE(zeGetEventExpProcAddrTable, ze_event_exp_dditable_t)
+EMPTY_TABLE(zeGetModuleProcAddrTable, ze_module_dditable_t)
+EMPTY_TABLE(zeGetModuleBuildLogProcAddrTable, ze_module_build_log_dditable_t)
+EMPTY_TABLE(zeGetKernelProcAddrTable, ze_kernel_dditable_t)
+EMPTY_TABLE(zeGetKernelExpProcAddrTable, ze_kernel_exp_dditable_t)
+EMPTY_TABLE(zeGetSamplerProcAddrTable, ze_sampler_dditable_t)
+EMPTY_TABLE(zeGetFabricVertexExpProcAddrTable, ze_fabric_vertex_exp_dditable_t)
+EMPTY_TABLE(zeGetFabricEdgeExpProcAddrTable, ze_fabric_edge_exp_dditable_t)
+EMPTY_TABLE(zetGetDeviceProcAddrTable, zet_device_dditable_t)
+EMPTY_TABLE(zetGetContextProcAddrTable, zet_context_dditable_t)
+EMPTY_TABLE(zetGetCommandListProcAddrTable, zet_command_list_dditable_t)
+EMPTY_TABLE(zetGetModuleProcAddrTable, zet_module_dditable_t)
+EMPTY_TABLE(zetGetKernelProcAddrTable, zet_kernel_dditable_t)
+EMPTY_TABLE(zetGetMetricGroupProcAddrTable, zet_metric_group_dditable_t)
+EMPTY_TABLE(zetGetMetricGroupExpProcAddrTable, zet_metric_group_exp_dditable_t)
+EMPTY_TABLE(zetGetMetricProcAddrTable, zet_metric_dditable_t)
+EMPTY_TABLE(zetGetMetricStreamerProcAddrTable, zet_metric_streamer_dditable_t)
+EMPTY_TABLE(zetGetMetricQueryPoolProcAddrTable, zet_metric_query_pool_dditable_t)
+EMPTY_TABLE(zetGetMetricQueryProcAddrTable, zet_metric_query_dditable_t)
+EMPTY_TABLE(zetGetTracerExpProcAddrTable, zet_tracer_exp_dditable_t)
+EMPTY_TABLE(zetGetDebugProcAddrTable, zet_debug_dditable_t)
+EMPTY_TABLE(zesGetDriverProcAddrTable, zes_driver_dditable_t)
+EMPTY_TABLE(zesGetSchedulerProcAddrTable, zes_scheduler_dditable_t)
+EMPTY_TABLE(zesGetPerformanceFactorProcAddrTable, zes_performance_factor_dditable_t)
+EMPTY_TABLE(zesGetPowerProcAddrTable, zes_power_dditable_t)
+EMPTY_TABLE(zesGetFrequencyProcAddrTable, zes_frequency_dditable_t)
+EMPTY_TABLE(zesGetEngineProcAddrTable, zes_engine_dditable_t)
+EMPTY_TABLE(zesGetStandbyProcAddrTable, zes_standby_dditable_t)
+EMPTY_TABLE(zesGetFirmwareProcAddrTable, zes_firmware_dditable_t)
+EMPTY_TABLE(zesGetFabricPortProcAddrTable, zes_fabric_port_dditable_t)
+EMPTY_TABLE(zesGetTemperatureProcAddrTable, zes_temperature_dditable_t)
+EMPTY_TABLE(zesGetPsuProcAddrTable, zes_psu_dditable_t)
+EMPTY_TABLE(zesGetFanProcAddrTable, zes_fan_dditable_t)
+EMPTY_TABLE(zesGetLedProcAddrTable, zes_led_dditable_t)
+EMPTY_TABLE(zesGetRasProcAddrTable, zes_ras_dditable_t)
+EMPTY_TABLE(zesGetDiagnosticsProcAddrTable, zes_diagnostics_dditable_t)
+
+/* ---- what tests read back ---------------------------------------------------- */
+
+EXPORT long fake_ze_calls(const char *name)
+{
+    for (int i = 0; i < F_COUNT; i++)
+        if (strcmp(func_names[i], name) == 0)
+            return atomic_load(&calls[i]);
+    return -1;
+}
+
+EXPORT long fake_ze_live_allocations(void)
+{
+    pthread_mutex_lock(&mu);
+    long n = live;
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
+EXPORT size_t fake_ze_used_bytes(int device)
+{
+    if (device < 0 || device >= MAX_DEVICES)
+        return 0;
+    pthread_mutex_lock(&mu);
+    size_t n = used[device];
+    pthread_mutex_unlock(&mu);
+    return n;
+}

@@ -1,0 +1,234 @@
+/* tests/hooks/cuda/drv_app.c: an ordinary program of the CUDA driver API,
+ * linked with -lcuda (the fake libcuda.so.1), for the hook tests.  It
+ * reaches the driver the three ways programs do: exported symbols,
+ * cuGetProcAddress (with and without the per-thread-default-stream flag),
+ * and dlopen + dlsym of the resolver (how cudart and PyTorch do it).
+ * Every return code goes to stdout; the fake's counters to stderr.
+ *
+ *   drv_app pattern   each hooked driver call once
+ *   drv_app errors    out of memory (device, stream-ordered, physical),
+ *                     a bad free, no current context
+ *   drv_app cache     many allocations and frees
+ * Functions are named app_* so snapshots can be checked for them.
+ */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fake_cuda.h"
+
+#define NOINLINE __attribute__((noinline))
+
+static void app_report(const char *what, CUresult r)
+{
+    printf("%s -> %d\n", what, (int)r);
+}
+
+static CUstream s1;
+static CUdevice dev;
+
+static NOINLINE CUdeviceptr app_exported(void)
+{
+    CUdeviceptr d = 0;
+    app_report("cuMemAlloc 1000", cuMemAlloc(&d, 1000));
+    return d;
+}
+
+static NOINLINE void *app_lookup(const char *name, int version, cuuint64_t flags)
+{
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult q;
+    CUresult r = cuGetProcAddress(name, &fn, version, flags, &q);
+    printf("cuGetProcAddress %s %d %llu -> %d q=%d\n", name, version,
+           (unsigned long long)flags, (int)r, (int)q);
+    return fn;
+}
+
+static NOINLINE CUdeviceptr app_by_proc_address(void)
+{
+    CUdeviceptr d = 0;
+    void *fn = app_lookup("cuMemAlloc", 12000, CU_GET_PROC_ADDRESS_DEFAULT);
+    app_report("cuMemAlloc 2000 (proc address)", ((PFN_cuMemAlloc_v3020)fn)(&d, 2000));
+    return d;
+}
+
+static NOINLINE CUdeviceptr app_per_thread_stream(void)
+{
+    CUdeviceptr d = 0;
+    void *fn = app_lookup("cuMemAllocAsync", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+    app_report("cuMemAllocAsync_ptsz 3000",
+               ((PFN_cuMemAllocAsync_v11020_ptsz)fn)(&d, 3000, NULL));
+    return d;
+}
+
+/* As libcudart does: the resolver from dlsym on the driver's handle. */
+static NOINLINE void app_through_dlsym(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW);
+    PFN_cuGetProcAddress_v12000 gpa =
+        (PFN_cuGetProcAddress_v12000)dlsym(h, "cuGetProcAddress_v2");
+    PFN_cuGetProcAddress_v11030 gpa1 = (PFN_cuGetProcAddress_v11030)dlsym(h, "cuGetProcAddress");
+    void *fa = NULL, *ff = NULL, *fm = NULL;
+    CUdriverProcAddressQueryResult q;
+    app_report("dlsym resolver: cuMemAllocAsync", gpa("cuMemAllocAsync", &fa, 12000, 0, &q));
+    app_report("dlsym resolver: cuMemFreeAsync", gpa("cuMemFreeAsync", &ff, 12000, 0, &q));
+    app_report("dlsym legacy resolver: cuMemAllocManaged",
+               gpa1("cuMemAllocManaged", &fm, 6000, 0));
+    CUdeviceptr d = 0, m = 0;
+    app_report("cuMemAllocAsync 4000 (dlsym)", ((PFN_cuMemAllocAsync_v11020)fa)(&d, 4000, s1));
+    app_report("cuMemFreeAsync (dlsym)", ((PFN_cuMemFreeAsync_v11020)ff)(d, s1));
+    app_report("cuMemAllocManaged 5000 (dlsym)",
+               ((PFN_cuMemAllocManaged_v6000)fm)(&m, 5000, CU_MEM_ATTACH_GLOBAL));
+    app_report("cuMemFree managed", cuMemFree(m));
+    dlclose(h);
+}
+
+static NOINLINE CUdeviceptr app_pitched(void)
+{
+    CUdeviceptr d = 0;
+    size_t pitch = 0;
+    app_report("cuMemAllocPitch 1000x4", cuMemAllocPitch(&d, &pitch, 1000, 4, 4));
+    app_report("pitch", (CUresult)pitch);
+    return d;
+}
+
+static NOINLINE void app_pinned(void)
+{
+    void *h = NULL;
+    app_report("cuMemHostAlloc 6000", cuMemHostAlloc(&h, 6000, 0));
+    app_report("cuMemFreeHost", cuMemFreeHost(h));
+}
+
+static NOINLINE void app_pool(void)
+{
+    CUmemoryPool pool;
+    CUdeviceptr d = 0;
+    app_report("cuDeviceGetDefaultMemPool", cuDeviceGetDefaultMemPool(&pool, dev));
+    app_report("cuMemAllocFromPoolAsync 7000", cuMemAllocFromPoolAsync(&d, 7000, pool, s1));
+    app_report("cuMemFreeAsync pool", cuMemFreeAsync(d, s1));
+}
+
+static NOINLINE void app_virtual_memory(void)
+{
+    const size_t piece = 2u << 20;
+    CUdeviceptr va = 0;
+    CUmemGenericAllocationHandle h[2];
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    app_report("cuMemAddressReserve", cuMemAddressReserve(&va, 2 * piece, 0, 0, 0));
+    app_report("cuMemCreate", cuMemCreate(&h[0], piece, &prop, 0));
+    app_report("cuMemCreate", cuMemCreate(&h[1], piece, &prop, 0));
+    app_report("cuMemMap", cuMemMap(va, piece, 0, h[0], 0));
+    app_report("cuMemMap", cuMemMap(va + piece, piece, 0, h[1], 0));
+    app_report("cuMemUnmap first", cuMemUnmap(va, piece));
+    app_report("cuMemUnmap second", cuMemUnmap(va + piece, piece));
+    app_report("cuMemRelease", cuMemRelease(h[0]));
+    app_report("cuMemRelease", cuMemRelease(h[1]));
+    app_report("cuMemAddressFree", cuMemAddressFree(va, 2 * piece));
+}
+
+static NOINLINE void app_free_all(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUdeviceptr p)
+{
+    void *free_ptsz = app_lookup("cuMemFreeAsync", 12000,
+                                 CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+    void *free_v2 = app_lookup("cuMemFree", 12000, CU_GET_PROC_ADDRESS_DEFAULT);
+    app_report("cuMemFreeAsync_ptsz", ((PFN_cuMemFreeAsync_v11020_ptsz)free_ptsz)(c, NULL));
+    app_report("cuMemFree (proc address)", ((PFN_cuMemFree_v3020)free_v2)(b));
+    app_report("cuMemFree pitched", cuMemFree(p));
+    app_report("cuMemFree", cuMemFree(a));
+}
+
+static NOINLINE int app_pattern(void)
+{
+    CUdeviceptr a = app_exported();
+    CUdeviceptr b = app_by_proc_address();
+    CUdeviceptr c = app_per_thread_stream();
+    app_through_dlsym();
+    CUdeviceptr p = app_pitched();
+    app_pinned();
+    app_pool();
+    app_virtual_memory();
+    app_free_all(a, b, c, p);
+    return 0;
+}
+
+static NOINLINE void app_too_big(void)
+{
+    CUdeviceptr d = 0;
+    app_report("cuMemAlloc 3 GiB", cuMemAlloc(&d, (size_t)3 << 30));
+    app_report("cuMemAllocAsync 2 GiB", cuMemAllocAsync(&d, (size_t)2 << 30, s1));
+    CUmemGenericAllocationHandle h;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    app_report("cuMemCreate 4 GiB", cuMemCreate(&h, (size_t)4 << 30, &prop, 0));
+}
+
+static NOINLINE int app_errors(CUcontext ctx)
+{
+    CUdeviceptr keep = app_exported();
+    app_too_big();
+    int x;
+    app_report("cuMemFree bad pointer", cuMemFree((CUdeviceptr)(uintptr_t)&x));
+    app_report("cuCtxSetCurrent NULL", cuCtxSetCurrent(NULL));
+    CUdeviceptr d = 0;
+    app_report("cuMemAlloc without a context", cuMemAlloc(&d, 100));
+    app_report("cuCtxSetCurrent", cuCtxSetCurrent(ctx));
+    app_report("cuMemFree", cuMemFree(keep));
+    return 0;
+}
+
+static NOINLINE int app_cache(void)
+{
+    int n = 0;
+    for (int r = 0; r < 50; r++) {
+        CUdeviceptr d[6];
+        for (int i = 0; i < 6; i++, n++)
+            if (cuMemAlloc(&d[i], 1000 * (size_t)(i + 1)) != CUDA_SUCCESS)
+                return 1;
+        for (int i = 0; i < 6; i++)
+            if (cuMemFree(d[i]) != CUDA_SUCCESS)
+                return 1;
+        CUdeviceptr a;
+        if (cuMemAllocAsync(&a, 50000, s1) != CUDA_SUCCESS || cuMemFreeAsync(a, s1) != CUDA_SUCCESS)
+            return 1;
+        n++;
+    }
+    printf("device allocations made -> %d\n", n);
+    app_too_big();
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *what = argc > 1 ? argv[1] : "pattern";
+    CUcontext ctx;
+    app_report("cuInit", cuInit(0));
+    app_report("cuDeviceGet", cuDeviceGet(&dev, 0));
+    app_report("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain(&ctx, dev));
+    app_report("cuCtxSetCurrent", cuCtxSetCurrent(ctx));
+    app_report("cuStreamCreate", cuStreamCreate(&s1, 0));
+    int rc;
+    if (strcmp(what, "pattern") == 0)
+        rc = app_pattern();
+    else if (strcmp(what, "errors") == 0)
+        rc = app_errors(ctx);
+    else if (strcmp(what, "cache") == 0)
+        rc = app_cache();
+    else
+        return fprintf(stderr, "drv_app: unknown scenario %s\n", what), 2;
+    app_report("cuStreamDestroy", cuStreamDestroy(s1));
+    fflush(stdout);
+    fprintf(stderr, "fake: alloc_calls=%ld cuMemAlloc_v2=%ld live=%ld\n",
+            fake_cuda_alloc_calls(), fake_cuda_calls("cuMemAlloc_v2"),
+            fake_cuda_live_allocations());
+    return rc;
+}

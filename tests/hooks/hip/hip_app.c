@@ -1,0 +1,335 @@
+/* tests/hooks/hip/hip_app.c: an ordinary HIP program for the hook tests.
+ *
+ * It knows nothing of tidemark: it is linked against libamdhip64 (the real
+ * one when installed) and run as is, with or without
+ * LD_PRELOAD=libtidemark_preload.so, on the fake library
+ * (LD_LIBRARY_PATH) or on the real one.  Each allocation is made in a
+ * function of its own, so the tests can check that stacks start at the
+ * program's function.  It prints every return code, so a run under the
+ * preload can be compared with a run without it.
+ *
+ *   hip_app pattern   one call of every hooked kind, then frees them all
+ *   hip_app errors    calls that fail: the codes must come back unchanged
+ *   hip_app oom       runs the device out of memory (FAKE_HIP_CAPACITY)
+ *   hip_app cache     many small allocations and frees (cache mode test)
+ *   hip_app threads   4 threads allocating and freeing at once
+ *   hip_app nogpu     what a program does first on a machine without GPU
+ *
+ * With the fake library it also prints the fake's counters (looked up with
+ * dlsym: they exist only in the fake).
+ */
+#ifndef __HIP_PLATFORM_AMD__
+#define __HIP_PLATFORM_AMD__ 1
+#endif
+#define _GNU_SOURCE
+#include <hip/hip_runtime_api.h>
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake_hip.h"
+
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+#define NOINLINE __attribute__((noinline, used))
+/* Keeps a call from being the last thing a function does, so the
+ * function's own frame is on the stack while the call runs. */
+#define KEEP_FRAME() __asm__ volatile("" ::: "memory")
+
+/* Not static: the names must stay as written in the symbol table. */
+void alloc_weights(void);
+void alloc_activations(void);
+void alloc_managed(void);
+void alloc_fine_grained(void);
+void alloc_from_pool(void);
+void alloc_pinned(void);
+void map_virtual(void);
+void unmap_virtual(void);
+void release_everything(void);
+void alloc_survivor(void);
+void alloc_too_much(void);
+void create_too_much(void);
+void alloc_small_blocks(void **blocks, hipStream_t s);
+void free_small_blocks(void **blocks, hipStream_t s);
+
+static void say(const char *what, hipError_t r)
+{
+    printf("%s -> %d\n", what, (int)r);
+}
+
+/* ---- pattern ------------------------------------------------------------ */
+
+static void *w, *a, *m, *e, *pp, *h;
+static hipStream_t s1;
+
+NOINLINE void alloc_weights(void)
+{
+    say("hipMalloc(1000000)", hipMalloc(&w, 1000000));
+    KEEP_FRAME();
+}
+
+NOINLINE void alloc_activations(void)
+{
+    say("hipMallocAsync(4096, s1)", hipMallocAsync(&a, 4096, s1));
+    KEEP_FRAME();
+}
+
+NOINLINE void alloc_managed(void)
+{
+    say("hipMallocManaged(65536)", hipMallocManaged(&m, 65536, hipMemAttachGlobal));
+    KEEP_FRAME();
+}
+
+NOINLINE void alloc_fine_grained(void)
+{
+    say("hipExtMallocWithFlags(3000)", hipExtMallocWithFlags(&e, 3000, hipDeviceMallocFinegrained));
+    KEEP_FRAME();
+}
+
+NOINLINE void alloc_from_pool(void)
+{
+    hipMemPool_t pool;
+    say("hipDeviceGetDefaultMemPool", hipDeviceGetDefaultMemPool(&pool, 0));
+    say("hipMallocFromPoolAsync(8192, s1)", hipMallocFromPoolAsync(&pp, 8192, pool, s1));
+    KEEP_FRAME();
+}
+
+NOINLINE void alloc_pinned(void)
+{
+    say("hipHostMalloc(512)", hipHostMalloc(&h, 512, 0));
+    KEEP_FRAME();
+}
+
+static void *va;
+static hipMemGenericAllocationHandle_t phys;
+
+NOINLINE void map_virtual(void)
+{
+    hipMemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = hipMemAllocationTypePinned;
+    prop.location.type = hipMemLocationTypeDevice;
+    prop.location.id = 0;
+    say("hipMemAddressReserve(4 MiB)", hipMemAddressReserve(&va, 4 << 20, 0, NULL, 0));
+    say("hipMemCreate(2 MiB)", hipMemCreate(&phys, 2 << 20, &prop, 0));
+    say("hipMemMap(2 MiB)", hipMemMap(va, 2 << 20, 0, phys, 0));
+    KEEP_FRAME();
+}
+
+NOINLINE void unmap_virtual(void)
+{
+    say("hipMemUnmap(2 MiB)", hipMemUnmap(va, 2 << 20));
+    say("hipMemRelease", hipMemRelease(phys));
+    say("hipMemAddressFree", hipMemAddressFree(va, 4 << 20));
+    KEEP_FRAME();
+}
+
+NOINLINE void release_everything(void)
+{
+    say("hipFreeAsync(a, s1)", hipFreeAsync(a, s1));
+    say("hipFree(w)", hipFree(w));
+    say("hipFree(m)", hipFree(m));
+    say("hipFree(e)", hipFree(e));
+    say("hipFreeAsync(pp, s1)", hipFreeAsync(pp, s1));
+    say("hipHostFree(h)", hipHostFree(h));
+    KEEP_FRAME();
+}
+
+static void pattern(void)
+{
+    say("hipSetDevice(0)", hipSetDevice(0));
+    say("hipStreamCreate", hipStreamCreate(&s1));
+    alloc_weights();
+    alloc_activations();
+    alloc_managed();
+    alloc_fine_grained();
+    alloc_from_pool();
+    alloc_pinned();
+    map_virtual();
+    unmap_virtual();
+    release_everything();
+    say("hipStreamSynchronize", hipStreamSynchronize(s1));
+    say("hipStreamDestroy", hipStreamDestroy(s1));
+}
+
+/* ---- errors ---------------------------------------------------------------- */
+
+NOINLINE void alloc_survivor(void)
+{
+    say("hipMalloc(2048)", hipMalloc(&w, 2048));
+    KEEP_FRAME();
+}
+
+static void errors(void)
+{
+    int bogus;
+    void *p = NULL;
+    say("hipMalloc(NULL, 16)", hipMalloc(NULL, 16));
+    say("hipMalloc(&p, 0)", hipMalloc(&p, 0));
+    printf("p after size 0: %s\n", p ? "set" : "NULL");
+    say("hipFree(bogus)", hipFree(&bogus));
+    say("hipFree(NULL)", hipFree(NULL));
+    say("hipHostFree(bogus)", hipHostFree(&bogus));
+    say("hipFreeAsync(bogus)", hipFreeAsync(&bogus, NULL));
+    say("hipExtMallocWithFlags(bad flags)", hipExtMallocWithFlags(&p, 64, 0x80));
+    say("hipMallocFromPoolAsync(NULL pool)", hipMallocFromPoolAsync(&p, 64, NULL, NULL));
+    say("hipMemCreate(NULL prop)", hipMemCreate(NULL, 64, NULL, 0));
+    say("hipMemMap(NULL)", hipMemMap(NULL, 64, 0, NULL, 0));
+    say("hipMemUnmap(bogus)", hipMemUnmap(&bogus, 64));
+    say("hipMemRelease(NULL)", hipMemRelease(NULL));
+    say("hipSetDevice(7)", hipSetDevice(7));
+    /* Injected with FAKE_HIP_FAIL by the test: */
+    say("hipMallocAsync(injected)", hipMallocAsync(&p, 4096, NULL));
+    say("hipMallocManaged(injected)", hipMallocManaged(&p, 4096, hipMemAttachGlobal));
+    alloc_survivor();
+    say("hipFree(survivor)", hipFree(w));
+}
+
+/* ---- out of memory --------------------------------------------------------------- */
+
+NOINLINE void alloc_too_much(void)
+{
+    void *p = NULL;
+    say("hipMalloc(10 MiB) again", hipMalloc(&p, 10 << 20));
+    KEEP_FRAME();
+}
+
+NOINLINE void create_too_much(void)
+{
+    hipMemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = hipMemAllocationTypePinned;
+    prop.location.type = hipMemLocationTypeDevice;
+    prop.location.id = 0;
+    hipMemGenericAllocationHandle_t hdl;
+    say("hipMemCreate(32 MiB)", hipMemCreate(&hdl, 32 << 20, &prop, 0));
+    KEEP_FRAME();
+}
+
+static void oom(void)
+{
+    say("hipMalloc(10 MiB)", hipMalloc(&w, 10 << 20));
+    alloc_too_much();
+    create_too_much();
+    say("hipFree(10 MiB)", hipFree(w));
+}
+
+/* ---- cache ---------------------------------------------------------------------- */
+
+#define ROUNDS 4
+#define PER_ROUND 50
+
+NOINLINE void alloc_small_blocks(void **blocks, hipStream_t s)
+{
+    for (int i = 0; i < PER_ROUND; i++) {
+        hipError_t r = i % 2 ? hipMallocAsync(&blocks[i], 1000 + 8 * (size_t)i, s)
+                             : hipMalloc(&blocks[i], 1000 + 8 * (size_t)i);
+        if (r != hipSuccess)
+            say("small allocation", r);
+    }
+    KEEP_FRAME();
+}
+
+NOINLINE void free_small_blocks(void **blocks, hipStream_t s)
+{
+    for (int i = 0; i < PER_ROUND; i++) {
+        hipError_t r = i % 2 ? hipFreeAsync(blocks[i], s) : hipFree(blocks[i]);
+        if (r != hipSuccess)
+            say("small free", r);
+    }
+    KEEP_FRAME();
+}
+
+static void cache(void)
+{
+    void *blocks[PER_ROUND];
+    hipStream_t s;
+    say("hipStreamCreate", hipStreamCreate(&s));
+    for (int round = 0; round < ROUNDS; round++) {
+        alloc_small_blocks(blocks, s);
+        free_small_blocks(blocks, s);
+    }
+    printf("app allocations: %d\n", ROUNDS * PER_ROUND);
+    say("hipStreamDestroy", hipStreamDestroy(s));
+}
+
+/* ---- threads -------------------------------------------------------------------------- */
+
+#define THREADS 4
+#define PER_THREAD 500
+
+static void *thread_body(void *arg)
+{
+    (void)arg;
+    int failures = 0;
+    for (int i = 0; i < PER_THREAD; i++) {
+        void *p = NULL;
+        failures += hipMalloc(&p, 256 + (size_t)i) != hipSuccess;
+        failures += hipFree(p) != hipSuccess;
+    }
+    return (void *)(long)failures;
+}
+
+static void threads(void)
+{
+    pthread_t t[THREADS];
+    long failures = 0;
+    for (int i = 0; i < THREADS; i++)
+        pthread_create(&t[i], NULL, thread_body, NULL);
+    for (int i = 0; i < THREADS; i++) {
+        void *f;
+        pthread_join(t[i], &f);
+        failures += (long)f;
+    }
+    printf("thread failures: %ld\n", failures);
+}
+
+/* ---- no GPU ------------------------------------------------------------------------------ */
+
+static void nogpu(void)
+{
+    int count = -1;
+    void *p = NULL;
+    say("hipGetDeviceCount", hipGetDeviceCount(&count));
+    printf("count = %d\n", count);
+    say("hipMalloc(1024)", hipMalloc(&p, 1024));
+    say("hipMallocAsync(1024)", hipMallocAsync(&p, 1024, NULL));
+    say("hipHostMalloc(1024)", hipHostMalloc(&p, 1024, 0));
+    say("hipMallocManaged(1024)", hipMallocManaged(&p, 1024, hipMemAttachGlobal));
+    say("hipFree(NULL)", hipFree(NULL));
+}
+
+int main(int argc, char **argv)
+{
+    const char *what = argc > 1 ? argv[1] : "pattern";
+    if (strcmp(what, "pattern") == 0)
+        pattern();
+    else if (strcmp(what, "errors") == 0)
+        errors();
+    else if (strcmp(what, "oom") == 0)
+        oom();
+    else if (strcmp(what, "cache") == 0)
+        cache();
+    else if (strcmp(what, "threads") == 0)
+        threads();
+    else if (strcmp(what, "nogpu") == 0)
+        nogpu();
+    else {
+        fprintf(stderr, "hip_app: unknown scenario %s\n", what);
+        return 2;
+    }
+    fake_hip_calls_fn calls = (fake_hip_calls_fn)dlsym(RTLD_DEFAULT, "fake_hip_calls");
+    fake_hip_live_allocations_fn live =
+        (fake_hip_live_allocations_fn)dlsym(RTLD_DEFAULT, "fake_hip_live_allocations");
+    if (calls && live) {
+        /* stderr: the stdout of runs with and without the preload must be
+         * equal, and these counts differ in cache mode. */
+        fprintf(stderr, "fake: hipMalloc=%ld hipMallocAsync=%ld hipFree=%ld hipFreeAsync=%ld live=%ld\n",
+                calls("hipMalloc"), calls("hipMallocAsync"), calls("hipFree"),
+                calls("hipFreeAsync"), live());
+    }
+    return 0;
+}

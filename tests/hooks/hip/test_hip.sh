@@ -1,0 +1,145 @@
+#!/bin/bash
+# tests/hooks/hip/test_hip.sh SCENARIO: the HIP hooks end to end.
+#
+# hip_app (an ordinary HIP program) runs on the fake libamdhip64
+# (LD_LIBRARY_PATH=$FAKE_HIP_DIR) without and with
+# LD_PRELOAD=libtidemark_preload.so; its output (every HIP return code)
+# must not change, and the snapshot must hold exactly the expected events
+# (expect_*.txt, printed by snapcheck: action, device, size, stream and
+# the program's function at the top of the stack).
+#
+#   pattern  every hooked call once, observe mode
+#   errors   failing calls: codes unchanged, only the OOM-coded one booked
+#   oom      the device runs out: oom events with the device's free bytes
+#   cache    mode=cache: fewer vendor calls than allocations
+#   threads  4 threads at once, observe and cache mode: nothing lost
+#   real     the real libamdhip64 with no GPU: codes unchanged, no crash
+#
+# Environment (from CMake): HIP_APP, SNAPCHECK, PRELOAD, FAKE_HIP_DIR,
+# HIP_APP_LINKED_REAL, EXPECT_DIR.
+set -u
+scenario=$1
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL ($scenario): $*"; exit 1; }
+
+# run NAME [ENV=VALUE...]: hip_app $app_arg on the fake; stdout to $T/NAME.out,
+# stderr to $T/NAME.err.
+run_fake() {
+    local name=$1; shift
+    env LD_LIBRARY_PATH="$FAKE_HIP_DIR" "$@" "$HIP_APP" "$app_arg" >"$T/$name.out" 2>"$T/$name.err" ||
+        { cat "$T/$name.err"; fail "hip_app $app_arg ($name) exited with $?"; }
+}
+run_preloaded() {
+    local name=$1 conf=$2; shift 2
+    run_fake "$name" LD_PRELOAD="$PRELOAD" TIDEMARK_CONF="$conf" "$@"
+    grep -q "tidemark:" "$T/$name.err" && grep "tidemark:" "$T/$name.err"
+    [ -s "$T/$name.tdm" ] || { cat "$T/$name.err"; fail "no snapshot written ($name)"; }
+}
+same_output() {
+    diff -u "$T/$1.out" "$T/$2.out" || fail "the program's output changed under the preload ($2)"
+}
+check_events() { # FILE.tdm EXPECTED
+    "$SNAPCHECK" "$1" >"$T/got.txt" || fail "snapcheck $1"
+    diff -u "$EXPECT_DIR/$2" "$T/got.txt" || fail "snapshot events differ from $2"
+}
+count() { "$SNAPCHECK" "$1" count "$2"; }
+fake_counter() { # NAME FILE.err -> value of NAME=... in the fake's line
+    sed -n "s/^fake: .*\b$1=\([0-9-]*\).*/\1/p" "$2"
+}
+
+case $scenario in
+pattern)
+    app_arg=pattern
+    run_fake plain
+    run_preloaded obs "dump=$T/obs.tdm"
+    same_output plain obs
+    check_events "$T/obs.tdm" expect_pattern.txt
+    [ "$(fake_counter live "$T/obs.err")" = 0 ] || fail "allocations left in the fake"
+    ;;
+errors)
+    app_arg=errors
+    inject="FAKE_HIP_FAIL=hipMallocAsync=101,hipMallocManaged=2"
+    run_fake plain "$inject"
+    run_preloaded obs "dump=$T/obs.tdm" "$inject"
+    same_output plain obs
+    grep -q "hipMallocAsync(injected) -> 101" "$T/obs.out" || fail "injected error not seen"
+    check_events "$T/obs.tdm" expect_errors.txt
+    # Cache mode: the same codes, except that the cache serves the
+    # hipMallocAsync the fake was told to fail (no vendor call happens).
+    run_preloaded cache "mode=cache,dump=$T/cache.tdm" "$inject"
+    grep -v '^hipMallocAsync(injected)' "$T/plain.out" >"$T/plain_f.out"
+    grep -v '^hipMallocAsync(injected)' "$T/cache.out" >"$T/cache_f.out"
+    same_output plain_f cache_f
+    grep -q "hipMallocAsync(injected) -> 0" "$T/cache.out" || fail "cache mode did not serve hipMallocAsync"
+    # A vendor failure under the cache (its segment hipMalloc) reaches the
+    # program with the vendor's own code.
+    run_preloaded cache2 "mode=cache,dump=$T/cache2.tdm" FAKE_HIP_FAIL=hipMalloc=101
+    grep -q "hipMallocAsync(injected) -> 101" "$T/cache2.out" || fail "vendor code lost in cache mode"
+    grep -q "hipMalloc(2048) -> 101" "$T/cache2.out" || fail "vendor code lost in cache mode"
+    ;;
+oom)
+    app_arg=oom
+    cap=FAKE_HIP_CAPACITY=16777216
+    run_fake plain $cap
+    run_preloaded obs "dump=$T/obs.tdm" $cap
+    same_output plain obs
+    grep -q "hipMalloc(10 MiB) again -> 2" "$T/obs.out" || fail "expected hipErrorOutOfMemory"
+    check_events "$T/obs.tdm" expect_oom.txt
+    # Cache mode: the cache gives back what it holds, retries, then the
+    # program gets hipErrorOutOfMemory as from HIP.
+    run_preloaded cache "mode=cache,dump=$T/cache.tdm" $cap
+    same_output plain cache
+    [ "$(count "$T/cache.tdm" oom)" -ge 1 ] || fail "no oom event in cache mode"
+    ;;
+cache)
+    app_arg=cache
+    run_fake plain
+    run_preloaded cache "mode=cache,dump=$T/cache.tdm"
+    same_output plain cache
+    allocs=$(sed -n 's/^app allocations: //p' "$T/cache.out")
+    vendor=$(( $(fake_counter hipMalloc "$T/cache.err") + $(fake_counter hipMallocAsync "$T/cache.err") ))
+    plain_vendor=$(( $(fake_counter hipMalloc "$T/plain.err") + $(fake_counter hipMallocAsync "$T/plain.err") ))
+    echo "allocations=$allocs vendor calls: without tidemark $plain_vendor, cache mode $vendor"
+    [ "$plain_vendor" = "$allocs" ] || fail "the fake did not count every allocation"
+    [ "$vendor" -ge 1 ] && [ "$vendor" -lt "$allocs" ] || fail "cache mode made $vendor vendor calls for $allocs allocations"
+    [ "$(count "$T/cache.tdm" alloc)" = "$allocs" ] || fail "alloc events != $allocs"
+    [ "$(count "$T/cache.tdm" free_completed)" = "$allocs" ] || fail "free_completed events != $allocs"
+    [ "$(count "$T/cache.tdm" segment_alloc)" = "$vendor" ] || fail "segment_alloc events != vendor calls"
+    "$SNAPCHECK" "$T/cache.tdm" | grep '^alloc ' | grep -v 'fn=alloc_small_blocks$' &&
+        fail "alloc stacks do not start at the program's function"
+    # Frees on the stream of the allocation are booked on that stream.
+    "$SNAPCHECK" "$T/cache.tdm" | grep -q '^alloc dev=0 size=1008 stream=s1 fn=alloc_small_blocks$' ||
+        fail "hipMallocAsync's stream not booked"
+    ;;
+threads)
+    app_arg=threads
+    for mode in observe cache; do
+        run_preloaded $mode "mode=$mode,dump=$T/$mode.tdm,max_entries=100000"
+        grep -q "thread failures: 0" "$T/$mode.out" || fail "calls failed ($mode)"
+        [ "$(count "$T/$mode.tdm" alloc)" = 2000 ] || fail "alloc events != 2000 ($mode)"
+        [ "$(count "$T/$mode.tdm" free_completed)" = 2000 ] || fail "free_completed != 2000 ($mode)"
+    done
+    [ "$(fake_counter live "$T/observe.err")" = 0 ] || fail "allocations left in the fake"
+    ;;
+real)
+    [ "$HIP_APP_LINKED_REAL" = 1 ] || { echo "SKIP: the real libamdhip64 is not installed"; exit 77; }
+    app_arg=nogpu
+    "$HIP_APP" nogpu >"$T/plain.out" 2>"$T/plain.err" || fail "hip_app on the real library exited with $?"
+    for mode in observe cache; do
+        env LD_PRELOAD="$PRELOAD" TIDEMARK_CONF="mode=$mode,dump=$T/$mode.tdm" "$HIP_APP" nogpu \
+            >"$T/$mode.out" 2>"$T/$mode.err" || { cat "$T/$mode.err"; fail "hip_app under the preload ($mode) exited with $?"; }
+        same_output plain $mode
+        "$SNAPCHECK" "$T/$mode.tdm" >/dev/null || fail "snapshot unreadable ($mode)"
+        [ "$(count "$T/$mode.tdm" alloc)" = 0 ] || fail "allocations booked with no device ($mode)"
+    done
+    # A machine without a GPU: hipErrorNoDevice / hipErrorInvalidDevice.
+    grep -q "hipGetDeviceCount -> 100" "$T/observe.out" || fail "expected hipErrorNoDevice"
+    grep -q "hipMalloc(1024) -> 101" "$T/observe.out" || fail "expected hipErrorInvalidDevice"
+    cat "$T/observe.out"
+    ;;
+*)
+    fail "unknown scenario"
+    ;;
+esac
+echo "PASS ($scenario)"

@@ -1,0 +1,26 @@
+# tests/hooks/infra/lib.sh: helpers shared by the shell tests of this folder
+# (sourced, not run).
+set -u
+unset TIDEMARK_CONF
+work=$(mktemp -d "${TMPDIR:-/tmp}/tdm-infra-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+cd "$work" || exit 1
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+ok() { echo "ok: $*"; }
+finish() {
+    if [[ $failures -ne 0 ]]; then
+        echo "$failures failure(s)" >&2
+        exit 1
+    fi
+    echo "all ok"
+    exit 0
+}
+# The events of a snapshot as "action size stream", snapshot marks left out.
+events_of() {
+    "$SNAPCHECK" "$1" | awk '$1 == "event" && $2 != "snapshot" { print $2, $4, $6 }'
+}
+# How many lines of snapcheck's output match an extended regex.
+count_of() {
+    "$SNAPCHECK" "$1" | grep -cE "$2"
+}

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Process life under the preload (fake vendor, test interposer):
+#   fork=follow  the child records from an empty ring into its own file
+#                (%p = its pid; "-PID" added when the template has no %p);
+#   fork=stop    the child writes nothing;
+#   forks while another thread allocates never deadlock the child;
+#   exec         the new image starts afresh from TIDEMARK_CONF: one file,
+#                the new image's events only;
+#   threads      8 threads at once: every alloc and free is in the ring, the
+#                final stats are zero, and a signal dump taken meanwhile
+#                reads back;
+#   dlclose      libtidemark.so pins itself once TIDEMARK_CONF records (the
+#                exit snapshot is still written); unpinned, its unloading
+#                leaves fork and threads working.
+. "$(dirname "$0")/lib.sh"
+: "${FAKE_APP:?}" "${FAKE_PRELOAD:?}" "${SNAPCHECK:?}" "${DLCLOSE_PROG:?}" "${LIBTIDEMARK:?}"
+export FAKEV_CAPACITY=$((256 << 20))
+run() { LD_PRELOAD=$FAKE_PRELOAD "$FAKE_APP" "$@"; }
+
+# ---- fork=follow --------------------------------------------------------------------
+mkdir f1
+TIDEMARK_CONF="dump=$work/f1/%p.tdm" run fork > f1.out 2> f1.err || fail "follow: $(cat f1.out f1.err)"
+parent=$(sed -n 's/^parent //p' f1.out)
+child=$(sed -n 's/^child //p' f1.out)
+if [[ ! -f f1/$parent.tdm || ! -f f1/$child.tdm ]]; then
+    fail "follow: want f1/$parent.tdm and f1/$child.tdm, have: $(ls f1) $(cat f1.err)"
+else
+    events_of "f1/$parent.tdm" | grep '^alloc ' > p.txt
+    printf 'alloc size=11111 stream=0x0\nalloc size=33333 stream=0x0\n' > want.txt
+    diff -q want.txt p.txt > /dev/null || fail "follow: parent allocs: $(cat p.txt)"
+    events_of "f1/$child.tdm" > c.txt
+    grep -q '^alloc size=22222 ' c.txt || fail "follow: child's own alloc missing"
+    grep -q '^free_completed size=11111 ' c.txt || fail "follow: child's free of the parent's block"
+    grep -qE '^alloc size=(11111|33333) ' c.txt && fail "follow: the child's ring was not cleared"
+    grep -q "^header mode=observe pid=$child " <("$SNAPCHECK" "f1/$child.tdm") ||
+        fail "follow: the child's header pid"
+    [[ $(count_of "f1/$child.tdm" '^event alloc .* stack=fa_child_alloc<') -eq 1 ]] ||
+        fail "follow: the child's stack"
+    ok "fork=follow: parent $parent and child $child each wrote their own snapshot"
+fi
+
+mkdir f2
+TIDEMARK_CONF="dump=$work/f2/run.tdm" run fork > f2.out 2> f2.err || fail "follow, no %p"
+child=$(sed -n 's/^child //p' f2.out)
+[[ -f f2/run.tdm && -f f2/run-$child.tdm && $(ls f2 | wc -l) -eq 2 ]] ||
+    fail "follow without %p: want run.tdm and run-$child.tdm, have: $(ls f2)"
+ok "fork=follow without %p: the child adds -PID"
+
+# ---- fork=stop ---------------------------------------------------------------------------
+mkdir f3
+TIDEMARK_CONF="dump=$work/f3/%p.tdm,fork=stop" run fork > f3.out 2> f3.err || fail "stop"
+parent=$(sed -n 's/^parent //p' f3.out)
+[[ $(ls f3) == "$parent.tdm" ]] || fail "fork=stop: want only $parent.tdm, have: $(ls f3)"
+[[ $(wc -l < f3.err) -eq 1 ]] || fail "fork=stop: want one line on stderr: $(cat f3.err)"
+ok "fork=stop: the child wrote nothing"
+
+# ---- fork while another thread allocates ---------------------------------------------
+mkdir f4
+TIDEMARK_CONF="dump=$work/f4/%p.tdm" timeout 120 env LD_PRELOAD="$FAKE_PRELOAD" \
+    "$FAKE_APP" forkstress 40 > f4.out 2> f4.err
+rc=$?
+[[ $rc -eq 0 ]] || fail "forkstress: exit $rc (124 = a child hung): $(cat f4.out f4.err)"
+[[ $(ls f4 | wc -l) -eq 1 ]] || fail "forkstress: children that _exit write nothing: $(ls f4)"
+ok "40 forks while another thread allocates"
+
+# ---- exec -------------------------------------------------------------------------------
+mkdir ex
+TIDEMARK_CONF="dump=$work/ex/%p.tdm" run exec > ex.out 2> ex.err || fail "exec: $(cat ex.out ex.err)"
+pid=$(sed -n 's/^exec from //p' ex.out)
+if [[ $(ls ex) != "$pid.tdm" ]]; then
+    fail "exec: want ex/$pid.tdm only, have: $(ls ex)"
+else
+    events_of "ex/$pid.tdm" > e.txt
+    grep -q 'size=77777' e.txt && fail "exec: the old image's history is in the new file"
+    grep -q '^alloc size=1048576 ' e.txt || fail "exec: the new image's pattern is missing"
+    grep -q "^header mode=observe pid=$pid " <("$SNAPCHECK" "ex/$pid.tdm") || fail "exec: pid"
+    ok "exec: the new image recorded afresh under the same pid"
+fi
+
+# ---- many threads -----------------------------------------------------------------------
+mkdir th
+TIDEMARK_CONF="dump=$work/th/t.tdm,dump_on=exit+signal,max_entries=400000" \
+    run threads 8 5000 > th.out 2> th.err || fail "threads: $(cat th.out th.err)"
+if [[ ! -f th/t.tdm ]]; then
+    fail "threads: no exit snapshot: $(cat th.err)"
+else
+    [[ $(count_of th/t.tdm '^event alloc ') -eq 40000 ]] || fail "threads: 40000 allocs"
+    [[ $(count_of th/t.tdm '^event free_completed ') -eq 40000 ]] || fail "threads: 40000 frees"
+    for i in 0 1 2 3 4 5 6 7; do
+        n=$(count_of th/t.tdm "^event alloc .* stream=0x10$i .*stack=fa_worker<")
+        [[ $n -eq 5000 ]] || fail "threads: thread $i has $n allocs on its stream, want 5000"
+    done
+    grep -qE '^stats dev=0 allocated=0/[0-9]+ reserved=0/[0-9]+ .* allocations=0 segments=0 ' \
+        <("$SNAPCHECK" th/t.tdm) || fail "threads: final stats not zero"
+    grep -q "dropped=0" <("$SNAPCHECK" th/t.tdm) || fail "threads: events dropped"
+    ok "8 threads x 5000 pairs: every event, per-thread streams and stacks, zero at the end"
+fi
+if [[ -f th/t-1.tdm ]]; then
+    "$SNAPCHECK" th/t-1.tdm > mid.txt || fail "threads: the signal snapshot does not read back"
+    ok "a snapshot taken while 8 threads allocate reads back"
+else
+    fail "threads: no signal snapshot: $(ls th) $(cat th.err)"
+fi
+
+# ---- dlclose ---------------------------------------------------------------------------
+out=$(TIDEMARK_CONF="dump=$work/dl.tdm" "$DLCLOSE_PROG" "$LIBTIDEMARK" pinned 2> dl.err)
+rc=$?
+[[ $rc -eq 0 && $out == pinned ]] || fail "dlclose pinned: exit $rc, '$out' $(cat dl.err)"
+[[ -f dl.tdm ]] || fail "dlclose pinned: no exit snapshot: $(cat dl.err)"
+[[ -f dl.tdm && $(count_of dl.tdm '^event alloc ') -eq 2 ]] || fail "dlclose pinned: 2 allocs"
+out=$("$DLCLOSE_PROG" "$LIBTIDEMARK" api 2> dl2.err)
+rc=$?
+[[ $rc -eq 0 && ( $out == unloaded || $out == pinned ) ]] ||
+    fail "dlclose api: exit $rc, '$out' $(cat dl2.err)"
+ok "dlclose: pinned while TIDEMARK_CONF records; '$out' otherwise, and fork/threads go on"
+
+finish

@@ -1,0 +1,163 @@
+#!/bin/bash
+# tests/hooks/ze/test_ze.sh SCENARIO: the Level Zero hooks end to end,
+# through the REAL loader (libze_loader.so.1) and the fake driver.
+#
+# ze_app (an ordinary Level Zero program) runs without and with tidemark;
+# its output (every return code) must not change, and the snapshot must
+# hold exactly the expected events (expect_*.txt, printed by snapcheck).
+#
+#   pattern     every hooked call once (preload, observe mode)
+#   errors      failing calls: codes unchanged, only OOM codes booked
+#   oom         the device runs out: oom events with Sysman's free bytes
+#   cache       mode=cache: fewer vendor calls than allocations
+#   threads     4 threads at once, observe and cache mode
+#   shim        the shim driver alone, the shim with the preload (booked
+#               once), and a program that only uses the loader's DDI tables
+#   shim_cache  mode=cache through the shim, for the DDI-table program
+#   real        the real loader with no driver at all: codes unchanged
+#
+# Environment (from CMake): ZE_APP, ZE_DDI_APP, SNAPCHECK, PRELOAD, SHIM,
+# FAKE_ZE, EXPECT_DIR.
+set -u
+unset ZE_ENABLE_ALT_DRIVERS TIDEMARK_ZE_DRIVER
+scenario=$1
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL ($scenario): $*"; exit 1; }
+
+# run NAME APP ARG [ENV=VALUE...]: stdout to $T/NAME.out, stderr to $T/NAME.err.
+run() {
+    local name=$1 app=$2 arg=$3; shift 3
+    env "$@" "$app" "$arg" >"$T/$name.out" 2>"$T/$name.err" ||
+        { cat "$T/$name.out" "$T/$name.err"; fail "$app $arg ($name) exited with $?"; }
+}
+on_fake() { run "$@" ZE_ENABLE_ALT_DRIVERS="$FAKE_ZE"; }
+on_shim() { run "$@" ZE_ENABLE_ALT_DRIVERS="$SHIM" TIDEMARK_ZE_DRIVER="$FAKE_ZE"; }
+have_snapshot() {
+    [ -s "$T/$1.tdm" ] || { cat "$T/$1.err"; fail "no snapshot written ($1)"; }
+}
+same_output() {
+    diff -u "$T/$1.out" "$T/$2.out" || fail "the program's output changed under tidemark ($2)"
+}
+check_events() { # FILE.tdm EXPECTED
+    "$SNAPCHECK" "$1" >"$T/got.txt" || fail "snapcheck $1"
+    diff -u "$EXPECT_DIR/$2" "$T/got.txt" || fail "snapshot events differ from $2 ($1)"
+}
+count() { "$SNAPCHECK" "$1" count "$2"; }
+fake_counter() { sed -n "s/^fake: .*\b$1=\([0-9-]*\).*/\1/p" "$2"; }
+
+case $scenario in
+pattern)
+    on_fake plain "$ZE_APP" pattern
+    on_fake obs "$ZE_APP" pattern LD_PRELOAD="$PRELOAD" TIDEMARK_CONF="dump=$T/obs.tdm"
+    have_snapshot obs
+    same_output plain obs
+    check_events "$T/obs.tdm" expect_pattern.txt
+    [ "$(fake_counter live "$T/obs.err")" = 0 ] || fail "allocations left in the driver"
+    ;;
+errors)
+    inject="FAKE_ZE_FAIL=zeMemAllocHost=0x70000002,zeMemAllocShared=0x70000003"
+    on_fake plain "$ZE_APP" errors "$inject"
+    on_fake obs "$ZE_APP" errors "$inject" LD_PRELOAD="$PRELOAD" TIDEMARK_CONF="dump=$T/obs.tdm"
+    have_snapshot obs
+    same_output plain obs
+    grep -q "zeMemAllocHost(injected) -> 0x70000002" "$T/obs.out" || fail "injected error not seen"
+    check_events "$T/obs.tdm" expect_errors.txt
+    on_fake cache "$ZE_APP" errors "$inject" LD_PRELOAD="$PRELOAD" TIDEMARK_CONF="mode=cache,dump=$T/cache.tdm"
+    same_output plain cache
+    ;;
+oom)
+    cap=FAKE_ZE_CAPACITY=16777216
+    on_fake plain "$ZE_APP" oom $cap
+    on_fake obs "$ZE_APP" oom $cap LD_PRELOAD="$PRELOAD" TIDEMARK_CONF="dump=$T/obs.tdm"
+    have_snapshot obs
+    same_output plain obs
+    grep -q "zeMemAllocDevice(10 MiB) again -> 0x70000003" "$T/obs.out" || fail "expected OUT_OF_DEVICE_MEMORY"
+    check_events "$T/obs.tdm" expect_oom.txt
+    on_fake cache "$ZE_APP" oom $cap LD_PRELOAD="$PRELOAD" TIDEMARK_CONF="mode=cache,dump=$T/cache.tdm"
+    same_output plain cache
+    [ "$(count "$T/cache.tdm" oom)" -ge 1 ] || fail "no oom event in cache mode"
+    ;;
+cache)
+    on_fake plain "$ZE_APP" cache
+    on_fake cache "$ZE_APP" cache LD_PRELOAD="$PRELOAD" TIDEMARK_CONF="mode=cache,dump=$T/cache.tdm"
+    have_snapshot cache
+    same_output plain cache
+    allocs=$(sed -n 's/^app allocations: //p' "$T/cache.out")
+    plain_vendor=$(fake_counter zeMemAllocDevice "$T/plain.err")
+    vendor=$(fake_counter zeMemAllocDevice "$T/cache.err")
+    echo "allocations=$allocs zeMemAllocDevice calls: without tidemark $plain_vendor, cache mode $vendor"
+    [ "$plain_vendor" = "$allocs" ] || fail "the driver did not count every allocation"
+    [ "$vendor" -ge 1 ] && [ "$vendor" -lt "$allocs" ] || fail "cache mode made $vendor driver calls for $allocs allocations"
+    [ "$(count "$T/cache.tdm" alloc)" = "$allocs" ] || fail "alloc events != $allocs"
+    [ "$(count "$T/cache.tdm" free_completed)" = "$allocs" ] || fail "free_completed events != $allocs"
+    [ "$(count "$T/cache.tdm" segment_alloc)" = "$vendor" ] || fail "segment_alloc events != driver calls"
+    "$SNAPCHECK" "$T/cache.tdm" | grep '^alloc ' | grep -v 'fn=alloc_small_blocks$' &&
+        fail "alloc stacks do not start at the program's function"
+    ;;
+threads)
+    for mode in observe cache; do
+        on_fake $mode "$ZE_APP" threads LD_PRELOAD="$PRELOAD" \
+            TIDEMARK_CONF="mode=$mode,dump=$T/$mode.tdm,max_entries=100000"
+        have_snapshot $mode
+        grep -q "thread failures: 0" "$T/$mode.out" || fail "calls failed ($mode)"
+        [ "$(count "$T/$mode.tdm" alloc)" = 2000 ] || fail "alloc events != 2000 ($mode)"
+        [ "$(count "$T/$mode.tdm" free_completed)" = 2000 ] || fail "free_completed != 2000 ($mode)"
+    done
+    [ "$(fake_counter live "$T/observe.err")" = 0 ] || fail "allocations left in the driver"
+    ;;
+shim)
+    on_fake plain "$ZE_APP" pattern
+    # The shim alone (libtidemark.so comes with it and reads TIDEMARK_CONF).
+    on_shim shim "$ZE_APP" pattern TIDEMARK_CONF="dump=$T/shim.tdm"
+    have_snapshot shim
+    same_output plain shim
+    check_events "$T/shim.tdm" expect_pattern.txt
+    # The shim and the preload: every call still booked once.
+    on_shim both "$ZE_APP" pattern LD_PRELOAD="$PRELOAD" TIDEMARK_CONF="dump=$T/both.tdm"
+    have_snapshot both
+    same_output plain both
+    check_events "$T/both.tdm" expect_pattern.txt
+    # A program that only calls the loader's DDI tables.
+    on_fake ddi_plain "$ZE_DDI_APP" pattern
+    on_shim ddi "$ZE_DDI_APP" pattern LD_PRELOAD="$PRELOAD" TIDEMARK_CONF="dump=$T/ddi.tdm"
+    have_snapshot ddi
+    same_output ddi_plain ddi
+    check_events "$T/ddi.tdm" expect_ddi.txt
+    [ "$(fake_counter live "$T/ddi.err")" = 0 ] || fail "allocations left in the driver"
+    ;;
+shim_cache)
+    on_fake plain "$ZE_DDI_APP" cache
+    on_shim cache "$ZE_DDI_APP" cache TIDEMARK_CONF="mode=cache,dump=$T/cache.tdm"
+    have_snapshot cache
+    same_output plain cache
+    plain_vendor=$(fake_counter zeMemAllocDevice "$T/plain.err")
+    vendor=$(fake_counter zeMemAllocDevice "$T/cache.err")
+    echo "DDI-table program, 200 allocations: zeMemAllocDevice calls without tidemark $plain_vendor, shim in cache mode $vendor"
+    [ "$plain_vendor" = 200 ] || fail "the driver did not count every allocation"
+    [ "$vendor" -ge 1 ] && [ "$vendor" -lt 200 ] || fail "cache mode made $vendor driver calls"
+    [ "$(count "$T/cache.tdm" alloc)" = 200 ] || fail "alloc events != 200"
+    "$SNAPCHECK" "$T/cache.tdm" | grep '^alloc ' | grep -v 'fn=ddi_small_blocks$' &&
+        fail "alloc stacks do not start at the program's function"
+    ;;
+real)
+    # The real loader, no driver on this machine.
+    run plain "$ZE_APP" nodriver
+    grep -q "zeInit -> 0x78000001" "$T/plain.out" || fail "expected ZE_RESULT_ERROR_UNINITIALIZED without tidemark"
+    for mode in observe cache; do
+        run $mode "$ZE_APP" nodriver LD_PRELOAD="$PRELOAD" TIDEMARK_CONF="mode=$mode,dump=$T/$mode.tdm"
+        have_snapshot $mode
+        same_output plain $mode
+        [ "$(count "$T/$mode.tdm" alloc)" = 0 ] || fail "allocations booked with no driver ($mode)"
+    done
+    # The shim with no real driver behind it: no driver either.
+    run shim "$ZE_APP" nodriver ZE_ENABLE_ALT_DRIVERS="$SHIM" TIDEMARK_ZE_DRIVER=/nonexistent/libze.so \
+        LD_PRELOAD="$PRELOAD" TIDEMARK_CONF="dump=$T/shim.tdm"
+    same_output plain shim
+    cat "$T/observe.out"
+    ;;
+*)
+    fail "unknown scenario"
+    ;;
+esac
+echo "PASS ($scenario)"

@@ -1,0 +1,450 @@
+/* viewer-export/cmd_categories.c: `tidemark categories`, what kind of
+ * memory a program held:
+ *   tidemark categories FILE.tdm         bytes per category at the peak
+ *                                        and over time, per device;
+ *   tidemark categories --trace T.csv    `id,category` for every
+ *                                        allocation of a traces CSV,
+ *                                        inferred without its labels;
+ *   ... --trace T.csv --score            agreement with the labels,
+ *                                        weighted by bytes × lifetime.
+ * The categories come from categories.c (tags, then phases and
+ * lifetimes); this file only samples, scores and prints.  No state, no
+ * locks.
+ */
+#include "categories.h"
+#include "cli.h"
+#include "format_size.h"
+#include "import_build.h"
+#include "import_csv.h"
+
+#include <ctype.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NCAT TDM_CATEGORY_COUNT_
+
+/* Display order: the static memory first, as timelines stack it. */
+static const uint8_t cat_order[NCAT] = {
+    TDM_CATEGORY_PARAMETER,  TDM_CATEGORY_OPTIMIZER_STATE,
+    TDM_CATEGORY_GRADIENT,   TDM_CATEGORY_ACTIVATION,
+    TDM_CATEGORY_INPUT,      TDM_CATEGORY_TEMPORARY,
+    TDM_CATEGORY_UNKNOWN,
+};
+
+/* "PARAMETER": the traces' spelling. */
+static const char *upper_name(uint8_t c, char *buf, size_t len)
+{
+    const char *n = tdm_category_name((tdm_category)c);
+    size_t i = 0;
+    for (; n[i] && i + 1 < len; i++)
+        buf[i] = (char)toupper((unsigned char)n[i]);
+    buf[i] = '\0';
+    return buf;
+}
+
+/* ---- bytes per category at chosen positions ---------------------------- */
+
+typedef struct delta {
+    int64_t seq;   /* the change takes effect just after this event */
+    int64_t bytes; /* + at alloc, - at free */
+    uint8_t cat;
+} delta;
+
+static int delta_cmp(const void *pa, const void *pb)
+{
+    const delta *a = pa, *b = pb;
+    return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* out[i][c]: bytes of category c live on device `dev` just after event
+ * seqs[i] (seqs ascending). */
+static tdm_status bytes_at(const tdm_model *m, const uint8_t *cats, size_t dev,
+                           const int64_t *seqs, size_t n, int64_t (*out)[NCAT])
+{
+    size_t nd = 0;
+    delta *d = malloc((2 * m->alloc_count + 1) * sizeof *d);
+    if (!d)
+        return TDM_HOST_OUT_OF_MEMORY;
+    for (size_t i = 0; i < m->alloc_count; i++) {
+        const tdm_model_alloc *a = &m->allocs[i];
+        if (a->device_index != dev)
+            continue;
+        d[nd++] = (delta){a->alloc_seq, (int64_t)a->size, cats[i]};
+        if (a->free_seq != TDM_MODEL_SEQ_NEVER)
+            d[nd++] = (delta){a->free_seq, -(int64_t)a->size, cats[i]};
+    }
+    qsort(d, nd, sizeof *d, delta_cmp);
+    int64_t cur[NCAT] = {0};
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        while (k < nd && d[k].seq <= seqs[i]) {
+            cur[d[k].cat] += d[k].bytes;
+            k++;
+        }
+        memcpy(out[i], cur, sizeof cur);
+    }
+    free(d);
+    return TDM_OK;
+}
+
+static void print_device(FILE *out, const tdm_model *m, size_t dev,
+                         int64_t (*rows)[NCAT], const int64_t *seqs,
+                         size_t nrows)
+{
+    const tdm_model_device *d = &m->devices[dev];
+    const tdm_snap *s = m->snap;
+    char b1[TDM_FMT_LEN], b2[TDM_FMT_LEN], pbuf[32];
+    uint64_t origin = m->window_start_ns;
+
+    fprintf(out, "device %d (%s %s)\n", d->ordinal, d->vendor, d->name);
+    int64_t total = 0;
+    for (int c = 0; c < NCAT; c++)
+        total += rows[0][c];
+    const char *ph = tdm__model_phase_name(m, d->peak_phase, pbuf, sizeof pbuf);
+    fprintf(out, "  at the peak: %s, step %" PRIu32 "%s%s, %s\n",
+            tdm__fmt_bytes(b1, sizeof b1, (uint64_t)(total > 0 ? total : 0)),
+            d->peak_step, ph[0] ? ", phase " : "", ph,
+            tdm__fmt_offset(b2, sizeof b2,
+                            (int64_t)(d->peak_time_ns - origin)));
+    for (int i = 0; i < NCAT; i++) {
+        uint8_t c = cat_order[i];
+        if (!rows[0][c])
+            continue;
+        fprintf(out, "    %-16s %12s %6.1f%%\n",
+                tdm_category_name((tdm_category)c),
+                tdm__fmt_bytes(b1, sizeof b1, (uint64_t)rows[0][c]),
+                total ? 100.0 * (double)rows[0][c] / (double)total : 0.0);
+    }
+    if (nrows <= 1)
+        return;
+    /* Units that keep the table's numbers readable for this device. */
+    int64_t most = 0;
+    for (size_t r = 1; r < nrows; r++) {
+        int64_t sum = 0;
+        for (int c = 0; c < NCAT; c++)
+            sum += rows[r][c];
+        if (sum > most)
+            most = sum;
+    }
+    const char *unit = most >= (10ll << 30) ? "GiB" : most >= (1ll << 20) ? "MiB" : "KiB";
+    double div = most >= (10ll << 30) ? 1073741824.0 : most >= (1ll << 20) ? 1048576.0 : 1024.0;
+    uint64_t span = m->window_end_ns - origin;
+    const char *tunit = span >= 10000000000ull ? "s" : span >= 10000000ull ? "ms" : "us";
+    double tdiv = span >= 10000000000ull ? 1e9 : span >= 10000000ull ? 1e6 : 1e3;
+    fprintf(out, "  over time (%s):\n    %10s %5s %-10s", unit, "time", "step",
+            "phase");
+    static const char *const short_names[NCAT] = {
+        [TDM_CATEGORY_UNKNOWN] = "unknown",     [TDM_CATEGORY_PARAMETER] = "param",
+        [TDM_CATEGORY_OPTIMIZER_STATE] = "optim", [TDM_CATEGORY_GRADIENT] = "grad",
+        [TDM_CATEGORY_ACTIVATION] = "activ",    [TDM_CATEGORY_INPUT] = "input",
+        [TDM_CATEGORY_TEMPORARY] = "temp"};
+    for (int i = 0; i < NCAT; i++)
+        fprintf(out, " %9s", short_names[cat_order[i]]);
+    fprintf(out, " %9s\n", "total");
+    for (size_t r = 1; r < nrows; r++) {
+        const tdm_event *ev = seqs[r] >= 0 ? &s->events[seqs[r]] : NULL;
+        uint64_t t = ev ? ev->time_ns : origin;
+        char tbuf[32];
+        snprintf(tbuf, sizeof tbuf, "%.3f%s", (double)(t - origin) / tdiv, tunit);
+        const char *pn = ev ? tdm__model_phase_name(m, ev->phase, pbuf, sizeof pbuf) : "";
+        if (strlen(pn) > 10)
+            pn = pn + strlen(pn) - 10;
+        fprintf(out, "    %10s %5" PRIu32 " %-10s", tbuf, ev ? ev->step : 0,
+                pn[0] ? pn : "-");
+        int64_t sum = 0;
+        for (int i = 0; i < NCAT; i++) {
+            sum += rows[r][cat_order[i]];
+            fprintf(out, " %9.1f", (double)rows[r][cat_order[i]] / div);
+        }
+        fprintf(out, " %9.1f\n", (double)sum / div);
+    }
+}
+
+static int int64_cmp(const void *pa, const void *pb)
+{
+    int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+    return a < b ? -1 : a > b;
+}
+
+static int run_snapshot(const char *path, unsigned nsamples, int device)
+{
+    tdm_snap *snap = NULL;
+    int truncated = 0;
+    uint64_t cut = 0;
+    int rc = tdm__cli_read_snapshot("categories", path, &snap, &truncated, &cut);
+    if (!snap)
+        return rc;
+    tdm_model *m = NULL;
+    uint8_t *cats = NULL;
+    int64_t *seqs = NULL;
+    int64_t (*rows)[NCAT] = NULL;
+    if (tdm__model_build(snap, &m) != TDM_OK ||
+        tdm__categories_infer(m, &cats) != TDM_OK)
+        goto oom;
+    printf("%s\n", path);
+    int shown = 0;
+    for (size_t dev = 0; dev < m->device_count; dev++) {
+        const tdm_model_device *d = &m->devices[dev];
+        if (device >= 0 && d->ordinal != device)
+            continue;
+        if (device < 0 && d->alloc_events == 0 && d->seeded_from_free == 0 &&
+            d->seeded_from_state == 0)
+            continue;
+        shown++;
+        /* Row 0 is the peak; then nsamples evenly spaced times, each the
+         * state after the last event at or before it. */
+        size_t n = 1 + nsamples;
+        free(seqs);
+        free(rows);
+        seqs = malloc(n * sizeof *seqs);
+        rows = malloc(n * sizeof *rows);
+        if (!seqs || !rows)
+            goto oom;
+        seqs[0] = d->peak_seq;
+        uint64_t t0 = m->window_start_ns, t1 = m->window_end_ns;
+        for (unsigned i = 0; i < nsamples; i++) {
+            uint64_t t = nsamples > 1 ? t0 + (uint64_t)((double)(t1 - t0) * i /
+                                                        (nsamples - 1))
+                                      : t1;
+            seqs[1 + i] = tdm__model_seq_at_time(m, t);
+        }
+        qsort(seqs + 1, nsamples, sizeof *seqs, int64_cmp);
+        /* bytes_at wants ascending positions: do the peak on its own. */
+        if (bytes_at(m, cats, dev, seqs, 1, rows) != TDM_OK ||
+            bytes_at(m, cats, dev, seqs + 1, nsamples, rows + 1) != TDM_OK)
+            goto oom;
+        print_device(stdout, m, dev, rows, seqs, n);
+    }
+    if (!shown)
+        printf("no device%s with allocations\n", device >= 0 ? " by that number" : "");
+    free(seqs);
+    free(rows);
+    free(cats);
+    tdm__model_free(m);
+    tdm__snap_free(snap);
+    return rc;
+oom:
+    fprintf(stderr, "tidemark categories: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+    free(seqs);
+    free(rows);
+    free(cats);
+    tdm__model_free(m);
+    tdm__snap_free(snap);
+    return TDM_EXIT_TOOL_ERROR;
+}
+
+/* ---- traces CSV: inferred labels and their score ------------------------ */
+
+static int addr_cmp(const void *key, const void *elem)
+{
+    uint64_t k = *(const uint64_t *)key, a = ((const tdm_trace_alloc *)elem)->addr;
+    return k < a ? -1 : k > a;
+}
+
+static void print_score(const char *path, const tdm_trace_alloc *ta, size_t n,
+                        const uint8_t *inferred, uint64_t end_ns,
+                        double *overall)
+{
+    double w_all[NCAT] = {0}, w_ok[NCAT] = {0};
+    size_t count[NCAT] = {0};
+    double total = 0, ok = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t until = ta[i].free_ns == UINT64_MAX ? end_ns : ta[i].free_ns;
+        double w = (double)ta[i].size *
+                   (double)(until > ta[i].alloc_ns ? until - ta[i].alloc_ns : 0);
+        uint8_t t = ta[i].truth;
+        w_all[t] += w;
+        count[t]++;
+        total += w;
+        if (inferred[i] == t) {
+            w_ok[t] += w;
+            ok += w;
+        }
+    }
+    const char *base = strrchr(path, '/');
+    printf("%s: %zu allocations, agreement weighted by bytes x lifetime\n",
+           base ? base + 1 : path, n);
+    printf("  %-16s %8s %8s %8s\n", "category", "allocs", "weight%", "agree%");
+    char nb[32];
+    for (int i = 0; i < NCAT; i++) {
+        uint8_t c = cat_order[i];
+        if (!count[c])
+            continue;
+        printf("  %-16s %8zu %8.2f %8.2f\n", upper_name(c, nb, sizeof nb),
+               count[c], total > 0 ? 100.0 * w_all[c] / total : 0.0,
+               w_all[c] > 0 ? 100.0 * w_ok[c] / w_all[c] : 100.0);
+    }
+    *overall = total > 0 ? 100.0 * ok / total : 100.0;
+    printf("  overall agreement: %.2f%%\n", *overall);
+}
+
+static int run_trace(const char *path, int score, double min_score)
+{
+    tdm_trace_alloc *ta = NULL;
+    size_t nta = 0;
+    tdm_trace_csv_options o = {.tag_with_category = 0, .allocs = &ta,
+                               .alloc_count = &nta};
+    tdm_snap *snap = NULL;
+    char err[256];
+    tdm_status st = tdm__import_trace_csv(path, &o, &snap, err, sizeof err);
+    if (st != TDM_OK) {
+        fprintf(stderr, "tidemark categories: %s: %s\n", path,
+                err[0] ? err : tdm_strerror(st));
+        return st == TDM_HOST_OUT_OF_MEMORY ? TDM_EXIT_TOOL_ERROR
+                                            : TDM_EXIT_BAD_INPUT;
+    }
+    tdm_model *m = NULL;
+    uint8_t *cats = NULL, *inferred = NULL;
+    int rc = TDM_EXIT_OK;
+    if (tdm__model_build(snap, &m) != TDM_OK ||
+        tdm__categories_infer(m, &cats) != TDM_OK ||
+        !(inferred = malloc(nta ? nta : 1))) {
+        fprintf(stderr, "tidemark categories: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+        rc = TDM_EXIT_TOOL_ERROR;
+        goto out;
+    }
+    /* The importer's addresses grow with file order and are never reused,
+     * so an address names one row. */
+    memset(inferred, TDM_CATEGORY_UNKNOWN, nta);
+    for (size_t i = 0; i < m->alloc_count; i++) {
+        const tdm_trace_alloc *t =
+            bsearch(&m->allocs[i].addr, ta, nta, sizeof *ta, addr_cmp);
+        if (t)
+            inferred[t - ta] = cats[i];
+    }
+    if (score) {
+        double overall;
+        uint64_t end_ns = snap->event_count
+                              ? snap->events[snap->event_count - 1].time_ns : 0;
+        print_score(path, ta, nta, inferred, end_ns, &overall);
+        if (min_score >= 0 && overall < min_score) {
+            fprintf(stderr, "tidemark categories: %s: agreement %.2f%% is below %.2f%%\n",
+                    path, overall, min_score);
+            rc = TDM_EXIT_GATE_FAILED;
+        }
+    } else {
+        char nb[32];
+        printf("id,category\n");
+        for (size_t i = 0; i < nta; i++)
+            printf("%" PRIu64 ",%s\n", ta[i].id, upper_name(inferred[i], nb, sizeof nb));
+    }
+out:
+    free(inferred);
+    free(cats);
+    free(ta);
+    tdm__model_free(m);
+    tdm__ibuild_snap_free(snap);
+    return rc;
+}
+
+/* ---- command line -------------------------------------------------------- */
+
+void tdm__cli_categories_help(FILE *out)
+{
+    fputs("usage: tidemark categories [--samples N] [--device N] FILE.tdm\n"
+          "       tidemark categories --trace TRACE.csv [--score [--min-score PCT]]\n"
+          "\n"
+          "Says what kind of memory each allocation is: parameter,\n"
+          "optimizer_state, gradient, activation, input, temporary or unknown.\n"
+          "An explicit tag (tdm_tag_push, tdm_tag_ptr) wins; otherwise the kind\n"
+          "is inferred from the phase marks and lifetimes (docs/categories.md).\n"
+          "\n"
+          "With a snapshot: bytes per category at the peak, then a table of\n"
+          "bytes per category at N evenly spaced times (default 12).\n"
+          "\n"
+          "  --trace CSV     read an allocation trace (action,time_ns,id,size,\n"
+          "                  category), ignore its category column, and print\n"
+          "                  'id,category' for every allocation\n"
+          "  --score         instead, compare with the category column: agreement\n"
+          "                  weighted by bytes x lifetime, per category and overall\n"
+          "  --min-score PCT with --score: exit 3 when the overall agreement is lower\n"
+          "  --samples N     rows of the over-time table (0 = only the peak)\n"
+          "  --device N      only this device ordinal\n",
+          out);
+}
+
+int tdm__cli_categories(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"trace", required_argument, NULL, 't'},
+        {"score", no_argument, NULL, 's'},
+        {"min-score", required_argument, NULL, 'm'},
+        {"samples", required_argument, NULL, 'n'},
+        {"device", required_argument, NULL, 'd'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *trace = NULL;
+    int score = 0, device = -1;
+    double min_score = -1;
+    unsigned long samples = 12;
+    char *end;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 't':
+            trace = optarg;
+            break;
+        case 's':
+            score = 1;
+            break;
+        case 'm':
+            min_score = strtod(optarg, &end);
+            if (*end || end == optarg || min_score < 0 || min_score > 100) {
+                fprintf(stderr, "tidemark categories: --min-score wants a percentage, got '%s'\n",
+                        optarg);
+                return TDM_EXIT_USAGE;
+            }
+            break;
+        case 'n':
+            samples = strtoul(optarg, &end, 10);
+            if (*end || end == optarg || optarg[0] == '-' || samples > 10000) {
+                fprintf(stderr, "tidemark categories: --samples wants 0..10000, got '%s'\n",
+                        optarg);
+                return TDM_EXIT_USAGE;
+            }
+            break;
+        case 'd':
+            device = (int)strtol(optarg, &end, 10);
+            if (*end || end == optarg || device < 0 || device > 32767) {
+                fprintf(stderr, "tidemark categories: --device wants an ordinal, got '%s'\n",
+                        optarg);
+                return TDM_EXIT_USAGE;
+            }
+            break;
+        case 'h':
+            tdm__cli_categories_help(stdout);
+            return TDM_EXIT_OK;
+        default:
+            fprintf(stderr, "tidemark categories: unknown or incomplete option '%s'\n"
+                            "Try 'tidemark help categories'.\n",
+                    argv[optind - 1]);
+            return TDM_EXIT_USAGE;
+        }
+    }
+    if (trace) {
+        if (optind != argc) {
+            fprintf(stderr, "tidemark categories: --trace takes no snapshot too ('%s')\n",
+                    argv[optind]);
+            return TDM_EXIT_USAGE;
+        }
+        return run_trace(trace, score, min_score);
+    }
+    if (score || min_score >= 0) {
+        fprintf(stderr, "tidemark categories: --score needs --trace\n");
+        return TDM_EXIT_USAGE;
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "tidemark categories: no snapshot given\n"
+                        "Try 'tidemark help categories'.\n");
+        return TDM_EXIT_USAGE;
+    }
+    int rc = TDM_EXIT_OK;
+    for (int i = optind; i < argc; i++)
+        rc = tdm__cli_worse(rc, run_snapshot(argv[i], (unsigned)samples, device));
+    return rc;
+}

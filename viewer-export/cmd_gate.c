@@ -1,0 +1,126 @@
+/* viewer-export/cmd_gate.c: `tidemark gate [GATES] FILE...`, memory limits
+ * for CI on snapshots already recorded: every gate (gate.h) on every device
+ * of every file, a line per result and a short account of each failure on
+ * stdout, optionally JUnit XML and GitHub Actions annotations.
+ *
+ * Exit codes: 0 every gate passed; 3 one failed; 2 a file (or the
+ * baseline) is missing, corrupt or truncated, or a figure could not be
+ * measured from it; 1 usage; 4 tidemark failed (out of memory, cannot
+ * write the JUnit file).  A failed gate outranks bad input, so a CI job
+ * that must not regress still sees 3.  No state, no locks.
+ */
+#include "cli.h"
+#include "gate.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+void tdm__cli_gate_help(FILE *out)
+{
+    fputs("usage: tidemark gate GATE... [OPTIONS] FILE [FILE...]\n"
+          "\n"
+          "Checks memory limits on recorded snapshots, for CI.  Each file is a .tdm\n"
+          "snapshot (or a file `tidemark import` reads).  Prints one line per gate\n"
+          "per device per file, then for each failure the limit, the figure, when it\n"
+          "happened (time, step, phase) and the allocation sites holding the memory.\n"
+          "\n",
+          out);
+    tdm__gate_options_help(out);
+    fputs("  -h, --help             this text\n"
+          "\n"
+          "At least one gate is needed.  Exit codes: 0 all gates passed, 1 usage error,\n"
+          "2 a file missing, unreadable, corrupt or truncated (or a figure it cannot\n"
+          "give), 3 a gate failed (outranks 2), 4 internal error.  See docs/ci.md.\n",
+          out);
+}
+
+int tdm__cli_gate(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        TDM_GATE_LONGOPTS,
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    tdm_gate_options o;
+    tdm__gate_options_init(&o);
+    int c;
+    opterr = 0;
+    optind = 0;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        if (c == 'h') {
+            tdm__cli_gate_help(stdout);
+            return TDM_EXIT_OK;
+        }
+        if (c == ':') {
+            fprintf(stderr, "tidemark gate: option '%s' needs a value\n", argv[optind - 1]);
+            goto usage;
+        }
+        int took = tdm__gate_option("gate", c, optarg, &o);
+        if (took < 0)
+            goto usage;
+        if (took == 0) {
+            if (optopt)
+                fprintf(stderr, "tidemark gate: unknown option '-%c'\n", optopt);
+            else
+                fprintf(stderr, "tidemark gate: unknown option '%s'\n", argv[optind - 1]);
+            goto usage;
+        }
+    }
+    if (tdm__gate_options_check("gate", &o))
+        goto usage;
+    if (!o.enabled) {
+        fprintf(stderr, "tidemark gate: no gate given (--max-peak, --max-reserved, "
+                        "--max-leak or --baseline with --max-growth)\n");
+        goto usage;
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "tidemark gate: no snapshot file given\n");
+        goto usage;
+    }
+
+    size_t n = (size_t)(argc - optind);
+    tdm_gate_input *inputs = calloc(n, sizeof *inputs);
+    tdm_gate_input baseline;
+    memset(&baseline, 0, sizeof baseline);
+    if (!inputs) {
+        fprintf(stderr, "tidemark gate: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+        return TDM_EXIT_TOOL_ERROR;
+    }
+    int rc = TDM_EXIT_OK;
+    if (o.baseline)
+        rc = tdm__cli_worse(rc, tdm__gate_input_load("gate", o.baseline, &baseline));
+    for (size_t i = 0; i < n; i++)
+        rc = tdm__cli_worse(rc, tdm__gate_input_load("gate", argv[optind + (int)i], &inputs[i]));
+
+    tdm_gate_report rep;
+    tdm_status st = tdm__gate_evaluate(&o, inputs, n, o.baseline ? &baseline : NULL, &rep);
+    if (st == TDM_OK) {
+        st = tdm__gate_print(stdout, &o, inputs, &rep);
+        if (st == TDM_OK && o.github)
+            tdm__gate_print_github(stdout, inputs, &rep);
+        if (st == TDM_OK && o.junit) {
+            st = tdm__junit_write("gate", o.junit, "tidemark gate", 0.0, &o, inputs, n, &rep);
+            if (st == TDM_IO_ERROR) /* already explained */
+                rc = tdm__cli_worse(rc, TDM_EXIT_TOOL_ERROR), st = TDM_OK;
+        }
+        rc = tdm__cli_worse(rc, tdm__gate_exit_code(&rep));
+        tdm__gate_report_free(&rep);
+    }
+    if (st != TDM_OK) {
+        fprintf(stderr, "tidemark gate: %s\n", tdm_strerror(st));
+        rc = TDM_EXIT_TOOL_ERROR;
+    }
+    for (size_t i = 0; i < n; i++)
+        tdm__gate_input_free(&inputs[i]);
+    tdm__gate_input_free(&baseline);
+    free(inputs);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "tidemark gate: cannot write the output\n");
+        rc = TDM_EXIT_TOOL_ERROR;
+    }
+    return rc;
+usage:
+    fprintf(stderr, "Try 'tidemark help gate'.\n");
+    return TDM_EXIT_USAGE;
+}

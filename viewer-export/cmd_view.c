@@ -1,0 +1,323 @@
+/* viewer-export/cmd_view.c: `tidemark view A.tdm [B.tdm] -o view.html`,
+ * the offline memory viewer: one HTML file holding the page's code
+ * (viewer-export/html/, embedded at build time) and each snapshot's
+ * compact data (view_data.c), so it opens from disk on a machine with no
+ * network and fetches nothing.
+ *
+ * The page is written to a temporary file beside the output and renamed
+ * over it, so a reader never sees half a page.  A truncated snapshot is
+ * shown up to its cut, with a warning, and the command exits 2, as
+ * `tidemark summary` does.  No state, no locks.
+ */
+#include "categories.h"
+#include "cli.h"
+#include "format_size.h"
+#include "view_data.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- the page ----------------------------------------------------------- */
+
+static int put(FILE *out, const void *p, size_t n)
+{
+    return n && fwrite(p, 1, n, out) != n ? -1 : 0;
+}
+
+/* Nonzero when `needle` occurs in the first n bytes of `hay` (any case). */
+static int contains(const unsigned char *hay, size_t n, const char *needle)
+{
+    size_t k = strlen(needle);
+    for (size_t i = 0; i + k <= n; i++)
+        if (strncasecmp((const char *)hay + i, needle, k) == 0)
+            return 1;
+    return 0;
+}
+
+static tdm_status write_data(FILE *out, const tdm_view_input *in, size_t n, int device,
+                             uint64_t *bytes)
+{
+    char head[160];
+    int len = snprintf(head, sizeof head,
+                       "{\"generator\":\"tidemark %s\",\"device\":%d,\"snapshots\":[",
+                       TDM_VERSION_STRING, device);
+    if (put(out, head, (size_t)len))
+        return TDM_IO_ERROR;
+    *bytes = (uint64_t)len;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t one;
+        if (i && put(out, ",", 1))
+            return TDM_IO_ERROR;
+        tdm_status s = tdm__view_data_write(out, &in[i], &one);
+        if (s != TDM_OK)
+            return s;
+        *bytes += one + (i > 0);
+    }
+    *bytes += 2;
+    return put(out, "]}", 2) ? TDM_IO_ERROR : TDM_OK;
+}
+
+tdm_status tdm__view_page_write(FILE *out, const tdm_view_input *in, size_t n,
+                                int device, uint64_t *data_bytes)
+{
+    const unsigned char *t = tdm__view_asset_html;
+    size_t tlen = tdm__view_asset_html_len;
+    *data_bytes = 0;
+    /* The code goes inside <script>/<style> elements verbatim: it must not
+     * close them early. */
+    if (contains(tdm__view_asset_js, tdm__view_asset_js_len, "</script") ||
+        contains(tdm__view_asset_css, tdm__view_asset_css_len, "</style"))
+        return TDM_INTERNAL;
+    /* Copy the template, replacing each @TDM_NAME@ marker. */
+    size_t i = 0, from = 0;
+    while (i < tlen) {
+        static const char mark[] = "@TDM_";
+        if (t[i] != '@' || i + sizeof mark - 1 > tlen ||
+            memcmp(t + i, mark, sizeof mark - 1) != 0) {
+            i++;
+            continue;
+        }
+        size_t end = i + sizeof mark - 1;
+        while (end < tlen && t[end] != '@' && end - i < 32)
+            end++;
+        if (end >= tlen || t[end] != '@') {
+            i++;
+            continue;
+        }
+        if (put(out, t + from, i - from))
+            return TDM_IO_ERROR;
+        const char *name = (const char *)t + i + sizeof mark - 1;
+        size_t nlen = end - (i + sizeof mark - 1);
+        tdm_status s = TDM_OK;
+        if (nlen == 3 && memcmp(name, "CSS", 3) == 0)
+            s = put(out, tdm__view_asset_css, tdm__view_asset_css_len) ? TDM_IO_ERROR : TDM_OK;
+        else if (nlen == 2 && memcmp(name, "JS", 2) == 0)
+            s = put(out, tdm__view_asset_js, tdm__view_asset_js_len) ? TDM_IO_ERROR : TDM_OK;
+        else if (nlen == 4 && memcmp(name, "DATA", 4) == 0)
+            s = write_data(out, in, n, device, data_bytes);
+        else if (nlen == 7 && memcmp(name, "VERSION", 7) == 0)
+            s = put(out, TDM_VERSION_STRING, strlen(TDM_VERSION_STRING)) ? TDM_IO_ERROR
+                                                                        : TDM_OK;
+        else
+            s = TDM_INTERNAL; /* a marker the template should not have */
+        if (s != TDM_OK)
+            return s;
+        i = from = end + 1;
+    }
+    return put(out, t + from, tlen - from) ? TDM_IO_ERROR : TDM_OK;
+}
+
+/* ---- the command --------------------------------------------------------- */
+
+void tdm__cli_view_help(FILE *out)
+{
+    fputs("usage: tidemark view [OPTIONS] A.tdm [B.tdm] [-o OUT.html]\n"
+          "\n"
+          "Writes one self-contained HTML page to open in a browser, offline:\n"
+          "live memory by category over time (stacked) with allocated and\n"
+          "reserved lines, step and phase bands, the peak and OOMs marked; zoom\n"
+          "and pan; the allocations live at a clicked time, largest first, with\n"
+          "their stacks and a flame graph; the segment and block map at that\n"
+          "time; a summary header and the top allocation sites.  With two\n"
+          "snapshots, they are shown side by side.  See docs/viewer.md.\n"
+          "\n"
+          "options:\n"
+          "  -o, --output FILE  the page to write (default: A's name with .html)\n"
+          "  --device N         the device ordinal shown first (default: the\n"
+          "                     first with allocations)\n"
+          "  -h, --help         this text\n"
+          "\n"
+          "Exit codes: 0 ok, 1 usage error, 2 missing, unreadable, corrupt or\n"
+          "truncated input (a truncated file is shown up to its cut), 4 internal\n"
+          "error or the page could not be written.\n",
+          out);
+}
+
+/* "run.tdm" -> "run.html" (in the same folder). */
+static char *default_output(const char *in)
+{
+    size_t n = strlen(in);
+    if (n > 4 && strcmp(in + n - 4, ".tdm") == 0)
+        n -= 4;
+    char *out = malloc(n + 6);
+    if (out) {
+        memcpy(out, in, n);
+        memcpy(out + n, ".html", 6);
+    }
+    return out;
+}
+
+/* mkstemp makes the file 0600; a page is as readable as any new file. */
+static int fchmod_like_umask(const char *path)
+{
+    mode_t mask = umask(0);
+    umask(mask);
+    return chmod(path, 0666 & ~mask);
+}
+
+/* Writes the page to a temporary file beside `path`, then renames it. */
+static int write_page(const char *path, const tdm_view_input *in, size_t n, int device,
+                      uint64_t *data_bytes, uint64_t *page_bytes)
+{
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 16);
+    if (!tmp) {
+        fprintf(stderr, "tidemark view: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+        return TDM_EXIT_TOOL_ERROR;
+    }
+    snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        fprintf(stderr, "tidemark view: cannot create %s: %s\n", tmp, strerror(errno));
+        free(tmp);
+        return TDM_EXIT_TOOL_ERROR;
+    }
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        fprintf(stderr, "tidemark view: %s: %s\n", tmp, strerror(errno));
+        close(fd);
+        unlink(tmp);
+        free(tmp);
+        return TDM_EXIT_TOOL_ERROR;
+    }
+    setvbuf(f, NULL, _IOFBF, 1 << 20);
+    tdm_status s = tdm__view_page_write(f, in, n, device, data_bytes);
+    long size = ftell(f);
+    int bad = s != TDM_OK || fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0;
+    int saved = errno;
+    if (fclose(f) != 0)
+        bad = 1;
+    if (!bad && fchmod_like_umask(tmp) == 0 && rename(tmp, path) == 0) {
+        *page_bytes = size > 0 ? (uint64_t)size : 0;
+        free(tmp);
+        return TDM_EXIT_OK;
+    }
+    if (!bad)
+        saved = errno;
+    if (s != TDM_OK && s != TDM_IO_ERROR)
+        fprintf(stderr, "tidemark view: %s\n", tdm_strerror(s));
+    else
+        fprintf(stderr, "tidemark view: cannot write %s: %s\n", path, strerror(saved));
+    unlink(tmp);
+    free(tmp);
+    return TDM_EXIT_TOOL_ERROR;
+}
+
+int tdm__cli_view(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"device", required_argument, NULL, 'd'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *output = NULL;
+    int device = -1, c;
+    char *end;
+
+    opterr = 0;
+    optind = 0; /* GNU: full re-initialisation, argv[0] is "view" */
+    while ((c = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'o':
+            output = optarg;
+            break;
+        case 'd': {
+            long v = strtol(optarg, &end, 10);
+            if (!optarg[0] || *end || v < 0 || v > 32767) {
+                fprintf(stderr, "tidemark view: --device needs a number up to 32767, not '%s'\n",
+                        optarg);
+                goto usage;
+            }
+            device = (int)v;
+            break;
+        }
+        case 'h':
+            tdm__cli_view_help(stdout);
+            return TDM_EXIT_OK;
+        case ':':
+            fprintf(stderr, "tidemark view: option '%s' needs a value\n", argv[optind - 1]);
+            goto usage;
+        default:
+            if (optopt)
+                fprintf(stderr, "tidemark view: unknown option '-%c'\n", optopt);
+            else
+                fprintf(stderr, "tidemark view: unknown option '%s'\n", argv[optind - 1]);
+            goto usage;
+        }
+    }
+    int nfiles = argc - optind;
+    if (nfiles < 1) {
+        fprintf(stderr, "tidemark view: no snapshot file given\n");
+        goto usage;
+    }
+    if (nfiles > 2) {
+        fprintf(stderr, "tidemark view: at most two snapshots side by side, got %d\n", nfiles);
+        goto usage;
+    }
+
+    tdm_view_input in[2];
+    tdm_snap *snaps[2] = {NULL, NULL};
+    tdm_model *models[2] = {NULL, NULL};
+    uint8_t *cats[2] = {NULL, NULL};
+    char *def = NULL;
+    int rc = TDM_EXIT_OK;
+    memset(in, 0, sizeof in);
+    for (int i = 0; i < nfiles; i++) {
+        const char *path = argv[optind + i];
+        int one = tdm__cli_read_snapshot("view", path, &snaps[i], &in[i].truncated,
+                                         &in[i].truncated_at);
+        rc = tdm__cli_worse(rc, one);
+        if (!snaps[i])
+            goto out;
+        if (tdm__model_build(snaps[i], &models[i]) != TDM_OK ||
+            tdm__categories_infer(models[i], &cats[i]) != TDM_OK) {
+            fprintf(stderr, "tidemark view: %s: %s\n", path,
+                    tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+            rc = tdm__cli_worse(rc, TDM_EXIT_TOOL_ERROR);
+            goto out;
+        }
+        in[i].path = path;
+        in[i].snap = snaps[i];
+        in[i].model = models[i];
+        in[i].cats = cats[i];
+    }
+    if (!output && !(output = def = default_output(argv[optind]))) {
+        fprintf(stderr, "tidemark view: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+        rc = TDM_EXIT_TOOL_ERROR;
+        goto out;
+    }
+    uint64_t data_bytes = 0, page_bytes = 0, events = 0;
+    int w = write_page(output, in, (size_t)nfiles, device, &data_bytes, &page_bytes);
+    rc = tdm__cli_worse(rc, w);
+    if (w == TDM_EXIT_OK) {
+        char a[TDM_FMT_LEN], b[TDM_FMT_LEN];
+        for (int i = 0; i < nfiles; i++)
+            events += snaps[i]->event_count;
+        printf("tidemark view: wrote %s (%s; data %s", output,
+               tdm__fmt_bytes(a, sizeof a, page_bytes), tdm__fmt_bytes(b, sizeof b, data_bytes));
+        if (events)
+            printf(", %.1f bytes per event", (double)data_bytes / (double)events);
+        printf(")\n");
+    }
+out:
+    for (int i = 0; i < 2; i++) {
+        free(cats[i]);
+        tdm__model_free(models[i]);
+        if (snaps[i])
+            tdm__snap_free(snaps[i]);
+    }
+    free(def);
+    if (fflush(stdout) != 0 || ferror(stdout))
+        rc = tdm__cli_worse(rc, TDM_EXIT_TOOL_ERROR);
+    return rc;
+usage:
+    fprintf(stderr, "Try 'tidemark help view'.\n");
+    return TDM_EXIT_USAGE;
+}

@@ -1,0 +1,523 @@
+/* viewer-export/export_perfetto.c: `tidemark export --format perfetto`, a
+ * Chrome JSON trace (the Trace Event Format) that ui.perfetto.dev,
+ * chrome://tracing and HTA open, or, with --merge, the same events spliced
+ * into a PyTorch profiler trace of the same run.  docs/export.md
+ * "perfetto" lists every event shape; in short, per device:
+ *   counters  "device N allocated" / "device N reserved" {"bytes": B},
+ *             "device N <category>" {"bytes": B} per category;
+ *   instants  "[memory]" per alloc and free, with Kineto's args (Total
+ *             Reserved, Total Allocated, Bytes, Addr, Device Id, Device
+ *             Type) plus "Category"; "OOM" and "snapshot";
+ *   slices    phases and steps ("X" events on their own threads).
+ *
+ * Times: ts is µs (3 decimals) after a base.  Standalone, the base is the
+ * first event's time and the top-level "baseTimeNanoseconds" says it, as
+ * Kineto does; merged, the profiler trace's own baseTimeNanoseconds is
+ * used, or 0 (absolute µs since the epoch, older Kineto) when it has
+ * none.  Both clocks are CLOCK_REALTIME, so the events line up.
+ *
+ * Merging copies the profiler file byte for byte except for our events,
+ * inserted at the end of its traceEvents array: nothing of the profiler's
+ * own is rewritten.  No state, no locks.
+ */
+#include "categories.h"
+#include "export_formats.h"
+#include "json.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Thread ids of our own tracks: far above real tids, below INT32_MAX. */
+#define TID_PHASES 2000000001
+#define TID_STEPS 2000000002
+#define TID_MARKS 2000000003
+
+#define NCAT TDM_CATEGORY_COUNT_
+
+typedef struct pf {
+    tdm_jw w;
+    const tdm_export_context *ctx;
+    const tdm_snap *s;
+    const tdm_model *m;
+    uint8_t *cats;
+    int32_t *ev_alloc;  /* per event: the model alloc it opens or closes, -1 */
+    int64_t base_ns;    /* ts origin */
+    int64_t pid;
+    size_t *cursor;     /* per device: current sample */
+    int64_t (*cat_bytes)[NCAT]; /* per device: live bytes per category */
+} pf;
+
+static int device_type_of(const char *vendor)
+{
+    /* c10::DeviceType values, as Kineto writes them: XPU for Level Zero,
+     * CUDA for the rest (ROCm builds of PyTorch call HIP devices CUDA;
+     * the sim device stands in for a GPU). */
+    return vendor && strcmp(vendor, "ze") == 0 ? 12 : 1;
+}
+
+static int wanted(const pf *p, size_t dev)
+{
+    return p->ctx->device < 0 || p->m->devices[dev].ordinal == p->ctx->device;
+}
+
+/* {"ph":"X"... opener shared by every event. */
+static void ev_head(pf *p, const char *ph, const char *name, int64_t tid,
+                    int64_t t_ns)
+{
+    tdm_jw *w = &p->w;
+    tdm__jw_sep(w);
+    tdm__jw_open(w, '{');
+    tdm__jw_kstr(w, "ph", ph);
+    tdm__jw_kstr(w, "name", name);
+    tdm__jw_ki64(w, "pid", p->pid);
+    tdm__jw_ki64(w, "tid", tid);
+    tdm__jw_key(w, "ts");
+    tdm__jw_us(w, t_ns - p->base_ns);
+}
+
+static void counter(pf *p, const char *name, int64_t t_ns, int64_t bytes)
+{
+    ev_head(p, "C", name, p->pid, t_ns);
+    tdm__jw_key(&p->w, "args");
+    tdm__jw_open(&p->w, '{');
+    tdm__jw_ki64(&p->w, "bytes", bytes);
+    tdm__jw_close(&p->w, '}');
+    tdm__jw_close(&p->w, '}');
+}
+
+static void track_name(char *buf, size_t len, const tdm_model_device *d,
+                       const char *what)
+{
+    snprintf(buf, len, "device %d %s", d->ordinal, what);
+}
+
+static void cat_counter(pf *p, size_t dev, uint8_t c, int64_t t_ns)
+{
+    char name[64];
+    track_name(name, sizeof name, &p->m->devices[dev],
+               tdm_category_name((tdm_category)c));
+    counter(p, name, t_ns, p->cat_bytes[dev][c]);
+}
+
+static void thread_name(pf *p, int64_t tid, const char *name)
+{
+    tdm_jw *w = &p->w;
+    tdm__jw_sep(w);
+    tdm__jw_open(w, '{');
+    tdm__jw_kstr(w, "ph", "M");
+    tdm__jw_kstr(w, "name", tid == p->pid ? "process_name" : "thread_name");
+    tdm__jw_ki64(w, "pid", p->pid);
+    tdm__jw_ki64(w, "tid", tid);
+    tdm__jw_key(w, "args");
+    tdm__jw_open(w, '{');
+    tdm__jw_kstr(w, "name", name);
+    tdm__jw_close(w, '}');
+    tdm__jw_close(w, '}');
+}
+
+static void slice(pf *p, int64_t tid, const char *name, int64_t t0, int64_t t1)
+{
+    ev_head(p, "X", name, tid, t0);
+    tdm__jw_key(&p->w, "dur");
+    tdm__jw_us(&p->w, t1 > t0 ? t1 - t0 : 0);
+    tdm__jw_close(&p->w, '}');
+}
+
+/* The values at the window start: one counter of each kind per device. */
+static void initial_counters(pf *p)
+{
+    const tdm_model *m = p->m;
+    for (size_t i = 0; i < m->alloc_count; i++) {
+        const tdm_model_alloc *a = &m->allocs[i];
+        if (a->alloc_seq < 0)
+            p->cat_bytes[a->device_index][p->cats[i]] += (int64_t)a->size;
+    }
+    int64_t t0 = (int64_t)m->window_start_ns;
+    char name[64];
+    for (size_t d = 0; d < m->device_count; d++) {
+        if (!wanted(p, d))
+            continue;
+        const tdm_model_device *dev = &m->devices[d];
+        track_name(name, sizeof name, dev, "allocated");
+        counter(p, name, t0, dev->samples[0].allocated);
+        track_name(name, sizeof name, dev, "reserved");
+        counter(p, name, t0, dev->samples[0].reserved);
+        for (uint8_t c = 0; c < NCAT; c++)
+            if (p->cat_bytes[d][c])
+                cat_counter(p, d, c, t0);
+    }
+}
+
+static void memory_event(pf *p, size_t d, const tdm_event *ev,
+                         const tdm_model_sample *smp, int64_t bytes,
+                         uint8_t cat)
+{
+    tdm_jw *w = &p->w;
+    const tdm_model_device *dev = &p->m->devices[d];
+    ev_head(p, "i", "[memory]", p->pid, (int64_t)ev->time_ns);
+    tdm__jw_kstr(w, "cat", "cpu_instant_event");
+    tdm__jw_kstr(w, "s", "t");
+    tdm__jw_key(w, "args");
+    tdm__jw_open(w, '{');
+    tdm__jw_ki64(w, "Total Reserved", smp->reserved);
+    tdm__jw_ki64(w, "Total Allocated", smp->allocated);
+    tdm__jw_ki64(w, "Bytes", bytes);
+    tdm__jw_ku64(w, "Addr", ev->addr);
+    tdm__jw_ki64(w, "Device Id", dev->ordinal);
+    tdm__jw_ki64(w, "Device Type", device_type_of(dev->vendor));
+    tdm__jw_kstr(w, "Category", tdm_category_name((tdm_category)cat));
+    tdm__jw_close(w, '}');
+    tdm__jw_close(w, '}');
+}
+
+static void mark_event(pf *p, const char *name, const tdm_event *ev, size_t d)
+{
+    tdm_jw *w = &p->w;
+    ev_head(p, "i", name, TID_MARKS, (int64_t)ev->time_ns);
+    tdm__jw_kstr(w, "s", "p");
+    tdm__jw_key(w, "args");
+    tdm__jw_open(w, '{');
+    if (ev->action == TDM_ACTION_OOM) {
+        tdm__jw_ki64(w, "device", p->m->devices[d].ordinal);
+        tdm__jw_ku64(w, "requested", ev->requested);
+        tdm__jw_ku64(w, "rounded", ev->size);
+        tdm__jw_ku64(w, "device free", ev->addr);
+    }
+    tdm__jw_close(w, '}');
+    tdm__jw_close(w, '}');
+}
+
+static const char *phase_label(const pf *p, uint32_t id, char *buf, size_t len)
+{
+    const char *n = tdm__model_phase_name(p->m, id, buf, len);
+    return n[0] ? n : "(none)";
+}
+
+/* The events, in ring order. */
+static void walk(pf *p)
+{
+    const tdm_snap *s = p->s;
+    const tdm_model *m = p->m;
+    char name[64], pbuf[32], sbuf[32];
+    int64_t phase_t0 = 0, step_t0 = 0;
+    uint32_t phase = 0, step = 0;
+    int in_phase = 0, in_step = 0;
+
+    for (size_t i = 0; i < s->event_count; i++) {
+        const tdm_event *ev = &s->events[i];
+        int64_t t = (int64_t)ev->time_ns;
+        if (ev->action == TDM_ACTION_PHASE) {
+            if (in_phase)
+                slice(p, TID_PHASES, phase_label(p, phase, pbuf, sizeof pbuf),
+                      phase_t0, t);
+            phase = ev->phase;
+            phase_t0 = t;
+            in_phase = 1;
+            continue;
+        }
+        if (ev->action == TDM_ACTION_STEP) {
+            if (in_step) {
+                snprintf(sbuf, sizeof sbuf, "step %u", step);
+                slice(p, TID_STEPS, sbuf, step_t0, t);
+            }
+            step = ev->step;
+            step_t0 = t;
+            in_step = 1;
+            continue;
+        }
+        if (ev->action == TDM_ACTION_SNAPSHOT) {
+            mark_event(p, "snapshot", ev, 0);
+            continue;
+        }
+        if (ev->action == TDM_ACTION_TAG || ev->action == TDM_ACTION_FREE_REQUESTED)
+            continue;
+        int di = tdm__model_device_index(m, ev->device);
+        if (di < 0 || !wanted(p, (size_t)di))
+            continue;
+        size_t d = (size_t)di;
+        if (ev->action == TDM_ACTION_OOM) {
+            mark_event(p, "OOM", ev, d);
+            continue;
+        }
+        const tdm_model_device *dev = &m->devices[d];
+        size_t *cur = &p->cursor[d];
+        while (*cur + 1 < dev->sample_count && dev->samples[*cur + 1].seq <= (int64_t)i)
+            (*cur)++;
+        const tdm_model_sample *smp = &dev->samples[*cur];
+        if (ev->action == TDM_ACTION_ALLOC || ev->action == TDM_ACTION_FREE_COMPLETED) {
+            int32_t k = p->ev_alloc[i];
+            uint8_t cat = k >= 0 ? p->cats[k] : TDM_CATEGORY_UNKNOWN;
+            int64_t sz = k >= 0 ? (int64_t)m->allocs[k].size : (int64_t)ev->size;
+            int64_t bytes = ev->action == TDM_ACTION_ALLOC ? sz : -sz;
+            memory_event(p, d, ev, smp, bytes, cat);
+            track_name(name, sizeof name, dev, "allocated");
+            counter(p, name, t, smp->allocated);
+            if (k >= 0) {
+                p->cat_bytes[d][cat] += bytes;
+                cat_counter(p, d, cat, t);
+            }
+        } else {
+            /* segment_alloc/free/map/unmap */
+            track_name(name, sizeof name, dev, "reserved");
+            counter(p, name, t, smp->reserved);
+        }
+    }
+    int64_t end = (int64_t)m->window_end_ns;
+    if (in_phase)
+        slice(p, TID_PHASES, phase_label(p, phase, pbuf, sizeof pbuf), phase_t0, end);
+    if (in_step) {
+        snprintf(sbuf, sizeof sbuf, "step %u", step);
+        slice(p, TID_STEPS, sbuf, step_t0, end);
+    }
+}
+
+static void metadata_events(pf *p, int standalone)
+{
+    char name[512];
+    if (standalone) {
+        const char *cmd = p->s->header.command;
+        snprintf(name, sizeof name, "tidemark: %s",
+                 cmd && cmd[0] ? cmd : p->ctx->input_path);
+        thread_name(p, p->pid, name);
+    }
+    thread_name(p, TID_PHASES, "tidemark phases");
+    thread_name(p, TID_STEPS, "tidemark steps");
+    thread_name(p, TID_MARKS, "tidemark OOM and snapshots");
+}
+
+/* ---- merging into a profiler trace ---------------------------------------- */
+
+typedef struct profiler_trace {
+    char *data;
+    size_t len;
+    size_t events_close;   /* offset of traceEvents' closing ']' */
+    int events_nonempty;
+    int has_base;
+    int64_t base_ns;
+    double ts_min, ts_max; /* µs, over events with a ts */
+    int has_ts;
+} profiler_trace;
+
+static tdm_status read_all(const char *path, char **data, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "tidemark export: --merge %s: %s\n", path, strerror(errno));
+        return TDM_INVALID_ARGUMENT;
+    }
+    size_t cap = 1 << 20, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n == cap) {
+            char *g = realloc(buf, cap * 2);
+            if (!g) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = g;
+            cap *= 2;
+        }
+        size_t k = fread(buf + n, 1, cap - n, f);
+        n += k;
+        if (k == 0)
+            break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf)
+        return TDM_HOST_OUT_OF_MEMORY;
+    if (bad) {
+        fprintf(stderr, "tidemark export: --merge %s: read error\n", path);
+        free(buf);
+        return TDM_INVALID_ARGUMENT;
+    }
+    *data = buf;
+    *len = n;
+    return TDM_OK;
+}
+
+/* Scans one trace event for its "ts". */
+static int scan_event(tdm_jr *r, profiler_trace *t)
+{
+    if (tdm__jr_peek(r) != '{')
+        return tdm__jr_skip(r);
+    const char *k;
+    size_t kl;
+    int more;
+    tdm__jr_object_begin(r);
+    while ((more = tdm__jr_object_next(r, &k, &kl)) == 1) {
+        double d;
+        if (tdm__jr_key_is(k, kl, "ts") && tdm__jr_peek(r) != '"') {
+            if (tdm__jr_number(r, &d, NULL, NULL) != 0)
+                return -1;
+            if (!t->has_ts || d < t->ts_min)
+                t->ts_min = d;
+            if (!t->has_ts || d > t->ts_max)
+                t->ts_max = d;
+            t->has_ts = 1;
+        } else if (tdm__jr_skip(r) != 0) {
+            return -1;
+        }
+    }
+    return more;
+}
+
+static tdm_status parse_profiler(const char *path, profiler_trace *t)
+{
+    tdm_status st = read_all(path, &t->data, &t->len);
+    if (st != TDM_OK)
+        return st;
+    if (t->len >= 2 && (unsigned char)t->data[0] == 0x1f &&
+        (unsigned char)t->data[1] == 0x8b) {
+        fprintf(stderr, "tidemark export: --merge %s: gzip-compressed; "
+                        "gunzip it first\n", path);
+        return TDM_FORMAT_ERROR;
+    }
+    tdm_jr r;
+    tdm__jr_init(&r, t->data, t->len);
+    const char *k;
+    size_t kl;
+    int more, found = 0;
+    if (tdm__jr_object_begin(&r) != 0)
+        goto bad;
+    while ((more = tdm__jr_object_next(&r, &k, &kl)) == 1) {
+        if (tdm__jr_key_is(k, kl, "traceEvents")) {
+            if (tdm__jr_array_begin(&r) != 0)
+                goto bad;
+            int el;
+            while ((el = tdm__jr_array_next(&r)) == 1) {
+                t->events_nonempty = 1;
+                if (scan_event(&r, t) < 0)
+                    goto bad;
+            }
+            if (el < 0)
+                goto bad;
+            t->events_close = (size_t)(r.p - 1 - t->data);
+            found = 1;
+        } else if (tdm__jr_key_is(k, kl, "baseTimeNanoseconds")) {
+            int64_t v;
+            int is_int = 0;
+            if (tdm__jr_number(&r, NULL, &v, &is_int) != 0)
+                goto bad;
+            if (is_int) {
+                t->has_base = 1;
+                t->base_ns = v;
+            }
+        } else if (tdm__jr_skip(&r) != 0) {
+            goto bad;
+        }
+    }
+    if (more < 0)
+        goto bad;
+    if (tdm__jr_peek(&r) != 0) {
+        r.error = "data after the top-level object";
+        r.error_at = (size_t)(r.p - t->data);
+        goto bad;
+    }
+    if (!found) {
+        fprintf(stderr, "tidemark export: --merge %s: no \"traceEvents\" array "
+                        "(not a Chrome/Kineto trace)\n", path);
+        return TDM_FORMAT_ERROR;
+    }
+    return TDM_OK;
+bad:
+    fprintf(stderr, "tidemark export: --merge %s: not valid JSON at byte %zu: %s\n",
+            path, r.error_at, r.error ? r.error : "unexpected input");
+    return TDM_FORMAT_ERROR;
+}
+
+/* ---- entry point ------------------------------------------------------------ */
+
+tdm_status tdm__export_perfetto(FILE *out, const tdm_export_context *ctx)
+{
+    const tdm_model *m = ctx->model;
+    const tdm_snap *s = ctx->snap;
+    const char *merge = tdm__export_option(ctx, "merge");
+    profiler_trace prof = {0};
+    pf p = {.ctx = ctx, .s = s, .m = m};
+    tdm_status st;
+
+    if (merge && (st = parse_profiler(merge, &prof)) != TDM_OK) {
+        free(prof.data);
+        return st;
+    }
+    st = TDM_HOST_OUT_OF_MEMORY;
+    p.pid = s->header.pid > 0 ? s->header.pid : 1;
+    p.ev_alloc = malloc((s->event_count ? s->event_count : 1) * sizeof *p.ev_alloc);
+    p.cursor = calloc(m->device_count + 1, sizeof *p.cursor);
+    p.cat_bytes = calloc(m->device_count + 1, sizeof *p.cat_bytes);
+    if (!p.ev_alloc || !p.cursor || !p.cat_bytes ||
+        tdm__categories_infer(m, &p.cats) != TDM_OK)
+        goto out;
+    for (size_t i = 0; i < s->event_count; i++)
+        p.ev_alloc[i] = -1;
+    for (size_t i = 0; i < m->alloc_count && i < INT32_MAX; i++) {
+        const tdm_model_alloc *a = &m->allocs[i];
+        if (a->alloc_seq >= 0)
+            p.ev_alloc[a->alloc_seq] = (int32_t)i;
+        if (a->free_seq != TDM_MODEL_SEQ_NEVER && !(a->flags & TDM_MODEL_REPLACED))
+            p.ev_alloc[a->free_seq] = (int32_t)i;
+    }
+
+    if (merge) {
+        p.base_ns = prof.has_base ? prof.base_ns : 0;
+        if (prof.has_ts && s->event_count && !ctx->quiet) {
+            double a0 = (double)((int64_t)m->window_start_ns - p.base_ns) / 1000.0;
+            double a1 = (double)((int64_t)m->window_end_ns - p.base_ns) / 1000.0;
+            if (a1 < prof.ts_min || a0 > prof.ts_max)
+                fprintf(stderr, "tidemark export: warning: %s and %s do not overlap in "
+                                "time; are they from the same run?\n",
+                        ctx->input_path, merge);
+        }
+    } else {
+        p.base_ns = (int64_t)m->window_start_ns;
+    }
+
+    if ((st = tdm__jw_init(&p.w, out)) != TDM_OK)
+        goto out;
+    if (merge) {
+        tdm__jw_raw(&p.w, prof.data, prof.events_close);
+        /* We write inside their array: depth 1, "has an element" if theirs did. */
+        p.w.depth = 1;
+        p.w.has_item[0] = (uint8_t)prof.events_nonempty;
+    } else {
+        tdm__jw_open(&p.w, '{');
+        tdm__jw_key(&p.w, "traceEvents");
+        tdm__jw_open(&p.w, '[');
+    }
+    metadata_events(&p, !merge);
+    initial_counters(&p);
+    walk(&p);
+    if (merge) {
+        tdm__jw_raw(&p.w, prof.data + prof.events_close, prof.len - prof.events_close);
+    } else {
+        tdm__jw_close(&p.w, ']');
+        tdm__jw_kstr(&p.w, "displayTimeUnit", "ms");
+        tdm__jw_ki64(&p.w, "baseTimeNanoseconds", p.base_ns);
+        tdm__jw_key(&p.w, "otherData");
+        tdm__jw_open(&p.w, '{');
+        tdm__jw_kstr(&p.w, "producer", "tidemark " TDM_VERSION_STRING);
+        tdm__jw_kstr(&p.w, "snapshot", ctx->input_path);
+        tdm__jw_kstr(&p.w, "host", s->header.host);
+        tdm__jw_ki64(&p.w, "rank", s->header.rank);
+        tdm__jw_ku64(&p.w, "dropped_events", s->dropped_events);
+        tdm__jw_close(&p.w, '}');
+        tdm__jw_close(&p.w, '}');
+        tdm__jw_raw(&p.w, "\n", 1);
+    }
+    st = tdm__jw_finish(&p.w);
+    if (st != TDM_OK)
+        fprintf(stderr, "tidemark export: writing the trace: %s\n", tdm_strerror(st));
+out:
+    if (st == TDM_HOST_OUT_OF_MEMORY)
+        fprintf(stderr, "tidemark export: %s\n", tdm_strerror(st));
+    free(p.ev_alloc);
+    free(p.cursor);
+    free(p.cat_bytes);
+    free(p.cats);
+    free(prof.data);
+    return st;
+}

@@ -1,0 +1,229 @@
+/* viewer-export/gate.h: memory gates for CI, shared by `tidemark gate`
+ * (cmd_gate.c) and `tidemark run` (cmd_run.c), and the helpers that
+ * `tidemark diff` (cmd_diff.c) shares with them: loading an input file
+ * with its model, and naming an allocation site by its frames.
+ *
+ * A gate is a limit on one figure of a snapshot, checked on every device
+ * (or the one --device names) of every file:
+ *   max-peak      the highest allocated bytes of the history (allocator
+ *                 stats when there is no history);
+ *   max-reserved  the highest reserved (segment) bytes;
+ *   max-leak      the bytes still allocated when the snapshot was taken;
+ *   max-growth    the peak's growth over the baseline file's peak on the
+ *                 same device ordinal, in percent.
+ * A figure above its limit fails the gate; equal passes.
+ *
+ * Results are kept per (file, gate, device); the renderers group them:
+ * the text report (one line per result, at most about 30 lines of detail
+ * per failure: limit, value, when, top sites with short stacks), JUnit XML
+ * (junit.c: one testcase per gate per file) and GitHub Actions annotation
+ * lines.  No state, no locks.
+ */
+#ifndef TDM_VIEWER_GATE_H
+#define TDM_VIEWER_GATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tidemark.h"
+#include "snap_model.h"
+#include "model.h"
+
+/* ---- inputs ------------------------------------------------------------- */
+
+/* One file read for a gate or a diff, with its model. */
+typedef struct tdm_gate_input {
+    const char *path;        /* borrowed from argv */
+    tdm_snap *snap;          /* NULL when it could not be read */
+    tdm_model *model;        /* NULL when snap is NULL */
+    void (*snap_free)(tdm_snap *); /* an importer's free; NULL: tdm__snap_free */
+    int truncated;           /* read up to a cut */
+    uint64_t truncated_at;   /* byte offset of the cut */
+    const char *error;       /* why snap is NULL (static text) */
+} tdm_gate_input;
+
+/* Reads `path` and builds its model.  `path` is a .tdm snapshot, or a
+ * file of a format `tidemark import` recognizes by its content (a PyTorch
+ * snapshot pickle, an RMM log, ...: import_formats.h), imported in
+ * memory.  Returns a TDM_EXIT_* code: OK; BAD_INPUT with
+ * in->snap set when the file was truncated (a warning was printed);
+ * BAD_INPUT or TOOL_ERROR with in->snap NULL after printing the error,
+ * prefixed "tidemark CMD: ". */
+int tdm__gate_input_load(const char *cmd, const char *path, tdm_gate_input *in);
+void tdm__gate_input_free(tdm_gate_input *in);
+
+/* ---- options ------------------------------------------------------------ */
+
+typedef enum tdm_gate_kind {
+    TDM_GATE_MAX_PEAK = 0,
+    TDM_GATE_MAX_RESERVED,
+    TDM_GATE_MAX_LEAK,
+    TDM_GATE_MAX_GROWTH,
+    TDM_GATE_KIND_COUNT_
+} tdm_gate_kind;
+
+/* "max-peak", "max-reserved", "max-leak", "max-growth". */
+const char *tdm__gate_kind_name(tdm_gate_kind kind);
+
+typedef struct tdm_gate_options {
+    unsigned enabled;          /* bit (1u << tdm_gate_kind) per gate asked for */
+    uint64_t max_peak;         /* bytes */
+    uint64_t max_reserved;     /* bytes */
+    uint64_t max_leak;         /* bytes */
+    double max_growth;         /* percent over the baseline's peak */
+    const char *baseline;      /* path of the baseline file, or NULL */
+    int device;                /* only this ordinal; -1 = every device */
+    unsigned top;              /* sites shown per failure (default 5) */
+    unsigned frames;           /* frames per site (default 3) */
+    const char *junit;         /* JUnit XML output path, or NULL */
+    int github;                /* print GitHub Actions annotation lines */
+} tdm_gate_options;
+
+void tdm__gate_options_init(tdm_gate_options *o);
+
+/* The long options both commands accept, for getopt_long tables; their
+ * codes are TDM_GATE_OPT_*. */
+enum {
+    TDM_GATE_OPT_MAX_PEAK = 0x100,
+    TDM_GATE_OPT_MAX_RESERVED,
+    TDM_GATE_OPT_MAX_LEAK,
+    TDM_GATE_OPT_MAX_GROWTH,
+    TDM_GATE_OPT_BASELINE,
+    TDM_GATE_OPT_DEVICE,
+    TDM_GATE_OPT_TOP,
+    TDM_GATE_OPT_FRAMES,
+    TDM_GATE_OPT_JUNIT,
+    TDM_GATE_OPT_GITHUB,
+};
+#define TDM_GATE_LONGOPTS                                                      \
+    {"max-peak", required_argument, NULL, TDM_GATE_OPT_MAX_PEAK},              \
+    {"max-reserved", required_argument, NULL, TDM_GATE_OPT_MAX_RESERVED},      \
+    {"max-leak", required_argument, NULL, TDM_GATE_OPT_MAX_LEAK},              \
+    {"max-growth", required_argument, NULL, TDM_GATE_OPT_MAX_GROWTH},          \
+    {"baseline", required_argument, NULL, TDM_GATE_OPT_BASELINE},              \
+    {"device", required_argument, NULL, TDM_GATE_OPT_DEVICE},                  \
+    {"top", required_argument, NULL, TDM_GATE_OPT_TOP},                        \
+    {"frames", required_argument, NULL, TDM_GATE_OPT_FRAMES},                  \
+    {"junit", required_argument, NULL, TDM_GATE_OPT_JUNIT},                    \
+    {"github", no_argument, NULL, TDM_GATE_OPT_GITHUB}
+
+/* Applies option `code` (a TDM_GATE_OPT_*) with its argument.  Returns 1
+ * when it took it, 0 when `code` is not a gate option, -1 after printing a
+ * usage error ("tidemark CMD: ..."). */
+int tdm__gate_option(const char *cmd, int code, const char *arg, tdm_gate_options *o);
+/* Checks the options as a whole (--baseline and --max-growth go
+ * together); -1 after printing a usage error. */
+int tdm__gate_options_check(const char *cmd, const tdm_gate_options *o);
+/* The options' help text, for both commands' --help. */
+void tdm__gate_options_help(FILE *out);
+
+/* ---- evaluation --------------------------------------------------------- */
+
+typedef enum tdm_gate_status {
+    TDM_GATE_PASS = 0,
+    TDM_GATE_SKIP = 1,  /* the file has no such device */
+    TDM_GATE_FAIL = 2,
+    TDM_GATE_ERROR = 3, /* the figure cannot be measured from this file */
+} tdm_gate_status;
+
+/* One gate on one device of one file. */
+typedef struct tdm_gate_result {
+    size_t file;            /* index into the inputs */
+    tdm_gate_kind kind;
+    int device;             /* ordinal */
+    int dev_index;          /* index into the file's model->devices; -1 if absent */
+    tdm_gate_status status;
+    int64_t value;          /* bytes measured (the peak, for max-growth) */
+    int64_t limit;          /* bytes; for max-growth the baseline's peak */
+    double growth;          /* percent over the baseline (max-growth) */
+    double growth_limit;    /* percent allowed (max-growth) */
+    int64_t at_seq;         /* position of the figure (sites are taken there) */
+    int at_end;             /* the figure is the state at the dump */
+    int from_stats;         /* measured from allocator stats (no history) */
+    const char *note;       /* why ERROR/SKIP, or NULL */
+} tdm_gate_result;
+
+typedef struct tdm_gate_report {
+    tdm_gate_result *results;
+    size_t count;
+    size_t passed, failed, skipped, errors;
+} tdm_gate_report;
+
+/* Checks every enabled gate on every input that could be read (inputs
+ * whose snap is NULL get one ERROR result per gate).  `baseline` is the
+ * loaded --baseline file (NULL without one).  TDM_HOST_OUT_OF_MEMORY is
+ * the only failure. */
+tdm_status tdm__gate_evaluate(const tdm_gate_options *o, const tdm_gate_input *inputs,
+                              size_t input_count, const tdm_gate_input *baseline,
+                              tdm_gate_report *report);
+void tdm__gate_report_free(tdm_gate_report *report);
+
+/* When the result's figure was reached: "+1.234 s (event 56), step 3,
+ * phase backward", "at exit, ...", or why that is unknown. */
+void tdm__gate_when(char *buf, size_t len, const tdm_gate_input *in,
+                    const tdm_gate_result *r);
+/* One line: "peak 134.51 MiB > limit 100.00 MiB (+34.51 MiB, 34.5% over)". */
+void tdm__gate_headline(char *buf, size_t len, const tdm_gate_result *r);
+
+/* The text report on `out`: one line per result, then a detail block per
+ * failure (the first three in full, the others one line), then a total
+ * line.  `prefix` starts the result lines (e.g. "tidemark run: ").
+ * Returns TDM_OK or TDM_HOST_OUT_OF_MEMORY. */
+tdm_status tdm__gate_print(FILE *out, const tdm_gate_options *o,
+                           const tdm_gate_input *inputs, const tdm_gate_report *report);
+/* The detail block of one failure (at most about 30 lines). */
+tdm_status tdm__gate_print_failure(FILE *out, const tdm_gate_options *o,
+                                   const tdm_gate_input *in, const tdm_gate_result *r);
+/* One "::error title=...::..." line per failure and error on `out`
+ * (junit.c). */
+void tdm__gate_print_github(FILE *out, const tdm_gate_input *inputs,
+                            const tdm_gate_report *report);
+/* Escapes `in` for a GitHub workflow command: `property` nonzero for a
+ * property value (also ':' and ','), zero for the message. */
+void tdm__github_escape(FILE *out, const char *in, int property);
+
+/* The exit code the results call for: GATE_FAILED if any failed, else
+ * BAD_INPUT if any could not be measured, else OK. */
+int tdm__gate_exit_code(const tdm_gate_report *report);
+
+/* ---- JUnit XML (junit.c) ------------------------------------------------ */
+
+/* Writes the report to `path` as JUnit XML: one <testsuite> named
+ * `suite`, one <testcase> per gate per file (failure, error or skipped as
+ * the worst of its devices says).  `seconds` is the suite's time (the
+ * command's run time for `tidemark run`, 0 otherwise).  Returns
+ * TDM_IO_ERROR (after printing why, prefixed "tidemark CMD: ") when the
+ * file cannot be written. */
+tdm_status tdm__junit_write(const char *cmd, const char *path, const char *suite,
+                            double seconds, const tdm_gate_options *o,
+                            const tdm_gate_input *inputs, size_t input_count,
+                            const tdm_gate_report *report);
+/* Writes `text` (UTF-8, possibly invalid) escaped for XML 1.0 character
+ * data, or for an attribute value when `attribute` is nonzero: markup
+ * characters become entities, bytes that are not valid UTF-8 and
+ * characters XML 1.0 forbids become U+FFFD. */
+void tdm__xml_escape(FILE *out, const char *text, int attribute);
+
+/* ---- sites -------------------------------------------------------------- */
+
+/* Nonzero for a frame of tidemark itself (tdm_* functions, libtidemark*
+ * modules): sites are shown, and matched, from the first other frame. */
+int tdm__site_frame_is_tidemark(const tdm_snap_frame *f);
+/* The index of the first frame of stack `stack_id` that is not
+ * tidemark's (0 when all are); the stack's depth when it has none. */
+uint32_t tdm__site_first_frame(const tdm_snap *s, uint32_t stack_id);
+/* "function (file.c:123)", or "0x1234 (module)" when unsymbolized. */
+void tdm__site_format_frame(char *buf, size_t len, const tdm_snap_frame *f);
+/* Prints up to `frames` frames of a site: the first on the current line,
+ * the others on their own lines after `indent` blanks. */
+void tdm__site_print_frames(FILE *out, const tdm_snap *s, uint32_t stack_id,
+                            unsigned frames, int indent);
+/* A key naming a site by its symbolized frames (function, file's base
+ * name, line; module base name for unsymbolized frames), tidemark's own
+ * frames left out, so that the same code path in two files gets the same
+ * key whatever the stack ids and load addresses.  malloc'd; NULL on
+ * allocation failure. */
+char *tdm__site_key(const tdm_snap *s, uint32_t stack_id);
+
+#endif

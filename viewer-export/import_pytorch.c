@@ -1,0 +1,622 @@
+/* viewer-export/import_pytorch.c: PyTorch memory snapshot pickles → a
+ * tdm_snap (import_formats.h; docs/export.md "import").
+ *
+ * The pickle is parsed by pickle_read.c into a value graph, then walked by
+ * the schema of ../shared/reference/pytorch-snapshot-format.md §2:
+ *   segments (+ host_segments)     → the final state: segments and blocks,
+ *                                    block addresses recomputed from the
+ *                                    segment's (as the viewer does)
+ *   device_traces[d] (+ host_traces) → events of device d (host: -1); the
+ *                                    lists are merged into one history by
+ *                                    time_us, each list's own order kept
+ *   external_annotations START     → phase marks ("ProfilerStep#N": step
+ *                                    marks), merged by time before the
+ *                                    events of the same microsecond
+ *   allocator_settings.tidemark    → the header, when tidemark wrote it
+ * Trace entry `category` strings become the events' category tags.
+ * Frames are interned into frame and stack tables (innermost first, as
+ * both formats keep them).  Entries of actions tidemark has no event for
+ * (annotate, user_defined, …) are skipped and counted.
+ *
+ * Schema errors name the byte offset of the offending value and its path
+ * ("device_traces[0][12]: 'addr' is str, not int").  The walk follows the
+ * schema's fixed depth, so memo cycles in a hostile pickle cannot loop it.
+ * No state, no locks.
+ */
+#include "import_formats.h"
+#include "import_pytorch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- trace entries -------------------------------------------------------- */
+
+static void note_skipped(im *c, const tdm_pkv *action)
+{
+    c->rep.skipped++;
+    char *list = c->rep.skipped_actions;
+    size_t used = strlen(list), cap = sizeof c->rep.skipped_actions;
+    char name[40];
+    snprintf(name, sizeof name, "%.*s", (int)(action->n < 32 ? action->n : 32), action->v.s);
+    /* Each name once. */
+    for (const char *p = list; (p = strstr(p, name)) != NULL; p++)
+        if ((p == list || p[-1] == ' ') && (p[strlen(name)] == ',' || !p[strlen(name)]))
+            return;
+    if (used + strlen(name) + 3 < cap)
+        snprintf(list + used, cap - used, "%s%s", used ? ", " : "", name);
+}
+
+static uint8_t category_of(const tdm_pkv *v)
+{
+    if (!v || v->type != TDM_PKV_STR)
+        return TDM_CATEGORY_UNKNOWN;
+    for (unsigned k = 1; k < TDM_CATEGORY_COUNT_; k++)
+        if (tdm__pti_is_str(v, tdm_category_name((tdm_category)k)))
+            return (uint8_t)k;
+    return TDM_CATEGORY_UNKNOWN; /* incl. the profiler's autograd_detail */
+}
+
+static int read_entry(im *c, const tdm_pkv *e, int device, const where_t *w)
+{
+    if (e->type != TDM_PKV_DICT)
+        return tdm__pti_fail(c, e, w, "a trace entry is %s, not dict", tdm__pk_type_name(e));
+    const tdm_pkv *action;
+    if (tdm__pti_get_str(c, e, "action", 1, w, &action) < 0)
+        return -1;
+    int a = tdm__action_from_name(action->v.s);
+    if (a < 0 || a > TDM_ACTION_SNAPSHOT || memchr(action->v.s, 0, action->n)) {
+        note_skipped(c, action);
+        return 0;
+    }
+    tdm_event ev = {.device = (int16_t)device, .action = (uint8_t)a};
+    uint64_t t = 0;
+    if (tdm__pti_get_u64(c, e, a == TDM_ACTION_OOM ? "device_free" : "addr",
+                a != TDM_ACTION_OOM && a != TDM_ACTION_SNAPSHOT, w, &ev.addr) < 0 ||
+        tdm__pti_get_u64(c, e, "size", a != TDM_ACTION_SNAPSHOT, w, &ev.size) < 0 ||
+        tdm__pti_get_u64(c, e, "stream", 0, w, &ev.stream) < 0 ||
+        tdm__pti_get_u64(c, e, "time_us", 0, w, &t) < 0)
+        return -1;
+    /* Before 1970 or past year 2500 is not a time stamp. */
+    ev.time_ns = (int64_t)t > 0 && t < UINT64_C(16725225600000000) ? t * 1000 : 0;
+    ev.requested = ev.size;
+    const tdm_pkv *frames = tdm__pk_get(e, "frames");
+    uint32_t sid = tdm__pti_stack_of(c, frames, w);
+    if (sid == UINT32_MAX)
+        return -1;
+    ev.stack_id = sid;
+    if (sid && (a == TDM_ACTION_FREE_REQUESTED || a == TDM_ACTION_FREE_COMPLETED))
+        c->frames_on_free = 1;
+    if (sid && a == TDM_ACTION_ALLOC)
+        c->frames_on_alloc = 1;
+    if (a <= TDM_ACTION_FREE_COMPLETED)
+        ev.category = category_of(tdm__pk_get(e, "category"));
+    if (tdm__pti_grow(&c->events, &c->cap_events, c->nevents + 1, sizeof *c->events) != 0)
+        return tdm__pti_oom(c);
+    c->events[c->nevents++] = ev;
+    c->rep.entries++;
+    return 0;
+}
+
+/* One list of entries; each list becomes a run of c->events. */
+static int read_trace(im *c, const tdm_pkv *list, int device, const char *name, long i)
+{
+    where_t w = {name, i, -1};
+    if (tdm__pti_grow(&c->dev_start, &c->cap_dev, c->ndev + 2, sizeof *c->dev_start) != 0)
+        return tdm__pti_oom(c);
+    c->dev_start[c->ndev++] = c->nevents;
+    if (!list || list->type == TDM_PKV_NONE)
+        return 0;
+    if (!tdm__pk_is_seq(list))
+        return tdm__pti_fail(c, list, &w, "is %s, not list", tdm__pk_type_name(list));
+    for (uint32_t j = 0; j < list->n; j++) {
+        w.j = j;
+        if (read_entry(c, list->v.items[j], device, &w) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- segments ------------------------------------------------------------- */
+
+static int read_segment(im *c, const tdm_pkv *s, long i, const char *name, int passthrough)
+{
+    where_t w = {name, i, -1};
+    if (s->type != TDM_PKV_DICT)
+        return tdm__pti_fail(c, s, &w, "a segment is %s, not dict", tdm__pk_type_name(s));
+    tdm_snap_segment g = {0};
+    uint64_t dev = 0;
+    const tdm_pkv *type = NULL, *blocks = tdm__pk_get(s, "blocks");
+    if (tdm__pti_get_u64(c, s, "device", 1, &w, &dev) < 0 ||
+        tdm__pti_get_u64(c, s, "address", 1, &w, &g.address) < 0 ||
+        tdm__pti_get_u64(c, s, "total_size", 1, &w, &g.total_size) < 0 ||
+        tdm__pti_get_u64(c, s, "stream", 0, &w, &g.stream) < 0 ||
+        tdm__pti_get_str(c, s, "segment_type", 0, &w, &type) < 0)
+        return -1;
+    if ((int64_t)dev < -1 || (int64_t)dev > 32767)
+        return tdm__pti_fail(c, s, &w, "device %" PRId64 " is not a device ordinal", (int64_t)dev);
+    g.device = (int32_t)(int64_t)dev;
+    g.pool = passthrough ? TDM_POOL_NONE : tdm__pti_is_str(type, "small") ? TDM_POOL_SMALL : TDM_POOL_LARGE;
+    const tdm_pkv *exp = tdm__pk_get(s, "is_expandable");
+    g.is_expandable = exp && exp->type == TDM_PKV_BOOL && exp->v.i;
+    uint32_t sid = tdm__pti_stack_of(c, tdm__pk_get(s, "frames"), &w);
+    if (sid == UINT32_MAX)
+        return -1;
+    g.stack_id = sid;
+    if (!tdm__pk_is_seq(blocks))
+        return tdm__pti_fail(c, blocks ? blocks : s, &w, "'blocks' is %s, not list",
+                    tdm__pk_type_name(blocks));
+    g.first_block = (uint32_t)c->nblocks;
+    uint64_t addr = g.address;
+    for (uint32_t j = 0; j < blocks->n; j++) {
+        const tdm_pkv *b = blocks->v.items[j];
+        where_t bw = {"blocks", j, -1};
+        if (b->type != TDM_PKV_DICT)
+            return tdm__pti_fail(c, b, &w, "block %u is %s, not dict", j, tdm__pk_type_name(b));
+        tdm_snap_block blk = {.address = addr};
+        const tdm_pkv *state;
+        int has_req;
+        if (tdm__pti_get_u64(c, b, "size", 1, &bw, &blk.size) < 0 ||
+            tdm__pti_get_str(c, b, "state", 1, &bw, &state) < 0 ||
+            (has_req = tdm__pti_get_u64(c, b, "requested_size", 0, &bw, &blk.requested_size)) < 0)
+            return -1;
+        if (tdm__pti_is_str(state, "active_allocated"))
+            blk.state = TDM_BLOCK_ACTIVE_ALLOCATED;
+        else if (tdm__pti_is_str(state, "active_pending_free") || tdm__pti_is_str(state, "active_awaiting_free"))
+            blk.state = TDM_BLOCK_ACTIVE_PENDING_FREE;
+        else if (tdm__pti_is_str(state, "inactive"))
+            blk.state = TDM_BLOCK_INACTIVE;
+        else
+            return tdm__pti_fail(c, state, &w, "block %u: state '%.40s' is not active_allocated, "
+                        "active_pending_free or inactive", j, state->v.s);
+        if (blk.state == TDM_BLOCK_INACTIVE)
+            blk.requested_size = 0;
+        else if (!has_req)
+            blk.requested_size = blk.size; /* the viewer's legacy rule */
+        sid = tdm__pti_stack_of(c, tdm__pk_get(b, "frames"), &w);
+        if (sid == UINT32_MAX)
+            return -1;
+        blk.stack_id = blk.state == TDM_BLOCK_INACTIVE ? 0 : sid;
+        if (blk.stack_id)
+            c->frames_on_blocks = 1;
+        if (tdm__pti_grow(&c->blocks, &c->cap_blocks, c->nblocks + 1, sizeof *c->blocks) != 0)
+            return tdm__pti_oom(c);
+        c->blocks[c->nblocks++] = blk;
+        addr += blk.size;
+    }
+    g.block_count = (uint32_t)(c->nblocks - g.first_block);
+    if (tdm__pti_grow(&c->segs, &c->cap_segs, c->nsegs + 1, sizeof *c->segs) != 0)
+        return tdm__pti_oom(c);
+    c->segs[c->nsegs++] = g;
+    c->rep.segments++;
+    c->rep.blocks += g.block_count;
+    return 0;
+}
+
+static int read_segments(im *c, const tdm_pkv *list, const char *name, int passthrough)
+{
+    where_t w = {name, -1, -1};
+    if (!list || list->type == TDM_PKV_NONE)
+        return 0;
+    if (!tdm__pk_is_seq(list))
+        return tdm__pti_fail(c, list, &w, "is %s, not list", tdm__pk_type_name(list));
+    for (uint32_t i = 0; i < list->n; i++)
+        if (read_segment(c, list->v.items[i], i, name, passthrough) < 0)
+            return -1;
+    return 0;
+}
+
+/* ---- annotations: phase and step marks ------------------------------------ */
+
+static uint32_t phase_id(im *c, const char *name, size_t n)
+{
+    const char *s = tdm__pti_intern(c, name, n);
+    if (!s)
+        return 0;
+    for (size_t i = 1; i < c->nphases; i++) /* few distinct phases */
+        if (c->phases[i] == s)
+            return (uint32_t)i;
+    if (c->nphases >= 65535) /* the recorder's own limit is far lower */
+        return 0;
+    if (tdm__pti_grow(&c->phases, &c->cap_phases, c->nphases + 1, sizeof *c->phases) != 0) {
+        tdm__pti_oom(c);
+        return 0;
+    }
+    c->phases[c->nphases] = s;
+    return (uint32_t)c->nphases++;
+}
+
+static int read_annotations(im *c, const tdm_pkv *list)
+{
+    if (!tdm__pk_is_seq(list))
+        return 0; /* optional and ignored by the viewer: never fatal */
+    for (uint32_t i = 0; i < list->n; i++) {
+        const tdm_pkv *a = list->v.items[i];
+        const tdm_pkv *name = tdm__pk_get(a, "name");
+        uint64_t t = 0;
+        if (!tdm__pti_is_str(tdm__pk_get(a, "stage"), "START") || !name || name->type != TDM_PKV_STR ||
+            tdm__pk_u64(tdm__pk_get(a, "time_us"), &t) != 0 || (int64_t)t < 0)
+            continue;
+        pending_mark m = {.time_ns = t * 1000, .order = i};
+        unsigned step;
+        char tail;
+        char buf[48];
+        snprintf(buf, sizeof buf, "%.*s", (int)(name->n < 47 ? name->n : 47), name->v.s);
+        if (sscanf(buf, "ProfilerStep#%u%c", &step, &tail) == 1) {
+            m.value = step;
+            m.is_step = 1;
+        } else if (!(m.value = phase_id(c, name->v.s, name->n))) {
+            if (c->status != TDM_OK)
+                return -1;
+            continue;
+        }
+        if (tdm__pti_grow(&c->marks, &c->cap_marks, c->nmarks + 1, sizeof *c->marks) != 0)
+            return tdm__pti_oom(c);
+        c->marks[c->nmarks++] = m;
+        c->rep.annotations++;
+    }
+    return 0;
+}
+
+static int mark_cmp(const void *pa, const void *pb)
+{
+    const pending_mark *a = pa, *b = pb;
+    if (a->time_ns != b->time_ns)
+        return a->time_ns < b->time_ns ? -1 : 1;
+    return a->order < b->order ? -1 : a->order > b->order;
+}
+
+/* ---- header ----------------------------------------------------------------- */
+
+static const char *opt_text(im *c, const tdm_pkv *d, const char *key, const char *dflt)
+{
+    const tdm_pkv *v = tdm__pk_get(d, key);
+    if (v && v->type == TDM_PKV_STR)
+        return tdm__pti_intern(c, v->v.s, v->n);
+    return tdm__pti_intern(c, dflt, strlen(dflt));
+}
+
+static int64_t opt_int(const tdm_pkv *d, const char *key, int64_t dflt)
+{
+    uint64_t u;
+    return tdm__pk_u64(tdm__pk_get(d, key), &u) == 0 ? (int64_t)u : dflt;
+}
+
+static uint8_t mode_of(const tdm_pkv *v, const char *const *names, unsigned n, uint8_t dflt)
+{
+    for (unsigned k = 0; k < n; k++)
+        if (tdm__pti_is_str(v, names[k]))
+            return (uint8_t)k;
+    return dflt;
+}
+
+static int read_header(im *c, const tdm_pkv *settings, const char *source)
+{
+    static const char *const rec[] = {"off", "state", "all"};
+    static const char *const ctxn[] = {"none", "state", "alloc", "all"};
+    static const char *const stk[] = {"none", "native", "python"};
+    tdm_snap *s = &c->o->snap;
+    tdm_snap_header *h = &s->header;
+    const tdm_pkv *t = tdm__pk_get(settings, "tidemark");
+    if (t && t->type != TDM_PKV_DICT)
+        t = NULL;
+    c->rep.from_tidemark = t != NULL;
+    char meta[320];
+    snprintf(meta, sizeof meta, "imported from PyTorch snapshot %s", source ? source : "");
+    h->format_version = TDM_FORMAT_VERSION;
+    h->tool_version = TDM_VERSION_STRING;
+    h->host = opt_text(c, t, "host", "");
+    h->command = opt_text(c, t, "command", "");
+    h->metadata = opt_text(c, t, "metadata", meta);
+    h->alloc_mode = opt_text(c, t, "alloc_mode", "cache");
+    /* A PyTorch file has PYTORCH_CUDA_ALLOC_CONF, tidemark's its own. */
+    h->config = t ? opt_text(c, t, "config", "")
+                  : opt_text(c, settings, "PYTORCH_CUDA_ALLOC_CONF", "");
+    h->pid = opt_int(t, "pid", 0);
+    h->rank = (int32_t)opt_int(t, "rank", -1);
+    h->local_rank = (int32_t)opt_int(t, "local_rank", -1);
+    h->world_size = (int32_t)opt_int(t, "world_size", 0);
+    /* What PyTorch files say by their content alone. */
+    uint8_t ctx_guess = c->frames_on_free ? TDM_CONTEXT_ALL
+                        : c->frames_on_alloc ? TDM_CONTEXT_ALLOC
+                        : c->frames_on_blocks ? TDM_CONTEXT_STATE : TDM_CONTEXT_NONE;
+    h->record_mode = mode_of(tdm__pk_get(t, "record"), rec, 3,
+                             c->nevents ? TDM_RECORD_ALL : TDM_RECORD_STATE);
+    h->context_mode = mode_of(tdm__pk_get(t, "context"), ctxn, 4, ctx_guess);
+    h->stacks_mode = mode_of(tdm__pk_get(t, "stacks"), stk, 3,
+                             c->nframes ? TDM_STACKS_NATIVE : TDM_STACKS_NONE);
+    int64_t me = opt_int(t, "max_entries", (int64_t)c->nevents);
+    h->max_entries = me > 0 ? (uint64_t)me : (uint64_t)c->nevents;
+    int64_t dropped = opt_int(t, "dropped_events", 0);
+    s->dropped_events = dropped > 0 ? (uint64_t)dropped : 0;
+    uint64_t first = 0, last = 0;
+    for (size_t i = 0; i < c->nevents; i++) {
+        uint64_t tn = c->events[i].time_ns / 1000;
+        if (tn && (!first || tn < first))
+            first = tn;
+        if (tn > last)
+            last = tn;
+    }
+    int64_t st = opt_int(t, "start_time_us", (int64_t)first);
+    int64_t dt = opt_int(t, "dump_time_us", (int64_t)last);
+    h->start_time_us = st > 0 ? (uint64_t)st : 0;
+    h->dump_time_us = dt > 0 ? (uint64_t)dt : 0;
+    return c->status == TDM_OK ? 0 : -1;
+}
+
+/* Devices: tidemark's own list when it wrote the file, else one per
+ * ordinal that has a trace list or a segment. */
+static int read_devices(im *c, const tdm_pkv *settings, size_t traces)
+{
+    tdm_snap *s = &c->o->snap;
+    const tdm_pkv *list = tdm__pk_get(tdm__pk_get(settings, "tidemark"), "devices");
+    size_t n = 0, cap = 0;
+    tdm_snap_device *d = NULL;
+    if (tdm__pk_is_seq(list)) {
+        for (uint32_t i = 0; i < list->n; i++) {
+            const tdm_pkv *e = list->v.items[i];
+            int64_t idx = opt_int(e, "index", -2);
+            if (idx < -1 || idx > 32767 || tdm__pti_grow(&d, &cap, n + 1, sizeof *d) != 0) {
+                if (!d && cap == 0 && idx >= -1 && idx <= 32767)
+                    return tdm__pti_oom(c);
+                continue;
+            }
+            int64_t capacity = opt_int(e, "capacity", 0);
+            d[n++] = (tdm_snap_device){(int32_t)idx, opt_text(c, e, "vendor", ""),
+                                       opt_text(c, e, "name", ""),
+                                       capacity > 0 ? (uint64_t)capacity : 0};
+        }
+    } else {
+        int32_t max = (int32_t)traces - 1;
+        for (size_t i = 0; i < c->nsegs; i++)
+            if (c->segs[i].device > max)
+                max = c->segs[i].device;
+        for (int32_t k = 0; k <= max; k++) {
+            if (tdm__pti_grow(&d, &cap, n + 1, sizeof *d) != 0) {
+                free(d);
+                return tdm__pti_oom(c);
+            }
+            d[n++] = (tdm_snap_device){k, tdm__pti_intern(c, "", 0), tdm__pti_intern(c, "", 0), 0};
+        }
+    }
+    s->devices = d;
+    s->device_count = n;
+    return c->status == TDM_OK ? 0 : -1;
+}
+
+/* ---- the history: lists merged by time ------------------------------------- */
+
+/* Events of all lists and the marks, into one sequence: repeatedly the
+ * list head with the smallest time (marks first on ties, then the lower
+ * list), so every list keeps its own order even where its times do not
+ * increase. */
+static int merge_history(im *c)
+{
+    size_t lists = c->ndev;
+    c->dev_start[lists] = c->nevents;
+    size_t total = c->nevents + c->nmarks;
+    tdm_event *out = malloc((total ? total : 1) * sizeof *out);
+    size_t *head = malloc((lists ? lists : 1) * sizeof *head);
+    if (!out || !head) {
+        free(out);
+        free(head);
+        return tdm__pti_oom(c);
+    }
+    qsort(c->marks, c->nmarks, sizeof *c->marks, mark_cmp);
+    for (size_t k = 0; k < lists; k++)
+        head[k] = c->dev_start[k];
+    size_t mk = 0, n = 0;
+    uint32_t phase = 0, step = 0;
+    while (n < total) {
+        size_t best = SIZE_MAX;
+        uint64_t bt = UINT64_MAX;
+        for (size_t k = 0; k < lists; k++)
+            if (head[k] < c->dev_start[k + 1] && (best == SIZE_MAX ||
+                                                   c->events[head[k]].time_ns < bt)) {
+                best = k;
+                bt = c->events[head[k]].time_ns;
+            }
+        if (mk < c->nmarks && (best == SIZE_MAX || c->marks[mk].time_ns <= bt)) {
+            const pending_mark *m = &c->marks[mk++];
+            tdm_event e = {.time_ns = m->time_ns, .device = -1};
+            if (m->is_step) {
+                e.action = TDM_ACTION_STEP;
+                step = m->value;
+            } else {
+                e.action = TDM_ACTION_PHASE;
+                phase = m->value;
+            }
+            e.phase = phase;
+            e.step = step;
+            out[n++] = e;
+            continue;
+        }
+        tdm_event e = c->events[head[best]++];
+        e.phase = phase;
+        e.step = step;
+        out[n++] = e;
+    }
+    free(head);
+    free(c->events);
+    c->events = out;
+    c->nevents = n;
+    return 0;
+}
+
+/* ---- entry points ----------------------------------------------------------- */
+
+static int import_root(im *c, const tdm_pkv *root, const char *source)
+{
+    where_t w = {"snapshot", -1, -1};
+    const tdm_pkv *segments = NULL, *traces = NULL, *settings = NULL;
+    if (tdm__pk_is_seq(root)) {
+        segments = root; /* torch.cuda.memory.memory_snapshot(): segments only */
+    } else if (root->type == TDM_PKV_DICT) {
+        segments = tdm__pk_get(root, "segments");
+        traces = tdm__pk_get(root, "device_traces");
+        settings = tdm__pk_get(root, "allocator_settings");
+        if (!segments)
+            return tdm__pti_fail(c, root, &w, "no 'segments' key: not a PyTorch memory snapshot");
+    } else {
+        return tdm__pti_fail(c, root, &w, "the pickle holds %s, not a snapshot dict",
+                    tdm__pk_type_name(root));
+    }
+    if (settings && settings->type != TDM_PKV_DICT)
+        settings = NULL;
+    const tdm_pkv *alloc_mode = tdm__pk_get(tdm__pk_get(settings, "tidemark"), "alloc_mode");
+    int passthrough = tdm__pti_is_str(alloc_mode, "passthrough") || tdm__pti_is_str(alloc_mode, "observe");
+    if (read_segments(c, segments, "segments", passthrough) < 0 ||
+        read_segments(c, tdm__pk_get(root, "host_segments"), "host_segments", passthrough) < 0)
+        return -1;
+    size_t ntraces = 0;
+    if (traces && traces->type != TDM_PKV_NONE) {
+        if (!tdm__pk_is_seq(traces))
+            return tdm__pti_fail(c, traces, &(where_t){"device_traces", -1, -1}, "is %s, not list",
+                        tdm__pk_type_name(traces));
+        if (traces->n > 32768)
+            return tdm__pti_fail(c, traces, &(where_t){"device_traces", -1, -1},
+                        "%u device lists: more devices than tidemark can name", traces->n);
+        ntraces = traces->n;
+        for (uint32_t d = 0; d < traces->n; d++)
+            if (read_trace(c, traces->v.items[d], (int)d, "device_traces", d) < 0)
+                return -1;
+    }
+    if (root->type == TDM_PKV_DICT &&
+        read_trace(c, tdm__pk_get(root, "host_traces"), -1, "host_traces", -1) < 0)
+        return -1;
+    if (tdm__pti_grow(&c->dev_start, &c->cap_dev, c->ndev + 1, sizeof *c->dev_start) != 0)
+        return tdm__pti_oom(c);
+    if (root->type == TDM_PKV_DICT &&
+        read_annotations(c, tdm__pk_get(root, "external_annotations")) < 0)
+        return -1;
+    if (read_header(c, settings, source) < 0 || read_devices(c, settings, ntraces) < 0)
+        return -1;
+    return merge_history(c);
+}
+
+tdm_status tdm__import_pytorch_buffer(const void *data, size_t len, const char *source,
+                                      tdm_snap **out, tdm_pt_import_report *report,
+                                      char *err, size_t errlen)
+{
+    *out = NULL;
+    if (err && errlen)
+        err[0] = 0;
+    tdm_pk_doc *doc = NULL;
+    const tdm_pkv *root = NULL;
+    tdm_pk_error perr;
+    tdm_status s = tdm__pk_parse(data, len, &doc, &root, &perr);
+    if (s != TDM_OK) {
+        if (err)
+            snprintf(err, errlen, "at byte %" PRIu64 ": %s", perr.offset, perr.message);
+        return s;
+    }
+    im c;
+    memset(&c, 0, sizeof c);
+    c.err = err;
+    c.errlen = errlen;
+    c.status = TDM_OK;
+    c.o = calloc(1, sizeof *c.o);
+    if (!c.o || tdm__pti_htab_init(&c.str_index) || tdm__pti_htab_init(&c.frame_index) ||
+        tdm__pti_htab_init(&c.stack_index) ||
+        tdm__pti_grow(&c.stacks, &c.cap_stacks, 1, sizeof *c.stacks) ||
+        tdm__pti_grow(&c.stack_offs, &c.cap_offs, 1, sizeof *c.stack_offs) ||
+        tdm__pti_grow(&c.phases, &c.cap_phases, 1, sizeof *c.phases)) {
+        tdm__pti_oom(&c);
+        goto out;
+    }
+    /* Stack 0 and phase 0 are "none". */
+    c.stacks[0] = (tdm_snap_stack){0, NULL};
+    c.stack_offs[0] = 0;
+    c.nstacks = 1;
+    c.phases[0] = "";
+    c.nphases = 1;
+    if (import_root(&c, root, source) == 0) {
+        tdm_snap *snap = &c.o->snap;
+        for (size_t i = 1; i < c.nstacks; i++)
+            c.stacks[i].frames = c.o->stack_frames + c.stack_offs[i];
+        snap->frames = c.frames, snap->frame_count = c.nframes;
+        snap->stacks = c.stacks, snap->stack_count = c.nstacks;
+        snap->events = c.events, snap->event_count = c.nevents;
+        snap->segments = c.segs, snap->segment_count = c.nsegs;
+        snap->blocks = c.blocks, snap->block_count = c.nblocks;
+        snap->phase_names = c.phases, snap->phase_count = c.nphases;
+        snap->complete = 1;
+        c.frames = NULL, c.stacks = NULL, c.events = NULL, c.segs = NULL;
+        c.blocks = NULL, c.phases = NULL;
+        *out = snap;
+        c.o = NULL;
+    }
+out:
+    s = c.status;
+    free(c.frames);
+    free(c.stacks);
+    free(c.events);
+    free(c.segs);
+    free(c.blocks);
+    free((void *)c.phases);
+    free(c.strs);
+    free(c.stack_offs);
+    free(c.dev_start);
+    free(c.marks);
+    tdm__pti_htab_destroy(&c.str_index);
+    tdm__pti_htab_destroy(&c.frame_index);
+    tdm__pti_htab_destroy(&c.stack_index);
+    if (c.o)
+        tdm__import_pytorch_free(&c.o->snap);
+    tdm__pk_free(doc);
+    if (report)
+        *report = c.rep;
+    return s;
+}
+
+int tdm__import_pytorch_sniff(const unsigned char *head, size_t len)
+{
+    /* PROTO 2..5 opens every pickle PyTorch or tidemark writes. */
+    return len >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5;
+}
+
+tdm_status tdm__import_pytorch(const char *path, tdm_snap **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        if (err)
+            snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return TDM_IO_ERROR;
+    }
+    size_t len = (size_t)st.st_size, got = 0;
+    unsigned char *buf = malloc(len ? len : 1);
+    if (!buf) {
+        close(fd);
+        if (err)
+            snprintf(err, errlen, "out of memory reading %zu bytes", len);
+        return TDM_HOST_OUT_OF_MEMORY;
+    }
+    while (got < len) {
+        ssize_t r = read(fd, buf + got, len - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    tdm_pt_import_report rep;
+    const char *base = strrchr(path, '/');
+    tdm_status s = tdm__import_pytorch_buffer(buf, got, base ? base + 1 : path, out, &rep,
+                                              err, errlen);
+    free(buf);
+    if (s == TDM_OK && rep.skipped)
+        fprintf(stderr, "tidemark import: warning: %s: %" PRIu64 " trace entries of actions "
+                        "tidemark does not record were skipped (%s)\n",
+                path, rep.skipped, rep.skipped_actions);
+    return s;
+}
