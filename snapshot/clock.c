@@ -36,11 +36,16 @@ typedef struct anchor {
     _Atomic uint64_t span;   /* ticks after which to re-anchor (~1 s) */
     _Atomic uint64_t real_tsc; /* last real reading, for measuring mult */
     _Atomic uint64_t real_ns;
+    _Atomic uint64_t rate;     /* measured ns per tick (32.32); mult is this
+                                  rate slewed to pull back a lead */
 } anchor;
 
 static anchor A;
 static _Atomic int use_tsc;   /* 0 until tdm__clock_init decides */
 static _Atomic int updating;
+/* A rate re-anchoring refused (far from the one in use); a second
+ * measurement agreeing with it means the old rate was wrong, not a step. */
+static uint64_t refused_rate; /* guarded by `updating` */
 static _Atomic int initialized;
 
 static uint64_t real_ns(void)
@@ -50,14 +55,22 @@ static uint64_t real_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* A (tsc, ns) pair read as close together as we can: the tsc is taken
- * halfway between two tsc reads around clock_gettime. */
+/* A (tsc, ns) pair read as close together as we can: of a few tries, the
+ * one whose two tsc reads around clock_gettime are nearest (a try that was
+ * preempted is wide), with the tsc taken halfway. */
 static void real_pair(uint64_t *tsc, uint64_t *ns)
 {
-    uint64_t a = read_tsc();
-    *ns = real_ns();
-    uint64_t b = read_tsc();
-    *tsc = a + (b - a) / 2;
+    uint64_t best_width = UINT64_MAX;
+    for (int i = 0; i < 5; i++) {
+        uint64_t a = read_tsc();
+        uint64_t n = real_ns();
+        uint64_t b = read_tsc();
+        if (b - a < best_width) {
+            best_width = b - a;
+            *tsc = a + (b - a) / 2;
+            *ns = n;
+        }
+    }
 }
 
 static int kernel_uses_tsc(void)
@@ -73,7 +86,7 @@ static int kernel_uses_tsc(void)
 }
 
 static void publish(uint64_t tsc, uint64_t ns, uint64_t mult, uint64_t span,
-                    uint64_t rtsc, uint64_t rns)
+                    uint64_t rtsc, uint64_t rns, uint64_t rate)
 {
     uint64_t s = atomic_load_explicit(&A.seq, memory_order_relaxed);
     atomic_store_explicit(&A.seq, s + 1, memory_order_relaxed);
@@ -84,6 +97,7 @@ static void publish(uint64_t tsc, uint64_t ns, uint64_t mult, uint64_t span,
     atomic_store_explicit(&A.span, span, TDM_SEQ_DATA_STORE);
     atomic_store_explicit(&A.real_tsc, rtsc, TDM_SEQ_DATA_STORE);
     atomic_store_explicit(&A.real_ns, rns, TDM_SEQ_DATA_STORE);
+    atomic_store_explicit(&A.rate, rate, TDM_SEQ_DATA_STORE);
     atomic_store_explicit(&A.seq, s + 2, memory_order_release);
 }
 
@@ -110,28 +124,48 @@ void tdm__clock_init(void)
     if (mult == 0)
         return;
     uint64_t span = (uint64_t)(((unsigned __int128)1000000000u << 32) / mult);
-    publish(t1, n1, mult, span, t1, n1);
+    publish(t1, n1, mult, span, t1, n1, mult);
     atomic_store(&use_tsc, 1);
 }
 
-/* Re-anchors at `now` ticks, if no other thread is doing it. */
+/* Re-anchors at the current tick, if no other thread is doing it.
+ * `now_interp` is the interpolated time the caller computed. */
 static __attribute__((noinline)) void reanchor(uint64_t now_interp)
 {
     if (atomic_exchange_explicit(&updating, 1, memory_order_acquire))
         return;
     uint64_t rtsc = atomic_load_explicit(&A.real_tsc, memory_order_relaxed);
     uint64_t rns = atomic_load_explicit(&A.real_ns, memory_order_relaxed);
-    uint64_t old_mult = atomic_load_explicit(&A.mult, TDM_SEQ_DATA_LOAD);
+    uint64_t old_rate = atomic_load_explicit(&A.rate, memory_order_relaxed);
     uint64_t t, n;
     real_pair(&t, &n);
-    uint64_t mult = measure_mult(rtsc, rns, t, n);
-    /* A clock step (settimeofday, suspend) must not skew the rate: keep
-     * the old one unless the new one is within 0.1%. */
-    if (mult == 0 || mult > old_mult + old_mult / 1000 || mult < old_mult - old_mult / 1000)
-        mult = old_mult;
-    uint64_t ns = n > now_interp ? n : now_interp;
-    uint64_t span = (uint64_t)(((unsigned __int128)1000000000u << 32) / mult);
-    publish(t, ns, mult, span, t, n);
+    /* The rate over the whole span since the last real reading (about a
+     * second, so a reading error of a microsecond is a ppm).  A clock step
+     * (settimeofday, suspend) shows as a rate far off: keep the old one. */
+    uint64_t rate = measure_mult(rtsc, rns, t, n);
+    if (rate == 0) {
+        rate = old_rate;
+    } else if (rate > old_rate + old_rate / 100 || rate < old_rate - old_rate / 100) {
+        uint64_t r = refused_rate;
+        int confirmed = r && rate < r + r / 1000 && rate > r - r / 1000;
+        refused_rate = confirmed ? 0 : rate;
+        if (!confirmed)
+            rate = old_rate;
+    } else {
+        refused_rate = 0;
+    }
+    uint64_t span = (uint64_t)(((unsigned __int128)1000000000u << 32) / rate);
+    uint64_t ns = n, mult = rate;
+    if (now_interp > n) {
+        /* Ahead of the real clock: never step back; run slower until the
+         * next anchor to give back the lead, by at most 0.1% (1 ms/s). */
+        uint64_t lead = now_interp - n;
+        uint64_t max_slew = 1000000; /* ns per ~1 s span */
+        uint64_t slew = lead < max_slew ? lead : max_slew;
+        ns = now_interp;
+        mult = rate - (uint64_t)(((unsigned __int128)rate * slew) / 1000000000u);
+    }
+    publish(t, ns, mult, span, t, n, rate);
     atomic_store_explicit(&updating, 0, memory_order_release);
 }
 
