@@ -19,10 +19,11 @@
  * Signals: SIGINT, SIGQUIT, SIGTERM and SIGHUP sent to tidemark alone are
  * passed on to the command, and tidemark goes on to collect what it
  * wrote; those a terminal sends to the whole process group reach the
- * command already and are not sent twice.  The handler touches only a
- * sig_atomic_t pid.  No locks.
+ * command already and are not sent twice.  While the command runs they
+ * and SIGCHLD are blocked and taken synchronously (sigwaitinfo): no
+ * signal handler, no locks.
  */
-#define _GNU_SOURCE /* strsignal, sigabbrev_np-free signal names */
+#define _GNU_SOURCE /* strsignal, pipe2, asprintf */
 #include "cli.h"
 #include "gate.h"
 
@@ -47,17 +48,7 @@
 /* How long processes the command left running are waited for, in ms. */
 #define ORPHAN_WAIT_MS 5000
 
-static volatile sig_atomic_t child_pid;
-
-static void forward_signal(int sig, siginfo_t *info, void *ctx)
-{
-    (void)ctx;
-    /* A terminal's ^C reaches the whole group (si_code SI_KERNEL); a kill
-     * aimed at tidemark comes from a process (SI_USER, SI_QUEUE). */
-    if (child_pid > 0 && info && info->si_code <= 0)
-        kill((pid_t)child_pid, sig);
-}
-
+/* Signals passed on to the command when sent to tidemark alone. */
 static const int forwarded[] = {SIGINT, SIGQUIT, SIGTERM, SIGHUP};
 #define NFORWARDED (sizeof forwarded / sizeof forwarded[0])
 
@@ -307,8 +298,51 @@ static int set_preload_env(const char *lib)
 
 /* ---- running ----------------------------------------------------------- */
 
+/* A terminal's ^C reaches the whole process group (si_code SI_KERNEL),
+ * the command included; a kill aimed at tidemark comes from a process
+ * (SI_USER, SI_QUEUE, SI_TKILL: si_code <= 0) and must be passed on. */
+static int sent_to_us(const siginfo_t *si)
+{
+    return si->si_code <= 0;
+}
+
+/* Processes the command left behind were re-parented to us: reap those
+ * that end within ORPHAN_WAIT_MS, so their snapshots are in the folder.
+ * A signal for tidemark cuts the wait short. */
+static void reap_orphans(const sigset_t *set)
+{
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        int st;
+        pid_t r = waitpid(-1, &st, WNOHANG);
+        if (r > 0 || (r < 0 && errno == EINTR))
+            continue;
+        if (r < 0) /* ECHILD: none left */
+            return;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long ms = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+        if (ms >= ORPHAN_WAIT_MS) {
+            fprintf(stderr, "tidemark run: note: processes the command started are still "
+                            "running; snapshots they write later are not collected\n");
+            return;
+        }
+        long left = ORPHAN_WAIT_MS - ms;
+        struct timespec t = {left / 1000, left % 1000 * 1000000L};
+        siginfo_t si;
+        int sig = sigtimedwait(set, &si, &t);
+        if (sig > 0 && sig != SIGCHLD) {
+            fprintf(stderr, "tidemark run: %s: not waiting for the processes the command "
+                            "left running\n", strsignal(sig));
+            return;
+        }
+    }
+}
+
 /* Runs argv; returns the shell-style exit code, or -1 when tidemark could
- * not start it at all (after printing why). */
+ * not start it at all (after printing why).  The forwarded signals and
+ * SIGCHLD are blocked and taken with sigwaitinfo, so no handler runs
+ * asynchronously and a signal cannot race the child's exit. */
 static int run_command(char **argv, double *seconds)
 {
     int pfd[2];
@@ -316,14 +350,18 @@ static int run_command(char **argv, double *seconds)
         fprintf(stderr, "tidemark run: pipe: %s\n", strerror(errno));
         return -1;
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = forward_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    struct sigaction saved[NFORWARDED];
+    /* SIGCHLD ignored (inherited) would reap the command behind our back. */
+    struct sigaction dfl, saved_chld;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(SIGCHLD, &dfl, &saved_chld);
+    sigset_t set, saved_mask;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
     for (size_t i = 0; i < NFORWARDED; i++)
-        sigaction(forwarded[i], &sa, &saved[i]);
+        sigaddset(&set, forwarded[i]);
+    sigprocmask(SIG_BLOCK, &set, &saved_mask);
     (void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 
     struct timespec t0, t1;
@@ -334,11 +372,13 @@ static int run_command(char **argv, double *seconds)
         fprintf(stderr, "tidemark run: fork: %s\n", strerror(errno));
         close(pfd[0]);
         close(pfd[1]);
+        sigprocmask(SIG_SETMASK, &saved_mask, NULL);
+        sigaction(SIGCHLD, &saved_chld, NULL);
         return -1;
     }
     if (pid == 0) {
-        for (size_t i = 0; i < NFORWARDED; i++)
-            sigaction(forwarded[i], &saved[i], NULL);
+        sigaction(SIGCHLD, &saved_chld, NULL);
+        sigprocmask(SIG_SETMASK, &saved_mask, NULL);
         close(pfd[0]);
         execvp(argv[0], argv);
         int err = errno;
@@ -346,7 +386,6 @@ static int run_command(char **argv, double *seconds)
         (void)w;
         _exit(err == ENOENT ? 127 : 126);
     }
-    child_pid = pid;
     close(pfd[1]);
     int err = 0;
     ssize_t got;
@@ -358,33 +397,25 @@ static int run_command(char **argv, double *seconds)
         fprintf(stderr, "tidemark run: cannot run '%s': %s\n", argv[0], strerror(err));
 
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    for (;;) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid)
+            break;
+        if (r < 0 && errno != EINTR) {
+            fprintf(stderr, "tidemark run: waitpid: %s\n", strerror(errno));
+            status = 1 << 8; /* as if it had exited 1 */
+            break;
+        }
+        siginfo_t si;
+        int sig = sigwaitinfo(&set, &si); /* SIGCHLD, or one to pass on */
+        if (sig > 0 && sig != SIGCHLD && sent_to_us(&si))
+            kill(pid, sig);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     *seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-
-    /* Processes the command left behind were re-parented to us: reap
-     * those that end soon, so their snapshots are in the folder. */
-    for (int waited = 0;; waited += 20) {
-        int st;
-        pid_t r = waitpid(-1, &st, WNOHANG);
-        if (r > 0)
-            continue;
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) /* ECHILD: none left */
-            break;
-        if (waited >= ORPHAN_WAIT_MS) {
-            fprintf(stderr, "tidemark run: note: processes the command started are still "
-                            "running; snapshots they write later are not collected\n");
-            break;
-        }
-        struct timespec ms20 = {0, 20 * 1000000L};
-        nanosleep(&ms20, NULL);
-    }
-    child_pid = 0;
-    for (size_t i = 0; i < NFORWARDED; i++)
-        sigaction(forwarded[i], &saved[i], NULL);
+    reap_orphans(&set);
+    sigprocmask(SIG_SETMASK, &saved_mask, NULL);
+    sigaction(SIGCHLD, &saved_chld, NULL);
 
     if (WIFSIGNALED(status)) {
         int sig = WTERMSIG(status);
@@ -402,10 +433,10 @@ void tdm__cli_run_help(FILE *out)
     fputs("usage: tidemark run [OPTIONS] [GATES] -- COMMAND [ARGS...]\n"
           "\n"
           "Runs COMMAND with tidemark recording the device memory of every process it\n"
-          "starts (LD_PRELOAD=libtidemark_preload.so, TIDEMARK_CONF=...,dump=DIR/"
-          DUMP_NAME "),\n"
-          "then summarizes each snapshot written and checks the gates.  Reports go to\n"
-          "stderr; the command's stdout is left to it.\n"
+          "starts (LD_PRELOAD=libtidemark_preload.so and\n"
+          "TIDEMARK_CONF=...,dump=DIR/" DUMP_NAME "), then summarizes each snapshot\n"
+          "written and checks the gates.  Reports go to stderr; the command's stdout\n"
+          "is left to it.\n"
           "\n"
           "options:\n"
           "  -o, --output DIR       folder for the snapshots (default " DEFAULT_DIR "; made\n"
@@ -682,6 +713,7 @@ int tdm__cli_run(int argc, char **argv)
         tdm_gate_report rep;
         tdm_status st = tdm__gate_evaluate(&r.o, r.inputs + first, count,
                                            r.o.baseline ? &r.baseline : NULL, &rep);
+        int evaluated = st == TDM_OK;
         if (st == TDM_OK && count) {
             fputc('\n', stderr);
             st = tdm__gate_print(stderr, &r.o, r.inputs + first, &rep);
@@ -694,12 +726,13 @@ int tdm__cli_run(int argc, char **argv)
             if (st == TDM_IO_ERROR)
                 hard = TDM_EXIT_TOOL_ERROR, st = TDM_OK;
         }
-        if (st == TDM_OK) {
+        if (evaluated) {
             gate_failed = rep.failed > 0;
             if (rep.errors)
                 soft = TDM_EXIT_TOOL_ERROR;
             tdm__gate_report_free(&rep);
-        } else {
+        }
+        if (st != TDM_OK) {
             fprintf(stderr, "tidemark run: %s\n", tdm_strerror(st));
             hard = TDM_EXIT_TOOL_ERROR;
         }
