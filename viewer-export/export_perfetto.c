@@ -36,6 +36,15 @@
 
 #define NCAT TDM_CATEGORY_COUNT_
 
+/* Track k of a device: allocated, reserved, then one per category. */
+enum { TRACK_ALLOCATED = 0, TRACK_RESERVED = 1, TRACK_CATEGORY = 2,
+       TRACK_COUNT = 2 + TDM_CATEGORY_COUNT_ };
+
+typedef struct prefixes {
+    char counter[TRACK_COUNT][96]; /* {"ph":"C","name":"device N x",...,"ts": */
+    char memory_tail[64];          /* ,"Device Id":N,"Device Type":T,"Category":" */
+} prefixes;
+
 typedef struct pf {
     tdm_jw w;
     const tdm_export_context *ctx;
@@ -47,6 +56,11 @@ typedef struct pf {
     int64_t pid;
     size_t *cursor;     /* per device: current sample */
     int64_t (*cat_bytes)[NCAT]; /* per device: live bytes per category */
+    /* Per device, the fixed text of each event kind up to its "ts" value,
+     * made once: the hot loop then writes them as raw bytes (escaping the
+     * same names a million times would dominate the export). */
+    prefixes *pre;
+    char memory_head[96]; /* {"ph":"i","name":"[memory]","pid":P,"tid":P,"ts": */
 } pf;
 
 static int device_type_of(const char *vendor)
@@ -77,28 +91,39 @@ static void ev_head(pf *p, const char *ph, const char *name, int64_t tid,
     tdm__jw_us(w, t_ns - p->base_ns);
 }
 
-static void counter(pf *p, const char *name, int64_t t_ns, int64_t bytes)
+static void make_prefixes(pf *p, size_t d)
 {
-    ev_head(p, "C", name, p->pid, t_ns);
-    tdm__jw_key(&p->w, "args");
-    tdm__jw_open(&p->w, '{');
-    tdm__jw_ki64(&p->w, "bytes", bytes);
-    tdm__jw_close(&p->w, '}');
-    tdm__jw_close(&p->w, '}');
+    const tdm_model_device *dev = &p->m->devices[d];
+    prefixes *x = &p->pre[d];
+    for (int k = 0; k < TRACK_COUNT; k++) {
+        const char *what = k == TRACK_ALLOCATED ? "allocated"
+                           : k == TRACK_RESERVED ? "reserved"
+                           : tdm_category_name((tdm_category)(k - TRACK_CATEGORY));
+        /* Names are ours ("device 3 optimizer_state"): nothing to escape. */
+        snprintf(x->counter[k], sizeof x->counter[k],
+                 "{\"ph\":\"C\",\"name\":\"device %d %s\",\"pid\":%lld,\"tid\":%lld,\"ts\":",
+                 dev->ordinal, what, (long long)p->pid, (long long)p->pid);
+    }
+    snprintf(x->memory_tail, sizeof x->memory_tail,
+             ",\"Device Id\":%d,\"Device Type\":%d,\"Category\":\"", dev->ordinal,
+             device_type_of(dev->vendor));
 }
 
-static void track_name(char *buf, size_t len, const tdm_model_device *d,
-                       const char *what)
+/* One counter value: track k of device d. */
+static void counter(pf *p, size_t d, int k, int64_t t_ns, int64_t bytes)
 {
-    snprintf(buf, len, "device %d %s", d->ordinal, what);
+    tdm_jw *w = &p->w;
+    tdm__jw_sep(w);
+    tdm__jw_lit(w, p->pre[d].counter[k]);
+    tdm__jw_us(w, t_ns - p->base_ns);
+    tdm__jw_lit(w, ",\"args\":{\"bytes\":");
+    tdm__jw_i64(w, bytes);
+    tdm__jw_lit(w, "}}");
 }
 
 static void cat_counter(pf *p, size_t dev, uint8_t c, int64_t t_ns)
 {
-    char name[64];
-    track_name(name, sizeof name, &p->m->devices[dev],
-               tdm_category_name((tdm_category)c));
-    counter(p, name, t_ns, p->cat_bytes[dev][c]);
+    counter(p, dev, TRACK_CATEGORY + c, t_ns, p->cat_bytes[dev][c]);
 }
 
 static void thread_name(pf *p, int64_t tid, const char *name)
@@ -135,15 +160,12 @@ static void initial_counters(pf *p)
             p->cat_bytes[a->device_index][p->cats[i]] += (int64_t)a->size;
     }
     int64_t t0 = (int64_t)m->window_start_ns;
-    char name[64];
     for (size_t d = 0; d < m->device_count; d++) {
         if (!wanted(p, d))
             continue;
         const tdm_model_device *dev = &m->devices[d];
-        track_name(name, sizeof name, dev, "allocated");
-        counter(p, name, t0, dev->samples[0].allocated);
-        track_name(name, sizeof name, dev, "reserved");
-        counter(p, name, t0, dev->samples[0].reserved);
+        counter(p, d, TRACK_ALLOCATED, t0, dev->samples[0].allocated);
+        counter(p, d, TRACK_RESERVED, t0, dev->samples[0].reserved);
         for (uint8_t c = 0; c < NCAT; c++)
             if (p->cat_bytes[d][c])
                 cat_counter(p, d, c, t0);
@@ -155,21 +177,20 @@ static void memory_event(pf *p, size_t d, const tdm_event *ev,
                          uint8_t cat)
 {
     tdm_jw *w = &p->w;
-    const tdm_model_device *dev = &p->m->devices[d];
-    ev_head(p, "i", "[memory]", p->pid, (int64_t)ev->time_ns);
-    tdm__jw_kstr(w, "cat", "cpu_instant_event");
-    tdm__jw_kstr(w, "s", "t");
-    tdm__jw_key(w, "args");
-    tdm__jw_open(w, '{');
-    tdm__jw_ki64(w, "Total Reserved", smp->reserved);
-    tdm__jw_ki64(w, "Total Allocated", smp->allocated);
-    tdm__jw_ki64(w, "Bytes", bytes);
-    tdm__jw_ku64(w, "Addr", ev->addr);
-    tdm__jw_ki64(w, "Device Id", dev->ordinal);
-    tdm__jw_ki64(w, "Device Type", device_type_of(dev->vendor));
-    tdm__jw_kstr(w, "Category", tdm_category_name((tdm_category)cat));
-    tdm__jw_close(w, '}');
-    tdm__jw_close(w, '}');
+    tdm__jw_sep(w);
+    tdm__jw_lit(w, p->memory_head);
+    tdm__jw_us(w, (int64_t)ev->time_ns - p->base_ns);
+    tdm__jw_lit(w, ",\"cat\":\"cpu_instant_event\",\"s\":\"t\",\"args\":{\"Total Reserved\":");
+    tdm__jw_i64(w, smp->reserved);
+    tdm__jw_lit(w, ",\"Total Allocated\":");
+    tdm__jw_i64(w, smp->allocated);
+    tdm__jw_lit(w, ",\"Bytes\":");
+    tdm__jw_i64(w, bytes);
+    tdm__jw_lit(w, ",\"Addr\":");
+    tdm__jw_u64(w, ev->addr);
+    tdm__jw_lit(w, p->pre[d].memory_tail);
+    tdm__jw_lit(w, tdm_category_name((tdm_category)cat));
+    tdm__jw_lit(w, "\"}}");
 }
 
 static void mark_event(pf *p, const char *name, const tdm_event *ev, size_t d)
@@ -200,7 +221,7 @@ static void walk(pf *p)
 {
     const tdm_snap *s = p->s;
     const tdm_model *m = p->m;
-    char name[64], pbuf[32], sbuf[32];
+    char pbuf[32], sbuf[32];
     int64_t phase_t0 = 0, step_t0 = 0;
     uint32_t phase = 0, step = 0;
     int in_phase = 0, in_step = 0;
@@ -252,16 +273,14 @@ static void walk(pf *p)
             int64_t sz = k >= 0 ? (int64_t)m->allocs[k].size : (int64_t)ev->size;
             int64_t bytes = ev->action == TDM_ACTION_ALLOC ? sz : -sz;
             memory_event(p, d, ev, smp, bytes, cat);
-            track_name(name, sizeof name, dev, "allocated");
-            counter(p, name, t, smp->allocated);
+            counter(p, d, TRACK_ALLOCATED, t, smp->allocated);
             if (k >= 0) {
                 p->cat_bytes[d][cat] += bytes;
                 cat_counter(p, d, cat, t);
             }
         } else {
             /* segment_alloc/free/map/unmap */
-            track_name(name, sizeof name, dev, "reserved");
-            counter(p, name, t, smp->reserved);
+            counter(p, d, TRACK_RESERVED, t, smp->reserved);
         }
     }
     int64_t end = (int64_t)m->window_end_ns;
@@ -449,7 +468,8 @@ tdm_status tdm__export_perfetto(FILE *out, const tdm_export_context *ctx)
     p.ev_alloc = malloc((s->event_count ? s->event_count : 1) * sizeof *p.ev_alloc);
     p.cursor = calloc(m->device_count + 1, sizeof *p.cursor);
     p.cat_bytes = calloc(m->device_count + 1, sizeof *p.cat_bytes);
-    if (!p.ev_alloc || !p.cursor || !p.cat_bytes ||
+    p.pre = calloc(m->device_count + 1, sizeof *p.pre);
+    if (!p.ev_alloc || !p.cursor || !p.cat_bytes || !p.pre ||
         tdm__categories_infer(m, &p.cats) != TDM_OK)
         goto out;
     for (size_t i = 0; i < s->event_count; i++)
@@ -476,6 +496,11 @@ tdm_status tdm__export_perfetto(FILE *out, const tdm_export_context *ctx)
         p.base_ns = (int64_t)m->window_start_ns;
     }
 
+    for (size_t d = 0; d < m->device_count; d++)
+        make_prefixes(&p, d);
+    snprintf(p.memory_head, sizeof p.memory_head,
+             "{\"ph\":\"i\",\"name\":\"[memory]\",\"pid\":%lld,\"tid\":%lld,\"ts\":",
+             (long long)p.pid, (long long)p.pid);
     if ((st = tdm__jw_init(&p.w, out)) != TDM_OK)
         goto out;
     if (merge) {
@@ -517,6 +542,7 @@ out:
     free(p.ev_alloc);
     free(p.cursor);
     free(p.cat_bytes);
+    free(p.pre);
     free(p.cats);
     free(prof.data);
     return st;

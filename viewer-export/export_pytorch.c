@@ -157,6 +157,13 @@ static void put_frames(tdm_pkw *w, fcache *c, uint32_t stack_id)
 
 /* ---- pieces ------------------------------------------------------------- */
 
+/* A byte count: unsigned, so clamped rather than wrapped negative (only a
+ * damaged file has one above 2^63). */
+static void put_bytes(tdm_pkw *w, uint64_t v)
+{
+    tdm__pkw_int(w, v > INT64_MAX ? INT64_MAX : (int64_t)v);
+}
+
 static const char *const state_names[] = {"inactive", "active_allocated",
                                           "active_pending_free"};
 
@@ -167,9 +174,9 @@ static void put_block(tdm_pkw *w, fcache *c, const tdm_snap_block *b)
     KEY(w, "address");
     tdm__pkw_int(w, (int64_t)b->address);
     KEY(w, "size");
-    tdm__pkw_int(w, (int64_t)b->size);
+    put_bytes(w, b->size);
     KEY(w, "requested_size");
-    tdm__pkw_int(w, b->state == TDM_BLOCK_INACTIVE ? 0 : (int64_t)b->requested_size);
+    put_bytes(w, b->state == TDM_BLOCK_INACTIVE ? 0 : b->requested_size);
     KEY(w, "state");
     tdm__pkw_cstr(w, state_names[b->state <= 2 ? b->state : 0]);
     KEY(w, "frames");
@@ -201,13 +208,13 @@ static void put_segment(tdm_pkw *w, fcache *c, const tdm_pt_state *st,
     KEY(w, "address");
     tdm__pkw_int(w, (int64_t)g->address);
     KEY(w, "total_size");
-    tdm__pkw_int(w, (int64_t)g->total_size);
+    put_bytes(w, g->total_size);
     KEY(w, "allocated_size");
-    tdm__pkw_int(w, (int64_t)allocated);
+    put_bytes(w, allocated);
     KEY(w, "active_size");
-    tdm__pkw_int(w, (int64_t)active);
+    put_bytes(w, active);
     KEY(w, "requested_size");
-    tdm__pkw_int(w, (int64_t)requested);
+    put_bytes(w, requested);
     KEY(w, "stream");
     tdm__pkw_int(w, (int64_t)g->stream);
     KEY(w, "segment_type");
@@ -240,13 +247,13 @@ static void put_entry(tdm_pkw *w, fcache *c, const tdm_event *e, uint8_t cat)
     tdm__pkw_str(w, action, strlen(action));
     if (e->action == TDM_ACTION_OOM) {
         KEY(w, "device_free"); /* an oom has no address (reference §2.4) */
-        tdm__pkw_int(w, (int64_t)e->addr);
+        put_bytes(w, e->addr);
     } else {
         KEY(w, "addr");
         tdm__pkw_int(w, (int64_t)e->addr);
     }
     KEY(w, "size");
-    tdm__pkw_int(w, (int64_t)e->size);
+    put_bytes(w, e->size);
     KEY(w, "stream");
     tdm__pkw_int(w, (int64_t)e->stream);
     KEY(w, "time_us");
@@ -337,6 +344,14 @@ static const char *mode_name(unsigned v, const char *const *names, unsigned n)
     return v < n ? names[v] : "?";
 }
 
+/* An int for allocator_settings, which the viewer JSON.stringify()s:
+ * kept within ±2^53 so that it stays an exact JavaScript Number. */
+static void put_json_int(tdm_pkw *w, int64_t v)
+{
+    const int64_t lim = INT64_C(1) << 53;
+    tdm__pkw_int(w, v > lim ? lim : v < -lim ? -lim : v);
+}
+
 static void put_settings(tdm_pkw *w, const tdm_snap *snap, const tdm_pt_state *st,
                          uint64_t left_out)
 {
@@ -372,17 +387,17 @@ static void put_settings(tdm_pkw *w, const tdm_snap *snap, const tdm_pt_state *s
     KEY(w, "host");
     tdm__pkw_cstr(w, h->host);
     KEY(w, "pid");
-    tdm__pkw_int(w, h->pid);
+    put_json_int(w, h->pid);
     KEY(w, "rank");
-    tdm__pkw_int(w, h->rank);
+    put_json_int(w, h->rank);
     KEY(w, "local_rank");
-    tdm__pkw_int(w, h->local_rank);
+    put_json_int(w, h->local_rank);
     KEY(w, "world_size");
-    tdm__pkw_int(w, h->world_size);
+    put_json_int(w, h->world_size);
     KEY(w, "start_time_us");
-    tdm__pkw_int(w, (int64_t)h->start_time_us);
+    put_json_int(w, (int64_t)h->start_time_us);
     KEY(w, "dump_time_us");
-    tdm__pkw_int(w, (int64_t)h->dump_time_us);
+    put_json_int(w, (int64_t)h->dump_time_us);
     KEY(w, "record");
     tdm__pkw_cstr(w, mode_name(h->record_mode, rec, 3));
     KEY(w, "context");
@@ -390,11 +405,11 @@ static void put_settings(tdm_pkw *w, const tdm_snap *snap, const tdm_pt_state *s
     KEY(w, "stacks");
     tdm__pkw_cstr(w, mode_name(h->stacks_mode, stk, 3));
     KEY(w, "max_entries");
-    tdm__pkw_int(w, h->max_entries > INT32_MAX ? -1 : (int64_t)h->max_entries);
+    put_json_int(w, h->max_entries > INT32_MAX ? -1 : (int64_t)h->max_entries);
     KEY(w, "dropped_events");
-    tdm__pkw_int(w, snap->dropped_events > INT64_MAX ? INT64_MAX : (int64_t)snap->dropped_events);
+    put_json_int(w, snap->dropped_events > INT64_MAX ? INT64_MAX : (int64_t)snap->dropped_events);
     KEY(w, "events_left_out");
-    tdm__pkw_int(w, (int64_t)left_out);
+    put_json_int(w, (int64_t)left_out);
     KEY(w, "devices");
     tdm_pkw_seq seq;
     tdm__pkw_list_begin(w, &seq);
@@ -404,13 +419,13 @@ static void put_settings(tdm_pkw *w, const tdm_snap *snap, const tdm_pt_state *s
         tdm__pkw_byte(w, TDM_PK_EMPTY_DICT);
         tdm__pkw_byte(w, TDM_PK_MARK);
         KEY(w, "index");
-        tdm__pkw_int(w, d->index);
+        put_json_int(w, d->index);
         KEY(w, "vendor");
         tdm__pkw_cstr(w, d->vendor);
         KEY(w, "name");
         tdm__pkw_cstr(w, d->name);
         KEY(w, "capacity");
-        tdm__pkw_int(w, (int64_t)d->capacity);
+        put_json_int(w, (int64_t)d->capacity);
         tdm__pkw_byte(w, TDM_PK_SETITEMS);
     }
     tdm__pkw_list_end(w, &seq);

@@ -223,7 +223,12 @@ static int64_t tile(blist *out, tdm_snap_segment *seg, const tdm_snap_block *in,
                 return -1;
             repaired++;
         }
-        if (blist_push(out, *b) != 0)
+        tdm_snap_block copy = *b;
+        if (copy.state != TDM_BLOCK_INACTIVE && copy.requested_size > copy.size) {
+            copy.requested_size = copy.size; /* a request never exceeds its block */
+            repaired++;
+        }
+        if (blist_push(out, copy) != 0)
             return -1;
         cur = b->address + b->size;
     }
@@ -239,81 +244,111 @@ static int64_t tile(blist *out, tdm_snap_segment *seg, const tdm_snap_block *in,
     return repaired;
 }
 
-static int alloc_addr_cmp(const void *pa, const void *pb)
+/* A range of addresses some block event of the history used. */
+typedef struct span {
+    int32_t device;
+    uint64_t lo, hi; /* [lo, hi) */
+} span;
+
+static int span_cmp(const void *pa, const void *pb)
 {
-    const tdm_snap_block *a = pa, *b = pb;
-    return a->address < b->address ? -1 : a->address > b->address;
+    const span *a = pa, *b = pb;
+    if (a->device != b->device)
+        return a->device < b->device ? -1 : 1;
+    return a->lo < b->lo ? -1 : a->lo > b->lo;
 }
 
-/* No state record (the file was cut): one segment per device spanning
- * every address its block events touched, holding the allocations the
- * history leaves live.  Segment events then cannot replay and are left
- * out, which is the truth: the file does not say where segments were. */
+/* A block the history leaves live, and its device. */
+typedef struct live_block {
+    int32_t device;
+    tdm_snap_block b;
+} live_block;
+
+static int live_cmp(const void *pa, const void *pb)
+{
+    const live_block *a = pa, *b = pb;
+    if (a->device != b->device)
+        return a->device < b->device ? -1 : 1;
+    return a->b.address < b->b.address ? -1 : a->b.address > b->b.address;
+}
+
+/* No state record (the file was cut): per device, one segment for each
+ * run of overlapping or touching address ranges the block events used,
+ * holding the allocations the history leaves live.  Every block event
+ * then fits inside one segment; segment events cannot be placed and are
+ * left out, which is the truth: the file does not say where segments were. */
 static int synthesize(const tdm_snap *snap, const tdm_model *model, tdm_pt_state *st,
                       blist *bl)
 {
-    size_t ndev = model->device_count;
-    tdm_snap_segment *segs = calloc(ndev ? ndev : 1, sizeof *segs);
-    uint64_t *lo = malloc((ndev ? ndev : 1) * sizeof *lo);
-    uint64_t *hi = calloc(ndev ? ndev : 1, sizeof *hi);
-    tdm_snap_block *live = NULL;
+    size_t nsp = 0, nlive = 0;
+    span *sp = malloc((snap->event_count ? snap->event_count : 1) * sizeof *sp);
+    live_block *live = malloc((model->alloc_count ? model->alloc_count : 1) * sizeof *live);
+    tdm_snap_block *mine = malloc((model->alloc_count ? model->alloc_count : 1) * sizeof *mine);
+    tdm_snap_segment *segs = NULL;
     int rc = -1;
-    if (!segs || !lo || !hi)
+    if (!sp || !live || !mine)
         goto out;
-    for (size_t d = 0; d < ndev; d++)
-        lo[d] = UINT64_MAX;
     for (size_t i = 0; i < snap->event_count; i++) {
         const tdm_event *e = &snap->events[i];
-        if (e->action > TDM_ACTION_FREE_COMPLETED)
-            continue;
-        int d = tdm__model_device_index(model, e->device);
         uint64_t end = e->addr + (e->size ? e->size : 1);
-        if (d < 0 || end < e->addr)
+        if (e->action > TDM_ACTION_FREE_COMPLETED || end < e->addr)
             continue;
-        if (e->addr < lo[d])
-            lo[d] = e->addr;
-        if (end > hi[d])
-            hi[d] = end;
+        sp[nsp++] = (span){e->device, e->addr, end};
     }
-    live = malloc((model->alloc_count ? model->alloc_count : 1) * sizeof *live);
-    if (!live)
-        goto out;
-    size_t n = 0;
-    for (size_t d = 0; d < ndev; d++) {
-        if (lo[d] >= hi[d])
-            continue;
-        size_t nlive = 0;
-        for (size_t k = 0; k < model->alloc_count; k++) {
-            const tdm_model_alloc *a = &model->allocs[k];
-            if (a->device_index != d || a->free_seq != TDM_MODEL_SEQ_NEVER || a->alloc_seq < 0)
-                continue;
-            live[nlive++] = (tdm_snap_block){
-                .address = a->addr, .size = a->size ? a->size : 1,
-                .requested_size = a->size, .alloc_time_ns = a->alloc_time_ns,
-                .stack_id = a->stack_id,
-                .state = a->flags & TDM_MODEL_FREE_REQUESTED ? TDM_BLOCK_ACTIVE_PENDING_FREE
-                                                             : TDM_BLOCK_ACTIVE_ALLOCATED,
-                .category = a->category};
+    if (nsp)
+        qsort(sp, nsp, sizeof *sp, span_cmp);
+    size_t nseg = 0;
+    for (size_t i = 0; i < nsp; i++) { /* merge runs in place */
+        if (nseg && sp[nseg - 1].device == sp[i].device && sp[i].lo <= sp[nseg - 1].hi) {
+            if (sp[i].hi > sp[nseg - 1].hi)
+                sp[nseg - 1].hi = sp[i].hi;
+        } else {
+            sp[nseg++] = sp[i];
         }
-        qsort(live, nlive, sizeof *live, alloc_addr_cmp);
-        segs[n] = (tdm_snap_segment){.device = model->devices[d].ordinal,
-                                     .pool = TDM_POOL_LARGE, .address = lo[d],
-                                     .total_size = hi[d] - lo[d]};
+    }
+    for (size_t k = 0; k < model->alloc_count; k++) {
+        const tdm_model_alloc *a = &model->allocs[k];
+        if (a->free_seq != TDM_MODEL_SEQ_NEVER || a->alloc_seq < 0)
+            continue;
+        live[nlive++] = (live_block){
+            model->devices[a->device_index].ordinal,
+            {.address = a->addr, .size = a->size ? a->size : 1, .requested_size = a->size,
+             .alloc_time_ns = a->alloc_time_ns, .stack_id = a->stack_id,
+             .state = a->flags & TDM_MODEL_FREE_REQUESTED ? TDM_BLOCK_ACTIVE_PENDING_FREE
+                                                          : TDM_BLOCK_ACTIVE_ALLOCATED,
+             .category = a->category}};
+    }
+    if (nlive)
+        qsort(live, nlive, sizeof *live, live_cmp);
+    segs = calloc(nseg ? nseg : 1, sizeof *segs);
+    if (!segs)
+        goto out;
+    /* Both lists are sorted by (device, address): one walk pairs them.
+     * Every live block's own alloc event made a span, so each has one. */
+    size_t k = 0;
+    for (size_t g = 0; g < nseg; g++) {
+        live_block start = {sp[g].device, {.address = sp[g].lo}};
+        while (k < nlive && live_cmp(&live[k], &start) < 0)
+            k++;
+        size_t n = 0;
+        for (; k < nlive && live[k].device == sp[g].device && live[k].b.address < sp[g].hi; k++)
+            mine[n++] = live[k].b;
+        segs[g] = (tdm_snap_segment){.device = sp[g].device, .pool = TDM_POOL_LARGE,
+                                     .address = sp[g].lo, .total_size = sp[g].hi - sp[g].lo};
         /* Gaps between live allocations are expected here: not repairs. */
-        if (tile(bl, &segs[n], live, nlive) < 0)
+        if (tile(bl, &segs[g], mine, n) < 0)
             goto out;
-        n++;
     }
     st->segments = segs;
-    st->segment_count = n;
+    st->segment_count = nseg;
     st->synthesized = 1;
     segs = NULL;
     rc = 0;
 out:
     free(segs);
-    free(lo);
-    free(hi);
+    free(sp);
     free(live);
+    free(mine);
     return rc;
 }
 
@@ -333,8 +368,10 @@ tdm_status tdm__pt_state_build(const tdm_snap *snap, const tdm_model *model,
     tdm_snap_segment *segs = malloc((n ? n : 1) * sizeof *segs);
     if (!segs)
         goto oom;
-    memcpy(segs, snap->segments, n * sizeof *segs);
-    qsort(segs, n, sizeof *segs, seg_cmp);
+    if (n) {
+        memcpy(segs, snap->segments, n * sizeof *segs);
+        qsort(segs, n, sizeof *segs, seg_cmp);
+    }
     size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
         tdm_snap_segment seg = segs[i];

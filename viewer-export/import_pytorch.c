@@ -407,7 +407,8 @@ static int merge_history(im *c)
         free(head);
         return tdm__pti_oom(c);
     }
-    qsort(c->marks, c->nmarks, sizeof *c->marks, mark_cmp);
+    if (c->nmarks)
+        qsort(c->marks, c->nmarks, sizeof *c->marks, mark_cmp);
     for (size_t k = 0; k < lists; k++)
         head[k] = c->dev_start[k];
     size_t mk = 0, n = 0;

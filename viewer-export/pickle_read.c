@@ -244,6 +244,8 @@ static tdm_pkv *container(vm *m, tdm_pkv_type type, tdm_pkv **slots, size_t coun
 static int extend(vm *m, tdm_pkv *c, tdm_pkv **slots, size_t count)
 {
     size_t used = c->type == TDM_PKV_DICT ? 2 * (size_t)c->n : c->n;
+    if (count == 0)
+        return 0; /* MARK APPENDS with nothing between: valid, a no-op */
     if (count > UINT32_MAX - used)
         return fail(m, TDM_FORMAT_ERROR, "container grows past 2^32 items");
     if (used + count > c->cap) {

@@ -101,7 +101,7 @@ typedef struct tdm_view_input {
     uint64_t truncated_at;  /* byte offset of the cut */
 } tdm_view_input;
 
-/* Writes one snapshot's JSON object on `out`.  Every '<' is written as
+/* Writes one snapshot's JSON object on `out` (view_json.c).  Every '<' is written as
  * \u003c so the text can sit inside a <script> element.  *bytes gets the
  * number of bytes written.  TDM_HOST_OUT_OF_MEMORY or TDM_IO_ERROR. */
 tdm_status tdm__view_data_write(FILE *out, const tdm_view_input *in,

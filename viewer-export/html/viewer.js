@@ -57,17 +57,21 @@ function fmtOffset(ns) {
     pad(s % 60, 2) + ' s';
 }
 
-/* A tick label for a time axis whose ticks are `step` ns apart. */
-function fmtTick(ns, step) {
-  const units = [[1e9, 's'], [1e6, 'ms'], [1e3, 'µs'], [1, 'ns']];
+/* A tick label for a time axis whose ticks are `step` ns apart and reach
+ * `top` ns: the unit suits the magnitude, the decimals the step. */
+function fmtTick(ns, step, top) {
+  const units = [[1e9, 's'], [1e6, 'ms'], [1e3, '\u00b5s'], [1, 'ns']];
   for (const [div, name] of units) {
-    if (step >= div || div === 1) {
-      const digits = Math.max(0, Math.min(6, Math.ceil(-Math.log10(step / div) + 1e-9)));
+    if (top >= div || div === 1) {
+      const digits = Math.max(0, Math.min(6, Math.ceil(-Math.log10(step / div) - 1e-9)));
       return (ns / div).toFixed(digits) + ' ' + name;
     }
   }
   return String(ns);
 }
+
+/* A time to the µs, in the unit that suits it: "11.432 ms", "12.345678 s". */
+function fmtFine(ns) { return (ns < 0 ? '-' : '+') + fmtTick(Math.abs(ns), 1000, Math.abs(ns)); }
 
 function fmtUtc(usText) {
   const us = Number(usText);
@@ -264,6 +268,7 @@ class Snapshot {
 
   /* "+0.000514 s (event 156), step 1, phase optimizer" */
   describeSeq(seq) {
+    if (!this.n) return 'the dump (final allocator state; no events recorded)';
     const t = fmtOffset(this.timeOf(seq) + this.d.origin_ns);
     let out = seq < 0 ? t + ' (window start)' : t + ' (event ' + seq + ')';
     const step = this.stepAt(seq), ph = this.phaseName(this.phaseAt(seq));

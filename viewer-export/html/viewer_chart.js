@@ -126,7 +126,8 @@ class Panel {
       add('peak', '<span class="peak" data-testid="peak" data-bytes="' + v.stats.allocated_bytes[1] + '">' +
         fmtExact(v.stats.allocated_bytes[1]) + '</span> (allocator stats; no history)');
     }
-    add('live at end', fmtExact(Math.max(0, v.end_allocated)) + ' in ' + v.end_blocks + ' allocation' +
+    if (!d.state_known && !d.events) add('live at end', 'unknown (no events and no final state in the file)');
+    else add('live at end', fmtExact(Math.max(0, v.end_allocated)) + ' in ' + v.end_blocks + ' allocation' +
       (v.end_blocks === 1 ? '' : 's') + (v.end_from_state ? ', from the final allocator state' : ', replayed'));
     if (v.oom_events) add('OOMs', '<span class="warn">' + v.oom_events + ' out-of-memory event' +
       (v.oom_events === 1 ? '' : 's') + '</span>');
@@ -158,12 +159,16 @@ class Panel {
     this.setRange(a - pad, b + pad, redraw);
   }
 
+  /* A linked panel takes the other's range as it is (a shorter run then
+   * leaves space on the right); otherwise the range stays on the run. */
   setRange(t0, t1, redraw = true, fromLink = false) {
     const [a, b] = this.domain();
-    const span = Math.max(t1 - t0, 50); /* ns: finer than any clock */
-    const lo = a - (b - a) * 0.05, hi = b + (b - a) * 0.05;
-    const width = Math.min(span, hi - lo);
-    t0 = Math.min(Math.max(t0, lo), hi - width);
+    let width = Math.max(t1 - t0, 50); /* ns: finer than any clock */
+    if (!fromLink) {
+      const lo = a - (b - a) * 0.05, hi = b + (b - a) * 0.05;
+      width = Math.min(width, hi - lo);
+      t0 = Math.min(Math.max(t0, lo), hi - width);
+    }
     this.t0 = t0; this.t1 = t0 + width;
     if (redraw) this.draw();
     if (!fromLink && this.app.linkTime) this.app.linkRange(this);
@@ -217,8 +222,10 @@ class Panel {
     ctx.font = '11px system-ui, sans-serif';
     const W = this.plotW(), H = this.cssH - M.t - M.b, snap = this.snap;
     if (!snap.n) {
+      if (this.cssH > 80) { this.canvas.style.height = '60px'; this.draw(); return; }
       ctx.fillStyle = '#5d6875';
-      ctx.fillText('No events in this snapshot; the maps below show its final allocator state.', M.l, M.t + 30);
+      ctx.fillText(snap.d.state_known ? 'No events in this snapshot; the views below show its final allocator state.'
+        : 'No events and no final allocator state in this file.', M.l, 30);
       return;
     }
     const cols = this.cols, ymax = this.yMax();
@@ -364,7 +371,8 @@ class Panel {
     for (let t = Math.ceil((this.t0 + origin) / step) * step; t <= this.t1 + origin; t += step) {
       const x = Math.round(this.xOf(t - origin)) + 0.5;
       ctx.beginPath(); ctx.moveTo(x, M.t + H); ctx.lineTo(x, M.t + H + 4); ctx.stroke();
-      ctx.fillText(fmtTick(t, step), x, M.t + H + 6);
+      const label = fmtTick(t, step, Math.abs(this.t1 + origin));
+      if (x + ctx.measureText(label).width / 2 <= this.cssW) ctx.fillText(label, x, M.t + H + 6);
     }
   }
 
@@ -436,7 +444,8 @@ class Panel {
     this.hoverX = M.l + c;
     this.paint();
     const s = this.snap, cols = this.cols, seq = cols.seq[c], tot = cols.max[c];
-    let html = '<b>' + esc(s.describeSeq(seq)) + '</b>';
+    const t = s.timeOf(seq) + s.d.origin_ns;
+    let html = '<b>' + esc(s.describeSeq(seq)) + '</b><br>at ' + fmtFine(t) + ' from the recording start';
     if (cols.n[c] > 1) html += '<br><i>' + cols.n[c] + ' changes in this pixel; its highest is shown</i>';
     html += '<table><tr><td>allocated</td><td class="n"><b>' + fmtBytes(tot) + '</b></td><td></td></tr>';
     if (this.series.reservedKnown)
