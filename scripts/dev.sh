@@ -17,7 +17,11 @@ PACKAGES=(
   build-essential cmake pkg-config git python3
   libunwind-dev libmsgpack-dev libjemalloc-dev libdw-dev libelf-dev
   libcmocka-dev libze-dev libze1 libamdhip64-dev
+  chromium
 )
+# node and npm for the browser test, unless some node (e.g. nodesource's,
+# which conflicts with Debian's npm) is already there.
+command -v npm >/dev/null 2>&1 || PACKAGES+=(nodejs npm)
 
 setup() {
   local missing=()
@@ -33,6 +37,13 @@ setup() {
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+# The browser test's npm packages (tests/browser/package-lock.json); without
+# them (offline) that one test reports SKIPPED.
+browser_deps() {
+  npm ci --prefix tests/browser --no-audit --no-fund ||
+    echo "dev.sh: npm ci failed; the browser test will be SKIPPED"
 }
 
 # build DIR [cmake options...]
@@ -76,6 +87,6 @@ case "${1:-}" in
   setup) setup ;;
   build) setup; build build ;;
   demo)  setup; demo ;;
-  test)  setup; tests ;;
+  test)  setup; browser_deps; tests ;;
   *) echo "usage: scripts/dev.sh demo|test|setup|build" >&2; exit 2 ;;
 esac

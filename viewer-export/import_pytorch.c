@@ -21,9 +21,9 @@
  * Schema errors name the byte offset of the offending value and its path
  * ("device_traces[0][12]: 'addr' is str, not int").  The walk follows the
  * schema's fixed depth, so memo cycles in a hostile pickle cannot loop it.
- * No state, no locks.
+ * import_pytorch_tables.c holds the bookkeeping (memory, interning,
+ * typed reads).  No state, no locks.
  */
-#include "import_formats.h"
 #include "import_pytorch.h"
 
 #include <errno.h>
@@ -141,7 +141,9 @@ static int read_segment(im *c, const tdm_pkv *s, long i, const char *name, int p
     if ((int64_t)dev < -1 || (int64_t)dev > 32767)
         return tdm__pti_fail(c, s, &w, "device %" PRId64 " is not a device ordinal", (int64_t)dev);
     g.device = (int32_t)(int64_t)dev;
-    g.pool = passthrough ? TDM_POOL_NONE : tdm__pti_is_str(type, "small") ? TDM_POOL_SMALL : TDM_POOL_LARGE;
+    g.pool = passthrough                       ? TDM_POOL_NONE
+             : tdm__pti_is_str(type, "small") ? TDM_POOL_SMALL
+                                              : TDM_POOL_LARGE;
     const tdm_pkv *exp = tdm__pk_get(s, "is_expandable");
     g.is_expandable = exp && exp->type == TDM_PKV_BOOL && exp->v.i;
     uint32_t sid = tdm__pti_stack_of(c, tdm__pk_get(s, "frames"), &w);
@@ -167,7 +169,8 @@ static int read_segment(im *c, const tdm_pkv *s, long i, const char *name, int p
             return -1;
         if (tdm__pti_is_str(state, "active_allocated"))
             blk.state = TDM_BLOCK_ACTIVE_ALLOCATED;
-        else if (tdm__pti_is_str(state, "active_pending_free") || tdm__pti_is_str(state, "active_awaiting_free"))
+        else if (tdm__pti_is_str(state, "active_pending_free") ||
+                 tdm__pti_is_str(state, "active_awaiting_free")) /* the docstring's name */
             blk.state = TDM_BLOCK_ACTIVE_PENDING_FREE;
         else if (tdm__pti_is_str(state, "inactive"))
             blk.state = TDM_BLOCK_INACTIVE;
@@ -239,7 +242,8 @@ static int read_annotations(im *c, const tdm_pkv *list)
         const tdm_pkv *a = list->v.items[i];
         const tdm_pkv *name = tdm__pk_get(a, "name");
         uint64_t t = 0;
-        if (!tdm__pti_is_str(tdm__pk_get(a, "stage"), "START") || !name || name->type != TDM_PKV_STR ||
+        if (!tdm__pti_is_str(tdm__pk_get(a, "stage"), "START") || !name ||
+            name->type != TDM_PKV_STR ||
             tdm__pk_u64(tdm__pk_get(a, "time_us"), &t) != 0 || (int64_t)t < 0)
             continue;
         pending_mark m = {.time_ns = t * 1000, .order = i};
@@ -470,7 +474,8 @@ static int import_root(im *c, const tdm_pkv *root, const char *source)
     if (settings && settings->type != TDM_PKV_DICT)
         settings = NULL;
     const tdm_pkv *alloc_mode = tdm__pk_get(tdm__pk_get(settings, "tidemark"), "alloc_mode");
-    int passthrough = tdm__pti_is_str(alloc_mode, "passthrough") || tdm__pti_is_str(alloc_mode, "observe");
+    int passthrough = tdm__pti_is_str(alloc_mode, "passthrough") ||
+                      tdm__pti_is_str(alloc_mode, "observe");
     if (read_segments(c, segments, "segments", passthrough) < 0 ||
         read_segments(c, tdm__pk_get(root, "host_segments"), "host_segments", passthrough) < 0)
         return -1;

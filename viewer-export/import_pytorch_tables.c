@@ -338,8 +338,10 @@ uint32_t tdm__pti_stack_of(im *c, const tdm_pkv *list, const where_t *w)
     uint32_t id = htab_find(&c->stack_index, h, stack_eq, c, &sk, &where_slot);
     if (id == UINT32_MAX) {
         if (tdm__pti_grow(&c->stacks, &c->cap_stacks, c->nstacks + 1, sizeof *c->stacks) != 0 ||
-            tdm__pti_grow(&c->stack_offs, &c->cap_offs, c->nstacks + 1, sizeof *c->stack_offs) != 0 ||
-            tdm__pti_grow(&c->o->stack_frames, &c->cap_sf, c->nsf + depth, sizeof *c->o->stack_frames)) {
+            tdm__pti_grow(&c->stack_offs, &c->cap_offs, c->nstacks + 1,
+                          sizeof *c->stack_offs) != 0 ||
+            tdm__pti_grow(&c->o->stack_frames, &c->cap_sf, c->nsf + depth,
+                          sizeof *c->o->stack_frames) != 0) {
             tdm__pti_oom(c);
             return UINT32_MAX;
         }
