@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tidemark.h"
 
@@ -28,6 +29,7 @@ typedef struct model {
     size_t hidden;   /* features per layer */
     size_t batch;    /* samples per step */
     int device;
+    long compute_us; /* simulated kernel time per layer and pass */
     void *weight[MAX_LAYERS], *bias[MAX_LAYERS];
     void *grad_w[MAX_LAYERS], *grad_b[MAX_LAYERS];
     void *adam_m[MAX_LAYERS], *adam_v[MAX_LAYERS];
@@ -58,6 +60,16 @@ static void device_free(void *p)
     }
 }
 
+/* Stands in for the kernels a real layer would run, so the timeline has
+ * the shape of a real one (memory held while compute happens). */
+static void compute(const model *m)
+{
+    if (m->compute_us <= 0)
+        return;
+    struct timespec ts = {m->compute_us / 1000000, (m->compute_us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+}
+
 static size_t weight_bytes(const model *m) { return m->hidden * m->hidden * 4; }
 static size_t bias_bytes(const model *m) { return m->hidden * 4; }
 static size_t act_bytes(const model *m) { return m->batch * m->hidden * 4; }
@@ -84,6 +96,7 @@ static NOINLINE void forward_layer(model *m, int l)
     void *workspace = device_alloc(m, act_bytes(m) / 2, "matmul workspace");
     m->preact[l] = device_alloc(m, act_bytes(m), "pre-activation");
     m->activation[l] = device_alloc(m, act_bytes(m), "activation");
+    compute(m);
     device_free(workspace);
 }
 
@@ -99,6 +112,7 @@ static NOINLINE void backward_layer(model *m, int l)
     void *grad_input = device_alloc(m, act_bytes(m), "input gradient");
     m->grad_w[l] = device_alloc(m, weight_bytes(m), "weight gradient");
     m->grad_b[l] = device_alloc(m, bias_bytes(m), "bias gradient");
+    compute(m);
     device_free(m->activation[l]);
     device_free(m->preact[l]);
     device_free(grad_input);
@@ -120,7 +134,9 @@ static NOINLINE void optimizer_step(model *m)
             m->adam_v[l] = device_alloc(m, weight_bytes(m), "adam exp_avg_sq");
         }
         /* the update itself needs a temporary the size of the weight */
-        device_free(device_alloc(m, weight_bytes(m), "update temporary"));
+        void *update = device_alloc(m, weight_bytes(m), "update temporary");
+        compute(m);
+        device_free(update);
     }
 }
 
@@ -153,13 +169,15 @@ static void usage(FILE *to)
 {
     fprintf(to,
             "usage: train_sim [--steps N] [--layers N] [--hidden N] [--batch N]\n"
-            "                 [--device N] [--dump PATH]\n"
+            "                 [--device N] [--compute-us N] [--dump PATH]\n"
             "Trains a simulated MLP on tidemark's sim device.\n"
             "  --steps N   training steps (default 5)\n"
             "  --layers N  layers, at most %d (default 6)\n"
             "  --hidden N  features per layer (default 2048)\n"
             "  --batch N   samples per step (default 512)\n"
             "  --device N  device ordinal (default 0)\n"
+            "  --compute-us N  simulated compute per layer and pass, in us\n"
+            "              (default 300; 0 runs as fast as it can)\n"
             "  --dump PATH record with the C API and write a snapshot to PATH\n"
             "Without --dump, set TIDEMARK_CONF (e.g. dump=train.tdm) to record.\n",
             MAX_LAYERS);
@@ -178,7 +196,8 @@ static long parse_count(const char *flag, const char *v, long min, long max)
 
 int main(int argc, char **argv)
 {
-    model m = {.layers = 6, .hidden = 2048, .batch = 512, .device = 0};
+    model m = {.layers = 6, .hidden = 2048, .batch = 512, .device = 0,
+               .compute_us = 300};
     int steps = 5;
     const char *dump = NULL;
     for (int i = 1; i < argc; i++) {
@@ -196,6 +215,8 @@ int main(int argc, char **argv)
             m.batch = (size_t)parse_count(a, v, 1, 1 << 24), i++;
         } else if (!strcmp(a, "--device")) {
             m.device = (int)parse_count(a, v, 0, 1023), i++;
+        } else if (!strcmp(a, "--compute-us")) {
+            m.compute_us = parse_count(a, v, 0, 10000000), i++;
         } else if (!strcmp(a, "--dump") && v) {
             dump = v, i++;
         } else {
