@@ -11,7 +11,8 @@
  * best of --repeat runs.  The analysis model is built once, timed on its
  * own row (every export needs it).
  *
- * usage: export [--events N] [--repeat N] [--format NAME]...
+ * usage: export [--events N] [--repeat N] [--format NAME]... [--save-pickle PATH]
+ * (--save-pickle keeps the pytorch pickle, e.g. for the Python checker).
  * Build RelWithDebInfo or Release before reading numbers.
  */
 #define _GNU_SOURCE
@@ -216,6 +217,7 @@ int main(int argc, char **argv)
 {
     size_t nev = 1000000;
     int repeat = 3, nonly = 0;
+    const char *save = NULL;
     char *only[16];
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--events") == 0 && i + 1 < argc)
@@ -224,8 +226,11 @@ int main(int argc, char **argv)
             repeat = atoi(argv[++i]);
         else if (strcmp(argv[i], "--format") == 0 && i + 1 < argc && nonly < 16)
             only[nonly++] = argv[++i];
+        else if (strcmp(argv[i], "--save-pickle") == 0 && i + 1 < argc)
+            save = argv[++i];
         else {
-            fprintf(stderr, "usage: export [--events N] [--repeat N] [--format NAME]...\n");
+            fprintf(stderr, "usage: export [--events N] [--repeat N] [--format NAME]... "
+                            "[--save-pickle PATH]\n");
             return 1;
         }
     }
@@ -299,6 +304,11 @@ int main(int argc, char **argv)
         size_t len;
         unsigned char *pk = tdm__pkw_take(&w, &len);
         tdm__pkw_destroy(&w);
+        FILE *f = save && pk ? fopen(save, "wb") : NULL;
+        if (f) {
+            fwrite(pk, 1, len, f);
+            fclose(f);
+        }
         best = 1e9;
         for (int r = 0; r < repeat && pk; r++) {
             tdm_snap *back = NULL;

@@ -53,17 +53,16 @@ void tdm__cli_export_help(FILE *out)
           "  -q, --quiet        no warnings, no 'wrote' line\n"
           "  -h, --help         this help\n"
           "\n"
-          "formats:\n",
+          "formats (name, default extension, what it is):\n",
           out);
     for (size_t i = 0; i < tdm__export_format_count; i++) {
         const tdm_export_format *f = &tdm__export_formats[i];
-        fprintf(out, "  %-11s %s (default extension %s)\n", f->name, f->description,
-                f->extension);
+        fprintf(out, "  %-11s %-12s %s\n", f->name, f->extension, f->description);
         for (size_t k = 0; f->options && f->options[k].name; k++) {
             char name[64];
             snprintf(name, sizeof name, "--%s%s%s", f->options[k].name,
                      f->options[k].arg ? " " : "", f->options[k].arg ? f->options[k].arg : "");
-            fprintf(out, "      %-20s %s\n", name, f->options[k].help);
+            fprintf(out, "      %-18s %s\n", name, f->options[k].help);
         }
     }
     fputs("\nSee docs/export.md for what each format contains.\n", out);

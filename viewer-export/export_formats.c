@@ -21,7 +21,7 @@ static const tdm_export_option flamegraph_options[] = {
 const tdm_export_format tdm__export_formats[] = {
     /* name, default extension, description, exporter, its own options */
     {"pytorch", ".pickle",
-     "PyTorch memory snapshot pickle for pytorch.org/memory_viz and _memory_viz.py",
+     "PyTorch snapshot pickle for pytorch.org/memory_viz, _memory_viz.py",
      tdm__export_pytorch, NULL},
     {"perfetto", ".json",
      "Chrome JSON trace for ui.perfetto.dev, chrome://tracing and HTA",

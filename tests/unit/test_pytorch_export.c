@@ -320,10 +320,21 @@ static void test_no_final_state(void **state)
     const tdm_pkv *r;
     tdm_pk_error err;
     assert_int_equal(tdm__pk_parse(b, len, &doc, &r, &err), TDM_OK);
+    /* One segment per run of addresses the block events used: 0x1000,
+     * A (the 1000 B allocation), A + 1024 (the 500 B one), B (unsigned
+     * order: B's negative int64 comes last). */
     const tdm_pkv *segs = tdm__pk_get(r, "segments");
-    assert_int_equal(segs->n, 1);
-    /* It spans the lowest to the highest address the block events used. */
+    assert_int_equal(segs->n, 4);
     assert_true(int_of(item(segs, 0), "address") == 0x1000);
+    assert_int_equal(int_of(item(segs, 0), "total_size"), 64);
+    assert_true(int_of(item(segs, 1), "address") == (int64_t)TS_A);
+    assert_int_equal(int_of(item(segs, 1), "total_size"), 1000);
+    assert_int_equal(int_of(item(segs, 1), "active_size"), 0);
+    assert_true(int_of(item(segs, 2), "address") == (int64_t)(TS_A + 1024));
+    assert_int_equal(int_of(item(segs, 2), "active_size"), 500); /* pending free */
+    assert_int_equal(int_of(item(segs, 2), "allocated_size"), 0);
+    assert_true(int_of(item(segs, 3), "address") == (int64_t)TS_B);
+    assert_int_equal(int_of(item(segs, 3), "allocated_size"), 5242880);
     tdm__pk_free(doc);
     free(b);
     free(t);
