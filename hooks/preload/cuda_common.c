@@ -10,8 +10,8 @@
  * Invariants: nothing here records an event; everything runs inside a
  * wrapper (the recursion guard is held), so driver calls made here reach
  * the driver directly.  Locks: handle_lock around the handle table
- * (virtual-memory calls are rare); cache_lock around the one-time cache
- * set-up; the rest are atomics.
+ * (virtual-memory calls are rare); the rest are atomics (no lock is held
+ * while the loader or the driver is called).
  */
 #define _GNU_SOURCE
 #include "cuda_hooks.h"
@@ -36,7 +36,8 @@ TDM_CUDA_HIDDEN void *tdm__cuda_lib(void); /* cuda_lookup.c */
     X(cuCtxGetDevice) X(cuMemGetInfo_v2) X(cuDeviceGet) X(cuDeviceGetName)     \
     X(cuDeviceTotalMem_v2) X(cuInit) X(cuDeviceGetCount)                       \
     X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease_v2)                \
-    X(cuCtxGetCurrent) X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2)
+    X(cuCtxGetCurrent) X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2)          \
+    X(cuStreamIsCapturing)
 
 enum {
 #define H_ENUM(name) H_##name,
@@ -92,6 +93,17 @@ size_t tdm__cuda_free_bytes(void)
     return fr;
 }
 
+int tdm__cuda_capturing(tdm_stream stream)
+{
+    PFN_cuStreamIsCapturing_v10000 f =
+        (PFN_cuStreamIsCapturing_v10000)helper(H_cuStreamIsCapturing);
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (f == NULL)
+        return 0; /* a driver without graphs */
+    return f((CUstream)(uintptr_t)stream, &st) != CUDA_SUCCESS ||
+           st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 static _Atomic unsigned long long described; /* bit d: device d; bit 63: host */
 
 void tdm__cuda_describe(int device)
@@ -138,7 +150,6 @@ CUresult tdm__cuda_status_result(tdm_status st)
 
 /* ---- cache mode ----------------------------------------------------------------- */
 
-static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int cache_state = -1; /* -1 not tried, 0 unavailable, 1 ready */
 
 /* The provider's table, from the real (un-hooked) driver functions. */
@@ -146,7 +157,7 @@ static int fill_fns(struct tdm_cuda_fns *f)
 {
     void *h[H_COUNT];
     for (int i = 0; i < H_COUNT; i++)
-        if ((h[i] = helper(i)) == NULL)
+        if ((h[i] = helper(i)) == NULL && i != H_cuStreamIsCapturing)
             return 0;
     void *alloc = tdm__cuda_real(TDM__CV_cuMemAlloc_v2);
     void *release = tdm__cuda_real(TDM__CV_cuMemFree_v2);
@@ -169,28 +180,32 @@ static int fill_fns(struct tdm_cuda_fns *f)
     return 1;
 }
 
+/* No lock: making the provider loads libraries and initializes the
+ * driver, which take the loader's lock, under which a library constructor
+ * may call a wrapper.  Threads racing here each make a provider; the
+ * allocator keeps one (tdm__alloc_use_provider), the first answer stored
+ * is the one that counts. */
 static __attribute__((noinline)) int cache_setup(void)
 {
-    pthread_mutex_lock(&cache_lock);
-    int state = atomic_load_explicit(&cache_state, memory_order_relaxed);
-    if (state < 0) {
-        struct tdm_cuda_fns fns;
-        tdm_provider *p = NULL;
-        tdm_status st = tdm__provider_cuda_create(fill_fns(&fns) ? &fns : NULL, &p);
-        if (st == TDM_OK && tdm__alloc_use_provider(p) != TDM_OK) {
-            p->destroy(p); /* the allocator already serves something else */
-            st = TDM_BAD_CONFIG;
-        }
-        state = st == TDM_OK;
-        if (!state)
+    struct tdm_cuda_fns fns;
+    tdm_provider *p = NULL;
+    tdm_status st = tdm__provider_cuda_create(fill_fns(&fns) ? &fns : NULL, &p);
+    if (st == TDM_OK && tdm__alloc_use_provider(p) != TDM_OK) {
+        p->destroy(p); /* the allocator already serves something */
+        st = TDM_BAD_CONFIG;
+    }
+    int expected = -1, state = st == TDM_OK;
+    if (atomic_compare_exchange_strong(&cache_state, &expected, state) && !state) {
+        if (tdm__cuda_lib() == NULL)
+            fprintf(stderr, "tidemark: mode=cache: no CUDA driver (libcuda.so.1); CUDA "
+                            "allocations are observed instead\n");
+        else
             fprintf(stderr,
                     "tidemark: mode=cache: the CUDA driver cannot serve device memory "
                     "here (%s, CUresult %d); CUDA allocations are observed instead\n",
                     tdm_status_name(st), tdm__provider_last_vendor_error());
-        atomic_store_explicit(&cache_state, state, memory_order_release);
     }
-    pthread_mutex_unlock(&cache_lock);
-    return state;
+    return atomic_load_explicit(&cache_state, memory_order_acquire);
 }
 
 int tdm__cuda_cache_ready(void)

@@ -18,7 +18,9 @@
  *     booked before the driver call (the address may be reused at once);
  *   cache: cuMemAlloc_v2 and cuMemAllocAsync(_ptsz) are served from
  *     tidemark's caching allocator over the real driver (cuda provider),
- *     and their frees give blocks back to it; every other call is observed.
+ *     and their frees give blocks back to it; every other call is observed,
+ *     and so is a stream-ordered allocation on a stream being captured
+ *     into a CUDA graph (the graph must own it).
  * The driver's result goes back unchanged, whatever tidemark did.
  *
  * Stacks: bookkeeping is called from the wrapper's own frame (helpers
@@ -56,9 +58,10 @@ static int ctx_device(void)
  * driver instead (other mode, no provider, no context, size 0: the
  * driver's own answer is the right one). */
 INLINE int cache_alloc(tdm__hook_mode m, CUresult *r, CUdeviceptr *dptr, size_t size,
-                       tdm_stream stream)
+                       tdm_stream stream, int ordered)
 {
-    if (m != TDM__HOOK_CACHE || size == 0 || dptr == NULL || !tdm__cuda_cache_ready())
+    if (m != TDM__HOOK_CACHE || size == 0 || dptr == NULL || !tdm__cuda_cache_ready() ||
+        (ordered && tdm__cuda_capturing(stream)))
         return 0;
     int dev = tdm__cuda_current_device();
     if (dev < 0)
@@ -102,7 +105,7 @@ static CUresult w_cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
     if (m == TDM__HOOK_OFF)
         return real ? real(dptr, size) : NO_DRIVER;
     CUresult r;
-    if (!cache_alloc(m, &r, dptr, size, 0)) {
+    if (!cache_alloc(m, &r, dptr, size, 0, 0)) {
         r = real(dptr, size);
         book_alloc(r, ctx_device(), r == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL,
                    size, 0);
@@ -194,7 +197,7 @@ static CUresult w_cuMemFreeHost(void *p)
             return real ? real(dptr, size, s) : NO_DRIVER;                     \
         tdm_stream st = tdm__cuda_stream(s, ptsz);                             \
         CUresult r;                                                            \
-        if (!cache_alloc(m, &r, dptr, size, st)) {                             \
+        if (!cache_alloc(m, &r, dptr, size, st, 1)) {                          \
             r = real(dptr, size, s);                                           \
             book_alloc(r, ctx_device(),                                        \
                        r == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL,    \

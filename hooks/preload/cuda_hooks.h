@@ -115,6 +115,11 @@ TDM_CUDA_HIDDEN size_t tdm__cuda_free_bytes(void);
  * real driver is installed (made on first call; 0 for good when it cannot
  * be, e.g. no device, so the program's own calls go through). */
 TDM_CUDA_HIDDEN int tdm__cuda_cache_ready(void);
+/* Nonzero when work on `stream` (as recorded: CU_STREAM_PER_THREAD for a
+ * _ptsz call's stream 0) is being captured into a CUDA graph, or the
+ * driver cannot say: a stream-ordered allocation then belongs to the graph
+ * and must be the driver's, even in cache mode. */
+TDM_CUDA_HIDDEN int tdm__cuda_capturing(tdm_stream stream);
 /* The CUresult for a failed tdm__alloc_malloc / _free. */
 TDM_CUDA_HIDDEN CUresult tdm__cuda_status_result(tdm_status st);
 /* Stream ids as recorded: a _ptsz call's stream 0 is the per-thread

@@ -29,14 +29,13 @@
  * Real functions: one slot per variant (tdm__cuda_real_fn), filled by the
  * first route that finds the driver's function; otherwise, once, from the
  * exported symbols of libcuda.so.1 (RTLD_NEXT, or the handle of the
- * loaded library).  Lock: resolve_lock around that one-time fill only;
- * slots are atomics.
+ * loaded library).  Lock: none; slots are atomics, set once (compare and
+ * swap from NULL).
  */
 #define _GNU_SOURCE
 #include "cuda_hooks.h"
 
 #include <dlfcn.h>
-#include <pthread.h>
 #include <string.h>
 
 #undef cuGetProcAddress
@@ -87,34 +86,32 @@ void *tdm__cuda_lib(void)
     return h;
 }
 
-static pthread_mutex_t resolve_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int resolved;
 
+/* No lock: dlsym takes the loader's lock, and a library constructor
+ * running under that lock may call a wrapper; threads racing here do the
+ * same lookups and store the same pointers. */
 void *tdm__cuda_resolve_slow(int v)
 {
     if (!atomic_load_explicit(&resolved, memory_order_acquire)) {
-        pthread_mutex_lock(&resolve_lock);
-        if (!atomic_load_explicit(&resolved, memory_order_relaxed)) {
-            void *lib = NULL;
-            int found_lib = 0;
-            for (int i = 0; i < TDM__CV_COUNT; i++) {
-                if (atomic_load(&tdm__cuda_real_fn[i]))
-                    continue;
-                const char *name = tdm__cuda_variants[i].name;
-                void *p = tdm__hook_real(name);
-                if (p == NULL) {
-                    if (lib == NULL)
-                        lib = tdm__cuda_lib();
-                    p = lib ? tdm__hook_real_dlsym(lib, name) : NULL;
-                }
-                found_lib |= p != NULL || lib != NULL;
-                tdm__cuda_set_real(i, p);
+        void *lib = NULL;
+        int found_lib = 0;
+        for (int i = 0; i < TDM__CV_COUNT; i++) {
+            if (atomic_load(&tdm__cuda_real_fn[i]))
+                continue;
+            const char *name = tdm__cuda_variants[i].name;
+            void *p = tdm__hook_real(name);
+            if (p == NULL) {
+                if (lib == NULL)
+                    lib = tdm__cuda_lib();
+                p = lib ? tdm__hook_real_dlsym(lib, name) : NULL;
             }
-            /* Without any driver in the process, try again next time. */
-            if (found_lib)
-                atomic_store_explicit(&resolved, 1, memory_order_release);
+            found_lib |= p != NULL || lib != NULL;
+            tdm__cuda_set_real(i, p);
         }
-        pthread_mutex_unlock(&resolve_lock);
+        /* Without any driver in the process, try again next time. */
+        if (found_lib)
+            atomic_store_explicit(&resolved, 1, memory_order_release);
     }
     return atomic_load_explicit(&tdm__cuda_real_fn[v], memory_order_acquire);
 }
@@ -215,8 +212,14 @@ static void *no_dlsym(void *handle, const char *name)
     return NULL;
 }
 
+/* The code on the way of every dlsym runs before anything else may be
+ * ready: a sanitizer runtime looks its interceptors up with dlsym before
+ * it has mapped its shadow memory.  So it is not instrumented, and it
+ * calls nothing a sanitizer intercepts (no strcmp). */
+#define TDM_EARLY __attribute__((no_sanitize("address", "thread", "undefined")))
+
 /* libc's dlsym: the versioned lookup skips ours (see common.c). */
-static dlsym_fn libc_dlsym(void)
+TDM_EARLY static dlsym_fn libc_dlsym(void)
 {
     dlsym_fn f = atomic_load_explicit(&libc_dlsym_ptr, memory_order_acquire);
     if (f)
@@ -242,12 +245,24 @@ static void *resolver_dlsym(void *handle, const char *name)
     return tdm__cuda_variants[v].wrapper;
 }
 
+/* "cuGetProcAddress" or "cuGetProcAddress_v2". */
+TDM_EARLY static int is_resolver_name(const char *name)
+{
+    static const char want[] = "cuGetProcAddress";
+    size_t i = 0;
+    for (; want[i]; i++)
+        if (name[i] != want[i])
+            return 0;
+    return name[i] == '\0' || (name[i] == '_' && name[i + 1] == 'v' && name[i + 2] == '2' &&
+                               name[i + 3] == '\0');
+}
+
 /* Where dlsym(handle, name) goes: our resolver_dlsym, or libc's dlsym. */
 TDM_CUDA_HIDDEN void *tdm__cuda_dlsym_target(void *handle, const char *name);
-void *tdm__cuda_dlsym_target(void *handle, const char *name)
+TDM_EARLY void *tdm__cuda_dlsym_target(void *handle, const char *name)
 {
     if (handle != RTLD_NEXT && name && name[0] == 'c' && name[1] == 'u' &&
-        (strcmp(name, "cuGetProcAddress_v2") == 0 || strcmp(name, "cuGetProcAddress") == 0))
+        is_resolver_name(name))
         return (void *)resolver_dlsym;
     return (void *)libc_dlsym();
 }

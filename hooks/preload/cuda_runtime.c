@@ -34,27 +34,20 @@ static const char *const rt_names[TDM__RT_COUNT] = {
 static _Atomic(void *) rt_real[TDM__RT_COUNT];
 static char rt_missing; /* marks a name no loaded object has */
 
-typedef struct find_ctx {
-    const char *name;
-    void *found;
-} find_ctx;
+/* The loaded objects' names (the loader's strings, valid while loaded):
+ * collected first, looked into after, so that no loader call is made
+ * while dl_iterate_phdr holds the loader's lock. */
+typedef struct objects {
+    const char *name[512];
+    int n;
+} objects;
 
-/* One loaded object: does it (or its dependencies) define `name`? */
-static int find_in_object(struct dl_phdr_info *info, size_t size, void *arg)
+static int collect(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
-    find_ctx *c = arg;
-    if (info->dlpi_name == NULL || info->dlpi_name[0] == '\0')
-        return 0;
-    void *h = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
-    if (h == NULL)
-        return 0;
-    void *p = tdm__hook_real_dlsym(h, c->name);
-    dlclose(h);
-    if (p && !tdm__cuda_is_ours(p)) {
-        c->found = p;
-        return 1;
-    }
+    objects *o = arg;
+    if (info->dlpi_name && info->dlpi_name[0] && o->n < 512)
+        o->name[o->n++] = info->dlpi_name;
     return 0;
 }
 
@@ -64,9 +57,19 @@ static __attribute__((noinline)) void *rt_resolve(int f)
     if (p == NULL || tdm__cuda_is_ours(p)) {
         /* cudart in a private scope (dlopen'ed RTLD_LOCAL, e.g. by a
          * Python extension): RTLD_NEXT cannot see it, its object can. */
-        find_ctx c = {rt_names[f], NULL};
-        dl_iterate_phdr(find_in_object, &c);
-        p = c.found;
+        static __thread objects o; /* 4 KiB: off the program's stack */
+        o.n = 0;
+        p = NULL;
+        dl_iterate_phdr(collect, &o);
+        for (int i = 0; i < o.n && p == NULL; i++) {
+            void *h = dlopen(o.name[i], RTLD_LAZY | RTLD_NOLOAD);
+            if (h == NULL)
+                continue;
+            void *q = tdm__hook_real_dlsym(h, rt_names[f]);
+            dlclose(h);
+            if (q && !tdm__cuda_is_ours(q))
+                p = q;
+        }
     }
     atomic_store_explicit(&rt_real[f], p ? p : (void *)&rt_missing, memory_order_release);
     return p;
@@ -137,7 +140,7 @@ TDM_RT_EXPORT cudaError_t CUDARTAPI cudaMalloc(void **p, size_t size)
     if (m == TDM__HOOK_OFF)
         return real ? real(p, size) : TDM_RT_ABSENT;
     cudaError_t r;
-    if (!tdm__rt_cache_alloc(m, &r, p, size, 0)) {
+    if (!tdm__rt_cache_alloc(m, &r, p, size, 0, 0)) {
         r = real(p, size);
         tdm__rt_book(r, tdm__cuda_rt_device(), r == cudaSuccess && p ? *p : NULL, size, 0);
     }

@@ -8,7 +8,8 @@
  * out of stacks.  What the hooks do, by mode, is cuda_driver.c's rule:
  * off or nested -> the runtime only; observe -> the runtime, then book;
  * cache -> cudaMalloc / cudaMallocAsync served from tidemark's caching
- * allocator (over the driver), their frees given back to it.  The
+ * allocator (over the driver), their frees given back to it (not a
+ * cudaMallocAsync on a stream being captured into a graph).  The
  * runtime's result goes back unchanged.
  */
 #ifndef TDM_HOOKS_PRELOAD_CUDA_RUNTIME_BODY_H
@@ -84,9 +85,10 @@ TDM_RT_INLINE void tdm__rt_book(cudaError_t r, int device, const void *ptr, size
 /* Cache mode: serves a device allocation (1), or leaves it to the runtime
  * (0: other mode, size 0, no provider). */
 TDM_RT_INLINE int tdm__rt_cache_alloc(tdm__hook_mode m, cudaError_t *r, void **p, size_t size,
-                                      tdm_stream stream)
+                                      tdm_stream stream, int ordered)
 {
-    if (m != TDM__HOOK_CACHE || size == 0 || p == NULL || !tdm__cuda_cache_ready())
+    if (m != TDM__HOOK_CACHE || size == 0 || p == NULL || !tdm__cuda_cache_ready() ||
+        (ordered && tdm__cuda_capturing(stream)))
         return 0;
     tdm_status st = tdm__alloc_malloc(p, size, tdm__cuda_rt_device(), stream, TDM_HOOK_SKIP);
     *r = st == TDM_OK ? cudaSuccess : tdm__cuda_rt_error(tdm__cuda_status_result(st));
@@ -125,7 +127,7 @@ TDM_RT_INLINE cudaError_t tdm__rt_malloc_async(int f, void **p, size_t size, cud
         return real ? real(p, size, s) : TDM_RT_ABSENT;
     cudaError_t r;
     tdm_stream st = tdm__rt_stream(s, ptsz);
-    if (!tdm__rt_cache_alloc(m, &r, p, size, st)) {
+    if (!tdm__rt_cache_alloc(m, &r, p, size, st, 1)) {
         r = real(p, size, s);
         tdm__rt_book(r, tdm__cuda_rt_device(), r == cudaSuccess && p ? *p : NULL, size, st);
     }
@@ -164,13 +166,13 @@ TDM_RT_INLINE cudaError_t tdm__rt_from_pool(int f, void **p, size_t size, cudaMe
 
 /* After cudaGetDriverEntryPoint*: the same wrapping as cuGetProcAddress.
  * cudaEnableDefault means "as the caller was compiled", which is what the
- * _ptsz entry point says. */
+ * _ptsz entry point says.  The status argument is not read: CUDA 11's
+ * cudaGetDriverEntryPoint has none, so a program built for it leaves
+ * garbage there; a symbol not found leaves *fn NULL. */
 TDM_RT_INLINE void tdm__rt_wrap_entry(cudaError_t r, const char *symbol, void **fn,
-                                      int version, unsigned long long flags,
-                                      enum cudaDriverEntryPointQueryResult *st, int ptsz)
+                                      int version, unsigned long long flags, int ptsz)
 {
-    if (r != cudaSuccess || fn == NULL || *fn == NULL ||
-        (st && *st != cudaDriverEntryPointSuccess))
+    if (r != cudaSuccess || fn == NULL || *fn == NULL)
         return;
     cuuint64_t cu = flags == cudaEnableDefault
                         ? (ptsz ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
@@ -187,7 +189,7 @@ TDM_RT_INLINE cudaError_t tdm__rt_entry(int f, const char *symbol, void **fn,
     if (real == NULL)
         return TDM_RT_ABSENT;
     cudaError_t r = real(symbol, fn, flags, st);
-    tdm__rt_wrap_entry(r, symbol, fn, tdm__cuda_rt_version(), flags, st, ptsz);
+    tdm__rt_wrap_entry(r, symbol, fn, tdm__cuda_rt_version(), flags, ptsz);
     return r;
 }
 
@@ -199,7 +201,7 @@ TDM_RT_INLINE cudaError_t tdm__rt_entry_ver(int f, const char *symbol, void **fn
     if (real == NULL)
         return TDM_RT_ABSENT;
     cudaError_t r = real(symbol, fn, version, flags, st);
-    tdm__rt_wrap_entry(r, symbol, fn, (int)version, flags, st, ptsz);
+    tdm__rt_wrap_entry(r, symbol, fn, (int)version, flags, ptsz);
     return r;
 }
 

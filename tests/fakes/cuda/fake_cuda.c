@@ -5,18 +5,14 @@
  * bytes), their primary contexts and a per-thread context stack, every
  * allocation it hands out (device, managed, pitch, stream-ordered, pool,
  * host, and the virtual-memory calls: reservations, physical handles and
- * mappings), per-function call counters, and cuGetProcAddress(_v2), which
- * picks the variant by (name, version, flags) as the real driver does.
- * Device memory is PROT_NONE anonymous memory, so a tool that touches it
- * by mistake crashes here instead of passing.
+ * mappings) and per-function call counters.  cuGetProcAddress(_v2), which
+ * picks the variant by (name, version, flags) as the real driver does, is
+ * fake_cuda_gpa.c.  Device memory is PROT_NONE anonymous memory, so a tool
+ * that touches it by mistake crashes here instead of passing.
  *
- * Every implementation is a static function checked against the toolkit's
- * PFN_* type (a prototype mismatch is a compile error) and exported under
- * the driver's name by an alias.  cuGetProcAddress returns the static
- * function, as a real driver returns its internal entry points; with
- * FAKE_CUDA_GPA_EXPORTED=1 it returns the exported (interposable) symbol
- * instead, which is what drives a hook into calling itself unless it
- * guards against it.  Knobs: fake_cuda.h.
+ * Every implementation f_NAME has the type of the toolkit's PFN_* for it
+ * (fake_cuda_internal.h; a prototype mismatch is a compile error) and is
+ * exported under the driver's name by an alias.  Knobs: fake_cuda.h.
  *
  * Invariants: used[d] is the sum of the sizes of live device, managed,
  * pitch and physical allocations of device d; a mapping lies inside one
@@ -25,79 +21,17 @@
  * contexts are per thread.
  */
 #define _GNU_SOURCE
-#include <cuda.h>
-#include <cudaTypedefs.h>
+#include "fake_cuda_internal.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "fake_cuda.h"
 
-#undef cuGetProcAddress
-
-#define MAX_DEV 8
-#define FAKE_EXPORT __attribute__((visibility("default")))
-
-/* X(exported name, PFN type, cuGetProcAddress base name, first version of
- *   this variant, is the _ptsz twin, allocates) */
-#define FAKE_FUNCS(X)                                                          \
-    X(cuInit, PFN_cuInit_v2000, "cuInit", 2000, 0, 0)                          \
-    X(cuDriverGetVersion, PFN_cuDriverGetVersion_v2020, "cuDriverGetVersion", 2020, 0, 0) \
-    X(cuDeviceGet, PFN_cuDeviceGet_v2000, "cuDeviceGet", 2000, 0, 0)           \
-    X(cuDeviceGetCount, PFN_cuDeviceGetCount_v2000, "cuDeviceGetCount", 2000, 0, 0) \
-    X(cuDeviceGetName, PFN_cuDeviceGetName_v2000, "cuDeviceGetName", 2000, 0, 0) \
-    X(cuDeviceTotalMem_v2, PFN_cuDeviceTotalMem_v3020, "cuDeviceTotalMem", 3020, 0, 0) \
-    X(cuDeviceGetDefaultMemPool, PFN_cuDeviceGetDefaultMemPool_v11020, "cuDeviceGetDefaultMemPool", 11020, 0, 0) \
-    X(cuDevicePrimaryCtxRetain, PFN_cuDevicePrimaryCtxRetain_v7000, "cuDevicePrimaryCtxRetain", 7000, 0, 0) \
-    X(cuDevicePrimaryCtxRelease_v2, PFN_cuDevicePrimaryCtxRelease_v11000, "cuDevicePrimaryCtxRelease", 11000, 0, 0) \
-    X(cuCtxGetCurrent, PFN_cuCtxGetCurrent_v4000, "cuCtxGetCurrent", 4000, 0, 0) \
-    X(cuCtxSetCurrent, PFN_cuCtxSetCurrent_v4000, "cuCtxSetCurrent", 4000, 0, 0) \
-    X(cuCtxPushCurrent_v2, PFN_cuCtxPushCurrent_v4000, "cuCtxPushCurrent", 4000, 0, 0) \
-    X(cuCtxPopCurrent_v2, PFN_cuCtxPopCurrent_v4000, "cuCtxPopCurrent", 4000, 0, 0) \
-    X(cuCtxGetDevice, PFN_cuCtxGetDevice_v2000, "cuCtxGetDevice", 2000, 0, 0)  \
-    X(cuMemGetInfo_v2, PFN_cuMemGetInfo_v3020, "cuMemGetInfo", 3020, 0, 0)     \
-    X(cuMemAlloc_v2, PFN_cuMemAlloc_v3020, "cuMemAlloc", 3020, 0, 1)           \
-    X(cuMemFree_v2, PFN_cuMemFree_v3020, "cuMemFree", 3020, 0, 0)              \
-    X(cuMemAllocPitch_v2, PFN_cuMemAllocPitch_v3020, "cuMemAllocPitch", 3020, 0, 1) \
-    X(cuMemAllocManaged, PFN_cuMemAllocManaged_v6000, "cuMemAllocManaged", 6000, 0, 1) \
-    X(cuMemHostAlloc, PFN_cuMemHostAlloc_v2020, "cuMemHostAlloc", 2020, 0, 1)  \
-    X(cuMemAllocHost_v2, PFN_cuMemAllocHost_v3020, "cuMemAllocHost", 3020, 0, 1) \
-    X(cuMemFreeHost, PFN_cuMemFreeHost_v2000, "cuMemFreeHost", 2000, 0, 0)     \
-    X(cuMemAllocAsync, PFN_cuMemAllocAsync_v11020, "cuMemAllocAsync", 11020, 0, 1) \
-    X(cuMemAllocAsync_ptsz, PFN_cuMemAllocAsync_v11020_ptsz, "cuMemAllocAsync", 11020, 1, 1) \
-    X(cuMemFreeAsync, PFN_cuMemFreeAsync_v11020, "cuMemFreeAsync", 11020, 0, 0) \
-    X(cuMemFreeAsync_ptsz, PFN_cuMemFreeAsync_v11020_ptsz, "cuMemFreeAsync", 11020, 1, 0) \
-    X(cuMemAllocFromPoolAsync, PFN_cuMemAllocFromPoolAsync_v11020, "cuMemAllocFromPoolAsync", 11020, 0, 1) \
-    X(cuMemAllocFromPoolAsync_ptsz, PFN_cuMemAllocFromPoolAsync_v11020_ptsz, "cuMemAllocFromPoolAsync", 11020, 1, 1) \
-    X(cuMemAddressReserve, PFN_cuMemAddressReserve_v10020, "cuMemAddressReserve", 10020, 0, 0) \
-    X(cuMemAddressFree, PFN_cuMemAddressFree_v10020, "cuMemAddressFree", 10020, 0, 0) \
-    X(cuMemCreate, PFN_cuMemCreate_v10020, "cuMemCreate", 10020, 0, 1)         \
-    X(cuMemRelease, PFN_cuMemRelease_v10020, "cuMemRelease", 10020, 0, 0)      \
-    X(cuMemMap, PFN_cuMemMap_v10020, "cuMemMap", 10020, 0, 0)                  \
-    X(cuMemUnmap, PFN_cuMemUnmap_v10020, "cuMemUnmap", 10020, 0, 0)            \
-    X(cuMemSetAccess, PFN_cuMemSetAccess_v10020, "cuMemSetAccess", 10020, 0, 0) \
-    X(cuStreamCreate, PFN_cuStreamCreate_v2000, "cuStreamCreate", 2000, 0, 0)  \
-    X(cuStreamDestroy_v2, PFN_cuStreamDestroy_v4000, "cuStreamDestroy", 4000, 0, 0) \
-    X(cuGetErrorName, PFN_cuGetErrorName_v6000, "cuGetErrorName", 6000, 0, 0)  \
-    X(cuGetErrorString, PFN_cuGetErrorString_v6000, "cuGetErrorString", 6000, 0, 0) \
-    X(cuGetExportTable, PFN_cuGetExportTable_v3000, "cuGetExportTable", 3000, 0, 0) \
-    X(cuGetProcAddress, PFN_cuGetProcAddress_v11030, "cuGetProcAddress", 11030, 0, 0) \
-    X(cuGetProcAddress_v2, PFN_cuGetProcAddress_v12000, "cuGetProcAddress", 12000, 0, 0)
-
-enum {
-#define FC_ENUM(name, pfn, base, ver, pt, al) FC_##name,
-    FAKE_FUNCS(FC_ENUM)
-#undef FC_ENUM
-    FC_COUNT
-};
-
-static const char *const fc_names[FC_COUNT] = {
+const char *const fake__names[FC_COUNT] = {
 #define FC_NAME(name, pfn, base, ver, pt, al) #name,
     FAKE_FUNCS(FC_NAME)
 #undef FC_NAME
@@ -108,21 +42,12 @@ static const unsigned char fc_allocates[FC_COUNT] = {
 #undef FC_AL
 };
 
-static atomic_long g_calls[FC_COUNT];
+atomic_long fake__calls[FC_COUNT];
 
 /* ---- configuration (read once) ------------------------------------------ */
 
-static struct {
-    int devices;
-    unsigned long long capacity;  /* bytes per device */
-    _Atomic unsigned long long oom_above; /* bytes, 0 = no limit */
-    CUresult init_result;
-    int fail_fn;                  /* FC_* or -1 */
-    CUresult fail_code;
-    int gpa_exported;
-    int probe_table;
-    const char *report;
-} cfg;
+fake_config fake__cfg;
+#define cfg fake__cfg
 static pthread_once_t cfg_once = PTHREAD_ONCE_INIT;
 
 static unsigned long long env_u64(const char *name, unsigned long long def)
@@ -144,30 +69,23 @@ static void cfg_load(void)
     const char *colon = f ? strchr(f, ':') : NULL;
     if (colon) {
         for (int i = 0; i < FC_COUNT; i++)
-            if (strlen(fc_names[i]) == (size_t)(colon - f) &&
-                strncmp(fc_names[i], f, (size_t)(colon - f)) == 0)
+            if (strlen(fake__names[i]) == (size_t)(colon - f) &&
+                strncmp(fake__names[i], f, (size_t)(colon - f)) == 0)
                 cfg.fail_fn = i;
         cfg.fail_code = (CUresult)strtol(colon + 1, NULL, 0);
     }
     cfg.gpa_exported = env_u64("FAKE_CUDA_GPA_EXPORTED", 0) != 0;
     cfg.probe_table = env_u64("FAKE_CUDA_PROBE_TABLE", 0) != 0;
     cfg.report = getenv("FAKE_CUDA_REPORT");
+    cfg.capturing = env_u64("FAKE_CUDA_CAPTURING", 0) != 0;
 }
 
-/* Counts the call; returns the injected error for it, or CUDA_SUCCESS. */
-static CUresult enter(int fc)
+CUresult fake__enter(int fc)
 {
     pthread_once(&cfg_once, cfg_load);
-    atomic_fetch_add(&g_calls[fc], 1);
+    atomic_fetch_add(&fake__calls[fc], 1);
     return cfg.fail_fn == fc ? cfg.fail_code : CUDA_SUCCESS;
 }
-
-#define ENTER(fc)                                                              \
-    do {                                                                       \
-        CUresult r_ = enter(fc);                                               \
-        if (r_ != CUDA_SUCCESS)                                                \
-            return r_;                                                         \
-    } while (0)
 
 /* ---- devices and contexts ------------------------------------------------ */
 
@@ -326,22 +244,20 @@ static CUresult give(uintptr_t key, unsigned kinds)
 
 /* ---- initialization, devices, contexts ----------------------------------- */
 
-static void probe_table(void);
-
-static CUresult f_cuInit(unsigned int flags)
+CUresult f_cuInit(unsigned int flags)
 {
     ENTER(FC_cuInit);
     if (flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (cfg.probe_table)
-        probe_table();
+        fake__probe_table();
     if (cfg.init_result != CUDA_SUCCESS)
         return cfg.init_result;
     atomic_store(&g_initialized, 1);
     return CUDA_SUCCESS;
 }
 
-static CUresult f_cuDriverGetVersion(int *v)
+CUresult f_cuDriverGetVersion(int *v)
 {
     ENTER(FC_cuDriverGetVersion);
     if (v == NULL)
@@ -350,7 +266,7 @@ static CUresult f_cuDriverGetVersion(int *v)
     return CUDA_SUCCESS;
 }
 
-static CUresult f_cuDeviceGet(CUdevice *dev, int ordinal)
+CUresult f_cuDeviceGet(CUdevice *dev, int ordinal)
 {
     ENTER(FC_cuDeviceGet);
     CUresult r = need_init();
@@ -362,7 +278,7 @@ static CUresult f_cuDeviceGet(CUdevice *dev, int ordinal)
     return CUDA_SUCCESS;
 }
 
-static CUresult f_cuDeviceGetCount(int *count)
+CUresult f_cuDeviceGetCount(int *count)
 {
     ENTER(FC_cuDeviceGetCount);
     CUresult r = need_init();
@@ -374,7 +290,7 @@ static CUresult f_cuDeviceGetCount(int *count)
     return CUDA_SUCCESS;
 }
 
-static CUresult f_cuDeviceGetName(char *name, int len, CUdevice dev)
+CUresult f_cuDeviceGetName(char *name, int len, CUdevice dev)
 {
     ENTER(FC_cuDeviceGetName);
     CUresult r = need_init();
@@ -388,7 +304,7 @@ static CUresult f_cuDeviceGetName(char *name, int len, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-static CUresult f_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+CUresult f_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
     ENTER(FC_cuDeviceTotalMem_v2);
     CUresult r = need_init();
@@ -400,7 +316,7 @@ static CUresult f_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-static CUresult f_cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
+CUresult f_cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
 {
     ENTER(FC_cuDeviceGetDefaultMemPool);
     CUresult r = need_init();
@@ -413,7 +329,7 @@ static CUresult f_cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-static CUresult f_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+CUresult f_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     ENTER(FC_cuDevicePrimaryCtxRetain);
     CUresult r = need_init();
@@ -427,7 +343,7 @@ static CUresult f_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-static CUresult f_cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+CUresult f_cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
     ENTER(FC_cuDevicePrimaryCtxRelease_v2);
     if (dev < 0 || dev >= cfg.devices)
@@ -439,7 +355,7 @@ static CUresult f_cuDevicePrimaryCtxRelease_v2(CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-static CUresult f_cuCtxGetCurrent(CUcontext *pctx)
+CUresult f_cuCtxGetCurrent(CUcontext *pctx)
 {
     ENTER(FC_cuCtxGetCurrent);
     CUresult r = need_init();
@@ -449,7 +365,7 @@ static CUresult f_cuCtxGetCurrent(CUcontext *pctx)
     return CUDA_SUCCESS;
 }
 
-static CUresult f_cuCtxSetCurrent(CUcontext ctx)
+CUresult f_cuCtxSetCurrent(CUcontext ctx)
 {
     ENTER(FC_cuCtxSetCurrent);
     CUresult r = need_init();
@@ -466,7 +382,7 @@ static CUresult f_cuCtxSetCurrent(CUcontext ctx)
     return CUDA_SUCCESS;
 }
 
-static CUresult f_cuCtxPushCurrent_v2(CUcontext ctx)
+CUresult f_cuCtxPushCurrent_v2(CUcontext ctx)
 {
     ENTER(FC_cuCtxPushCurrent_v2);
     CUresult r = need_init();
@@ -478,7 +394,7 @@ static CUresult f_cuCtxPushCurrent_v2(CUcontext ctx)
     return CUDA_SUCCESS;
 }
 
-static CUresult f_cuCtxPopCurrent_v2(CUcontext *pctx)
+CUresult f_cuCtxPopCurrent_v2(CUcontext *pctx)
 {
     ENTER(FC_cuCtxPopCurrent_v2);
     CUresult r = need_init();
@@ -492,7 +408,7 @@ static CUresult f_cuCtxPopCurrent_v2(CUcontext *pctx)
     return CUDA_SUCCESS;
 }
 
-static CUresult f_cuCtxGetDevice(CUdevice *dev)
+CUresult f_cuCtxGetDevice(CUdevice *dev)
 {
     ENTER(FC_cuCtxGetDevice);
     int d;
@@ -502,7 +418,7 @@ static CUresult f_cuCtxGetDevice(CUdevice *dev)
     return r;
 }
 
-static CUresult f_cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+CUresult f_cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
     ENTER(FC_cuMemGetInfo_v2);
     int d;
@@ -536,7 +452,7 @@ static CUresult dev_alloc(int kind, CUdeviceptr *dptr, size_t size)
     return r;
 }
 
-static CUresult f_cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
+CUresult f_cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
 {
     ENTER(FC_cuMemAlloc_v2);
     return dev_alloc(K_DEVICE, dptr, size);
@@ -552,13 +468,13 @@ static CUresult dev_free(CUdeviceptr p)
     return give((uintptr_t)p, 1u << K_DEVICE | 1u << K_MANAGED);
 }
 
-static CUresult f_cuMemFree_v2(CUdeviceptr p)
+CUresult f_cuMemFree_v2(CUdeviceptr p)
 {
     ENTER(FC_cuMemFree_v2);
     return dev_free(p);
 }
 
-static CUresult f_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
+CUresult f_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
                                      size_t height, unsigned int elem)
 {
     ENTER(FC_cuMemAllocPitch_v2);
@@ -572,7 +488,7 @@ static CUresult f_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t wi
     return r;
 }
 
-static CUresult f_cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned int flags)
+CUresult f_cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned int flags)
 {
     ENTER(FC_cuMemAllocManaged);
     if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
@@ -593,7 +509,7 @@ static CUresult host_alloc(void **pp, size_t size)
     return r;
 }
 
-static CUresult f_cuMemHostAlloc(void **pp, size_t size, unsigned int flags)
+CUresult f_cuMemHostAlloc(void **pp, size_t size, unsigned int flags)
 {
     ENTER(FC_cuMemHostAlloc);
     if (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
@@ -602,13 +518,13 @@ static CUresult f_cuMemHostAlloc(void **pp, size_t size, unsigned int flags)
     return host_alloc(pp, size);
 }
 
-static CUresult f_cuMemAllocHost_v2(void **pp, size_t size)
+CUresult f_cuMemAllocHost_v2(void **pp, size_t size)
 {
     ENTER(FC_cuMemAllocHost_v2);
     return host_alloc(pp, size);
 }
 
-static CUresult f_cuMemFreeHost(void *p)
+CUresult f_cuMemFreeHost(void *p)
 {
     ENTER(FC_cuMemFreeHost);
     CUresult r = need_init();
@@ -618,28 +534,28 @@ static CUresult f_cuMemFreeHost(void *p)
 }
 
 /* Stream-ordered calls complete at once: the fake has no queued work. */
-static CUresult f_cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream s)
+CUresult f_cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream s)
 {
     ENTER(FC_cuMemAllocAsync);
     (void)s;
     return dev_alloc(K_DEVICE, dptr, size);
 }
 
-static CUresult f_cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream s)
+CUresult f_cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream s)
 {
     ENTER(FC_cuMemAllocAsync_ptsz);
     (void)s;
     return dev_alloc(K_DEVICE, dptr, size);
 }
 
-static CUresult f_cuMemFreeAsync(CUdeviceptr p, CUstream s)
+CUresult f_cuMemFreeAsync(CUdeviceptr p, CUstream s)
 {
     ENTER(FC_cuMemFreeAsync);
     (void)s;
     return dev_free(p);
 }
 
-static CUresult f_cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s)
+CUresult f_cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s)
 {
     ENTER(FC_cuMemFreeAsync_ptsz);
     (void)s;
@@ -659,7 +575,7 @@ static CUresult pool_alloc(CUdeviceptr *dptr, size_t size, CUmemoryPool pool)
     return r;
 }
 
-static CUresult f_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size,
+CUresult f_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size,
                                           CUmemoryPool pool, CUstream s)
 {
     ENTER(FC_cuMemAllocFromPoolAsync);
@@ -667,7 +583,7 @@ static CUresult f_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size,
     return pool_alloc(dptr, size, pool);
 }
 
-static CUresult f_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t size,
+CUresult f_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t size,
                                                CUmemoryPool pool, CUstream s)
 {
     ENTER(FC_cuMemAllocFromPoolAsync_ptsz);
@@ -677,7 +593,7 @@ static CUresult f_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t size,
 
 /* ---- virtual memory -------------------------------------------------------- */
 
-static CUresult f_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align,
+CUresult f_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align,
                                       CUdeviceptr addr, unsigned long long flags)
 {
     ENTER(FC_cuMemAddressReserve);
@@ -706,7 +622,7 @@ static CUresult f_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alig
     return CUDA_SUCCESS;
 }
 
-static CUresult f_cuMemAddressFree(CUdeviceptr ptr, size_t size)
+CUresult f_cuMemAddressFree(CUdeviceptr ptr, size_t size)
 {
     ENTER(FC_cuMemAddressFree);
     pthread_mutex_lock(&g_lock);
@@ -719,7 +635,7 @@ static CUresult f_cuMemAddressFree(CUdeviceptr ptr, size_t size)
     return ok ? give((uintptr_t)ptr, 1u << K_RESERVE) : CUDA_ERROR_INVALID_VALUE;
 }
 
-static CUresult f_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
+CUresult f_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
                               const CUmemAllocationProp *prop, unsigned long long flags)
 {
     ENTER(FC_cuMemCreate);
@@ -737,13 +653,13 @@ static CUresult f_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
     return r;
 }
 
-static CUresult f_cuMemRelease(CUmemGenericAllocationHandle h)
+CUresult f_cuMemRelease(CUmemGenericAllocationHandle h)
 {
     ENTER(FC_cuMemRelease);
     return give((uintptr_t)h, 1u << K_PHYS);
 }
 
-static CUresult f_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+CUresult f_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                            CUmemGenericAllocationHandle h, unsigned long long flags)
 {
     ENTER(FC_cuMemMap);
@@ -764,7 +680,7 @@ static CUresult f_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     return r;
 }
 
-static CUresult f_cuMemUnmap(CUdeviceptr ptr, size_t size)
+CUresult f_cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     ENTER(FC_cuMemUnmap);
     uintptr_t va = (uintptr_t)ptr;
@@ -782,7 +698,7 @@ static CUresult f_cuMemUnmap(CUdeviceptr ptr, size_t size)
     return removed ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-static CUresult f_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
+CUresult f_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
                                  size_t count)
 {
     ENTER(FC_cuMemSetAccess);
@@ -793,7 +709,7 @@ static CUresult f_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccess
 
 /* ---- streams, errors, export tables ----------------------------------------- */
 
-static CUresult f_cuStreamCreate(CUstream *s, unsigned int flags)
+CUresult f_cuStreamCreate(CUstream *s, unsigned int flags)
 {
     ENTER(FC_cuStreamCreate);
     (void)flags;
@@ -805,10 +721,21 @@ static CUresult f_cuStreamCreate(CUstream *s, unsigned int flags)
     return *s ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-static CUresult f_cuStreamDestroy_v2(CUstream s)
+CUresult f_cuStreamDestroy_v2(CUstream s)
 {
     ENTER(FC_cuStreamDestroy_v2);
     free(s);
+    return CUDA_SUCCESS;
+}
+
+CUresult f_cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status)
+{
+    ENTER(FC_cuStreamIsCapturing);
+    (void)s;
+    CUresult r = need_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    *status = cfg.capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
     return CUDA_SUCCESS;
 }
 
@@ -826,14 +753,14 @@ static const char *error_name(CUresult e)
     }
 }
 
-static CUresult f_cuGetErrorName(CUresult e, const char **s)
+CUresult f_cuGetErrorName(CUresult e, const char **s)
 {
     ENTER(FC_cuGetErrorName);
     *s = error_name(e);
     return *s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-static CUresult f_cuGetErrorString(CUresult e, const char **s)
+CUresult f_cuGetErrorString(CUresult e, const char **s)
 {
     ENTER(FC_cuGetErrorString);
     *s = error_name(e);
@@ -842,7 +769,7 @@ static CUresult f_cuGetErrorString(CUresult e, const char **s)
 
 /* libcudart asks for private tables the fake cannot provide; it then
  * reports an error to the program, which is what a no-device run does. */
-static CUresult f_cuGetExportTable(const void **table, const CUuuid *id)
+CUresult f_cuGetExportTable(const void **table, const CUuuid *id)
 {
     ENTER(FC_cuGetExportTable);
     (void)id;
@@ -850,183 +777,20 @@ static CUresult f_cuGetExportTable(const void **table, const CUuuid *id)
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-/* ---- cuGetProcAddress ----------------------------------------------------- */
+/* ---- FAKE_CUDA_PROBE_TABLE support ------------------------------------------ */
 
-typedef struct gpa_entry {
-    const char *base;
-    int version;   /* first version this variant answers */
-    int ptsz;
-    void *impl;    /* the internal entry point */
-    void *exported; /* the exported symbol (interposable) */
-} gpa_entry;
-
-static CUresult f_cuGetProcAddress(const char *, void **, int, cuuint64_t);
-static CUresult f_cuGetProcAddress_v2(const char *, void **, int, cuuint64_t,
-                                      CUdriverProcAddressQueryResult *);
-#define FC_DECL_EXPORT(name, pfn, base, ver, pt, al) extern __typeof__(f_##name) name;
-FAKE_FUNCS(FC_DECL_EXPORT)
-#undef FC_DECL_EXPORT
-
-static const gpa_entry g_gpa[] = {
-#define FC_GPA(name, pfn, base, ver, pt, al) {base, ver, pt, (void *)f_##name, (void *)name},
-    FAKE_FUNCS(FC_GPA)
-#undef FC_GPA
-};
-
-/* The slots of a caller's function table that cuGetProcAddress filled, for
- * FAKE_CUDA_PROBE_TABLE (only slots in a module's static storage). */
-typedef struct slot_rec {
-    const char *base;
-    int version;
-    int ptsz;
-    void **slot;
-} slot_rec;
-static slot_rec g_slots[32];
-static atomic_int g_nslots;
-
-static void remember_slot(const char *base, int version, int ptsz, void **pfn)
+int fake__probe_begin(void)
 {
-    Dl_info info;
-    if (!cfg.probe_table || strncmp(base, "cuMem", 5) != 0 || !dladdr(pfn, &info))
-        return;
-    int i = atomic_fetch_add(&g_nslots, 1);
-    if (i < (int)(sizeof g_slots / sizeof g_slots[0]))
-        g_slots[i] = (slot_rec){base, version, ptsz, pfn};
-    else
-        atomic_fetch_sub(&g_nslots, 1);
-}
-
-static CUresult lookup(const char *symbol, void **pfn, int version, cuuint64_t flags,
-                       CUdriverProcAddressQueryResult *status)
-{
-    if (symbol == NULL || pfn == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    int want_ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) &&
-                    !(flags & CU_GET_PROC_ADDRESS_LEGACY_STREAM);
-    const gpa_entry *best = NULL;
-    int known = 0;
-    for (size_t i = 0; i < sizeof g_gpa / sizeof g_gpa[0]; i++) {
-        const gpa_entry *e = &g_gpa[i];
-        if (strcmp(e->base, symbol) != 0)
-            continue;
-        known = 1;
-        if (e->version > version)
-            continue;
-        /* Newest variant the caller's version allows; its _ptsz twin when
-         * asked for per-thread default stream semantics. */
-        if (best == NULL || e->version > best->version ||
-            (e->version == best->version && e->ptsz == want_ptsz))
-            best = e;
-    }
-    *pfn = best ? (cfg.gpa_exported ? best->exported : best->impl) : NULL;
-    if (status)
-        *status = best ? CU_GET_PROC_ADDRESS_SUCCESS
-                       : known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
-                               : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    if (best)
-        remember_slot(best->base, version, best->ptsz, pfn);
-    return best ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
-}
-
-static CUresult f_cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
-                                      cuuint64_t flags, CUdriverProcAddressQueryResult *st)
-{
-    ENTER(FC_cuGetProcAddress_v2);
-    return lookup(symbol, pfn, version, flags, st);
-}
-
-static CUresult f_cuGetProcAddress(const char *symbol, void **pfn, int version,
-                                   cuuint64_t flags)
-{
-    ENTER(FC_cuGetProcAddress);
-    return lookup(symbol, pfn, version, flags, NULL);
-}
-
-/* ---- FAKE_CUDA_PROBE_TABLE --------------------------------------------------
- * Runs inside cuInit, after libcudart filled its table: calls each memory
- * slot it filled and reports which implementation of ours each reached and
- * which object the slot's function lives in (a hook library, or us). */
-
-static int probe_counter_moved(const long before[FC_COUNT], char *out, size_t len)
-{
-    out[0] = 0;
-    for (int i = 0; i < FC_COUNT; i++)
-        if (atomic_load(&g_calls[i]) != before[i] &&
-            strncmp(fc_names[i], "cuMem", 5) == 0 &&
-            strncmp(fc_names[i], "cuMemGetInfo", 12) != 0) {
-            snprintf(out, len, "%s", fc_names[i]);
-            return 1;
-        }
-    return 0;
-}
-
-static const slot_rec *find_slot(const char *base, int ptsz)
-{
-    int n = atomic_load(&g_nslots);
-    for (int i = 0; i < n && i < (int)(sizeof g_slots / sizeof g_slots[0]); i++)
-        if (strcmp(g_slots[i].base, base) == 0 && g_slots[i].ptsz == ptsz)
-            return &g_slots[i];
-    return NULL;
-}
-
-static void probe_pair(FILE *f, const char *alloc_base, const char *free_base, int ptsz,
-                       size_t size, CUstream stream)
-{
-    const slot_rec *a = find_slot(alloc_base, ptsz), *fr = find_slot(free_base, ptsz);
-    if (a == NULL || fr == NULL) {
-        fprintf(f, "probe %s%s: no slot\n", alloc_base, ptsz ? " ptsz" : "");
-        return;
-    }
-    long before[FC_COUNT];
-    char hit[64], where[256];
-    for (int i = 0; i < FC_COUNT; i++)
-        before[i] = atomic_load(&g_calls[i]);
-    CUdeviceptr d = 0;
-    CUresult r;
-    if (strcmp(alloc_base, "cuMemAlloc") == 0)
-        r = ((PFN_cuMemAlloc_v3020)*a->slot)(&d, size);
-    else
-        r = ((PFN_cuMemAllocAsync_v11020)*a->slot)(&d, size, stream);
-    probe_counter_moved(before, hit, sizeof hit);
-    Dl_info info;
-    snprintf(where, sizeof where, "%s",
-             dladdr(*a->slot, &info) && info.dli_fname ? info.dli_fname : "?");
-    const char *base = strrchr(where, '/');
-    fprintf(f, "probe %s v%d%s: slot in %s reached %s -> %d\n", alloc_base, a->version,
-            ptsz ? " ptsz" : "", base ? base + 1 : where, hit, (int)r);
-    for (int i = 0; i < FC_COUNT; i++)
-        before[i] = atomic_load(&g_calls[i]);
-    if (strcmp(free_base, "cuMemFree") == 0)
-        r = ((PFN_cuMemFree_v3020)*fr->slot)(d);
-    else
-        r = ((PFN_cuMemFreeAsync_v11020)*fr->slot)(d, stream);
-    probe_counter_moved(before, hit, sizeof hit);
-    snprintf(where, sizeof where, "%s",
-             dladdr(*fr->slot, &info) && info.dli_fname ? info.dli_fname : "?");
-    base = strrchr(where, '/');
-    fprintf(f, "probe %s v%d%s: slot in %s reached %s -> %d\n", free_base, fr->version,
-            ptsz ? " ptsz" : "", base ? base + 1 : where, hit, (int)r);
-}
-
-static void probe_table(void)
-{
-    static atomic_int done;
-    if (atomic_exchange(&done, 1))
-        return;
-    FILE *f = cfg.report ? fopen(cfg.report, "a") : stderr;
-    if (f == NULL)
-        return;
-    /* The memory calls need an initialized driver and a current context. */
-    int was_init = atomic_exchange(&g_initialized, 1);
+    int was = atomic_exchange(&g_initialized, 1);
     g_primary[0].device = 0;
     t_stack[t_depth++] = &g_primary[0];
-    probe_pair(f, "cuMemAlloc", "cuMemFree", 0, 1111, NULL);
-    probe_pair(f, "cuMemAllocAsync", "cuMemFreeAsync", 0, 2222, (CUstream)(uintptr_t)0x5000);
-    probe_pair(f, "cuMemAllocAsync", "cuMemFreeAsync", 1, 3333, NULL);
+    return was;
+}
+
+void fake__probe_end(int was_initialized)
+{
     t_depth--;
-    atomic_store(&g_initialized, was_init);
-    if (f != stderr)
-        fclose(f);
+    atomic_store(&g_initialized, was_initialized);
 }
 
 /* ---- counters for tests ----------------------------------------------------- */
@@ -1034,8 +798,8 @@ static void probe_table(void)
 FAKE_EXPORT long fake_cuda_calls(const char *name)
 {
     for (int i = 0; i < FC_COUNT; i++)
-        if (strcmp(fc_names[i], name) == 0)
-            return atomic_load(&g_calls[i]);
+        if (strcmp(fake__names[i], name) == 0)
+            return atomic_load(&fake__calls[i]);
     return -1;
 }
 
@@ -1044,7 +808,7 @@ FAKE_EXPORT long fake_cuda_alloc_calls(void)
     long n = 0;
     for (int i = 0; i < FC_COUNT; i++)
         if (fc_allocates[i])
-            n += atomic_load(&g_calls[i]);
+            n += atomic_load(&fake__calls[i]);
     return n;
 }
 
@@ -1072,12 +836,5 @@ FAKE_EXPORT void fake_cuda_set_oom_above(unsigned long long bytes)
     atomic_store(&cfg.oom_above, bytes);
 }
 
-/* ---- the exported driver entry points ---------------------------------------
- * Each is the internal function under the driver's name, with its type
- * checked against the toolkit's PFN_* typedef. */
-#define FC_EXPORT(name, pfn, base, ver, pt, al)                                \
-    _Static_assert(__builtin_types_compatible_p(__typeof__(&f_##name), pfn),   \
-                   #name " does not have the driver's prototype");             \
-    extern __typeof__(f_##name) name __attribute__((alias("f_" #name), visibility("default")));
-FAKE_FUNCS(FC_EXPORT)
-#undef FC_EXPORT
+/* ---- the exported driver entry points (the resolvers: fake_cuda_gpa.c) ---- */
+FAKE_CORE(FC_ALIAS)

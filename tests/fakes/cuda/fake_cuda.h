@@ -22,6 +22,8 @@
  *                              cuGetProcAddress, and reports which
  *                              implementation each slot reached
  *   FAKE_CUDA_REPORT=path      where that report goes (default stderr)
+ *   FAKE_CUDA_CAPTURING=1      cuStreamIsCapturing says every stream is
+ *                              capturing (a CUDA graph being recorded)
  * The fake runtime has none of its own: it runs over the fake driver.
  */
 #ifndef TDM_TESTS_FAKE_CUDA_H

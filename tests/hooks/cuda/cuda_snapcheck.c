@@ -8,12 +8,12 @@
  *   ACTION dev=D size=S stream=X fn=F          (+ " free=N" for oom)
  * Streams 0, 1 (legacy) and 2 (per-thread) print as numbers; any other
  * handle as s1, s2, ... by first appearance, so the expected texts do not
- * depend on handle values.  fn is the innermost frame of the event's
- * stack whose function starts with PREFIX (default
- * "app_"): the test program's own function that made the call, wherever
- * the CUDA library frames between it and the hook end (a statically linked
- * runtime leaves its own frames in the program).  "-" when the event has
- * no stack, "?" when no frame matches.
+ * depend on handle values.  fn is the innermost frame of the event's stack
+ * whose function starts with PREFIX (default "app_"), without a compiler
+ * clone suffix: the test program's own function that made the call,
+ * however many CUDA library frames lie between it and the hook (a
+ * statically linked runtime leaves its own frames in the program).  "-"
+ * when the event has no stack, "?" when no frame matches.
  * Device lines: device D VENDOR "NAME" CAPACITY.
  *
  * Exit status: 0, or 2 when the file cannot be read.
@@ -26,7 +26,10 @@
 #include "event.h"
 #include "snap_model.h"
 
-static const char *app_frame(const tdm_snap *s, uint32_t stack_id, const char *prefix)
+/* Writes the function's name without a compiler clone suffix
+ * (".constprop.0", ".isra.0"), which depends on the optimizer. */
+static const char *app_frame(const tdm_snap *s, uint32_t stack_id, const char *prefix,
+                             char *buf, size_t len)
 {
     if (stack_id == 0 || stack_id >= s->stack_count || s->stacks[stack_id].depth == 0)
         return "-";
@@ -34,8 +37,10 @@ static const char *app_frame(const tdm_snap *s, uint32_t stack_id, const char *p
     for (uint32_t i = 0; i < st->depth; i++) {
         uint32_t f = st->frames[i];
         const char *fn = f < s->frame_count ? s->frames[f].function : NULL;
-        if (fn && strncmp(fn, prefix, strlen(prefix)) == 0)
-            return fn;
+        if (fn && strncmp(fn, prefix, strlen(prefix)) == 0) {
+            snprintf(buf, len, "%.*s", (int)strcspn(fn, "."), fn);
+            return buf;
+        }
     }
     return "?";
 }
@@ -95,11 +100,11 @@ int main(int argc, char **argv)
         const tdm_event *e = &s->events[i];
         if (!is_memory_action(e->action))
             continue;
-        char st[32];
+        char st[32], fn[128];
         stream_name(e->stream, st, sizeof st);
         printf("%s dev=%d size=%" PRIu64 " stream=%s fn=%s", tdm__action_name(e->action),
                e->device, e->action == TDM_ACTION_OOM ? e->requested : e->size, st,
-               app_frame(s, e->stack_id, prefix));
+               app_frame(s, e->stack_id, prefix, fn, sizeof fn));
         if (e->action == TDM_ACTION_OOM)
             printf(" free=%" PRIu64, e->addr);
         printf("\n");

@@ -9,6 +9,7 @@
  *   drv_app errors    out of memory (device, stream-ordered, physical),
  *                     a bad free, no current context
  *   drv_app cache     many allocations and frees
+ *   drv_app devices   memory of device 1 (needs FAKE_CUDA_DEVICES=2)
  * Functions are named app_* so snapshots can be checked for them.
  */
 #define _GNU_SOURCE
@@ -207,6 +208,34 @@ static NOINLINE int app_cache(void)
     return 0;
 }
 
+/* FAKE_CUDA_DEVICES=2: memory of device 1 while device 0's context is
+ * current (physical memory belongs to the device it was created on), and
+ * device 1's context current. */
+static NOINLINE int app_devices(void)
+{
+    const size_t piece = 2u << 20;
+    CUcontext ctx1;
+    CUdeviceptr va = 0, d = 0;
+    CUmemGenericAllocationHandle h;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 1;
+    app_report("cuMemAddressReserve", cuMemAddressReserve(&va, piece, 0, 0, 0));
+    app_report("cuMemCreate on device 1", cuMemCreate(&h, piece, &prop, 0));
+    app_report("cuMemMap", cuMemMap(va, piece, 0, h, 0));
+    app_report("cuDevicePrimaryCtxRetain 1", cuDevicePrimaryCtxRetain(&ctx1, 1));
+    app_report("cuCtxPushCurrent", cuCtxPushCurrent(ctx1));
+    app_report("cuMemAlloc 1234 on device 1", cuMemAlloc(&d, 1234));
+    app_report("cuMemFree", cuMemFree(d));
+    app_report("cuCtxPopCurrent", cuCtxPopCurrent(&ctx1));
+    app_report("cuMemUnmap", cuMemUnmap(va, piece));
+    app_report("cuMemRelease", cuMemRelease(h));
+    app_report("cuMemAddressFree", cuMemAddressFree(va, piece));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "pattern";
@@ -223,12 +252,14 @@ int main(int argc, char **argv)
         rc = app_errors(ctx);
     else if (strcmp(what, "cache") == 0)
         rc = app_cache();
+    else if (strcmp(what, "devices") == 0)
+        rc = app_devices();
     else
         return fprintf(stderr, "drv_app: unknown scenario %s\n", what), 2;
     app_report("cuStreamDestroy", cuStreamDestroy(s1));
     fflush(stdout);
-    fprintf(stderr, "fake: alloc_calls=%ld cuMemAlloc_v2=%ld live=%ld\n",
+    fprintf(stderr, "fake: alloc_calls=%ld cuMemAlloc_v2=%ld cuMemAllocAsync=%ld live=%ld\n",
             fake_cuda_alloc_calls(), fake_cuda_calls("cuMemAlloc_v2"),
-            fake_cuda_live_allocations());
+            fake_cuda_calls("cuMemAllocAsync"), fake_cuda_live_allocations());
     return rc;
 }

@@ -13,6 +13,7 @@
  *   rt_app cache     many small allocations and frees, the kind a caching
  *                    allocator turns into few driver calls
  *   rt_app threads   4 threads allocating and freeing at once
+ *   rt_app devices   allocations on device 1 and device 0
  * Built twice: against the fake libcudart.so.13, and with the fake runtime
  * linked in statically (as nvcc links libcudart_static.a).
  * Functions are named app_* so snapshots can be checked for them.
@@ -27,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fake_cuda.h"
 #include "rt_app.h"
 
 #define NOINLINE __attribute__((noinline))
@@ -48,8 +50,9 @@ static void app_print_counters(void)
         fprintf(stderr, "fake: none\n");
         return;
     }
-    fprintf(stderr, "fake: alloc_calls=%ld cuMemAlloc_v2=%ld live=%ld\n", alloc_calls(),
-            calls("cuMemAlloc_v2"), live());
+    fprintf(stderr, "fake: alloc_calls=%ld cuMemAlloc_v2=%ld live=%ld rt_cudaMalloc=%ld rt_live=%ld\n",
+            alloc_calls(), calls("cuMemAlloc_v2"), live(), fake_cudart_calls("cudaMalloc"),
+            fake_cudart_live_allocations());
 }
 
 /* ---- pattern ---------------------------------------------------------------------- */
@@ -263,6 +266,27 @@ static NOINLINE int app_cache(void)
     return n < 0 || m < 0;
 }
 
+/* ---- devices (FAKE_CUDA_DEVICES=2) ------------------------------------------------------ */
+
+static NOINLINE void *app_alloc_on_device(int device, size_t size)
+{
+    void *p = NULL;
+    app_report("cudaSetDevice", cudaSetDevice(device));
+    app_report("cudaMalloc on device", cudaMalloc(&p, size));
+    return p;
+}
+
+static NOINLINE int app_devices(void)
+{
+    void *a = app_alloc_on_device(1, 300000);
+    void *b = app_alloc_on_device(0, 200000);
+    app_report("cudaSetDevice", cudaSetDevice(1));
+    app_report("cudaFree", cudaFree(a));
+    app_report("cudaSetDevice", cudaSetDevice(0));
+    app_report("cudaFree", cudaFree(b));
+    return 0;
+}
+
 /* ---- threads ------------------------------------------------------------------------ */
 
 static void *app_thread(void *arg)
@@ -304,6 +328,8 @@ int main(int argc, char **argv)
         rc = app_cache();
     else if (strcmp(what, "threads") == 0)
         rc = app_threads();
+    else if (strcmp(what, "devices") == 0)
+        rc = app_devices();
     else
         return fprintf(stderr, "rt_app: unknown scenario %s\n", what), 2;
     fflush(stdout);

@@ -31,7 +31,7 @@ static struct {
     void *lib;
     unsigned long long (*used)(int device);
     long (*calls)(const char *name);
-    struct tdm_cuda_fns fns;
+    void (*set_oom_above)(unsigned long long bytes);
 } fake;
 
 static void load_fake(void)
@@ -40,8 +40,10 @@ static void load_fake(void)
     assert_non_null(fake.lib);
     fake.used = (unsigned long long (*)(int))dlsym(fake.lib, "fake_cuda_used_bytes");
     fake.calls = (long (*)(const char *))dlsym(fake.lib, "fake_cuda_calls");
+    fake.set_oom_above = (void (*)(unsigned long long))dlsym(fake.lib, "fake_cuda_set_oom_above");
     assert_non_null(fake.used);
     assert_non_null(fake.calls);
+    assert_non_null(fake.set_oom_above);
 }
 
 static void test_absent(void **state)
@@ -90,6 +92,13 @@ static void test_devices_and_memory(void **state)
     assert_null(c);
     assert_int_equal(tdm__provider_last_vendor_error(), TDM__CU_ERROR_OUT_OF_MEMORY);
     assert_int_equal(p->alloc(p, 2, MIB, 0, &c), TDM_NO_SUCH_DEVICE);
+    /* Out of memory on demand (the fake's knob), well under capacity. */
+    fake.set_oom_above(2 * MIB);
+    assert_int_equal(p->alloc(p, 0, 3 * MIB, 0, &c), TDM_OUT_OF_MEMORY);
+    assert_int_equal(tdm__provider_last_vendor_error(), TDM__CU_ERROR_OUT_OF_MEMORY);
+    fake.set_oom_above(0);
+    assert_int_equal(p->alloc(p, 0, 3 * MIB, 0, &c), TDM_OK);
+    assert_int_equal(p->free(p, 0, c, 3 * MIB), TDM_OK);
 
     /* A bad free is the driver's error, as a vendor error. */
     int x;

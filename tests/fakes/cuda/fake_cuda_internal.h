@@ -1,0 +1,128 @@
+/* tests/fakes/cuda/fake_cuda_internal.h: shared by the two translation
+ * units of the fake driver (fake_cuda.c: devices, contexts, memory;
+ * fake_cuda_gpa.c: cuGetProcAddress and the table probe).  Nothing here is
+ * exported.
+ *
+ * Every implementation f_NAME is declared below with the type of the
+ * toolkit's PFN_* typedef for it, so a definition with another prototype
+ * does not compile; the library exports it under NAME by an alias in the
+ * file that defines it.
+ */
+#ifndef TDM_TESTS_FAKE_CUDA_INTERNAL_H
+#define TDM_TESTS_FAKE_CUDA_INTERNAL_H
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <stdatomic.h>
+#include <stdio.h>
+
+#undef cuGetProcAddress
+
+#define FAKE_HIDDEN __attribute__((visibility("hidden")))
+#define FAKE_EXPORT __attribute__((visibility("default")))
+#define MAX_DEV 8
+
+/* X(exported name, PFN type, cuGetProcAddress base name, first version of
+ *   this variant, is the _ptsz twin, allocates) */
+#define FAKE_CORE(X)                                                           \
+    X(cuInit, PFN_cuInit_v2000, "cuInit", 2000, 0, 0)                          \
+    X(cuDriverGetVersion, PFN_cuDriverGetVersion_v2020, "cuDriverGetVersion", 2020, 0, 0) \
+    X(cuDeviceGet, PFN_cuDeviceGet_v2000, "cuDeviceGet", 2000, 0, 0)           \
+    X(cuDeviceGetCount, PFN_cuDeviceGetCount_v2000, "cuDeviceGetCount", 2000, 0, 0) \
+    X(cuDeviceGetName, PFN_cuDeviceGetName_v2000, "cuDeviceGetName", 2000, 0, 0) \
+    X(cuDeviceTotalMem_v2, PFN_cuDeviceTotalMem_v3020, "cuDeviceTotalMem", 3020, 0, 0) \
+    X(cuDeviceGetDefaultMemPool, PFN_cuDeviceGetDefaultMemPool_v11020, "cuDeviceGetDefaultMemPool", 11020, 0, 0) \
+    X(cuDevicePrimaryCtxRetain, PFN_cuDevicePrimaryCtxRetain_v7000, "cuDevicePrimaryCtxRetain", 7000, 0, 0) \
+    X(cuDevicePrimaryCtxRelease_v2, PFN_cuDevicePrimaryCtxRelease_v11000, "cuDevicePrimaryCtxRelease", 11000, 0, 0) \
+    X(cuCtxGetCurrent, PFN_cuCtxGetCurrent_v4000, "cuCtxGetCurrent", 4000, 0, 0) \
+    X(cuCtxSetCurrent, PFN_cuCtxSetCurrent_v4000, "cuCtxSetCurrent", 4000, 0, 0) \
+    X(cuCtxPushCurrent_v2, PFN_cuCtxPushCurrent_v4000, "cuCtxPushCurrent", 4000, 0, 0) \
+    X(cuCtxPopCurrent_v2, PFN_cuCtxPopCurrent_v4000, "cuCtxPopCurrent", 4000, 0, 0) \
+    X(cuCtxGetDevice, PFN_cuCtxGetDevice_v2000, "cuCtxGetDevice", 2000, 0, 0)  \
+    X(cuMemGetInfo_v2, PFN_cuMemGetInfo_v3020, "cuMemGetInfo", 3020, 0, 0)     \
+    X(cuMemAlloc_v2, PFN_cuMemAlloc_v3020, "cuMemAlloc", 3020, 0, 1)           \
+    X(cuMemFree_v2, PFN_cuMemFree_v3020, "cuMemFree", 3020, 0, 0)              \
+    X(cuMemAllocPitch_v2, PFN_cuMemAllocPitch_v3020, "cuMemAllocPitch", 3020, 0, 1) \
+    X(cuMemAllocManaged, PFN_cuMemAllocManaged_v6000, "cuMemAllocManaged", 6000, 0, 1) \
+    X(cuMemHostAlloc, PFN_cuMemHostAlloc_v2020, "cuMemHostAlloc", 2020, 0, 1)  \
+    X(cuMemAllocHost_v2, PFN_cuMemAllocHost_v3020, "cuMemAllocHost", 3020, 0, 1) \
+    X(cuMemFreeHost, PFN_cuMemFreeHost_v2000, "cuMemFreeHost", 2000, 0, 0)     \
+    X(cuMemAllocAsync, PFN_cuMemAllocAsync_v11020, "cuMemAllocAsync", 11020, 0, 1) \
+    X(cuMemAllocAsync_ptsz, PFN_cuMemAllocAsync_v11020_ptsz, "cuMemAllocAsync", 11020, 1, 1) \
+    X(cuMemFreeAsync, PFN_cuMemFreeAsync_v11020, "cuMemFreeAsync", 11020, 0, 0) \
+    X(cuMemFreeAsync_ptsz, PFN_cuMemFreeAsync_v11020_ptsz, "cuMemFreeAsync", 11020, 1, 0) \
+    X(cuMemAllocFromPoolAsync, PFN_cuMemAllocFromPoolAsync_v11020, "cuMemAllocFromPoolAsync", 11020, 0, 1) \
+    X(cuMemAllocFromPoolAsync_ptsz, PFN_cuMemAllocFromPoolAsync_v11020_ptsz, "cuMemAllocFromPoolAsync", 11020, 1, 1) \
+    X(cuMemAddressReserve, PFN_cuMemAddressReserve_v10020, "cuMemAddressReserve", 10020, 0, 0) \
+    X(cuMemAddressFree, PFN_cuMemAddressFree_v10020, "cuMemAddressFree", 10020, 0, 0) \
+    X(cuMemCreate, PFN_cuMemCreate_v10020, "cuMemCreate", 10020, 0, 1)         \
+    X(cuMemRelease, PFN_cuMemRelease_v10020, "cuMemRelease", 10020, 0, 0)      \
+    X(cuMemMap, PFN_cuMemMap_v10020, "cuMemMap", 10020, 0, 0)                  \
+    X(cuMemUnmap, PFN_cuMemUnmap_v10020, "cuMemUnmap", 10020, 0, 0)            \
+    X(cuMemSetAccess, PFN_cuMemSetAccess_v10020, "cuMemSetAccess", 10020, 0, 0) \
+    X(cuStreamCreate, PFN_cuStreamCreate_v2000, "cuStreamCreate", 2000, 0, 0)  \
+    X(cuStreamDestroy_v2, PFN_cuStreamDestroy_v4000, "cuStreamDestroy", 4000, 0, 0) \
+    X(cuStreamIsCapturing, PFN_cuStreamIsCapturing_v10000, "cuStreamIsCapturing", 10000, 0, 0) \
+    X(cuGetErrorName, PFN_cuGetErrorName_v6000, "cuGetErrorName", 6000, 0, 0)  \
+    X(cuGetErrorString, PFN_cuGetErrorString_v6000, "cuGetErrorString", 6000, 0, 0) \
+    X(cuGetExportTable, PFN_cuGetExportTable_v3000, "cuGetExportTable", 3000, 0, 0)
+
+/* The resolvers (fake_cuda_gpa.c). */
+#define FAKE_RESOLVERS(X)                                                      \
+    X(cuGetProcAddress, PFN_cuGetProcAddress_v11030, "cuGetProcAddress", 11030, 0, 0) \
+    X(cuGetProcAddress_v2, PFN_cuGetProcAddress_v12000, "cuGetProcAddress", 12000, 0, 0)
+
+#define FAKE_FUNCS(X) FAKE_CORE(X) FAKE_RESOLVERS(X)
+
+enum {
+#define FC_ENUM(name, pfn, base, ver, pt, al) FC_##name,
+    FAKE_FUNCS(FC_ENUM)
+#undef FC_ENUM
+    FC_COUNT
+};
+
+#define FC_DECL(name, pfn, base, ver, pt, al) FAKE_HIDDEN extern __typeof__(*(pfn)0) f_##name;
+FAKE_FUNCS(FC_DECL)
+#undef FC_DECL
+
+/* Exports NAME as an alias of f_NAME (in the file defining f_NAME). */
+#define FC_ALIAS(name, pfn, base, ver, pt, al)                                 \
+    extern __typeof__(f_##name) name __attribute__((alias("f_" #name), visibility("default")));
+
+/* Calls per function, and the names of the functions. */
+FAKE_HIDDEN extern atomic_long fake__calls[FC_COUNT];
+FAKE_HIDDEN extern const char *const fake__names[FC_COUNT];
+
+/* The knobs (fake_cuda.h), read once at the first call. */
+typedef struct fake_config {
+    int devices;
+    unsigned long long capacity;  /* bytes per device */
+    _Atomic unsigned long long oom_above; /* bytes, 0 = no limit */
+    CUresult init_result;
+    int fail_fn;                  /* FC_* or -1 */
+    CUresult fail_code;
+    int gpa_exported;
+    int probe_table;
+    const char *report;
+    int capturing;                /* every stream reports an active capture */
+} fake_config;
+FAKE_HIDDEN extern fake_config fake__cfg;
+
+/* Counts a call of `fc`; the error injected for it, or CUDA_SUCCESS. */
+FAKE_HIDDEN CUresult fake__enter(int fc);
+
+#define ENTER(fc)                                                              \
+    do {                                                                       \
+        CUresult r_ = fake__enter(fc);                                         \
+        if (r_ != CUDA_SUCCESS)                                                \
+            return r_;                                                         \
+    } while (0)
+
+/* FAKE_CUDA_PROBE_TABLE, from cuInit (fake_cuda_gpa.c). */
+FAKE_HIDDEN void fake__probe_table(void);
+/* Around the probe: the driver initialized and device 0's primary context
+ * current on this thread; _end puts things back. */
+FAKE_HIDDEN int fake__probe_begin(void);
+FAKE_HIDDEN void fake__probe_end(int was_initialized);
+
+#endif

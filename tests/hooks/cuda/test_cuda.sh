@@ -1,0 +1,225 @@
+#!/bin/bash
+# tests/hooks/cuda/test_cuda.sh SCENARIO: the CUDA hooks end to end, no GPU.
+#
+# Each program runs without and with LD_PRELOAD=libtidemark_preload.so; its
+# stdout (every CUDA return code) must not change, and the snapshot must
+# hold exactly the expected events (expect_*.txt as printed by
+# cuda_snapcheck: action, device, size, stream, the program's app_* function
+# on the stack).
+#
+#   rt_pattern         rt_app over the fake libcudart.so.13 (+ fake driver)
+#   rt_static_pattern  the same program with the fake runtime linked in
+#                      statically: seen only through dlsym/cuGetProcAddress
+#   rt_errors          failing calls: codes unchanged, out-of-memory ones
+#                      are oom events (observe and cache mode)
+#   rt_cache           mode=cache: far fewer driver allocations than the
+#                      program's, and its runtime never asked
+#   rt_threads         4 threads, observe and cache: nothing lost
+#   rt_devices         two devices: every event on the right one
+#   drv_pattern        drv_app over the fake libcuda.so.1: exported symbols,
+#                      cuGetProcAddress (+ _ptsz), dlsym, virtual memory
+#   drv_recursion      the same with a driver that hands out its exported
+#                      (so: our) symbols from cuGetProcAddress
+#   drv_errors, drv_cache, drv_devices   as for rt_
+#   real_shared        the REAL libcudart.so.13 over the fake driver, which
+#                      reports what cudart's table of driver functions holds
+#                      and calls through it: our wrappers, right variants
+#   real_static        the same with the real libcudart_static.a
+#   real_nodriver      the real libcudart (shared, static) and no driver at
+#                      all: cudaErrorInsufficientDriver unchanged, no crash
+#
+# Environment (from CMake): RT_APP, RT_APP_STATIC, DRV_APP, REAL_RT_APP,
+# REAL_RT_APP_STATIC, SNAPCHECK, PRELOAD, FAKE_CUDA_DIR, EXPECT_DIR.
+set -u
+scenario=$1
+[ -d /usr/local/cuda ] || { echo "no CUDA toolkit: skipped"; exit 77; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+cd "$T" || exit 1   # nothing of ours in the working directory
+fail() { echo "FAIL ($scenario): $*"; exit 1; }
+
+# run NAME PROGRAM ARG [ENV=VALUE...]: stdout to $T/NAME.out, stderr to
+# $T/NAME.err; the program must exit 0.  (X=1 stands for "no extra
+# variable" where a caller needs a placeholder.)
+run() {
+    local name=$1 prog=$2 arg=$3 rc; shift 3
+    env "$@" "$prog" $arg >"$T/$name.out" 2>"$T/$name.err"
+    rc=$?
+    [ $rc = 0 ] || { cat "$T/$name.out" "$T/$name.err"; fail "$prog $arg ($name) exited with $rc"; }
+}
+# traced NAME CONF PROGRAM ARG [ENV...]: the same under the preload, dumping
+# to $T/NAME.tdm.
+traced() {
+    local name=$1 conf=$2 prog=$3 arg=$4; shift 4
+    run "$name" "$prog" "$arg" LD_PRELOAD="$preload_list" TIDEMARK_CONF="$conf,dump=$T/$name.tdm" "$@"
+    [ -s "$T/$name.tdm" ] || { cat "$T/$name.err"; fail "no snapshot written ($name)"; }
+}
+same_output() {
+    diff -u "$T/$1.out" "$T/$2.out" || fail "the program's output changed under the preload ($2)"
+}
+check_events() { # NAME EXPECTED
+    "$SNAPCHECK" "$T/$1.tdm" >"$T/$1.events" || fail "cuda_snapcheck $1"
+    diff -u "$EXPECT_DIR/$2" "$T/$1.events" || fail "snapshot events of $1 differ from $2"
+}
+count() { "$SNAPCHECK" "$T/$1.tdm" count "$2"; }
+counter() { # NAME KEY: KEY=value from the fake's line on stderr
+    sed -n "s/^fake: .*\b$2=\([0-9-]*\).*/\1/p" "$T/$1.err"
+}
+made() { sed -n 's/^device allocations made -> //p' "$T/$1.out"; }
+no_tidemark_errors() {
+    grep "tidemark:" "$T/$1.err" | grep -v -e "wrote snapshot" -e "out of memory on" \
+        -e "mode=cache: no CUDA driver" && fail "unexpected tidemark message ($1)"
+    return 0
+}
+
+fake=LD_LIBRARY_PATH=$FAKE_CUDA_DIR
+# A sanitizer build's preload library needs its runtime loaded first.
+san=$(ldd "$PRELOAD" 2>/dev/null | awk '/lib(asan|tsan)\.so/ {print $3; exit}')
+preload_list=${san:+$san:}$PRELOAD
+
+case $scenario in
+rt_pattern | rt_static_pattern)
+    app=$RT_APP
+    [ "$scenario" = rt_static_pattern ] && app=$RT_APP_STATIC
+    run plain "$app" pattern "$fake"
+    traced obs mode=observe "$app" pattern "$fake"
+    same_output plain obs
+    check_events obs expect_rt_pattern.txt
+    no_tidemark_errors obs
+    [ "$(counter obs live)" = 0 ] && [ "$(counter obs rt_live)" = 0 ] ||
+        fail "allocations left in the fakes"
+    [ "$(counter obs alloc_calls)" = "$(counter plain alloc_calls)" ] ||
+        fail "observe mode changed the driver calls"
+    ;;
+rt_errors)
+    inject=FAKE_CUDA_FAIL=cuMemAllocManaged:201
+    run plain "$RT_APP" errors "$fake" "$inject"
+    grep -qx "cudaMalloc 3 GiB -> 2" "$T/plain.out" || fail "the fake did not run out of memory"
+    grep -qx "cudaMallocManaged (injected) -> 201" "$T/plain.out" || fail "no injected error"
+    for mode in observe cache; do
+        traced $mode mode=$mode "$RT_APP" errors "$fake" "$inject"
+        same_output plain $mode
+        check_events $mode expect_rt_errors_$mode.txt
+    done
+    ;;
+rt_cache | drv_cache)
+    # rt_app's too-big request is one cudaMalloc; drv_app's are three
+    # (cuMemAlloc, cuMemAllocAsync, cuMemCreate).
+    if [ "$scenario" = rt_cache ]; then app=$RT_APP env1=$fake ooms=1; else app=$DRV_APP env1=X=1 ooms=3; fi
+    run plain "$app" cache "$env1"
+    traced cache mode=cache "$app" cache "$env1"
+    same_output plain cache
+    n=$(made cache)
+    [ -n "$n" ] && [ "$n" -gt 100 ] || fail "the program made no allocations"
+    [ "$(count cache alloc)" = "$n" ] || fail "alloc events $(count cache alloc), program made $n"
+    [ "$(count cache free_completed)" = "$n" ] || fail "free events differ from $n"
+    plain_calls=$(counter plain cuMemAlloc_v2) cache_calls=$(counter cache cuMemAlloc_v2)
+    echo "program allocations $n; driver cuMemAlloc_v2 calls: $plain_calls plain, $cache_calls in cache mode"
+    [ "$cache_calls" -ge 1 ] && [ "$cache_calls" -lt $((n / 10)) ] ||
+        fail "cache mode made $cache_calls driver allocations for $n"
+    [ "$(count cache segment_alloc)" -lt $((n / 10)) ] || fail "too many segments"
+    [ "$(count cache oom)" = $ooms ] || fail "$(count cache oom) oom events, not $ooms"
+    if [ "$scenario" = rt_cache ]; then
+        [ "$(counter cache rt_cudaMalloc)" = 0 ] || fail "the runtime's cudaMalloc was called"
+    else
+        # A stream being captured into a CUDA graph: its stream-ordered
+        # allocations (50, and the 2 GiB one) are the driver's, not the cache's.
+        [ "$(counter cache cuMemAllocAsync)" = 0 ] || fail "cuMemAllocAsync reached the driver"
+        traced capture mode=cache "$app" cache FAKE_CUDA_CAPTURING=1
+        same_output plain capture
+        [ "$(counter capture cuMemAllocAsync)" = 51 ] ||
+            fail "capturing: $(counter capture cuMemAllocAsync) cuMemAllocAsync calls, not 51"
+        [ "$(counter capture cuMemAlloc_v2)" -lt $((n / 10)) ] || fail "capturing: no caching left"
+    fi
+    ;;
+rt_threads)
+    traced obs mode=observe "$RT_APP" threads "$fake"
+    traced cache mode=cache "$RT_APP" threads "$fake"
+    for name in obs cache; do
+        grep -qx "threads failed -> 0" "$T/$name.out" || fail "a thread failed ($name)"
+        [ "$(count $name alloc)" = 800 ] && [ "$(count $name free_completed)" = 800 ] ||
+            fail "$name: $(count $name alloc) allocs / $(count $name free_completed) frees of 800"
+    done
+    [ "$(count obs segment_alloc)" = 800 ] || fail "observe: segments"
+    [ "$(counter obs live)" = 0 ] || fail "observe: allocations left in the fake"
+    [ "$(count cache segment_alloc)" -lt 10 ] || fail "cache: $(count cache segment_alloc) segments"
+    ;;
+drv_pattern | drv_recursion)
+    extra=X=1
+    [ "$scenario" = drv_recursion ] && extra=FAKE_CUDA_GPA_EXPORTED=1
+    run plain "$DRV_APP" pattern "$extra"
+    traced obs mode=observe "$DRV_APP" pattern "$extra"
+    same_output plain obs
+    check_events obs expect_drv_pattern.txt
+    no_tidemark_errors obs
+    [ "$(counter obs live)" = 0 ] || fail "allocations left in the fake"
+    ;;
+drv_errors)
+    run plain "$DRV_APP" errors X=1
+    grep -qx "cuMemAlloc without a context -> 201" "$T/plain.out" || fail "no context error"
+    for mode in observe cache; do
+        traced $mode mode=$mode "$DRV_APP" errors X=1
+        same_output plain $mode
+        check_events $mode expect_drv_errors_$mode.txt
+    done
+    ;;
+rt_devices | drv_devices)
+    # Two devices: each allocation on the device of the current context
+    # (runtime: cudaSetDevice), physical memory on the device it was made
+    # for; cache mode's segments on the right device too.
+    app=$RT_APP env1=$fake
+    [ "$scenario" = drv_devices ] && app=$DRV_APP env1=X=1
+    run plain "$app" devices "$env1" FAKE_CUDA_DEVICES=2
+    for mode in observe cache; do
+        traced $mode mode=$mode "$app" devices "$env1" FAKE_CUDA_DEVICES=2
+        same_output plain $mode
+        check_events $mode expect_${scenario}_$mode.txt
+    done
+    ;;
+real_shared | real_static)
+    app=$REAL_RT_APP
+    [ "$scenario" = real_static ] && app=$REAL_RT_APP_STATIC
+    [ -n "$app" ] || { echo "no real libcudart to link: skipped"; exit 77; }
+    probe="FAKE_CUDA_INIT_RESULT=100 FAKE_CUDA_PROBE_TABLE=1"
+    run plain "$app" "" "$fake" $probe FAKE_CUDA_REPORT="$T/plain.report"
+    grep -q "cudaErrorNoDevice" "$T/plain.out" || fail "the real runtime did not report no device"
+    traced obs mode=observe "$app" "" "$fake" $probe FAKE_CUDA_REPORT="$T/obs.report"
+    same_output plain obs
+    cat "$T/obs.report"
+    [ "$(grep -c 'slot in libcuda.so.1 reached' "$T/plain.report")" = 6 ] ||
+        fail "the fake driver saw $(wc -l <"$T/plain.report") table slots, not 6"
+    # Every slot of cudart's table now holds our wrapper, and each wrapper
+    # reaches the driver variant cudart asked for (the _ptsz ones too).
+    sed 's/libcuda.so.1/libtidemark_preload.so/' "$T/plain.report" | diff -u - "$T/obs.report" ||
+        fail "cudart's driver table is not ours"
+    if [[ $san == *tsan* ]]; then
+        # Under TSan the stack stops in its pthread_once interceptor, inside
+        # cudart's initialization, before reaching the program's frames.
+        "$SNAPCHECK" "$T/obs.tdm" | sed 's/ fn=.*//' >"$T/obs.events"
+        sed 's/ fn=.*//' "$EXPECT_DIR/expect_real_probe.txt" | diff -u - "$T/obs.events" ||
+            fail "snapshot events differ from expect_real_probe.txt"
+    else
+        check_events obs expect_real_probe.txt
+    fi
+    ;;
+real_nodriver)
+    [ -n "$REAL_RT_APP$REAL_RT_APP_STATIC" ] || { echo "no real libcudart: skipped"; exit 77; }
+    if ldconfig -p 2>/dev/null | grep -q "libcuda.so.1 "; then
+        echo "this machine has a CUDA driver: skipped"; exit 77
+    fi
+    for app in $REAL_RT_APP $REAL_RT_APP_STATIC; do
+        run plain "$app" "" X=1
+        grep -q "cudaErrorInsufficientDriver" "$T/plain.out" || fail "$app: unexpected error code"
+        for mode in observe cache; do
+            traced $mode mode=$mode "$app" "" X=1
+            same_output plain $mode
+            no_tidemark_errors $mode
+            [ -z "$("$SNAPCHECK" "$T/$mode.tdm")" ] || fail "$app: events booked without a driver"
+        done
+    done
+    ;;
+*)
+    fail "unknown scenario"
+    ;;
+esac
+echo "ok ($scenario)"
