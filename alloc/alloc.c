@@ -673,36 +673,43 @@ void tdm__alloc_attach_recorder(int observe)
 
 /* ---- fork ------------------------------------------------------------------
  * A child forked while another thread held an allocator lock would find
- * it held forever.  The handlers take every lock before fork() and release
- * them after, in one order: the init lock, per-device locks (cache mode
- * takes map shard locks inside them), the map's shards, then observe
- * mode's.  Provider locks are the provider's own and are not covered. */
+ * it held forever.  Before fork() the handlers take the init locks, every
+ * per-device lock (cache mode takes map shard locks inside them) and the
+ * provider wrapper's per-device locks (held around every provider call);
+ * then, with no thread left inside those, they raise the fork gate and
+ * sweep the locks that are only ever taken alone: the pointer maps'
+ * shards and observe mode's (ptrmap.h).  So a handful of locks is held
+ * across fork(), not hundreds, and no lock is left held in the child. */
 
 static void lock_all(void)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
     pthread_mutex_lock(&g->init_lock);
-    if (atomic_load_explicit(&g->ready, memory_order_relaxed)) {
+    tdm__obs_fork_lock();
+    int ready = atomic_load_explicit(&g->ready, memory_order_relaxed);
+    if (ready) {
         for (int i = 0; i < g->device_count; i++)
             pthread_mutex_lock(g->mode == TDM__MODE_CACHE ? tdm__cache_lock_of(i)
                                                           : tdm__pt_lock_of(i));
-        for (int i = 0; i < TDM__PTRMAP_SHARDS; i++)
-            pthread_mutex_lock(&g->map.shards[i].lock);
+        tdm__fraction_lock_all(g->prov);
     }
-    tdm__obs_lock_all();
+    atomic_store(&tdm__fork_pending, 1);
+    if (ready)
+        tdm__ptrmap_fork_sweep(&g->map);
+    tdm__obs_fork_sweep();
 }
 
 static void unlock_all(void)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
-    tdm__obs_unlock_all();
+    atomic_store(&tdm__fork_pending, 0);
     if (atomic_load_explicit(&g->ready, memory_order_relaxed)) {
-        for (int i = TDM__PTRMAP_SHARDS - 1; i >= 0; i--)
-            pthread_mutex_unlock(&g->map.shards[i].lock);
+        tdm__fraction_unlock_all(g->prov);
         for (int i = g->device_count - 1; i >= 0; i--)
             pthread_mutex_unlock(g->mode == TDM__MODE_CACHE ? tdm__cache_lock_of(i)
                                                             : tdm__pt_lock_of(i));
     }
+    tdm__obs_fork_unlock();
     pthread_mutex_unlock(&g->init_lock);
 }
 

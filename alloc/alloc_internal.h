@@ -175,12 +175,14 @@ tdm_status tdm__obs_tag(uint64_t addr, uint8_t category);
  * over device + 1 of the devices the allocator already described (with
  * stats that include observe mode's): those get segments only. */
 void tdm__obs_visit(const tdm__state_visitor *v, const uint64_t *emitted);
-/* Takes / releases every observe-mode lock (fork). */
-void tdm__obs_lock_all(void);
-void tdm__obs_unlock_all(void);
+/* Fork (alloc.c's handlers): hold the init lock; sweep the gated locks
+ * once the fork gate is raised; release the init lock. */
+void tdm__obs_fork_lock(void);
+void tdm__obs_fork_sweep(void);
+void tdm__obs_fork_unlock(void);
 void tdm__obs_reset_for_tests(void);
 
-/* ---- memory fraction (fraction.c) ---- */
+/* ---- the provider wrapper: memory fraction, fork lock (fraction.c) ---- */
 /* Wraps `inner` in a provider that refuses, as out of memory, an
  * allocation that would take a device's bytes from this provider past
  * its limit (torch.cuda.set_per_process_memory_fraction).  No limit until
@@ -189,5 +191,8 @@ tdm_status tdm__fraction_wrap(tdm_provider *inner, tdm_provider **out);
 /* Sets the limit of `device` to fraction x its total bytes (1.0 = none). */
 tdm_status tdm__fraction_set(tdm_provider *wrapper, int device,
                              double fraction);
+/* Takes / releases the per-device locks held around provider calls. */
+void tdm__fraction_lock_all(tdm_provider *wrapper);
+void tdm__fraction_unlock_all(tdm_provider *wrapper);
 
 #endif

@@ -1,5 +1,7 @@
-/* alloc/fraction.c: a per-device cap on the bytes taken from a provider,
- * for torch.cuda.set_per_process_memory_fraction (tdm_torch_memory_fraction).
+/* alloc/fraction.c: the allocator's wrapper around its provider: a
+ * per-device cap on the bytes taken (torch.cuda.set_per_process_memory_
+ * fraction, tdm_torch_memory_fraction) and a per-device lock that keeps
+ * provider calls out of fork().
  *
  * Owns a provider that wraps another one: it counts, per device, the bytes
  * it holds from the inner provider and refuses, as TDM_OUT_OF_MEMORY, an
@@ -10,10 +12,15 @@
  *
  * Invariants: used[d] == bytes handed out on device d and not yet freed;
  * limit[d] == UINT64_MAX until a fraction is set.
- * Lock: none of its own; `used` and `limit` are atomics (a racing pair of
- * allocations may overshoot the limit by one of them, as in PyTorch where
- * the check and the cudaMalloc are not atomic either).
+ * Lock: locks[d] is held around every call into the inner provider for
+ * device d, so that the fork handlers (alloc.c) can hold them all and no
+ * child starts with a provider lock taken by a thread it does not have.
+ * It nests inside the cache's device lock and outside the provider's own.
+ * `used` and `limit` are atomics (a racing pair of allocations may
+ * overshoot the limit by one of them, as in PyTorch where the check and the
+ * cudaMalloc are not atomic either).
  */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -25,6 +32,7 @@ typedef struct frac_impl {
     tdm_provider *inner;
     _Atomic uint64_t *used;  /* [device_count] bytes held */
     _Atomic uint64_t *limit; /* [device_count] bytes allowed */
+    pthread_mutex_t *locks;  /* [device_count] around inner calls */
 } frac_impl;
 
 static tdm_status frac_alloc(tdm_provider *p, int device, size_t size,
@@ -37,7 +45,9 @@ static tdm_status frac_alloc(tdm_provider *p, int device, size_t size,
         *out = NULL;
         return TDM_OUT_OF_MEMORY;
     }
+    pthread_mutex_lock(&f->locks[device]);
     tdm_status st = f->inner->alloc(f->inner, device, size, stream, out);
+    pthread_mutex_unlock(&f->locks[device]);
     if (st == TDM_OK)
         atomic_fetch_add_explicit(&f->used[device], size, memory_order_relaxed);
     return st;
@@ -46,7 +56,9 @@ static tdm_status frac_alloc(tdm_provider *p, int device, size_t size,
 static tdm_status frac_free(tdm_provider *p, int device, void *ptr, size_t size)
 {
     frac_impl *f = p->impl;
+    pthread_mutex_lock(&f->locks[device]);
     tdm_status st = f->inner->free(f->inner, device, ptr, size);
+    pthread_mutex_unlock(&f->locks[device]);
     if (st == TDM_OK)
         atomic_fetch_sub_explicit(&f->used[device], size, memory_order_relaxed);
     return st;
@@ -56,7 +68,10 @@ static tdm_status frac_mem_info(tdm_provider *p, int device, size_t *free_bytes,
                                 size_t *total_bytes)
 {
     frac_impl *f = p->impl;
-    return f->inner->mem_info(f->inner, device, free_bytes, total_bytes);
+    pthread_mutex_lock(&f->locks[device]);
+    tdm_status st = f->inner->mem_info(f->inner, device, free_bytes, total_bytes);
+    pthread_mutex_unlock(&f->locks[device]);
+    return st;
 }
 
 static void frac_device_name(tdm_provider *p, int device, char *buf, size_t len)
@@ -65,9 +80,11 @@ static void frac_device_name(tdm_provider *p, int device, char *buf, size_t len)
     f->inner->device_name(f->inner, device, buf, len);
 }
 
-static size_t table_bytes(int device_count)
+/* One region holds the three per-device tables. */
+static size_t tables_bytes(int device_count)
 {
-    return sizeof(_Atomic uint64_t) * (size_t)device_count;
+    size_t n = (size_t)(device_count > 0 ? device_count : 1);
+    return n * (2 * sizeof(_Atomic uint64_t) + sizeof(pthread_mutex_t));
 }
 
 static void frac_destroy(tdm_provider *p)
@@ -75,9 +92,24 @@ static void frac_destroy(tdm_provider *p)
     frac_impl *f = p->impl;
     int n = p->device_count;
     f->inner->destroy(f->inner);
-    tdm__meta_unmap((void *)f->used, table_bytes(n));
-    tdm__meta_unmap((void *)f->limit, table_bytes(n));
+    for (int i = 0; i < n; i++)
+        pthread_mutex_destroy(&f->locks[i]);
+    tdm__meta_unmap((void *)f->used, tables_bytes(n));
     tdm__meta_unmap(f, sizeof *f);
+}
+
+void tdm__fraction_lock_all(tdm_provider *wrapper)
+{
+    frac_impl *f = wrapper->impl;
+    for (int i = 0; i < wrapper->device_count; i++)
+        pthread_mutex_lock(&f->locks[i]);
+}
+
+void tdm__fraction_unlock_all(tdm_provider *wrapper)
+{
+    frac_impl *f = wrapper->impl;
+    for (int i = wrapper->device_count - 1; i >= 0; i--)
+        pthread_mutex_unlock(&f->locks[i]);
 }
 
 tdm_status tdm__fraction_wrap(tdm_provider *inner, tdm_provider **out)
@@ -87,18 +119,19 @@ tdm_status tdm__fraction_wrap(tdm_provider *inner, tdm_provider **out)
     frac_impl *f = tdm__meta_map(sizeof *f);
     if (f == NULL)
         return TDM_HOST_OUT_OF_MEMORY;
-    f->used = tdm__meta_map(table_bytes(n > 0 ? n : 1));
-    f->limit = tdm__meta_map(table_bytes(n > 0 ? n : 1));
-    if (f->used == NULL || f->limit == NULL) {
-        if (f->used)
-            tdm__meta_unmap((void *)f->used, table_bytes(n > 0 ? n : 1));
-        if (f->limit)
-            tdm__meta_unmap((void *)f->limit, table_bytes(n > 0 ? n : 1));
+    char *tables = tdm__meta_map(tables_bytes(n));
+    if (tables == NULL) {
         tdm__meta_unmap(f, sizeof *f);
         return TDM_HOST_OUT_OF_MEMORY;
     }
-    for (int i = 0; i < n; i++)
+    size_t rows = (size_t)(n > 0 ? n : 1);
+    f->used = (_Atomic uint64_t *)tables;
+    f->limit = f->used + rows;
+    f->locks = (pthread_mutex_t *)(void *)(f->limit + rows);
+    for (int i = 0; i < n; i++) {
         atomic_init(&f->limit[i], UINT64_MAX);
+        pthread_mutex_init(&f->locks[i], NULL);
+    }
     f->inner = inner;
     f->pub = (tdm_provider){
         .vendor = inner->vendor,

@@ -24,8 +24,9 @@
  *
  * Locks: the two pointer maps' shard locks and one mutex per device around
  * its stats and description; none is global and none is held while
- * another is taken, so the hot path of many threads meets only on the
- * same shard or device.  init_lock guards the one-time setup.  Host memory
+ * another is taken (so each goes through the fork gate of ptrmap.h), and
+ * the hot path of many threads meets only on the same shard or device.
+ * init_lock guards the one-time setup.  Host memory
  * for the records comes from mmap (meta.h), never from the program's
  * malloc.
  */
@@ -93,7 +94,7 @@ static void mark_seen(obs_device *d, int device)
 {
     if (atomic_load_explicit(&d->seen, memory_order_acquire))
         return;
-    pthread_mutex_lock(&d->lock);
+    tdm__gate_lock(&d->lock);
     if (!atomic_load_explicit(&d->seen, memory_order_relaxed)) {
         strcpy(d->vendor, "unknown");
         if (device < 0)
@@ -113,7 +114,7 @@ void tdm__alloc_observe_device(int device, const char *vendor,
         return;
     obs_init();
     obs_device *d = &obs.dev[s];
-    pthread_mutex_lock(&d->lock);
+    tdm__gate_lock(&d->lock);
     snprintf(d->vendor, sizeof d->vendor, "%s", vendor ? vendor : "unknown");
     if (name && *name)
         snprintf(d->name, sizeof d->name, "%s", name);
@@ -131,7 +132,7 @@ static void account(int device, uint64_t size, int is_map, int sign)
 {
     obs_device *d = &obs.dev[device + 1];
     int64_t bytes = sign * (int64_t)size;
-    pthread_mutex_lock(&d->lock);
+    tdm__gate_lock(&d->lock);
     tdm__stat_add(&d->stats, TDM_POOL_NONE, TDM__ST_SEGMENT, sign);
     tdm__stat_add(&d->stats, TDM_POOL_NONE, TDM__ST_RESERVED_BYTES, bytes);
     if (!is_map) {
@@ -276,7 +277,7 @@ tdm__alloc_observe_oom(int device, size_t size, size_t free_bytes,
     obs_device *d = &obs.dev[s];
     mark_seen(d, device);
     uint32_t stack = tdm__rec_on() ? tdm__rec_alloc_stack(skip + 1) : 0;
-    pthread_mutex_lock(&d->lock);
+    tdm__gate_lock(&d->lock);
     d->stats.num_ooms++;
     char name[64];
     memcpy(name, d->name, sizeof name);
@@ -373,7 +374,7 @@ int tdm__obs_has_device(int device)
 void tdm__obs_stats(int device, int pool, tdm_stats *out)
 {
     obs_device *d = &obs.dev[device + 1];
-    pthread_mutex_lock(&d->lock);
+    tdm__gate_lock(&d->lock);
     tdm__stats_export(&d->stats, pool, out);
     pthread_mutex_unlock(&d->lock);
 }
@@ -381,7 +382,7 @@ void tdm__obs_stats(int device, int pool, tdm_stats *out)
 void tdm__obs_reset_peaks(int device)
 {
     obs_device *d = &obs.dev[device + 1];
-    pthread_mutex_lock(&d->lock);
+    tdm__gate_lock(&d->lock);
     tdm__stats_reset_peaks(&d->stats);
     pthread_mutex_unlock(&d->lock);
 }
@@ -458,7 +459,7 @@ void tdm__obs_visit(const tdm__state_visitor *v, const uint64_t *emitted)
             char vendor[16], name[64];
             tdm_snap_device desc = {.index = device, .vendor = vendor,
                                     .name = name};
-            pthread_mutex_lock(&d->lock);
+            tdm__gate_lock(&d->lock);
             memcpy(vendor, d->vendor, sizeof vendor);
             memcpy(name, d->name, sizeof name);
             desc.capacity = d->capacity;
@@ -501,31 +502,28 @@ void tdm__obs_visit(const tdm__state_visitor *v, const uint64_t *emitted)
 
 /* ---- fork and tests ------------------------------------------------------------ */
 
-/* Every lock of observe mode, in one order: shards, then devices.  No path
- * holds a shard lock while it takes a device lock or the reverse. */
-void tdm__obs_lock_all(void)
+/* Fork, in the order of alloc.c's handlers: the init lock is held across
+ * fork(); every other lock of observe mode is taken with no other one held,
+ * so it goes through the fork gate and is only swept (ptrmap.h). */
+void tdm__obs_fork_lock(void)
 {
     pthread_mutex_lock(&obs.init_lock);
-    if (!atomic_load_explicit(&obs.ready, memory_order_relaxed))
-        return;
-    for (int i = 0; i < TDM__PTRMAP_SHARDS; i++)
-        pthread_mutex_lock(&obs.allocs.shards[i].lock);
-    for (int i = 0; i < TDM__PTRMAP_SHARDS; i++)
-        pthread_mutex_lock(&obs.maps.shards[i].lock);
-    for (int i = 0; i < OBS_SLOTS; i++)
-        pthread_mutex_lock(&obs.dev[i].lock);
 }
 
-void tdm__obs_unlock_all(void)
+void tdm__obs_fork_sweep(void)
 {
-    if (atomic_load_explicit(&obs.ready, memory_order_relaxed)) {
-        for (int i = OBS_SLOTS - 1; i >= 0; i--)
-            pthread_mutex_unlock(&obs.dev[i].lock);
-        for (int i = TDM__PTRMAP_SHARDS - 1; i >= 0; i--)
-            pthread_mutex_unlock(&obs.maps.shards[i].lock);
-        for (int i = TDM__PTRMAP_SHARDS - 1; i >= 0; i--)
-            pthread_mutex_unlock(&obs.allocs.shards[i].lock);
+    if (!atomic_load_explicit(&obs.ready, memory_order_relaxed))
+        return;
+    tdm__ptrmap_fork_sweep(&obs.allocs);
+    tdm__ptrmap_fork_sweep(&obs.maps);
+    for (int i = 0; i < OBS_SLOTS; i++) {
+        pthread_mutex_lock(&obs.dev[i].lock);
+        pthread_mutex_unlock(&obs.dev[i].lock);
     }
+}
+
+void tdm__obs_fork_unlock(void)
+{
     pthread_mutex_unlock(&obs.init_lock);
 }
 

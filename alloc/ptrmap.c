@@ -3,10 +3,12 @@
  * Invariants: within a shard, every key sits at or after its home slot
  * with no empty slot between (linear probing, no tombstones: deletion
  * shifts later entries back); count <= cap / 2 after every insert.
- * Lock: each shard's mutex guards its table, cap and count.
+ * Lock: each shard's mutex guards its table, cap and count; every
+ * operation takes it through the fork gate (ptrmap.h).
  */
 #include "ptrmap.h"
 
+#include <sched.h>
 #include <string.h>
 
 #include "meta.h"
@@ -95,7 +97,7 @@ tdm_status tdm__ptrmap_insert(tdm__ptrmap *m, uint64_t key,
 {
     uint64_t h = mix(key);
     tdm__ptrmap_shard *s = shard_of(m, h);
-    pthread_mutex_lock(&s->lock);
+    tdm__gate_lock(&s->lock);
     if ((s->count + 1) * 2 > s->cap && !grow(s)) {
         pthread_mutex_unlock(&s->lock);
         return TDM_HOST_OUT_OF_MEMORY;
@@ -121,7 +123,7 @@ tdm_status tdm__ptrmap_remove(tdm__ptrmap *m, uint64_t key, tdm__ptr_rec *out)
         return TDM_UNKNOWN_POINTER;
     uint64_t h = mix(key);
     tdm__ptrmap_shard *s = shard_of(m, h);
-    pthread_mutex_lock(&s->lock);
+    tdm__gate_lock(&s->lock);
     size_t i = find(s, key, h);
     if (i == SIZE_MAX) {
         pthread_mutex_unlock(&s->lock);
@@ -151,7 +153,7 @@ tdm_status tdm__ptrmap_get(tdm__ptrmap *m, uint64_t key, tdm__ptr_rec *out)
         return TDM_UNKNOWN_POINTER;
     uint64_t h = mix(key);
     tdm__ptrmap_shard *s = shard_of(m, h);
-    pthread_mutex_lock(&s->lock);
+    tdm__gate_lock(&s->lock);
     size_t i = find(s, key, h);
     if (i != SIZE_MAX && out)
         *out = s->slots[i].rec;
@@ -166,7 +168,7 @@ tdm_status tdm__ptrmap_set_category(tdm__ptrmap *m, uint64_t key,
         return TDM_UNKNOWN_POINTER;
     uint64_t h = mix(key);
     tdm__ptrmap_shard *s = shard_of(m, h);
-    pthread_mutex_lock(&s->lock);
+    tdm__gate_lock(&s->lock);
     size_t i = find(s, key, h);
     if (i != SIZE_MAX)
         s->slots[i].rec.category = category;
@@ -181,7 +183,7 @@ void tdm__ptrmap_each(tdm__ptrmap *m,
 {
     for (int i = 0; i < TDM__PTRMAP_SHARDS; i++) {
         tdm__ptrmap_shard *s = &m->shards[i];
-        pthread_mutex_lock(&s->lock);
+        tdm__gate_lock(&s->lock);
         for (size_t j = 0; j < s->cap; j++)
             if (s->slots[j].key != 0)
                 fn(ctx, s->slots[j].key, &s->slots[j].rec);
@@ -193,9 +195,32 @@ size_t tdm__ptrmap_count(tdm__ptrmap *m)
 {
     size_t n = 0;
     for (int i = 0; i < TDM__PTRMAP_SHARDS; i++) {
-        pthread_mutex_lock(&m->shards[i].lock);
+        tdm__gate_lock(&m->shards[i].lock);
         n += m->shards[i].count;
         pthread_mutex_unlock(&m->shards[i].lock);
     }
     return n;
+}
+
+/* ---- the fork gate ---------------------------------------------------------- */
+
+_Atomic int tdm__fork_pending;
+
+void tdm__fork_gate_slow(pthread_mutex_t *m)
+{
+    while (atomic_load_explicit(&tdm__fork_pending, memory_order_acquire)) {
+        pthread_mutex_unlock(m);
+        /* A fork takes a millisecond or so: yielding is enough. */
+        while (atomic_load_explicit(&tdm__fork_pending, memory_order_acquire))
+            sched_yield();
+        pthread_mutex_lock(m);
+    }
+}
+
+void tdm__ptrmap_fork_sweep(tdm__ptrmap *m)
+{
+    for (int i = 0; i < TDM__PTRMAP_SHARDS; i++) {
+        pthread_mutex_lock(&m->shards[i].lock);
+        pthread_mutex_unlock(&m->shards[i].lock);
+    }
 }

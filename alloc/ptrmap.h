@@ -10,6 +10,7 @@
 #define TDM_ALLOC_PTRMAP_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -69,5 +70,28 @@ void tdm__ptrmap_each(tdm__ptrmap *m,
                                  const tdm__ptr_rec *rec),
                       void *ctx);
 size_t tdm__ptrmap_count(tdm__ptrmap *m);
+
+/* ---- the fork gate ----------------------------------------------------------
+ * fork() must not happen while another thread is inside a shard (the child
+ * would find the lock held forever, the table half changed), yet holding
+ * every shard lock across fork() would be hundreds of locks.  Instead the
+ * fork handlers (alloc.c) raise tdm__fork_pending and then take and release
+ * each shard lock once: a thread that gets a shard lock afterwards sees the
+ * flag, lets the lock go and waits for the fork to finish, so no shard lock
+ * is held when fork() runs.  Only locks taken with no other allocator lock
+ * held may wait at the gate; the handlers hold every lock that could be
+ * outside them (device locks) before they raise the flag, so that a thread
+ * inside one of those never meets it. */
+extern _Atomic int tdm__fork_pending;
+void tdm__fork_gate_slow(pthread_mutex_t *m);
+static inline void tdm__gate_lock(pthread_mutex_t *m)
+{
+    pthread_mutex_lock(m);
+    if (__builtin_expect(atomic_load_explicit(&tdm__fork_pending,
+                                              memory_order_relaxed), 0))
+        tdm__fork_gate_slow(m);
+}
+/* Takes and releases every shard lock once (fork handlers, flag raised). */
+void tdm__ptrmap_fork_sweep(tdm__ptrmap *m);
 
 #endif

@@ -457,6 +457,16 @@ static tdm_status apply_once(const char *text)
         print_help();
         return TDM_OK;
     }
+    tdm_procinfo who;
+    tdm__procinfo_read(&who);
+    if (!tdm__config_rank_selected(&g.cfg, who.rank, who.local_rank)) {
+        /* `ranks` leaves this rank out: it runs untouched.  The devices are
+         * set up as for the others (tdm_malloc behaves alike on every
+         * rank), but nothing records, the hooks pass through, nothing is
+         * written. */
+        g.cfg.record = TDM_RECORD_OFF;
+        g.cfg.mode = TDM__CONF_MODE_OBSERVE;
+    }
     g.start_time_us = tdm__now_us();
     g.owner_pid = getpid();
     char probe[TDM__CONF_PATH_MAX];

@@ -335,144 +335,6 @@ static int parse_device(const tdm__conf_key *key, const char *value,
     return 0;
 }
 
-static int parse_bytes(const tdm__conf_key *key, const char *value,
-                       void *field, char *why, size_t why_len)
-{
-    return tdm__config_parse_size(value, (uint64_t *)field, why, why_len);
-}
-
-/* A power of two >= 1 written in decimal digits, the whole of [b, e). */
-static int parse_pow2(const char *b, const char *e, uint64_t *out)
-{
-    uint64_t v;
-    const char *end;
-    if (b == e || parse_u64_prefix(b, &v, &end) != 0 || end != e || v == 0 ||
-        (v & (v - 1)) != 0)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-static unsigned log2_of(uint64_t pow2)
-{
-    return 63u - (unsigned)__builtin_clzll(pow2);
-}
-
-/* PyTorch's syntax: one power of two for every size interval, or a list
- * [MiB:divisions,...,>:divisions] of interval starts in MiB (powers of
- * two; [1 MiB, 2 MiB) is interval 0, sizes below 1 MiB go with it).  The
- * first entry also covers the intervals below it; `>` covers every
- * interval after the previous entry. */
-#define DIV_MAX ((uint64_t)1 << 30) /* keeps 512 x divisions far from overflow */
-static int parse_roundup(const tdm__conf_key *key, const char *value,
-                         void *field, char *why, size_t why_len)
-{
-    uint32_t div[TDM_ROUNDUP_INTERVALS] = {0};
-    uint64_t v;
-    size_t len = strlen(value);
-    if (value[0] != '[') {
-        if (parse_pow2(value, value + len, &v) != 0 || v > DIV_MAX) {
-            why_set(why, why_len,
-                    "expected a power of two, or a list such as "
-                    "[256:1,512:2,>:4]");
-            return -1;
-        }
-        for (int i = 0; i < TDM_ROUNDUP_INTERVALS; i++)
-            div[i] = (uint32_t)v;
-        memcpy(field, div, sizeof div);
-        return 0;
-    }
-    if (value[len - 1] != ']') {
-        why_set(why, why_len, "a list must end with ']'");
-        return -1;
-    }
-    const char *p = value + 1, *stop = value + len - 1;
-    int have = 0;
-    unsigned last = 0;
-    while (p < stop) {
-        const char *b = p, *e = p;
-        while (e < stop && *e != ',')
-            e++;
-        p = e < stop ? e + 1 : e;
-        trim(&b, &e);
-        const char *colon = memchr(b, ':', (size_t)(e - b));
-        const char *kb = b, *ke = colon ? colon : e;
-        const char *vb = colon ? colon + 1 : e, *ve = e;
-        trim(&kb, &ke);
-        trim(&vb, &ve);
-        int rest = ke - kb == 1 && *kb == '>';
-        uint64_t mib = 0;
-        if (!colon || (!rest && parse_pow2(kb, ke, &mib) != 0)) {
-            why_set(why, why_len,
-                    "entry '%.*s': expected MiB:divisions with MiB a power of "
-                    "two, or >:divisions",
-                    (int)(e - b > 32 ? 32 : e - b), b);
-            return -1;
-        }
-        if (parse_pow2(vb, ve, &v) != 0 || v > DIV_MAX) {
-            why_set(why, why_len,
-                    "entry '%.*s': divisions must be a power of two",
-                    (int)(e - b > 32 ? 32 : e - b), b);
-            return -1;
-        }
-        if (rest) {
-            for (unsigned i = have ? last + 1 : 0; i < TDM_ROUNDUP_INTERVALS; i++)
-                div[i] = (uint32_t)v;
-            last = TDM_ROUNDUP_INTERVALS - 1;
-        } else {
-            unsigned idx = log2_of(mib);
-            if (idx >= TDM_ROUNDUP_INTERVALS)
-                idx = TDM_ROUNDUP_INTERVALS - 1;
-            for (unsigned i = 0; !have && i < idx; i++)
-                div[i] = (uint32_t)v;
-            div[idx] = (uint32_t)v;
-            last = idx;
-        }
-        have = 1;
-    }
-    if (!have) {
-        why_set(why, why_len, "the list is empty");
-        return -1;
-    }
-    memcpy(field, div, sizeof div);
-    return 0;
-}
-
-/* roundup_power2_divisions also takes 0, its default: off. */
-static int parse_roundup_or_zero(const tdm__conf_key *key, const char *value,
-                                 void *field, char *why, size_t why_len)
-{
-    if (strcmp(value, "0") == 0) {
-        memset(field, 0, sizeof(uint32_t) * TDM_ROUNDUP_INTERVALS);
-        return 0;
-    }
-    return parse_roundup(key, value, field, why, why_len);
-}
-
-/* 0 (off) or a decimal fraction strictly between 0 and 1, parsed by hand
- * so that the program's locale cannot change what '.' means. */
-static int parse_threshold(const tdm__conf_key *key, const char *value,
-                           void *field, char *why, size_t why_len)
-{
-    const char *p = value;
-    double v = 0.0;
-    int digits = 0;
-    for (; isdigit((unsigned char)*p); p++, digits++)
-        v = v * 10.0 + (*p - '0');
-    if (*p == '.') {
-        double scale = 0.1;
-        for (p++; isdigit((unsigned char)*p); p++, digits++, scale /= 10.0)
-            v += (*p - '0') * scale;
-    }
-    if (digits == 0 || *p != '\0' || !(v == 0.0 || (v > 0.0 && v < 1.0))) {
-        why_set(why, why_len,
-                "expected 0 (off) or a fraction between 0 and 1, such as 0.8");
-        return -1;
-    }
-    *(double *)field = v;
-    return 0;
-}
-
 /* ---- the table ----------------------------------------------------------- */
 
 #define FIELD(member) offsetof(tdm__config, member)
@@ -526,17 +388,17 @@ static const tdm__conf_key keys[] = {
     {"max_split_size", "size (0 = no limit)", "0",
      "cache: cached blocks this large or larger are never split (sizes "
      "under 20MiB count as 20MiB), as PyTorch's max_split_size_mb",
-     parse_bytes, FIELD(alloc.max_split_size), NULL},
+     tdm__config_parse_bytes, FIELD(alloc.max_split_size), NULL},
     {"roundup_power2_divisions", "power of two, or [MiB:N,...,>:N]", "0",
      "cache: round requests up to one of N equal steps between powers of two, "
      "for every size or per power-of-two interval in MiB, as PyTorch's; 0 "
      "or 1 = plain 512-byte rounding",
-     parse_roundup_or_zero, FIELD(alloc.roundup_power2_divisions), NULL},
+     tdm__config_parse_roundup, FIELD(alloc.roundup_power2_divisions), NULL},
     {"garbage_collection_threshold", "0 or a fraction in (0, 1)", "0",
      "cache: when reserved memory passes this fraction of the device, free "
      "the cached segments that have waited longest before taking a new one; "
      "0 = off",
-     parse_threshold, FIELD(alloc.garbage_collection_threshold), NULL},
+     tdm__config_parse_threshold, FIELD(alloc.garbage_collection_threshold), NULL},
     {"mode", "observe|cache", "observe",
      "what libtidemark_preload.so does with vendor allocations: observe "
      "(the vendor serves them, tidemark records each as its own segment) or "
@@ -546,6 +408,11 @@ static const tdm__conf_key keys[] = {
      "after fork(): follow (the child records into its own snapshot, named "
      "with its own pid) or stop (the child records and writes nothing)",
      parse_enum, FIELD(fork), fork_names},
+    {"ranks", "all|LIST|local:LIST (LIST as 0,8-15)", "all",
+     "which ranks of a job record: all, or ranks and ranges A-B (local: for "
+     "local ranks); the others run untouched, nothing recorded or written; "
+     "a process with no rank counts as rank 0",
+     tdm__config_parse_ranks, FIELD(ranks), NULL},
 };
 
 #define KEY_COUNT (sizeof keys / sizeof keys[0])
@@ -706,6 +573,29 @@ static const char *item_end(const char *p)
     return p;
 }
 
+/* `ranks=0,8-15`: the commas after `ranks=` belong to its value while the
+ * next item starts with a digit, which no key does. */
+static const char *ranks_item_end(const char *p, const char *e)
+{
+    while (is_blank(*p))
+        p++;
+    if (strncmp(p, "ranks", 5) != 0)
+        return e;
+    for (p += 5; is_blank(*p); p++)
+        ;
+    if (*p != '=')
+        return e;
+    while (*e == ',') {
+        const char *n = e + 1;
+        while (is_blank(*n))
+            n++;
+        if (!isdigit((unsigned char)*n))
+            break;
+        e = item_end(e + 1);
+    }
+    return e;
+}
+
 tdm_status tdm__config_parse(const char *text, tdm__config *cfg, char *err,
                              size_t err_len)
 {
@@ -716,7 +606,7 @@ tdm_status tdm__config_parse(const char *text, tdm__config *cfg, char *err,
         return TDM_OK;
     const char *p = text;
     for (;;) {
-        const char *b = p, *e = item_end(p);
+        const char *b = p, *e = ranks_item_end(p, item_end(p));
         const char *next = *e ? e + 1 : NULL;
         trim(&b, &e);
         if (b < e) {

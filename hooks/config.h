@@ -41,6 +41,14 @@ enum { TDM__CONF_MODE_OBSERVE = 0, TDM__CONF_MODE_CACHE = 1 };
 /* `fork`: what a forked child does. */
 enum { TDM__CONF_FORK_FOLLOW = 0, TDM__CONF_FORK_STOP = 1 };
 
+/* `ranks`: the ranks that record; the others run untouched. */
+#define TDM__CONF_RANKS_MAX 64
+typedef struct tdm__conf_ranks {
+    unsigned count; /* ranges in use; 0 = every rank (`all`) */
+    int local;      /* 1: the ranges are local ranks (`local:`) */
+    struct { int32_t first, last; } range[TDM__CONF_RANKS_MAX]; /* inclusive */
+} tdm__conf_ranks;
+
 typedef struct tdm__config {
     int record;              /* tdm_record_mode (the API's `enabled`) */
     int context;             /* tdm_context_mode */
@@ -56,6 +64,7 @@ typedef struct tdm__config {
                                 `garbage_collection_threshold` */
     int mode;                /* hooks: TDM__CONF_MODE_* */
     int fork;                /* after fork(): TDM__CONF_FORK_* */
+    tdm__conf_ranks ranks;   /* `ranks`: which ranks record */
     int help;                /* the text asked for the key list */
 } tdm__config;
 
@@ -90,6 +99,32 @@ tdm_status tdm__config_parse(const char *text, tdm__config *cfg, char *err,
 /* The key list as TIDEMARK_CONF=help prints it (several lines).  Returns
  * the length it needed, like snprintf. */
 size_t tdm__config_format_help(char *buf, size_t len);
+
+/* ---- the caching allocator's keys (config_alloc.c) ------------------- */
+
+/* `max_split_size`: a size, as tdm__config_parse_size (into a uint64_t). */
+int tdm__config_parse_bytes(const tdm__conf_key *key, const char *value,
+                            void *field, char *why, size_t why_len);
+/* `roundup_power2_divisions`: 0, a power of two, or PyTorch's list
+ * [MiB:N,...,>:N] (into uint32_t[TDM_ROUNDUP_INTERVALS]). */
+int tdm__config_parse_roundup(const tdm__conf_key *key, const char *value,
+                              void *field, char *why, size_t why_len);
+/* `garbage_collection_threshold`: 0, or a decimal fraction in (0, 1)
+ * (into a double). */
+int tdm__config_parse_threshold(const tdm__conf_key *key, const char *value,
+                                void *field, char *why, size_t why_len);
+
+/* ---- `ranks` (config_ranks.c) ------------------------------------------ */
+
+/* The `ranks` row's parser: `all`, or ranks and ranges A-B separated by
+ * commas, optionally in [...], optionally after `local:`. */
+int tdm__config_parse_ranks(const tdm__conf_key *key, const char *value,
+                            void *field, char *why, size_t why_len);
+
+/* Nonzero when `ranks` selects the process with this rank and local rank
+ * (-1, unknown, counts as 0, as %r and %l expand it). */
+int tdm__config_rank_selected(const tdm__config *cfg, int32_t rank,
+                              int32_t local_rank);
 
 /* The recording options a configuration asks for. */
 void tdm__config_history_options(const tdm__config *cfg,

@@ -49,7 +49,9 @@ TDM_API int tdm__autoinit_hook_mode(void);
 
 /* Per-thread recursion guard.  Returns 1 and marks the thread "inside"
  * when it was not; returns 0 when it already was (then do not call
- * tdm__hook_leave). */
+ * tdm__hook_leave).  A mark left by a hook that an exception (or
+ * longjmp) unwound before its tdm__hook_leave is dropped at the thread's
+ * next hook call made at the same stack depth or above. */
 int tdm__hook_enter(void);
 void tdm__hook_leave(void);
 

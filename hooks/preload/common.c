@@ -20,22 +20,33 @@
 #include <dlfcn.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
-/* Default (dynamic) TLS model: the preload library may also be dlopen()ed
+/* Where on its stack this thread entered the outermost hook (the frame of
+ * tdm__hook_enter then), 0 when it is outside.  A nested call (tidemark
+ * calling the vendor, the vendor calling its own exported functions) is
+ * always deeper on the same stack, at a lower address.  A call at the
+ * same depth or above can only come after the entering hook's frame is
+ * gone without its tdm__hook_leave: a C++ exception (or longjmp) went
+ * through the hook.  Such a stale mark is dropped instead of turning
+ * every later hook of the thread into a silent pass-through.
+ * Default (dynamic) TLS model: the preload library may also be dlopen()ed
  * (by a test, or a launcher), which initial-exec TLS would refuse. */
-static __thread int inside;
+static __thread uintptr_t inside_at;
 
 int tdm__hook_enter(void)
 {
-    if (inside)
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    uintptr_t at = inside_at;
+    if (at != 0 && here < at)
         return 0;
-    inside = 1;
+    inside_at = here;
     return 1;
 }
 
 void tdm__hook_leave(void)
 {
-    inside = 0;
+    inside_at = 0;
 }
 
 /* ---- real symbols ------------------------------------------------------ */

@@ -104,9 +104,8 @@ static void resolve_all(void)
 #define REAL_LOOKUP(name, ver) real.name = (__typeof__(name) *)lookup(#name, ver, local);
     HIP_REAL_FUNCS(REAL_LOOKUP)
 #undef REAL_LOOKUP
-    /* The NOLOAD handle only added a reference; the library stays. */
-    if (local)
-        dlclose(local);
+    /* The handle (if any) is kept: it pins the library our pointers point
+     * into, should the program dlclose its own. */
     atomic_store_explicit(&real_ready, 1, memory_order_release);
 }
 
@@ -129,7 +128,8 @@ static __attribute__((noinline)) void describe(int device)
 {
     char name[256] = "";
     size_t total = 0;
-    if (real.hipDeviceGetName == NULL || real.hipDeviceGetName(name, (int)sizeof name, device) != hipSuccess)
+    if (real.hipDeviceGetName == NULL ||
+        real.hipDeviceGetName(name, (int)sizeof name, device) != hipSuccess)
         name[0] = '\0';
     if (real.hipDeviceTotalMem == NULL || real.hipDeviceTotalMem(&total, device) != hipSuccess)
         total = 0;

@@ -11,7 +11,8 @@
  * ZE_ENABLE_ALT_DRIVERS) sees those.  When the shim is loaded it books
  * every call itself, so these hooks step aside (pure pass-through) to
  * keep each allocation booked once: zeInit, which loads the drivers, is
- * hooked to find out.
+ * hooked to find out (and a program that did not call it is checked at its
+ * first hooked call).
  *
  * Lock: none.  The real pointers are written once under pthread_once;
  * the shim flag is an atomic.
@@ -27,7 +28,29 @@ static tdm__ze_real real;
 static ze_pfnInit_t real_init;
 static pthread_once_t real_once = PTHREAD_ONCE_INIT;
 static _Atomic int real_ready;
-static _Atomic int shim_loaded; /* the shim driver books instead of us */
+/* Whether the shim driver is loaded (it then books instead of us):
+ * 0 not known yet, 1 no, 2 yes. */
+static _Atomic int shim_state;
+
+/* Looks for the shim by its soname, whatever path ZE_ENABLE_ALT_DRIVERS
+ * gave the loader. */
+static int shim_check(void)
+{
+    void *h = dlopen("libtidemark_ze_shim.so", RTLD_LAZY | RTLD_NOLOAD);
+    if (h)
+        dlclose(h);
+    int state = h ? 2 : 1;
+    atomic_store_explicit(&shim_state, state, memory_order_relaxed);
+    return state;
+}
+
+/* Asked again at every zeInit (which loads the drivers); a program that
+ * initialized the loader another way is asked at its first call. */
+static inline __attribute__((always_inline)) int shim_booking(void)
+{
+    int state = atomic_load_explicit(&shim_state, memory_order_relaxed);
+    return (state ? state : shim_check()) == 2;
+}
 
 static void resolve_all(void)
 {
@@ -68,8 +91,8 @@ static inline __attribute__((always_inline)) void resolve(void)
 /* Pass through when the real function is missing or the shim books. */
 #define STEP_ASIDE(fn, ...)                                                    \
     resolve();                                                                 \
-    if (real.fn == NULL || atomic_load_explicit(&shim_loaded, memory_order_relaxed)) \
-    return REAL_OR_UNINIT(fn, __VA_ARGS__)
+    if (real.fn == NULL || shim_booking())                                     \
+        return REAL_OR_UNINIT(fn, __VA_ARGS__)
 
 TDM_HOOK_API ze_result_t zeInit(ze_init_flags_t flags)
 {
@@ -77,13 +100,7 @@ TDM_HOOK_API ze_result_t zeInit(ze_init_flags_t flags)
     if (real_init == NULL)
         return ZE_RESULT_ERROR_UNINITIALIZED;
     ze_result_t r = real_init(flags);
-    /* The loader has opened the drivers now; by its soname, whatever path
-     * ZE_ENABLE_ALT_DRIVERS gave. */
-    void *h = dlopen("libtidemark_ze_shim.so", RTLD_LAZY | RTLD_NOLOAD);
-    if (h) {
-        atomic_store_explicit(&shim_loaded, 1, memory_order_relaxed);
-        dlclose(h);
-    }
+    shim_check(); /* the loader has opened the drivers now */
     return r;
 }
 
@@ -93,7 +110,8 @@ TDM_HOOK_API ze_result_t zeMemAllocDevice(ze_context_handle_t hContext,
                                           ze_device_handle_t hDevice, void **pptr)
 {
     STEP_ASIDE(mem_alloc_device, hContext, device_desc, size, alignment, hDevice, pptr);
-    return tdm__ze_alloc_device(&real, hContext, device_desc, size, alignment, hDevice, pptr);
+    return tdm__ze_alloc_device(&real, TDM_HOOK_SKIP, hContext, device_desc, size, alignment,
+                                hDevice, pptr);
 }
 
 TDM_HOOK_API ze_result_t zeMemAllocShared(ze_context_handle_t hContext,
@@ -104,8 +122,8 @@ TDM_HOOK_API ze_result_t zeMemAllocShared(ze_context_handle_t hContext,
 {
     STEP_ASIDE(mem_alloc_shared, hContext, device_desc, host_desc, size, alignment, hDevice,
                pptr);
-    return tdm__ze_alloc_shared(&real, hContext, device_desc, host_desc, size, alignment,
-                                hDevice, pptr);
+    return tdm__ze_alloc_shared(&real, TDM_HOOK_SKIP, hContext, device_desc, host_desc, size,
+                                alignment, hDevice, pptr);
 }
 
 TDM_HOOK_API ze_result_t zeMemAllocHost(ze_context_handle_t hContext,
@@ -113,20 +131,20 @@ TDM_HOOK_API ze_result_t zeMemAllocHost(ze_context_handle_t hContext,
                                         size_t alignment, void **pptr)
 {
     STEP_ASIDE(mem_alloc_host, hContext, host_desc, size, alignment, pptr);
-    return tdm__ze_alloc_host(&real, hContext, host_desc, size, alignment, pptr);
+    return tdm__ze_alloc_host(&real, TDM_HOOK_SKIP, hContext, host_desc, size, alignment, pptr);
 }
 
 TDM_HOOK_API ze_result_t zeMemFree(ze_context_handle_t hContext, void *ptr)
 {
     STEP_ASIDE(mem_free, hContext, ptr);
-    return tdm__ze_free(&real, hContext, ptr);
+    return tdm__ze_free(&real, TDM_HOOK_SKIP, hContext, ptr);
 }
 
 TDM_HOOK_API ze_result_t zeMemFreeExt(ze_context_handle_t hContext,
                                       const ze_memory_free_ext_desc_t *pMemFreeDesc, void *ptr)
 {
     STEP_ASIDE(mem_free_ext, hContext, pMemFreeDesc, ptr);
-    return tdm__ze_free_ext(&real, hContext, pMemFreeDesc, ptr);
+    return tdm__ze_free_ext(&real, TDM_HOOK_SKIP, hContext, pMemFreeDesc, ptr);
 }
 
 TDM_HOOK_API ze_result_t zePhysicalMemCreate(ze_context_handle_t hContext,
@@ -135,14 +153,14 @@ TDM_HOOK_API ze_result_t zePhysicalMemCreate(ze_context_handle_t hContext,
                                              ze_physical_mem_handle_t *phPhysicalMemory)
 {
     STEP_ASIDE(physical_mem_create, hContext, hDevice, desc, phPhysicalMemory);
-    return tdm__ze_physical_create(&real, hContext, hDevice, desc, phPhysicalMemory);
+    return tdm__ze_physical_create(&real, TDM_HOOK_SKIP, hContext, hDevice, desc, phPhysicalMemory);
 }
 
 TDM_HOOK_API ze_result_t zePhysicalMemDestroy(ze_context_handle_t hContext,
                                               ze_physical_mem_handle_t hPhysicalMemory)
 {
     STEP_ASIDE(physical_mem_destroy, hContext, hPhysicalMemory);
-    return tdm__ze_physical_destroy(&real, hContext, hPhysicalMemory);
+    return tdm__ze_physical_destroy(&real, TDM_HOOK_SKIP, hContext, hPhysicalMemory);
 }
 
 TDM_HOOK_API ze_result_t zeVirtualMemMap(ze_context_handle_t hContext, const void *ptr,
@@ -150,12 +168,13 @@ TDM_HOOK_API ze_result_t zeVirtualMemMap(ze_context_handle_t hContext, const voi
                                          size_t offset, ze_memory_access_attribute_t access)
 {
     STEP_ASIDE(virtual_mem_map, hContext, ptr, size, hPhysicalMemory, offset, access);
-    return tdm__ze_virtual_map(&real, hContext, ptr, size, hPhysicalMemory, offset, access);
+    return tdm__ze_virtual_map(&real, TDM_HOOK_SKIP, hContext, ptr, size, hPhysicalMemory, offset,
+                               access);
 }
 
 TDM_HOOK_API ze_result_t zeVirtualMemUnmap(ze_context_handle_t hContext, const void *ptr,
                                            size_t size)
 {
     STEP_ASIDE(virtual_mem_unmap, hContext, ptr, size);
-    return tdm__ze_virtual_unmap(&real, hContext, ptr, size);
+    return tdm__ze_virtual_unmap(&real, TDM_HOOK_SKIP, hContext, ptr, size);
 }

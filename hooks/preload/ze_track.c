@@ -235,7 +235,8 @@ static void cache_setup(const tdm__ze_real *r, ze_context_handle_t ctx)
     fns.device_get_properties =
         (int (*)(void *, tdm__ze_device_props *))(void *)r->device_get_properties;
     fns.device_get_memory_properties =
-        (int (*)(void *, uint32_t *, tdm__ze_memory_props *))(void *)r->device_get_memory_properties;
+        (int (*)(void *, uint32_t *, tdm__ze_memory_props *))(void *)
+            r->device_get_memory_properties;
     fns.mem_alloc_device =
         (int (*)(void *, const tdm__ze_mem_alloc_desc *, size_t, size_t, void *, void **))(void *)
             r->mem_alloc_device;

@@ -6,9 +6,11 @@
  * exported functions, the shim calls the real driver's table slots.  Each
  * fills one tdm__ze_real with the un-hooked functions and calls the
  * tdm__ze_* functions below from its hooks.  Those are always_inline, so
- * every hook stays exactly one frame above the program's call
- * (TDM_HOOK_SKIP); the rare work (device lookup, cache set-up) lives in
- * ze_track.c.
+ * a hook is one frame; `skip` tells the stack capture how many frames sit
+ * between the booking and the program (TDM_HOOK_SKIP for the preload's
+ * hooks; the shim adds one when the loader's or the preload's function
+ * that called it left a frame).  The rare work (device lookup, cache
+ * set-up) lives in ze_track.c.
  *
  * What is booked:
  *   zeMemAllocDevice        observe: alloc on the device; cache: served
@@ -117,17 +119,17 @@ TDM__ZE_INLINE int tdm__ze_device(const tdm__ze_real *r, ze_device_handle_t dev)
 }
 
 /* The allocation, or an `oom` event when the device ran out. */
-TDM__ZE_INLINE void tdm__ze_book(const tdm__ze_real *r, ze_result_t res, int device,
-                                 void **pptr, size_t size)
+TDM__ZE_INLINE void tdm__ze_book(const tdm__ze_real *r, ze_result_t res, int device, void **pptr,
+                                 size_t size, unsigned skip)
 {
     int booked = res == ZE_RESULT_SUCCESS && pptr != NULL;
     int oom = res == ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
     if (device < 0 && (booked || oom))
         tdm__ze_host_seen();
     if (booked)
-        tdm__alloc_observe_alloc(device, *pptr, size, 0, TDM_HOOK_SKIP);
+        tdm__alloc_observe_alloc(device, *pptr, size, 0, skip);
     else if (oom)
-        tdm__alloc_observe_oom(device, size, tdm__ze_free_bytes(r, device), 0, TDM_HOOK_SKIP);
+        tdm__alloc_observe_oom(device, size, tdm__ze_free_bytes(r, device), 0, skip);
 }
 
 /* A tidemark status as Level Zero says it. */
@@ -150,7 +152,8 @@ TDM__ZE_INLINE ze_result_t tdm__ze_result_of(tdm_status st)
     if (mode_ == TDM__HOOK_OFF || !tdm__ze_enter())                            \
         return (call)
 
-TDM__ZE_INLINE ze_result_t tdm__ze_alloc_device(const tdm__ze_real *r, ze_context_handle_t c,
+TDM__ZE_INLINE ze_result_t tdm__ze_alloc_device(const tdm__ze_real *r, unsigned skip,
+                                                ze_context_handle_t c,
                                                 const ze_device_mem_alloc_desc_t *dd, size_t size,
                                                 size_t alignment, ze_device_handle_t dev,
                                                 void **pptr)
@@ -160,21 +163,22 @@ TDM__ZE_INLINE ze_result_t tdm__ze_alloc_device(const tdm__ze_real *r, ze_contex
     ze_result_t res = ZE_RESULT_ERROR_UNKNOWN;
     tdm_status st = TDM_NOT_AVAILABLE;
     if (mode_ == TDM__HOOK_CACHE && dd != NULL && dd->pNext == NULL && dd->ordinal == 0 &&
-        (alignment & (alignment - 1)) == 0 && alignment <= 512 && pptr != NULL && size > 0 && device >= 0 &&
-        tdm__ze_cache_serves(r, c)) {
-        st = tdm__alloc_malloc(pptr, size, device, 0, TDM_HOOK_SKIP);
+        (alignment & (alignment - 1)) == 0 && alignment <= 512 && pptr != NULL && size > 0 &&
+        device >= 0 && tdm__ze_cache_serves(r, c)) {
+        st = tdm__alloc_malloc(pptr, size, device, 0, skip);
         res = tdm__ze_result_of(st);
     }
     /* Not served (not cache mode, or a device the cache does not have). */
     if (st == TDM_NOT_AVAILABLE || st == TDM_NO_SUCH_DEVICE) {
         res = r->mem_alloc_device(c, dd, size, alignment, dev, pptr);
-        tdm__ze_book(r, res, device, pptr, size);
+        tdm__ze_book(r, res, device, pptr, size, skip);
     }
     tdm__ze_leave();
     return res;
 }
 
-TDM__ZE_INLINE ze_result_t tdm__ze_alloc_shared(const tdm__ze_real *r, ze_context_handle_t c,
+TDM__ZE_INLINE ze_result_t tdm__ze_alloc_shared(const tdm__ze_real *r, unsigned skip,
+                                                ze_context_handle_t c,
                                                 const ze_device_mem_alloc_desc_t *dd,
                                                 const ze_host_mem_alloc_desc_t *hd, size_t size,
                                                 size_t alignment, ze_device_handle_t dev,
@@ -183,55 +187,58 @@ TDM__ZE_INLINE ze_result_t tdm__ze_alloc_shared(const tdm__ze_real *r, ze_contex
     TDM__ZE_PROLOGUE(r->mem_alloc_shared(c, dd, hd, size, alignment, dev, pptr));
     int device = tdm__ze_device(r, dev);
     ze_result_t res = r->mem_alloc_shared(c, dd, hd, size, alignment, dev, pptr);
-    tdm__ze_book(r, res, device, pptr, size);
+    tdm__ze_book(r, res, device, pptr, size, skip);
     tdm__ze_leave();
     return res;
 }
 
-TDM__ZE_INLINE ze_result_t tdm__ze_alloc_host(const tdm__ze_real *r, ze_context_handle_t c,
+TDM__ZE_INLINE ze_result_t tdm__ze_alloc_host(const tdm__ze_real *r, unsigned skip,
+                                              ze_context_handle_t c,
                                               const ze_host_mem_alloc_desc_t *hd, size_t size,
                                               size_t alignment, void **pptr)
 {
     TDM__ZE_PROLOGUE(r->mem_alloc_host(c, hd, size, alignment, pptr));
     ze_result_t res = r->mem_alloc_host(c, hd, size, alignment, pptr);
-    tdm__ze_book(r, res, -1, pptr, size);
+    tdm__ze_book(r, res, -1, pptr, size, skip);
     tdm__ze_leave();
     return res;
 }
 
-TDM__ZE_INLINE ze_result_t tdm__ze_free(const tdm__ze_real *r, ze_context_handle_t c, void *ptr)
+TDM__ZE_INLINE ze_result_t tdm__ze_free(const tdm__ze_real *r, unsigned skip,
+                                        ze_context_handle_t c, void *ptr)
 {
     TDM__ZE_PROLOGUE(r->mem_free(c, ptr));
     ze_result_t res;
     if (ptr != NULL && mode_ == TDM__HOOK_CACHE && tdm__ze_cache_serves(r, c) &&
-        tdm__alloc_free(ptr, TDM_HOOK_SKIP) == TDM_OK) {
+        tdm__alloc_free(ptr, skip) == TDM_OK) {
         res = ZE_RESULT_SUCCESS;
     } else {
-        tdm__alloc_observe_free(ptr, 0, TDM_HOOK_SKIP);
+        tdm__alloc_observe_free(ptr, 0, skip);
         res = r->mem_free(c, ptr);
     }
     tdm__ze_leave();
     return res;
 }
 
-TDM__ZE_INLINE ze_result_t tdm__ze_free_ext(const tdm__ze_real *r, ze_context_handle_t c,
+TDM__ZE_INLINE ze_result_t tdm__ze_free_ext(const tdm__ze_real *r, unsigned skip,
+                                            ze_context_handle_t c,
                                             const ze_memory_free_ext_desc_t *desc, void *ptr)
 {
     TDM__ZE_PROLOGUE(r->mem_free_ext(c, desc, ptr));
     ze_result_t res;
     if (ptr != NULL && desc != NULL && mode_ == TDM__HOOK_CACHE && tdm__ze_cache_serves(r, c) &&
-        tdm__alloc_free(ptr, TDM_HOOK_SKIP) == TDM_OK) {
+        tdm__alloc_free(ptr, skip) == TDM_OK) {
         res = ZE_RESULT_SUCCESS;
     } else {
-        tdm__alloc_observe_free(ptr, 0, TDM_HOOK_SKIP);
+        tdm__alloc_observe_free(ptr, 0, skip);
         res = r->mem_free_ext(c, desc, ptr);
     }
     tdm__ze_leave();
     return res;
 }
 
-TDM__ZE_INLINE ze_result_t tdm__ze_physical_create(const tdm__ze_real *r, ze_context_handle_t c,
-                                                   ze_device_handle_t dev,
+TDM__ZE_INLINE ze_result_t tdm__ze_physical_create(const tdm__ze_real *r, unsigned skip,
+                                                   ze_context_handle_t c, ze_device_handle_t dev,
                                                    ze_physical_mem_desc_t *desc,
                                                    ze_physical_mem_handle_t *ph)
 {
@@ -242,12 +249,13 @@ TDM__ZE_INLINE ze_result_t tdm__ze_physical_create(const tdm__ze_real *r, ze_con
         tdm__ze_phys_remember(*ph, device);
     else if (res == ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY && desc != NULL)
         tdm__alloc_observe_oom(device, desc->size, tdm__ze_free_bytes(r, device), 0,
-                               TDM_HOOK_SKIP);
+                               skip);
     tdm__ze_leave();
     return res;
 }
 
-TDM__ZE_INLINE ze_result_t tdm__ze_physical_destroy(const tdm__ze_real *r, ze_context_handle_t c,
+TDM__ZE_INLINE ze_result_t tdm__ze_physical_destroy(const tdm__ze_real *r, unsigned skip,
+                                                    ze_context_handle_t c,
                                                     ze_physical_mem_handle_t h)
 {
     TDM__ZE_PROLOGUE(r->physical_mem_destroy(c, h));
@@ -258,8 +266,8 @@ TDM__ZE_INLINE ze_result_t tdm__ze_physical_destroy(const tdm__ze_real *r, ze_co
     return res;
 }
 
-TDM__ZE_INLINE ze_result_t tdm__ze_virtual_map(const tdm__ze_real *r, ze_context_handle_t c,
-                                               const void *ptr, size_t size,
+TDM__ZE_INLINE ze_result_t tdm__ze_virtual_map(const tdm__ze_real *r, unsigned skip,
+                                               ze_context_handle_t c, const void *ptr, size_t size,
                                                ze_physical_mem_handle_t h, size_t offset,
                                                ze_memory_access_attribute_t access)
 {
@@ -267,17 +275,18 @@ TDM__ZE_INLINE ze_result_t tdm__ze_virtual_map(const tdm__ze_real *r, ze_context
     ze_result_t res = r->virtual_mem_map(c, ptr, size, h, offset, access);
     if (res == ZE_RESULT_SUCCESS) {
         int device = tdm__ze_phys_device(h);
-        tdm__alloc_observe_map(device >= 0 ? device : 0, ptr, size, TDM_HOOK_SKIP);
+        tdm__alloc_observe_map(device >= 0 ? device : 0, ptr, size, skip);
     }
     tdm__ze_leave();
     return res;
 }
 
-TDM__ZE_INLINE ze_result_t tdm__ze_virtual_unmap(const tdm__ze_real *r, ze_context_handle_t c,
-                                                 const void *ptr, size_t size)
+TDM__ZE_INLINE ze_result_t tdm__ze_virtual_unmap(const tdm__ze_real *r, unsigned skip,
+                                                 ze_context_handle_t c, const void *ptr,
+                                                 size_t size)
 {
     TDM__ZE_PROLOGUE(r->virtual_mem_unmap(c, ptr, size));
-    tdm__alloc_observe_unmap(ptr, size, TDM_HOOK_SKIP);
+    tdm__alloc_observe_unmap(ptr, size, skip);
     ze_result_t res = r->virtual_mem_unmap(c, ptr, size);
     tdm__ze_leave();
     return res;

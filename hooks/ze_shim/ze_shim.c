@@ -24,8 +24,11 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <level_zero/zet_ddi.h>
+#include <link.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ze_track.h"
 
@@ -85,13 +88,69 @@ static void *real_driver(void)
         }                                                                      \
     } while (0)
 
+/* ---- frames between the program and a hook -------------------------------
+ * A table slot is called by the program itself (DDI tables), by the
+ * loader's exported function, or by libtidemark_preload.so's hook stepping
+ * aside.  Those two usually jump to the slot (a tail call, no frame), but
+ * not in every build (-O0, TSan): then the caller's frame is one more to
+ * leave out of the stack, so that it still starts at the program. */
+
+#define MAX_RANGES 8
+static struct {
+    uintptr_t lo, hi; /* executable segment [lo, hi) */
+} ranges[MAX_RANGES];
+static int n_ranges;
+static pthread_once_t ranges_once = PTHREAD_ONCE_INIT;
+
+static int is_intermediate(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    return strncmp(base, "libtidemark_preload.so", 22) == 0 ||
+           strncmp(base, "libze_loader.so", 15) == 0;
+}
+
+static int add_ranges(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size, (void)data;
+    if (info->dlpi_name == NULL || !is_intermediate(info->dlpi_name))
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum && n_ranges < MAX_RANGES; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+            ranges[n_ranges].lo = info->dlpi_addr + ph->p_vaddr;
+            ranges[n_ranges].hi = ranges[n_ranges].lo + ph->p_memsz;
+            n_ranges++;
+        }
+    }
+    return 0;
+}
+
+static void find_ranges(void)
+{
+    dl_iterate_phdr(add_ranges, NULL);
+}
+
+static inline __attribute__((always_inline)) unsigned caller_skip(void *ret)
+{
+    pthread_once(&ranges_once, find_ranges);
+    uintptr_t a = (uintptr_t)ret;
+    for (int i = 0; i < n_ranges; i++)
+        if (a >= ranges[i].lo && a < ranges[i].hi)
+            return TDM_HOOK_SKIP + 1;
+    return TDM_HOOK_SKIP;
+}
+
+/* In a hook: the frames to leave out for this call. */
+#define SKIP caller_skip(__builtin_return_address(0))
+
 /* ---- the hooks in the tables ---------------------------------------------- */
 
 static ze_result_t ZE_APICALL s_alloc_device(ze_context_handle_t c,
                                              const ze_device_mem_alloc_desc_t *dd, size_t size,
                                              size_t alignment, ze_device_handle_t dev, void **pptr)
 {
-    return tdm__ze_alloc_device(&real, c, dd, size, alignment, dev, pptr);
+    return tdm__ze_alloc_device(&real, SKIP, c, dd, size, alignment, dev, pptr);
 }
 
 static ze_result_t ZE_APICALL s_alloc_shared(ze_context_handle_t c,
@@ -99,49 +158,49 @@ static ze_result_t ZE_APICALL s_alloc_shared(ze_context_handle_t c,
                                              const ze_host_mem_alloc_desc_t *hd, size_t size,
                                              size_t alignment, ze_device_handle_t dev, void **pptr)
 {
-    return tdm__ze_alloc_shared(&real, c, dd, hd, size, alignment, dev, pptr);
+    return tdm__ze_alloc_shared(&real, SKIP, c, dd, hd, size, alignment, dev, pptr);
 }
 
 static ze_result_t ZE_APICALL s_alloc_host(ze_context_handle_t c,
                                            const ze_host_mem_alloc_desc_t *hd, size_t size,
                                            size_t alignment, void **pptr)
 {
-    return tdm__ze_alloc_host(&real, c, hd, size, alignment, pptr);
+    return tdm__ze_alloc_host(&real, SKIP, c, hd, size, alignment, pptr);
 }
 
 static ze_result_t ZE_APICALL s_free(ze_context_handle_t c, void *ptr)
 {
-    return tdm__ze_free(&real, c, ptr);
+    return tdm__ze_free(&real, SKIP, c, ptr);
 }
 
 static ze_result_t ZE_APICALL s_free_ext(ze_context_handle_t c,
                                          const ze_memory_free_ext_desc_t *desc, void *ptr)
 {
-    return tdm__ze_free_ext(&real, c, desc, ptr);
+    return tdm__ze_free_ext(&real, SKIP, c, desc, ptr);
 }
 
 static ze_result_t ZE_APICALL s_physical_create(ze_context_handle_t c, ze_device_handle_t dev,
                                                 ze_physical_mem_desc_t *desc,
                                                 ze_physical_mem_handle_t *ph)
 {
-    return tdm__ze_physical_create(&real, c, dev, desc, ph);
+    return tdm__ze_physical_create(&real, SKIP, c, dev, desc, ph);
 }
 
 static ze_result_t ZE_APICALL s_physical_destroy(ze_context_handle_t c, ze_physical_mem_handle_t h)
 {
-    return tdm__ze_physical_destroy(&real, c, h);
+    return tdm__ze_physical_destroy(&real, SKIP, c, h);
 }
 
 static ze_result_t ZE_APICALL s_virtual_map(ze_context_handle_t c, const void *ptr, size_t size,
                                             ze_physical_mem_handle_t h, size_t offset,
                                             ze_memory_access_attribute_t access)
 {
-    return tdm__ze_virtual_map(&real, c, ptr, size, h, offset, access);
+    return tdm__ze_virtual_map(&real, SKIP, c, ptr, size, h, offset, access);
 }
 
 static ze_result_t ZE_APICALL s_virtual_unmap(ze_context_handle_t c, const void *ptr, size_t size)
 {
-    return tdm__ze_virtual_unmap(&real, c, ptr, size);
+    return tdm__ze_virtual_unmap(&real, SKIP, c, ptr, size);
 }
 
 /* ---- the getters the shim changes (or reads) ---------------------------- */

@@ -195,13 +195,15 @@ static void erase_at(size_t i)
     table[i].ptr = NULL;
 }
 
-/* Forgets an allocation of `kind`; 0 when there is none. */
-static int untrack(void *p, int kind)
+/* Forgets an allocation of `kind` (its size to *size); 0 when there is
+ * none. */
+static int untrack(void *p, int kind, size_t *size)
 {
     int found = 0;
     pthread_mutex_lock(&mu);
     for (size_t i = slot_of(p); table[i].ptr; i = (i + 1) & (TABLE_SIZE - 1)) {
         if (table[i].ptr == p && table[i].kind == kind) {
+            *size = table[i].size;
             if (kind != K_HOST)
                 used[table[i].device] -= table[i].size;
             erase_at(i);
@@ -214,6 +216,49 @@ static int untrack(void *p, int kind)
     return found;
 }
 
+/* Blocks freed lately, kept for reuse by their rounded size: a loop that
+ * allocates and frees one size (bench/hook_overhead) then costs the same
+ * every time, instead of whatever glibc's free decides to consolidate. */
+#define REUSE_SLOTS 32
+static struct {
+    void *p;
+    size_t bytes; /* rounded size */
+} reuse[REUSE_SLOTS];
+static int n_reuse;
+static pthread_mutex_t reuse_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void *block_get(size_t bytes)
+{
+    void *p = NULL;
+    pthread_mutex_lock(&reuse_mu);
+    for (int i = n_reuse - 1; i >= 0; i--)
+        if (reuse[i].bytes == bytes) {
+            p = reuse[i].p;
+            reuse[i] = reuse[--n_reuse];
+            break;
+        }
+    pthread_mutex_unlock(&reuse_mu);
+    return p ? p : aligned_alloc(256, bytes);
+}
+
+static void block_put(void *p, size_t bytes)
+{
+    pthread_mutex_lock(&reuse_mu);
+    if (n_reuse < REUSE_SLOTS) {
+        reuse[n_reuse].p = p;
+        reuse[n_reuse].bytes = bytes;
+        n_reuse++;
+        p = NULL;
+    }
+    pthread_mutex_unlock(&reuse_mu);
+    free(p);
+}
+
+static size_t rounded(size_t size)
+{
+    return (size + 255) & ~(size_t)255;
+}
+
 static hipError_t fake_alloc(void **ptr, size_t size, int device, int kind)
 {
     if (!ptr)
@@ -223,12 +268,12 @@ static hipError_t fake_alloc(void **ptr, size_t size, int device, int kind)
         return hipSuccess;
     if (kind == K_DEVICE && size > capacity)
         return hipErrorOutOfMemory;
-    void *p = aligned_alloc(256, (size + 255) & ~(size_t)255);
+    void *p = block_get(rounded(size));
     if (!p)
         return hipErrorOutOfMemory;
     hipError_t r = track(p, size, device, kind);
     if (r != hipSuccess) {
-        free(p);
+        block_put(p, rounded(size));
         return r;
     }
     *ptr = p;
@@ -237,11 +282,12 @@ static hipError_t fake_alloc(void **ptr, size_t size, int device, int kind)
 
 static hipError_t fake_free(void *ptr, int kind)
 {
+    size_t size = 0;
     if (!ptr)
         return hipSuccess;
-    if (!untrack(ptr, kind))
+    if (!untrack(ptr, kind, &size))
         return hipErrorInvalidValue;
-    free(ptr);
+    block_put(ptr, rounded(size));
     return hipSuccess;
 }
 
@@ -626,7 +672,8 @@ EXPORT hipError_t hipMemGetAllocationPropertiesFromHandle(hipMemAllocationProp *
 
 static void release_handle(hipMemGenericAllocationHandle_t h)
 {
-    untrack(h, K_PHYS);
+    size_t size;
+    untrack(h, K_PHYS, &size);
     free(h);
 }
 

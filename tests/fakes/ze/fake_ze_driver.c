@@ -5,8 +5,8 @@
  * and then reaches it only through the exported zeGet*ProcAddrTable /
  * zetGet* / zesGet* getters; every table slot is typed by the real
  * ze_ddi.h, so a wrong prototype does not compile.  The loader 1.8.12
- * refuses a driver that lacks any of 46 getters: they are all here, most
- * returning an empty table.  The library must not link the loader (the
+ * refuses a driver that lacks any of 46 getters: they are all exported,
+ * the tables this fake leaves empty from fake_ze_empty_tables.c.  The library must not link the loader (the
  * loader's own getters would shadow ours in dlsym on our handle).
  *
  * "Device" memory is host memory; each device has a capacity past which
@@ -156,6 +156,7 @@ typedef struct entry {
     size_t size; /* bytes */
     int device;  /* -1: host */
     int kind;
+    size_t alignment; /* bytes the block was aligned to */
 } entry;
 
 #define TABLE_SIZE (1u << 16)
@@ -175,7 +176,7 @@ static int counts_on_device(int kind, int device)
     return kind != K_HOST && device >= 0;
 }
 
-static ze_result_t track(void *p, size_t size, int device, int kind)
+static ze_result_t track(void *p, size_t size, int device, int kind, size_t alignment)
 {
     ze_result_t r = ZE_RESULT_SUCCESS;
     pthread_mutex_lock(&mu);
@@ -187,7 +188,7 @@ static ze_result_t track(void *p, size_t size, int device, int kind)
         size_t i = slot_of(p);
         while (table[i].ptr)
             i = (i + 1) & (TABLE_SIZE - 1);
-        table[i] = (entry){p, size, device, kind};
+        table[i] = (entry){p, size, device, kind, alignment};
         live++;
         if (counts_on_device(kind, device))
             used[device] += size;
@@ -249,6 +250,45 @@ static int lookup(const void *p, entry *out)
     return found;
 }
 
+/* Blocks freed lately, kept for reuse by (rounded size, alignment): a
+ * loop that allocates and frees one size (bench/hook_overhead) then costs
+ * the same every time, whatever glibc's free would consolidate. */
+#define REUSE_SLOTS 32
+static struct {
+    void *p;
+    size_t bytes, alignment;
+} reuse[REUSE_SLOTS];
+static int n_reuse;
+static pthread_mutex_t reuse_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void *block_get(size_t bytes, size_t alignment)
+{
+    void *p = NULL;
+    pthread_mutex_lock(&reuse_mu);
+    for (int i = n_reuse - 1; i >= 0; i--)
+        if (reuse[i].bytes == bytes && reuse[i].alignment == alignment) {
+            p = reuse[i].p;
+            reuse[i] = reuse[--n_reuse];
+            break;
+        }
+    pthread_mutex_unlock(&reuse_mu);
+    return p ? p : aligned_alloc(alignment, bytes);
+}
+
+static void block_put(void *p, size_t bytes, size_t alignment)
+{
+    pthread_mutex_lock(&reuse_mu);
+    if (n_reuse < REUSE_SLOTS) {
+        reuse[n_reuse].p = p;
+        reuse[n_reuse].bytes = bytes;
+        reuse[n_reuse].alignment = alignment;
+        n_reuse++;
+        p = NULL;
+    }
+    pthread_mutex_unlock(&reuse_mu);
+    free(p);
+}
+
 static ze_result_t fake_alloc(size_t size, size_t alignment, int device, int kind, void **pptr)
 {
     if (!pptr)
@@ -261,12 +301,13 @@ static ze_result_t fake_alloc(size_t size, size_t alignment, int device, int kin
         return ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
     if (alignment < 64)
         alignment = 64;
-    void *p = aligned_alloc(alignment, (size + alignment - 1) & ~(alignment - 1));
+    size_t bytes = (size + alignment - 1) & ~(alignment - 1);
+    void *p = block_get(bytes, alignment);
     if (!p)
         return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
-    ze_result_t r = track(p, size, device, kind);
+    ze_result_t r = track(p, size, device, kind, alignment);
     if (r != ZE_RESULT_SUCCESS) {
-        free(p);
+        block_put(p, bytes, alignment);
         return r;
     }
     *pptr = p;
@@ -451,9 +492,10 @@ static ze_result_t mem_free(ze_context_handle_t c, void *ptr)
         return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
     if (!ptr)
         return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-    if (!untrack(ptr, 1u << K_DEVICE | 1u << K_HOST | 1u << K_SHARED, NULL))
+    entry e;
+    if (!untrack(ptr, 1u << K_DEVICE | 1u << K_HOST | 1u << K_SHARED, &e))
         return ZE_RESULT_ERROR_INVALID_ARGUMENT;
-    free(ptr);
+    block_put(ptr, (e.size + e.alignment - 1) & ~(e.alignment - 1), e.alignment);
     return ZE_RESULT_SUCCESS;
 }
 
@@ -575,7 +617,7 @@ static ze_result_t ZE_APICALL f_zePhysicalMemCreate(ze_context_handle_t c, ze_de
         return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
     h->device = d;
     h->size = desc->size;
-    ze_result_t r = track(h, desc->size, d, K_PHYS);
+    ze_result_t r = track(h, desc->size, d, K_PHYS, 0);
     if (r != ZE_RESULT_SUCCESS) {
         free(h);
         return r;
@@ -720,60 +762,6 @@ EXPORT ze_result_t ZE_APICALL zesGetMemoryProcAddrTable(ze_api_version_t version
     t->pfnGetState = f_zesMemoryGetState;
     return ZE_RESULT_SUCCESS;
 }
-
-/* Tables this fake leaves empty (the loader insists they exist). */
-#define EMPTY_TABLE(fn, type)                                                  \
-    EXPORT ze_result_t ZE_APICALL fn(ze_api_version_t version, type *t);       \
-    EXPORT ze_result_t ZE_APICALL fn(ze_api_version_t version, type *t)        \
-    {                                                                          \
-        TABLE_HEAD(t);                                                         \
-        return ZE_RESULT_SUCCESS;                                              \
-    }
-
-EMPTY_TABLE(zeGetDeviceExpProcAddrTable, ze_device_exp_dditable_t)
-EMPTY_TABLE(zeGetCommandQueueProcAddrTable, ze_command_queue_dditable_t)
-EMPTY_TABLE(zeGetCommandListProcAddrTable, ze_command_list_dditable_t)
-EMPTY_TABLE(zeGetImageProcAddrTable, ze_image_dditable_t)
-EMPTY_TABLE(zeGetImageExpProcAddrTable, ze_image_exp_dditable_t)
-EMPTY_TABLE(zeGetFenceProcAddrTable, ze_fence_dditable_t)
-EMPTY_TABLE(zeGetEventPoolProcAddrTable, ze_event_pool_dditable_t)
-EMPTY_TABLE(zeGetEventProcAddrTable, ze_event_dditable_t)
-EMPTY_TABLE(zeGetEventExpProcAddrTable, ze_event_exp_dditable_t)
-EMPTY_TABLE(zeGetModuleProcAddrTable, ze_module_dditable_t)
-EMPTY_TABLE(zeGetModuleBuildLogProcAddrTable, ze_module_build_log_dditable_t)
-EMPTY_TABLE(zeGetKernelProcAddrTable, ze_kernel_dditable_t)
-EMPTY_TABLE(zeGetKernelExpProcAddrTable, ze_kernel_exp_dditable_t)
-EMPTY_TABLE(zeGetSamplerProcAddrTable, ze_sampler_dditable_t)
-EMPTY_TABLE(zeGetFabricVertexExpProcAddrTable, ze_fabric_vertex_exp_dditable_t)
-EMPTY_TABLE(zeGetFabricEdgeExpProcAddrTable, ze_fabric_edge_exp_dditable_t)
-EMPTY_TABLE(zetGetDeviceProcAddrTable, zet_device_dditable_t)
-EMPTY_TABLE(zetGetContextProcAddrTable, zet_context_dditable_t)
-EMPTY_TABLE(zetGetCommandListProcAddrTable, zet_command_list_dditable_t)
-EMPTY_TABLE(zetGetModuleProcAddrTable, zet_module_dditable_t)
-EMPTY_TABLE(zetGetKernelProcAddrTable, zet_kernel_dditable_t)
-EMPTY_TABLE(zetGetMetricGroupProcAddrTable, zet_metric_group_dditable_t)
-EMPTY_TABLE(zetGetMetricGroupExpProcAddrTable, zet_metric_group_exp_dditable_t)
-EMPTY_TABLE(zetGetMetricProcAddrTable, zet_metric_dditable_t)
-EMPTY_TABLE(zetGetMetricStreamerProcAddrTable, zet_metric_streamer_dditable_t)
-EMPTY_TABLE(zetGetMetricQueryPoolProcAddrTable, zet_metric_query_pool_dditable_t)
-EMPTY_TABLE(zetGetMetricQueryProcAddrTable, zet_metric_query_dditable_t)
-EMPTY_TABLE(zetGetTracerExpProcAddrTable, zet_tracer_exp_dditable_t)
-EMPTY_TABLE(zetGetDebugProcAddrTable, zet_debug_dditable_t)
-EMPTY_TABLE(zesGetDriverProcAddrTable, zes_driver_dditable_t)
-EMPTY_TABLE(zesGetSchedulerProcAddrTable, zes_scheduler_dditable_t)
-EMPTY_TABLE(zesGetPerformanceFactorProcAddrTable, zes_performance_factor_dditable_t)
-EMPTY_TABLE(zesGetPowerProcAddrTable, zes_power_dditable_t)
-EMPTY_TABLE(zesGetFrequencyProcAddrTable, zes_frequency_dditable_t)
-EMPTY_TABLE(zesGetEngineProcAddrTable, zes_engine_dditable_t)
-EMPTY_TABLE(zesGetStandbyProcAddrTable, zes_standby_dditable_t)
-EMPTY_TABLE(zesGetFirmwareProcAddrTable, zes_firmware_dditable_t)
-EMPTY_TABLE(zesGetFabricPortProcAddrTable, zes_fabric_port_dditable_t)
-EMPTY_TABLE(zesGetTemperatureProcAddrTable, zes_temperature_dditable_t)
-EMPTY_TABLE(zesGetPsuProcAddrTable, zes_psu_dditable_t)
-EMPTY_TABLE(zesGetFanProcAddrTable, zes_fan_dditable_t)
-EMPTY_TABLE(zesGetLedProcAddrTable, zes_led_dditable_t)
-EMPTY_TABLE(zesGetRasProcAddrTable, zes_ras_dditable_t)
-EMPTY_TABLE(zesGetDiagnosticsProcAddrTable, zes_diagnostics_dditable_t)
 
 /* ---- what tests read back ---------------------------------------------------- */
 

@@ -22,6 +22,10 @@ scenario=$1
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fail() { echo "FAIL ($scenario): $*"; exit 1; }
+# In a sanitizer build the programs carry the sanitizer runtime, which
+# must come first in the process: put it before the preload.
+san_rt=$(ldd "$PRELOAD" 2>/dev/null | sed -n 's/.*=> \(\S*lib[at]san\.so[^ ]*\).*/\1/p' | head -n 1)
+PRELOAD="${san_rt:+$san_rt:}$PRELOAD"
 
 # run NAME [ENV=VALUE...]: hip_app $app_arg on the fake; stdout to $T/NAME.out,
 # stderr to $T/NAME.err.
@@ -131,11 +135,16 @@ real)
             >"$T/$mode.out" 2>"$T/$mode.err" || { cat "$T/$mode.err"; fail "hip_app under the preload ($mode) exited with $?"; }
         same_output plain $mode
         "$SNAPCHECK" "$T/$mode.tdm" >/dev/null || fail "snapshot unreadable ($mode)"
-        [ "$(count "$T/$mode.tdm" alloc)" = 0 ] || fail "allocations booked with no device ($mode)"
+        grep -q "hipGetDeviceCount -> 100" "$T/plain.out" &&
+            { [ "$(count "$T/$mode.tdm" alloc)" = 0 ] || fail "allocations booked with no device ($mode)"; }
     done
-    # A machine without a GPU: hipErrorNoDevice / hipErrorInvalidDevice.
-    grep -q "hipGetDeviceCount -> 100" "$T/observe.out" || fail "expected hipErrorNoDevice"
-    grep -q "hipMalloc(1024) -> 101" "$T/observe.out" || fail "expected hipErrorInvalidDevice"
+    # On a machine without a GPU: hipErrorNoDevice / hipErrorInvalidDevice,
+    # unchanged (checked above: the output is the same as without tidemark).
+    if grep -q "hipGetDeviceCount -> 100" "$T/plain.out"; then
+        grep -q "hipMalloc(1024) -> 101" "$T/observe.out" || fail "expected hipErrorInvalidDevice"
+    else
+        echo "note: this machine has a HIP device; only the pass-through was checked"
+    fi
     cat "$T/observe.out"
     ;;
 *)

@@ -56,6 +56,7 @@ int main(int argc, char **argv)
     printf("%s\n", again ? "pinned" : "unloaded");
     if (again)
         dlclose(again);
+    fflush(stdout); /* once, not once more by the child */
     /* Whatever the library registered must not fire into unmapped code. */
     pid_t pid = fork();
     check(pid >= 0, "fork");

@@ -26,6 +26,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -245,7 +246,7 @@ static int do_fork(void)
     return 0;
 }
 
-static volatile int stress_stop;
+static _Atomic int stress_stop;
 
 static void *stress_worker(void *arg)
 {

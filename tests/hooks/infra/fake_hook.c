@@ -261,6 +261,16 @@ TDM_HOOK_API __attribute__((noinline)) fv_result fv_unmap(void *va, size_t size)
  * bit 3: the real dlsym on RTLD_DEFAULT finds this hook (it interposes);
  * bit 4: the guard: enter, nested enter refused, leave, enter again;
  * bit 5: a name nobody defines gives NULL. */
+/* A nested hook is deeper on the stack than the one that entered. */
+static __attribute__((noinline)) int enter_deeper(void)
+{
+    volatile char pad[64];
+    pad[0] = 0;
+    int r = tdm__hook_enter();
+    __asm__ volatile("" ::: "memory");
+    return r + pad[0];
+}
+
 TDM_HOOK_API int fvhook_selftest(void);
 TDM_HOOK_API int fvhook_selftest(void)
 {
@@ -283,7 +293,7 @@ TDM_HOOK_API int fvhook_selftest(void)
     if (tdm__hook_real_dlsym(RTLD_DEFAULT, "fv_malloc") == (void *)&fv_malloc)
         bits |= 8;
     if (tdm__hook_enter()) {
-        int nested = tdm__hook_enter();
+        int nested = enter_deeper();
         tdm__hook_leave();
         int again = tdm__hook_enter();
         if (again)

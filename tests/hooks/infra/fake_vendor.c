@@ -8,7 +8,10 @@
  * use against the capacity (env FAKEV_CAPACITY, default 1 GiB) and the
  * counters tests read.  "Device memory" is host memory from
  * posix_memalign / mmap.
- * Lock: one mutex around everything; this is a test double, not fast. */
+ * Lock: one mutex around everything; this is a test double, not fast.
+ * It is held across fork() (pthread_atfork) so that a child forked while
+ * another thread was in the runtime can call it, as glibc's malloc can:
+ * the fork tests are about tidemark's locks, not this double's. */
 #define _GNU_SOURCE
 #include "fake_vendor.h"
 
@@ -37,6 +40,14 @@ static size_t used;     /* bytes allocated or mapped */
 static size_t capacity; /* 0 until first read */
 static fv_counters counters;
 static void (*alloc_cb)(size_t);
+
+static void fork_lock(void) { pthread_mutex_lock(&lock); }
+static void fork_unlock(void) { pthread_mutex_unlock(&lock); }
+
+__attribute__((constructor)) static void fake_vendor_init(void)
+{
+    pthread_atfork(fork_lock, fork_unlock, fork_unlock);
+}
 
 static size_t cap_locked(void)
 {

@@ -11,6 +11,7 @@
  * Prints one line per check; exit status 0, or 1. */
 #include <dlfcn.h>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -62,9 +63,18 @@ int main()
         std::printf("FAIL tdm_malloc\n");
         return 1;
     }
-    from("malloc", "libc.so");
-    from("free", "libc.so");
-    from("_Unwind_RaiseException", "libgcc_s.so");
+    /* A sanitizer build interposes malloc itself (the test says which). */
+    const char *mfrom = std::getenv("ISOLATION_MALLOC_FROM");
+    if (!mfrom || !*mfrom)
+        mfrom = "libc.so";
+    from("malloc", mfrom);
+    from("free", mfrom);
+    /* ASan also interposes the unwinder's entry points (its own
+     * __cxa_throw bookkeeping); the test names that runtime then. */
+    const char *ufrom = std::getenv("ISOLATION_UNWIND_FROM");
+    if (!ufrom || !*ufrom)
+        ufrom = "libgcc_s.so";
+    from("_Unwind_RaiseException", ufrom);
     from("_Unwind_Backtrace", "libgcc_s.so");
 
     fv_set_alloc_callback(thrower);

@@ -16,6 +16,15 @@ finish() {
     echo "all ok"
     exit 0
 }
+# A sanitizer build's libraries need the sanitizer runtime loaded first:
+# put it at the head of LD_PRELOAD lists and before python's dlopen.
+san_rt=$(ldd "${LIBTIDEMARK:-/nonexistent}" 2>/dev/null | awk '/lib(asan|tsan)\.so/ {print $3; exit}')
+PRE=${san_rt:+$san_rt:}${FAKE_PRELOAD:-}
+if [[ -n $san_rt ]]; then
+    export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+fi
+# Runs python3 with the sanitizer runtime preloaded when there is one.
+py() { if [[ -n $san_rt ]]; then LD_PRELOAD=$san_rt python3 "$@"; else python3 "$@"; fi; }
 # The events of a snapshot as "action size stream", snapshot marks left out.
 events_of() {
     "$SNAPCHECK" "$1" | awk '$1 == "event" && $2 != "snapshot" { print $2, $4, $6 }'

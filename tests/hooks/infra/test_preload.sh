@@ -15,27 +15,27 @@ export FAKEV_CAPACITY=$((64 << 20))
 
 # ---- no tidemark, and tidemark not asked -----------------------------------------
 "$FAKE_APP" pattern > plain.out || fail "fake_app alone: $(cat plain.out)"
-LD_PRELOAD=$FAKE_PRELOAD "$FAKE_APP" pattern > pre.out 2> pre.err || fail "preloaded, no conf"
+LD_PRELOAD=$PRE "$FAKE_APP" pattern > pre.out 2> pre.err || fail "preloaded, no conf"
 cmp -s plain.out pre.out || fail "preloaded without TIDEMARK_CONF changed the output"
 [[ ! -s pre.err ]] || fail "preloaded without TIDEMARK_CONF printed: $(cat pre.err)"
-TIDEMARK_CONF="mode=serve,dump=$work/bad.tdm" LD_PRELOAD=$FAKE_PRELOAD "$FAKE_APP" pattern \
+TIDEMARK_CONF="mode=serve,dump=$work/bad.tdm" LD_PRELOAD=$PRE "$FAKE_APP" pattern \
     > bad.out 2> bad.err || fail "bad conf: program failed"
 cmp -s plain.out bad.out || fail "a bad TIDEMARK_CONF changed the output"
 [[ $(wc -l < bad.err) -eq 1 ]] && grep -q "bad value 'serve' for key 'mode'" bad.err ||
     fail "bad conf: want one line naming mode: $(cat bad.err)"
-TIDEMARK_CONF="record=off,dump=$work/off.tdm" LD_PRELOAD=$FAKE_PRELOAD "$FAKE_APP" pattern \
+TIDEMARK_CONF="record=off,dump=$work/off.tdm" LD_PRELOAD=$PRE "$FAKE_APP" pattern \
     > off.out || fail "record=off"
 cmp -s plain.out off.out || fail "record=off changed the output"
 ls ./*.tdm > /dev/null 2>&1 && fail "files written: $(ls ./*.tdm)"
 ok "the hooks stay out of the way without a usable TIDEMARK_CONF"
 
 # ---- common.c's lookups and guard --------------------------------------------------
-out=$(LD_PRELOAD=$FAKE_PRELOAD "$FAKE_APP" selftest)
+out=$(LD_PRELOAD=$PRE "$FAKE_APP" selftest)
 [[ $out == "selftest bits=63" ]] || fail "selftest: $out (want bits=63)"
 ok "versioned and next lookups, real dlsym, guard"
 
 # ---- observe mode: the known pattern ----------------------------------------------
-TIDEMARK_CONF="dump=$work/obs-%p.tdm" LD_PRELOAD=$FAKE_PRELOAD "$FAKE_APP" pattern \
+TIDEMARK_CONF="dump=$work/obs-%p.tdm" LD_PRELOAD=$PRE "$FAKE_APP" pattern \
     > obs.out 2> obs.err || fail "observe: $(cat obs.out obs.err)"
 cmp -s plain.out obs.out || fail "observe changed the program's output"
 snap=$(ls obs-*.tdm 2> /dev/null)
@@ -88,7 +88,7 @@ W
 fi
 
 # ---- cache mode ----------------------------------------------------------------------
-TIDEMARK_CONF="mode=cache,dump=$work/cache.tdm" LD_PRELOAD=$FAKE_PRELOAD "$FAKE_APP" churn 200 \
+TIDEMARK_CONF="mode=cache,dump=$work/cache.tdm" LD_PRELOAD=$PRE "$FAKE_APP" churn 200 \
     > cache.out 2> cache.err || fail "cache churn: $(cat cache.out cache.err)"
 calls=$(sed -n 's/^vendor alloc_calls=\([0-9]*\).*/\1/p' cache.out)
 [[ -n $calls && $calls -ge 1 && $calls -lt 200 ]] ||
@@ -103,7 +103,7 @@ grep -q "^header mode=cache " cache.txt || fail "cache: header mode"
 grep -q "^device 0 fake " cache.txt || fail "cache: the device is the vendor's"
 ok "cache: $calls vendor allocation(s) for 200 program allocations"
 
-TIDEMARK_CONF="mode=cache,dump=$work/cpat.tdm" LD_PRELOAD=$FAKE_PRELOAD "$FAKE_APP" pattern \
+TIDEMARK_CONF="mode=cache,dump=$work/cpat.tdm" LD_PRELOAD=$PRE "$FAKE_APP" pattern \
     > cpat.out 2> cpat.err || fail "cache pattern: $(cat cpat.out cpat.err)"
 "$SNAPCHECK" cpat.tdm > cpat.txt || fail "snapcheck cpat.tdm"
 grep -qE "^event alloc dev=0 size=3000 .* stream=0x51 .* stack=fa_make_activation<" cpat.txt ||

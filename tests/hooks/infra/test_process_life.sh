@@ -15,7 +15,7 @@
 . "$(dirname "$0")/lib.sh"
 : "${FAKE_APP:?}" "${FAKE_PRELOAD:?}" "${SNAPCHECK:?}" "${DLCLOSE_PROG:?}" "${LIBTIDEMARK:?}"
 export FAKEV_CAPACITY=$((256 << 20))
-run() { LD_PRELOAD=$FAKE_PRELOAD "$FAKE_APP" "$@"; }
+run() { LD_PRELOAD=$PRE "$FAKE_APP" "$@"; }
 
 # ---- fork=follow --------------------------------------------------------------------
 mkdir f1
@@ -56,7 +56,7 @@ ok "fork=stop: the child wrote nothing"
 
 # ---- fork while another thread allocates ---------------------------------------------
 mkdir f4
-TIDEMARK_CONF="dump=$work/f4/%p.tdm" timeout 120 env LD_PRELOAD="$FAKE_PRELOAD" \
+TIDEMARK_CONF="dump=$work/f4/%p.tdm" timeout 120 env LD_PRELOAD="$PRE" \
     "$FAKE_APP" forkstress 40 > f4.out 2> f4.err
 rc=$?
 [[ $rc -eq 0 ]] || fail "forkstress: exit $rc (124 = a child hung): $(cat f4.out f4.err)"

@@ -1,0 +1,98 @@
+"""tests/hooks/infra/tidemark_py_check.py: python/tidemark.py against the
+built libtidemark.so (TIDEMARK_LIB), the way a PyTorch program uses it but
+without torch: the pluggable-allocator entry points are called with ctypes
+as torch would call them.
+
+    python3 tidemark_py_check.py OUT.tdm
+
+Exit status 0, or an AssertionError / exception."""
+import ctypes
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.environ["TDM_SOURCE_DIR"], "python"))
+import tidemark  # noqa: E402
+
+out = sys.argv[1]
+lib_env = os.environ["TIDEMARK_LIB"]
+
+# The library found is the one asked for, and it is the real file.
+assert tidemark.library_path() == os.path.realpath(lib_env), tidemark.library_path()
+path, alloc_name, free_name = tidemark.pluggable_allocator()
+assert (alloc_name, free_name) == ("tdm_torch_alloc", "tdm_torch_free")
+hooks = tidemark.torch_hooks()
+assert sorted(hooks) == ["init", "memory_fraction", "record_stream", "reset"]
+assert all(isinstance(v, int) and v for v in hooks.values())
+
+# What torch.cuda.memory.CUDAPluggableAllocator does with the triple.
+torch_lib = ctypes.CDLL(path)
+alloc = ctypes.cast(getattr(torch_lib, alloc_name),
+                    ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                     ctypes.c_void_p))
+free = ctypes.cast(getattr(torch_lib, free_name),
+                   ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                    ctypes.c_void_p))
+init = ctypes.CFUNCTYPE(None, ctypes.c_int)(hooks["init"])
+reset = ctypes.CFUNCTYPE(None)(hooks["reset"])
+
+assert not tidemark.is_recording()
+tidemark.record_memory_history(max_entries=5000)
+assert tidemark.is_recording()
+tidemark.set_metadata("python check")
+init(0)
+
+tidemark.step()
+tidemark.phase("forward")
+with tidemark.tag("activation"):
+    a = alloc(3 << 20, 0, None)
+    with tidemark.tag("input"):
+        b = alloc(5000, 0, ctypes.c_void_p(0x42))
+c = alloc(1000, 0, None)
+assert a and b and c
+tidemark.tag_pointer(c, "gradient")
+
+s = tidemark.memory_stats(0)
+assert s["allocation.all.current"] == 3, s["allocation.all.current"]
+assert s["requested_bytes.all.current"] == (3 << 20) + 5000 + 1000
+assert s["allocated_bytes.large_pool.current"] == 3 << 20
+assert s["allocated_bytes.small_pool.current"] == 5120 + 1024
+assert s["num_ooms"] == 0
+
+tidemark.phase("backward")
+free(a, 3 << 20, 0, None)
+s = tidemark.memory_stats(0)
+assert s["allocation.all.current"] == 2
+assert s["allocated_bytes.all.peak"] == (3 << 20) + 5120 + 1024
+tidemark.reset_peak_memory_stats(0)
+assert tidemark.memory_stats(0)["allocated_bytes.all.peak"] == 5120 + 1024
+reset()  # torch.cuda.empty_cache()
+assert tidemark.memory_stats(0)["reserved_bytes.large_pool.current"] == 0
+tidemark.empty_cache()
+
+# Errors: bad names are ValueError, failing calls TidemarkError.
+for bad in (lambda: tidemark.tag("weights").__enter__(),
+            lambda: tidemark.record_memory_history(context="everything"),
+            lambda: tidemark.record_memory_history(max_entries=0)):
+    try:
+        bad()
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("ValueError expected")
+try:
+    tidemark.tag_pointer(0x1234, "gradient")
+except tidemark.TidemarkError as e:
+    assert e.name == "TDM_UNKNOWN_POINTER", e.name
+else:
+    raise AssertionError("TidemarkError expected")
+try:
+    tidemark.memory_stats(7)
+except tidemark.TidemarkError as e:
+    assert e.name == "TDM_NO_SUCH_DEVICE"
+else:
+    raise AssertionError("TidemarkError expected")
+
+tidemark.dump_snapshot(out)
+tidemark.record_memory_history(enabled=None)
+assert not tidemark.is_recording()
+print("python check ok")
