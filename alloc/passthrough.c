@@ -139,10 +139,9 @@ tdm_status tdm__pt_malloc(const tdm__alloc_req *req, void **out)
     pt_account(req->device, &rec, 1);
     if (tdm__rec_on()) {
         uint32_t es = tdm__rec_events_carry_stacks() ? req->stack_id : 0;
-        tdm__rec_event(TDM_ACTION_SEGMENT_ALLOC, req->device, addr, rounded,
-                       req->size, req->stream, es);
-        tdm__rec_event(TDM_ACTION_ALLOC, req->device, addr, req->size,
-                       req->size, req->stream, es);
+        /* segment_alloc + alloc in one ring entry (event.h) */
+        tdm__rec_event(TDM__ACTION_SEGMENT_ALLOC_ALLOC, req->device, addr,
+                       rounded, req->size, req->stream, es);
     }
     *out = p;
     return TDM_OK;
@@ -156,12 +155,9 @@ tdm_status tdm__pt_free(uint64_t ptr, const tdm__ptr_rec *rec,
         uint32_t es = 0;
         if (tdm__rec_events_carry_stacks())
             es = free_stack ? free_stack : rec->stack_id;
-        tdm__rec_event(TDM_ACTION_FREE_REQUESTED, rec->device, ptr,
-                       rec->requested, rec->requested, rec->stream, es);
-        tdm__rec_event(TDM_ACTION_FREE_COMPLETED, rec->device, ptr,
-                       rec->requested, rec->requested, rec->stream, es);
-        tdm__rec_event(TDM_ACTION_SEGMENT_FREE, rec->device, ptr, rec->size,
-                       rec->requested, rec->stream, es);
+        /* free_requested + free_completed + segment_free in one entry */
+        tdm__rec_event(TDM__ACTION_FREE_SEGMENT_FREE, rec->device, ptr,
+                       rec->size, rec->requested, rec->stream, es);
     }
     pt_account(rec->device, rec, -1);
     return g->prov->free(g->prov, rec->device, (void *)(uintptr_t)ptr, rec->size);

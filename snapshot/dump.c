@@ -130,9 +130,26 @@ tdm_status tdm__rec_copy_events(tdm_event **events, size_t *count,
         return TDM_HOST_OUT_OF_MEMORY;
     uint64_t lost = 0;
     size_t n = tdm__ring_copy(ring, ev, cap, &lost);
+    *dropped += lost;
+    /* Compound ring entries become the plain events files hold. */
+    size_t plain = 0;
+    for (size_t i = 0; i < n; i++)
+        plain += tdm__action_expanded_count(ev[i].action);
+    if (plain != n) {
+        tdm_event *out = malloc(plain * sizeof *out);
+        if (!out) {
+            free(ev);
+            return TDM_HOST_OUT_OF_MEMORY;
+        }
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            k += tdm__event_expand(&ev[i], &out[k]);
+        free(ev);
+        ev = out;
+        n = plain;
+    }
     *events = ev;
     *count = n;
-    *dropped += lost;
     return TDM_OK;
 }
 

@@ -43,6 +43,26 @@ typedef enum tdm_action {
     TDM_ACTION_COUNT_
 } tdm_action;
 
+/* Ring-only compound entries: one ring slot for what a pass-through or
+ * observed allocation always records together, to halve the hot path's
+ * cost.  The dump expands them into the plain events above (same time,
+ * stream, stack, phase, step, category), so files never hold them and
+ * max_entries counts ring entries.
+ *   SEGMENT_ALLOC_ALLOC: segment_alloc(addr, size, requested)
+ *                        + alloc(addr, requested, requested)
+ *   FREE_SEGMENT_FREE:   free_requested(addr, requested, requested)
+ *                        + free_completed(addr, requested, requested)
+ *                        + segment_free(addr, size, requested) */
+#define TDM__ACTION_SEGMENT_ALLOC_ALLOC 250
+#define TDM__ACTION_FREE_SEGMENT_FREE 251
+
+/* Plain events an entry stands for (1 for plain actions). */
+static inline unsigned tdm__action_expanded_count(unsigned action)
+{
+    return action == TDM__ACTION_SEGMENT_ALLOC_ALLOC ? 2
+         : action == TDM__ACTION_FREE_SEGMENT_FREE ? 3 : 1;
+}
+
 /* "alloc", "segment_free", ...; NULL for values out of range. */
 const char *tdm__action_name(unsigned action);
 /* The action named `name`, or -1. */
@@ -65,5 +85,9 @@ typedef struct tdm_event {
 } tdm_event;
 
 _Static_assert(sizeof(tdm_event) == 56, "tdm_event must stay 7 words");
+
+/* Writes the plain events of ring entry `in` to out[0..), returning how
+ * many (tdm__action_expanded_count). */
+unsigned tdm__event_expand(const tdm_event *in, tdm_event *out);
 
 #endif

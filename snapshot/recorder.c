@@ -203,7 +203,7 @@ uint32_t tdm__rec_current_step(void)
     return atomic_load_explicit(&tdm__recorder_state.step, memory_order_relaxed);
 }
 
-void tdm__rec_event(tdm_action action, int device, uint64_t addr,
+void tdm__rec_event(unsigned action, int device, uint64_t addr,
                     uint64_t size, uint64_t requested, uint64_t stream,
                     uint32_t stack_id)
 {

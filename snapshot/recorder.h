@@ -44,8 +44,10 @@ uint32_t tdm__rec_free_stack(unsigned skip);
 /* Whether events should carry the allocation's stack (context >= alloc). */
 int tdm__rec_events_carry_stacks(void);
 
-/* Records one event now.  A no-op when recording is off. */
-void tdm__rec_event(tdm_action action, int device, uint64_t addr,
+/* Records one event now: a tdm_action, or a compound ring entry
+ * (TDM__ACTION_SEGMENT_ALLOC_ALLOC, TDM__ACTION_FREE_SEGMENT_FREE).  A no-op
+ * when recording is off. */
+void tdm__rec_event(unsigned action, int device, uint64_t addr,
                     uint64_t size, uint64_t requested, uint64_t stream,
                     uint32_t stack_id);
 

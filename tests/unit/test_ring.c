@@ -266,6 +266,46 @@ static void resizing_keeps_counting_drops(void **state)
     record_off();
 }
 
+static void compound_entries_expand_in_copies(void **state)
+{
+    (void)state;
+    record_all(10, TDM_CONTEXT_NONE, TDM_STACKS_NONE);
+    assert_int_equal(tdm_tag_push(TDM_CATEGORY_INPUT), TDM_OK);
+    tdm__rec_event(TDM__ACTION_SEGMENT_ALLOC_ALLOC, 1, 0x2000, 4096, 1000, 5, 7);
+    tdm__rec_event(TDM_ACTION_SNAPSHOT, -1, 0, 0, 0, 0, 0);
+    tdm__rec_event(TDM__ACTION_FREE_SEGMENT_FREE, 1, 0x2000, 4096, 1000, 5, 8);
+    assert_int_equal(tdm_tag_pop(), TDM_OK);
+    tdm_event *ev;
+    size_t n;
+    uint64_t dropped;
+    assert_int_equal(tdm__rec_copy_events(&ev, &n, &dropped), TDM_OK);
+    assert_int_equal(n, 6);
+    assert_int_equal(dropped, 0);
+    static const struct { uint8_t action; uint64_t size, requested; uint32_t stack; } want[] = {
+        {TDM_ACTION_SEGMENT_ALLOC, 4096, 1000, 7}, {TDM_ACTION_ALLOC, 1000, 1000, 7},
+        {TDM_ACTION_SNAPSHOT, 0, 0, 0},
+        {TDM_ACTION_FREE_REQUESTED, 1000, 1000, 8}, {TDM_ACTION_FREE_COMPLETED, 1000, 1000, 8},
+        {TDM_ACTION_SEGMENT_FREE, 4096, 1000, 8},
+    };
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(ev[i].action, want[i].action);
+        assert_int_equal(ev[i].size, want[i].size);
+        assert_int_equal(ev[i].requested, want[i].requested);
+        assert_int_equal(ev[i].stack_id, want[i].stack);
+        if (ev[i].action != TDM_ACTION_SNAPSHOT) {
+            assert_int_equal(ev[i].addr, 0x2000);
+            assert_int_equal(ev[i].device, 1);
+            assert_int_equal(ev[i].stream, 5);
+            assert_int_equal(ev[i].category, TDM_CATEGORY_INPUT);
+        }
+    }
+    /* the pieces of one entry share its time stamp */
+    assert_int_equal(ev[0].time_ns, ev[1].time_ns);
+    assert_int_equal(ev[3].time_ns, ev[5].time_ns);
+    free(ev);
+    record_off();
+}
+
 static void status_and_category_names(void **state)
 {
     (void)state;
@@ -295,6 +335,7 @@ int main(void)
         cmocka_unit_test(recorder_off_records_nothing),
         cmocka_unit_test(options_are_validated),
         cmocka_unit_test(resizing_keeps_counting_drops),
+        cmocka_unit_test(compound_entries_expand_in_copies),
         cmocka_unit_test(status_and_category_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
