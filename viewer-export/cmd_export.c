@@ -1,6 +1,6 @@
-/* viewer-export/cmd_export.c: `tidemark export --format NAME FILE.tdm
- * [-o OUT]`: reads a snapshot, builds its model, and hands both to the
- * exporter of the format's row in export_formats.c.
+/* viewer-export/cmd_export.c: `tidemark export --format NAME [-o OUT]
+ * FILE-or-DIR...`: reads snapshots, builds their models, and hands them to
+ * the exporter of the format's row in export_formats.c.
  *
  * Options common to every format are parsed here; a format's own options
  * come from its row, so adding a format never touches this file.  A
@@ -8,14 +8,28 @@
  * format it belongs to.  Option names must mean the same (same argument
  * or none) in every row that declares them.
  *
- * The output is written to a temporary file beside OUT and renamed into
+ * Several snapshots (files, or directories standing for their *.tdm files,
+ * collected by ranks.c) are the ranks of a job.  perfetto merges them into
+ * one trace (-o required); every other format writes one file per
+ * snapshot, named by -o as a directory ("out/": out/NAME.EXT) or a
+ * template (%r rank, %l local rank, %h host, %p pid, %n the snapshot's
+ * name without .tdm, %% a percent sign), or, without -o, beside each
+ * input.  Inputs are read one at a time and freed before the next, so a
+ * job of many large rings needs the memory of one.  Two inputs that would
+ * write the same file are a usage error for the second (nothing of the
+ * first is overwritten).  An input that cannot be read is reported and the
+ * others are still exported.
+ *
+ * Each output is written to a temporary file beside OUT and renamed into
  * place only when the exporter succeeded, so OUT is never half-written;
- * `-o -` writes to stdout.  Exit codes as docs/cli.md: 1 usage, 2 bad
- * input (a truncated snapshot is still exported, with exit 2), 4 tool
- * error (out of memory, cannot write OUT).  No state, no locks.
+ * `-o -` writes to stdout (one output only).  Exit codes as docs/cli.md:
+ * 1 usage, 2 bad input (a truncated snapshot is still exported, with exit
+ * 2), 4 tool error (out of memory, cannot write OUT); the worst over all
+ * inputs.  No state, no locks.
  */
 #include "cli.h"
 #include "export_formats.h"
+#include "ranks.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -41,9 +55,10 @@ static int usage(const char *fmt, ...)
 void tdm__cli_export_help(FILE *out)
 {
     fputs("usage: tidemark export --format NAME [-o OUT] [--device N] [--quiet]\n"
-          "                       [FORMAT OPTIONS] FILE.tdm\n"
+          "                       [FORMAT OPTIONS] FILE.tdm|DIR...\n"
           "\n"
-          "Writes the snapshot FILE.tdm in another tool's format.\n"
+          "Writes snapshots in another tool's format.  A directory stands for the\n"
+          "*.tdm files in it (one per rank of a job).\n"
           "\n"
           "options:\n"
           "  -f, --format NAME  the format (required); one of the list below\n"
@@ -52,6 +67,15 @@ void tdm__cli_export_help(FILE *out)
           "  --device N         only device N (the others are left out or empty)\n"
           "  -q, --quiet        no warnings, no 'wrote' line\n"
           "  -h, --help         this help\n"
+          "\n"
+          "Several snapshots (the ranks of a job):\n"
+          "  perfetto           one trace, each rank a process on one time axis;\n"
+          "                     -o OUT.json is required\n"
+          "  the other formats  one file per snapshot (pytorch: one pickle per rank,\n"
+          "                     as memory_viz shows one process); -o is a directory\n"
+          "                     (out/) or a name with codes: %r rank, %l local rank,\n"
+          "                     %h host, %p pid, %n the snapshot's name, %% a '%';\n"
+          "                     without -o each goes beside its snapshot\n"
           "\n"
           "formats (name, default extension, what it is):\n",
           out);
@@ -97,6 +121,29 @@ static int parse_int(const char *s, int *out)
     return 0;
 }
 
+static int exit_of(tdm_status s)
+{
+    return s == TDM_OK                 ? TDM_EXIT_OK
+           : s == TDM_INVALID_ARGUMENT ? TDM_EXIT_USAGE
+           : s == TDM_FORMAT_ERROR     ? TDM_EXIT_BAD_INPUT
+                                       : TDM_EXIT_TOOL_ERROR;
+}
+
+/* ---- output names ------------------------------------------------------------ */
+
+/* The length of `path`'s last component without a .tdm suffix, and where
+ * it starts. */
+static const char *stem(const char *path, size_t *len)
+{
+    const char *slash = strrchr(path, '/');
+    const char *b = slash ? slash + 1 : path;
+    size_t n = strlen(b);
+    if (n > 4 && strcmp(b + n - 4, ".tdm") == 0)
+        n -= 4;
+    *len = n;
+    return b;
+}
+
 /* OUT for `path` when -o is not given: FILE.tdm -> FILE.EXT. */
 static char *default_output(const char *path, const char *ext)
 {
@@ -111,18 +158,151 @@ static char *default_output(const char *path, const char *ext)
     return out;
 }
 
-/* Runs the exporter into `out_path` (or stdout) through a temporary file. */
-static int write_output(const char *out_path, const tdm_export_context *ctx)
+/* -o names a directory: it ends with '/' or is one. */
+static int is_dir_target(const char *o)
+{
+    size_t n = strlen(o);
+    struct stat st;
+    return (n && o[n - 1] == '/') || (stat(o, &st) == 0 && S_ISDIR(st.st_mode));
+}
+
+/* Nonzero when the template has a code (so it can name several files).
+ * Sets *bad to the first code that is not one (0 when all are). */
+static int template_codes(const char *t, char *bad)
+{
+    int codes = 0;
+    *bad = 0;
+    for (const char *p = t; *p; p++) {
+        if (*p != '%')
+            continue;
+        char c = p[1];
+        if (c && strchr("rlhpn", c)) {
+            codes = 1;
+            p++;
+        } else if (c == '%') {
+            p++;
+        } else if (!*bad) {
+            *bad = c ? c : '%';
+        }
+    }
+    return codes;
+}
+
+typedef struct sbuf {
+    char *s;
+    size_t len, cap;
+    int oom;
+} sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *g = realloc(b->s, cap);
+        if (!g) {
+            b->oom = 1;
+            return;
+        }
+        b->s = g;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = '\0';
+}
+
+/* The file one snapshot is exported to: -o as a template (checked by
+ * template_codes), or a directory, or the default.  NULL when out of
+ * memory. */
+static char *output_for(const char *o, const char *input, const tdm_snap *snap, const char *ext)
+{
+    size_t sl;
+    const char *st = stem(input, &sl);
+    sbuf b = {0};
+    if (!o)
+        return default_output(input, ext);
+    if (strcmp(o, "-") == 0)
+        return strdup(o);
+    if (is_dir_target(o)) {
+        size_t n = strlen(o);
+        sb_put(&b, o, n);
+        if (o[n - 1] != '/')
+            sb_put(&b, "/", 1);
+        sb_put(&b, st, sl);
+        sb_put(&b, ext, strlen(ext));
+    } else {
+        const tdm_snap_header *h = &snap->header;
+        for (const char *p = o; *p; p++) {
+            char num[32];
+            if (*p != '%' || !p[1]) {
+                sb_put(&b, p, 1);
+                continue;
+            }
+            switch (*++p) {
+            case 'r': /* as the dump template: 0 when no rank is known */
+            case 'l':
+                snprintf(num, sizeof num, "%d",
+                         (int)(*p == 'r' ? (h->rank < 0 ? 0 : h->rank)
+                                         : (h->local_rank < 0 ? 0 : h->local_rank)));
+                sb_put(&b, num, strlen(num));
+                break;
+            case 'p':
+                snprintf(num, sizeof num, "%lld", (long long)h->pid);
+                sb_put(&b, num, strlen(num));
+                break;
+            case 'h':
+                for (const char *c = h->host && h->host[0] ? h->host : "unknown"; *c; c++)
+                    sb_put(&b, *c == '/' ? "_" : c, 1);
+                break;
+            case 'n':
+                sb_put(&b, st, sl);
+                break;
+            default: /* "%%" */
+                sb_put(&b, p, 1);
+                break;
+            }
+        }
+    }
+    if (b.oom) {
+        free(b.s);
+        return NULL;
+    }
+    return b.s ? b.s : strdup("");
+}
+
+/* ---- writing one output --------------------------------------------------------- */
+
+typedef struct job {
+    tdm_status (*emit)(FILE *out, struct job *j);
+    const tdm_export_context *ctx; /* one snapshot's export */
+    /* several snapshots merged (perfetto) */
+    const tdm_export_context *base; /* options shared by all */
+    const tdm_rank_paths *paths;
+    int inputs_rc;  /* worst exit code of reading them */
+    size_t added;   /* snapshots in the trace */
+    int reported;   /* emit already said why it failed */
+} job;
+
+static tdm_status emit_one(FILE *out, job *j)
+{
+    return j->ctx->format->write(out, j->ctx);
+}
+
+/* Runs the job into `out_path` (or stdout) through a temporary file. */
+static int write_output(const char *out_path, job *j, int quiet, const char *what)
 {
     if (strcmp(out_path, "-") == 0) {
-        tdm_status s = ctx->format->write(stdout, ctx);
+        tdm_status s = j->emit(stdout, j);
         if (s == TDM_OK)
             return TDM_EXIT_OK;
-        fprintf(stderr, "tidemark " CMD ": writing to standard output failed: %s\n",
-                tdm_strerror(s));
-        return s == TDM_INVALID_ARGUMENT ? TDM_EXIT_USAGE
-               : s == TDM_FORMAT_ERROR   ? TDM_EXIT_BAD_INPUT
-                                         : TDM_EXIT_TOOL_ERROR;
+        if (!j->reported)
+            fprintf(stderr, "tidemark " CMD ": writing to standard output failed: %s\n",
+                    tdm_strerror(s));
+        return exit_of(s);
     }
     size_t n = strlen(out_path);
     char *tmp = malloc(n + 16);
@@ -142,7 +322,7 @@ static int write_output(const char *out_path, const tdm_export_context *ctx)
         free(tmp);
         return TDM_EXIT_TOOL_ERROR;
     }
-    tdm_status s = ctx->format->write(f, ctx);
+    tdm_status s = j->emit(f, j);
     int saved = errno;
     if (fclose(f) != 0 && s == TDM_OK) {
         s = TDM_IO_ERROR;
@@ -160,34 +340,176 @@ static int write_output(const char *out_path, const tdm_export_context *ctx)
     int rc = TDM_EXIT_OK;
     if (s != TDM_OK) {
         unlink(tmp);
-        if (s == TDM_IO_ERROR)
+        if (j->reported)
+            ;
+        else if (s == TDM_IO_ERROR)
             fprintf(stderr, "tidemark " CMD ": cannot write %s: %s\n", out_path,
                     saved ? strerror(saved) : tdm_strerror(s));
         else
             fprintf(stderr, "tidemark " CMD ": %s: %s\n", out_path, tdm_strerror(s));
-        rc = s == TDM_INVALID_ARGUMENT ? TDM_EXIT_USAGE
-             : s == TDM_FORMAT_ERROR   ? TDM_EXIT_BAD_INPUT
-                                       : TDM_EXIT_TOOL_ERROR;
-    } else if (!ctx->quiet) {
-        fprintf(stderr, "tidemark " CMD ": wrote %s (%s)\n", out_path, ctx->format->name);
+        rc = exit_of(s);
+    } else if (!quiet) {
+        fprintf(stderr, "tidemark " CMD ": wrote %s (%s)\n", out_path, what);
     }
     free(tmp);
     return rc;
 }
 
+/* Reads `path` and builds its model.  Returns a TDM_EXIT_* code; *snap and
+ * *model are set (both) unless the file could not be used. */
+static int load(const char *path, tdm_snap **snap, tdm_model **model)
+{
+    int truncated = 0;
+    uint64_t truncated_at = 0;
+    *model = NULL;
+    int rc = tdm__cli_read_snapshot(CMD, path, snap, &truncated, &truncated_at);
+    if (!*snap)
+        return rc;
+    if (tdm__model_build(*snap, model) != TDM_OK) {
+        fprintf(stderr, "tidemark " CMD ": %s: %s\n", path,
+                tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+        tdm__snap_free(*snap);
+        *snap = NULL;
+        return TDM_EXIT_TOOL_ERROR;
+    }
+    return rc;
+}
+
+/* ---- several snapshots, one trace ------------------------------------------------ */
+
+static tdm_status emit_merged(FILE *out, job *j)
+{
+    tdm_perfetto_ranks *r;
+    tdm_status s = tdm__export_perfetto_ranks_begin(out, &r);
+    if (s != TDM_OK)
+        return s;
+    for (size_t i = 0; i < j->paths->count && s == TDM_OK; i++) {
+        const char *path = j->paths->paths[i];
+        tdm_snap *snap;
+        tdm_model *model;
+        int rc = load(path, &snap, &model);
+        j->inputs_rc = tdm__cli_worse(j->inputs_rc, rc);
+        if (!snap) {
+            if (rc == TDM_EXIT_TOOL_ERROR) {
+                s = TDM_HOST_OUT_OF_MEMORY;
+                j->reported = 1;
+            }
+            continue;
+        }
+        tdm_export_context c = *j->base;
+        c.input_path = path;
+        c.snap = snap;
+        c.model = model;
+        s = tdm__export_perfetto_ranks_add(r, &c);
+        j->reported = s != TDM_OK; /* add says why */
+        j->added += s == TDM_OK;
+        tdm__model_free(model);
+        tdm__snap_free(snap);
+    }
+    tdm_status e = tdm__export_perfetto_ranks_end(r);
+    if (s == TDM_OK && e == TDM_OK && j->added == 0) {
+        fprintf(stderr, "tidemark " CMD ": no snapshot could be read; nothing written\n");
+        j->reported = 1;
+        return TDM_FORMAT_ERROR;
+    }
+    return s != TDM_OK ? s : e;
+}
+
+/* ---- one file per snapshot ---------------------------------------------------------- */
+
+typedef struct written {
+    char **out;   /* outputs written so far, malloc'd */
+    char **from;  /* the input each came from (borrowed) */
+    size_t count, cap;
+} written;
+
+static const char *written_from(const written *w, const char *out)
+{
+    for (size_t i = 0; i < w->count; i++)
+        if (strcmp(w->out[i], out) == 0)
+            return w->from[i];
+    return NULL;
+}
+
+static int written_add(written *w, char *out, char *from)
+{
+    if (w->count == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 16;
+        char **a = realloc(w->out, cap * sizeof *a);
+        if (!a)
+            return -1;
+        w->out = a;
+        char **b = realloc(w->from, cap * sizeof *b);
+        if (!b)
+            return -1;
+        w->from = b;
+        w->cap = cap;
+    }
+    w->out[w->count] = out;
+    w->from[w->count++] = from;
+    return 0;
+}
+
+static int export_each(const tdm_export_context *base, const tdm_rank_paths *paths,
+                       const char *out_opt)
+{
+    written done = {0};
+    int rc = TDM_EXIT_OK;
+    for (size_t i = 0; i < paths->count; i++) {
+        char *path = paths->paths[i];
+        tdm_snap *snap;
+        tdm_model *model;
+        int one = load(path, &snap, &model);
+        rc = tdm__cli_worse(rc, one);
+        if (!snap)
+            continue;
+        char *out = output_for(out_opt, path, snap, base->format->extension);
+        const char *prev = out ? written_from(&done, out) : NULL;
+        if (!out) {
+            fprintf(stderr, "tidemark " CMD ": %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+            rc = tdm__cli_worse(rc, TDM_EXIT_TOOL_ERROR);
+        } else if (prev) {
+            fprintf(stderr, "tidemark " CMD ": %s: would overwrite %s, written from %s; "
+                            "put %%n or %%p in -o to tell them apart\n", path, out, prev);
+            rc = tdm__cli_worse(rc, TDM_EXIT_USAGE);
+            free(out);
+        } else {
+            tdm_export_context c = *base;
+            c.input_path = path;
+            c.snap = snap;
+            c.model = model;
+            job j = {.emit = emit_one, .ctx = &c};
+            rc = tdm__cli_worse(rc, write_output(out, &j, base->quiet, base->format->name));
+            if (strcmp(out, "-") == 0 || written_add(&done, out, path) != 0)
+                free(out);
+        }
+        tdm__model_free(model);
+        tdm__snap_free(snap);
+    }
+    for (size_t i = 0; i < done.count; i++)
+        free(done.out[i]);
+    free(done.out);
+    free(done.from);
+    return rc;
+}
+
+/* ---- the command ------------------------------------------------------------------ */
+
 int tdm__cli_export(int argc, char **argv)
 {
-    const char *format_name = NULL, *out_path = NULL, *input = NULL;
+    const char *format_name = NULL, *out_path = NULL;
     int device = -1, quiet = 0, only_files = 0;
     given_option given[TDM_EXPORT_MAX_OPTIONS * 2];
-    size_t ngiven = 0;
+    size_t ngiven = 0, ninputs = 0;
+    char **inputs = malloc((size_t)(argc > 0 ? argc : 1) * sizeof *inputs);
+    if (!inputs)
+        return TDM_EXIT_TOOL_ERROR;
+#define USAGE(...) do { free(inputs); return usage(__VA_ARGS__); } while (0)
 
     for (int i = 1; i < argc; i++) {
         char *a = argv[i];
         if (only_files || a[0] != '-' || strcmp(a, "-") == 0) {
-            if (input)
-                return usage("one snapshot file at a time (got '%s' and '%s')", input, a);
-            input = a;
+            inputs[ninputs++] = a;
             continue;
         }
         if (strcmp(a, "--") == 0) {
@@ -195,6 +517,7 @@ int tdm__cli_export(int argc, char **argv)
             continue;
         }
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            free(inputs);
             tdm__cli_export_help(stdout);
             return TDM_EXIT_OK;
         }
@@ -212,47 +535,50 @@ int tdm__cli_export(int argc, char **argv)
         const tdm_export_option *fo = NULL;
         if (!common_value) {
             if (a[1] != '-')
-                return usage("unknown option '%s'", a);
+                USAGE("unknown option '%s'", a);
             char key[64];
             snprintf(key, sizeof key, "%.*s", (int)(name_len < 63 ? name_len : 63), name);
             fo = any_format_option(key);
             if (!fo)
-                return usage("unknown option '%s'", a);
+                USAGE("unknown option '%s'", a);
         }
         const char *value = eq ? eq + 1 : NULL;
         if (!value && (common_value || fo->arg)) {
             if (i + 1 >= argc)
-                return usage("option '%s' needs a value", a);
+                USAGE("option '%s' needs a value", a);
             value = argv[++i];
         }
         if (fo && !fo->arg && eq)
-            return usage("option '--%s' takes no value", fo->name);
+            USAGE("option '--%s' takes no value", fo->name);
         if (fo) {
             if (ngiven == sizeof given / sizeof given[0])
-                return usage("too many format options");
+                USAGE("too many format options");
             given[ngiven++] = (given_option){name, name_len, value ? value : ""};
         } else if (IS("format") || IS("f")) {
             format_name = value;
         } else if (IS("output") || IS("o")) {
             out_path = value;
         } else if (parse_int(value, &device) != 0) {
-            return usage("--device needs a device ordinal (0..32767), not '%s'", value);
+            USAGE("--device needs a device ordinal (0..32767), not '%s'", value);
         }
 #undef IS
     }
     if (!format_name)
-        return usage("no --format given (try --format pytorch)");
+        USAGE("no --format given (try --format pytorch)");
     const tdm_export_format *fmt = tdm__export_format_find(format_name);
     if (!fmt) {
         fprintf(stderr, "tidemark " CMD ": unknown format '%s'; formats:", format_name);
         for (size_t i = 0; i < tdm__export_format_count; i++)
             fprintf(stderr, " %s", tdm__export_formats[i].name);
         fputs("\nTry 'tidemark help " CMD "'.\n", stderr);
+        free(inputs);
         return TDM_EXIT_USAGE;
     }
     tdm_export_context ctx;
     memset(&ctx, 0, sizeof ctx);
     ctx.format = fmt;
+    ctx.device = device;
+    ctx.quiet = quiet;
     for (size_t g = 0; g < ngiven; g++) {
         size_t k = 0;
         while (fmt->options && fmt->options[k].name && k < TDM_EXPORT_MAX_OPTIONS &&
@@ -260,39 +586,63 @@ int tdm__cli_export(int argc, char **argv)
                  strncmp(fmt->options[k].name, given[g].name, given[g].name_len) == 0))
             k++;
         if (!fmt->options || !fmt->options[k].name || k >= TDM_EXPORT_MAX_OPTIONS)
-            return usage("option '--%.*s' does not apply to --format %s",
-                         (int)given[g].name_len, given[g].name, fmt->name);
+            USAGE("option '--%.*s' does not apply to --format %s",
+                  (int)given[g].name_len, given[g].name, fmt->name);
         ctx.option_values[k] = given[g].value;
     }
-    if (!input)
-        return usage("no snapshot file given");
+    if (!ninputs)
+        USAGE("no snapshot file given");
 
-    tdm_snap *snap = NULL;
-    int truncated = 0;
-    uint64_t truncated_at = 0;
-    int rc = tdm__cli_read_snapshot(CMD, input, &snap, &truncated, &truncated_at);
-    if (!snap)
-        return rc;
-    tdm_model *model = NULL;
-    if (tdm__model_build(snap, &model) != TDM_OK) {
-        fprintf(stderr, "tidemark " CMD ": %s: %s\n", input,
-                tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
-        tdm__snap_free(snap);
-        return TDM_EXIT_TOOL_ERROR;
+    tdm_rank_paths paths;
+    int rc = tdm__ranks_expand(CMD, inputs, ninputs, &paths);
+    free(inputs);
+#undef USAGE
+    if (rc == TDM_EXIT_TOOL_ERROR || paths.count == 0) {
+        tdm__ranks_paths_free(&paths);
+        return rc == TDM_EXIT_OK ? TDM_EXIT_BAD_INPUT : rc;
     }
-    ctx.input_path = input;
-    ctx.snap = snap;
-    ctx.model = model;
-    ctx.device = device;
-    ctx.quiet = quiet;
-    char *def = NULL;
-    if (!out_path) {
-        def = default_output(input, fmt->extension);
-        out_path = def;
+    /* perfetto merges several snapshots into one file, named as given;
+     * otherwise each snapshot gets a file, and -o may be a template. */
+    int merged = paths.count > 1 && fmt->write == tdm__export_perfetto;
+    char bad = 0;
+    int wrc;
+    if (!merged && out_path && strcmp(out_path, "-") != 0 &&
+        (template_codes(out_path, &bad), bad)) {
+        wrc = usage("-o %s: '%%%c' is not a code (%%r rank, %%l local rank, %%h host, "
+                    "%%p pid, %%n the snapshot's name, %%%% a percent sign)", out_path, bad);
+    } else if (merged) {
+        if (tdm__export_option(&ctx, "merge"))
+            wrc = usage("--merge adds one process's tracks to its profiler trace: "
+                        "give one snapshot, not %zu", paths.count);
+        else if (!out_path)
+            wrc = usage("%zu snapshots make one trace: name it with -o OUT.json "
+                        "(or -o - for standard output)", paths.count);
+        else if (strcmp(out_path, "-") != 0 && is_dir_target(out_path))
+            wrc = usage("-o %s is a directory; %zu snapshots make one trace: name its file",
+                        out_path, paths.count);
+        else {
+            job j = {.emit = emit_merged, .base = &ctx, .paths = &paths};
+            char what[64];
+            snprintf(what, sizeof what, "%s, %zu snapshots", fmt->name, paths.count);
+            wrc = write_output(out_path, &j, 1, what);
+            if (wrc == TDM_EXIT_OK && !quiet)
+                fprintf(stderr, "tidemark " CMD ": wrote %s (%s: %zu of %zu snapshots, "
+                                "one process each)\n", out_path, fmt->name, j.added,
+                        paths.count);
+            wrc = tdm__cli_worse(wrc, j.inputs_rc);
+        }
+    } else if (paths.count > 1 && out_path && strcmp(out_path, "-") == 0) {
+        wrc = usage("-o - writes one file; %zu snapshots make %zu %s files (give -o a "
+                    "directory or a name with %%r)", paths.count, paths.count, fmt->name);
+    } else if (paths.count > 1 && out_path && !is_dir_target(out_path) &&
+               !template_codes(out_path, &bad)) {
+        wrc = usage("%zu snapshots make one %s file each: give -o a directory (out/) or a "
+                    "name with codes (%%r rank, %%l local rank, %%h host, %%p pid, %%n the "
+                    "snapshot's name), e.g. -o 'rank%%r%s'", paths.count, fmt->name,
+                    fmt->extension);
+    } else {
+        wrc = export_each(&ctx, &paths, out_path);
     }
-    int wrc = out_path ? write_output(out_path, &ctx) : TDM_EXIT_TOOL_ERROR;
-    free(def);
-    tdm__model_free(model);
-    tdm__snap_free(snap);
+    tdm__ranks_paths_free(&paths);
     return tdm__cli_worse(rc, wrc);
 }

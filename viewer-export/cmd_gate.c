@@ -1,7 +1,9 @@
 /* viewer-export/cmd_gate.c: `tidemark gate [GATES] FILE...`, memory limits
  * for CI on snapshots already recorded: every gate (gate.h) on every device
  * of every file, a line per result and a short account of each failure on
- * stdout, optionally JUnit XML and GitHub Actions annotations.
+ * stdout, optionally JUnit XML and GitHub Actions annotations.  A directory
+ * stands for its .tdm files, and the files of a multi-rank job are checked
+ * in rank order (ranks.h), each line naming the rank and host.
  *
  * Exit codes: 0 every gate passed; 3 one failed; 2 a file (or the
  * baseline) is missing, corrupt or truncated, or a figure could not be
@@ -11,6 +13,7 @@
  */
 #include "cli.h"
 #include "gate.h"
+#include "ranks.h"
 
 #include <getopt.h>
 #include <stdlib.h>
@@ -18,12 +21,15 @@
 
 void tdm__cli_gate_help(FILE *out)
 {
-    fputs("usage: tidemark gate GATE... [OPTIONS] FILE [FILE...]\n"
+    fputs("usage: tidemark gate GATE... [OPTIONS] FILE|DIR [FILE|DIR...]\n"
           "\n"
           "Checks memory limits on recorded snapshots, for CI.  Each file is a .tdm\n"
-          "snapshot (or a file `tidemark import` reads).  Prints one line per gate\n"
-          "per device per file, then for each failure the limit, the figure, when it\n"
-          "happened (time, step, phase) and the allocation sites holding the memory.\n"
+          "snapshot (or a file `tidemark import` reads); a directory stands for the\n"
+          "*.tdm files in it.  Prints one line per gate per device per file, then for\n"
+          "each failure the limit, the figure, when it happened (time, step, phase)\n"
+          "and the allocation sites holding the memory.  Snapshots of a multi-rank\n"
+          "job (dump=out/%h-r%r.tdm) are checked in rank order and every line names\n"
+          "the rank and host.\n"
           "\n",
           out);
     tdm__gate_options_help(out);
@@ -79,22 +85,30 @@ int tdm__cli_gate(int argc, char **argv)
         goto usage;
     }
 
-    size_t n = (size_t)(argc - optind);
-    tdm_gate_input *inputs = calloc(n, sizeof *inputs);
+    /* A directory stands for its .tdm files (one per rank of a job). */
+    tdm_rank_paths paths;
+    int rc = tdm__ranks_expand("gate", argv + optind, (size_t)(argc - optind), &paths);
+    if (rc == TDM_EXIT_TOOL_ERROR)
+        return rc;
+    size_t n = paths.count;
+    tdm_gate_input *inputs = calloc(n ? n : 1, sizeof *inputs);
     tdm_gate_input baseline;
     memset(&baseline, 0, sizeof baseline);
     if (!inputs) {
         fprintf(stderr, "tidemark gate: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+        tdm__ranks_paths_free(&paths);
         return TDM_EXIT_TOOL_ERROR;
     }
-    int rc = TDM_EXIT_OK;
     if (o.baseline)
         rc = tdm__cli_worse(rc, tdm__gate_input_load("gate", o.baseline, &baseline));
     for (size_t i = 0; i < n; i++)
-        rc = tdm__cli_worse(rc, tdm__gate_input_load("gate", argv[optind + (int)i], &inputs[i]));
+        rc = tdm__cli_worse(rc, tdm__gate_input_load("gate", paths.paths[i], &inputs[i]));
+    /* Results in rank order; files without ranks keep the given order. */
+    tdm_status st = tdm__ranks_sort_inputs(inputs, n);
 
     tdm_gate_report rep;
-    tdm_status st = tdm__gate_evaluate(&o, inputs, n, o.baseline ? &baseline : NULL, &rep);
+    if (st == TDM_OK)
+        st = tdm__gate_evaluate(&o, inputs, n, o.baseline ? &baseline : NULL, &rep);
     if (st == TDM_OK) {
         st = tdm__gate_print(stdout, &o, inputs, &rep);
         if (st == TDM_OK && o.github)
@@ -115,6 +129,7 @@ int tdm__cli_gate(int argc, char **argv)
         tdm__gate_input_free(&inputs[i]);
     tdm__gate_input_free(&baseline);
     free(inputs);
+    tdm__ranks_paths_free(&paths);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "tidemark gate: cannot write the output\n");
         rc = TDM_EXIT_TOOL_ERROR;

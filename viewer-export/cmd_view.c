@@ -1,8 +1,15 @@
-/* viewer-export/cmd_view.c: `tidemark view A.tdm [B.tdm] -o view.html`,
- * the offline memory viewer: one HTML file holding the page's code
- * (viewer-export/html/, embedded at build time) and each snapshot's
- * compact data (view_data.c), so it opens from disk on a machine with no
- * network and fetches nothing.
+/* viewer-export/cmd_view.c: `tidemark view A.tdm [B.tdm] -o view.html`
+ * and `tidemark view [--ranks] FILE-or-DIR...`, the offline memory viewer:
+ * one HTML file holding the page's code (viewer-export/html/, embedded at
+ * build time) and each snapshot's compact data (view_data.c), so it opens
+ * from disk on a machine with no network and fetches nothing.
+ *
+ * Layouts: one snapshot; two side by side (compare two runs); or the
+ * ranks of a job (more than two snapshots, a directory operand, or
+ * --ranks), stacked on one time axis in rank order (ranks.h), one of them
+ * in detail below.  In the ranks layout a file that cannot be read is
+ * left out (exit 2) and the page shows the others; the two other layouts
+ * need every file.
  *
  * The page is written to a temporary file beside the output and renamed
  * over it, so a reader never sees half a page.  A truncated snapshot is
@@ -12,6 +19,8 @@
 #include "categories.h"
 #include "cli.h"
 #include "format_size.h"
+#include "gate.h"
+#include "ranks.h"
 #include "view_data.h"
 
 #include <errno.h>
@@ -41,12 +50,13 @@ static int contains(const unsigned char *hay, size_t n, const char *needle)
 }
 
 static tdm_status write_data(FILE *out, const tdm_view_input *in, size_t n, int device,
-                             uint64_t *bytes)
+                             tdm_view_layout layout, uint64_t *bytes)
 {
-    char head[160];
+    char head[192];
     int len = snprintf(head, sizeof head,
-                       "{\"generator\":\"tidemark %s\",\"device\":%d,\"snapshots\":[",
-                       TDM_VERSION_STRING, device);
+                       "{\"generator\":\"tidemark %s\",\"device\":%d,\"layout\":\"%s\","
+                       "\"snapshots\":[",
+                       TDM_VERSION_STRING, device, layout == TDM_VIEW_RANKS ? "ranks" : "panels");
     if (put(out, head, (size_t)len))
         return TDM_IO_ERROR;
     *bytes = (uint64_t)len;
@@ -65,6 +75,14 @@ static tdm_status write_data(FILE *out, const tdm_view_input *in, size_t n, int 
 
 tdm_status tdm__view_page_write(FILE *out, const tdm_view_input *in, size_t n,
                                 int device, uint64_t *data_bytes)
+{
+    return tdm__view_page_write_as(out, in, n, device, n > 2 ? TDM_VIEW_RANKS : TDM_VIEW_PANELS,
+                                   data_bytes);
+}
+
+tdm_status tdm__view_page_write_as(FILE *out, const tdm_view_input *in, size_t n,
+                                   int device, tdm_view_layout layout,
+                                   uint64_t *data_bytes)
 {
     const unsigned char *t = tdm__view_asset_html;
     size_t tlen = tdm__view_asset_html_len;
@@ -100,7 +118,7 @@ tdm_status tdm__view_page_write(FILE *out, const tdm_view_input *in, size_t n,
         else if (nlen == 2 && memcmp(name, "JS", 2) == 0)
             s = put(out, tdm__view_asset_js, tdm__view_asset_js_len) ? TDM_IO_ERROR : TDM_OK;
         else if (nlen == 4 && memcmp(name, "DATA", 4) == 0)
-            s = write_data(out, in, n, device, data_bytes);
+            s = write_data(out, in, n, device, layout, data_bytes);
         else if (nlen == 7 && memcmp(name, "VERSION", 7) == 0)
             s = put(out, TDM_VERSION_STRING, strlen(TDM_VERSION_STRING)) ? TDM_IO_ERROR
                                                                         : TDM_OK;
@@ -118,6 +136,7 @@ tdm_status tdm__view_page_write(FILE *out, const tdm_view_input *in, size_t n,
 void tdm__cli_view_help(FILE *out)
 {
     fputs("usage: tidemark view [OPTIONS] A.tdm [B.tdm] [-o OUT.html]\n"
+          "       tidemark view [OPTIONS] [--ranks] FILE.tdm|DIR... [-o OUT.html]\n"
           "\n"
           "Writes one self-contained HTML page to open in a browser, offline:\n"
           "live memory by category over time (stacked) with allocated and\n"
@@ -125,26 +144,46 @@ void tdm__cli_view_help(FILE *out)
           "and pan; the allocations live at a clicked time, largest first, with\n"
           "their stacks and a flame graph; the segment and block map at that\n"
           "time; a summary header and the top allocation sites.  With two\n"
-          "snapshots, they are shown side by side.  See docs/viewer.md.\n"
+          "snapshots, they are shown side by side.  With more than two, a\n"
+          "directory (its *.tdm files, one per rank of a job) or --ranks, every\n"
+          "rank gets a lane, in rank order, all on one time axis (their clocks'\n"
+          "absolute times), and the rank clicked is shown in detail below.\n"
+          "See docs/viewer.md.\n"
           "\n"
           "options:\n"
-          "  -o, --output FILE  the page to write (default: A's name with .html)\n"
+          "  -o, --output FILE  the page to write (default: A's name, or DIR's,\n"
+          "                     with .html)\n"
+          "  --ranks            lay the snapshots out as ranks even when there are\n"
+          "                     one or two\n"
           "  --device N         the device ordinal shown first (default: the\n"
           "                     first with allocations)\n"
           "  -h, --help         this text\n"
           "\n"
           "Exit codes: 0 ok, 1 usage error, 2 missing, unreadable, corrupt or\n"
-          "truncated input (a truncated file is shown up to its cut), 4 internal\n"
-          "error or the page could not be written.\n",
+          "truncated input (a truncated file is shown up to its cut; with ranks,\n"
+          "a file that cannot be read is left out), 4 internal error or the page\n"
+          "could not be written.\n",
           out);
 }
 
-/* "run.tdm" -> "run.html" (in the same folder). */
-static char *default_output(const char *in)
+/* "run.tdm" -> "run.html" (in the same folder); a directory "out/" ->
+ * "out.html" beside it.  NULL for a directory with no usable name (".",
+ * "/") or when out of memory. */
+static char *default_output(const char *in, int is_dir)
 {
     size_t n = strlen(in);
-    if (n > 4 && strcmp(in + n - 4, ".tdm") == 0)
+    if (is_dir) {
+        while (n > 1 && in[n - 1] == '/')
+            n--;
+        const char *last = in + n;
+        while (last > in && last[-1] != '/')
+            last--;
+        size_t ln = n - (size_t)(last - in);
+        if (ln == 0 || (ln == 1 && last[0] == '.') || (ln == 2 && memcmp(last, "..", 2) == 0))
+            return NULL;
+    } else if (n > 4 && strcmp(in + n - 4, ".tdm") == 0) {
         n -= 4;
+    }
     char *out = malloc(n + 6);
     if (out) {
         memcpy(out, in, n);
@@ -163,7 +202,7 @@ static int fchmod_like_umask(const char *path)
 
 /* Writes the page to a temporary file beside `path`, then renames it. */
 static int write_page(const char *path, const tdm_view_input *in, size_t n, int device,
-                      uint64_t *data_bytes, uint64_t *page_bytes)
+                      tdm_view_layout layout, uint64_t *data_bytes, uint64_t *page_bytes)
 {
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 16);
@@ -187,7 +226,7 @@ static int write_page(const char *path, const tdm_view_input *in, size_t n, int 
         return TDM_EXIT_TOOL_ERROR;
     }
     setvbuf(f, NULL, _IOFBF, 1 << 20);
-    tdm_status s = tdm__view_page_write(f, in, n, device, data_bytes);
+    tdm_status s = tdm__view_page_write_as(f, in, n, device, layout, data_bytes);
     long size = ftell(f);
     int bad = s != TDM_OK || fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0;
     int saved = errno;
@@ -209,16 +248,24 @@ static int write_page(const char *path, const tdm_view_input *in, size_t n, int 
     return TDM_EXIT_TOOL_ERROR;
 }
 
+static int is_directory(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 int tdm__cli_view(int argc, char **argv)
 {
+    enum { OPT_RANKS = 256 };
     static const struct option longopts[] = {
         {"output", required_argument, NULL, 'o'},
         {"device", required_argument, NULL, 'd'},
+        {"ranks", no_argument, NULL, OPT_RANKS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *output = NULL;
-    int device = -1, c;
+    int device = -1, c, ranks = 0;
     char *end;
 
     opterr = 0;
@@ -238,6 +285,9 @@ int tdm__cli_view(int argc, char **argv)
             device = (int)v;
             break;
         }
+        case OPT_RANKS:
+            ranks = 1;
+            break;
         case 'h':
             tdm__cli_view_help(stdout);
             return TDM_EXIT_OK;
@@ -252,67 +302,104 @@ int tdm__cli_view(int argc, char **argv)
             goto usage;
         }
     }
-    int nfiles = argc - optind;
-    if (nfiles < 1) {
+    int noperands = argc - optind;
+    if (noperands < 1) {
         fprintf(stderr, "tidemark view: no snapshot file given\n");
         goto usage;
     }
-    if (nfiles > 2) {
-        fprintf(stderr, "tidemark view: at most two snapshots side by side, got %d\n", nfiles);
-        goto usage;
+    int any_dir = 0;
+    for (int i = optind; i < argc; i++)
+        any_dir |= is_directory(argv[i]);
+    char *def = NULL;
+    if (!output && !(output = def = default_output(argv[optind], is_directory(argv[optind])))) {
+        if (is_directory(argv[optind])) {
+            fprintf(stderr, "tidemark view: name the page with -o (%s has no name to give it)\n",
+                    argv[optind]);
+            goto usage;
+        }
+        fprintf(stderr, "tidemark view: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+        return TDM_EXIT_TOOL_ERROR;
     }
 
-    tdm_view_input in[2];
-    tdm_snap *snaps[2] = {NULL, NULL};
-    tdm_model *models[2] = {NULL, NULL};
-    uint8_t *cats[2] = {NULL, NULL};
-    char *def = NULL;
-    int rc = TDM_EXIT_OK;
-    memset(in, 0, sizeof in);
-    for (int i = 0; i < nfiles; i++) {
-        const char *path = argv[optind + i];
-        int one = tdm__cli_read_snapshot("view", path, &snaps[i], &in[i].truncated,
-                                         &in[i].truncated_at);
-        rc = tdm__cli_worse(rc, one);
-        if (!snaps[i])
-            goto out;
-        if (tdm__model_build(snaps[i], &models[i]) != TDM_OK ||
-            tdm__categories_infer(models[i], &cats[i]) != TDM_OK) {
-            fprintf(stderr, "tidemark view: %s: %s\n", path,
-                    tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
-            rc = tdm__cli_worse(rc, TDM_EXIT_TOOL_ERROR);
-            goto out;
-        }
-        in[i].path = path;
-        in[i].snap = snaps[i];
-        in[i].model = models[i];
-        in[i].cats = cats[i];
+    tdm_rank_paths paths;
+    int rc = tdm__ranks_expand("view", argv + optind, (size_t)noperands, &paths);
+    size_t n = paths.count;
+    if (rc == TDM_EXIT_TOOL_ERROR || n == 0) {
+        tdm__ranks_paths_free(&paths);
+        free(def);
+        return rc == TDM_EXIT_OK ? TDM_EXIT_BAD_INPUT : rc;
     }
-    if (!output && !(output = def = default_output(argv[optind]))) {
+    tdm_view_layout layout = ranks || any_dir || n > 2 ? TDM_VIEW_RANKS : TDM_VIEW_PANELS;
+    tdm_gate_input *gin = calloc(n, sizeof *gin);
+    tdm_view_input *in = calloc(n, sizeof *in);
+    uint8_t **cats = calloc(n, sizeof *cats);
+    size_t used = 0;
+    if (!gin || !in || !cats) {
         fprintf(stderr, "tidemark view: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
         rc = TDM_EXIT_TOOL_ERROR;
         goto out;
     }
+    for (size_t i = 0; i < n; i++) {
+        tdm_gate_input *g = &gin[used];
+        g->path = paths.paths[i];
+        int one = tdm__cli_read_snapshot("view", g->path, &g->snap, &g->truncated,
+                                         &g->truncated_at);
+        rc = tdm__cli_worse(rc, one);
+        if (g->snap && tdm__model_build(g->snap, &g->model) != TDM_OK) {
+            fprintf(stderr, "tidemark view: %s: %s\n", g->path,
+                    tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+            rc = tdm__cli_worse(rc, TDM_EXIT_TOOL_ERROR);
+            goto out;
+        }
+        if (g->snap)
+            used++;
+        else if (layout != TDM_VIEW_RANKS || one == TDM_EXIT_TOOL_ERROR)
+            goto out; /* a comparison needs both files */
+    }
+    if (!used)
+        goto out;
+    if (layout == TDM_VIEW_RANKS && tdm__ranks_sort_inputs(gin, used) != TDM_OK) {
+        fprintf(stderr, "tidemark view: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+        rc = tdm__cli_worse(rc, TDM_EXIT_TOOL_ERROR);
+        goto out;
+    }
+    for (size_t i = 0; i < used; i++) {
+        if (tdm__categories_infer(gin[i].model, &cats[i]) != TDM_OK) {
+            fprintf(stderr, "tidemark view: %s: %s\n", gin[i].path,
+                    tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+            rc = tdm__cli_worse(rc, TDM_EXIT_TOOL_ERROR);
+            goto out;
+        }
+        in[i] = (tdm_view_input){.path = gin[i].path, .snap = gin[i].snap,
+                                 .model = gin[i].model, .cats = cats[i],
+                                 .truncated = gin[i].truncated,
+                                 .truncated_at = gin[i].truncated_at};
+    }
     uint64_t data_bytes = 0, page_bytes = 0, events = 0;
-    int w = write_page(output, in, (size_t)nfiles, device, &data_bytes, &page_bytes);
+    int w = write_page(output, in, used, device, layout, &data_bytes, &page_bytes);
     rc = tdm__cli_worse(rc, w);
     if (w == TDM_EXIT_OK) {
         char a[TDM_FMT_LEN], b[TDM_FMT_LEN];
-        for (int i = 0; i < nfiles; i++)
-            events += snaps[i]->event_count;
+        for (size_t i = 0; i < used; i++)
+            events += gin[i].snap->event_count;
         printf("tidemark view: wrote %s (%s; data %s", output,
                tdm__fmt_bytes(a, sizeof a, page_bytes), tdm__fmt_bytes(b, sizeof b, data_bytes));
         if (events)
             printf(", %.1f bytes per event", (double)data_bytes / (double)events);
+        if (layout == TDM_VIEW_RANKS)
+            printf("; %zu rank%s on one time axis", used, used == 1 ? "" : "s");
         printf(")\n");
     }
 out:
-    for (int i = 0; i < 2; i++) {
-        free(cats[i]);
-        tdm__model_free(models[i]);
-        if (snaps[i])
-            tdm__snap_free(snaps[i]);
+    for (size_t i = 0; gin && i < n; i++) {
+        if (cats)
+            free(cats[i]);
+        tdm__gate_input_free(&gin[i]);
     }
+    free(cats);
+    free(in);
+    free(gin);
+    tdm__ranks_paths_free(&paths);
     free(def);
     if (fflush(stdout) != 0 || ferror(stdout))
         rc = tdm__cli_worse(rc, TDM_EXIT_TOOL_ERROR);

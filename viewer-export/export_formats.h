@@ -80,6 +80,16 @@ tdm_status tdm__export_pytorch(FILE *out, const tdm_export_context *ctx);
  * and step slices, Kineto [memory] events; option --merge FILE
  * (export_perfetto.c; docs/export.md "perfetto"). */
 tdm_status tdm__export_perfetto(FILE *out, const tdm_export_context *ctx);
+/* perfetto with several snapshots (the ranks of a job) in one trace, one
+ * process per snapshot on one time axis (µs since the epoch): begin, add
+ * each snapshot (its ctx may be freed once add returns), end.  end writes
+ * the trailer, frees the writer and returns the first failure of the
+ * whole sequence (the output is then unusable).  --merge is refused. */
+typedef struct tdm_perfetto_ranks tdm_perfetto_ranks;
+tdm_status tdm__export_perfetto_ranks_begin(FILE *out, tdm_perfetto_ranks **writer);
+tdm_status tdm__export_perfetto_ranks_add(tdm_perfetto_ranks *writer,
+                                          const tdm_export_context *ctx);
+tdm_status tdm__export_perfetto_ranks_end(tdm_perfetto_ranks *writer);
 /* flamegraph: collapsed stacks of the bytes live at the peak or --at TIME
  * (export_flamegraph.c). */
 tdm_status tdm__export_flamegraph(FILE *out, const tdm_export_context *ctx);

@@ -18,7 +18,20 @@
  *
  * Merging copies the profiler file byte for byte except for our events,
  * inserted at the end of its traceEvents array: nothing of the profiler's
- * own is rewritten.  No state, no locks.
+ * own is rewritten.
+ *
+ * Several snapshots (a multi-rank job; tdm__export_perfetto_ranks_*) go
+ * into one trace, one process each: pid = rank + 1 (Perfetto treats pid 0
+ * as the kernel's swapper, so rank 0 cannot be pid 0), named "rank R
+ * (host)" and sorted by rank; a file without a rank, or a second file of
+ * a rank already added, gets a pid from TDM_PF_SPARE_PID up.  Each process
+ * has its own device counters and its own three track threads: thread ids
+ * are unique across the trace (Perfetto keys threads by tid alone and
+ * would start a new thread each time one tid changed process).  ts is
+ * absolute µs since the epoch (baseTimeNanoseconds 0), so ranks line up by
+ * the CLOCK_REALTIME times their snapshots carry.  Snapshots are added one
+ * at a time, each freed by the caller before the next is read, so a job
+ * of many large rings needs the memory of one.  No state, no locks.
  */
 #include "categories.h"
 #include "export_formats.h"
@@ -29,10 +42,16 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* Thread ids of our own tracks: far above real tids, below INT32_MAX. */
+/* Thread ids of our own tracks: far above real tids, below INT32_MAX.
+ * Process k of a merged trace uses these + 3 k. */
 #define TID_PHASES 2000000001
 #define TID_STEPS 2000000002
 #define TID_MARKS 2000000003
+#define TID_STRIDE 3
+/* Most processes one merged trace holds (their tids stay below INT32_MAX). */
+#define MAX_PROCESSES ((INT32_MAX - TID_MARKS) / TID_STRIDE)
+/* pids of merged processes without a rank of their own: far above ranks. */
+#define TDM_PF_SPARE_PID 10000001
 
 #define NCAT TDM_CATEGORY_COUNT_
 
@@ -46,7 +65,7 @@ typedef struct prefixes {
 } prefixes;
 
 typedef struct pf {
-    tdm_jw w;
+    tdm_jw *w;
     const tdm_export_context *ctx;
     const tdm_snap *s;
     const tdm_model *m;
@@ -54,6 +73,7 @@ typedef struct pf {
     int32_t *ev_alloc;  /* per event: the model alloc it opens or closes, -1 */
     int64_t base_ns;    /* ts origin */
     int64_t pid;
+    int64_t tid_phases, tid_steps, tid_marks; /* this process's track threads */
     size_t *cursor;     /* per device: current sample */
     int64_t (*cat_bytes)[NCAT]; /* per device: live bytes per category */
     /* Per device, the fixed text of each event kind up to its "ts" value,
@@ -80,7 +100,7 @@ static int wanted(const pf *p, size_t dev)
 static void ev_head(pf *p, const char *ph, const char *name, int64_t tid,
                     int64_t t_ns)
 {
-    tdm_jw *w = &p->w;
+    tdm_jw *w = p->w;
     tdm__jw_sep(w);
     tdm__jw_open(w, '{');
     tdm__jw_kstr(w, "ph", ph);
@@ -112,7 +132,7 @@ static void make_prefixes(pf *p, size_t d)
 /* One counter value: track k of device d. */
 static void counter(pf *p, size_t d, int k, int64_t t_ns, int64_t bytes)
 {
-    tdm_jw *w = &p->w;
+    tdm_jw *w = p->w;
     tdm__jw_sep(w);
     tdm__jw_lit(w, p->pre[d].counter[k]);
     tdm__jw_us(w, t_ns - p->base_ns);
@@ -128,7 +148,7 @@ static void cat_counter(pf *p, size_t dev, uint8_t c, int64_t t_ns)
 
 static void thread_name(pf *p, int64_t tid, const char *name)
 {
-    tdm_jw *w = &p->w;
+    tdm_jw *w = p->w;
     tdm__jw_sep(w);
     tdm__jw_open(w, '{');
     tdm__jw_kstr(w, "ph", "M");
@@ -145,9 +165,9 @@ static void thread_name(pf *p, int64_t tid, const char *name)
 static void slice(pf *p, int64_t tid, const char *name, int64_t t0, int64_t t1)
 {
     ev_head(p, "X", name, tid, t0);
-    tdm__jw_key(&p->w, "dur");
-    tdm__jw_us(&p->w, t1 > t0 ? t1 - t0 : 0);
-    tdm__jw_close(&p->w, '}');
+    tdm__jw_key(p->w, "dur");
+    tdm__jw_us(p->w, t1 > t0 ? t1 - t0 : 0);
+    tdm__jw_close(p->w, '}');
 }
 
 /* The values at the window start: one counter of each kind per device. */
@@ -176,7 +196,7 @@ static void memory_event(pf *p, size_t d, const tdm_event *ev,
                          const tdm_model_sample *smp, int64_t bytes,
                          uint8_t cat)
 {
-    tdm_jw *w = &p->w;
+    tdm_jw *w = p->w;
     tdm__jw_sep(w);
     tdm__jw_lit(w, p->memory_head);
     tdm__jw_us(w, (int64_t)ev->time_ns - p->base_ns);
@@ -195,8 +215,8 @@ static void memory_event(pf *p, size_t d, const tdm_event *ev,
 
 static void mark_event(pf *p, const char *name, const tdm_event *ev, size_t d)
 {
-    tdm_jw *w = &p->w;
-    ev_head(p, "i", name, TID_MARKS, (int64_t)ev->time_ns);
+    tdm_jw *w = p->w;
+    ev_head(p, "i", name, p->tid_marks, (int64_t)ev->time_ns);
     tdm__jw_kstr(w, "s", "p");
     tdm__jw_key(w, "args");
     tdm__jw_open(w, '{');
@@ -231,7 +251,7 @@ static void walk(pf *p)
         int64_t t = (int64_t)ev->time_ns;
         if (ev->action == TDM_ACTION_PHASE) {
             if (in_phase)
-                slice(p, TID_PHASES, phase_label(p, phase, pbuf, sizeof pbuf),
+                slice(p, p->tid_phases, phase_label(p, phase, pbuf, sizeof pbuf),
                       phase_t0, t);
             phase = ev->phase;
             phase_t0 = t;
@@ -241,7 +261,7 @@ static void walk(pf *p)
         if (ev->action == TDM_ACTION_STEP) {
             if (in_step) {
                 snprintf(sbuf, sizeof sbuf, "step %u", step);
-                slice(p, TID_STEPS, sbuf, step_t0, t);
+                slice(p, p->tid_steps, sbuf, step_t0, t);
             }
             step = ev->step;
             step_t0 = t;
@@ -285,10 +305,10 @@ static void walk(pf *p)
     }
     int64_t end = (int64_t)m->window_end_ns;
     if (in_phase)
-        slice(p, TID_PHASES, phase_label(p, phase, pbuf, sizeof pbuf), phase_t0, end);
+        slice(p, p->tid_phases, phase_label(p, phase, pbuf, sizeof pbuf), phase_t0, end);
     if (in_step) {
         snprintf(sbuf, sizeof sbuf, "step %u", step);
-        slice(p, TID_STEPS, sbuf, step_t0, end);
+        slice(p, p->tid_steps, sbuf, step_t0, end);
     }
 }
 
@@ -301,9 +321,9 @@ static void metadata_events(pf *p, int standalone)
                  cmd && cmd[0] ? cmd : p->ctx->input_path);
         thread_name(p, p->pid, name);
     }
-    thread_name(p, TID_PHASES, "tidemark phases");
-    thread_name(p, TID_STEPS, "tidemark steps");
-    thread_name(p, TID_MARKS, "tidemark OOM and snapshots");
+    thread_name(p, p->tid_phases, "tidemark phases");
+    thread_name(p, p->tid_steps, "tidemark steps");
+    thread_name(p, p->tid_marks, "tidemark OOM and snapshots");
 }
 
 /* ---- merging into a profiler trace ---------------------------------------- */
@@ -448,6 +468,68 @@ bad:
     return TDM_FORMAT_ERROR;
 }
 
+/* ---- one process ------------------------------------------------------------ */
+
+/* Makes p's per-snapshot tables (p->pid and p->ctx set).  TDM_OK or
+ * TDM_HOST_OUT_OF_MEMORY; pf_release frees what was made either way. */
+static tdm_status pf_prepare(pf *p)
+{
+    const tdm_snap *s = p->s;
+    const tdm_model *m = p->m;
+    p->ev_alloc = malloc((s->event_count ? s->event_count : 1) * sizeof *p->ev_alloc);
+    p->cursor = calloc(m->device_count + 1, sizeof *p->cursor);
+    p->cat_bytes = calloc(m->device_count + 1, sizeof *p->cat_bytes);
+    p->pre = calloc(m->device_count + 1, sizeof *p->pre);
+    if (!p->ev_alloc || !p->cursor || !p->cat_bytes || !p->pre ||
+        tdm__categories_infer(m, &p->cats) != TDM_OK)
+        return TDM_HOST_OUT_OF_MEMORY;
+    for (size_t i = 0; i < s->event_count; i++)
+        p->ev_alloc[i] = -1;
+    for (size_t i = 0; i < m->alloc_count && i < INT32_MAX; i++) {
+        const tdm_model_alloc *a = &m->allocs[i];
+        if (a->alloc_seq >= 0)
+            p->ev_alloc[a->alloc_seq] = (int32_t)i;
+        if (a->free_seq != TDM_MODEL_SEQ_NEVER && !(a->flags & TDM_MODEL_REPLACED))
+            p->ev_alloc[a->free_seq] = (int32_t)i;
+    }
+    for (size_t d = 0; d < m->device_count; d++)
+        make_prefixes(p, d);
+    snprintf(p->memory_head, sizeof p->memory_head,
+             "{\"ph\":\"i\",\"name\":\"[memory]\",\"pid\":%lld,\"tid\":%lld,\"ts\":",
+             (long long)p->pid, (long long)p->pid);
+    return TDM_OK;
+}
+
+static void pf_release(pf *p)
+{
+    free(p->ev_alloc);
+    free(p->cursor);
+    free(p->cat_bytes);
+    free(p->pre);
+    free(p->cats);
+    p->ev_alloc = NULL;
+    p->cursor = NULL;
+    p->cat_bytes = NULL;
+    p->pre = NULL;
+    p->cats = NULL;
+}
+
+/* Every event of one process: its names, the counters at the window
+ * start, then the history. */
+static void pf_emit(pf *p, int standalone)
+{
+    metadata_events(p, standalone);
+    initial_counters(p);
+    walk(p);
+}
+
+static void set_tids(pf *p, size_t k)
+{
+    p->tid_phases = TID_PHASES + (int64_t)(k * TID_STRIDE);
+    p->tid_steps = TID_STEPS + (int64_t)(k * TID_STRIDE);
+    p->tid_marks = TID_MARKS + (int64_t)(k * TID_STRIDE);
+}
+
 /* ---- entry point ------------------------------------------------------------ */
 
 tdm_status tdm__export_perfetto(FILE *out, const tdm_export_context *ctx)
@@ -456,31 +538,18 @@ tdm_status tdm__export_perfetto(FILE *out, const tdm_export_context *ctx)
     const tdm_snap *s = ctx->snap;
     const char *merge = tdm__export_option(ctx, "merge");
     profiler_trace prof = {0};
-    pf p = {.ctx = ctx, .s = s, .m = m};
+    tdm_jw w;
+    pf p = {.w = &w, .ctx = ctx, .s = s, .m = m};
     tdm_status st;
 
     if (merge && (st = parse_profiler(merge, &prof)) != TDM_OK) {
         free(prof.data);
         return st;
     }
-    st = TDM_HOST_OUT_OF_MEMORY;
     p.pid = s->header.pid > 0 ? s->header.pid : 1;
-    p.ev_alloc = malloc((s->event_count ? s->event_count : 1) * sizeof *p.ev_alloc);
-    p.cursor = calloc(m->device_count + 1, sizeof *p.cursor);
-    p.cat_bytes = calloc(m->device_count + 1, sizeof *p.cat_bytes);
-    p.pre = calloc(m->device_count + 1, sizeof *p.pre);
-    if (!p.ev_alloc || !p.cursor || !p.cat_bytes || !p.pre ||
-        tdm__categories_infer(m, &p.cats) != TDM_OK)
+    set_tids(&p, 0);
+    if ((st = pf_prepare(&p)) != TDM_OK)
         goto out;
-    for (size_t i = 0; i < s->event_count; i++)
-        p.ev_alloc[i] = -1;
-    for (size_t i = 0; i < m->alloc_count && i < INT32_MAX; i++) {
-        const tdm_model_alloc *a = &m->allocs[i];
-        if (a->alloc_seq >= 0)
-            p.ev_alloc[a->alloc_seq] = (int32_t)i;
-        if (a->free_seq != TDM_MODEL_SEQ_NEVER && !(a->flags & TDM_MODEL_REPLACED))
-            p.ev_alloc[a->free_seq] = (int32_t)i;
-    }
 
     if (merge) {
         p.base_ns = prof.has_base ? prof.base_ns : 0;
@@ -496,54 +565,209 @@ tdm_status tdm__export_perfetto(FILE *out, const tdm_export_context *ctx)
         p.base_ns = (int64_t)m->window_start_ns;
     }
 
-    for (size_t d = 0; d < m->device_count; d++)
-        make_prefixes(&p, d);
-    snprintf(p.memory_head, sizeof p.memory_head,
-             "{\"ph\":\"i\",\"name\":\"[memory]\",\"pid\":%lld,\"tid\":%lld,\"ts\":",
-             (long long)p.pid, (long long)p.pid);
-    if ((st = tdm__jw_init(&p.w, out)) != TDM_OK)
+    if ((st = tdm__jw_init(&w, out)) != TDM_OK)
         goto out;
     if (merge) {
-        tdm__jw_raw(&p.w, prof.data, prof.events_close);
+        tdm__jw_raw(&w, prof.data, prof.events_close);
         /* We write inside their array: depth 1, "has an element" if theirs did. */
-        p.w.depth = 1;
-        p.w.has_item[0] = (uint8_t)prof.events_nonempty;
+        w.depth = 1;
+        w.has_item[0] = (uint8_t)prof.events_nonempty;
     } else {
-        tdm__jw_open(&p.w, '{');
-        tdm__jw_key(&p.w, "traceEvents");
-        tdm__jw_open(&p.w, '[');
+        tdm__jw_open(&w, '{');
+        tdm__jw_key(&w, "traceEvents");
+        tdm__jw_open(&w, '[');
     }
-    metadata_events(&p, !merge);
-    initial_counters(&p);
-    walk(&p);
+    pf_emit(&p, !merge);
     if (merge) {
-        tdm__jw_raw(&p.w, prof.data + prof.events_close, prof.len - prof.events_close);
+        tdm__jw_raw(&w, prof.data + prof.events_close, prof.len - prof.events_close);
     } else {
-        tdm__jw_close(&p.w, ']');
-        tdm__jw_kstr(&p.w, "displayTimeUnit", "ms");
-        tdm__jw_ki64(&p.w, "baseTimeNanoseconds", p.base_ns);
-        tdm__jw_key(&p.w, "otherData");
-        tdm__jw_open(&p.w, '{');
-        tdm__jw_kstr(&p.w, "producer", "tidemark " TDM_VERSION_STRING);
-        tdm__jw_kstr(&p.w, "snapshot", ctx->input_path);
-        tdm__jw_kstr(&p.w, "host", s->header.host);
-        tdm__jw_ki64(&p.w, "rank", s->header.rank);
-        tdm__jw_ku64(&p.w, "dropped_events", s->dropped_events);
-        tdm__jw_close(&p.w, '}');
-        tdm__jw_close(&p.w, '}');
-        tdm__jw_raw(&p.w, "\n", 1);
+        tdm__jw_close(&w, ']');
+        tdm__jw_kstr(&w, "displayTimeUnit", "ms");
+        tdm__jw_ki64(&w, "baseTimeNanoseconds", p.base_ns);
+        tdm__jw_key(&w, "otherData");
+        tdm__jw_open(&w, '{');
+        tdm__jw_kstr(&w, "producer", "tidemark " TDM_VERSION_STRING);
+        tdm__jw_kstr(&w, "snapshot", ctx->input_path);
+        tdm__jw_kstr(&w, "host", s->header.host);
+        tdm__jw_ki64(&w, "rank", s->header.rank);
+        tdm__jw_ku64(&w, "dropped_events", s->dropped_events);
+        tdm__jw_close(&w, '}');
+        tdm__jw_close(&w, '}');
+        tdm__jw_raw(&w, "\n", 1);
     }
-    st = tdm__jw_finish(&p.w);
+    st = tdm__jw_finish(&w);
     if (st != TDM_OK)
         fprintf(stderr, "tidemark export: writing the trace: %s\n", tdm_strerror(st));
 out:
     if (st == TDM_HOST_OUT_OF_MEMORY)
         fprintf(stderr, "tidemark export: %s\n", tdm_strerror(st));
-    free(p.ev_alloc);
-    free(p.cursor);
-    free(p.cat_bytes);
-    free(p.pre);
-    free(p.cats);
+    pf_release(&p);
     free(prof.data);
+    return st;
+}
+
+/* ---- several snapshots in one trace ---------------------------------------------- */
+
+/* What the trailer says of each process added (the snapshot is gone by then). */
+typedef struct pf_process {
+    char *file;           /* malloc'd input path */
+    char *host;           /* malloc'd */
+    int32_t rank;         /* -1 without one */
+    int64_t pid;          /* in the trace */
+    int64_t recorded_pid; /* in the snapshot's header */
+    uint64_t dropped_events;
+} pf_process;
+
+struct tdm_perfetto_ranks {
+    tdm_jw w;
+    pf_process *procs;
+    size_t count, cap;
+    int64_t next_spare;   /* the next pid for a process without a rank of its own */
+    tdm_status status;    /* the first failure, sticky */
+};
+
+tdm_status tdm__export_perfetto_ranks_begin(FILE *out, tdm_perfetto_ranks **writer)
+{
+    *writer = NULL;
+    tdm_perfetto_ranks *r = calloc(1, sizeof *r);
+    if (!r)
+        return TDM_HOST_OUT_OF_MEMORY;
+    tdm_status st = tdm__jw_init(&r->w, out);
+    if (st != TDM_OK) {
+        free(r);
+        return st;
+    }
+    r->next_spare = TDM_PF_SPARE_PID;
+    tdm__jw_open(&r->w, '{');
+    tdm__jw_key(&r->w, "traceEvents");
+    tdm__jw_open(&r->w, '[');
+    *writer = r;
+    return TDM_OK;
+}
+
+static int pid_taken(const tdm_perfetto_ranks *r, int64_t pid)
+{
+    for (size_t i = 0; i < r->count; i++)
+        if (r->procs[i].pid == pid)
+            return 1;
+    return 0;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+tdm_status tdm__export_perfetto_ranks_add(tdm_perfetto_ranks *r, const tdm_export_context *ctx)
+{
+    if (r->status != TDM_OK)
+        return r->status;
+    if (tdm__export_option(ctx, "merge")) {
+        fprintf(stderr, "tidemark export: --merge takes one snapshot, not several\n");
+        return r->status = TDM_INVALID_ARGUMENT;
+    }
+    if (r->count >= MAX_PROCESSES) {
+        fprintf(stderr, "tidemark export: more than %d snapshots in one trace\n",
+                (int)MAX_PROCESSES);
+        return r->status = TDM_INVALID_ARGUMENT;
+    }
+    if (r->count == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 16;
+        pf_process *g = realloc(r->procs, cap * sizeof *g);
+        if (!g)
+            return r->status = TDM_HOST_OUT_OF_MEMORY;
+        r->procs = g;
+        r->cap = cap;
+    }
+    const tdm_snap *s = ctx->snap;
+    const char *host = s->header.host && s->header.host[0] ? s->header.host : "?";
+    pf p = {.w = &r->w, .ctx = ctx, .s = s, .m = ctx->model, .base_ns = 0};
+    int32_t rank = s->header.rank;
+    p.pid = rank >= 0 ? (int64_t)rank + 1 : 0;
+    while (p.pid <= 0 || pid_taken(r, p.pid))
+        p.pid = r->next_spare++;
+    set_tids(&p, r->count);
+
+    pf_process *pr = &r->procs[r->count];
+    memset(pr, 0, sizeof *pr);
+    pr->file = strdup(ctx->input_path ? ctx->input_path : "");
+    pr->host = strdup(host);
+    tdm_status st = pr->file && pr->host ? pf_prepare(&p) : TDM_HOST_OUT_OF_MEMORY;
+    if (st != TDM_OK) {
+        free(pr->file);
+        free(pr->host);
+        pf_release(&p);
+        fprintf(stderr, "tidemark export: %s\n", tdm_strerror(st));
+        return r->status = st;
+    }
+    pr->rank = rank;
+    pr->pid = p.pid;
+    pr->recorded_pid = s->header.pid;
+    pr->dropped_events = s->dropped_events;
+    r->count++;
+
+    char name[512];
+    if (rank >= 0)
+        snprintf(name, sizeof name, "rank %d (%s)", (int)rank, host);
+    else
+        snprintf(name, sizeof name, "%s (pid %lld, %s)", base_name(pr->file),
+                 (long long)s->header.pid, host);
+    thread_name(&p, p.pid, name); /* tid == pid: the process's name */
+    tdm_jw *w = &r->w;
+    tdm__jw_sep(w);
+    tdm__jw_open(w, '{');
+    tdm__jw_kstr(w, "ph", "M");
+    tdm__jw_kstr(w, "name", "process_sort_index");
+    tdm__jw_ki64(w, "pid", p.pid);
+    tdm__jw_ki64(w, "tid", p.pid);
+    tdm__jw_key(w, "args");
+    tdm__jw_open(w, '{');
+    tdm__jw_ki64(w, "sort_index", rank >= 0 ? (int64_t)rank : p.pid);
+    tdm__jw_close(w, '}');
+    tdm__jw_close(w, '}');
+    pf_emit(&p, 0);
+    pf_release(&p);
+    return TDM_OK;
+}
+
+tdm_status tdm__export_perfetto_ranks_end(tdm_perfetto_ranks *r)
+{
+    if (!r)
+        return TDM_OK;
+    tdm_jw *w = &r->w;
+    tdm__jw_close(w, ']');
+    tdm__jw_kstr(w, "displayTimeUnit", "ms");
+    tdm__jw_ki64(w, "baseTimeNanoseconds", 0);
+    tdm__jw_key(w, "otherData");
+    tdm__jw_open(w, '{');
+    tdm__jw_kstr(w, "producer", "tidemark " TDM_VERSION_STRING);
+    tdm__jw_key(w, "snapshots");
+    tdm__jw_open(w, '[');
+    for (size_t i = 0; i < r->count; i++) {
+        const pf_process *pr = &r->procs[i];
+        tdm__jw_sep(w);
+        tdm__jw_open(w, '{');
+        tdm__jw_kstr(w, "snapshot", pr->file);
+        tdm__jw_kstr(w, "host", pr->host);
+        tdm__jw_ki64(w, "rank", pr->rank);
+        tdm__jw_ki64(w, "pid", pr->pid);
+        tdm__jw_ki64(w, "recorded_pid", pr->recorded_pid);
+        tdm__jw_ku64(w, "dropped_events", pr->dropped_events);
+        tdm__jw_close(w, '}');
+        free(pr->file);
+        free(pr->host);
+    }
+    tdm__jw_close(w, ']');
+    tdm__jw_close(w, '}');
+    tdm__jw_close(w, '}');
+    tdm__jw_raw(w, "\n", 1);
+    tdm_status st = tdm__jw_finish(w);
+    if (st != TDM_OK && r->status == TDM_OK)
+        fprintf(stderr, "tidemark export: writing the trace: %s\n", tdm_strerror(st));
+    if (r->status != TDM_OK)
+        st = r->status;
+    free(r->procs);
+    free(r);
     return st;
 }

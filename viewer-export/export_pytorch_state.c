@@ -13,7 +13,15 @@
  *
  * Per device it keeps two ordered maps (treaps keyed by address): live
  * segments and live blocks.  Cost O(events × log live), memory O(live +
- * segments).  No state, no locks.
+ * segments).  A device whose history maps and unmaps ranges (expandable
+ * segments) keeps its segments instead as the viewer's MemoryView does: a
+ * list in signed-address order, each range with its stream, changed by the
+ * viewer's own list operations.  There the list order and the streams
+ * decide which ranges join (only neighbours of one stream do, and a
+ * segment_free re-created above every other segment lands before the last
+ * one), and a segment_map whose range no single segment holds makes the
+ * viewer throw; such a device costs O(segment events × segments).
+ * No state, no locks.
  */
 #include "export_pytorch.h"
 
@@ -419,10 +427,19 @@ void tdm__pt_state_free(tdm_pt_state *state)
 #define FR_PENDING 1u /* block: free requested, not yet completed */
 #define AUX_CAT(aux) ((uint8_t)((aux) >> 8))
 
+/* A live segment range as MemoryView holds it (expandable devices). */
+typedef struct vseg {
+    uint64_t addr, size; /* bytes */
+    uint64_t stream;
+} vseg;
+
 typedef struct dev_maps {
     int32_t ordinal;
-    omap segs;
+    omap segs;   /* unused when `viewer_list` */
     omap blocks;
+    int viewer_list; /* the history has segment_map/segment_unmap */
+    vseg *vs;        /* the viewer's segment list, in its order */
+    size_t nvs, capvs;
 } dev_maps;
 
 typedef struct replay {
@@ -449,6 +466,7 @@ static dev_maps *maps_of(replay *r, int32_t ordinal)
         r->cap = cap;
     }
     dev_maps *m = &r->d[r->n];
+    memset(m, 0, sizeof *m);
     m->ordinal = ordinal;
     if (omap_init(&m->segs) != 0)
         return NULL;
@@ -465,8 +483,136 @@ static void replay_destroy(replay *r)
     for (size_t i = 0; i < r->n; i++) {
         omap_destroy(&r->d[i].segs);
         omap_destroy(&r->d[i].blocks);
+        free(r->d[i].vs);
     }
     free(r->d);
+}
+
+/* ---- the viewer's segment list (expandable devices) --------------------
+ * MemoryView's simulate_memory() keeps `l_segments`, starts it sorted by
+ * address (the pickle's signed int64 values) and, undoing events, calls
+ * map_segment / unmap_segment; these mirror them step for step. */
+
+static int vs_insert(dev_maps *m, size_t at, vseg v)
+{
+    if (m->nvs == m->capvs) {
+        size_t cap = m->capvs ? m->capvs * 2 : 16;
+        vseg *g = realloc(m->vs, cap * sizeof *g);
+        if (!g)
+            return -1;
+        m->vs = g;
+        m->capvs = cap;
+    }
+    memmove(&m->vs[at + 1], &m->vs[at], (m->nvs - at) * sizeof *m->vs);
+    m->vs[at] = v;
+    m->nvs++;
+    return 0;
+}
+
+static void vs_remove(dev_maps *m, size_t at)
+{
+    memmove(&m->vs[at], &m->vs[at + 1], (m->nvs - at - 1) * sizeof *m->vs);
+    m->nvs--;
+}
+
+/* findIndex(e => e.addr > addr), or nvs when none (JS: -1). */
+static size_t vs_first_after(const dev_maps *m, uint64_t addr)
+{
+    size_t i = 0;
+    while (i < m->nvs && (int64_t)m->vs[i].addr <= (int64_t)addr)
+        i++;
+    return i;
+}
+
+/* The first range holding [a, end), or nvs. */
+static size_t vs_holding(const dev_maps *m, uint64_t a, uint64_t end)
+{
+    for (size_t i = 0; i < m->nvs; i++)
+        if (m->vs[i].addr <= a && end <= m->vs[i].addr + m->vs[i].size)
+            return i;
+    return m->nvs;
+}
+
+static int vs_overlaps(const dev_maps *m, uint64_t a, uint64_t end)
+{
+    for (size_t i = 0; i < m->nvs; i++)
+        if (m->vs[i].addr < end && a < m->vs[i].addr + m->vs[i].size)
+            return 1;
+    return 0;
+}
+
+static int vs_cmp(const void *pa, const void *pb)
+{
+    const vseg *a = pa, *b = pb;
+    return (int64_t)a->addr < (int64_t)b->addr ? -1 : (int64_t)a->addr > (int64_t)b->addr;
+}
+
+/* Undoes a segment event on the viewer's list: 1 undone, 0 left out (it
+ * would throw or corrupt the picture), -1 on allocation failure. */
+static int undo_viewer_segment(dev_maps *m, const tdm_event *e, uint64_t a, uint64_t end)
+{
+    vseg v = {a, e->size, e->stream};
+    size_t i;
+    if (!e->size)
+        return 0;
+    switch (e->action) {
+    case TDM_ACTION_SEGMENT_ALLOC: /* unmap_segment(false): drop by address */
+        for (i = 0; i < m->nvs && m->vs[i].addr != a; i++)
+            ;
+        if (i == m->nvs || m->vs[i].size != e->size || omap_overlaps(&m->blocks, a, end))
+            return 0;
+        vs_remove(m, i);
+        return 1;
+    case TDM_ACTION_SEGMENT_FREE: /* map_segment(false): no joining */
+        if (vs_overlaps(m, a, end))
+            return 0;
+        i = vs_first_after(m, a);
+        /* splice(-1, 0, seg) puts it before the last range, not after. */
+        if (i == m->nvs && m->nvs)
+            i = m->nvs - 1;
+        return vs_insert(m, i, v) ? -1 : 1;
+    case TDM_ACTION_SEGMENT_UNMAP: /* map_segment(true): join same-stream neighbours */
+        if (vs_overlaps(m, a, end))
+            return 0;
+        i = vs_first_after(m, a);
+        if (vs_insert(m, i, v))
+            return -1;
+        if (i + 1 < m->nvs && m->vs[i].addr + m->vs[i].size == m->vs[i + 1].addr &&
+            m->vs[i].stream == m->vs[i + 1].stream) {
+            m->vs[i].size += m->vs[i + 1].size;
+            vs_remove(m, i + 1);
+        }
+        if (i > 0 && m->vs[i - 1].addr + m->vs[i - 1].size == m->vs[i].addr &&
+            m->vs[i - 1].stream == m->vs[i].stream) {
+            m->vs[i - 1].size += m->vs[i].size;
+            vs_remove(m, i);
+        }
+        return 1;
+    case TDM_ACTION_SEGMENT_MAP: { /* unmap_segment(true): carve the range out */
+        i = vs_holding(m, a, end);
+        if (i == m->nvs || omap_overlaps(&m->blocks, a, end))
+            return 0; /* no one range holds it: the viewer would throw */
+        vseg *x = &m->vs[i];
+        uint64_t x_end = x->addr + x->size;
+        if (x->addr == a) {
+            x->addr += e->size;
+            x->size -= e->size;
+            if (!x->size)
+                vs_remove(m, i);
+        } else if (x_end == end) {
+            x->size -= e->size;
+        } else {
+            /* The part above keeps the event's stream, as in the viewer. */
+            x->size = a - x->addr;
+            v.addr = end;
+            v.size = x_end - end;
+            return vs_insert(m, i + 1, v) ? -1 : 1;
+        }
+        return 1;
+    }
+    default:
+        return 0;
+    }
 }
 
 /* Undoes one memory event; 1 if it fits the state (and was undone), 0 if
@@ -477,6 +623,21 @@ static int undo(dev_maps *m, const tdm_event *e, uint8_t *cat)
     uint32_t x;
     if (end < a)
         return 0; /* wraps the address space: nothing real */
+    if (m->viewer_list) {
+        switch (e->action) {
+        case TDM_ACTION_SEGMENT_ALLOC:
+        case TDM_ACTION_SEGMENT_FREE:
+        case TDM_ACTION_SEGMENT_MAP:
+        case TDM_ACTION_SEGMENT_UNMAP:
+            return undo_viewer_segment(m, e, a, end);
+        case TDM_ACTION_FREE_COMPLETED:
+            if (omap_overlaps(&m->blocks, a, end) || vs_holding(m, a, end) == m->nvs)
+                return 0;
+            return omap_insert(&m->blocks, a, s, FR_PENDING | (uint32_t)*cat << 8) ? -1 : 1;
+        default:
+            break; /* block events: as below */
+        }
+    }
     switch (e->action) {
     case TDM_ACTION_ALLOC:
         if (!omap_find(&m->blocks, a))
@@ -508,37 +669,6 @@ static int undo(dev_maps *m, const tdm_event *e, uint8_t *cat)
         if (!e->size || omap_overlaps(&m->segs, a, end))
             return 0;
         return omap_insert(&m->segs, a, e->size, 0) ? -1 : 1;
-    case TDM_ACTION_SEGMENT_MAP: {
-        /* Expandable segments: the range leaves the segment holding it. */
-        x = omap_floor(&m->segs, a);
-        if (!e->size || !x || m->segs.n[x].key + m->segs.n[x].size < end ||
-            omap_overlaps(&m->blocks, a, end))
-            return 0;
-        uint64_t base = m->segs.n[x].key, seg_end = base + m->segs.n[x].size;
-        omap_erase(&m->segs, base);
-        if (base < a && omap_insert(&m->segs, base, a - base, 0) != 0)
-            return -1;
-        if (end < seg_end && omap_insert(&m->segs, end, seg_end - end, 0) != 0)
-            return -1;
-        return 1;
-    }
-    case TDM_ACTION_SEGMENT_UNMAP: {
-        /* The range comes back, joined to the ranges it touches. */
-        if (!e->size || omap_overlaps(&m->segs, a, end))
-            return 0;
-        uint64_t base = a, top = end;
-        x = a ? omap_floor(&m->segs, a - 1) : 0;
-        if (x && m->segs.n[x].key + m->segs.n[x].size == a) {
-            base = m->segs.n[x].key;
-            omap_erase(&m->segs, base);
-        }
-        x = omap_find(&m->segs, end);
-        if (x) {
-            top = end + m->segs.n[x].size;
-            omap_erase(&m->segs, end);
-        }
-        return omap_insert(&m->segs, base, top - base, 0) ? -1 : 1;
-    }
     default:
         return 0;
     }
@@ -564,11 +694,28 @@ tdm_status tdm__pt_replay(const tdm_snap *snap, const tdm_model *model,
             cat[a->free_seq] = alloc_cats[k];
     }
 
+    /* Devices with expandable segments replay on the viewer's list. */
+    for (size_t i = 0; i < nev; i++) {
+        const tdm_event *e = &snap->events[i];
+        if (e->action == TDM_ACTION_SEGMENT_MAP || e->action == TDM_ACTION_SEGMENT_UNMAP) {
+            dev_maps *m = maps_of(&r, e->device);
+            if (!m)
+                goto oom;
+            m->viewer_list = 1;
+        }
+    }
     for (size_t i = 0; i < state->segment_count; i++) {
         const tdm_snap_segment *g = &state->segments[i];
         dev_maps *m = maps_of(&r, g->device);
-        if (!m || omap_insert(&m->segs, g->address, g->total_size, 0) != 0)
+        if (!m)
             goto oom;
+        if (m->viewer_list) {
+            vseg v = {g->address, g->total_size, g->stream};
+            if (vs_insert(m, m->nvs, v) != 0)
+                goto oom;
+        } else if (omap_insert(&m->segs, g->address, g->total_size, 0) != 0) {
+            goto oom;
+        }
         for (uint32_t k = 0; k < g->block_count; k++) {
             const tdm_snap_block *b = &state->blocks[g->first_block + k];
             if (b->state == TDM_BLOCK_INACTIVE)
@@ -578,6 +725,9 @@ tdm_status tdm__pt_replay(const tdm_snap *snap, const tdm_model *model,
                 goto oom;
         }
     }
+    for (size_t i = 0; i < r.n; i++) /* the viewer sorts by the signed value */
+        if (r.d[i].nvs > 1)
+            qsort(r.d[i].vs, r.d[i].nvs, sizeof *r.d[i].vs, vs_cmp);
     /* Blocks live at the end take the category the model gave them. */
     for (size_t k = 0; k < model->alloc_count; k++) {
         const tdm_model_alloc *a = &model->allocs[k];

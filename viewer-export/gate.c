@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "format_size.h"
 #include "import_formats.h"
+#include "ranks.h"
 
 #include <getopt.h>
 #include <inttypes.h>
@@ -569,9 +570,11 @@ static void device_label(char *buf, size_t len, const tdm_gate_input *in,
 tdm_status tdm__gate_print_failure(FILE *out, const tdm_gate_options *o,
                                    const tdm_gate_input *in, const tdm_gate_result *r)
 {
-    char a[S_FMT], b[S_FMT], dev[96], when[192];
+    char a[S_FMT], b[S_FMT], dev[96], when[192], rank[320];
     device_label(dev, sizeof dev, in, r);
-    fprintf(out, "%s FAILED on %s, %s\n", tdm__gate_kind_name(r->kind), in->path, dev);
+    tdm__ranks_label(rank, sizeof rank, in->snap);
+    fprintf(out, "%s FAILED on %s%s%s%s, %s\n", tdm__gate_kind_name(r->kind), in->path,
+            rank[0] ? " (" : "", rank, rank[0] ? ")" : "", dev);
     if (r->kind == TDM_GATE_MAX_GROWTH) {
         fprintf(out, "  baseline   %s%s%s\n", tdm__fmt_bytes_exact(a, sizeof a, (uint64_t)r->limit),
                 r->limit ? " in " : " (nothing on this device) in ",
@@ -631,13 +634,16 @@ tdm_status tdm__gate_print_failure(FILE *out, const tdm_gate_options *o,
 tdm_status tdm__gate_print(FILE *out, const tdm_gate_options *o, const tdm_gate_input *inputs,
                            const tdm_gate_report *rep)
 {
-    char head[256], dev[96];
+    char head[256], dev[96], rank[320];
     for (size_t i = 0; i < rep->count; i++) {
         const tdm_gate_result *r = &rep->results[i];
         tdm__gate_headline(head, sizeof head, r);
         device_label(dev, sizeof dev, &inputs[r->file], r);
-        fprintf(out, "%-5s %-12s %s, %s: %s\n", status_word(r->status),
-                tdm__gate_kind_name(r->kind), inputs[r->file].path, dev, head);
+        /* A file of a multi-rank job is named by its rank and host too. */
+        tdm__ranks_label(rank, sizeof rank, inputs[r->file].snap);
+        fprintf(out, "%-5s %-12s %s, %s%s%s: %s\n", status_word(r->status),
+                tdm__gate_kind_name(r->kind), inputs[r->file].path, rank,
+                rank[0] ? ", " : "", dev, head);
     }
     size_t shown = 0;
     for (size_t i = 0; i < rep->count; i++) {

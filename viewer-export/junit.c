@@ -20,6 +20,7 @@
 #include "gate.h"
 #include "cli.h"
 #include "format_size.h"
+#include "ranks.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -172,13 +173,16 @@ static tdm_status write_testcase(FILE *out, const tdm_gate_options *o,
         if (r->file == file && r->kind == kind && r->status == st)
             first = r;
     }
-    char head[256], msg[320];
+    /* A file of a multi-rank job: its rank and host lead the message. */
+    char head[256], msg[640], rank[320], lead[330];
+    tdm__ranks_label(rank, sizeof rank, in->snap);
+    snprintf(lead, sizeof lead, "%s%s", rank, rank[0] ? ", " : "");
     if (first) {
         tdm__gate_headline(head, sizeof head, first);
         if (first->dev_index >= 0)
-            snprintf(msg, sizeof msg, "device %d: %s", first->device, head);
+            snprintf(msg, sizeof msg, "%sdevice %d: %s", lead, first->device, head);
         else
-            snprintf(msg, sizeof msg, "%s", head);
+            snprintf(msg, sizeof msg, "%s%s", lead, head);
     }
     /* The body: a line per device, then each failure's detail block. */
     char *body = NULL;
@@ -193,9 +197,9 @@ static tdm_status write_testcase(FILE *out, const tdm_gate_options *o,
             continue;
         tdm__gate_headline(head, sizeof head, r);
         if (r->dev_index >= 0 || r->device >= 0)
-            fprintf(b, "device %d: %s\n", r->device, head);
+            fprintf(b, "%sdevice %d: %s\n", lead, r->device, head);
         else
-            fprintf(b, "%s\n", head);
+            fprintf(b, "%s%s\n", lead, head);
     }
     for (size_t i = 0; i < rep->count && ret == TDM_OK; i++) {
         const tdm_gate_result *r = &rep->results[i];
@@ -327,14 +331,17 @@ void tdm__gate_print_github(FILE *out, const tdm_gate_input *inputs,
         if (r->status != TDM_GATE_FAIL && r->status != TDM_GATE_ERROR)
             continue;
         const tdm_gate_input *in = &inputs[r->file];
-        char head[256], msg[768], title[64];
+        char head[256], msg[1024], title[64];
         tdm__gate_headline(head, sizeof head, r);
         if (r->dev_index >= 0)
             snprintf(title, sizeof title, "tidemark %s (device %d)",
                      tdm__gate_kind_name(r->kind), r->device);
         else
             snprintf(title, sizeof title, "tidemark %s", tdm__gate_kind_name(r->kind));
-        int n = snprintf(msg, sizeof msg, "%s: %s", in->path, head);
+        char rank[320];
+        tdm__ranks_label(rank, sizeof rank, in->snap);
+        int n = snprintf(msg, sizeof msg, "%s%s%s%s: %s", in->path, rank[0] ? " (" : "", rank,
+                         rank[0] ? ")" : "", head);
         if (r->status == TDM_GATE_FAIL && in->model && n > 0 && (size_t)n < sizeof msg) {
             char when[192];
             tdm__gate_when(when, sizeof when, in, r);

@@ -14,8 +14,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "snap_model.h"
+#include "cli.h"
 #include "gate.h"
 
 /* Paths expanded from command-line operands. */
@@ -37,7 +39,8 @@ void tdm__ranks_paths_free(tdm_rank_paths *p);
 int64_t tdm__ranks_key(const tdm_snap_header *h);
 
 /* Puts `inputs` in rank order (see above): a stable sort on
- * tdm__ranks_key, inputs that could not be read last.  TDM_OK or
+ * tdm__ranks_key, so inputs without a rank (and those that could not be
+ * read) keep their order after the ranked ones.  TDM_OK or
  * TDM_HOST_OUT_OF_MEMORY (then the order is unchanged). */
 tdm_status tdm__ranks_sort_inputs(tdm_gate_input *inputs, size_t n);
 
@@ -48,5 +51,20 @@ const char *tdm__ranks_label(char *buf, size_t len, const tdm_snap *snap);
 /* Writes a sorted list of distinct non-negative numbers compactly, ranges
  * joined: "0-3,5,8-15".  Returns buf (truncated with "..." if too long). */
 const char *tdm__ranks_format_list(char *buf, size_t len, const int32_t *v, size_t n);
+
+/* ---- `tidemark summary` of several snapshots (summary_ranks.c) --------- */
+
+/* Summarizes the snapshots at `paths`: with two or more readable, a table
+ * of one row per rank (host, rank, device, peak, time of peak since the
+ * earliest start, step and phase at the peak, live at end, dropped
+ * events) and the spread of the peaks (max, min, mean; the rank and top
+ * site that set the maximum); with exactly one readable, that file's
+ * full summary (tdm__summary_print).  opts->device picks the device of
+ * each file (else its highest peak); `exact` prints sizes as byte
+ * counts.  Each file is read, reduced to its row and freed before the
+ * next, so memory stays that of one snapshot.  Returns a TDM_EXIT_* code
+ * (diagnostics on stderr, as "tidemark summary: ..."). */
+int tdm__summary_ranks(FILE *out, const tdm_rank_paths *paths,
+                       const tdm_summary_options *opts, int exact);
 
 #endif

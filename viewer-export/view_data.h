@@ -107,10 +107,22 @@ typedef struct tdm_view_input {
 tdm_status tdm__view_data_write(FILE *out, const tdm_view_input *in,
                                 uint64_t *bytes);
 
+/* How the page lays out its snapshots. */
+typedef enum tdm_view_layout {
+    TDM_VIEW_PANELS = 0, /* one snapshot, or two side by side to compare */
+    TDM_VIEW_RANKS = 1,  /* the ranks of a job stacked on one time axis,
+                            one of them in detail below */
+} tdm_view_layout;
+
 /* Writes the whole page: the template with the stylesheet, the script and
- * the data of `n` snapshots (1 or 2, side by side) put in.  `device` is
- * the device ordinal shown first (-1: the first with allocations).
+ * the data of `n` snapshots put in, laid out as `layout` says (PANELS
+ * takes 1 or 2; RANKS shows them in the order given).  `device` is the
+ * device ordinal shown first (-1: the first with allocations).
  * *data_bytes gets the size of the embedded data.  (cmd_view.c) */
+tdm_status tdm__view_page_write_as(FILE *out, const tdm_view_input *in, size_t n,
+                                   int device, tdm_view_layout layout,
+                                   uint64_t *data_bytes);
+/* The same with PANELS for 1 or 2 snapshots, RANKS for more. */
 tdm_status tdm__view_page_write(FILE *out, const tdm_view_input *in, size_t n,
                                 int device, uint64_t *data_bytes);
 

@@ -8,7 +8,13 @@
  * when it happened, the live list at the peak (clicked on the chart), at
  * another clicked time and at the end, a stack, the block map's reserved
  * bytes, the top sites; zoom, pan and hover; then two snapshots side by
- * side.  Screenshots go to $TDM_BROWSER_OUT (default: the working folder).
+ * side; then the ranks of a job (four train_sim ranks run side by side,
+ * `tidemark view DIR`): one lane per rank in rank order, each lane's peak
+ * against `tidemark summary` of its file, the lanes' time offsets against
+ * the ranks' own CSV exports (absolute times), the detail panel on the same
+ * time axis as the lanes, clicking a lane, zooming, panning and keys; and
+ * a 24-rank job that decodes and draws only the lanes in view.
+ * Screenshots go to $TDM_BROWSER_OUT (default: the working folder).
  *
  * Environment: TIDEMARK, TRAIN_SIM (programs), CHROMIUM (browser path).
  * Exit 0 pass, 1 fail, 77 skipped (playwright-core or chromium missing).
@@ -17,7 +23,7 @@
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const {execFileSync} = require('child_process');
+const {execFileSync, spawn} = require('child_process');
 
 let chromium;
 try {
@@ -37,12 +43,36 @@ let failures = 0, checks = 0;
 
 function check(ok, what, detail) {
   checks++;
-  if (ok) console.log('ok ' + checks + ' - ' + what);
+  if (ok) console.log('ok ' + checks + ' - ' + what + (process.env.TDM_TEST_VERBOSE && detail !== undefined ? ': ' + detail : ''));
   else { failures++; console.log('not ok ' + checks + ' - ' + what + (detail !== undefined ? ': ' + detail : '')); }
 }
 
 function run(prog, args, env) {
   return execFileSync(prog, args, {env: {...process.env, TIDEMARK_CONF: '', ...env}, encoding: 'utf8'});
+}
+
+/* Runs ranks 0..n-1 of a job side by side, as a launcher would. */
+async function recordJob(dir, n, argsOf, batch = 8) {
+  fs.mkdirSync(dir, {recursive: true});
+  for (let first = 0; first < n; first += batch) {
+    const runs = [];
+    for (let r = first; r < Math.min(n, first + batch); r++) {
+      runs.push(new Promise((resolve, reject) => {
+        const p = spawn(TRAIN_SIM, argsOf(r), {stdio: 'ignore', env: {...process.env,
+          RANK: String(r), WORLD_SIZE: String(n), TIDEMARK_CONF: 'dump=' + path.join(dir, 'r%r.tdm')}});
+        p.on('exit', code => (code === 0 ? resolve() : reject(new Error('rank ' + r + ' exited ' + code))));
+      }));
+    }
+    await Promise.all(runs);
+  }
+}
+
+/* µs of the day of the first allocation in a snapshot, from its CSV export. */
+function firstAllocUs(file) {
+  const csv = run(TIDEMARK, ['export', '-q', '--format', 'csv', '-o', '-', file]);
+  const m = csv.match(/^\d+,(\d\d):(\d\d):(\d\d)\.(\d{6}),allocate,/m);
+  if (!m) throw new Error('no allocation in the CSV of ' + file);
+  return ((Number(m[1]) * 60 + Number(m[2])) * 60 + Number(m[3])) * 1e6 + Number(m[4]);
 }
 
 /* The figures `tidemark summary` prints for device 0. */
@@ -216,6 +246,129 @@ async function main() {
     check(two.errors.length === 0 && two.requests.length === 0, 'side by side: no errors, no requests',
       two.errors.concat(two.requests).join('; '));
     await two.page.screenshot({path: path.join(outDir, 'compare.png'), fullPage: true});
+
+    // ---- the ranks of a job: lanes on one time axis, one rank in detail
+    const job = path.join(work, 'job');
+    await recordJob(job, 4, r => ['--steps', '3', '--layers', '4', '--hidden', String(1024 + 512 * r)]);
+    const files = [0, 1, 2, 3].map(r => path.join(job, 'r' + r + '.tdm'));
+    const sums = files.map(summaryOf);
+    const rhtml = path.join(work, 'ranks.html');
+    const rsaid = run(TIDEMARK, ['view', job, '-o', rhtml]);
+    check(/4 ranks on one time axis/.test(rsaid), 'tidemark view DIR lays out ranks', rsaid.trim());
+    const rk = await openPage(browser, rhtml);
+    const rp = rk.page;
+    const lanes = await rp.locator('[data-testid=lane]').evaluateAll(els =>
+      els.map(e => ({rank: Number(e.dataset.rank), peak: Number(e.dataset.peak)})));
+    check(lanes.map(l => l.rank).join() === '0,1,2,3', 'one lane per rank, in rank order', JSON.stringify(lanes));
+    check(lanes.every((l, i) => l.peak === sums[i].peakBytes), 'each lane\'s peak equals its file\'s summary',
+      lanes.map(l => l.peak).join() + ' vs ' + sums.map(x => x.peakBytes).join());
+    const top = sums.reduce((a, b, i) => (b.peakBytes > sums[a].peakBytes ? i : a), 0);
+    check(Number(await rp.locator('[data-testid=spread-max]').getAttribute('data-bytes')) === sums[top].peakBytes,
+      'the spread names the highest peak');
+    // offsets on the shared axis against each rank's own absolute times
+    const csvUs = files.map(firstAllocUs);
+    const pageNs = await rp.evaluate(() => window.tidemarkView.ranks.lanes.map(l => {
+      const s = window.tidemarkView.ranks.snapOf(l);
+      let i = 0;
+      while (i < s.na && s.aSeq[i] < 0) i++;
+      return l.off + s.timeOf(s.aSeq[i]);
+    }));
+    const skew = [1, 2, 3].map(k => (pageNs[k] - pageNs[0]) / 1000 - (csvUs[k] - csvUs[0]));
+    check(skew.every(d => Math.abs(d) <= 1.001), 'lanes sit at the ranks\' absolute times (to the µs)',
+      skew.join(' '));
+    const spanUs = Math.max(...csvUs) - Math.min(...csvUs);
+    check(spanUs > 0, 'the ranks did not start at the same µs', spanUs);
+    // the highest rank is shown first, at its peak
+    let head = await rp.locator('[data-testid=detail-head]').textContent();
+    let lv = await liveState(rp);
+    check(head.startsWith('rank ' + top + ' in detail') && lv.bytes === sums[top].peakBytes,
+      'opens with the highest rank at its peak', head + ' ' + lv.bytes);
+    // the detail chart and the lanes draw a time at the same x
+    const drift = await rp.evaluate(() => {
+      const v = window.tidemarkView, r = v.ranks, p = v.panels[0], l = r.lanes[r.sel.k];
+      const t = p.snap.timeOf(p.dev.peak_seq);
+      const lx = l.canvas.getBoundingClientRect().left + r.xOf(l.off + t);
+      const px = p.canvas.getBoundingClientRect().left + p.xOf(t);
+      return lx - px;
+    });
+    check(Math.abs(drift) <= 1, 'the detail chart shares the lanes\' time axis', drift + ' px');
+    // click rank 1 at its peak
+    const laneBox = await rp.locator('[data-testid=lane]').nth(1).boundingBox();
+    const px1 = await rp.evaluate(() => {
+      const r = window.tidemarkView.ranks, l = r.lanes[1], s = r.snapOf(l);
+      return r.xOf(l.off + s.timeOf(l.dev.peak_seq));
+    });
+    await rp.mouse.click(laneBox.x + px1, laneBox.y + laneBox.height / 2);
+    head = await rp.locator('[data-testid=detail-head]').textContent();
+    lv = await liveState(rp);
+    check(head.startsWith('rank 1 in detail') && lv.bytes === sums[1].peakBytes,
+      'clicking a lane at its peak shows that rank\'s peak below', head + ' ' + lv.bytes + ' vs ' + sums[1].peakBytes);
+    await rp.screenshot({path: path.join(outDir, 'ranks.png'), fullPage: true});
+    // zoom and pan the lanes: the detail panel follows on the same axis
+    const spanOf = () => rp.evaluate(() => {
+      const v = window.tidemarkView, r = v.ranks, p = v.panels[0];
+      return {lanes: r.t1 - r.t0, panel: p.t1 - p.t0, t0: r.t0, p0: p.t0 + r.lanes[p.index].off};
+    });
+    const z0 = await spanOf();
+    await rp.mouse.move(laneBox.x + laneBox.width / 2, laneBox.y + laneBox.height / 2);
+    await rp.mouse.wheel(0, -400);
+    await rp.waitForTimeout(50);
+    const z1 = await spanOf();
+    check(z1.lanes < z0.lanes * 0.75 && Math.abs(z1.panel - z1.lanes) < 1e-6 * z1.lanes &&
+      Math.abs(z1.p0 - z1.t0) < 1, 'wheel over a lane zooms every lane and the detail', JSON.stringify([z0, z1]));
+    await rp.mouse.move(laneBox.x + laneBox.width / 2, laneBox.y + 10);
+    await rp.mouse.down();
+    await rp.mouse.move(laneBox.x + laneBox.width / 2 - 150, laneBox.y + 10, {steps: 5});
+    await rp.mouse.up();
+    const z2 = await spanOf();
+    check(z2.t0 > z1.t0 && Math.abs(z2.p0 - z2.t0) < 1, 'dragging a lane pans, the detail follows',
+      JSON.stringify([z1, z2]));
+    // zooming the detail chart moves the lanes
+    const chart = await rp.locator('canvas.chart').boundingBox();
+    await rp.mouse.move(chart.x + chart.width / 2, chart.y + chart.height / 2);
+    await rp.mouse.wheel(0, 300);
+    const z3 = await spanOf();
+    check(z3.lanes > z2.lanes && Math.abs(z3.p0 - z3.t0) < 1, 'zooming the detail zooms the lanes',
+      JSON.stringify([z2, z3]));
+    await rp.mouse.move(laneBox.x + laneBox.width * 0.6, laneBox.y + laneBox.height / 2);
+    const rtip = await rp.locator('.lanes-box .tip').textContent();
+    check(/^rank 1 on /.test(rtip) && /allocated/.test(rtip), 'hovering a lane names the rank and its bytes', rtip);
+    await rp.locator('.lanes-scroll').focus();
+    await rp.keyboard.press('ArrowDown');
+    head = await rp.locator('[data-testid=detail-head]').textContent();
+    check(head.startsWith('rank 2 in detail'), 'ArrowDown moves to the next rank', head);
+    check(rk.errors.length === 0 && rk.requests.length === 0, 'ranks: no errors, no requests',
+      rk.errors.concat(rk.requests).join('; '));
+
+    // ---- many ranks: only the lanes in view are decoded and drawn
+    const big = path.join(work, 'big');
+    await recordJob(big, 24, r => ['--steps', '1', '--layers', '2', '--hidden', String(256 + 32 * r),
+      '--compute-us', '0']);
+    const bhtml = path.join(work, 'big.html');
+    run(TIDEMARK, ['view', big, '-o', bhtml]);
+    const bg = await openPage(browser, bhtml);
+    const st0 = await bg.page.evaluate(() => {
+      const r = window.tidemarkView.ranks;
+      return {n: r.lanes.length, decoded: r.decoded, drawn: r.lastDraw.lanes, visible: r.lanes.filter(l => l.visible).length};
+    });
+    check(st0.n === 24 && st0.decoded < 24 && st0.drawn === st0.visible && st0.drawn < 24,
+      '24 ranks: only the lanes in view are decoded and drawn', JSON.stringify(st0));
+    await bg.page.evaluate(() => { const s = document.querySelector('.lanes-scroll'); s.scrollTop = s.scrollHeight; });
+    await bg.page.waitForFunction(() => window.tidemarkView.ranks.lanes[0].visible === false &&
+      window.tidemarkView.ranks.lanes[23].snap !== null, null, {timeout: 5000}).catch(() => {});
+    const st1 = await bg.page.evaluate(() => {
+      const r = window.tidemarkView.ranks;
+      return {last: r.lanes[23].snap !== null && r.lanes[23].visible, first: r.lanes[0].visible};
+    });
+    check(st1.last && !st1.first, 'scrolling the list draws the lanes that come into view', JSON.stringify(st1));
+    const bbox = await bg.page.locator('[data-testid=lane]').nth(23).boundingBox();
+    await bg.page.mouse.move(bbox.x + bbox.width / 2, bbox.y + bbox.height / 2);
+    await bg.page.mouse.wheel(0, -300);
+    await bg.page.waitForTimeout(50);
+    const ms = await bg.page.evaluate(() => window.tidemarkView.ranks.lastDraw.ms);
+    check(ms < 500, '24 ranks: a zoom redraws the lanes in view quickly', ms.toFixed(1) + ' ms');
+    check(bg.errors.length === 0, '24 ranks: no errors', bg.errors.join('; '));
+    await bg.page.screenshot({path: path.join(outDir, 'ranks24.png')});
   } finally {
     await browser.close();
   }

@@ -54,7 +54,7 @@ has err "unknown format 'nope'"
 expect 1 "unknown option" -- "$TIDEMARK" export --format pytorch --bogus x.tdm
 has err "unknown option '--bogus'"
 expect 1 "no file" -- "$TIDEMARK" export --format pytorch
-expect 1 "two files" -- "$TIDEMARK" export --format pytorch a.tdm b.tdm
+expect 1 "two files, one output" -- "$TIDEMARK" export --format pytorch a.tdm b.tdm -o "$work/ab.pickle"
 expect 1 "bad --device" -- "$TIDEMARK" export --format pytorch --device x a.tdm
 if "$TIDEMARK" help export | grep -q -- "--merge"; then
   expect 1 "another format's option" -- "$TIDEMARK" export --format pytorch --merge x.json a.tdm
@@ -175,6 +175,26 @@ cases = {
 }
 for name, fn in cases.items():
     assert problems(mutated(fn)), "checker accepted: " + name
+# Expandable segments, replayed as the viewer's own segment list does: a 40
+# MiB map whose upper half is unmapped on another stream, or next to a
+# segment freed above every other one, cannot be undone (the viewer throws).
+M = 1 << 20; E = 0x7f2a00000000
+def expandable(events, stream=0):
+    seg = {"device": 0, "address": E, "total_size": 20 * M, "stream": stream,
+           "blocks": [{"size": 20 * M, "state": "inactive"}]}
+    ev = [dict(action=a, addr=x, size=n, stream=st) for a, x, n, st in events]
+    return {"segments": [seg], "device_traces": [[{"action": "oom", "device_free": 0,
+                                                   "size": 1, "stream": 0}] + ev]}
+fine = [("segment_map", E, 40 * M, 7), ("segment_unmap", E + 20 * M, 20 * M, 7)]
+assert problems(expandable(fine, 7)) == [], problems(expandable(fine, 7))
+other_stream = [("segment_map", E, 40 * M, 7), ("segment_unmap", E + 20 * M, 20 * M, 0)]
+assert any("viewer throws" in p for p in problems(expandable(other_stream, 7)))
+freed_above = [("segment_map", E, 40 * M, 0), ("segment_alloc", E + 100 * M, 2 * M, 0),
+               ("segment_unmap", E + 20 * M, 20 * M, 0), ("segment_free", E + 100 * M, 2 * M, 0)]
+assert any("viewer throws" in p for p in problems(expandable(freed_above)))
+freed_below = [(a, x - 200 * M if a in ("segment_alloc", "segment_free") else x, n, st)
+               for a, x, n, st in freed_above]
+assert problems(expandable(freed_below)) == [], problems(expandable(freed_below))
 # Encoding: protocol 5, and a class (GLOBAL/REDUCE) are refused.
 assert any("protocol 5" in p for p in problems(good, 5))
 s = copy.deepcopy(good); s["segments"][0]["extra"] = {1, 2}

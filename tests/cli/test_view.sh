@@ -2,8 +2,10 @@
 # `tidemark view` from the command line (the page itself is tested in a
 # browser by tests/browser/view_test.js): help, usage errors and exit
 # codes, the default output name, a truncated snapshot (page written, exit
-# 2), an unwritable output (exit 4, nothing left behind), and a snapshot
-# whose text tries to close the page's <script> element.
+# 2), an unwritable output (exit 4, nothing left behind), a snapshot
+# whose text tries to close the page's <script> element, and the layouts:
+# one, two side by side, the ranks of a job (a directory, more than two
+# files, --ranks) sorted by rank with unreadable files left out.
 set -uo pipefail
 : "${TIDEMARK:?}" "${TRAIN_SIM:?}"
 work=$(mktemp -d)
@@ -28,13 +30,11 @@ TIDEMARK_CONF="dump=$work/train.tdm" "$TRAIN_SIM" --steps 2 >/dev/null 2>&1 ||
   fail "train_sim could not record"
 
 expect 0 "help view" -- "$TIDEMARK" help view
-has out "usage: tidemark view"; has out "side by side"
+has out "usage: tidemark view"; has out "side by side"; has out "--ranks"
 expect 0 "--help lists view" -- "$TIDEMARK" --help
 has out "view"
 expect 1 "no file" -- "$TIDEMARK" view
 has err "no snapshot file given"
-expect 1 "three files" -- "$TIDEMARK" view "$work/train.tdm" "$work/train.tdm" "$work/train.tdm"
-has err "at most two"
 expect 1 "bad --device" -- "$TIDEMARK" view --device x "$work/train.tdm"
 expect 1 "unknown option" -- "$TIDEMARK" view --frobnicate "$work/train.tdm"
 expect 1 "-o without value" -- "$TIDEMARK" view "$work/train.tdm" -o
@@ -77,6 +77,47 @@ grep -qF 'x\u003c/script\u003e\u003cscript\u003ealert(1)' "$work/evil.html" || f
 # two snapshots side by side
 expect 0 "two snapshots" -- "$TIDEMARK" view "$work/train.tdm" "$evil" -o "$work/two.html"
 [ "$(grep -o '"data_format":1' "$work/two.html" | wc -l)" -eq 2 ] || fail "two.html lacks two snapshots"
+
+grep -q '"layout":"panels"' "$work/two.html" || fail "two files are not laid out side by side"
+
+# ---- the ranks of a job ------------------------------------------------------------
+# Ranks 2, 10 and 1: their files' name order (r1, r10, r2) is not rank order.
+mkdir "$work/job"
+for r in 2 10 1; do
+  RANK=$r WORLD_SIZE=11 TIDEMARK_CONF="dump=$work/job/r%r.tdm" "$TRAIN_SIM" --steps 1 \
+    --layers 2 --hidden $((256 + 64 * r)) --compute-us 0 >/dev/null 2>&1 || fail "rank $r did not record"
+done
+# the ranks of the page's snapshots, in order
+ranks_of() { grep -o '"header":{"format_version":[0-9]*,"tool":"[^"]*","host":"[^"]*","pid":[0-9]*,"rank":-\?[0-9]*' "$1" |
+  sed 's/.*"rank"://' | tr '\n' ' '; }
+expect 0 "a directory" -- "$TIDEMARK" view "$work/job"
+has out "wrote $work/job.html"; has out "3 ranks on one time axis"
+grep -q '"layout":"ranks"' "$work/job.html" || fail "job.html is not laid out as ranks"
+[ "$(ranks_of "$work/job.html")" = "1 2 10 " ] || fail "ranks not in rank order: $(ranks_of "$work/job.html")"
+expect 0 "a trailing slash" -- "$TIDEMARK" view "$work/job/" -o "$work/job2.html"
+[ "$(ranks_of "$work/job2.html")" = "1 2 10 " ] || fail "job/ differs from job"
+expect 0 "three files" -- "$TIDEMARK" view "$work/job/r10.tdm" "$work/job/r2.tdm" "$work/train.tdm" \
+  -o "$work/three.html"
+grep -q '"layout":"ranks"' "$work/three.html" || fail "three files are not laid out as ranks"
+# a file without a rank comes after the ranked ones
+[ "$(ranks_of "$work/three.html")" = "2 10 -1 " ] || fail "three files: $(ranks_of "$work/three.html")"
+expect 0 "--ranks with two" -- "$TIDEMARK" view --ranks "$work/job/r2.tdm" "$work/job/r1.tdm" -o "$work/r2.html"
+grep -q '"layout":"ranks"' "$work/r2.html" || fail "--ranks ignored"
+[ "$(ranks_of "$work/r2.html")" = "1 2 " ] || fail "--ranks order: $(ranks_of "$work/r2.html")"
+expect 0 "two, compared" -- "$TIDEMARK" view "$work/job/r2.tdm" "$work/job/r1.tdm" -o "$work/c2.html"
+[ "$(ranks_of "$work/c2.html")" = "2 1 " ] || fail "a comparison keeps the order given"
+# an unreadable rank is left out of the ranks (exit 2); a comparison needs both
+cp "$work/job/r1.tdm" "$work/bad.tdm" && printf 'junk' | dd of="$work/bad.tdm" conv=notrunc 2>/dev/null
+expect 2 "a bad rank" -- "$TIDEMARK" view "$work/job" "$work/bad.tdm" "$work/gone.tdm" -o "$work/bad.html"
+has err "gone.tdm"; has err "bad.tdm"
+[ "$(ranks_of "$work/bad.html")" = "1 2 10 " ] || fail "bad rank: $(ranks_of "$work/bad.html")"
+expect 2 "a bad comparison" -- "$TIDEMARK" view "$work/job/r1.tdm" "$work/gone.tdm" -o "$work/badc.html"
+[ ! -e "$work/badc.html" ] || fail "a comparison with a missing file wrote a page"
+mkdir "$work/empty"
+expect 2 "a directory without snapshots" -- "$TIDEMARK" view "$work/empty" -o "$work/e.html"
+has err "no .tdm snapshot"
+expect 1 "a directory without a name" -- "$TIDEMARK" view /
+has err "name the page with -o"
 
 [ "$fails" -eq 0 ] && echo "test_view: all passed"
 exit $((fails > 0))

@@ -21,7 +21,13 @@ torch/cuda/_memory_viz.py rely on:
              free_requested finds its pending block, segments come and go
              only when empty; forwards, every alloc is matched by a free or
              a block live at the end, and every free_requested is completed
-             or still pending at the end
+             or still pending at the end.  With segment_map/segment_unmap
+             (expandable segments) the segments are replayed on a list kept
+             the way the viewer's MemoryView keeps it: ordered by address,
+             an unmapped range joined back only to neighbours of its own
+             stream, a segment_free re-created above all others put before
+             the last one (its splice(-1, 0, seg)); a segment_map that no one
+             range holds makes the viewer throw
   values     every int fits signed 64-bit (§3.3); time_us is microseconds
              since the epoch; frames innermost first with str filename and
              name and int line; `category` on every entry (--strict) with an
@@ -329,15 +335,91 @@ class Ranges:
         return f if f is not None and f + self.sizes[f][0] >= end else None
 
 
+class ViewerSegments:
+    """Live segments as the viewer's MemoryView keeps them (a list of
+    [addr, size, stream] in the order its splice() calls leave it), for a
+    device whose history maps and unmaps ranges: there the order and the
+    streams decide which ranges join.  Same interface as Ranges."""
+
+    def __init__(self):
+        self.v = []
+
+    def add_final(self, a, n, stream):
+        self.v.append([a, n, stream])
+        self.v.sort(key=lambda x: x[0])
+
+    def overlaps(self, a, end):
+        return any(x[0] < end and a < x[0] + x[1] for x in self.v)
+
+    def containing(self, a, end):
+        for x in self.v:
+            if x[0] <= a and end <= x[0] + x[1]:
+                return x[0]
+        return None
+
+    def size_at(self, a):
+        return next((x[1] for x in self.v if x[0] == a), None)
+
+    def _first_after(self, a):
+        return next((i for i, x in enumerate(self.v) if x[0] > a), -1)
+
+    def remove(self, a):  # unmap_segment(false)
+        self.v.pop(next(i for i, x in enumerate(self.v) if x[0] == a))
+
+    def insert_free(self, a, n, stream):  # map_segment(false): JS splice(-1, 0, seg)
+        i = self._first_after(a)
+        self.v.insert(i if i >= 0 else max(len(self.v) - 1, 0), [a, n, stream])
+
+    def insert_unmap(self, a, n, stream):  # map_segment(true)
+        i = self._first_after(a)
+        if i < 0:
+            i = len(self.v)
+        seg = [a, n, stream]
+        self.v.insert(i, seg)
+        if i + 1 < len(self.v):
+            nxt = self.v[i + 1]
+            if seg[0] + seg[1] == nxt[0] and seg[2] == nxt[2]:
+                seg[1] += nxt[1]
+                del self.v[i + 1]
+        if i > 0:
+            prev = self.v[i - 1]
+            if prev[0] + prev[1] == seg[0] and prev[2] == seg[2]:
+                prev[1] += seg[1]
+                del self.v[i]
+
+    def carve(self, a, n, stream):  # unmap_segment(true); False where it throws
+        end = a + n
+        i = next((i for i, x in enumerate(self.v) if x[0] <= a and end <= x[0] + x[1]), -1)
+        if i < 0:
+            return False
+        x = self.v[i]
+        x_end = x[0] + x[1]
+        if x[0] == a:
+            x[0] += n
+            x[1] -= n
+            if x[1] == 0:
+                del self.v[i]
+        elif x_end == end:
+            x[1] -= n
+        else:
+            x[1] = a - x[0]
+            self.v.insert(i + 1, [end, x_end - end, stream])
+        return True
+
+
 def check_replay(snap, bad):
     traces = snap["device_traces"]
     for d, trace in enumerate(traces):
-        segs, blocks = Ranges(), Ranges()
+        expandable = any(e.get("action") in ("segment_map", "segment_unmap") for e in trace)
+        segs, blocks = (ViewerSegments() if expandable else Ranges()), Ranges()
         final_active, final_pending = set(), set()
         for s in snap["segments"]:
             if s.get("device") != d:
                 continue
-            segs.add(s["address"], s["total_size"])
+            if expandable:
+                segs.add_final(s["address"], s["total_size"], s.get("stream"))
+            else:
+                segs.add(s["address"], s["total_size"])
             a = s["address"]
             for b in s["blocks"]:
                 if b["state"] != "inactive":
@@ -371,6 +453,9 @@ def check_replay(snap, bad):
                         "and not pending at the end)" % w)
                     return
                 blocks.sizes[a][1] = False
+            elif expandable and act.startswith("segment_"):
+                if not replay_viewer_segment(segs, blocks, e, w, bad):
+                    return
             elif act == "segment_alloc":
                 if a not in segs.sizes or segs.sizes[a][0] != e["size"]:
                     bad("%s: undoing it finds no such segment" % w)
@@ -379,32 +464,11 @@ def check_replay(snap, bad):
                     bad("%s: the segment still holds live blocks before it was allocated" % w)
                     return
                 segs.remove(a)
-            elif act in ("segment_free", "segment_unmap"):
+            elif act == "segment_free":
                 if segs.overlaps(a, a + n):
                     bad("%s: re-creating the segment overlaps a live one" % w)
                     return
-                base, top = a, a + n
-                if act == "segment_unmap":
-                    f = segs.floor(a - 1)
-                    if f is not None and f + segs.sizes[f][0] == a:
-                        base = f
-                        segs.remove(f)
-                    if top in segs.sizes:
-                        nxt = segs.sizes[top][0]
-                        segs.remove(top)
-                        top += nxt
-                segs.add(base, top - base)
-            elif act == "segment_map":
-                f = segs.containing(a, a + n)
-                if f is None or blocks.overlaps(a, a + n):
-                    bad("%s: the mapped range is not an empty part of a live segment" % w)
-                    return
-                size = segs.sizes[f][0]
-                segs.remove(f)
-                if f < a:
-                    segs.add(f, a - f)
-                if a + n < f + size:
-                    segs.add(a + n, f + size - (a + n))
+                segs.add(a, n)
         # Forwards: every alloc matched, every free_requested completed.
         live = {}
         for i, e in enumerate(trace):
@@ -425,6 +489,38 @@ def check_replay(snap, bad):
             if state == "requested" and a not in final_pending:
                 bad("device %d: free_requested at %#x is never completed and not pending at "
                     "the end" % (d, a & MASK64))
+
+
+def replay_viewer_segment(segs, blocks, e, w, bad):
+    """Undoes one segment event on a ViewerSegments; False (and a report)
+    where it does not fit."""
+    act, a, n, st = e["action"], e.get("addr"), e.get("size", 0), e.get("stream")
+    if n <= 0:
+        bad("%s: a segment event of %d bytes" % (w, n))
+        return False
+    if act == "segment_alloc":
+        if segs.size_at(a) != n:
+            bad("%s: undoing it finds no such segment" % w)
+            return False
+        if blocks.overlaps(a, a + n):
+            bad("%s: the segment still holds live blocks before it was allocated" % w)
+            return False
+        segs.remove(a)
+    elif act in ("segment_free", "segment_unmap"):
+        if segs.overlaps(a, a + n):
+            bad("%s: re-creating the segment overlaps a live one" % w)
+            return False
+        (segs.insert_free if act == "segment_free" else segs.insert_unmap)(a, n, st)
+    elif act == "segment_map":
+        if blocks.overlaps(a, a + n):
+            bad("%s: the mapped range is not an empty part of a live segment" % w)
+            return False
+        if not segs.carve(a, n, st):
+            bad("%s: no one segment holds the mapped range as the viewer joins them "
+                "(only neighbours of the same stream join; a segment_free re-created above "
+                "every other segment is put before the last one): the viewer throws" % w)
+            return False
+    return True
 
 
 # ---- driver ---------------------------------------------------------------------

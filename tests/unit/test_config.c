@@ -220,76 +220,6 @@ static void alloc_mode_accepts_each_mode(void **state)
     parse_bad("alloc_mode=caching", "'caching'", "cache|passthrough");
 }
 
-static void vendor_device_kinds(void **state)
-{
-    (void)state;
-    parse_ok("device=cuda");
-    assert_string_equal(cfg.alloc.device_kind, "cuda");
-    parse_ok("device=hip");
-    assert_string_equal(cfg.alloc.device_kind, "hip");
-    parse_ok("device=ze,device=sim:2x1G");
-    assert_string_equal(cfg.alloc.device_kind, "sim");
-    assert_int_equal(cfg.alloc.device_count, 2);
-    /* The allocator takes every kind it has a provider for. */
-    parse_ok("device=cuda");
-    assert_int_equal(tdm__alloc_configure(&cfg.alloc), TDM_OK);
-    tdm__alloc_reset_for_tests();
-}
-
-static void cache_knobs_take_pytorch_values(void **state)
-{
-    (void)state;
-    parse_ok("max_split_size=256MiB");
-    assert_int_equal(cfg.alloc.max_split_size, 256u << 20);
-    parse_ok("max_split_size=0");
-    assert_int_equal(cfg.alloc.max_split_size, 0);
-
-    /* One number: every interval. */
-    parse_ok("roundup_power2_divisions=4");
-    for (int i = 0; i < TDM_ROUNDUP_INTERVALS; i++)
-        assert_int_equal(cfg.alloc.roundup_power2_divisions[i], 4);
-    parse_ok("roundup_power2_divisions=4,roundup_power2_divisions=0");
-    for (int i = 0; i < TDM_ROUNDUP_INTERVALS; i++)
-        assert_int_equal(cfg.alloc.roundup_power2_divisions[i], 0);
-
-    /* PyTorch's list: commas inside [...] do not end the item; the first
-     * entry covers the intervals below it, '>' the ones after the last. */
-    parse_ok("record=state, roundup_power2_divisions=[256:1, 512:2,1024:4,>:8],"
-             "max_entries=7");
-    assert_int_equal(cfg.record, TDM_RECORD_STATE);
-    assert_int_equal(cfg.max_entries, 7);
-    const uint32_t *d = cfg.alloc.roundup_power2_divisions;
-    for (int i = 0; i <= 8; i++) /* 1 MiB .. 256 MiB intervals: 1 */
-        assert_int_equal(d[i], 1);
-    assert_int_equal(d[9], 2);  /* [512 MiB, 1 GiB) */
-    assert_int_equal(d[10], 4); /* [1 GiB, 2 GiB) */
-    for (int i = 11; i < TDM_ROUNDUP_INTERVALS; i++)
-        assert_int_equal(d[i], 8);
-    /* Only '>': everything; a key past the table goes to the last one. */
-    parse_ok("roundup_power2_divisions=[>:2]");
-    for (int i = 0; i < TDM_ROUNDUP_INTERVALS; i++)
-        assert_int_equal(d[i], 2);
-    parse_ok("roundup_power2_divisions=[1:16,1048576:2]");
-    assert_int_equal(d[0], 16);
-    assert_int_equal(d[1], 0);
-    assert_int_equal(d[TDM_ROUNDUP_INTERVALS - 1], 2);
-
-    /* The allocator rounds as configured: 1200 KiB with 4 divisions of
-     * [1 MiB, 2 MiB) is 1280 KiB. */
-    parse_ok("roundup_power2_divisions=4,alloc_mode=cache");
-    assert_int_equal(tdm__alloc_configure(&cfg.alloc), TDM_OK);
-    assert_int_equal(tdm__alloc_round_size(1200u << 10), 1280u << 10);
-    tdm__alloc_reset_for_tests();
-
-    parse_ok("garbage_collection_threshold=0.8");
-    assert_true(cfg.alloc.garbage_collection_threshold > 0.7999999 &&
-                cfg.alloc.garbage_collection_threshold < 0.8000001);
-    parse_ok("garbage_collection_threshold=0.125");
-    assert_true(cfg.alloc.garbage_collection_threshold == 0.125);
-    parse_ok("garbage_collection_threshold=0.0");
-    assert_true(cfg.alloc.garbage_collection_threshold == 0.0);
-}
-
 static void max_entries_accepts_whole_numbers(void **state)
 {
     (void)state;
@@ -484,7 +414,7 @@ static void unknown_keys(void **state)
     parse_bad("recrod=all", "valid keys: record, context, stacks, max_entries",
               "alloc_mode, sim_host_access, max_split_size, "
               "roundup_power2_divisions, garbage_collection_threshold, mode, "
-              "fork)");
+              "fork");
     parse_bad("mdoe=cache", "unknown key 'mdoe'", "did you mean 'mode'?");
     parse_bad("colour=blue", "unknown key 'colour'", "valid keys");
     assert_null(strstr(err, "did you mean"));
@@ -930,6 +860,152 @@ static void autoinit_records_and_dumps_at_exit(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* ---- ranks ------------------------------------------------------------------ */
+
+static void ranks_take_lists_and_ranges(void **state)
+{
+    (void)state;
+    parse_ok("");
+    assert_int_equal(cfg.ranks.count, 0); /* default: every rank */
+    parse_ok("ranks=0,8-15");
+    assert_int_equal(cfg.ranks.count, 2);
+    assert_int_equal(cfg.ranks.local, 0);
+    assert_int_equal(cfg.ranks.range[0].first, 0);
+    assert_int_equal(cfg.ranks.range[0].last, 0);
+    assert_int_equal(cfg.ranks.range[1].first, 8);
+    assert_int_equal(cfg.ranks.range[1].last, 15);
+    /* The list ends at the next key; the keys after it still apply. */
+    parse_ok("dump=x-%r.tdm, ranks = 3 , 5 - 6 ,record=state,max_entries=7");
+    assert_int_equal(cfg.ranks.count, 2);
+    assert_int_equal(cfg.ranks.range[0].first, 3);
+    assert_int_equal(cfg.ranks.range[1].first, 5);
+    assert_int_equal(cfg.ranks.range[1].last, 6);
+    assert_int_equal(cfg.record, TDM_RECORD_STATE);
+    assert_int_equal(cfg.max_entries, 7);
+    assert_string_equal(cfg.dump, "x-%r.tdm");
+    parse_ok("ranks=[0,2147483647],dump=y.tdm");
+    assert_int_equal(cfg.ranks.count, 2);
+    assert_int_equal(cfg.ranks.range[1].first, INT32_MAX);
+    assert_string_equal(cfg.dump, "y.tdm");
+    parse_ok("ranks=local:0");
+    assert_int_equal(cfg.ranks.local, 1);
+    assert_int_equal(cfg.ranks.count, 1);
+    parse_ok("ranks=LOCAL:[1,3]");
+    assert_int_equal(cfg.ranks.local, 1);
+    assert_int_equal(cfg.ranks.count, 2);
+    parse_ok("ranks=0,ranks=all"); /* last wins */
+    assert_int_equal(cfg.ranks.count, 0);
+    /* 64 entries fit. */
+    char text[512] = "ranks=0";
+    for (int i = 1; i < TDM__CONF_RANKS_MAX; i++)
+        snprintf(text + strlen(text), sizeof text - strlen(text), ",%d", 2 * i);
+    parse_ok(text);
+    assert_int_equal(cfg.ranks.count, TDM__CONF_RANKS_MAX);
+    assert_int_equal(cfg.ranks.range[63].first, 126);
+}
+
+static void ranks_refuse_bad_lists(void **state)
+{
+    (void)state;
+    parse_bad("ranks=5-3", "'ranks'", "'5-3'");
+    parse_bad("ranks=0,8-x", "'ranks'", "'8-x'");
+    parse_bad("ranks=-1", "'ranks'", "'-1'");
+    parse_bad("ranks=2147483648", "'ranks'", "A-B");
+    parse_bad("ranks=one", "'ranks'", "'one'");
+    parse_bad("ranks=local:", "'ranks'", "no rank listed");
+    parse_bad("ranks=[]", "'ranks'", "no rank listed");
+    parse_bad("ranks=0-", "'ranks'", "'0-'");
+    parse_bad("ranks=", "'ranks'", "empty value");
+    /* A comma followed by something that is not a rank ends the list: here
+     * an item without '='. */
+    parse_bad("ranks=1,,2", "'2'", "no '='");
+    char text[512] = "ranks=0";
+    for (int i = 1; i <= TDM__CONF_RANKS_MAX; i++)
+        snprintf(text + strlen(text), sizeof text - strlen(text), ",%d", 2 * i);
+    parse_bad(text, "'ranks'", "at most 64");
+}
+
+static void ranks_select_by_rank_and_local_rank(void **state)
+{
+    (void)state;
+    parse_ok("ranks=0,8-15");
+    assert_true(tdm__config_rank_selected(&cfg, 0, 3));
+    assert_false(tdm__config_rank_selected(&cfg, 7, 0));
+    assert_true(tdm__config_rank_selected(&cfg, 8, 0));
+    assert_true(tdm__config_rank_selected(&cfg, 15, 7));
+    assert_false(tdm__config_rank_selected(&cfg, 16, 0));
+    assert_true(tdm__config_rank_selected(&cfg, -1, -1)); /* no rank: rank 0 */
+    parse_ok("ranks=1-3");
+    assert_false(tdm__config_rank_selected(&cfg, -1, -1));
+    parse_ok("ranks=local:0");
+    assert_true(tdm__config_rank_selected(&cfg, 9, 0));
+    assert_false(tdm__config_rank_selected(&cfg, 0, 1));
+    assert_true(tdm__config_rank_selected(&cfg, 5, -1));
+    parse_ok("record=all");
+    assert_true(tdm__config_rank_selected(&cfg, 123456, 99));
+
+    /* The launchers' variables reach it through procinfo; Cray PMI's local
+     * rank and Flux's rank are among them. */
+    static const char *const launcher_vars[] = {"RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK",
+                                       "OMPI_COMM_WORLD_LOCAL_RANK", "PMIX_RANK", "PMI_RANK",
+                                       "MPI_LOCALRANKID", "PMI_LOCAL_RANK", "SLURM_PROCID",
+                                       "SLURM_LOCALID", "FLUX_TASK_RANK"};
+    for (size_t i = 0; i < sizeof launcher_vars / sizeof launcher_vars[0]; i++)
+        unsetenv(launcher_vars[i]);
+    tdm_procinfo who;
+    setenv("PMI_RANK", "6", 1);
+    setenv("PMI_LOCAL_RANK", "2", 1);
+    setenv("SLURM_PROCID", "0", 1); /* a batch script's, passed on: loses */
+    tdm__procinfo_read(&who);
+    assert_int_equal(who.rank, 6);
+    assert_int_equal(who.local_rank, 2);
+    parse_ok("ranks=local:2");
+    assert_true(tdm__config_rank_selected(&cfg, who.rank, who.local_rank));
+    parse_ok("ranks=0-5");
+    assert_false(tdm__config_rank_selected(&cfg, who.rank, who.local_rank));
+    unsetenv("PMI_RANK");
+    unsetenv("PMI_LOCAL_RANK");
+    unsetenv("SLURM_PROCID");
+    setenv("FLUX_TASK_RANK", "11", 1);
+    tdm__procinfo_read(&who);
+    assert_int_equal(who.rank, 11);
+    unsetenv("FLUX_TASK_RANK");
+}
+
+/* A rank that `ranks` leaves out runs untouched: no recording, nothing
+ * printed, no file; a listed one records and writes its file. */
+static void autoinit_ranks_left_out_run_untouched(void **state)
+{
+    (void)state;
+    char base[] = "/tmp/tdm-ranks-XXXXXX";
+    assert_non_null(mkdtemp(base));
+    char text[512], path[600];
+    snprintf(text, sizeof text, "dump=%s/r%%r.tdm,ranks=0,2-3,max_entries=100", base);
+    static char buf[16384];
+    int rec = -1;
+    unsetenv("LOCAL_RANK");
+    setenv("RANK", "1", 1);
+    int rc = run_apply_in_child(text, buf, sizeof buf, &rec);
+    assert_int_equal(rc, 0);
+    assert_int_equal(rec, 0);
+    assert_string_equal(buf, "");
+    snprintf(path, sizeof path, "%s/r1.tdm", base);
+    assert_int_equal(access(path, F_OK), -1);
+
+    setenv("RANK", "2", 1);
+    rc = run_apply_in_child(text, buf, sizeof buf, &rec);
+    assert_int_equal(rc, 0);
+    assert_int_equal(rec, 1);
+    snprintf(path, sizeof path, "%s/r2.tdm", base);
+    assert_int_equal(access(path, F_OK), 0);
+    assert_non_null(strstr(buf, "tidemark: wrote snapshot to "));
+    unsetenv("RANK");
+
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -938,8 +1014,6 @@ int main(void)
         cmocka_unit_test(history_options_follow_the_config),
         cmocka_unit_test(int_keys_take_each_value),
         cmocka_unit_test(alloc_mode_accepts_each_mode),
-        cmocka_unit_test(vendor_device_kinds),
-        cmocka_unit_test(cache_knobs_take_pytorch_values),
         cmocka_unit_test(max_entries_accepts_whole_numbers),
         cmocka_unit_test(dump_accepts_templates),
         cmocka_unit_test(device_accepts_sim_forms),
@@ -962,6 +1036,10 @@ int main(void)
         cmocka_unit_test(autoinit_bad_text_prints_one_line_and_stays_off),
         cmocka_unit_test(autoinit_help_prints_keys_and_stays_off),
         cmocka_unit_test(autoinit_records_and_dumps_at_exit),
+        cmocka_unit_test(ranks_take_lists_and_ranges),
+        cmocka_unit_test(ranks_refuse_bad_lists),
+        cmocka_unit_test(ranks_select_by_rank_and_local_rank),
+        cmocka_unit_test(autoinit_ranks_left_out_run_untouched),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

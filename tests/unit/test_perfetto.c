@@ -1,6 +1,7 @@
 /* tests/unit/test_perfetto.c: the JSON writer and scanner (viewer-export/
  * json.c), the perfetto exporter (event shapes, counter values, slices,
- * instants, --merge into a profiler trace), the flamegraph, csv and json
+ * instants, --merge into a profiler trace, several ranks in one trace:
+ * one process each on one absolute time axis), the flamegraph, csv and json
  * exporters, and golden files of every one of those formats for the
  * checked-in sample snapshot (tests/data/golden/; TDM_UPDATE_GOLDEN=1
  * rewrites them after an intended change). */
@@ -217,7 +218,7 @@ typedef struct built {
 
 /* init: param 1000; step 1: data batch 100; forward act 300; backward:
  * grad 1000, act freed; OOM; optimizer state 2000 (never freed). */
-static void build_history(built *b)
+static void build_history_ex(built *b, uint64_t shift_ns, int32_t rank, const char *host)
 {
     tdm_ibuild *ib;
     assert_int_equal(tdm__ibuild_new("cuda", "gpu0", "t", &ib), TDM_OK);
@@ -239,6 +240,11 @@ static void build_history(built *b)
     assert_int_equal(tdm__ibuild_alloc(ib, t += 1000, 0, 0x5000, 2000, 0, 0), TDM_OK);
     assert_int_equal(tdm__ibuild_finish(ib, &b->snap), TDM_OK);
     b->snap->header.pid = 77;
+    b->snap->header.rank = rank;
+    if (host)
+        b->snap->header.host = host;
+    for (size_t i = 0; i < b->snap->event_count; i++)
+        b->snap->events[i].time_ns += shift_ns;
     assert_int_equal(tdm__model_build(b->snap, &b->model), TDM_OK);
     memset(&b->ctx, 0, sizeof b->ctx);
     b->ctx.input_path = "hist.tdm";
@@ -246,6 +252,11 @@ static void build_history(built *b)
     b->ctx.model = b->model;
     b->ctx.device = -1;
     b->ctx.quiet = 1;
+}
+
+static void build_history(built *b)
+{
+    build_history_ex(b, 0, -1, NULL);
 }
 
 static void unbuild(built *b)
@@ -395,6 +406,124 @@ static void perfetto_merge(void **state)
     unbuild(&b);
 }
 
+/* ---- several ranks in one trace ------------------------------------------ */
+
+typedef struct ranks_job {
+    built *b;
+    size_t n;
+} ranks_job;
+
+static void run_ranks(FILE *f, void *arg)
+{
+    ranks_job *j = arg;
+    tdm_perfetto_ranks *r;
+    assert_int_equal(tdm__export_perfetto_ranks_begin(f, &r), TDM_OK);
+    for (size_t i = 0; i < j->n; i++)
+        assert_int_equal(tdm__export_perfetto_ranks_add(r, &j->b[i].ctx), TDM_OK);
+    assert_int_equal(tdm__export_perfetto_ranks_end(r), TDM_OK);
+}
+
+/* The "pid" of the first event in `s` that starts with `prefix`, or -1. */
+__attribute__((noinline)) static long pid_after(const char *s, const char *prefix)
+{
+    const char *p = strstr(s, prefix);
+    if (!p || !(p = strstr(p, "\"pid\":")))
+        return -1;
+    return strtol(p + 6, NULL, 10);
+}
+
+/* Rank 1 on host b (started 250 µs after rank 0), rank 0 on host a, a
+ * file without a rank, and a second file of rank 0: one process each. */
+static void perfetto_ranks(void **state)
+{
+    (void)state;
+    built b[4];
+    build_history_ex(&b[0], 250000, 1, "nodeb");
+    build_history_ex(&b[1], 0, 0, "nodea");
+    build_history_ex(&b[2], 1000000, -1, "nodec");
+    build_history_ex(&b[3], 0, 0, "nodea");
+    b[0].ctx.input_path = "out/r1.tdm";
+    b[1].ctx.input_path = "out/r0.tdm";
+    b[2].ctx.input_path = "single.tdm";
+    b[3].ctx.input_path = "out/r0-again.tdm";
+    for (int i = 0; i < 4; i++)
+        b[i].ctx.format = tdm__export_format_find("perfetto");
+    ranks_job job = {b, 4};
+    size_t n;
+    char *s = capture(run_ranks, &job, &n);
+    if (getenv("TDM_TEST_SHOW"))
+        fputs(s, stderr);
+    assert_true(valid_json(s, n));
+    /* pid = rank + 1 (Perfetto reserves pid 0), named and sorted by rank */
+    assert_non_null(strstr(s, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":2,\"tid\":2,"
+                              "\"args\":{\"name\":\"rank 1 (nodeb)\"}}"));
+    assert_non_null(strstr(s, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":2,"
+                              "\"tid\":2,\"args\":{\"sort_index\":1}}"));
+    assert_non_null(strstr(s, "\"pid\":1,\"tid\":1,\"args\":{\"name\":\"rank 0 (nodea)\"}}"));
+    /* no rank, and a rank already taken: spare pids far above the ranks */
+    assert_non_null(strstr(s, "\"pid\":10000001,\"tid\":10000001,"
+                              "\"args\":{\"name\":\"single.tdm (pid 77, nodec)\"}}"));
+    assert_non_null(strstr(s, "\"pid\":10000002,\"tid\":10000002,"
+                              "\"args\":{\"name\":\"rank 0 (nodea)\"}}"));
+    assert_int_equal(count(s, "\"name\":\"process_name\""), 4);
+    /* each process its own counters and memory events */
+    assert_int_equal(count(s, "\"name\":\"[memory]\""), 4 * 6);
+    assert_int_equal(count(s, "\"name\":\"device 0 allocated\""), 4 * 7);
+    assert_int_equal(pid_after(s, "{\"ph\":\"C\",\"name\":\"device 0 allocated\""), 2);
+    /* one time axis: absolute µs since the epoch; the first alloc (T0 +
+     * 1 µs) of rank 1 lies 250 µs after rank 0's, the unranked file's
+     * 1000 µs after */
+    assert_non_null(strstr(s, "\"name\":\"[memory]\",\"pid\":2,\"tid\":2,"
+                              "\"ts\":1700000000000251.000,"));
+    assert_non_null(strstr(s, "\"name\":\"[memory]\",\"pid\":1,\"tid\":1,"
+                              "\"ts\":1700000000000001.000,"));
+    assert_non_null(strstr(s, "\"name\":\"[memory]\",\"pid\":10000001,\"tid\":10000001,"
+                              "\"ts\":1700000000001001.000,"));
+    assert_non_null(strstr(s, "\"baseTimeNanoseconds\":0"));
+    /* track threads: unique over the whole trace (3 per process) */
+    for (int k = 0; k < 4; k++) {
+        char want[160];
+        snprintf(want, sizeof want, "\"tid\":%d,\"args\":{\"name\":\"tidemark phases\"}",
+                 2000000001 + 3 * k);
+        assert_int_equal(count(s, want), 1);
+        snprintf(want, sizeof want, "\"tid\":%d,\"args\":{\"name\":\"tidemark OOM and "
+                                    "snapshots\"}", 2000000003 + 3 * k);
+        assert_int_equal(count(s, want), 1);
+    }
+    assert_non_null(strstr(s, "{\"ph\":\"X\",\"name\":\"forward\",\"pid\":2,"
+                              "\"tid\":2000000001,\"ts\":1700000000000255.000,\"dur\":2.000}"));
+    assert_non_null(strstr(s, "{\"ph\":\"X\",\"name\":\"forward\",\"pid\":1,"
+                              "\"tid\":2000000004,\"ts\":1700000000000005.000,\"dur\":2.000}"));
+    /* the trailer lists every snapshot */
+    assert_non_null(strstr(s, "\"snapshots\":[{\"snapshot\":\"out/r1.tdm\",\"host\":\"nodeb\","
+                              "\"rank\":1,\"pid\":2,\"recorded_pid\":77,\"dropped_events\":0}"));
+    assert_int_equal(count(s, "\"recorded_pid\":77"), 4);
+    free(s);
+
+    /* --merge is one process's: refused, and the sequence fails */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    tdm_perfetto_ranks *r;
+    assert_int_equal(tdm__export_perfetto_ranks_begin(f, &r), TDM_OK);
+    b[0].ctx.option_values[0] = "prof.json";
+    assert_int_equal(tdm__export_perfetto_ranks_add(r, &b[0].ctx), TDM_INVALID_ARGUMENT);
+    b[0].ctx.option_values[0] = NULL;
+    assert_int_equal(tdm__export_perfetto_ranks_add(r, &b[1].ctx), TDM_INVALID_ARGUMENT);
+    assert_int_equal(tdm__export_perfetto_ranks_end(r), TDM_INVALID_ARGUMENT);
+    fclose(f);
+    free(buf);
+
+    /* no snapshot at all: still a valid, empty trace */
+    ranks_job none = {b, 0};
+    s = capture(run_ranks, &none, &n);
+    assert_true(valid_json(s, n));
+    assert_int_equal(count(s, "\"ph\""), 0);
+    free(s);
+    for (int i = 0; i < 4; i++)
+        unbuild(&b[i]);
+}
+
 /* ---- the other formats on the same history -------------------------------- */
 
 static void csv_log(void **state)
@@ -522,6 +651,7 @@ int main(void)
         cmocka_unit_test(reader_walks),
         cmocka_unit_test(perfetto_shapes),
         cmocka_unit_test(perfetto_merge),
+        cmocka_unit_test(perfetto_ranks),
         cmocka_unit_test(csv_log),
         cmocka_unit_test(flamegraph_without_stacks),
         cmocka_unit_test(json_model),

@@ -3,7 +3,8 @@
  * hand-built snapshot, its structure read back, the replay rule that
  * leaves out events the final state contradicts (and nothing else: every
  * suffix of a consistent history, i.e. any number of events dropped by the
- * ring, replays whole), a snapshot cut before its state, an empty one,
+ * ring, replays whole), expandable segments replayed on the viewer's own
+ * segment list, a snapshot cut before its state, an empty one,
  * --device, host memory, and round trips .tdm → pickle → .tdm of the small
  * snapshot and of one recorded live through the API.
  *
@@ -384,6 +385,116 @@ static void test_unknown_category_guaranteed(void **state)
     free(t);
 }
 
+/* ---- expandable segments: the viewer's own segment list ----------------
+ * MemoryView joins an unmapped range back only to neighbours of the same
+ * stream, keeps its list in the order its splice() calls leave it, and
+ * throws when it undoes a segment_map whose range no one segment holds.
+ * Histories that are consistent but trip it must lose that segment_map;
+ * the same histories without the trip keep every event. */
+
+#define MIB UINT64_C(1048576)
+
+static size_t ev_on(ts *t, tdm_action a, uint64_t addr, uint64_t size, uint64_t stream)
+{
+    size_t i = ts_ev(t, a, 0, addr, size, 0);
+    t->ev[i].stream = stream;
+    return i;
+}
+
+/* One expandable 20 MiB segment at `base` (stream `stream`), empty. */
+static void expandable_state(ts *t, uint64_t base, uint64_t stream)
+{
+    ts_segment(t, 0, TDM_POOL_LARGE, base, 20 * MIB, 0);
+    t->seg[t->s.segment_count - 1].is_expandable = 1;
+    t->seg[t->s.segment_count - 1].stream = stream;
+    ts_block(t, TDM_BLOCK_INACTIVE, 20 * MIB, 0, 0);
+}
+
+static void replay_keep(ts *t, uint8_t *keep, uint64_t *left)
+{
+    tdm_model *m = NULL;
+    assert_int_equal(tdm__model_build(&t->s, &m), TDM_OK);
+    tdm_pt_state st;
+    assert_int_equal(tdm__pt_state_build(&t->s, m, &st), TDM_OK);
+    uint8_t cat[16], cats[16] = {0};
+    assert_true(t->s.event_count <= 16 && m->alloc_count <= 16);
+    assert_int_equal(tdm__pt_replay(&t->s, m, cats, &st, keep, cat, left), TDM_OK);
+    tdm__pt_state_free(&st);
+    tdm__model_free(m);
+}
+
+/* 40 MiB mapped at once on stream S; its upper half unmapped, the unmap
+ * recorded on `unmap_stream`.  Undone, the half joins back only when the
+ * streams agree. */
+static void test_unmap_joins_same_stream_only(void **state)
+{
+    (void)state;
+    const uint64_t S = UINT64_C(0x55d5c0a0b0d0);
+    for (int same = 0; same <= 1; same++) {
+        ts *t = ts_new();
+        ts_device(t, 0, "sim0");
+        size_t e_map = ev_on(t, TDM_ACTION_SEGMENT_MAP, TS_A, 40 * MIB, S);
+        size_t e_unmap = ev_on(t, TDM_ACTION_SEGMENT_UNMAP, TS_A + 20 * MIB, 20 * MIB,
+                               same ? S : 0);
+        expandable_state(t, TS_A, S);
+        uint8_t keep[16];
+        uint64_t left[TDM_ACTION_COUNT_];
+        replay_keep(t, keep, left);
+        assert_int_equal(keep[e_unmap], 1);
+        assert_int_equal(keep[e_map], same);
+        assert_int_equal(left[TDM_ACTION_SEGMENT_MAP], !same);
+        free(t);
+    }
+}
+
+/* A segment freed above every other one is put back by the viewer before
+ * the last range (splice(-1, 0, seg)), so an unmapped range just above
+ * that range is not joined to it and the 40 MiB map cannot be undone.
+ * Freed below instead, the list stays sorted and everything replays. */
+static void test_segment_free_above_all(void **state)
+{
+    (void)state;
+    for (int above = 0; above <= 1; above++) {
+        ts *t = ts_new();
+        ts_device(t, 0, "sim0");
+        uint64_t base = TS_A + 1024 * MIB;
+        uint64_t y = above ? base + 100 * MIB : base - 100 * MIB;
+        size_t e_map = ev_on(t, TDM_ACTION_SEGMENT_MAP, base, 40 * MIB, 0);
+        size_t e_salloc = ev_on(t, TDM_ACTION_SEGMENT_ALLOC, y, 2 * MIB, 0);
+        size_t e_unmap = ev_on(t, TDM_ACTION_SEGMENT_UNMAP, base + 20 * MIB, 20 * MIB, 0);
+        size_t e_sfree = ev_on(t, TDM_ACTION_SEGMENT_FREE, y, 2 * MIB, 0);
+        expandable_state(t, base, 0);
+        uint8_t keep[16];
+        uint64_t left[TDM_ACTION_COUNT_];
+        replay_keep(t, keep, left);
+        assert_int_equal(keep[e_sfree], 1);
+        assert_int_equal(keep[e_unmap], 1);
+        assert_int_equal(keep[e_salloc], 1);
+        assert_int_equal(keep[e_map], !above);
+        free(t);
+    }
+}
+
+/* The viewer orders its list by the pickle's signed addresses: a high-half
+ * segment (negative) comes before a low one, and an unmapped range just
+ * above it joins it.  (Ordered as unsigned, the join would be missed.) */
+static void test_viewer_list_signed_order(void **state)
+{
+    (void)state;
+    ts *t = ts_new();
+    ts_device(t, 0, "sim0");
+    size_t e_map = ev_on(t, TDM_ACTION_SEGMENT_MAP, TS_B, 40 * MIB, 0);
+    size_t e_unmap = ev_on(t, TDM_ACTION_SEGMENT_UNMAP, TS_B + 20 * MIB, 20 * MIB, 0);
+    expandable_state(t, TS_A, 0);
+    expandable_state(t, TS_B, 0);
+    uint8_t keep[16];
+    uint64_t left[TDM_ACTION_COUNT_];
+    replay_keep(t, keep, left);
+    assert_int_equal(keep[e_unmap], 1);
+    assert_int_equal(keep[e_map], 1);
+    free(t);
+}
+
 static void test_devices_and_host(void **state)
 {
     (void)state;
@@ -598,6 +709,9 @@ int main(void)
         cmocka_unit_test(test_no_final_state),
         cmocka_unit_test(test_empty_snapshot),
         cmocka_unit_test(test_unknown_category_guaranteed),
+        cmocka_unit_test(test_unmap_joins_same_stream_only),
+        cmocka_unit_test(test_segment_free_above_all),
+        cmocka_unit_test(test_viewer_list_signed_order),
         cmocka_unit_test(test_devices_and_host),
         cmocka_unit_test(test_roundtrip_small),
         cmocka_unit_test(test_roundtrip_recorded),

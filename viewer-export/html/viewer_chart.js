@@ -152,6 +152,8 @@ class Panel {
   // ---- view range
 
   domain() { return [0, Math.max(this.snap.tEnd, 1)]; }
+  /* How far zoom and pan may go: the run, or in the ranks layout the job. */
+  bounds() { return this.app.ranks ? this.app.ranks.boundsFor(this) : this.domain(); }
 
   resetZoom(redraw) {
     const [a, b] = this.domain();
@@ -162,7 +164,7 @@ class Panel {
   /* A linked panel takes the other's range as it is (a shorter run then
    * leaves space on the right); otherwise the range stays on the run. */
   setRange(t0, t1, redraw = true, fromLink = false) {
-    const [a, b] = this.domain();
+    const [a, b] = this.bounds();
     let width = Math.max(t1 - t0, 50); /* ns: finer than any clock */
     if (!fromLink) {
       const lo = a - (b - a) * 0.05, hi = b + (b - a) * 0.05;
@@ -483,5 +485,6 @@ class Panel {
       (series.reservedKnown ? '; reserved ' + fmtBytes(series.reservedAt(this.sel)) : '') +
       (s.n && tot !== liveBytes ? ' <span class="warn">(timeline says ' + fmtBytes(tot) + ')</span>' : '');
     renderDetails(this);
+    if (this.app.panelSelected) this.app.panelSelected(this);
   }
 }

@@ -1,20 +1,38 @@
 /* viewer-export/html/viewer_main.js: starts the page: reads the embedded
- * data, makes one panel per snapshot (two side by side to compare runs),
- * links their time axes and memory scales when asked, redraws on resize,
- * and publishes window.tidemarkView for tests and benchmarks:
- *   {ready, panels, timings: {decode_ms, first_draw_ms}}
- * and the performance mark "tdm-first-draw".
+ * data and lays it out as the tool asked (data.layout): "panels", one
+ * panel per snapshot (two side by side to compare runs), their time axes
+ * and memory scales linked when asked; or "ranks", the lanes of a
+ * multi-rank job with one rank in detail (viewer_ranks.js).  Redraws on
+ * resize, and publishes window.tidemarkView for tests and benchmarks:
+ *   {ready, panels, app, ranks, timings: {decode_ms, first_draw_ms}}
+ * (panels: the panels shown now; ranks: the RanksView or null) and the
+ * performance mark "tdm-first-draw".
  */
 
 class App {
   constructor(data) {
     this.data = data;
+    const host = document.getElementById('panels');
+    const t = performance.now();
+    if (data.layout === 'ranks' || data.snapshots.length > 2) {
+      /* Snapshots are decoded lane by lane as they are first drawn. */
+      this.linkTime = true;
+      this.linkY = false;
+      this.panels = [];
+      this.ranks = new RanksView(this, data);
+      this.decodeMs = performance.now() - t;
+      host.classList.add('ranks-layout');
+      host.appendChild(this.ranks.root);
+      const n = data.snapshots.length;
+      document.getElementById('title').textContent = n + ' rank' + (n === 1 ? '' : 's') + ' on one time axis';
+      document.title = 'tidemark view: ' + n + ' ranks';
+      return;
+    }
+    this.ranks = null;
     this.linkTime = true;
     this.linkY = true;
-    const t = performance.now();
     this.snaps = data.snapshots.map(d => new Snapshot(d));
     this.decodeMs = performance.now() - t;
-    const host = document.getElementById('panels');
     host.classList.toggle('two', this.snaps.length > 1);
     this.panels = this.snaps.map((s, i) => new Panel(this, s, i, data.device));
     this.panels.forEach(p => host.appendChild(p.root));
@@ -43,29 +61,39 @@ class App {
 
   sharedYMax() { return Math.max(...this.panels.map(p => p.ownYMax())); }
 
-  /* Linked axes show the same offsets from each window's start. */
+  /* Linked axes show the same offsets from each window's start; in the
+   * ranks layout the lanes follow the detail panel on the job's axis. */
   linkRange(from) {
+    if (this.ranks) { this.ranks.followPanel(from); return; }
     if (!this.panels) return; /* still making them */
     for (const p of this.panels) if (p !== from) p.setRange(from.t0, from.t1, true, true);
   }
 
+  /* A panel selected a time (viewer_chart.js calls this). */
+  panelSelected(p) { if (this.ranks) this.ranks.panelSelected(p); }
+
   redrawAll() {
     for (const p of this.panels) p.draw();
-    if (this.panels.length > 1) this.renderCompare();
+    if (this.ranks) this.ranks.invalidate();
+    else if (this.panels.length > 1) this.renderCompare();
   }
 
   start() {
-    for (const p of this.panels) p.renderSummary();
-    if (this.linkTime) {
-      // The longer run sets the common range so both fit.
-      const longest = this.panels.reduce((x, y) => (y.snap.tEnd > x.snap.tEnd ? y : x));
-      longest.resetZoom(false);
-      for (const p of this.panels) if (p !== longest) p.setRange(longest.t0, longest.t1, false, true);
+    if (this.ranks) {
+      this.ranks.start();
+    } else {
+      for (const p of this.panels) p.renderSummary();
+      if (this.linkTime) {
+        // The longer run sets the common range so both fit.
+        const longest = this.panels.reduce((x, y) => (y.snap.tEnd > x.snap.tEnd ? y : x));
+        longest.resetZoom(false);
+        for (const p of this.panels) if (p !== longest) p.setRange(longest.t0, longest.t1, false, true);
+      }
+      this.redrawAll();
     }
-    this.redrawAll();
     performance.mark('tdm-first-draw');
     const firstDraw = performance.now();
-    for (const p of this.panels) p.select(p.initialSeq());
+    if (!this.ranks) for (const p of this.panels) p.select(p.initialSeq());
     let width = document.body.clientWidth;
     window.addEventListener('resize', () => {
       if (document.body.clientWidth === width) return;
@@ -73,7 +101,7 @@ class App {
       this.redrawAll();
       for (const p of this.panels) { drawFlame(p); renderMap(p); }
     });
-    window.tidemarkView = {ready: true, panels: this.panels, app: this,
+    window.tidemarkView = {ready: true, panels: this.panels, app: this, ranks: this.ranks,
       timings: {decode_ms: this.decodeMs, first_draw_ms: firstDraw, details_ms: performance.now() - firstDraw}};
     document.body.dataset.ready = '1';
   }
