@@ -447,7 +447,6 @@ TDM_API int tdm__autoinit_hook_mode(void)
 
 static tdm_status apply_once(const char *text)
 {
-
     char err[TDM__CONF_ERR_MAX];
     if (tdm__config_parse(text, &g.cfg, err, sizeof err) != TDM_OK) {
         say("%s", err);

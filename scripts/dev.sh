@@ -17,6 +17,7 @@ PACKAGES=(
   build-essential cmake pkg-config git python3
   libunwind-dev libmsgpack-dev libjemalloc-dev libdw-dev libelf-dev
   libcmocka-dev libze-dev libze1 libamdhip64-dev
+  openmpi-bin libopenmpi-dev
   chromium
 )
 # node and npm for the browser test, unless some node (e.g. nodesource's,

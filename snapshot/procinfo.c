@@ -2,8 +2,18 @@
  *
  * Rank variables are read in a fixed order of preference: the launcher
  * closest to the process wins (torchrun's RANK over Slurm's SLURM_PROCID,
- * which is also set when torchrun runs under srun).  A value that is not a
- * plain non-negative integer is ignored. */
+ * which is also set when torchrun runs under srun; mpirun's OMPI_* and
+ * Hydra's PMI_RANK/MPI_LOCALRANKID over the SLURM_PROCID=0 and
+ * SLURM_LOCALID=0 that a batch script passes on to the mpirun it starts).
+ * Launchers covered: torchrun (RANK, LOCAL_RANK, WORLD_SIZE), Open MPI
+ * (OMPI_COMM_WORLD_*), PMIx (PMIX_RANK; PMIx exports no local rank, the
+ * launcher's own variable gives it), MPICH/Intel MPI Hydra (PMI_RANK,
+ * PMI_SIZE, MPI_LOCALRANKID), Cray PMI (PMI_LOCAL_RANK), MVAPICH2
+ * (MV2_COMM_WORLD_*), PBS/PALS (PALS_RANKID, PALS_LOCAL_RANKID), LSF jsrun
+ * (JSM_NAMESPACE_*), Flux (FLUX_TASK_RANK, FLUX_TASK_LOCAL_ID,
+ * FLUX_JOB_SIZE), Cray ALPS (ALPS_APP_PE) and Slurm (SLURM_PROCID,
+ * SLURM_LOCALID, SLURM_NTASKS).  A value that is not a plain non-negative
+ * integer is ignored. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -13,15 +23,18 @@
 
 static const char *const rank_vars[] = {
     "RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
-    "MV2_COMM_WORLD_RANK", "PALS_RANKID", "SLURM_PROCID", NULL,
+    "MV2_COMM_WORLD_RANK", "PALS_RANKID", "JSM_NAMESPACE_RANK",
+    "FLUX_TASK_RANK", "ALPS_APP_PE", "SLURM_PROCID", NULL,
 };
 static const char *const local_rank_vars[] = {
     "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-    "MV2_COMM_WORLD_LOCAL_RANK", "PALS_LOCAL_RANKID", "SLURM_LOCALID", NULL,
+    "PMI_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK", "PALS_LOCAL_RANKID",
+    "JSM_NAMESPACE_LOCAL_RANK", "FLUX_TASK_LOCAL_ID", "SLURM_LOCALID", NULL,
 };
 static const char *const world_size_vars[] = {
     "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE",
-    "MV2_COMM_WORLD_SIZE", "PALS_SIZE", "SLURM_NTASKS", NULL,
+    "MV2_COMM_WORLD_SIZE", "PALS_SIZE", "JSM_NAMESPACE_SIZE",
+    "FLUX_JOB_SIZE", "SLURM_NTASKS", "SLURM_NPROCS", NULL,
 };
 
 /* The first variable of `names` holding a non-negative integer, or -1. */

@@ -1,0 +1,355 @@
+"""tidemark from Python: record the device-memory life of a program.
+
+ctypes only, no build step: copy this file next to your script (or put
+python/ on PYTHONPATH) and it finds libtidemark.so by itself:
+
+  1. the path in the environment variable TIDEMARK_LIB;
+  2. libtidemark.so next to this file, or in ../lib, ../lib64 or ../build
+     beside it (an installed tree, a build tree);
+  3. the dynamic loader's search path (libtidemark.so.0, libtidemark.so).
+
+The names follow torch.cuda.memory where there is a counterpart::
+
+    import tidemark
+    tidemark.record_memory_history(max_entries=200000)   # _record_memory_history
+    for batch in data:
+        tidemark.step()
+        tidemark.phase("forward")
+        with tidemark.tag("activation"):
+            ...
+    tidemark.dump_snapshot("run.tdm")                    # _dump_snapshot
+
+and PyTorch can allocate its CUDA memory from tidemark, with every block
+recorded, through its pluggable-allocator interface::
+
+    a = torch.cuda.memory.CUDAPluggableAllocator(*tidemark.pluggable_allocator())
+    torch.cuda.memory.change_current_allocator(a)
+
+(tidemark.use_with_torch() does that and sets the optional hooks too).
+"""
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+
+__all__ = [
+    "TidemarkError",
+    "library",
+    "library_path",
+    "record_memory_history",
+    "is_recording",
+    "dump_snapshot",
+    "phase",
+    "step",
+    "tag",
+    "tag_pointer",
+    "set_metadata",
+    "memory_stats",
+    "reset_peak_memory_stats",
+    "empty_cache",
+    "pluggable_allocator",
+    "torch_hooks",
+    "use_with_torch",
+]
+
+# The C enums of include/tidemark.h, by the names the TIDEMARK_CONF keys use.
+_RECORD = {"off": 0, "state": 1, "all": 2}
+_CONTEXT = {"none": 0, "state": 1, "alloc": 2, "all": 3}
+_STACKS = {"none": 0, "native": 1, "python": 2}
+CATEGORIES = ("unknown", "parameter", "optimizer_state", "gradient",
+              "activation", "input", "temporary")
+_POOLS = ("all", "small_pool", "large_pool")
+
+
+class TidemarkError(RuntimeError):
+    """A tidemark call failed; .status is the tdm_status number, .name its
+    TDM_* name."""
+
+    def __init__(self, call, status, name, message):
+        super().__init__("%s: %s (%s)" % (call, message, name))
+        self.status = status
+        self.name = name
+
+
+class _HistoryOptions(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("enabled", ctypes.c_int),
+                ("context", ctypes.c_int), ("stacks", ctypes.c_int),
+                ("max_entries", ctypes.c_size_t), ("clear_history", ctypes.c_int)]
+
+
+class _Stat(ctypes.Structure):
+    _fields_ = [("current", ctypes.c_int64), ("peak", ctypes.c_int64),
+                ("allocated", ctypes.c_int64), ("freed", ctypes.c_int64)]
+
+
+_STAT_ROWS = ("allocated_bytes", "reserved_bytes", "active_bytes",
+              "requested_bytes", "allocation", "segment")
+
+
+class _Stats(ctypes.Structure):
+    _fields_ = ([("size", ctypes.c_size_t)] +
+                [(row, _Stat) for row in _STAT_ROWS] +
+                [("num_alloc_retries", ctypes.c_uint64),
+                 ("num_ooms", ctypes.c_uint64)])
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+_lib = None
+_lib_path = None
+
+
+def _candidates():
+    env = os.environ.get("TIDEMARK_LIB")
+    if env:
+        return [env], True
+    here = os.path.dirname(os.path.abspath(__file__))
+    names = []
+    for folder in (here, os.path.join(here, "..", "lib"),
+                   os.path.join(here, "..", "lib64"),
+                   os.path.join(here, "..", "build")):
+        names.append(os.path.join(folder, "libtidemark.so"))
+    names += ["libtidemark.so.0", "libtidemark.so"]
+    found = ctypes.util.find_library("tidemark")
+    if found:
+        names.append(found)
+    return names, False
+
+
+def _where_loaded(lib):
+    """The file the loader actually opened for `lib` (dladdr of a symbol)."""
+    try:
+        libc = ctypes.CDLL(None)
+        dladdr = libc.dladdr
+    except (OSError, AttributeError):
+        return None
+    dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+    dladdr.restype = ctypes.c_int
+    info = _DlInfo()
+    addr = ctypes.cast(lib.tdm_version, ctypes.c_void_p).value
+    if dladdr(addr, ctypes.byref(info)) and info.dli_fname:
+        return os.path.realpath(os.fsdecode(info.dli_fname))
+    return None
+
+
+def library():
+    """The loaded libtidemark.so (a ctypes.CDLL); loads it on first use.
+    Raises OSError naming every place it looked when none loads."""
+    global _lib, _lib_path
+    if _lib is not None:
+        return _lib
+    names, from_env = _candidates()
+    errors = []
+    for name in names:
+        if os.sep in name and not os.path.exists(name):
+            errors.append("%s: no such file" % name)
+            continue
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError as e:
+            errors.append(str(e))
+            continue
+        _declare(lib)
+        _lib = lib
+        _lib_path = _where_loaded(lib) or os.path.abspath(name)
+        return _lib
+    where = "TIDEMARK_LIB" if from_env else "next to tidemark.py or on the loader path"
+    raise OSError("tidemark: cannot load libtidemark.so (%s): %s"
+                  % (where, "; ".join(errors)))
+
+
+def library_path():
+    """The absolute path of the libtidemark.so in use."""
+    library()
+    return _lib_path
+
+
+def _declare(lib):
+    c = ctypes
+    sigs = {
+        "tdm_version": (c.c_uint, []),
+        "tdm_status_name": (c.c_char_p, [c.c_int]),
+        "tdm_strerror": (c.c_char_p, [c.c_int]),
+        "tdm_history_options_init": (None, [c.POINTER(_HistoryOptions)]),
+        "tdm_record_memory_history": (c.c_int, [c.POINTER(_HistoryOptions)]),
+        "tdm_is_recording": (c.c_int, []),
+        "tdm_dump_snapshot": (c.c_int, [c.c_char_p]),
+        "tdm_phase": (c.c_int, [c.c_char_p]),
+        "tdm_step": (c.c_int, []),
+        "tdm_tag_push": (c.c_int, [c.c_int]),
+        "tdm_tag_pop": (c.c_int, []),
+        "tdm_tag_ptr": (c.c_int, [c.c_void_p, c.c_int]),
+        "tdm_set_metadata": (c.c_int, [c.c_char_p]),
+        "tdm_memory_stats_pool": (c.c_int, [c.c_int, c.c_int, c.POINTER(_Stats)]),
+        "tdm_reset_peak_stats": (c.c_int, [c.c_int]),
+        "tdm_empty_cache": (c.c_int, [c.c_int]),
+        "tdm_torch_alloc": (c.c_void_p, [c.c_size_t, c.c_int, c.c_void_p]),
+        "tdm_torch_free": (None, [c.c_void_p, c.c_size_t, c.c_int, c.c_void_p]),
+    }
+    for name, (restype, argtypes) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+
+
+def _check(call, status):
+    if status != 0:
+        lib = library()
+        name = lib.tdm_status_name(status).decode()
+        message = lib.tdm_strerror(status).decode()
+        raise TidemarkError(call, status, name, message)
+
+
+def _enum(table, value, what):
+    if isinstance(value, int) and value in table.values():
+        return value
+    try:
+        return table[str(value).lower()]
+    except KeyError:
+        raise ValueError("%s must be one of %s, not %r"
+                         % (what, ", ".join(table), value)) from None
+
+
+def record_memory_history(enabled="all", context="all", stacks="native",
+                          max_entries=1000000, clear_history=False):
+    """Starts, reconfigures or stops recording (torch's
+    _record_memory_history).  enabled: "all" (a ring of the last
+    max_entries events), "state" (live blocks keep their stacks only) or
+    None / False / "off" to stop; True means "all".  context: "none",
+    "state", "alloc" or "all".  stacks: "none" or "native"."""
+    lib = library()
+    if enabled is None or enabled is False:
+        enabled = "off"
+    elif enabled is True:
+        enabled = "all"
+    opts = _HistoryOptions()
+    lib.tdm_history_options_init(ctypes.byref(opts))
+    opts.enabled = _enum(_RECORD, enabled, "enabled")
+    opts.context = _enum(_CONTEXT, context, "context")
+    opts.stacks = _enum(_STACKS, stacks, "stacks")
+    if int(max_entries) < 1:
+        raise ValueError("max_entries must be at least 1")
+    opts.max_entries = int(max_entries)
+    opts.clear_history = 1 if clear_history else 0
+    _check("record_memory_history",
+           lib.tdm_record_memory_history(ctypes.byref(opts)))
+
+
+def is_recording():
+    return bool(library().tdm_is_recording())
+
+
+def dump_snapshot(path):
+    """Writes a .tdm snapshot to `path` (atomically: never half-written)."""
+    _check("dump_snapshot", library().tdm_dump_snapshot(os.fsencode(path)))
+
+
+def phase(name):
+    """Marks the start of a named phase ("forward", "backward",
+    "optimizer", ...) for the whole process."""
+    _check("phase", library().tdm_phase(str(name).encode()))
+
+
+def step():
+    """Marks the start of the next training step (steps count from 1)."""
+    _check("step", library().tdm_step())
+
+
+def _category(category):
+    return _enum({n: i for i, n in enumerate(CATEGORIES)}, category, "category")
+
+
+@contextlib.contextmanager
+def tag(category):
+    """Allocations this thread makes inside the block carry `category`
+    ("parameter", "optimizer_state", "gradient", "activation", "input",
+    "temporary" or "unknown").  Tags nest up to 16 deep."""
+    lib = library()
+    _check("tag", lib.tdm_tag_push(_category(category)))
+    try:
+        yield
+    finally:
+        lib.tdm_tag_pop()
+
+
+def tag_pointer(ptr, category):
+    """Tags one live allocation after the fact: an address, or anything with
+    a data_ptr() method (a torch.Tensor)."""
+    if hasattr(ptr, "data_ptr"):
+        ptr = ptr.data_ptr()
+    _check("tag_pointer", library().tdm_tag_ptr(ctypes.c_void_p(int(ptr)),
+                                                _category(category)))
+
+
+def set_metadata(text):
+    """A free-form string kept in the snapshot header; None clears it."""
+    arg = None if text is None else str(text).encode()
+    _check("set_metadata", library().tdm_set_metadata(arg))
+
+
+def memory_stats(device=0):
+    """A flat dict like torch.cuda.memory_stats(device):
+    "allocated_bytes.all.current", "reserved_bytes.large_pool.peak", ...,
+    "allocation.all.allocated", "num_alloc_retries", "num_ooms"."""
+    lib = library()
+    out = {}
+    for index, pool in enumerate(_POOLS):
+        st = _Stats()
+        st.size = ctypes.sizeof(_Stats)
+        _check("memory_stats",
+               lib.tdm_memory_stats_pool(int(device), index, ctypes.byref(st)))
+        for row in _STAT_ROWS:
+            stat = getattr(st, row)
+            for field in ("current", "peak", "allocated", "freed"):
+                out["%s.%s.%s" % (row, pool, field)] = getattr(stat, field)
+        out["num_alloc_retries"] = st.num_alloc_retries
+        out["num_ooms"] = st.num_ooms
+    return out
+
+
+def reset_peak_memory_stats(device=0):
+    _check("reset_peak_memory_stats", library().tdm_reset_peak_stats(int(device)))
+
+
+def empty_cache(device=-1):
+    """Gives every cached, unused segment back (-1: on every device)."""
+    _check("empty_cache", library().tdm_empty_cache(int(device)))
+
+
+def pluggable_allocator():
+    """(path, "tdm_torch_alloc", "tdm_torch_free"): the arguments of
+    torch.cuda.memory.CUDAPluggableAllocator."""
+    return (library_path(), "tdm_torch_alloc", "tdm_torch_free")
+
+
+def torch_hooks():
+    """Addresses of the optional hooks, for the set_*_fn methods of a
+    CUDAPluggableAllocator's _allocator: {"init": ..., "reset": ...,
+    "memory_fraction": ..., "record_stream": ...}."""
+    lib = library()
+    names = {"init": "tdm_torch_init", "reset": "tdm_torch_reset",
+             "memory_fraction": "tdm_torch_memory_fraction",
+             "record_stream": "tdm_torch_record_stream"}
+    return {key: ctypes.cast(getattr(lib, sym), ctypes.c_void_p).value
+            for key, sym in names.items()}
+
+
+def use_with_torch():
+    """Makes tidemark PyTorch's CUDA allocator (before any CUDA memory is
+    allocated) and returns the CUDAPluggableAllocator."""
+    import torch  # only here: the rest of this module needs no torch
+
+    alloc = torch.cuda.memory.CUDAPluggableAllocator(*pluggable_allocator())
+    hooks = torch_hooks()
+    inner = alloc._allocator
+    for key, setter in (("init", "set_init_fn"), ("reset", "set_reset_fn"),
+                        ("memory_fraction", "set_memory_fraction_fn"),
+                        ("record_stream", "set_record_stream_fn")):
+        if hasattr(inner, setter):
+            getattr(inner, setter)(hooks[key])
+    torch.cuda.memory.change_current_allocator(alloc)
+    return alloc
