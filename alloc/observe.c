@@ -159,12 +159,9 @@ static void book_free(uint64_t addr, const tdm__ptr_rec *rec, tdm_stream stream,
         if (tdm__rec_events_carry_stacks())
             es = free_stack ? free_stack : rec->stack_id;
         uint64_t s = stream ? stream : rec->stream;
-        tdm__rec_event(TDM_ACTION_FREE_REQUESTED, rec->device, addr, rec->size,
-                       rec->size, s, es);
-        tdm__rec_event(TDM_ACTION_FREE_COMPLETED, rec->device, addr, rec->size,
-                       rec->size, s, es);
-        tdm__rec_event(TDM_ACTION_SEGMENT_FREE, rec->device, addr, rec->size,
-                       rec->size, s, es);
+        /* free_requested + free_completed + segment_free: one ring entry */
+        tdm__rec_event(TDM__ACTION_FREE_SEGMENT_FREE, rec->device, addr,
+                       rec->size, rec->size, s, es);
     }
     account(rec->device, rec->size, 0, -1);
 }
@@ -227,9 +224,9 @@ tdm__alloc_observe_alloc(int device, const void *ptr, size_t size,
     insert_replacing(&obs.allocs, addr, &rec, 0);
     if (tdm__rec_on()) {
         uint32_t es = event_stack(rec.stack_id);
-        tdm__rec_event(TDM_ACTION_SEGMENT_ALLOC, device, addr, size, size,
-                       stream, es);
-        tdm__rec_event(TDM_ACTION_ALLOC, device, addr, size, size, stream, es);
+        /* segment_alloc + alloc: one ring entry */
+        tdm__rec_event(TDM__ACTION_SEGMENT_ALLOC_ALLOC, device, addr, size,
+                       size, stream, es);
     }
     __asm__ volatile("" ::: "memory"); /* keep this frame out of tail calls */
 }
