@@ -5,11 +5,12 @@
  * that sees the anchor mid-update falls back to clock_gettime.
  *
  * mult is ns per tick in 32.32 fixed point, measured over the span between
- * two real readings of CLOCK_REALTIME (the first 2 ms, then each ~1 s
+ * two real readings of CLOCK_REALTIME (the first 2 ms, then each ~100 ms
  * re-anchor), so its error shrinks as the spans grow.  A re-anchor sets
  * the new anchor's ns to the larger of the real clock and the interpolated
  * value, so readings never go backwards; the difference (the error of the
- * previous mult over about a second) is microseconds.
+ * previous mult over 100 ms, or an NTP slew of the real clock meanwhile)
+ * is microseconds.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -18,6 +19,11 @@
 
 #include "clock.h"
 #include "seqlock.h"
+
+/* Re-anchor period: short enough that a rate error or an NTP slew of the
+ * real clock (up to 500 ppm) stays within tens of microseconds; one
+ * re-anchor costs about five clock_gettime calls. */
+#define TDM_CLOCK_SPAN_NS 100000000u
 
 #if defined(__x86_64__)
 #include <x86intrin.h>
@@ -33,7 +39,7 @@ typedef struct anchor {
     _Atomic uint64_t tsc;    /* ticks at the anchor */
     _Atomic uint64_t ns;     /* CLOCK_REALTIME ns given to that tick */
     _Atomic uint64_t mult;   /* ns per tick, 32.32 fixed point */
-    _Atomic uint64_t span;   /* ticks after which to re-anchor (~1 s) */
+    _Atomic uint64_t span;   /* ticks after which to re-anchor (~100 ms) */
     _Atomic uint64_t real_tsc; /* last real reading, for measuring mult */
     _Atomic uint64_t real_ns;
     _Atomic uint64_t rate;     /* measured ns per tick (32.32); mult is this
@@ -123,7 +129,7 @@ void tdm__clock_init(void)
     uint64_t mult = measure_mult(t0, n0, t1, n1);
     if (mult == 0)
         return;
-    uint64_t span = (uint64_t)(((unsigned __int128)1000000000u << 32) / mult);
+    uint64_t span = (uint64_t)(((unsigned __int128)TDM_CLOCK_SPAN_NS << 32) / mult);
     publish(t1, n1, mult, span, t1, n1, mult);
     atomic_store(&use_tsc, 1);
 }
@@ -154,16 +160,16 @@ static __attribute__((noinline)) void reanchor(uint64_t now_interp)
     } else {
         refused_rate = 0;
     }
-    uint64_t span = (uint64_t)(((unsigned __int128)1000000000u << 32) / rate);
+    uint64_t span = (uint64_t)(((unsigned __int128)TDM_CLOCK_SPAN_NS << 32) / rate);
     uint64_t ns = n, mult = rate;
     if (now_interp > n) {
         /* Ahead of the real clock: never step back; run slower until the
          * next anchor to give back the lead, by at most 0.1% (1 ms/s). */
         uint64_t lead = now_interp - n;
-        uint64_t max_slew = 1000000; /* ns per ~1 s span */
+        uint64_t max_slew = TDM_CLOCK_SPAN_NS / 1000; /* 0.1% of a span */
         uint64_t slew = lead < max_slew ? lead : max_slew;
         ns = now_interp;
-        mult = rate - (uint64_t)(((unsigned __int128)rate * slew) / 1000000000u);
+        mult = rate - (uint64_t)(((unsigned __int128)rate * slew) / TDM_CLOCK_SPAN_NS);
     }
     publish(t, ns, mult, span, t, n, rate);
     atomic_store_explicit(&updating, 0, memory_order_release);

@@ -4,7 +4,7 @@
  * Where the kernel itself keeps time with the TSC (clocksource "tsc": the
  * counter is invariant and synchronized across CPUs), tdm__clock_ns()
  * interpolates from the TSC between anchors taken with clock_gettime, and
- * re-anchors about once a second, so it tracks CLOCK_REALTIME (NTP
+ * re-anchors every ~100 ms, so it tracks CLOCK_REALTIME (NTP
  * included) to within microseconds and never runs backwards.  Anywhere
  * else it is clock_gettime(CLOCK_REALTIME). */
 #ifndef TDM_SNAPSHOT_CLOCK_H

@@ -2,6 +2,10 @@
 # libtidemark.so must load with dlopen (Python ctypes, PyTorch's
 # CUDAPluggableAllocator), not only when linked: no static-TLS demands.
 set -euo pipefail
+if [ -n "${TDM_SANITIZE:-}" ]; then
+  echo "skipped: a sanitizer build's library cannot load into an uninstrumented process"
+  exit 77
+fi
 : "${LIBTIDEMARK:?}"
 python3 - "$LIBTIDEMARK" <<'PY'
 import ctypes, sys

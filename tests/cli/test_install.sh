@@ -3,6 +3,10 @@
 # consumer program against it twice: through find_package(tidemark) and
 # through pkg-config.  Checks the installed files users rely on.
 set -euo pipefail
+if [ -n "${TDM_SANITIZE:-}" ]; then
+  echo "skipped: a sanitizer build's library cannot load into an uninstrumented process"
+  exit 77
+fi
 : "${TDM_BINARY_DIR:?}" "${TDM_SOURCE_DIR:?}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -25,11 +25,11 @@ static void check_against_real(int samples, long sleep_us)
         uint64_t before = real_ns();
         uint64_t c = tdm__clock_ns();
         uint64_t after = real_ns();
-        /* within 200 µs of the real clock around it (TSC drift over ~1 s
-         * between anchors is far smaller; this leaves room for a loaded
-         * machine) */
-        assert_true(c + 200000 >= before);
-        assert_true(c <= after + 200000);
+        /* within 500 µs of the real clock around it: the error between
+         * anchors is microseconds; the rest is room for a loaded machine
+         * and an NTP slew of the real clock */
+        assert_true(c + 500000 >= before);
+        assert_true(c <= after + 500000);
         assert_true(c >= last);
         last = c;
         if (sleep_us) {
@@ -45,8 +45,8 @@ static void follows_realtime_across_reanchors(void **state)
     tdm__clock_init();
     if (!tdm__clock_uses_tsc())
         printf("# kernel clocksource is not tsc: clock_gettime path tested\n");
-    /* 2.5 s in 25 ms steps: at least two re-anchors on the TSC path */
-    check_against_real(100, 25000);
+    /* 1 s in 10 ms steps: about ten re-anchors on the TSC path */
+    check_against_real(100, 10000);
 }
 
 static void never_goes_backwards_in_a_tight_loop(void **state)
