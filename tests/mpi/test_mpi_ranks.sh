@@ -135,6 +135,24 @@ grep -q "message=\"rank 3 on $host, device 0: peak 336.00 MiB &gt; limit" "$work
 "$TIDEMARK" gate --max-peak 336MiB "$work/out" >"$work/gate.txt" 2>&1 ||
   fail "gate --max-peak 336MiB (rank 3's peak exactly): exit $?, wanted 0"
 
+# ---- one merged Perfetto trace: a process per rank, one time axis -----------------
+"$TIDEMARK" export --format perfetto "$work/out" -o "$work/all.json" >/dev/null 2>"$work/merge.err" ||
+  fail "merged perfetto export failed: $(cat "$work/merge.err")"
+python3 - "$work/all.json" "$host" <<'PY' || fail "merged perfetto trace"
+import json, sys
+trace = json.load(open(sys.argv[1]))
+events = trace["traceEvents"] if isinstance(trace, dict) else trace
+names = {e["pid"]: e["args"]["name"] for e in events
+         if e.get("ph") == "M" and e.get("name") == "process_name"}
+want = {r + 1: "rank %d (%s)" % (r, sys.argv[2]) for r in range(4)}
+assert names == want, "process names %r, wanted %r" % (names, want)
+pids = {e["pid"] for e in events if e.get("ph") == "C"}
+assert pids == set(want), "counter tracks for pids %r" % (pids,)
+ts = [e["ts"] for e in events if e.get("ph") == "C"]
+# one time axis: absolute microseconds since the epoch, all within the job
+assert min(ts) > 1.6e15 and max(ts) - min(ts) < 600e6, (min(ts), max(ts))
+PY
+
 # ---- ranks=: only some ranks record ------------------------------------------------
 if mpirun_job "dump=$work/some/%h-r%r.tdm,ranks=0,2-3" "$work/some.log"; then
   ls "$work/some" >"$work/some.ls" 2>&1
@@ -158,4 +176,4 @@ else
 fi
 
 [ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
-echo "ok: 4 MPI ranks recorded, summarized and gated"
+echo "ok: 4 MPI ranks recorded, summarized, merged and gated"
