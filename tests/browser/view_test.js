@@ -347,6 +347,13 @@ async function main() {
     const bhtml = path.join(work, 'big.html');
     run(TIDEMARK, ['view', big, '-o', bhtml]);
     const bg = await openPage(browser, bhtml);
+    // Lanes are decoded and drawn in animation frames: on a loaded machine
+    // let the first frames settle before looking (the check below fails if
+    // they never do).
+    await bg.page.waitForFunction(() => {
+      const r = window.tidemarkView.ranks;
+      return r.lastDraw.lanes === r.lanes.filter(l => l.visible).length;
+    }, null, {timeout: 10000}).catch(() => {});
     const st0 = await bg.page.evaluate(() => {
       const r = window.tidemarkView.ranks;
       return {n: r.lanes.length, decoded: r.decoded, drawn: r.lastDraw.lanes, visible: r.lanes.filter(l => l.visible).length};
