@@ -2,7 +2,9 @@
  *
  * alloc.c owns the global state (configuration, provider, pointer map,
  * per-device state) and the public entry points; passthrough.c and the
- * cache_*.c files implement the two modes over it; oom.c reports OOMs.
+ * cache_*.c files implement the two modes over it; observe.c books the
+ * program's own vendor allocations; oom.c reports OOMs; live.c copies a
+ * pointer map's records out for the dump.
  *
  * Lifecycle: the global is written once under init_lock before `ready` is
  * set (release); readers that saw `ready` (acquire) read it without a
@@ -54,6 +56,26 @@ static inline void tdm__stat_add(tdm__stats_acc *a, int pool_kind, int row,
         tdm__stat_one(&a->st[1][row], delta);
     else if (pool_kind == TDM_POOL_LARGE)
         tdm__stat_one(&a->st[2][row], delta);
+}
+
+/* One allocation that is its own segment (pass-through and observe
+ * modes), booked `sign` (+1 / -1) times: a segment of `size` reserved
+ * bytes and, when `allocation`, an allocation of all of them of which
+ * `requested` were asked for (else the segment is a mapping: reserved,
+ * not allocated).  The caller holds the stats' lock. */
+static inline void tdm__stats_book(tdm__stats_acc *a, int sign, uint64_t size,
+                                   uint64_t requested, int allocation)
+{
+    int64_t bytes = sign * (int64_t)size;
+    tdm__stat_add(a, TDM_POOL_NONE, TDM__ST_SEGMENT, sign);
+    tdm__stat_add(a, TDM_POOL_NONE, TDM__ST_RESERVED_BYTES, bytes);
+    if (allocation) {
+        tdm__stat_add(a, TDM_POOL_NONE, TDM__ST_ALLOCATION, sign);
+        tdm__stat_add(a, TDM_POOL_NONE, TDM__ST_ALLOCATED_BYTES, bytes);
+        tdm__stat_add(a, TDM_POOL_NONE, TDM__ST_ACTIVE_BYTES, bytes);
+        tdm__stat_add(a, TDM_POOL_NONE, TDM__ST_REQUESTED_BYTES,
+                      sign * (int64_t)requested);
+    }
 }
 
 void tdm__stats_export(const tdm__stats_acc *a, int pool, tdm_stats *out);
@@ -135,21 +157,80 @@ void tdm__cache_sync(int device, int all_streams, tdm_stream stream);
 /* The device lock of `device` (fork handlers). */
 pthread_mutex_t *tdm__cache_lock_of(int device);
 
+/* ---- one allocation, one segment: its ring entries ----
+ * Pass-through and observe modes record an allocation and its segment in
+ * one compound ring entry (event.h), and the same for the free. */
+
+/* segment_alloc + alloc of rec at addr. */
+static inline void tdm__rec_segment_alloc(uint64_t addr, const tdm__ptr_rec *rec)
+{
+    if (tdm__rec_on())
+        tdm__rec_event(TDM__ACTION_SEGMENT_ALLOC_ALLOC, rec->device, addr,
+                       rec->size, rec->requested, rec->stream,
+                       tdm__rec_events_carry_stacks() ? rec->stack_id : 0);
+}
+
+/* free_requested + free_completed + segment_free of rec at addr, on
+ * `stream`, with the free's stack (else the allocation's). */
+static inline void tdm__rec_segment_free(uint64_t addr, const tdm__ptr_rec *rec,
+                                         uint64_t stream, uint32_t free_stack)
+{
+    if (tdm__rec_on()) {
+        uint32_t es = 0;
+        if (tdm__rec_events_carry_stacks())
+            es = free_stack ? free_stack : rec->stack_id;
+        tdm__rec_event(TDM__ACTION_FREE_SEGMENT_FREE, rec->device, addr,
+                       rec->size, rec->requested, stream, es);
+    }
+}
+
+/* ---- live records for the dump (live.c) ---- */
+typedef struct tdm__live {
+    uint64_t addr;
+    tdm__ptr_rec rec;
+    int is_map;       /* observe mode's mapping: an expandable segment */
+} tdm__live;
+
+typedef struct tdm__live_list {
+    tdm__live *items; /* from tdm__meta_map */
+    size_t n, cap;    /* entries used / room */
+} tdm__live_list;
+
+/* Appends a copy of every record of m (one shard lock at a time).  Out of
+ * host memory, the list keeps what fitted: the dump lists that. */
+void tdm__live_collect(tdm__live_list *l, tdm__ptrmap *m, int is_map);
+/* Sorts the list by device, then address. */
+void tdm__live_sort(tdm__live_list *l);
+/* Gives the visitor l as one segment of one block, on l->rec.device. */
+void tdm__live_visit(const tdm__state_visitor *v, const tdm__live *l);
+void tdm__live_free(tdm__live_list *l);
+
 /* ---- out of memory (oom.c) ---- */
 /* One site and its live bytes, for the OOM line. */
 typedef struct tdm__oom_site {
     uint32_t stack_id;
     uint64_t bytes;
 } tdm__oom_site;
-/* Adds `bytes` to stack_id's total among sites[0..*n) (at most cap). */
-void tdm__oom_site_add(tdm__oom_site *sites, size_t *n, size_t cap,
-                       uint32_t stack_id, uint64_t bytes);
-/* Prints the one-line OOM report about `device` (named `device_name`)
- * and calls the configured on_oom hook.  Called with no allocator lock
- * held. */
+
+#define TDM__OOM_SITES 256
+typedef struct tdm__oom_sites {
+    tdm__oom_site site[TDM__OOM_SITES];
+    size_t n; /* sites used */
+} tdm__oom_sites;
+
+/* This thread's list of sites (4 KiB, kept off the caller's stack),
+ * emptied; valid until the thread's next call. */
+tdm__oom_sites *tdm__oom_sites_begin(void);
+/* Adds `bytes` to stack_id's total (past TDM__OOM_SITES distinct sites
+ * the rest go uncounted). */
+void tdm__oom_site_add(tdm__oom_sites *s, uint32_t stack_id, uint64_t bytes);
+/* Adds every record of `device` in m (one shard lock at a time). */
+void tdm__oom_sites_from_map(tdm__oom_sites *s, tdm__ptrmap *m, int device);
+/* Prints the one-line OOM report about `device` (named `device_name`),
+ * with the largest of the `live` sites (which it reorders), and calls the
+ * configured on_oom hook.  Called with no allocator lock held. */
 void tdm__oom_report(int device, const char *device_name, size_t request,
-                     size_t rounded, size_t free_bytes, tdm__oom_site *sites,
-                     size_t n);
+                     size_t rounded, size_t free_bytes, tdm__oom_sites *live);
 
 /* ---- the recorder's view of alloc/ (alloc.c) ---- */
 /* Gives the recorder the state source and tag listener that cover both

@@ -356,11 +356,6 @@ static void use_block(tdm__cache_device *d, cblock *b, uint64_t size,
                    b->stream, event_stack(req->stack_id));
 }
 
-typedef struct oom_sites {
-    tdm__oom_site sites[256];
-    size_t n; /* sites used */
-} oom_sites;
-
 static __attribute__((noinline)) tdm_status
 cache_oom(tdm__cache_device *d, const tdm__alloc_req *req, uint64_t rounded)
 {
@@ -370,15 +365,14 @@ cache_oom(tdm__cache_device *d, const tdm__alloc_req *req, uint64_t rounded)
     d->stats.num_ooms++;
     tdm__rec_event(TDM_ACTION_OOM, d->index, free_bytes, rounded, req->size,
                    req->stream, event_stack(req->stack_id));
-    static __thread oom_sites acc; /* 4 KiB: kept off the caller's stack */
-    acc.n = 0;
+    tdm__oom_sites *sites = tdm__oom_sites_begin();
     for (cseg *s = d->segs; s != NULL; s = s->next)
         for (cblock *b = s->first; b != NULL; b = b->next)
             if (b->state != TDM_BLOCK_INACTIVE)
-                tdm__oom_site_add(acc.sites, &acc.n, 256, b->stack_id, b->size);
+                tdm__oom_site_add(sites, b->stack_id, b->size);
     pthread_mutex_unlock(&d->lock);
     tdm__oom_report(d->index, g->device_names[d->index], req->size, rounded,
-                    free_bytes, acc.sites, acc.n);
+                    free_bytes, sites);
     return TDM_OUT_OF_MEMORY;
 }
 

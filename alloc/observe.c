@@ -31,11 +31,9 @@
  * malloc.
  */
 #include <stdio.h> /* snprintf only, for device names */
-#include <stdlib.h>
 #include <string.h>
 
 #include "alloc_internal.h"
-#include "meta.h"
 #include "recorder.h"
 
 /* Devices -1 (the host, for pinned memory) to 63 have a slot each. */
@@ -88,6 +86,15 @@ static inline void obs_init(void)
         obs_init_slow();
 }
 
+/* The name of a device no hook has named. */
+static void default_name(obs_device *d, int device)
+{
+    if (device < 0)
+        strcpy(d->name, "host");
+    else
+        snprintf(d->name, sizeof d->name, "device %d", device);
+}
+
 /* Marks a device as seen; the first time, gives it a placeholder
  * description (a hook that knows more calls tdm__alloc_observe_device). */
 static void mark_seen(obs_device *d, int device)
@@ -97,10 +104,7 @@ static void mark_seen(obs_device *d, int device)
     tdm__gate_lock(&d->lock);
     if (!atomic_load_explicit(&d->seen, memory_order_relaxed)) {
         strcpy(d->vendor, "unknown");
-        if (device < 0)
-            strcpy(d->name, "host");
-        else
-            snprintf(d->name, sizeof d->name, "device %d", device);
+        default_name(d, device);
         atomic_store_explicit(&d->seen, 1, memory_order_release);
     }
     pthread_mutex_unlock(&d->lock);
@@ -118,10 +122,8 @@ void tdm__alloc_observe_device(int device, const char *vendor,
     snprintf(d->vendor, sizeof d->vendor, "%s", vendor ? vendor : "unknown");
     if (name && *name)
         snprintf(d->name, sizeof d->name, "%s", name);
-    else if (device < 0)
-        strcpy(d->name, "host");
     else
-        snprintf(d->name, sizeof d->name, "device %d", device);
+        default_name(d, device);
     d->capacity = capacity;
     atomic_store_explicit(&d->seen, 1, memory_order_release);
     pthread_mutex_unlock(&d->lock);
@@ -131,16 +133,8 @@ void tdm__alloc_observe_device(int device, const char *vendor,
 static void account(int device, uint64_t size, int is_map, int sign)
 {
     obs_device *d = &obs.dev[device + 1];
-    int64_t bytes = sign * (int64_t)size;
     tdm__gate_lock(&d->lock);
-    tdm__stat_add(&d->stats, TDM_POOL_NONE, TDM__ST_SEGMENT, sign);
-    tdm__stat_add(&d->stats, TDM_POOL_NONE, TDM__ST_RESERVED_BYTES, bytes);
-    if (!is_map) {
-        tdm__stat_add(&d->stats, TDM_POOL_NONE, TDM__ST_ALLOCATION, sign);
-        tdm__stat_add(&d->stats, TDM_POOL_NONE, TDM__ST_ALLOCATED_BYTES, bytes);
-        tdm__stat_add(&d->stats, TDM_POOL_NONE, TDM__ST_ACTIVE_BYTES, bytes);
-        tdm__stat_add(&d->stats, TDM_POOL_NONE, TDM__ST_REQUESTED_BYTES, bytes);
-    }
+    tdm__stats_book(&d->stats, sign, size, size, !is_map);
     pthread_mutex_unlock(&d->lock);
 }
 
@@ -154,15 +148,7 @@ static uint32_t event_stack(uint32_t sid)
 static void book_free(uint64_t addr, const tdm__ptr_rec *rec, tdm_stream stream,
                       uint32_t free_stack)
 {
-    if (tdm__rec_on()) {
-        uint32_t es = 0;
-        if (tdm__rec_events_carry_stacks())
-            es = free_stack ? free_stack : rec->stack_id;
-        uint64_t s = stream ? stream : rec->stream;
-        /* free_requested + free_completed + segment_free: one ring entry */
-        tdm__rec_event(TDM__ACTION_FREE_SEGMENT_FREE, rec->device, addr,
-                       rec->size, rec->size, s, es);
-    }
+    tdm__rec_segment_free(addr, rec, stream ? stream : rec->stream, free_stack);
     account(rec->device, rec->size, 0, -1);
 }
 
@@ -200,16 +186,17 @@ static void insert_replacing(tdm__ptrmap *m, uint64_t key,
     }
 }
 
-__attribute__((noinline)) void
-tdm__alloc_observe_alloc(int device, const void *ptr, size_t size,
-                         tdm_stream stream, unsigned skip)
+/* The record of a new allocation or mapping on `device` (which has a
+ * slot), with its stack and time when recording.  Always inlined into the
+ * hooks' noinline entry points below, so that `skip + 1` still counts
+ * exactly their own frame. */
+static inline __attribute__((always_inline)) void
+new_rec(tdm__ptr_rec *rec, int device, size_t size, tdm_stream stream,
+        unsigned skip)
 {
-    int s = slot_of(device);
-    if (ptr == NULL || s < 0)
-        return;
     obs_init();
-    mark_seen(&obs.dev[s], device);
-    tdm__ptr_rec rec = {
+    mark_seen(&obs.dev[device + 1], device);
+    *rec = (tdm__ptr_rec){
         .size = size,
         .requested = size,
         .stream = stream,
@@ -217,17 +204,22 @@ tdm__alloc_observe_alloc(int device, const void *ptr, size_t size,
         .category = tdm__rec_current_category(),
     };
     if (tdm__rec_on()) {
-        rec.stack_id = tdm__rec_alloc_stack(skip + 1);
-        rec.alloc_time_ns = tdm__alloc_now_ns();
+        rec->stack_id = tdm__rec_alloc_stack(skip + 1);
+        rec->alloc_time_ns = tdm__alloc_now_ns();
     }
+}
+
+__attribute__((noinline)) void
+tdm__alloc_observe_alloc(int device, const void *ptr, size_t size,
+                         tdm_stream stream, unsigned skip)
+{
+    if (ptr == NULL || slot_of(device) < 0)
+        return;
+    tdm__ptr_rec rec;
+    new_rec(&rec, device, size, stream, skip);
     uint64_t addr = (uint64_t)(uintptr_t)ptr;
     insert_replacing(&obs.allocs, addr, &rec, 0);
-    if (tdm__rec_on()) {
-        uint32_t es = event_stack(rec.stack_id);
-        /* segment_alloc + alloc: one ring entry */
-        tdm__rec_event(TDM__ACTION_SEGMENT_ALLOC_ALLOC, device, addr, size,
-                       size, stream, es);
-    }
+    tdm__rec_segment_alloc(addr, &rec);
     __asm__ volatile("" ::: "memory"); /* keep this frame out of tail calls */
 }
 
@@ -249,20 +241,6 @@ tdm__alloc_observe_free(const void *ptr, tdm_stream stream, unsigned skip)
     return TDM_OK;
 }
 
-typedef struct obs_sites {
-    tdm__oom_site sites[256];
-    size_t n;   /* sites used */
-    int device; /* the device that ran out */
-} obs_sites;
-
-static void add_site(void *ctx, uint64_t key, const tdm__ptr_rec *rec)
-{
-    (void)key;
-    obs_sites *acc = ctx;
-    if (rec->device == acc->device)
-        tdm__oom_site_add(acc->sites, &acc->n, 256, rec->stack_id, rec->size);
-}
-
 __attribute__((noinline)) void
 tdm__alloc_observe_oom(int device, size_t size, size_t free_bytes,
                        tdm_stream stream, unsigned skip)
@@ -282,32 +260,19 @@ tdm__alloc_observe_oom(int device, size_t size, size_t free_bytes,
     tdm__rec_event(TDM_ACTION_OOM, device, free_bytes, size, size, stream,
                    event_stack(stack));
     /* The largest live sites of this device, for the one-line report. */
-    static __thread obs_sites acc; /* 4 KiB: kept off the caller's stack */
-    acc.n = 0;
-    acc.device = device;
-    tdm__ptrmap_each(&obs.allocs, add_site, &acc);
-    tdm__oom_report(device, name, size, size, free_bytes, acc.sites, acc.n);
+    tdm__oom_sites *sites = tdm__oom_sites_begin();
+    tdm__oom_sites_from_map(sites, &obs.allocs, device);
+    tdm__oom_report(device, name, size, size, free_bytes, sites);
     __asm__ volatile("" ::: "memory");
 }
 
 __attribute__((noinline)) void
 tdm__alloc_observe_map(int device, const void *va, size_t size, unsigned skip)
 {
-    int s = slot_of(device);
-    if (va == NULL || s < 0)
+    if (va == NULL || slot_of(device) < 0)
         return;
-    obs_init();
-    mark_seen(&obs.dev[s], device);
-    tdm__ptr_rec rec = {
-        .size = size,
-        .requested = size,
-        .device = (int16_t)device,
-        .category = tdm__rec_current_category(),
-    };
-    if (tdm__rec_on()) {
-        rec.stack_id = tdm__rec_alloc_stack(skip + 1);
-        rec.alloc_time_ns = tdm__alloc_now_ns();
-    }
+    tdm__ptr_rec rec;
+    new_rec(&rec, device, size, 0, skip);
     uint64_t addr = (uint64_t)(uintptr_t)va;
     insert_replacing(&obs.maps, addr, &rec, 1);
     if (tdm__rec_on())
@@ -393,58 +358,15 @@ tdm_status tdm__obs_tag(uint64_t addr, uint8_t category)
 
 /* ---- state for the dump ----------------------------------------------------- */
 
-typedef struct obs_live {
-    uint64_t addr;
-    tdm__ptr_rec rec;
-    int is_map;
-} obs_live;
-
-typedef struct obs_collect {
-    obs_live *items; /* from tdm__meta_map */
-    size_t n, cap;   /* entries used / room */
-    int is_map;      /* which map is being walked */
-} obs_collect;
-
-static void collect(void *ctx, uint64_t key, const tdm__ptr_rec *rec)
-{
-    obs_collect *c = ctx;
-    if (c->n == c->cap) {
-        size_t ncap = c->cap ? c->cap * 2 : 1024;
-        obs_live *n = tdm__meta_map(ncap * sizeof *n);
-        if (n == NULL)
-            return; /* out of host memory: the dump lists what fitted */
-        if (c->items) {
-            memcpy(n, c->items, c->n * sizeof *n);
-            tdm__meta_unmap(c->items, c->cap * sizeof *n);
-        }
-        c->items = n;
-        c->cap = ncap;
-    }
-    c->items[c->n].addr = key;
-    c->items[c->n].rec = *rec;
-    c->items[c->n].is_map = c->is_map;
-    c->n++;
-}
-
-static int by_device_addr(const void *a, const void *b)
-{
-    const obs_live *x = a, *y = b;
-    if (x->rec.device != y->rec.device)
-        return x->rec.device < y->rec.device ? -1 : 1;
-    return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
-
 void tdm__obs_visit(const tdm__state_visitor *v, const uint64_t *emitted)
 {
     if (!atomic_load_explicit(&obs.ready, memory_order_acquire))
         return;
-    obs_collect c = {0};
+    tdm__live_list live = {0};
     /* Copy first, then call the visitor with no lock held. */
-    tdm__ptrmap_each(&obs.allocs, collect, &c);
-    c.is_map = 1;
-    tdm__ptrmap_each(&obs.maps, collect, &c);
-    if (c.n > 1)
-        qsort(c.items, c.n, sizeof *c.items, by_device_addr);
+    tdm__live_collect(&live, &obs.allocs, 0);
+    tdm__live_collect(&live, &obs.maps, 1);
+    tdm__live_sort(&live);
     size_t i = 0;
     for (int s = 0; s < OBS_SLOTS; s++) {
         obs_device *d = &obs.dev[s];
@@ -463,28 +385,10 @@ void tdm__obs_visit(const tdm__state_visitor *v, const uint64_t *emitted)
             pthread_mutex_unlock(&d->lock);
             v->device(v->ctx, &desc);
         }
-        while (i < c.n && c.items[i].rec.device < device)
+        while (i < live.n && live.items[i].rec.device < device)
             i++;
-        for (; i < c.n && c.items[i].rec.device == device; i++) {
-            const obs_live *l = &c.items[i];
-            tdm_snap_segment seg = {
-                .device = device, .pool = TDM_POOL_NONE,
-                .is_expandable = (uint8_t)l->is_map, .address = l->addr,
-                .total_size = l->rec.size, .stream = l->rec.stream,
-                .stack_id = l->rec.stack_id,
-            };
-            tdm_snap_block blk = {
-                .address = l->addr, .size = l->rec.size,
-                .requested_size = l->is_map ? 0 : l->rec.requested,
-                .alloc_time_ns = l->is_map ? 0 : l->rec.alloc_time_ns,
-                .stack_id = l->rec.stack_id,
-                .state = l->is_map ? TDM_BLOCK_INACTIVE
-                                   : TDM_BLOCK_ACTIVE_ALLOCATED,
-                .category = l->rec.category,
-            };
-            if (v->segment)
-                v->segment(v->ctx, &seg, &blk, 1);
-        }
+        for (; i < live.n && live.items[i].rec.device == device; i++)
+            tdm__live_visit(v, &live.items[i]);
         /* A device the allocator also has gets one stats record, the sum,
          * from alloc.c. */
         if (!known && v->stats) {
@@ -493,8 +397,7 @@ void tdm__obs_visit(const tdm__state_visitor *v, const uint64_t *emitted)
             v->stats(v->ctx, device, &st);
         }
     }
-    if (c.items)
-        tdm__meta_unmap(c.items, c.cap * sizeof *c.items);
+    tdm__live_free(&live);
 }
 
 /* ---- fork and tests ------------------------------------------------------------ */

@@ -2,8 +2,9 @@
  *
  * Owns the one-line report (device, request, free bytes, the three live
  * allocation sites holding the most bytes) and the call of the configured
- * on_oom hook (which may write a snapshot).  Rare path: it may symbolize,
- * allocate and print.  Called with no allocator lock held.
+ * on_oom hook (which may write a snapshot), and the per-thread list of
+ * sites the modes fill for it.  Rare path: it may symbolize, allocate and
+ * print.  Called with no allocator lock held.
  */
 #include <stdio.h>
 #include <string.h>
@@ -12,22 +13,47 @@
 #include "stack.h"
 #include "symbolize.h"
 
-void tdm__oom_site_add(tdm__oom_site *sites, size_t *n, size_t cap,
-                       uint32_t stack_id, uint64_t bytes)
+tdm__oom_sites *tdm__oom_sites_begin(void)
 {
-    for (size_t i = 0; i < *n; i++) {
-        if (sites[i].stack_id == stack_id) {
-            sites[i].bytes += bytes;
+    static __thread tdm__oom_sites sites; /* 4 KiB: off the caller's stack */
+    sites.n = 0;
+    return &sites;
+}
+
+void tdm__oom_site_add(tdm__oom_sites *s, uint32_t stack_id, uint64_t bytes)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->site[i].stack_id == stack_id) {
+            s->site[i].bytes += bytes;
             return;
         }
     }
-    if (*n < cap) {
-        sites[*n].stack_id = stack_id;
-        sites[*n].bytes = bytes;
-        (*n)++;
+    if (s->n < TDM__OOM_SITES) {
+        s->site[s->n].stack_id = stack_id;
+        s->site[s->n].bytes = bytes;
+        s->n++;
     }
-    /* Past `cap` distinct sites the rest go uncounted: the report is a
-     * hint, and the snapshot has every block. */
+    /* Past TDM__OOM_SITES distinct sites the rest go uncounted: the
+     * report is a hint, and the snapshot has every block. */
+}
+
+typedef struct map_sites {
+    tdm__oom_sites *s;
+    int device; /* the device that ran out */
+} map_sites;
+
+static void add_map_site(void *ctx, uint64_t key, const tdm__ptr_rec *rec)
+{
+    (void)key;
+    map_sites *m = ctx;
+    if (rec->device == m->device)
+        tdm__oom_site_add(m->s, rec->stack_id, rec->size);
+}
+
+void tdm__oom_sites_from_map(tdm__oom_sites *s, tdm__ptrmap *m, int device)
+{
+    map_sites ctx = {s, device};
+    tdm__ptrmap_each(m, add_map_site, &ctx);
 }
 
 static void human(char *buf, size_t len, uint64_t bytes)
@@ -43,10 +69,11 @@ static void human(char *buf, size_t len, uint64_t bytes)
 }
 
 void tdm__oom_report(int device, const char *device_name, size_t request,
-                     size_t rounded, size_t free_bytes, tdm__oom_site *sites,
-                     size_t n)
+                     size_t rounded, size_t free_bytes, tdm__oom_sites *live)
 {
     const tdm__alloc_config *cfg = &tdm__alloc_g.cfg;
+    tdm__oom_site *sites = live->site;
+    size_t n = live->n;
     if (!cfg->quiet_oom) {
         /* The three largest sites, by a partial selection sort. */
         for (size_t i = 0; i < n && i < 3; i++) {

@@ -15,7 +15,6 @@
  * per-device lock; the map has its shard locks).  None is global.
  */
 #include <stdlib.h>
-#include <string.h>
 
 #include "alloc_internal.h"
 #include "meta.h"
@@ -57,30 +56,9 @@ void tdm__pt_destroy(void)
 static void pt_account(int device, const tdm__ptr_rec *rec, int sign)
 {
     tdm__pt_device *d = &tdm__alloc_g.pt[device];
-    int64_t bytes = sign * (int64_t)rec->size;
     pthread_mutex_lock(&d->lock);
-    tdm__stat_add(&d->stats, TDM_POOL_NONE, TDM__ST_SEGMENT, sign);
-    tdm__stat_add(&d->stats, TDM_POOL_NONE, TDM__ST_RESERVED_BYTES, bytes);
-    tdm__stat_add(&d->stats, TDM_POOL_NONE, TDM__ST_ALLOCATION, sign);
-    tdm__stat_add(&d->stats, TDM_POOL_NONE, TDM__ST_ALLOCATED_BYTES, bytes);
-    tdm__stat_add(&d->stats, TDM_POOL_NONE, TDM__ST_ACTIVE_BYTES, bytes);
-    tdm__stat_add(&d->stats, TDM_POOL_NONE, TDM__ST_REQUESTED_BYTES,
-                  sign * (int64_t)rec->requested);
+    tdm__stats_book(&d->stats, sign, rec->size, rec->requested, 1);
     pthread_mutex_unlock(&d->lock);
-}
-
-typedef struct pt_sites {
-    tdm__oom_site sites[256];
-    size_t n;   /* sites used */
-    int device; /* the device that ran out */
-} pt_sites;
-
-static void add_site(void *ctx, uint64_t key, const tdm__ptr_rec *rec)
-{
-    (void)key;
-    pt_sites *acc = ctx;
-    if (rec->device == acc->device)
-        tdm__oom_site_add(acc->sites, &acc->n, 256, rec->stack_id, rec->size);
 }
 
 /* The rare path of tdm__pt_malloc. */
@@ -97,12 +75,10 @@ static __attribute__((noinline)) tdm_status pt_oom(const tdm__alloc_req *req,
     tdm__rec_event(TDM_ACTION_OOM, req->device, free_bytes, rounded, req->size,
                    req->stream, tdm__rec_events_carry_stacks() ? req->stack_id : 0);
     /* The largest live sites, from the map (one shard lock at a time). */
-    static __thread pt_sites acc; /* 4 KiB: kept off the caller's stack */
-    acc.n = 0;
-    acc.device = req->device;
-    tdm__ptrmap_each(&g->map, add_site, &acc);
+    tdm__oom_sites *sites = tdm__oom_sites_begin();
+    tdm__oom_sites_from_map(sites, &g->map, req->device);
     tdm__oom_report(req->device, g->device_names[req->device], req->size,
-                    rounded, free_bytes, acc.sites, acc.n);
+                    rounded, free_bytes, sites);
     return TDM_OUT_OF_MEMORY;
 }
 
@@ -137,12 +113,7 @@ tdm_status tdm__pt_malloc(const tdm__alloc_req *req, void **out)
         return st == TDM_INVALID_ARGUMENT ? TDM_INTERNAL : st;
     }
     pt_account(req->device, &rec, 1);
-    if (tdm__rec_on()) {
-        uint32_t es = tdm__rec_events_carry_stacks() ? req->stack_id : 0;
-        /* segment_alloc + alloc in one ring entry (event.h) */
-        tdm__rec_event(TDM__ACTION_SEGMENT_ALLOC_ALLOC, req->device, addr,
-                       rounded, req->size, req->stream, es);
-    }
+    tdm__rec_segment_alloc(addr, &rec);
     *out = p;
     return TDM_OK;
 }
@@ -151,14 +122,7 @@ tdm_status tdm__pt_free(uint64_t ptr, const tdm__ptr_rec *rec,
                         uint32_t free_stack)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
-    if (tdm__rec_on()) {
-        uint32_t es = 0;
-        if (tdm__rec_events_carry_stacks())
-            es = free_stack ? free_stack : rec->stack_id;
-        /* free_requested + free_completed + segment_free in one entry */
-        tdm__rec_event(TDM__ACTION_FREE_SEGMENT_FREE, rec->device, ptr,
-                       rec->size, rec->requested, rec->stream, es);
-    }
+    tdm__rec_segment_free(ptr, rec, rec->stream, free_stack);
     pt_account(rec->device, rec, -1);
     return g->prov->free(g->prov, rec->device, (void *)(uintptr_t)ptr, rec->size);
 }
@@ -186,81 +150,24 @@ void tdm__pt_reset_peaks(int device)
 
 /* ---- state for the dump --------------------------------------------------- */
 
-typedef struct pt_live {
-    uint64_t addr;
-    tdm__ptr_rec rec;
-} pt_live;
-
-typedef struct pt_collect {
-    pt_live *items;  /* from tdm__meta_map */
-    size_t n, cap;   /* entries used / room */
-    int failed;      /* host memory ran out while collecting */
-} pt_collect;
-
-static void collect(void *ctx, uint64_t key, const tdm__ptr_rec *rec)
-{
-    pt_collect *c = ctx;
-    if (c->n == c->cap) {
-        size_t ncap = c->cap ? c->cap * 2 : 1024;
-        pt_live *n = tdm__meta_map(ncap * sizeof *n);
-        if (n == NULL) {
-            c->failed = 1;
-            return;
-        }
-        if (c->items) {
-            memcpy(n, c->items, c->n * sizeof *n);
-            tdm__meta_unmap(c->items, c->cap * sizeof *n);
-        }
-        c->items = n;
-        c->cap = ncap;
-    }
-    c->items[c->n].addr = key;
-    c->items[c->n].rec = *rec;
-    c->n++;
-}
-
-static int by_device_addr(const void *a, const void *b)
-{
-    const pt_live *x = a, *y = b;
-    if (x->rec.device != y->rec.device)
-        return x->rec.device < y->rec.device ? -1 : 1;
-    return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
-
 void tdm__pt_visit(const tdm__state_visitor *v)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
-    pt_collect c = {0};
+    tdm__live_list live = {0};
     /* Copy first, then call the visitor with no allocator lock held. */
-    tdm__ptrmap_each(&g->map, collect, &c);
-    if (c.n > 1)
-        qsort(c.items, c.n, sizeof *c.items, by_device_addr);
+    tdm__live_collect(&live, &g->map, 0);
+    tdm__live_sort(&live);
     size_t i = 0;
     for (int d = 0; d < g->device_count; d++) {
         if (v->device)
             v->device(v->ctx, &g->devices[d]);
-        for (; i < c.n && c.items[i].rec.device == d; i++) {
-            const tdm__ptr_rec *r = &c.items[i].rec;
-            tdm_snap_segment seg = {
-                .device = d, .pool = TDM_POOL_NONE, .is_expandable = 0,
-                .address = c.items[i].addr, .total_size = r->size,
-                .stream = r->stream, .stack_id = r->stack_id,
-            };
-            tdm_snap_block blk = {
-                .address = c.items[i].addr, .size = r->size,
-                .requested_size = r->requested, .alloc_time_ns = r->alloc_time_ns,
-                .stack_id = r->stack_id, .state = TDM_BLOCK_ACTIVE_ALLOCATED,
-                .category = r->category,
-            };
-            if (v->segment)
-                v->segment(v->ctx, &seg, &blk, 1);
-        }
+        for (; i < live.n && live.items[i].rec.device == d; i++)
+            tdm__live_visit(v, &live.items[i]);
         if (v->stats) {
             tdm_stats s = {.size = sizeof s};
             tdm__pt_stats(d, 0, &s);
             v->stats(v->ctx, d, &s);
         }
     }
-    if (c.items)
-        tdm__meta_unmap(c.items, c.cap * sizeof *c.items);
+    tdm__live_free(&live);
 }

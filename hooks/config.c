@@ -43,29 +43,12 @@ static const char *const fork_names[] = {"follow", "stop", NULL};
  * available" at the first allocation). */
 static const char *const device_kinds[] = {"sim", "cuda", "hip", "ze", NULL};
 
-static void why_set(char *why, size_t why_len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void why_set(char *why, size_t why_len, const char *fmt, ...)
+void tdm__config_why(char *why, size_t why_len, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, why_len, fmt, ap);
     va_end(ap);
-}
-
-static int is_blank(char c)
-{
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' ||
-           c == '\f';
-}
-
-/* Trims blanks from both ends of [*b, *e). */
-static void trim(const char **b, const char **e)
-{
-    while (*b < *e && is_blank(**b))
-        (*b)++;
-    while (*e > *b && is_blank((*e)[-1]))
-        (*e)--;
 }
 
 /* Parses decimal digits [s, ...) into *out, stopping at the first
@@ -98,7 +81,7 @@ static int parse_enum(const tdm__conf_key *key, const char *value, void *field,
             return 0;
         }
     }
-    why_set(why, why_len, "expected %s", key->values);
+    tdm__config_why(why, why_len, "expected %s", key->values);
     return -1;
 }
 
@@ -109,8 +92,8 @@ static int parse_stacks(const tdm__conf_key *key, const char *value,
     if (parse_enum(key, value, &v, why, why_len) != 0)
         return -1;
     if (v == TDM_STACKS_PYTHON) {
-        why_set(why, why_len,
-                "python stacks are not yet supported; use none or native");
+        tdm__config_why(why, why_len,
+                        "python stacks are not yet supported; use none or native");
         return -1;
     }
     *(int *)field = v;
@@ -134,8 +117,8 @@ static int parse_count(const tdm__conf_key *key, const char *value,
     const char *end;
     if (parse_u64_prefix(value, &v, &end) != 0 || *end != '\0' || v < 1 ||
         v > SIZE_MAX) {
-        why_set(why, why_len, "expected a whole number >= 1, such as %s",
-                key->def);
+        tdm__config_why(why, why_len, "expected a whole number >= 1, such as %s",
+                        key->def);
         return -1;
     }
     *(size_t *)field = (size_t)v;
@@ -146,7 +129,7 @@ static int parse_template(const tdm__conf_key *key, const char *value,
                           void *field, char *why, size_t why_len)
 {
     if (strlen(value) >= TDM__CONF_PATH_MAX) {
-        why_set(why, why_len, "longer than %d bytes", TDM__CONF_PATH_MAX - 1);
+        tdm__config_why(why, why_len, "longer than %d bytes", TDM__CONF_PATH_MAX - 1);
         return -1;
     }
     if (tdm__dump_path_check(value, why, why_len) != 0)
@@ -170,7 +153,7 @@ static int parse_bool(const tdm__conf_key *key, const char *value, void *field,
             return 0;
         }
     }
-    why_set(why, why_len, "expected 0 or 1");
+    tdm__config_why(why, why_len, "expected 0 or 1");
     return -1;
 }
 
@@ -189,7 +172,7 @@ static int parse_dump_on(const tdm__conf_key *key, const char *value,
     for (;;) {
         const char *b = p, *e = p + strcspn(p, "+|");
         const char *next = *e ? e + 1 : NULL;
-        trim(&b, &e);
+        tdm__config_trim(&b, &e);
         size_t n = (size_t)(e - b);
         size_t i;
         for (i = 0; i < sizeof words / sizeof words[0]; i++) {
@@ -198,10 +181,10 @@ static int parse_dump_on(const tdm__conf_key *key, const char *value,
         }
         if (i == sizeof words / sizeof words[0]) {
             if (n == 0)
-                why_set(why, why_len, "empty item; expected %s", key->values);
+                tdm__config_why(why, why_len, "empty item; expected %s", key->values);
             else
-                why_set(why, why_len, "unknown event '%.*s'; expected %s",
-                        (int)(n > 64 ? 64 : n), b, key->values);
+                tdm__config_why(why, why_len, "unknown event '%.*s'; expected %s",
+                                (int)(n > 64 ? 64 : n), b, key->values);
             return -1;
         }
         if (words[i].bit == 0)
@@ -214,7 +197,7 @@ static int parse_dump_on(const tdm__conf_key *key, const char *value,
         p = next;
     }
     if (saw_none && saw_other) {
-        why_set(why, why_len, "'none' cannot be combined with other events");
+        tdm__config_why(why, why_len, "'none' cannot be combined with other events");
         return -1;
     }
     *(unsigned *)field = bits;
@@ -268,9 +251,9 @@ static int parse_signal(const tdm__conf_key *key, const char *value,
         }
     }
     if (sig <= 0 || !signal_allowed(sig)) {
-        why_set(why, why_len,
-                "expected one of SIGUSR1, SIGUSR2, SIGHUP, SIGWINCH, SIGURG, "
-                "SIGRTMIN+n, SIGRTMAX-n or its number");
+        tdm__config_why(why, why_len,
+                        "expected one of SIGUSR1, SIGUSR2, SIGHUP, SIGWINCH, SIGURG, "
+                        "SIGRTMIN+n, SIGRTMAX-n or its number");
         return -1;
     }
     *(int *)field = sig;
@@ -289,16 +272,16 @@ static int parse_device(const tdm__conf_key *key, const char *value,
             strncmp(value, device_kinds[k], kind_len) == 0)
             break;
     if (!device_kinds[k]) {
-        why_set(why, why_len, "unknown device kind '%.*s'; expected %s",
-                (int)(kind_len > 32 ? 32 : kind_len), value, key->values);
+        tdm__config_why(why, why_len, "unknown device kind '%.*s'; expected %s",
+                        (int)(kind_len > 32 ? 32 : kind_len), value, key->values);
         return -1;
     }
     tdm__alloc_config_defaults(&defaults);
     uint64_t count = (uint64_t)defaults.device_count;
     uint64_t capacity = defaults.device_capacity;
     if (k > 0 && value[kind_len] != '\0') {
-        why_set(why, why_len, "a vendor's devices are its own: write just %s",
-                device_kinds[k]);
+        tdm__config_why(why, why_len, "a vendor's devices are its own: write just %s",
+                        device_kinds[k]);
         return -1;
     }
     if (value[kind_len] == ':') {
@@ -309,9 +292,9 @@ static int parse_device(const tdm__conf_key *key, const char *value,
             const char *end;
             if (parse_u64_prefix(spec, &count, &end) != 0 || end != x ||
                 count < 1 || count > SIM_MAX_DEVICES) {
-                why_set(why, why_len,
-                        "device count before 'x' must be 1 to %d (as in sim:2x8GiB)",
-                        SIM_MAX_DEVICES);
+                tdm__config_why(why, why_len,
+                                "device count before 'x' must be 1 to %d (as in sim:2x8GiB)",
+                                SIM_MAX_DEVICES);
                 return -1;
             }
             size_text = x + 1;
@@ -319,12 +302,12 @@ static int parse_device(const tdm__conf_key *key, const char *value,
         char size_why[160];
         if (tdm__config_parse_size(size_text, &capacity, size_why,
                                    sizeof size_why) != 0) {
-            why_set(why, why_len, "capacity: %s; e.g. sim:8GiB or sim:2x8GiB",
-                    size_why);
+            tdm__config_why(why, why_len, "capacity: %s; e.g. sim:8GiB or sim:2x8GiB",
+                            size_why);
             return -1;
         }
         if (capacity == 0) {
-            why_set(why, why_len, "capacity must be more than 0 bytes");
+            tdm__config_why(why, why_len, "capacity must be more than 0 bytes");
             return -1;
         }
     }
@@ -447,33 +430,33 @@ int tdm__config_parse_size(const char *text, uint64_t *out, char *why,
     uint64_t v;
     const char *p;
     if (parse_u64_prefix(text, &v, &p) != 0) {
-        why_set(why, why_len,
-                *text && isdigit((unsigned char)*text)
+        tdm__config_why(why, why_len,
+                        *text && isdigit((unsigned char)*text)
                     ? "number too large"
                     : "expected a number of bytes with an optional unit "
                       "B, K, M, G, T, KiB, MiB, GiB or TiB");
         return -1;
     }
-    while (is_blank(*p))
+    while (tdm__config_is_blank(*p))
         p++;
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
         if (strcasecmp(p, units[i].unit) != 0)
             continue;
         if (units[i].shift && v > (UINT64_MAX >> units[i].shift)) {
-            why_set(why, why_len, "size too large");
+            tdm__config_why(why, why_len, "size too large");
             return -1;
         }
         *out = v << units[i].shift;
         return 0;
     }
     if (strlen(p) == 2 && strchr("kmgtKMGT", p[0]) && (p[1] == 'b' || p[1] == 'B'))
-        why_set(why, why_len,
-                "unit '%s' is ambiguous: write %c or %ciB, both 1024-based", p,
-                toupper((unsigned char)p[0]), toupper((unsigned char)p[0]));
+        tdm__config_why(why, why_len,
+                        "unit '%s' is ambiguous: write %c or %ciB, both 1024-based", p,
+                        toupper((unsigned char)p[0]), toupper((unsigned char)p[0]));
     else
-        why_set(why, why_len,
-                "unknown unit '%.16s'; expected B, K, M, G, T, KiB, MiB, GiB "
-                "or TiB", p);
+        tdm__config_why(why, why_len,
+                        "unknown unit '%.16s'; expected B, K, M, G, T, KiB, MiB, GiB "
+                        "or TiB", p);
     return -1;
 }
 
@@ -577,17 +560,17 @@ static const char *item_end(const char *p)
  * next item starts with a digit, which no key does. */
 static const char *ranks_item_end(const char *p, const char *e)
 {
-    while (is_blank(*p))
+    while (tdm__config_is_blank(*p))
         p++;
     if (strncmp(p, "ranks", 5) != 0)
         return e;
-    for (p += 5; is_blank(*p); p++)
+    for (p += 5; tdm__config_is_blank(*p); p++)
         ;
     if (*p != '=')
         return e;
     while (*e == ',') {
         const char *n = e + 1;
-        while (is_blank(*n))
+        while (tdm__config_is_blank(*n))
             n++;
         if (!isdigit((unsigned char)*n))
             break;
@@ -608,7 +591,7 @@ tdm_status tdm__config_parse(const char *text, tdm__config *cfg, char *err,
     for (;;) {
         const char *b = p, *e = ranks_item_end(p, item_end(p));
         const char *next = *e ? e + 1 : NULL;
-        trim(&b, &e);
+        tdm__config_trim(&b, &e);
         if (b < e) {
             char shown[96];
             const char *eq = memchr(b, '=', (size_t)(e - b));
@@ -624,8 +607,8 @@ tdm_status tdm__config_parse(const char *text, tdm__config *cfg, char *err,
                 }
             } else {
                 const char *kb = b, *ke = eq, *vb = eq + 1, *ve = e;
-                trim(&kb, &ke);
-                trim(&vb, &ve);
+                tdm__config_trim(&kb, &ke);
+                tdm__config_trim(&vb, &ve);
                 char key[KEY_MAX + 1];
                 quote(key, sizeof key, kb, ke);
                 if (kb == ke) {

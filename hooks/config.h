@@ -100,6 +100,30 @@ tdm_status tdm__config_parse(const char *text, tdm__config *cfg, char *err,
  * the length it needed, like snprintf. */
 size_t tdm__config_format_help(char *buf, size_t len);
 
+/* ---- what the value parsers of config*.c share (config.c) -------------- */
+
+/* A blank as isspace() says in the C locale, whatever the program's
+ * locale is. */
+static inline int tdm__config_is_blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' ||
+           c == '\f';
+}
+
+/* Trims blanks from both ends of [*b, *e). */
+static inline void tdm__config_trim(const char **b, const char **e)
+{
+    while (*b < *e && tdm__config_is_blank(**b))
+        (*b)++;
+    while (*e > *b && tdm__config_is_blank((*e)[-1]))
+        (*e)--;
+}
+
+/* Writes why a value was refused (one line, printf-style) into
+ * why[0..why_len). */
+void tdm__config_why(char *why, size_t why_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* ---- the caching allocator's keys (config_alloc.c) ------------------- */
 
 /* `max_split_size`: a size, as tdm__config_parse_size (into a uint64_t). */

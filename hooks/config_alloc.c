@@ -13,36 +13,11 @@
 #include "config.h"
 
 #include <ctype.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 /* Most divisions accepted: keeps 512 x divisions far from overflow. */
 #define DIV_MAX ((uint64_t)1 << 30)
-
-static void why_set(char *why, size_t why_len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void why_set(char *why, size_t why_len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, why_len, fmt, ap);
-    va_end(ap);
-}
-
-static int blank(char c)
-{
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' ||
-           c == '\f';
-}
-
-static void trim(const char **b, const char **e)
-{
-    while (*b < *e && blank(**b))
-        (*b)++;
-    while (*e > *b && blank((*e)[-1]))
-        (*e)--;
-}
 
 /* A power of two >= 1 written in decimal digits, the whole of [b, e). */
 static int parse_pow2(const char *b, const char *e, uint64_t *out)
@@ -77,24 +52,24 @@ int tdm__config_parse_bytes(const tdm__conf_key *key, const char *value,
 static int roundup_entry(const char *b, const char *e, uint32_t *div,
                          int *have, unsigned *last, char *why, size_t why_len)
 {
-    trim(&b, &e);
+    tdm__config_trim(&b, &e);
     const char *colon = memchr(b, ':', (size_t)(e - b));
     const char *kb = b, *ke = colon ? colon : e;
     const char *vb = colon ? colon + 1 : e, *ve = e;
-    trim(&kb, &ke);
-    trim(&vb, &ve);
+    tdm__config_trim(&kb, &ke);
+    tdm__config_trim(&vb, &ve);
     int rest = ke - kb == 1 && *kb == '>';
     int shown = (int)(e - b > 32 ? 32 : e - b);
     uint64_t mib = 0, v = 0;
     if (!colon || (!rest && parse_pow2(kb, ke, &mib) != 0)) {
-        why_set(why, why_len,
-                "entry '%.*s': expected MiB:divisions with MiB a power of two, "
-                "or >:divisions", shown, b);
+        tdm__config_why(why, why_len,
+                        "entry '%.*s': expected MiB:divisions with MiB a power of two, "
+                        "or >:divisions", shown, b);
         return -1;
     }
     if (parse_pow2(vb, ve, &v) != 0 || v > DIV_MAX) {
-        why_set(why, why_len, "entry '%.*s': divisions must be a power of two",
-                shown, b);
+        tdm__config_why(why, why_len, "entry '%.*s': divisions must be a power of two",
+                        shown, b);
         return -1;
     }
     if (rest) {
@@ -132,9 +107,9 @@ int tdm__config_parse_roundup(const tdm__conf_key *key, const char *value,
     if (value[0] != '[') {
         uint64_t v;
         if (parse_pow2(value, value + len, &v) != 0 || v > DIV_MAX) {
-            why_set(why, why_len,
-                    "expected a power of two, or a list such as "
-                    "[256:1,512:2,>:4]");
+            tdm__config_why(why, why_len,
+                            "expected a power of two, or a list such as "
+                            "[256:1,512:2,>:4]");
             return -1;
         }
         for (int i = 0; i < TDM_ROUNDUP_INTERVALS; i++)
@@ -143,7 +118,7 @@ int tdm__config_parse_roundup(const tdm__conf_key *key, const char *value,
         return 0;
     }
     if (value[len - 1] != ']') {
-        why_set(why, why_len, "a list must end with ']'");
+        tdm__config_why(why, why_len, "a list must end with ']'");
         return -1;
     }
     const char *p = value + 1, *stop = value + len - 1;
@@ -158,7 +133,7 @@ int tdm__config_parse_roundup(const tdm__conf_key *key, const char *value,
         p = e < stop ? e + 1 : e;
     }
     if (!have) {
-        why_set(why, why_len, "the list is empty");
+        tdm__config_why(why, why_len, "the list is empty");
         return -1;
     }
     memcpy(field, div, sizeof div);
@@ -180,8 +155,8 @@ int tdm__config_parse_threshold(const tdm__conf_key *key, const char *value,
             v += (*p - '0') * scale;
     }
     if (digits == 0 || *p != '\0' || !(v == 0.0 || (v > 0.0 && v < 1.0))) {
-        why_set(why, why_len,
-                "expected 0 (off) or a fraction between 0 and 1, such as 0.8");
+        tdm__config_why(why, why_len,
+                        "expected 0 (off) or a fraction between 0 and 1, such as 0.8");
         return -1;
     }
     *(double *)field = v;

@@ -19,11 +19,6 @@
 #include <string.h>
 #include <strings.h>
 
-static int blank(char c)
-{
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-}
-
 /* Digits at [*p, e) into *out (at most INT32_MAX), moving *p past them. */
 static int number(const char **p, const char *e, int32_t *out)
 {
@@ -47,10 +42,10 @@ static int range_item(const char *b, const char *e, int32_t *first, int32_t *las
     if (number(&b, e, first) != 0)
         return -1;
     *last = *first;
-    while (b < e && blank(*b))
+    while (b < e && tdm__config_is_blank(*b))
         b++;
     if (b < e && *b == '-') {
-        for (b++; b < e && blank(*b); b++)
+        for (b++; b < e && tdm__config_is_blank(*b); b++)
             ;
         if (number(&b, e, last) != 0)
             return -1;
@@ -72,7 +67,7 @@ int tdm__config_parse_ranks(const tdm__conf_key *key, const char *value,
         r.local = 1;
         p += 6;
     }
-    while (p < stop && blank(*p))
+    while (p < stop && tdm__config_is_blank(*p))
         p++;
     if (p < stop && *p == '[' && stop[-1] == ']') {
         p++;
@@ -83,10 +78,7 @@ int tdm__config_parse_ranks(const tdm__conf_key *key, const char *value,
         if (!e)
             e = stop;
         p = e < stop ? e + 1 : e;
-        while (b < e && blank(*b))
-            b++;
-        while (e > b && blank(e[-1]))
-            e--;
+        tdm__config_trim(&b, &e);
         int32_t first, last;
         if (range_item(b, e, &first, &last) != 0) {
             snprintf(why, why_len,

@@ -13,6 +13,7 @@
 
 #include "recorder_internal.h"
 #include "procinfo.h"
+#include "snap_build.h"
 #include "stack.h"
 #include "symbolize.h"
 
@@ -21,8 +22,7 @@ static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Everything a built snapshot owns besides its arrays. */
 typedef struct dump_owner {
     tdm_symbolizer *symbolizer;
-    char **strings; /* copies of visitor strings, header strings */
-    size_t string_count, string_cap;
+    tdm__str_pool strings; /* copies of visitor strings, header strings */
     uint32_t *stack_frames;
     const char **phase_names;
 } dump_owner;
@@ -49,19 +49,6 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem)
     return 1;
 }
 
-static const char *keep_string(dump_owner *o, const char *s)
-{
-    if (!s)
-        s = "";
-    if (!grow((void **)&o->strings, &o->string_cap, o->string_count + 1,
-              sizeof *o->strings))
-        return NULL;
-    char *copy = strdup(s);
-    if (copy)
-        o->strings[o->string_count++] = copy;
-    return copy;
-}
-
 static void visit_device(void *ctx, const tdm_snap_device *d)
 {
     builder *b = ctx;
@@ -73,8 +60,8 @@ static void visit_device(void *ctx, const tdm_snap_device *d)
     }
     tdm_snap_device *out = &s->devices[s->device_count];
     *out = *d;
-    out->vendor = keep_string(b->owner, d->vendor);
-    out->name = keep_string(b->owner, d->name);
+    out->vendor = tdm__str_pool_keep(&b->owner->strings, d->vendor);
+    out->name = tdm__str_pool_keep(&b->owner->strings, d->name);
     if (!out->vendor || !out->name)
         b->failed = 1;
     else
@@ -252,7 +239,7 @@ static const char *read_command(dump_owner *o)
     while (n > 0 && buf[n - 1] == ' ')
         n--;
     buf[n] = '\0';
-    return keep_string(o, buf);
+    return tdm__str_pool_keep(&o->strings, buf);
 }
 
 static tdm_status build_header(tdm_snap *snap, dump_owner *o)
@@ -263,7 +250,7 @@ static tdm_status build_header(tdm_snap *snap, dump_owner *o)
     tdm_snap_header *h = &snap->header;
     h->format_version = TDM_FORMAT_VERSION;
     h->tool_version = TDM_VERSION_STRING;
-    h->host = keep_string(o, pi.host);
+    h->host = tdm__str_pool_keep(&o->strings, pi.host);
     h->pid = pi.pid;
     h->rank = pi.rank;
     h->local_rank = pi.local_rank;
@@ -273,8 +260,8 @@ static tdm_status build_header(tdm_snap *snap, dump_owner *o)
 
     pthread_mutex_lock(&r->lock);
     h->start_time_us = r->start_time_us;
-    h->config = keep_string(o, r->config_text);
-    h->metadata = keep_string(o, r->metadata);
+    h->config = tdm__str_pool_keep(&o->strings, r->config_text);
+    h->metadata = tdm__str_pool_keep(&o->strings, r->metadata);
     h->alloc_mode = r->alloc_mode ? r->alloc_mode : "";
     h->record_mode = (uint8_t)atomic_load(&tdm__rec.mode);
     h->context_mode = (uint8_t)r->opts.context;
@@ -283,7 +270,7 @@ static tdm_status build_header(tdm_snap *snap, dump_owner *o)
     o->phase_names = malloc(r->phase_count * sizeof *o->phase_names);
     if (o->phase_names) {
         for (uint32_t i = 0; i < r->phase_count; i++)
-            o->phase_names[i] = keep_string(o, r->phase_names[i]);
+            o->phase_names[i] = tdm__str_pool_keep(&o->strings, r->phase_names[i]);
         snap->phase_names = o->phase_names;
         snap->phase_count = r->phase_count;
     }
@@ -304,20 +291,11 @@ void tdm__rec_snapshot_free(tdm_snap *snap)
     if (o) {
         if (o->symbolizer)
             tdm__symbolizer_close(o->symbolizer);
-        for (size_t i = 0; i < o->string_count; i++)
-            free(o->strings[i]);
-        free(o->strings);
+        tdm__str_pool_free(&o->strings);
         free(o->stack_frames);
-        free(o->phase_names);
         free(o);
     }
-    free(snap->devices);
-    free(snap->frames);
-    free(snap->stacks);
-    free(snap->events);
-    free(snap->segments);
-    free(snap->blocks);
-    free(snap->stats);
+    tdm__snap_free_arrays(snap); /* with o->phase_names, its phase table */
     free(snap);
 }
 

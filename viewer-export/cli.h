@@ -36,8 +36,28 @@ typedef struct tdm_cli_command {
  * after printing the error. */
 int tdm__cli_read_snapshot(const char *cmd, const char *path, tdm_snap **snap,
                            int *truncated, uint64_t *truncated_at);
+/* Checks that `path` exists and is not a directory, before a reader
+ * says only "input/output error": TDM_EXIT_OK, or TDM_EXIT_BAD_INPUT
+ * after printing why not. */
+int tdm__cli_check_file(const char *cmd, const char *path);
+/* After getopt_long (opterr = 0, optstring starting with ':') returned
+ * `c` for an option it could not take (':': its value is missing; else
+ * unknown), prints the line saying which. */
+void tdm__cli_bad_option(const char *cmd, int c, char **argv);
+/* Parses option `opt`'s `arg` as a whole number up to `max` into *v;
+ * returns -1 after printing why not. */
+int tdm__cli_parse_count(const char *cmd, const char *opt, const char *arg,
+                         unsigned long max, unsigned long *v);
+/* Prints "tidemark CMD: " and the message, then where help is; returns
+ * TDM_EXIT_USAGE. */
+__attribute__((format(printf, 2, 3)))
+int tdm__cli_usage(const char *cmd, const char *fmt, ...);
 /* The larger (worse) of two exit codes. */
 static inline int tdm__cli_worse(int a, int b) { return a > b ? a : b; }
+/* A command's last step: flushes stdout and returns rc, or
+ * TDM_EXIT_TOOL_ERROR after saying so when the output could not be
+ * written. */
+int tdm__cli_flush(const char *cmd, int rc);
 
 /* ---- summary ------------------------------------------------------------ */
 

@@ -356,17 +356,6 @@ void tdm__cli_diff_help(FILE *out)
           out);
 }
 
-static int count_arg(const char *opt, const char *arg, unsigned long max, unsigned long *v)
-{
-    char *end;
-    if (arg[0] < '0' || arg[0] > '9' || (*v = strtoul(arg, &end, 10), *end) || *v > max) {
-        fprintf(stderr, "tidemark diff: %s needs a whole number up to %lu, not '%s'\n", opt,
-                max, arg);
-        return -1;
-    }
-    return 0;
-}
-
 static tdm_status diff(FILE *out, side *sd, int only, unsigned top, unsigned frames)
 {
     for (int k = 0; k < 2; k++) {
@@ -414,29 +403,23 @@ int tdm__cli_diff(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 't':
-            if (count_arg("--top", optarg, 100000, &top))
+            if (tdm__cli_parse_count("diff", "--top", optarg, 100000, &top))
                 goto usage;
             break;
         case 'f':
-            if (count_arg("--frames", optarg, 1000, &frames))
+            if (tdm__cli_parse_count("diff", "--frames", optarg, 1000, &frames))
                 goto usage;
             break;
         case 'd':
-            if (count_arg("--device", optarg, 32767, &v))
+            if (tdm__cli_parse_count("diff", "--device", optarg, 32767, &v))
                 goto usage;
             device = (int)v;
             break;
         case 'h':
             tdm__cli_diff_help(stdout);
             return TDM_EXIT_OK;
-        case ':':
-            fprintf(stderr, "tidemark diff: option '%s' needs a value\n", argv[optind - 1]);
-            goto usage;
-        default:
-            if (optopt)
-                fprintf(stderr, "tidemark diff: unknown option '-%c'\n", optopt);
-            else
-                fprintf(stderr, "tidemark diff: unknown option '%s'\n", argv[optind - 1]);
+        default: /* ':' or an unknown option */
+            tdm__cli_bad_option("diff", c, argv);
             goto usage;
         }
     }
@@ -461,11 +444,7 @@ int tdm__cli_diff(int argc, char **argv)
         free(sd[k].cats);
         tdm__gate_input_free(&sd[k].in);
     }
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "tidemark diff: cannot write the output\n");
-        rc = TDM_EXIT_TOOL_ERROR;
-    }
-    return rc;
+    return tdm__cli_flush("diff", rc);
 usage:
     fprintf(stderr, "Try 'tidemark help diff'.\n");
     return TDM_EXIT_USAGE;

@@ -32,25 +32,12 @@
 #include "ranks.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define CMD "export"
-
-__attribute__((format(printf, 1, 2)))
-static int usage(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("tidemark " CMD ": ", stderr);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs("\nTry 'tidemark help " CMD "'.\n", stderr);
-    return TDM_EXIT_USAGE;
-}
 
 void tdm__cli_export_help(FILE *out)
 {
@@ -504,7 +491,7 @@ int tdm__cli_export(int argc, char **argv)
     char **inputs = malloc((size_t)(argc > 0 ? argc : 1) * sizeof *inputs);
     if (!inputs)
         return TDM_EXIT_TOOL_ERROR;
-#define USAGE(...) do { free(inputs); return usage(__VA_ARGS__); } while (0)
+#define USAGE(...) do { free(inputs); return tdm__cli_usage(CMD, __VA_ARGS__); } while (0)
 
     for (int i = 1; i < argc; i++) {
         char *a = argv[i];
@@ -608,17 +595,17 @@ int tdm__cli_export(int argc, char **argv)
     int wrc;
     if (!merged && out_path && strcmp(out_path, "-") != 0 &&
         (template_codes(out_path, &bad), bad)) {
-        wrc = usage("-o %s: '%%%c' is not a code (%%r rank, %%l local rank, %%h host, "
+        wrc = tdm__cli_usage(CMD, "-o %s: '%%%c' is not a code (%%r rank, %%l local rank, %%h host, "
                     "%%p pid, %%n the snapshot's name, %%%% a percent sign)", out_path, bad);
     } else if (merged) {
         if (tdm__export_option(&ctx, "merge"))
-            wrc = usage("--merge adds one process's tracks to its profiler trace: "
+            wrc = tdm__cli_usage(CMD, "--merge adds one process's tracks to its profiler trace: "
                         "give one snapshot, not %zu", paths.count);
         else if (!out_path)
-            wrc = usage("%zu snapshots make one trace: name it with -o OUT.json "
+            wrc = tdm__cli_usage(CMD, "%zu snapshots make one trace: name it with -o OUT.json "
                         "(or -o - for standard output)", paths.count);
         else if (strcmp(out_path, "-") != 0 && is_dir_target(out_path))
-            wrc = usage("-o %s is a directory; %zu snapshots make one trace: name its file",
+            wrc = tdm__cli_usage(CMD, "-o %s is a directory; %zu snapshots make one trace: name its file",
                         out_path, paths.count);
         else {
             job j = {.emit = emit_merged, .base = &ctx, .paths = &paths};
@@ -632,11 +619,11 @@ int tdm__cli_export(int argc, char **argv)
             wrc = tdm__cli_worse(wrc, j.inputs_rc);
         }
     } else if (paths.count > 1 && out_path && strcmp(out_path, "-") == 0) {
-        wrc = usage("-o - writes one file; %zu snapshots make %zu %s files (give -o a "
+        wrc = tdm__cli_usage(CMD, "-o - writes one file; %zu snapshots make %zu %s files (give -o a "
                     "directory or a name with %%r)", paths.count, paths.count, fmt->name);
     } else if (paths.count > 1 && out_path && !is_dir_target(out_path) &&
                !template_codes(out_path, &bad)) {
-        wrc = usage("%zu snapshots make one %s file each: give -o a directory (out/) or a "
+        wrc = tdm__cli_usage(CMD, "%zu snapshots make one %s file each: give -o a directory (out/) or a "
                     "name with codes (%%r rank, %%l local rank, %%h host, %%p pid, %%n the "
                     "snapshot's name), e.g. -o 'rank%%r%s'", paths.count, fmt->name,
                     fmt->extension);

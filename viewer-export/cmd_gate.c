@@ -58,20 +58,11 @@ int tdm__cli_gate(int argc, char **argv)
             tdm__cli_gate_help(stdout);
             return TDM_EXIT_OK;
         }
-        if (c == ':') {
-            fprintf(stderr, "tidemark gate: option '%s' needs a value\n", argv[optind - 1]);
+        int took = c == ':' ? 0 : tdm__gate_option("gate", c, optarg, &o);
+        if (took == 0)
+            tdm__cli_bad_option("gate", c, argv);
+        if (took <= 0)
             goto usage;
-        }
-        int took = tdm__gate_option("gate", c, optarg, &o);
-        if (took < 0)
-            goto usage;
-        if (took == 0) {
-            if (optopt)
-                fprintf(stderr, "tidemark gate: unknown option '-%c'\n", optopt);
-            else
-                fprintf(stderr, "tidemark gate: unknown option '%s'\n", argv[optind - 1]);
-            goto usage;
-        }
     }
     if (tdm__gate_options_check("gate", &o))
         goto usage;
@@ -130,11 +121,7 @@ int tdm__cli_gate(int argc, char **argv)
     tdm__gate_input_free(&baseline);
     free(inputs);
     tdm__ranks_paths_free(&paths);
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "tidemark gate: cannot write the output\n");
-        rc = TDM_EXIT_TOOL_ERROR;
-    }
-    return rc;
+    return tdm__cli_flush("gate", rc);
 usage:
     fprintf(stderr, "Try 'tidemark help gate'.\n");
     return TDM_EXIT_USAGE;

@@ -14,24 +14,10 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #define CMD "import"
-
-__attribute__((format(printf, 1, 2)))
-static int usage(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("tidemark " CMD ": ", stderr);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs("\nTry 'tidemark help " CMD "'.\n", stderr);
-    return TDM_EXIT_USAGE;
-}
 
 void tdm__cli_import_help(FILE *out)
 {
@@ -85,7 +71,7 @@ int tdm__cli_import(int argc, char **argv)
         const char *a = argv[i];
         if (only_files || a[0] != '-' || strcmp(a, "-") == 0) {
             if (input)
-                return usage("one file at a time (got '%s' and '%s')", input, a);
+                return tdm__cli_usage(CMD, "one file at a time (got '%s' and '%s')", input, a);
             input = a;
         } else if (strcmp(a, "--") == 0) {
             only_files = 1;
@@ -101,17 +87,17 @@ int tdm__cli_import(int argc, char **argv)
         } else if (strcmp(a, "-f") == 0 || strcmp(a, "--format") == 0 ||
                    strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
             if (i + 1 >= argc)
-                return usage("option '%s' needs a value", a);
+                return tdm__cli_usage(CMD, "option '%s' needs a value", a);
             if (a[1] == 'f' || a[2] == 'f')
                 format_name = argv[++i];
             else
                 out_path = argv[++i];
         } else {
-            return usage("unknown option '%s'", a);
+            return tdm__cli_usage(CMD, "unknown option '%s'", a);
         }
     }
     if (!input)
-        return usage("no file given");
+        return tdm__cli_usage(CMD, "no file given");
     const tdm_import_format *fmt = NULL;
     if (format_name && !(fmt = tdm__import_format_find(format_name))) {
         fprintf(stderr, "tidemark " CMD ": unknown format '%s'; formats:", format_name);
@@ -121,15 +107,9 @@ int tdm__cli_import(int argc, char **argv)
         return TDM_EXIT_USAGE;
     }
 
-    struct stat st;
-    if (stat(input, &st) != 0) {
-        fprintf(stderr, "tidemark " CMD ": %s: %s\n", input, strerror(errno));
-        return TDM_EXIT_BAD_INPUT;
-    }
-    if (S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "tidemark " CMD ": %s: is a directory\n", input);
-        return TDM_EXIT_BAD_INPUT;
-    }
+    int rc = tdm__cli_check_file(CMD, input);
+    if (rc != TDM_EXIT_OK)
+        return rc;
     if (!fmt) {
         unsigned char head[TDM_IMPORT_SNIFF_BYTES];
         size_t n = 0;
@@ -162,7 +142,6 @@ int tdm__cli_import(int argc, char **argv)
     char *def = out_path ? NULL : default_output(input);
     if (!out_path)
         out_path = def;
-    int rc = TDM_EXIT_OK;
     if (!out_path) {
         rc = TDM_EXIT_TOOL_ERROR;
     } else if ((s = tdm__snap_write(snap, out_path)) != TDM_OK) {

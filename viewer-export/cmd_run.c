@@ -542,20 +542,12 @@ static int parse(run_state *r, int argc, char **argv)
         case 'q':
             r->quiet = 1;
             break;
-        case ':':
-            fprintf(stderr, "tidemark run: option '%s' needs a value\n", argv[optind - 1]);
-            return -1;
         default: {
-            int took = tdm__gate_option("run", c, optarg, &r->o);
-            if (took < 0)
+            int took = c == ':' ? 0 : tdm__gate_option("run", c, optarg, &r->o);
+            if (took == 0)
+                tdm__cli_bad_option("run", c, argv);
+            if (took <= 0)
                 return -1;
-            if (took == 0) {
-                if (optopt)
-                    fprintf(stderr, "tidemark run: unknown option '-%c'\n", optopt);
-                else
-                    fprintf(stderr, "tidemark run: unknown option '%s'\n", argv[optind - 1]);
-                return -1;
-            }
         }
         }
     }

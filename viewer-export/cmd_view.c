@@ -291,14 +291,8 @@ int tdm__cli_view(int argc, char **argv)
         case 'h':
             tdm__cli_view_help(stdout);
             return TDM_EXIT_OK;
-        case ':':
-            fprintf(stderr, "tidemark view: option '%s' needs a value\n", argv[optind - 1]);
-            goto usage;
-        default:
-            if (optopt)
-                fprintf(stderr, "tidemark view: unknown option '-%c'\n", optopt);
-            else
-                fprintf(stderr, "tidemark view: unknown option '%s'\n", argv[optind - 1]);
+        default: /* ':' or an unknown option */
+            tdm__cli_bad_option("view", c, argv);
             goto usage;
         }
     }

@@ -126,18 +126,6 @@ void tdm__gate_options_init(tdm_gate_options *o)
     o->frames = 3;
 }
 
-static int parse_uint(const char *cmd, const char *opt, const char *arg,
-                      unsigned long max, unsigned long *v)
-{
-    char *end;
-    if (arg[0] < '0' || arg[0] > '9' || (*v = strtoul(arg, &end, 10), *end) || *v > max) {
-        fprintf(stderr, "tidemark %s: %s needs a whole number up to %lu, not '%s'\n", cmd,
-                opt, max, arg);
-        return -1;
-    }
-    return 0;
-}
-
 static int parse_limit(const char *cmd, const char *opt, const char *arg, uint64_t *v)
 {
     if (tdm__parse_size(arg, v) != TDM_OK || *v > (uint64_t)INT64_MAX) {
@@ -184,17 +172,17 @@ int tdm__gate_option(const char *cmd, int code, const char *arg, tdm_gate_option
         o->baseline = arg;
         return 1;
     case TDM_GATE_OPT_DEVICE:
-        if (parse_uint(cmd, "--device", arg, 32767, &v))
+        if (tdm__cli_parse_count(cmd, "--device", arg, 32767, &v))
             return -1;
         o->device = (int)v;
         return 1;
     case TDM_GATE_OPT_TOP:
-        if (parse_uint(cmd, "--top", arg, 100, &v))
+        if (tdm__cli_parse_count(cmd, "--top", arg, 100, &v))
             return -1;
         o->top = (unsigned)v;
         return 1;
     case TDM_GATE_OPT_FRAMES:
-        if (parse_uint(cmd, "--frames", arg, 20, &v))
+        if (tdm__cli_parse_count(cmd, "--frames", arg, 20, &v))
             return -1;
         o->frames = (unsigned)v;
         return 1;

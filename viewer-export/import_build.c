@@ -12,12 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "snap_build.h"
+
 /* The block behind a built snapshot.  `snap` must stay first: the public
  * pointer is &owned->snap. */
 typedef struct owned {
     tdm_snap snap;
-    char **strings; /* every string the snapshot points to */
-    size_t nstrings, capstrings;
+    tdm__str_pool strings; /* every string the snapshot points to */
 } owned;
 
 typedef struct live_slot {
@@ -37,22 +38,6 @@ struct tdm_ibuild {
 };
 
 #define EMPTY UINT32_MAX
-
-static char *keep_string(owned *o, const char *s)
-{
-    if (o->nstrings == o->capstrings) {
-        size_t cap = o->capstrings ? o->capstrings * 2 : 16;
-        char **p = realloc(o->strings, cap * sizeof *p);
-        if (!p)
-            return NULL;
-        o->strings = p;
-        o->capstrings = cap;
-    }
-    char *copy = strdup(s ? s : "");
-    if (copy)
-        o->strings[o->nstrings++] = copy;
-    return copy;
-}
 
 static size_t home_of(const tdm_ibuild *b, uint64_t addr, int32_t dev)
 {
@@ -135,22 +120,22 @@ tdm_status tdm__ibuild_new(const char *vendor, const char *name,
     s->header.record_mode = TDM_RECORD_ALL;
     s->header.context_mode = TDM_CONTEXT_NONE;
     s->header.stacks_mode = TDM_STACKS_NONE;
-    s->header.tool_version = keep_string(o, TDM_VERSION_STRING);
-    s->header.host = keep_string(o, "");
-    s->header.config = keep_string(o, "");
-    s->header.command = keep_string(o, "");
-    s->header.metadata = keep_string(o, metadata);
-    s->header.alloc_mode = keep_string(o, "observe");
+    s->header.tool_version = tdm__str_pool_keep(&o->strings, TDM_VERSION_STRING);
+    s->header.host = tdm__str_pool_keep(&o->strings, "");
+    s->header.config = tdm__str_pool_keep(&o->strings, "");
+    s->header.command = tdm__str_pool_keep(&o->strings, "");
+    s->header.metadata = tdm__str_pool_keep(&o->strings, metadata);
+    s->header.alloc_mode = tdm__str_pool_keep(&o->strings, "observe");
     /* Devices are made at finish; keep their vendor and name here. */
     s->devices = calloc(1, sizeof *s->devices);
     if (s->devices) {
-        s->devices[0].vendor = keep_string(o, vendor);
-        s->devices[0].name = keep_string(o, name);
+        s->devices[0].vendor = tdm__str_pool_keep(&o->strings, vendor);
+        s->devices[0].name = tdm__str_pool_keep(&o->strings, name);
     }
     s->phase_names = malloc(8 * sizeof *s->phase_names);
     b->cap_phases = 8;
     if (s->phase_names) {
-        s->phase_names[0] = keep_string(o, "");
+        s->phase_names[0] = tdm__str_pool_keep(&o->strings, "");
         s->phase_count = 1;
     }
     s->stacks = calloc(1, sizeof *s->stacks); /* stacks[0]: empty */
@@ -180,17 +165,8 @@ void tdm__ibuild_snap_free(tdm_snap *snap)
     if (!snap)
         return;
     owned *o = (owned *)snap;
-    for (size_t i = 0; i < o->nstrings; i++)
-        free(o->strings[i]);
-    free(o->strings);
-    free(snap->devices);
-    free(snap->phase_names);
-    free(snap->frames);
-    free(snap->stacks);
-    free(snap->events);
-    free(snap->segments);
-    free(snap->blocks);
-    free(snap->stats);
+    tdm__str_pool_free(&o->strings);
+    tdm__snap_free_arrays(snap);
     free(o);
 }
 
@@ -207,7 +183,7 @@ uint32_t tdm__ibuild_phase_id(tdm_ibuild *b, const char *name)
         s->phase_names = p;
         b->cap_phases *= 2;
     }
-    const char *copy = keep_string(b->o, name);
+    const char *copy = tdm__str_pool_keep(&b->o->strings, name);
     if (!copy)
         return 0;
     s->phase_names[s->phase_count] = copy;

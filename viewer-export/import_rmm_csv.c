@@ -19,11 +19,11 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "csv_read.h"
 #include "import_build.h"
 
 #define DAY_NS 86400000000000ull
@@ -31,36 +31,6 @@
 enum { C_THREAD, C_TIME, C_ACTION, C_POINTER, C_SIZE, C_STREAM, C_COUNT };
 static const char *const col_names[C_COUNT] = {"Thread", "Time", "Action",
                                                "Pointer", "Size", "Stream"};
-
-typedef struct rd {
-    char *err;
-    size_t errlen;
-    unsigned long line;
-} rd;
-
-__attribute__((format(printf, 2, 3)))
-static tdm_status fail(rd *r, const char *fmt, ...)
-{
-    if (r->err && r->errlen) {
-        int n = snprintf(r->err, r->errlen, "line %lu: ", r->line);
-        va_list ap;
-        va_start(ap, fmt);
-        if (n >= 0 && (size_t)n < r->errlen)
-            vsnprintf(r->err + n, r->errlen - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
-    return TDM_FORMAT_ERROR;
-}
-
-static char *trim(char *s)
-{
-    while (*s == ' ' || *s == '\t')
-        s++;
-    size_t n = strlen(s);
-    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
-        s[--n] = '\0';
-    return s;
-}
 
 static int parse_hex(const char *s, uint64_t *out)
 {
@@ -150,79 +120,40 @@ static int parse_time(const char *s, uint64_t *ns, int *is_tod)
 tdm_status tdm__import_rmm_csv(const char *path, tdm_snap **out, char *err,
                                size_t errlen)
 {
-    rd r = {err, errlen, 0};
     *out = NULL;
-    if (err && errlen)
-        err[0] = '\0';
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        if (err && errlen)
-            snprintf(err, errlen, "%s", strerror(errno));
-        return TDM_IO_ERROR;
-    }
+    tdm_csv r;
+    tdm_status st = tdm__csv_open(&r, path, TDM_CSV_TRIM, err, errlen);
+    if (st != TDM_OK)
+        return st;
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     char meta[256];
     snprintf(meta, sizeof meta, "imported from RMM log %s", base);
 
     tdm_ibuild *b = NULL;
-    char *line = NULL;
-    size_t cap = 0;
     int col[C_COUNT], have_header = 0;
     uint64_t day = 0, last_tod = 0;
     int seen_tod = 0;
-    tdm_status st = tdm__ibuild_new("cuda", "rmm", meta, &b);
-    while (st == TDM_OK) {
-        errno = 0;
-        ssize_t len = getline(&line, &cap, f);
-        if (len < 0) {
-            if (errno == ENOMEM)
-                st = TDM_HOST_OUT_OF_MEMORY;
-            else if (ferror(f))
-                st = TDM_IO_ERROR;
-            break;
-        }
-        r.line++;
-        char *l = trim(line);
-        if (!*l)
-            continue;
-        char *fld[16];
-        int n = 0;
-        for (char *p = l;;) {
-            char *c = strchr(p, ',');
-            if (n < 16)
-                fld[n++] = p;
-            if (!c)
-                break;
-            *c = '\0';
-            p = c + 1;
-        }
-        for (int i = 0; i < n; i++)
-            fld[i] = trim(fld[i]);
+    st = tdm__ibuild_new("cuda", "rmm", meta, &b);
+    while (st == TDM_OK && tdm__csv_next(&r, &st)) {
         if (!have_header) {
-            for (int c = 0; c < C_COUNT; c++) {
-                col[c] = -1;
-                for (int i = 0; i < n; i++)
-                    if (strcmp(fld[i], col_names[c]) == 0)
-                        col[c] = i;
-                /* Thread and Stream carry nothing we need. */
-                if (col[c] < 0 && c != C_THREAD && c != C_STREAM) {
-                    st = fail(&r, "not an RMM log: the header lacks '%s' "
-                                  "(want Thread,Time,Action,Pointer,Size,Stream)",
-                              col_names[c]);
-                    break;
-                }
-            }
+            /* Thread and Stream carry nothing we need. */
+            int missing = tdm__csv_header(&r, col_names, C_COUNT,
+                                          1u << C_THREAD | 1u << C_STREAM, col);
+            if (missing >= 0)
+                st = tdm__csv_fail(&r, "not an RMM log: the header lacks '%s' "
+                                       "(want Thread,Time,Action,Pointer,Size,Stream)",
+                                   col_names[missing]);
             have_header = 1;
             continue;
         }
         const char *v[C_COUNT];
-        for (int c = 0; c < C_COUNT; c++)
-            v[c] = col[c] >= 0 && col[c] < n ? fld[col[c]] : "";
+        tdm__csv_row(&r, col, C_COUNT, v);
         uint64_t t, ptr, size, stream = 0;
         int tod;
         if (parse_time(v[C_TIME], &t, &tod) != 0) {
-            st = fail(&r, "Time '%s' is neither HH:MM:SS.ffffff nor seconds", v[C_TIME]);
+            st = tdm__csv_fail(&r, "Time '%s' is neither HH:MM:SS.ffffff nor seconds",
+                               v[C_TIME]);
             break;
         }
         if (tod) {
@@ -233,15 +164,15 @@ tdm_status tdm__import_rmm_csv(const char *path, tdm_snap **out, char *err,
             t += day;
         }
         if (parse_hex(v[C_POINTER], &ptr) != 0) {
-            st = fail(&r, "Pointer '%s' is not a hex address", v[C_POINTER]);
+            st = tdm__csv_fail(&r, "Pointer '%s' is not a hex address", v[C_POINTER]);
             break;
         }
         if (parse_dec(v[C_SIZE], &size) != 0) {
-            st = fail(&r, "Size '%s' is not a number", v[C_SIZE]);
+            st = tdm__csv_fail(&r, "Size '%s' is not a number", v[C_SIZE]);
             break;
         }
         if (*v[C_STREAM] && parse_hex(v[C_STREAM], &stream) != 0) {
-            st = fail(&r, "Stream '%s' is not a hex handle", v[C_STREAM]);
+            st = tdm__csv_fail(&r, "Stream '%s' is not a hex handle", v[C_STREAM]);
             break;
         }
         if (strcmp(v[C_ACTION], "allocate") == 0) {
@@ -254,16 +185,13 @@ tdm_status tdm__import_rmm_csv(const char *path, tdm_snap **out, char *err,
                             .action = TDM_ACTION_OOM};
             st = tdm__ibuild_event(b, &ev);
         } else {
-            st = fail(&r, "unknown Action '%s' (want allocate, free or "
-                          "allocate failure)", v[C_ACTION]);
+            st = tdm__csv_fail(&r, "unknown Action '%s' (want allocate, free or "
+                                   "allocate failure)", v[C_ACTION]);
         }
     }
     if (st == TDM_OK && !have_header)
-        st = fail(&r, "empty file: no RMM log header");
-    if (st == TDM_IO_ERROR && err && errlen && !err[0])
-        snprintf(err, errlen, "read error after line %lu", r.line);
-    free(line);
-    fclose(f);
+        st = tdm__csv_fail(&r, "empty file: no RMM log header");
+    st = tdm__csv_close(&r, st);
     if (st == TDM_OK) {
         st = tdm__ibuild_finish(b, out);
         b = NULL;

@@ -14,11 +14,11 @@
 #include "import_formats.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "csv_read.h"
 #include "import_build.h"
 
 /* Where imported allocations start: a plausible device-heap address, far
@@ -89,44 +89,6 @@ static void id_del(idmap *m, size_t i)
     }
 }
 
-typedef struct reader {
-    const char *path;
-    char *err;
-    size_t errlen;
-    unsigned long line;
-} reader;
-
-__attribute__((format(printf, 2, 3)))
-static tdm_status fail(reader *r, const char *fmt, ...)
-{
-    if (r->err && r->errlen) {
-        int n = snprintf(r->err, r->errlen, "line %lu: ", r->line);
-        va_list ap;
-        va_start(ap, fmt);
-        if (n >= 0 && (size_t)n < r->errlen)
-            vsnprintf(r->err + n, r->errlen - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
-    return TDM_FORMAT_ERROR;
-}
-
-/* Splits `line` in place at commas; returns the field count (at most max). */
-static int split(char *line, char **f, int max)
-{
-    int n = 0;
-    char *p = line;
-    for (;;) {
-        if (n < max)
-            f[n++] = p;
-        char *c = strchr(p, ',');
-        if (!c)
-            break;
-        *c = '\0';
-        p = c + 1;
-    }
-    return n;
-}
-
 static int parse_u64(const char *s, uint64_t *out)
 {
     if (!s || !*s || *s == '-' || *s == '+')
@@ -152,24 +114,19 @@ tdm_status tdm__import_trace_csv(const char *path,
                                  const tdm_trace_csv_options *opts,
                                  tdm_snap **out, char *err, size_t errlen)
 {
-    reader r = {path, err, errlen, 0};
     tdm_trace_csv_options none = {0};
     if (!opts)
         opts = &none;
     *out = NULL;
-    if (err && errlen)
-        err[0] = '\0';
     if (opts->allocs) {
         *opts->allocs = NULL;
         *opts->alloc_count = 0;
     }
 
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        if (err && errlen)
-            snprintf(err, errlen, "%s", strerror(errno));
-        return TDM_IO_ERROR;
-    }
+    tdm_csv r;
+    tdm_status st = tdm__csv_open(&r, path, TDM_CSV_COMMENTS, err, errlen);
+    if (st != TDM_OK)
+        return st;
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     char meta[256];
@@ -179,59 +136,34 @@ tdm_status tdm__import_trace_csv(const char *path,
     idmap ids = {0};
     tdm_trace_alloc *allocs = NULL;
     size_t nallocs = 0, capallocs = 0;
-    char *line = NULL;
-    size_t linecap = 0;
     int col[COL_COUNT];
     int have_header = 0;
     uint64_t next_addr = TRACE_BASE_ADDR;
-    tdm_status st = tdm__ibuild_new("trace", base, meta, &b);
+    st = tdm__ibuild_new("trace", base, meta, &b);
     if (st == TDM_OK && id_grow(&ids) != 0)
         st = TDM_HOST_OUT_OF_MEMORY;
 
-    while (st == TDM_OK) {
-        errno = 0;
-        ssize_t len = getline(&line, &linecap, f);
-        if (len < 0) {
-            if (errno == ENOMEM)
-                st = TDM_HOST_OUT_OF_MEMORY;
-            else if (ferror(f))
-                st = TDM_IO_ERROR;
-            break;
-        }
-        r.line++;
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-            line[--len] = '\0';
-        if (len == 0 || line[0] == '#')
-            continue;
-        char *fld[8];
-        int n = split(line, fld, 8);
+    while (st == TDM_OK && tdm__csv_next(&r, &st)) {
         if (!have_header) {
-            for (int c = 0; c < COL_COUNT; c++) {
-                col[c] = -1;
-                for (int i = 0; i < n; i++)
-                    if (strcmp(fld[i], col_names[c]) == 0)
-                        col[c] = i;
-                if (col[c] < 0 && c != COL_CATEGORY) {
-                    st = fail(&r, "the header lacks a '%s' column "
-                                  "(want action,time_ns,id,size,category)",
-                              col_names[c]);
-                    break;
-                }
-            }
+            int missing = tdm__csv_header(&r, col_names, COL_COUNT,
+                                          1u << COL_CATEGORY, col);
+            if (missing >= 0)
+                st = tdm__csv_fail(&r, "the header lacks a '%s' column "
+                                       "(want action,time_ns,id,size,category)",
+                                   col_names[missing]);
             have_header = 1;
             continue;
         }
         const char *v[COL_COUNT];
-        for (int c = 0; c < COL_COUNT; c++)
-            v[c] = col[c] >= 0 && col[c] < n ? fld[col[c]] : "";
+        tdm__csv_row(&r, col, COL_COUNT, v);
         uint64_t t, id, size = 0;
         if (parse_u64(v[COL_TIME], &t) != 0) {
-            st = fail(&r, "time_ns '%s' is not a number", v[COL_TIME]);
+            st = tdm__csv_fail(&r, "time_ns '%s' is not a number", v[COL_TIME]);
             break;
         }
         if (strcmp(v[COL_ACTION], "phase") == 0) {
             if (!*v[COL_CATEGORY]) {
-                st = fail(&r, "a phase row needs its name in the category column");
+                st = tdm__csv_fail(&r, "a phase row needs its name in the category column");
                 break;
             }
             st = strcmp(v[COL_CATEGORY], "step") == 0
@@ -241,23 +173,23 @@ tdm_status tdm__import_trace_csv(const char *path,
         }
         int is_alloc = strcmp(v[COL_ACTION], "alloc") == 0;
         if (!is_alloc && strcmp(v[COL_ACTION], "free") != 0) {
-            st = fail(&r, "unknown action '%s' (want alloc, free or phase)",
-                      v[COL_ACTION]);
+            st = tdm__csv_fail(&r, "unknown action '%s' (want alloc, free or phase)",
+                               v[COL_ACTION]);
             break;
         }
         if (parse_u64(v[COL_ID], &id) != 0) {
-            st = fail(&r, "id '%s' is not a number", v[COL_ID]);
+            st = tdm__csv_fail(&r, "id '%s' is not a number", v[COL_ID]);
             break;
         }
         if ((is_alloc || *v[COL_SIZE]) && parse_u64(v[COL_SIZE], &size) != 0) {
-            st = fail(&r, "size '%s' is not a number", v[COL_SIZE]);
+            st = tdm__csv_fail(&r, "size '%s' is not a number", v[COL_SIZE]);
             break;
         }
         size_t slot = id_find(&ids, id);
         if (is_alloc) {
             if (ids.s[slot].idx != SIZE_MAX) {
-                st = fail(&r, "id %llu is allocated again before its free",
-                          (unsigned long long)id);
+                st = tdm__csv_fail(&r, "id %llu is allocated again before its free",
+                                   (unsigned long long)id);
                 break;
             }
             if (nallocs == capallocs) {
@@ -290,8 +222,8 @@ tdm_status tdm__import_trace_csv(const char *path,
             ids.used++;
         } else {
             if (ids.s[slot].idx == SIZE_MAX) {
-                st = fail(&r, "free of id %llu, which is not allocated",
-                          (unsigned long long)id);
+                st = tdm__csv_fail(&r, "free of id %llu, which is not allocated",
+                                   (unsigned long long)id);
                 break;
             }
             tdm_trace_alloc *a = &allocs[ids.s[slot].idx];
@@ -301,11 +233,8 @@ tdm_status tdm__import_trace_csv(const char *path,
         }
     }
     if (st == TDM_OK && !have_header)
-        st = fail(&r, "no header line (want action,time_ns,id,size,category)");
-    if (st == TDM_IO_ERROR && err && errlen && !err[0])
-        snprintf(err, errlen, "read error after line %lu", r.line);
-    free(line);
-    fclose(f);
+        st = tdm__csv_fail(&r, "no header line (want action,time_ns,id,size,category)");
+    st = tdm__csv_close(&r, st);
     free(ids.s);
     if (st == TDM_OK) {
         st = tdm__ibuild_finish(b, out);

@@ -453,14 +453,8 @@ int tdm__cli_summary(int argc, char **argv)
         case 'h':
             tdm__cli_summary_help(stdout);
             return TDM_EXIT_OK;
-        case ':':
-            fprintf(stderr, "tidemark summary: option '%s' needs a value\n", argv[optind - 1]);
-            goto usage;
-        default:
-            if (optopt)
-                fprintf(stderr, "tidemark summary: unknown option '-%c'\n", optopt);
-            else
-                fprintf(stderr, "tidemark summary: unknown option '%s'\n", argv[optind - 1]);
+        default: /* ':' or an unknown option */
+            tdm__cli_bad_option("summary", c, argv);
             goto usage;
         }
     }
@@ -481,11 +475,7 @@ int tdm__cli_summary(int argc, char **argv)
             rc = tdm__cli_worse(rc, summarize_one(paths.paths[i], i > 0, &o));
     }
     tdm__ranks_paths_free(&paths);
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "tidemark summary: cannot write the output\n");
-        rc = tdm__cli_worse(rc, TDM_EXIT_TOOL_ERROR);
-    }
-    return rc;
+    return tdm__cli_flush("summary", rc);
 usage:
     fprintf(stderr, "Try 'tidemark help summary'.\n");
     return TDM_EXIT_USAGE;

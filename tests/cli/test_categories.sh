@@ -10,24 +10,7 @@
 #     event shapes (docs/export.md), --merge into a profiler-like trace;
 #   - RMM logs and traces imported and exported back;
 #   - usage errors and bad input with their exit codes (docs/cli.md).
-set -uo pipefail
-: "${TIDEMARK:?}" "${TRAIN_SIM:?}" "${TDM_SOURCE_DIR:?}"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fails=0
-
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-expect() {
-  local want=$1 what=$2; shift 3
-  "$@" >"$work/out" 2>"$work/err"
-  local rc=$?
-  if [ "$rc" -ne "$want" ]; then
-    fail "$what: exit $rc, wanted $want"
-    sed 's/^/  stdout: /' "$work/out" | head -n 20
-    sed 's/^/  stderr: /' "$work/err" | head -n 20
-  fi
-}
-has() { grep -qF -- "$2" "$work/$1" || fail "$1 lacks '$2'"; }
+. "${BASH_SOURCE[0]%/*}/lib.sh" TIDEMARK TRAIN_SIM TDM_SOURCE_DIR
 have_python=1
 command -v python3 >/dev/null || { echo "note: no python3; JSON shape checks skipped"; have_python=0; }
 # py WHAT ARGS... <<'EOF' (a python3 script on stdin, ARGS in sys.argv[1:])
@@ -191,8 +174,4 @@ else
   echo "SKIPPED: shared traces not found at $traces (CI keeps shared/ beside the repo)"
 fi
 
-if [ "$fails" -ne 0 ]; then
-  echo "$fails check(s) failed"
-  exit 1
-fi
-echo "all categories/export checks passed"
+finish "tidemark categories and the exports"

@@ -5,32 +5,13 @@
 # sites are matched across the files by their frames (the weights' site
 # grows from 6 to 24 MiB: one row, not two), --top/--device, a file
 # against itself, an imported file, and the exit codes.
-set -uo pipefail
-: "${TIDEMARK:?}" "${TRAIN_SIM:?}"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fails=0
-
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-expect() {
-  local want=$1 what=$2; shift 3
-  "$@" >"$work/out" 2>"$work/err"
-  local rc=$?
-  if [ "$rc" -ne "$want" ]; then
-    fail "$what: exit $rc, wanted $want"
-    sed 's/^/  stdout: /' "$work/out" | head -n 40
-    sed 's/^/  stderr: /' "$work/err" | head -n 20
-  fi
-}
-has() { grep -qF -- "$2" "$work/$1" || fail "$1 lacks '$2'"; }
-lacks() { ! grep -qF -- "$2" "$work/$1" || fail "$1 has '$2'"; }
+. "${BASH_SOURCE[0]%/*}/lib.sh" TIDEMARK TRAIN_SIM
 
 a=$work/h512.tdm
 b=$work/h1024.tdm
 # 6 layers: weights are hidden^2 * 4 B each, 6 MiB in all at 512, 24 MiB at 1024.
-TIDEMARK_CONF="dump=$a" "$TRAIN_SIM" --steps 3 --hidden 512 >/dev/null 2>&1 || fail "train_sim 512"
-TIDEMARK_CONF="dump=$b" "$TRAIN_SIM" --steps 3 --hidden 1024 >/dev/null 2>&1 || fail "train_sim 1024"
-[ -s "$a" ] && [ -s "$b" ] || { fail "no snapshots"; exit 1; }
+record "$a" --steps 3 --hidden 512
+record "$b" --steps 3 --hidden 1024
 
 # ---- usage and bad input ----------------------------------------------------
 expect 0 "help diff" -- "$TIDEMARK" help diff
@@ -106,5 +87,4 @@ EOF
 expect 0 "rmm log vs snapshot" -- "$TIDEMARK" diff "$work/rmm.csv" "$a"
 grep -qE "^  peak allocated +6.00 MiB +$pa " "$work/out" || fail "rmm peak is not 6.00 MiB"
 
-[ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
-echo "ok: tidemark diff"
+finish "tidemark diff"

@@ -1,12 +1,9 @@
 #!/usr/bin/env bash
 # libtidemark.so must load with dlopen (Python ctypes, PyTorch's
 # CUDAPluggableAllocator), not only when linked: no static-TLS demands.
-set -euo pipefail
-if [ -n "${TDM_SANITIZE:-}" ]; then
-  echo "skipped: a sanitizer build's library cannot load into an uninstrumented process"
-  exit 77
-fi
-: "${LIBTIDEMARK:?}"
+. "${BASH_SOURCE[0]%/*}/lib.sh" LIBTIDEMARK
+set -e
+skip_in_sanitizer_build
 python3 - "$LIBTIDEMARK" <<'PY'
 import ctypes, sys
 lib = ctypes.CDLL(sys.argv[1])
@@ -21,4 +18,4 @@ PY
 if readelf -d "$LIBTIDEMARK" | grep -q STATIC_TLS; then
   echo "FAIL: libtidemark.so is flagged STATIC_TLS (initial-exec TLS)"; exit 1
 fi
-echo "dlopen test ok"
+finish "dlopen"

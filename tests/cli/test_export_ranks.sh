@@ -10,26 +10,8 @@
 #     alone and carries its own rank; two inputs naming one output is an
 #     error for the second, nothing is overwritten;
 #   - unreadable inputs are reported and the others still exported (exit 2).
-set -uo pipefail
-: "${TIDEMARK:?}" "${TRAIN_SIM:?}"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-# expect RC DESCRIPTION -- COMMAND...
-expect() {
-  local want=$1 what=$2; shift 3
-  "$@" >"$work/out" 2>"$work/err"
-  local rc=$?
-  if [ "$rc" -ne "$want" ]; then
-    fail "$what: exit $rc, wanted $want"
-    sed 's/^/  stdout: /' "$work/out" | head -n 10
-    sed 's/^/  stderr: /' "$work/err" | head -n 10
-  fi
-}
-has() { grep -qF -- "$2" "$work/$1" || fail "$1 lacks '$2'"; }
-if ! command -v python3 >/dev/null; then echo "FAIL: python3 is needed"; exit 1; fi
+. "${BASH_SOURCE[0]%/*}/lib.sh" TIDEMARK TRAIN_SIM
+need_python
 
 # Three ranks of different sizes, run side by side as a launcher would.
 mkdir "$work/job"
@@ -135,5 +117,4 @@ expect 0 "one, template" -- "$TIDEMARK" export -q --format json "$work/job/r2.td
 expect 0 "one, directory" -- "$TIDEMARK" export -q --format perfetto "$work/job/r2.tdm" -o "$work/q"
 cmp -s "$work/q/r2.json" "$work/r2.json" || fail "q/r2.json differs from r2.json"
 
-[ "$fails" -eq 0 ] && echo "test_export_ranks: all passed"
-exit $((fails > 0))
+finish "tidemark export of several ranks"

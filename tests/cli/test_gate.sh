@@ -6,32 +6,7 @@
 # per gate per file, escaped names) and GitHub annotation lines; and gates
 # on files `tidemark import` formats (an RMM log, a PyTorch pickle) read
 # directly.
-set -uo pipefail
-: "${TIDEMARK:?}" "${TRAIN_SIM:?}"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fails=0
-
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-expect() {
-  local want=$1 what=$2; shift 3
-  "$@" >"$work/out" 2>"$work/err"
-  local rc=$?
-  if [ "$rc" -ne "$want" ]; then
-    fail "$what: exit $rc, wanted $want"
-    sed 's/^/  stdout: /' "$work/out" | head -n 30
-    sed 's/^/  stderr: /' "$work/err" | head -n 20
-  fi
-}
-has() { grep -qF -- "$2" "$work/$1" || fail "$1 lacks '$2'"; }
-lacks() { ! grep -qF -- "$2" "$work/$1" || fail "$1 has '$2'"; }
-
-record() { # record FILE ARGS...: a snapshot of train_sim ARGS
-  local f=$1; shift
-  TIDEMARK_CONF="dump=$f" "$TRAIN_SIM" "$@" >"$work/train.log" 2>&1 ||
-    { cat "$work/train.log"; fail "train_sim $* failed"; exit 1; }
-  [ -s "$f" ] || { fail "train_sim wrote no $f"; exit 1; }
-}
+. "${BASH_SOURCE[0]%/*}/lib.sh" TIDEMARK TRAIN_SIM
 small=$work/small.tdm
 big=$work/big.tdm
 record "$small" --steps 3 --hidden 512
@@ -207,5 +182,4 @@ else
   fail "tidemark export --format pytorch did not write a pickle"
 fi
 
-[ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
-echo "ok: tidemark gate"
+finish "tidemark gate"

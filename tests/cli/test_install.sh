@@ -2,14 +2,9 @@
 # Installs the built tree into a temporary prefix, then builds and runs a
 # consumer program against it twice: through find_package(tidemark) and
 # through pkg-config.  Checks the installed files users rely on.
-set -euo pipefail
-if [ -n "${TDM_SANITIZE:-}" ]; then
-  echo "skipped: a sanitizer build's library cannot load into an uninstrumented process"
-  exit 77
-fi
-: "${TDM_BINARY_DIR:?}" "${TDM_SOURCE_DIR:?}"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+. "${BASH_SOURCE[0]%/*}/lib.sh" TDM_BINARY_DIR TDM_SOURCE_DIR
+set -e
+skip_in_sanitizer_build
 prefix=$work/prefix
 
 cmake --install "$TDM_BINARY_DIR" --prefix "$prefix" >"$work/install.log" 2>&1 ||
@@ -38,4 +33,4 @@ LD_LIBRARY_PATH="$libdir" "$work/pc" | grep -q "consumer ok" ||
 # the installed tool reads what the installed library wrote
 "$prefix/bin/tidemark" summary "$work/c1.tdm" >/dev/null ||
   { echo "FAIL: installed tidemark cannot read the consumer's snapshot"; exit 1; }
-echo "install test ok"
+finish "install"

@@ -8,30 +8,13 @@
 # the command), files from earlier runs left out, summaries on stderr and
 # the command's stdout untouched, SIGTERM passed on, JUnit and GitHub
 # output.
-set -uo pipefail
-: "${TIDEMARK:?}" "${TRAIN_SIM:?}" "${LIBTIDEMARK:?}"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+. "${BASH_SOURCE[0]%/*}/lib.sh" TIDEMARK TRAIN_SIM LIBTIDEMARK
 cd "$work" || exit 1
-fails=0
 unset TIDEMARK_CONF LD_PRELOAD
 # No preload unless a check asks for one: results must not depend on
 # whether libtidemark_preload.so was built.
 export TIDEMARK_PRELOAD=
 
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-expect() {
-  local want=$1 what=$2; shift 3
-  "$@" >"$work/out" 2>"$work/err"
-  local rc=$?
-  if [ "$rc" -ne "$want" ]; then
-    fail "$what: exit $rc, wanted $want"
-    sed 's/^/  stdout: /' "$work/out" | head -n 20
-    sed 's/^/  stderr: /' "$work/err" | head -n 30
-  fi
-}
-has() { grep -qF -- "$2" "$work/$1" || fail "$1 lacks '$2'"; }
-lacks() { ! grep -qF -- "$2" "$work/$1" || fail "$1 has '$2'"; }
 tdms() { find "$1" -maxdepth 1 -name '*.tdm' | wc -l; }
 
 # ---- help and usage: exit 1 --------------------------------------------------
@@ -156,7 +139,7 @@ expect 3 "max-leak fails" -- "$TIDEMARK" run -o "$work/g3" --max-leak 1K -- "$TR
 has err "max-leak FAILED"
 expect 3 "max-reserved fails" -- "$TIDEMARK" run -o "$work/g3" --max-reserved 1K -- "$TRAIN_SIM" --steps 1
 has err "max-reserved FAILED"
-TIDEMARK_CONF="dump=$work/base.tdm" "$TRAIN_SIM" --steps 2 --hidden 256 >/dev/null 2>&1
+record "$work/base.tdm" --steps 2 --hidden 256
 expect 3 "max-growth fails" -- "$TIDEMARK" run -o "$work/g4" --baseline "$work/base.tdm" \
   --max-growth 50 -- "$TRAIN_SIM" --steps 2 --hidden 512
 has err "max-growth FAILED"
@@ -186,5 +169,4 @@ expect 4 "unwritable junit" -- "$TIDEMARK" run -o "$work/t" --max-peak 1G \
   --junit "$work/no/dir/j.xml" -- "$TRAIN_SIM" --steps 1
 has err "cannot write $work/no/dir/j.xml"
 
-[ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
-echo "ok: tidemark run"
+finish "tidemark run"

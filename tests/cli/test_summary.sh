@@ -4,28 +4,7 @@
 # the numbers' consistency with what train_sim itself reports, and the exit
 # codes for --help/--version, usage errors, a missing file, a truncated
 # file and a corrupt one (docs/cli.md).
-set -uo pipefail
-: "${TIDEMARK:?}" "${TRAIN_SIM:?}"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fails=0
-
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-# expect RC DESCRIPTION -- COMMAND...: runs COMMAND, keeps its output in
-# $work/out and $work/err, and checks its exit status.
-expect() {
-  local want=$1 what=$2; shift 3
-  "$@" >"$work/out" 2>"$work/err"
-  local rc=$?
-  if [ "$rc" -ne "$want" ]; then
-    fail "$what: exit $rc, wanted $want"
-    sed 's/^/  stdout: /' "$work/out" | head -n 20
-    sed 's/^/  stderr: /' "$work/err" | head -n 20
-  fi
-}
-has() { grep -qF -- "$2" "$work/$1" || fail "$1 lacks '$2'"; }
-lacks() { ! grep -qF -- "$2" "$work/$1" || fail "$1 has '$2'"; }
+. "${BASH_SOURCE[0]%/*}/lib.sh" TIDEMARK TRAIN_SIM
 
 # ---- help and version -------------------------------------------------------
 expect 0 "--version" -- "$TIDEMARK" --version
@@ -64,9 +43,7 @@ if [ ! -x "$TRAIN_SIM" ]; then
   echo "FAIL: TRAIN_SIM=$TRAIN_SIM is not built"; exit 1
 fi
 snap=$work/train.tdm
-TIDEMARK_CONF="dump=$snap" "$TRAIN_SIM" --steps 3 >"$work/train.log" 2>&1 ||
-  { cat "$work/train.log"; fail "train_sim failed"; exit 1; }
-[ -s "$snap" ] || { cat "$work/train.log"; fail "train_sim wrote no snapshot"; exit 1; }
+record "$snap" --steps 3   # its own figures in $work/train.log, read below
 
 expect 0 "summary of the demo" -- "$TIDEMARK" summary "$snap"
 cp "$work/out" "$work/summary.txt"
@@ -111,15 +88,12 @@ fi
 
 # ---- a ring too small for the run: partial history --------------------------
 small=$work/small.tdm
-TIDEMARK_CONF="dump=$small,max_entries=64" "$TRAIN_SIM" --steps 3 >"$work/train2.log" 2>&1 ||
-  { cat "$work/train2.log"; fail "train_sim with max_entries=64 failed"; }
-if [ -s "$small" ]; then
-  expect 0 "summary of a partial history" -- "$TIDEMARK" summary "$small"
-  has out "64 recorded"; lacks out " 0 dropped"; has out "partial"
-  grep -qE '(^| )-[0-9.]+ [KMGT]?i?B' "$work/out" && fail "negative size in partial summary"
-  end_small=$(sed -n 's/^  live at end    .*(\([0-9]*\) B).*/\1/p' "$work/out")
-  [ "$end_small" = "$end_b" ] || fail "live at end differs with a small ring: $end_small vs $end_b"
-fi
+record "$small,max_entries=64" --steps 3
+expect 0 "summary of a partial history" -- "$TIDEMARK" summary "$small"
+has out "64 recorded"; lacks out " 0 dropped"; has out "partial"
+grep -qE '(^| )-[0-9.]+ [KMGT]?i?B' "$work/out" && fail "negative size in partial summary"
+end_small=$(sed -n 's/^  live at end    .*(\([0-9]*\) B).*/\1/p' "$work/out")
+[ "$end_small" = "$end_b" ] || fail "live at end differs with a small ring: $end_small vs $end_b"
 
 # ---- truncated: what could be read, a warning with the offset, exit 2 -------
 size=$(stat -c %s "$snap")
@@ -137,5 +111,4 @@ has err "byte"
 expect 2 "two files, one missing" -- "$TIDEMARK" summary "$snap" "$work/none.tdm"
 has out "tidemark summary of $snap"
 
-[ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
-echo "ok: tidemark summary"
+finish "tidemark summary"

@@ -8,23 +8,7 @@
 # repeated ranks, unreadable files and empty directories, a directory of
 # one file, --each, --device, and the gate's rank names and order.
 # (tests/mpi/test_mpi_ranks.sh does the same under a real mpirun.)
-set -uo pipefail
-: "${TIDEMARK:?}" "${TRAIN_SIM:?}"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-expect() {
-  local want=$1 what=$2; shift 3
-  "$@" >"$work/out" 2>"$work/err"
-  local rc=$?
-  if [ "$rc" -ne "$want" ]; then
-    fail "$what: exit $rc, wanted $want"
-    sed 's/^/  stdout: /' "$work/out" | head -n 30
-    sed 's/^/  stderr: /' "$work/err" | head -n 10
-  fi
-}
-has() { grep -qE -- "$2" "$work/$1" || fail "$1 lacks /$2/"; }
+. "${BASH_SOURCE[0]%/*}/lib.sh" TIDEMARK TRAIN_SIM
 
 host=$(hostname)
 # rank -> layers: rank 1 gets the biggest model, rank 0 the smallest.
@@ -51,10 +35,10 @@ done
 # ---- the table --------------------------------------------------------------------
 expect 0 "summary --bytes DIR" -- "$TIDEMARK" summary --bytes "$work/snaps"
 cp "$work/out" "$work/sum"
-has sum "^tidemark summary of 3 snapshots: 3 ranks on 1 host$"
-has sum "^  ranks      0-2 of world size 5$"
-has sum "^  missing    no file for ranks 3-4$"
-has sum "^  times      from the earliest start, [0-9-]+ [0-9:]+ UTC$"
+has_re sum "^tidemark summary of 3 snapshots: 3 ranks on 1 host$"
+has_re sum "^  ranks      0-2 of world size 5$"
+has_re sum "^  missing    no file for ranks 3-4$"
+has_re sum "^  times      from the earliest start, [0-9-]+ [0-9:]+ UTC$"
 rows=$(awk -v h="$host" '$1 ~ /^[0-9]+$/ && $2 == h { print $1, $3, $4, $(NF-2), $(NF-1) }' "$work/sum")
 [ "$(echo "$rows" | awk '{ printf "%s", $1 }')" = 012 ] || fail "rows not in rank order: $rows"
 while read -r r dev pk lv dropped; do
@@ -63,12 +47,12 @@ while read -r r dev pk lv dropped; do
   [ "$lv" = "${live[$r]}" ] || fail "rank $r row: live $lv, its own summary says ${live[$r]}"
   [ "$dropped" = 0 ] || fail "rank $r row: $dropped dropped"
 done <<<"$rows"
-has sum "^spread of the peaks over 3 ranks$"
-has sum "^  max +${peak[1]}  rank 1 on $host, device 0 \(sim0\), at \+[0-9.]+ s, step [12], phase [a-z_]+$"
-has sum "^  min +${peak[0]}  rank 0 on $host$"
+has_re sum "^spread of the peaks over 3 ranks$"
+has_re sum "^  max +${peak[1]}  rank 1 on $host, device 0 \(sim0\), at \+[0-9.]+ s, step [12], phase [a-z_]+$"
+has_re sum "^  min +${peak[0]}  rank 0 on $host$"
 mean=$(((2 * (peak[0] + peak[1] + peak[2]) + 3) / 6))
-has sum "^  mean +$mean; max is [0-9.]+x min, $((peak[1] - peak[0])) more$"
-has sum "^  top site +[0-9]+ \([0-9.]+% of the max\) in "
+has_re sum "^  mean +$mean; max is [0-9.]+x min, $((peak[1] - peak[0])) more$"
+has_re sum "^  top site +[0-9]+ \([0-9.]+% of the max\) in "
 # The same files named one by one, in any order, give the same table.
 "$TIDEMARK" summary --bytes "$work/snaps/$host-r2.tdm" "$work/snaps/$host-r0.tdm" \
   "$work/snaps/$host-r1.tdm" >"$work/sum2" 2>&1
@@ -76,7 +60,7 @@ cmp -s "$work/sum" "$work/sum2" || fail "files in another order give another tab
 
 # Without --bytes, sizes in people's units.
 expect 0 "summary DIR" -- "$TIDEMARK" summary "$work/snaps"
-has out "^ +0 +$host +0 +[0-9.]+ (KiB|MiB|GiB) "
+has_re out "^ +0 +$host +0 +[0-9.]+ (KiB|MiB|GiB) "
 
 # --each: the full summary of each file, in the given order.
 expect 0 "summary --each" -- "$TIDEMARK" summary --each "$work/snaps"
@@ -84,36 +68,35 @@ expect 0 "summary --each" -- "$TIDEMARK" summary --each "$work/snaps"
 
 # --device: a device no file has leaves the rows without figures.
 expect 0 "summary --device 3" -- "$TIDEMARK" summary --device 3 "$work/snaps"
-has out "^ +1 +$host +- +\? "
+has_re out "^ +1 +$host +- +\? "
 
 # ---- files without a rank, repeated ranks, bad inputs ------------------------------
-TIDEMARK_CONF="dump=$work/snaps/solo.tdm" "$TRAIN_SIM" --steps 1 --layers 1 --hidden 256 \
-  --batch 64 --compute-us 0 >/dev/null 2>&1 || fail "train_sim without a rank"
+record "$work/snaps/solo.tdm" --steps 1 --layers 1 --hidden 256 --batch 64 --compute-us 0
 cp "$work/snaps/$host-r0.tdm" "$work/snaps/again-r0.tdm"
 expect 0 "summary with an unranked file and a repeated rank" -- "$TIDEMARK" summary "$work/snaps"
-has out "^tidemark summary of 5 snapshots: 4 ranks on 1 host$"
-has out "^  note       1 file repeats a rank"
-has out "^  unranked   1 file with no rank in its header"
-has out "^ +- +$host +0 .*/solo\.tdm$"
+has_re out "^tidemark summary of 5 snapshots: 4 ranks on 1 host$"
+has_re out "^  note       1 file repeats a rank"
+has_re out "^  unranked   1 file with no rank in its header"
+has_re out "^ +- +$host +0 .*/solo\.tdm$"
 [ "$(awk '$1 ~ /^[0-9-]+$/ && NF > 8 { printf "%s ", $1 }' "$work/out")" = "0 0 1 2 - " ] ||
   fail "rows: ranked in order, the repeat after, unranked last: $(awk '$1 ~ /^[0-9-]+$/ { printf "%s ", $1 }' "$work/out")"
-has out "^spread of the peaks over 5 files$"
+has_re out "^spread of the peaks over 5 files$"
 
 mkdir "$work/empty"
 expect 2 "summary of a missing file and an empty dir" -- \
   "$TIDEMARK" summary "$work/snaps" "$work/none.tdm" "$work/empty"
 grep -q "none.tdm: No such file or directory" "$work/err" || fail "missing file not reported"
 grep -q "empty: no .tdm snapshot in this directory" "$work/err" || fail "empty dir not reported"
-has out "^\(1 file could not be read; see the messages above\)$"
-has out "^spread of the peaks"
+has_re out "^\(1 file could not be read; see the messages above\)$"
+has_re out "^spread of the peaks"
 
 mkdir "$work/single"
 cp "$work/snaps/$host-r2.tdm" "$work/single/"
 expect 0 "summary of a directory of one" -- "$TIDEMARK" summary "$work/single"
-has out "^tidemark summary of $work/single/$host-r2.tdm$"
+has_re out "^tidemark summary of $work/single/$host-r2.tdm$"
 expect 2 "summary of one readable file among two" -- \
   "$TIDEMARK" summary "$work/single/$host-r2.tdm" "$work/none.tdm"
-has out "^tidemark summary of $work/single/$host-r2.tdm$"
+has_re out "^tidemark summary of $work/single/$host-r2.tdm$"
 
 # ---- gate across ranks --------------------------------------------------------------
 rm -f "$work/snaps/again-r0.tdm"
@@ -125,12 +108,11 @@ expect 3 "gate between rank 2 and rank 1" -- "$TIDEMARK" gate --max-peak "$limit
 order=$(sed -nE 's/^(PASS|FAIL) .*\.tdm, (rank ([0-9]+) on [^,]*, )?device .*/\1\3/p' "$work/out" |
   tr '\n' ' ')
 [ "$order" = "PASS0 FAIL1 PASS2 PASS " ] || fail "gate lines: $order"
-has out "^FAIL  max-peak     $work/snaps/$host-r1\.tdm, rank 1 on $host, device 0 \(sim0\): peak "
-has out "^PASS  max-peak     $work/snaps/solo\.tdm, device 0 \(sim0\): peak "
-has out "^max-peak FAILED on $work/snaps/$host-r1\.tdm \(rank 1 on $host\), device 0 \(sim0\)$"
+has_re out "^FAIL  max-peak     $work/snaps/$host-r1\.tdm, rank 1 on $host, device 0 \(sim0\): peak "
+has_re out "^PASS  max-peak     $work/snaps/solo\.tdm, device 0 \(sim0\): peak "
+has_re out "^max-peak FAILED on $work/snaps/$host-r1\.tdm \(rank 1 on $host\), device 0 \(sim0\)$"
 grep -q "message=\"rank 1 on $host, device 0: peak" "$work/gate.xml" || fail "JUnit lacks rank 1"
 expect 3 "gate --github" -- "$TIDEMARK" gate --max-peak "$limit" --github "$work/snaps"
-has out "^::error title=tidemark max-peak \(device 0\)::$work/snaps/$host-r1\.tdm \(rank 1 on $host\): "
+has_re out "^::error title=tidemark max-peak \(device 0\)::$work/snaps/$host-r1\.tdm \(rank 1 on $host\): "
 
-[ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
-echo "ok: tidemark summary and gate across ranks"
+finish "tidemark summary and gate across ranks"

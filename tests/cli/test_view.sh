@@ -6,28 +6,9 @@
 # whose text tries to close the page's <script> element, and the layouts:
 # one, two side by side, the ranks of a job (a directory, more than two
 # files, --ranks) sorted by rank with unreadable files left out.
-set -uo pipefail
-: "${TIDEMARK:?}" "${TRAIN_SIM:?}"
-work=$(mktemp -d)
-trap 'chmod -R u+w "$work"; rm -rf "$work"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "${BASH_SOURCE[0]%/*}/lib.sh" TIDEMARK TRAIN_SIM
 
-# expect RC DESCRIPTION -- COMMAND...
-expect() {
-  local want=$1 what=$2; shift 3
-  "$@" >"$work/out" 2>"$work/err"
-  local rc=$?
-  if [ "$rc" -ne "$want" ]; then
-    fail "$what: exit $rc, wanted $want"
-    sed 's/^/  stdout: /' "$work/out" | head -n 10
-    sed 's/^/  stderr: /' "$work/err" | head -n 10
-  fi
-}
-has() { grep -qF -- "$2" "$work/$1" || fail "$1 lacks '$2'"; }
-
-TIDEMARK_CONF="dump=$work/train.tdm" "$TRAIN_SIM" --steps 2 >/dev/null 2>&1 ||
-  fail "train_sim could not record"
+record "$work/train.tdm" --steps 2
 
 expect 0 "help view" -- "$TIDEMARK" help view
 has out "usage: tidemark view"; has out "side by side"; has out "--ranks"
@@ -68,7 +49,7 @@ expect 4 "output is a folder" -- "$TIDEMARK" view "$work/train.tdm" -o "$work/ro
 # text from the snapshot cannot close the page's <script> element
 mkdir -p "$work/x</script><script>alert(1)"
 evil="$work/x</script><script>alert(1)/e.tdm"
-TIDEMARK_CONF="dump=$evil" "$TRAIN_SIM" --steps 1 >/dev/null 2>&1 || fail "train_sim could not record to $evil"
+record "$evil" --steps 1
 expect 0 "hostile path" -- "$TIDEMARK" view "$evil" -o "$work/evil.html"
 n=$(grep -o '</script' "$work/evil.html" | wc -l)
 [ "$n" -eq 2 ] || fail "page has $n '</script' (wanted 2: the data's and the code's)"
@@ -119,5 +100,4 @@ has err "no .tdm snapshot"
 expect 1 "a directory without a name" -- "$TIDEMARK" view /
 has err "name the page with -o"
 
-[ "$fails" -eq 0 ] && echo "test_view: all passed"
-exit $((fails > 0))
+finish "tidemark view"

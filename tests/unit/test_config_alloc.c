@@ -6,26 +6,7 @@
  * garbage_collection_threshold), checked in the parsed fields and in the
  * allocator's rounding.  Refused values are in test_config.c's table of
  * bad values. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-#include <cmocka.h>
-
-#include "config.h"
-
-static tdm__config cfg; /* 4 KiB+: not on the stack of every test */
-static char err[TDM__CONF_ERR_MAX];
-
-static void parse_ok(const char *text)
-{
-    tdm_status st = tdm__config_parse(text, &cfg, err, sizeof err);
-    if (st != TDM_OK)
-        fail_msg("'%s' should parse, got: %s", text, err);
-    assert_string_equal(err, "");
-}
+#include "config_fixtures.h"
 
 static void vendor_device_kinds(void **state)
 {

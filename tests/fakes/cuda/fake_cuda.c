@@ -1,13 +1,13 @@
 /* tests/fakes/cuda/fake_cuda.c: a test double of the CUDA driver,
  * libcuda.so.1, for machines with no GPU.
  *
- * Owns: simulated devices (FAKE_CUDA_DEVICES, each of FAKE_CUDA_CAPACITY
- * bytes), their primary contexts and a per-thread context stack, every
- * allocation it hands out (device, managed, pitch, stream-ordered, pool,
- * host, and the virtual-memory calls: reservations, physical handles and
- * mappings) and per-function call counters.  cuGetProcAddress(_v2), which
- * picks the variant by (name, version, flags) as the real driver does, is
- * fake_cuda_gpa.c.  Device memory is PROT_NONE anonymous memory, so a tool
+ * Owns: the knobs (read once), the per-function call counters, and every
+ * allocation the simulated devices (FAKE_CUDA_DEVICES, each of
+ * FAKE_CUDA_CAPACITY bytes) hand out: device, managed, pitch,
+ * stream-ordered, pool, host, and the virtual-memory calls (reservations,
+ * physical handles and mappings).  Devices, contexts and streams are
+ * fake_cuda_ctx.c; cuGetProcAddress(_v2), which picks the variant by
+ * (name, version, flags) as the real driver does, is fake_cuda_gpa.c.  Device memory is PROT_NONE anonymous memory, so a tool
  * that touches it by mistake crashes here instead of passing.
  *
  * Every implementation f_NAME has the type of the toolkit's PFN_* for it
@@ -17,8 +17,7 @@
  * Invariants: used[d] is the sum of the sizes of live device, managed,
  * pitch and physical allocations of device d; a mapping lies inside one
  * reservation and refers to a live handle.  Lock: one mutex around the
- * registry, the reservations and the mappings; counters are atomics;
- * contexts are per thread.
+ * registry, the reservations and the mappings; counters are atomics.
  */
 #define _GNU_SOURCE
 #include "fake_cuda_internal.h"
@@ -85,46 +84,6 @@ CUresult fake__enter(int fc)
     pthread_once(&cfg_once, cfg_load);
     atomic_fetch_add(&fake__calls[fc], 1);
     return cfg.fail_fn == fc ? cfg.fail_code : CUDA_SUCCESS;
-}
-
-/* ---- devices and contexts ------------------------------------------------ */
-
-typedef struct fake_ctx {
-    int device;
-    atomic_int refs;
-} fake_ctx;
-
-typedef struct fake_pool {
-    int device;
-} fake_pool;
-
-static fake_ctx g_primary[MAX_DEV];
-static fake_pool g_pools[MAX_DEV];
-static atomic_int g_initialized;
-static __thread fake_ctx *t_stack[16];
-static __thread int t_depth;
-
-static fake_ctx *current(void)
-{
-    return t_depth > 0 ? t_stack[t_depth - 1] : NULL;
-}
-
-static CUresult need_init(void)
-{
-    return atomic_load(&g_initialized) ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
-}
-
-/* The device of the current context, or an error code. */
-static CUresult current_device(int *dev)
-{
-    CUresult r = need_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    fake_ctx *c = current();
-    if (c == NULL)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    *dev = c->device;
-    return CUDA_SUCCESS;
 }
 
 /* ---- the registry of live allocations ------------------------------------ */
@@ -242,187 +201,13 @@ static CUresult give(uintptr_t key, unsigned kinds)
     return CUDA_SUCCESS;
 }
 
-/* ---- initialization, devices, contexts ----------------------------------- */
-
-CUresult f_cuInit(unsigned int flags)
-{
-    ENTER(FC_cuInit);
-    if (flags != 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (cfg.probe_table)
-        fake__probe_table();
-    if (cfg.init_result != CUDA_SUCCESS)
-        return cfg.init_result;
-    atomic_store(&g_initialized, 1);
-    return CUDA_SUCCESS;
-}
-
-CUresult f_cuDriverGetVersion(int *v)
-{
-    ENTER(FC_cuDriverGetVersion);
-    if (v == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    *v = 13000;
-    return CUDA_SUCCESS;
-}
-
-CUresult f_cuDeviceGet(CUdevice *dev, int ordinal)
-{
-    ENTER(FC_cuDeviceGet);
-    CUresult r = need_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (dev == NULL || ordinal < 0 || ordinal >= cfg.devices)
-        return CUDA_ERROR_INVALID_DEVICE;
-    *dev = ordinal;
-    return CUDA_SUCCESS;
-}
-
-CUresult f_cuDeviceGetCount(int *count)
-{
-    ENTER(FC_cuDeviceGetCount);
-    CUresult r = need_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (count == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    *count = cfg.devices;
-    return CUDA_SUCCESS;
-}
-
-CUresult f_cuDeviceGetName(char *name, int len, CUdevice dev)
-{
-    ENTER(FC_cuDeviceGetName);
-    CUresult r = need_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (name == NULL || len <= 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (dev < 0 || dev >= cfg.devices)
-        return CUDA_ERROR_INVALID_DEVICE;
-    snprintf(name, (size_t)len, "Fake CUDA Device %d", dev);
-    return CUDA_SUCCESS;
-}
-
-CUresult f_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
-{
-    ENTER(FC_cuDeviceTotalMem_v2);
-    CUresult r = need_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (dev < 0 || dev >= cfg.devices)
-        return CUDA_ERROR_INVALID_DEVICE;
-    *bytes = (size_t)cfg.capacity;
-    return CUDA_SUCCESS;
-}
-
-CUresult f_cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
-{
-    ENTER(FC_cuDeviceGetDefaultMemPool);
-    CUresult r = need_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (dev < 0 || dev >= cfg.devices)
-        return CUDA_ERROR_INVALID_DEVICE;
-    g_pools[dev].device = dev;
-    *pool = (CUmemoryPool)&g_pools[dev];
-    return CUDA_SUCCESS;
-}
-
-CUresult f_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
-{
-    ENTER(FC_cuDevicePrimaryCtxRetain);
-    CUresult r = need_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (dev < 0 || dev >= cfg.devices)
-        return CUDA_ERROR_INVALID_DEVICE;
-    g_primary[dev].device = dev;
-    atomic_fetch_add(&g_primary[dev].refs, 1);
-    *pctx = (CUcontext)&g_primary[dev];
-    return CUDA_SUCCESS;
-}
-
-CUresult f_cuDevicePrimaryCtxRelease_v2(CUdevice dev)
-{
-    ENTER(FC_cuDevicePrimaryCtxRelease_v2);
-    if (dev < 0 || dev >= cfg.devices)
-        return CUDA_ERROR_INVALID_DEVICE;
-    if (atomic_fetch_sub(&g_primary[dev].refs, 1) <= 0) {
-        atomic_fetch_add(&g_primary[dev].refs, 1);
-        return CUDA_ERROR_INVALID_CONTEXT;
-    }
-    return CUDA_SUCCESS;
-}
-
-CUresult f_cuCtxGetCurrent(CUcontext *pctx)
-{
-    ENTER(FC_cuCtxGetCurrent);
-    CUresult r = need_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    *pctx = (CUcontext)current();
-    return CUDA_SUCCESS;
-}
-
-CUresult f_cuCtxSetCurrent(CUcontext ctx)
-{
-    ENTER(FC_cuCtxSetCurrent);
-    CUresult r = need_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (ctx == NULL) {
-        if (t_depth > 0)
-            t_depth--;
-    } else if (t_depth == 0) {
-        t_stack[t_depth++] = (fake_ctx *)ctx;
-    } else {
-        t_stack[t_depth - 1] = (fake_ctx *)ctx;
-    }
-    return CUDA_SUCCESS;
-}
-
-CUresult f_cuCtxPushCurrent_v2(CUcontext ctx)
-{
-    ENTER(FC_cuCtxPushCurrent_v2);
-    CUresult r = need_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (ctx == NULL || t_depth == (int)(sizeof t_stack / sizeof t_stack[0]))
-        return CUDA_ERROR_INVALID_VALUE;
-    t_stack[t_depth++] = (fake_ctx *)ctx;
-    return CUDA_SUCCESS;
-}
-
-CUresult f_cuCtxPopCurrent_v2(CUcontext *pctx)
-{
-    ENTER(FC_cuCtxPopCurrent_v2);
-    CUresult r = need_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (t_depth == 0)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    fake_ctx *c = t_stack[--t_depth];
-    if (pctx)
-        *pctx = (CUcontext)c;
-    return CUDA_SUCCESS;
-}
-
-CUresult f_cuCtxGetDevice(CUdevice *dev)
-{
-    ENTER(FC_cuCtxGetDevice);
-    int d;
-    CUresult r = current_device(&d);
-    if (r == CUDA_SUCCESS)
-        *dev = d;
-    return r;
-}
+/* ---- memory --------------------------------------------------------------- */
 
 CUresult f_cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
     ENTER(FC_cuMemGetInfo_v2);
     int d;
-    CUresult r = current_device(&d);
+    CUresult r = fake__current_device(&d);
     if (r != CUDA_SUCCESS)
         return r;
     pthread_mutex_lock(&g_lock);
@@ -435,15 +220,13 @@ CUresult f_cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
     return CUDA_SUCCESS;
 }
 
-/* ---- memory --------------------------------------------------------------- */
-
 /* A device allocation in the current context. */
 static CUresult dev_alloc(int kind, CUdeviceptr *dptr, size_t size)
 {
     int d;
     if (dptr == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = current_device(&d);
+    CUresult r = fake__current_device(&d);
     if (r != CUDA_SUCCESS)
         return r;
     uintptr_t p;
@@ -460,10 +243,8 @@ CUresult f_cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
 
 static CUresult dev_free(CUdeviceptr p)
 {
-    CUresult r = need_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (current() == NULL)
+    NEED_INIT();
+    if (!fake__has_context())
         return CUDA_ERROR_INVALID_CONTEXT;
     return give((uintptr_t)p, 1u << K_DEVICE | 1u << K_MANAGED);
 }
@@ -498,7 +279,7 @@ CUresult f_cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned int flags)
 
 static CUresult host_alloc(void **pp, size_t size)
 {
-    CUresult r = need_init();
+    CUresult r = fake__need_init();
     if (r != CUDA_SUCCESS)
         return r;
     if (pp == NULL)
@@ -527,9 +308,7 @@ CUresult f_cuMemAllocHost_v2(void **pp, size_t size)
 CUresult f_cuMemFreeHost(void *p)
 {
     ENTER(FC_cuMemFreeHost);
-    CUresult r = need_init();
-    if (r != CUDA_SUCCESS)
-        return r;
+    NEED_INIT();
     return give((uintptr_t)p, 1u << K_HOST);
 }
 
@@ -564,7 +343,7 @@ CUresult f_cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s)
 
 static CUresult pool_alloc(CUdeviceptr *dptr, size_t size, CUmemoryPool pool)
 {
-    CUresult r = need_init();
+    CUresult r = fake__need_init();
     if (r != CUDA_SUCCESS)
         return r;
     if (dptr == NULL || pool == NULL)
@@ -598,9 +377,7 @@ CUresult f_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align,
 {
     ENTER(FC_cuMemAddressReserve);
     (void)align;
-    CUresult r = need_init();
-    if (r != CUDA_SUCCESS)
-        return r;
+    NEED_INIT();
     if (ptr == NULL || size == 0 || size % 4096 != 0 || flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     void *p = mmap((void *)(uintptr_t)addr, size, PROT_NONE,
@@ -639,7 +416,7 @@ CUresult f_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
                               const CUmemAllocationProp *prop, unsigned long long flags)
 {
     ENTER(FC_cuMemCreate);
-    CUresult r = need_init();
+    CUresult r = fake__need_init();
     if (r != CUDA_SUCCESS)
         return r;
     if (h == NULL || prop == NULL || flags != 0 ||
@@ -707,92 +484,6 @@ CUresult f_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *d
     return desc && count ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-/* ---- streams, errors, export tables ----------------------------------------- */
-
-CUresult f_cuStreamCreate(CUstream *s, unsigned int flags)
-{
-    ENTER(FC_cuStreamCreate);
-    (void)flags;
-    CUresult r = need_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    /* Never 0, 1 or 2: those are the default, legacy and per-thread streams. */
-    *s = (CUstream)malloc(16);
-    return *s ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
-}
-
-CUresult f_cuStreamDestroy_v2(CUstream s)
-{
-    ENTER(FC_cuStreamDestroy_v2);
-    free(s);
-    return CUDA_SUCCESS;
-}
-
-CUresult f_cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status)
-{
-    ENTER(FC_cuStreamIsCapturing);
-    (void)s;
-    CUresult r = need_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    *status = cfg.capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
-    return CUDA_SUCCESS;
-}
-
-static const char *error_name(CUresult e)
-{
-    switch (e) {
-    case CUDA_SUCCESS: return "CUDA_SUCCESS";
-    case CUDA_ERROR_INVALID_VALUE: return "CUDA_ERROR_INVALID_VALUE";
-    case CUDA_ERROR_OUT_OF_MEMORY: return "CUDA_ERROR_OUT_OF_MEMORY";
-    case CUDA_ERROR_NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
-    case CUDA_ERROR_NO_DEVICE: return "CUDA_ERROR_NO_DEVICE";
-    case CUDA_ERROR_INVALID_CONTEXT: return "CUDA_ERROR_INVALID_CONTEXT";
-    case CUDA_ERROR_NOT_FOUND: return "CUDA_ERROR_NOT_FOUND";
-    default: return NULL;
-    }
-}
-
-CUresult f_cuGetErrorName(CUresult e, const char **s)
-{
-    ENTER(FC_cuGetErrorName);
-    *s = error_name(e);
-    return *s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
-
-CUresult f_cuGetErrorString(CUresult e, const char **s)
-{
-    ENTER(FC_cuGetErrorString);
-    *s = error_name(e);
-    return *s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
-
-/* libcudart asks for private tables the fake cannot provide; it then
- * reports an error to the program, which is what a no-device run does. */
-CUresult f_cuGetExportTable(const void **table, const CUuuid *id)
-{
-    ENTER(FC_cuGetExportTable);
-    (void)id;
-    *table = NULL;
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-/* ---- FAKE_CUDA_PROBE_TABLE support ------------------------------------------ */
-
-int fake__probe_begin(void)
-{
-    int was = atomic_exchange(&g_initialized, 1);
-    g_primary[0].device = 0;
-    t_stack[t_depth++] = &g_primary[0];
-    return was;
-}
-
-void fake__probe_end(int was_initialized)
-{
-    t_depth--;
-    atomic_store(&g_initialized, was_initialized);
-}
-
 /* ---- counters for tests ----------------------------------------------------- */
 
 FAKE_EXPORT long fake_cuda_calls(const char *name)
@@ -836,5 +527,5 @@ FAKE_EXPORT void fake_cuda_set_oom_above(unsigned long long bytes)
     atomic_store(&cfg.oom_above, bytes);
 }
 
-/* ---- the exported driver entry points (the resolvers: fake_cuda_gpa.c) ---- */
-FAKE_CORE(FC_ALIAS)
+/* ---- the exported entry points (the resolvers: fake_cuda_gpa.c) ----------- */
+FAKE_MEMORY(FC_ALIAS)

@@ -1,6 +1,7 @@
 /* tests/fakes/cuda/fake_cuda_internal.h: shared by the two translation
- * units of the fake driver (fake_cuda.c: devices, contexts, memory;
- * fake_cuda_gpa.c: cuGetProcAddress and the table probe).  Nothing here is
+ * units of the fake driver (fake_cuda.c: the knobs and memory;
+ * fake_cuda_ctx.c: devices, contexts, streams; fake_cuda_gpa.c:
+ * cuGetProcAddress and the table probe).  Nothing here is
  * exported.
  *
  * Every implementation f_NAME is declared below with the type of the
@@ -22,9 +23,11 @@
 #define FAKE_EXPORT __attribute__((visibility("default")))
 #define MAX_DEV 8
 
-/* X(exported name, PFN type, cuGetProcAddress base name, first version of
- *   this variant, is the _ptsz twin, allocates) */
-#define FAKE_CORE(X)                                                           \
+/* The driver's functions, in lists by the file that defines them:
+ * X(exported name, PFN type, cuGetProcAddress base name, first version of
+ *   this variant, is the _ptsz twin, allocates).
+ * Devices and contexts (fake_cuda_ctx.c). */
+#define FAKE_DEVICES(X)                                                        \
     X(cuInit, PFN_cuInit_v2000, "cuInit", 2000, 0, 0)                          \
     X(cuDriverGetVersion, PFN_cuDriverGetVersion_v2020, "cuDriverGetVersion", 2020, 0, 0) \
     X(cuDeviceGet, PFN_cuDeviceGet_v2000, "cuDeviceGet", 2000, 0, 0)           \
@@ -38,7 +41,10 @@
     X(cuCtxSetCurrent, PFN_cuCtxSetCurrent_v4000, "cuCtxSetCurrent", 4000, 0, 0) \
     X(cuCtxPushCurrent_v2, PFN_cuCtxPushCurrent_v4000, "cuCtxPushCurrent", 4000, 0, 0) \
     X(cuCtxPopCurrent_v2, PFN_cuCtxPopCurrent_v4000, "cuCtxPopCurrent", 4000, 0, 0) \
-    X(cuCtxGetDevice, PFN_cuCtxGetDevice_v2000, "cuCtxGetDevice", 2000, 0, 0)  \
+    X(cuCtxGetDevice, PFN_cuCtxGetDevice_v2000, "cuCtxGetDevice", 2000, 0, 0)
+
+/* Memory (fake_cuda.c). */
+#define FAKE_MEMORY(X)                                                         \
     X(cuMemGetInfo_v2, PFN_cuMemGetInfo_v3020, "cuMemGetInfo", 3020, 0, 0)     \
     X(cuMemAlloc_v2, PFN_cuMemAlloc_v3020, "cuMemAlloc", 3020, 0, 1)           \
     X(cuMemFree_v2, PFN_cuMemFree_v3020, "cuMemFree", 3020, 0, 0)              \
@@ -59,13 +65,18 @@
     X(cuMemRelease, PFN_cuMemRelease_v10020, "cuMemRelease", 10020, 0, 0)      \
     X(cuMemMap, PFN_cuMemMap_v10020, "cuMemMap", 10020, 0, 0)                  \
     X(cuMemUnmap, PFN_cuMemUnmap_v10020, "cuMemUnmap", 10020, 0, 0)            \
-    X(cuMemSetAccess, PFN_cuMemSetAccess_v10020, "cuMemSetAccess", 10020, 0, 0) \
+    X(cuMemSetAccess, PFN_cuMemSetAccess_v10020, "cuMemSetAccess", 10020, 0, 0)
+
+/* Streams, error names, export tables (fake_cuda_ctx.c). */
+#define FAKE_STREAMS(X)                                                        \
     X(cuStreamCreate, PFN_cuStreamCreate_v2000, "cuStreamCreate", 2000, 0, 0)  \
     X(cuStreamDestroy_v2, PFN_cuStreamDestroy_v4000, "cuStreamDestroy", 4000, 0, 0) \
     X(cuStreamIsCapturing, PFN_cuStreamIsCapturing_v10000, "cuStreamIsCapturing", 10000, 0, 0) \
     X(cuGetErrorName, PFN_cuGetErrorName_v6000, "cuGetErrorName", 6000, 0, 0)  \
     X(cuGetErrorString, PFN_cuGetErrorString_v6000, "cuGetErrorString", 6000, 0, 0) \
     X(cuGetExportTable, PFN_cuGetExportTable_v3000, "cuGetExportTable", 3000, 0, 0)
+
+#define FAKE_CORE(X) FAKE_DEVICES(X) FAKE_MEMORY(X) FAKE_STREAMS(X)
 
 /* The resolvers (fake_cuda_gpa.c). */
 #define FAKE_RESOLVERS(X)                                                      \
@@ -116,6 +127,25 @@ FAKE_HIDDEN CUresult fake__enter(int fc);
         CUresult r_ = fake__enter(fc);                                         \
         if (r_ != CUDA_SUCCESS)                                                \
             return r_;                                                         \
+    } while (0)
+
+/* Devices and contexts (fake_cuda_ctx.c).  A pool handle points at one. */
+typedef struct fake_pool {
+    int device;
+} fake_pool;
+/* CUDA_ERROR_NOT_INITIALIZED before cuInit, else CUDA_SUCCESS. */
+FAKE_HIDDEN CUresult fake__need_init(void);
+/* Whether this thread has a current context. */
+FAKE_HIDDEN int fake__has_context(void);
+/* The device of the current context, or an error code. */
+FAKE_HIDDEN CUresult fake__current_device(int *dev);
+
+/* Returns CUDA_ERROR_NOT_INITIALIZED from the caller before cuInit. */
+#define NEED_INIT()                                                            \
+    do {                                                                       \
+        CUresult ri_ = fake__need_init();                                      \
+        if (ri_ != CUDA_SUCCESS)                                               \
+            return ri_;                                                        \
     } while (0)
 
 /* FAKE_CUDA_PROBE_TABLE, from cuInit (fake_cuda_gpa.c). */

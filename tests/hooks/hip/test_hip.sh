@@ -17,15 +17,7 @@
 #
 # Environment (from CMake): HIP_APP, SNAPCHECK, PRELOAD, FAKE_HIP_DIR,
 # HIP_APP_LINKED_REAL, EXPECT_DIR.
-set -u
-scenario=$1
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL ($scenario): $*"; exit 1; }
-# In a sanitizer build the programs carry the sanitizer runtime, which
-# must come first in the process: put it before the preload.
-san_rt=$(ldd "$PRELOAD" 2>/dev/null | sed -n 's/.*=> \(\S*lib[at]san\.so[^ ]*\).*/\1/p' | head -n 1)
-PRELOAD="${san_rt:+$san_rt:}$PRELOAD"
+. "${BASH_SOURCE[0]%/*}/../vendor_lib.sh" "$1"
 
 # run NAME [ENV=VALUE...]: hip_app $app_arg on the fake; stdout to $T/NAME.out,
 # stderr to $T/NAME.err.
@@ -39,17 +31,6 @@ run_preloaded() {
     run_fake "$name" LD_PRELOAD="$PRELOAD" TIDEMARK_CONF="$conf" "$@"
     grep -q "tidemark:" "$T/$name.err" && grep "tidemark:" "$T/$name.err"
     [ -s "$T/$name.tdm" ] || { cat "$T/$name.err"; fail "no snapshot written ($name)"; }
-}
-same_output() {
-    diff -u "$T/$1.out" "$T/$2.out" || fail "the program's output changed under the preload ($2)"
-}
-check_events() { # FILE.tdm EXPECTED
-    "$SNAPCHECK" "$1" >"$T/got.txt" || fail "snapcheck $1"
-    diff -u "$EXPECT_DIR/$2" "$T/got.txt" || fail "snapshot events differ from $2"
-}
-count() { "$SNAPCHECK" "$1" count "$2"; }
-fake_counter() { # NAME FILE.err -> value of NAME=... in the fake's line
-    sed -n "s/^fake: .*\b$1=\([0-9-]*\).*/\1/p" "$2"
 }
 
 case $scenario in

@@ -18,16 +18,8 @@
 #
 # Environment (from CMake): ZE_APP, ZE_DDI_APP, SNAPCHECK, PRELOAD, SHIM,
 # FAKE_ZE, EXPECT_DIR.
-set -u
+. "${BASH_SOURCE[0]%/*}/../vendor_lib.sh" "$1"
 unset ZE_ENABLE_ALT_DRIVERS TIDEMARK_ZE_DRIVER
-scenario=$1
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL ($scenario): $*"; exit 1; }
-# In a sanitizer build the programs carry the sanitizer runtime, which
-# must come first in the process: put it before the preload.
-san_rt=$(ldd "$PRELOAD" 2>/dev/null | sed -n 's/.*=> \(\S*lib[at]san\.so[^ ]*\).*/\1/p' | head -n 1)
-PRELOAD="${san_rt:+$san_rt:}$PRELOAD"
 
 # run NAME APP ARG [ENV=VALUE...]: stdout to $T/NAME.out, stderr to $T/NAME.err.
 run() {
@@ -40,15 +32,6 @@ on_shim() { run "$@" ZE_ENABLE_ALT_DRIVERS="$SHIM" TIDEMARK_ZE_DRIVER="$FAKE_ZE"
 have_snapshot() {
     [ -s "$T/$1.tdm" ] || { cat "$T/$1.err"; fail "no snapshot written ($1)"; }
 }
-same_output() {
-    diff -u "$T/$1.out" "$T/$2.out" || fail "the program's output changed under tidemark ($2)"
-}
-check_events() { # FILE.tdm EXPECTED
-    "$SNAPCHECK" "$1" >"$T/got.txt" || fail "snapcheck $1"
-    diff -u "$EXPECT_DIR/$2" "$T/got.txt" || fail "snapshot events differ from $2 ($1)"
-}
-count() { "$SNAPCHECK" "$1" count "$2"; }
-fake_counter() { sed -n "s/^fake: .*\b$1=\([0-9-]*\).*/\1/p" "$2"; }
 
 case $scenario in
 pattern)
