@@ -13,23 +13,22 @@
 #
 # Needs TDM_CONF_PROG (tests/cli/tdm_conf_prog.c), LIBTIDEMARK and TIDEMARK
 # (the command, whose `summary` reads the snapshots back).
-set -u
-
-PROG=${TDM_CONF_PROG:?TDM_CONF_PROG is not set}
-LIB=${LIBTIDEMARK:?LIBTIDEMARK is not set}
-CLI=${TIDEMARK:?TIDEMARK (the tidemark command) is not set}
+. "${BASH_SOURCE[0]%/*}/lib.sh" TDM_CONF_PROG LIBTIDEMARK TIDEMARK
+# Written without pipefail: `ldd | grep -q` below may close its pipe early.
+set +o pipefail
+PROG=$TDM_CONF_PROG
+LIB=$LIBTIDEMARK
+CLI=$TIDEMARK
 unset TIDEMARK_CONF
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/tdm-env-XXXXXX")
-trap 'rm -rf "$work"' EXIT
 cd "$work" || exit 1
 
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 ok() { echo "ok: $*"; }
 
-# Counts the lines of a file (0 for an empty one).
-lines() { wc -l < "$1" | tr -d ' '; }
+# Counts the lines of a file (0 for an empty one), leaving out the
+# sanitizer runtime's own notes ("==PID==..."): in an ASan build LeakSanitizer
+# may warn at a forked child's exit that it could not suspend a thread, which
+# is no line of tidemark's.  A real leak still fails the run by its exit status.
+lines() { grep -cv '^==[0-9]*==' "$1"; }
 # Every .tdm file under $work, one per line, sorted.
 snapshots() { find "$work" -name '*.tdm' -type f | sort; }
 
@@ -179,6 +178,12 @@ ok "dump_on=oom: o-oom-1.tdm and o-oom-2.tdm, none at exit"
 
 # ---- fork=stop: the child writes nothing ---------------------------------------------
 rm -f err
+# With dump_on=signal the library starts its dump thread at load, and main
+# forks at once. In an ASan build the fork may catch that thread inside the
+# sanitizer's allocator (starting up), and GCC 12's LeakSanitizer then
+# deadlocks on the inherited allocator lock in the child's exit-time leak
+# check; that check stays off here (the sanitizer's bug, not tidemark's).
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
 TIDEMARK_CONF="dump=$work/fork/%p.tdm,dump_on=exit+signal,fork=stop" "$PROG" --fork 2> err; rc=$?
 [[ $rc -eq 0 ]] || fail "fork: exit $rc"
 [[ $(snapshots | grep -c .) -eq 1 ]] || fail "fork: want only the parent's snapshot: $(snapshots)"
@@ -229,8 +234,4 @@ run_signal_case "dump_on=signal,signal=USR1" USR1 "SIGUSR1"
 [[ $(lines err) -eq 2 ]] || fail "SIGUSR1: want 2 lines: $(cat err)"
 ok "dump_on=signal,signal=USR1: two snapshots, none at exit"
 
-if [[ $failures -ne 0 ]]; then
-    echo "$failures failure(s)" >&2
-    exit 1
-fi
-echo "all TIDEMARK_CONF checks passed"
+finish "TIDEMARK_CONF"

@@ -23,8 +23,16 @@ PRE=${san_rt:+$san_rt:}${FAKE_PRELOAD:-}
 if [[ -n $san_rt ]]; then
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 fi
-# Runs python3 with the sanitizer runtime preloaded when there is one.
-py() { if [[ -n $san_rt ]]; then LD_PRELOAD=$san_rt python3 "$@"; else python3 "$@"; fi; }
+# Runs python3 with the sanitizer runtime preloaded when there is one.  The
+# interpreter (and the shells ctypes.util spawns, which inherit the preload)
+# keep memory until exit by design, so leak checking is off for them alone.
+py() {
+    if [[ -n $san_rt ]]; then
+        ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" LD_PRELOAD=$san_rt python3 "$@"
+    else
+        python3 "$@"
+    fi
+}
 # The events of a snapshot as "action size stream", snapshot marks left out.
 events_of() {
     "$SNAPCHECK" "$1" | awk '$1 == "event" && $2 != "snapshot" { print $2, $4, $6 }'
