@@ -242,6 +242,7 @@ static int64_t new_alloc(builder *b)
     tdm_model_alloc *a = &m->allocs[m->alloc_count];
     memset(a, 0, sizeof *a);
     a->free_seq = TDM_MODEL_SEQ_NEVER;
+    a->free_req_seq = TDM_MODEL_SEQ_NEVER;
     return (int64_t)m->alloc_count++;
 }
 
@@ -304,8 +305,12 @@ static int replay_event(builder *b, size_t i)
         break;
     case TDM_ACTION_FREE_REQUESTED:
         /* Still allocated until free_completed. */
-        if (open != AMAP_EMPTY)
-            b->m->allocs[open].flags |= TDM_MODEL_FREE_REQUESTED;
+        if (open != AMAP_EMPTY) {
+            a = &b->m->allocs[open];
+            a->flags |= TDM_MODEL_FREE_REQUESTED;
+            if (a->free_req_seq == TDM_MODEL_SEQ_NEVER)
+                a->free_req_seq = (int64_t)i;
+        }
         break;
     case TDM_ACTION_FREE_COMPLETED:
         dev->free_events++;
@@ -422,8 +427,11 @@ static int reconcile_state(builder *b)
                 w->seeded_bytes += (int64_t)req;
                 dev->seeded_from_state++;
             }
-            if (blk->state == TDM_BLOCK_ACTIVE_PENDING_FREE)
+            if (blk->state == TDM_BLOCK_ACTIVE_PENDING_FREE) {
                 a->flags |= TDM_MODEL_FREE_REQUESTED;
+                if (a->free_req_seq == TDM_MODEL_SEQ_NEVER)
+                    a->free_req_seq = a->alloc_seq;
+            }
         }
     }
     /* Whatever is still open was allocated in the window, never freed, yet

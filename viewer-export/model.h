@@ -84,6 +84,11 @@ typedef struct tdm_model_alloc {
     uint64_t alloc_time_ns; /* 0 when unknown (seeded from a free) */
     int64_t alloc_seq;      /* event index of the alloc; -1 when seeded */
     int64_t free_seq;       /* event index of free_completed, or TDM_MODEL_SEQ_NEVER */
+    int64_t free_req_seq;   /* event index of its free_requested (the free
+                             * waits on a stream from there to free_seq);
+                             * alloc_seq for a block pending at the dump whose
+                             * request the window lacks; TDM_MODEL_SEQ_NEVER
+                             * when no free was requested in the window */
     uint32_t stack_id;      /* allocation stack, 0 = none */
     uint32_t device_index;  /* index into tdm_model.devices */
     uint8_t category;       /* tdm_category */

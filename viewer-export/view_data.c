@@ -395,8 +395,13 @@ static int build_allocs(const tdm_model *m, const uint8_t *cats, tdm_view_column
         uint8_t cat = cats ? cats[order[k].index] : a->category;
         uint64_t life = a->free_seq == TDM_MODEL_SEQ_NEVER
                             ? 0 : (uint64_t)(a->free_seq - a->alloc_seq);
+        /* Where the free was requested, so that the viewer says "free
+         * pending" only from there on. */
+        uint64_t pend = a->free_req_seq == TDM_MODEL_SEQ_NEVER
+                            ? 0 : (uint64_t)(a->free_req_seq - a->alloc_seq) + 1;
         if (put_varint(&c->a_seq, (uint64_t)(a->alloc_seq - prev_seq)) ||
             put_varint(&c->a_life, life) ||
+            put_varint(&c->a_pend, pend) ||
             put_varint(&c->a_size, sc ? sc->rank : 0) ||
             put_varint(&c->a_cat, (uint64_t)(cat & 7u) | ((uint64_t)a->flags << 3)) ||
             put_varint(&c->a_stack, a->stack_id) ||
@@ -545,7 +550,7 @@ tdm_status tdm__view_columns_build(const tdm_model *model, const uint8_t *cats,
 void tdm__view_columns_free(tdm_view_columns *c)
 {
     tdm_view_buf *bufs[] = {&c->ev_t,   &c->mk_seq,  &c->mk_kind, &c->mk_val,  &c->a_seq,
-                            &c->a_life, &c->a_size,  &c->a_cat,   &c->a_stack, &c->a_addr,
+                            &c->a_life, &c->a_pend, &c->a_size,  &c->a_cat,   &c->a_stack, &c->a_addr,
                             &c->a_dev,  &c->s_seq,   &c->s_life,  &c->s_size,  &c->s_addr,
                             &c->s_dev,  &c->s_pool,  &c->st,      &c->fr};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)

@@ -65,7 +65,7 @@ typedef struct tdm_view_columns {
     size_t frame_count;   /* frames in fr */
     tdm_view_buf ev_t;
     tdm_view_buf mk_seq, mk_kind, mk_val;
-    tdm_view_buf a_seq, a_life, a_size, a_cat, a_stack, a_addr, a_dev;
+    tdm_view_buf a_seq, a_life, a_pend, a_size, a_cat, a_stack, a_addr, a_dev;
     tdm_view_buf s_seq, s_life, s_size, s_addr, s_dev, s_pool;
     tdm_view_buf *rs; /* [device_count], reserved timeline per device */
     tdm_view_buf st, fr;

@@ -131,7 +131,7 @@ function sortedDesc(a) { return a.every((v, i) => i === 0 || a[i - 1] >= v); }
 async function main() {
   const a = path.join(work, 'train.tdm'), b = path.join(work, 'small.tdm');
   run(TRAIN_SIM, ['--steps', '5'], {TIDEMARK_CONF: 'dump=' + a});
-  run(TRAIN_SIM, ['--steps', '3', '--layers', '4', '--hidden', '1024'], {TIDEMARK_CONF: 'dump=' + b});
+  run(TRAIN_SIM, ['--steps', '3', '--layers', '4', '--hidden', '1024'], {TIDEMARK_CONF: 'mode=cache,dump=' + b});
   const sa = summaryOf(a), sb = summaryOf(b);
   const html = path.join(work, 'view.html');
   const said = run(TIDEMARK, ['view', a, '-o', html]);
@@ -243,6 +243,11 @@ async function main() {
     const panels = await two.page.locator('.panel').count();
     const live2 = await liveState(two.page, 1);
     check(panels === 2 && live2.bytes === sb.peakBytes, 'side by side: the second panel selects its own peak');
+    // The caching allocator requests every free before completing it; at
+    // the peak nothing live has had its free requested yet.
+    const pending = await two.page.locator('.panel').nth(1).locator('[data-testid=live-row]', {hasText: 'free pending'}).count();
+    check(live2.rows.length > 0 && pending === 0, 'side by side: no live row at the peak says "free pending"',
+      pending + ' of ' + live2.rows.length);
     check(two.errors.length === 0 && two.requests.length === 0, 'side by side: no errors, no requests',
       two.errors.concat(two.requests).join('; '));
     await two.page.screenshot({path: path.join(outDir, 'compare.png'), fullPage: true});
@@ -330,7 +335,16 @@ async function main() {
     const z3 = await spanOf();
     check(z3.lanes > z2.lanes && Math.abs(z3.p0 - z3.t0) < 1, 'zooming the detail zooms the lanes',
       JSON.stringify([z2, z3]));
-    await rp.mouse.move(laneBox.x + laneBox.width * 0.6, laneBox.y + laneBox.height / 2);
+    // hover the middle of rank 1's own recorded window, wherever zoom and
+    // pan left it (the fixed 60% point could fall outside it)
+    const hx = await rp.evaluate(() => {
+      const r = window.tidemarkView.ranks, l = r.lanes[1], s = r.snapOf(l);
+      const T = Math.min(Math.max(l.off + s.tEnd / 2, r.t0), r.t1);
+      const left = r.scroll.getBoundingClientRect().left;
+      return left + (r.tOfX(1000) === r.tOfX(0) ? 0 :
+        (T - r.tOfX(0)) / ((r.tOfX(1000) - r.tOfX(0)) / 1000));
+    });
+    await rp.mouse.move(hx, laneBox.y + laneBox.height / 2);
     const rtip = await rp.locator('.lanes-box .tip').textContent();
     check(/^rank 1 on /.test(rtip) && /allocated/.test(rtip), 'hovering a lane names the rank and its bytes', rtip);
     await rp.locator('.lanes-scroll').focus();

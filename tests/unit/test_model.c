@@ -252,6 +252,9 @@ static void test_free_requested_still_allocated(void **state)
     assert_int_equal(d->anomalies, 0);
     assert_true(m->allocs[1].flags & TDM_MODEL_FREE_REQUESTED);
     assert_int_equal(m->allocs[1].free_seq, TDM_MODEL_SEQ_NEVER);
+    /* pending from its free_requested on, not from its allocation */
+    assert_int_equal(m->allocs[1].free_req_seq, (int64_t)req);
+    assert_int_equal(m->allocs[0].free_req_seq, TDM_MODEL_SEQ_NEVER);
     tdm__model_free(m);
     free(t);
 }

@@ -141,7 +141,7 @@ static tsnap *rich_snapshot(void)
 }
 
 typedef struct row {
-    int64_t alloc_seq, free_seq;
+    int64_t alloc_seq, free_seq, req_seq;
     uint64_t size, addr;
     uint32_t stack, dev;
     uint8_t cat, flags;
@@ -207,7 +207,7 @@ static void test_columns_match_the_model(void **state)
     row *got = calloc(m->alloc_count, sizeof *got), *want = calloc(m->alloc_count, sizeof *want);
     assert_non_null(got);
     assert_non_null(want);
-    size_t ps[7] = {0};
+    size_t ps[8] = {0};
     int64_t prev = -1;
     uint64_t addr = 0;
     for (size_t k = 0; k < c.alloc_count; k++) {
@@ -227,17 +227,20 @@ static void test_columns_match_the_model(void **state)
         addr += (uint64_t)tdm__view_unzigzag(next(&c.a_addr, &ps[5]));
         r->addr = addr;
         r->dev = (uint32_t)next(&c.a_dev, &ps[6]); /* two devices: present */
+        uint64_t pend = next(&c.a_pend, &ps[7]);
+        r->req_seq = pend ? r->alloc_seq + (int64_t)pend - 1 : TDM_MODEL_SEQ_NEVER;
     }
     for (size_t i = 0; i < m->alloc_count; i++) {
         const tdm_model_alloc *a = &m->allocs[i];
-        want[i] = (row){a->alloc_seq, a->free_seq, a->size, a->addr, a->stack_id,
-                        a->device_index, cats[i], a->flags};
+        want[i] = (row){a->alloc_seq, a->free_seq, a->free_req_seq, a->size, a->addr,
+                        a->stack_id, a->device_index, cats[i], a->flags};
     }
     qsort(got, m->alloc_count, sizeof *got, row_cmp);
     qsort(want, m->alloc_count, sizeof *want, row_cmp);
     for (size_t i = 0; i < m->alloc_count; i++) {
         assert_int_equal(got[i].alloc_seq, want[i].alloc_seq);
         assert_int_equal(got[i].free_seq, want[i].free_seq);
+        assert_int_equal(got[i].req_seq, want[i].req_seq);
         assert_int_equal(got[i].size, want[i].size);
         assert_int_equal(got[i].addr, want[i].addr);
         assert_int_equal(got[i].stack, want[i].stack);

@@ -186,6 +186,9 @@ class Snapshot {
     for (let i = 0; i < na; i++) { s += seq[i]; seq[i] = s; }
     const free = this.aFree = varints(col.a_life, na, new Int32Array(na));
     for (let i = 0; i < na; i++) free[i] = free[i] === 0 ? NEVER : seq[i] + free[i];
+    /* From aReq[i] on, the allocation waits for a stream to free it. */
+    const req = this.aReq = varints(col.a_pend, na, new Int32Array(na));
+    for (let i = 0; i < na; i++) req[i] = req[i] === 0 ? NEVER : seq[i] + req[i] - 1;
     const sizeIdx = varints(col.a_size, na, new Int32Array(na));
     this.aSize = new Float64Array(na);
     for (let i = 0; i < na; i++) this.aSize[i] = d.sizes[sizeIdx[i]];

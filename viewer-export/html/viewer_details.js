@@ -6,7 +6,7 @@
  * device changes; none keeps state beyond the panel's.
  */
 
-const FLAG_SEEDED = 1 | 2, FLAG_FREE_REQUESTED = 8;
+const FLAG_SEEDED = 1 | 2;
 const LIVE_PAGE = 200;
 
 function buildDetailsDom(p) {
@@ -104,7 +104,7 @@ function renderLive(p) {
       : (flags & FLAG_SEEDED ? 'before the window' : 'start');
     rows.push('<tr class="row" data-testid="live-row" data-alloc="' + i + '" data-bytes="' + s.aSize[i] +
       '"><td class="n">' + (k + 1) + '</td><td class="n">' + fmtBytes(s.aSize[i]) + '</td><td><i class="chip" style="background:' +
-      CAT_COLOR[s.aCat[i]] + '"></i>' + esc(s.d.categories[s.aCat[i]]) + '</td><td>' + when + (flags & FLAG_FREE_REQUESTED ? ' <i>(free pending)</i>' : '') + '</td><td title="' +
+      CAT_COLOR[s.aCat[i]] + '"></i>' + esc(s.d.categories[s.aCat[i]]) + '</td><td>' + when + (p.sel >= s.aReq[i] ? ' <i>(free pending)</i>' : '') + '</td><td title="' +
       esc(fr.length ? s.frameLabel(fr[0]) : '') + '">' + esc(siteChain(s, fr)) + '</td></tr>');
   }
   if (!live.length) rows.push('<tr><td colspan="5" class="empty">nothing live on this device then</td></tr>');
