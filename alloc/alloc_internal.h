@@ -165,9 +165,10 @@ pthread_mutex_t *tdm__cache_lock_of(int device);
 static inline void tdm__rec_segment_alloc(uint64_t addr, const tdm__ptr_rec *rec)
 {
     if (tdm__rec_on())
-        tdm__rec_event(TDM__ACTION_SEGMENT_ALLOC_ALLOC, rec->device, addr,
-                       rec->size, rec->requested, rec->stream,
-                       tdm__rec_events_carry_stacks() ? rec->stack_id : 0);
+        tdm__rec_event_at(rec->alloc_time_ns, rec->category,
+                          TDM__ACTION_SEGMENT_ALLOC_ALLOC, rec->device, addr,
+                          rec->size, rec->requested, rec->stream,
+                          tdm__rec_events_carry_stacks() ? rec->stack_id : 0);
 }
 
 /* free_requested + free_completed + segment_free of rec at addr, on

@@ -203,16 +203,16 @@ uint32_t tdm__rec_current_step(void)
     return atomic_load_explicit(&tdm__recorder_state.step, memory_order_relaxed);
 }
 
-void tdm__rec_event(unsigned action, int device, uint64_t addr,
-                    uint64_t size, uint64_t requested, uint64_t stream,
-                    uint32_t stack_id)
+void tdm__rec_event_at(uint64_t time_ns, uint8_t category, unsigned action,
+                       int device, uint64_t addr, uint64_t size,
+                       uint64_t requested, uint64_t stream, uint32_t stack_id)
 {
     tdm__ring *ring = atomic_load_explicit(&tdm__recorder_state.ring,
                                            memory_order_acquire);
     if (!ring)
         return;
     tdm_event ev = {
-        .time_ns = tdm__clock_ns(),
+        .time_ns = time_ns ? time_ns : tdm__clock_ns(),
         .addr = addr,
         .size = size,
         .requested = requested,
@@ -222,9 +222,17 @@ void tdm__rec_event(unsigned action, int device, uint64_t addr,
         .step = tdm__rec_current_step(),
         .device = (int16_t)device,
         .action = (uint8_t)action,
-        .category = current_category(),
+        .category = category,
     };
     tdm__ring_push(ring, &ev);
+}
+
+void tdm__rec_event(unsigned action, int device, uint64_t addr,
+                    uint64_t size, uint64_t requested, uint64_t stream,
+                    uint32_t stack_id)
+{
+    tdm__rec_event_at(0, current_category(), action, device, addr, size,
+                      requested, stream, stack_id);
 }
 
 void tdm__rec_set_state_source(tdm__state_source_fn source)

@@ -50,6 +50,12 @@ int tdm__rec_events_carry_stacks(void);
 void tdm__rec_event(unsigned action, int device, uint64_t addr,
                     uint64_t size, uint64_t requested, uint64_t stream,
                     uint32_t stack_id);
+/* The same with the time and category the caller already has (an
+ * allocation's record holds both): one clock read and one thread-local
+ * lookup fewer on the hooks' hot path. */
+void tdm__rec_event_at(uint64_t time_ns, uint8_t category, unsigned action,
+                       int device, uint64_t addr, uint64_t size,
+                       uint64_t requested, uint64_t stream, uint32_t stack_id);
 
 /* The phase and step in force (0 before the first tdm_phase/tdm_step). */
 uint32_t tdm__rec_current_phase(void);

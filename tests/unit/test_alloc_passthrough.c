@@ -240,6 +240,35 @@ static void test_events(void **state)
     free(ev);
 }
 
+/* The alloc event and the live block agree on when and what: the event
+ * reuses the time and category the allocation's record took. */
+static void test_event_matches_block(void **state)
+{
+    (void)state;
+    tdm_history_options o;
+    tdm_history_options_init(&o);
+    o.clear_history = 1;
+    assert_int_equal(tdm_record_memory_history(&o), TDM_OK);
+    assert_int_equal(tdm_tag_push(TDM_CATEGORY_ACTIVATION), TDM_OK);
+    void *a = NULL;
+    assert_int_equal(tdm_malloc(&a, 3000, 0, 0), TDM_OK);
+    assert_int_equal(tdm_tag_pop(), TDM_OK);
+    tdm_snap *snap = NULL;
+    assert_int_equal(tdm__rec_build_snapshot(&snap), TDM_OK);
+    const tdm_event *alloc = NULL;
+    for (size_t i = 0; i < snap->event_count; i++)
+        if (snap->events[i].action == TDM_ACTION_ALLOC)
+            alloc = &snap->events[i];
+    assert_non_null(alloc);
+    assert_int_equal(snap->block_count, 1);
+    assert_int_not_equal(alloc->time_ns, 0);
+    assert_int_equal(alloc->time_ns, snap->blocks[0].alloc_time_ns);
+    assert_int_equal(alloc->category, TDM_CATEGORY_ACTIVATION);
+    assert_int_equal(snap->blocks[0].category, TDM_CATEGORY_ACTIVATION);
+    tdm__rec_snapshot_free(snap);
+    assert_int_equal(tdm_free(a), TDM_OK);
+}
+
 typedef struct seen {
     int devices, segments;
     uint64_t last_addr[2];
@@ -378,6 +407,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_arguments, setup_pt, teardown),
         cmocka_unit_test_setup_teardown(test_oom, setup_pt, teardown),
         cmocka_unit_test_setup_teardown(test_events, setup_pt, teardown),
+        cmocka_unit_test_setup_teardown(test_event_matches_block, setup_pt, teardown),
         cmocka_unit_test_setup_teardown(test_state_source, setup_pt, teardown),
         cmocka_unit_test_setup_teardown(test_threads, setup_pt, teardown),
     };
