@@ -45,7 +45,16 @@ typedef struct fcache {
     uint32_t *frame_len;
     uint64_t *stack_off;  /* per stack id */
     uint32_t *stack_len;
+    uint32_t *stack_memo; /* per stack id: its list's memo index, or NO_MEMO */
+    uint32_t next_memo;   /* memo indexes used so far in the pickle */
+    /* Stack ids whose list is memoized, by the hash of its bytes: two ids
+     * whose frames read the same (return addresses on one source line)
+     * share one memo entry, so a re-import exports the same bytes. */
+    uint32_t *by_bytes;   /* [by_bytes_mask + 1], 0 = empty */
+    size_t by_bytes_mask;
 } fcache;
+
+#define NO_MEMO UINT32_MAX
 
 static int fcache_init(fcache *c, const tdm_snap *snap)
 {
@@ -57,11 +66,19 @@ static int fcache_init(fcache *c, const tdm_snap *snap)
     c->frame_len = malloc(nf * sizeof *c->frame_len);
     c->stack_off = malloc(ns * sizeof *c->stack_off);
     c->stack_len = malloc(ns * sizeof *c->stack_len);
+    c->stack_memo = malloc(ns * sizeof *c->stack_memo);
+    size_t slots = 16;
+    while (slots < 2 * ns)
+        slots *= 2;
+    c->by_bytes = calloc(slots, sizeof *c->by_bytes);
+    c->by_bytes_mask = slots - 1;
     if (!c->frame_off || !c->frame_len || !c->stack_off || !c->stack_len ||
+        !c->stack_memo || !c->by_bytes ||
         tdm__pkw_init_mem(&c->buf) != TDM_OK)
         return -1;
     memset(c->frame_off, 0xff, nf * sizeof *c->frame_off);
     memset(c->stack_off, 0xff, ns * sizeof *c->stack_off);
+    memset(c->stack_memo, 0xff, ns * sizeof *c->stack_memo);
     return 0;
 }
 
@@ -72,6 +89,8 @@ static void fcache_destroy(fcache *c)
     free(c->frame_len);
     free(c->stack_off);
     free(c->stack_len);
+    free(c->stack_memo);
+    free(c->by_bytes);
 }
 
 static const char *nonempty(const char *s) { return s && s[0] ? s : NULL; }
@@ -148,11 +167,59 @@ static const unsigned char *stack_bytes(fcache *c, uint32_t id, size_t *len)
     return c->buf.buf + c->stack_off[id];
 }
 
+/* A memo opcode: the 1-byte form for indexes below 256, else the 4-byte. */
+static void put_memo_op(tdm_pkw *w, unsigned char short_op, unsigned char long_op,
+                        uint32_t index)
+{
+    if (index < 256) {
+        unsigned char op[2] = {short_op, (unsigned char)index};
+        tdm__pkw_raw(w, op, sizeof op);
+    } else {
+        unsigned char op[5] = {long_op, (unsigned char)index, (unsigned char)(index >> 8),
+                               (unsigned char)(index >> 16), (unsigned char)(index >> 24)};
+        tdm__pkw_raw(w, op, sizeof op);
+    }
+}
+
+/* A stack's frames list is written once and memoized; every later entry
+ * with that stack fetches it from the memo (BINGET), as Python's pickle
+ * does for a shared object.  Both viewers and _memory_viz.py only read
+ * frames, so sharing one list is safe, and a snapshot with many events
+ * over few stacks shrinks by an order of magnitude. */
+static uint64_t bytes_hash(const unsigned char *b, size_t len)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
 static void put_frames(tdm_pkw *w, fcache *c, uint32_t stack_id)
 {
+    int memoizable = stack_id != 0 && stack_id < c->snap->stack_count;
+    if (memoizable && c->stack_memo[stack_id] != NO_MEMO) {
+        put_memo_op(w, TDM_PK_BINGET, TDM_PK_LONG_BINGET, c->stack_memo[stack_id]);
+        return;
+    }
     size_t len;
     const unsigned char *b = stack_bytes(c, stack_id, &len);
+    if (!memoizable || c->buf.status != TDM_OK) {
+        tdm__pkw_raw(w, b, len);
+        return;
+    }
+    size_t i = (size_t)bytes_hash(b, len) & c->by_bytes_mask;
+    for (uint32_t other; (other = c->by_bytes[i]) != 0; i = (i + 1) & c->by_bytes_mask) {
+        if (c->stack_len[other] == len &&
+            memcmp(c->buf.buf + c->stack_off[other], b, len) == 0) {
+            c->stack_memo[stack_id] = c->stack_memo[other];
+            put_memo_op(w, TDM_PK_BINGET, TDM_PK_LONG_BINGET, c->stack_memo[stack_id]);
+            return;
+        }
+    }
     tdm__pkw_raw(w, b, len);
+    put_memo_op(w, TDM_PK_BINPUT, TDM_PK_LONG_BINPUT, c->next_memo);
+    c->stack_memo[stack_id] = c->next_memo++;
+    c->by_bytes[i] = stack_id; /* each id enters once: never more than half full */
 }
 
 /* ---- pieces ------------------------------------------------------------- */

@@ -54,6 +54,10 @@ enum {
     TDM_PK_NEWFALSE = 0x89,
     TDM_PK_LONG1 = 0x8a,
     TDM_PK_SHORT_BINUNICODE = 0x8c,
+    TDM_PK_BINPUT = 'q',      /* memo[1-byte index] = top of stack */
+    TDM_PK_LONG_BINPUT = 'r', /* memo[4-byte LE index] = top of stack */
+    TDM_PK_BINGET = 'h',      /* push memo[1-byte index] */
+    TDM_PK_LONG_BINGET = 'j', /* push memo[4-byte LE index] */
 };
 
 typedef struct tdm_pkw {

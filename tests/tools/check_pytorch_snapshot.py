@@ -57,6 +57,7 @@ WRITER_OPCODES = {
     "PROTO", "STOP", "MARK", "EMPTY_DICT", "SETITEMS", "EMPTY_LIST", "APPENDS",
     "TUPLE2", "SHORT_BINUNICODE", "BINUNICODE", "BININT1", "BININT2", "BININT",
     "LONG1", "NEWTRUE", "NEWFALSE", "NONE", "BINFLOAT",
+    "BINPUT", "LONG_BINPUT", "BINGET", "LONG_BINGET",
 }
 ACTIONS = {"alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
            "segment_map", "segment_unmap", "snapshot", "oom", "annotate", "user_defined"}
