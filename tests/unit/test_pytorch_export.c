@@ -385,6 +385,58 @@ static void test_unknown_category_guaranteed(void **state)
     free(t);
 }
 
+static size_t count_bytes(const unsigned char *b, size_t len, const char *what)
+{
+    size_t n = 0, k = strlen(what);
+    for (size_t i = 0; i + k <= len; i++)
+        n += memcmp(b + i, what, k) == 0;
+    return n;
+}
+
+/* Each distinct frames list is written once and then fetched from the
+ * memo: also for two stack ids whose frames read the same. */
+static void test_frames_memoized(void **state)
+{
+    (void)state;
+    ts *t = ts_new();
+    ts_device(t, 0, "sim0");
+    uint32_t fa = ts_frame(t, "forward", "memo_a.c", 10);
+    uint32_t fb = ts_frame(t, "main", "memo_b.c", 20);
+    uint32_t s1 = ts_stack(t, 2, fa, fb);
+    uint32_t s2 = ts_stack(t, 2, fa, fb); /* same frames, another id */
+    uint32_t s3 = ts_stack(t, 1, fb);
+    const uint32_t stacks[3] = {s1, s2, s3};
+    for (int i = 0; i < 30; i++) {
+        uint64_t addr = TS_A + (uint64_t)i * 512;
+        ts_ev(t, TDM_ACTION_ALLOC, 0, addr, 512, stacks[i % 3]);
+        ts_ev(t, TDM_ACTION_FREE_REQUESTED, 0, addr, 512, stacks[i % 3]);
+        ts_ev(t, TDM_ACTION_FREE_COMPLETED, 0, addr, 512, stacks[i % 3]);
+    }
+    ts_segment(t, 0, TDM_POOL_SMALL, TS_A, 2097152, 0);
+    ts_block(t, TDM_BLOCK_INACTIVE, 2097152, 0, 0);
+    size_t len;
+    unsigned char *b = ts_export(&t->s, -1, &len, NULL);
+    /* memo_a.c is in one list ([a, b]); memo_b.c in two ([a, b] and [b]). */
+    assert_int_equal(count_bytes(b, len, "memo_a.c"), 1);
+    assert_int_equal(count_bytes(b, len, "memo_b.c"), 2);
+    tdm_pk_doc *doc;
+    const tdm_pkv *r;
+    tdm_pk_error err;
+    assert_int_equal(tdm__pk_parse(b, len, &doc, &r, &err), TDM_OK);
+    const tdm_pkv *tr = item(tdm__pk_get(r, "device_traces"), 0);
+    assert_int_equal(tr->n, 90);
+    for (uint32_t i = 0; i < tr->n; i++) {
+        const tdm_pkv *fr = tdm__pk_get(item(tr, i), "frames");
+        unsigned want = (i / 3) % 3 == 2 ? 1 : 2;
+        assert_int_equal(fr->n, want);
+        assert_true(str_is(item(fr, want - 1), "filename", "memo_b.c"));
+        assert_int_equal(int_of(item(fr, 0), "line"), want == 2 ? 10 : 20);
+    }
+    tdm__pk_free(doc);
+    free(b);
+    free(t);
+}
+
 /* ---- expandable segments: the viewer's own segment list ----------------
  * MemoryView joins an unmapped range back only to neighbours of the same
  * stream, keeps its list in the order its splice() calls leave it, and
@@ -709,6 +761,7 @@ int main(void)
         cmocka_unit_test(test_no_final_state),
         cmocka_unit_test(test_empty_snapshot),
         cmocka_unit_test(test_unknown_category_guaranteed),
+        cmocka_unit_test(test_frames_memoized),
         cmocka_unit_test(test_unmap_joins_same_stream_only),
         cmocka_unit_test(test_segment_free_above_all),
         cmocka_unit_test(test_viewer_list_signed_order),
