@@ -12,32 +12,14 @@
 #     CPython re-wrote with protocols 2, 4, 5 (memo, FRAME); truncated and
 #     malformed pickles fail with exit 2 and a byte offset;
 #   - usage errors and exit codes (docs/cli.md).
-set -uo pipefail
-: "${TIDEMARK:?}" "${TRAIN_SIM:?}" "${TDM_SOURCE_DIR:?}"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fails=0
+. "${BASH_SOURCE[0]%/*}/lib.sh" TIDEMARK TRAIN_SIM TDM_SOURCE_DIR
 CHECK="python3 $TDM_SOURCE_DIR/tests/tools/check_pytorch_snapshot.py"
 GOLDEN=$TDM_SOURCE_DIR/tests/data/golden
 
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-expect() {
-  local want=$1 what=$2; shift 3
-  "$@" >"$work/out" 2>"$work/err"
-  local rc=$?
-  if [ "$rc" -ne "$want" ]; then
-    fail "$what: exit $rc, wanted $want"
-    sed 's/^/  stdout: /' "$work/out" | head -n 20
-    sed 's/^/  stderr: /' "$work/err" | head -n 20
-  fi
-}
-has() { grep -qF -- "$2" "$work/$1" || { fail "$1 lacks '$2'"; sed 's/^/  /' "$work/$1" | head -5; }; }
-lacks() { ! grep -qF -- "$2" "$work/$1" || fail "$1 has '$2'"; }
 check() { # check WHAT FILE: the schema-and-replay checker, strict
   $CHECK --strict "$2" >"$work/check" 2>&1 || { fail "$1: checker"; head -n 20 "$work/check"; }
 }
-if ! command -v python3 >/dev/null; then echo "FAIL: python3 is needed"; exit 1; fi
+need_python
 
 # ---- help and usage -----------------------------------------------------------
 expect 0 "help export" -- "$TIDEMARK" help export
@@ -238,8 +220,4 @@ expect 2 "import --format pytorch of a non-pickle" -- "$TIDEMARK" import --forma
   "$work/junk.tdm" -o "$work/t.tdm"
 has err "at byte 0"
 
-if [ "$fails" -ne 0 ]; then
-  echo "$fails failure(s)"
-  exit 1
-fi
-echo "test_export_pytorch: all passed"
+finish "pytorch export and import"

@@ -96,29 +96,23 @@ static void template_takes_ranks_from_the_environment(void **state)
     snprintf(want, sizeof want, "r0-l0-%d", (int)getpid());
     assert_string_equal(out, want);
 
-    setenv("RANK", "5", 1);
-    setenv("LOCAL_RANK", "2", 1);
-    assert_int_equal(tdm__dump_path_for_process("r%r-l%l", t, out, sizeof out),
-                     TDM_OK);
-    assert_string_equal(out, "r5-l2");
-    unsetenv("RANK");
-    unsetenv("LOCAL_RANK");
-
-    setenv("SLURM_PROCID", "17", 1);
-    setenv("SLURM_LOCALID", "3", 1);
-    assert_int_equal(tdm__dump_path_for_process("r%r-l%l", t, out, sizeof out),
-                     TDM_OK);
-    assert_string_equal(out, "r17-l3");
-    unsetenv("SLURM_PROCID");
-    unsetenv("SLURM_LOCALID");
-
-    setenv("OMPI_COMM_WORLD_RANK", "9", 1);
-    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "4", 1);
-    assert_int_equal(tdm__dump_path_for_process("r%r-l%l", t, out, sizeof out),
-                     TDM_OK);
-    assert_string_equal(out, "r9-l4");
-    unsetenv("OMPI_COMM_WORLD_RANK");
-    unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    /* Each launcher's pair of variables, set alone. */
+    static const struct {
+        const char *rank_var, *rank, *local_var, *local, *want;
+    } launchers[] = {
+        {"RANK", "5", "LOCAL_RANK", "2", "r5-l2"},
+        {"SLURM_PROCID", "17", "SLURM_LOCALID", "3", "r17-l3"},
+        {"OMPI_COMM_WORLD_RANK", "9", "OMPI_COMM_WORLD_LOCAL_RANK", "4", "r9-l4"},
+    };
+    for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++) {
+        setenv(launchers[i].rank_var, launchers[i].rank, 1);
+        setenv(launchers[i].local_var, launchers[i].local, 1);
+        assert_int_equal(tdm__dump_path_for_process("r%r-l%l", t, out, sizeof out),
+                         TDM_OK);
+        assert_string_equal(out, launchers[i].want);
+        unsetenv(launchers[i].rank_var);
+        unsetenv(launchers[i].local_var);
+    }
 
     char host[256] = "";
     gethostname(host, sizeof host - 1);
