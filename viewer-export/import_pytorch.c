@@ -24,6 +24,7 @@
  * import_pytorch_tables.c holds the bookkeeping (memory, interning,
  * typed reads).  No state, no locks.
  */
+#define _GNU_SOURCE /* qsort_r */
 #include "import_pytorch.h"
 
 #include <errno.h>
@@ -189,9 +190,16 @@ static int read_segment(im *c, const tdm_pkv *s, long i, const char *name, int p
             c->frames_on_blocks = 1;
         if (tdm__pti_grow(&c->blocks, &c->cap_blocks, c->nblocks + 1, sizeof *c->blocks) != 0)
             return tdm__pti_oom(c);
+        if (blk.size > UINT64_MAX - addr)
+            return tdm__pti_fail(c, b, &w, "block %u ends past the address space", j);
         c->blocks[c->nblocks++] = blk;
         addr += blk.size;
     }
+    /* What PyTorch writes tiles each segment exactly; anything else would
+     * double count or lose memory in every view. */
+    if (addr - g.address != g.total_size)
+        return tdm__pti_fail(c, s, &w, "its blocks cover %" PRIu64 " bytes, but total_size is %" PRIu64,
+                             addr - g.address, g.total_size);
     g.block_count = (uint32_t)(c->nblocks - g.first_block);
     if (tdm__pti_grow(&c->segs, &c->cap_segs, c->nsegs + 1, sizeof *c->segs) != 0)
         return tdm__pti_oom(c);
@@ -201,6 +209,48 @@ static int read_segment(im *c, const tdm_pkv *s, long i, const char *name, int p
     return 0;
 }
 
+static int seg_order_cmp(const void *pa, const void *pb, void *segs)
+{
+    const tdm_snap_segment *a = (const tdm_snap_segment *)segs + *(const uint32_t *)pa;
+    const tdm_snap_segment *b = (const tdm_snap_segment *)segs + *(const uint32_t *)pb;
+    if (a->device != b->device)
+        return a->device < b->device ? -1 : 1;
+    if (a->address != b->address)
+        return a->address < b->address ? -1 : 1;
+    return *(const uint32_t *)pa < *(const uint32_t *)pb ? -1 : 1;
+}
+
+/* Segments of one device never share an address: a list that has two
+ * over the same memory (a duplicate entry) would count it twice.  The
+ * segments c->segs[base..] came from list's items, in order. */
+static int check_overlaps(im *c, const tdm_pkv *list, size_t base, const char *name)
+{
+    size_t n = c->nsegs - base;
+    if (n < 2)
+        return 0;
+    uint32_t *order = malloc(n * sizeof *order);
+    if (!order)
+        return tdm__pti_oom(c);
+    for (size_t k = 0; k < n; k++)
+        order[k] = (uint32_t)k;
+    qsort_r(order, n, sizeof *order, seg_order_cmp, c->segs + base);
+    int rc = 0;
+    for (size_t k = 1; k < n && rc == 0; k++) {
+        const tdm_snap_segment *prev = &c->segs[base + order[k - 1]];
+        const tdm_snap_segment *cur = &c->segs[base + order[k]];
+        if (prev->device == cur->device && cur->address - prev->address < prev->total_size) {
+            uint32_t later = order[k] > order[k - 1] ? order[k] : order[k - 1];
+            uint32_t other = order[k] > order[k - 1] ? order[k - 1] : order[k];
+            where_t w = {name, later, -1};
+            rc = tdm__pti_fail(c, list->v.items[later], &w,
+                               "overlaps segment %u of device %d (address 0x%" PRIx64 ")",
+                               other, (int)cur->device, prev->address);
+        }
+    }
+    free(order);
+    return rc;
+}
+
 static int read_segments(im *c, const tdm_pkv *list, const char *name, int passthrough)
 {
     where_t w = {name, -1, -1};
@@ -208,10 +258,11 @@ static int read_segments(im *c, const tdm_pkv *list, const char *name, int passt
         return 0;
     if (!tdm__pk_is_seq(list))
         return tdm__pti_fail(c, list, &w, "is %s, not list", tdm__pk_type_name(list));
+    size_t base = c->nsegs;
     for (uint32_t i = 0; i < list->n; i++)
         if (read_segment(c, list->v.items[i], i, name, passthrough) < 0)
             return -1;
-    return 0;
+    return check_overlaps(c, list, base, name);
 }
 
 /* ---- annotations: phase and step marks ------------------------------------ */

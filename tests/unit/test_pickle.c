@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "pickle_write.h"
@@ -503,6 +504,11 @@ static void import_must_not_crash(const unsigned char *b, size_t len, int must_f
         tdm_model *m = NULL;
         assert_int_equal(tdm__model_build(s, &m), TDM_OK);
         tdm__model_free(m);
+        char path[256];
+        snprintf(path, sizeof path, "%s/tdm-pickle-fuzz-%d.tdm",
+                 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+        assert_int_equal(tdm__snap_write(s, path), TDM_OK);
+        unlink(path);
         tdm__import_pytorch_free(s);
         return;
     }
