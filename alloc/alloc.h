@@ -59,6 +59,13 @@ TDM_API tdm_status tdm__alloc_init(void);
 TDM_API tdm_status tdm__alloc_malloc(void **ptr, size_t size, int device,
                                      tdm_stream stream, unsigned skip);
 TDM_API tdm_status tdm__alloc_free(void *ptr, unsigned skip);
+/* Whether ptr lies inside device memory tidemark's cache holds (a segment
+ * it took from the provider), live block or not.  A hook that serves the
+ * vendor's calls from the cache must not pass the free of such a pointer
+ * on to the vendor when tdm__alloc_free did not know it (a double free, or
+ * a pointer into a block): the vendor would free the cache's segment, or
+ * report an error tidemark should give itself.  0 in pass-through mode. */
+TDM_API int tdm__alloc_owns(const void *ptr);
 
 /* "cache" or "passthrough": the mode in force (after init). */
 TDM_API const char *tdm__alloc_mode_name(void);

@@ -146,6 +146,9 @@ void tdm__cache_destroy(void);
 tdm_status tdm__cache_malloc(const tdm__alloc_req *req, void **out);
 /* Looks ptr up itself, under the device lock. */
 tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack);
+/* Whether ptr lies in one of `device`'s segments (walks them: error paths
+ * only). */
+int tdm__cache_owns(uint64_t ptr, int device);
 void tdm__cache_stats(int device, int pool, tdm_stats *out);
 void tdm__cache_reset_peaks(int device);
 void tdm__cache_visit(const tdm__state_visitor *visitor);

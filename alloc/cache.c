@@ -472,6 +472,19 @@ void tdm__cache_free_block(tdm__cache_device *d, cblock *b, uint32_t es)
     cache_block(d, b);
 }
 
+int tdm__cache_owns(uint64_t ptr, int device)
+{
+    tdm__cache_device *d = tdm__alloc_g.cache ? tdm__alloc_g.cache[device] : NULL;
+    int owns = 0;
+    if (!d)
+        return 0;
+    pthread_mutex_lock(&d->lock);
+    for (const cseg *s = d->segs; s && !owns; s = s->next)
+        owns = ptr - s->addr < s->size;
+    pthread_mutex_unlock(&d->lock);
+    return owns;
+}
+
 tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack)
 {
     tdm__alloc_global *g = &tdm__alloc_g;

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "alloc.h"
 #include "tidemark.h"
 
 #define TDM_HOOK_API __attribute__((visibility("default")))
@@ -69,5 +70,19 @@ void *tdm__hook_real_dlsym(void *handle, const char *name);
  * the application's own frame: pass as `skip` to tdm__alloc_observe_* and
  * tdm__alloc_malloc/free. */
 #define TDM_HOOK_SKIP 1
+
+/* Cache mode's side of a vendor free: 1 when the cache took the block
+ * back; 0 when the pointer is not the cache's (the vendor frees it); -1
+ * when it lies in memory the cache holds but is no live block (freed
+ * twice, or a pointer into a block): then the hook returns the vendor's
+ * invalid-value error itself, as the vendor would, and never passes the
+ * pointer on, since the vendor would free the cache's whole segment.
+ * Inlined, so `skip` counts the hook's own frame only. */
+static inline __attribute__((always_inline)) int tdm__hook_cache_free(void *p, unsigned skip)
+{
+    if (tdm__alloc_free(p, skip) == TDM_OK)
+        return 1;
+    return tdm__alloc_owns(p) ? -1 : 0;
+}
 
 #endif

@@ -74,11 +74,13 @@ INLINE int cache_alloc(tdm__hook_mode m, CUresult *r, CUdeviceptr *dptr, size_t 
     return 1;
 }
 
-/* Cache mode: gives a block back; 0 when the pointer is not the cache's. */
+/* Cache mode: tdm__hook_cache_free's 1 / 0 / -1 (freed / not the cache's /
+ * a bad pointer into the cache's memory); 0 in other modes. */
 INLINE int cache_free(tdm__hook_mode m, CUdeviceptr p)
 {
-    return m == TDM__HOOK_CACHE && p != 0 && tdm__cuda_cache_ready() &&
-           tdm__alloc_free((void *)(uintptr_t)p, TDM_HOOK_SKIP) == TDM_OK;
+    if (m != TDM__HOOK_CACHE || p == 0 || !tdm__cuda_cache_ready())
+        return 0;
+    return tdm__hook_cache_free((void *)(uintptr_t)p, TDM_HOOK_SKIP);
 }
 
 /* Opens a wrapper: the real function must exist, and the thread must not
@@ -121,7 +123,10 @@ static CUresult w_cuMemFree_v2(CUdeviceptr p)
     if (m == TDM__HOOK_OFF)
         return real ? real(p) : NO_DRIVER;
     CUresult r = CUDA_SUCCESS;
-    if (!cache_free(m, p)) {
+    int cached = cache_free(m, p);
+    if (cached < 0) {
+        r = CUDA_ERROR_INVALID_VALUE;
+    } else if (cached == 0) {
         tdm__alloc_observe_free((void *)(uintptr_t)p, 0, TDM_HOOK_SKIP);
         r = real(p);
     }
@@ -217,7 +222,10 @@ ASYNC_ALLOC(cuMemAllocAsync_ptsz, PFN_cuMemAllocAsync_v11020_ptsz, 1)
         if (m == TDM__HOOK_OFF)                                                \
             return real ? real(p, s) : NO_DRIVER;                              \
         CUresult r = CUDA_SUCCESS;                                             \
-        if (!cache_free(m, p)) {                                               \
+        int cached = cache_free(m, p);                                         \
+        if (cached < 0) {                                                      \
+            r = CUDA_ERROR_INVALID_VALUE;                                      \
+        } else if (cached == 0) {                                              \
             tdm__alloc_observe_free((void *)(uintptr_t)p, tdm__cuda_stream(s, ptsz), \
                                     TDM_HOOK_SKIP);                            \
             r = real(p, s);                                                    \

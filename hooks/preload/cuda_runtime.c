@@ -156,7 +156,10 @@ TDM_RT_EXPORT cudaError_t CUDARTAPI cudaFree(void *p)
     if (m == TDM__HOOK_OFF)
         return real ? real(p) : TDM_RT_ABSENT;
     cudaError_t r = cudaSuccess;
-    if (!tdm__rt_cache_free(m, p)) {
+    int cached = tdm__rt_cache_free(m, p);
+    if (cached < 0) {
+        r = cudaErrorInvalidValue;
+    } else if (cached == 0) {
         tdm__alloc_observe_free(p, 0, TDM_HOOK_SKIP);
         r = real(p);
     }

@@ -95,10 +95,13 @@ TDM_RT_INLINE int tdm__rt_cache_alloc(tdm__hook_mode m, cudaError_t *r, void **p
     return 1;
 }
 
+/* Cache mode: tdm__hook_cache_free's 1 / 0 / -1 (freed / not the cache's /
+ * a bad pointer into the cache's memory); 0 in other modes. */
 TDM_RT_INLINE int tdm__rt_cache_free(tdm__hook_mode m, void *p)
 {
-    return m == TDM__HOOK_CACHE && p != NULL && tdm__cuda_cache_ready() &&
-           tdm__alloc_free(p, TDM_HOOK_SKIP) == TDM_OK;
+    if (m != TDM__HOOK_CACHE || p == NULL || !tdm__cuda_cache_ready())
+        return 0;
+    return tdm__hook_cache_free(p, TDM_HOOK_SKIP);
 }
 
 /* Stream ids as recorded: stream 0 of a _ptsz call is the per-thread
@@ -142,7 +145,10 @@ TDM_RT_INLINE cudaError_t tdm__rt_free_async(int f, void *p, cudaStream_t s, int
     if (m == TDM__HOOK_OFF)
         return real ? real(p, s) : TDM_RT_ABSENT;
     cudaError_t r = cudaSuccess;
-    if (!tdm__rt_cache_free(m, p)) {
+    int cached = tdm__rt_cache_free(m, p);
+    if (cached < 0) {
+        r = cudaErrorInvalidValue;
+    } else if (cached == 0) {
         tdm__alloc_observe_free(p, tdm__rt_stream(s, ptsz), TDM_HOOK_SKIP);
         r = real(p, s);
     }

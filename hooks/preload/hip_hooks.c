@@ -334,9 +334,12 @@ TDM_HOOK_API hipError_t hipMallocHost(void **ptr, size_t size)
 #define DEVICE_FREE(name, ptr, stream, ...)                                    \
     HOOK_PROLOGUE(name, __VA_ARGS__);                                          \
     hipError_t r;                                                              \
-    if ((ptr) != NULL && serve_from_cache(mode) &&                             \
-        tdm__alloc_free((ptr), TDM_HOOK_SKIP) == TDM_OK) {                     \
+    int cached = (ptr) != NULL && serve_from_cache(mode)                       \
+                     ? tdm__hook_cache_free((ptr), TDM_HOOK_SKIP) : 0;         \
+    if (cached > 0) {                                                          \
         r = hipSuccess;                                                        \
+    } else if (cached < 0) {                                                   \
+        r = hipErrorInvalidValue;                                              \
     } else {                                                                   \
         tdm__alloc_observe_free((ptr), (stream), TDM_HOOK_SKIP);               \
         r = CALL_REAL(name, __VA_ARGS__);                                      \

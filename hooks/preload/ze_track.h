@@ -209,9 +209,12 @@ TDM__ZE_INLINE ze_result_t tdm__ze_free(const tdm__ze_real *r, unsigned skip,
 {
     TDM__ZE_PROLOGUE(r->mem_free(c, ptr));
     ze_result_t res;
-    if (ptr != NULL && mode_ == TDM__HOOK_CACHE && tdm__ze_cache_serves(r, c) &&
-        tdm__alloc_free(ptr, skip) == TDM_OK) {
+    int cached = ptr != NULL && mode_ == TDM__HOOK_CACHE && tdm__ze_cache_serves(r, c)
+                     ? tdm__hook_cache_free(ptr, skip) : 0;
+    if (cached > 0) {
         res = ZE_RESULT_SUCCESS;
+    } else if (cached < 0) {
+        res = ZE_RESULT_ERROR_INVALID_ARGUMENT;
     } else {
         tdm__alloc_observe_free(ptr, 0, skip);
         res = r->mem_free(c, ptr);
@@ -226,9 +229,13 @@ TDM__ZE_INLINE ze_result_t tdm__ze_free_ext(const tdm__ze_real *r, unsigned skip
 {
     TDM__ZE_PROLOGUE(r->mem_free_ext(c, desc, ptr));
     ze_result_t res;
-    if (ptr != NULL && desc != NULL && mode_ == TDM__HOOK_CACHE && tdm__ze_cache_serves(r, c) &&
-        tdm__alloc_free(ptr, skip) == TDM_OK) {
+    int cached = ptr != NULL && desc != NULL && mode_ == TDM__HOOK_CACHE &&
+                         tdm__ze_cache_serves(r, c)
+                     ? tdm__hook_cache_free(ptr, skip) : 0;
+    if (cached > 0) {
         res = ZE_RESULT_SUCCESS;
+    } else if (cached < 0) {
+        res = ZE_RESULT_ERROR_INVALID_ARGUMENT;
     } else {
         tdm__alloc_observe_free(ptr, 0, skip);
         res = r->mem_free_ext(c, desc, ptr);

@@ -22,8 +22,11 @@ same_output() {
 }
 # check_events FILE.tdm EXPECTED: the snapshot's events, as snapcheck
 # prints them, are $EXPECT_DIR/EXPECTED.
+# TDM_UPDATE_EXPECTED=1 rewrites the expected file instead (then read the
+# diff before committing it).
 check_events() {
     "$SNAPCHECK" "$1" >"$T/got.txt" || fail "snapcheck $1"
+    [ -n "${TDM_UPDATE_EXPECTED:-}" ] && cp "$T/got.txt" "$EXPECT_DIR/$2"
     diff -u "$EXPECT_DIR/$2" "$T/got.txt" || fail "snapshot events differ from $2 ($1)"
 }
 # count FILE.tdm ACTION: how many ACTION events the snapshot holds.

@@ -179,6 +179,14 @@ static NOINLINE int app_errors(CUcontext ctx)
     app_too_big();
     int x;
     app_report("cuMemFree bad pointer", cuMemFree((CUdeviceptr)(uintptr_t)&x));
+    /* Freed twice (a block with a segment of its own), and a pointer into a
+     * live block: the driver's own error, also when tidemark's cache made
+     * the memory. */
+    CUdeviceptr twice = 0;
+    app_report("cuMemAlloc 12 MiB", cuMemAlloc(&twice, 12 << 20));
+    app_report("cuMemFree 12 MiB", cuMemFree(twice));
+    app_report("cuMemFree 12 MiB again", cuMemFree(twice));
+    app_report("cuMemFree inside a block", cuMemFree(keep + 256));
     app_report("cuCtxSetCurrent NULL", cuCtxSetCurrent(NULL));
     CUdeviceptr d = 0;
     app_report("cuMemAlloc without a context", cuMemAlloc(&d, 100));

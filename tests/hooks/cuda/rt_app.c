@@ -213,6 +213,14 @@ static NOINLINE int app_errors(void)
     int x;
     app_report("cudaFree bad pointer", cudaFree(&x));
     app_report("cudaFreeHost bad pointer", cudaFreeHost(&x));
+    /* Freed twice (a block with a segment of its own), and a pointer into a
+     * live block: the runtime's own error, also when tidemark's cache made
+     * the memory. */
+    void *twice = NULL;
+    app_report("cudaMalloc 12 MiB", cudaMalloc(&twice, 12 << 20));
+    app_report("cudaFree 12 MiB", cudaFree(twice));
+    app_report("cudaFree 12 MiB again", cudaFree(twice));
+    app_report("cudaFree inside a block", cudaFree((char *)keep + 256));
     /* FAKE_CUDA_FAIL=cuMemAllocManaged:201: not out of memory, not booked. */
     void *m = (void *)1;
     app_report("cudaMallocManaged (injected)", cudaMallocManaged(&m, 4096, cudaMemAttachGlobal));

@@ -174,6 +174,15 @@ static void errors(void)
     say("hipFree(NULL)", hipFree(NULL));
     say("hipHostFree(bogus)", hipHostFree(&bogus));
     say("hipFreeAsync(bogus)", hipFreeAsync(&bogus, NULL));
+    /* Freed twice, and a pointer into a live block: HIP's own error, also
+     * when tidemark's cache made the memory. */
+    void *twice = NULL, *live = NULL;
+    say("hipMalloc(1 MiB)", hipMalloc(&twice, 1 << 20));
+    say("hipMalloc(4096)", hipMalloc(&live, 4096));
+    say("hipFree(1 MiB)", hipFree(twice));
+    say("hipFree(1 MiB) again", hipFree(twice));
+    say("hipFree(inside a block)", hipFree((char *)live + 256));
+    say("hipFree(4096)", hipFree(live));
     say("hipExtMallocWithFlags(bad flags)", hipExtMallocWithFlags(&p, 64, 0x80));
     say("hipMallocFromPoolAsync(NULL pool)", hipMallocFromPoolAsync(&p, 64, NULL, NULL));
     say("hipMemCreate(NULL prop)", hipMemCreate(NULL, 64, NULL, 0));

@@ -156,6 +156,15 @@ static void errors(void)
     say("zeMemFree(bogus)", zeMemFree(ctx, &bogus));
     say("zeMemFree(NULL)", zeMemFree(ctx, NULL));
     say("zeMemFreeExt(NULL desc)", zeMemFreeExt(ctx, NULL, &bogus));
+    /* Freed twice, and a pointer into a live block: the driver's own
+     * error, also when tidemark's cache made the memory. */
+    void *twice = NULL, *live = NULL;
+    say("zeMemAllocDevice(1 MiB)", zeMemAllocDevice(ctx, &dd, 1 << 20, 0, dev, &twice));
+    say("zeMemAllocDevice(4096)", zeMemAllocDevice(ctx, &dd, 4096, 0, dev, &live));
+    say("zeMemFree(1 MiB)", zeMemFree(ctx, twice));
+    say("zeMemFree(1 MiB) again", zeMemFree(ctx, twice));
+    say("zeMemFree(inside a block)", zeMemFree(ctx, (char *)live + 256));
+    say("zeMemFree(4096)", zeMemFree(ctx, live));
     ze_physical_mem_desc_t pd = {.stype = ZE_STRUCTURE_TYPE_PHYSICAL_MEM_DESC, .size = 1000};
     ze_physical_mem_handle_t ph;
     say("zePhysicalMemCreate(unaligned)", zePhysicalMemCreate(ctx, dev, &pd, &ph));
