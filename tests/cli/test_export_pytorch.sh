@@ -211,6 +211,18 @@ has err "truncated"; has err "at byte"
 python3 -c "import pickle,sys; pickle.dump({'segments': [], 'device_traces': [[]], 'x': complex(1, 2)}, open(sys.argv[1],'wb'), protocol=4)" "$work/class.pickle"
 expect 2 "import a pickle with a class" -- "$TIDEMARK" import "$work/class.pickle" -o "$work/t.tdm"
 has err "unsupported pickle opcode"; has err "at byte"
+# Segments that blocks do not tile, and a segment listed twice: refused
+# with where, before anything is written (gate and diff read the same way).
+python3 -c "import pickle,sys; d=pickle.load(open(sys.argv[1],'rb')); d['segments'][0]['total_size'] += 512; pickle.dump(d, open(sys.argv[2],'wb'), protocol=4)" \
+  "$work/demo.pickle" "$work/tile.pickle"
+expect 2 "import a segment its blocks do not tile" -- "$TIDEMARK" import "$work/tile.pickle" -o "$work/t.tdm"
+has err "segments[0]"; has err "but total_size is"; has err "at byte"
+expect 2 "gate on the same pickle" -- "$TIDEMARK" gate --max-peak 1TiB "$work/tile.pickle"
+python3 -c "import pickle,sys; d=pickle.load(open(sys.argv[1],'rb')); d['segments'].append(d['segments'][0]); pickle.dump(d, open(sys.argv[2],'wb'), protocol=4)" \
+  "$work/demo.pickle" "$work/dup.pickle"
+expect 2 "import a segment listed twice" -- "$TIDEMARK" import "$work/dup.pickle" -o "$work/t.tdm"
+has err "overlaps segment 0"; has err "at byte"
+[ ! -e "$work/t.tdm" ] || fail "a refused import left its output"
 python3 -c "import pickle,sys; pickle.dump({'segments': [{'device': 0, 'address': 'x'}], 'device_traces': [[]]}, open(sys.argv[1],'wb'), protocol=4)" "$work/schema.pickle"
 expect 2 "import a pickle with a wrong type" -- "$TIDEMARK" import "$work/schema.pickle" -o "$work/t.tdm"
 has err "segments[0]: 'address' is str, not int"; has err "at byte"
