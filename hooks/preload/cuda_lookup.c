@@ -10,7 +10,10 @@
  * twins).  PyTorch reaches cuMemCreate & co. the same way through
  * cudaGetDriverEntryPoint*.  So:
  *   - dlsym is interposed; a lookup of either resolver (on any handle but
- *     RTLD_NEXT) returns our resolver.  Every other lookup is a tail jump
+ *     RTLD_NEXT) returns our resolver, and a lookup of a hooked entry point
+ *     by its exported name ("cuMemAlloc_v2" on the libcuda handle, as
+ *     numba and XLA's driver stubs do) returns our wrapper of what libc
+ *     found.  Every other lookup is a tail jump
  *     into libc's dlsym (an assembly trampoline on x86-64), so libc still
  *     sees the program's return address: RTLD_NEXT and the caller's local
  *     scope keep working for everyone else (sanitizers, other preloads);
@@ -245,6 +248,33 @@ static void *resolver_dlsym(void *handle, const char *name)
     return tdm__cuda_variants[v].wrapper;
 }
 
+/* The variant whose exported name is `name`, or -1.  Compares by hand:
+ * runs on the way of every dlsym (see TDM_EARLY). */
+TDM_EARLY static int variant_of_name(const char *name)
+{
+    for (int v = 0; v < TDM__CV_COUNT; v++) {
+        const char *w = tdm__cuda_variants[v].name;
+        size_t i = 0;
+        while (w[i] && w[i] == name[i])
+            i++;
+        if (w[i] == '\0' && name[i] == '\0')
+            return v;
+    }
+    return -1;
+}
+
+/* A lookup of a hooked entry point by name on a handle: libc's answer,
+ * with our wrapper of it in its place. */
+static void *entry_dlsym(void *handle, const char *name)
+{
+    void *p = libc_dlsym()(handle, name);
+    int v = variant_of_name(name);
+    if (p == NULL || v < 0 || tdm__cuda_is_ours(p) || tdm__hook_mode_get() == TDM__HOOK_OFF)
+        return p;
+    tdm__cuda_set_real(v, p);
+    return tdm__cuda_variants[v].wrapper;
+}
+
 /* "cuGetProcAddress" or "cuGetProcAddress_v2". */
 TDM_EARLY static int is_resolver_name(const char *name)
 {
@@ -261,9 +291,12 @@ TDM_EARLY static int is_resolver_name(const char *name)
 TDM_CUDA_HIDDEN void *tdm__cuda_dlsym_target(void *handle, const char *name);
 TDM_EARLY void *tdm__cuda_dlsym_target(void *handle, const char *name)
 {
-    if (handle != RTLD_NEXT && name && name[0] == 'c' && name[1] == 'u' &&
-        is_resolver_name(name))
-        return (void *)resolver_dlsym;
+    if (handle != RTLD_NEXT && name && name[0] == 'c' && name[1] == 'u') {
+        if (is_resolver_name(name))
+            return (void *)resolver_dlsym;
+        if (variant_of_name(name) >= 0)
+            return (void *)entry_dlsym;
+    }
     return (void *)libc_dlsym();
 }
 

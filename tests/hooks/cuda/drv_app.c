@@ -84,6 +84,13 @@ static NOINLINE void app_through_dlsym(void)
     app_report("cuMemAllocManaged 5000 (dlsym)",
                ((PFN_cuMemAllocManaged_v6000)fm)(&m, 5000, CU_MEM_ATTACH_GLOBAL));
     app_report("cuMemFree managed", cuMemFree(m));
+    /* Entry points looked up by their exported names on the handle, as
+     * numba and XLA's driver stubs do. */
+    PFN_cuMemAlloc_v3020 alloc = (PFN_cuMemAlloc_v3020)dlsym(h, "cuMemAlloc_v2");
+    PFN_cuMemFree_v3020 release = (PFN_cuMemFree_v3020)dlsym(h, "cuMemFree_v2");
+    CUdeviceptr n = 0;
+    app_report("cuMemAlloc_v2 6000 (dlsym by name)", alloc(&n, 6000));
+    app_report("cuMemFree_v2 (dlsym by name)", release(n));
     dlclose(h);
 }
 
