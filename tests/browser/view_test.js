@@ -335,11 +335,13 @@ async function main() {
     const z3 = await spanOf();
     check(z3.lanes > z2.lanes && Math.abs(z3.p0 - z3.t0) < 1, 'zooming the detail zooms the lanes',
       JSON.stringify([z2, z3]));
-    // hover the middle of rank 1's own recorded window, wherever zoom and
-    // pan left it (the fixed 60% point could fall outside it)
+    // hover the middle of rank 1's own recorded window, with the whole job
+    // in view again (after the zoom and pan above, that window may lie
+    // partly or wholly outside the view)
     const hx = await rp.evaluate(() => {
       const r = window.tidemarkView.ranks, l = r.lanes[1], s = r.snapOf(l);
-      const T = Math.min(Math.max(l.off + s.tEnd / 2, r.t0), r.t1);
+      r.resetZoom();
+      const T = l.off + s.tEnd / 2;
       const left = r.scroll.getBoundingClientRect().left;
       return left + (r.tOfX(1000) === r.tOfX(0) ? 0 :
         (T - r.tOfX(0)) / ((r.tOfX(1000) - r.tOfX(0)) / 1000));
