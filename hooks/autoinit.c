@@ -158,6 +158,17 @@ static void dump_now(enum dump_kind kind)
             memcpy(path, numbered, sizeof path);
         }
     }
+    if (st == TDM_OK && !template_has_pid(g.tmpl) &&
+        tdm__dump_path_written_since(path, g.start_time_us)) {
+        /* Another process of this run wrote it while we lived (a program
+         * this one exec'd in a child, as a shell or launcher does): keep
+         * its snapshot, and ours beside it. */
+        char suffix[32];
+        snprintf(suffix, sizeof suffix, "-%lld", (long long)getpid());
+        st = tdm__dump_path_with_suffix(path, suffix, numbered, sizeof numbered);
+        if (st == TDM_OK)
+            memcpy(path, numbered, sizeof path);
+    }
     if (st != TDM_OK) {
         say("tidemark: dump path '%s' is too long once expanded; no snapshot "
             "written", g.cfg.dump);

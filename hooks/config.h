@@ -193,6 +193,11 @@ tdm_status tdm__dump_path_with_suffix(const char *path, const char *suffix,
 /* Creates the missing folders above `path` (mode 0777 less the umask).
  * TDM_IO_ERROR, with errno set, when one cannot be made. */
 tdm_status tdm__dump_path_make_parent(const char *path);
+/* 1 when a file at `path` was last written at or after `since_us` (µs
+ * since the epoch): another process of the same run (an exec'd child, a
+ * sibling) wrote it while this one was alive, and it must not be
+ * replaced.  0 when there is none, or it is older (a previous run's). */
+int tdm__dump_path_written_since(const char *path, uint64_t since_us);
 
 /* ---- load-time enabling (autoinit.c) ----------------------------------- */
 

@@ -2,8 +2,9 @@
  *
  * Owns: checking a template, expanding its codes (%p pid, %h host, %r rank,
  * %l local rank, %t start time, %% percent), numbering repeated dumps
- * (a suffix such as "-2" before the extension) and creating the folders a
- * dump goes into.
+ * (a suffix such as "-2" before the extension), creating the folders a
+ * dump goes into, and telling a file another live process wrote from one a
+ * previous run left.
  *
  * Invariants: a template that passed tdm__dump_path_check expands without
  * error unless the result is too long; an unknown rank expands to 0 so that
@@ -180,4 +181,14 @@ tdm_status tdm__dump_path_make_parent(const char *path)
         return TDM_IO_ERROR;
     }
     return TDM_OK;
+}
+
+int tdm__dump_path_written_since(const char *path, uint64_t since_us)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return 0;
+    uint64_t mtime_us = (uint64_t)st.st_mtim.tv_sec * 1000000u +
+                        (uint64_t)st.st_mtim.tv_nsec / 1000u;
+    return mtime_us >= since_us;
 }

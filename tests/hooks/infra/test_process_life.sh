@@ -5,7 +5,9 @@
 #   fork=stop    the child writes nothing;
 #   forks while another thread allocates never deadlock the child;
 #   exec         the new image starts afresh from TIDEMARK_CONF: one file,
-#                the new image's events only;
+#                the new image's events only; a shell that runs the program
+#                in an exec'd child and exits after it keeps the program's
+#                snapshot and writes its own beside it ("-PID");
 #   threads      8 threads at once: every alloc and free is in the ring, the
 #                final stats are zero, and a signal dump taken meanwhile
 #                reads back;
@@ -76,6 +78,27 @@ else
     grep -q "^header mode=observe pid=$pid " <("$SNAPCHECK" "ex/$pid.tdm") || fail "exec: pid"
     ok "exec: the new image recorded afresh under the same pid"
 fi
+
+# ---- a shell running the program: both snapshots kept --------------------------------
+mkdir sh
+# The shell is not instrumented: no leak check for it in a sanitizer build.
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+TIDEMARK_CONF="dump=$work/sh/run.tdm" LD_PRELOAD=$PRE \
+    bash -c '"$0" pattern > /dev/null; echo "shell $$"' "$FAKE_APP" > sh.out 2> sh.err ||
+    fail "shell: $(cat sh.out sh.err)"
+shell=$(sed -n 's/^shell //p' sh.out)
+if [[ $(ls sh | tr '\n' ' ') != "run-$shell.tdm run.tdm " ]]; then
+    fail "shell: want sh/run.tdm and sh/run-$shell.tdm, have: $(ls sh) ($(cat sh.err))"
+else
+    events_of sh/run.tdm | grep -q '^alloc size=1048576 ' ||
+        fail "shell: the program's snapshot was replaced"
+    grep -qE "^header mode=[a-z]+ pid=$shell " <("$SNAPCHECK" "sh/run-$shell.tdm") ||
+        fail "shell: run-$shell.tdm is not the shell's"
+    ok "a shell exiting after its exec'd child keeps the child's run.tdm, writes run-$shell.tdm"
+fi
+# A file a previous run left is replaced as before.
+TIDEMARK_CONF="dump=$work/sh/run.tdm" run pattern > /dev/null 2> sh2.err || fail "rerun: $(cat sh2.err)"
+[[ $(ls sh | wc -l) -eq 2 ]] || fail "rerun: an older run.tdm was not replaced: $(ls sh)"
 
 # ---- many threads -----------------------------------------------------------------------
 mkdir th
