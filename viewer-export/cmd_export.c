@@ -276,7 +276,10 @@ typedef struct job {
 
 static tdm_status emit_one(FILE *out, job *j)
 {
-    return j->ctx->format->write(out, j->ctx);
+    tdm_status s = j->ctx->format->write(out, j->ctx);
+    /* An exporter prints why before it returns these (export_formats.h). */
+    j->reported = s == TDM_INVALID_ARGUMENT || s == TDM_FORMAT_ERROR;
+    return s;
 }
 
 /* Runs the job into `out_path` (or stdout) through a temporary file. */

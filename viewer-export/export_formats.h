@@ -48,9 +48,9 @@ typedef struct tdm_export_context {
 } tdm_export_context;
 
 /* Writes one export of ctx->snap to `out`.  Returns TDM_OK, TDM_IO_ERROR
- * (writing failed), TDM_HOST_OUT_OF_MEMORY, or TDM_INVALID_ARGUMENT /
- * TDM_FORMAT_ERROR for a bad option value or option input file (after
- * printing why). */
+ * (writing failed), TDM_HOST_OUT_OF_MEMORY, or TDM_INVALID_ARGUMENT for a
+ * bad option value / TDM_FORMAT_ERROR for an option input file that cannot
+ * be read or parsed (both after printing why; the command adds nothing). */
 typedef tdm_status (*tdm_export_fn)(FILE *out, const tdm_export_context *ctx);
 
 typedef struct tdm_export_format {

@@ -344,7 +344,7 @@ static tdm_status read_all(const char *path, char **data, size_t *len)
     FILE *f = fopen(path, "rb");
     if (!f) {
         fprintf(stderr, "tidemark export: --merge %s: %s\n", path, strerror(errno));
-        return TDM_INVALID_ARGUMENT;
+        return TDM_FORMAT_ERROR; /* an input that cannot be read: exit 2 */
     }
     size_t cap = 1 << 20, n = 0;
     char *buf = malloc(cap);
@@ -371,7 +371,7 @@ static tdm_status read_all(const char *path, char **data, size_t *len)
     if (bad) {
         fprintf(stderr, "tidemark export: --merge %s: read error\n", path);
         free(buf);
-        return TDM_INVALID_ARGUMENT;
+        return TDM_FORMAT_ERROR;
     }
     *data = buf;
     *len = n;

@@ -125,7 +125,12 @@ echo '{"traceEvents": [' >"$work/cut.json"
 expect 2 "merge into a cut trace" -- "$TIDEMARK" export --format perfetto --merge "$work/cut.json" \
   -o "$work/never.json" "$work/demo.tdm"
 has err "not valid JSON"
+[ "$(wc -l < "$work/err")" -eq 1 ] || fail "a bad --merge input says more than one line"
 [ ! -e "$work/never.json" ] || fail "a failed merge left its output"
+expect 2 "merge a missing trace" -- "$TIDEMARK" export --format perfetto --merge "$work/none.json" \
+  -o "$work/never.json" "$work/demo.tdm"
+has err "none.json"
+[ "$(wc -l < "$work/err")" -eq 1 ] || fail "a missing --merge input says more than one line"
 
 # ---- flamegraph and csv ---------------------------------------------------------------
 expect 0 "export flamegraph" -- "$TIDEMARK" export --format flamegraph -o "$work/demo.folded" "$work/demo.tdm"
