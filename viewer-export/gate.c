@@ -23,8 +23,10 @@
 #include <string.h>
 
 #define S_FMT TDM_FMT_LEN
-/* Failures shown in full; later ones get their headline only. */
-#define DETAILED_FAILURES 3
+/* Failures shown in full; later ones keep their one status line.  One, so
+ * that a failing run prints about 30 lines whatever else failed with it
+ * (beyond the status lines, one per gate per device per file). */
+#define DETAILED_FAILURES 1
 
 static const char *base_name(const char *path)
 {
