@@ -32,7 +32,10 @@ B=$(cd "${1:-$src/build}" 2>/dev/null && pwd) || { echo "no build folder ${1:-$s
 PRELOAD=$B/libtidemark_preload.so
 LIBTDM=$B/libtidemark.so
 TIDEMARK=$B/tidemark
-for f in "$PRELOAD" "$LIBTDM" "$TIDEMARK"; do
+# Counts events of one action (the summary has no per-action count); the
+# "no caching" verdict needs it, so it must be built.
+SNAPCHECK=$B/tests/hooks/cuda/tdm_cuda_snapcheck
+for f in "$PRELOAD" "$LIBTDM" "$TIDEMARK" "$SNAPCHECK"; do
     [ -e "$f" ] || { echo "missing $f (build first)"; exit 2; }
 done
 
@@ -58,9 +61,7 @@ peak_of() {
         sed -n '/^device 0 /,/peak allocated/s/.*peak allocated.*(\([0-9]*\) B).*/\1/p' | head -1
 }
 events_of() { "$TIDEMARK" summary "$1" 2>/dev/null | awk '/^events/{print $2; exit}'; }
-# Events of one action (the summary has no per-action count).
-SNAPCHECK=$B/tests/hooks/cuda/tdm_cuda_snapcheck
-count_of() { [ -x "$SNAPCHECK" ] && "$SNAPCHECK" "$1" count "$2" || echo "?"; }
+count_of() { "$SNAPCHECK" "$1" count "$2" 2>/dev/null || echo 0; }
 close_to() { # A B: within 1% of each other
     [ -n "$1" ] && [ -n "$2" ] && [ "$2" -gt 0 ] &&
         awk -v a="$1" -v b="$2" 'BEGIN{d=a-b; if(d<0)d=-d; exit !(d <= b/100)}'

@@ -9,8 +9,10 @@
                                       every tensor is a cudaMalloc tidemark serves;
                                       PyTorch keeps no stats then)
     python3 torch_train.py pluggable LIB   tidemark's allocator through
-                                      torch.cuda.memory.CUDAPluggableAllocator(
-                                      LIB, "tdm_torch_alloc", "tdm_torch_free")
+                                      torch.cuda.memory.CUDAPluggableAllocator,
+                                      installed by python/tidemark.py's
+                                      use_with_torch() with LIB (alloc, free,
+                                      init, reset, fraction, record_stream)
     python3 torch_train.py expandable PyTorch's own caching allocator with
                                       expandable segments (cuMemCreate/cuMemMap
                                       through cudaGetDriverEntryPoint)
@@ -22,6 +24,7 @@ own memory snapshot of the run (alloc and free_completed events of
 device 0).
 """
 import json
+import os
 import sys
 
 import torch
@@ -64,9 +67,13 @@ def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else "raw"
     out = {"mode": mode}
     if mode == "pluggable":
-        alloc = torch.cuda.memory.CUDAPluggableAllocator(
-            sys.argv[2], "tdm_torch_alloc", "tdm_torch_free")
-        torch.cuda.memory.change_current_allocator(alloc)
+        # Through python/tidemark.py, as users do: it also installs the
+        # init, reset, memory-fraction and record-stream hooks.
+        os.environ["TIDEMARK_LIB"] = sys.argv[2]
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                        "..", "..", "python"))
+        import tidemark
+        tidemark.use_with_torch()
     # Only PyTorch's caching allocator keeps stats and history.
     stats = mode in ("torch", "expandable")
     if stats:
