@@ -277,6 +277,8 @@ tdm_status tdm__fraction_wrap(tdm_provider *inner, tdm_provider **out);
 tdm_status tdm__fraction_set(tdm_provider *wrapper, int device,
                              double fraction);
 /* Takes / releases the per-device locks held around provider calls. */
+/* The byte limit of `device`, UINT64_MAX while no fraction is set. */
+uint64_t tdm__fraction_limit(tdm_provider *wrapper, int device);
 void tdm__fraction_lock_all(tdm_provider *wrapper);
 void tdm__fraction_unlock_all(tdm_provider *wrapper);
 

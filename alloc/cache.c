@@ -238,14 +238,20 @@ static int release_oversize(tdm__cache_device *d, cpool *p, uint64_t size,
 }
 
 /* PyTorch's garbage_collect_cached_blocks: once reserved memory passes
- * threshold x capacity, free cached whole segments of the large pool that
- * have waited longer than average, until under the threshold. */
+ * threshold x the allowed memory, free cached whole segments of the large
+ * pool that have waited longer than average, until under the threshold.
+ * The allowed memory is the memory fraction's limit when one is set, as in
+ * PyTorch; without one (PyTorch then collects nothing) the device's
+ * capacity, so that the key also works for programs that set no fraction. */
 static void garbage_collect(tdm__cache_device *d)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
     size_t total = 0;
     g->prov->mem_info(g->prov, d->index, NULL, &total);
-    uint64_t limit = (uint64_t)(g->cfg.garbage_collection_threshold * (double)total);
+    uint64_t allowed = tdm__fraction_limit(g->prov, d->index);
+    if (allowed == UINT64_MAX || allowed > total)
+        allowed = total;
+    uint64_t limit = (uint64_t)(g->cfg.garbage_collection_threshold * (double)allowed);
     uint64_t reserved = (uint64_t)d->stats.st[0][TDM__ST_RESERVED_BYTES].current;
     if (reserved <= limit)
         return;

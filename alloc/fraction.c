@@ -98,6 +98,12 @@ static void frac_destroy(tdm_provider *p)
     tdm__meta_unmap(f, sizeof *f);
 }
 
+uint64_t tdm__fraction_limit(tdm_provider *wrapper, int device)
+{
+    frac_impl *f = wrapper->impl;
+    return atomic_load_explicit(&f->limit[device], memory_order_relaxed);
+}
+
 void tdm__fraction_lock_all(tdm_provider *wrapper)
 {
     frac_impl *f = wrapper->impl;

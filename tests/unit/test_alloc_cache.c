@@ -470,6 +470,29 @@ static void test_garbage_collection(void **state)
     put(live);
 }
 
+/* With a memory fraction set, the threshold is a share of the fraction's
+ * limit (PyTorch's allowed_memory_maximum), not of the capacity. */
+static void test_garbage_collection_under_a_fraction(void **state)
+{
+    (void)state;
+    tdm__alloc_config cfg = base_cfg(400 * MiB);
+    cfg.garbage_collection_threshold = 0.5;
+    use(cfg);
+    assert_int_equal(tdm__alloc_set_memory_fraction(0.5, 0), TDM_OK); /* 200 MiB */
+    void *p[4];
+    for (int i = 0; i < 4; i++)
+        p[i] = get(15 * MiB, 0);
+    void *live = get(40 * MiB, 0); /* 104 MiB: over 0.5 x 200, far under 0.5 x 400 */
+    for (int i = 0; i < 4; i++)
+        put(p[i]);
+    void *q = get(15 * MiB, 1);
+    tdm_stats s = pool_stats(0);
+    assert_int_equal(s.reserved_bytes.current, (int64_t)(40 * MiB + 16 * MiB));
+    assert_int_equal(s.segment.freed, 4);
+    put(q);
+    put(live);
+}
+
 static void test_snapshot_state(void **state)
 {
     (void)state;
@@ -607,6 +630,7 @@ int main(void)
         cmocka_unit_test_teardown(test_empty_cache, teardown),
         cmocka_unit_test_teardown(test_record_stream, teardown),
         cmocka_unit_test_teardown(test_garbage_collection, teardown),
+        cmocka_unit_test_teardown(test_garbage_collection_under_a_fraction, teardown),
         cmocka_unit_test_teardown(test_snapshot_state, teardown),
         cmocka_unit_test_teardown(test_threads, teardown),
         cmocka_unit_test_teardown(test_checker_catches_corruption, teardown),
