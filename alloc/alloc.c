@@ -622,6 +622,7 @@ static tdm_status tag_listener(const void *ptr, uint8_t category)
  * stats added to those of devices both know. */
 typedef struct merge_ctx {
     const tdm__state_visitor *out;
+    tdm__pool_stats_fn pool_stats; /* the dump's, or NULL */
     uint64_t emitted[2]; /* bit device + 1: described by the allocator */
 } merge_ctx;
 
@@ -658,13 +659,21 @@ static void merge_stats(void *ctx, int device, const tdm_stats *st)
     m->out->stats(m->out->ctx, device, &all);
 }
 
-static void state_source(const tdm__state_visitor *v)
+/* Observe mode keeps no small/large pools, so a pool's stats are the
+ * allocator's alone. */
+static void merge_pool_stats(void *ctx, int device, int pool, const tdm_stats *st)
 {
-    merge_ctx m = {.out = v};
+    merge_ctx *m = ctx;
+    m->pool_stats(m->out->ctx, device, pool, st);
+}
+
+static void state_source(const tdm__state_visitor *v, tdm__pool_stats_fn pool_stats)
+{
+    merge_ctx m = {.out = v, .pool_stats = pool_stats};
     if (atomic_load_explicit(&tdm__alloc_g.ready, memory_order_acquire)) {
         tdm__state_visitor w = {&m, merge_device, merge_segment, merge_stats};
         if (tdm__alloc_g.mode == TDM__MODE_CACHE)
-            tdm__cache_visit(&w);
+            tdm__cache_visit(&w, pool_stats ? merge_pool_stats : NULL);
         else
             tdm__pt_visit(&w);
     }
@@ -742,5 +751,5 @@ void tdm__alloc_register_atfork(void)
 
 void tdm__alloc_visit_for_tests(const tdm__state_visitor *v)
 {
-    state_source(v);
+    state_source(v, NULL);
 }

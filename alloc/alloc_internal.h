@@ -151,7 +151,9 @@ tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack);
 int tdm__cache_owns(uint64_t ptr, int device);
 void tdm__cache_stats(int device, int pool, tdm_stats *out);
 void tdm__cache_reset_peaks(int device);
-void tdm__cache_visit(const tdm__state_visitor *visitor);
+/* pool_stats (may be NULL) gets each device's small and large pool stats,
+ * with visitor->ctx, right after visitor->stats. */
+void tdm__cache_visit(const tdm__state_visitor *visitor, tdm__pool_stats_fn pool_stats);
 tdm_status tdm__cache_tag(const tdm__ptr_rec *rec, uint8_t category);
 tdm_status tdm__cache_empty(int device);
 tdm_status tdm__cache_record_stream(uint64_t ptr, const tdm__ptr_rec *rec,

@@ -125,7 +125,7 @@ static int by_addr(const void *a, const void *b)
     return x->seg.address < y->seg.address ? -1 : x->seg.address > y->seg.address;
 }
 
-void tdm__cache_visit(const tdm__state_visitor *v)
+void tdm__cache_visit(const tdm__state_visitor *v, tdm__pool_stats_fn pool_stats)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
     for (int i = 0; i < g->device_count; i++) {
@@ -136,8 +136,12 @@ void tdm__cache_visit(const tdm__state_visitor *v)
         size_t nseg = d->nsegs, nblk = d->block_pool.live;
         seg_copy *segs = nseg ? tdm__meta_map(nseg * sizeof *segs) : NULL;
         tdm_snap_block *blks = nblk ? tdm__meta_map(nblk * sizeof *blks) : NULL;
+        /* All three pools under one lock hold, so small + large = all. */
         tdm_stats stats = {.size = sizeof stats};
-        tdm__stats_export(&d->stats, 0, &stats);
+        tdm_stats small = {.size = sizeof small}, large = {.size = sizeof large};
+        tdm__stats_export(&d->stats, TDM_STAT_POOL_ALL, &stats);
+        tdm__stats_export(&d->stats, TDM_STAT_POOL_SMALL, &small);
+        tdm__stats_export(&d->stats, TDM_STAT_POOL_LARGE, &large);
         size_t si = 0, bi = 0;
         if ((nseg == 0 || segs != NULL) && (nblk == 0 || blks != NULL)) {
             for (cseg *s = d->segs; s != NULL; s = s->next, si++) {
@@ -167,6 +171,10 @@ void tdm__cache_visit(const tdm__state_visitor *v)
             v->segment(v->ctx, &segs[k].seg, blks + segs[k].first, segs[k].count);
         if (v->stats)
             v->stats(v->ctx, i, &stats);
+        if (pool_stats) {
+            pool_stats(v->ctx, i, TDM_STAT_POOL_SMALL, &small);
+            pool_stats(v->ctx, i, TDM_STAT_POOL_LARGE, &large);
+        }
         if (segs)
             tdm__meta_unmap(segs, nseg * sizeof *segs);
         if (blks)

@@ -88,18 +88,28 @@ static void visit_segment(void *ctx, const tdm_snap_segment *seg,
     s->block_count += n;
 }
 
-static void visit_stats(void *ctx, int device, const tdm_stats *st)
+/* One stats row per (device, pool): pool 0 from .stats, small and large
+ * from .pool_stats when the allocator keeps pools. */
+static void visit_pool_stats(void *ctx, int device, int pool, const tdm_stats *st)
 {
     builder *b = ctx;
     tdm_snap *s = b->snap;
+    if (pool < TDM_STAT_POOL_ALL || pool > TDM_STAT_POOL_LARGE)
+        return; /* not a pool the format knows: the writer would refuse it */
     if (!grow((void **)&s->stats, &b->stats_cap, s->stats_count + 1,
               sizeof *s->stats)) {
         b->failed = 1;
         return;
     }
     s->stats[s->stats_count].device = device;
+    s->stats[s->stats_count].pool = (uint8_t)pool;
     s->stats[s->stats_count].stats = *st;
     s->stats_count++;
+}
+
+static void visit_stats(void *ctx, int device, const tdm_stats *st)
+{
+    visit_pool_stats(ctx, device, TDM_STAT_POOL_ALL, st);
 }
 
 tdm_status tdm__rec_copy_events(tdm_event **events, size_t *count,
@@ -323,7 +333,7 @@ tdm_status tdm__rec_build_snapshot(tdm_snap **out)
         tdm__state_visitor v = {&b, visit_device, visit_segment, visit_stats};
         tdm__state_source_fn source = atomic_load(&tdm__recorder_state.state_source);
         if (source)
-            source(&v);
+            source(&v, visit_pool_stats);
         if (b.failed)
             st = TDM_HOST_OUT_OF_MEMORY;
     }

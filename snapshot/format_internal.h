@@ -20,7 +20,7 @@
 /* The file starts with the msgpack array ["tidemark", major, minor].
  * major is TDM_FORMAT_VERSION; minor counts compatible additions. */
 #define TDM_FMT_MAGIC "tidemark"
-#define TDM_FMT_MINOR 0
+#define TDM_FMT_MINOR 1
 
 /* Largest number of entries the writer puts in one table/events record, so
  * that a cut file loses at most one chunk and records stay a few MiB. */
@@ -117,6 +117,9 @@ enum tdm_fmt_key {
     XX(REQUESTED_BYTES, "requested_bytes") XX(ALLOCATION, "allocation")        \
     XX(SEGMENT, "segment") XX(NUM_ALLOC_RETRIES, "num_alloc_retries")          \
     XX(NUM_OOMS, "num_ooms")
+/* Optional trailing stats column (format 1.1): the tdm_stat_pool of the
+ * row.  A row that ends before it is pool 0 (all). */
+#define TDM_STATS_POOL TDM_STATS_FIELDS
 /* A tdm_stat on disk: [current, peak, allocated, freed]. */
 #define TDM_FMT_STAT_FIELDS 4
 

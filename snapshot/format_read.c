@@ -436,10 +436,20 @@ static int read_stats(reader *r, cur *c)
             tdm__fmt_stat(r, c, "allocation", &s->allocation) ||
             tdm__fmt_stat(r, c, "segment", &s->segment) ||
             tdm__fmt_u64(r, c, "num_alloc_retries", &s->num_alloc_retries) ||
-            tdm__fmt_u64(r, c, "num_ooms", &s->num_ooms) ||
-            tdm__fmt_row_end(r, c, "stats", extra))
+            tdm__fmt_u64(r, c, "num_ooms", &s->num_ooms))
+            return -1;
+        /* Format 1.1 appended the pool; a 1.0 row stops before it and is
+         * the device's all-pool row. */
+        int64_t pool = TDM_STAT_POOL_ALL;
+        if (extra > 0) {
+            if (tdm__fmt_range(r, c, "pool", TDM_STAT_POOL_ALL, TDM_STAT_POOL_LARGE, &pool))
+                return -1;
+            extra--;
+        }
+        if (tdm__fmt_row_end(r, c, "stats", extra))
             return -1;
         d->device = (int32_t)device;
+        d->pool = (uint8_t)pool;
         r->stats.n++;
     }
     return 0;

@@ -264,6 +264,24 @@ static tdm_status validate_tables(const tdm_snap *s)
     return TDM_OK;
 }
 
+/* Stats rows: known pools, and one row per (device, pool) so that no
+ * consumer has to choose between two "all" rows of a device. */
+static tdm_status validate_stats(const tdm_snap *s)
+{
+    enum { NPOOL = TDM_STAT_POOL_LARGE + 1, NDEV = INT16_MAX + 2 };
+    uint8_t seen[(NDEV * NPOOL) / 8 + 1] = {0};
+    for (size_t i = 0; i < s->stats_count; i++) {
+        const tdm_snap_device_stats *d = &s->stats[i];
+        if (!device_ok(d->device) || d->pool > TDM_STAT_POOL_LARGE)
+            return TDM_INVALID_ARGUMENT;
+        size_t bit = (size_t)(d->device + 1) * NPOOL + d->pool;
+        if (seen[bit / 8] >> (bit % 8) & 1)
+            return TDM_INVALID_ARGUMENT;
+        seen[bit / 8] |= (uint8_t)(1u << (bit % 8));
+    }
+    return TDM_OK;
+}
+
 static tdm_status validate_state(const tdm_snap *s)
 {
     size_t nstacks = s->stack_count ? s->stack_count : 1;
@@ -297,10 +315,7 @@ static tdm_status validate_state(const tdm_snap *s)
     }
     if (blocks_written > UINT32_MAX)
         return TDM_INVALID_ARGUMENT;
-    for (size_t i = 0; i < s->stats_count; i++)
-        if (!device_ok(s->stats[i].device))
-            return TDM_INVALID_ARGUMENT;
-    return TDM_OK;
+    return validate_stats(s);
 }
 
 /* ---- records ----------------------------------------------------------- */
@@ -620,7 +635,7 @@ static tdm_status write_stats_and_end(writer *w)
         table_begin(w, at, n);
         for (size_t i = at; i < at + n; i++) {
             const tdm_snap_device_stats *d = &s->stats[i];
-            msgpack_pack_array(&w->pk, TDM_STATS_FIELDS);
+            msgpack_pack_array(&w->pk, TDM_STATS_FIELDS + 1); /* + pool (1.1) */
             msgpack_pack_int64(&w->pk, d->device);
             put_stat(w, &d->stats.allocated_bytes);
             put_stat(w, &d->stats.reserved_bytes);
@@ -630,6 +645,7 @@ static tdm_status write_stats_and_end(writer *w)
             put_stat(w, &d->stats.segment);
             msgpack_pack_uint64(&w->pk, d->stats.num_alloc_retries);
             msgpack_pack_uint64(&w->pk, d->stats.num_ooms);
+            msgpack_pack_uint8(&w->pk, d->pool);
         }
         st = emit(w, TDM_REC_STATS);
     }

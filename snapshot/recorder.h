@@ -73,12 +73,25 @@ typedef struct tdm__state_visitor {
      * seg->first_block and seg->block_count are ignored. */
     void (*segment)(void *ctx, const tdm_snap_segment *seg,
                     const tdm_snap_block *blocks, size_t block_count);
+    /* The device's stats over all pools (tdm_stat_pool 0). */
     void (*stats)(void *ctx, int device, const tdm_stats *stats);
 } tdm__state_visitor;
 
+/* One pool's share of a device's stats (pool TDM_STAT_POOL_SMALL or
+ * TDM_STAT_POOL_LARGE), called with the visitor's ctx after its stats()
+ * for that device, from the same consistent copy (so small + large = all
+ * for what the pools hold).  Kept out of tdm__state_visitor so that
+ * visitors that want no pools need not name it. */
+typedef void (*tdm__pool_stats_fn)(void *ctx, int device, int pool,
+                                   const tdm_stats *stats);
+
 /* Calls the visitor for every device, segment and device's stats,
- * holding whatever locks keep the state consistent meanwhile. */
-typedef void (*tdm__state_source_fn)(const tdm__state_visitor *visitor);
+ * holding whatever locks keep the state consistent meanwhile; and, when
+ * pool_stats is not NULL and the allocator keeps pools (cache mode),
+ * pool_stats for each pool of each device.  Pass-through and observe
+ * modes have no pools and never call it. */
+typedef void (*tdm__state_source_fn)(const tdm__state_visitor *visitor,
+                                     tdm__pool_stats_fn pool_stats);
 
 /* The allocator calls this once at init. */
 void tdm__rec_set_state_source(tdm__state_source_fn source);

@@ -100,8 +100,13 @@ typedef struct tdm_snap_segment {
     uint32_t block_count;  /* blocks in address order */
 } tdm_snap_segment;
 
+/* One statistics row: a device's stats for one pool.  At most one row per
+ * (device, pool); every device with stats has a pool-0 ("all") row, and
+ * only a caching allocator adds small and large pool rows.  Files written
+ * before format 1.1 have no pool column: their rows read as pool 0. */
 typedef struct tdm_snap_device_stats {
     int32_t device;
+    uint8_t pool;   /* tdm_stat_pool: 0 all, 1 small_pool, 2 large_pool */
     tdm_stats stats;
 } tdm_snap_device_stats;
 

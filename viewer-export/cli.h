@@ -67,6 +67,7 @@ typedef struct tdm_summary_options {
     int device;         /* only this ordinal; -1 = every device */
     int truncated;      /* the file was cut: say so in the header */
     uint64_t truncated_at; /* byte offset of the cut */
+    int exact;          /* --bytes: stats in exact byte counts */
 } tdm_summary_options;
 
 /* Prints the summary of one snapshot and its model on `out`. */

@@ -302,7 +302,7 @@ static void stat_add(tdm_stat *st, int64_t d)
 static tdm_snap_device_stats *stats_of(tdm_snap *s, int device)
 {
     for (size_t i = 0; i < s->stats_count; i++)
-        if (s->stats[i].device == device)
+        if (s->stats[i].device == device && s->stats[i].pool == TDM_STAT_POOL_ALL)
             return &s->stats[i];
     return NULL;
 }
@@ -341,6 +341,7 @@ tdm_status tdm__ibuild_finish(tdm_ibuild *b, tdm_snap **out)
             devs[s->device_count] = proto;
             devs[s->device_count].index = d;
             s->stats[s->device_count].device = d;
+            s->stats[s->device_count].pool = TDM_STAT_POOL_ALL; /* no pools to import */
             s->stats[s->device_count].stats.size = sizeof(tdm_stats);
             s->device_count++;
         }

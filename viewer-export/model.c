@@ -504,8 +504,10 @@ static void finish_device(builder *b, size_t d)
                 b->m->allocs[i].free_seq == TDM_MODEL_SEQ_NEVER)
                 dev->end_blocks++;
     }
-    for (size_t i = 0; i < s->stats_count; i++)
-        if (s->stats[i].device == dev->ordinal)
+    /* The device's all-pool row; small/large pool rows (cache mode) are
+     * shares of it, not the device's figures. */
+    for (size_t i = 0; i < s->stats_count && !dev->stats; i++)
+        if (s->stats[i].device == dev->ordinal && s->stats[i].pool == TDM_STAT_POOL_ALL)
             dev->stats = &s->stats[i].stats;
 }
 

@@ -215,18 +215,94 @@ static void print_history(FILE *out, const tdm_snap *s, const tdm_model *m)
                 anomalies, anomalies == 1 ? "y" : "ies");
 }
 
-static void print_stats(FILE *out, const tdm_stats *st)
+/* A stats byte figure: "1.50 GiB", or with --bytes "1610612736 B". */
+static const char *stat_bytes(char *buf, int64_t v, int exact)
+{
+    if (exact) {
+        snprintf(buf, S_FMT, "%" PRId64 " B", v);
+        return buf;
+    }
+    return tdm__fmt_sbytes(buf, S_FMT, v);
+}
+
+/* "now/peak" of a statistic, the unit said once when both share it:
+ * "48.00/96.00 KiB", "2.00 MiB/1.00 GiB", with --bytes "49152/98304 B". */
+static int stat_pair(char *buf, size_t len, const tdm_stat *v, int exact)
+{
+    char a[S_FMT], b[S_FMT];
+    stat_bytes(a, v->current, exact);
+    stat_bytes(b, v->peak, exact);
+    const char *ua = strrchr(a, ' '), *ub = strrchr(b, ' ');
+    if (ua && ub && strcmp(ua, ub) == 0)
+        return snprintf(buf, len, "%.*s/%s", (int)(ua - a), a, b);
+    return snprintf(buf, len, "%s/%s", a, b);
+}
+
+/* The stats row of (device, pool), or NULL.  The writer keeps one row per
+ * pair; files before format 1.1 have only pool 0 rows. */
+static const tdm_stats *pool_stats(const tdm_snap *s, int device, int pool)
+{
+    for (size_t i = 0; i < s->stats_count; i++)
+        if (s->stats[i].device == device && s->stats[i].pool == pool)
+            return &s->stats[i].stats;
+    return NULL;
+}
+
+/* The allocator's own figures: the device's (all pools) on three lines,
+ * then, when the file has them (cache mode), one line per pool with the
+ * four byte figures as now/peak, in columns. */
+static void print_stats(FILE *out, const tdm_snap *s, int device, const tdm_stats *st,
+                        int exact)
 {
     char a[S_FMT], b[S_FMT], c[S_FMT], d[S_FMT];
     fprintf(out, "  stats          allocated %s now, %s peak; reserved %s now, %s peak\n",
-            tdm__fmt_sbytes(a, sizeof a, st->allocated_bytes.current),
-            tdm__fmt_sbytes(b, sizeof b, st->allocated_bytes.peak),
-            tdm__fmt_sbytes(c, sizeof c, st->reserved_bytes.current),
-            tdm__fmt_sbytes(d, sizeof d, st->reserved_bytes.peak));
+            stat_bytes(a, st->allocated_bytes.current, exact),
+            stat_bytes(b, st->allocated_bytes.peak, exact),
+            stat_bytes(c, st->reserved_bytes.current, exact),
+            stat_bytes(d, st->reserved_bytes.peak, exact));
+    fprintf(out, "                 active %s now, %s peak; requested %s now, %s peak\n",
+            stat_bytes(a, st->active_bytes.current, exact),
+            stat_bytes(b, st->active_bytes.peak, exact),
+            stat_bytes(c, st->requested_bytes.current, exact),
+            stat_bytes(d, st->requested_bytes.peak, exact));
     fprintf(out, "                 %" PRId64 " allocations (%" PRId64 " live), %" PRId64
                  " segments, %" PRIu64 " OOMs, %" PRIu64 " retries\n",
             st->allocation.allocated, st->allocation.current, st->segment.allocated,
             st->num_ooms, st->num_alloc_retries);
+
+    static const char *const pool_name[] = {"small", "large"};
+    static const char *const col[] = {"allocated", "reserved", "active", "requested"};
+    const tdm_stats *ps[2] = {pool_stats(s, device, TDM_STAT_POOL_SMALL),
+                              pool_stats(s, device, TDM_STAT_POOL_LARGE)};
+    if (!ps[0] && !ps[1])
+        return;
+    char cell[2][4][2 * S_FMT + 1];
+    int width[4];
+    for (int k = 0; k < 4; k++)
+        width[k] = (int)strlen(col[k]);
+    for (int p = 0; p < 2; p++) {
+        if (!ps[p])
+            continue;
+        const tdm_stat *v[4] = {&ps[p]->allocated_bytes, &ps[p]->reserved_bytes,
+                                &ps[p]->active_bytes, &ps[p]->requested_bytes};
+        for (int k = 0; k < 4; k++) {
+            int n = stat_pair(cell[p][k], sizeof cell[p][k], v[k], exact);
+            if (n > width[k])
+                width[k] = n;
+        }
+    }
+    fprintf(out, "  pools now/peak");
+    for (int k = 0; k < 4; k++)
+        fprintf(out, "%s%-*s", k ? "  " : " ", k < 3 ? width[k] : 0, col[k]);
+    fprintf(out, "\n");
+    for (int p = 0; p < 2; p++) {
+        if (!ps[p])
+            continue;
+        fprintf(out, "    %-12s", pool_name[p]);
+        for (int k = 0; k < 4; k++)
+            fprintf(out, "%s%-*s", k ? "  " : " ", k < 3 ? width[k] : 0, cell[p][k]);
+        fprintf(out, "\n");
+    }
 }
 
 static tdm_status print_device(FILE *out, const tdm_snap *s, const tdm_model *m,
@@ -282,7 +358,7 @@ static tdm_status print_device(FILE *out, const tdm_snap *s, const tdm_model *m,
         fprintf(out, "  OOMs           %" PRIu64 " out-of-memory event%s in the history\n",
                 d->oom_events, d->oom_events == 1 ? "" : "s");
     if (d->stats)
-        print_stats(out, d->stats);
+        print_stats(out, s, d->ordinal, d->stats, o->exact);
 
     /* Sites live at the peak; with no history, those live at the end. */
     int64_t at = s->event_count ? d->peak_seq : tdm__model_end_seq(m);
@@ -359,7 +435,8 @@ void tdm__cli_summary_help(FILE *out)
           "  --top N       allocation sites listed per device (default 10, 0 for none)\n"
           "  --frames N    frames shown per site (default 3)\n"
           "  --device N    only the device with ordinal N\n"
-          "  --bytes       sizes in the rank table as exact byte counts\n"
+          "  --bytes       sizes in the rank table and the allocator stats as exact\n"
+          "                byte counts\n"
           "  --each        with several files, the full summary of each in turn\n"
           "  -h, --help    this text\n"
           "\n"
@@ -445,7 +522,7 @@ int tdm__cli_summary(int argc, char **argv)
             o.device = (int)v;
             break;
         case 'b':
-            exact = 1;
+            exact = o.exact = 1;
             break;
         case 'e':
             each = 1;

@@ -95,6 +95,59 @@ grep -qE '(^| )-[0-9.]+ [KMGT]?i?B' "$work/out" && fail "negative size in partia
 end_small=$(sed -n 's/^  live at end    .*(\([0-9]*\) B).*/\1/p' "$work/out")
 [ "$end_small" = "$end_b" ] || fail "live at end differs with a small ring: $end_small vs $end_b"
 
+# ---- the allocator's stats per pool (cache mode) -----------------------------
+# The stats lines give allocated, reserved, active and requested bytes (now
+# and peak) for the device; a cache-mode file also has small and large pool
+# rows, whose current values add up to the device's (docs/cli.md).
+pooled=$work/pooled.tdm
+record "$pooled,mode=cache" --steps 3
+expect 0 "summary --bytes of a cache-mode recording" -- \
+  "$TIDEMARK" summary --bytes --top 0 "$pooled"
+cp "$work/out" "$work/pooled.txt"
+has pooled.txt "; allocator cache"
+has_re pooled.txt '^  stats +allocated [0-9]+ B now, [0-9]+ B peak; reserved [0-9]+ B now, [0-9]+ B peak$'
+has_re pooled.txt '^ +active [0-9]+ B now, [0-9]+ B peak; requested [0-9]+ B now, [0-9]+ B peak$'
+has_re pooled.txt '^  pools now/peak allocated +reserved +active +requested$'
+# all: allocated, reserved, active, requested as "now peak" pairs
+all=$(sed -n -e 's/^  stats .*allocated \([0-9]*\) B now, \([0-9]*\) B peak; reserved \([0-9]*\) B now, \([0-9]*\) B peak$/\1 \2 \3 \4/p' \
+             -e 's/^ *active \([0-9]*\) B now, \([0-9]*\) B peak; requested \([0-9]*\) B now, \([0-9]*\) B peak$/\1 \2 \3 \4/p' \
+        "$work/pooled.txt" | tr '\n' ' ')
+# pool: the four "now/peak B" cells of its row, as "now peak" pairs
+pool() { awk -v p="$1" '$1 == p && NF == 9 { for (i = 2; i <= 8; i += 2) { split($i, v, "/"); printf "%s %s ", v[1], v[2] } }' "$work/pooled.txt"; }
+small=$(pool small)
+large=$(pool large)
+echo "pools (now peak: allocated reserved active requested): all $all; small $small; large $large"
+read -r -a A <<<"$all"; read -r -a S <<<"$small"; read -r -a L <<<"$large"
+if [ "${#A[@]}" -ne 8 ] || [ "${#S[@]}" -ne 8 ] || [ "${#L[@]}" -ne 8 ]; then
+  fail "could not read the stats (all '$all', small '$small', large '$large')"
+  sed 's/^/  summary: /' "$work/pooled.txt"
+else
+  names=(allocated allocated reserved reserved active active requested requested)
+  for i in 0 2 4 6; do # current values: small + large = all
+    [ $((S[i] + L[i])) -eq "${A[i]}" ] ||
+      fail "${names[i]} now: small ${S[i]} + large ${L[i]} != all ${A[i]}"
+  done
+  for i in 1 3 5 7; do # peaks: each pool's at most the device's, the sum at least
+    [ "${S[i]}" -le "${A[i]}" ] && [ "${L[i]}" -le "${A[i]}" ] &&
+      [ $((S[i] + L[i])) -ge "${A[i]}" ] ||
+      fail "${names[i]} peak: small ${S[i]}, large ${L[i]}, all ${A[i]}"
+  done
+  # train_sim uses both pools: small biases, large weights
+  [ "${S[2]}" -gt 0 ] && [ "${L[2]}" -gt 0 ] || fail "a pool holds nothing: $small / $large"
+  [ "${S[0]}" -gt 0 ] && [ "${L[0]}" -gt 0 ] || fail "a pool allocates nothing: $small / $large"
+fi
+# Without --bytes the same rows, in binary units.
+expect 0 "summary of a cache-mode recording" -- "$TIDEMARK" summary "$pooled"
+has_re out '^    small +[0-9.]+(/[0-9.]+ [KMGT]?i?B| [KMGT]?i?B/[0-9.]+ [KMGT]?i?B)  '
+has_re out '^    large +[0-9.]+(/[0-9.]+ [KMGT]?i?B| [KMGT]?i?B/[0-9.]+ [KMGT]?i?B)  '
+lines=$(wc -l <"$work/out")
+[ "$lines" -le 60 ] || fail "cache-mode summary is $lines lines long (at most 60)"
+# Pass-through mode keeps no pools: the device's stats, no pool rows.
+record "$work/pt.tdm,alloc_mode=passthrough" --steps 2
+expect 0 "summary of a pass-through recording" -- "$TIDEMARK" summary --top 0 "$work/pt.tdm"
+has out "; allocator passthrough"; has_re out '^ +active .* requested .* peak$'
+lacks out "pools now/peak"
+
 # ---- truncated: what could be read, a warning with the offset, exit 2 -------
 size=$(stat -c %s "$snap")
 head -c $((size * 2 / 3)) "$snap" >"$work/cut.tdm"

@@ -169,6 +169,35 @@ static inline void fx_build_sample(fx_snap *f)
     s->complete = 1;
 }
 
+/* The sample as format 1.1 adds to it: device 0's stats also per pool
+ * (small, large; their current values add up to the all-pool row), device
+ * 1 all-pool only.  tests/data/sample-v1.1.tdm holds it; its values must
+ * never change. */
+static inline void fx_build_sample_pools(fx_snap *f)
+{
+    fx_build_sample(f);
+    tdm_snap_device_stats *ds = fx_calloc(4, sizeof *ds);
+    ds[0] = f->s.stats[0]; /* device 0, all */
+    ds[3] = f->s.stats[1]; /* device 1, all */
+    for (int p = 1; p <= 2; p++) {
+        tdm_stats *x = &ds[p].stats;
+        ds[p].device = 0;
+        ds[p].pool = (uint8_t)p;
+        x->size = sizeof *x;
+        x->allocated_bytes = fx_stat(p == 1 ? 40 : 60);
+        x->reserved_bytes = fx_stat(p == 1 ? 50 : 150);
+        x->active_bytes = fx_stat(p == 1 ? 100 : 200);
+        x->requested_bytes = fx_stat(p == 1 ? 150 : 250);
+        x->allocation = fx_stat(p == 1 ? 2 : 3);
+        x->segment = fx_stat(p == 1 ? 0 : 1);
+        x->num_alloc_retries = 3; /* per device: the same in every pool */
+        x->num_ooms = 0;
+    }
+    free((void *)f->s.stats);
+    f->s.stats = ds;
+    f->s.stats_count = 4;
+}
+
 static inline uint64_t fx_rand(uint64_t *x) /* splitmix64 */
 {
     uint64_t z = (*x += 0x9E3779B97F4A7C15u);
@@ -388,6 +417,7 @@ static inline void fx_expect_same(const tdm_snap *want, const tdm_snap *got)
     for (size_t i = 0; i < want->stats_count; i++) {
         const tdm_snap_device_stats *x = &want->stats[i], *y = &got->stats[i];
         assert_int_equal(x->device, y->device);
+        assert_int_equal(x->pool, y->pool);
         assert_int_equal(y->stats.size, sizeof(tdm_stats));
         fx_expect_stat(&x->stats.allocated_bytes, &y->stats.allocated_bytes);
         fx_expect_stat(&x->stats.reserved_bytes, &y->stats.reserved_bytes);

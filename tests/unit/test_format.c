@@ -409,6 +409,11 @@ static void writer_refuses_what_the_reader_would(void **state)
     CASE("unknown block state", b[0].state = 3);
     CASE("unknown pool", ((tdm_snap_segment *)s->segments)[0].pool = 3);
     CASE("device listed twice", ((tdm_snap_device *)s->devices)[1].index = 0);
+    CASE("unknown stats pool", ((tdm_snap_device_stats *)s->stats)[1].pool = 3);
+    CASE("stats of a device twice", ((tdm_snap_device_stats *)s->stats)[1].device = 0);
+    CASE("stats of a pool twice", ((tdm_snap_device_stats *)s->stats)[0].pool = 2;
+         ((tdm_snap_device_stats *)s->stats)[1].pool = 2;
+         ((tdm_snap_device_stats *)s->stats)[1].device = 0);
     CASE("unknown record mode", s->header.record_mode = 3);
     CASE("rank below -1", s->header.rank = -2);
     CASE("table without array", f.names = (char *)s->frames; s->frames = NULL);
@@ -559,6 +564,10 @@ static void sample_v1_file_keeps_parsing(void **state)
     assert_int_equal(s->stats[1].stats.num_alloc_retries, 4);
     assert_int_equal(s->stats[0].stats.reserved_bytes.peak, 400);
     assert_int_equal(s->dropped_events, 7);
+    /* Written before the pool column (format 1.1): every row is "all". */
+    assert_int_equal(s->stats_count, 2);
+    assert_int_equal(s->stats[0].pool, TDM_STAT_POOL_ALL);
+    assert_int_equal(s->stats[1].pool, TDM_STAT_POOL_ALL);
     /* And every value the generator put in. */
     fx_snap f;
     fx_build_sample(&f);
@@ -575,6 +584,136 @@ static void sample_v1_file_keeps_parsing(void **state)
         free(want);
     }
     fx_free(&f);
+}
+
+/* tests/data/sample-v1.1.tdm: the sample with per-pool stats rows. */
+static void sample_v1_1_file_keeps_parsing(void **state)
+{
+    (void)state;
+    size_t len;
+    uint8_t *bytes = fx_slurp(TDM_TEST_DATA_DIR "/sample-v1.1.tdm", &len);
+    assert_true(len > 12);
+    assert_int_equal(bytes[10], 1); /* major */
+    assert_int_equal(bytes[11], 1); /* minor */
+    tdm_snap *s = NULL;
+    tdm_read_error err;
+    tdm_status st = fx_read_exact(bytes, len, 0, &s, &err);
+    if (st != TDM_OK)
+        fail_msg("%s: %s", tdm_status_name(st), err.message);
+    assert_int_equal(s->stats_count, 4);
+    assert_int_equal(s->stats[0].device, 0);
+    assert_int_equal(s->stats[0].pool, TDM_STAT_POOL_ALL);
+    assert_int_equal(s->stats[1].pool, TDM_STAT_POOL_SMALL);
+    assert_int_equal(s->stats[1].stats.reserved_bytes.current, 50);
+    assert_int_equal(s->stats[2].pool, TDM_STAT_POOL_LARGE);
+    assert_int_equal(s->stats[2].stats.reserved_bytes.current, 150);
+    assert_int_equal(s->stats[3].device, 1);
+    assert_int_equal(s->stats[3].pool, TDM_STAT_POOL_ALL);
+    fx_snap f;
+    fx_build_sample_pools(&f);
+    fx_expect_same(&f.s, s);
+    tdm__snap_free(s);
+    /* While the format is 1.1 the writer still produces these exact bytes. */
+    if (TDM_FORMAT_VERSION == 1 && TDM_FMT_MINOR == 1) {
+        size_t now_len;
+        uint8_t *now = fx_write_bytes(&f.s, &now_len);
+        assert_int_equal(now_len, len);
+        assert_memory_equal(now, bytes, len);
+        free(now);
+    }
+    free(bytes);
+    fx_free(&f);
+}
+
+/* Stats rows per pool keep their pool, in any order, with any device. */
+static void pool_stats_round_trip(void **state)
+{
+    (void)state;
+    fx_snap f;
+    fx_build_sample_pools(&f);
+    round_trip(&f.s);
+    /* Pools before the all row, the host's row, a device with one pool. */
+    tdm_snap_device_stats *ds = (tdm_snap_device_stats *)f.s.stats;
+    ds[0].pool = TDM_STAT_POOL_LARGE;
+    ds[2].pool = TDM_STAT_POOL_ALL;
+    ds[3].device = -1;
+    ds[3].pool = TDM_STAT_POOL_SMALL;
+    ds[3].stats.num_ooms = UINT64_MAX;
+    round_trip(&f.s);
+    fx_free(&f);
+}
+
+/* A stats row of `fields` elements (9: no pool column, 10: with pool, 11:
+ * a later minor's field after it) for `device`. */
+static void pack_stats_row(fx_file *b, int device, int64_t pool, int fields)
+{
+    msgpack_pack_array(&b->pk, (size_t)fields);
+    msgpack_pack_int64(&b->pk, device);
+    for (int k = 0; k < 6; k++) {
+        msgpack_pack_array(&b->pk, 4);
+        for (int j = 0; j < 4; j++)
+            msgpack_pack_int64(&b->pk, 1000 * device + 10 * k + j);
+    }
+    msgpack_pack_uint64(&b->pk, 7);
+    msgpack_pack_uint64(&b->pk, 8);
+    if (fields > 9)
+        msgpack_pack_int64(&b->pk, pool);
+    if (fields > 10)
+        fx_str(b, "future");
+}
+
+/* Reads a hand-built file whose only table is these stats rows. */
+static tdm_status read_stats_rows(const int *device, const int64_t *pool, const int *fields,
+                                  size_t n, tdm_snap **out, tdm_read_error *err)
+{
+    fx_file b;
+    fx_file_begin(&b, 1, 0);
+    fx_emit_header(&b, "h");
+    msgpack_pack_map(&b.pk, 2);
+    fx_key(&b, "first"), msgpack_pack_uint64(&b.pk, 0);
+    fx_key(&b, "rows"), msgpack_pack_array(&b.pk, n);
+    for (size_t i = 0; i < n; i++)
+        pack_stats_row(&b, device[i], pool[i], fields[i]);
+    fx_emit(&b, TDM_REC_STATS);
+    fx_emit_end(&b, 0);
+    tdm_status st = fx_read_exact((uint8_t *)b.file.data, b.file.size, 0, out, err);
+    fx_file_free(&b);
+    return st;
+}
+
+/* A 1.0 row (no pool column) is the device's all-pool row; a 1.1 row
+ * carries its pool; a later field after the pool is skipped; a pool the
+ * format does not know is a format error. */
+static void stats_pool_column_is_optional(void **state)
+{
+    (void)state;
+    const int device[] = {0, 0, 0, 3};
+    const int64_t pool[] = {-1, 2, 1, 0};
+    const int fields[] = {9, 10, 11, 10};
+    tdm_snap *s = NULL;
+    tdm_read_error err;
+    tdm_status st = read_stats_rows(device, pool, fields, 4, &s, &err);
+    if (st != TDM_OK)
+        fail_msg("%s: %s", tdm_status_name(st), err.message);
+    assert_int_equal(s->stats_count, 4);
+    assert_int_equal(s->stats[0].pool, TDM_STAT_POOL_ALL);
+    assert_int_equal(s->stats[1].pool, TDM_STAT_POOL_LARGE);
+    assert_int_equal(s->stats[2].pool, TDM_STAT_POOL_SMALL);
+    assert_int_equal(s->stats[3].pool, TDM_STAT_POOL_ALL);
+    assert_int_equal(s->stats[3].device, 3);
+    assert_int_equal(s->stats[3].stats.segment.freed, 3053);
+    assert_int_equal(s->stats[2].stats.num_ooms, 8);
+    tdm__snap_free(s);
+
+    const int64_t bad[] = {3, -1, 255};
+    for (int i = 0; i < 3; i++) {
+        const int one_device[] = {0}, ten[] = {10};
+        s = NULL;
+        st = read_stats_rows(one_device, &bad[i], ten, 1, &s, &err);
+        assert_int_equal(st, TDM_FORMAT_ERROR);
+        assert_null(s);
+        assert_non_null(strstr(err.message, "'pool'"));
+    }
 }
 
 static void one_million_events_fast_and_small(void **state)
@@ -613,9 +752,13 @@ static void one_million_events_fast_and_small(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc == 3 && strcmp(argv[1], "--write-sample") == 0) {
+    if (argc == 3 && (strcmp(argv[1], "--write-sample") == 0 ||
+                      strcmp(argv[1], "--write-sample-pools") == 0)) {
         fx_snap f;
-        fx_build_sample(&f);
+        if (argv[1][14])
+            fx_build_sample_pools(&f);
+        else
+            fx_build_sample(&f);
         tdm_status st = tdm__snap_write(&f.s, argv[2]);
         fx_free(&f);
         fprintf(stderr, "%s: %s\n", argv[2], tdm_status_name(st));
@@ -635,6 +778,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(write_replaces_an_existing_file),
         cmocka_unit_test(read_file_errors),
         cmocka_unit_test(sample_v1_file_keeps_parsing),
+        cmocka_unit_test(sample_v1_1_file_keeps_parsing),
+        cmocka_unit_test(pool_stats_round_trip),
+        cmocka_unit_test(stats_pool_column_is_optional),
         cmocka_unit_test(one_million_events_fast_and_small),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

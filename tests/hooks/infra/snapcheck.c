@@ -12,8 +12,8 @@
  *   event ACTION dev=D size=S req=R stream=0xS cat=C addr=0xA stack=f<g<h
  *   segment dev=D pool=P exp=E size=S stream=0xS addr=0xA blocks=B stack=...
  *   block state=S size=S req=R cat=C addr=0xA stack=...
- *   stats dev=D allocated=CUR/PEAK reserved=CUR/PEAK active=CUR/PEAK
- *         requested=CUR/PEAK allocations=CUR segments=CUR ooms=N
+ *   stats dev=D [pool=small|large] allocated=CUR/PEAK reserved=CUR/PEAK
+ *         active=CUR/PEAK requested=CUR/PEAK allocations=CUR segments=CUR ooms=N
  * Exit status 0, or 1 when the file cannot be read (message on stderr). */
 #include <inttypes.h>
 #include <stdio.h>
@@ -92,6 +92,10 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < s->stats_count; i++) {
         const tdm_stats *t = &s->stats[i].stats;
         printf("stats dev=%d", s->stats[i].device);
+        /* The all-pools row as before; a cache-mode dump adds one row per
+         * pool, told apart here. */
+        if (s->stats[i].pool != 0)
+            printf(" pool=%s", s->stats[i].pool == 1 ? "small" : "large");
         print_stat("allocated", &t->allocated_bytes, 1);
         print_stat("reserved", &t->reserved_bytes, 1);
         print_stat("active", &t->active_bytes, 1);
