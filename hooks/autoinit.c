@@ -122,13 +122,32 @@ static int template_has_pid(const char *tmpl)
     return 0;
 }
 
+/* Puts `suffix` before the extension of path (TDM__CONF_PATH_MAX bytes), in
+ * place; TDM_INVALID_ARGUMENT, path unchanged, when it would not fit. */
+static tdm_status add_suffix(char *path, const char *suffix)
+{
+    char out[TDM__CONF_PATH_MAX];
+    tdm_status st = tdm__dump_path_with_suffix(path, suffix, out, sizeof out);
+    if (st == TDM_OK)
+        memcpy(path, out, sizeof out);
+    return st;
+}
+
+/* "-PID" before the extension: this process's own name beside another's. */
+static tdm_status add_pid(char *path)
+{
+    char suffix[32];
+    snprintf(suffix, sizeof suffix, "-%lld", (long long)getpid());
+    return add_suffix(path, suffix);
+}
+
 /* Writes one snapshot: the exit dump under the template's own name, the
  * N-th signal dump with "-N" before the extension and the N-th
  * out-of-memory dump with "-oom-N" (so each is a new file, whatever codes
  * the template uses). */
 static void dump_now(enum dump_kind kind)
 {
-    char path[TDM__CONF_PATH_MAX], numbered[TDM__CONF_PATH_MAX];
+    char path[TDM__CONF_PATH_MAX];
     pthread_mutex_lock(&g.lock);
     if (kind == DUMP_OOM && g.oom_seq >= OOM_DUMPS_MAX) {
         if (g.oom_seq++ == OOM_DUMPS_MAX)
@@ -139,36 +158,24 @@ static void dump_now(enum dump_kind kind)
     }
     tdm_status st = tdm__dump_path_for_process(g.tmpl, g.start_time_us, path,
                                                sizeof path);
-    if (st == TDM_OK && g.forked && !template_has_pid(g.tmpl)) {
-        /* A forked child must not write over its parent's file. */
-        char suffix[32];
-        snprintf(suffix, sizeof suffix, "-%lld", (long long)getpid());
-        st = tdm__dump_path_with_suffix(path, suffix, numbered, sizeof numbered);
-        if (st == TDM_OK)
-            memcpy(path, numbered, sizeof path);
-    }
+    int has_pid = template_has_pid(g.tmpl);
+    /* A forked child must not write over its parent's file. */
+    if (st == TDM_OK && g.forked && !has_pid)
+        st = add_pid(path);
     if (st == TDM_OK && kind != DUMP_EXIT) {
         char suffix[32];
         unsigned *seq = kind == DUMP_SIGNAL ? &g.signal_seq : &g.oom_seq;
         snprintf(suffix, sizeof suffix, kind == DUMP_SIGNAL ? "-%u" : "-oom-%u",
                  *seq + 1);
-        st = tdm__dump_path_with_suffix(path, suffix, numbered, sizeof numbered);
-        if (st == TDM_OK) {
-            (*seq)++;
-            memcpy(path, numbered, sizeof path);
-        }
-    }
-    if (st == TDM_OK && !template_has_pid(g.tmpl) &&
-        tdm__dump_path_written_since(path, g.start_time_us)) {
-        /* Another process of this run wrote it while we lived (a program
-         * this one exec'd in a child, as a shell or launcher does): keep
-         * its snapshot, and ours beside it. */
-        char suffix[32];
-        snprintf(suffix, sizeof suffix, "-%lld", (long long)getpid());
-        st = tdm__dump_path_with_suffix(path, suffix, numbered, sizeof numbered);
+        st = add_suffix(path, suffix);
         if (st == TDM_OK)
-            memcpy(path, numbered, sizeof path);
+            (*seq)++;
     }
+    /* Another process of this run wrote it while we lived (a program this
+     * one exec'd in a child, as a shell or launcher does): keep its
+     * snapshot, and ours beside it. */
+    if (st == TDM_OK && !has_pid && tdm__dump_path_written_since(path, g.start_time_us))
+        st = add_pid(path);
     if (st != TDM_OK) {
         say("tidemark: dump path '%s' is too long once expanded; no snapshot "
             "written", g.cfg.dump);
