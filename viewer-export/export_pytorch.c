@@ -181,19 +181,20 @@ static void put_memo_op(tdm_pkw *w, unsigned char short_op, unsigned char long_o
     }
 }
 
-/* A stack's frames list is written once and memoized; every later entry
- * with that stack fetches it from the memo (BINGET), as Python's pickle
- * does for a shared object.  Both viewers and _memory_viz.py only read
- * frames, so sharing one list is safe, and a snapshot with many events
- * over few stacks shrinks by an order of magnitude. */
+/* FNV-1a of a frames list's bytes, for fcache.by_bytes. */
 static uint64_t bytes_hash(const unsigned char *b, size_t len)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; i < len; i++)
         h = (h ^ b[i]) * 1099511628211ull;
     return h;
 }
 
+/* A stack's frames list is written once and memoized; every later entry
+ * with that stack fetches it from the memo (BINGET), as Python's pickle
+ * does for a shared object.  Both viewers and _memory_viz.py only read
+ * frames, so sharing one list is safe, and a snapshot with many events
+ * over few stacks shrinks by an order of magnitude. */
 static void put_frames(tdm_pkw *w, fcache *c, uint32_t stack_id)
 {
     int memoizable = stack_id != 0 && stack_id < c->snap->stack_count;
