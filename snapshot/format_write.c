@@ -30,6 +30,7 @@
 #include <msgpack.h>
 
 #include "format_internal.h"
+#include "hash.h"
 
 /* ---- CRC-32 (reflected 0xEDB88320), slicing by 8 ---------------------- */
 
@@ -202,9 +203,7 @@ static uint32_t strtab_intern(strtab *t, const char *s)
     if (!s)
         s = "";
     size_t len = strlen(s);
-    uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (uint8_t)s[i]) * 0x100000001b3u;
+    uint64_t h = tdm__fnv1a(s, len);
     size_t i = (size_t)(h ^ (h >> 29)) & t->mask;
     for (;; i = (i + 1) & t->mask) {
         uint32_t slot = t->slots[i];

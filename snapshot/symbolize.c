@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "symbolize.h"
+#include "hash.h"
 
 typedef struct sym_entry {
     uintptr_t pc;   /* return address as given */
@@ -109,14 +110,6 @@ static int report_modules(Dwfl *dwfl, int again)
 
 /* ---- strings ------------------------------------------------------------- */
 
-static uint64_t hash_str(const char *s, size_t len)
-{
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
-    return h;
-}
-
 static int strs_grow(tdm_symbolizer *s)
 {
     size_t cap = s->strs_cap ? s->strs_cap * 2 : 256;
@@ -126,7 +119,7 @@ static int strs_grow(tdm_symbolizer *s)
     for (size_t i = 0; i < s->strs_cap; i++) {
         if (!s->strs[i])
             continue;
-        size_t j = hash_str(s->strs[i], strlen(s->strs[i])) & (cap - 1);
+        size_t j = tdm__fnv1a(s->strs[i], strlen(s->strs[i])) & (cap - 1);
         while (n[j])
             j = (j + 1) & (cap - 1);
         n[j] = s->strs[i];
@@ -146,7 +139,7 @@ static const char *intern_strn(tdm_symbolizer *s, const char *str, size_t len,
         return fallback;
     if (2 * (s->strs_len + 1) > s->strs_cap && strs_grow(s) != 0)
         return fallback;
-    size_t mask = s->strs_cap - 1, i = hash_str(str, len) & mask;
+    size_t mask = s->strs_cap - 1, i = tdm__fnv1a(str, len) & mask;
     for (; s->strs[i]; i = (i + 1) & mask)
         if (strncmp(s->strs[i], str, len) == 0 && s->strs[i][len] == '\0')
             return s->strs[i];

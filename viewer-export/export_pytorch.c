@@ -27,6 +27,7 @@
 #include "export_formats.h"
 #include "export_pytorch.h"
 #include "categories.h"
+#include "hash.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -181,15 +182,6 @@ static void put_memo_op(tdm_pkw *w, unsigned char short_op, unsigned char long_o
     }
 }
 
-/* FNV-1a of a frames list's bytes, for fcache.by_bytes. */
-static uint64_t bytes_hash(const unsigned char *b, size_t len)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
 /* A stack's frames list is written once and memoized; every later entry
  * with that stack fetches it from the memo (BINGET), as Python's pickle
  * does for a shared object.  Both viewers and _memory_viz.py only read
@@ -208,7 +200,7 @@ static void put_frames(tdm_pkw *w, fcache *c, uint32_t stack_id)
         tdm__pkw_raw(w, b, len);
         return;
     }
-    size_t i = (size_t)bytes_hash(b, len) & c->by_bytes_mask;
+    size_t i = (size_t)tdm__fnv1a(b, len) & c->by_bytes_mask;
     for (uint32_t other; (other = c->by_bytes[i]) != 0; i = (i + 1) & c->by_bytes_mask) {
         if (c->stack_len[other] == len &&
             memcmp(c->buf.buf + c->stack_off[other], b, len) == 0) {

@@ -9,6 +9,7 @@
  * is the empty stack.  No state, no locks.
  */
 #include "import_pytorch.h"
+#include "hash.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -66,11 +67,7 @@ static uint64_t mix(uint64_t x)
 
 static uint64_t hash_bytes(const void *p, size_t n, uint64_t seed)
 {
-    const unsigned char *b = p;
-    uint64_t h = 0xcbf29ce484222325ull ^ seed; /* FNV-1a, then mixed */
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ull;
-    return mix(h);
+    return mix(tdm__fnv1a_from(TDM__FNV_BASIS ^ seed, p, n)); /* FNV-1a, then mixed */
 }
 
 int tdm__pti_htab_init(htab *t)

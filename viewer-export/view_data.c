@@ -14,6 +14,7 @@
  * No state, no locks.
  */
 #include "view_data.h"
+#include "hash.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -80,13 +81,7 @@ typedef struct strtab {
     size_t mask;
 } strtab;
 
-static uint64_t str_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
+static uint64_t str_hash(const char *s) { return tdm__fnv1a(s, strlen(s)); }
 
 static int strtab_grow(strtab *t)
 {
