@@ -125,6 +125,16 @@ typedef struct tdm_snap {
     void *owner_;            /* reader's private arena; do not touch */
 } tdm_snap;
 
+/* The index of the stats row of (device, pool) in s, or s->stats_count
+ * when there is none (the first, should a file repeat one). */
+static inline size_t tdm__snap_stats_index(const tdm_snap *s, int device, int pool)
+{
+    size_t i = 0;
+    while (i < s->stats_count && (s->stats[i].device != device || s->stats[i].pool != pool))
+        i++;
+    return i;
+}
+
 /* Where and why reading stopped. */
 typedef struct tdm_read_error {
     uint64_t offset;      /* byte offset into the file */

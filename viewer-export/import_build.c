@@ -301,10 +301,8 @@ static void stat_add(tdm_stat *st, int64_t d)
 
 static tdm_snap_device_stats *stats_of(tdm_snap *s, int device)
 {
-    for (size_t i = 0; i < s->stats_count; i++)
-        if (s->stats[i].device == device && s->stats[i].pool == TDM_STAT_POOL_ALL)
-            return &s->stats[i];
-    return NULL;
+    size_t row = tdm__snap_stats_index(s, device, TDM_STAT_POOL_ALL);
+    return row < s->stats_count ? &s->stats[row] : NULL;
 }
 
 tdm_status tdm__ibuild_finish(tdm_ibuild *b, tdm_snap **out)

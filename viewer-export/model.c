@@ -506,9 +506,9 @@ static void finish_device(builder *b, size_t d)
     }
     /* The device's all-pool row; small/large pool rows (cache mode) are
      * shares of it, not the device's figures. */
-    for (size_t i = 0; i < s->stats_count && !dev->stats; i++)
-        if (s->stats[i].device == dev->ordinal && s->stats[i].pool == TDM_STAT_POOL_ALL)
-            dev->stats = &s->stats[i].stats;
+    size_t row = tdm__snap_stats_index(s, dev->ordinal, TDM_STAT_POOL_ALL);
+    if (row < s->stats_count)
+        dev->stats = &s->stats[row].stats;
 }
 
 void tdm__model_free(tdm_model *model)

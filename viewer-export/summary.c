@@ -242,10 +242,8 @@ static int stat_pair(char *buf, size_t len, const tdm_stat *v, int exact)
  * pair; files before format 1.1 have only pool 0 rows. */
 static const tdm_stats *pool_stats(const tdm_snap *s, int device, int pool)
 {
-    for (size_t i = 0; i < s->stats_count; i++)
-        if (s->stats[i].device == device && s->stats[i].pool == pool)
-            return &s->stats[i].stats;
-    return NULL;
+    size_t row = tdm__snap_stats_index(s, device, pool);
+    return row < s->stats_count ? &s->stats[row].stats : NULL;
 }
 
 /* The allocator's own figures: the device's (all pools) on three lines,
