@@ -34,27 +34,12 @@ typedef struct builder {
     int failed;
 } builder;
 
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 1;
-    size_t n = *cap ? *cap * 2 : 16;
-    while (n < need)
-        n *= 2;
-    void *p = realloc(*arr, n * elem);
-    if (!p)
-        return 0;
-    *arr = p;
-    *cap = n;
-    return 1;
-}
-
 static void visit_device(void *ctx, const tdm_snap_device *d)
 {
     builder *b = ctx;
     tdm_snap *s = b->snap;
-    if (!grow((void **)&s->devices, &b->device_cap, s->device_count + 1,
-              sizeof *s->devices)) {
+    if (tdm__grow_array(&s->devices, &b->device_cap, s->device_count + 1,
+                        sizeof *s->devices) != 0) {
         b->failed = 1;
         return;
     }
@@ -73,10 +58,10 @@ static void visit_segment(void *ctx, const tdm_snap_segment *seg,
 {
     builder *b = ctx;
     tdm_snap *s = b->snap;
-    if (!grow((void **)&s->segments, &b->segment_cap, s->segment_count + 1,
-              sizeof *s->segments) ||
-        !grow((void **)&s->blocks, &b->block_cap, s->block_count + n,
-              sizeof *s->blocks)) {
+    if (tdm__grow_array(&s->segments, &b->segment_cap, s->segment_count + 1,
+                        sizeof *s->segments) != 0 ||
+        tdm__grow_array(&s->blocks, &b->block_cap, s->block_count + n,
+                        sizeof *s->blocks) != 0) {
         b->failed = 1;
         return;
     }
@@ -96,8 +81,8 @@ static void visit_pool_stats(void *ctx, int device, int pool, const tdm_stats *s
     tdm_snap *s = b->snap;
     if (pool < TDM_STAT_POOL_ALL || pool > TDM_STAT_POOL_LARGE)
         return; /* not a pool the format knows: the writer would refuse it */
-    if (!grow((void **)&s->stats, &b->stats_cap, s->stats_count + 1,
-              sizeof *s->stats)) {
+    if (tdm__grow_array(&s->stats, &b->stats_cap, s->stats_count + 1,
+                        sizeof *s->stats) != 0) {
         b->failed = 1;
         return;
     }

@@ -1,21 +1,31 @@
-/* snapshot/format_snap_build.c: the string pool and array release of
- * snap_build.h.  No state, no locks.
+/* snapshot/format_snap_build.c: the growable arrays, string pool and array
+ * release of snap_build.h.  No state, no locks.
  */
 #include "snap_build.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+int tdm__grow_array(void *arr, size_t *cap, size_t need, size_t elem)
+{
+    void **p = arr;
+    if (need <= *cap)
+        return 0;
+    size_t n = *cap ? *cap : 16;
+    while (n < need)
+        n *= 2;
+    void *g = realloc(*p, n * elem);
+    if (!g)
+        return -1;
+    *p = g;
+    *cap = n;
+    return 0;
+}
+
 const char *tdm__str_pool_keep(tdm__str_pool *p, const char *s)
 {
-    if (p->count == p->cap) {
-        size_t cap = p->cap ? p->cap * 2 : 16;
-        char **items = realloc(p->items, cap * sizeof *items);
-        if (!items)
-            return NULL;
-        p->items = items;
-        p->cap = cap;
-    }
+    if (tdm__grow_array(&p->items, &p->cap, p->count + 1, sizeof *p->items) != 0)
+        return NULL;
     char *copy = strdup(s ? s : "");
     if (copy)
         p->items[p->count++] = copy;

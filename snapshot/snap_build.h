@@ -13,6 +13,11 @@
 
 #include "snap_model.h"
 
+/* Makes the array *arr (of `elem`-byte items, room for *cap) hold at least
+ * `need` items, doubling its room.  0, or -1 out of host memory (the array
+ * is then as it was).  `arr` is the address of the array's pointer. */
+int tdm__grow_array(void *arr, size_t *cap, size_t need, size_t elem);
+
 typedef struct tdm__str_pool {
     char **items;        /* every copy handed out */
     size_t count, cap;   /* copies / room */

@@ -176,13 +176,9 @@ uint32_t tdm__ibuild_phase_id(tdm_ibuild *b, const char *name)
     for (size_t i = 1; i < s->phase_count; i++)
         if (strcmp(s->phase_names[i], name) == 0)
             return (uint32_t)i;
-    if (s->phase_count == b->cap_phases) {
-        const char **p = realloc(s->phase_names, 2 * b->cap_phases * sizeof *p);
-        if (!p)
-            return 0;
-        s->phase_names = p;
-        b->cap_phases *= 2;
-    }
+    if (tdm__grow_array(&s->phase_names, &b->cap_phases, s->phase_count + 1,
+                        sizeof *s->phase_names) != 0)
+        return 0;
     const char *copy = tdm__str_pool_keep(&b->o->strings, name);
     if (!copy)
         return 0;
@@ -195,14 +191,9 @@ tdm_status tdm__ibuild_event(tdm_ibuild *b, const tdm_event *ev)
     tdm_snap *s = &b->o->snap;
     if (s->event_count >= EMPTY - 1)
         return TDM_HOST_OUT_OF_MEMORY; /* live map holds 32-bit indices */
-    if (s->event_count == b->cap_events) {
-        size_t cap = b->cap_events ? b->cap_events * 2 : 1024;
-        tdm_event *p = realloc(s->events, cap * sizeof *p);
-        if (!p)
-            return TDM_HOST_OUT_OF_MEMORY;
-        s->events = p;
-        b->cap_events = cap;
-    }
+    if (tdm__grow_array(&s->events, &b->cap_events, s->event_count + 1,
+                        sizeof *s->events) != 0)
+        return TDM_HOST_OUT_OF_MEMORY;
     tdm_event *e = &s->events[s->event_count];
     *e = *ev;
     if (!e->phase)

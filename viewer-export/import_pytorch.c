@@ -97,7 +97,7 @@ static int read_entry(im *c, const tdm_pkv *e, int device, const where_t *w)
         c->frames_on_alloc = 1;
     if (a <= TDM_ACTION_FREE_COMPLETED)
         ev.category = category_of(tdm__pk_get(e, "category"));
-    if (tdm__pti_grow(&c->events, &c->cap_events, c->nevents + 1, sizeof *c->events) != 0)
+    if (tdm__grow_array(&c->events, &c->cap_events, c->nevents + 1, sizeof *c->events) != 0)
         return tdm__pti_oom(c);
     c->events[c->nevents++] = ev;
     c->rep.entries++;
@@ -108,7 +108,7 @@ static int read_entry(im *c, const tdm_pkv *e, int device, const where_t *w)
 static int read_trace(im *c, const tdm_pkv *list, int device, const char *name, long i)
 {
     where_t w = {name, i, -1};
-    if (tdm__pti_grow(&c->dev_start, &c->cap_dev, c->ndev + 2, sizeof *c->dev_start) != 0)
+    if (tdm__grow_array(&c->dev_start, &c->cap_dev, c->ndev + 2, sizeof *c->dev_start) != 0)
         return tdm__pti_oom(c);
     c->dev_start[c->ndev++] = c->nevents;
     if (!list || list->type == TDM_PKV_NONE)
@@ -188,7 +188,7 @@ static int read_segment(im *c, const tdm_pkv *s, long i, const char *name, int p
         blk.stack_id = blk.state == TDM_BLOCK_INACTIVE ? 0 : sid;
         if (blk.stack_id)
             c->frames_on_blocks = 1;
-        if (tdm__pti_grow(&c->blocks, &c->cap_blocks, c->nblocks + 1, sizeof *c->blocks) != 0)
+        if (tdm__grow_array(&c->blocks, &c->cap_blocks, c->nblocks + 1, sizeof *c->blocks) != 0)
             return tdm__pti_oom(c);
         if (blk.size > UINT64_MAX - addr)
             return tdm__pti_fail(c, b, &w, "block %u ends past the address space", j);
@@ -201,7 +201,7 @@ static int read_segment(im *c, const tdm_pkv *s, long i, const char *name, int p
         return tdm__pti_fail(c, s, &w, "its blocks cover %" PRIu64 " bytes, but total_size is %" PRIu64,
                              addr - g.address, g.total_size);
     g.block_count = (uint32_t)(c->nblocks - g.first_block);
-    if (tdm__pti_grow(&c->segs, &c->cap_segs, c->nsegs + 1, sizeof *c->segs) != 0)
+    if (tdm__grow_array(&c->segs, &c->cap_segs, c->nsegs + 1, sizeof *c->segs) != 0)
         return tdm__pti_oom(c);
     c->segs[c->nsegs++] = g;
     c->rep.segments++;
@@ -277,7 +277,7 @@ static uint32_t phase_id(im *c, const char *name, size_t n)
             return (uint32_t)i;
     if (c->nphases >= 65535) /* the recorder's own limit is far lower */
         return 0;
-    if (tdm__pti_grow(&c->phases, &c->cap_phases, c->nphases + 1, sizeof *c->phases) != 0) {
+    if (tdm__grow_array(&c->phases, &c->cap_phases, c->nphases + 1, sizeof *c->phases) != 0) {
         tdm__pti_oom(c);
         return 0;
     }
@@ -310,7 +310,7 @@ static int read_annotations(im *c, const tdm_pkv *list)
                 return -1;
             continue;
         }
-        if (tdm__pti_grow(&c->marks, &c->cap_marks, c->nmarks + 1, sizeof *c->marks) != 0)
+        if (tdm__grow_array(&c->marks, &c->cap_marks, c->nmarks + 1, sizeof *c->marks) != 0)
             return tdm__pti_oom(c);
         c->marks[c->nmarks++] = m;
         c->rep.annotations++;
@@ -416,7 +416,7 @@ static int read_devices(im *c, const tdm_pkv *settings, size_t traces)
         for (uint32_t i = 0; i < list->n; i++) {
             const tdm_pkv *e = list->v.items[i];
             int64_t idx = opt_int(e, "index", -2);
-            if (idx < -1 || idx > 32767 || tdm__pti_grow(&d, &cap, n + 1, sizeof *d) != 0) {
+            if (idx < -1 || idx > 32767 || tdm__grow_array(&d, &cap, n + 1, sizeof *d) != 0) {
                 if (!d && cap == 0 && idx >= -1 && idx <= 32767)
                     return tdm__pti_oom(c);
                 continue;
@@ -432,7 +432,7 @@ static int read_devices(im *c, const tdm_pkv *settings, size_t traces)
             if (c->segs[i].device > max)
                 max = c->segs[i].device;
         for (int32_t k = 0; k <= max; k++) {
-            if (tdm__pti_grow(&d, &cap, n + 1, sizeof *d) != 0) {
+            if (tdm__grow_array(&d, &cap, n + 1, sizeof *d) != 0) {
                 free(d);
                 return tdm__pti_oom(c);
             }
@@ -546,7 +546,7 @@ static int import_root(im *c, const tdm_pkv *root, const char *source)
     if (root->type == TDM_PKV_DICT &&
         read_trace(c, tdm__pk_get(root, "host_traces"), -1, "host_traces", -1) < 0)
         return -1;
-    if (tdm__pti_grow(&c->dev_start, &c->cap_dev, c->ndev + 1, sizeof *c->dev_start) != 0)
+    if (tdm__grow_array(&c->dev_start, &c->cap_dev, c->ndev + 1, sizeof *c->dev_start) != 0)
         return tdm__pti_oom(c);
     if (root->type == TDM_PKV_DICT &&
         read_annotations(c, tdm__pk_get(root, "external_annotations")) < 0)
@@ -580,9 +580,9 @@ tdm_status tdm__import_pytorch_buffer(const void *data, size_t len, const char *
     c.o = calloc(1, sizeof *c.o);
     if (!c.o || tdm__pti_htab_init(&c.str_index) || tdm__pti_htab_init(&c.frame_index) ||
         tdm__pti_htab_init(&c.stack_index) ||
-        tdm__pti_grow(&c.stacks, &c.cap_stacks, 1, sizeof *c.stacks) ||
-        tdm__pti_grow(&c.stack_offs, &c.cap_offs, 1, sizeof *c.stack_offs) ||
-        tdm__pti_grow(&c.phases, &c.cap_phases, 1, sizeof *c.phases)) {
+        tdm__grow_array(&c.stacks, &c.cap_stacks, 1, sizeof *c.stacks) ||
+        tdm__grow_array(&c.stack_offs, &c.cap_offs, 1, sizeof *c.stack_offs) ||
+        tdm__grow_array(&c.phases, &c.cap_phases, 1, sizeof *c.phases)) {
         tdm__pti_oom(&c);
         goto out;
     }

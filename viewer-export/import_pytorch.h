@@ -16,6 +16,7 @@
 
 #include "import_formats.h"
 #include "pickle_read.h"
+#include "snap_build.h" /* tdm__grow_array */
 
 typedef struct schunk {
     struct schunk *next;
@@ -97,8 +98,6 @@ typedef struct where_t {
     long i, j; /* -1: absent */
 } where_t;
 
-/* Grows *pp (an array of `elem`-byte items with *cap slots) to hold `need`. */
-int tdm__pti_grow(void *pp, size_t *cap, size_t need, size_t elem);
 int tdm__pti_htab_init(htab *t);
 void tdm__pti_htab_destroy(htab *t);
 /* Records a TDM_FORMAT_ERROR "at byte N: PATH: message"; returns -1. */

@@ -37,23 +37,7 @@ void tdm__import_pytorch_free(tdm_snap *snap)
     free(o);
 }
 
-/* ---- growable arrays and a hash index ----------------------------------- */
-
-int tdm__pti_grow(void *pp, size_t *cap, size_t need, size_t elem)
-{
-    void **p = pp;
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need)
-        c *= 2;
-    void *g = realloc(*p, c * elem);
-    if (!g)
-        return -1;
-    *p = g;
-    *cap = c;
-    return 0;
-}
+/* ---- a hash index ----------------------------------------------------------- */
 
 static uint64_t mix(uint64_t x)
 {
@@ -197,7 +181,7 @@ const char *tdm__pti_intern(im *c, const char *s, size_t n)
     if (idx != UINT32_MAX)
         return c->strs[idx];
     char *copy = str_alloc(c, n + 1);
-    if (!copy || tdm__pti_grow(&c->strs, &c->cap_strs, c->nstrs + 1, sizeof *c->strs) != 0) {
+    if (!copy || tdm__grow_array(&c->strs, &c->cap_strs, c->nstrs + 1, sizeof *c->strs) != 0) {
         tdm__pti_oom(c);
         return NULL;
     }
@@ -311,7 +295,7 @@ uint32_t tdm__pti_stack_of(im *c, const tdm_pkv *list, const where_t *w)
         size_t where_slot;
         uint32_t fi = htab_find(&c->frame_index, h, frame_eq, c, &fk, &where_slot);
         if (fi == UINT32_MAX) {
-            if (tdm__pti_grow(&c->frames, &c->cap_frames, c->nframes + 1, sizeof *c->frames) != 0) {
+            if (tdm__grow_array(&c->frames, &c->cap_frames, c->nframes + 1, sizeof *c->frames) != 0) {
                 tdm__pti_oom(c);
                 return UINT32_MAX;
             }
@@ -334,10 +318,10 @@ uint32_t tdm__pti_stack_of(im *c, const tdm_pkv *list, const where_t *w)
     size_t where_slot;
     uint32_t id = htab_find(&c->stack_index, h, stack_eq, c, &sk, &where_slot);
     if (id == UINT32_MAX) {
-        if (tdm__pti_grow(&c->stacks, &c->cap_stacks, c->nstacks + 1, sizeof *c->stacks) != 0 ||
-            tdm__pti_grow(&c->stack_offs, &c->cap_offs, c->nstacks + 1,
+        if (tdm__grow_array(&c->stacks, &c->cap_stacks, c->nstacks + 1, sizeof *c->stacks) != 0 ||
+            tdm__grow_array(&c->stack_offs, &c->cap_offs, c->nstacks + 1,
                           sizeof *c->stack_offs) != 0 ||
-            tdm__pti_grow(&c->o->stack_frames, &c->cap_sf, c->nsf + depth,
+            tdm__grow_array(&c->o->stack_frames, &c->cap_sf, c->nsf + depth,
                           sizeof *c->o->stack_frames) != 0) {
             tdm__pti_oom(c);
             return UINT32_MAX;

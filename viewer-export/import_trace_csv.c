@@ -20,6 +20,7 @@
 
 #include "csv_read.h"
 #include "import_build.h"
+#include "snap_build.h" /* tdm__grow_array */
 
 /* Where imported allocations start: a plausible device-heap address, far
  * from 0 so that no address is mistaken for "none". */
@@ -192,15 +193,9 @@ tdm_status tdm__import_trace_csv(const char *path,
                                    (unsigned long long)id);
                 break;
             }
-            if (nallocs == capallocs) {
-                size_t cap = capallocs ? capallocs * 2 : 1024;
-                tdm_trace_alloc *p = realloc(allocs, cap * sizeof *p);
-                if (!p) {
-                    st = TDM_HOST_OUT_OF_MEMORY;
-                    break;
-                }
-                allocs = p;
-                capallocs = cap;
+            if (tdm__grow_array(&allocs, &capallocs, nallocs + 1, sizeof *allocs) != 0) {
+                st = TDM_HOST_OUT_OF_MEMORY;
+                break;
             }
             uint8_t cat = *v[COL_CATEGORY] ? category_of(v[COL_CATEGORY])
                                            : TDM_CATEGORY_UNKNOWN;
