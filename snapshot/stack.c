@@ -37,8 +37,18 @@
  *
  * Locks: table.lock serializes inserts, init and reset; text.lock
  * serializes rebuilds of the code ranges (rare: after a dlopen); unw.lock
- * the one-time setup.  No lock is held while unwinding, and lookups take
- * none.
+ * the one-time setup.  No lock of ours is held while unwinding, and
+ * lookups take none.
+ *
+ * Fork.  libunwind takes locks of its own on its slow path (its global
+ * cache of register-state records, the dynamic linker's list of objects),
+ * and the walker may take text.lock.  A child forked while another thread
+ * was inside a capture would find such a lock held forever and hang at its
+ * own first capture (a data loader forking workers while other threads
+ * allocate).  So fork() waits for the captures in flight: each counts
+ * itself in `gate.in_flight` and then checks `gate.fork_pending`; the
+ * prepare handler raises fork_pending and waits until no other thread is
+ * counted (see capture_enter).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -47,6 +57,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
 
 #include "stack.h"
@@ -65,6 +76,7 @@
 #define NOINLINE __attribute__((noinline))
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define LIKELY(x) __builtin_expect(!!(x), 1)
 /* Reading other frames' saved registers is not a memory error. */
 #define NO_ASAN __attribute__((no_sanitize_address))
 
@@ -88,8 +100,50 @@ typedef struct thread_stack {
     int bounds;        /* 0 unknown yet, 1 known, -1 unavailable */
     volatile sig_atomic_t in_libunwind; /* inside unw_backtrace; read by
                                            this thread's signal handlers */
+    volatile sig_atomic_t captures; /* captures of this thread in flight
+                                       (more than one: signal handlers) */
 } thread_stack;
 static __thread thread_stack tls;
+
+/* ---- the fork gate (see the head of this file) -------------------------- */
+
+static struct {
+    _Atomic unsigned in_flight; /* captures running, all threads */
+    _Atomic int fork_pending;   /* a fork() waits for them */
+    pthread_once_t once;        /* the handlers are registered */
+} gate = {.once = PTHREAD_ONCE_INIT};
+
+void (*volatile tdm__stack_capture_probe)(void);
+
+/* A capture that met a pending fork steps out until the fork is done. */
+static NOINLINE void capture_wait_for_fork(thread_stack *t)
+{
+    atomic_fetch_sub_explicit(&gate.in_flight, 1, memory_order_release);
+    t->captures--;
+    while (atomic_load_explicit(&gate.fork_pending, memory_order_acquire))
+        sched_yield();
+}
+
+/* The increment and the check are both sequentially consistent, as are the
+ * prepare handler's raise and read: either the handler sees this capture
+ * counted, or this capture sees the fork pending. */
+static ALWAYS_INLINE void capture_enter(thread_stack *t)
+{
+    for (;;) {
+        t->captures++;
+        atomic_fetch_add_explicit(&gate.in_flight, 1, memory_order_seq_cst);
+        if (LIKELY(!atomic_load_explicit(&gate.fork_pending,
+                                         memory_order_seq_cst)))
+            return;
+        capture_wait_for_fork(t);
+    }
+}
+
+static ALWAYS_INLINE void capture_leave(thread_stack *t)
+{
+    atomic_fetch_sub_explicit(&gate.in_flight, 1, memory_order_release);
+    t->captures--;
+}
 
 /* ---- intern table ------------------------------------------------------- */
 
@@ -112,7 +166,6 @@ static struct {
     uint32_t frames_used;     /* under lock */
     _Atomic uint32_t count;   /* ids in use; release-published */
     _Atomic uint64_t overflows;
-    int atfork_done;          /* under lock */
 } table = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* ---- frame-pointer walker ----------------------------------------------- */
@@ -383,8 +436,12 @@ static void *open_libunwind(void)
 #endif
 }
 
+static void atfork_register(void);
+
 static NOINLINE void unwinder_setup(void)
 {
+    /* Before any lock: pthread_atfork waits for a fork in progress. */
+    pthread_once(&gate.once, atfork_register);
     pthread_mutex_lock(&unw.lock);
     if (!atomic_load_explicit(&unw.ready, memory_order_relaxed)) {
         text_setup();
@@ -426,8 +483,12 @@ static ALWAYS_INLINE unsigned capture(uintptr_t *pcs, unsigned max,
     if (max == 0 || drop > SKIP_MAX + 1)
         return 0;
     unwinder_ready();
-
     thread_stack *t = &tls;
+    capture_enter(t);
+    void (*probe_fn)(void) = tdm__stack_capture_probe;
+    if (UNLIKELY(probe_fn != NULL))
+        probe_fn();
+
     int mode = atomic_load_explicit(&unw.mode, memory_order_relaxed);
     int use_libunwind = unw.backtrace && mode != TDM__UNWIND_FRAME_POINTER &&
                         !t->in_libunwind;
@@ -444,6 +505,7 @@ static ALWAYS_INLINE unsigned capture(uintptr_t *pcs, unsigned max,
         lead = 0;
         n = raw_unwind(buf, drop + max, 0);
     }
+    capture_leave(t);
     if (n <= lead + drop)
         return 0;
     n -= lead + drop;
@@ -583,10 +645,35 @@ NOINLINE uint32_t tdm__stack_current(unsigned skip)
 
 /* ---- table life --------------------------------------------------------- */
 
-/* A child forked while another thread held the insert lock would find it
- * locked forever. */
-static void atfork_prepare(void) { pthread_mutex_lock(&table.lock); }
-static void atfork_release(void) { pthread_mutex_unlock(&table.lock); }
+/* Before fork(): no capture of another thread in flight (the gate), then
+ * our three locks held (the setup's, the code ranges', the insert lock),
+ * so that the child finds neither libunwind's locks nor ours taken.  The
+ * forking thread's own captures (a signal handler that forks) are not
+ * waited for.  A thread in the one-time setup holds unw.lock outside the
+ * gate: taking that lock here waits for it. */
+static void atfork_prepare(void)
+{
+    atomic_store_explicit(&gate.fork_pending, 1, memory_order_seq_cst);
+    unsigned own = (unsigned)tls.captures;
+    while (atomic_load_explicit(&gate.in_flight, memory_order_seq_cst) > own)
+        sched_yield();
+    pthread_mutex_lock(&unw.lock);
+    pthread_mutex_lock(&text.lock);
+    pthread_mutex_lock(&table.lock);
+}
+
+static void atfork_release(void)
+{
+    pthread_mutex_unlock(&table.lock);
+    pthread_mutex_unlock(&text.lock);
+    pthread_mutex_unlock(&unw.lock);
+    atomic_store_explicit(&gate.fork_pending, 0, memory_order_release);
+}
+
+static void atfork_register(void)
+{
+    pthread_atfork(atfork_prepare, atfork_release, atfork_release);
+}
 
 tdm_status tdm__stack_init(size_t max_stacks, size_t max_frames)
 {
@@ -627,10 +714,6 @@ tdm_status tdm__stack_init(size_t max_stacks, size_t max_frames)
             table.max_frames = (uint32_t)max_frames;
             table.frames_used = 0;
             atomic_store_explicit(&table.count, 0, memory_order_relaxed);
-            if (!table.atfork_done) {
-                pthread_atfork(atfork_prepare, atfork_release, atfork_release);
-                table.atfork_done = 1;
-            }
             atomic_store_explicit(&table.ready, 1, memory_order_release);
         }
     }

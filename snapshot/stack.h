@@ -59,4 +59,8 @@ typedef enum tdm__unwinder {
 } tdm__unwinder;
 tdm_status tdm__stack_set_unwinder(tdm__unwinder which);
 
+/* Tests only: when set, every capture calls it from inside the part of the
+ * capture that fork() waits for (it stands for a lock libunwind holds). */
+extern void (*volatile tdm__stack_capture_probe)(void);
+
 #endif

@@ -7,7 +7,9 @@
  * differ; ids are dense from 1; four threads interning at once agree on
  * every id; a full table returns 0 and counts; reset forgets.  Steady-state
  * capture and intern call no malloc (checked by counting malloc calls, in
- * builds without a sanitizer, which owns malloc there).
+ * builds without a sanitizer, which owns malloc there).  fork() waits
+ * for another thread's capture to end, so a child never inherits a lock
+ * taken inside one.
  *
  * Frames are checked with dladdr, which needs the test's functions in the
  * dynamic symbol table: they are global (and the test links -rdynamic). */
@@ -21,6 +23,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "stack.h"
@@ -478,6 +486,60 @@ static void steady_state_does_not_malloc(void **state)
 #endif
 }
 
+/* ---- fork waits for captures in flight ---------------------------------- */
+
+/* The probe stands for a lock libunwind holds on its slow path: it is
+ * taken inside the capture and let go when the capture ends.  A child
+ * forked while it is held would hang at its first capture. */
+static pthread_mutex_t unwinder_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int probe_inside;
+
+static void hold_lock_inside_capture(void)
+{
+    pthread_mutex_lock(&unwinder_lock);
+    atomic_store(&probe_inside, 1);
+    struct timespec pause = {0, 200 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    pthread_mutex_unlock(&unwinder_lock);
+}
+
+static void *capture_once(void *arg)
+{
+    (void)arg;
+    uintptr_t pcs[8];
+    tdm__stack_capture(pcs, 8, 0);
+    return NULL;
+}
+
+static void fork_waits_for_captures_in_flight(void **state)
+{
+    REQUIRE_UNWINDER(state);
+    atomic_store(&probe_inside, 0);
+    tdm__stack_capture_probe = hold_lock_inside_capture;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, capture_once, NULL), 0);
+    while (!atomic_load(&probe_inside))
+        sched_yield();
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* The other thread's capture had ended before fork() ran. */
+        int free_now = pthread_mutex_trylock(&unwinder_lock) == 0;
+        /* Straight to the kernel: ThreadSanitizer's _exit would report the
+         * parent's thread, which the child inherits unjoined, as leaked. */
+        syscall(SYS_exit_group, free_now ? 0 : 1);
+    }
+    tdm__stack_capture_probe = NULL;
+    pthread_join(t, NULL);
+    assert_true(pid > 0);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    /* Captures go on in the parent after the fork. */
+    uintptr_t pcs[8];
+    assert_true(tdm__stack_capture(pcs, 8, 0) > 0);
+}
+
 #define FOR_EACH_UNWINDER(fn)                                                  \
     cmocka_unit_test_prestate_setup_teardown(fn, use_unwinder, back_to_auto,  \
                                              &modes[0]),                       \
@@ -501,6 +563,7 @@ int main(void)
             &modes[0]),
         FOR_EACH_UNWINDER(threads_agree_on_ids),
         FOR_EACH_UNWINDER(steady_state_does_not_malloc),
+        FOR_EACH_UNWINDER(fork_waits_for_captures_in_flight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include <dlfcn.h>
+#include <execinfo.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -464,6 +465,17 @@ static void many_threads_stay_consistent(void **state)
     free(ev);
 }
 
+/* A child that hangs says where, before the alarm ends it. */
+static void child_hung(int sig)
+{
+    (void)sig;
+    static const char msg[] = "forked child hung; its stack:\n";
+    if (write(2, msg, sizeof msg - 1) < 0) { /* nothing more to say */ }
+    void *pcs[64];
+    backtrace_symbols_fd(pcs, backtrace(pcs, 64), 2);
+    _exit(4);
+}
+
 static _Atomic int stop_churn;
 static void *churn_until_stopped(void *arg)
 {
@@ -498,6 +510,7 @@ static void fork_while_another_thread_books(void **state)
             break;
         }
         if (pid == 0) {
+            signal(SIGALRM, child_hung);
             alarm(60);
             const void *p = (void *)(uintptr_t)0x300000000000;
             tdm__alloc_observe_alloc(0, p, 4096, 0, 0);
