@@ -735,6 +735,8 @@ static void unlock_all(void)
 
 static void atfork_once(void)
 {
+    /* First: the recorder's lock is taken under ours (attach_recorder). */
+    tdm__rec_register_atfork();
     pthread_atfork(lock_all, unlock_all, unlock_all);
 }
 

@@ -24,6 +24,39 @@ tdm__recorder tdm__recorder_state = {
     .phase_count = 1,
 };
 
+/* ---- the lock and fork -------------------------------------------------- */
+
+static void fork_prepare(void) { pthread_mutex_lock(&tdm__recorder_state.lock); }
+static void fork_parent(void) { pthread_mutex_unlock(&tdm__recorder_state.lock); }
+static void fork_child(void)
+{
+    pthread_mutex_unlock(&tdm__recorder_state.lock);
+    tdm__dump_after_fork_child();
+}
+
+static void register_atfork_once(void)
+{
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+void tdm__rec_register_atfork(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, register_atfork_once);
+}
+
+void tdm__rec_lock(void)
+{
+    /* Before the lock: pthread_atfork waits for a fork in progress. */
+    tdm__rec_register_atfork();
+    pthread_mutex_lock(&tdm__recorder_state.lock);
+}
+
+void tdm__rec_unlock(void)
+{
+    pthread_mutex_unlock(&tdm__recorder_state.lock);
+}
+
 /* Sizes of the stack intern table: unique stacks and total frames. */
 #define TDM_MAX_STACKS (1u << 20)
 #define TDM_MAX_STACK_FRAMES (1u << 24)
@@ -83,7 +116,7 @@ tdm_status tdm_record_memory_history(const tdm_history_options *in)
             return st;
     }
 
-    pthread_mutex_lock(&r->lock);
+    tdm__rec_lock();
     tdm__ring *old = atomic_load(&r->ring);
     tdm__ring *ring = old;
     int fresh = opts.enabled != TDM_RECORD_ALL || !old || opts.clear_history ||
@@ -93,7 +126,7 @@ tdm_status tdm_record_memory_history(const tdm_history_options *in)
         if (opts.enabled == TDM_RECORD_ALL) {
             st = tdm__ring_create(opts.max_entries, &ring);
             if (st != TDM_OK) {
-                pthread_mutex_unlock(&r->lock);
+                tdm__rec_unlock();
                 return st;
             }
         }
@@ -113,7 +146,7 @@ tdm_status tdm_record_memory_history(const tdm_history_options *in)
     atomic_store(&tdm__rec.context, opts.context);
     atomic_store(&tdm__rec.stacks, want_stacks ? opts.stacks : TDM_STACKS_NONE);
     atomic_store(&tdm__rec.mode, opts.enabled);
-    pthread_mutex_unlock(&r->lock);
+    tdm__rec_unlock();
     return TDM_OK;
 }
 
@@ -247,9 +280,9 @@ void tdm__rec_set_tag_listener(tdm__tag_listener_fn listener)
 
 void tdm__rec_set_alloc_mode(const char *mode)
 {
-    pthread_mutex_lock(&tdm__recorder_state.lock);
+    tdm__rec_lock();
     tdm__recorder_state.alloc_mode = mode;
-    pthread_mutex_unlock(&tdm__recorder_state.lock);
+    tdm__rec_unlock();
 }
 
 /* Replaces *slot with a copy of text (NULL clears).  Caller holds the lock. */
@@ -265,15 +298,15 @@ static tdm_status replace_string(char **slot, const char *text)
 
 void tdm__rec_set_config_text(const char *text)
 {
-    pthread_mutex_lock(&tdm__recorder_state.lock);
+    tdm__rec_lock();
     replace_string(&tdm__recorder_state.config_text, text);
-    pthread_mutex_unlock(&tdm__recorder_state.lock);
+    tdm__rec_unlock();
 }
 
 tdm_status tdm_set_metadata(const char *text)
 {
-    pthread_mutex_lock(&tdm__recorder_state.lock);
+    tdm__rec_lock();
     tdm_status st = replace_string(&tdm__recorder_state.metadata, text);
-    pthread_mutex_unlock(&tdm__recorder_state.lock);
+    tdm__rec_unlock();
     return st;
 }
