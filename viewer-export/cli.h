@@ -36,6 +36,8 @@ typedef struct tdm_cli_command {
  * after printing the error. */
 int tdm__cli_read_snapshot(const char *cmd, const char *path, tdm_snap **snap,
                            int *truncated, uint64_t *truncated_at);
+/* Frees a snapshot tdm__cli_read_snapshot returned (read or imported). */
+void tdm__cli_snap_free(tdm_snap *snap);
 /* Checks that `path` exists and is not a directory, before a reader
  * says only "input/output error": TDM_EXIT_OK, or TDM_EXIT_BAD_INPUT
  * after printing why not. */

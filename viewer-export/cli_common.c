@@ -3,10 +3,18 @@
  * same exit code whichever command reads it; and the usage errors the
  * commands' option parsing shares.
  *
- * A truncated file is read up to its last whole record and the command
- * goes on with that, after one warning naming the byte offset; its exit
- * code is still TDM_EXIT_BAD_INPUT so that scripts notice.  No state. */
+ * A file whose first bytes are a format of the import table (a PyTorch
+ * snapshot pickle, an RMM log, a trace CSV) is imported in memory, so
+ * every command takes those as it takes .tdm files.  A truncated .tdm file
+ * is read up to its last whole record and the command goes on with that,
+ * after one warning naming the byte offset; its exit code is still
+ * TDM_EXIT_BAD_INPUT so that scripts notice.
+ *
+ * State: the list of the snapshots imported and not yet freed, with the
+ * free function of each (tdm__cli_snap_free); the commands are single
+ * threaded. */
 #include "cli.h"
+#include "import_formats.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -73,6 +81,85 @@ int tdm__cli_check_file(const char *cmd, const char *path)
     return TDM_EXIT_OK;
 }
 
+/* ---- imported snapshots ----------------------------------------------- */
+
+typedef struct imported {
+    tdm_snap *snap;
+    void (*free)(tdm_snap *snap);
+} imported;
+
+static struct {
+    imported *items;
+    size_t n, cap;
+} imports;
+
+static int remember_import(tdm_snap *snap, void (*free_fn)(tdm_snap *))
+{
+    if (imports.n == imports.cap) {
+        size_t cap = imports.cap ? 2 * imports.cap : 8;
+        imported *grown = realloc(imports.items, cap * sizeof *grown);
+        if (!grown)
+            return -1;
+        imports.items = grown;
+        imports.cap = cap;
+    }
+    imports.items[imports.n++] = (imported){snap, free_fn};
+    return 0;
+}
+
+void tdm__cli_snap_free(tdm_snap *snap)
+{
+    if (!snap)
+        return;
+    for (size_t i = 0; i < imports.n; i++) {
+        if (imports.items[i].snap == snap) {
+            imports.items[i].free(snap);
+            imports.items[i] = imports.items[--imports.n];
+            if (imports.n == 0) {
+                free(imports.items);
+                imports.items = NULL;
+                imports.cap = 0;
+            }
+            return;
+        }
+    }
+    tdm__snap_free(snap);
+}
+
+/* Imports `path` in memory when its first bytes are a format of the
+ * import table.  Returns -1 when none recognizes it (it is then read as a
+ * .tdm file), else a TDM_EXIT_* code (*snap set only on TDM_EXIT_OK). */
+static int try_import(const char *cmd, const char *path, tdm_snap **snap)
+{
+    unsigned char head[TDM_IMPORT_SNIFF_BYTES];
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1; /* the .tdm reader says why, the same way everywhere */
+    size_t n = fread(head, 1, sizeof head, f);
+    fclose(f);
+    const tdm_import_format *fmt = tdm__import_format_detect(head, n);
+    if (!fmt)
+        return -1;
+    char err[320] = "";
+    tdm_snap *got = NULL;
+    tdm_status s = fmt->read(path, &got, err, sizeof err);
+    if (s == TDM_OK && got) {
+        if (remember_import(got, fmt->free) == 0) {
+            *snap = got;
+            return TDM_EXIT_OK;
+        }
+        s = TDM_HOST_OUT_OF_MEMORY;
+    }
+    if (got)
+        fmt->free(got);
+    fprintf(stderr, "tidemark %s: %s: %s (importing it as %s)%s%s\n", cmd, path,
+            s == TDM_OK ? "import failed" : tdm_strerror(s), fmt->name, err[0] ? ": " : "",
+            err);
+    return s == TDM_HOST_OUT_OF_MEMORY || s == TDM_INTERNAL || s == TDM_OK
+               ? TDM_EXIT_TOOL_ERROR
+               : TDM_EXIT_BAD_INPUT;
+}
+
 int tdm__cli_read_snapshot(const char *cmd, const char *path, tdm_snap **snap,
                            int *truncated, uint64_t *truncated_at)
 {
@@ -81,6 +168,9 @@ int tdm__cli_read_snapshot(const char *cmd, const char *path, tdm_snap **snap,
     *truncated_at = 0;
     int rc = tdm__cli_check_file(cmd, path);
     if (rc != TDM_EXIT_OK)
+        return rc;
+    rc = try_import(cmd, path, snap);
+    if (rc >= 0)
         return rc;
 
     tdm_read_error err;

@@ -223,7 +223,7 @@ static int run_snapshot(const char *path, unsigned nsamples, int device)
     free(rows);
     free(cats);
     tdm__model_free(m);
-    tdm__snap_free(snap);
+    tdm__cli_snap_free(snap);
     return rc;
 oom:
     fprintf(stderr, "tidemark categories: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
@@ -231,7 +231,7 @@ oom:
     free(rows);
     free(cats);
     tdm__model_free(m);
-    tdm__snap_free(snap);
+    tdm__cli_snap_free(snap);
     return TDM_EXIT_TOOL_ERROR;
 }
 

@@ -358,7 +358,7 @@ static int load(const char *path, tdm_snap **snap, tdm_model **model)
     if (tdm__model_build(*snap, model) != TDM_OK) {
         fprintf(stderr, "tidemark " CMD ": %s: %s\n", path,
                 tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
-        tdm__snap_free(*snap);
+        tdm__cli_snap_free(*snap);
         *snap = NULL;
         return TDM_EXIT_TOOL_ERROR;
     }
@@ -394,7 +394,7 @@ static tdm_status emit_merged(FILE *out, job *j)
         j->reported = s != TDM_OK; /* add says why */
         j->added += s == TDM_OK;
         tdm__model_free(model);
-        tdm__snap_free(snap);
+        tdm__cli_snap_free(snap);
     }
     tdm_status e = tdm__export_perfetto_ranks_end(r);
     if (s == TDM_OK && e == TDM_OK && j->added == 0) {
@@ -474,7 +474,7 @@ static int export_each(const tdm_export_context *base, const tdm_rank_paths *pat
                 free(out);
         }
         tdm__model_free(model);
-        tdm__snap_free(snap);
+        tdm__cli_snap_free(snap);
     }
     for (size_t i = 0; i < done.count; i++)
         free(done.out[i]);

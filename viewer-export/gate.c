@@ -13,7 +13,6 @@
 #include "gate.h"
 #include "cli.h"
 #include "format_size.h"
-#include "import_formats.h"
 #include "ranks.h"
 
 #include <getopt.h>
@@ -41,44 +40,11 @@ static const char *str_or(const char *s, const char *fallback)
 
 /* ---- inputs ------------------------------------------------------------- */
 
-/* Imports `path` in memory when its first bytes are a format of the
- * import table.  Returns -1 when none recognizes it (then it is read as a
- * .tdm file), else a TDM_EXIT_* code. */
-static int try_import(const char *cmd, const char *path, tdm_gate_input *in)
-{
-    unsigned char head[TDM_IMPORT_SNIFF_BYTES];
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return -1; /* the .tdm reader says why, the same way everywhere */
-    size_t n = fread(head, 1, sizeof head, f);
-    fclose(f);
-    const tdm_import_format *fmt = tdm__import_format_detect(head, n);
-    if (!fmt)
-        return -1;
-    char err[320] = "";
-    tdm_status s = fmt->read(path, &in->snap, err, sizeof err);
-    if (s == TDM_OK && in->snap) {
-        in->snap_free = fmt->free;
-        return TDM_EXIT_OK;
-    }
-    if (in->snap)
-        fmt->free(in->snap);
-    in->snap = NULL;
-    fprintf(stderr, "tidemark %s: %s: %s (importing it as %s)%s%s\n", cmd, path,
-            s == TDM_OK ? "import failed" : tdm_strerror(s), fmt->name, err[0] ? ": " : "",
-            err);
-    return s == TDM_HOST_OUT_OF_MEMORY || s == TDM_INTERNAL || s == TDM_OK
-               ? TDM_EXIT_TOOL_ERROR
-               : TDM_EXIT_BAD_INPUT;
-}
-
 int tdm__gate_input_load(const char *cmd, const char *path, tdm_gate_input *in)
 {
     memset(in, 0, sizeof *in);
     in->path = path;
-    int rc = try_import(cmd, path, in);
-    if (rc < 0)
-        rc = tdm__cli_read_snapshot(cmd, path, &in->snap, &in->truncated,
+    int rc = tdm__cli_read_snapshot(cmd, path, &in->snap, &in->truncated,
                                     &in->truncated_at);
     if (!in->snap) {
         in->error = rc == TDM_EXIT_TOOL_ERROR ? "tidemark could not read it"
@@ -101,13 +67,9 @@ void tdm__gate_input_free(tdm_gate_input *in)
 {
     if (in->model)
         tdm__model_free(in->model);
-    if (in->snap && in->snap_free)
-        in->snap_free(in->snap);
-    else if (in->snap)
-        tdm__snap_free(in->snap);
+    tdm__cli_snap_free(in->snap);
     in->model = NULL;
     in->snap = NULL;
-    in->snap_free = NULL;
 }
 
 /* ---- options ------------------------------------------------------------ */

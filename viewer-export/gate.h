@@ -37,7 +37,6 @@ typedef struct tdm_gate_input {
     const char *path;        /* borrowed from argv */
     tdm_snap *snap;          /* NULL when it could not be read */
     tdm_model *model;        /* NULL when snap is NULL */
-    void (*snap_free)(tdm_snap *); /* an importer's free; NULL: tdm__snap_free */
     int truncated;           /* read up to a cut */
     uint64_t truncated_at;   /* byte offset of the cut */
     const char *error;       /* why snap is NULL (static text) */

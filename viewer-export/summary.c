@@ -481,7 +481,7 @@ static int summarize_one(const char *path, int gap, tdm_summary_options *o)
         fprintf(stderr, "tidemark summary: %s: %s\n", path, tdm_strerror(s));
         rc = tdm__cli_worse(rc, TDM_EXIT_TOOL_ERROR);
     }
-    tdm__snap_free(snap);
+    tdm__cli_snap_free(snap);
     return rc;
 }
 

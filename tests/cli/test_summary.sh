@@ -3,7 +3,8 @@
 # TIDEMARK_CONF=dump=..., summarizes the snapshot, and checks the headings,
 # the numbers' consistency with what train_sim itself reports, and the exit
 # codes for --help/--version, usage errors, a missing file, a truncated
-# file and a corrupt one (docs/cli.md).
+# file and a corrupt one (docs/cli.md); PyTorch pickles and RMM logs read
+# directly by summary, view, categories and export.
 . "${BASH_SOURCE[0]%/*}/lib.sh" TIDEMARK TRAIN_SIM
 
 # ---- help and version -------------------------------------------------------
@@ -163,5 +164,24 @@ has err "byte"
 # Several files: the worst exit code wins, every readable one is shown.
 expect 2 "two files, one missing" -- "$TIDEMARK" summary "$snap" "$work/none.tdm"
 has out "tidemark summary of $snap"
+
+# ---- files `tidemark import` reads: taken directly, by every command ----------
+"$TIDEMARK" export --format pytorch -o "$work/train.pickle" "$snap" >/dev/null 2>&1 ||
+  fail "export --format pytorch failed"
+"$TIDEMARK" export --format csv -o "$work/train.csv" "$snap" >/dev/null 2>&1 ||
+  fail "export --format csv failed"
+peak_line=$(grep -m1 '^  peak allocated ' "$work/summary.txt")
+expect 0 "summary of a PyTorch pickle" -- "$TIDEMARK" summary "$work/train.pickle"
+has out "tidemark summary of $work/train.pickle"; has out "$peak_line"
+expect 0 "summary of an RMM log" -- "$TIDEMARK" summary "$work/train.csv"
+has out "${peak_line%%,*}"   # the same bytes; an RMM log knows no capacity
+expect 0 "view of a PyTorch pickle" -- "$TIDEMARK" view "$work/train.pickle" -o "$work/p.html"
+[ -s "$work/p.html" ] || fail "view of a pickle wrote no page"
+expect 0 "categories of an RMM log" -- "$TIDEMARK" categories "$work/train.csv"
+expect 0 "export of a PyTorch pickle" -- "$TIDEMARK" export --format perfetto \
+  -o "$work/p.json" "$work/train.pickle"
+head -c 40 "$work/train.pickle" >"$work/cut.pickle"
+expect 2 "truncated pickle" -- "$TIDEMARK" summary "$work/cut.pickle"
+has err "importing it as pytorch"; has err "at byte"
 
 finish "tidemark summary"
