@@ -60,8 +60,9 @@ void tdm__cli_export_help(FILE *out)
           "                     -o OUT.json is required\n"
           "  the other formats  one file per snapshot (pytorch: one pickle per rank,\n"
           "                     as memory_viz shows one process); -o is a directory\n"
-          "                     (out/) or a name with codes: %r rank, %l local rank,\n"
-          "                     %h host, %p pid, %n the snapshot's name, %% a '%';\n"
+          "                     (out/, created if missing) or a name with codes:\n"
+          "                     %r rank, %l local rank, %h host, %p pid, %n the\n"
+          "                     snapshot's name, %% a '%';\n"
           "                     without -o each goes beside its snapshot\n"
           "\n"
           "formats (name, default extension, what it is):\n",
@@ -151,6 +152,34 @@ static int is_dir_target(const char *o)
     size_t n = strlen(o);
     struct stat st;
     return (n && o[n - 1] == '/') || (stat(o, &st) == 0 && S_ISDIR(st.st_mode));
+}
+
+/* Creates the directory -o names with a trailing '/', and its missing
+ * parents, as `mkdir -p` would.  Returns TDM_EXIT_OK, or
+ * TDM_EXIT_TOOL_ERROR after saying why not. */
+static int make_dir_target(const char *o)
+{
+    size_t n = strlen(o);
+    char *dir = malloc(n + 1);
+    if (!dir) {
+        fprintf(stderr, "tidemark " CMD ": %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+        return TDM_EXIT_TOOL_ERROR;
+    }
+    memcpy(dir, o, n + 1);
+    int rc = TDM_EXIT_OK;
+    for (char *p = dir + 1; rc == TDM_EXIT_OK && *p; p++) {
+        if (*p != '/' || p[-1] == '/')
+            continue;
+        *p = '\0';
+        if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+            fprintf(stderr, "tidemark " CMD ": cannot create the directory %s: %s\n", dir,
+                    strerror(errno));
+            rc = TDM_EXIT_TOOL_ERROR;
+        }
+        *p = '/';
+    }
+    free(dir);
+    return rc;
 }
 
 /* Nonzero when the template has a code (so it can name several files).
@@ -630,6 +659,9 @@ int tdm__cli_export(int argc, char **argv)
                     "name with codes (%%r rank, %%l local rank, %%h host, %%p pid, %%n the "
                     "snapshot's name), e.g. -o 'rank%%r%s'", paths.count, fmt->name,
                     fmt->extension);
+    } else if (out_path && is_dir_target(out_path) &&
+               (wrc = make_dir_target(out_path)) != TDM_EXIT_OK) {
+        /* said why */
     } else {
         wrc = export_each(&ctx, &paths, out_path);
     }

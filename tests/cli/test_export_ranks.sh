@@ -116,5 +116,11 @@ expect 0 "one, template" -- "$TIDEMARK" export -q --format json "$work/job/r2.td
 [ -s "$work/q/2.json" ] || fail "no q/2.json"
 expect 0 "one, directory" -- "$TIDEMARK" export -q --format perfetto "$work/job/r2.tdm" -o "$work/q"
 cmp -s "$work/q/r2.json" "$work/r2.json" || fail "q/r2.json differs from r2.json"
+# -o DIR/ that does not exist yet is created, parents too (mkdir -p)
+expect 0 "a new directory" -- "$TIDEMARK" export -q --format pytorch "$work/job" -o "$work/new/deep/"
+for r in 0 1 2; do cmp -s "$work/new/deep/r$r.pickle" "$work/alone$r.pickle" || fail "new/deep/r$r.pickle"; done
+: >"$work/plain"
+expect 4 "a directory under a file" -- "$TIDEMARK" export -q --format pytorch "$work/job" -o "$work/plain/sub/"
+has err "cannot create the directory $work/plain/sub"
 
 finish "tidemark export of several ranks"
