@@ -67,6 +67,7 @@ static uint64_t real_ns(void)
 static void real_pair(uint64_t *tsc, uint64_t *ns)
 {
     uint64_t best_width = UINT64_MAX;
+    *tsc = *ns = 0; /* always replaced: b - a < UINT64_MAX */
     for (int i = 0; i < 5; i++) {
         uint64_t a = read_tsc();
         uint64_t n = real_ns();

@@ -147,6 +147,7 @@ static int oom(vm *m)
 /* Points *out at the next n input bytes. */
 static int take(vm *m, size_t n, const unsigned char **out)
 {
+    *out = NULL;
     if (m->len - m->pos < n)
         return fail(m, TDM_TRUNCATED,
                     "%s needs %zu more bytes but the input ends at byte %zu",

@@ -23,7 +23,7 @@ static __attribute__((unused)) void parse_ok(const char *text)
 {
     tdm_status st = tdm__config_parse(text, &cfg, err, sizeof err);
     if (st != TDM_OK)
-        fail_msg("'%s' should parse, got: %s", text, err);
+        fail_msg("'%s' should parse, got: %s", text ? text : "(null)", err);
     assert_string_equal(err, "");
 }
 

@@ -444,7 +444,9 @@ static size_t count_lines(const char *s)
     return n;
 }
 
-static char *render_failure(const tdm_gate_options *o, const tdm_gate_input *in,
+/* noinline: inlined, GCC takes the returned text for a pointer into the
+ * local `buf` (-Wdangling-pointer at -O3). */
+static __attribute__((noinline)) char *render_failure(const tdm_gate_options *o, const tdm_gate_input *in,
                             const tdm_gate_result *r)
 {
     char *buf = NULL;
