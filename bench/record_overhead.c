@@ -5,7 +5,9 @@
  *     10, 30 and 60 frames deep (capture + intern + ring write);
  *   - ns per tdm_malloc + tdm_free pair on the sim device with recording
  *     off and on (context=all, native stacks);
- *   - ns per event with 2 threads recording at once.
+ *   - ns per event with 2 threads recording at once;
+ *   - ns per read of the recorder's clock (tdm__clock_ns), the floor under
+ *     every timed event and hook call on this machine.
  * Targets (DESIGN.md): <= 50 ns per event without stacks, <= 500 ns with a
  * 30-frame native stack.  Usage: record_overhead [iterations]
  */
@@ -16,6 +18,7 @@
 
 #include "tidemark.h"
 #include "recorder.h"
+#include "clock.h"
 
 static double now_ns(void)
 {
@@ -46,6 +49,17 @@ static double events_no_stack(long n)
     double t0 = now_ns();
     for (long i = 0; i < n; i++)
         tdm__rec_event(TDM_ACTION_ALLOC, 0, (uint64_t)i << 9, 512, 512, 0, 0);
+    return (now_ns() - t0) / n;
+}
+
+static double clock_reads(long n)
+{
+    tdm__clock_init();
+    volatile uint64_t sink = 0;
+    double t0 = now_ns();
+    for (long i = 0; i < n; i++)
+        sink += tdm__clock_ns();
+    (void)sink;
     return (now_ns() - t0) / n;
 }
 
@@ -128,5 +142,8 @@ int main(int argc, char **argv)
     printf("%-44s %10.1f %10s\n", "event + native stack, 60 frames", events_with_stack(60, n / 4), "");
     printf("%-44s %10.1f %10s\n", "tdm_malloc+tdm_free, recording off", malloc_free_pairs(0, n / 4), "");
     printf("%-44s %10.1f %10s\n", "tdm_malloc+tdm_free, recording on (stacks)", malloc_free_pairs(1, n / 4), "");
+    printf("%-44s %10.1f %10s\n", tdm__clock_uses_tsc() ? "clock read (TSC, interpolated)"
+                                                        : "clock read (clock_gettime)",
+           clock_reads(n), "");
     return 0;
 }
