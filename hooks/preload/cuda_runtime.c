@@ -12,8 +12,10 @@
  * cudaMallocAsync only (see cuda_runtime_body.h).
  *
  * Owns: the runtime's real functions, one slot each, resolved once; the
- * runtime's version.  Lock: none (atomics; a slot is written with the same
- * value by whichever thread gets there first).
+ * runtime's version; per thread, the last error cache mode answered
+ * without the runtime, which cudaGetLastError / cudaPeekAtLastError report
+ * as the runtime reports its own.  Lock: none (atomics; a slot is written
+ * with the same value by whichever thread gets there first).
  */
 #define _GNU_SOURCE
 #include "cuda_runtime_body.h"
@@ -130,6 +132,40 @@ cudaError_t tdm__cuda_rt_error(CUresult r)
     }
 }
 
+/* ---- the last error --------------------------------------------------------------------
+ * The runtime keeps, per thread, the last error one of its calls returned,
+ * until cudaGetLastError reads and clears it (cudaPeekAtLastError only
+ * reads).  A call cache mode answers itself (out of memory, a bad free)
+ * never reaches the runtime, so that error is kept here and reported in
+ * the same way; when the runtime has one of its own, the runtime's wins,
+ * and both are cleared. */
+
+static __thread cudaError_t served_error;
+
+cudaError_t tdm__cuda_rt_served_error(cudaError_t r)
+{
+    if (r != cudaSuccess)
+        served_error = r;
+    return r;
+}
+
+TDM_RT_EXPORT cudaError_t CUDARTAPI cudaGetLastError(void)
+{
+    cudaError_t (*real)(void) = (cudaError_t(*)(void))tdm__cuda_rt_real(TDM__RT_cudaGetLastError);
+    cudaError_t r = real ? real() : TDM_RT_ABSENT;
+    cudaError_t ours = served_error;
+    served_error = cudaSuccess;
+    return r == cudaSuccess ? ours : r;
+}
+
+TDM_RT_EXPORT cudaError_t CUDARTAPI cudaPeekAtLastError(void)
+{
+    cudaError_t (*real)(void) =
+        (cudaError_t(*)(void))tdm__cuda_rt_real(TDM__RT_cudaPeekAtLastError);
+    cudaError_t r = real ? real() : TDM_RT_ABSENT;
+    return r == cudaSuccess ? served_error : r;
+}
+
 /* ---- device memory ------------------------------------------------------------------ */
 
 TDM_RT_EXPORT cudaError_t CUDARTAPI cudaMalloc(void **p, size_t size)
@@ -158,7 +194,7 @@ TDM_RT_EXPORT cudaError_t CUDARTAPI cudaFree(void *p)
     cudaError_t r = cudaSuccess;
     int cached = tdm__rt_cache_free(m, p);
     if (cached < 0) {
-        r = cudaErrorInvalidValue;
+        r = tdm__cuda_rt_served_error(cudaErrorInvalidValue);
     } else if (cached == 0) {
         tdm__alloc_observe_free(p, 0, TDM_HOOK_SKIP);
         r = real(p);

@@ -31,7 +31,8 @@
     X(cudaGetDriverEntryPoint) X(cudaGetDriverEntryPoint_ptsz)                 \
     X(cudaGetDriverEntryPointByVersion)                                        \
     X(cudaGetDriverEntryPointByVersion_ptsz) X(cudaGetDevice)                  \
-    X(cudaMemGetInfo) X(cudaRuntimeGetVersion)
+    X(cudaMemGetInfo) X(cudaRuntimeGetVersion) X(cudaGetLastError)             \
+    X(cudaPeekAtLastError)
 
 enum {
 #define TDM__RT_ENUM(name) TDM__RT_##name,
@@ -52,6 +53,10 @@ TDM_CUDA_HIDDEN size_t tdm__cuda_rt_free_bytes(void);
 TDM_CUDA_HIDDEN int tdm__cuda_rt_version(void);
 /* The runtime's error for a driver error from cache mode's provider. */
 TDM_CUDA_HIDDEN cudaError_t tdm__cuda_rt_error(CUresult r);
+/* Cache mode answered a runtime call with error r without calling the
+ * runtime: the calling thread's cudaGetLastError / cudaPeekAtLastError
+ * report it as the runtime would have (cuda_runtime.c); r is returned. */
+TDM_CUDA_HIDDEN cudaError_t tdm__cuda_rt_served_error(cudaError_t r);
 
 /* No runtime behind our symbol (a program found ours by name with no
  * libcudart loaded): what a runtime without a driver answers. */
@@ -91,7 +96,8 @@ TDM_RT_INLINE int tdm__rt_cache_alloc(tdm__hook_mode m, cudaError_t *r, void **p
         (ordered && tdm__cuda_capturing(stream)))
         return 0;
     tdm_status st = tdm__alloc_malloc(p, size, tdm__cuda_rt_device(), stream, TDM_HOOK_SKIP);
-    *r = st == TDM_OK ? cudaSuccess : tdm__cuda_rt_error(tdm__cuda_status_result(st));
+    *r = st == TDM_OK ? cudaSuccess
+                      : tdm__cuda_rt_served_error(tdm__cuda_rt_error(tdm__cuda_status_result(st)));
     return 1;
 }
 
@@ -147,7 +153,7 @@ TDM_RT_INLINE cudaError_t tdm__rt_free_async(int f, void *p, cudaStream_t s, int
     cudaError_t r = cudaSuccess;
     int cached = tdm__rt_cache_free(m, p);
     if (cached < 0) {
-        r = cudaErrorInvalidValue;
+        r = tdm__cuda_rt_served_error(cudaErrorInvalidValue);
     } else if (cached == 0) {
         tdm__alloc_observe_free(p, tdm__rt_stream(s, ptsz), TDM_HOOK_SKIP);
         r = real(p, s);

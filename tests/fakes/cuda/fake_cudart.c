@@ -254,6 +254,12 @@ cudaError_t CUDARTAPI cudaGetLastError(void)
     return e;
 }
 
+cudaError_t CUDARTAPI cudaPeekAtLastError(void)
+{
+    fake_rt_count(RT_cudaPeekAtLastError);
+    return t_last;
+}
+
 const char *CUDARTAPI cudaGetErrorName(cudaError_t e)
 {
     switch (e) {

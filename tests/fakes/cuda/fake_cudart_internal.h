@@ -20,7 +20,8 @@
     X(cudaGetDriverEntryPoint) X(cudaGetDriverEntryPoint_ptsz)                 \
     X(cudaGetDriverEntryPointByVersion)                                        \
     X(cudaGetDriverEntryPointByVersion_ptsz) X(cudaRuntimeGetVersion)          \
-    X(cudaDriverGetVersion) X(cudaGetLastError) X(cudaStreamCreate)            \
+    X(cudaDriverGetVersion) X(cudaGetLastError) X(cudaPeekAtLastError)         \
+    X(cudaStreamCreate)                                                        \
     X(cudaStreamDestroy) X(cudaDeviceGetDefaultMemPool) X(cudaMemGetInfo)      \
     X(cudaDeviceSynchronize)
 

@@ -209,7 +209,13 @@ static NOINLINE int app_errors(void)
     app_report("cudaStreamCreate", cudaStreamCreate(&s));
     void *keep = app_alloc_weights();
     app_too_big();
+    /* The runtime keeps the error until it is read, also when tidemark's
+     * cache answered the call. */
+    app_report("cudaPeekAtLastError", cudaPeekAtLastError());
+    app_report("cudaGetLastError", cudaGetLastError());
+    app_report("cudaGetLastError again", cudaGetLastError());
     app_too_big_async(s);
+    app_report("cudaGetLastError", cudaGetLastError());
     int x;
     app_report("cudaFree bad pointer", cudaFree(&x));
     app_report("cudaFreeHost bad pointer", cudaFreeHost(&x));
@@ -220,7 +226,9 @@ static NOINLINE int app_errors(void)
     app_report("cudaMalloc 12 MiB", cudaMalloc(&twice, 12 << 20));
     app_report("cudaFree 12 MiB", cudaFree(twice));
     app_report("cudaFree 12 MiB again", cudaFree(twice));
+    app_report("cudaGetLastError", cudaGetLastError());
     app_report("cudaFree inside a block", cudaFree((char *)keep + 256));
+    app_report("cudaGetLastError", cudaGetLastError());
     /* FAKE_CUDA_FAIL=cuMemAllocManaged:201: not out of memory, not booked. */
     void *m = (void *)1;
     app_report("cudaMallocManaged (injected)", cudaMallocManaged(&m, 4096, cudaMemAttachGlobal));
