@@ -9,7 +9,6 @@
  * stack and is ended by an alarm, which fails the test.
  */
 #define _GNU_SOURCE
-#include <execinfo.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -27,21 +26,12 @@
 #include <cmocka.h>
 
 #include "tidemark.h"
+#include "child_watch.h"
 
 #define FORKS 12
 
 static char dir[] = "/tmp/tdm_test_fork_XXXXXX";
 static _Atomic int stop;
-
-static void child_hung(int sig)
-{
-    (void)sig;
-    static const char msg[] = "forked child hung; its stack:\n";
-    if (write(2, msg, sizeof msg - 1) < 0) { /* nothing more to say */ }
-    void *pcs[64];
-    backtrace_symbols_fd(pcs, backtrace(pcs, 64), 2);
-    syscall(SYS_exit_group, 4);
-}
 
 static void *dump_without_pause(void *arg)
 {
@@ -61,8 +51,7 @@ static void *dump_without_pause(void *arg)
 /* What a child does; its exit status says which step failed. */
 static int child_work(int k)
 {
-    signal(SIGALRM, child_hung);
-    alarm(60);
+    child_watch(60);
     if (tdm_phase("child") != TDM_OK)
         return 1;
     void *p = NULL;

@@ -18,7 +18,6 @@
 #include <cmocka.h>
 
 #include <dlfcn.h>
-#include <execinfo.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -30,6 +29,7 @@
 #include "recorder.h"
 #include "stack.h"
 #include "symbolize.h"
+#include "child_watch.h"
 
 #define MiB ((size_t)1 << 20)
 #define NOINLINE __attribute__((noinline, noclone, visibility("default")))
@@ -465,17 +465,6 @@ static void many_threads_stay_consistent(void **state)
     free(ev);
 }
 
-/* A child that hangs says where, before the alarm ends it. */
-static void child_hung(int sig)
-{
-    (void)sig;
-    static const char msg[] = "forked child hung; its stack:\n";
-    if (write(2, msg, sizeof msg - 1) < 0) { /* nothing more to say */ }
-    void *pcs[64];
-    backtrace_symbols_fd(pcs, backtrace(pcs, 64), 2);
-    _exit(4);
-}
-
 static _Atomic int stop_churn;
 static void *churn_until_stopped(void *arg)
 {
@@ -510,8 +499,7 @@ static void fork_while_another_thread_books(void **state)
             break;
         }
         if (pid == 0) {
-            signal(SIGALRM, child_hung);
-            alarm(60);
+            child_watch(60);
             const void *p = (void *)(uintptr_t)0x300000000000;
             tdm__alloc_observe_alloc(0, p, 4096, 0, 0);
             void *q = NULL;
