@@ -68,7 +68,8 @@
     X(hipMemGetAllocationPropertiesFromHandle, "hip_5.1")                      \
     X(hipGetDevice, "hip_4.2") X(hipSetDevice, "hip_4.2")                      \
     X(hipGetDeviceCount, "hip_4.2") X(hipMemGetInfo, "hip_4.2")                \
-    X(hipDeviceGetName, "hip_4.2") X(hipDeviceTotalMem, "hip_4.2")
+    X(hipDeviceGetName, "hip_4.2") X(hipDeviceTotalMem, "hip_4.2")             \
+    X(hipGetLastError, "hip_4.2") X(hipPeekAtLastError, "hip_4.2")
 
 static struct {
 #define REAL_FIELD(name, ver) __typeof__(name) *name;
@@ -209,8 +210,39 @@ INLINE int serve_from_cache(tdm__hook_mode mode)
     return atomic_load_explicit(&cache_on, memory_order_acquire);
 }
 
+/* ---- the last error ------------------------------------------------------------
+ * HIP keeps, per thread, the last error a call returned until
+ * hipGetLastError reads and clears it (hipPeekAtLastError only reads).  A
+ * call cache mode answers itself never reaches HIP, so its error is kept
+ * here and reported the same way; HIP's own, when there is one, wins. */
+
+static __thread hipError_t served_error;
+
+static hipError_t served(hipError_t r)
+{
+    if (r != hipSuccess)
+        served_error = r;
+    return r;
+}
+
+TDM_HOOK_API hipError_t hipGetLastError(void)
+{
+    resolve();
+    hipError_t r = CALL_REAL(hipGetLastError);
+    hipError_t ours = served_error;
+    served_error = hipSuccess;
+    return r == hipSuccess ? ours : r;
+}
+
+TDM_HOOK_API hipError_t hipPeekAtLastError(void)
+{
+    resolve();
+    hipError_t r = CALL_REAL(hipPeekAtLastError);
+    return r == hipSuccess ? served_error : r;
+}
+
 /* A tidemark status as HIP says it. */
-static hipError_t hip_error_of(tdm_status st)
+static hipError_t hip_error_of_status(tdm_status st)
 {
     switch (st) {
     case TDM_OK: return hipSuccess;
@@ -221,6 +253,12 @@ static hipError_t hip_error_of(tdm_status st)
     case TDM_VENDOR_ERROR: return (hipError_t)tdm__provider_last_vendor_error();
     default: return hipErrorUnknown;
     }
+}
+
+/* The error of a call the cache answered, kept for hipGetLastError. */
+static hipError_t hip_error_of(tdm_status st)
+{
+    return served(hip_error_of_status(st));
 }
 
 /* Hooks start with this: resolve, then pass straight through when
@@ -339,7 +377,7 @@ TDM_HOOK_API hipError_t hipMallocHost(void **ptr, size_t size)
     if (cached > 0) {                                                          \
         r = hipSuccess;                                                        \
     } else if (cached < 0) {                                                   \
-        r = hipErrorInvalidValue;                                              \
+        r = served(hipErrorInvalidValue);                                      \
     } else {                                                                   \
         tdm__alloc_observe_free((ptr), (stream), TDM_HOOK_SKIP);               \
         r = CALL_REAL(name, __VA_ARGS__);                                      \

@@ -68,7 +68,8 @@ struct ihipMemGenericAllocationHandle {
     X(hipMemAddressFree) X(hipMemGetAllocationPropertiesFromHandle)            \
     X(hipStreamCreate) X(hipStreamDestroy) X(hipStreamSynchronize)             \
     X(hipDeviceSynchronize) X(hipMemPoolCreate) X(hipMemPoolDestroy)           \
-    X(hipDeviceGetDefaultMemPool) X(hipInit)
+    X(hipDeviceGetDefaultMemPool) X(hipInit) X(hipGetLastError)                \
+    X(hipPeekAtLastError)
 
 enum {
 #define FAKE_ENUM(n) F_##n,
@@ -123,6 +124,16 @@ static int enter(int f)
 }
 
 static __thread int cur_device;
+/* The last error an entry point returned in this thread, until
+ * hipGetLastError reads it (hipPeekAtLastError only looks), as in HIP. */
+static __thread hipError_t t_last;
+
+static hipError_t fake_last(hipError_t e)
+{
+    if (e != hipSuccess)
+        t_last = e;
+    return e;
+}
 
 static hipError_t check_device(int device)
 {
@@ -297,92 +308,110 @@ EXPORT hipError_t hipInit(unsigned int flags)
 {
     int e = enter(F_hipInit);
     (void)flags;
-    return e ? (hipError_t)e : n_devices ? hipSuccess : hipErrorNoDevice;
+    return fake_last(e ? (hipError_t)e : n_devices ? hipSuccess : hipErrorNoDevice);
 }
 
 EXPORT hipError_t hipGetDeviceCount(int *count)
 {
     int e = enter(F_hipGetDeviceCount);
     if (e)
-        return (hipError_t)e;
+        return fake_last((hipError_t)e);
     if (!count)
-        return hipErrorInvalidValue;
+        return fake_last(hipErrorInvalidValue);
     *count = n_devices;
-    return n_devices ? hipSuccess : hipErrorNoDevice;
+    return fake_last(n_devices ? hipSuccess : hipErrorNoDevice);
 }
 
 EXPORT hipError_t hipGetDevice(int *deviceId)
 {
     int e = enter(F_hipGetDevice);
     if (e)
-        return (hipError_t)e;
+        return fake_last((hipError_t)e);
     if (!deviceId)
-        return hipErrorInvalidValue;
+        return fake_last(hipErrorInvalidValue);
     hipError_t r = check_device(cur_device);
     if (r == hipSuccess)
         *deviceId = cur_device;
-    return r;
+    return fake_last(r);
 }
 
 EXPORT hipError_t hipSetDevice(int deviceId)
 {
     int e = enter(F_hipSetDevice);
     if (e)
-        return (hipError_t)e;
+        return fake_last((hipError_t)e);
     hipError_t r = check_device(deviceId);
     if (r == hipSuccess)
         cur_device = deviceId;
-    return r;
+    return fake_last(r);
 }
 
 EXPORT hipError_t hipDeviceGetName(char *name, int len, hipDevice_t device)
 {
     int e = enter(F_hipDeviceGetName);
     if (e)
-        return (hipError_t)e;
+        return fake_last((hipError_t)e);
     hipError_t r = check_device(device);
     if (r != hipSuccess)
-        return r;
+        return fake_last(r);
     if (!name || len <= 0)
-        return hipErrorInvalidValue;
+        return fake_last(hipErrorInvalidValue);
     snprintf(name, (size_t)len, "Fake AMD GPU %d", device);
-    return hipSuccess;
+    return fake_last(hipSuccess);
 }
 
 EXPORT hipError_t hipDeviceTotalMem(size_t *bytes, hipDevice_t device)
 {
     int e = enter(F_hipDeviceTotalMem);
     if (e)
-        return (hipError_t)e;
+        return fake_last((hipError_t)e);
     hipError_t r = check_device(device);
     if (r == hipSuccess && !bytes)
         r = hipErrorInvalidValue;
     if (r == hipSuccess)
         *bytes = capacity;
-    return r;
+    return fake_last(r);
 }
 
 EXPORT hipError_t hipMemGetInfo(size_t *free_bytes, size_t *total)
 {
     int e = enter(F_hipMemGetInfo);
     if (e)
-        return (hipError_t)e;
+        return fake_last((hipError_t)e);
     hipError_t r = check_device(cur_device);
     if (r != hipSuccess)
-        return r;
+        return fake_last(r);
     if (!free_bytes || !total)
-        return hipErrorInvalidValue;
+        return fake_last(hipErrorInvalidValue);
     pthread_mutex_lock(&mu);
     *free_bytes = capacity - used[cur_device];
     pthread_mutex_unlock(&mu);
     *total = capacity;
-    return hipSuccess;
+    return fake_last(hipSuccess);
 }
 
 EXPORT hipError_t hipDeviceSynchronize(void)
 {
     int e = enter(F_hipDeviceSynchronize);
-    return e ? (hipError_t)e : check_device(cur_device);
+    return fake_last(e ? (hipError_t)e : check_device(cur_device));
+}
+
+EXPORT hipError_t hipGetLastError(void)
+{
+    int e = enter(F_hipGetLastError);
+    if (e)
+        return (hipError_t)e;
+    hipError_t last = t_last;
+    t_last = hipSuccess;
+    return last;
+}
+
+EXPORT hipError_t hipPeekAtLastError(void)
+{
+    int e = enter(F_hipPeekAtLastError);
+    if (e)
+        return (hipError_t)e;
+    return t_last;
 }
 
 EXPORT const char *hipGetErrorName(hipError_t hip_error)
@@ -408,35 +437,35 @@ EXPORT hipError_t hipStreamCreate(hipStream_t *stream)
 {
     int e = enter(F_hipStreamCreate);
     if (e)
-        return (hipError_t)e;
+        return fake_last((hipError_t)e);
     hipError_t r = check_device(cur_device);
     if (r != hipSuccess)
-        return r;
+        return fake_last(r);
     if (!stream)
-        return hipErrorInvalidValue;
+        return fake_last(hipErrorInvalidValue);
     *stream = calloc(1, sizeof **stream);
     if (!*stream)
-        return hipErrorOutOfMemory;
+        return fake_last(hipErrorOutOfMemory);
     (*stream)->device = cur_device;
-    return hipSuccess;
+    return fake_last(hipSuccess);
 }
 
 EXPORT hipError_t hipStreamDestroy(hipStream_t stream)
 {
     int e = enter(F_hipStreamDestroy);
     if (e)
-        return (hipError_t)e;
+        return fake_last((hipError_t)e);
     if (!stream)
-        return hipErrorInvalidHandle;
+        return fake_last(hipErrorInvalidHandle);
     free(stream);
-    return hipSuccess;
+    return fake_last(hipSuccess);
 }
 
 EXPORT hipError_t hipStreamSynchronize(hipStream_t stream)
 {
     int e = enter(F_hipStreamSynchronize);
     (void)stream;
-    return e ? (hipError_t)e : check_device(cur_device);
+    return fake_last(e ? (hipError_t)e : check_device(cur_device));
 }
 
 static struct ihipMemPoolHandle_t default_pools[MAX_DEVICES];
@@ -445,44 +474,44 @@ EXPORT hipError_t hipDeviceGetDefaultMemPool(hipMemPool_t *mem_pool, int device)
 {
     int e = enter(F_hipDeviceGetDefaultMemPool);
     if (e)
-        return (hipError_t)e;
+        return fake_last((hipError_t)e);
     hipError_t r = check_device(device);
     if (r != hipSuccess)
-        return r;
+        return fake_last(r);
     if (!mem_pool)
-        return hipErrorInvalidValue;
+        return fake_last(hipErrorInvalidValue);
     default_pools[device].device = device;
     *mem_pool = &default_pools[device];
-    return hipSuccess;
+    return fake_last(hipSuccess);
 }
 
 EXPORT hipError_t hipMemPoolCreate(hipMemPool_t *mem_pool, const hipMemPoolProps *pool_props)
 {
     int e = enter(F_hipMemPoolCreate);
     if (e)
-        return (hipError_t)e;
+        return fake_last((hipError_t)e);
     if (!mem_pool || !pool_props || pool_props->location.type != hipMemLocationTypeDevice)
-        return hipErrorInvalidValue;
+        return fake_last(hipErrorInvalidValue);
     hipError_t r = check_device(pool_props->location.id);
     if (r != hipSuccess)
-        return r;
+        return fake_last(r);
     *mem_pool = calloc(1, sizeof **mem_pool);
     if (!*mem_pool)
-        return hipErrorOutOfMemory;
+        return fake_last(hipErrorOutOfMemory);
     (*mem_pool)->device = pool_props->location.id;
-    return hipSuccess;
+    return fake_last(hipSuccess);
 }
 
 EXPORT hipError_t hipMemPoolDestroy(hipMemPool_t mem_pool)
 {
     int e = enter(F_hipMemPoolDestroy);
     if (e)
-        return (hipError_t)e;
+        return fake_last((hipError_t)e);
     if (!mem_pool)
-        return hipErrorInvalidValue;
+        return fake_last(hipErrorInvalidValue);
     if (mem_pool < default_pools || mem_pool >= default_pools + MAX_DEVICES)
         free(mem_pool);
-    return hipSuccess;
+    return fake_last(hipSuccess);
 }
 
 /* ---- allocation ----------------------------------------------------------- */
@@ -491,36 +520,36 @@ EXPORT hipError_t hipMemPoolDestroy(hipMemPool_t mem_pool)
 #define ALLOC_PROLOGUE(f)                                                      \
     int e = enter(f);                                                          \
     if (e)                                                                     \
-        return (hipError_t)e;                                                  \
+        return fake_last((hipError_t)e);                                       \
     hipError_t r = check_device(cur_device);                                   \
     if (r != hipSuccess)                                                       \
-        return r
+        return fake_last(r)
 
 EXPORT hipError_t hipMalloc(void **ptr, size_t size)
 {
     ALLOC_PROLOGUE(F_hipMalloc);
-    return fake_alloc(ptr, size, cur_device, K_DEVICE);
+    return fake_last(fake_alloc(ptr, size, cur_device, K_DEVICE));
 }
 
 EXPORT hipError_t hipExtMallocWithFlags(void **ptr, size_t sizeBytes, unsigned int flags)
 {
     ALLOC_PROLOGUE(F_hipExtMallocWithFlags);
     if (flags & ~(unsigned)(hipDeviceMallocFinegrained | hipMallocSignalMemory))
-        return hipErrorInvalidValue;
-    return fake_alloc(ptr, sizeBytes, cur_device, K_DEVICE);
+        return fake_last(hipErrorInvalidValue);
+    return fake_last(fake_alloc(ptr, sizeBytes, cur_device, K_DEVICE));
 }
 
 EXPORT hipError_t hipMallocManaged(void **dev_ptr, size_t size, unsigned int flags)
 {
     ALLOC_PROLOGUE(F_hipMallocManaged);
     (void)flags;
-    return fake_alloc(dev_ptr, size, cur_device, K_DEVICE);
+    return fake_last(fake_alloc(dev_ptr, size, cur_device, K_DEVICE));
 }
 
 EXPORT hipError_t hipMallocAsync(void **dev_ptr, size_t size, hipStream_t stream)
 {
     ALLOC_PROLOGUE(F_hipMallocAsync);
-    return fake_alloc(dev_ptr, size, stream ? stream->device : cur_device, K_DEVICE);
+    return fake_last(fake_alloc(dev_ptr, size, stream ? stream->device : cur_device, K_DEVICE));
 }
 
 EXPORT hipError_t hipMallocFromPoolAsync(void **dev_ptr, size_t size, hipMemPool_t mem_pool,
@@ -529,46 +558,46 @@ EXPORT hipError_t hipMallocFromPoolAsync(void **dev_ptr, size_t size, hipMemPool
     ALLOC_PROLOGUE(F_hipMallocFromPoolAsync);
     (void)stream;
     if (!mem_pool)
-        return hipErrorInvalidValue;
-    return fake_alloc(dev_ptr, size, mem_pool->device, K_DEVICE);
+        return fake_last(hipErrorInvalidValue);
+    return fake_last(fake_alloc(dev_ptr, size, mem_pool->device, K_DEVICE));
 }
 
 EXPORT hipError_t hipFree(void *ptr)
 {
     ALLOC_PROLOGUE(F_hipFree);
-    return fake_free(ptr, K_DEVICE);
+    return fake_last(fake_free(ptr, K_DEVICE));
 }
 
 EXPORT hipError_t hipFreeAsync(void *dev_ptr, hipStream_t stream)
 {
     ALLOC_PROLOGUE(F_hipFreeAsync);
     (void)stream;
-    return fake_free(dev_ptr, K_DEVICE);
+    return fake_last(fake_free(dev_ptr, K_DEVICE));
 }
 
 EXPORT hipError_t hipHostMalloc(void **ptr, size_t size, unsigned int flags)
 {
     ALLOC_PROLOGUE(F_hipHostMalloc);
     (void)flags;
-    return fake_alloc(ptr, size, -1, K_HOST);
+    return fake_last(fake_alloc(ptr, size, -1, K_HOST));
 }
 
 EXPORT hipError_t hipMallocHost(void **ptr, size_t size)
 {
     ALLOC_PROLOGUE(F_hipMallocHost);
-    return fake_alloc(ptr, size, -1, K_HOST);
+    return fake_last(fake_alloc(ptr, size, -1, K_HOST));
 }
 
 EXPORT hipError_t hipHostFree(void *ptr)
 {
     ALLOC_PROLOGUE(F_hipHostFree);
-    return fake_free(ptr, K_HOST);
+    return fake_last(fake_free(ptr, K_HOST));
 }
 
 EXPORT hipError_t hipFreeHost(void *ptr)
 {
     ALLOC_PROLOGUE(F_hipFreeHost);
-    return fake_free(ptr, K_HOST);
+    return fake_last(fake_free(ptr, K_HOST));
 }
 
 /* ---- virtual memory ------------------------------------------------------- */
@@ -590,10 +619,10 @@ EXPORT hipError_t hipMemAddressReserve(void **ptr, size_t size, size_t alignment
     ALLOC_PROLOGUE(F_hipMemAddressReserve);
     (void)alignment, (void)addr, (void)flags;
     if (!ptr || size == 0)
-        return hipErrorInvalidValue;
+        return fake_last(hipErrorInvalidValue);
     void *va = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (va == MAP_FAILED)
-        return hipErrorOutOfMemory;
+        return fake_last(hipErrorOutOfMemory);
     r = hipErrorOutOfMemory;
     pthread_mutex_lock(&mu);
     for (int i = 0; i < MAX_MAPS; i++)
@@ -608,7 +637,7 @@ EXPORT hipError_t hipMemAddressReserve(void **ptr, size_t size, size_t alignment
         munmap(va, size);
     else
         *ptr = va;
-    return r;
+    return fake_last(r);
 }
 
 EXPORT hipError_t hipMemAddressFree(void *devPtr, size_t size)
@@ -625,7 +654,7 @@ EXPORT hipError_t hipMemAddressFree(void *devPtr, size_t size)
     pthread_mutex_unlock(&mu);
     if (r == hipSuccess)
         munmap(devPtr, size);
-    return r;
+    return fake_last(r);
 }
 
 EXPORT hipError_t hipMemCreate(hipMemGenericAllocationHandle_t *handle, size_t size,
@@ -633,26 +662,26 @@ EXPORT hipError_t hipMemCreate(hipMemGenericAllocationHandle_t *handle, size_t s
 {
     int e = enter(F_hipMemCreate);
     if (e)
-        return (hipError_t)e;
+        return fake_last((hipError_t)e);
     (void)flags;
     if (!handle || !prop || size == 0 || prop->type != hipMemAllocationTypePinned ||
         prop->location.type != hipMemLocationTypeDevice)
-        return hipErrorInvalidValue;
+        return fake_last(hipErrorInvalidValue);
     hipError_t r = check_device(prop->location.id);
     if (r != hipSuccess)
-        return r;
+        return fake_last(r);
     struct ihipMemGenericAllocationHandle *h = calloc(1, sizeof *h);
     if (!h)
-        return hipErrorOutOfMemory;
+        return fake_last(hipErrorOutOfMemory);
     h->size = size;
     h->device = prop->location.id;
     r = track(h, size, h->device, K_PHYS);
     if (r != hipSuccess) {
         free(h);
-        return r;
+        return fake_last(r);
     }
     *handle = h;
-    return hipSuccess;
+    return fake_last(hipSuccess);
 }
 
 EXPORT hipError_t hipMemGetAllocationPropertiesFromHandle(hipMemAllocationProp *prop,
@@ -660,14 +689,14 @@ EXPORT hipError_t hipMemGetAllocationPropertiesFromHandle(hipMemAllocationProp *
 {
     int e = enter(F_hipMemGetAllocationPropertiesFromHandle);
     if (e)
-        return (hipError_t)e;
+        return fake_last((hipError_t)e);
     if (!prop || !handle)
-        return hipErrorInvalidValue;
+        return fake_last(hipErrorInvalidValue);
     memset(prop, 0, sizeof *prop);
     prop->type = hipMemAllocationTypePinned;
     prop->location.type = hipMemLocationTypeDevice;
     prop->location.id = handle->device;
-    return hipSuccess;
+    return fake_last(hipSuccess);
 }
 
 static void release_handle(hipMemGenericAllocationHandle_t h)
@@ -681,9 +710,9 @@ EXPORT hipError_t hipMemRelease(hipMemGenericAllocationHandle_t handle)
 {
     int e = enter(F_hipMemRelease);
     if (e)
-        return (hipError_t)e;
+        return fake_last((hipError_t)e);
     if (!handle)
-        return hipErrorInvalidValue;
+        return fake_last(hipErrorInvalidValue);
     pthread_mutex_lock(&mu);
     int mapped = handle->maps > 0;
     if (mapped)
@@ -691,7 +720,7 @@ EXPORT hipError_t hipMemRelease(hipMemGenericAllocationHandle_t handle)
     pthread_mutex_unlock(&mu);
     if (!mapped)
         release_handle(handle);
-    return hipSuccess;
+    return fake_last(hipSuccess);
 }
 
 EXPORT hipError_t hipMemMap(void *ptr, size_t size, size_t offset,
@@ -699,10 +728,10 @@ EXPORT hipError_t hipMemMap(void *ptr, size_t size, size_t offset,
 {
     int e = enter(F_hipMemMap);
     if (e)
-        return (hipError_t)e;
+        return fake_last((hipError_t)e);
     (void)flags;
     if (!ptr || !handle || size == 0 || offset + size > handle->size)
-        return hipErrorInvalidValue;
+        return fake_last(hipErrorInvalidValue);
     hipError_t r = hipErrorInvalidValue;
     pthread_mutex_lock(&mu);
     int in_reservation = 0;
@@ -720,14 +749,14 @@ EXPORT hipError_t hipMemMap(void *ptr, size_t size, size_t offset,
             break;
         }
     pthread_mutex_unlock(&mu);
-    return r;
+    return fake_last(r);
 }
 
 EXPORT hipError_t hipMemUnmap(void *ptr, size_t size)
 {
     int e = enter(F_hipMemUnmap);
     if (e)
-        return (hipError_t)e;
+        return fake_last((hipError_t)e);
     hipError_t r = hipErrorInvalidValue;
     hipMemGenericAllocationHandle_t dead = NULL;
     pthread_mutex_lock(&mu);
@@ -743,7 +772,7 @@ EXPORT hipError_t hipMemUnmap(void *ptr, size_t size)
     pthread_mutex_unlock(&mu);
     if (dead)
         release_handle(dead);
-    return r;
+    return fake_last(r);
 }
 
 /* ---- what tests read back -------------------------------------------------- */

@@ -177,11 +177,18 @@ static void errors(void)
     /* Freed twice, and a pointer into a live block: HIP's own error, also
      * when tidemark's cache made the memory. */
     void *twice = NULL, *live = NULL;
+    say("hipGetLastError (clears)", hipGetLastError());
+    say("hipGetLastError (cleared)", hipGetLastError());
     say("hipMalloc(1 MiB)", hipMalloc(&twice, 1 << 20));
     say("hipMalloc(4096)", hipMalloc(&live, 4096));
     say("hipFree(1 MiB)", hipFree(twice));
     say("hipFree(1 MiB) again", hipFree(twice));
+    /* HIP keeps the error until it is read, also when tidemark's cache
+     * answered the call. */
+    say("hipPeekAtLastError", hipPeekAtLastError());
+    say("hipGetLastError", hipGetLastError());
     say("hipFree(inside a block)", hipFree((char *)live + 256));
+    say("hipGetLastError", hipGetLastError());
     say("hipFree(4096)", hipFree(live));
     say("hipExtMallocWithFlags(bad flags)", hipExtMallocWithFlags(&p, 64, 0x80));
     say("hipMallocFromPoolAsync(NULL pool)", hipMallocFromPoolAsync(&p, 64, NULL, NULL));
@@ -222,6 +229,8 @@ static void oom(void)
 {
     say("hipMalloc(10 MiB)", hipMalloc(&w, 10 << 20));
     alloc_too_much();
+    say("hipGetLastError", hipGetLastError());
+    say("hipGetLastError again", hipGetLastError());
     create_too_much();
     say("hipFree(10 MiB)", hipFree(w));
 }
