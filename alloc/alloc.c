@@ -699,7 +699,8 @@ void tdm__alloc_attach_recorder(int observe)
  * then, with no thread left inside those, they raise the fork gate and
  * sweep the locks that are only ever taken alone: the pointer maps'
  * shards and observe mode's (ptrmap.h).  So a handful of locks is held
- * across fork(), not hundreds, and no lock is left held in the child. */
+ * across fork(), not hundreds; the child makes the swept ones anew, as a
+ * thread that was waiting for one may have got it just before fork(). */
 
 static void lock_all(void)
 {
@@ -719,17 +720,33 @@ static void lock_all(void)
     tdm__obs_fork_sweep();
 }
 
-static void unlock_all(void)
+static void unlock_held(void)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
-    atomic_store(&tdm__fork_pending, 0);
     if (atomic_load_explicit(&g->ready, memory_order_relaxed)) {
         tdm__fraction_unlock_all(g->prov);
         for (int i = g->device_count - 1; i >= 0; i--)
             pthread_mutex_unlock(g->mode == TDM__MODE_CACHE ? tdm__cache_lock_of(i)
                                                             : tdm__pt_lock_of(i));
     }
+}
+
+static void unlock_all(void)
+{
+    atomic_store(&tdm__fork_pending, 0);
+    unlock_held();
     tdm__obs_fork_unlock();
+    pthread_mutex_unlock(&tdm__alloc_g.init_lock);
+}
+
+static void unlock_all_child(void)
+{
+    tdm__alloc_global *g = &tdm__alloc_g;
+    atomic_store(&tdm__fork_pending, 0);
+    if (atomic_load_explicit(&g->ready, memory_order_relaxed))
+        tdm__ptrmap_fork_child(&g->map);
+    unlock_held();
+    tdm__obs_fork_child();
     pthread_mutex_unlock(&g->init_lock);
 }
 
@@ -737,7 +754,7 @@ static void atfork_once(void)
 {
     /* First: the recorder's lock is taken under ours (attach_recorder). */
     tdm__rec_register_atfork();
-    pthread_atfork(lock_all, unlock_all, unlock_all);
+    pthread_atfork(lock_all, unlock_all, unlock_all_child);
 }
 
 static void register_atfork(void)

@@ -267,6 +267,8 @@ void tdm__obs_visit(const tdm__state_visitor *v, const uint64_t *emitted);
 void tdm__obs_fork_lock(void);
 void tdm__obs_fork_sweep(void);
 void tdm__obs_fork_unlock(void);
+/* The same in the child, where the gated locks are made anew. */
+void tdm__obs_fork_child(void);
 void tdm__obs_reset_for_tests(void);
 
 /* ---- the provider wrapper: memory fraction, fork lock (fraction.c) ---- */

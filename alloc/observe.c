@@ -427,6 +427,19 @@ void tdm__obs_fork_unlock(void)
     pthread_mutex_unlock(&obs.init_lock);
 }
 
+/* The child: the gated locks made anew (a thread that was waiting for one
+ * may have got it just before fork(): ptrmap.h), then the init lock. */
+void tdm__obs_fork_child(void)
+{
+    if (atomic_load_explicit(&obs.ready, memory_order_relaxed)) {
+        tdm__ptrmap_fork_child(&obs.allocs);
+        tdm__ptrmap_fork_child(&obs.maps);
+        for (int i = 0; i < OBS_SLOTS; i++)
+            pthread_mutex_init(&obs.dev[i].lock, NULL);
+    }
+    pthread_mutex_unlock(&obs.init_lock);
+}
+
 void tdm__obs_reset_for_tests(void)
 {
     pthread_mutex_lock(&obs.init_lock);

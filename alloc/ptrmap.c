@@ -224,3 +224,9 @@ void tdm__ptrmap_fork_sweep(tdm__ptrmap *m)
         pthread_mutex_unlock(&m->shards[i].lock);
     }
 }
+
+void tdm__ptrmap_fork_child(tdm__ptrmap *m)
+{
+    for (int i = 0; i < TDM__PTRMAP_SHARDS; i++)
+        pthread_mutex_init(&m->shards[i].lock, NULL);
+}

@@ -81,7 +81,13 @@ size_t tdm__ptrmap_count(tdm__ptrmap *m);
  * is held when fork() runs.  Only locks taken with no other allocator lock
  * held may wait at the gate; the handlers hold every lock that could be
  * outside them (device locks) before they raise the flag, so that a thread
- * inside one of those never meets it. */
+ * inside one of those never meets it.
+ * One window stays: a thread that was already waiting for a shard lock
+ * gets it when the sweep lets it go, and may still hold it, about to see
+ * the flag, when fork() runs.  Such a thread has changed nothing, so the
+ * child handler makes every gated lock anew (tdm__ptrmap_fork_child).
+ * Holding every shard lock across fork() instead would be hundreds of
+ * locks at once (more than ThreadSanitizer's deadlock detector takes). */
 extern _Atomic int tdm__fork_pending;
 void tdm__fork_gate_slow(pthread_mutex_t *m);
 static inline void tdm__gate_lock(pthread_mutex_t *m)
@@ -93,5 +99,7 @@ static inline void tdm__gate_lock(pthread_mutex_t *m)
 }
 /* Takes and releases every shard lock once (fork handlers, flag raised). */
 void tdm__ptrmap_fork_sweep(tdm__ptrmap *m);
+/* In the child of a fork: every shard lock made anew (see above). */
+void tdm__ptrmap_fork_child(tdm__ptrmap *m);
 
 #endif

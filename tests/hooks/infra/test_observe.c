@@ -507,17 +507,17 @@ static void fork_while_another_thread_books(void **state)
                      tdm_malloc(&q, 4096, 0, 0) == TDM_OK && tdm_free(q) == TDM_OK;
             _exit(ok ? 0 : 3);
         }
-        int status = 0;
-        if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        int status = child_wait(pid, 90);
+        if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
             failed = 1;
             last_status = status;
         }
     }
     atomic_store(&stop_churn, 1);
     pthread_join(t, NULL);
+    char why[64];
     if (failed)
-        fail_msg("a forked child failed: %s %d", WIFSIGNALED(last_status) ? "signal" : "exit",
-                 WIFSIGNALED(last_status) ? WTERMSIG(last_status) : WEXITSTATUS(last_status));
+        fail_msg("a forked child failed: %s", child_describe(last_status, why, sizeof why));
 }
 
 /* ---- providers, fraction, vendor preference -------------------------------- */
