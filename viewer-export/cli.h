@@ -42,6 +42,11 @@ void tdm__cli_snap_free(tdm_snap *snap);
  * says only "input/output error": TDM_EXIT_OK, or TDM_EXIT_BAD_INPUT
  * after printing why not. */
 int tdm__cli_check_file(const char *cmd, const char *path);
+/* Creates the missing folders on the way to output `path` (everything
+ * before its last '/'; for "DIR/" that is DIR itself), as `mkdir -p`
+ * would: TDM_EXIT_OK, or TDM_EXIT_TOOL_ERROR after saying which folder
+ * could not be made and why. */
+int tdm__cli_make_parents(const char *cmd, const char *path);
 /* After getopt_long (opterr = 0, optstring starting with ':') returned
  * `c` for an option it could not take (':': its value is missing; else
  * unknown), prints the line saying which. */

@@ -160,6 +160,31 @@ static int try_import(const char *cmd, const char *path, tdm_snap **snap)
                : TDM_EXIT_BAD_INPUT;
 }
 
+int tdm__cli_make_parents(const char *cmd, const char *path)
+{
+    size_t n = strlen(path);
+    char *dir = malloc(n + 1);
+    if (!dir) {
+        fprintf(stderr, "tidemark %s: %s\n", cmd, tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+        return TDM_EXIT_TOOL_ERROR;
+    }
+    memcpy(dir, path, n + 1);
+    int rc = TDM_EXIT_OK;
+    for (char *p = dir + 1; rc == TDM_EXIT_OK && *p; p++) {
+        if (*p != '/' || p[-1] == '/')
+            continue;
+        *p = '\0';
+        if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+            fprintf(stderr, "tidemark %s: cannot create the directory %s: %s\n", cmd, dir,
+                    strerror(errno));
+            rc = TDM_EXIT_TOOL_ERROR;
+        }
+        *p = '/';
+    }
+    free(dir);
+    return rc;
+}
+
 int tdm__cli_read_snapshot(const char *cmd, const char *path, tdm_snap **snap,
                            int *truncated, uint64_t *truncated_at)
 {

@@ -60,7 +60,7 @@ void tdm__cli_export_help(FILE *out)
           "                     -o OUT.json is required\n"
           "  the other formats  one file per snapshot (pytorch: one pickle per rank,\n"
           "                     as memory_viz shows one process); -o is a directory\n"
-          "                     (out/, created if missing) or a name with codes:\n"
+          "                     (out/; missing folders are created) or a name with codes:\n"
           "                     %r rank, %l local rank, %h host, %p pid, %n the\n"
           "                     snapshot's name, %% a '%';\n"
           "                     without -o each goes beside its snapshot\n"
@@ -152,34 +152,6 @@ static int is_dir_target(const char *o)
     size_t n = strlen(o);
     struct stat st;
     return (n && o[n - 1] == '/') || (stat(o, &st) == 0 && S_ISDIR(st.st_mode));
-}
-
-/* Creates the directory -o names with a trailing '/', and its missing
- * parents, as `mkdir -p` would.  Returns TDM_EXIT_OK, or
- * TDM_EXIT_TOOL_ERROR after saying why not. */
-static int make_dir_target(const char *o)
-{
-    size_t n = strlen(o);
-    char *dir = malloc(n + 1);
-    if (!dir) {
-        fprintf(stderr, "tidemark " CMD ": %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
-        return TDM_EXIT_TOOL_ERROR;
-    }
-    memcpy(dir, o, n + 1);
-    int rc = TDM_EXIT_OK;
-    for (char *p = dir + 1; rc == TDM_EXIT_OK && *p; p++) {
-        if (*p != '/' || p[-1] == '/')
-            continue;
-        *p = '\0';
-        if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-            fprintf(stderr, "tidemark " CMD ": cannot create the directory %s: %s\n", dir,
-                    strerror(errno));
-            rc = TDM_EXIT_TOOL_ERROR;
-        }
-        *p = '/';
-    }
-    free(dir);
-    return rc;
 }
 
 /* Nonzero when the template has a code (so it can name several files).
@@ -323,6 +295,9 @@ static int write_output(const char *out_path, job *j, int quiet, const char *wha
                     tdm_strerror(s));
         return exit_of(s);
     }
+    int made = tdm__cli_make_parents(CMD, out_path);
+    if (made != TDM_EXIT_OK)
+        return made;
     size_t n = strlen(out_path);
     char *tmp = malloc(n + 16);
     if (!tmp)
@@ -660,7 +635,7 @@ int tdm__cli_export(int argc, char **argv)
                     "snapshot's name), e.g. -o 'rank%%r%s'", paths.count, fmt->name,
                     fmt->extension);
     } else if (out_path && is_dir_target(out_path) &&
-               (wrc = make_dir_target(out_path)) != TDM_EXIT_OK) {
+               (wrc = tdm__cli_make_parents(CMD, out_path)) != TDM_EXIT_OK) {
         /* said why */
     } else {
         wrc = export_each(&ctx, &paths, out_path);

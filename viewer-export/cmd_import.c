@@ -144,6 +144,8 @@ int tdm__cli_import(int argc, char **argv)
         out_path = def;
     if (!out_path) {
         rc = TDM_EXIT_TOOL_ERROR;
+    } else if ((rc = tdm__cli_make_parents(CMD, out_path)) != TDM_EXIT_OK) {
+        /* said which folder */
     } else if ((s = tdm__snap_write(snap, out_path)) != TDM_OK) {
         fprintf(stderr, "tidemark " CMD ": cannot write %s: %s\n", out_path, tdm_strerror(s));
         rc = TDM_EXIT_TOOL_ERROR;

@@ -204,6 +204,9 @@ static int fchmod_like_umask(const char *path)
 static int write_page(const char *path, const tdm_view_input *in, size_t n, int device,
                       tdm_view_layout layout, uint64_t *data_bytes, uint64_t *page_bytes)
 {
+    int made = tdm__cli_make_parents("view", path);
+    if (made != TDM_EXIT_OK)
+        return made;
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 16);
     if (!tmp) {

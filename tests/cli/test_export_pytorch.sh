@@ -49,8 +49,11 @@ printf 'not a snapshot\n' >"$work/junk.tdm"
 expect 2 "corrupt input" -- "$TIDEMARK" export --format pytorch "$work/junk.tdm" -o "$work/x.pickle"
 has err "at byte"
 expect 4 "unwritable output" -- "$TIDEMARK" export --format pytorch "$GOLDEN/pytorch-small.tdm" \
+  -o "$work/junk.tdm/dir/x.pickle"
+has err "cannot create the directory $work/junk.tdm"
+expect 0 "output in new folders" -- "$TIDEMARK" export --format pytorch "$GOLDEN/pytorch-small.tdm" \
   -o "$work/no/such/dir/x.pickle"
-has err "cannot write"
+[ -s "$work/no/such/dir/x.pickle" ] || fail "no pickle in the new folders"
 expect 1 "import without a file" -- "$TIDEMARK" import
 expect 1 "import unknown format" -- "$TIDEMARK" import --format nope x
 expect 2 "import missing file" -- "$TIDEMARK" import "$work/none.pickle"

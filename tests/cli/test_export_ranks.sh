@@ -122,5 +122,12 @@ for r in 0 1 2; do cmp -s "$work/new/deep/r$r.pickle" "$work/alone$r.pickle" || 
 : >"$work/plain"
 expect 4 "a directory under a file" -- "$TIDEMARK" export -q --format pytorch "$work/job" -o "$work/plain/sub/"
 has err "cannot create the directory $work/plain/sub"
+# a template into folders that do not exist yet (docs/export.md's example)
+expect 0 "a template into a new folder" -- "$TIDEMARK" export -q --format pytorch "$work/job" \
+  -o "$work/pickles/rank%r.pickle"
+for r in 0 1 2; do cmp -s "$work/pickles/rank$r.pickle" "$work/alone$r.pickle" || fail "pickles/rank$r.pickle"; done
+expect 0 "import into a new folder" -- "$TIDEMARK" import -q "$work/pickles/rank1.pickle" \
+  -o "$work/back/r1.tdm"
+[ -s "$work/back/r1.tdm" ] || fail "import did not write back/r1.tdm"
 
 finish "tidemark export of several ranks"

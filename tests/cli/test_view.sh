@@ -99,5 +99,8 @@ expect 2 "a directory without snapshots" -- "$TIDEMARK" view "$work/empty" -o "$
 has err "no .tdm snapshot"
 expect 1 "a directory without a name" -- "$TIDEMARK" view /
 has err "name the page with -o"
+# the page's folders are made when missing
+expect 0 "into a new folder" -- "$TIDEMARK" view "$work/train.tdm" -o "$work/pages/run1/view.html"
+[ -s "$work/pages/run1/view.html" ] || fail "no page in the new folder"
 
 finish "tidemark view"
