@@ -378,28 +378,39 @@ static tdm_status read_all(const char *path, char **data, size_t *len)
     return TDM_OK;
 }
 
-/* Scans one trace event for its "ts". */
+/* Scans one trace event for its span: "ts", to "ts" + "dur" for a
+ * complete ("X") event, so that a long slice counts to its end. */
 static int scan_event(tdm_jr *r, profiler_trace *t)
 {
     if (tdm__jr_peek(r) != '{')
         return tdm__jr_skip(r);
     const char *k;
     size_t kl;
-    int more;
+    int more, has_ts = 0;
+    double ts = 0, dur = 0;
     tdm__jr_object_begin(r);
     while ((more = tdm__jr_object_next(r, &k, &kl)) == 1) {
-        double d;
-        if (tdm__jr_key_is(k, kl, "ts") && tdm__jr_peek(r) != '"') {
+        int is_ts = tdm__jr_key_is(k, kl, "ts"), is_dur = tdm__jr_key_is(k, kl, "dur");
+        if ((is_ts || is_dur) && tdm__jr_peek(r) != '"') {
+            double d;
             if (tdm__jr_number(r, &d, NULL, NULL) != 0)
                 return -1;
-            if (!t->has_ts || d < t->ts_min)
-                t->ts_min = d;
-            if (!t->has_ts || d > t->ts_max)
-                t->ts_max = d;
-            t->has_ts = 1;
+            if (is_ts) {
+                ts = d;
+                has_ts = 1;
+            } else if (d > 0) {
+                dur = d;
+            }
         } else if (tdm__jr_skip(r) != 0) {
             return -1;
         }
+    }
+    if (more == 0 && has_ts) {
+        if (!t->has_ts || ts < t->ts_min)
+            t->ts_min = ts;
+        if (!t->has_ts || ts + dur > t->ts_max)
+            t->ts_max = ts + dur;
+        t->has_ts = 1;
     }
     return more;
 }

@@ -121,6 +121,17 @@ a = [e["ts"] for e in own["traceEvents"] if e.get("name") == "[memory]"]
 b = [e["ts"] for e in ours if e.get("name") == "[memory]"]
 assert a == b, (a[:3], b[:3])
 EOF
+lacks err "do not overlap"
+# one long slice that starts before the recording and lasts past it overlaps
+# it; one that ends before it does not (a trace of another run)
+for span in "-1000.0 1e12 lacks" "-1e9 10.0 has"; do
+  set -- $span
+  printf '{"traceEvents": [{"ph": "X", "name": "step", "pid": 1, "tid": 1, "ts": %s, "dur": %s}],\n "baseTimeNanoseconds": %s}\n' \
+    "$1" "$2" "$base" >"$work/long.json"
+  expect 0 "merge a slice of $2 us" -- "$TIDEMARK" export --format perfetto --merge "$work/long.json" \
+    -o "$work/long.out.json" "$work/demo.tdm"
+  $3 err "do not overlap in time"
+done
 echo '{"traceEvents": [' >"$work/cut.json"
 expect 2 "merge into a cut trace" -- "$TIDEMARK" export --format perfetto --merge "$work/cut.json" \
   -o "$work/never.json" "$work/demo.tdm"
