@@ -44,7 +44,7 @@ static void note_skipped(im *c, const tdm_pkv *action)
     char *list = c->rep.skipped_actions;
     size_t used = strlen(list), cap = sizeof c->rep.skipped_actions;
     char name[40];
-    snprintf(name, sizeof name, "%.*s", (int)(action->n < 32 ? action->n : 32), action->v.s);
+    tdm__pti_escape(name, sizeof name, action->v.s, action->n < 32 ? action->n : 32);
     /* Each name once. */
     for (const char *p = list; (p = strstr(p, name)) != NULL; p++)
         if ((p == list || p[-1] == ' ') && (p[strlen(name)] == ',' || !p[strlen(name)]))

@@ -103,6 +103,9 @@ void tdm__pti_htab_destroy(htab *t);
 /* Records a TDM_FORMAT_ERROR "at byte N: PATH: message"; returns -1. */
 __attribute__((format(printf, 4, 5)))
 int tdm__pti_fail(im *c, const tdm_pkv *at, const where_t *w, const char *fmt, ...);
+/* Copies src[0..n) (up to a NUL) into dst[cap] with every byte outside
+ * printable ASCII written as \xNN; always terminated, cut to fit. */
+void tdm__pti_escape(char *dst, size_t cap, const char *src, size_t n);
 int tdm__pti_oom(im *c);
 /* One copy of every distinct string (cut at its first NUL); NULL on OOM. */
 const char *tdm__pti_intern(im *c, const char *s, size_t n);

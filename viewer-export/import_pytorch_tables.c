@@ -112,16 +112,39 @@ static int htab_add(htab *t, size_t where, uint64_t h, uint32_t idx)
     return 0;
 }
 
+void tdm__pti_escape(char *dst, size_t cap, const char *src, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    for (size_t i = 0; i < n && src[i] && o + 5 <= cap; i++) {
+        unsigned char b = (unsigned char)src[i];
+        if (b >= 0x20 && b < 0x7f) {
+            dst[o++] = (char)b;
+        } else {
+            dst[o++] = '\\';
+            dst[o++] = 'x';
+            dst[o++] = hex[b >> 4];
+            dst[o++] = hex[b & 15];
+        }
+    }
+    if (cap)
+        dst[o < cap ? o : cap - 1] = '\0';
+}
+
 int tdm__pti_fail(im *c, const tdm_pkv *at, const where_t *w, const char *fmt, ...)
 {
     if (c->status != TDM_OK)
         return -1;
     c->status = TDM_FORMAT_ERROR;
-    char msg[200], path[64] = "";
+    char raw[200], msg[200], path[64] = "";
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    /* The message may quote the pickle's own bytes: printable ASCII only,
+     * so that a terminal or a script decoding the tool's output as UTF-8
+     * gets text. */
+    tdm__pti_escape(msg, sizeof msg, raw, sizeof raw);
     if (w && w->j >= 0)
         snprintf(path, sizeof path, "%s[%ld][%ld]: ", w->list, w->i, w->j);
     else if (w && w->i >= 0)

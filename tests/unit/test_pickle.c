@@ -491,6 +491,15 @@ static void test_many_references(void **state)
 
 /* ---- fuzz-style: every prefix, seeded corruption --------------------------------- */
 
+/* Messages may quote the pickle's bytes: they must stay printable ASCII
+ * (a script reading the tool's stderr as UTF-8 must not choke). */
+static void assert_printable(const char *text)
+{
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+        if (*p < 0x20 || *p > 0x7e)
+            fail_msg("byte 0x%02x in message: %s", *p, text);
+}
+
 static void import_must_not_crash(const unsigned char *b, size_t len, int must_fail)
 {
     tdm_snap *s = NULL;
@@ -515,6 +524,7 @@ static void import_must_not_crash(const unsigned char *b, size_t len, int must_f
     assert_null(s);
     assert_true(st == TDM_FORMAT_ERROR || st == TDM_TRUNCATED);
     assert_non_null(strstr(err, "at byte "));
+    assert_printable(err);
     unsigned long long at = strtoull(strstr(err, "at byte ") + 8, NULL, 10);
     assert_true(at <= len);
 }
@@ -585,9 +595,12 @@ static void test_random_corruption(void **state)
         }
         tdm_snap *s = NULL;
         char err[320];
-        tdm_status st = tdm__import_pytorch_buffer(m, n, "fuzz", &s, NULL, err, sizeof err);
+        tdm_pt_import_report rep;
+        memset(&rep, 0, sizeof rep);
+        tdm_status st = tdm__import_pytorch_buffer(m, n, "fuzz", &s, &rep, err, sizeof err);
         if (st == TDM_OK) {
             accepted++;
+            assert_printable(rep.skipped_actions);
             tdm_model *model = NULL;
             assert_int_equal(tdm__model_build(s, &model), TDM_OK);
             tdm__model_free(model);
@@ -595,6 +608,7 @@ static void test_random_corruption(void **state)
         } else {
             assert_true(st == TDM_FORMAT_ERROR || st == TDM_TRUNCATED);
             assert_non_null(strstr(err, "at byte "));
+            assert_printable(err);
         }
     }
     /* Bit flips inside sizes and strings keep the pickle valid: both paths
