@@ -114,10 +114,17 @@ static struct {
 } gate = {.once = PTHREAD_ONCE_INIT};
 
 void (*volatile tdm__stack_capture_probe)(void);
+void (*volatile tdm__stack_fork_wait_probe)(void);
+void (*volatile tdm__stack_fork_prepare_probe)(void);
 
-/* A capture that met a pending fork steps out until the fork is done. */
+/* A capture that met a pending fork steps out until the fork is done.
+ * fork() may run before it has stepped out: the child handler sets the
+ * count right (atfork_child). */
 static NOINLINE void capture_wait_for_fork(thread_stack *t)
 {
+    void (*probe_fn)(void) = tdm__stack_fork_wait_probe;
+    if (probe_fn)
+        probe_fn();
     atomic_fetch_sub_explicit(&gate.in_flight, 1, memory_order_release);
     t->captures--;
     while (atomic_load_explicit(&gate.fork_pending, memory_order_acquire))
@@ -657,6 +664,9 @@ static void atfork_prepare(void)
     unsigned own = (unsigned)tls.captures;
     while (atomic_load_explicit(&gate.in_flight, memory_order_seq_cst) > own)
         sched_yield();
+    void (*probe_fn)(void) = tdm__stack_fork_prepare_probe;
+    if (probe_fn)
+        probe_fn();
     pthread_mutex_lock(&unw.lock);
     pthread_mutex_lock(&text.lock);
     pthread_mutex_lock(&table.lock);
@@ -670,9 +680,20 @@ static void atfork_release(void)
     atomic_store_explicit(&gate.fork_pending, 0, memory_order_release);
 }
 
+/* The child: the only thread is the one that forked, so the captures in
+ * flight are its own.  Another thread that met the pending fork after the
+ * prepare handler's wait and had not yet stepped out is still counted in
+ * the copy of the counter: left so, it would hold up the child's own next
+ * fork() for good. */
+static void atfork_child(void)
+{
+    atomic_store_explicit(&gate.in_flight, (unsigned)tls.captures, memory_order_relaxed);
+    atfork_release();
+}
+
 static void atfork_register(void)
 {
-    pthread_atfork(atfork_prepare, atfork_release, atfork_release);
+    pthread_atfork(atfork_prepare, atfork_release, atfork_child);
 }
 
 tdm_status tdm__stack_init(size_t max_stacks, size_t max_frames)

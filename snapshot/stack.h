@@ -62,5 +62,9 @@ tdm_status tdm__stack_set_unwinder(tdm__unwinder which);
 /* Tests only: when set, every capture calls it from inside the part of the
  * capture that fork() waits for (it stands for a lock libunwind holds). */
 extern void (*volatile tdm__stack_capture_probe)(void);
+/* Tests only: called by a capture that met a pending fork, before it steps
+ * out of the count; and by the fork prepare handler after its wait. */
+extern void (*volatile tdm__stack_fork_wait_probe)(void);
+extern void (*volatile tdm__stack_fork_prepare_probe)(void);
 
 #endif

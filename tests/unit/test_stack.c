@@ -32,6 +32,7 @@
 #include <cmocka.h>
 
 #include "stack.h"
+#include "child_watch.h"
 
 /* Table sizes for this process (the first tdm__stack_init wins). */
 #define TEST_MAX_STACKS 4096u
@@ -540,6 +541,77 @@ static void fork_waits_for_captures_in_flight(void **state)
     assert_true(tdm__stack_capture(pcs, 8, 0) > 0);
 }
 
+/* A thread that meets the pending fork after the prepare handler's wait is
+ * still counted when fork() runs: the child must not keep that count, or
+ * its own next fork() waits for a thread it does not have.  The probes put
+ * the other thread exactly there: the prepare handler starts it and waits
+ * until it is parked in its step-out, and it stays parked until fork() has
+ * returned in the parent. */
+static _Atomic int ghost_go, ghost_parked, ghost_released;
+
+static void ghost_start_and_wait(void)
+{
+    atomic_store(&ghost_go, 1);
+    for (int i = 0; i < 5000 && !atomic_load(&ghost_parked); i++) {
+        struct timespec ms = {0, 1000 * 1000};
+        nanosleep(&ms, NULL);
+    }
+}
+
+static void ghost_park(void)
+{
+    atomic_store(&ghost_parked, 1);
+    for (int i = 0; i < 5000 && !atomic_load(&ghost_released); i++) {
+        struct timespec ms = {0, 1000 * 1000};
+        nanosleep(&ms, NULL);
+    }
+}
+
+static void *ghost_capture(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&ghost_go))
+        sched_yield();
+    uintptr_t pcs[8];
+    tdm__stack_capture(pcs, 8, 0);
+    return NULL;
+}
+
+static void child_of_a_ghost_forks_again(void **state)
+{
+    REQUIRE_UNWINDER(state);
+    uintptr_t warm[8];
+    tdm__stack_capture(warm, 8, 0); /* handlers registered */
+    atomic_store(&ghost_go, 0);
+    atomic_store(&ghost_parked, 0);
+    atomic_store(&ghost_released, 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, ghost_capture, NULL), 0);
+    tdm__stack_fork_wait_probe = ghost_park;
+    tdm__stack_fork_prepare_probe = ghost_start_and_wait;
+    pid_t pid = fork();
+    if (pid == 0) {
+        tdm__stack_fork_wait_probe = NULL;
+        tdm__stack_fork_prepare_probe = NULL;
+        pid_t grandchild = fork(); /* hangs if the ghost is still counted */
+        if (grandchild == 0)
+            syscall(SYS_exit_group, 0);
+        int st = grandchild > 0 ? child_wait(grandchild, 10) : -1;
+        syscall(SYS_exit_group, st == 0 ? 0 : 1);
+    }
+    tdm__stack_fork_wait_probe = NULL;
+    tdm__stack_fork_prepare_probe = NULL;
+    int parked = atomic_load(&ghost_parked);
+    atomic_store(&ghost_released, 1);
+    pthread_join(t, NULL);
+    assert_true(pid > 0);
+    assert_true(parked); /* the ghost was where the test means it to be */
+    int status = child_wait(pid, 30);
+    char why[64];
+    if (status != 0)
+        fail_msg("the child's own fork: %s", child_describe(status, why, sizeof why));
+}
+
 #define FOR_EACH_UNWINDER(fn)                                                  \
     cmocka_unit_test_prestate_setup_teardown(fn, use_unwinder, back_to_auto,  \
                                              &modes[0]),                       \
@@ -564,6 +636,7 @@ int main(void)
         FOR_EACH_UNWINDER(threads_agree_on_ids),
         FOR_EACH_UNWINDER(steady_state_does_not_malloc),
         FOR_EACH_UNWINDER(fork_waits_for_captures_in_flight),
+        FOR_EACH_UNWINDER(child_of_a_ghost_forks_again),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
