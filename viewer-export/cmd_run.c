@@ -443,7 +443,10 @@ void tdm__cli_run_help(FILE *out)
           "                         if missing; files already there are not collected)\n"
           "  --conf KEY=VAL,...     more TIDEMARK_CONF settings (see docs/configuration.md;\n"
           "                         not dump); may be repeated\n"
-          "  -q, --quiet            no summaries, only the gate report\n",
+          "  -q, --quiet            no summaries, only the gate report\n"
+          "  --command-failed N     exit N (5 to 125) when the command fails in any way,\n"
+          "                         instead of its own code, so that 3 and 4 always mean\n"
+          "                         tidemark's verdict\n",
           out);
     tdm__gate_options_help(out);
     fputs("  -h, --help             this text\n"
@@ -453,9 +456,10 @@ void tdm__cli_run_help(FILE *out)
           "linked with libtidemark.so are recorded (a note says so).\n"
           "\n"
           "Exit code: the command's own (128+N when signal N killed it; 127/126 when it\n"
-          "cannot be started), unless a gate failed (3) or tidemark failed (4: cannot\n"
-          "start the command or write a report, no snapshot to check the gates on, a\n"
-          "snapshot it cannot read).  1 usage error; 2 the --baseline file is bad.\n",
+          "cannot be started; --command-failed N for all of those), unless a gate failed\n"
+          "(3) or tidemark failed (4: cannot fork or write a report, no snapshot to check\n"
+          "the gates on, a snapshot it cannot read).  1 usage error; 2 the --baseline\n"
+          "file is bad.\n",
           out);
 }
 
@@ -471,6 +475,7 @@ typedef struct run_state {
     const char *dir_arg;
     char *conf;              /* the --conf values joined by commas */
     int quiet;
+    int command_failed;      /* --command-failed N; 0: the command's own code */
     char dir[PATH_MAX];      /* absolute */
     old_file *old;
     size_t nold;
@@ -516,6 +521,7 @@ static int parse(run_state *r, int argc, char **argv)
         {"output", required_argument, NULL, 'o'},
         {"conf", required_argument, NULL, 'c'},
         {"quiet", no_argument, NULL, 'q'},
+        {"command-failed", required_argument, NULL, 'F'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -542,6 +548,18 @@ static int parse(run_state *r, int argc, char **argv)
         case 'q':
             r->quiet = 1;
             break;
+        case 'F': {
+            unsigned long v;
+            if (tdm__cli_parse_count("run", "--command-failed", optarg, 125, &v) != 0)
+                return -1;
+            if (v < 5) {
+                fprintf(stderr, "tidemark run: --command-failed needs a code from 5 to 125 "
+                                "(0 to 4 are tidemark's own), not %lu\n", v);
+                return -1;
+            }
+            r->command_failed = (int)v;
+            break;
+        }
         default: {
             int took = c == ':' ? 0 : tdm__gate_option("run", c, optarg, &r->o);
             if (took == 0)
@@ -731,6 +749,8 @@ int tdm__cli_run(int argc, char **argv)
     }
     if (fflush(stdout) != 0 || ferror(stdout))
         hard = TDM_EXIT_TOOL_ERROR;
+    if (cmd_rc != 0 && r.command_failed)
+        cmd_rc = r.command_failed;
     run_state_free(&r);
 
     /* Precedence: tidemark failed > a gate failed > the command's own code

@@ -56,6 +56,14 @@ expect 126 "command not executable" -- "$TIDEMARK" run -o "$work/r2" -- "$work/n
 expect 137 "killed by SIGKILL" -- "$TIDEMARK" run -o "$work/r2" -- sh -c 'kill -KILL $$'
 has err "killed by signal 9"
 expect 139 "killed by SIGSEGV" -- "$TIDEMARK" run -o "$work/r2" -- sh -c 'kill -SEGV $$'
+# --command-failed N: any failure of the command is N, so 3 and 4 stay tidemark's
+expect 9 "--command-failed, exit 3" -- "$TIDEMARK" run --command-failed 9 -o "$work/r2" -- sh -c 'exit 3'
+expect 9 "--command-failed, not found" -- "$TIDEMARK" run --command-failed 9 -o "$work/r2" -- "$work/no-such-program"
+expect 9 "--command-failed, killed" -- "$TIDEMARK" run --command-failed 9 -o "$work/r2" -- sh -c 'kill -KILL $$'
+expect 0 "--command-failed, success" -- "$TIDEMARK" run --command-failed 9 -o "$work/r2" -- true
+expect 1 "--command-failed 4" -- "$TIDEMARK" run --command-failed 4 -- true
+has err "from 5 to 125"
+expect 1 "--command-failed 200" -- "$TIDEMARK" run --command-failed 200 -- true
 # SIGTERM sent to tidemark alone reaches the command; tidemark still reports.
 # (The command has started once it made its file: tidemark is waiting.)
 "$TIDEMARK" run -o "$work/r3" -- sh -c "touch '$work/started'; exec sleep 30" \
@@ -151,6 +159,8 @@ expect 3 "gate fails, command fails" -- "$TIDEMARK" run -o "$work/g5" --max-peak
 has err "the command exited with 5"
 expect 5 "gate passes, command fails" -- "$TIDEMARK" run -o "$work/g5" --max-peak 1G -- \
   sh -c "\"$TRAIN_SIM\" --steps 1; exit 5"
+expect 3 "gate fails, command fails, --command-failed" -- "$TIDEMARK" run -o "$work/g5" \
+  --command-failed 9 --max-peak 1K -- sh -c "\"$TRAIN_SIM\" --steps 1; exit 4"
 
 # ---- bad baseline: exit 2, and the command does not run -----------------------------
 expect 2 "missing baseline" -- "$TIDEMARK" run -o "$work/g6" --baseline "$work/none.tdm" \
