@@ -68,6 +68,34 @@ static void human(char *buf, size_t len, uint64_t bytes)
     snprintf(buf, len, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
 }
 
+/* How many innermost frames the stacks of sites[0..n) all share: when
+ * every allocation goes through one helper, the line names the helper's
+ * callers, the first frame where the sites differ, not the helper n times.
+ * 0 when fewer than two sites have stacks. */
+static unsigned shared_frames(const tdm__oom_site *sites, size_t n)
+{
+    const uintptr_t *pcs[3];
+    unsigned depth[3], with = 0, min_depth = ~0u;
+    for (size_t i = 0; i < n && i < 3; i++) {
+        if (sites[i].stack_id == 0 ||
+            (depth[with] = tdm__stack_get(sites[i].stack_id, &pcs[with])) == 0)
+            continue;
+        if (depth[with] < min_depth)
+            min_depth = depth[with];
+        with++;
+    }
+    if (with < 2)
+        return 0;
+    unsigned k = 0;
+    while (k + 1 < min_depth) {
+        for (unsigned i = 1; i < with; i++)
+            if (pcs[i][k] != pcs[0][k])
+                return k;
+        k++;
+    }
+    return k;
+}
+
 void tdm__oom_report(int device, const char *device_name, size_t request,
                      size_t rounded, size_t free_bytes, tdm__oom_sites *live)
 {
@@ -95,13 +123,16 @@ void tdm__oom_report(int device, const char *device_name, size_t request,
         tdm_symbolizer *sym = NULL;
         if (n > 0 && tdm__symbolizer_open(&sym) != TDM_OK)
             sym = NULL;
-        for (size_t i = 0; i < n && i < 3 && len > 0 && (size_t)len < sizeof line; i++) {
+        size_t shown = n < 3 ? n : 3;
+        unsigned shared = shared_frames(sites, shown);
+        for (size_t i = 0; i < shown && len > 0 && (size_t)len < sizeof line; i++) {
             const uintptr_t *pcs = NULL;
             char where[256] = "(no stack recorded)";
+            unsigned depth = 0;
             if (sites[i].stack_id != 0 && sym != NULL &&
-                tdm__stack_get(sites[i].stack_id, &pcs) > 0) {
+                (depth = tdm__stack_get(sites[i].stack_id, &pcs)) > 0) {
                 tdm_symbol s;
-                tdm__symbolize(sym, pcs[0], &s);
+                tdm__symbolize(sym, pcs[shared < depth ? shared : depth - 1], &s);
                 if (s.file[0] != '\0')
                     snprintf(where, sizeof where, "%s (%s:%u)", s.function, s.file, s.line);
                 else

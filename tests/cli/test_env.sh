@@ -176,6 +176,18 @@ check_snapshot oom/o-oom-1.tdm 8
 rm -rf oom
 ok "dump_on=oom: o-oom-1.tdm and o-oom-2.tdm, none at exit"
 
+# The out-of-memory line names the sites where they differ: train_sim makes
+# every allocation through one helper (device_alloc), the line its callers.
+if [[ -x "${TRAIN_SIM:-}" ]]; then
+    TIDEMARK_CONF="device=sim:300MiB,dump_on=none" "$TRAIN_SIM" --steps 2 >/dev/null 2>err
+    line=$(grep -m1 '^tidemark: out of memory on ' err)
+    [[ $line == *"largest live sites: "* ]] || fail "no out-of-memory line: $(cat err)"
+    [[ $line != *device_alloc* ]] || fail "the line names the shared helper: $line"
+    [[ $line == *init_parameters* && $line == *backward_layer* ]] ||
+        fail "the line does not name the callers: $line"
+    ok "the out-of-memory line names the callers of a shared helper"
+fi
+
 # ---- fork=stop: the child writes nothing ---------------------------------------------
 rm -f err
 # With dump_on=signal the library starts its dump thread at load, and main
