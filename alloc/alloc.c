@@ -768,6 +768,14 @@ void tdm__alloc_register_atfork(void)
     register_atfork();
 }
 
+/* Also at load, before the program can start a thread: registered only at
+ * the first allocation, a fork() running at the same moment as that first
+ * allocation in another thread would not wait for its locks. */
+__attribute__((constructor)) static void register_atfork_at_load(void)
+{
+    register_atfork();
+}
+
 void tdm__alloc_visit_for_tests(const tdm__state_visitor *v)
 {
     state_source(v, NULL);

@@ -696,6 +696,12 @@ static void atfork_register(void)
     pthread_atfork(atfork_prepare, atfork_release, atfork_child);
 }
 
+/* At load too, before the program can start a thread (see alloc.c). */
+__attribute__((constructor)) static void atfork_register_at_load(void)
+{
+    pthread_once(&gate.once, atfork_register);
+}
+
 tdm_status tdm__stack_init(size_t max_stacks, size_t max_frames)
 {
     if (max_stacks == 0 || max_frames == 0)

@@ -56,6 +56,14 @@ static inline void need_real(void)
     pthread_once(&real_once, resolve);
 }
 
+/* Resolved at load too, before the program can start a thread or fork:
+ * ThreadSanitizer's pthread_once is not reset in a child, so a child
+ * forked while another thread was resolving would wait for it for good. */
+__attribute__((constructor)) static void resolve_at_load(void)
+{
+    need_real();
+}
+
 /* ---- the provider of cache mode: the real vendor functions ---- */
 
 static tdm_status prov_alloc(tdm_provider *p, int device, size_t size,
@@ -98,13 +106,20 @@ static void start_cache(void)
     (void)tdm__alloc_use_provider(&provider);
 }
 
+/* Described at the first booking; describing twice is harmless.  Not
+ * pthread_once: ThreadSanitizer's own pthread_once is not reset in a
+ * child, so a child forked while another thread was describing (the first
+ * allocation of forkstress) would wait for it for good. */
+static _Atomic int described;
 static void describe_device(void)
 {
+    if (atomic_load_explicit(&described, memory_order_acquire))
+        return;
     size_t total = 0;
     real.mem_get_info(NULL, &total);
     tdm__alloc_observe_device(0, "fake", "Fake Vendor Device 0", total);
+    atomic_store_explicit(&described, 1, memory_order_release);
 }
-static pthread_once_t describe_once = PTHREAD_ONCE_INIT;
 
 /* ---- the hooks ---- */
 
@@ -160,7 +175,7 @@ book(void **ptr, size_t size, fv_stream stream,
     if (mode == TDM__HOOK_OFF) {
         /* nothing to book */
     } else if (r == FV_SUCCESS && *ptr) {
-        pthread_once(&describe_once, describe_device);
+        describe_device();
         tdm__alloc_observe_alloc(0, *ptr, size, (tdm_stream)stream, SKIP);
     } else if (r == FV_ERROR_OUT_OF_MEMORY) {
         size_t free_bytes = 0;
