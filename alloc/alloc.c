@@ -24,6 +24,7 @@
 
 #include "meta.h"
 #include "recorder.h"
+#include "stack.h"
 #include "clock.h"
 
 tdm__alloc_global tdm__alloc_g = {
@@ -111,8 +112,6 @@ tdm_status tdm__alloc_configure(const tdm__alloc_config *cfg)
     return st;
 }
 
-static void register_atfork(void);
-
 /* The provider the configuration asks for, or the one a hook gave. */
 static tdm_status make_provider(tdm__alloc_global *g, tdm_provider **out)
 {
@@ -134,7 +133,6 @@ static tdm_status make_provider(tdm__alloc_global *g, tdm_provider **out)
 tdm_status tdm__alloc_init_slow(void)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
-    register_atfork();
     pthread_mutex_lock(&g->init_lock);
     if (atomic_load_explicit(&g->ready, memory_order_relaxed)) {
         pthread_mutex_unlock(&g->init_lock);
@@ -750,30 +748,26 @@ static void unlock_all_child(void)
     pthread_mutex_unlock(&g->init_lock);
 }
 
-static void atfork_once(void)
+static void register_atfork_once(void)
 {
     /* First: the recorder's lock is taken under ours (attach_recorder). */
     tdm__rec_register_atfork();
+    tdm__stack_register_atfork();
     pthread_atfork(lock_all, unlock_all, unlock_all_child);
-}
-
-static void register_atfork(void)
-{
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, atfork_once);
 }
 
 void tdm__alloc_register_atfork(void)
 {
-    register_atfork();
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, register_atfork_once);
 }
 
-/* Also at load, before the program can start a thread: registered only at
- * the first allocation, a fork() running at the same moment as that first
+/* At load, before the program can start a thread or fork: registered at
+ * the first allocation instead, a fork() at the same moment as that first
  * allocation in another thread would not wait for its locks. */
 __attribute__((constructor)) static void register_atfork_at_load(void)
 {
-    register_atfork();
+    tdm__alloc_register_atfork();
 }
 
 void tdm__alloc_visit_for_tests(const tdm__state_visitor *v)

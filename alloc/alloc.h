@@ -145,4 +145,11 @@ tdm_status tdm__alloc_set_memory_fraction(double fraction, int device);
  * provider and forgets the configuration. */
 void tdm__alloc_reset_for_tests(void);
 
+/* Registers, once (the library also does it when it loads), the fork
+ * handlers that keep tidemark's locks safe across fork(): the recorder's,
+ * the stack capture's and the allocator's.  Code with a child handler of
+ * its own that uses tidemark calls this before registering it, so that
+ * its handler runs after theirs in the child (hooks/autoinit.c). */
+void tdm__alloc_register_atfork(void);
+
 #endif

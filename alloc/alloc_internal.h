@@ -244,9 +244,6 @@ void tdm__oom_report(int device, const char *device_name, size_t request,
  * alloc mode "observe" unless the allocator already named its own.
  * Called by whichever of the two initializes first (and by both). */
 void tdm__alloc_attach_recorder(int observe);
-/* Registers, once per process, the fork handlers that take every
- * allocator and observe-mode lock around fork(). */
-void tdm__alloc_register_atfork(void);
 
 /* ---- observe mode (observe.c) ---- */
 /* Highest device ordinal observe mode books (-1 is the host). */

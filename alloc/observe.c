@@ -65,7 +65,6 @@ static int slot_of(int device)
 
 static __attribute__((noinline)) void obs_init_slow(void)
 {
-    tdm__alloc_register_atfork();
     pthread_mutex_lock(&obs.init_lock);
     if (!atomic_load_explicit(&obs.ready, memory_order_relaxed)) {
         tdm__ptrmap_init(&obs.allocs);

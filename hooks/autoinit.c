@@ -532,7 +532,10 @@ static tdm_status apply_once(const char *text)
             say("tidemark: cannot watch for SIG%s: %s; snapshots on signal are "
                 "off", signal_name(g.cfg.signal), strerror(e));
     }
-    pthread_atfork(NULL, NULL, after_fork_child); /* once: apply acts once */
+    /* After tidemark's own handlers, so that in the child this one runs
+     * once their locks are free again.  Once: apply acts once. */
+    tdm__alloc_register_atfork();
+    pthread_atfork(NULL, NULL, after_fork_child);
     if (atexit(at_exit) != 0)
         say("tidemark: cannot register the exit handler; no snapshot at exit");
     return TDM_OK;

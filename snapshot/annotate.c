@@ -31,9 +31,9 @@ tdm_status tdm_phase(const char *name)
     if (!name || !*name)
         return TDM_INVALID_ARGUMENT;
     tdm__recorder *r = &tdm__recorder_state;
-    tdm__rec_lock();
+    pthread_mutex_lock(&r->lock);
     uint32_t id = intern_phase(name);
-    tdm__rec_unlock();
+    pthread_mutex_unlock(&r->lock);
     if (id == 0)
         return TDM_HOST_OUT_OF_MEMORY;
     atomic_store_explicit(&r->phase, id, memory_order_relaxed);

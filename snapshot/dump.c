@@ -261,7 +261,7 @@ static tdm_status build_header(tdm_snap *snap, dump_owner *o)
     h->dump_time_us = tdm__now_us();
     h->command = read_command(o);
 
-    tdm__rec_lock();
+    pthread_mutex_lock(&r->lock);
     h->start_time_us = r->start_time_us;
     h->config = tdm__str_pool_keep(&o->strings, r->config_text);
     h->metadata = tdm__str_pool_keep(&o->strings, r->metadata);
@@ -277,7 +277,7 @@ static tdm_status build_header(tdm_snap *snap, dump_owner *o)
         snap->phase_names = o->phase_names;
         snap->phase_count = r->phase_count;
     }
-    tdm__rec_unlock();
+    pthread_mutex_unlock(&r->lock);
     if (!h->host || !h->command || !h->config || !h->metadata || !o->phase_names)
         return TDM_HOST_OUT_OF_MEMORY;
     for (size_t i = 0; i < snap->phase_count; i++)
@@ -345,7 +345,6 @@ tdm_status tdm_dump_snapshot(const char *path)
 {
     if (!path || !*path)
         return TDM_INVALID_ARGUMENT;
-    tdm__rec_register_atfork(); /* before any lock: see tdm__rec_lock */
     pthread_mutex_lock(&dump_lock);
     tdm_snap *snap;
     tdm_status st = tdm__rec_build_snapshot(&snap);

@@ -45,16 +45,12 @@ void tdm__rec_register_atfork(void)
     pthread_once(&once, register_atfork_once);
 }
 
-void tdm__rec_lock(void)
+/* At load, before the program can start a thread or fork.  alloc.c also
+ * calls tdm__rec_register_atfork before registering its own handlers, so
+ * the order holds whichever constructor runs first. */
+__attribute__((constructor)) static void register_atfork_at_load(void)
 {
-    /* Before the lock: pthread_atfork waits for a fork in progress. */
     tdm__rec_register_atfork();
-    pthread_mutex_lock(&tdm__recorder_state.lock);
-}
-
-void tdm__rec_unlock(void)
-{
-    pthread_mutex_unlock(&tdm__recorder_state.lock);
 }
 
 /* Sizes of the stack intern table: unique stacks and total frames. */
@@ -116,7 +112,7 @@ tdm_status tdm_record_memory_history(const tdm_history_options *in)
             return st;
     }
 
-    tdm__rec_lock();
+    pthread_mutex_lock(&r->lock);
     tdm__ring *old = atomic_load(&r->ring);
     tdm__ring *ring = old;
     int fresh = opts.enabled != TDM_RECORD_ALL || !old || opts.clear_history ||
@@ -126,7 +122,7 @@ tdm_status tdm_record_memory_history(const tdm_history_options *in)
         if (opts.enabled == TDM_RECORD_ALL) {
             st = tdm__ring_create(opts.max_entries, &ring);
             if (st != TDM_OK) {
-                tdm__rec_unlock();
+                pthread_mutex_unlock(&r->lock);
                 return st;
             }
         }
@@ -146,7 +142,7 @@ tdm_status tdm_record_memory_history(const tdm_history_options *in)
     atomic_store(&tdm__rec.context, opts.context);
     atomic_store(&tdm__rec.stacks, want_stacks ? opts.stacks : TDM_STACKS_NONE);
     atomic_store(&tdm__rec.mode, opts.enabled);
-    tdm__rec_unlock();
+    pthread_mutex_unlock(&r->lock);
     return TDM_OK;
 }
 
@@ -280,9 +276,9 @@ void tdm__rec_set_tag_listener(tdm__tag_listener_fn listener)
 
 void tdm__rec_set_alloc_mode(const char *mode)
 {
-    tdm__rec_lock();
+    pthread_mutex_lock(&tdm__recorder_state.lock);
     tdm__recorder_state.alloc_mode = mode;
-    tdm__rec_unlock();
+    pthread_mutex_unlock(&tdm__recorder_state.lock);
 }
 
 /* Replaces *slot with a copy of text (NULL clears).  Caller holds the lock. */
@@ -298,15 +294,15 @@ static tdm_status replace_string(char **slot, const char *text)
 
 void tdm__rec_set_config_text(const char *text)
 {
-    tdm__rec_lock();
+    pthread_mutex_lock(&tdm__recorder_state.lock);
     replace_string(&tdm__recorder_state.config_text, text);
-    tdm__rec_unlock();
+    pthread_mutex_unlock(&tdm__recorder_state.lock);
 }
 
 tdm_status tdm_set_metadata(const char *text)
 {
-    tdm__rec_lock();
+    pthread_mutex_lock(&tdm__recorder_state.lock);
     tdm_status st = replace_string(&tdm__recorder_state.metadata, text);
-    tdm__rec_unlock();
+    pthread_mutex_unlock(&tdm__recorder_state.lock);
     return st;
 }

@@ -103,12 +103,13 @@ void tdm__rec_set_tag_listener(tdm__tag_listener_fn listener);
 
 /* The mode the allocator runs in, for the snapshot header. */
 void tdm__rec_set_alloc_mode(const char *mode);
-/* Registers, once, the fork handlers that hold the recorder's lock across
- * fork(), so that a child never finds it held by a thread it does not
- * have.  The lock is a leaf (taken under other locks, never the other way
- * round), so its prepare handler must run after every other one: callers
- * that register fork handlers of their own call this first (prepare
- * handlers run in the reverse order of registration). */
+/* Registers, once (also done when the library loads), the fork handlers
+ * that hold the recorder's lock across fork(), so that a child never finds
+ * it held by a thread it does not have.  The lock is a leaf (taken under
+ * other locks, never the other way round), so its prepare handler must
+ * run after every other one: code that registers fork handlers of its own
+ * calls this first (prepare handlers run in the reverse order of
+ * registration). */
 void tdm__rec_register_atfork(void);
 /* The configuration text (TIDEMARK_CONF) for the snapshot header. */
 void tdm__rec_set_config_text(const char *text);

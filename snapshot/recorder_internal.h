@@ -38,11 +38,6 @@ typedef struct tdm__recorder {
 
 extern tdm__recorder tdm__recorder_state;
 
-/* Take and release tdm__recorder_state.lock.  The first call registers the
- * fork handlers that hold it across fork() (tdm__rec_register_atfork). */
-void tdm__rec_lock(void);
-void tdm__rec_unlock(void);
-
 /* dump.c: a child starts with no dump in progress. */
 void tdm__dump_after_fork_child(void);
 

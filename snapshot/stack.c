@@ -110,8 +110,7 @@ static __thread thread_stack tls;
 static struct {
     _Atomic unsigned in_flight; /* captures running, all threads */
     _Atomic int fork_pending;   /* a fork() waits for them */
-    pthread_once_t once;        /* the handlers are registered */
-} gate = {.once = PTHREAD_ONCE_INIT};
+} gate;
 
 void (*volatile tdm__stack_capture_probe)(void);
 void (*volatile tdm__stack_fork_wait_probe)(void);
@@ -443,12 +442,8 @@ static void *open_libunwind(void)
 #endif
 }
 
-static void atfork_register(void);
-
 static NOINLINE void unwinder_setup(void)
 {
-    /* Before any lock: pthread_atfork waits for a fork in progress. */
-    pthread_once(&gate.once, atfork_register);
     pthread_mutex_lock(&unw.lock);
     if (!atomic_load_explicit(&unw.ready, memory_order_relaxed)) {
         text_setup();
@@ -696,10 +691,18 @@ static void atfork_register(void)
     pthread_atfork(atfork_prepare, atfork_release, atfork_child);
 }
 
-/* At load too, before the program can start a thread (see alloc.c). */
+void tdm__stack_register_atfork(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, atfork_register);
+}
+
+/* At load, before the program can start a thread or fork: registered at
+ * the first capture instead, a fork() at the same moment as that capture
+ * in another thread would not wait for it. */
 __attribute__((constructor)) static void atfork_register_at_load(void)
 {
-    pthread_once(&gate.once, atfork_register);
+    tdm__stack_register_atfork();
 }
 
 tdm_status tdm__stack_init(size_t max_stacks, size_t max_frames)

@@ -59,6 +59,10 @@ typedef enum tdm__unwinder {
 } tdm__unwinder;
 tdm_status tdm__stack_set_unwinder(tdm__unwinder which);
 
+/* Registers, once (also done when the library loads), the fork handlers:
+ * fork() waits for captures in flight (see stack.c). */
+void tdm__stack_register_atfork(void);
+
 /* Tests only: when set, every capture calls it from inside the part of the
  * capture that fork() waits for (it stands for a lock libunwind holds). */
 extern void (*volatile tdm__stack_capture_probe)(void);
