@@ -23,60 +23,10 @@
  * Lock: one mutex around the allocation table, mappings and byte counts;
  * call counters are atomics.  The current device is per thread, as in HIP.
  */
-#ifndef __HIP_PLATFORM_AMD__
-#define __HIP_PLATFORM_AMD__ 1
-#endif
-#define _GNU_SOURCE
-#include <hip/hip_runtime_api.h>
-
-#include "fake_hip.h"
-
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-
-#define EXPORT __attribute__((visibility("default")))
-#define MAX_DEVICES 8
-
-/* The opaque handle types of the header, given a body here. */
-struct ihipStream_t {
-    int device;
-};
-struct ihipMemPoolHandle_t {
-    int device;
-};
-struct ihipMemGenericAllocationHandle {
-    size_t size; /* bytes */
-    int device;
-    int maps;     /* live mappings of this handle */
-    int released; /* hipMemRelease seen while still mapped */
-};
+#include "fake_hip_internal.h"
 
 /* ---- call counters ------------------------------------------------------ */
 
-#define FAKE_FUNCS(X)                                                          \
-    X(hipGetDeviceCount) X(hipGetDevice) X(hipSetDevice) X(hipDeviceGetName)   \
-    X(hipDeviceTotalMem) X(hipMemGetInfo) X(hipMalloc) X(hipFree)              \
-    X(hipMallocAsync) X(hipFreeAsync) X(hipMallocFromPoolAsync)                \
-    X(hipExtMallocWithFlags) X(hipMallocManaged) X(hipHostMalloc)              \
-    X(hipHostFree) X(hipMallocHost) X(hipFreeHost) X(hipMemCreate)             \
-    X(hipMemRelease) X(hipMemMap) X(hipMemUnmap) X(hipMemAddressReserve)       \
-    X(hipMemAddressFree) X(hipMemGetAllocationPropertiesFromHandle)            \
-    X(hipStreamCreate) X(hipStreamDestroy) X(hipStreamSynchronize)             \
-    X(hipDeviceSynchronize) X(hipMemPoolCreate) X(hipMemPoolDestroy)           \
-    X(hipDeviceGetDefaultMemPool) X(hipInit) X(hipGetLastError)                \
-    X(hipPeekAtLastError)
-
-enum {
-#define FAKE_ENUM(n) F_##n,
-    FAKE_FUNCS(FAKE_ENUM)
-#undef FAKE_ENUM
-    F_COUNT
-};
 static const char *const func_names[F_COUNT] = {
 #define FAKE_NAME(n) #n,
     FAKE_FUNCS(FAKE_NAME)
@@ -116,26 +66,26 @@ static void read_conf(void)
 }
 
 /* Counts the call; returns the injected error, or 0 to go on. */
-static int enter(int f)
+int enter(int f)
 {
     pthread_once(&conf_once, read_conf);
     atomic_fetch_add_explicit(&calls[f], 1, memory_order_relaxed);
     return fail_code[f];
 }
 
-static __thread int cur_device;
+__thread int cur_device;
 /* The last error an entry point returned in this thread, until
  * hipGetLastError reads it (hipPeekAtLastError only looks), as in HIP. */
 static __thread hipError_t t_last;
 
-static hipError_t fake_last(hipError_t e)
+hipError_t fake_last(hipError_t e)
 {
     if (e != hipSuccess)
         t_last = e;
     return e;
 }
 
-static hipError_t check_device(int device)
+hipError_t check_device(int device)
 {
     if (n_devices == 0)
         return hipErrorNoDevice;
@@ -144,8 +94,6 @@ static hipError_t check_device(int device)
 
 /* ---- allocation table -------------------------------------------------- */
 
-/* K_PHYS: the body of a hipMemCreate handle; counts as device memory. */
-enum kind { K_DEVICE = 1, K_HOST = 2, K_PHYS = 3 };
 
 typedef struct entry {
     void *ptr;   /* NULL: empty slot */
@@ -156,7 +104,7 @@ typedef struct entry {
 
 #define TABLE_SIZE (1u << 16)
 static entry table[TABLE_SIZE];
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static long live;
 static size_t used[MAX_DEVICES]; /* bytes */
 
@@ -167,7 +115,7 @@ static size_t slot_of(const void *p)
 }
 
 /* Books a new allocation; hipErrorOutOfMemory past the capacity. */
-static hipError_t track(void *p, size_t size, int device, int kind)
+hipError_t track(void *p, size_t size, int device, int kind)
 {
     hipError_t r = hipSuccess;
     pthread_mutex_lock(&mu);
@@ -208,7 +156,7 @@ static void erase_at(size_t i)
 
 /* Forgets an allocation of `kind` (its size to *size); 0 when there is
  * none. */
-static int untrack(void *p, int kind, size_t *size)
+int untrack(void *p, int kind, size_t *size)
 {
     int found = 0;
     pthread_mutex_lock(&mu);
@@ -516,14 +464,6 @@ EXPORT hipError_t hipMemPoolDestroy(hipMemPool_t mem_pool)
 
 /* ---- allocation ----------------------------------------------------------- */
 
-/* Allocation entry points share this: injected error, device check. */
-#define ALLOC_PROLOGUE(f)                                                      \
-    int e = enter(f);                                                          \
-    if (e)                                                                     \
-        return fake_last((hipError_t)e);                                       \
-    hipError_t r = check_device(cur_device);                                   \
-    if (r != hipSuccess)                                                       \
-        return fake_last(r)
 
 EXPORT hipError_t hipMalloc(void **ptr, size_t size)
 {
@@ -598,181 +538,6 @@ EXPORT hipError_t hipFreeHost(void *ptr)
 {
     ALLOC_PROLOGUE(F_hipFreeHost);
     return fake_last(fake_free(ptr, K_HOST));
-}
-
-/* ---- virtual memory ------------------------------------------------------- */
-
-#define MAX_MAPS 256
-static struct {
-    char *va;    /* NULL: free slot */
-    size_t size; /* bytes */
-    hipMemGenericAllocationHandle_t h;
-} maps[MAX_MAPS];
-static struct {
-    char *va;
-    size_t size;
-} reserved[MAX_MAPS];
-
-EXPORT hipError_t hipMemAddressReserve(void **ptr, size_t size, size_t alignment, void *addr,
-                                       unsigned long long flags)
-{
-    ALLOC_PROLOGUE(F_hipMemAddressReserve);
-    (void)alignment, (void)addr, (void)flags;
-    if (!ptr || size == 0)
-        return fake_last(hipErrorInvalidValue);
-    void *va = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (va == MAP_FAILED)
-        return fake_last(hipErrorOutOfMemory);
-    r = hipErrorOutOfMemory;
-    pthread_mutex_lock(&mu);
-    for (int i = 0; i < MAX_MAPS; i++)
-        if (!reserved[i].va) {
-            reserved[i].va = va;
-            reserved[i].size = size;
-            r = hipSuccess;
-            break;
-        }
-    pthread_mutex_unlock(&mu);
-    if (r != hipSuccess)
-        munmap(va, size);
-    else
-        *ptr = va;
-    return fake_last(r);
-}
-
-EXPORT hipError_t hipMemAddressFree(void *devPtr, size_t size)
-{
-    ALLOC_PROLOGUE(F_hipMemAddressFree);
-    r = hipErrorInvalidValue;
-    pthread_mutex_lock(&mu);
-    for (int i = 0; i < MAX_MAPS; i++)
-        if (reserved[i].va == devPtr && reserved[i].size == size) {
-            reserved[i].va = NULL;
-            r = hipSuccess;
-            break;
-        }
-    pthread_mutex_unlock(&mu);
-    if (r == hipSuccess)
-        munmap(devPtr, size);
-    return fake_last(r);
-}
-
-EXPORT hipError_t hipMemCreate(hipMemGenericAllocationHandle_t *handle, size_t size,
-                               const hipMemAllocationProp *prop, unsigned long long flags)
-{
-    int e = enter(F_hipMemCreate);
-    if (e)
-        return fake_last((hipError_t)e);
-    (void)flags;
-    if (!handle || !prop || size == 0 || prop->type != hipMemAllocationTypePinned ||
-        prop->location.type != hipMemLocationTypeDevice)
-        return fake_last(hipErrorInvalidValue);
-    hipError_t r = check_device(prop->location.id);
-    if (r != hipSuccess)
-        return fake_last(r);
-    struct ihipMemGenericAllocationHandle *h = calloc(1, sizeof *h);
-    if (!h)
-        return fake_last(hipErrorOutOfMemory);
-    h->size = size;
-    h->device = prop->location.id;
-    r = track(h, size, h->device, K_PHYS);
-    if (r != hipSuccess) {
-        free(h);
-        return fake_last(r);
-    }
-    *handle = h;
-    return fake_last(hipSuccess);
-}
-
-EXPORT hipError_t hipMemGetAllocationPropertiesFromHandle(hipMemAllocationProp *prop,
-                                                          hipMemGenericAllocationHandle_t handle)
-{
-    int e = enter(F_hipMemGetAllocationPropertiesFromHandle);
-    if (e)
-        return fake_last((hipError_t)e);
-    if (!prop || !handle)
-        return fake_last(hipErrorInvalidValue);
-    memset(prop, 0, sizeof *prop);
-    prop->type = hipMemAllocationTypePinned;
-    prop->location.type = hipMemLocationTypeDevice;
-    prop->location.id = handle->device;
-    return fake_last(hipSuccess);
-}
-
-static void release_handle(hipMemGenericAllocationHandle_t h)
-{
-    size_t size;
-    untrack(h, K_PHYS, &size);
-    free(h);
-}
-
-EXPORT hipError_t hipMemRelease(hipMemGenericAllocationHandle_t handle)
-{
-    int e = enter(F_hipMemRelease);
-    if (e)
-        return fake_last((hipError_t)e);
-    if (!handle)
-        return fake_last(hipErrorInvalidValue);
-    pthread_mutex_lock(&mu);
-    int mapped = handle->maps > 0;
-    if (mapped)
-        handle->released = 1; /* freed at its last unmap */
-    pthread_mutex_unlock(&mu);
-    if (!mapped)
-        release_handle(handle);
-    return fake_last(hipSuccess);
-}
-
-EXPORT hipError_t hipMemMap(void *ptr, size_t size, size_t offset,
-                            hipMemGenericAllocationHandle_t handle, unsigned long long flags)
-{
-    int e = enter(F_hipMemMap);
-    if (e)
-        return fake_last((hipError_t)e);
-    (void)flags;
-    if (!ptr || !handle || size == 0 || offset + size > handle->size)
-        return fake_last(hipErrorInvalidValue);
-    hipError_t r = hipErrorInvalidValue;
-    pthread_mutex_lock(&mu);
-    int in_reservation = 0;
-    for (int i = 0; i < MAX_MAPS; i++)
-        if (reserved[i].va && (char *)ptr >= reserved[i].va &&
-            (char *)ptr + size <= reserved[i].va + reserved[i].size)
-            in_reservation = 1;
-    for (int i = 0; in_reservation && i < MAX_MAPS; i++)
-        if (!maps[i].va) {
-            maps[i].va = ptr;
-            maps[i].size = size;
-            maps[i].h = handle;
-            handle->maps++;
-            r = hipSuccess;
-            break;
-        }
-    pthread_mutex_unlock(&mu);
-    return fake_last(r);
-}
-
-EXPORT hipError_t hipMemUnmap(void *ptr, size_t size)
-{
-    int e = enter(F_hipMemUnmap);
-    if (e)
-        return fake_last((hipError_t)e);
-    hipError_t r = hipErrorInvalidValue;
-    hipMemGenericAllocationHandle_t dead = NULL;
-    pthread_mutex_lock(&mu);
-    for (int i = 0; i < MAX_MAPS; i++)
-        if (maps[i].va == ptr && maps[i].size == size) {
-            hipMemGenericAllocationHandle_t h = maps[i].h;
-            maps[i].va = NULL;
-            if (--h->maps == 0 && h->released)
-                dead = h;
-            r = hipSuccess;
-            break;
-        }
-    pthread_mutex_unlock(&mu);
-    if (dead)
-        release_handle(dead);
-    return fake_last(r);
 }
 
 /* ---- what tests read back -------------------------------------------------- */
