@@ -2,8 +2,8 @@
  * that turns an allocator action into a ring entry.
  *
  * Hot path (tdm__rec_event): relaxed loads of the switches and the ring
- * pointer, one clock read, one atomic add in the ring.  No lock, no malloc,
- * no stdio.  Configuration takes tdm__recorder_state.lock and swaps the
+ * pointer, one clock read, plain stores into this thread's chunk of the
+ * ring (ring.h).  No lock, no malloc, no stdio.  Configuration takes tdm__recorder_state.lock and swaps the
  * ring pointer; a ring taken out of service is retired (its pages given
  * back) but never unmapped, so a writer that loaded the old pointer a
  * moment earlier still writes into valid memory.
@@ -32,6 +32,8 @@ static void fork_child(void)
 {
     pthread_mutex_unlock(&tdm__recorder_state.lock);
     tdm__dump_after_fork_child();
+    /* The chunks other threads held would stay held for ever. */
+    tdm__ring_fork_child(atomic_load(&tdm__recorder_state.ring));
 }
 
 static void register_atfork_once(void)
@@ -129,7 +131,7 @@ tdm_status tdm_record_memory_history(const tdm_history_options *in)
         if (old && !opts.clear_history && opts.enabled == TDM_RECORD_ALL) {
             /* A resize keeps counting what the old ring had dropped and
              * holds; PyTorch likewise loses history on reconfiguration. */
-            atomic_fetch_add(&r->carried_drops, atomic_load(&old->head));
+            atomic_fetch_add(&r->carried_drops, tdm__ring_events(old));
         } else {
             atomic_store(&r->carried_drops, 0);
         }
@@ -240,20 +242,11 @@ void tdm__rec_event_at(uint64_t time_ns, uint8_t category, unsigned action,
                                            memory_order_acquire);
     if (!ring)
         return;
-    tdm_event ev = {
-        .time_ns = time_ns ? time_ns : tdm__clock_ns(),
-        .addr = addr,
-        .size = size,
-        .requested = requested,
-        .stream = stream,
-        .stack_id = stack_id,
-        .phase = tdm__rec_current_phase(),
-        .step = tdm__rec_current_step(),
-        .device = (int16_t)device,
-        .action = (uint8_t)action,
-        .category = category,
-    };
-    tdm__ring_push(ring, &ev);
+    tdm__ring_push_words(
+        ring, time_ns ? time_ns : tdm__clock_ns(), addr, size, requested, stream,
+        tdm__event_word5(stack_id, tdm__rec_current_phase()),
+        tdm__event_word6(tdm__rec_current_step(), (int16_t)device,
+                         (uint8_t)action, category));
 }
 
 void tdm__rec_event(unsigned action, int device, uint64_t addr,

@@ -1,17 +1,26 @@
-/* snapshot/ring.c: the lock-free bounded event ring (see ring.h).
+/* snapshot/ring.c: the bounded event ring (see ring.h).
  *
- * The slot protocol is a per-slot seqlock whose sequence numbers are the
- * claim indices themselves.  Writer of event i into slot s:
- *   1. CAS s.seq from an even value older than 2i+2 to 2i+1 (busy);
- *   2. release fence, store the 7 payload words (relaxed atomics);
- *   3. store s.seq = 2i+2 (release).
- * If s.seq already says a newer event (>= 2i+2, or busy for a newer index)
- * the writer was lapped: its event is older than what the slot holds, so it
- * is dropped and counted.  If an older writer is still busy in the slot (the
- * ring wrapped around a preempted writer) the newer one waits a bounded
- * time, then gives up and counts.  The reader accepts slot s for event i only
- * if s.seq == 2i+2 before and after copying the payload.
+ * Chunk protocol.  chunk_state[c] = (n << 1) | held, where n is the claim
+ * number that last took chunk c; claim n covers event indices
+ * [n * chunk, (n + 1) * chunk) and chunk n & chunk_mask.
+ *   claim:     n = claims++ (atomic add); CAS chunk_state from "not held"
+ *              to (n << 1) | 1; a held chunk is skipped (next n).
+ *   write:     the owner alone: slot seq = 2i+1, release fence, the 7 data
+ *              words, seq = 2i+2 (release).  A classic single-writer
+ *              seqlock per slot.
+ *   give back: given_back += events written; chunk_state = n << 1
+ *              (release).  When the chunk is full, when its thread ends
+ *              (a thread-specific destructor), or in a forked child for
+ *              the threads that did not come along.
+ * The reader accepts slot s for event i only if s.seq == 2i+2 before and
+ * after copying the payload.
+ *
+ * Lock: `live_lock` guards the list of rings not destroyed, which a
+ * thread's destructor consults before touching the ring it wrote to.
+ * Nothing on the push path locks.
  */
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -19,28 +28,94 @@
 
 _Static_assert(sizeof(tdm__ring_slot) == 64, "a ring slot is one cache line");
 
+__thread tdm__ring_writer tdm__ring_me;
+
+/* Chunks a thread may keep part-used while idle before the ring holds
+ * fewer than `capacity` events. */
+#define IDLE_CHUNKS 16
+
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static tdm__ring *live_rings;
+static uint64_t last_ring_id;
+
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t exit_key;
+static int exit_key_ok;
+
+/* Gives back chunk [end - chunk, end) of `ring` with `written` events. */
+static void give_back_chunk(tdm__ring *ring, uint64_t end, uint64_t written)
+{
+    uint64_t n = (end >> ring->chunk_shift) - 1;
+    atomic_fetch_add_explicit(&ring->given_back, written, memory_order_relaxed);
+    atomic_store_explicit(&ring->chunk_state[n & ring->chunk_mask], n << 1,
+                          memory_order_release);
+}
+
+/* A thread ends: its chunk goes back, if its ring still exists. */
+static void thread_ends(void *unused)
+{
+    (void)unused;
+    tdm__ring_writer *me = &tdm__ring_me;
+    if (me->ring_id == 0 || me->next == me->end)
+        return;
+    pthread_mutex_lock(&live_lock);
+    for (tdm__ring *r = live_rings; r; r = r->next_live) {
+        if (r->id == me->ring_id) {
+            give_back_chunk(r, me->end, me->next - (me->end - r->chunk));
+            break;
+        }
+    }
+    pthread_mutex_unlock(&live_lock);
+    me->ring_id = 0;
+}
+
+static void make_exit_key(void)
+{
+    exit_key_ok = pthread_key_create(&exit_key, thread_ends) == 0;
+}
+
 tdm_status tdm__ring_create(uint64_t capacity, tdm__ring **out)
 {
     *out = NULL;
     if (capacity == 0 || capacity > (UINT64_C(1) << 34))
         return TDM_INVALID_ARGUMENT;
-    uint64_t slots = 1;
-    while (slots < capacity)
+    /* Chunks of up to 64 slots, and at least 64 chunks' worth of
+     * capacity per chunk size (a small ring gets small chunks). */
+    uint64_t chunk = 1;
+    unsigned shift = 0;
+    while (chunk < 64 && chunk * 2 * 64 <= capacity) {
+        chunk *= 2;
+        shift++;
+    }
+    uint64_t slots = chunk;
+    while (slots < capacity + IDLE_CHUNKS * chunk)
         slots <<= 1;
-    size_t slot_bytes = (size_t)slots * sizeof(tdm__ring_slot);
-    size_t bytes = sizeof(tdm__ring) + 64 + slot_bytes;
+    uint64_t chunks = slots >> shift;
+    size_t head = (sizeof(tdm__ring) + 63) & ~(size_t)63;
+    size_t state_bytes = ((size_t)chunks * sizeof(uint64_t) + 63) & ~(size_t)63;
+    size_t bytes = head + state_bytes + (size_t)slots * sizeof(tdm__ring_slot);
     void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (mem == MAP_FAILED)
         return TDM_HOST_OUT_OF_MEMORY;
+    pthread_once(&key_once, make_exit_key);
     tdm__ring *r = mem;
-    uintptr_t first = ((uintptr_t)mem + sizeof(tdm__ring) + 63) & ~(uintptr_t)63;
-    r->slots = (tdm__ring_slot *)first;
+    r->chunk_state = (_Atomic uint64_t *)((char *)mem + head);
+    r->slots = (tdm__ring_slot *)((char *)mem + head + state_bytes);
     r->capacity = capacity;
     r->mask = slots - 1;
+    r->chunk = chunk;
+    r->chunk_shift = shift;
+    r->chunk_mask = chunks - 1;
     r->map_bytes = bytes;
-    atomic_init(&r->head, 0);
-    atomic_init(&r->lost, 0);
+    atomic_init(&r->claims, 0);
+    atomic_init(&r->given_back, 0);
+    atomic_init(&r->refused, 0);
+    pthread_mutex_lock(&live_lock);
+    r->id = ++last_ring_id;
+    r->next_live = live_rings;
+    live_rings = r;
+    pthread_mutex_unlock(&live_lock);
     *out = r;
     return TDM_OK;
 }
@@ -49,7 +124,7 @@ void tdm__ring_retire(tdm__ring *ring)
 {
     if (!ring)
         return;
-    /* Only the slots: the header (head, capacity) stays valid for late
+    /* Only the slots: the header and chunk states stay valid for late
      * writers, whose slot stores then land in fresh zero pages. */
     uintptr_t start = ((uintptr_t)ring->slots + 4095) & ~(uintptr_t)4095;
     uintptr_t end = ((uintptr_t)ring + ring->map_bytes) & ~(uintptr_t)4095;
@@ -59,30 +134,157 @@ void tdm__ring_retire(tdm__ring *ring)
 
 void tdm__ring_destroy(tdm__ring *ring)
 {
-    if (ring)
-        munmap(ring, ring->map_bytes);
+    if (!ring)
+        return;
+    pthread_mutex_lock(&live_lock);
+    for (tdm__ring **p = &live_rings; *p; p = &(*p)->next_live) {
+        if (*p == ring) {
+            *p = ring->next_live;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&live_lock);
+    if (tdm__ring_me.ring_id == ring->id)
+        tdm__ring_me.ring_id = 0;
+    munmap(ring, ring->map_bytes);
+}
+
+int tdm__ring_claim(tdm__ring *ring)
+{
+    tdm__ring_writer *me = &tdm__ring_me;
+    if (me->ring_id == ring->id && me->next != me->end)
+        return 1;
+    if (me->ring_id == 0 && exit_key_ok)
+        pthread_setspecific(exit_key, me); /* any non-NULL value */
+    /* Each chunk is looked at about once before giving up. */
+    for (uint64_t tries = 0; tries <= ring->chunk_mask; tries++) {
+        uint64_t n = atomic_fetch_add_explicit(&ring->claims, 1,
+                                               memory_order_relaxed);
+        _Atomic uint64_t *state = &ring->chunk_state[n & ring->chunk_mask];
+        uint64_t s = atomic_load_explicit(state, memory_order_relaxed);
+        if (s & 1)
+            continue; /* held by a thread that has not filled it */
+        if (!atomic_compare_exchange_strong_explicit(
+                state, &s, n << 1 | 1, memory_order_acquire,
+                memory_order_relaxed))
+            continue;
+        if (me->ring_id != ring->id)
+            me->last_ns = 0;
+        me->ring_id = ring->id;
+        me->next = n << ring->chunk_shift;
+        me->end = me->next + ring->chunk;
+        return 1;
+    }
+    atomic_fetch_add_explicit(&ring->refused, 1, memory_order_relaxed);
+    return 0;
+}
+
+void tdm__ring_give_back(tdm__ring *ring)
+{
+    tdm__ring_writer *me = &tdm__ring_me;
+    give_back_chunk(ring, me->end, ring->chunk);
+}
+
+/* Events written so far in held chunk c under claim n. */
+static uint64_t held_written(tdm__ring *ring, uint64_t c, uint64_t n)
+{
+    uint64_t first = n << ring->chunk_shift, count = 0;
+    for (uint64_t k = 0; k < ring->chunk; k++) {
+        uint64_t s = atomic_load_explicit(
+            &ring->slots[(c << ring->chunk_shift) + k].seq, memory_order_acquire);
+        if (s >= 2 * first + 2 && (s & 1) == 0)
+            count++;
+    }
+    return count;
+}
+
+uint64_t tdm__ring_events(tdm__ring *ring)
+{
+    uint64_t total = atomic_load_explicit(&ring->given_back, memory_order_acquire) +
+                     atomic_load_explicit(&ring->refused, memory_order_relaxed);
+    for (uint64_t c = 0; c <= ring->chunk_mask; c++) {
+        uint64_t s = atomic_load_explicit(&ring->chunk_state[c], memory_order_acquire);
+        if (s & 1)
+            total += held_written(ring, c, s >> 1);
+    }
+    return total;
+}
+
+void tdm__ring_fork_child(tdm__ring *ring)
+{
+    if (!ring)
+        return;
+    tdm__ring_writer *me = &tdm__ring_me;
+    uint64_t mine = UINT64_MAX;
+    if (me->ring_id == ring->id && me->next != me->end)
+        mine = ((me->end >> ring->chunk_shift) - 1) & ring->chunk_mask;
+    for (uint64_t c = 0; c <= ring->chunk_mask; c++) {
+        uint64_t s = atomic_load_explicit(&ring->chunk_state[c], memory_order_relaxed);
+        if ((s & 1) && c != mine) {
+            uint64_t n = s >> 1;
+            give_back_chunk(ring, (n + 1) << ring->chunk_shift,
+                            held_written(ring, c, n));
+        }
+    }
+}
+
+/* One kept event, for the sort: its time, claim index and slot. */
+typedef struct ring_key {
+    uint64_t time_ns;
+    uint64_t index;
+} ring_key;
+
+static int key_order(const void *a, const void *b)
+{
+    const ring_key *x = a, *y = b;
+    if (x->time_ns != y->time_ns)
+        return x->time_ns < y->time_ns ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* Reads slot `s` consistently: 1 and its claim index and words, or 0
+ * when it holds no complete event. */
+static int read_slot(tdm__ring_slot *s, uint64_t *index, uint64_t w[7])
+{
+    uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
+    if (seq == 0 || (seq & 1))
+        return 0;
+    for (int k = 0; k < 7; k++)
+        w[k] = atomic_load_explicit(&s->w[k], TDM_SEQ_DATA_LOAD);
+    TDM_SEQ_FENCE_ACQUIRE();
+    if (atomic_load_explicit(&s->seq, memory_order_relaxed) != seq)
+        return 0;
+    *index = seq / 2 - 1;
+    return 1;
 }
 
 size_t tdm__ring_copy(tdm__ring *ring, tdm_event *out, size_t max,
                       uint64_t *lost)
 {
-    uint64_t head = atomic_load_explicit(&ring->head, memory_order_acquire);
-    uint64_t first = head > ring->capacity ? head - ring->capacity : 0;
+    uint64_t stored = tdm__ring_events(ring);
+    uint64_t slots = ring->mask + 1;
+    ring_key *keys = malloc((size_t)slots * sizeof *keys);
     size_t n = 0;
-    for (uint64_t i = first; i < head && n < max; i++) {
-        tdm__ring_slot *slot = &ring->slots[i & ring->mask];
-        uint64_t want = 2 * i + 2;
-        if (atomic_load_explicit(&slot->seq, memory_order_acquire) != want)
-            continue;
-        uint64_t w[7];
-        for (int k = 0; k < 7; k++)
-            w[k] = atomic_load_explicit(&slot->w[k], TDM_SEQ_DATA_LOAD);
-        TDM_SEQ_FENCE_ACQUIRE();
-        if (atomic_load_explicit(&slot->seq, memory_order_relaxed) != want)
-            continue;
-        memcpy(&out[n++], w, sizeof w);
+    if (keys) {
+        for (uint64_t p = 0; p < slots; p++) {
+            uint64_t index, w[7];
+            if (read_slot(&ring->slots[p], &index, w))
+                keys[n++] = (ring_key){w[0], index};
+        }
+        qsort(keys, n, sizeof *keys, key_order);
     }
+    size_t want = max < ring->capacity ? max : (size_t)ring->capacity;
+    size_t first = n > want ? n - want : 0, copied = 0;
+    for (size_t k = first; k < n; k++) {
+        uint64_t index, w[7];
+        tdm__ring_slot *s = &ring->slots[keys[k].index & ring->mask];
+        /* Rewritten since the first pass: a newer event took the slot. */
+        if (!read_slot(s, &index, w) || index != keys[k].index)
+            continue;
+        memcpy(&out[copied++], w, sizeof w);
+    }
+    free(keys);
     if (lost)
-        *lost = head - n;
-    return n;
+        *lost = stored > copied ? stored - copied : 0;
+    return copied;
 }

@@ -1,17 +1,30 @@
 /* snapshot/ring.h: the bounded event ring.
  *
- * A fixed array of 64-byte slots in memory from mmap.  Writers claim a
- * global index with one atomic add and write slot (index & mask); the slot
- * count is the power of two at or above `capacity` (a mask, not a
- * division, on the hot path), and a copy returns exactly the newest
- * `capacity` events; the ring counts what it lost.  No lock anywhere: each slot carries a sequence
- * word (2*index+1 while being written, 2*index+2 when complete) that lets
- * the reader take a consistent copy while writers keep going, and lets a
- * writer that was lapped by a newer one give up instead of tearing it.
+ * A fixed array of 64-byte slots in memory from mmap, cut into chunks of
+ * `chunk` slots (64 in rings of 4096 events or more, fewer in small ones).
+ * A writing thread holds one chunk at a time: it claims the next chunk
+ * with one atomic add and one compare-and-swap on the chunk's state, then
+ * writes the chunk's slots alone, with plain stores and no atomic
+ * read-modify-write at all, and gives the chunk back when it is full (or
+ * when the thread ends).  So an event costs a handful of stores, not two
+ * contended atomic operations: the recorder's hot path.
  *
- * Events of one thread keep their order (its claims are increasing); the
- * copy comes out in claim order, which is time order up to the few
- * nanoseconds between taking the time and claiming the index.
+ * A chunk still held by a thread is never claimed again: a claim that
+ * meets a held chunk (its owner went idle with room left, a lap ago) skips
+ * it.  Only its owner ever writes a slot, so a slot can never be torn by
+ * two writers.  The slot count is the power of two at or above capacity +
+ * 16 chunks, so that up to 16 threads idling with a part-used chunk still
+ * leave room for the newest `capacity` events.  A thread that ends gives
+ * its chunk back; the chunk's next turn starts at its first slot, so a
+ * program whose threads each record a few events and end keeps fewer than
+ * `capacity` (at worst one event per chunk).
+ *
+ * Each slot carries a sequence word (2*index+1 while being written,
+ * 2*index+2 when complete; index = the event's number in claim order)
+ * that lets the reader take a consistent copy while writers keep going.
+ * The copy returns the newest `capacity` events in time order (events of
+ * one thread keep their order: a thread's time stamps never go backwards
+ * in the ring, see tdm__ring_push_words) and counts what it lost.
  */
 #ifndef TDM_SNAPSHOT_RING_H
 #define TDM_SNAPSHOT_RING_H
@@ -31,14 +44,29 @@ typedef struct tdm__ring_slot {
 } tdm__ring_slot;
 
 typedef struct tdm__ring {
-    _Alignas(64) _Atomic uint64_t head; /* events claimed so far */
-    _Alignas(64) _Atomic uint64_t lost; /* writers that gave up (lapped) */
-    tdm__ring_slot *slots;              /* mask + 1 slots, from mmap */
-    uint64_t capacity;                  /* events kept: the newest `capacity` */
-    uint64_t mask;                      /* slots - 1; slots is the power of
-                                           two >= capacity, so no division */
+    _Alignas(64) _Atomic uint64_t claims; /* chunk claims so far */
+    _Alignas(64) _Atomic uint64_t given_back; /* events in chunks given back */
+    _Atomic uint64_t refused;    /* events that found no chunk free */
+    _Atomic uint64_t *chunk_state; /* [chunks]: claim number << 1 | held */
+    tdm__ring_slot *slots;       /* mask + 1 slots, from mmap */
+    uint64_t capacity;           /* events kept: the newest `capacity` */
+    uint64_t mask;               /* slots - 1 (a power of two) */
+    uint64_t chunk;              /* slots per chunk, a power of two */
+    unsigned chunk_shift;        /* log2(chunk) */
+    uint64_t chunk_mask;         /* chunks - 1 */
+    uint64_t id;                 /* unique per ring made in this process */
+    struct tdm__ring *next_live; /* the list of rings not destroyed */
     size_t map_bytes;
 } tdm__ring;
+
+/* What this thread holds: chunk slots [next, end) of the ring numbered
+ * `ring_id` (0: none), and the time of its newest event there. */
+typedef struct tdm__ring_writer {
+    uint64_t ring_id;
+    uint64_t next, end; /* event indices */
+    uint64_t last_ns;
+} tdm__ring_writer;
+extern __thread tdm__ring_writer tdm__ring_me;
 
 /* Maps a ring of `capacity` (>= 1) events. */
 tdm_status tdm__ring_create(uint64_t capacity, tdm__ring **out);
@@ -48,56 +76,82 @@ void tdm__ring_retire(tdm__ring *ring);
 /* Unmaps the ring; only when no writer can hold it. */
 void tdm__ring_destroy(tdm__ring *ring);
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
+/* Claims a chunk for this thread (slow path of the push).  Returns 0 when
+ * every chunk is held (the event is counted as lost). */
+int tdm__ring_claim(tdm__ring *ring);
+/* Gives this thread's full chunk back. */
+void tdm__ring_give_back(tdm__ring *ring);
 
-/* How long a writer waits for an older writer still busy in its slot. */
-#define TDM_RING_WAIT_SPINS 4096
-
-/* The slot protocol is described at the top of ring.c.  Inline: it is the
+/* Stores one event, given as its 7 words (tdm_event's layout; word 0 is
+ * the time), in this thread's chunk.  A time stamp older than the
+ * thread's previous event in this ring is raised to it, so each thread's
+ * events stay in order when the copy sorts by time (an allocation's event
+ * carries the time taken before its pointer-map insert, which may precede
+ * an event the same call recorded meanwhile).  Inline: it is the
  * recorder's hot path. */
+static inline void tdm__ring_push_words(tdm__ring *ring, uint64_t w0,
+                                        uint64_t w1, uint64_t w2, uint64_t w3,
+                                        uint64_t w4, uint64_t w5, uint64_t w6)
+{
+    tdm__ring_writer *me = &tdm__ring_me;
+    if (__builtin_expect(me->ring_id != ring->id || me->next == me->end, 0)) {
+        if (!tdm__ring_claim(ring))
+            return;
+    }
+    uint64_t i = me->next;
+    if (w0 < me->last_ns)
+        w0 = me->last_ns;
+    me->last_ns = w0;
+    tdm__ring_slot *slot = &ring->slots[i & ring->mask];
+    atomic_store_explicit(&slot->seq, 2 * i + 1, memory_order_relaxed);
+    TDM_SEQ_FENCE_RELEASE();
+    atomic_store_explicit(&slot->w[0], w0, TDM_SEQ_DATA_STORE);
+    atomic_store_explicit(&slot->w[1], w1, TDM_SEQ_DATA_STORE);
+    atomic_store_explicit(&slot->w[2], w2, TDM_SEQ_DATA_STORE);
+    atomic_store_explicit(&slot->w[3], w3, TDM_SEQ_DATA_STORE);
+    atomic_store_explicit(&slot->w[4], w4, TDM_SEQ_DATA_STORE);
+    atomic_store_explicit(&slot->w[5], w5, TDM_SEQ_DATA_STORE);
+    atomic_store_explicit(&slot->w[6], w6, TDM_SEQ_DATA_STORE);
+    atomic_store_explicit(&slot->seq, 2 * i + 2, memory_order_release);
+    me->next = i + 1;
+    if (__builtin_expect(i + 1 == me->end, 0))
+        tdm__ring_give_back(ring);
+}
 
 static inline void tdm__ring_push(tdm__ring *ring, const tdm_event *ev)
 {
-    uint64_t i = atomic_fetch_add_explicit(&ring->head, 1, memory_order_relaxed);
-    tdm__ring_slot *slot = &ring->slots[i & ring->mask];
-    const uint64_t busy = 2 * i + 1, done = 2 * i + 2;
-    uint64_t s = atomic_load_explicit(&slot->seq, memory_order_relaxed);
-    for (unsigned spins = 0;; spins++) {
-        if (s >= busy || spins >= TDM_RING_WAIT_SPINS) {
-            /* Lapped by a newer event, or an older writer is stuck. */
-            atomic_fetch_add_explicit(&ring->lost, 1, memory_order_relaxed);
-            return;
-        }
-        if (s & 1) { /* an older writer is still in this slot */
-            cpu_relax();
-            s = atomic_load_explicit(&slot->seq, memory_order_relaxed);
-            continue;
-        }
-        if (atomic_compare_exchange_weak_explicit(&slot->seq, &s, busy,
-                                                  memory_order_acquire,
-                                                  memory_order_relaxed))
-            break;
-    }
-    TDM_SEQ_FENCE_RELEASE();
     uint64_t w[7];
     memcpy(w, ev, sizeof w);
-    for (int k = 0; k < 7; k++)
-        atomic_store_explicit(&slot->w[k], w[k], TDM_SEQ_DATA_STORE);
-    atomic_store_explicit(&slot->seq, done, memory_order_release);
+    tdm__ring_push_words(ring, w[0], w[1], w[2], w[3], w[4], w[5], w[6]);
 }
 
+/* Words 5 and 6 of a tdm_event (stack_id, phase / step, device, action,
+ * category), built in registers: building the struct on the stack and
+ * reading it back as words stalls on store forwarding. */
+static inline uint64_t tdm__event_word5(uint32_t stack_id, uint32_t phase)
+{
+    return (uint64_t)stack_id | (uint64_t)phase << 32;
+}
+static inline uint64_t tdm__event_word6(uint32_t step, int16_t device,
+                                        uint8_t action, uint8_t category)
+{
+    return (uint64_t)step | (uint64_t)(uint16_t)device << 32 |
+           (uint64_t)action << 48 | (uint64_t)category << 56;
+}
 
-/* Copies the kept events, oldest first, into out[0..max).  Returns how many
- * were copied; *lost (optional) gets every event claimed but not copied:
- * overwritten, lapped, or still being written at the time of the copy. */
+/* Events stored in the ring so far (kept, overwritten or refused). */
+uint64_t tdm__ring_events(tdm__ring *ring);
+
+/* Copies the newest min(capacity, max) kept events into out[0..), oldest
+ * first (by time; events of one time stamp in claim order).  Returns how
+ * many were copied; *lost (optional) gets every event stored but not
+ * copied: overwritten, refused, or being rewritten at the time of the
+ * copy.  Allocates a key array for the sort: not for the hot path. */
 size_t tdm__ring_copy(tdm__ring *ring, tdm_event *out, size_t max,
                       uint64_t *lost);
+
+/* In the child of fork(): the chunks that other threads held (they do
+ * not exist there) are given back. */
+void tdm__ring_fork_child(tdm__ring *ring);
 
 #endif
