@@ -2,7 +2,7 @@
  *
  * Chunk protocol.  chunk_state[c] = (n << 1) | held, where n is the claim
  * number that last took chunk c; claim n covers event indices
- * [n * chunk, (n + 1) * chunk) and chunk n & chunk_mask.
+ * [n * chunk, (n + 1) * chunk) and chunk n % chunks.
  *   claim:     n = claims++ (atomic add); CAS chunk_state from "not held"
  *              to (n << 1) | 1; a held chunk is skipped (next n).
  *   write:     the owner alone: slot seq = 2i+1, release fence, the 7 data
@@ -47,7 +47,7 @@ static void give_back_chunk(tdm__ring *ring, uint64_t end, uint64_t written)
 {
     uint64_t n = (end >> ring->chunk_shift) - 1;
     atomic_fetch_add_explicit(&ring->given_back, written, memory_order_relaxed);
-    atomic_store_explicit(&ring->chunk_state[n & ring->chunk_mask], n << 1,
+    atomic_store_explicit(&ring->chunk_state[n % ring->chunks], n << 1,
                           memory_order_release);
 }
 
@@ -87,10 +87,8 @@ tdm_status tdm__ring_create(uint64_t capacity, tdm__ring **out)
         chunk *= 2;
         shift++;
     }
-    uint64_t slots = chunk;
-    while (slots < capacity + IDLE_CHUNKS * chunk)
-        slots <<= 1;
-    uint64_t chunks = slots >> shift;
+    uint64_t chunks = (capacity + chunk - 1) / chunk + IDLE_CHUNKS;
+    uint64_t slots = chunks * chunk;
     size_t head = (sizeof(tdm__ring) + 63) & ~(size_t)63;
     size_t state_bytes = ((size_t)chunks * sizeof(uint64_t) + 63) & ~(size_t)63;
     size_t bytes = head + state_bytes + (size_t)slots * sizeof(tdm__ring_slot);
@@ -103,10 +101,9 @@ tdm_status tdm__ring_create(uint64_t capacity, tdm__ring **out)
     r->chunk_state = (_Atomic uint64_t *)((char *)mem + head);
     r->slots = (tdm__ring_slot *)((char *)mem + head + state_bytes);
     r->capacity = capacity;
-    r->mask = slots - 1;
     r->chunk = chunk;
     r->chunk_shift = shift;
-    r->chunk_mask = chunks - 1;
+    r->chunks = chunks;
     r->map_bytes = bytes;
     atomic_init(&r->claims, 0);
     atomic_init(&r->given_back, 0);
@@ -157,10 +154,11 @@ int tdm__ring_claim(tdm__ring *ring)
     if (me->ring_id == 0 && exit_key_ok)
         pthread_setspecific(exit_key, me); /* any non-NULL value */
     /* Each chunk is looked at about once before giving up. */
-    for (uint64_t tries = 0; tries <= ring->chunk_mask; tries++) {
+    for (uint64_t tries = 0; tries < ring->chunks; tries++) {
         uint64_t n = atomic_fetch_add_explicit(&ring->claims, 1,
                                                memory_order_relaxed);
-        _Atomic uint64_t *state = &ring->chunk_state[n & ring->chunk_mask];
+        uint64_t c = n % ring->chunks;
+        _Atomic uint64_t *state = &ring->chunk_state[c];
         uint64_t s = atomic_load_explicit(state, memory_order_relaxed);
         if (s & 1)
             continue; /* held by a thread that has not filled it */
@@ -173,6 +171,7 @@ int tdm__ring_claim(tdm__ring *ring)
         me->ring_id = ring->id;
         me->next = n << ring->chunk_shift;
         me->end = me->next + ring->chunk;
+        me->at = &ring->slots[c << ring->chunk_shift];
         return 1;
     }
     atomic_fetch_add_explicit(&ring->refused, 1, memory_order_relaxed);
@@ -202,7 +201,7 @@ uint64_t tdm__ring_events(tdm__ring *ring)
 {
     uint64_t total = atomic_load_explicit(&ring->given_back, memory_order_acquire) +
                      atomic_load_explicit(&ring->refused, memory_order_relaxed);
-    for (uint64_t c = 0; c <= ring->chunk_mask; c++) {
+    for (uint64_t c = 0; c < ring->chunks; c++) {
         uint64_t s = atomic_load_explicit(&ring->chunk_state[c], memory_order_acquire);
         if (s & 1)
             total += held_written(ring, c, s >> 1);
@@ -217,8 +216,8 @@ void tdm__ring_fork_child(tdm__ring *ring)
     tdm__ring_writer *me = &tdm__ring_me;
     uint64_t mine = UINT64_MAX;
     if (me->ring_id == ring->id && me->next != me->end)
-        mine = ((me->end >> ring->chunk_shift) - 1) & ring->chunk_mask;
-    for (uint64_t c = 0; c <= ring->chunk_mask; c++) {
+        mine = ((me->end >> ring->chunk_shift) - 1) % ring->chunks;
+    for (uint64_t c = 0; c < ring->chunks; c++) {
         uint64_t s = atomic_load_explicit(&ring->chunk_state[c], memory_order_relaxed);
         if ((s & 1) && c != mine) {
             uint64_t n = s >> 1;
@@ -232,6 +231,7 @@ void tdm__ring_fork_child(tdm__ring *ring)
 typedef struct ring_key {
     uint64_t time_ns;
     uint64_t index;
+    uint64_t slot;
 } ring_key;
 
 static int key_order(const void *a, const void *b)
@@ -262,14 +262,14 @@ size_t tdm__ring_copy(tdm__ring *ring, tdm_event *out, size_t max,
                       uint64_t *lost)
 {
     uint64_t stored = tdm__ring_events(ring);
-    uint64_t slots = ring->mask + 1;
+    uint64_t slots = ring->chunks << ring->chunk_shift;
     ring_key *keys = malloc((size_t)slots * sizeof *keys);
     size_t n = 0;
     if (keys) {
         for (uint64_t p = 0; p < slots; p++) {
             uint64_t index, w[7];
             if (read_slot(&ring->slots[p], &index, w))
-                keys[n++] = (ring_key){w[0], index};
+                keys[n++] = (ring_key){w[0], index, p};
         }
         qsort(keys, n, sizeof *keys, key_order);
     }
@@ -277,7 +277,7 @@ size_t tdm__ring_copy(tdm__ring *ring, tdm_event *out, size_t max,
     size_t first = n > want ? n - want : 0, copied = 0;
     for (size_t k = first; k < n; k++) {
         uint64_t index, w[7];
-        tdm__ring_slot *s = &ring->slots[keys[k].index & ring->mask];
+        tdm__ring_slot *s = &ring->slots[keys[k].slot];
         /* Rewritten since the first pass: a newer event took the slot. */
         if (!read_slot(s, &index, w) || index != keys[k].index)
             continue;

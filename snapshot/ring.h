@@ -12,9 +12,9 @@
  * A chunk still held by a thread is never claimed again: a claim that
  * meets a held chunk (its owner went idle with room left, a lap ago) skips
  * it.  Only its owner ever writes a slot, so a slot can never be torn by
- * two writers.  The slot count is the power of two at or above capacity +
- * 16 chunks, so that up to 16 threads idling with a part-used chunk still
- * leave room for the newest `capacity` events.  A thread that ends gives
+ * two writers.  The ring has room for capacity + 16 chunks (rounded up to
+ * whole chunks), so that up to 16 threads idling with a part-used chunk
+ * still leave room for the newest `capacity` events.  A thread that ends gives
  * its chunk back; the chunk's next turn starts at its first slot, so a
  * program whose threads each record a few events and end keeps fewer than
  * `capacity` (at worst one event per chunk).
@@ -48,22 +48,23 @@ typedef struct tdm__ring {
     _Alignas(64) _Atomic uint64_t given_back; /* events in chunks given back */
     _Atomic uint64_t refused;    /* events that found no chunk free */
     _Atomic uint64_t *chunk_state; /* [chunks]: claim number << 1 | held */
-    tdm__ring_slot *slots;       /* mask + 1 slots, from mmap */
+    tdm__ring_slot *slots;       /* chunks * chunk slots, from mmap */
     uint64_t capacity;           /* events kept: the newest `capacity` */
-    uint64_t mask;               /* slots - 1 (a power of two) */
     uint64_t chunk;              /* slots per chunk, a power of two */
     unsigned chunk_shift;        /* log2(chunk) */
-    uint64_t chunk_mask;         /* chunks - 1 */
+    uint64_t chunks;             /* claim n takes chunk n % chunks */
     uint64_t id;                 /* unique per ring made in this process */
     struct tdm__ring *next_live; /* the list of rings not destroyed */
     size_t map_bytes;
 } tdm__ring;
 
-/* What this thread holds: chunk slots [next, end) of the ring numbered
- * `ring_id` (0: none), and the time of its newest event there. */
+/* What this thread holds: events [next, end) of the ring numbered
+ * `ring_id` (0: none), the first going to slot `at`, and the time of its
+ * newest event there. */
 typedef struct tdm__ring_writer {
     uint64_t ring_id;
     uint64_t next, end; /* event indices */
+    tdm__ring_slot *at;
     uint64_t last_ns;
 } tdm__ring_writer;
 extern __thread tdm__ring_writer tdm__ring_me;
@@ -102,7 +103,7 @@ static inline void tdm__ring_push_words(tdm__ring *ring, uint64_t w0,
     if (w0 < me->last_ns)
         w0 = me->last_ns;
     me->last_ns = w0;
-    tdm__ring_slot *slot = &ring->slots[i & ring->mask];
+    tdm__ring_slot *slot = me->at;
     atomic_store_explicit(&slot->seq, 2 * i + 1, memory_order_relaxed);
     TDM_SEQ_FENCE_RELEASE();
     atomic_store_explicit(&slot->w[0], w0, TDM_SEQ_DATA_STORE);
@@ -114,6 +115,7 @@ static inline void tdm__ring_push_words(tdm__ring *ring, uint64_t w0,
     atomic_store_explicit(&slot->w[6], w6, TDM_SEQ_DATA_STORE);
     atomic_store_explicit(&slot->seq, 2 * i + 2, memory_order_release);
     me->next = i + 1;
+    me->at = slot + 1;
     if (__builtin_expect(i + 1 == me->end, 0))
         tdm__ring_give_back(ring);
 }

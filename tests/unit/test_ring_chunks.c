@@ -118,7 +118,7 @@ static void idle_holder_keeps_its_chunk(void **state)
 
     /* Ten laps of the ring while the other thread holds a chunk with one
      * event in it. */
-    const uint64_t laps = 10 * (r->mask + 1);
+    const uint64_t laps = 10 * r->chunks * r->chunk;
     for (uint64_t i = 0; i < laps; i++) {
         tdm_event ev = tagged(1, i);
         ev.time_ns = 10 + i;
@@ -173,7 +173,7 @@ static void ended_threads_give_their_chunks_back(void **state)
     (void)state;
     tdm__ring *r;
     assert_int_equal(tdm__ring_create(2000, &r), TDM_OK);
-    uint64_t chunks = r->chunk_mask + 1;
+    uint64_t chunks = r->chunks;
     assert_true(r->chunk > 1);
     /* More threads than chunks, one after another, one event each. */
     uint64_t threads = chunks + chunks / 2;
@@ -218,7 +218,7 @@ static void *write_one_and_wait(void *arg)
 static int held_chunks(tdm__ring *r)
 {
     int held = 0;
-    for (uint64_t c = 0; c <= r->chunk_mask; c++)
+    for (uint64_t c = 0; c < r->chunks; c++)
         held += (int)(atomic_load(&r->chunk_state[c]) & 1);
     return held;
 }
