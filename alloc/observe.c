@@ -39,9 +39,21 @@
 /* Devices -1 (the host, for pinned memory) to 63 have a slot each. */
 #define OBS_SLOTS (TDM__OBS_MAX_DEVICE + 2)
 
+/* A device's stats, as observe mode keeps them: the allocated, active and
+ * requested rows are all `alloc_bytes` (an observed allocation is wholly
+ * allocated, active and asked for), so the hot path updates four stats
+ * rather than six rows (tdm__stats_acc is built when asked). */
+typedef struct obs_counts {
+    tdm_stat alloc_bytes; /* live allocations, bytes */
+    tdm_stat allocs;      /* live allocations */
+    tdm_stat reserved;    /* allocations + mappings, bytes */
+    tdm_stat segments;    /* allocations + mappings */
+    uint64_t num_ooms;
+} obs_counts;
+
 typedef struct obs_device {
-    pthread_mutex_t lock;     /* stats and description */
-    tdm__stats_acc stats;
+    pthread_mutex_t lock;     /* counts and description */
+    obs_counts counts;
     _Atomic int seen;         /* described, or something was booked on it */
     char vendor[16];          /* "cuda", "hip", "ze"; "unknown" if never said */
     char name[64];            /* as the vendor names the device */
@@ -132,8 +144,14 @@ void tdm__alloc_observe_device(int device, const char *vendor,
 static void account(int device, uint64_t size, int is_map, int sign)
 {
     obs_device *d = &obs.dev[device + 1];
+    int64_t bytes = sign * (int64_t)size;
     tdm__gate_lock(&d->lock);
-    tdm__stats_book(&d->stats, sign, size, size, !is_map);
+    tdm__stat_one(&d->counts.reserved, bytes);
+    tdm__stat_one(&d->counts.segments, sign);
+    if (!is_map) {
+        tdm__stat_one(&d->counts.alloc_bytes, bytes);
+        tdm__stat_one(&d->counts.allocs, sign);
+    }
     pthread_mutex_unlock(&d->lock);
 }
 
@@ -252,7 +270,7 @@ tdm__alloc_observe_oom(int device, size_t size, size_t free_bytes,
     mark_seen(d, device);
     uint32_t stack = tdm__rec_on() ? tdm__rec_alloc_stack(skip + 1) : 0;
     tdm__gate_lock(&d->lock);
-    d->stats.num_ooms++;
+    d->counts.num_ooms++;
     char name[64];
     memcpy(name, d->name, sizeof name);
     pthread_mutex_unlock(&d->lock);
@@ -335,16 +353,28 @@ int tdm__obs_has_device(int device)
 void tdm__obs_stats(int device, int pool, tdm_stats *out)
 {
     obs_device *d = &obs.dev[device + 1];
+    tdm__stats_acc a;
+    memset(&a, 0, sizeof a);
     tdm__gate_lock(&d->lock);
-    tdm__stats_export(&d->stats, pool, out);
+    a.st[0][TDM__ST_ALLOCATED_BYTES] = d->counts.alloc_bytes;
+    a.st[0][TDM__ST_ACTIVE_BYTES] = d->counts.alloc_bytes;
+    a.st[0][TDM__ST_REQUESTED_BYTES] = d->counts.alloc_bytes;
+    a.st[0][TDM__ST_RESERVED_BYTES] = d->counts.reserved;
+    a.st[0][TDM__ST_ALLOCATION] = d->counts.allocs;
+    a.st[0][TDM__ST_SEGMENT] = d->counts.segments;
+    a.num_ooms = d->counts.num_ooms;
     pthread_mutex_unlock(&d->lock);
+    tdm__stats_export(&a, pool, out);
 }
 
 void tdm__obs_reset_peaks(int device)
 {
     obs_device *d = &obs.dev[device + 1];
     tdm__gate_lock(&d->lock);
-    tdm__stats_reset_peaks(&d->stats);
+    d->counts.alloc_bytes.peak = d->counts.alloc_bytes.current;
+    d->counts.allocs.peak = d->counts.allocs.current;
+    d->counts.reserved.peak = d->counts.reserved.current;
+    d->counts.segments.peak = d->counts.segments.current;
     pthread_mutex_unlock(&d->lock);
 }
 
@@ -447,7 +477,7 @@ void tdm__obs_reset_for_tests(void)
         tdm__ptrmap_clear(&obs.maps);
         for (int i = 0; i < OBS_SLOTS; i++) {
             pthread_mutex_lock(&obs.dev[i].lock);
-            memset(&obs.dev[i].stats, 0, sizeof obs.dev[i].stats);
+            memset(&obs.dev[i].counts, 0, sizeof obs.dev[i].counts);
             atomic_store(&obs.dev[i].seen, 0);
             obs.dev[i].capacity = 0;
             pthread_mutex_unlock(&obs.dev[i].lock);

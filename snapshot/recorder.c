@@ -150,15 +150,6 @@ tdm_status tdm_record_memory_history(const tdm_history_options *in)
 
 int tdm_is_recording(void) { return tdm__rec_on(); }
 
-static inline int stacks_wanted(int min_context)
-{
-    return atomic_load_explicit(&tdm__rec.stacks, memory_order_relaxed) ==
-               TDM_STACKS_NATIVE &&
-           atomic_load_explicit(&tdm__rec.context, memory_order_relaxed) >=
-               min_context &&
-           tdm__rec_on();
-}
-
 /* Captures with this function's caller's frame still on the stack: the
  * barrier after the call stops the compiler from turning it into a tail
  * call, which would remove our frame and make `skip` drop one frame of the
@@ -170,24 +161,9 @@ static inline __attribute__((always_inline)) uint32_t capture_here(unsigned skip
     return id;
 }
 
-uint32_t tdm__rec_alloc_stack(unsigned skip)
+uint32_t tdm__rec_capture(unsigned skip)
 {
-    if (!stacks_wanted(TDM_CONTEXT_STATE))
-        return 0;
     return capture_here(skip + TDM_REC_SKIP);
-}
-
-uint32_t tdm__rec_free_stack(unsigned skip)
-{
-    if (!stacks_wanted(TDM_CONTEXT_ALL))
-        return 0;
-    return capture_here(skip + TDM_REC_SKIP);
-}
-
-int tdm__rec_events_carry_stacks(void)
-{
-    return atomic_load_explicit(&tdm__rec.context, memory_order_relaxed) >=
-           TDM_CONTEXT_ALLOC;
 }
 
 /* This thread's tag stack (tdm_tag_push).  Default (dynamic) TLS model on

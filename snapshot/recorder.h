@@ -35,14 +35,43 @@ static inline int tdm__rec_on(void)
            TDM_RECORD_OFF;
 }
 
+/* Whether a stack is captured where context `min_context` (a
+ * tdm_context_mode) asks for one. */
+static inline int tdm__rec_stacks_wanted(int min_context)
+{
+    return atomic_load_explicit(&tdm__rec.stacks, memory_order_relaxed) ==
+               TDM_STACKS_NATIVE &&
+           atomic_load_explicit(&tdm__rec.context, memory_order_relaxed) >=
+               min_context &&
+           tdm__rec_on();
+}
+
+/* Captures the calling thread's stack, dropping `skip` innermost frames
+ * of tidemark's (and this function's own). */
+uint32_t tdm__rec_capture(unsigned skip);
+
 /* The stack to keep for a new allocation (block state and, with context
  * alloc/all, the alloc event); 0 when the configuration keeps none.
- * `skip` drops that many innermost frames that belong to tidemark. */
-uint32_t tdm__rec_alloc_stack(unsigned skip);
+ * `skip` drops that many innermost frames that belong to tidemark.
+ * Inline, so that a configuration without stacks costs no call; the
+ * capture is called from the caller's own frame either way. */
+static inline __attribute__((always_inline)) uint32_t
+tdm__rec_alloc_stack(unsigned skip)
+{
+    return tdm__rec_stacks_wanted(TDM_CONTEXT_STATE) ? tdm__rec_capture(skip) : 0;
+}
 /* The stack for a free event: captured only with context=all. */
-uint32_t tdm__rec_free_stack(unsigned skip);
+static inline __attribute__((always_inline)) uint32_t
+tdm__rec_free_stack(unsigned skip)
+{
+    return tdm__rec_stacks_wanted(TDM_CONTEXT_ALL) ? tdm__rec_capture(skip) : 0;
+}
 /* Whether events should carry the allocation's stack (context >= alloc). */
-int tdm__rec_events_carry_stacks(void);
+static inline int tdm__rec_events_carry_stacks(void)
+{
+    return atomic_load_explicit(&tdm__rec.context, memory_order_relaxed) >=
+           TDM_CONTEXT_ALLOC;
+}
 
 /* Records one event now: a tdm_action, or a compound ring entry
  * (TDM__ACTION_SEGMENT_ALLOC_ALLOC, TDM__ACTION_FREE_SEGMENT_FREE).  A no-op
