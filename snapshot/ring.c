@@ -234,12 +234,50 @@ typedef struct ring_key {
     uint64_t slot;
 } ring_key;
 
-static int key_order(const void *a, const void *b)
+static inline int key_before(const ring_key *x, const ring_key *y)
 {
-    const ring_key *x = a, *y = b;
-    if (x->time_ns != y->time_ns)
-        return x->time_ns < y->time_ns ? -1 : 1;
-    return x->index < y->index ? -1 : x->index > y->index;
+    return x->time_ns < y->time_ns ||
+           (x->time_ns == y->time_ns && x->index < y->index);
+}
+
+/* Sorts keys[0..n) by (time, index).  A natural merge sort: the slots
+ * come in long ordered runs (a chunk holds one thread's events in order,
+ * and one thread's chunks follow each other), so a lone writer's ring
+ * sorts in one or two passes.  Returns the sorted array: keys or tmp
+ * (n each); NULL when out of memory for the run list. */
+static ring_key *sort_keys(ring_key *keys, ring_key *tmp, size_t n)
+{
+    size_t *runs = malloc((n + 1) * sizeof *runs); /* run starts, then n */
+    if (!runs)
+        return NULL;
+    size_t r = 0;
+    for (size_t i = 0; i < n; i++)
+        if (i == 0 || key_before(&keys[i], &keys[i - 1]))
+            runs[r++] = i;
+    runs[r] = n;
+    ring_key *src = keys, *dst = tmp;
+    while (r > 1) {
+        size_t out = 0;
+        for (size_t k = 0; k < r; k += 2) {
+            size_t a = runs[k], mid = runs[k + 1];
+            size_t end = k + 2 <= r ? runs[k + 2] : mid;
+            size_t b = mid, o = a;
+            while (a < mid && b < end)
+                dst[o++] = key_before(&src[b], &src[a]) ? src[b++] : src[a++];
+            while (a < mid)
+                dst[o++] = src[a++];
+            while (b < end)
+                dst[o++] = src[b++];
+            runs[out++] = runs[k];
+        }
+        runs[out] = n;
+        r = out;
+        ring_key *t = src;
+        src = dst;
+        dst = t;
+    }
+    free(runs);
+    return src;
 }
 
 /* Reads slot `s` consistently: 1 and its claim index and words, or 0
@@ -264,26 +302,31 @@ size_t tdm__ring_copy(tdm__ring *ring, tdm_event *out, size_t max,
     uint64_t stored = tdm__ring_events(ring);
     uint64_t slots = ring->chunks << ring->chunk_shift;
     ring_key *keys = malloc((size_t)slots * sizeof *keys);
+    ring_key *tmp = malloc((size_t)slots * sizeof *tmp);
+    ring_key *sorted = NULL;
     size_t n = 0;
-    if (keys) {
+    if (keys && tmp) {
         for (uint64_t p = 0; p < slots; p++) {
             uint64_t index, w[7];
             if (read_slot(&ring->slots[p], &index, w))
                 keys[n++] = (ring_key){w[0], index, p};
         }
-        qsort(keys, n, sizeof *keys, key_order);
+        sorted = sort_keys(keys, tmp, n);
     }
+    if (!sorted)
+        n = 0; /* out of host memory: nothing copied, all counted lost */
     size_t want = max < ring->capacity ? max : (size_t)ring->capacity;
     size_t first = n > want ? n - want : 0, copied = 0;
     for (size_t k = first; k < n; k++) {
         uint64_t index, w[7];
-        tdm__ring_slot *s = &ring->slots[keys[k].slot];
+        tdm__ring_slot *s = &ring->slots[sorted[k].slot];
         /* Rewritten since the first pass: a newer event took the slot. */
-        if (!read_slot(s, &index, w) || index != keys[k].index)
+        if (!read_slot(s, &index, w) || index != sorted[k].index)
             continue;
         memcpy(&out[copied++], w, sizeof w);
     }
     free(keys);
+    free(tmp);
     if (lost)
         *lost = stored > copied ? stored - copied : 0;
     return copied;

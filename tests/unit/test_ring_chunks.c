@@ -74,6 +74,60 @@ static void thread_time_never_goes_back(void **state)
     tdm__ring_destroy(r);
 }
 
+/* ---- the copy's order ---------------------------------------------------------- */
+
+#define SORT_THREADS 3
+#define SORT_EVENTS 3000
+
+typedef struct walker {
+    tdm__ring *ring;
+    uint64_t writer;
+} walker;
+
+static void *walk(void *arg)
+{
+    walker *w = arg;
+    uint64_t t = 1000, seed = w->writer * 7919 + 1;
+    for (uint64_t i = 0; i < SORT_EVENTS; i++) {
+        seed = seed * 6364136223846793005u + 1442695040888963407u;
+        t += (seed >> 60) * 50; /* steps of 0 to 750 ns, ties included */
+        tdm_event ev = tagged(w->writer, i);
+        ev.time_ns = t;
+        tdm__ring_push(w->ring, &ev);
+    }
+    return NULL;
+}
+
+static void copy_is_in_time_order(void **state)
+{
+    (void)state;
+    tdm__ring *r;
+    assert_int_equal(tdm__ring_create(4 * SORT_THREADS * SORT_EVENTS, &r), TDM_OK);
+    pthread_t th[SORT_THREADS];
+    walker w[SORT_THREADS];
+    for (int k = 0; k < SORT_THREADS; k++) {
+        w[k] = (walker){r, (uint64_t)k + 1};
+        assert_int_equal(pthread_create(&th[k], NULL, walk, &w[k]), 0);
+    }
+    for (int k = 0; k < SORT_THREADS; k++)
+        pthread_join(th[k], NULL);
+    size_t max = SORT_THREADS * SORT_EVENTS;
+    tdm_event *out = calloc(max, sizeof *out);
+    uint64_t lost = 1;
+    assert_int_equal(tdm__ring_copy(r, out, max, &lost), max);
+    assert_int_equal(lost, 0);
+    uint64_t next[SORT_THREADS + 1] = {0};
+    for (size_t k = 0; k < max; k++) {
+        assert_tagged(&out[k]);
+        if (k > 0)
+            assert_true(out[k].time_ns >= out[k - 1].time_ns);
+        uint64_t writer = out[k].addr >> 32;
+        assert_int_equal(out[k].addr & 0xffffffffu, next[writer]++);
+    }
+    free(out);
+    tdm__ring_destroy(r);
+}
+
 /* ---- an idle holder --------------------------------------------------------- */
 
 typedef struct idle_writer {
@@ -287,6 +341,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(packed_words_are_the_struct_layout),
         cmocka_unit_test(thread_time_never_goes_back),
+        cmocka_unit_test(copy_is_in_time_order),
         cmocka_unit_test(idle_holder_keeps_its_chunk),
         cmocka_unit_test(ended_threads_give_their_chunks_back),
         cmocka_unit_test(forked_child_gets_other_threads_chunks_back),
