@@ -137,18 +137,41 @@ typedef struct idle_writer {
     int stage; /* 1: first event written; 2: go on */
 } idle_writer;
 
+static void stage_set(idle_writer *w, int stage)
+{
+    pthread_mutex_lock(&w->lock);
+    w->stage = stage;
+    pthread_cond_broadcast(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+}
+
+static void stage_wait(idle_writer *w, int stage)
+{
+    pthread_mutex_lock(&w->lock);
+    while (w->stage != stage)
+        pthread_cond_wait(&w->cond, &w->lock);
+    pthread_mutex_unlock(&w->lock);
+}
+
+/* Starts fn(w) on ring r and waits for its first event (stage 1). */
+static pthread_t start_writer(idle_writer *w, tdm__ring *r, void *(*fn)(void *))
+{
+    *w = (idle_writer){.ring = r, .lock = PTHREAD_MUTEX_INITIALIZER,
+                       .cond = PTHREAD_COND_INITIALIZER};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, fn, w), 0);
+    stage_wait(w, 1);
+    return th;
+}
+
 static void *write_then_idle(void *arg)
 {
     idle_writer *w = arg;
     tdm_event ev = tagged(9, 1);
     ev.time_ns = 1; /* older than everything main writes */
     tdm__ring_push(w->ring, &ev);
-    pthread_mutex_lock(&w->lock);
-    w->stage = 1;
-    pthread_cond_broadcast(&w->cond);
-    while (w->stage != 2)
-        pthread_cond_wait(&w->cond, &w->lock);
-    pthread_mutex_unlock(&w->lock);
+    stage_set(w, 1);
+    stage_wait(w, 2);
     ev = tagged(9, 2);
     ev.time_ns = UINT64_C(1) << 62; /* newer than all of main's */
     tdm__ring_push(w->ring, &ev);
@@ -161,14 +184,8 @@ static void idle_holder_keeps_its_chunk(void **state)
     tdm__ring *r;
     assert_int_equal(tdm__ring_create(4096, &r), TDM_OK);
     assert_true(r->chunk > 1);
-    idle_writer w = {.ring = r, .lock = PTHREAD_MUTEX_INITIALIZER,
-                     .cond = PTHREAD_COND_INITIALIZER};
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, write_then_idle, &w), 0);
-    pthread_mutex_lock(&w.lock);
-    while (w.stage != 1)
-        pthread_cond_wait(&w.cond, &w.lock);
-    pthread_mutex_unlock(&w.lock);
+    idle_writer w;
+    pthread_t th = start_writer(&w, r, write_then_idle);
 
     /* Ten laps of the ring while the other thread holds a chunk with one
      * event in it. */
@@ -178,10 +195,7 @@ static void idle_holder_keeps_its_chunk(void **state)
         ev.time_ns = 10 + i;
         tdm__ring_push(r, &ev);
     }
-    pthread_mutex_lock(&w.lock);
-    w.stage = 2;
-    pthread_cond_broadcast(&w.cond);
-    pthread_mutex_unlock(&w.lock);
+    stage_set(&w, 2);
     pthread_join(th, NULL);
 
     tdm_event *out = calloc(4096, sizeof *out);
@@ -260,12 +274,8 @@ static void *write_one_and_wait(void *arg)
     idle_writer *w = arg;
     tdm_event ev = tagged(3, 0);
     tdm__ring_push(w->ring, &ev);
-    pthread_mutex_lock(&w->lock);
-    w->stage = 1;
-    pthread_cond_broadcast(&w->cond);
-    while (w->stage != 2)
-        pthread_cond_wait(&w->cond, &w->lock);
-    pthread_mutex_unlock(&w->lock);
+    stage_set(w, 1);
+    stage_wait(w, 2);
     return NULL;
 }
 
@@ -282,14 +292,8 @@ static void forked_child_gets_other_threads_chunks_back(void **state)
     (void)state;
     tdm__ring *r;
     assert_int_equal(tdm__ring_create(4096, &r), TDM_OK);
-    idle_writer w = {.ring = r, .lock = PTHREAD_MUTEX_INITIALIZER,
-                     .cond = PTHREAD_COND_INITIALIZER};
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, write_one_and_wait, &w), 0);
-    pthread_mutex_lock(&w.lock);
-    while (w.stage != 1)
-        pthread_cond_wait(&w.cond, &w.lock);
-    pthread_mutex_unlock(&w.lock);
+    idle_writer w;
+    pthread_t th = start_writer(&w, r, write_one_and_wait);
     tdm_event ev = tagged(4, 0);
     tdm__ring_push(r, &ev); /* this thread holds one too */
     assert_int_equal(held_chunks(r), 2);
@@ -306,10 +310,7 @@ static void forked_child_gets_other_threads_chunks_back(void **state)
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
 
-    pthread_mutex_lock(&w.lock);
-    w.stage = 2;
-    pthread_cond_broadcast(&w.cond);
-    pthread_mutex_unlock(&w.lock);
+    stage_set(&w, 2);
     pthread_join(th, NULL);
     assert_int_equal(held_chunks(r), 1); /* the ended thread's came back */
     tdm__ring_destroy(r);
