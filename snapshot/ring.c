@@ -74,6 +74,18 @@ static void make_exit_key(void)
     exit_key_ok = pthread_key_create(&exit_key, thread_ends) == 0;
 }
 
+/* The library is unloaded (dlclose by a program that recorded through the
+ * API) or the process exits: a thread that ends afterwards must not call
+ * thread_ends, which is then unmapped.  Its chunk stays held: the ring is
+ * gone with the library anyway. */
+__attribute__((destructor)) static void forget_exit_key(void)
+{
+    if (exit_key_ok) {
+        exit_key_ok = 0;
+        pthread_key_delete(exit_key);
+    }
+}
+
 tdm_status tdm__ring_create(uint64_t capacity, tdm__ring **out)
 {
     *out = NULL;

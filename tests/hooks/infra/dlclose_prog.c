@@ -6,8 +6,10 @@
  *                              snapshot is still written.
  *   dlclose_prog LIB api       no TIDEMARK_CONF: the program records
  *                              through the API, dumps, dlcloses; the
- *                              library may go; fork() and thread creation
- *                              afterwards must not run any of its code.
+ *                              library may go; fork(), thread creation and
+ *                              the end of a thread that recorded (its ring
+ *                              chunk) afterwards must not run any of its
+ *                              code.
  * Prints "pinned" or "unloaded" and exits 0, or 1 with a message. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -30,6 +32,26 @@ static void check(int ok, const char *what)
 
 static void *nothing(void *arg) { return arg; }
 
+/* A thread that records (so it holds a chunk of the ring), then waits
+ * until the library is gone before it ends. */
+typedef struct recorder_thread {
+    tdm_status (*mal)(void **, size_t, int, tdm_stream);
+    tdm_status (*fre)(void *);
+    int go_on[2]; /* pipe: main writes a byte after dlclose */
+    int ok;
+} recorder_thread;
+
+static void *record_then_wait(void *arg)
+{
+    recorder_thread *r = arg;
+    void *p = NULL;
+    r->ok = r->mal(&p, 512, 0, 0) == TDM_OK && r->fre(p) == TDM_OK;
+    char c;
+    if (read(r->go_on[0], &c, 1) != 1)
+        r->ok = 0;
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3)
@@ -51,7 +73,21 @@ int main(int argc, char **argv)
     void *p = NULL, *q = NULL;
     check(mal(&p, 4096, 0, 0) == TDM_OK && mal(&q, 8192, 0, 0) == TDM_OK, "tdm_malloc");
     check(fre(p) == TDM_OK, "tdm_free");
+    int api = strcmp(argv[2], "api") == 0;
+    recorder_thread rt = {.mal = mal, .fre = fre};
+    pthread_t recording;
+    if (api) {
+        check(pipe(rt.go_on) == 0, "pipe");
+        check(pthread_create(&recording, NULL, record_then_wait, &rt) == 0, "thread");
+        for (int i = 0; i < 5000 && !rt.ok; i++) /* its events are in */
+            usleep(1000);
+        check(rt.ok, "recording thread");
+    }
     check(dlclose(h) == 0, "dlclose");
+    if (api) {
+        check(write(rt.go_on[1], "x", 1) == 1, "wake");
+        pthread_join(recording, NULL); /* its end runs no code of the library */
+    }
     void *again = dlopen(argv[1], RTLD_NOW | RTLD_NOLOAD);
     printf("%s\n", again ? "pinned" : "unloaded");
     if (again)
