@@ -40,7 +40,7 @@ static uint64_t last_ring_id;
 
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t exit_key;
-static int exit_key_ok;
+static _Atomic int exit_key_ok; /* the key exists and is not deleted */
 
 /* Gives back chunk [end - chunk, end) of `ring` with `written` events. */
 static void give_back_chunk(tdm__ring *ring, uint64_t end, uint64_t written)
@@ -80,10 +80,8 @@ static void make_exit_key(void)
  * gone with the library anyway. */
 __attribute__((destructor)) static void forget_exit_key(void)
 {
-    if (exit_key_ok) {
-        exit_key_ok = 0;
+    if (atomic_exchange(&exit_key_ok, 0))
         pthread_key_delete(exit_key);
-    }
 }
 
 tdm_status tdm__ring_create(uint64_t capacity, tdm__ring **out)

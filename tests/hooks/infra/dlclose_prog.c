@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +39,7 @@ typedef struct recorder_thread {
     tdm_status (*mal)(void **, size_t, int, tdm_stream);
     tdm_status (*fre)(void *);
     int go_on[2]; /* pipe: main writes a byte after dlclose */
-    int ok;
+    _Atomic int ok;
 } recorder_thread;
 
 static void *record_then_wait(void *arg)
