@@ -188,10 +188,9 @@ int tdm__ring_claim(tdm__ring *ring)
     return 0;
 }
 
-void tdm__ring_give_back(tdm__ring *ring)
+void tdm__ring_give_back(tdm__ring *ring, uint64_t end)
 {
-    tdm__ring_writer *me = &tdm__ring_me;
-    give_back_chunk(ring, me->end, ring->chunk);
+    give_back_chunk(ring, end, ring->chunk);
 }
 
 /* Events written so far in held chunk c under claim n. */

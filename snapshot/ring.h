@@ -66,6 +66,7 @@ typedef struct tdm__ring_writer {
     uint64_t next, end; /* event indices */
     tdm__ring_slot *at;
     uint64_t last_ns;
+    int busy;           /* inside a push (a signal handler's push waits) */
 } tdm__ring_writer;
 extern __thread tdm__ring_writer tdm__ring_me;
 
@@ -80,8 +81,8 @@ void tdm__ring_destroy(tdm__ring *ring);
 /* Claims a chunk for this thread (slow path of the push).  Returns 0 when
  * every chunk is held (the event is counted as lost). */
 int tdm__ring_claim(tdm__ring *ring);
-/* Gives this thread's full chunk back. */
-void tdm__ring_give_back(tdm__ring *ring);
+/* Gives back the full chunk whose events end before index `end`. */
+void tdm__ring_give_back(tdm__ring *ring, uint64_t end);
 
 /* Stores one event, given as its 7 words (tdm_event's layout; word 0 is
  * the time), in this thread's chunk.  A time stamp older than the
@@ -95,15 +96,29 @@ static inline void tdm__ring_push_words(tdm__ring *ring, uint64_t w0,
                                         uint64_t w4, uint64_t w5, uint64_t w6)
 {
     tdm__ring_writer *me = &tdm__ring_me;
-    if (__builtin_expect(me->ring_id != ring->id || me->next == me->end, 0)) {
-        if (!tdm__ring_claim(ring))
-            return;
+    /* A signal handler recording on a thread it interrupted inside a push
+     * (or a claim) would find this thread's chunk half updated: its event
+     * is dropped and counted instead. */
+    if (__builtin_expect(me->busy, 0)) {
+        atomic_fetch_add_explicit(&ring->refused, 1, memory_order_relaxed);
+        return;
     }
-    uint64_t i = me->next;
+    me->busy = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    if (__builtin_expect(me->ring_id != ring->id || me->next == me->end, 0)) {
+        if (!tdm__ring_claim(ring)) {
+            atomic_signal_fence(memory_order_seq_cst);
+            me->busy = 0;
+            return;
+        }
+    }
+    uint64_t i = me->next, end = me->end;
+    tdm__ring_slot *slot = me->at;
+    me->next = i + 1;
+    me->at = slot + 1;
     if (w0 < me->last_ns)
         w0 = me->last_ns;
     me->last_ns = w0;
-    tdm__ring_slot *slot = me->at;
     atomic_store_explicit(&slot->seq, 2 * i + 1, memory_order_relaxed);
     TDM_SEQ_FENCE_RELEASE();
     atomic_store_explicit(&slot->w[0], w0, TDM_SEQ_DATA_STORE);
@@ -114,10 +129,10 @@ static inline void tdm__ring_push_words(tdm__ring *ring, uint64_t w0,
     atomic_store_explicit(&slot->w[5], w5, TDM_SEQ_DATA_STORE);
     atomic_store_explicit(&slot->w[6], w6, TDM_SEQ_DATA_STORE);
     atomic_store_explicit(&slot->seq, 2 * i + 2, memory_order_release);
-    me->next = i + 1;
-    me->at = slot + 1;
-    if (__builtin_expect(i + 1 == me->end, 0))
-        tdm__ring_give_back(ring);
+    if (__builtin_expect(i + 1 == end, 0))
+        tdm__ring_give_back(ring, end);
+    atomic_signal_fence(memory_order_seq_cst);
+    me->busy = 0;
 }
 
 static inline void tdm__ring_push(tdm__ring *ring, const tdm_event *ev)
