@@ -11,9 +11,12 @@
  * into its function, the name is the inlined function's, so that the name
  * and the file:line describe the same code.
  *
- * Separate debug files are looked up on this machine only (build-id
- * directory, .gnu_debuglink paths); when DEBUGINFOD_URLS is set only the
- * build-id directory is searched, so that a dump never waits on the network.
+ * Separate debug files are looked up on this machine only: the build-id
+ * directory, then the object's .gnu_debuglink name in its own folder, its
+ * .debug/ subfolder and under /usr/lib/debug.  elfutils' standard lookup
+ * is not used: it ends by starting a debuginfod client, which may wait on
+ * the network and, started while another thread forks, crashed the forked
+ * child's own dump (seen in -O3 builds without debug information).
  *
  * Each unique pc is resolved once and cached.  Every string handed out is
  * a copy owned by the symbolizer (interned, so repeated file and module
@@ -23,6 +26,8 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
@@ -63,17 +68,33 @@ static int find_debuginfo_local(Dwfl_Module *mod, void **userdata,
                                 GElf_Word debuglink_crc,
                                 char **debuginfo_file_name)
 {
-    /* dwfl_standard_find_debuginfo ends by asking debuginfod servers when
-     * DEBUGINFOD_URLS names some: never at dump time. */
-    const char *urls = getenv("DEBUGINFOD_URLS");
-    if (urls && *urls)
-        return dwfl_build_id_find_debuginfo(mod, userdata, modname, base,
-                                            file_name, debuglink_file,
-                                            debuglink_crc,
-                                            debuginfo_file_name);
-    return dwfl_standard_find_debuginfo(mod, userdata, modname, base,
-                                        file_name, debuglink_file,
-                                        debuglink_crc, debuginfo_file_name);
+    int fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base,
+                                          file_name, debuglink_file,
+                                          debuglink_crc, debuginfo_file_name);
+    if (fd >= 0 || !file_name || !debuglink_file || !*debuglink_file)
+        return fd;
+    const char *slash = strrchr(file_name, '/');
+    int dir_len = slash ? (int)(slash - file_name) : 0;
+    for (int k = 0; k < 3; k++) {
+        char path[4096];
+        int n = k == 0 ? snprintf(path, sizeof path, "%.*s/%s", dir_len,
+                                  file_name, debuglink_file)
+              : k == 1 ? snprintf(path, sizeof path, "%.*s/.debug/%s", dir_len,
+                                  file_name, debuglink_file)
+                       : snprintf(path, sizeof path, "/usr/lib/debug%.*s/%s",
+                                  dir_len, file_name, debuglink_file);
+        if (n <= 0 || (size_t)n >= sizeof path || strcmp(path, file_name) == 0)
+            continue; /* too long, or the object itself */
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        *debuginfo_file_name = strdup(path);
+        if (*debuginfo_file_name)
+            return fd;
+        close(fd);
+        return -1;
+    }
+    return -1;
 }
 
 static const Dwfl_Callbacks proc_callbacks = {

@@ -284,6 +284,30 @@ static int remove_entry(const char *path, const struct stat *st, int flag,
 
 /* With DEBUGINFOD_URLS set, a dump must not go to the network for debug
  * files: point it at a socket listening here and check nobody came. */
+/* Debug information in a separate file named by .gnu_debuglink, next to
+ * the library (the build splits it off). */
+static void debuglink_file_gives_lines(void **state)
+{
+    (void)state;
+#ifdef TDM_DEBUGLINK_LIB
+    void *h = dlopen(TDM_DEBUGLINK_LIB, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(h);
+    void *fn = dlsym(h, "debuglink_probe");
+    assert_non_null(fn);
+    tdm_symbolizer *s;
+    assert_int_equal(tdm__symbolizer_open(&s), TDM_OK);
+    tdm_symbol sym;
+    tdm__symbolize(s, (uintptr_t)fn + 1, &sym);
+    assert_string_equal(sym.function, "debuglink_probe");
+    assert_true(ends_with(sym.file, "debuglink_lib.c"));
+    assert_true(sym.line >= 6 && sym.line <= 9);
+    tdm__symbolizer_close(s);
+    dlclose(h);
+#else
+    skip(); /* no objcopy at build time */
+#endif
+}
+
 static void debuginfod_is_never_asked(void **state)
 {
     (void)state;
@@ -337,6 +361,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(library_addresses_resolve),
         cmocka_unit_test(library_loaded_after_open_resolves),
         cmocka_unit_test(unknown_addresses),
+        cmocka_unit_test(debuglink_file_gives_lines),
         cmocka_unit_test(debuginfod_is_never_asked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
