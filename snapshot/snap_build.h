@@ -1,6 +1,6 @@
 /* snapshot/snap_build.h: what the two builders of a tdm_snap in memory
  * share: the recorder's dump (dump.c) and the importers of other tools'
- * files (viewer-export/import_build.c).  Such a snapshot points into a
+ * files (viewer-export/import/import_build.c).  Such a snapshot points into a
  * pool of string copies, and each of its arrays is its own malloc.  (A
  * snapshot read from a file lives in the reader's arena instead, freed by
  * tdm__snap_free.)  Part of the format library, so the command-line tool

@@ -1,4 +1,4 @@
-/* tests/unit/test_gate.c: memory gates (viewer-export/gate.h) on snapshots
+/* tests/unit/test_gate.c: memory gates (viewer-export/gate/gate.h) on snapshots
  * built by hand, so every figure is known: each gate passing and failing
  * at its limit, per device and with --device, growth over a baseline
  * (including a device the baseline lacks), figures that cannot be
@@ -16,7 +16,7 @@
 #include <math.h>
 #include <cmocka.h>
 
-#include "cli.h"
+#include "load.h"
 #include "gate.h"
 #include "model.h"
 #include "snap_model.h"
@@ -186,7 +186,7 @@ static size_t standard(tsnap *t, uint64_t scale, int dev1)
 
 typedef struct loaded {
     tsnap *t;
-    tdm_gate_input in;
+    tdm_input in;
 } loaded;
 
 static void load(loaded *l, tsnap *t, const char *path)
@@ -204,8 +204,8 @@ static void unload(loaded *l)
     free(l->t);
 }
 
-static tdm_gate_report eval(const tdm_gate_options *o, const tdm_gate_input *in, size_t n,
-                            const tdm_gate_input *baseline)
+static tdm_gate_report eval(const tdm_gate_options *o, const tdm_input *in, size_t n,
+                            const tdm_input *baseline)
 {
     tdm_gate_report rep;
     assert_int_equal(tdm__gate_evaluate(o, in, n, baseline, &rep), TDM_OK);
@@ -347,7 +347,7 @@ static void test_growth_over_baseline(void **state)
     tdm__gate_report_free(&rep);
 
     /* A baseline that could not be read cannot pass or fail anything. */
-    tdm_gate_input broken = {.path = "gone.tdm", .error = "missing"};
+    tdm_input broken = {.path = "gone.tdm", .error = "missing"};
     rep = eval(&o, &cur.in, 1, &broken);
     assert_int_equal(rep.results[0].status, TDM_GATE_ERROR);
     assert_int_equal(tdm__gate_exit_code(&rep), TDM_EXIT_BAD_INPUT);
@@ -367,7 +367,7 @@ static void test_missing_device_and_unreadable_file(void **state)
     add_device(tb, 0);
     alloc_pt(tb, 0, 0x1000, 10, 1);
     load(&b, tb, "one.tdm");
-    tdm_gate_input in[3] = {a.in, b.in, {.path = "bad.tdm", .error = "corrupt"}};
+    tdm_input in[3] = {a.in, b.in, {.path = "bad.tdm", .error = "corrupt"}};
 
     tdm_gate_options o;
     tdm__gate_options_init(&o);
@@ -446,7 +446,7 @@ static size_t count_lines(const char *s)
 
 /* noinline: inlined, GCC takes the returned text for a pointer into the
  * local `buf` (-Wdangling-pointer at -O3). */
-static __attribute__((noinline)) char *render_failure(const tdm_gate_options *o, const tdm_gate_input *in,
+static __attribute__((noinline)) char *render_failure(const tdm_gate_options *o, const tdm_input *in,
                             const tdm_gate_result *r)
 {
     char *buf = NULL;
@@ -573,7 +573,7 @@ static void test_junit_file(void **state)
     tsnap *t = tsnap_new(0x400000, 0);
     standard(t, 1, 1);
     load(&l, t, "dir/a&<b>.v1.tdm");
-    tdm_gate_input in[2] = {l.in, {.path = "gone.tdm", .error = "missing"}};
+    tdm_input in[2] = {l.in, {.path = "gone.tdm", .error = "missing"}};
     tdm_gate_options o;
     tdm__gate_options_init(&o);
     o.enabled = 1u << TDM_GATE_MAX_PEAK | 1u << TDM_GATE_MAX_LEAK;

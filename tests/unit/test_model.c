@@ -1,4 +1,4 @@
-/* tests/unit/test_model.c: the analysis model (viewer-export/model.h) and
+/* tests/unit/test_model.c: the analysis model (viewer-export/model/model.h) and
  * the summary printer, on snapshots built by hand so that every expected
  * number is known: peak value, time, step and phase; bytes live at the end;
  * site ranking; partial histories (dropped events) that must not go
@@ -14,7 +14,7 @@
 #include <time.h>
 #include <cmocka.h>
 
-#include "cli.h"
+#include "summary.h"
 #include "format_size.h"
 #include "model.h"
 #include "snap_model.h"

@@ -1,5 +1,5 @@
 /* tests/unit/test_view_data.c: the data `tidemark view` embeds
- * (viewer-export/view_data.h), decoded back and held against the model it
+ * (viewer-export/view/view_data.h), decoded back and held against the model it
  * came from: event times, phase/step marks, every allocation row, segment
  * intervals (paired, seeded from a free, seeded from the final state,
  * matched to it), reserved timelines, stacks and frames; the JSON's

@@ -1,26 +1,19 @@
-/* viewer-export/cli.h: what the `tidemark` command-line tool's commands
- * share: exit codes, the command table entry, reading a snapshot the same
- * way everywhere, and each command's entry point.
+/* viewer-export/cli/cli.h: what the `tidemark` command-line tool's commands
+ * share: the command table entry, usage errors, output, and each
+ * command's entry point.
  *
  * Commands print their results on stdout and every diagnostic on stderr,
- * one line each, prefixed "tidemark CMD: ".  No state, no locks. */
+ * one line each, prefixed "tidemark CMD: ".  No state, no locks.
+ *
+ * cli/ is the top of viewer-export/: argument parsing and one cmd_*.c per
+ * command, nothing else.  It may include every other subfolder (gate/,
+ * view/, export/, import/, model/); nothing includes it. */
 #ifndef TDM_VIEWER_CLI_H
 #define TDM_VIEWER_CLI_H
 
 #include <stdio.h>
 
-#include "tidemark.h"
-#include "snap_model.h"
-#include "model.h"
-
-/* Exit codes; docs/cli.md lists them. */
-enum {
-    TDM_EXIT_OK = 0,
-    TDM_EXIT_USAGE = 1,       /* bad command line */
-    TDM_EXIT_BAD_INPUT = 2,   /* a file missing, unreadable, corrupt or truncated */
-    TDM_EXIT_GATE_FAILED = 3, /* reserved: a gate's limit was exceeded */
-    TDM_EXIT_TOOL_ERROR = 4,  /* tidemark itself failed (out of memory, bug) */
-};
+#include "input.h"
 
 typedef struct tdm_cli_command {
     const char *name;
@@ -29,19 +22,6 @@ typedef struct tdm_cli_command {
     void (*help)(FILE *out);           /* `tidemark help NAME` */
 } tdm_cli_command;
 
-/* Reads `path` for command `cmd`, accepting a truncated file.  Returns
- * TDM_EXIT_OK with *snap set (and *truncated = 0), TDM_EXIT_BAD_INPUT
- * with *snap set and *truncated = 1 after printing a warning naming the
- * byte offset, or TDM_EXIT_BAD_INPUT / TDM_EXIT_TOOL_ERROR with *snap NULL
- * after printing the error. */
-int tdm__cli_read_snapshot(const char *cmd, const char *path, tdm_snap **snap,
-                           int *truncated, uint64_t *truncated_at);
-/* Frees a snapshot tdm__cli_read_snapshot returned (read or imported). */
-void tdm__cli_snap_free(tdm_snap *snap);
-/* Checks that `path` exists and is not a directory, before a reader
- * says only "input/output error": TDM_EXIT_OK, or TDM_EXIT_BAD_INPUT
- * after printing why not. */
-int tdm__cli_check_file(const char *cmd, const char *path);
 /* Creates the missing folders on the way to output `path` (everything
  * before its last '/'; for "DIR/" that is DIR itself), as `mkdir -p`
  * would: TDM_EXIT_OK, or TDM_EXIT_TOOL_ERROR after saying which folder
@@ -51,16 +31,10 @@ int tdm__cli_make_parents(const char *cmd, const char *path);
  * `c` for an option it could not take (':': its value is missing; else
  * unknown), prints the line saying which. */
 void tdm__cli_bad_option(const char *cmd, int c, char **argv);
-/* Parses option `opt`'s `arg` as a whole number up to `max` into *v;
- * returns -1 after printing why not. */
-int tdm__cli_parse_count(const char *cmd, const char *opt, const char *arg,
-                         unsigned long max, unsigned long *v);
 /* Prints "tidemark CMD: " and the message, then where help is; returns
  * TDM_EXIT_USAGE. */
 __attribute__((format(printf, 2, 3)))
 int tdm__cli_usage(const char *cmd, const char *fmt, ...);
-/* The larger (worse) of two exit codes. */
-static inline int tdm__cli_worse(int a, int b) { return a > b ? a : b; }
 /* A command's last step: flushes stdout and returns rc, or
  * TDM_EXIT_TOOL_ERROR after saying so when the output could not be
  * written. */
@@ -68,19 +42,6 @@ int tdm__cli_flush(const char *cmd, int rc);
 
 /* ---- summary ------------------------------------------------------------ */
 
-typedef struct tdm_summary_options {
-    unsigned top;       /* sites listed per device (default 10) */
-    unsigned frames;    /* frames per site (default 3) */
-    int device;         /* only this ordinal; -1 = every device */
-    int truncated;      /* the file was cut: say so in the header */
-    uint64_t truncated_at; /* byte offset of the cut */
-    int exact;          /* --bytes: stats in exact byte counts */
-} tdm_summary_options;
-
-/* Prints the summary of one snapshot and its model on `out`. */
-tdm_status tdm__summary_print(FILE *out, const char *path, const tdm_snap *snap,
-                              const tdm_model *model,
-                              const tdm_summary_options *opts);
 int tdm__cli_summary(int argc, char **argv);
 void tdm__cli_summary_help(FILE *out);
 

@@ -1,4 +1,4 @@
-/* viewer-export/cli_main.c: the `tidemark` command-line tool's entry
+/* viewer-export/cli/cli_main.c: the `tidemark` command-line tool's entry
  * point: global options (--help, --version), `help COMMAND`, and dispatch
  * to the commands in the table below.  Each command lives in its own file
  * of tdm_viewer and parses its own options.

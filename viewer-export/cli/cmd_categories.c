@@ -1,4 +1,4 @@
-/* viewer-export/cmd_categories.c: `tidemark categories`, what kind of
+/* viewer-export/cli/cmd_categories.c: `tidemark categories`, what kind of
  * memory a program held:
  *   tidemark categories FILE.tdm         bytes per category at the peak
  *                                        and over time, per device;
@@ -13,6 +13,7 @@
  */
 #include "categories.h"
 #include "cli.h"
+#include "load.h"
 #include "format_size.h"
 #include "import_build.h"
 #include "import_csv.h"
@@ -173,7 +174,7 @@ static int run_snapshot(const char *path, unsigned nsamples, int device)
     tdm_snap *snap = NULL;
     int truncated = 0;
     uint64_t cut = 0;
-    int rc = tdm__cli_read_snapshot("categories", path, &snap, &truncated, &cut);
+    int rc = tdm__input_read_snapshot("categories", path, &snap, &truncated, &cut);
     if (!snap)
         return rc;
     tdm_model *m = NULL;
@@ -223,7 +224,7 @@ static int run_snapshot(const char *path, unsigned nsamples, int device)
     free(rows);
     free(cats);
     tdm__model_free(m);
-    tdm__cli_snap_free(snap);
+    tdm__input_snap_free(snap);
     return rc;
 oom:
     fprintf(stderr, "tidemark categories: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
@@ -231,7 +232,7 @@ oom:
     free(rows);
     free(cats);
     tdm__model_free(m);
-    tdm__cli_snap_free(snap);
+    tdm__input_snap_free(snap);
     return TDM_EXIT_TOOL_ERROR;
 }
 
@@ -445,6 +446,6 @@ int tdm__cli_categories(int argc, char **argv)
     }
     int rc = TDM_EXIT_OK;
     for (int i = optind; i < argc; i++)
-        rc = tdm__cli_worse(rc, run_snapshot(argv[i], (unsigned)samples, device));
+        rc = tdm__exit_worse(rc, run_snapshot(argv[i], (unsigned)samples, device));
     return rc;
 }

@@ -1,4 +1,4 @@
-/* viewer-export/cmd_diff.c: `tidemark diff A B`, what changed between two
+/* viewer-export/cli/cmd_diff.c: `tidemark diff A B`, what changed between two
  * recordings of a program: per device, the peak (value, when), reserved and
  * live-at-exit bytes; the bytes of each category (categories.h) live at the
  * peak and each category's own highest value; and the allocation sites
@@ -12,6 +12,7 @@
  */
 #include "categories.h"
 #include "cli.h"
+#include "load.h"
 #include "format_size.h"
 #include "gate.h"
 
@@ -24,7 +25,7 @@
 #define NCAT TDM_CATEGORY_COUNT_
 
 typedef struct side {
-    tdm_gate_input in;
+    tdm_input in;
     uint8_t *cats; /* category of each model->allocs[i] */
 } side;
 
@@ -403,15 +404,15 @@ int tdm__cli_diff(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 't':
-            if (tdm__cli_parse_count("diff", "--top", optarg, 100000, &top))
+            if (tdm__parse_count("diff", "--top", optarg, 100000, &top))
                 goto usage;
             break;
         case 'f':
-            if (tdm__cli_parse_count("diff", "--frames", optarg, 1000, &frames))
+            if (tdm__parse_count("diff", "--frames", optarg, 1000, &frames))
                 goto usage;
             break;
         case 'd':
-            if (tdm__cli_parse_count("diff", "--device", optarg, 32767, &v))
+            if (tdm__parse_count("diff", "--device", optarg, 32767, &v))
                 goto usage;
             device = (int)v;
             break;
@@ -432,7 +433,7 @@ int tdm__cli_diff(int argc, char **argv)
     memset(sd, 0, sizeof sd);
     int rc = TDM_EXIT_OK;
     for (int k = 0; k < 2; k++)
-        rc = tdm__cli_worse(rc, tdm__gate_input_load("diff", argv[optind + k], &sd[k].in));
+        rc = tdm__exit_worse(rc, tdm__input_load("diff", argv[optind + k], &sd[k].in));
     if (sd[0].in.model && sd[1].in.model) {
         tdm_status st = diff(stdout, sd, device, (unsigned)top, (unsigned)frames);
         if (st != TDM_OK) {
@@ -442,7 +443,7 @@ int tdm__cli_diff(int argc, char **argv)
     }
     for (int k = 0; k < 2; k++) {
         free(sd[k].cats);
-        tdm__gate_input_free(&sd[k].in);
+        tdm__input_free(&sd[k].in);
     }
     return tdm__cli_flush("diff", rc);
 usage:

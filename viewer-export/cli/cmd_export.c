@@ -1,4 +1,4 @@
-/* viewer-export/cmd_export.c: `tidemark export --format NAME [-o OUT]
+/* viewer-export/cli/cmd_export.c: `tidemark export --format NAME [-o OUT]
  * FILE-or-DIR...`: reads snapshots, builds their models, and hands them to
  * the exporter of the format's row in export_formats.c.
  *
@@ -28,6 +28,7 @@
  * inputs.  No state, no locks.
  */
 #include "cli.h"
+#include "load.h"
 #include "export_formats.h"
 #include "ranks.h"
 
@@ -356,13 +357,13 @@ static int load(const char *path, tdm_snap **snap, tdm_model **model)
     int truncated = 0;
     uint64_t truncated_at = 0;
     *model = NULL;
-    int rc = tdm__cli_read_snapshot(CMD, path, snap, &truncated, &truncated_at);
+    int rc = tdm__input_read_snapshot(CMD, path, snap, &truncated, &truncated_at);
     if (!*snap)
         return rc;
     if (tdm__model_build(*snap, model) != TDM_OK) {
         fprintf(stderr, "tidemark " CMD ": %s: %s\n", path,
                 tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
-        tdm__cli_snap_free(*snap);
+        tdm__input_snap_free(*snap);
         *snap = NULL;
         return TDM_EXIT_TOOL_ERROR;
     }
@@ -382,7 +383,7 @@ static tdm_status emit_merged(FILE *out, job *j)
         tdm_snap *snap;
         tdm_model *model;
         int rc = load(path, &snap, &model);
-        j->inputs_rc = tdm__cli_worse(j->inputs_rc, rc);
+        j->inputs_rc = tdm__exit_worse(j->inputs_rc, rc);
         if (!snap) {
             if (rc == TDM_EXIT_TOOL_ERROR) {
                 s = TDM_HOST_OUT_OF_MEMORY;
@@ -398,7 +399,7 @@ static tdm_status emit_merged(FILE *out, job *j)
         j->reported = s != TDM_OK; /* add says why */
         j->added += s == TDM_OK;
         tdm__model_free(model);
-        tdm__cli_snap_free(snap);
+        tdm__input_snap_free(snap);
     }
     tdm_status e = tdm__export_perfetto_ranks_end(r);
     if (s == TDM_OK && e == TDM_OK && j->added == 0) {
@@ -454,18 +455,18 @@ static int export_each(const tdm_export_context *base, const tdm_rank_paths *pat
         tdm_snap *snap;
         tdm_model *model;
         int one = load(path, &snap, &model);
-        rc = tdm__cli_worse(rc, one);
+        rc = tdm__exit_worse(rc, one);
         if (!snap)
             continue;
         char *out = output_for(out_opt, path, snap, base->format->extension);
         const char *prev = out ? written_from(&done, out) : NULL;
         if (!out) {
             fprintf(stderr, "tidemark " CMD ": %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
-            rc = tdm__cli_worse(rc, TDM_EXIT_TOOL_ERROR);
+            rc = tdm__exit_worse(rc, TDM_EXIT_TOOL_ERROR);
         } else if (prev) {
             fprintf(stderr, "tidemark " CMD ": %s: would overwrite %s, written from %s; "
                             "put %%n or %%p in -o to tell them apart\n", path, out, prev);
-            rc = tdm__cli_worse(rc, TDM_EXIT_USAGE);
+            rc = tdm__exit_worse(rc, TDM_EXIT_USAGE);
             free(out);
         } else {
             tdm_export_context c = *base;
@@ -473,12 +474,12 @@ static int export_each(const tdm_export_context *base, const tdm_rank_paths *pat
             c.snap = snap;
             c.model = model;
             job j = {.emit = emit_one, .ctx = &c};
-            rc = tdm__cli_worse(rc, write_output(out, &j, base->quiet, base->format->name));
+            rc = tdm__exit_worse(rc, write_output(out, &j, base->quiet, base->format->name));
             if (strcmp(out, "-") == 0 || written_add(&done, out, path) != 0)
                 free(out);
         }
         tdm__model_free(model);
-        tdm__cli_snap_free(snap);
+        tdm__input_snap_free(snap);
     }
     for (size_t i = 0; i < done.count; i++)
         free(done.out[i]);
@@ -623,7 +624,7 @@ int tdm__cli_export(int argc, char **argv)
                 fprintf(stderr, "tidemark " CMD ": wrote %s (%s: %zu of %zu snapshots, "
                                 "one process each)\n", out_path, fmt->name, j.added,
                         paths.count);
-            wrc = tdm__cli_worse(wrc, j.inputs_rc);
+            wrc = tdm__exit_worse(wrc, j.inputs_rc);
         }
     } else if (paths.count > 1 && out_path && strcmp(out_path, "-") == 0) {
         wrc = tdm__cli_usage(CMD, "-o - writes one file; %zu snapshots make %zu %s files (give -o a "
@@ -641,5 +642,5 @@ int tdm__cli_export(int argc, char **argv)
         wrc = export_each(&ctx, &paths, out_path);
     }
     tdm__ranks_paths_free(&paths);
-    return tdm__cli_worse(rc, wrc);
+    return tdm__exit_worse(rc, wrc);
 }

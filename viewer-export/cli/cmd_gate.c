@@ -1,4 +1,4 @@
-/* viewer-export/cmd_gate.c: `tidemark gate [GATES] FILE...`, memory limits
+/* viewer-export/cli/cmd_gate.c: `tidemark gate [GATES] FILE...`, memory limits
  * for CI on snapshots already recorded: every gate (gate.h) on every device
  * of every file, a line per result and a short account of each failure on
  * stdout, optionally JUnit XML and GitHub Actions annotations.  A directory
@@ -12,6 +12,7 @@
  * that must not regress still sees 3.  No state, no locks.
  */
 #include "cli.h"
+#include "load.h"
 #include "gate.h"
 #include "ranks.h"
 
@@ -82,8 +83,8 @@ int tdm__cli_gate(int argc, char **argv)
     if (rc == TDM_EXIT_TOOL_ERROR)
         return rc;
     size_t n = paths.count;
-    tdm_gate_input *inputs = calloc(n ? n : 1, sizeof *inputs);
-    tdm_gate_input baseline;
+    tdm_input *inputs = calloc(n ? n : 1, sizeof *inputs);
+    tdm_input baseline;
     memset(&baseline, 0, sizeof baseline);
     if (!inputs) {
         fprintf(stderr, "tidemark gate: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
@@ -91,9 +92,9 @@ int tdm__cli_gate(int argc, char **argv)
         return TDM_EXIT_TOOL_ERROR;
     }
     if (o.baseline)
-        rc = tdm__cli_worse(rc, tdm__gate_input_load("gate", o.baseline, &baseline));
+        rc = tdm__exit_worse(rc, tdm__input_load("gate", o.baseline, &baseline));
     for (size_t i = 0; i < n; i++)
-        rc = tdm__cli_worse(rc, tdm__gate_input_load("gate", paths.paths[i], &inputs[i]));
+        rc = tdm__exit_worse(rc, tdm__input_load("gate", paths.paths[i], &inputs[i]));
     /* Results in rank order; files without ranks keep the given order. */
     tdm_status st = tdm__ranks_sort_inputs(inputs, n);
 
@@ -107,9 +108,9 @@ int tdm__cli_gate(int argc, char **argv)
         if (st == TDM_OK && o.junit) {
             st = tdm__junit_write("gate", o.junit, "tidemark gate", 0.0, &o, inputs, n, &rep);
             if (st == TDM_IO_ERROR) /* already explained */
-                rc = tdm__cli_worse(rc, TDM_EXIT_TOOL_ERROR), st = TDM_OK;
+                rc = tdm__exit_worse(rc, TDM_EXIT_TOOL_ERROR), st = TDM_OK;
         }
-        rc = tdm__cli_worse(rc, tdm__gate_exit_code(&rep));
+        rc = tdm__exit_worse(rc, tdm__gate_exit_code(&rep));
         tdm__gate_report_free(&rep);
     }
     if (st != TDM_OK) {
@@ -117,8 +118,8 @@ int tdm__cli_gate(int argc, char **argv)
         rc = TDM_EXIT_TOOL_ERROR;
     }
     for (size_t i = 0; i < n; i++)
-        tdm__gate_input_free(&inputs[i]);
-    tdm__gate_input_free(&baseline);
+        tdm__input_free(&inputs[i]);
+    tdm__input_free(&baseline);
     free(inputs);
     tdm__ranks_paths_free(&paths);
     return tdm__cli_flush("gate", rc);

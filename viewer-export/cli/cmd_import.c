@@ -1,4 +1,4 @@
-/* viewer-export/cmd_import.c: `tidemark import FILE [-o OUT.tdm]`: reads
+/* viewer-export/cli/cmd_import.c: `tidemark import FILE [-o OUT.tdm]`: reads
  * another tool's file with the importer of its row in import_formats.c
  * (chosen by --format, else recognized from the file's first bytes) and
  * writes the snapshot as a .tdm, so that summary, export and gate work on
@@ -10,6 +10,7 @@
  * atomically by tdm__snap_write.  No state, no locks.
  */
 #include "cli.h"
+#include "load.h"
 #include "import_formats.h"
 
 #include <errno.h>
@@ -107,7 +108,7 @@ int tdm__cli_import(int argc, char **argv)
         return TDM_EXIT_USAGE;
     }
 
-    int rc = tdm__cli_check_file(CMD, input);
+    int rc = tdm__input_check_file(CMD, input);
     if (rc != TDM_EXIT_OK)
         return rc;
     if (!fmt) {

@@ -1,4 +1,4 @@
-/* viewer-export/cmd_run.c: `tidemark run [OPTIONS] [GATES] -- CMD ARGS...`
+/* viewer-export/cli/cmd_run.c: `tidemark run [OPTIONS] [GATES] -- CMD ARGS...`
  * records a command: it runs CMD with libtidemark_preload.so in LD_PRELOAD
  * and TIDEMARK_CONF set so that every process of it (children inherit the
  * environment) writes its own snapshot into one folder, waits for it,
@@ -25,7 +25,10 @@
  */
 #define _GNU_SOURCE /* strsignal, pipe2, asprintf */
 #include "cli.h"
+#include "load.h"
+#include "format_size.h"
 #include "gate.h"
+#include "summary.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -465,7 +468,7 @@ void tdm__cli_run_help(FILE *out)
 
 /* A snapshot of a process that never touched device memory (a shell the
  * preload library was loaded into, too): listed, not summarized. */
-static int is_empty(const tdm_gate_input *in)
+static int is_empty(const tdm_input *in)
 {
     return in->model && in->model->alloc_count == 0 && in->snap->segment_count == 0;
 }
@@ -481,8 +484,8 @@ typedef struct run_state {
     size_t nold;
     char **paths;
     size_t npaths;
-    tdm_gate_input *inputs;  /* npaths of them */
-    tdm_gate_input baseline;
+    tdm_input *inputs;  /* npaths of them */
+    tdm_input baseline;
 } run_state;
 
 static void run_state_free(run_state *r)
@@ -493,12 +496,12 @@ static void run_state_free(run_state *r)
     free(r->old);
     for (size_t i = 0; i < r->npaths; i++) {
         if (r->inputs)
-            tdm__gate_input_free(&r->inputs[i]);
+            tdm__input_free(&r->inputs[i]);
         free(r->paths[i]);
     }
     free(r->paths);
     free(r->inputs);
-    tdm__gate_input_free(&r->baseline);
+    tdm__input_free(&r->baseline);
 }
 
 static int add_conf(run_state *r, const char *arg)
@@ -550,7 +553,7 @@ static int parse(run_state *r, int argc, char **argv)
             break;
         case 'F': {
             unsigned long v;
-            if (tdm__cli_parse_count("run", "--command-failed", optarg, 125, &v) != 0)
+            if (tdm__parse_count("run", "--command-failed", optarg, 125, &v) != 0)
                 return -1;
             if (v < 5) {
                 fprintf(stderr, "tidemark run: --command-failed needs a code from 5 to 125 "
@@ -638,12 +641,12 @@ static int collect(run_state *r, size_t *gate_first, size_t *gate_count)
     }
     int rc = TDM_EXIT_OK;
     for (size_t i = 0; i < r->npaths; i++)
-        rc = tdm__cli_worse(rc, tdm__gate_input_load("run", r->paths[i], &r->inputs[i]));
+        rc = tdm__exit_worse(rc, tdm__input_load("run", r->paths[i], &r->inputs[i]));
     /* Empty snapshots last, so the ones worth gating are one range. */
     size_t busy = 0;
     for (size_t i = 0; i < r->npaths; i++)
         if (!is_empty(&r->inputs[i])) {
-            tdm_gate_input t = r->inputs[busy];
+            tdm_input t = r->inputs[busy];
             r->inputs[busy] = r->inputs[i];
             r->inputs[i] = t;
             busy++;
@@ -652,7 +655,7 @@ static int collect(run_state *r, size_t *gate_first, size_t *gate_count)
 
     tdm_summary_options so = {.top = 5, .frames = 3, .device = r->o.device};
     for (size_t i = 0; i < busy && !r->quiet; i++) {
-        tdm_gate_input *in = &r->inputs[i];
+        tdm_input *in = &r->inputs[i];
         if (!in->model)
             continue;
         so.truncated = in->truncated;
@@ -686,7 +689,7 @@ int tdm__cli_run(int argc, char **argv)
     }
     /* A bad baseline is found before the command runs, not after. */
     if (r.o.baseline) {
-        int brc = tdm__gate_input_load("run", r.o.baseline, &r.baseline);
+        int brc = tdm__input_load("run", r.o.baseline, &r.baseline);
         if (brc != TDM_EXIT_OK) {
             run_state_free(&r);
             return brc;

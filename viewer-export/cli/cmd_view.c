@@ -1,6 +1,6 @@
-/* viewer-export/cmd_view.c: `tidemark view A.tdm [B.tdm] -o view.html`
+/* viewer-export/cli/cmd_view.c: `tidemark view A.tdm [B.tdm] -o view.html`
  * and `tidemark view [--ranks] FILE-or-DIR...`, the offline memory viewer:
- * one HTML file holding the page's code (viewer-export/html/, embedded at
+ * one HTML file holding the page's code (viewer-export/view/html/, embedded at
  * build time) and each snapshot's compact data (view_data.c), so it opens
  * from disk on a machine with no network and fetches nothing.
  *
@@ -18,6 +18,7 @@
  */
 #include "categories.h"
 #include "cli.h"
+#include "load.h"
 #include "format_size.h"
 #include "gate.h"
 #include "ranks.h"
@@ -327,7 +328,7 @@ int tdm__cli_view(int argc, char **argv)
         return rc == TDM_EXIT_OK ? TDM_EXIT_BAD_INPUT : rc;
     }
     tdm_view_layout layout = ranks || any_dir || n > 2 ? TDM_VIEW_RANKS : TDM_VIEW_PANELS;
-    tdm_gate_input *gin = calloc(n, sizeof *gin);
+    tdm_input *gin = calloc(n, sizeof *gin);
     tdm_view_input *in = calloc(n, sizeof *in);
     uint8_t **cats = calloc(n, sizeof *cats);
     size_t used = 0;
@@ -337,15 +338,15 @@ int tdm__cli_view(int argc, char **argv)
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
-        tdm_gate_input *g = &gin[used];
+        tdm_input *g = &gin[used];
         g->path = paths.paths[i];
-        int one = tdm__cli_read_snapshot("view", g->path, &g->snap, &g->truncated,
+        int one = tdm__input_read_snapshot("view", g->path, &g->snap, &g->truncated,
                                          &g->truncated_at);
-        rc = tdm__cli_worse(rc, one);
+        rc = tdm__exit_worse(rc, one);
         if (g->snap && tdm__model_build(g->snap, &g->model) != TDM_OK) {
             fprintf(stderr, "tidemark view: %s: %s\n", g->path,
                     tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
-            rc = tdm__cli_worse(rc, TDM_EXIT_TOOL_ERROR);
+            rc = tdm__exit_worse(rc, TDM_EXIT_TOOL_ERROR);
             goto out;
         }
         if (g->snap)
@@ -357,14 +358,14 @@ int tdm__cli_view(int argc, char **argv)
         goto out;
     if (layout == TDM_VIEW_RANKS && tdm__ranks_sort_inputs(gin, used) != TDM_OK) {
         fprintf(stderr, "tidemark view: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
-        rc = tdm__cli_worse(rc, TDM_EXIT_TOOL_ERROR);
+        rc = tdm__exit_worse(rc, TDM_EXIT_TOOL_ERROR);
         goto out;
     }
     for (size_t i = 0; i < used; i++) {
         if (tdm__categories_infer(gin[i].model, &cats[i]) != TDM_OK) {
             fprintf(stderr, "tidemark view: %s: %s\n", gin[i].path,
                     tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
-            rc = tdm__cli_worse(rc, TDM_EXIT_TOOL_ERROR);
+            rc = tdm__exit_worse(rc, TDM_EXIT_TOOL_ERROR);
             goto out;
         }
         in[i] = (tdm_view_input){.path = gin[i].path, .snap = gin[i].snap,
@@ -374,7 +375,7 @@ int tdm__cli_view(int argc, char **argv)
     }
     uint64_t data_bytes = 0, page_bytes = 0, events = 0;
     int w = write_page(output, in, used, device, layout, &data_bytes, &page_bytes);
-    rc = tdm__cli_worse(rc, w);
+    rc = tdm__exit_worse(rc, w);
     if (w == TDM_EXIT_OK) {
         char a[TDM_FMT_LEN], b[TDM_FMT_LEN];
         for (size_t i = 0; i < used; i++)
@@ -391,7 +392,7 @@ out:
     for (size_t i = 0; gin && i < n; i++) {
         if (cats)
             free(cats[i]);
-        tdm__gate_input_free(&gin[i]);
+        tdm__input_free(&gin[i]);
     }
     free(cats);
     free(in);
@@ -399,7 +400,7 @@ out:
     tdm__ranks_paths_free(&paths);
     free(def);
     if (fflush(stdout) != 0 || ferror(stdout))
-        rc = tdm__cli_worse(rc, TDM_EXIT_TOOL_ERROR);
+        rc = tdm__exit_worse(rc, TDM_EXIT_TOOL_ERROR);
     return rc;
 usage:
     fprintf(stderr, "Try 'tidemark help view'.\n");

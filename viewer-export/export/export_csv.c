@@ -1,4 +1,4 @@
-/* viewer-export/export_csv.c: `tidemark export --format csv`, the log
+/* viewer-export/export/export_csv.c: `tidemark export --format csv`, the log
  * RMM's logging_resource_adaptor writes, so RMM's REPLAY_BENCHMARK (and
  * anything else that reads those logs) can replay a tidemark history:
  *

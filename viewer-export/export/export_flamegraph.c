@@ -1,4 +1,4 @@
-/* viewer-export/export_flamegraph.c: `tidemark export --format flamegraph`,
+/* viewer-export/export/export_flamegraph.c: `tidemark export --format flamegraph`,
  * the bytes live at one moment as collapsed stacks, one line per distinct
  * stack: "device 0;main;train;forward_layer 8388608".  flamegraph.pl,
  * inferno, speedscope and Perfetto read it.

@@ -1,4 +1,4 @@
-/* viewer-export/export_formats.c: the table of formats `tidemark export`
+/* viewer-export/export/export_formats.c: the table of formats `tidemark export`
  * writes (export_formats.h).  One row per format; each exporter lives in
  * its own file (export_NAME.c).  The command (cmd_export.c), its help, and
  * the benchmark (bench/export.c) all read this table, so a new format is

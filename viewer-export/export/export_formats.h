@@ -1,7 +1,12 @@
-/* viewer-export/export_formats.h: the formats `tidemark export` writes,
+/* viewer-export/export/export_formats.h: the formats `tidemark export` writes,
  * as one table (export_formats.c), and the context every exporter gets.
  *
- * Adding a format: write viewer-export/export_NAME.c with a function of
+ * export/ writes a snapshot and its model in other tools' formats: the
+ * memory_viz pickle (export_pytorch*.c, pickle_write.c), Perfetto and
+ * JSON (json.c), the flame graph and RMM CSV.  It may include model/
+ * and snapshot/'s reader, never import/, view/, gate/ or cli/.
+ *
+ * Adding a format: write export/export_NAME.c with a function of
  * type tdm_export_fn, declare it below, and add one row to the table in
  * export_formats.c.  cmd_export.c (the command) and bench/export.c (the
  * benchmark) go through the table and need no change.  A format's own

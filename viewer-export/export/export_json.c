@@ -1,4 +1,4 @@
-/* viewer-export/export_json.c: `tidemark export --format json`, the
+/* viewer-export/export/export_json.c: `tidemark export --format json`, the
  * analysis model (model.h) and the categories as one JSON document for
  * scripts.  docs/export.md "json" is the schema; its version is the
  * top-level "tidemark_json" number, raised whenever a field changes

@@ -1,4 +1,4 @@
-/* viewer-export/export_perfetto.c: `tidemark export --format perfetto`, a
+/* viewer-export/export/export_perfetto.c: `tidemark export --format perfetto`, a
  * Chrome JSON trace (the Trace Event Format) that ui.perfetto.dev,
  * chrome://tracing and HTA open, or, with --merge, the same events spliced
  * into a PyTorch profiler trace of the same run.  docs/export.md

@@ -1,4 +1,4 @@
-/* viewer-export/export_pytorch.c: `tidemark export --format pytorch`, a
+/* viewer-export/export/export_pytorch.c: `tidemark export --format pytorch`, a
  * snapshot pickle that pytorch.org/memory_viz and torch/cuda/_memory_viz.py
  * load unchanged (../shared/reference/pytorch-snapshot-format.md;
  * docs/export.md "pytorch").

@@ -1,4 +1,4 @@
-/* viewer-export/export_pytorch.h: the pieces of the `pytorch` exporter
+/* viewer-export/export/export_pytorch.h: the pieces of the `pytorch` exporter
  * (export_pytorch.c writes, export_pytorch_state.c decides what to write).
  *
  * The exporter writes the final allocator state as PyTorch's `segments`

@@ -1,4 +1,4 @@
-/* viewer-export/export_pytorch_state.c: what the `pytorch` exporter writes
+/* viewer-export/export/export_pytorch_state.c: what the `pytorch` exporter writes
  * (export_pytorch.h): a well-formed final state, and the events that
  * replay onto it.
  *

@@ -1,4 +1,4 @@
-/* viewer-export/json.c: the JSON writer and scanner of json.h.
+/* viewer-export/export/json.c: the JSON writer and scanner of json.h.
  *
  * Writer invariant: buf[0..len) are bytes not yet written to `out`; a
  * flush happens before the buffer would overflow, so any single append of

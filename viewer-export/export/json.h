@@ -1,4 +1,4 @@
-/* viewer-export/json.h: the little JSON the exporters need, written and
+/* viewer-export/export/json.h: the little JSON the exporters need, written and
  * read by us.
  *
  * Writer (tdm_jw): appends to a large buffer and flushes it to a FILE in

@@ -1,4 +1,4 @@
-/* viewer-export/pickle_write.c: the rare paths of the minimal pickler
+/* viewer-export/export/pickle_write.c: the rare paths of the minimal pickler
  * (pickle_write.h): buffer management, integer, float and string
  * encodings, container brackets.
  *

@@ -1,4 +1,4 @@
-/* viewer-export/pickle_write.h: a minimal, fast pickler for the subset of
+/* viewer-export/export/pickle_write.h: a minimal, fast pickler for the subset of
  * Python's pickle format that PyTorch's memory viewer reads
  * (../shared/reference/pytorch-snapshot-format.md §3.1).
  *

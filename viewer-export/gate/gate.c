@@ -1,4 +1,4 @@
-/* viewer-export/gate.c: memory gates (gate.h): the options `tidemark gate`
+/* viewer-export/gate/gate.c: memory gates (gate.h): the options `tidemark gate`
  * and `tidemark run` share, the evaluation of every gate on every device
  * of every input, the text report and GitHub annotation lines; and the
  * input loader and site helpers that `tidemark diff` uses too.
@@ -11,7 +11,8 @@
  * locks.
  */
 #include "gate.h"
-#include "cli.h"
+#include "input.h"
+#include "sites.h"
 #include "format_size.h"
 #include "ranks.h"
 
@@ -27,49 +28,9 @@
  * (beyond the status lines, one per gate per device per file). */
 #define DETAILED_FAILURES 1
 
-static const char *base_name(const char *path)
-{
-    const char *slash = path ? strrchr(path, '/') : NULL;
-    return slash ? slash + 1 : path ? path : "";
-}
-
 static const char *str_or(const char *s, const char *fallback)
 {
     return s && s[0] ? s : fallback;
-}
-
-/* ---- inputs ------------------------------------------------------------- */
-
-int tdm__gate_input_load(const char *cmd, const char *path, tdm_gate_input *in)
-{
-    memset(in, 0, sizeof *in);
-    in->path = path;
-    int rc = tdm__cli_read_snapshot(cmd, path, &in->snap, &in->truncated,
-                                    &in->truncated_at);
-    if (!in->snap) {
-        in->error = rc == TDM_EXIT_TOOL_ERROR ? "tidemark could not read it"
-                                              : "missing, unreadable or corrupt";
-        return rc;
-    }
-    tdm_status s = tdm__model_build(in->snap, &in->model);
-    if (s != TDM_OK) {
-        fprintf(stderr, "tidemark %s: %s: %s\n", cmd, path, tdm_strerror(s));
-        tdm__gate_input_free(in);
-        in->error = "tidemark could not analyse it";
-        return TDM_EXIT_TOOL_ERROR;
-    }
-    if (in->truncated)
-        in->error = "truncated";
-    return rc;
-}
-
-void tdm__gate_input_free(tdm_gate_input *in)
-{
-    if (in->model)
-        tdm__model_free(in->model);
-    tdm__cli_snap_free(in->snap);
-    in->model = NULL;
-    in->snap = NULL;
 }
 
 /* ---- options ------------------------------------------------------------ */
@@ -136,17 +97,17 @@ int tdm__gate_option(const char *cmd, int code, const char *arg, tdm_gate_option
         o->baseline = arg;
         return 1;
     case TDM_GATE_OPT_DEVICE:
-        if (tdm__cli_parse_count(cmd, "--device", arg, 32767, &v))
+        if (tdm__parse_count(cmd, "--device", arg, 32767, &v))
             return -1;
         o->device = (int)v;
         return 1;
     case TDM_GATE_OPT_TOP:
-        if (tdm__cli_parse_count(cmd, "--top", arg, 100, &v))
+        if (tdm__parse_count(cmd, "--top", arg, 100, &v))
             return -1;
         o->top = (unsigned)v;
         return 1;
     case TDM_GATE_OPT_FRAMES:
-        if (tdm__cli_parse_count(cmd, "--frames", arg, 20, &v))
+        if (tdm__parse_count(cmd, "--frames", arg, 20, &v))
             return -1;
         o->frames = (unsigned)v;
         return 1;
@@ -212,7 +173,7 @@ static int64_t reserved_peak_seq(const tdm_model_device *d)
 
 /* Measures the figure gate `kind` looks at on device `di` of `in`; on
  * failure to measure sets r->status = ERROR and r->note. */
-static void measure(const tdm_gate_input *in, size_t di, tdm_gate_kind kind,
+static void measure(const tdm_input *in, size_t di, tdm_gate_kind kind,
                     tdm_gate_result *r)
 {
     const tdm_model *m = in->model;
@@ -270,8 +231,8 @@ static void measure(const tdm_gate_input *in, size_t di, tdm_gate_kind kind,
     }
 }
 
-static void judge(const tdm_gate_options *o, const tdm_gate_input *baseline,
-                  const tdm_gate_input *in, tdm_gate_result *r)
+static void judge(const tdm_gate_options *o, const tdm_input *baseline,
+                  const tdm_input *in, tdm_gate_result *r)
 {
     measure(in, (size_t)r->dev_index, r->kind, r);
     if (r->status == TDM_GATE_ERROR)
@@ -328,15 +289,15 @@ static int push(tdm_gate_report *rep, size_t *cap, const tdm_gate_result *r)
     return 0;
 }
 
-tdm_status tdm__gate_evaluate(const tdm_gate_options *o, const tdm_gate_input *inputs,
-                              size_t input_count, const tdm_gate_input *baseline,
+tdm_status tdm__gate_evaluate(const tdm_gate_options *o, const tdm_input *inputs,
+                              size_t input_count, const tdm_input *baseline,
                               tdm_gate_report *rep)
 {
     size_t cap = 0;
     int device_seen = 0;
     memset(rep, 0, sizeof *rep);
     for (size_t f = 0; f < input_count; f++) {
-        const tdm_gate_input *in = &inputs[f];
+        const tdm_input *in = &inputs[f];
         for (int k = 0; k < TDM_GATE_KIND_COUNT_; k++) {
             if (!(o->enabled & (1u << k)))
                 continue;
@@ -458,7 +419,7 @@ void tdm__gate_headline(char *buf, size_t len, const tdm_gate_result *r)
 
 /* "+1.234 s (event 56), step 3, phase backward", or when the figure has
  * no moment of its own, what it stands for. */
-void tdm__gate_when(char *buf, size_t len, const tdm_gate_input *in,
+void tdm__gate_when(char *buf, size_t len, const tdm_input *in,
                     const tdm_gate_result *r)
 {
     const tdm_snap *s = in->snap;
@@ -506,7 +467,7 @@ static const char *status_word(tdm_gate_status s)
     return (unsigned)s < 4 ? w[s] : "?";
 }
 
-static void device_label(char *buf, size_t len, const tdm_gate_input *in,
+static void device_label(char *buf, size_t len, const tdm_input *in,
                          const tdm_gate_result *r)
 {
     if (r->dev_index >= 0 && in->model)
@@ -520,7 +481,7 @@ static void device_label(char *buf, size_t len, const tdm_gate_input *in,
 }
 
 tdm_status tdm__gate_print_failure(FILE *out, const tdm_gate_options *o,
-                                   const tdm_gate_input *in, const tdm_gate_result *r)
+                                   const tdm_input *in, const tdm_gate_result *r)
 {
     char a[S_FMT], b[S_FMT], dev[96], when[192], rank[320];
     device_label(dev, sizeof dev, in, r);
@@ -583,7 +544,7 @@ tdm_status tdm__gate_print_failure(FILE *out, const tdm_gate_options *o,
     return TDM_OK;
 }
 
-tdm_status tdm__gate_print(FILE *out, const tdm_gate_options *o, const tdm_gate_input *inputs,
+tdm_status tdm__gate_print(FILE *out, const tdm_gate_options *o, const tdm_input *inputs,
                            const tdm_gate_report *rep)
 {
     char head[256], dev[96], rank[320];
@@ -619,92 +580,4 @@ tdm_status tdm__gate_print(FILE *out, const tdm_gate_options *o, const tdm_gate_
         fprintf(out, ", %zu skipped", rep->skipped);
     fputc('\n', out);
     return TDM_OK;
-}
-
-/* ---- sites -------------------------------------------------------------- */
-
-int tdm__site_frame_is_tidemark(const tdm_snap_frame *f)
-{
-    if (f->function && strncmp(f->function, "tdm_", 4) == 0)
-        return 1;
-    return f->module && strncmp(base_name(f->module), "libtidemark", 11) == 0;
-}
-
-uint32_t tdm__site_first_frame(const tdm_snap *s, uint32_t stack_id)
-{
-    if (stack_id == 0 || stack_id >= s->stack_count)
-        return 0;
-    const tdm_snap_stack *st = &s->stacks[stack_id];
-    uint32_t i = 0;
-    while (i < st->depth && st->frames[i] < s->frame_count &&
-           tdm__site_frame_is_tidemark(&s->frames[st->frames[i]]))
-        i++;
-    return i == st->depth ? 0 : i; /* nothing but tidemark: show it all */
-}
-
-void tdm__site_format_frame(char *buf, size_t len, const tdm_snap_frame *f)
-{
-    const char *name = str_or(f->function, "??");
-    /* Long C++ names would push the stack off the screen. */
-    int w = (int)strlen(name) > 70 ? 67 : 70;
-    const char *dots = w == 67 ? "..." : "";
-    if (f->file && f->file[0] && f->line)
-        snprintf(buf, len, "%.*s%s (%s:%u)", w, name, dots, base_name(f->file), f->line);
-    else if (f->file && f->file[0])
-        snprintf(buf, len, "%.*s%s (%s)", w, name, dots, base_name(f->file));
-    else if (strcmp(name, "??") == 0)
-        snprintf(buf, len, "0x%" PRIx64 " (%s)", f->pc,
-                 str_or(base_name(f->module), "unknown module"));
-    else
-        snprintf(buf, len, "%.*s%s (%s)", w, name, dots,
-                 str_or(base_name(f->module), "unknown module"));
-}
-
-void tdm__site_print_frames(FILE *out, const tdm_snap *s, uint32_t stack_id,
-                            unsigned frames, int indent)
-{
-    if (stack_id == 0 || stack_id >= s->stack_count || s->stacks[stack_id].depth == 0) {
-        fputs("(no stack recorded)\n", out);
-        return;
-    }
-    const tdm_snap_stack *st = &s->stacks[stack_id];
-    unsigned shown = 0;
-    for (uint32_t i = tdm__site_first_frame(s, stack_id); i < st->depth && shown < frames;
-         i++, shown++) {
-        char line[256];
-        if (st->frames[i] < s->frame_count)
-            tdm__site_format_frame(line, sizeof line, &s->frames[st->frames[i]]);
-        else
-            snprintf(line, sizeof line, "(frame %u missing)", st->frames[i]);
-        fprintf(out, "%*s%s\n", shown ? indent : 0, "", line);
-    }
-}
-
-char *tdm__site_key(const tdm_snap *s, uint32_t stack_id)
-{
-    char *key = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&key, &len);
-    if (!m)
-        return NULL;
-    if (stack_id && stack_id < s->stack_count) {
-        const tdm_snap_stack *st = &s->stacks[stack_id];
-        for (uint32_t i = tdm__site_first_frame(s, stack_id); i < st->depth; i++) {
-            if (st->frames[i] >= s->frame_count) {
-                fputs("?;", m);
-                continue;
-            }
-            const tdm_snap_frame *f = &s->frames[st->frames[i]];
-            /* Load addresses move between runs (ASLR): only names count. */
-            if (f->function && f->function[0] && strcmp(f->function, "??") != 0)
-                fprintf(m, "%s@%s:%u;", f->function, base_name(f->file), f->line);
-            else
-                fprintf(m, "?@%s;", base_name(f->module));
-        }
-    }
-    if (fclose(m) != 0) {
-        free(key);
-        return NULL;
-    }
-    return key;
 }

@@ -1,7 +1,9 @@
-/* viewer-export/gate.h: memory gates for CI, shared by `tidemark gate`
- * (cmd_gate.c) and `tidemark run` (cmd_run.c), and the helpers that
- * `tidemark diff` (cmd_diff.c) shares with them: loading an input file
- * with its model, and naming an allocation site by its frames.
+/* viewer-export/gate/gate.h: memory gates for CI, shared by `tidemark gate`
+ * (cli/cmd_gate.c) and `tidemark run` (cli/cmd_run.c).
+ *
+ * gate/ holds what CI checks: gates and baselines, their text report,
+ * JUnit XML and GitHub annotations (junit.c).  It may include model/
+ * and snapshot/'s reader, never import/, export/, view/ or cli/.
  *
  * A gate is a limit on one figure of a snapshot, checked on every device
  * (or the one --device names) of every file:
@@ -29,28 +31,8 @@
 #include "tidemark.h"
 #include "snap_model.h"
 #include "model.h"
-
-/* ---- inputs ------------------------------------------------------------- */
-
-/* One file read for a gate or a diff, with its model. */
-typedef struct tdm_gate_input {
-    const char *path;        /* borrowed from argv */
-    tdm_snap *snap;          /* NULL when it could not be read */
-    tdm_model *model;        /* NULL when snap is NULL */
-    int truncated;           /* read up to a cut */
-    uint64_t truncated_at;   /* byte offset of the cut */
-    const char *error;       /* why snap is NULL (static text) */
-} tdm_gate_input;
-
-/* Reads `path` and builds its model.  `path` is a .tdm snapshot, or a
- * file of a format `tidemark import` recognizes by its content (a PyTorch
- * snapshot pickle, an RMM log, ...: import_formats.h), imported in
- * memory.  Returns a TDM_EXIT_* code: OK; BAD_INPUT with
- * in->snap set when the file was truncated (a warning was printed);
- * BAD_INPUT or TOOL_ERROR with in->snap NULL after printing the error,
- * prefixed "tidemark CMD: ". */
-int tdm__gate_input_load(const char *cmd, const char *path, tdm_gate_input *in);
-void tdm__gate_input_free(tdm_gate_input *in);
+#include "input.h"
+#include "sites.h"
 
 /* ---- options ------------------------------------------------------------ */
 
@@ -153,14 +135,14 @@ typedef struct tdm_gate_report {
  * whose snap is NULL get one ERROR result per gate).  `baseline` is the
  * loaded --baseline file (NULL without one).  TDM_HOST_OUT_OF_MEMORY is
  * the only failure. */
-tdm_status tdm__gate_evaluate(const tdm_gate_options *o, const tdm_gate_input *inputs,
-                              size_t input_count, const tdm_gate_input *baseline,
+tdm_status tdm__gate_evaluate(const tdm_gate_options *o, const tdm_input *inputs,
+                              size_t input_count, const tdm_input *baseline,
                               tdm_gate_report *report);
 void tdm__gate_report_free(tdm_gate_report *report);
 
 /* When the result's figure was reached: "+1.234 s (event 56), step 3,
  * phase backward", "at exit, ...", or why that is unknown. */
-void tdm__gate_when(char *buf, size_t len, const tdm_gate_input *in,
+void tdm__gate_when(char *buf, size_t len, const tdm_input *in,
                     const tdm_gate_result *r);
 /* One line: "peak 134.51 MiB > limit 100.00 MiB (+34.51 MiB, 34.5% over)". */
 void tdm__gate_headline(char *buf, size_t len, const tdm_gate_result *r);
@@ -170,13 +152,13 @@ void tdm__gate_headline(char *buf, size_t len, const tdm_gate_result *r);
  * line.  `prefix` starts the result lines (e.g. "tidemark run: ").
  * Returns TDM_OK or TDM_HOST_OUT_OF_MEMORY. */
 tdm_status tdm__gate_print(FILE *out, const tdm_gate_options *o,
-                           const tdm_gate_input *inputs, const tdm_gate_report *report);
+                           const tdm_input *inputs, const tdm_gate_report *report);
 /* The detail block of one failure (at most about 30 lines). */
 tdm_status tdm__gate_print_failure(FILE *out, const tdm_gate_options *o,
-                                   const tdm_gate_input *in, const tdm_gate_result *r);
+                                   const tdm_input *in, const tdm_gate_result *r);
 /* One "::error title=...::..." line per failure and error on `out`
  * (junit.c). */
-void tdm__gate_print_github(FILE *out, const tdm_gate_input *inputs,
+void tdm__gate_print_github(FILE *out, const tdm_input *inputs,
                             const tdm_gate_report *report);
 /* Escapes `in` for a GitHub workflow command: `property` nonzero for a
  * property value (also ':' and ','), zero for the message. */
@@ -196,33 +178,12 @@ int tdm__gate_exit_code(const tdm_gate_report *report);
  * file cannot be written. */
 tdm_status tdm__junit_write(const char *cmd, const char *path, const char *suite,
                             double seconds, const tdm_gate_options *o,
-                            const tdm_gate_input *inputs, size_t input_count,
+                            const tdm_input *inputs, size_t input_count,
                             const tdm_gate_report *report);
 /* Writes `text` (UTF-8, possibly invalid) escaped for XML 1.0 character
  * data, or for an attribute value when `attribute` is nonzero: markup
  * characters become entities, bytes that are not valid UTF-8 and
  * characters XML 1.0 forbids become U+FFFD. */
 void tdm__xml_escape(FILE *out, const char *text, int attribute);
-
-/* ---- sites -------------------------------------------------------------- */
-
-/* Nonzero for a frame of tidemark itself (tdm_* functions, libtidemark*
- * modules): sites are shown, and matched, from the first other frame. */
-int tdm__site_frame_is_tidemark(const tdm_snap_frame *f);
-/* The index of the first frame of stack `stack_id` that is not
- * tidemark's (0 when all are); the stack's depth when it has none. */
-uint32_t tdm__site_first_frame(const tdm_snap *s, uint32_t stack_id);
-/* "function (file.c:123)", or "0x1234 (module)" when unsymbolized. */
-void tdm__site_format_frame(char *buf, size_t len, const tdm_snap_frame *f);
-/* Prints up to `frames` frames of a site: the first on the current line,
- * the others on their own lines after `indent` blanks. */
-void tdm__site_print_frames(FILE *out, const tdm_snap *s, uint32_t stack_id,
-                            unsigned frames, int indent);
-/* A key naming a site by its symbolized frames (function, file's base
- * name, line; module base name for unsymbolized frames), tidemark's own
- * frames left out, so that the same code path in two files gets the same
- * key whatever the stack ids and load addresses.  malloc'd; NULL on
- * allocation failure. */
-char *tdm__site_key(const tdm_snap *s, uint32_t stack_id);
 
 #endif

@@ -1,4 +1,4 @@
-/* viewer-export/junit.c: the gate report in the formats CI systems read:
+/* viewer-export/gate/junit.c: the gate report in the formats CI systems read:
  * JUnit XML (Jenkins, GitLab, GitHub test reporters, CTest dashboards) and
  * GitHub Actions workflow-command annotations.
  *
@@ -18,7 +18,6 @@
  * in properties).  No state, no locks.
  */
 #include "gate.h"
-#include "cli.h"
 #include "format_size.h"
 #include "ranks.h"
 
@@ -151,7 +150,7 @@ static tdm_gate_status group_status(const tdm_gate_report *rep, size_t file,
 }
 
 static tdm_status write_testcase(FILE *out, const tdm_gate_options *o,
-                                 const tdm_gate_input *in, size_t file, tdm_gate_kind kind,
+                                 const tdm_input *in, size_t file, tdm_gate_kind kind,
                                  const tdm_gate_report *rep)
 {
     size_t count;
@@ -239,7 +238,7 @@ static tdm_status write_testcase(FILE *out, const tdm_gate_options *o,
 
 tdm_status tdm__junit_write(const char *cmd, const char *path, const char *suite,
                             double seconds, const tdm_gate_options *o,
-                            const tdm_gate_input *inputs, size_t input_count,
+                            const tdm_input *inputs, size_t input_count,
                             const tdm_gate_report *rep)
 {
     size_t tests = 0, failures = 0, errors = 0, skipped = 0;
@@ -323,14 +322,14 @@ void tdm__github_escape(FILE *out, const char *in, int property)
     }
 }
 
-void tdm__gate_print_github(FILE *out, const tdm_gate_input *inputs,
+void tdm__gate_print_github(FILE *out, const tdm_input *inputs,
                             const tdm_gate_report *rep)
 {
     for (size_t i = 0; i < rep->count; i++) {
         const tdm_gate_result *r = &rep->results[i];
         if (r->status != TDM_GATE_FAIL && r->status != TDM_GATE_ERROR)
             continue;
-        const tdm_gate_input *in = &inputs[r->file];
+        const tdm_input *in = &inputs[r->file];
         char head[256], msg[1024], title[64];
         tdm__gate_headline(head, sizeof head, r);
         if (r->dev_index >= 0)

@@ -1,4 +1,4 @@
-/* viewer-export/csv_read.c: the CSV line reader of csv_read.h.  Owns
+/* viewer-export/import/csv_read.c: the CSV line reader of csv_read.h.  Owns
  * nothing beyond the reader it is given; no state, no locks.
  */
 #include "csv_read.h"

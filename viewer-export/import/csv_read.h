@@ -1,4 +1,4 @@
-/* viewer-export/csv_read.h: the line reader the CSV importers share
+/* viewer-export/import/csv_read.h: the line reader the CSV importers share
  * (import_rmm_csv.c, import_trace_csv.c): a file read one line at a time,
  * each line cut in place at its commas, columns found by their header
  * names, errors written as "line N: what is wrong".

@@ -1,4 +1,4 @@
-/* viewer-export/import_build.c: the in-memory snapshot builder of
+/* viewer-export/import/import_build.c: the in-memory snapshot builder of
  * import_build.h.
  *
  * Invariants: `live` maps (device, address) to the index of the alloc

@@ -1,4 +1,4 @@
-/* viewer-export/import_build.h: builds a tdm_snap in memory from a
+/* viewer-export/import/import_build.h: builds a tdm_snap in memory from a
  * history read out of another tool's file (the traces CSV, RMM's log), so
  * that an importer only says what happened and the builder makes the
  * snapshot every consumer expects.

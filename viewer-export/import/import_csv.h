@@ -1,4 +1,4 @@
-/* viewer-export/import_csv.h: the two CSV importers, each in its own
+/* viewer-export/import/import_csv.h: the two CSV importers, each in its own
  * file: the allocation traces of ../shared/traces (import_trace_csv.c)
  * and RMM's logging_resource_adaptor log (import_rmm_csv.c).  Both give a
  * snapshot built by import_build.h: free it with tdm__ibuild_snap_free().

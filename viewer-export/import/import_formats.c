@@ -1,4 +1,4 @@
-/* viewer-export/import_formats.c: the table of formats `tidemark import`
+/* viewer-export/import/import_formats.c: the table of formats `tidemark import`
  * reads (import_formats.h).  One row per format, each importer in its own
  * file; rows with a sniff function are tried in this order when no
  * --format is given, so put the most specific test first.  No state, no

@@ -1,7 +1,12 @@
-/* viewer-export/import_formats.h: the formats `tidemark import` reads, as
+/* viewer-export/import/import_formats.h: the formats `tidemark import` reads, as
  * one table (import_formats.c), and the importers' entry points.
  *
- * Adding a format: write viewer-export/import_NAME.c with a read function
+ * import/ turns files of other tools (PyTorch snapshot pickles, RMM
+ * logs, trace CSV) into snapshots, and reads any file a command is given
+ * (load.h).  It may include model/ and snapshot/'s reader and builder,
+ * never export/, view/, gate/ or cli/.
+ *
+ * Adding a format: write import/import_NAME.c with a read function
  * of type tdm_import_read_fn (and a sniff function if the format can be
  * recognized from its first bytes), declare them below, and add one row to
  * the table.  cmd_import.c picks the row: --format NAME, else the first

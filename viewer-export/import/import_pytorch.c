@@ -1,4 +1,4 @@
-/* viewer-export/import_pytorch.c: PyTorch memory snapshot pickles → a
+/* viewer-export/import/import_pytorch.c: PyTorch memory snapshot pickles → a
  * tdm_snap (import_formats.h; docs/export.md "import").
  *
  * The pickle is parsed by pickle_read.c into a value graph, then walked by

@@ -1,4 +1,4 @@
-/* viewer-export/import_pytorch.h: what the two halves of the PyTorch
+/* viewer-export/import/import_pytorch.h: what the two halves of the PyTorch
  * pickle importer share (import_pytorch.c walks the snapshot's schema and
  * assembles the history; import_pytorch_tables.c owns the snapshot's
  * memory, interns strings, frames and stacks, and reads typed values).

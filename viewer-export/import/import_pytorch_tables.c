@@ -1,4 +1,4 @@
-/* viewer-export/import_pytorch_tables.c: the bookkeeping half of the
+/* viewer-export/import/import_pytorch_tables.c: the bookkeeping half of the
  * PyTorch pickle importer (import_pytorch.h): the snapshot's memory (one
  * `owned` block freed by tdm__import_pytorch_free), a string arena,
  * open-addressing indexes that intern strings, frames and stacks, and

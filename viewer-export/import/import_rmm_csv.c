@@ -1,4 +1,4 @@
-/* viewer-export/import_rmm_csv.c: RMM's logging_resource_adaptor log →
+/* viewer-export/import/import_rmm_csv.c: RMM's logging_resource_adaptor log →
  * a snapshot (import_csv.h).
  *
  *   Thread,Time,Action,Pointer,Size,Stream

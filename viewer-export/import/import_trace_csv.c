@@ -1,4 +1,4 @@
-/* viewer-export/import_trace_csv.c: the allocation traces of
+/* viewer-export/import/import_trace_csv.c: the allocation traces of
  * ../shared/traces (`action,time_ns,id,size,category`) → a snapshot
  * (import_csv.h).
  *

@@ -1,4 +1,4 @@
-/* viewer-export/pickle_read.c: the pickle reader (pickle_read.h).
+/* viewer-export/import/pickle_read.c: the pickle reader (pickle_read.h).
  *
  * A single forward pass over the opcodes with an explicit value stack, a
  * stack of MARK positions and a memo table, as the pickle virtual machine

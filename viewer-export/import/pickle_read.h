@@ -1,4 +1,4 @@
-/* viewer-export/pickle_read.h: a reader for the pickles PyTorch writes for
+/* viewer-export/import/pickle_read.h: a reader for the pickles PyTorch writes for
  * its memory snapshots (torch.cuda.memory._dump_snapshot, the C++
  * _memory_snapshot_pickled, and tidemark's own exporter).
  *

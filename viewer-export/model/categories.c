@@ -1,4 +1,4 @@
-/* viewer-export/categories.c: infers the category of every allocation of
+/* viewer-export/model/categories.c: infers the category of every allocation of
  * a model (categories.h) from its tag, the phase marks around it, and its
  * lifetime.  docs/categories.md explains the rules to users; this file is
  * their one implementation.

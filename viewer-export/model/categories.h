@@ -1,4 +1,4 @@
-/* viewer-export/categories.h: which kind of memory each allocation is.
+/* viewer-export/model/categories.h: which kind of memory each allocation is.
  *
  * Categories (tdm_category): PARAMETER, OPTIMIZER_STATE, GRADIENT,
  * ACTIVATION, INPUT, TEMPORARY, UNKNOWN.  An explicit tag (tdm_tag_push /

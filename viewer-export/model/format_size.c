@@ -1,4 +1,4 @@
-/* viewer-export/format_size.c: byte counts, offsets and dates written for
+/* viewer-export/model/format_size.c: byte counts, offsets and dates written for
  * people, and sizes read from the command line (see format_size.h).
  * Pure functions: no state, no locks. */
 #include "format_size.h"
@@ -115,4 +115,16 @@ tdm_status tdm__parse_size(const char *text, uint64_t *bytes)
         return TDM_OK;
     }
     return TDM_INVALID_ARGUMENT;
+}
+
+int tdm__parse_count(const char *cmd, const char *opt, const char *arg,
+                         unsigned long max, unsigned long *v)
+{
+    char *end;
+    if (arg[0] < '0' || arg[0] > '9' || (*v = strtoul(arg, &end, 10), *end) || *v > max) {
+        fprintf(stderr, "tidemark %s: %s needs a whole number up to %lu, not '%s'\n", cmd,
+                opt, max, arg);
+        return -1;
+    }
+    return 0;
 }

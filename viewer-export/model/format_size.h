@@ -1,4 +1,4 @@
-/* viewer-export/format_size.h: how the `tidemark` tool writes and reads
+/* viewer-export/model/format_size.h: how the `tidemark` tool writes and reads
  * byte counts and durations for people ("1.50 GiB", "+12.345 s",
  * "12GiB").  Pure functions, no state, no locks. */
 #ifndef TDM_VIEWER_FORMAT_SIZE_H
@@ -30,5 +30,10 @@ const char *tdm__fmt_utc(char *buf, size_t len, uint64_t us);
  * KB/MB/.. and KiB/MiB/.. all binary, as TIDEMARK_CONF reads them) into
  * bytes.  TDM_INVALID_ARGUMENT for anything else or on overflow. */
 tdm_status tdm__parse_size(const char *text, uint64_t *bytes);
+
+/* Parses option `opt`'s `arg` as a whole number up to `max` into *v;
+ * returns -1 after printing why not ("tidemark CMD: ..."). */
+int tdm__parse_count(const char *cmd, const char *opt, const char *arg,
+                     unsigned long max, unsigned long *v);
 
 #endif

@@ -1,4 +1,4 @@
-/* viewer-export/model.c: builds the analysis model (model.h) from a
+/* viewer-export/model/model.c: builds the analysis model (model.h) from a
  * snapshot in one pass over its events plus one over its final state.
  *
  * Invariants: every allocation the model knows is either open (in the

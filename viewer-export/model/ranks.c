@@ -1,4 +1,4 @@
-/* viewer-export/ranks.c: collecting the snapshots of a multi-rank job
+/* viewer-export/model/ranks.c: collecting the snapshots of a multi-rank job
  * (files and directories on the command line), ordering them by rank and
  * naming each by rank and host (ranks.h).
  *
@@ -8,7 +8,6 @@
  * a single-process run sees no change at all.  No state, no locks.
  */
 #include "ranks.h"
-#include "cli.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -107,7 +106,7 @@ int tdm__ranks_expand(const char *cmd, char *const *args, size_t n, tdm_rank_pat
             tdm__ranks_paths_free(out);
             return one;
         }
-        rc = tdm__cli_worse(rc, one);
+        rc = tdm__exit_worse(rc, one);
     }
     return rc;
 }
@@ -140,12 +139,12 @@ static int by_rank(const void *pa, const void *pb)
     return a->index < b->index ? -1 : a->index > b->index;
 }
 
-tdm_status tdm__ranks_sort_inputs(tdm_gate_input *inputs, size_t n)
+tdm_status tdm__ranks_sort_inputs(tdm_input *inputs, size_t n)
 {
     if (n < 2)
         return TDM_OK;
     order *o = malloc(n * sizeof *o);
-    tdm_gate_input *copy = malloc(n * sizeof *copy);
+    tdm_input *copy = malloc(n * sizeof *copy);
     if (!o || !copy) {
         free(o);
         free(copy);

@@ -1,4 +1,4 @@
-/* viewer-export/ranks.h: the snapshots of a multi-rank job, one file per
+/* viewer-export/model/ranks.h: the snapshots of a multi-rank job, one file per
  * rank, as `tidemark summary` and `tidemark gate` take them: operands that
  * are files or directories, put in rank order, each named by its rank and
  * host.
@@ -17,8 +17,7 @@
 #include <stdio.h>
 
 #include "snap_model.h"
-#include "cli.h"
-#include "gate.h"
+#include "input.h"
 
 /* Paths expanded from command-line operands. */
 typedef struct tdm_rank_paths {
@@ -42,7 +41,7 @@ int64_t tdm__ranks_key(const tdm_snap_header *h);
  * tdm__ranks_key, so inputs without a rank (and those that could not be
  * read) keep their order after the ranked ones.  TDM_OK or
  * TDM_HOST_OUT_OF_MEMORY (then the order is unchanged). */
-tdm_status tdm__ranks_sort_inputs(tdm_gate_input *inputs, size_t n);
+tdm_status tdm__ranks_sort_inputs(tdm_input *inputs, size_t n);
 
 /* "rank 3 on node07" for a snapshot whose header has a rank, else "" (a
  * single-process run needs no label).  Returns buf. */
@@ -51,20 +50,5 @@ const char *tdm__ranks_label(char *buf, size_t len, const tdm_snap *snap);
 /* Writes a sorted list of distinct non-negative numbers compactly, ranges
  * joined: "0-3,5,8-15".  Returns buf (truncated with "..." if too long). */
 const char *tdm__ranks_format_list(char *buf, size_t len, const int32_t *v, size_t n);
-
-/* ---- `tidemark summary` of several snapshots (summary_ranks.c) --------- */
-
-/* Summarizes the snapshots at `paths`: with two or more readable, a table
- * of one row per rank (host, rank, device, peak, time of peak since the
- * earliest start, step and phase at the peak, live at end, dropped
- * events) and the spread of the peaks (max, min, mean; the rank and top
- * site that set the maximum); with exactly one readable, that file's
- * full summary (tdm__summary_print).  opts->device picks the device of
- * each file (else its highest peak); `exact` prints sizes as byte
- * counts.  Each file is read, reduced to its row and freed before the
- * next, so memory stays that of one snapshot.  Returns a TDM_EXIT_* code
- * (diagnostics on stderr, as "tidemark summary: ..."). */
-int tdm__summary_ranks(FILE *out, const tdm_rank_paths *paths,
-                       const tdm_summary_options *opts, int exact);
 
 #endif

@@ -1,21 +1,18 @@
-/* viewer-export/summary.c: `tidemark summary FILE.tdm...`, the one-screen
+/* viewer-export/model/summary.c: the one-screen
  * account of a snapshot: who recorded it, on which devices, how much
  * history survived, the peak of allocated memory and when it happened,
  * what was live at the end, and the allocation sites that held the most
- * memory at the peak.  Given several snapshots or a directory (one file
- * per rank of a job), the command prints instead one row per rank and
- * the spread of the peaks: summary_ranks.c, through ranks.h.
+ * memory at the peak (summary.h).  The table of a job's ranks is
+ * summary_ranks.c's; the command, cli/cmd_summary.c.
  *
  * Everything printed comes from the analysis model (model.h) and the
  * snapshot itself; this file only chooses and formats.  Output goes to the
  * given FILE (stdout for the command), diagnostics to stderr.  It aims at
  * under 60 lines for one device.  No state, no locks.
  */
-#include "cli.h"
+#include "summary.h"
 #include "format_size.h"
-#include "ranks.h"
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -409,149 +406,4 @@ tdm_status tdm__summary_print(FILE *out, const char *path, const tdm_snap *snap,
     if (!shown)
         fprintf(out, "\n(no device%s)\n", opts->device >= 0 ? " with that ordinal" : "s");
     return TDM_OK;
-}
-
-/* ---- the command ------------------------------------------------------- */
-
-void tdm__cli_summary_help(FILE *out)
-{
-    fputs("usage: tidemark summary [OPTIONS] FILE.tdm|DIR [FILE.tdm|DIR...]\n"
-          "\n"
-          "Prints who recorded a snapshot, its devices, how many events were\n"
-          "recorded and dropped, the peak of allocated memory per device and when it\n"
-          "happened (time, step, phase), reserved memory at the peak, bytes live at\n"
-          "the end, and the allocation sites holding the most memory at the peak.\n"
-          "\n"
-          "Several snapshots (or a directory, standing for the .tdm files in it), as\n"
-          "a multi-rank job writes them with dump=out/%h-r%r.tdm, give one row per\n"
-          "rank instead, in rank order: host, rank, device, peak, when it happened\n"
-          "(from the earliest start among the files), step and phase at the peak,\n"
-          "bytes live at the end and events dropped; then the spread of the peaks\n"
-          "(max, min, mean) with the rank and the top allocation site of the max.\n"
-          "\n"
-          "options:\n"
-          "  --top N       allocation sites listed per device (default 10, 0 for none)\n"
-          "  --frames N    frames shown per site (default 3)\n"
-          "  --device N    only the device with ordinal N\n"
-          "  --bytes       sizes in the rank table and the allocator stats as exact\n"
-          "                byte counts\n"
-          "  --each        with several files, the full summary of each in turn\n"
-          "  -h, --help    this text\n"
-          "\n"
-          "A truncated file is summarized up to its last whole record, with a warning\n"
-          "naming the byte offset, and exits 2.  Exit codes: 0 ok, 1 usage error,\n"
-          "2 missing, unreadable, corrupt or truncated input, 4 internal error.\n"
-          "See docs/multi-rank.md for jobs with many ranks.\n",
-          out);
-}
-
-static int parse_count(const char *opt, const char *text, unsigned long max,
-                       unsigned long *v)
-{
-    char *end;
-    if (!text[0] || text[0] == '-') {
-        fprintf(stderr, "tidemark summary: %s needs a number, not '%s'\n", opt, text);
-        return -1;
-    }
-    *v = strtoul(text, &end, 10);
-    if (*end || *v > max) {
-        fprintf(stderr, "tidemark summary: %s needs a number up to %lu, not '%s'\n", opt,
-                max, text);
-        return -1;
-    }
-    return 0;
-}
-
-/* The full summary of one file; `gap` puts a blank line before it. */
-static int summarize_one(const char *path, int gap, tdm_summary_options *o)
-{
-    tdm_snap *snap;
-    tdm_model *model;
-    int rc = tdm__cli_read_snapshot("summary", path, &snap, &o->truncated, &o->truncated_at);
-    if (!snap)
-        return rc;
-    tdm_status s = tdm__model_build(snap, &model);
-    if (s == TDM_OK) {
-        if (gap)
-            fputc('\n', stdout);
-        s = tdm__summary_print(stdout, path, snap, model, o);
-        tdm__model_free(model);
-    }
-    if (s != TDM_OK) {
-        fprintf(stderr, "tidemark summary: %s: %s\n", path, tdm_strerror(s));
-        rc = tdm__cli_worse(rc, TDM_EXIT_TOOL_ERROR);
-    }
-    tdm__cli_snap_free(snap);
-    return rc;
-}
-
-int tdm__cli_summary(int argc, char **argv)
-{
-    static const struct option longopts[] = {
-        {"top", required_argument, NULL, 't'},
-        {"frames", required_argument, NULL, 'f'},
-        {"device", required_argument, NULL, 'd'},
-        {"bytes", no_argument, NULL, 'b'},
-        {"each", no_argument, NULL, 'e'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    tdm_summary_options o = {.top = 10, .frames = 3, .device = -1};
-    unsigned long v;
-    int c, exact = 0, each = 0;
-
-    opterr = 0;
-    optind = 0; /* GNU: full re-initialisation, argv[0] is "summary" */
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 't':
-            if (parse_count("--top", optarg, 100000, &v))
-                goto usage;
-            o.top = (unsigned)v;
-            break;
-        case 'f':
-            if (parse_count("--frames", optarg, 1000, &v))
-                goto usage;
-            o.frames = (unsigned)v;
-            break;
-        case 'd':
-            if (parse_count("--device", optarg, 32767, &v))
-                goto usage;
-            o.device = (int)v;
-            break;
-        case 'b':
-            exact = o.exact = 1;
-            break;
-        case 'e':
-            each = 1;
-            break;
-        case 'h':
-            tdm__cli_summary_help(stdout);
-            return TDM_EXIT_OK;
-        default: /* ':' or an unknown option */
-            tdm__cli_bad_option("summary", c, argv);
-            goto usage;
-        }
-    }
-    if (optind >= argc) {
-        fprintf(stderr, "tidemark summary: no snapshot file given\n");
-        goto usage;
-    }
-
-    tdm_rank_paths paths;
-    int rc = tdm__ranks_expand("summary", argv + optind, (size_t)(argc - optind), &paths);
-    if (rc == TDM_EXIT_TOOL_ERROR)
-        return rc;
-    /* One file: its full summary, as ever (also from a directory of one). */
-    if (paths.count > 1 && !each) {
-        rc = tdm__cli_worse(rc, tdm__summary_ranks(stdout, &paths, &o, exact));
-    } else {
-        for (size_t i = 0; i < paths.count; i++)
-            rc = tdm__cli_worse(rc, summarize_one(paths.paths[i], i > 0, &o));
-    }
-    tdm__ranks_paths_free(&paths);
-    return tdm__cli_flush("summary", rc);
-usage:
-    fprintf(stderr, "Try 'tidemark help summary'.\n");
-    return TDM_EXIT_USAGE;
 }

@@ -1,8 +1,9 @@
-/* viewer-export/summary_ranks.c: `tidemark summary` of many snapshots,
+/* viewer-export/model/summary_ranks.c: `tidemark summary` of many snapshots,
  * one per rank of a job: a table with one row per rank and the spread of
  * the peaks across ranks (ranks.h).
  *
- * Each file is loaded (tdm__gate_input_load: .tdm or an importable file),
+ * Each file is loaded (by the loader the command line hands it: .tdm or an importable
+ * file),
  * reduced to a row of figures and freed before the next one is read, so
  * the memory used is that of one snapshot whatever the job's size.  The
  * first readable file is kept until a second one turns up: when it stays
@@ -18,8 +19,9 @@
  * on one host line up exactly and across hosts within their clock skew.
  * No state, no locks.
  */
-#include "ranks.h"
+#include "summary.h"
 #include "format_size.h"
+#include "sites.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -54,7 +56,7 @@ typedef struct rank_row {
 
 /* The peak of device `di` of `in` in bytes, or -1 when the file cannot
  * tell (the same choice as gate.c's max-peak). */
-static int64_t device_peak(const tdm_gate_input *in, size_t di, int *from_stats)
+static int64_t device_peak(const tdm_input *in, size_t di, int *from_stats)
 {
     const tdm_model_device *d = &in->model->devices[di];
     *from_stats = 0;
@@ -69,7 +71,7 @@ static int64_t device_peak(const tdm_gate_input *in, size_t di, int *from_stats)
 
 /* The top site live at the peak of device `di`: its bytes, and up to
  * `frames` frames from the first outside tidemark, one per line. */
-static void row_site(rank_row *r, const tdm_gate_input *in, size_t di, unsigned frames)
+static void row_site(rank_row *r, const tdm_input *in, size_t di, unsigned frames)
 {
     const tdm_model *m = in->model;
     const tdm_snap *s = in->snap;
@@ -106,7 +108,7 @@ static void row_site(rank_row *r, const tdm_gate_input *in, size_t di, unsigned 
     free(sites);
 }
 
-static void row_fill(rank_row *r, const tdm_gate_input *in, int device, unsigned frames)
+static void row_fill(rank_row *r, const tdm_input *in, int device, unsigned frames)
 {
     const tdm_snap_header *h = &in->snap->header;
     const tdm_model *m = in->model;
@@ -398,7 +400,7 @@ static void print_spread(FILE *out, const rank_row *rows, size_t n, uint64_t ori
 /* ---- the command's multi-file path -------------------------------------- */
 
 int tdm__summary_ranks(FILE *out, const tdm_rank_paths *paths, const tdm_summary_options *opts,
-                       int exact)
+                       int exact, const tdm_input_loader *loader)
 {
     rank_row *rows = calloc(paths->count ? paths->count : 1, sizeof *rows);
     if (!rows) {
@@ -407,15 +409,15 @@ int tdm__summary_ranks(FILE *out, const tdm_rank_paths *paths, const tdm_summary
     }
     int rc = TDM_EXIT_OK;
     size_t readable = 0;
-    tdm_gate_input held; /* the first readable file, until a second one */
+    tdm_input held; /* the first readable file, until a second one */
     memset(&held, 0, sizeof held);
     for (size_t i = 0; i < paths->count; i++) {
-        tdm_gate_input in;
+        tdm_input in;
         rows[i].path = paths->paths[i];
         rows[i].order = i;
         rows[i].rank = -1;
         rows[i].state = ROW_UNREADABLE;
-        rc = tdm__cli_worse(rc, tdm__gate_input_load("summary", paths->paths[i], &in));
+        rc = tdm__exit_worse(rc, loader->load("summary", paths->paths[i], &in));
         if (!in.model)
             continue;
         row_fill(&rows[i], &in, opts->device, opts->frames ? opts->frames : 1);
@@ -423,8 +425,8 @@ int tdm__summary_ranks(FILE *out, const tdm_rank_paths *paths, const tdm_summary
             held = in;
             continue;
         }
-        tdm__gate_input_free(&in);
-        tdm__gate_input_free(&held);
+        loader->free(&in);
+        loader->free(&held);
     }
 
     if (readable == 1 && held.model) {
@@ -434,9 +436,9 @@ int tdm__summary_ranks(FILE *out, const tdm_rank_paths *paths, const tdm_summary
         tdm_status s = tdm__summary_print(out, held.path, held.snap, held.model, &one);
         if (s != TDM_OK) {
             fprintf(stderr, "tidemark summary: %s: %s\n", held.path, tdm_strerror(s));
-            rc = tdm__cli_worse(rc, TDM_EXIT_TOOL_ERROR);
+            rc = tdm__exit_worse(rc, TDM_EXIT_TOOL_ERROR);
         }
-        tdm__gate_input_free(&held);
+        loader->free(&held);
     } else if (readable > 1) {
         qsort(rows, paths->count, sizeof *rows, by_rank);
         uint64_t origin_us = 0;

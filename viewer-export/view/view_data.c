@@ -1,4 +1,4 @@
-/* viewer-export/view_data.c: turns a snapshot's model into the compact
+/* viewer-export/view/view_data.c: turns a snapshot's model into the compact
  * columns the offline viewer embeds (view_data.h describes them;
  * view_json.c writes them out with the model's figures).
  *

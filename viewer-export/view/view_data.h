@@ -1,5 +1,10 @@
-/* viewer-export/view_data.h: the compact data the offline viewer page
+/* viewer-export/view/view_data.h: the compact data the offline viewer page
  * (`tidemark view`) embeds, and the page's assets.
+ *
+ * view/ is the offline HTML viewer: the data packing here, the page
+ * itself in html/ (embedded at build time by cmake/viewer_assets.cmake).
+ * It may include model/ and snapshot/'s reader, never import/, export/,
+ * gate/ or cli/.
  *
  * One snapshot becomes one JSON object: the header, devices, peaks and
  * other figures the model computed (so the page shows exactly what
@@ -126,7 +131,7 @@ tdm_status tdm__view_page_write_as(FILE *out, const tdm_view_input *in, size_t n
 tdm_status tdm__view_page_write(FILE *out, const tdm_view_input *in, size_t n,
                                 int device, uint64_t *data_bytes);
 
-/* The page's sources, viewer-export/html/, turned into C by
+/* The page's sources, viewer-export/view/html/, turned into C by
  * cmake/viewer_assets.cmake at build time (not NUL-terminated). */
 extern const unsigned char tdm__view_asset_html[];
 extern const size_t tdm__view_asset_html_len;

@@ -1,4 +1,4 @@
-/* viewer-export/view_json.c: writes one snapshot's view data (the
+/* viewer-export/view/view_json.c: writes one snapshot's view data (the
  * columns of view_data.c plus the model's figures) as the JSON object the
  * `tidemark view` page embeds; view_data.h describes it.
  *

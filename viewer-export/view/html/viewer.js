@@ -1,5 +1,5 @@
-/* viewer-export/html/viewer.js: the data side of the `tidemark view` page:
- * number formatting (the same rules as viewer-export/format_size.c, so the
+/* viewer-export/view/html/viewer.js: the data side of the `tidemark view` page:
+ * number formatting (the same rules as viewer-export/model/format_size.c, so the
  * page and `tidemark summary` print the same strings), decoding of the
  * embedded columns (view_data.h), and the per-snapshot queries the views
  * use: time of an event, state at an event, live set, segments, stacks.

@@ -1,4 +1,4 @@
-/* viewer-export/html/viewer_chart.js: one panel of the page (one snapshot):
+/* viewer-export/view/html/viewer_chart.js: one panel of the page (one snapshot):
  * its summary header, toolbar and the timeline chart: live bytes by
  * category stacked over time for the chosen device, allocated and reserved
  * lines, step and phase bands, the peak and OOMs marked; zoom, pan, hover,

@@ -1,4 +1,4 @@
-/* viewer-export/html/viewer_details.js: the views of one panel that follow
+/* viewer-export/view/html/viewer_details.js: the views of one panel that follow
  * the selected time: the allocations live then (largest first, with their
  * stacks), a flame graph of their bytes by stack, the segment and block
  * map (what memory_viz calls allocator state), and the top allocation

@@ -1,4 +1,4 @@
-/* viewer-export/html/viewer_main.js: starts the page: reads the embedded
+/* viewer-export/view/html/viewer_main.js: starts the page: reads the embedded
  * data and lays it out as the tool asked (data.layout): "panels", one
  * panel per snapshot (two side by side to compare runs), their time axes
  * and memory scales linked when asked; or "ranks", the lanes of a

@@ -1,4 +1,4 @@
-/* viewer-export/html/viewer_ranks.js: the ranks layout of the page (a
+/* viewer-export/view/html/viewer_ranks.js: the ranks layout of the page (a
  * multi-rank job: `tidemark view DIR`, more than two snapshots, or
  * --ranks): one lane per rank, in the order the tool sorted them (by
  * rank), all on one time axis, and the rank clicked shown in detail below

@@ -1,0 +1,203 @@
+/* viewer-export/import/load.c: reading a file a command is given (load.h):
+ * a .tdm snapshot through snapshot's reader, or a format of the import
+ * table imported in memory, then its analysis model.
+ *
+ * State: the list of the snapshots imported and not yet freed, with the
+ * free function of each (tdm__input_snap_free); the commands are single
+ * threaded. */
+#include "load.h"
+#include "import_formats.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int tdm__input_check_file(const char *cmd, const char *path)
+{
+    /* The readers say "input/output error"; the system says why. */
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        fprintf(stderr, "tidemark %s: %s: %s\n", cmd, path, strerror(errno));
+        return TDM_EXIT_BAD_INPUT;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "tidemark %s: %s: is a directory\n", cmd, path);
+        return TDM_EXIT_BAD_INPUT;
+    }
+    return TDM_EXIT_OK;
+}
+
+/* ---- imported snapshots ----------------------------------------------- */
+
+typedef struct imported {
+    tdm_snap *snap;
+    void (*free)(tdm_snap *snap);
+} imported;
+
+static struct {
+    imported *items;
+    size_t n, cap;
+} imports;
+
+static int remember_import(tdm_snap *snap, void (*free_fn)(tdm_snap *))
+{
+    if (imports.n == imports.cap) {
+        size_t cap = imports.cap ? 2 * imports.cap : 8;
+        imported *grown = realloc(imports.items, cap * sizeof *grown);
+        if (!grown)
+            return -1;
+        imports.items = grown;
+        imports.cap = cap;
+    }
+    imports.items[imports.n++] = (imported){snap, free_fn};
+    return 0;
+}
+
+void tdm__input_snap_free(tdm_snap *snap)
+{
+    if (!snap)
+        return;
+    for (size_t i = 0; i < imports.n; i++) {
+        if (imports.items[i].snap == snap) {
+            imports.items[i].free(snap);
+            imports.items[i] = imports.items[--imports.n];
+            if (imports.n == 0) {
+                free(imports.items);
+                imports.items = NULL;
+                imports.cap = 0;
+            }
+            return;
+        }
+    }
+    tdm__snap_free(snap);
+}
+
+/* Imports `path` in memory when its first bytes are a format of the
+ * import table.  Returns -1 when none recognizes it (it is then read as a
+ * .tdm file), else a TDM_EXIT_* code (*snap set only on TDM_EXIT_OK). */
+static int try_import(const char *cmd, const char *path, tdm_snap **snap)
+{
+    unsigned char head[TDM_IMPORT_SNIFF_BYTES];
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1; /* the .tdm reader says why, the same way everywhere */
+    size_t n = fread(head, 1, sizeof head, f);
+    fclose(f);
+    const tdm_import_format *fmt = tdm__import_format_detect(head, n);
+    if (!fmt)
+        return -1;
+    char err[320] = "";
+    tdm_snap *got = NULL;
+    tdm_status s = fmt->read(path, &got, err, sizeof err);
+    if (s == TDM_OK && got) {
+        if (remember_import(got, fmt->free) == 0) {
+            *snap = got;
+            return TDM_EXIT_OK;
+        }
+        s = TDM_HOST_OUT_OF_MEMORY;
+    }
+    if (got)
+        fmt->free(got);
+    fprintf(stderr, "tidemark %s: %s: %s (importing it as %s)%s%s\n", cmd, path,
+            s == TDM_OK ? "import failed" : tdm_strerror(s), fmt->name, err[0] ? ": " : "",
+            err);
+    return s == TDM_HOST_OUT_OF_MEMORY || s == TDM_INTERNAL || s == TDM_OK
+               ? TDM_EXIT_TOOL_ERROR
+               : TDM_EXIT_BAD_INPUT;
+}
+
+int tdm__input_read_snapshot(const char *cmd, const char *path, tdm_snap **snap,
+                           int *truncated, uint64_t *truncated_at)
+{
+    *snap = NULL;
+    *truncated = 0;
+    *truncated_at = 0;
+    int rc = tdm__input_check_file(cmd, path);
+    if (rc != TDM_EXIT_OK)
+        return rc;
+    rc = try_import(cmd, path, snap);
+    if (rc >= 0)
+        return rc;
+
+    tdm_read_error err;
+    memset(&err, 0, sizeof err);
+    tdm_status s = tdm__snap_read_file(path, 1, snap, &err);
+    if (s == TDM_HOST_OUT_OF_MEMORY || s == TDM_INTERNAL) {
+        fprintf(stderr, "tidemark %s: %s: %s\n", cmd, path, tdm_strerror(s));
+        return TDM_EXIT_TOOL_ERROR;
+    }
+    if (s != TDM_OK || !*snap) {
+        if (err.message[0])
+            fprintf(stderr, "tidemark %s: %s: %s at byte %" PRIu64 ": %s\n", cmd,
+                    path, tdm_strerror(s), err.offset, err.message);
+        else
+            fprintf(stderr, "tidemark %s: %s: %s at byte %" PRIu64 "\n", cmd, path,
+                    tdm_strerror(s), err.offset);
+        if (*snap)
+            tdm__snap_free(*snap);
+        *snap = NULL;
+        return TDM_EXIT_BAD_INPUT;
+    }
+    if ((*snap)->complete)
+        return TDM_EXIT_OK;
+
+    /* A partial read: the reader may or may not have filled `err`; a strict
+     * second read always says where the file stops. */
+    if (!err.message[0]) {
+        tdm_snap *again = NULL;
+        tdm__snap_read_file(path, 0, &again, &err);
+        if (again)
+            tdm__snap_free(again);
+    }
+    *truncated = 1;
+    *truncated_at = err.offset;
+    if (err.message[0])
+        fprintf(stderr, "tidemark %s: warning: %s is truncated at byte %" PRIu64
+                        " (%s); showing what could be read\n",
+                cmd, path, err.offset, err.message);
+    else
+        fprintf(stderr, "tidemark %s: warning: %s is truncated at byte %" PRIu64
+                        "; showing what could be read\n",
+                cmd, path, err.offset);
+    return TDM_EXIT_BAD_INPUT;
+}
+
+/* ---- inputs ------------------------------------------------------------- */
+
+int tdm__input_load(const char *cmd, const char *path, tdm_input *in)
+{
+    memset(in, 0, sizeof *in);
+    in->path = path;
+    int rc = tdm__input_read_snapshot(cmd, path, &in->snap, &in->truncated,
+                                    &in->truncated_at);
+    if (!in->snap) {
+        in->error = rc == TDM_EXIT_TOOL_ERROR ? "tidemark could not read it"
+                                              : "missing, unreadable or corrupt";
+        return rc;
+    }
+    tdm_status s = tdm__model_build(in->snap, &in->model);
+    if (s != TDM_OK) {
+        fprintf(stderr, "tidemark %s: %s: %s\n", cmd, path, tdm_strerror(s));
+        tdm__input_free(in);
+        in->error = "tidemark could not analyse it";
+        return TDM_EXIT_TOOL_ERROR;
+    }
+    if (in->truncated)
+        in->error = "truncated";
+    return rc;
+}
+
+void tdm__input_free(tdm_input *in)
+{
+    if (in->model)
+        tdm__model_free(in->model);
+    tdm__input_snap_free(in->snap);
+    in->model = NULL;
+    in->snap = NULL;
+}
+
+
+const tdm_input_loader tdm__input_loader = {tdm__input_load, tdm__input_free};

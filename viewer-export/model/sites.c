@@ -1,0 +1,104 @@
+/* viewer-export/model/sites.c: allocation sites named by their frames
+ * (sites.h).  No state, no locks. */
+#include "sites.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *str_or(const char *s, const char *fallback)
+{
+    return s && s[0] ? s : fallback;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *slash = path ? strrchr(path, '/') : NULL;
+    return slash ? slash + 1 : path ? path : "";
+}
+
+int tdm__site_frame_is_tidemark(const tdm_snap_frame *f)
+{
+    if (f->function && strncmp(f->function, "tdm_", 4) == 0)
+        return 1;
+    return f->module && strncmp(base_name(f->module), "libtidemark", 11) == 0;
+}
+
+uint32_t tdm__site_first_frame(const tdm_snap *s, uint32_t stack_id)
+{
+    if (stack_id == 0 || stack_id >= s->stack_count)
+        return 0;
+    const tdm_snap_stack *st = &s->stacks[stack_id];
+    uint32_t i = 0;
+    while (i < st->depth && st->frames[i] < s->frame_count &&
+           tdm__site_frame_is_tidemark(&s->frames[st->frames[i]]))
+        i++;
+    return i == st->depth ? 0 : i; /* nothing but tidemark: show it all */
+}
+
+void tdm__site_format_frame(char *buf, size_t len, const tdm_snap_frame *f)
+{
+    const char *name = str_or(f->function, "??");
+    /* Long C++ names would push the stack off the screen. */
+    int w = (int)strlen(name) > 70 ? 67 : 70;
+    const char *dots = w == 67 ? "..." : "";
+    if (f->file && f->file[0] && f->line)
+        snprintf(buf, len, "%.*s%s (%s:%u)", w, name, dots, base_name(f->file), f->line);
+    else if (f->file && f->file[0])
+        snprintf(buf, len, "%.*s%s (%s)", w, name, dots, base_name(f->file));
+    else if (strcmp(name, "??") == 0)
+        snprintf(buf, len, "0x%" PRIx64 " (%s)", f->pc,
+                 str_or(base_name(f->module), "unknown module"));
+    else
+        snprintf(buf, len, "%.*s%s (%s)", w, name, dots,
+                 str_or(base_name(f->module), "unknown module"));
+}
+
+void tdm__site_print_frames(FILE *out, const tdm_snap *s, uint32_t stack_id,
+                            unsigned frames, int indent)
+{
+    if (stack_id == 0 || stack_id >= s->stack_count || s->stacks[stack_id].depth == 0) {
+        fputs("(no stack recorded)\n", out);
+        return;
+    }
+    const tdm_snap_stack *st = &s->stacks[stack_id];
+    unsigned shown = 0;
+    for (uint32_t i = tdm__site_first_frame(s, stack_id); i < st->depth && shown < frames;
+         i++, shown++) {
+        char line[256];
+        if (st->frames[i] < s->frame_count)
+            tdm__site_format_frame(line, sizeof line, &s->frames[st->frames[i]]);
+        else
+            snprintf(line, sizeof line, "(frame %u missing)", st->frames[i]);
+        fprintf(out, "%*s%s\n", shown ? indent : 0, "", line);
+    }
+}
+
+char *tdm__site_key(const tdm_snap *s, uint32_t stack_id)
+{
+    char *key = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&key, &len);
+    if (!m)
+        return NULL;
+    if (stack_id && stack_id < s->stack_count) {
+        const tdm_snap_stack *st = &s->stacks[stack_id];
+        for (uint32_t i = tdm__site_first_frame(s, stack_id); i < st->depth; i++) {
+            if (st->frames[i] >= s->frame_count) {
+                fputs("?;", m);
+                continue;
+            }
+            const tdm_snap_frame *f = &s->frames[st->frames[i]];
+            /* Load addresses move between runs (ASLR): only names count. */
+            if (f->function && f->function[0] && strcmp(f->function, "??") != 0)
+                fprintf(m, "%s@%s:%u;", f->function, base_name(f->file), f->line);
+            else
+                fprintf(m, "?@%s;", base_name(f->module));
+        }
+    }
+    if (fclose(m) != 0) {
+        free(key);
+        return NULL;
+    }
+    return key;
+}

@@ -1,0 +1,32 @@
+/* viewer-export/model/sites.h: naming an allocation site by its frames,
+ * the same way in the summary, the gate reports, the diff and JUnit:
+ * frames of tidemark itself are skipped, the rest written as "function
+ * (file.c:123)".  No state, no locks. */
+#ifndef TDM_VIEWER_SITES_H
+#define TDM_VIEWER_SITES_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "snap_model.h"
+
+/* Nonzero for a frame of tidemark itself (tdm_* functions, libtidemark*
+ * modules): sites are shown, and matched, from the first other frame. */
+int tdm__site_frame_is_tidemark(const tdm_snap_frame *f);
+/* The index of the first frame of stack `stack_id` that is not
+ * tidemark's (0 when all are); the stack's depth when it has none. */
+uint32_t tdm__site_first_frame(const tdm_snap *s, uint32_t stack_id);
+/* "function (file.c:123)", or "0x1234 (module)" when unsymbolized. */
+void tdm__site_format_frame(char *buf, size_t len, const tdm_snap_frame *f);
+/* Prints up to `frames` frames of a site: the first on the current line,
+ * the others on their own lines after `indent` blanks. */
+void tdm__site_print_frames(FILE *out, const tdm_snap *s, uint32_t stack_id,
+                            unsigned frames, int indent);
+/* A key naming a site by its symbolized frames (function, file's base
+ * name, line; module base name for unsymbolized frames), tidemark's own
+ * frames left out, so that the same code path in two files gets the same
+ * key whatever the stack ids and load addresses.  malloc'd; NULL on
+ * allocation failure. */
+char *tdm__site_key(const tdm_snap *s, uint32_t stack_id);
+
+#endif
