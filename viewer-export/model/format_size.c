@@ -128,3 +128,17 @@ int tdm__parse_count(const char *cmd, const char *opt, const char *arg,
     }
     return 0;
 }
+
+const char *tdm__fmt_share(char *buf, size_t len, double part, double whole)
+{
+    if (whole == 0) {
+        snprintf(buf, len, "-");
+        return buf;
+    }
+    double pct = 100.0 * part / whole;
+    if (part > 0 && pct < 0.05)
+        snprintf(buf, len, "<0.1%%");
+    else
+        snprintf(buf, len, "%.1f%%", pct);
+    return buf;
+}

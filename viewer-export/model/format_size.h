@@ -31,6 +31,11 @@ const char *tdm__fmt_utc(char *buf, size_t len, uint64_t us);
  * bytes.  TDM_INVALID_ARGUMENT for anything else or on overflow. */
 tdm_status tdm__parse_size(const char *text, uint64_t *bytes);
 
+/* A share of a whole as every command and the viewer write it: "12.3%",
+ * "<0.1%" for a nonzero part under 0.05%, "0.0%" for none, "100.0%";
+ * "-" when `whole` is 0. */
+const char *tdm__fmt_share(char *buf, size_t len, double part, double whole);
+
 /* Parses option `opt`'s `arg` as a whole number up to `max` into *v;
  * returns -1 after printing why not ("tidemark CMD: ..."). */
 int tdm__parse_count(const char *cmd, const char *opt, const char *arg,

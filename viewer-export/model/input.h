@@ -10,6 +10,7 @@
 #define TDM_VIEWER_INPUT_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "tidemark.h"
 #include "snap_model.h"
@@ -44,5 +45,11 @@ typedef struct tdm_input_loader {
     int (*load)(const char *cmd, const char *path, tdm_input *in);
     void (*free)(tdm_input *in);
 } tdm_input_loader;
+
+/* Checks that the file read into `in` has device `ordinal` (a --device
+ * option; -1 stands for every device and always passes).  Returns
+ * TDM_EXIT_OK, or TDM_EXIT_BAD_INPUT after printing, the same in every
+ * command, "tidemark CMD: PATH has no device N (its devices: 0, 1)". */
+int tdm__input_check_device(const char *cmd, const tdm_input *in, int ordinal);
 
 #endif
