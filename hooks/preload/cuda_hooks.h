@@ -1,6 +1,6 @@
 /* hooks/preload/cuda_hooks.h: what the CUDA interposers of
  * libtidemark_preload.so share (cuda_driver.c, cuda_lookup.c,
- * cuda_runtime.c, cuda_runtime_ptsz.c, cuda_common.c).
+ * cuda_runtime.c, cuda_runtime_ptsz.c, cuda_runtime_real.c, cuda_common.c).
  *
  * The driver entry points tidemark wraps are "variants": one exact driver
  * function each (cuMemAlloc_v2, cuMemAllocAsync_ptsz, ...), known by the

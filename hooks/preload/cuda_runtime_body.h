@@ -1,7 +1,8 @@
 /* hooks/preload/cuda_runtime_body.h: the bodies of the CUDA runtime API
  * hooks, shared by cuda_runtime.c and cuda_runtime_ptsz.c (the latter
  * compiled with CUDA_API_PER_THREAD_DEFAULT_STREAM so its hooks carry the
- * exact _ptsz prototypes).
+ * exact _ptsz prototypes); those two files include it, nothing else does.
+ * The bodies call only what cuda_runtime.h and cuda_hooks.h declare.
  *
  * Every body is always_inline: the hook the program called is the only
  * tidemark frame above the bookkeeping, so TDM_HOOK_SKIP leaves exactly it
@@ -15,52 +16,10 @@
 #ifndef TDM_HOOKS_PRELOAD_CUDA_RUNTIME_BODY_H
 #define TDM_HOOKS_PRELOAD_CUDA_RUNTIME_BODY_H
 
-#include <cuda_runtime_api.h>
-
 #include "alloc.h"
-#include "cuda_hooks.h"
+#include "cuda_runtime.h"
 
 #define TDM_RT_INLINE static inline __attribute__((always_inline))
-
-/* The runtime functions hooked or called, for their real pointers. */
-#define TDM__RT_FUNCS(X)                                                       \
-    X(cudaMalloc) X(cudaFree) X(cudaMallocAsync) X(cudaMallocAsync_ptsz)       \
-    X(cudaFreeAsync) X(cudaFreeAsync_ptsz) X(cudaMallocFromPoolAsync)          \
-    X(cudaMallocFromPoolAsync_ptsz) X(cudaMallocManaged) X(cudaMallocHost)     \
-    X(cudaHostAlloc) X(cudaFreeHost) X(cudaMallocPitch)                        \
-    X(cudaGetDriverEntryPoint) X(cudaGetDriverEntryPoint_ptsz)                 \
-    X(cudaGetDriverEntryPointByVersion)                                        \
-    X(cudaGetDriverEntryPointByVersion_ptsz) X(cudaGetDevice)                  \
-    X(cudaMemGetInfo) X(cudaRuntimeGetVersion) X(cudaGetLastError)             \
-    X(cudaPeekAtLastError)
-
-enum {
-#define TDM__RT_ENUM(name) TDM__RT_##name,
-    TDM__RT_FUNCS(TDM__RT_ENUM)
-#undef TDM__RT_ENUM
-    TDM__RT_COUNT
-};
-
-/* The runtime's function (the next definition after ours: libcudart,
- * found in the global scope, or in whatever loaded object has it when the
- * runtime was loaded privately); resolved once; NULL when absent. */
-TDM_CUDA_HIDDEN void *tdm__cuda_rt_real(int f);
-/* The calling thread's current device as the runtime sees it (0 when
- * unknown), and its free bytes for oom events. */
-TDM_CUDA_HIDDEN int tdm__cuda_rt_device(void);
-TDM_CUDA_HIDDEN size_t tdm__cuda_rt_free_bytes(void);
-/* The runtime's version (cudaRuntimeGetVersion), for entry-point lookups. */
-TDM_CUDA_HIDDEN int tdm__cuda_rt_version(void);
-/* The runtime's error for a driver error from cache mode's provider. */
-TDM_CUDA_HIDDEN cudaError_t tdm__cuda_rt_error(CUresult r);
-/* Cache mode answered a runtime call with error r without calling the
- * runtime: the calling thread's cudaGetLastError / cudaPeekAtLastError
- * report it as the runtime would have (cuda_runtime.c); r is returned. */
-TDM_CUDA_HIDDEN cudaError_t tdm__cuda_rt_served_error(cudaError_t r);
-
-/* No runtime behind our symbol (a program found ours by name with no
- * libcudart loaded): what a runtime without a driver answers. */
-#define TDM_RT_ABSENT cudaErrorInsufficientDriver
 
 /* Opens a hook; TDM__HOOK_OFF to pass straight through. */
 TDM_RT_INLINE tdm__hook_mode tdm__rt_open(void *real)

@@ -12,8 +12,6 @@
 #define CUDA_API_PER_THREAD_DEFAULT_STREAM 1
 #include "cuda_runtime_body.h"
 
-#define TDM_RT_EXPORT __attribute__((visibility("default")))
-
 TDM_RT_EXPORT cudaError_t CUDARTAPI cudaMallocAsync(void **p, size_t size, cudaStream_t s)
 {
     return tdm__rt_malloc_async(TDM__RT_cudaMallocAsync_ptsz, p, size, s, 1);
