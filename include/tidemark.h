@@ -201,8 +201,8 @@ TDM_API tdm_status tdm_memory_stats(int device, tdm_stats *stats);
 TDM_API tdm_status tdm_reset_peak_stats(int device);
 
 /* ---- caching allocator: pools, cache, streams ---------------------------
- * (issue 3; served by alloc/.  With mode=passthrough there is no cache:
- * tdm_empty_cache does nothing and the small/large pools stay empty.) */
+ * With alloc_mode=passthrough there is no cache: tdm_empty_cache does
+ * nothing and the small/large pools stay empty. */
 
 /* The pool a statistic is kept for, as torch.cuda.memory_stats splits
  * them ("all", "small_pool", "large_pool"). */
@@ -230,7 +230,7 @@ TDM_API tdm_status tdm_stream_synchronize(tdm_stream stream);
  * of its streams complete. */
 TDM_API tdm_status tdm_device_synchronize(int device);
 
-/* ==== PyTorch without preloading (hooks/torch.c) ==========================
+/* ==== PyTorch without preloading ==========================================
  *
  * libtidemark.so serves PyTorch's CUDA memory as a pluggable allocator:
  *
