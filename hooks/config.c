@@ -22,6 +22,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common.h"
+
 /* Longest key we look at; longer ones are unknown by definition. */
 #define KEY_MAX 64
 /* Most sim devices one `device` setting may ask for. */
@@ -476,32 +478,6 @@ static void quote(char *dst, size_t dst_len, const char *b, const char *e)
     dst[n] = '\0';
 }
 
-/* Levenshtein distance of two short strings, for "did you mean". */
-static size_t edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    size_t row[KEY_MAX + 1];
-    if (la > KEY_MAX || lb > KEY_MAX)
-        return (size_t)-1;
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
 static void fail(char *err, size_t err_len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void fail(char *err, size_t err_len, const char *fmt, ...)
@@ -520,19 +496,17 @@ static void unknown_key(const char *key, char *err, size_t err_len)
 {
     char list[512] = "";
     size_t used = 0;
-    const char *best = NULL;
-    size_t best_d = 3; /* suggest only within 2 edits */
+    const char *names[KEY_COUNT];
     for (size_t i = 0; i < KEY_COUNT; i++) {
         int n = snprintf(list + used, sizeof list - used, "%s%s",
                          i ? ", " : "", keys[i].name);
         if (n > 0 && (size_t)n < sizeof list - used)
             used += (size_t)n;
-        size_t d = edit_distance(key, keys[i].name);
-        if (d < best_d) {
-            best_d = d;
-            best = keys[i].name;
-        }
+        names[i] = keys[i].name;
     }
+    /* Within 2 edits, case aside: keys are lower case, and DUMP= is
+     * refused, naming 'dump'. */
+    const char *best = tdm__did_you_mean(key, names, KEY_COUNT);
     if (best)
         fail(err, err_len, "unknown key '%s' (did you mean '%s'? valid keys: %s)",
              key, best, list);

@@ -1,10 +1,13 @@
 /* snapshot/common.c: names and messages shared by every layer and by the
- * command-line tool: version, status codes, categories, actions.  All are
+ * command-line tool: version, status codes, categories, actions, all
  * generated from the X-macro lists in tidemark.h and event.h, so a new
- * status or action cannot be added without its name. */
+ * status or action cannot be added without its name; and the "did you
+ * mean" helpers of common.h. */
+#include <stdint.h>
 #include <string.h>
 
 #include "tidemark.h"
+#include "common.h"
 #include "event.h"
 
 unsigned tdm_version(void) { return TDM_VERSION_HEX; }
@@ -94,4 +97,66 @@ unsigned tdm__event_expand(const tdm_event *in, tdm_event *out)
         out[0] = *in;
         return 1;
     }
+}
+
+/* ---- did you mean ------------------------------------------------------- */
+
+static unsigned char fold(unsigned char c)
+{
+    return c >= 'A' && c <= 'Z' ? (unsigned char)(c - 'A' + 'a') : c;
+}
+
+/* Levenshtein over one row; with fold_case, ASCII letters compare without
+ * case (the C locale's, whatever the program's locale is). */
+static size_t distance(const char *a, const char *b, int fold_case)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    size_t row[TDM__EDIT_DISTANCE_MAX + 1];
+    if (la > TDM__EDIT_DISTANCE_MAX || lb > TDM__EDIT_DISTANCE_MAX)
+        return SIZE_MAX;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        unsigned char ca = (unsigned char)a[i - 1];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            unsigned char cb = (unsigned char)b[j - 1];
+            size_t up = row[j];
+            int differ = fold_case ? fold(ca) != fold(cb) : ca != cb;
+            size_t best = diag + (size_t)differ;
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+size_t tdm__edit_distance(const char *a, const char *b)
+{
+    return distance(a, b, 0);
+}
+
+const char *tdm__did_you_mean(const char *word, const char *const *candidates, size_t n)
+{
+    const char *best = NULL;
+    size_t best_d = SIZE_MAX, best_exact = SIZE_MAX;
+    for (size_t i = 0; word && candidates && i < n; i++) {
+        if (!candidates[i])
+            continue;
+        size_t d = distance(word, candidates[i], 1);
+        if (d > 2 || d > best_d) /* suggest only within 2 edits */
+            continue;
+        size_t exact = distance(word, candidates[i], 0);
+        if (d < best_d || exact < best_exact) {
+            best = candidates[i];
+            best_d = d;
+            best_exact = exact;
+        }
+    }
+    return best;
 }

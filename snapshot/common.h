@@ -1,0 +1,27 @@
+/* snapshot/common.h: text helpers of the format library (snapshot/common.c)
+ * that every layer and the command-line tool share, for messages.
+ *
+ * "Did you mean": TIDEMARK_CONF's unknown keys (hooks/config.c) and the
+ * tool's subcommands and options name the closest known word.  Pure
+ * functions: no allocation, no globals, any thread.
+ */
+#ifndef TDM_SNAPSHOT_COMMON_H
+#define TDM_SNAPSHOT_COMMON_H
+
+#include <stddef.h>
+
+/* Longest string, in bytes, whose edit distance is measured. */
+#define TDM__EDIT_DISTANCE_MAX 128
+
+/* The Levenshtein distance of `a` and `b` (insertions, deletions and
+ * substitutions of one byte each; case counts).  SIZE_MAX when either is
+ * longer than TDM__EDIT_DISTANCE_MAX. */
+size_t tdm__edit_distance(const char *a, const char *b);
+
+/* The candidate closest to `word` if it is within 2 edits, else NULL.
+ * Case is no edit here ("DUMP" is 0 from "dump"); among equally close
+ * candidates the one closer in exact case wins, then the first.  NULL
+ * entries of `candidates` are skipped; a NULL word matches nothing. */
+const char *tdm__did_you_mean(const char *word, const char *const *candidates, size_t n);
+
+#endif
