@@ -90,7 +90,7 @@ static int mode_of(const char *name)
     return -1;
 }
 
-tdm_status tdm__alloc_configure(const tdm__alloc_config *cfg)
+tdm_status tdm__alloc_config_check(const tdm__alloc_config *cfg)
 {
     if (cfg == NULL)
         return TDM_INVALID_ARGUMENT;
@@ -101,8 +101,16 @@ tdm_status tdm__alloc_configure(const tdm__alloc_config *cfg)
         !(cfg->garbage_collection_threshold >= 0.0 &&
           cfg->garbage_collection_threshold < 1.0))
         return TDM_BAD_CONFIG;
+    return TDM_OK;
+}
+
+tdm_status tdm__alloc_configure(const tdm__alloc_config *cfg)
+{
+    tdm_status st = tdm__alloc_config_check(cfg);
+    if (st != TDM_OK)
+        return st;
     pthread_mutex_lock(&tdm__alloc_g.init_lock);
-    tdm_status st = TDM_BAD_CONFIG;
+    st = TDM_BAD_CONFIG;
     if (!atomic_load_explicit(&tdm__alloc_g.ready, memory_order_relaxed)) {
         tdm__alloc_g.cfg = *cfg;
         tdm__alloc_g.configured = 1;

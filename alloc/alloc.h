@@ -47,6 +47,9 @@ void tdm__alloc_config_defaults(tdm__alloc_config *cfg);
 /* Sets the configuration.  TDM_BAD_CONFIG once devices are in use (the
  * first configuration stays); TDM_NOT_AVAILABLE for an unknown kind. */
 tdm_status tdm__alloc_configure(const tdm__alloc_config *cfg);
+/* What tdm__alloc_configure checks of `cfg` itself, changing nothing:
+ * its status for `cfg` while no device is in use. */
+tdm_status tdm__alloc_config_check(const tdm__alloc_config *cfg);
 
 /* Creates the devices now (with the configuration in force) instead of at
  * the first tdm_malloc, so a snapshot lists them even before any

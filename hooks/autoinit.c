@@ -71,11 +71,17 @@ static struct {
     .pipe_rd = -1,
 };
 
+/* Longest message line, with its NUL: the parser's, or one that quotes
+ * a dump path (tdm_conf_check's callers size their buffers by it). */
+#define MESSAGE_MAX TDM_CONF_MESSAGE_MAX
+_Static_assert(MESSAGE_MAX >= TDM__CONF_ERR_MAX + TDM__CONF_PATH_MAX,
+               "TDM_CONF_MESSAGE_MAX holds the parser's line and a dump path");
+
 /* One line on stderr, written at once. */
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
 {
-    char line[TDM__CONF_ERR_MAX + TDM__CONF_PATH_MAX];
+    char line[MESSAGE_MAX];
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(line, sizeof line - 1, fmt, ap);
@@ -389,30 +395,92 @@ static int is_blank_text(const char *s)
     return 1;
 }
 
-/* g.tmpl = cfg.dump, relative to the folder the program started in (so a
+/* tmpl = dump, relative to the folder the program started in (so a
  * program that changes folder still dumps where it was started).  '%' in
  * that folder's name is escaped so it is not read as a code. */
-static int make_absolute_template(void)
+static int make_absolute_template(const char *dump, char *tmpl, size_t tmpl_len)
 {
-    const char *dump = g.cfg.dump;
     char cwd[TDM__CONF_PATH_MAX];
     size_t used = 0;
     if (dump[0] != '/' && getcwd(cwd, sizeof cwd)) {
         for (const char *c = cwd; *c; c++) {
-            if (used + 3 >= sizeof g.tmpl)
+            if (used + 3 >= tmpl_len)
                 return -1;
             if (*c == '%')
-                g.tmpl[used++] = '%';
-            g.tmpl[used++] = *c;
+                tmpl[used++] = '%';
+            tmpl[used++] = *c;
         }
-        if (used && g.tmpl[used - 1] != '/')
-            g.tmpl[used++] = '/';
+        if (used && tmpl[used - 1] != '/')
+            tmpl[used++] = '/';
     }
     size_t len = strlen(dump);
-    if (used + len >= sizeof g.tmpl)
+    if (used + len >= tmpl_len)
         return -1;
-    memcpy(g.tmpl + used, dump, len + 1);
+    memcpy(tmpl + used, dump, len + 1);
     return 0;
+}
+
+/* The device line, for a configuration the allocator refused with st. */
+static void device_error(char *err, size_t err_len, const tdm__config *cfg, tdm_status st)
+{
+    snprintf(err, err_len,
+             "tidemark: TIDEMARK_CONF: cannot set up device %s (%d x %llu "
+             "bytes, alloc_mode %s): %s; recording is off",
+             cfg->alloc.device_kind, cfg->alloc.device_count,
+             (unsigned long long)cfg->alloc.device_capacity, cfg->alloc.mode,
+             tdm_strerror(st));
+}
+
+/* Everything applying `text` checks before it changes anything; the
+ * constructor and tdm_conf_check both run exactly this.  Parses into
+ * *cfg; unless cfg->help, also makes the dump template absolute into
+ * tmpl[0..TDM__CONF_PATH_MAX), checks that it expands for this process
+ * (with start time start_us), and that the allocator takes the device
+ * settings.  On failure err gets the one line and the status is not
+ * TDM_OK. */
+static tdm_status prepare(const char *text, tdm__config *cfg, char *tmpl, uint64_t start_us,
+                          char *err, size_t err_len)
+{
+    if (tdm__config_parse(text, cfg, err, err_len) != TDM_OK)
+        return TDM_BAD_CONFIG;
+    if (cfg->help)
+        return TDM_OK;
+    char probe[TDM__CONF_PATH_MAX];
+    if (make_absolute_template(cfg->dump, tmpl, TDM__CONF_PATH_MAX) != 0 ||
+        tdm__dump_path_for_process(tmpl, start_us, probe, sizeof probe) != TDM_OK) {
+        snprintf(err, err_len,
+                 "tidemark: TIDEMARK_CONF: dump path '%s' is too long once expanded; "
+                 "recording is off", cfg->dump);
+        return TDM_BAD_CONFIG;
+    }
+    tdm_status st = tdm__alloc_config_check(&cfg->alloc);
+    if (st != TDM_OK) {
+        device_error(err, err_len, cfg, st);
+        return st;
+    }
+    return TDM_OK;
+}
+
+tdm_status tdm_conf_check(const char *conf, char *message, size_t message_len)
+{
+    if (message && message_len)
+        message[0] = '\0';
+    if (!conf || is_blank_text(conf))
+        return TDM_OK;
+    /* 13 KiB and more: off the caller's stack. */
+    struct {
+        tdm__config cfg;
+        char tmpl[TDM__CONF_PATH_MAX];
+        char err[MESSAGE_MAX];
+    } *w = malloc(sizeof *w);
+    if (!w)
+        return TDM_HOST_OUT_OF_MEMORY;
+    w->err[0] = '\0';
+    tdm_status st = prepare(conf, &w->cfg, w->tmpl, tdm__now_us(), w->err, sizeof w->err);
+    if (st != TDM_OK && message && message_len)
+        snprintf(message, message_len, "%s", w->err);
+    free(w);
+    return st;
 }
 
 static void print_help(void)
@@ -465,10 +533,12 @@ TDM_API int tdm__autoinit_hook_mode(void)
 
 static tdm_status apply_once(const char *text)
 {
-    char err[TDM__CONF_ERR_MAX];
-    if (tdm__config_parse(text, &g.cfg, err, sizeof err) != TDM_OK) {
+    char err[MESSAGE_MAX];
+    g.start_time_us = tdm__now_us();
+    tdm_status st = prepare(text, &g.cfg, g.tmpl, g.start_time_us, err, sizeof err);
+    if (st != TDM_OK) {
         say("%s", err);
-        return TDM_BAD_CONFIG;
+        return st;
     }
     if (g.cfg.help) {
         print_help();
@@ -484,25 +554,13 @@ static tdm_status apply_once(const char *text)
         g.cfg.record = TDM_RECORD_OFF;
         g.cfg.mode = TDM__CONF_MODE_OBSERVE;
     }
-    g.start_time_us = tdm__now_us();
     g.owner_pid = getpid();
-    char probe[TDM__CONF_PATH_MAX];
-    if (make_absolute_template() != 0 ||
-        tdm__dump_path_for_process(g.tmpl, g.start_time_us, probe,
-                                   sizeof probe) != TDM_OK) {
-        say("tidemark: TIDEMARK_CONF: dump path '%s' is too long once expanded; "
-            "recording is off", g.cfg.dump);
-        return TDM_BAD_CONFIG;
-    }
     if (g.cfg.record != TDM_RECORD_OFF && (g.cfg.dump_on & TDM__DUMP_ON_OOM))
         g.cfg.alloc.on_oom = on_oom;
-    tdm_status st = tdm__alloc_configure(&g.cfg.alloc);
+    st = tdm__alloc_configure(&g.cfg.alloc);
     if (st != TDM_OK) {
-        say("tidemark: TIDEMARK_CONF: cannot set up device %s (%d x %llu "
-            "bytes, alloc_mode %s): %s; recording is off",
-            g.cfg.alloc.device_kind, g.cfg.alloc.device_count,
-            (unsigned long long)g.cfg.alloc.device_capacity, g.cfg.alloc.mode,
-            tdm_strerror(st));
+        device_error(err, sizeof err, &g.cfg, st);
+        say("%s", err);
         return st;
     }
     tdm__rec_set_config_text(text);

@@ -119,6 +119,32 @@ TDM_API int tdm_is_recording(void);
  * name beside `path` and renamed, so `path` is never seen half-written. */
 TDM_API tdm_status tdm_dump_snapshot(const char *path);
 
+/* ---- TIDEMARK_CONF ---------------------------------------------------------
+ * Loading libtidemark.so applies the TIDEMARK_CONF environment variable
+ * (docs/configuration.md): a comma-separated list of key=value items that
+ * turns recording on and says where and when snapshots are written.  A bad
+ * setting prints one line on stderr and leaves recording off; the program
+ * runs on. */
+
+/* Checks a TIDEMARK_CONF text without applying it: nothing is enabled,
+ * configured or printed.  It is checked exactly as loading the library
+ * checks it: every key and value (units, ranks, signals, device), and the
+ * dump path template, made absolute in the current folder and expanded
+ * for this process.  TDM_OK when the library would accept it (NULL or
+ * blank text, which leaves tidemark off, and `help` are accepted);
+ * otherwise a non-OK status (TDM_BAD_CONFIG), and, when message_len > 0,
+ * `message` gets the line the library would print, without the newline
+ * ("tidemark: TIDEMARK_CONF: unknown key 'DUMP' (did you mean 'dump'? ...);
+ * recording is off"), cut to message_len - 1 bytes (TDM_CONF_MESSAGE_MAX
+ * bytes hold any line).  On TDM_OK `message` gets "".
+ *
+ * Note that loading libtidemark.so (dlopen included) applies the
+ * TIDEMARK_CONF of the loading process's own environment; a tool that
+ * checks a setting before running a program with it should load the
+ * library before it puts the setting into its environment. */
+#define TDM_CONF_MESSAGE_MAX 5120
+TDM_API tdm_status tdm_conf_check(const char *conf, char *message, size_t message_len);
+
 /* ---- annotations --------------------------------------------------------- */
 
 /* Memory categories, as shown in timelines. */

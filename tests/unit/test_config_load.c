@@ -1,7 +1,9 @@
 /* tests/unit/test_config_load.c: TIDEMARK_CONF at load time, run in
  * forked children (bad text changes nothing; help records nothing; good
- * text records and dumps at exit), and the `ranks` key: its lists and
- * ranges, the ranks it selects, and a rank left out running untouched. */
+ * text records and dumps at exit); tdm_conf_check, which accepts what
+ * loading accepts and refuses the rest with the very line loading prints,
+ * changing nothing; and the `ranks` key: its lists and ranges, the ranks
+ * it selects, and a rank left out running untouched. */
 #include <stdlib.h>
 #include <signal.h>
 #include <errno.h>
@@ -10,6 +12,7 @@
 #include <sys/wait.h>
 
 #include "config_fixtures.h"
+#include "preload.h"
 #include "procinfo.h"
 #include "snap_model.h"
 
@@ -152,6 +155,148 @@ static void autoinit_records_and_dumps_at_exit(void **state)
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
     assert_int_equal(system(cmd), 0);
+}
+
+/* ---- tdm_conf_check ------------------------------------------------------------ */
+
+static void conf_check_accepts_what_loading_accepts(void **state)
+{
+    (void)state;
+    static const char *const good[] = {
+        "",
+        "  ",
+        ",,",
+        "help",
+        "record=all",
+        "record=state, context=alloc, stacks=none, max_entries=1000",
+        "dump=out/%h-r%r-l%l-%p-%t%%.tdm,dump_on=exit+signal|oom,signal=SIGRTMIN+2",
+        "device=sim:2x8GiB,alloc_mode=passthrough,sim_host_access=yes",
+        "max_split_size=64 MiB,roundup_power2_divisions=[256:1,512:2,>:4],"
+        "garbage_collection_threshold=0.6",
+        "mode=cache,fork=stop,ranks=0,8-15,dump=x.tdm",
+        "ranks=local:[0,2]",
+        "device=cuda",
+    };
+    char msg[TDM_CONF_MESSAGE_MAX];
+    assert_int_equal(tdm_conf_check(NULL, msg, sizeof msg), TDM_OK);
+    assert_string_equal(msg, "");
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        memcpy(msg, "junk", 5);
+        tdm_status st = tdm_conf_check(good[i], msg, sizeof msg);
+        if (st != TDM_OK)
+            fail_msg("'%s' should be accepted, got %s: %s", good[i], tdm_status_name(st), msg);
+        assert_string_equal(msg, "");
+    }
+    assert_int_equal(tdm_conf_check("record=all", NULL, 0), TDM_OK);
+}
+
+/* Each text is refused by tdm_conf_check with exactly the line that
+ * applying it at load time prints (in a child), and the same status. */
+static void conf_check_refuses_with_the_line_loading_prints(void **state)
+{
+    (void)state;
+    static char many_times[8 + 2 * 2000 + 8]; /* %t is 15 bytes: 30000 */
+    memcpy(many_times, "dump=", 5);
+    for (int i = 0; i < 2000; i++)
+        memcpy(many_times + 5 + 2 * i, "%t", 2);
+    memcpy(many_times + 5 + 2 * 2000, ".tdm", 5);
+    static const struct { const char *text, *want1, *want2; } bad[] = {
+        {"record=al", "bad value 'al' for key 'record'", "expected off|state|all"},
+        {"DUMP=x.tdm", "unknown key 'DUMP'", "did you mean 'dump'?"},
+        {"Record=all", "unknown key 'Record'", "did you mean 'record'?"},
+        {"recrod=all", "unknown key 'recrod'", "did you mean 'record'?"},
+        {"colour=blue", "unknown key 'colour'", "valid keys: record"},
+        {"max_entries=0x10", "'max_entries'", "'0x10'"},
+        {"device=sim:8GB", "'device'", "ambiguous"},
+        {"max_split_size=12 parsecs", "'max_split_size'", "unknown unit"},
+        {"dump=run-%q.tdm", "'dump'", "'run-%q.tdm'"},
+        {"ranks=5-3", "'ranks'", "'5-3'"},
+        {"signal=KILL", "'signal'", "SIGUSR1"},
+        {"dump_on=exit+never", "'dump_on'", "'never'"},
+        {"stacks=python", "'stacks'", "not yet supported"},
+        {"record=all,nokey", "item 'nokey' has no '='", NULL},
+        {"record=", "empty value for key 'record'", NULL},
+        {many_times, "dump path '", "too long once expanded"},
+    };
+    char msg[TDM_CONF_MESSAGE_MAX];
+    static char buf[16384];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *text = bad[i].text;
+        tdm_status st = tdm_conf_check(text, msg, sizeof msg);
+        if (st != TDM_BAD_CONFIG)
+            fail_msg("'%.80s' should be refused, got %s", text, tdm_status_name(st));
+        assert_ptr_equal(strstr(msg, "tidemark: TIDEMARK_CONF: "), msg);
+        assert_null(strchr(msg, '\n'));
+        assert_non_null(strstr(msg, "; recording is off"));
+        if (!strstr(msg, bad[i].want1) || (bad[i].want2 && !strstr(msg, bad[i].want2)))
+            fail_msg("'%.80s': unexpected message: %s", text, msg);
+        int rec = -1;
+        int rc = run_apply_in_child(text, buf, sizeof buf, &rec);
+        assert_int_equal(rc, 10 + (int)st);
+        assert_int_equal(rec, 0);
+        size_t n = strlen(msg);
+        if (strlen(buf) != n + 1 || memcmp(buf, msg, n) != 0 || buf[n] != '\n')
+            fail_msg("'%.80s': loading printed\n%s\ncheck said\n%s", text, buf, msg);
+    }
+}
+
+static void conf_check_message_buffer(void **state)
+{
+    (void)state;
+    char msg[8];
+    /* No buffer: the status alone. */
+    assert_int_equal(tdm_conf_check("record=al", NULL, 0), TDM_BAD_CONFIG);
+    assert_int_equal(tdm_conf_check("record=al", msg, 0), TDM_BAD_CONFIG);
+    /* A short one gets the start of the line. */
+    assert_int_equal(tdm_conf_check("record=al", msg, sizeof msg), TDM_BAD_CONFIG);
+    assert_string_equal(msg, "tidemar");
+    assert_int_equal(tdm_conf_check("record=al", msg, 1), TDM_BAD_CONFIG);
+    assert_string_equal(msg, "");
+}
+
+/* Checking enables nothing, configures nothing and prints nothing; the
+ * load-time application that follows still acts. */
+static void conf_check_changes_nothing(void **state)
+{
+    (void)state;
+    int out[2];
+    assert_int_equal(pipe(out), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(out[0]);
+        dup2(out[1], STDERR_FILENO);
+        char msg[TDM_CONF_MESSAGE_MAX];
+        if (tdm_conf_check("device=sim:3x64MiB,record=all,dump_on=signal,mode=cache", msg,
+                           sizeof msg) != TDM_OK ||
+            tdm_conf_check("record=al", msg, sizeof msg) != TDM_BAD_CONFIG ||
+            tdm_conf_check("help", msg, sizeof msg) != TDM_OK)
+            _exit(20);
+        if (tdm_is_recording())
+            _exit(21);
+        if (tdm__autoinit_hook_mode() != TDM__HOOK_OFF) /* TIDEMARK_CONF= is empty */
+            _exit(22);
+        /* Applying now acts: the check left the one-shot application alone. */
+        if (tdm__autoinit_apply("device=sim:2x64MiB,max_entries=10,dump_on=none") != TDM_OK)
+            _exit(23);
+        int count = 0;
+        if (!tdm_is_recording() || tdm_device_count(&count) != TDM_OK || count != 2)
+            _exit(24);
+        _exit(0);
+    }
+    close(out[1]);
+    static char buf[16384];
+    size_t used = 0;
+    ssize_t n;
+    while ((n = read(out[0], buf + used, sizeof buf - 1 - used)) > 0)
+        used += (size_t)n;
+    buf[used] = '\0';
+    close(out[0]);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_string_equal(buf, "");
 }
 
 /* ---- ranks ------------------------------------------------------------------ */
@@ -306,6 +451,10 @@ int main(void)
         cmocka_unit_test(autoinit_bad_text_prints_one_line_and_stays_off),
         cmocka_unit_test(autoinit_help_prints_keys_and_stays_off),
         cmocka_unit_test(autoinit_records_and_dumps_at_exit),
+        cmocka_unit_test(conf_check_accepts_what_loading_accepts),
+        cmocka_unit_test(conf_check_refuses_with_the_line_loading_prints),
+        cmocka_unit_test(conf_check_message_buffer),
+        cmocka_unit_test(conf_check_changes_nothing),
         cmocka_unit_test(ranks_take_lists_and_ranges),
         cmocka_unit_test(ranks_refuse_bad_lists),
         cmocka_unit_test(ranks_select_by_rank_and_local_rank),
