@@ -1,12 +1,22 @@
 """tidemark from Python: record the device-memory life of a program.
 
 ctypes only, no build step: copy this file next to your script (or put
-python/ on PYTHONPATH) and it finds libtidemark.so by itself:
+python/ on PYTHONPATH) and it finds libtidemark.so by itself, trying in
+turn:
 
-  1. the path in the environment variable TIDEMARK_LIB;
-  2. libtidemark.so next to this file, or in ../lib, ../lib64 or ../build
-     beside it (an installed tree, a build tree);
-  3. the dynamic loader's search path (libtidemark.so.0, libtidemark.so).
+  1. the environment variable TIDEMARK_LIB: the library's path, or the
+     folder it is in; when set, nothing else is tried;
+  2. libtidemark.so next to this file, or in ../lib or ../lib64 beside it
+     (an installed tree);
+  3. the build trees of the source tree this file is in: every build*/
+     folder of the repository root (build/, build-release/, ...), the most
+     recently built library first (a sanitizer build is passed over unless
+     its runtime is loaded already);
+  4. the dynamic loader's search path (libtidemark.so.0, libtidemark.so),
+     then the installed library as ctypes.util.find_library("tidemark")
+     finds it.
+
+When none loads, OSError says where it looked and names TIDEMARK_LIB.
 
 The names follow torch.cuda.memory where there is a counterpart::
 
@@ -14,9 +24,9 @@ The names follow torch.cuda.memory where there is a counterpart::
     tidemark.record_memory_history(max_entries=200000)   # _record_memory_history
     for batch in data:
         tidemark.step()
-        tidemark.phase("forward")
-        with tidemark.tag("activation"):
-            ...
+        with tidemark.phase("forward"):                  # or a plain call
+            with tidemark.tag("activation"):
+                ...
     tidemark.dump_snapshot("run.tdm")                    # _dump_snapshot
 
 and PyTorch can allocate its CUDA memory from tidemark, with every block
@@ -31,7 +41,9 @@ recorded, through its pluggable-allocator interface::
 import contextlib
 import ctypes
 import ctypes.util
+import glob
 import os
+import threading
 
 __all__ = [
     "TidemarkError",
@@ -103,21 +115,71 @@ _lib = None
 _lib_path = None
 
 
+def _sanitizer_of(folder):
+    """TDM_SANITIZE of the build tree `folder` ("" if none or unknown)."""
+    try:
+        with open(os.path.join(folder, "CMakeCache.txt")) as f:
+            for line in f:
+                if line.startswith("TDM_SANITIZE:"):
+                    return line.split("=", 1)[1].strip()
+    except (OSError, UnicodeDecodeError):
+        pass
+    return ""
+
+
+def _runtime_loaded(sanitizer):
+    """Whether this process has the sanitizer's runtime (a sanitized
+    library loaded into a process without it stops the process)."""
+    lib = {"address": "libasan", "thread": "libtsan"}.get(sanitizer, "lib" + sanitizer)
+    try:
+        with open("/proc/self/maps") as f:
+            return lib in f.read()
+    except OSError:
+        return True  # cannot tell: let the loader say
+
+
+def _build_trees(root):
+    """(library, why it is skipped or None) for libtidemark.so of every
+    build*/ folder under `root`, the most recently built first; folders
+    without one are left out."""
+    found = []
+    for folder in glob.glob(os.path.join(root, "build*")):
+        lib = os.path.join(folder, "libtidemark.so")
+        try:
+            found.append((os.path.getmtime(lib), lib))
+        except OSError:
+            continue
+    out = []
+    for _, lib in sorted(found, key=lambda t: t[0], reverse=True):
+        san = _sanitizer_of(os.path.dirname(lib))
+        why = None
+        if san and not _runtime_loaded(san):
+            why = "a TDM_SANITIZE=%s build, skipped (its runtime is not loaded)" % san
+        out.append((lib, why))
+    return out
+
+
+_FIND_LIBRARY = object()  # in the list of names: ask ctypes.util.find_library
+
+
 def _candidates():
+    """([(name to try, why it is skipped or None)] in order, the places
+    looked in for the error message, whether TIDEMARK_LIB chose them)."""
     env = os.environ.get("TIDEMARK_LIB")
     if env:
-        return [env], True
+        if os.path.isdir(env):
+            env = os.path.join(env, "libtidemark.so")
+        return [(env, None)], ["TIDEMARK_LIB=%s" % os.environ["TIDEMARK_LIB"]], True
     here = os.path.dirname(os.path.abspath(__file__))
-    names = []
-    for folder in (here, os.path.join(here, "..", "lib"),
-                   os.path.join(here, "..", "lib64"),
-                   os.path.join(here, "..", "build")):
-        names.append(os.path.join(folder, "libtidemark.so"))
-    names += ["libtidemark.so.0", "libtidemark.so"]
-    found = ctypes.util.find_library("tidemark")
-    if found:
-        names.append(found)
-    return names, False
+    root = os.path.dirname(here)
+    names = [(os.path.join(folder, "libtidemark.so"), None)
+             for folder in (here, os.path.join(root, "lib"), os.path.join(root, "lib64"))]
+    places = ["next to tidemark.py (%s), ../lib, ../lib64" % here]
+    names += _build_trees(root)
+    places.append(os.path.join(root, "build*") + os.sep)
+    names += [("libtidemark.so.0", None), ("libtidemark.so", None), (_FIND_LIBRARY, None)]
+    places += ["the loader's search path", "ctypes.util.find_library('tidemark')"]
+    return names, places, False
 
 
 def _where_loaded(lib):
@@ -142,9 +204,17 @@ def library():
     global _lib, _lib_path
     if _lib is not None:
         return _lib
-    names, from_env = _candidates()
+    names, places, from_env = _candidates()
     errors = []
-    for name in names:
+    for name, skipped in names:
+        if skipped:
+            errors.append("%s: %s" % (name, skipped))
+            continue
+        if name is _FIND_LIBRARY:  # last: it may run ldconfig or a compiler
+            name = ctypes.util.find_library("tidemark")
+            if not name:
+                errors.append("find_library('tidemark'): nothing")
+                continue
         if os.sep in name and not os.path.exists(name):
             errors.append("%s: no such file" % name)
             continue
@@ -157,9 +227,12 @@ def library():
         _lib = lib
         _lib_path = _where_loaded(lib) or os.path.abspath(name)
         return _lib
-    where = "TIDEMARK_LIB" if from_env else "next to tidemark.py or on the loader path"
-    raise OSError("tidemark: cannot load libtidemark.so (%s): %s"
-                  % (where, "; ".join(errors)))
+    if from_env:
+        hint = "TIDEMARK_LIB names no loadable library: fix it, or unset it to search"
+    else:
+        hint = "set TIDEMARK_LIB to its path, or to its folder"
+    raise OSError("tidemark: cannot load libtidemark.so: %s.  Looked in: %s.  Tried: %s"
+                  % (hint, "; ".join(places), "; ".join(errors)))
 
 
 def library_path():
@@ -248,10 +321,53 @@ def dump_snapshot(path):
     _check("dump_snapshot", library().tdm_dump_snapshot(os.fsencode(path)))
 
 
+_phase_lock = threading.Lock()
+_phase_now = None  # the phase this module last marked
+
+
+class _Phase:
+    """What phase() returns: the phase is marked already; as a context
+    manager it also goes back, on exit, to the phase that was in force
+    before."""
+
+    def __init__(self, name, before):
+        self.name = name
+        self.before = before
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        global _phase_now
+        with _phase_lock:
+            if self.before is not None:
+                _check("phase", library().tdm_phase(self.before.encode()))
+                _phase_now = self.before
+        return False
+
+    def __repr__(self):
+        return "tidemark.phase(%r)" % self.name
+
+
 def phase(name):
     """Marks the start of a named phase ("forward", "backward",
-    "optimizer", ...) for the whole process."""
-    _check("phase", library().tdm_phase(str(name).encode()))
+    "optimizer", ...) for the whole process.  Also a context manager, like
+    torch.profiler.record_function::
+
+        with tidemark.phase("forward"):
+            loss = model(x)
+
+    marks "forward" on entry and, on exit, marks again the phase that was
+    in force before it (the one this module marked last), so phases nest.
+    Phases have no end in tidemark, only starts: after a with-block that
+    began with no phase in force, its phase lasts until the next one."""
+    global _phase_now
+    name = str(name)
+    lib = library()
+    with _phase_lock:
+        _check("phase", lib.tdm_phase(name.encode()))
+        before, _phase_now = _phase_now, name
+    return _Phase(name, before)
 
 
 def step():

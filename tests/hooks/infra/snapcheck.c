@@ -9,7 +9,8 @@
  * function names joined by '<'):
  *   header mode=M pid=P events=N dropped=D
  *   device IDX VENDOR CAPACITY NAME
- *   event ACTION dev=D size=S req=R stream=0xS cat=C addr=0xA stack=f<g<h
+ *   event ACTION dev=D size=S req=R stream=0xS cat=C addr=0xA stack=f<g<h [phase=NAME]
+ *         (phase=: the phase in force, when one is)
  *   segment dev=D pool=P exp=E size=S stream=0xS addr=0xA blocks=B stack=...
  *   block state=S size=S req=R cat=C addr=0xA stack=...
  *   stats dev=D [pool=small|large] allocated=CUR/PEAK reserved=CUR/PEAK
@@ -71,6 +72,8 @@ int main(int argc, char **argv)
                name ? name : "?", e->device, e->size, e->requested, e->stream,
                e->category, e->addr);
         print_stack(s, e->stack_id);
+        if (e->phase && e->phase < s->phase_count)
+            printf(" phase=%s", s->phase_names[e->phase]);
         printf("\n");
     }
     for (size_t i = 0; i < s->segment_count; i++) {

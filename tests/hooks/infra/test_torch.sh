@@ -46,7 +46,16 @@ if [[ -f py.tdm ]]; then
     grep -qE '^event tag .* cat=3 ' py.txt || fail "py: tag_pointer"
     grep -qE '^event phase ' py.txt || fail "py: phases"
     grep -qE '^event step ' py.txt || fail "py: steps"
-    ok "python/tidemark.py: record, phase, step, tag, stats, pluggable entry points, dump"
+    # with tidemark.phase(...): blocks nest, and each exit brings back the
+    # phase in force before it.
+    phases=$(sed -n 's/^event phase .* phase=\(.*\)$/\1/p' py.txt | tr '\n' ' ')
+    [[ $phases == "forward backward optimizer zero_grad optimizer backward eval backward " ]] ||
+        fail "py: phase marks: $phases"
+    for want in 2048:optimizer 4096:zero_grad 8192:optimizer 16384:backward 32768:backward; do
+        grep -qE "^event alloc dev=0 size=${want%%:*} .* phase=${want#*:}\$" py.txt ||
+            fail "py: the alloc of ${want%%:*} bytes is in phase ${want#*:}"
+    done
+    ok "python/tidemark.py: record, phase (call and with-block), step, tag, stats, pluggable entry points, tdm_conf_check, dump"
 else
     fail "python check wrote no snapshot: $(cat py.out)"
 fi
@@ -68,6 +77,56 @@ except OSError as e:
 grep -q "TIDEMARK_LIB.*/nonexistent/libtidemark.so: no such file" miss.out ||
     fail "missing library message: $(cat miss.out)"
 ok "library lookup: next to the module; a wrong TIDEMARK_LIB says so"
+
+# Out of tree: TIDEMARK_LIB names a copy (the file, or its folder).
+here_tmp=$(realpath .)
+mkdir -p copy
+cp "$LIBTIDEMARK" copy/libtidemark.so
+where() { py -c "import sys; sys.path.insert(0, '$1'); import tidemark; print(tidemark.library_path())"; }
+for lib in "$here_tmp/copy/libtidemark.so" "$here_tmp/copy"; do
+    got=$(TIDEMARK_LIB=$lib where "$TDM_SOURCE_DIR/python" 2>&1) || fail "TIDEMARK_LIB=$lib: $got"
+    [[ $got == "$here_tmp/copy/libtidemark.so" ]] || fail "TIDEMARK_LIB=$lib loaded $got"
+done
+# A source tree's build*/ folders, the most recently built first: a module
+# in tree/python finds tree/build-new's library before tree/build-old's.
+mkdir -p tree/python tree/build-old tree/build-new tree/build-none
+cp "$TDM_SOURCE_DIR/python/tidemark.py" tree/python/
+cp "$LIBTIDEMARK" tree/build-old/libtidemark.so
+cp "$LIBTIDEMARK" tree/build-new/libtidemark.so
+touch -d '2 hours ago' tree/build-old/libtidemark.so
+got=$(unset TIDEMARK_LIB; where "$here_tmp/tree/python" 2>&1) || fail "build tree lookup: $got"
+[[ $got == "$here_tmp/tree/build-new/libtidemark.so" ]] || fail "build tree lookup loaded $got"
+touch tree/build-old/libtidemark.so
+got=$(unset TIDEMARK_LIB; where "$here_tmp/tree/python" 2>&1)
+[[ $got == "$here_tmp/tree/build-old/libtidemark.so" ]] || fail "newest build tree first: $got"
+# A sanitizer build tree is passed over by an interpreter without its runtime.
+if [[ -z $san_rt ]]; then
+    mkdir -p tree/build-asan
+    cp "$LIBTIDEMARK" tree/build-asan/libtidemark.so
+    echo "TDM_SANITIZE:STRING=address" > tree/build-asan/CMakeCache.txt
+    got=$(unset TIDEMARK_LIB; where "$here_tmp/tree/python" 2>&1)
+    [[ $got == "$here_tmp/tree/build-old/libtidemark.so" ]] || fail "sanitizer build tree not skipped: $got"
+fi
+# Nothing anywhere: the error names TIDEMARK_LIB and every place looked in.
+mkdir -p empty/python
+cp "$TDM_SOURCE_DIR/python/tidemark.py" empty/python/
+(unset TIDEMARK_LIB; py -c "
+import ctypes.util, sys; sys.path.insert(0, '$here_tmp/empty/python')
+ctypes.util.find_library = lambda name: None
+import tidemark
+try:
+    print('loaded', tidemark.library_path())
+except OSError as e:
+    print(e)") > none.out 2>&1
+if grep -q '^loaded ' none.out; then
+    echo "a libtidemark.so on the loader path: the not-found message is not checked"
+else
+    for want in "set TIDEMARK_LIB" "next to tidemark.py" "$here_tmp/empty/build*/" "loader's search path" \
+                "find_library('tidemark')" "libtidemark.so.0: cannot open"; do
+        grep -qF -- "$want" none.out || fail "not-found message lacks '$want': $(cat none.out)"
+    done
+fi
+ok "library lookup out of tree: TIDEMARK_LIB file or folder, build*/ newest first, a clear message"
 
 # ---- the example ------------------------------------------------------------------------
 TIDEMARK_LIB=$LIBTIDEMARK py "$TDM_SOURCE_DIR/examples/torch_pluggable.py" ex.tdm 3 \

@@ -1,7 +1,8 @@
 """tests/hooks/infra/tidemark_py_check.py: python/tidemark.py against the
 built libtidemark.so (TIDEMARK_LIB), the way a PyTorch program uses it but
 without torch: the pluggable-allocator entry points are called with ctypes
-as torch would call them.
+as torch would call them; phase() as a call and as a context manager; and
+tdm_conf_check reached through the loaded library.
 
     python3 tidemark_py_check.py OUT.tdm
 
@@ -68,6 +69,42 @@ assert tidemark.memory_stats(0)["allocated_bytes.all.peak"] == 5120 + 1024
 reset()  # torch.cuda.empty_cache()
 assert tidemark.memory_stats(0)["reserved_bytes.large_pool.current"] == 0
 tidemark.empty_cache()
+
+# phase() as a context manager, like torch's record_function: on exit the
+# phase in force before it comes back, so blocks nest; an exception leaves
+# the block and its phase all the same.  test_torch.sh reads the phases of
+# these allocations back from the snapshot.
+with tidemark.phase("optimizer") as p:
+    assert p.name == "optimizer", p
+    d = alloc(2048, 0, None)
+    with tidemark.phase("zero_grad"):
+        e = alloc(4096, 0, None)
+    f = alloc(8192, 0, None)  # optimizer again
+g = alloc(16384, 0, None)  # backward again
+try:
+    with tidemark.phase("eval"):
+        raise KeyError("leaves the block")
+except KeyError:
+    pass
+h = alloc(32768, 0, None)  # backward again
+for ptr, size in ((d, 2048), (e, 4096), (f, 8192), (g, 16384), (h, 32768)):
+    assert ptr
+    free(ptr, size, 0, None)
+
+# tdm_conf_check is exported, and says what loading would say.
+conf_check = torch_lib.tdm_conf_check
+conf_check.restype = ctypes.c_int
+conf_check.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+status_name = torch_lib.tdm_status_name
+status_name.restype = ctypes.c_char_p
+status_name.argtypes = [ctypes.c_int]
+msg = ctypes.create_string_buffer(5120)
+assert conf_check(b"record=all,dump=out/%h-r%r.tdm,max_split_size=64MiB", msg, 5120) == 0, msg.value
+assert msg.value == b""
+st = conf_check(b"DUMP=x.tdm", msg, 5120)
+assert status_name(st) == b"TDM_BAD_CONFIG", status_name(st)
+assert msg.value.startswith(b"tidemark: TIDEMARK_CONF: unknown key 'DUMP' (did you mean 'dump'?"), msg.value
+assert conf_check(b"record=al", None, 0) != 0
 
 # Errors: bad names are ValueError, failing calls TidemarkError.
 for bad in (lambda: tidemark.tag("weights").__enter__(),
