@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `tidemark gate` end to end on recordings of the demo ($TRAIN_SIM): every
 # exit path (0 pass, 3 each gate failing, 2 bad input, 1 usage, 4 tool
-# error), the failure report (limit, peak, when, sites with stacks, at most
-# ~30 lines), JUnit XML (well-formed per python3's xml.etree, one testcase
+# error), the failure report (the verdict first: gate, figure, limit,
+# excess, file and device; then limit, peak, when, sites with stacks, at
+# most ~30 lines), JUnit XML (well-formed per python3's xml.etree, one testcase
 # per gate per file, escaped names) and GitHub annotation lines; and gates
 # on files `tidemark import` formats (an RMM log, a PyTorch pickle) read
 # directly.
@@ -49,10 +50,11 @@ lacks out "FAILED"
 
 # ---- each gate failing: exit 3 and the report ---------------------------------
 # block NAME: the detail block of a failure, from its heading to the blank line
-block() { sed -n "/^$1 FAILED on /,/^\$/p" "$work/out"; }
+block() { sed -n "/^$1 FAILED: /,/^\$/p" "$work/out"; }
 expect 3 "max-peak one byte under" -- "$TIDEMARK" gate --max-peak $((peak - 1)) "$small"
-grep -qE "^FAIL +max-peak +$small, device 0 \(sim0\): peak .* > limit " "$work/out" ||
-  fail "no FAIL line for max-peak"
+grep -qE "^max-peak FAILED: peak .* > limit .* \(1 B, 0\.0% over\)$" "$work/out" ||
+  fail "no verdict line for max-peak"
+has out "  on         $small, device 0 (sim0)"
 block max-peak >"$work/block"
 n=$(wc -l <"$work/block")
 [ "$n" -ge 8 ] && [ "$n" -le 31 ] || fail "max-peak report is $n lines (8..30 expected)"
@@ -74,25 +76,27 @@ block max-reserved >"$work/block"
 has block "over (reserved bytes)"; has block "top allocation sites live at the reserved peak"
 
 expect 3 "max-growth" -- "$TIDEMARK" gate --baseline "$small" --max-growth 10 "$big"
-grep -qE "^FAIL +max-growth +$big, device 0 \(sim0\): peak .*, baseline .*: \+[0-9.]+% > limit \+10.0%" \
-  "$work/out" || fail "no FAIL line for max-growth"
+grep -qE "^max-growth FAILED: peak .*, baseline .*: \+[0-9.]+% > limit \+10.0%" \
+  "$work/out" || fail "no verdict line for max-growth"
+has out "  on         $big, device 0 (sim0)"
 block max-growth >"$work/block"
 has block "  baseline   "; has block " in $small"; has block "limit +10.0%"
 has block "  what grew  tidemark diff $small $big"
 expect 0 "shrinking passes max-growth 0" -- "$TIDEMARK" gate --baseline "$big" --max-growth 0 "$small"
 
-# Several failures: every one gets a line, the worst code wins.
+# Several failures: the first in full, every other one a line, the worst
+# code wins.
 expect 3 "three gates fail on two files" -- "$TIDEMARK" gate --max-peak 1M --max-leak 1M "$small" "$big"
-[ "$(grep -c '^FAIL ' "$work/out")" -eq 4 ] || fail "4 FAIL lines expected"
-[ "$(grep -c ' FAILED on ' "$work/out")" -eq 1 ] || fail "the first failure only in full"
-has out "(3 more failures listed above)"
+[ "$(grep -c '^FAIL ' "$work/out")" -eq 3 ] || fail "3 FAIL lines expected after the verdict"
+[ "$(grep -c ' FAILED: ' "$work/out")" -eq 1 ] || fail "the first failure only in full"
+has out "gates: 0 passed, 4 failed"
 n=$(wc -l < "$work/out")
 [ "$n" -le 36 ] || fail "4 failures on 2 files print $n lines (status lines + about 30)"
 
 # --device
 expect 0 "--device 0" -- "$TIDEMARK" gate --device 0 --max-peak 1G "$small"
 expect 2 "--device no file has" -- "$TIDEMARK" gate --device 5 --max-peak 1G "$small"
-has out "no file has this device"
+has err "tidemark gate: $small has no device 5 (its devices: 0)"
 
 # ---- bad input: exit 2 (a failed gate still outranks it: 3) ---------------------
 expect 2 "missing file" -- "$TIDEMARK" gate --max-peak 1G "$work/none.tdm"
@@ -142,7 +146,7 @@ assert ok.get("classname") == "tidemark.a&b<c> \"q\"", ok.get("classname")
 f = by[(big, "max-peak")].find("failure")
 assert f is not None and f.get("type") == "max-peak"
 assert f.get("message").startswith("device 0: peak "), f.get("message")
-assert "max-peak FAILED on" in f.text and "train_sim.c:" in f.text and "when" in f.text
+assert "max-peak FAILED: " in f.text and "train_sim.c:" in f.text and "when" in f.text
 for name in ("max-peak", "max-leak"):
     e = [c for c in cases if c.get("file").endswith("none.tdm") and c.get("name") == name]
     assert len(e) == 1 and e[0].find("error") is not None, name
@@ -172,12 +176,12 @@ EOF
 expect 0 "rmm log, passing" -- "$TIDEMARK" gate --max-peak 4MiB --max-leak 1MiB "$work/rmm.csv"
 has out "peak 4.00 MiB <= limit 4.00 MiB"; has out "live at exit 1.00 MiB <= limit 1.00 MiB"
 expect 3 "rmm log, failing" -- "$TIDEMARK" gate --max-peak 3MiB "$work/rmm.csv"
-has out "max-peak FAILED on $work/rmm.csv"
+has out "  on         $work/rmm.csv, device 0"
 # A PyTorch snapshot pickle, as `tidemark export --format pytorch` writes it.
 if "$TIDEMARK" export --format pytorch -o "$work/small.pickle" "$small" >/dev/null 2>&1 &&
    [ -s "$work/small.pickle" ]; then
   expect 3 "pytorch pickle" -- "$TIDEMARK" gate --max-peak 1MiB "$work/small.pickle"
-  has out "max-peak FAILED on $work/small.pickle"
+  has out "  on         $work/small.pickle, device 0"
   expect 0 "pytorch pickle, as baseline" -- "$TIDEMARK" gate --baseline "$work/small.pickle" \
     --max-growth 1 "$small"
 else

@@ -131,7 +131,7 @@ lacks err "tidemark summary of"          # -q
 has err "gates: 3 passed, 0 failed"
 expect 3 "max-peak fails" -- "$TIDEMARK" run -o "$work/g2" --max-peak 1MiB --junit "$work/j.xml" \
   --github -- "$TRAIN_SIM" --steps 2 --hidden 512
-has err "max-peak FAILED on $work/g2/tidemark-"; has err "limit      1.00 MiB"
+has err "max-peak FAILED: peak "; has err "  on         $work/g2/tidemark-"; has err "limit      1.00 MiB"
 has err "top allocation sites live at the peak"; has err "train_sim.c:"
 grep -qE '^::error title=tidemark max-peak \(device 0\)::' "$work/out" || fail "no annotation on stdout"
 python3 - "$work/j.xml" <<'EOF' || fail "JUnit from run"

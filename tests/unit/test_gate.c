@@ -247,7 +247,7 @@ static void test_max_peak_each_device(void **state)
     assert_int_equal(d1->value, 5000);
     assert_int_equal(rep.passed, 1);
     assert_int_equal(rep.failed, 1);
-    assert_int_equal(tdm__gate_exit_code(&rep), TDM_EXIT_GATE_FAILED);
+    assert_int_equal(tdm__gate_exit_code(&o, &rep), TDM_EXIT_GATE_FAILED);
     tdm__gate_report_free(&rep);
 
     o.max_peak = 1449; /* one byte less fails device 0 too */
@@ -264,7 +264,7 @@ static void test_max_peak_each_device(void **state)
     rep = eval(&o, &l.in, 1, NULL);
     assert_int_equal(rep.failed, 0);
     assert_int_equal(rep.passed, 2);
-    assert_int_equal(tdm__gate_exit_code(&rep), TDM_EXIT_OK);
+    assert_int_equal(tdm__gate_exit_code(&o, &rep), TDM_EXIT_OK);
     tdm__gate_report_free(&rep);
     unload(&l);
 }
@@ -350,7 +350,7 @@ static void test_growth_over_baseline(void **state)
     tdm_input broken = {.path = "gone.tdm", .error = "missing"};
     rep = eval(&o, &cur.in, 1, &broken);
     assert_int_equal(rep.results[0].status, TDM_GATE_ERROR);
-    assert_int_equal(tdm__gate_exit_code(&rep), TDM_EXIT_BAD_INPUT);
+    assert_int_equal(tdm__gate_exit_code(&o, &rep), TDM_EXIT_BAD_INPUT);
     tdm__gate_report_free(&rep);
     unload(&base);
     unload(&cur);
@@ -373,25 +373,102 @@ static void test_missing_device_and_unreadable_file(void **state)
     tdm__gate_options_init(&o);
     o.enabled = 1u << TDM_GATE_MAX_PEAK | 1u << TDM_GATE_MAX_LEAK;
     o.max_peak = o.max_leak = 1u << 20;
-    o.device = 1; /* only two.tdm has it: one.tdm is skipped */
+    o.device = 1; /* only two.tdm has it: one.tdm is an error, not a skip */
     tdm_gate_report rep = eval(&o, in, 3, NULL);
     assert_int_equal(rep.count, 6);
     assert_int_equal(find(&rep, 0, TDM_GATE_MAX_PEAK, 1)->status, TDM_GATE_PASS);
-    assert_int_equal(find(&rep, 1, TDM_GATE_MAX_PEAK, 1)->status, TDM_GATE_SKIP);
+    assert_int_equal(find(&rep, 1, TDM_GATE_MAX_PEAK, 1)->status, TDM_GATE_ERROR);
+    assert_string_equal(find(&rep, 1, TDM_GATE_MAX_PEAK, 1)->note, "this file has no such device");
     assert_int_equal(find(&rep, 2, TDM_GATE_MAX_PEAK, 1)->status, TDM_GATE_ERROR);
-    assert_int_equal(rep.skipped, 2);
-    assert_int_equal(rep.errors, 2);
-    assert_int_equal(tdm__gate_exit_code(&rep), TDM_EXIT_BAD_INPUT);
+    assert_int_equal(rep.skipped, 0);
+    assert_int_equal(rep.errors, 4);
+    assert_int_equal(tdm__gate_exit_code(&o, &rep), TDM_EXIT_BAD_INPUT);
     tdm__gate_report_free(&rep);
+    /* Said as input.h says it (one line on stderr), exit 2; the file that
+     * has the device and the unreadable one pass this check. */
+    assert_int_equal(tdm__gate_check_devices("test", &o, in, 3), TDM_EXIT_BAD_INPUT);
+    assert_int_equal(tdm__gate_check_devices("test", &o, in, 1), TDM_EXIT_OK);
+    o.device = -1;
+    assert_int_equal(tdm__gate_check_devices("test", &o, in, 3), TDM_EXIT_OK);
 
     o.device = 7; /* no file has it: a mistake, not a pass */
     rep = eval(&o, in, 2, NULL);
     assert_int_equal(rep.errors, 4);
     assert_int_equal(rep.passed + rep.skipped, 0);
-    assert_string_equal(rep.results[0].note, "no file has this device");
+    assert_string_equal(rep.results[0].note, "this file has no such device");
     tdm__gate_report_free(&rep);
     unload(&a);
     unload(&b);
+}
+
+/* A file that records no device memory used measures nothing: SKIP, and
+ * when nothing at all was measured, exit 5 unless --allow-empty. */
+static void test_nothing_measured(void **state)
+{
+    (void)state;
+    loaded used, empty, none;
+    tsnap *tu = tsnap_new(0x400000, 0);
+    add_device(tu, 0);
+    alloc_pt(tu, 0, 0x1000, 10, 1);
+    load(&used, tu, "used.tdm");
+    tsnap *te = tsnap_new(0x400000, 0);
+    add_device(te, 0); /* a device, never allocated on */
+    load(&empty, te, "empty.tdm");
+    tsnap *tn = tsnap_new(0x400000, 0); /* no device at all */
+    load(&none, tn, "none.tdm");
+    assert_false(tdm__gate_input_empty(&used.in));
+    assert_true(tdm__gate_input_empty(&empty.in));
+    assert_true(tdm__gate_input_empty(&none.in));
+
+    tdm_gate_options o;
+    tdm__gate_options_init(&o);
+    o.enabled = 1u << TDM_GATE_MAX_PEAK | 1u << TDM_GATE_MAX_LEAK;
+    o.max_peak = o.max_leak = 1u << 20;
+    tdm_input two[2] = {empty.in, none.in};
+    tdm_gate_report rep = eval(&o, two, 2, NULL);
+    assert_int_equal(rep.count, 4);
+    assert_int_equal(rep.skipped, 4);
+    assert_string_equal(find(&rep, 0, TDM_GATE_MAX_PEAK, -1)->note,
+                        "no device memory used in this file");
+    assert_string_equal(find(&rep, 1, TDM_GATE_MAX_PEAK, -1)->note, "this file has no devices");
+    assert_true(tdm__gate_nothing_measured(&rep));
+    assert_int_equal(tdm__gate_exit_code(&o, &rep), TDM_EXIT_NOTHING_MEASURED);
+    o.allow_empty = 1;
+    assert_int_equal(tdm__gate_exit_code(&o, &rep), TDM_EXIT_OK);
+    o.allow_empty = 0;
+    tdm__gate_report_free(&rep);
+
+    /* No file at all measures nothing too. */
+    rep = eval(&o, two, 0, NULL);
+    assert_int_equal(tdm__gate_exit_code(&o, &rep), TDM_EXIT_NOTHING_MEASURED);
+    tdm__gate_report_free(&rep);
+
+    /* One file measured is enough. */
+    tdm_input three[3] = {empty.in, used.in, none.in};
+    rep = eval(&o, three, 3, NULL);
+    assert_int_equal(rep.passed, 2);
+    assert_false(tdm__gate_nothing_measured(&rep));
+    assert_int_equal(tdm__gate_exit_code(&o, &rep), TDM_EXIT_OK);
+    tdm__gate_report_free(&rep);
+
+    /* --device 0 on the empty file: it has the device, used none of it. */
+    o.device = 0;
+    rep = eval(&o, &empty.in, 1, NULL);
+    assert_int_equal(rep.skipped, 2);
+    tdm__gate_report_free(&rep);
+
+    /* Ranking: 4 > 3 > 2 > 5 > 0. */
+    assert_int_equal(tdm__gate_exit_worse(TDM_EXIT_NOTHING_MEASURED, TDM_EXIT_OK),
+                     TDM_EXIT_NOTHING_MEASURED);
+    assert_int_equal(tdm__gate_exit_worse(TDM_EXIT_NOTHING_MEASURED, TDM_EXIT_BAD_INPUT),
+                     TDM_EXIT_BAD_INPUT);
+    assert_int_equal(tdm__gate_exit_worse(TDM_EXIT_GATE_FAILED, TDM_EXIT_NOTHING_MEASURED),
+                     TDM_EXIT_GATE_FAILED);
+    assert_int_equal(tdm__gate_exit_worse(TDM_EXIT_GATE_FAILED, TDM_EXIT_TOOL_ERROR),
+                     TDM_EXIT_TOOL_ERROR);
+    unload(&used);
+    unload(&empty);
+    unload(&none);
 }
 
 static void test_state_only_snapshot(void **state)
@@ -473,7 +550,10 @@ static void test_failure_report(void **state)
     tdm_gate_report rep = eval(&o, &l.in, 1, NULL);
     char *text = render_failure(&o, &l.in, &rep.results[0]);
     assert_true(count_lines(text) <= 30);
-    assert_non_null(strstr(text, "max-peak FAILED on a.tdm, device 0 (sim0)"));
+    /* The verdict first: gate, figure, limit, excess; then where. */
+    static const char verdict[] = "max-peak FAILED: peak 1.42 KiB > limit 1000 B (450 B, 45.0% "
+                                  "over)\n  on         a.tdm, device 0 (sim0)\n";
+    assert_true(strncmp(text, verdict, sizeof verdict - 1) == 0);
     assert_non_null(strstr(text, "limit      1000 B"));
     assert_non_null(strstr(text, "peak       1.42 KiB (1450 B), 450 B (45.0%) over"));
     char when[64];
@@ -497,6 +577,53 @@ static void test_failure_report(void **state)
     assert_null(strstr(text, "make_activation"));
     assert_null(strstr(text, "forward (train.c"));
     assert_non_null(strstr(text, "... 2 more sites"));
+    free(text);
+    tdm__gate_report_free(&rep);
+    unload(&l);
+}
+
+/* The whole report: the first failure in full first, then the other
+ * failures one line each, passes only counted. */
+static void test_report_verdict_first(void **state)
+{
+    (void)state;
+    loaded l;
+    tsnap *t = tsnap_new(0x400000, 0);
+    standard(t, 1, 1);
+    load(&l, t, "a.tdm");
+    tdm_gate_options o;
+    tdm__gate_options_init(&o);
+    o.enabled = 1u << TDM_GATE_MAX_PEAK | 1u << TDM_GATE_MAX_LEAK;
+    o.max_peak = 2000; /* device 0 passes, device 1 fails */
+    o.max_leak = 0;    /* fails where anything is live at the end */
+    tdm_gate_report rep = eval(&o, &l.in, 1, NULL);
+    assert_true(rep.failed >= 2);
+    assert_true(rep.passed >= 1);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_int_equal(tdm__gate_print(f, &o, &l.in, &rep), TDM_OK);
+    fclose(f);
+    assert_true(strncmp(text, "max-peak FAILED: peak 4.88 KiB > limit 1.95 KiB", 47) == 0);
+    assert_non_null(strstr(text, "\n  on         a.tdm, device 1 (sim1)\n"));
+    assert_null(strstr(text, "PASS "));
+    assert_null(strstr(text, "FAIL  max-peak")); /* the first is the verdict, not a line */
+    const char *leak = strstr(text, "\nFAIL  max-leak     a.tdm, device ");
+    const char *sites = strstr(text, "make_temp (train.c:102)");
+    assert_true(leak && sites && sites < leak);
+    assert_int_equal(count_lines(text) - count_lines(strstr(text, "\ngates: ") + 1),
+                     count_lines(text) - 1);
+    free(text);
+
+    /* Nothing failed: one line per result. */
+    o.max_peak = o.max_leak = 1u << 30;
+    tdm__gate_report_free(&rep);
+    rep = eval(&o, &l.in, 1, NULL);
+    f = open_memstream(&text, &len);
+    assert_int_equal(tdm__gate_print(f, &o, &l.in, &rep), TDM_OK);
+    fclose(f);
+    assert_int_equal(count_lines(text), rep.count + 1);
+    assert_true(strncmp(text, "PASS  max-peak     a.tdm, device 0 (sim0): ", 43) == 0);
     free(text);
     tdm__gate_report_free(&rep);
     unload(&l);
@@ -689,6 +816,8 @@ int main(void)
         cmocka_unit_test(test_growth_over_baseline),
         cmocka_unit_test(test_missing_device_and_unreadable_file),
         cmocka_unit_test(test_state_only_snapshot),
+        cmocka_unit_test(test_nothing_measured),
+        cmocka_unit_test(test_report_verdict_first),
         cmocka_unit_test(test_failure_report),
         cmocka_unit_test(test_github_lines),
         cmocka_unit_test(test_xml_escape),

@@ -5,11 +5,15 @@
  * stands for its .tdm files, and the files of a multi-rank job are checked
  * in rank order (ranks.h), each line naming the rank and host.
  *
+ * The report leads with the verdict when a gate failed (gate_text.c).
+ *
  * Exit codes: 0 every gate passed; 3 one failed; 2 a file (or the
- * baseline) is missing, corrupt or truncated, or a figure could not be
- * measured from it; 1 usage; 4 tidemark failed (out of memory, cannot
- * write the JUnit file).  A failed gate outranks bad input, so a CI job
- * that must not regress still sees 3.  No state, no locks.
+ * baseline) is missing, corrupt or truncated, a figure could not be
+ * measured from it, or it lacks the --device asked for; 5 nothing was
+ * measured (every file records no device memory used) and no
+ * --allow-empty; 1 usage; 4 tidemark failed (out of memory, cannot
+ * write the JUnit file).  4 outranks 3, 3 outranks 2, 2 outranks 5 (so a
+ * CI job that must not regress still sees 3).  No state, no locks.
  */
 #include "cli.h"
 #include "load.h"
@@ -36,9 +40,12 @@ void tdm__cli_gate_help(FILE *out)
     tdm__gate_options_help(out);
     fputs("  -h, --help             this text\n"
           "\n"
-          "At least one gate is needed.  Exit codes: 0 all gates passed, 1 usage error,\n"
-          "2 a file missing, unreadable, corrupt or truncated (or a figure it cannot\n"
-          "give), 3 a gate failed (outranks 2), 4 internal error.  See docs/ci.md.\n",
+          "At least one gate is needed.  When one fails, the report opens with the\n"
+          "verdict.  Exit codes: 0 all gates passed, 1 usage error, 2 a file missing,\n"
+          "unreadable, corrupt or truncated (or a figure it cannot give, or without\n"
+          "the --device asked for), 3 a gate failed (outranks 2), 4 internal error,\n"
+          "5 nothing measured (no file records device memory used; --allow-empty\n"
+          "passes).  See docs/ci.md.\n",
           out);
 }
 
@@ -97,20 +104,31 @@ int tdm__cli_gate(int argc, char **argv)
         rc = tdm__exit_worse(rc, tdm__input_load("gate", paths.paths[i], &inputs[i]));
     /* Results in rank order; files without ranks keep the given order. */
     tdm_status st = tdm__ranks_sort_inputs(inputs, n);
+    if (st == TDM_OK)
+        rc = tdm__exit_worse(rc, tdm__gate_check_devices("gate", &o, inputs, n));
 
     tdm_gate_report rep;
     if (st == TDM_OK)
         st = tdm__gate_evaluate(&o, inputs, n, o.baseline ? &baseline : NULL, &rep);
     if (st == TDM_OK) {
-        st = tdm__gate_print(stdout, &o, inputs, &rep);
+        const char *then = o.allow_empty ? "; passing, as --allow-empty asks"
+                                         : "; exit 5 (--allow-empty passes it)";
+        if (tdm__gate_nothing_measured(&rep) && n == 1)
+            fprintf(stderr, "tidemark gate: nothing measured: %s records no device memory "
+                            "used%s\n", inputs[0].path, then);
+        else if (tdm__gate_nothing_measured(&rep))
+            fprintf(stderr, "tidemark gate: nothing measured: none of the %zu files records "
+                            "device memory used%s\n", n, then);
+        else
+            st = tdm__gate_print(stdout, &o, inputs, &rep);
         if (st == TDM_OK && o.github)
             tdm__gate_print_github(stdout, inputs, &rep);
         if (st == TDM_OK && o.junit) {
             st = tdm__junit_write("gate", o.junit, "tidemark gate", 0.0, &o, inputs, n, &rep);
             if (st == TDM_IO_ERROR) /* already explained */
-                rc = tdm__exit_worse(rc, TDM_EXIT_TOOL_ERROR), st = TDM_OK;
+                rc = tdm__gate_exit_worse(rc, TDM_EXIT_TOOL_ERROR), st = TDM_OK;
         }
-        rc = tdm__exit_worse(rc, tdm__gate_exit_code(&rep));
+        rc = tdm__gate_exit_worse(rc, tdm__gate_exit_code(&o, &rep));
         tdm__gate_report_free(&rep);
     }
     if (st != TDM_OK) {

@@ -1,14 +1,11 @@
 /* viewer-export/gate/gate.c: memory gates (gate.h): the options `tidemark gate`
  * and `tidemark run` share, the evaluation of every gate on every device
- * of every input, the text report and GitHub annotation lines; and the
- * input loader and site helpers that `tidemark diff` uses too.
+ * of every input, and the exit code the results call for.
  *
  * Every figure comes from the analysis model (model.h): peaks, reserved
- * bytes and bytes live at the end are never re-derived here.  JUnit XML
- * and GitHub annotations are written by junit.c.  A failure's
- * detail block stays within about 30 lines: 5 lines of figures, then the
- * top sites (5 by default) with their 3 innermost frames.  No state, no
- * locks.
+ * bytes and bytes live at the end are never re-derived here.  The text
+ * report is gate_text.c's; JUnit XML and GitHub annotations are written
+ * by junit.c.  No state, no locks.
  */
 #include "gate.h"
 #include "input.h"
@@ -16,22 +13,12 @@
 #include "format_size.h"
 #include "ranks.h"
 
+#include <ctype.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define S_FMT TDM_FMT_LEN
-/* Failures shown in full; later ones keep their one status line.  One, so
- * that a failing run prints about 30 lines whatever else failed with it
- * (beyond the status lines, one per gate per device per file). */
-#define DETAILED_FAILURES 1
-
-static const char *str_or(const char *s, const char *fallback)
-{
-    return s && s[0] ? s : fallback;
-}
 
 /* ---- options ------------------------------------------------------------ */
 
@@ -51,12 +38,26 @@ void tdm__gate_options_init(tdm_gate_options *o)
     o->frames = 3;
 }
 
+/* Below this, a size without a unit is more likely a forgotten unit
+ * than a byte count: said back with a warning. */
+#define UNITLESS_WARN_BELOW (UINT64_C(1) << 20)
+
 static int parse_limit(const char *cmd, const char *opt, const char *arg, uint64_t *v)
 {
     if (tdm__parse_size(arg, v) != TDM_OK || *v > (uint64_t)INT64_MAX) {
         fprintf(stderr, "tidemark %s: %s needs a size such as 12GiB, 512M or 1048576, "
                         "not '%s'\n", cmd, opt, arg);
         return -1;
+    }
+    /* "12": read as 12 B, as documented, but say so: 12GiB was likely
+     * meant (or MiB, the unit nvidia-smi prints, for a number in the
+     * thousands).  0 is 0 in every unit; "12B" says bytes outright. */
+    const char *end = arg + strlen(arg);
+    while (end > arg && isspace((unsigned char)end[-1]))
+        end--;
+    if (end > arg && isdigit((unsigned char)end[-1]) && *v && *v < UNITLESS_WARN_BELOW) {
+        fprintf(stderr, "tidemark %s: %s %s has no unit: read as %" PRIu64 " B (did you mean "
+                        "%" PRIu64 "%s?)\n", cmd, opt, arg, *v, *v, *v < 1024 ? "GiB" : "MiB");
     }
     return 0;
 }
@@ -121,6 +122,9 @@ int tdm__gate_option(const char *cmd, int code, const char *arg, tdm_gate_option
     case TDM_GATE_OPT_GITHUB:
         o->github = 1;
         return 1;
+    case TDM_GATE_OPT_ALLOW_EMPTY:
+        o->allow_empty = 1;
+        return 1;
     default:
         return 0;
     }
@@ -150,7 +154,12 @@ void tdm__gate_options_help(FILE *out)
           "  --baseline FILE --max-growth PCT\n"
           "                         peak at most PCT percent above FILE's peak on the\n"
           "                         same device\n"
-          "  --device N             check only the device with ordinal N\n"
+          "  --device N             check only the device with ordinal N (a file without\n"
+          "                         it is an error, exit 2)\n"
+          "  --allow-empty          pass when nothing was measured (every file records\n"
+          "                         no device memory used); without it, exit 5\n"
+          "  (a SIZE without a unit is bytes; one under 1 MiB, other than 0, is said\n"
+          "  back with a warning: write 12GiB, or 12B for bytes)\n"
           "reporting:\n"
           "  --top N                allocation sites shown per failure (default 5)\n"
           "  --frames N             frames shown per site (default 3)\n"
@@ -289,12 +298,37 @@ static int push(tdm_gate_report *rep, size_t *cap, const tdm_gate_result *r)
     return 0;
 }
 
+int tdm__gate_input_empty(const tdm_input *in)
+{
+    const tdm_model *m = in->model;
+    if (!m || m->alloc_count || in->snap->segment_count)
+        return 0;
+    /* Known to be empty, not merely unread (a file cut before its events
+     * and its final state says nothing: its gates are errors). */
+    int known = m->state_known || in->snap->event_count > 0;
+    for (size_t d = 0; d < m->device_count; d++) {
+        const tdm_stats *st = m->devices[d].stats;
+        if (st && (st->allocated_bytes.peak > 0 || st->reserved_bytes.peak > 0))
+            return 0;
+        known |= st != NULL;
+    }
+    return known;
+}
+
+int tdm__gate_check_devices(const char *cmd, const tdm_gate_options *o,
+                            const tdm_input *inputs, size_t input_count)
+{
+    int rc = TDM_EXIT_OK;
+    for (size_t f = 0; f < input_count; f++)
+        rc = tdm__exit_worse(rc, tdm__input_check_device(cmd, &inputs[f], o->device));
+    return rc;
+}
+
 tdm_status tdm__gate_evaluate(const tdm_gate_options *o, const tdm_input *inputs,
                               size_t input_count, const tdm_input *baseline,
                               tdm_gate_report *rep)
 {
     size_t cap = 0;
-    int device_seen = 0;
     memset(rep, 0, sizeof *rep);
     for (size_t f = 0; f < input_count; f++) {
         const tdm_input *in = &inputs[f];
@@ -313,21 +347,25 @@ tdm_status tdm__gate_evaluate(const tdm_gate_options *o, const tdm_input *inputs
             if (o->device >= 0) {
                 r.dev_index = tdm__model_device_index(in->model, o->device);
                 if (r.dev_index < 0) {
-                    r.status = TDM_GATE_SKIP;
+                    r.status = TDM_GATE_ERROR;
                     r.note = "this file has no such device";
+                } else if (tdm__gate_input_empty(in)) {
+                    r.status = TDM_GATE_SKIP;
+                    r.note = "no device memory used in this file";
                 } else {
-                    device_seen = 1;
                     judge(o, baseline, in, &r);
                 }
                 if (push(rep, &cap, &r))
                     goto oom;
                 continue;
             }
-            if (in->model->device_count == 0) {
+            if (in->model->device_count == 0 || tdm__gate_input_empty(in)) {
                 r.status = TDM_GATE_SKIP;
-                r.note = "this file has no devices";
+                r.note = in->model->device_count ? "no device memory used in this file"
+                                                 : "this file has no devices";
                 if (push(rep, &cap, &r))
                     goto oom;
+                continue;
             }
             for (size_t d = 0; d < in->model->device_count; d++) {
                 tdm_gate_result one = r;
@@ -339,13 +377,8 @@ tdm_status tdm__gate_evaluate(const tdm_gate_options *o, const tdm_input *inputs
             }
         }
     }
-    /* --device N that no file has is a mistake, not a pass. */
     for (size_t i = 0; i < rep->count; i++) {
-        tdm_gate_result *r = &rep->results[i];
-        if (o->device >= 0 && !device_seen && r->status == TDM_GATE_SKIP) {
-            r->status = TDM_GATE_ERROR;
-            r->note = "no file has this device";
-        }
+        const tdm_gate_result *r = &rep->results[i];
         switch (r->status) {
         case TDM_GATE_PASS: rep->passed++; break;
         case TDM_GATE_SKIP: rep->skipped++; break;
@@ -365,219 +398,18 @@ void tdm__gate_report_free(tdm_gate_report *report)
     memset(report, 0, sizeof *report);
 }
 
-int tdm__gate_exit_code(const tdm_gate_report *report)
+int tdm__gate_nothing_measured(const tdm_gate_report *report)
+{
+    return report->passed + report->failed + report->errors == 0;
+}
+
+int tdm__gate_exit_code(const tdm_gate_options *o, const tdm_gate_report *report)
 {
     if (report->failed)
         return TDM_EXIT_GATE_FAILED;
     if (report->errors)
         return TDM_EXIT_BAD_INPUT;
+    if (tdm__gate_nothing_measured(report) && !o->allow_empty)
+        return TDM_EXIT_NOTHING_MEASURED;
     return TDM_EXIT_OK;
-}
-
-/* ---- text --------------------------------------------------------------- */
-
-static const char *figure_name(const tdm_gate_result *r)
-{
-    switch (r->kind) {
-    case TDM_GATE_MAX_RESERVED: return r->from_stats ? "reserved peak (allocator stats)"
-                                                     : "reserved peak";
-    case TDM_GATE_MAX_LEAK: return "live at exit";
-    default: return r->from_stats ? "peak (allocator stats)" : "peak";
-    }
-}
-
-void tdm__gate_headline(char *buf, size_t len, const tdm_gate_result *r)
-{
-    char a[S_FMT], b[S_FMT], c[S_FMT];
-    if (r->status == TDM_GATE_ERROR || r->status == TDM_GATE_SKIP) {
-        snprintf(buf, len, "%s", r->note ? r->note : "not checked");
-        return;
-    }
-    tdm__fmt_sbytes(a, sizeof a, r->value);
-    if (r->kind == TDM_GATE_MAX_GROWTH) {
-        tdm__fmt_sbytes(b, sizeof b, r->limit);
-        if (isinf(r->growth))
-            snprintf(buf, len, "peak %s, baseline %s: new memory on this device", a, b);
-        else
-            snprintf(buf, len, "peak %s, baseline %s: %+.1f%% %s limit %+.1f%%", a, b,
-                     r->growth, r->status == TDM_GATE_FAIL ? ">" : "<=", r->growth_limit);
-        return;
-    }
-    tdm__fmt_sbytes(b, sizeof b, r->limit);
-    if (r->status == TDM_GATE_FAIL) {
-        double over = r->limit ? 100.0 * (double)(r->value - r->limit) / (double)r->limit : 0;
-        tdm__fmt_sbytes(c, sizeof c, r->value - r->limit);
-        if (r->limit)
-            snprintf(buf, len, "%s %s > limit %s (%s, %.1f%% over)", figure_name(r), a, b, c,
-                     over);
-        else
-            snprintf(buf, len, "%s %s > limit %s", figure_name(r), a, b);
-    } else {
-        snprintf(buf, len, "%s %s <= limit %s", figure_name(r), a, b);
-    }
-}
-
-/* "+1.234 s (event 56), step 3, phase backward", or when the figure has
- * no moment of its own, what it stands for. */
-void tdm__gate_when(char *buf, size_t len, const tdm_input *in,
-                    const tdm_gate_result *r)
-{
-    const tdm_snap *s = in->snap;
-    const tdm_model *m = in->model;
-    char t[S_FMT], pbuf[32];
-    uint64_t origin = s->header.start_time_us ? s->header.start_time_us * 1000u
-                                              : m->window_start_ns;
-    if (r->from_stats) {
-        snprintf(buf, len, "unknown: no history in the file (record=state); "
-                           "sites are those live at exit");
-        return;
-    }
-    if (r->at_end) {
-        if (s->header.dump_time_us && s->header.dump_time_us >= s->header.start_time_us &&
-            s->header.start_time_us)
-            snprintf(buf, len, "at exit, when the snapshot was taken (%s)",
-                     tdm__fmt_offset(t, sizeof t,
-                                     (int64_t)(s->header.dump_time_us -
-                                               s->header.start_time_us) * 1000));
-        else
-            snprintf(buf, len, "at exit, when the snapshot was taken");
-        return;
-    }
-    if (r->at_seq < 0 || (size_t)r->at_seq >= s->event_count) {
-        snprintf(buf, len, "the start of the recorded history");
-        return;
-    }
-    const tdm_event *e = &s->events[r->at_seq];
-    int n = snprintf(buf, len, "%s (event %" PRId64 ")",
-                     tdm__fmt_offset(t, sizeof t, (int64_t)(e->time_ns - origin)), r->at_seq);
-    if (n < 0 || (size_t)n >= len)
-        return;
-    if (e->step)
-        n += snprintf(buf + n, len - (size_t)n, ", step %u", e->step);
-    else
-        n += snprintf(buf + n, len - (size_t)n, ", before step 1");
-    if (e->phase && (size_t)n < len)
-        snprintf(buf + n, len - (size_t)n, ", phase %s",
-                 tdm__model_phase_name(m, e->phase, pbuf, sizeof pbuf));
-}
-
-static const char *status_word(tdm_gate_status s)
-{
-    static const char *const w[] = {"PASS", "SKIP", "FAIL", "ERROR"};
-    return (unsigned)s < 4 ? w[s] : "?";
-}
-
-static void device_label(char *buf, size_t len, const tdm_input *in,
-                         const tdm_gate_result *r)
-{
-    if (r->dev_index >= 0 && in->model)
-        snprintf(buf, len, "device %d (%s)", r->device,
-                 str_or(in->model->devices[r->dev_index].name,
-                        str_or(in->model->devices[r->dev_index].vendor, "?")));
-    else if (r->device >= 0)
-        snprintf(buf, len, "device %d", r->device);
-    else
-        snprintf(buf, len, "every device");
-}
-
-tdm_status tdm__gate_print_failure(FILE *out, const tdm_gate_options *o,
-                                   const tdm_input *in, const tdm_gate_result *r)
-{
-    char a[S_FMT], b[S_FMT], dev[96], when[192], rank[320];
-    device_label(dev, sizeof dev, in, r);
-    tdm__ranks_label(rank, sizeof rank, in->snap);
-    fprintf(out, "%s FAILED on %s%s%s%s, %s\n", tdm__gate_kind_name(r->kind), in->path,
-            rank[0] ? " (" : "", rank, rank[0] ? ")" : "", dev);
-    if (r->kind == TDM_GATE_MAX_GROWTH) {
-        fprintf(out, "  baseline   %s%s%s\n", tdm__fmt_bytes_exact(a, sizeof a, (uint64_t)r->limit),
-                r->limit ? " in " : " (nothing on this device) in ",
-                o->baseline ? o->baseline : "the baseline");
-        if (isinf(r->growth))
-            fprintf(out, "  peak       %s: new memory; limit %+.1f%%\n",
-                    tdm__fmt_bytes_exact(b, sizeof b, (uint64_t)r->value), r->growth_limit);
-        else
-            fprintf(out, "  peak       %s: %+.1f%%, limit %+.1f%%\n",
-                    tdm__fmt_bytes_exact(b, sizeof b, (uint64_t)r->value), r->growth,
-                    r->growth_limit);
-    } else {
-        fprintf(out, "  limit      %s\n", tdm__fmt_bytes_exact(a, sizeof a, (uint64_t)r->limit));
-        tdm__fmt_sbytes(b, sizeof b, r->value - r->limit);
-        fprintf(out, "  %-10s %s, %s", r->kind == TDM_GATE_MAX_LEAK ? "live" : "peak",
-                tdm__fmt_bytes_exact(a, sizeof a, (uint64_t)r->value), b);
-        if (r->limit)
-            fprintf(out, " (%.1f%%)", 100.0 * (double)(r->value - r->limit) / (double)r->limit);
-        fprintf(out, " over%s\n", r->kind == TDM_GATE_MAX_RESERVED ? " (reserved bytes)" : "");
-    }
-    tdm__gate_when(when, sizeof when, in, r);
-    fprintf(out, "  when       %s\n", when);
-    if (r->kind == TDM_GATE_MAX_GROWTH && o->baseline)
-        fprintf(out, "  what grew  tidemark diff %s %s\n", o->baseline, in->path);
-
-    tdm_model_site *sites;
-    size_t n, live = 0;
-    uint64_t total = 0;
-    tdm_status st = tdm__model_sites_at(in->model, (size_t)r->dev_index, r->at_seq, &sites, &n);
-    if (st != TDM_OK)
-        return st;
-    while (live < n && sites[live].live_bytes)
-        total += sites[live++].live_bytes;
-    if (live && o->top) {
-        fprintf(out, "  top allocation sites live %s (%zu site%s):\n",
-                r->at_end ? "at exit" : r->kind == TDM_GATE_MAX_RESERVED
-                                            ? "at the reserved peak" : "at the peak",
-                live, live == 1 ? "" : "s");
-        for (size_t i = 0; i < live && i < o->top; i++) {
-            char count[24];
-            snprintf(count, sizeof count, "x%" PRIu64, sites[i].live_count);
-            fprintf(out, "  %10s %5.1f%% %7s  ", tdm__fmt_bytes(a, sizeof a, sites[i].live_bytes),
-                    100.0 * (double)sites[i].live_bytes / (double)total, count);
-            tdm__site_print_frames(out, in->snap, sites[i].stack_id, o->frames ? o->frames : 1,
-                                   29);
-        }
-        if (live > o->top)
-            fprintf(out, "  ... %zu more site%s\n", live - o->top,
-                    live - o->top == 1 ? "" : "s");
-    } else if (!live) {
-        fprintf(out, "  (no allocation live there)\n");
-    }
-    free(sites);
-    return TDM_OK;
-}
-
-tdm_status tdm__gate_print(FILE *out, const tdm_gate_options *o, const tdm_input *inputs,
-                           const tdm_gate_report *rep)
-{
-    char head[256], dev[96], rank[320];
-    for (size_t i = 0; i < rep->count; i++) {
-        const tdm_gate_result *r = &rep->results[i];
-        tdm__gate_headline(head, sizeof head, r);
-        device_label(dev, sizeof dev, &inputs[r->file], r);
-        /* A file of a multi-rank job is named by its rank and host too. */
-        tdm__ranks_label(rank, sizeof rank, inputs[r->file].snap);
-        fprintf(out, "%-5s %-12s %s, %s%s%s: %s\n", status_word(r->status),
-                tdm__gate_kind_name(r->kind), inputs[r->file].path, rank,
-                rank[0] ? ", " : "", dev, head);
-    }
-    size_t shown = 0;
-    for (size_t i = 0; i < rep->count; i++) {
-        const tdm_gate_result *r = &rep->results[i];
-        if (r->status != TDM_GATE_FAIL)
-            continue;
-        if (shown++ == DETAILED_FAILURES) {
-            fprintf(out, "\n(%zu more failure%s listed above)\n", rep->failed - DETAILED_FAILURES,
-                    rep->failed - DETAILED_FAILURES == 1 ? "" : "s");
-            break;
-        }
-        fputc('\n', out);
-        tdm_status st = tdm__gate_print_failure(out, o, &inputs[r->file], r);
-        if (st != TDM_OK)
-            return st;
-    }
-    fprintf(out, "%sgates: %zu passed, %zu failed", shown ? "\n" : "", rep->passed, rep->failed);
-    if (rep->errors)
-        fprintf(out, ", %zu could not be checked", rep->errors);
-    if (rep->skipped)
-        fprintf(out, ", %zu skipped", rep->skipped);
-    fputc('\n', out);
-    return TDM_OK;
 }

@@ -15,11 +15,20 @@
  *                 same device ordinal, in percent.
  * A figure above its limit fails the gate; equal passes.
  *
+ * Nothing measured is no pass.  A file that records no device memory used
+ * (no allocation, no segment, no allocator figure above zero: the program
+ * never touched a device) gives SKIP results, and so does a file with no
+ * device; when every result is a SKIP the verdict is "nothing measured",
+ * exit TDM_EXIT_NOTHING_MEASURED, unless --allow-empty.  A --device N
+ * that a file lacks is an ERROR (bad input), said the way input.h says it.
+ *
  * Results are kept per (file, gate, device); the renderers group them:
- * the text report (one line per result, at most about 30 lines of detail
- * per failure: limit, value, when, top sites with short stacks), JUnit XML
- * (junit.c: one testcase per gate per file) and GitHub Actions annotation
- * lines.  No state, no locks.
+ * the text report (gate_text.c: when something failed, the verdict first:
+ * the first failure in full, in at most about 30 lines: gate, figure,
+ * limit, excess, file and device, when, top sites with short stacks; then
+ * one line per other failure or error; else one line per result), JUnit
+ * XML (junit.c: one testcase per gate per file) and GitHub Actions
+ * annotation lines.  No state, no locks.
  */
 #ifndef TDM_VIEWER_GATE_H
 #define TDM_VIEWER_GATE_H
@@ -33,6 +42,19 @@
 #include "model.h"
 #include "input.h"
 #include "sites.h"
+
+/* Exit code of a gate that measured nothing (every file empty, or no
+ * snapshot for `tidemark run`), next to input.h's TDM_EXIT_* codes. */
+enum { TDM_EXIT_NOTHING_MEASURED = 5 };
+
+/* The worse of two gate-command exit codes: tool error (4) over a failed
+ * gate (3) over bad input (2) over nothing measured (5) over success. */
+static inline int tdm__gate_exit_worse(int a, int b)
+{
+    int ra = a == TDM_EXIT_NOTHING_MEASURED ? 1 : a ? a + 1 : 0;
+    int rb = b == TDM_EXIT_NOTHING_MEASURED ? 1 : b ? b + 1 : 0;
+    return ra >= rb ? a : b;
+}
 
 /* ---- options ------------------------------------------------------------ */
 
@@ -59,6 +81,7 @@ typedef struct tdm_gate_options {
     unsigned frames;           /* frames per site (default 3) */
     const char *junit;         /* JUnit XML output path, or NULL */
     int github;                /* print GitHub Actions annotation lines */
+    int allow_empty;           /* nothing measured passes (--allow-empty) */
 } tdm_gate_options;
 
 void tdm__gate_options_init(tdm_gate_options *o);
@@ -76,6 +99,7 @@ enum {
     TDM_GATE_OPT_FRAMES,
     TDM_GATE_OPT_JUNIT,
     TDM_GATE_OPT_GITHUB,
+    TDM_GATE_OPT_ALLOW_EMPTY,
 };
 #define TDM_GATE_LONGOPTS                                                      \
     {"max-peak", required_argument, NULL, TDM_GATE_OPT_MAX_PEAK},              \
@@ -87,11 +111,14 @@ enum {
     {"top", required_argument, NULL, TDM_GATE_OPT_TOP},                        \
     {"frames", required_argument, NULL, TDM_GATE_OPT_FRAMES},                  \
     {"junit", required_argument, NULL, TDM_GATE_OPT_JUNIT},                    \
-    {"github", no_argument, NULL, TDM_GATE_OPT_GITHUB}
+    {"github", no_argument, NULL, TDM_GATE_OPT_GITHUB},                        \
+    {"allow-empty", no_argument, NULL, TDM_GATE_OPT_ALLOW_EMPTY}
 
 /* Applies option `code` (a TDM_GATE_OPT_*) with its argument.  Returns 1
  * when it took it, 0 when `code` is not a gate option, -1 after printing a
- * usage error ("tidemark CMD: ..."). */
+ * usage error ("tidemark CMD: ...").  A size limit without a unit is read
+ * as bytes; a nonzero one under 1 MiB also prints one warning line
+ * ("--max-peak 12 has no unit: read as 12 B (did you mean 12GiB?)"). */
 int tdm__gate_option(const char *cmd, int code, const char *arg, tdm_gate_options *o);
 /* Checks the options as a whole (--baseline and --max-growth go
  * together); -1 after printing a usage error. */
@@ -103,9 +130,10 @@ void tdm__gate_options_help(FILE *out);
 
 typedef enum tdm_gate_status {
     TDM_GATE_PASS = 0,
-    TDM_GATE_SKIP = 1,  /* the file has no such device */
+    TDM_GATE_SKIP = 1,  /* nothing to measure: no device, or none used */
     TDM_GATE_FAIL = 2,
-    TDM_GATE_ERROR = 3, /* the figure cannot be measured from this file */
+    TDM_GATE_ERROR = 3, /* the figure cannot be measured from this file, or
+                         * the file lacks the --device asked for */
 } tdm_gate_status;
 
 /* One gate on one device of one file. */
@@ -140,6 +168,19 @@ tdm_status tdm__gate_evaluate(const tdm_gate_options *o, const tdm_input *inputs
                               tdm_gate_report *report);
 void tdm__gate_report_free(tdm_gate_report *report);
 
+/* Whether `in` records no device memory used: read, and no allocation,
+ * no segment and no allocator figure above zero, with events, a final
+ * state or allocator statistics to tell (a file cut before all of them
+ * is not empty but unmeasurable). */
+int tdm__gate_input_empty(const tdm_input *in);
+/* tdm__input_check_device on every readable input (--device N that a
+ * file lacks: one line each, "tidemark CMD: PATH has no device N (its
+ * devices: 0)"); the worst code. */
+int tdm__gate_check_devices(const char *cmd, const tdm_gate_options *o,
+                            const tdm_input *inputs, size_t input_count);
+/* Whether the report measured nothing: no result, or every one SKIP. */
+int tdm__gate_nothing_measured(const tdm_gate_report *report);
+
 /* When the result's figure was reached: "+1.234 s (event 56), step 3,
  * phase backward", "at exit, ...", or why that is unknown. */
 void tdm__gate_when(char *buf, size_t len, const tdm_input *in,
@@ -147,13 +188,16 @@ void tdm__gate_when(char *buf, size_t len, const tdm_input *in,
 /* One line: "peak 134.51 MiB > limit 100.00 MiB (+34.51 MiB, 34.5% over)". */
 void tdm__gate_headline(char *buf, size_t len, const tdm_gate_result *r);
 
-/* The text report on `out`: one line per result, then a detail block per
- * failure (the first three in full, the others one line), then a total
- * line.  `prefix` starts the result lines (e.g. "tidemark run: ").
+/* The text report on `out` (gate_text.c).  When a gate failed, the
+ * verdict first: the first failure's detail block, then one line per other
+ * failure or error; otherwise one line per result.  Then a total line.
  * Returns TDM_OK or TDM_HOST_OUT_OF_MEMORY. */
 tdm_status tdm__gate_print(FILE *out, const tdm_gate_options *o,
                            const tdm_input *inputs, const tdm_gate_report *report);
-/* The detail block of one failure (at most about 30 lines). */
+/* The detail block of one failure (at most about 30 lines): the verdict
+ * line "max-peak FAILED: peak 404.09 MiB > limit 1.00 KiB (404.09 MiB,
+ * 41379100.0% over)", the file (and rank) and device, the limit and
+ * figure in exact bytes, when, and the top sites with short stacks. */
 tdm_status tdm__gate_print_failure(FILE *out, const tdm_gate_options *o,
                                    const tdm_input *in, const tdm_gate_result *r);
 /* One "::error title=...::..." line per failure and error on `out`
@@ -165,8 +209,9 @@ void tdm__gate_print_github(FILE *out, const tdm_input *inputs,
 void tdm__github_escape(FILE *out, const char *in, int property);
 
 /* The exit code the results call for: GATE_FAILED if any failed, else
- * BAD_INPUT if any could not be measured, else OK. */
-int tdm__gate_exit_code(const tdm_gate_report *report);
+ * BAD_INPUT if any could not be measured, else NOTHING_MEASURED if
+ * nothing was (unless o->allow_empty), else OK. */
+int tdm__gate_exit_code(const tdm_gate_options *o, const tdm_gate_report *report);
 
 /* ---- JUnit XML (junit.c) ------------------------------------------------ */
 
