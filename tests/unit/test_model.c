@@ -426,9 +426,8 @@ static void test_multiple_devices(void **state)
     free(t);
 }
 
-/* context=state: events carry no stacks, the final blocks do.  And with
- * context=all a free's stack is not taken for the allocation's. */
-static void test_stacks_from_state_and_context_all(void **state)
+/* context=state: events carry no stacks, the final blocks do. */
+static void test_stacks_from_state(void **state)
 {
     (void)state;
     tsnap *t = tsnap_new();
@@ -439,15 +438,129 @@ static void test_stacks_from_state_and_context_all(void **state)
     tdm_model *m = build(t);
     assert_int_equal(m->alloc_count, 1);
     assert_int_equal(m->allocs[0].stack_id, 2);
+    assert_false(m->allocs[0].flags & TDM_MODEL_STACK_OF_FREE);
+    tdm__model_free(m);
+    free(t);
+}
+
+/* The index in m->allocs of the allocation at `addr`, which must exist. */
+static size_t alloc_at(const tdm_model *m, uint64_t addr)
+{
+    for (size_t i = 0; i < m->alloc_count; i++)
+        if (m->allocs[i].addr == addr)
+            return i;
+    fail_msg("no allocation at 0x%llx", (unsigned long long)addr);
+    return 0;
+}
+
+/* A ring that wrapped, as a long run with a small max_entries leaves it:
+ * the window opens with memory whose alloc events were dropped.  Every seed
+ * keeps a site: those live at the end take their block's stack and
+ * category; one freed in the window (not in the final state) takes, with
+ * context=all, the stack of its free, flagged as such, and the summary
+ * names it by it ("freed at") instead of "(no stack recorded)". */
+static void test_wrapped_ring_seeds_keep_sites(void **state)
+{
+    (void)state;
+    tsnap *t = tsnap_new();
+    add_device(t, 0, 16ull << 30);
+    t->s.header.context_mode = TDM_CONTEXT_ALL;
+    t->s.header.max_entries = 12;
+    t->s.dropped_events = 1188; /* the window holds 1% of the run */
+    /* Stack 4: where the gradients are freed (frame 7, "release_grads"). */
+    t->frames[7] = (tdm_snap_frame){0x3000, "release_grads", "/src/examples/train.c", 120,
+                                    "train"};
+    t->s.frame_count = 8;
+    t->stack_frames[4][0] = 0; /* tidemark's frame */
+    t->stack_frames[4][1] = 7;
+    t->stack_frames[4][2] = 5;
+    t->stacks[4] = (tdm_snap_stack){3, t->stack_frames[4]};
+    t->s.stack_count = 5;
+
+    /* Allocated before the window: gradients (6 MiB, freed in it), weights
+     * (3 MiB, live at the end), a buffer whose free is pending at the end. */
+    mark_phase(t, 3);
+    ev(t, TDM_ACTION_FREE_REQUESTED, 0, 0x70000, 6ull << 20, 4);
+    ev(t, TDM_ACTION_FREE_COMPLETED, 0, 0x70000, 6ull << 20, 4);
+    ev(t, TDM_ACTION_FREE_REQUESTED, 0, 0xC0000, 1ull << 20, 4);
+    alloc_pt(t, 0, 0x90000, 512, 2);
+    free_pt(t, 0, 0x90000, 512);
+    state_block(t, 0, 0xB0000, 3ull << 20, 3ull << 20, TDM_BLOCK_ACTIVE_ALLOCATED, 1);
+    t->blk[0].category = TDM_CATEGORY_PARAMETER;
+    state_block(t, 0, 0xC0000, 1ull << 20, 1ull << 20, TDM_BLOCK_ACTIVE_PENDING_FREE, 3);
+    t->blk[1].category = TDM_CATEGORY_TEMPORARY;
+
+    tdm_model *m = build(t);
+    const tdm_model_device *d = &m->devices[0];
+    assert_int_equal(d->peak_seq, -1);
+    assert_int_equal(d->peak_allocated, 10ull << 20);
+    const tdm_model_alloc *grads = &m->allocs[alloc_at(m, 0x70000)];
+    const tdm_model_alloc *weights = &m->allocs[alloc_at(m, 0xB0000)];
+    const tdm_model_alloc *pending = &m->allocs[alloc_at(m, 0xC0000)];
+    assert_true(grads->flags & TDM_MODEL_SEEDED_FROM_FREE);
+    assert_int_equal(grads->stack_id, 4);
+    assert_true(grads->flags & TDM_MODEL_STACK_OF_FREE);
+    assert_true(weights->flags & TDM_MODEL_SEEDED_FROM_STATE);
+    assert_int_equal(weights->stack_id, 1);
+    assert_int_equal(weights->category, TDM_CATEGORY_PARAMETER);
+    assert_false(weights->flags & TDM_MODEL_STACK_OF_FREE);
+    /* Its free_requested carried the free's stack; the block has its own. */
+    assert_int_equal(pending->stack_id, 3);
+    assert_int_equal(pending->category, TDM_CATEGORY_TEMPORARY);
+    assert_false(pending->flags & TDM_MODEL_STACK_OF_FREE);
+
+    /* Every allocation live at the peak and at the end has a site. */
+    int64_t at[2] = {d->peak_seq, tdm__model_end_seq(m)};
+    for (int k = 0; k < 2; k++) {
+        size_t *idx, cnt;
+        assert_int_equal(tdm__model_live_at(m, 0, at[k], &idx, &cnt), TDM_OK);
+        assert_true(cnt >= 2);
+        for (size_t i = 0; i < cnt; i++)
+            assert_int_not_equal(m->allocs[idx[i]].stack_id, 0);
+        free(idx);
+    }
+    tdm_model_site *sites;
+    size_t n;
+    assert_int_equal(tdm__model_sites_at(m, 0, d->peak_seq, &sites, &n), TDM_OK);
+    assert_int_equal(n, 4);
+    assert_int_equal(sites[0].stack_id, 4);
+    assert_int_equal(sites[0].live_bytes, 6ull << 20);
+    assert_true(sites[0].stack_of_free);
+    for (size_t i = 1; i < n; i++)
+        assert_false(sites[i].stack_of_free);
+    free(sites);
+
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    assert_non_null(out);
+    tdm_summary_options o = {.top = 10, .device = -1, .verbose = 1};
+    assert_int_equal(tdm__summary_print(out, "ring.tdm", &t->s, m, &o), TDM_OK);
+    fclose(out);
+    printf("%s", text);
+    assert_null(strstr(text, "(no stack recorded)"));
+    assert_non_null(strstr(text, "freed at release_grads (train.c:120)"));
+    assert_non_null(strstr(text, "make_weights (train.c:100)"));
+    assert_non_null(strstr(text, "make_temp (train.c:102)"));
+    free(text);
     tdm__model_free(m);
 
-    t->s.header.context_mode = TDM_CONTEXT_ALL;
-    t->s.segment_count = t->s.block_count = 0;
-    t->s.event_count = 0;
-    ev(t, TDM_ACTION_FREE_COMPLETED, 0, 0x7000, 10, 3); /* 3 = where it was freed */
+    /* context=alloc: a free event carries the allocation's own stack. */
+    t->s.header.context_mode = TDM_CONTEXT_ALLOC;
     m = build(t);
-    assert_int_equal(m->alloc_count, 1);
-    assert_int_equal(m->allocs[0].stack_id, 0);
+    grads = &m->allocs[alloc_at(m, 0x70000)];
+    assert_int_equal(grads->stack_id, 4);
+    assert_false(grads->flags & TDM_MODEL_STACK_OF_FREE);
+    tdm__model_free(m);
+    /* context=state: events carry no stack; the freed seed has none. */
+    t->s.header.context_mode = TDM_CONTEXT_STATE;
+    for (size_t i = 0; i < t->s.event_count; i++)
+        t->ev[i].stack_id = 0;
+    m = build(t);
+    grads = &m->allocs[alloc_at(m, 0x70000)];
+    assert_int_equal(grads->stack_id, 0);
+    assert_false(grads->flags & TDM_MODEL_STACK_OF_FREE);
+    assert_int_equal(m->allocs[alloc_at(m, 0xB0000)].stack_id, 1);
     tdm__model_free(m);
     free(t);
 }
@@ -703,7 +816,8 @@ int main(void)
         cmocka_unit_test(test_dropped_history_not_negative),
         cmocka_unit_test(test_truncated_end_from_replay),
         cmocka_unit_test(test_multiple_devices),
-        cmocka_unit_test(test_stacks_from_state_and_context_all),
+        cmocka_unit_test(test_stacks_from_state),
+        cmocka_unit_test(test_wrapped_ring_seeds_keep_sites),
         cmocka_unit_test(test_replaced_allocation),
         cmocka_unit_test(test_no_history),
         cmocka_unit_test(test_queries),

@@ -24,7 +24,7 @@
 
 typedef struct amap_slot {
     uint64_t key;  /* address (or stack id for the site map) */
-    int32_t dev;   /* device ordinal */
+    int32_t dev;   /* device ordinal (or, for the site map, "a free's stack") */
     uint32_t val;  /* AMAP_EMPTY when the slot is free */
 } amap_slot;
 
@@ -329,12 +329,14 @@ static int replay_event(builder *b, size_t i)
             a->alloc_seq = -1;
             a->free_seq = (int64_t)i;
             /* With context=all a free event carries the free's own stack,
-             * not the allocation's: then the allocation site is unknown. */
-            a->stack_id = b->snap->header.context_mode == TDM_CONTEXT_ALL
-                              ? 0 : ev->stack_id;
+             * not the allocation's, which the file then holds nowhere: the
+             * seed is named by its free, and flagged so (model.h). */
+            a->stack_id = ev->stack_id;
             a->device_index = (uint32_t)d;
             a->category = ev->category;
             a->flags = TDM_MODEL_SEEDED_FROM_FREE | TDM_MODEL_FREE_REQUESTED;
+            if (ev->stack_id && b->snap->header.context_mode == TDM_CONTEXT_ALL)
+                a->flags |= TDM_MODEL_STACK_OF_FREE;
             w->seeded_bytes += (int64_t)ev->size;
             dev->seeded_from_free++;
             w->alloc_rel -= (int64_t)ev->size;
@@ -646,7 +648,9 @@ static int site_cmp(const void *pa, const void *pb)
         return a->live_count > b->live_count ? -1 : 1;
     if (a->total_bytes != b->total_bytes)
         return a->total_bytes > b->total_bytes ? -1 : 1;
-    return a->stack_id < b->stack_id ? -1 : a->stack_id > b->stack_id;
+    if (a->stack_id != b->stack_id)
+        return a->stack_id < b->stack_id ? -1 : 1;
+    return a->stack_of_free - b->stack_of_free;
 }
 
 tdm_status tdm__model_sites_at(const tdm_model *model, size_t dev, int64_t seq,
@@ -665,7 +669,9 @@ tdm_status tdm__model_sites_at(const tdm_model *model, size_t dev, int64_t seq,
         const tdm_model_alloc *a = &model->allocs[i];
         if (a->device_index != dev)
             continue;
-        uint32_t k = amap_get(&by_stack, a->stack_id, 0);
+        /* A free's stack is a site apart from the same stack allocating. */
+        int of_free = (a->flags & TDM_MODEL_STACK_OF_FREE) != 0;
+        uint32_t k = amap_get(&by_stack, a->stack_id, of_free);
         if (k == AMAP_EMPTY) {
             if (n == cap) {
                 tdm_model_site *grown = realloc(out, 2 * cap * sizeof *out);
@@ -677,7 +683,8 @@ tdm_status tdm__model_sites_at(const tdm_model *model, size_t dev, int64_t seq,
             k = (uint32_t)n++;
             memset(&out[k], 0, sizeof out[k]);
             out[k].stack_id = a->stack_id;
-            if (amap_put(&by_stack, a->stack_id, 0, k) != 0)
+            out[k].stack_of_free = of_free;
+            if (amap_put(&by_stack, a->stack_id, of_free, k) != 0)
                 goto oom;
         }
         out[k].total_bytes += a->size;

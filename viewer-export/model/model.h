@@ -37,6 +37,16 @@
  *   - an active block of the final allocator state (complete whatever the
  *     ring lost) with no alloc in the window seeds an allocation live over
  *     the whole window.
+ * A seed keeps every stack the file has for it: a seed from the final
+ * state takes its block's stack and category; a seed from a free takes
+ * the free event's stack when that is the allocation's (context=alloc:
+ * free events reuse it).  With context=all a free event carries the stack
+ * of the free itself and the allocation's stack is in the file nowhere
+ * (its alloc fell out of the ring, and a freed block is not in the final
+ * state); the seed then takes the free's stack, flagged
+ * TDM_MODEL_STACK_OF_FREE, as PyTorch's memory_viz names such a block
+ * ("alloc not recorded, stack trace for free"): its site is named by where
+ * it was freed, and says so, instead of going unnamed.
  * The baseline (allocated bytes at seq -1) is the sum of the seeds, so the
  * timeline never goes negative and ends exactly at the final state.
  * Reserved bytes are seeded the same way in aggregate: the baseline is the
@@ -82,6 +92,7 @@ enum {
     TDM_MODEL_LIVE_AT_END = 1u << 2,       /* matched a final active block */
     TDM_MODEL_FREE_REQUESTED = 1u << 3,    /* free_requested seen (or pending-free block) */
     TDM_MODEL_REPLACED = 1u << 4,          /* closed by a newer alloc at its address */
+    TDM_MODEL_STACK_OF_FREE = 1u << 5,     /* stack_id is its free's: alloc not recorded */
 };
 
 /* One allocation, live over [alloc_seq, free_seq) in event positions. */
@@ -96,7 +107,8 @@ typedef struct tdm_model_alloc {
                              * alloc_seq for a block pending at the dump whose
                              * request the window lacks; TDM_MODEL_SEQ_NEVER
                              * when no free was requested in the window */
-    uint32_t stack_id;      /* allocation stack, 0 = none */
+    uint32_t stack_id;      /* allocation stack, 0 = none; the free's stack
+                             * with TDM_MODEL_STACK_OF_FREE (see above) */
     uint32_t device_index;  /* index into tdm_model.devices */
     uint8_t category;       /* tdm_category */
     uint8_t flags;          /* TDM_MODEL_* */
@@ -152,9 +164,12 @@ typedef struct tdm_model {
     uint64_t window_end_ns;        /* last event's time; 0 without events */
 } tdm_model;
 
-/* Per-site totals at one position: a site is an allocation stack id. */
+/* Per-site totals at one position: a site is an allocation stack id (or,
+ * for allocations whose alloc was not recorded, the stack of their free:
+ * a site of its own, stack_of_free set). */
 typedef struct tdm_model_site {
     uint32_t stack_id;
+    int stack_of_free;    /* stack_id is where these allocations were freed */
     uint64_t live_bytes;  /* requested bytes live at the position */
     uint64_t live_count;  /* allocations live at the position */
     uint64_t total_bytes; /* every allocation of the window at this site */
