@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `tidemark summary` end to end: records the demo program ($TRAIN_SIM) with
 # TIDEMARK_CONF=dump=..., summarizes the snapshot, and checks the headings,
-# the numbers' consistency with what train_sim itself reports, and the exit
+# that the answer comes first (the peak within the first lines, then the
+# sites, then the details) and fits in 40 lines, what --verbose adds, the
+# numbers' consistency with what train_sim itself reports, and the exit
 # codes for --help/--version, usage errors, a missing file, a truncated
 # file and a corrupt one (docs/cli.md); PyTorch pickles and RMM logs read
 # directly by summary, view, categories and export.
@@ -23,7 +25,7 @@ expect 1 "no command" -- "$TIDEMARK"
 expect 1 "--bogus" -- "$TIDEMARK" --bogus
 has err "unknown option '--bogus'"
 expect 1 "unknown command" -- "$TIDEMARK" frobnicate
-has err "no command named 'frobnicate'"
+has err "'frobnicate'"
 expect 1 "help for an unknown command" -- "$TIDEMARK" help frobnicate
 expect 1 "summary --bogus" -- "$TIDEMARK" summary --bogus x.tdm
 has err "unknown option '--bogus'"; has err "tidemark help summary"
@@ -44,29 +46,68 @@ if [ ! -x "$TRAIN_SIM" ]; then
   echo "FAIL: TRAIN_SIM=$TRAIN_SIM is not built"; exit 1
 fi
 snap=$work/train.tdm
-record "$snap" --steps 3   # its own figures in $work/train.log, read below
+record "$snap" --steps 5   # the demo; its own figures in $work/train.log, read below
 
 expect 0 "summary of the demo" -- "$TIDEMARK" summary "$snap"
 cp "$work/out" "$work/summary.txt"
-for heading in "tidemark summary of $snap" "  file       format 1, written by tidemark 0.1.0" \
-               "  process    pid " "  command    " "  started    " "  recording  record=all" \
-               "devices" "events       " "device 0 (" "  peak allocated " "  peak at        " \
-               ", step " ", phase " "  reserved       " "  live at end    " \
+for heading in "tidemark summary of $snap" "  process    pid " "  command    " "  started    " \
+               "  recording  record=all" "  config     dump=$snap" "snapshot" "events       " \
+               "device 0 (sim0), capacity 16.00 GiB (17179869184 B)" "  peak allocated " \
+               "  peak at        " ", step " ", phase " "  reserved       " "  live at end    " \
                "from the final allocator state" "top allocation sites by bytes live at the peak" \
-               "train_sim.c:"; do
+               "  stats          allocated " "train_sim.c:"; do
   has summary.txt "$heading"
 done
 lacks summary.txt "TRUNCATED"
+# What --verbose adds is not there.
+lacks summary.txt "  file       format"; lacks summary.txt "pools now/peak"
+lacks summary.txt "sites by bytes live at the end"; lacks summary.txt " retries"
 lines=$(wc -l <"$work/summary.txt")
-[ "$lines" -le 60 ] || fail "summary is $lines lines long (at most 60)"
+[ "$lines" -le 40 ] || fail "summary is $lines lines long (at most 40)"
 [ ! -s "$work/err" ] || { fail "summary wrote to stderr"; cat "$work/err"; }
+# The answer first: the peak (how much, of what capacity, when) in the first
+# lines, then the sites at the peak, then the details.
+at() { grep -nF -m1 -- "$1" "$work/summary.txt" | cut -d: -f1; }
+peak_at=$(at "  peak allocated ")
+[ -n "$peak_at" ] && [ "$peak_at" -le 5 ] || fail "the peak is on line '$peak_at', not in the first 5"
+has_re summary.txt '^  peak allocated [0-9.]+ MiB \([0-9]+ B\), [0-9.]+% of capacity$'
+has_re summary.txt '^  peak at        \+[0-9.]+ s \(event [0-9]+\), step [0-9]+, phase [a-z_]+$'
+[ "$(at "  peak at ")" -lt "$(at "top allocation sites")" ] &&
+  [ "$(at "top allocation sites")" -lt "$(at "  live at end ")" ] &&
+  [ "$(at "  live at end ")" -lt "$(at "  stats ")" ] &&
+  [ "$(at "  stats ")" -lt "$(at "  process ")" ] &&
+  [ "$(at "  process ")" -lt "$(at "events ")" ] ||
+  fail "sections out of order: peak, sites, live at end, stats, process, events"
+echo "demo summary: $lines lines, peak on line $peak_at"
 
-# The sites listed are at most 10, numbered 1..N.
-nsites=$(grep -cE '^ +[0-9]+ +[0-9.]+ [KMGT]?i?B +[0-9.]+% ' "$work/summary.txt")
+# The sites listed are at most 10, numbered 1..N, two frames each: the
+# allocating function and its caller.
+nsites=$(grep -cE '^ +[0-9]+ +[0-9.]+ [KMGT]?i?B +[<0-9.]+% ' "$work/summary.txt")
 [ "$nsites" -ge 1 ] && [ "$nsites" -le 10 ] || fail "$nsites site rows (1..10 expected)"
+frames=$(sed -n '/top allocation sites/,/^$/p' "$work/summary.txt" | grep -c '(train_sim\.c:')
+[ "$frames" -eq $((2 * nsites)) ] || fail "$frames frames for $nsites sites (2 each expected)"
+# Shares as every command writes them: "23.8%", "<0.1%" under 0.05%.
+has_re summary.txt '^ +[0-9]+ +48\.00 KiB +<0\.1% '
 expect 0 "summary --top 2 --frames 1" -- "$TIDEMARK" summary --top 2 --frames 1 "$snap"
-n2=$(grep -cE '^ +[0-9]+ +[0-9.]+ [KMGT]?i?B +[0-9.]+% ' "$work/out")
+n2=$(grep -cE '^ +[0-9]+ +[0-9.]+ [KMGT]?i?B +[<0-9.]+% ' "$work/out")
 [ "$n2" -le 2 ] || fail "--top 2 printed $n2 sites"
+has out "... $((nsites - 2)) more sites (--top N lists them)"
+
+# --verbose: the file's format, the allocator's counts and pools, the sites
+# live at the end, more frames; the answer still first.
+expect 0 "summary --verbose" -- "$TIDEMARK" summary --verbose "$snap"
+cp "$work/out" "$work/verbose.txt"
+has verbose.txt "  file       format 1, written by tidemark 0.1.0"
+has_re verbose.txt '^ +[0-9]+ allocations \([0-9]+ live\), [0-9]+ segments, 0 OOMs, 0 retries$'
+has_re verbose.txt '^  pools now/peak allocated +reserved +active +requested$'
+has verbose.txt "top allocation sites by bytes live at the end"
+[ "$(grep -nF -m1 "  peak allocated " "$work/verbose.txt" | cut -d: -f1)" = "$peak_at" ] ||
+  fail "--verbose moved the peak"
+vframes=$(sed -n '/sites by bytes live at the peak/,/^$/p' "$work/verbose.txt" | grep -c '(train_sim\.c:')
+[ "$vframes" -gt "$frames" ] || fail "--verbose shows $vframes train_sim frames at the peak, the default $frames"
+expect 0 "summary -v --frames 1" -- "$TIDEMARK" summary -v --frames 1 "$snap"
+n1=$(sed -n '/sites by bytes live at the peak/,/^$/p' "$work/out" | grep -c '(train_sim\.c:')
+[ "$n1" -eq "$nsites" ] || fail "-v --frames 1: $n1 frames for $nsites sites"
 
 # The peak the summary replays from the events agrees with the allocator's
 # own peak that train_sim prints (rounded sizes, 0.1 MiB precision: allow
@@ -103,7 +144,7 @@ end_small=$(sed -n 's/^  live at end    .*(\([0-9]*\) B).*/\1/p' "$work/out")
 pooled=$work/pooled.tdm
 record "$pooled,mode=cache" --steps 3
 expect 0 "summary --bytes of a cache-mode recording" -- \
-  "$TIDEMARK" summary --bytes --top 0 "$pooled"
+  "$TIDEMARK" summary --bytes --top 0 --verbose "$pooled"
 cp "$work/out" "$work/pooled.txt"
 has pooled.txt "; allocator cache"
 has_re pooled.txt '^  stats +allocated [0-9]+ B now, [0-9]+ B peak; reserved [0-9]+ B now, [0-9]+ B peak$'
@@ -138,14 +179,16 @@ else
   [ "${S[0]}" -gt 0 ] && [ "${L[0]}" -gt 0 ] || fail "a pool allocates nothing: $small / $large"
 fi
 # Without --bytes the same rows, in binary units.
-expect 0 "summary of a cache-mode recording" -- "$TIDEMARK" summary "$pooled"
+expect 0 "summary --verbose of a cache-mode recording" -- "$TIDEMARK" summary --verbose "$pooled"
 has_re out '^    small +[0-9.]+(/[0-9.]+ [KMGT]?i?B| [KMGT]?i?B/[0-9.]+ [KMGT]?i?B)  '
 has_re out '^    large +[0-9.]+(/[0-9.]+ [KMGT]?i?B| [KMGT]?i?B/[0-9.]+ [KMGT]?i?B)  '
+expect 0 "summary of a cache-mode recording" -- "$TIDEMARK" summary "$pooled"
 lines=$(wc -l <"$work/out")
-[ "$lines" -le 60 ] || fail "cache-mode summary is $lines lines long (at most 60)"
+[ "$lines" -le 40 ] || fail "cache-mode summary is $lines lines long (at most 40)"
+lacks out "pools now/peak"
 # Pass-through mode keeps no pools: the device's stats, no pool rows.
 record "$work/pt.tdm,alloc_mode=passthrough" --steps 2
-expect 0 "summary of a pass-through recording" -- "$TIDEMARK" summary --top 0 "$work/pt.tdm"
+expect 0 "summary of a pass-through recording" -- "$TIDEMARK" summary -v --top 0 "$work/pt.tdm"
 has out "; allocator passthrough"; has_re out '^ +active .* requested .* peak$'
 lacks out "pools now/peak"
 
@@ -154,6 +197,8 @@ size=$(stat -c %s "$snap")
 head -c $((size * 2 / 3)) "$snap" >"$work/cut.tdm"
 expect 2 "truncated file" -- "$TIDEMARK" summary "$work/cut.tdm"
 has out "tidemark summary of $work/cut.tdm"; has out "TRUNCATED at byte"
+[ "$(grep -n -m1 "TRUNCATED at byte" "$work/out" | cut -d: -f1)" = 2 ] ||
+  fail "the cut is not said right under the title"
 has err "warning"; has err "truncated at byte"
 head -c 5 "$snap" >"$work/stub.tdm"
 "$TIDEMARK" summary "$work/stub.tdm" >"$work/out" 2>"$work/err"
@@ -175,6 +220,12 @@ expect 0 "summary of a PyTorch pickle" -- "$TIDEMARK" summary "$work/train.pickl
 has out "tidemark summary of $work/train.pickle"; has out "$peak_line"
 expect 0 "summary of an RMM log" -- "$TIDEMARK" summary "$work/train.csv"
 has out "${peak_line%%,*}"   # the same bytes; an RMM log knows no capacity
+# Its times are times of day, without a date: the start is not known.
+has out "  started    unknown (the file gives no date)"; lacks out "1970"
+has out "capacity unknown"
+expect 0 "summary of the sample RMM log" -- "$TIDEMARK" summary \
+  "$TDM_SOURCE_DIR/tests/data/golden/sample-v1.csv"
+has out "  started    unknown (the file gives no date)"; lacks out "1970"
 expect 0 "view of a PyTorch pickle" -- "$TIDEMARK" view "$work/train.pickle" -o "$work/p.html"
 [ -s "$work/p.html" ] || fail "view of a pickle wrote no page"
 expect 0 "categories of an RMM log" -- "$TIDEMARK" categories "$work/train.csv"

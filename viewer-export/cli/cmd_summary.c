@@ -14,10 +14,13 @@ void tdm__cli_summary_help(FILE *out)
 {
     fputs("usage: tidemark summary [OPTIONS] FILE.tdm|DIR [FILE.tdm|DIR...]\n"
           "\n"
-          "Prints who recorded a snapshot, its devices, how many events were\n"
-          "recorded and dropped, the peak of allocated memory per device and when it\n"
-          "happened (time, step, phase), reserved memory at the peak, bytes live at\n"
-          "the end, and the allocation sites holding the most memory at the peak.\n"
+          "Answer first: per device, the peak of allocated memory (how much, the\n"
+          "share of the device's capacity, and when: time, step, phase), reserved\n"
+          "memory at the peak, and the allocation sites holding the most memory at\n"
+          "the peak with their innermost frames.  Then the details: bytes live at\n"
+          "the end and the allocator's stats; who recorded the snapshot (process,\n"
+          "command, start, recording settings, config); how many events were\n"
+          "recorded and dropped.  --verbose adds what one screen leaves out.\n"
           "\n"
           "Several snapshots (or a directory, standing for the .tdm files in it), as\n"
           "a multi-rank job writes them with dump=out/%h-r%r.tdm, give one row per\n"
@@ -25,13 +28,20 @@ void tdm__cli_summary_help(FILE *out)
           "(from the earliest start among the files), step and phase at the peak,\n"
           "bytes live at the end and events dropped; then the spread of the peaks\n"
           "(max, min, mean) with the rank and the top allocation site of the max.\n"
+          "Past 16 ranks, the rows of the 10 highest peaks and the 3 lowest, and the\n"
+          "median in the spread (--all for every row).\n"
           "\n"
           "options:\n"
           "  --top N       allocation sites listed per device (default 10, 0 for none)\n"
-          "  --frames N    frames shown per site (default 3)\n"
+          "  --frames N    frames shown per site (default 2; 6 with --verbose; 3 for\n"
+          "                the top site of a rank table)\n"
           "  --device N    only the device with ordinal N\n"
+          "  -v, --verbose also the file's format, the full config and metadata, the\n"
+          "                allocator's counts and pools, the sites live at the end,\n"
+          "                and more frames per site\n"
           "  --bytes       sizes in the rank table and the allocator stats as exact\n"
           "                byte counts\n"
+          "  --all         with more than 16 ranks, every rank's row\n"
           "  --each        with several files, the full summary of each in turn\n"
           "  -h, --help    this text\n"
           "\n"
@@ -90,16 +100,18 @@ int tdm__cli_summary(int argc, char **argv)
         {"device", required_argument, NULL, 'd'},
         {"bytes", no_argument, NULL, 'b'},
         {"each", no_argument, NULL, 'e'},
+        {"verbose", no_argument, NULL, 'v'},
+        {"all", no_argument, NULL, 'a'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    tdm_summary_options o = {.top = 10, .frames = 3, .device = -1};
+    tdm_summary_options o = {.top = 10, .frames = 0 /* by output */, .device = -1};
     unsigned long v;
     int c, exact = 0, each = 0;
 
     opterr = 0;
     optind = 0; /* GNU: full re-initialisation, argv[0] is "summary" */
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":hv", longopts, NULL)) != -1) {
         switch (c) {
         case 't':
             if (parse_count("--top", optarg, 100000, &v))
@@ -109,7 +121,7 @@ int tdm__cli_summary(int argc, char **argv)
         case 'f':
             if (parse_count("--frames", optarg, 1000, &v))
                 goto usage;
-            o.frames = (unsigned)v;
+            o.frames = v ? (unsigned)v : 1;
             break;
         case 'd':
             if (parse_count("--device", optarg, 32767, &v))
@@ -121,6 +133,12 @@ int tdm__cli_summary(int argc, char **argv)
             break;
         case 'e':
             each = 1;
+            break;
+        case 'v':
+            o.verbose = 1;
+            break;
+        case 'a':
+            o.all = 1;
             break;
         case 'h':
             tdm__cli_summary_help(stdout);

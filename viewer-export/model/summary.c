@@ -1,23 +1,33 @@
-/* viewer-export/model/summary.c: the one-screen
- * account of a snapshot: who recorded it, on which devices, how much
- * history survived, the peak of allocated memory and when it happened,
- * what was live at the end, and the allocation sites that held the most
- * memory at the peak (summary.h).  The table of a job's ranks is
- * summary_ranks.c's; the command, cli/cmd_summary.c.
+/* viewer-export/model/summary.c: the one-screen account of a snapshot
+ * (summary.h), answer first: per device, the peak of allocated memory
+ * (how much, of what capacity, when: time, step, phase) and the
+ * allocation sites that held the most memory at that moment, with short
+ * stacks; then the details: what was live at the end and the allocator's
+ * own figures; who recorded the snapshot, how, and how much history the
+ * ring kept.  The demo's summary fits in 40 lines; --verbose adds the
+ * file's format, the full config, the allocator's pools and counts, more
+ * frames per site and the sites live at the end.  The table of a job's
+ * ranks is summary_ranks.c's; the command, cli/cmd_summary.c.
  *
  * Everything printed comes from the analysis model (model.h) and the
- * snapshot itself; this file only chooses and formats.  Output goes to the
- * given FILE (stdout for the command), diagnostics to stderr.  It aims at
- * under 60 lines for one device.  No state, no locks.
+ * snapshot itself; this file only chooses and formats, with
+ * format_size.h's writers (times as offsets, shares as tdm__fmt_share) and
+ * sites.h's frames.  Output goes to the given FILE (stdout for the
+ * command), diagnostics to stderr.  No state, no locks.
  */
 #include "summary.h"
 #include "format_size.h"
+#include "sites.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define S_FMT TDM_FMT_LEN
+#define FRAMES_DEFAULT 2  /* frames per site: the site and its caller */
+#define FRAMES_VERBOSE 6
+#define TEXT_WIDTH 100    /* config and metadata, unless verbose */
+#define SITE_INDENT 34    /* column of a site's frames */
 
 static const char *record_name(unsigned v)
 {
@@ -42,100 +52,50 @@ static const char *str_or(const char *s, const char *fallback)
     return s && s[0] ? s : fallback;
 }
 
-static const char *base_name(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    return slash ? slash + 1 : path;
-}
-
-/* Offset of an event time from the recording start, as "+1.234 s". */
+/* Offset of an event time from the recording start, as "+1.234 s" (from
+ * the first event when the start is not known). */
 static const char *offset_of(char *buf, const tdm_snap *s, const tdm_model *m,
                              uint64_t time_ns)
 {
-    uint64_t origin = s->header.start_time_us ? s->header.start_time_us * 1000u
-                                              : m->window_start_ns;
+    uint64_t origin = tdm__summary_start_known(s->header.start_time_us)
+                          ? s->header.start_time_us * 1000u
+                          : m->window_start_ns;
     return tdm__fmt_offset(buf, S_FMT, (int64_t)(time_ns - origin));
 }
 
-/* ---- frames -------------------------------------------------------------- */
-
-/* tidemark's own frames (tdm_malloc, the allocator, the interposer's
- * wrapper) say nothing about the program; a site is shown from its first
- * frame outside them. */
-static int is_tidemark_frame(const tdm_snap_frame *f)
+static unsigned frames_of(const tdm_summary_options *o)
 {
-    if (f->function && strncmp(f->function, "tdm_", 4) == 0)
-        return 1;
-    return f->module && strncmp(base_name(f->module), "libtidemark", 11) == 0;
+    return o->frames ? o->frames : o->verbose ? FRAMES_VERBOSE : FRAMES_DEFAULT;
 }
 
-static void format_frame(char *buf, size_t len, const tdm_snap_frame *f)
+/* "label      text", the text cut to TEXT_WIDTH unless verbose. */
+static void print_text_line(FILE *out, const char *label, const char *text, int verbose)
 {
-    char fn[72];
-    const char *name = str_or(f->function, "??");
-    if (strlen(name) >= sizeof fn) { /* long C++ names would wrap the table */
-        memcpy(fn, name, sizeof fn - 4);
-        strcpy(fn + sizeof fn - 4, "...");
-        name = fn;
-    }
-    if (f->file && f->file[0] && f->line)
-        snprintf(buf, len, "%s (%s:%u)", name, base_name(f->file), f->line);
-    else if (f->file && f->file[0])
-        snprintf(buf, len, "%s (%s)", name, base_name(f->file));
-    else if (strcmp(name, "??") == 0)
-        snprintf(buf, len, "0x%" PRIx64 " (%s)", f->pc,
-                 str_or(f->module ? base_name(f->module) : NULL, "unknown module"));
+    size_t n = strlen(text);
+    if (verbose || n <= TEXT_WIDTH)
+        fprintf(out, "  %-10s %s\n", label, text);
     else
-        snprintf(buf, len, "%s (%s)", name,
-                 str_or(f->module ? base_name(f->module) : NULL, "unknown module"));
-}
-
-/* Prints one site's frames: the first on the current line, the others on
- * their own lines indented to `indent`. */
-static void print_site_frames(FILE *out, const tdm_snap *s, uint32_t stack_id,
-                              unsigned max_frames, int indent)
-{
-    if (stack_id == 0 || stack_id >= s->stack_count || s->stacks[stack_id].depth == 0) {
-        fprintf(out, "(no stack recorded)\n");
-        return;
-    }
-    const tdm_snap_stack *st = &s->stacks[stack_id];
-    uint32_t first = 0;
-    while (first < st->depth && st->frames[first] < s->frame_count &&
-           is_tidemark_frame(&s->frames[st->frames[first]]))
-        first++;
-    if (first == st->depth) /* nothing but tidemark: show it all */
-        first = 0;
-    unsigned shown = 0;
-    for (uint32_t i = first; i < st->depth && shown < max_frames; i++, shown++) {
-        char line[256];
-        if (st->frames[i] < s->frame_count)
-            format_frame(line, sizeof line, &s->frames[st->frames[i]]);
-        else
-            snprintf(line, sizeof line, "(frame %u missing)", st->frames[i]);
-        if (shown)
-            fprintf(out, "%*s", indent, "");
-        fprintf(out, "%s\n", line);
-    }
+        fprintf(out, "  %-10s %.*s... (--verbose: all %zu characters)\n", label,
+                TEXT_WIDTH - 3, text, n);
 }
 
 /* ---- sections ------------------------------------------------------------ */
 
-static void print_header(FILE *out, const char *path, const tdm_snap *s,
-                         const tdm_model *m, const tdm_summary_options *o)
+/* Who recorded it, how, and how much history the ring kept. */
+static void print_snapshot(FILE *out, const tdm_snap *s, const tdm_model *m,
+                           const tdm_summary_options *o)
 {
     const tdm_snap_header *h = &s->header;
     char a[S_FMT], b[S_FMT];
 
-    fprintf(out, "tidemark summary of %s\n", path);
-    if (o->truncated)
-        fprintf(out, "  file       format %u, written by tidemark %s; TRUNCATED at byte %" PRIu64
-                     ", showing what could be read\n",
-                h->format_version, str_or(h->tool_version, "?"), o->truncated_at);
-    else
+    fprintf(out, "\nsnapshot\n");
+    if (o->verbose)
         fprintf(out, "  file       format %u, written by tidemark %s\n", h->format_version,
                 str_or(h->tool_version, "?"));
-    fprintf(out, "  process    pid %" PRId64 " on %s", h->pid, str_or(h->host, "?"));
+    if (h->pid <= 0 && !(h->host && h->host[0]))
+        fprintf(out, "  process    unknown");
+    else
+        fprintf(out, "  process    pid %" PRId64 " on %s", h->pid, str_or(h->host, "?"));
     if (h->rank >= 0) {
         fprintf(out, ", rank %d", h->rank);
         if (h->world_size > 0)
@@ -144,28 +104,31 @@ static void print_header(FILE *out, const char *path, const tdm_snap *s,
             fprintf(out, " (local %d)", h->local_rank);
     }
     fprintf(out, "\n  command    %s\n", str_or(h->command, "(unknown)"));
-    fprintf(out, "  started    %s", tdm__fmt_utc(a, sizeof a, h->start_time_us));
-    if (h->dump_time_us >= h->start_time_us && h->start_time_us)
-        fprintf(out, "; dumped %s later",
+    /* An imported log may give times of day, or offsets, but no date. */
+    if (!tdm__summary_start_known(h->start_time_us))
+        fprintf(out, "  started    unknown (the file gives no date)\n");
+    else if (h->dump_time_us >= h->start_time_us)
+        fprintf(out, "  started    %s; dumped %s later\n",
+                tdm__fmt_utc(a, sizeof a, h->start_time_us),
                 tdm__fmt_offset(b, sizeof b,
                                 (int64_t)(h->dump_time_us - h->start_time_us) * 1000) + 1);
-    fprintf(out, "\n  recording  record=%s context=%s stacks=%s max_entries=%" PRIu64
+    else
+        fprintf(out, "  started    %s\n", tdm__fmt_utc(a, sizeof a, h->start_time_us));
+    fprintf(out, "  recording  record=%s context=%s stacks=%s max_entries=%" PRIu64
                  "; allocator %s\n",
             record_name(h->record_mode), context_name(h->context_mode),
             stacks_name(h->stacks_mode), h->max_entries, str_or(h->alloc_mode, "?"));
     if (h->config && h->config[0])
-        fprintf(out, "  config     %s\n", h->config);
+        print_text_line(out, "config", h->config, o->verbose);
     if (h->metadata && h->metadata[0])
-        fprintf(out, "  metadata   %s\n", h->metadata);
-
-    fprintf(out, "\ndevices\n  %-4s %-7s %-24s %s\n", "dev", "vendor", "name", "capacity");
-    for (size_t i = 0; i < m->device_count; i++) {
-        const tdm_model_device *d = &m->devices[i];
-        if (o->device >= 0 && d->ordinal != o->device)
-            continue;
-        fprintf(out, "  %-4d %-7s %-24s %s\n", d->ordinal, str_or(d->vendor, "?"),
-                str_or(d->name, "(not listed)"),
-                d->capacity ? tdm__fmt_bytes_exact(a, sizeof a, d->capacity) : "unknown");
+        print_text_line(out, "metadata", h->metadata, o->verbose);
+    if (o->verbose && m->device_count) {
+        fprintf(out, "  devices   ");
+        for (size_t i = 0; i < m->device_count; i++)
+            fprintf(out, "%s %d %s %s", i ? ";" : "", m->devices[i].ordinal,
+                    str_or(m->devices[i].vendor, "?"),
+                    str_or(m->devices[i].name, "(not listed)"));
+        fputc('\n', out);
     }
 }
 
@@ -185,7 +148,7 @@ static void print_history(FILE *out, const tdm_snap *s, const tdm_model *m)
         anomalies += m->devices[i].anomalies;
     }
 
-    fprintf(out, "\nevents       %zu recorded, %" PRIu64 " dropped (ring of %" PRIu64 ")\n",
+    fprintf(out, "events       %zu recorded, %" PRIu64 " dropped (ring of %" PRIu64 ")\n",
             s->event_count, s->dropped_events, s->header.max_entries);
     if (s->event_count) {
         fprintf(out, "history      %s .. %s", offset_of(a, s, m, m->window_start_ns),
@@ -243,11 +206,12 @@ static const tdm_stats *pool_stats(const tdm_snap *s, int device, int pool)
     return row < s->stats_count ? &s->stats[row].stats : NULL;
 }
 
-/* The allocator's own figures: the device's (all pools) on three lines,
- * then, when the file has them (cache mode), one line per pool with the
- * four byte figures as now/peak, in columns. */
+/* The allocator's own figures: the device's (all pools) on two lines, a
+ * third with the counts; then, verbose and when the file has them (cache
+ * mode), one line per pool with the four byte figures as now/peak, in
+ * columns. */
 static void print_stats(FILE *out, const tdm_snap *s, int device, const tdm_stats *st,
-                        int exact)
+                        int exact, int verbose)
 {
     char a[S_FMT], b[S_FMT], c[S_FMT], d[S_FMT];
     fprintf(out, "  stats          allocated %s now, %s peak; reserved %s now, %s peak\n",
@@ -260,10 +224,14 @@ static void print_stats(FILE *out, const tdm_snap *s, int device, const tdm_stat
             stat_bytes(b, st->active_bytes.peak, exact),
             stat_bytes(c, st->requested_bytes.current, exact),
             stat_bytes(d, st->requested_bytes.peak, exact));
-    fprintf(out, "                 %" PRId64 " allocations (%" PRId64 " live), %" PRId64
-                 " segments, %" PRIu64 " OOMs, %" PRIu64 " retries\n",
-            st->allocation.allocated, st->allocation.current, st->segment.allocated,
-            st->num_ooms, st->num_alloc_retries);
+    /* The counts, when verbose or when the allocator failed or retried. */
+    if (verbose || st->num_ooms || st->num_alloc_retries)
+        fprintf(out, "                 %" PRId64 " allocations (%" PRId64 " live), %" PRId64
+                     " segments, %" PRIu64 " OOMs, %" PRIu64 " retries\n",
+                st->allocation.allocated, st->allocation.current, st->segment.allocated,
+                st->num_ooms, st->num_alloc_retries);
+    if (!verbose)
+        return;
 
     static const char *const pool_name[] = {"small", "large"};
     static const char *const col[] = {"allocated", "reserved", "active", "requested"};
@@ -300,23 +268,73 @@ static void print_stats(FILE *out, const tdm_snap *s, int device, const tdm_stat
     }
 }
 
+/* The sites of device `di` holding the most bytes live at `at`, `total`
+ * being what the shares are of ("peak" or "end" in the heading). */
+static tdm_status print_sites(FILE *out, const tdm_snap *s, const tdm_model *m, size_t di,
+                              int64_t at, uint64_t total, const char *when,
+                              const tdm_summary_options *o)
+{
+    char a[S_FMT], sh[S_FMT];
+    tdm_model_site *sites;
+    size_t n;
+    tdm_status st = tdm__model_sites_at(m, di, at, &sites, &n);
+    if (st != TDM_OK)
+        return st;
+    size_t live = 0;
+    while (live < n && sites[live].live_bytes)
+        live++;
+    if (o->top == 0 || live == 0) {
+        if (o->top && m->alloc_count)
+            fprintf(out, "\n  (nothing live at the %s)\n", when);
+        free(sites);
+        return TDM_OK;
+    }
+    fprintf(out, "\n  top allocation sites by bytes live at the %s (%zu site%s)\n", when, live,
+            live == 1 ? "" : "s");
+    fprintf(out, "  %3s %12s %6s %6s  %s\n", "#", "live", "share", "count",
+            "innermost frames");
+    int of_free = 0;
+    for (size_t i = 0; i < live && i < o->top; i++) {
+        const tdm_model_site *site = &sites[i];
+        fprintf(out, "  %3zu %12s %6s %6" PRIu64 "  ", i + 1,
+                tdm__fmt_bytes(a, sizeof a, site->live_bytes),
+                tdm__fmt_share(sh, sizeof sh, (double)site->live_bytes, (double)total),
+                site->live_count);
+        if (site->stack_of_free)
+            fputs("freed at ", out);
+        of_free |= site->stack_of_free;
+        tdm__site_print_frames(out, s, site->stack_id, frames_of(o),
+                               SITE_INDENT + (site->stack_of_free ? 9 : 0));
+    }
+    if (live > o->top)
+        fprintf(out, "  ... %zu more site%s (--top N lists them)\n", live - o->top,
+                live - o->top == 1 ? "" : "s");
+    if (of_free)
+        fprintf(out, "  (freed at: allocated before the recorded history; named by the stack "
+                     "of its free)\n");
+    free(sites);
+    return TDM_OK;
+}
+
+/* The answer: the device's peak, how much of what capacity and when, and
+ * the sites holding it; then what was live at the end and the allocator's
+ * figures. */
 static tdm_status print_device(FILE *out, const tdm_snap *s, const tdm_model *m,
                                size_t di, const tdm_summary_options *o)
 {
     const tdm_model_device *d = &m->devices[di];
     char a[S_FMT], b[S_FMT], pbuf[32];
 
-    fprintf(out, "\ndevice %d (%s)\n", d->ordinal, str_or(d->name, str_or(d->vendor, "?")));
+    fprintf(out, "\ndevice %d (%s), capacity %s\n", d->ordinal,
+            str_or(d->name, str_or(d->vendor, "?")),
+            d->capacity ? tdm__fmt_bytes_exact(a, sizeof a, d->capacity) : "unknown");
     if (s->event_count) {
         fprintf(out, "  peak allocated %s", tdm__fmt_bytes_exact(a, sizeof a,
                                                                (uint64_t)d->peak_allocated));
-        if (d->capacity) {
-            double pct = 100.0 * (double)d->peak_allocated / (double)d->capacity;
-            if (pct < 0.1 && d->peak_allocated > 0)
-                fprintf(out, ", <0.1%% of capacity");
-            else
-                fprintf(out, ", %.1f%% of capacity", pct);
-        }
+        if (d->capacity)
+            fprintf(out, ", %s of capacity",
+                    tdm__fmt_share(b, sizeof b, (double)d->peak_allocated,
+                                   (double)d->capacity));
         fprintf(out, "\n  peak at        ");
         if (d->peak_seq < 0)
             fprintf(out, "the start of the history (%s)",
@@ -340,60 +358,42 @@ static tdm_status print_device(FILE *out, const tdm_snap *s, const tdm_model *m,
         fprintf(out, "  peak allocated %s (allocator stats; no history)\n",
                 tdm__fmt_bytes_exact(a, sizeof a, (uint64_t)d->stats->allocated_bytes.peak));
     }
+    if (d->oom_events)
+        fprintf(out, "  OOMs           %" PRIu64 " out-of-memory event%s in the history\n",
+                d->oom_events, d->oom_events == 1 ? "" : "s");
+
+    /* Sites live at the peak; with no history, those live at the end. */
+    uint64_t end = (uint64_t)(d->end_allocated < 0 ? 0 : d->end_allocated);
+    tdm_status st = s->event_count
+                        ? print_sites(out, s, m, di, d->peak_seq, (uint64_t)d->peak_allocated,
+                                      "peak", o)
+                        : print_sites(out, s, m, di, tdm__model_end_seq(m), end, "end", o);
+    if (st != TDM_OK)
+        return st;
+
+    fputc('\n', out);
     if (!m->state_known && !s->event_count)
         fprintf(out, "  live at end    unknown (no events and no final state in the file)\n");
     else
         fprintf(out, "  live at end    %s in %" PRIu64 " allocation%s, %s\n",
-                tdm__fmt_bytes_exact(a, sizeof a,
-                                     (uint64_t)(d->end_allocated < 0 ? 0 : d->end_allocated)),
-                d->end_blocks, d->end_blocks == 1 ? "" : "s",
+                tdm__fmt_bytes_exact(a, sizeof a, end), d->end_blocks,
+                d->end_blocks == 1 ? "" : "s",
                 d->end_source == TDM_MODEL_END_FROM_STATE ? "from the final allocator state"
                                                           : "replayed (no final state in file)");
-    if (d->oom_events)
-        fprintf(out, "  OOMs           %" PRIu64 " out-of-memory event%s in the history\n",
-                d->oom_events, d->oom_events == 1 ? "" : "s");
     if (d->stats)
-        print_stats(out, s, d->ordinal, d->stats, o->exact);
-
-    /* Sites live at the peak; with no history, those live at the end. */
-    int64_t at = s->event_count ? d->peak_seq : tdm__model_end_seq(m);
-    tdm_model_site *sites;
-    size_t n;
-    tdm_status st = tdm__model_sites_at(m, di, at, &sites, &n);
-    if (st != TDM_OK)
-        return st;
-    size_t live = 0;
-    while (live < n && sites[live].live_bytes)
-        live++;
-    if (o->top == 0 || live == 0) {
-        if (o->top && m->alloc_count)
-            fprintf(out, "  (nothing live at the peak)\n");
-        free(sites);
-        return TDM_OK;
-    }
-    uint64_t total = (uint64_t)(s->event_count ? d->peak_allocated : d->end_allocated);
-    fprintf(out, "\n  top allocation sites by bytes live at the %s (%zu site%s)\n",
-            s->event_count ? "peak" : "end", live, live == 1 ? "" : "s");
-    fprintf(out, "  %3s %12s %6s %6s  %s\n", "#", "live", "share", "count",
-            "innermost frames");
-    for (size_t i = 0; i < live && i < o->top; i++) {
-        const tdm_model_site *site = &sites[i];
-        double share = total ? 100.0 * (double)site->live_bytes / (double)total : 0.0;
-        fprintf(out, "  %3zu %12s %5.1f%% %6" PRIu64 "  ", i + 1,
-                tdm__fmt_bytes(a, sizeof a, site->live_bytes), share, site->live_count);
-        print_site_frames(out, s, site->stack_id, o->frames ? o->frames : 1, 34);
-    }
-    if (live > o->top)
-        fprintf(out, "  ... %zu more site%s\n", live - o->top, live - o->top == 1 ? "" : "s");
-    free(sites);
+        print_stats(out, s, d->ordinal, d->stats, o->exact, o->verbose);
+    if (o->verbose && s->event_count) /* no history: the sites above are the end's */
+        return print_sites(out, s, m, di, tdm__model_end_seq(m), end, "end", o);
     return TDM_OK;
 }
 
 tdm_status tdm__summary_print(FILE *out, const char *path, const tdm_snap *snap,
                               const tdm_model *model, const tdm_summary_options *opts)
 {
-    print_header(out, path, snap, model, opts);
-    print_history(out, snap, model);
+    fprintf(out, "tidemark summary of %s\n", path);
+    if (opts->truncated)
+        fprintf(out, "  TRUNCATED at byte %" PRIu64 ": showing what could be read\n",
+                opts->truncated_at);
     int shown = 0;
     for (size_t i = 0; i < model->device_count; i++) {
         if (opts->device >= 0 && model->devices[i].ordinal != opts->device)
@@ -405,5 +405,7 @@ tdm_status tdm__summary_print(FILE *out, const char *path, const tdm_snap *snap,
     }
     if (!shown)
         fprintf(out, "\n(no device%s)\n", opts->device >= 0 ? " with that ordinal" : "s");
+    print_snapshot(out, snap, model, opts);
+    print_history(out, snap, model);
     return TDM_OK;
 }
