@@ -385,10 +385,12 @@ static void print_spread(FILE *out, const rank_row *rows, size_t n, uint64_t ori
                 size_text(b, sizeof b, max->peak - min->peak, exact));
     fputc('\n', out);
     if (max->site[0]) {
-        double share = max->peak > 0 ? 100.0 * (double)max->site_bytes / (double)max->peak : 0;
         snprintf(pbuf, sizeof pbuf, "%s", max->rank >= 0 ? "" : " of that file");
-        fprintf(out, "  top site   %s (%.1f%% of the max%s) in ",
-                size_text(a, sizeof a, (int64_t)max->site_bytes, exact), share, pbuf);
+        fprintf(out, "  top site   %s (%s of the max%s) in ",
+                size_text(a, sizeof a, (int64_t)max->site_bytes, exact),
+                tdm__fmt_share(t, sizeof t, (double)max->site_bytes,
+                               (double)(max->peak > 0 ? max->peak : 0)),
+                pbuf);
         for (const char *p = max->site; *p;) {
             size_t len = strcspn(p, "\n");
             fprintf(out, "%s%.*s\n", p == max->site ? "" : "             ", (int)len, p);
@@ -420,7 +422,7 @@ int tdm__summary_ranks(FILE *out, const tdm_rank_paths *paths, const tdm_summary
         rc = tdm__exit_worse(rc, loader->load("summary", paths->paths[i], &in));
         if (!in.model)
             continue;
-        row_fill(&rows[i], &in, opts->device, opts->frames ? opts->frames : 1);
+        row_fill(&rows[i], &in, opts->device, opts->frames ? opts->frames : 3);
         if (++readable == 1) {
             held = in;
             continue;
