@@ -1,178 +1,14 @@
-/* tests/unit/test_model.c: the analysis model (viewer-export/model/model.h) and
- * the summary printer, on snapshots built by hand so that every expected
+/* tests/unit/test_model.c: the analysis model (viewer-export/model/model.h)
+ * on snapshots built by hand (model_fixtures.h) so that every expected
  * number is known: peak value, time, step and phase; bytes live at the end;
  * site ranking; partial histories (dropped events) that must not go
- * negative; several devices; and a 1M-event history analysed in under a
- * second.  Also the size/offset formatters the tool prints with. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+ * negative, and whose seeds keep their sites after the ring wrapped;
+ * several devices; and a 1M-event history analysed in under a second.
+ * The summary printer and the formatters: test_summary.c. */
 #include <time.h>
-#include <cmocka.h>
 
+#include "model_fixtures.h"
 #include "summary.h"
-#include "format_size.h"
-#include "model.h"
-#include "snap_model.h"
-
-/* ---- a snapshot builder ------------------------------------------------- */
-
-#define MAXN 256
-
-typedef struct tsnap {
-    tdm_snap s;
-    tdm_event ev[MAXN];
-    tdm_snap_segment seg[MAXN];
-    tdm_snap_block blk[MAXN];
-    tdm_snap_device dev[8];
-    tdm_snap_device_stats stats[8];
-    tdm_snap_frame frames[16];
-    tdm_snap_stack stacks[8];
-    uint32_t stack_frames[8][4];
-    const char *phases[4];
-    uint64_t now; /* ns; each event advances it by 1 ms */
-    uint32_t step, phase;
-} tsnap;
-
-static tsnap *tsnap_new(void)
-{
-    tsnap *t = calloc(1, sizeof *t);
-    assert_non_null(t);
-    t->s.header.format_version = TDM_FORMAT_VERSION;
-    t->s.header.tool_version = "0.1.0";
-    t->s.header.host = "testhost";
-    t->s.header.pid = 42;
-    t->s.header.rank = -1;
-    t->s.header.local_rank = -1;
-    t->s.header.start_time_us = 1700000000000000ull;
-    t->s.header.dump_time_us = 1700000010000000ull;
-    t->s.header.command = "./unit";
-    t->s.header.config = "";
-    t->s.header.metadata = "";
-    t->s.header.record_mode = TDM_RECORD_ALL;
-    t->s.header.context_mode = TDM_CONTEXT_ALLOC;
-    t->s.header.stacks_mode = TDM_STACKS_NATIVE;
-    t->s.header.max_entries = 1000;
-    t->s.header.alloc_mode = "passthrough";
-    t->s.complete = 1;
-    t->now = 1700000000000000000ull + 1000000ull; /* start + 1 ms */
-    t->phases[0] = "";
-    t->phases[1] = "forward";
-    t->phases[2] = "backward";
-    t->phases[3] = "optimizer";
-    t->s.phase_names = t->phases;
-    t->s.phase_count = 4;
-    /* Frames: a tidemark frame, then three program frames per stack. */
-    t->frames[0] = (tdm_snap_frame){0x1000, "tdm_malloc", "alloc/alloc.c", 10, "libtidemark.so.0"};
-    const char *fn[] = {"make_weights", "make_activation", "make_temp", "forward",
-                        "train_step", "main"};
-    for (int i = 0; i < 6; i++)
-        t->frames[1 + i] = (tdm_snap_frame){0x2000 + (uint64_t)i * 16, fn[i],
-                                            "/src/examples/train.c", 100u + (unsigned)i, "train"};
-    t->s.frames = t->frames;
-    t->s.frame_count = 7;
-    t->s.stacks = t->stacks;
-    t->s.stack_count = 4; /* [0] empty; 1 weights, 2 activation, 3 temp */
-    for (int k = 1; k <= 3; k++) {
-        t->stack_frames[k][0] = 0;             /* tdm_malloc */
-        t->stack_frames[k][1] = (uint32_t)k;   /* make_* */
-        t->stack_frames[k][2] = 4;             /* forward */
-        t->stack_frames[k][3] = 5;             /* train_step */
-        t->stacks[k] = (tdm_snap_stack){4, t->stack_frames[k]};
-    }
-    t->s.events = t->ev;
-    t->s.segments = t->seg;
-    t->s.blocks = t->blk;
-    t->s.devices = t->dev;
-    t->s.stats = t->stats;
-    return t;
-}
-
-static void add_device(tsnap *t, int ordinal, uint64_t capacity)
-{
-    tdm_snap_device *d = &t->dev[t->s.device_count++];
-    d->index = ordinal;
-    d->vendor = "sim";
-    d->name = ordinal == 0 ? "sim0" : "sim1";
-    d->capacity = capacity;
-}
-
-static size_t ev(tsnap *t, tdm_action action, int device, uint64_t addr,
-                 uint64_t size, uint32_t stack)
-{
-    assert_true(t->s.event_count < MAXN);
-    size_t i = t->s.event_count++;
-    t->now += 1000000ull;
-    t->ev[i] = (tdm_event){.time_ns = t->now, .addr = addr, .size = size,
-                           .requested = size, .stack_id = stack, .phase = t->phase,
-                           .step = t->step, .device = (int16_t)device,
-                           .action = (uint8_t)action};
-    return i;
-}
-
-/* Pass-through style: each allocation is its own segment, whose size
- * (as segment events carry it) is rounded up to 512 B. */
-static uint64_t seg_size(uint64_t size) { return (size + 511) & ~(uint64_t)511; }
-
-static size_t alloc_pt(tsnap *t, int device, uint64_t addr, uint64_t size, uint32_t stack)
-{
-    ev(t, TDM_ACTION_SEGMENT_ALLOC, device, addr, seg_size(size), stack);
-    return ev(t, TDM_ACTION_ALLOC, device, addr, size, stack);
-}
-
-static size_t free_pt(tsnap *t, int device, uint64_t addr, uint64_t size)
-{
-    ev(t, TDM_ACTION_FREE_REQUESTED, device, addr, size, 0);
-    size_t i = ev(t, TDM_ACTION_FREE_COMPLETED, device, addr, size, 0);
-    ev(t, TDM_ACTION_SEGMENT_FREE, device, addr, seg_size(size), 0);
-    return i;
-}
-
-static void mark_phase(tsnap *t, uint32_t phase)
-{
-    t->phase = phase;
-    ev(t, TDM_ACTION_PHASE, -1, 0, 0, 0);
-}
-
-static void mark_step(tsnap *t)
-{
-    t->step++;
-    ev(t, TDM_ACTION_STEP, -1, 0, 0, 0);
-}
-
-/* A final-state segment holding one block. */
-static void state_block(tsnap *t, int device, uint64_t addr, uint64_t size,
-                        uint64_t requested, tdm_block_state state, uint32_t stack)
-{
-    size_t b = t->s.block_count++, s = t->s.segment_count++;
-    t->blk[b] = (tdm_snap_block){.address = addr, .size = size, .requested_size = requested,
-                                 .alloc_time_ns = 1, .stack_id = stack, .state = (uint8_t)state};
-    t->seg[s] = (tdm_snap_segment){.device = device, .pool = TDM_POOL_NONE, .address = addr,
-                                   .total_size = size, .stack_id = stack,
-                                   .first_block = (uint32_t)b, .block_count = 1};
-}
-
-static tdm_model *build(tsnap *t)
-{
-    tdm_model *m = NULL;
-    assert_int_equal(tdm__model_build(&t->s, &m), TDM_OK);
-    assert_non_null(m);
-    return m;
-}
-
-static void assert_never_negative(const tdm_model *m)
-{
-    for (size_t d = 0; d < m->device_count; d++)
-        for (size_t i = 0; i < m->devices[d].sample_count; i++) {
-            assert_true(m->devices[d].samples[i].allocated >= 0);
-            assert_true(m->devices[d].samples[i].reserved >= 0);
-        }
-}
-
 /* ---- tests --------------------------------------------------------------- */
 
 /* Two steps; the higher peak is in step 2's backward phase. */
@@ -726,87 +562,6 @@ static void test_million_events_fast(void **state)
     free(slot_size);
 }
 
-/* The summary printer on a hand-built snapshot: headings, the peak line,
- * and sites shown from their first frame outside tidemark. */
-static void test_summary_output(void **state)
-{
-    (void)state;
-    tsnap *t = tsnap_new();
-    add_device(t, 0, 16ull << 30);
-    alloc_pt(t, 0, 0x10000, 3ull << 20, 1);
-    mark_step(t);
-    mark_phase(t, 1);
-    alloc_pt(t, 0, 0x20000, 1ull << 20, 2);
-    free_pt(t, 0, 0x20000, 1ull << 20);
-    state_block(t, 0, 0x10000, 3ull << 20, 3ull << 20, TDM_BLOCK_ACTIVE_ALLOCATED, 1);
-    tdm_model *m = build(t);
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
-    assert_non_null(out);
-    tdm_summary_options o = {.top = 10, .frames = 3, .device = -1};
-    assert_int_equal(tdm__summary_print(out, "x.tdm", &t->s, m, &o), TDM_OK);
-    fclose(out);
-    printf("%s", text);
-    assert_non_null(strstr(text, "tidemark summary of x.tdm"));
-    assert_non_null(strstr(text, "pid 42 on testhost"));
-    assert_non_null(strstr(text, "sim0"));
-    assert_non_null(strstr(text, "16.00 GiB (17179869184 B)"));
-    assert_non_null(strstr(text, "peak allocated 4.00 MiB (4194304 B)"));
-    assert_non_null(strstr(text, "step 1, phase forward"));
-    assert_non_null(strstr(text, "live at end    3.00 MiB (3145728 B) in 1 allocation,"));
-    assert_non_null(strstr(text, "make_activation (train.c:101)"));
-    assert_non_null(strstr(text, "make_weights (train.c:100)"));
-    assert_non_null(strstr(text, "train_step (train.c:104)"));
-    assert_null(strstr(text, "tdm_malloc")); /* tidemark's own frame is hidden */
-    /* Site ranking in the text: weights (3 MiB) before activation (1 MiB). */
-    assert_true(strstr(text, "make_weights") < strstr(text, "make_activation"));
-    size_t lines = 0;
-    for (char *p = text; *p; p++)
-        lines += *p == '\n';
-    assert_true(lines < 60);
-    free(text);
-    tdm__model_free(m);
-    free(t);
-}
-
-static void test_format_helpers(void **state)
-{
-    (void)state;
-    char b[TDM_FMT_LEN];
-    assert_string_equal(tdm__fmt_bytes(b, sizeof b, 0), "0 B");
-    assert_string_equal(tdm__fmt_bytes(b, sizeof b, 1023), "1023 B");
-    assert_string_equal(tdm__fmt_bytes(b, sizeof b, 1024), "1.00 KiB");
-    assert_string_equal(tdm__fmt_bytes(b, sizeof b, 1536ull << 20), "1.50 GiB");
-    assert_string_equal(tdm__fmt_bytes(b, sizeof b, (1ull << 20) - 1), "1.00 MiB");
-    assert_string_equal(tdm__fmt_bytes(b, sizeof b, UINT64_MAX), "16.00 EiB");
-    assert_string_equal(tdm__fmt_sbytes(b, sizeof b, -2048), "-2.00 KiB");
-    assert_string_equal(tdm__fmt_bytes_exact(b, sizeof b, 512), "512 B");
-    assert_string_equal(tdm__fmt_bytes_exact(b, sizeof b, 1536ull << 20),
-                        "1.50 GiB (1610612736 B)");
-    assert_string_equal(tdm__fmt_offset(b, sizeof b, 12345000000ll), "+12.345 s");
-    assert_string_equal(tdm__fmt_offset(b, sizeof b, 123000ll), "+0.000123 s");
-    assert_string_equal(tdm__fmt_offset(b, sizeof b, 123456000000ll), "+2 min 03.456 s");
-    assert_string_equal(tdm__fmt_offset(b, sizeof b, 3723000000000ll), "+1 h 02 min 03 s");
-    assert_string_equal(tdm__fmt_offset(b, sizeof b, -5000000000ll), "-5.000 s");
-    assert_string_equal(tdm__fmt_utc(b, sizeof b, 1700000000000000ull), "2023-11-14 22:13:20 UTC");
-
-    uint64_t v;
-    assert_int_equal(tdm__parse_size("4096", &v), TDM_OK);
-    assert_int_equal(v, 4096);
-    assert_int_equal(tdm__parse_size("12GiB", &v), TDM_OK);
-    assert_int_equal(v, 12ull << 30);
-    assert_int_equal(tdm__parse_size("1.5 g", &v), TDM_OK);
-    assert_int_equal(v, 1536ull << 20);
-    assert_int_equal(tdm__parse_size("512KB", &v), TDM_OK);
-    assert_int_equal(v, 512ull << 10);
-    assert_int_equal(tdm__parse_size("-1G", &v), TDM_INVALID_ARGUMENT);
-    assert_int_equal(tdm__parse_size("1.5", &v), TDM_INVALID_ARGUMENT);
-    assert_int_equal(tdm__parse_size("12 parsecs", &v), TDM_INVALID_ARGUMENT);
-    assert_int_equal(tdm__parse_size("", &v), TDM_INVALID_ARGUMENT);
-    assert_int_equal(tdm__parse_size("99999999TiB", &v), TDM_INVALID_ARGUMENT);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -822,8 +577,6 @@ int main(void)
         cmocka_unit_test(test_no_history),
         cmocka_unit_test(test_queries),
         cmocka_unit_test(test_million_events_fast),
-        cmocka_unit_test(test_summary_output),
-        cmocka_unit_test(test_format_helpers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
