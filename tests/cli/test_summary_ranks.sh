@@ -100,19 +100,22 @@ has_re out "^tidemark summary of $work/single/$host-r2.tdm$"
 
 # ---- gate across ranks --------------------------------------------------------------
 rm -f "$work/snaps/again-r0.tdm"
-limit=$((peak[2] + 1))
+limit=$((peak[2] + 1))B
 expect 3 "gate between rank 2 and rank 1" -- "$TIDEMARK" gate --max-peak "$limit" \
   --junit "$work/gate.xml" "$work/snaps"
-[ "$(grep -cE '^(PASS|FAIL)' "$work/out")" -eq 4 ] || fail "gate: not 4 result lines"
-# Status and rank of each line: ranks in order, the unranked file last.
-order=$(sed -nE 's/^(PASS|FAIL) .*\.tdm, (rank ([0-9]+) on [^,]*, )?device .*/\1\3/p' "$work/out" |
-  tr '\n' ' ')
-[ "$order" = "PASS0 FAIL1 PASS2 PASS " ] || fail "gate lines: $order"
-has_re out "^FAIL  max-peak     $work/snaps/$host-r1\.tdm, rank 1 on $host, device 0 \(sim0\): peak "
-has_re out "^PASS  max-peak     $work/snaps/solo\.tdm, device 0 \(sim0\): peak "
-has_re out "^max-peak FAILED on $work/snaps/$host-r1\.tdm \(rank 1 on $host\), device 0 \(sim0\)$"
+# The verdict first: the failure, in full, naming the rank; the passes counted.
+[ "$(grep -m1 . "$work/out")" = "$(grep -m1 '^max-peak FAILED: peak ' "$work/out")" ] ||
+  fail "gate: the first line is not the verdict: $(head -n 1 "$work/out")"
+has_re out "^  on         $work/snaps/$host-r1\.tdm \(rank 1 on $host\), device 0 \(sim0\)$"
+has_re out "^gates: 3 passed, 1 failed$"
 grep -q "message=\"rank 1 on $host, device 0: peak" "$work/gate.xml" || fail "JUnit lacks rank 1"
 expect 3 "gate --github" -- "$TIDEMARK" gate --max-peak "$limit" --github "$work/snaps"
 has_re out "^::error title=tidemark max-peak \(device 0\)::$work/snaps/$host-r1\.tdm \(rank 1 on $host\): "
+# Every file over the limit: the files in rank order, the unranked one last
+# (the first in full, the others one line each).
+expect 3 "gate, every rank over" -- "$TIDEMARK" gate --max-peak 1B --top 0 "$work/snaps"
+order=$(sed -nE -e 's/^  on         .*\.tdm \(rank ([0-9]+) on .*/\1/p' \
+  -e 's/^FAIL  max-peak     .*\.tdm, (rank ([0-9]+) on [^,]*, )?device .*/\2-/p' "$work/out" | tr '\n' ' ')
+[ "$order" = "0 1- 2- - " ] || fail "gate: files in the order '$order'"
 
 finish "tidemark summary and gate across ranks"

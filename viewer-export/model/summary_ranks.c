@@ -1,6 +1,10 @@
 /* viewer-export/model/summary_ranks.c: `tidemark summary` of many snapshots,
  * one per rank of a job: a table with one row per rank and the spread of
- * the peaks across ranks (ranks.h).
+ * the peaks across ranks (ranks.h).  Up to TDM_SUMMARY_RANKS_ALL_UP_TO
+ * ranks every row is printed; a bigger job (1024 ranks would be 1024
+ * rows) gets the rows of the highest and the lowest peaks, a line for the
+ * ranks between, and the median and the ties of the max and min in the
+ * spread, unless --all asks for every row.
  *
  * Each file is loaded (by the loader the command line hands it: .tdm or an importable
  * file),
@@ -84,6 +88,8 @@ static void row_site(rank_row *r, const tdm_input *in, size_t di, unsigned frame
         uint32_t sid = sites[0].stack_id;
         r->site_bytes = sites[0].live_bytes;
         snprintf(r->site, sizeof r->site, "(no stack recorded)");
+        /* Allocations whose alloc was not recorded: named by their free. */
+        const char *lead = sites[0].stack_of_free ? "freed at " : "";
         if (sid && sid < s->stack_count && s->stacks[sid].depth) {
             const tdm_snap_stack *st = &s->stacks[sid];
             size_t used = 0;
@@ -96,7 +102,7 @@ static void row_site(rank_row *r, const tdm_input *in, size_t di, unsigned frame
                 else
                     snprintf(line, sizeof line, "(frame %u missing)", st->frames[f]);
                 int w = snprintf(r->site + used, sizeof r->site - used, "%s%s",
-                                 shown ? "\n" : "", line);
+                                 shown ? "\n" : lead, line);
                 if (w < 0 || (size_t)w >= sizeof r->site - used) {
                     r->site[used] = '\0'; /* whole frames only */
                     break;
@@ -116,7 +122,8 @@ static void row_fill(rank_row *r, const tdm_input *in, int device, unsigned fram
     snprintf(r->host, sizeof r->host, "%s", h->host && h->host[0] ? h->host : "?");
     r->rank = h->rank;
     r->world_size = h->world_size;
-    r->start_us = h->start_time_us;
+    /* A file without a date (an imported log) gives no time origin. */
+    r->start_us = tdm__summary_start_known(h->start_time_us) ? h->start_time_us : 0;
     r->dropped = in->snap->dropped_events;
     r->device = -1;
     r->peak = -1;
@@ -300,50 +307,152 @@ static void print_heading(FILE *out, const rank_row *rows, size_t n, size_t read
                 tdm__fmt_utc(a, sizeof a, origin_us));
 }
 
-static void print_table(FILE *out, const rank_row *rows, size_t n, uint64_t origin_us,
-                        int exact)
+/* One row of the table. */
+static void print_row(FILE *out, const rank_row *r, int hw, uint64_t origin_us, int exact)
 {
+    char rk[16], dev[48], pk[S_FMT], at[S_FMT], step[16], live[S_FMT];
+    snprintf(rk, sizeof rk, r->rank >= 0 ? "%d" : "-", (int)r->rank);
+    if (r->device < 0)
+        snprintf(dev, sizeof dev, "-");
+    else if (r->devices_used > 1)
+        snprintf(dev, sizeof dev, "%d+%zu", r->device, r->devices_used - 1);
+    else
+        snprintf(dev, sizeof dev, "%d", r->device);
+    snprintf(at, sizeof at, "-");
+    if (r->peak_time_ns && origin_us && r->peak_time_ns >= origin_us * 1000u)
+        tdm__fmt_offset(at, sizeof at, (int64_t)(r->peak_time_ns - origin_us * 1000u));
+    else if (r->peak_from_stats)
+        snprintf(at, sizeof at, "(no history)");
+    snprintf(step, sizeof step, r->peak_step ? "%u" : "-", r->peak_step);
+    fprintf(out, "  %5s  %-*.*s  %-4s %12s  %-12s %5s  %-12s %12s %8" PRIu64 "  %s%s\n", rk,
+            hw, hw, r->host, dev, size_text(pk, sizeof pk, r->peak, exact), at, step,
+            r->peak_phase[0] ? r->peak_phase : "-",
+            size_text(live, sizeof live, r->live_end, exact), r->dropped, r->path,
+            r->state == ROW_TRUNCATED ? " (truncated)" : "");
+}
+
+/* Highest peak first; equal peaks in rank order (the rows' order). */
+static int by_peak_desc(const void *pa, const void *pb)
+{
+    const rank_row *a = *(const rank_row *const *)pa, *b = *(const rank_row *const *)pb;
+    if (a->peak != b->peak)
+        return a->peak > b->peak ? -1 : 1;
+    return a < b ? -1 : a > b;
+}
+
+/* Lowest peak first; equal peaks in rank order. */
+static int by_peak_asc(const void *pa, const void *pb)
+{
+    const rank_row *a = *(const rank_row *const *)pa, *b = *(const rank_row *const *)pb;
+    if (a->peak != b->peak)
+        return a->peak < b->peak ? -1 : 1;
+    return a < b ? -1 : a > b;
+}
+
+/* The readable rows of `rows` (the first `readable`, in rank order) by
+ * peak, highest first, unknown peaks last; NULL when out of memory. */
+static const rank_row **rows_by_peak(const rank_row *rows, size_t readable)
+{
+    const rank_row **v = malloc((readable ? readable : 1) * sizeof *v);
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < readable; i++)
+        v[i] = &rows[i];
+    qsort(v, readable, sizeof *v, by_peak_desc);
+    return v;
+}
+
+/* The table: every readable row in rank order; or, with `by_peak` (the
+ * readable rows sorted by peak), only the highest and the lowest. */
+static void print_table(FILE *out, const rank_row *rows, size_t readable,
+                        const rank_row *const *by_peak, uint64_t origin_us, int exact)
+{
+    const char *noun = "ranks";
+    for (size_t i = 0; i < readable; i++)
+        if (rows[i].rank < 0)
+            noun = "files";
     int hw = 4;
     int multi_dev = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < readable; i++) {
         int l = (int)strlen(rows[i].host);
-        if (rows[i].state != ROW_UNREADABLE && l > hw)
+        if (l > hw)
             hw = l > 24 ? 24 : l;
         multi_dev |= rows[i].devices_used > 1;
     }
-    fprintf(out, "\n  %5s  %-*s  %-4s %12s  %-12s %5s  %-12s %12s %8s  %s\n", "rank", hw, "host",
-            "dev", "peak", "peak at", "step", "phase", "live at end", "dropped", "file");
-    for (size_t i = 0; i < n; i++) {
-        const rank_row *r = &rows[i];
-        char rk[16], dev[48], pk[S_FMT], at[S_FMT], step[16], live[S_FMT];
-        if (r->state == ROW_UNREADABLE)
-            continue;
-        snprintf(rk, sizeof rk, r->rank >= 0 ? "%d" : "-", (int)r->rank);
-        if (r->device < 0)
-            snprintf(dev, sizeof dev, "-");
-        else if (r->devices_used > 1)
-            snprintf(dev, sizeof dev, "%d+%zu", r->device, r->devices_used - 1);
+    size_t hi = TDM_SUMMARY_RANKS_HIGHEST, lo = TDM_SUMMARY_RANKS_LOWEST;
+    if (by_peak)
+        fprintf(out, "\n  the %zu highest peaks and the %zu lowest of %zu %s; --all lists "
+                     "them all\n", hi, lo, readable, noun);
+    fprintf(out, "%s  %5s  %-*s  %-4s %12s  %-12s %5s  %-12s %12s %8s  %s\n",
+            by_peak ? "" : "\n", "rank", hw, "host", "dev", "peak", "peak at", "step", "phase",
+            "live at end", "dropped", "file");
+    if (!by_peak) {
+        for (size_t i = 0; i < readable; i++)
+            print_row(out, &rows[i], hw, origin_us, exact);
+    } else {
+        /* The highest: the first of by_peak.  The lowest: those of the
+         * lowest peaks, the first ranks among equals (the min of the
+         * spread is one), shown highest first like the rest. */
+        const rank_row *low[TDM_SUMMARY_RANKS_LOWEST];
+        unsigned char *shown = calloc(readable, 1);
+        const rank_row **asc = malloc(readable * sizeof *asc);
+        if (shown && asc) {
+            memcpy(asc, by_peak, readable * sizeof *asc);
+            qsort(asc, readable, sizeof *asc, by_peak_asc);
+            for (size_t i = 0; i < lo; i++)
+                low[i] = asc[i];
+            qsort(low, lo, sizeof *low, by_peak_desc);
+        } else { /* out of memory: the tail of by_peak will do */
+            for (size_t i = 0; i < lo; i++)
+                low[i] = by_peak[readable - lo + i];
+        }
+        int64_t mid_lo = INT64_MAX, mid_hi = INT64_MIN;
+        for (size_t i = 0; shown && i < hi; i++)
+            shown[by_peak[i] - rows] = 1;
+        for (size_t i = 0; shown && i < lo; i++)
+            shown[low[i] - rows] = 1;
+        for (size_t i = 0; shown && i < readable; i++)
+            if (!shown[i]) {
+                mid_lo = rows[i].peak < mid_lo ? rows[i].peak : mid_lo;
+                mid_hi = rows[i].peak > mid_hi ? rows[i].peak : mid_hi;
+            }
+        for (size_t i = 0; i < hi; i++)
+            print_row(out, by_peak[i], hw, origin_us, exact);
+        char a[S_FMT], b[S_FMT];
+        if (mid_lo <= mid_hi)
+            fprintf(out, "  %5s  %zu more, peaks from %s to %s\n", "...", readable - hi - lo,
+                    size_text(a, sizeof a, mid_lo, exact), size_text(b, sizeof b, mid_hi, exact));
         else
-            snprintf(dev, sizeof dev, "%d", r->device);
-        snprintf(at, sizeof at, "-");
-        if (r->peak_time_ns && origin_us && r->peak_time_ns >= origin_us * 1000u)
-            tdm__fmt_offset(at, sizeof at, (int64_t)(r->peak_time_ns - origin_us * 1000u));
-        else if (r->peak_from_stats)
-            snprintf(at, sizeof at, "(no history)");
-        snprintf(step, sizeof step, r->peak_step ? "%u" : "-", r->peak_step);
-        fprintf(out, "  %5s  %-*.*s  %-4s %12s  %-12s %5s  %-12s %12s %8" PRIu64 "  %s%s\n", rk,
-                hw, hw, r->host, dev, size_text(pk, sizeof pk, r->peak, exact), at, step,
-                r->peak_phase[0] ? r->peak_phase : "-",
-                size_text(live, sizeof live, r->live_end, exact), r->dropped, r->path,
-                r->state == ROW_TRUNCATED ? " (truncated)" : "");
+            fprintf(out, "  %5s  %zu more\n", "...", readable - hi - lo);
+        for (size_t i = 0; i < lo; i++)
+            print_row(out, low[i], hw, origin_us, exact);
+        free(shown);
+        free(asc);
     }
     if (multi_dev)
         fprintf(out, "  (dev N+k: the row is device N, the rank's highest peak; k more "
                      "devices held memory; --device picks one)\n");
 }
 
-static void print_spread(FILE *out, const rank_row *rows, size_t n, uint64_t origin_us,
-                         int exact)
+/* "; 3 more ranks at this peak" when other rows share row r's peak. */
+static void print_ties(FILE *out, const rank_row *rows, size_t n, const rank_row *r)
+{
+    size_t same = 0, unranked = 0;
+    for (size_t i = 0; i < n; i++)
+        if (&rows[i] != r && rows[i].state != ROW_UNREADABLE && rows[i].peak == r->peak) {
+            same++;
+            unranked += rows[i].rank < 0;
+        }
+    if (same)
+        fprintf(out, "; %zu more %s%s at this peak", same, unranked ? "file" : "rank",
+                same == 1 ? "" : "s");
+}
+
+/* The spread: max, min, mean, the top site of the max; with `by_peak`
+ * (the rows sorted by peak, for a table that does not show them all),
+ * also the median and the ranks that share the max and the min. */
+static void print_spread(FILE *out, const rank_row *rows, size_t n,
+                         const rank_row *const *by_peak, uint64_t origin_us, int exact)
 {
     const rank_row *max = NULL, *min = NULL;
     size_t count = 0, unranked = 0;
@@ -377,8 +486,19 @@ static void print_spread(FILE *out, const rank_row *rows, size_t n, uint64_t ori
         fprintf(out, ", step %u", max->peak_step);
     if (max->peak_phase[0])
         fprintf(out, ", phase %s", max->peak_phase);
-    fprintf(out, "\n  min        %s  %s\n", size_text(a, sizeof a, min->peak, exact),
+    if (by_peak) {
+        print_ties(out, rows, n, max);
+        /* The lower median: a rank's own peak.  The known peaks come
+         * first in by_peak, highest first. */
+        const rank_row *med = by_peak[count - 1 - (count - 1) / 2];
+        fprintf(out, "\n  median     %s  %s", size_text(a, sizeof a, med->peak, exact),
+                who(w, sizeof w, med));
+    }
+    fprintf(out, "\n  min        %s  %s", size_text(a, sizeof a, min->peak, exact),
             who(w, sizeof w, min));
+    if (by_peak)
+        print_ties(out, rows, n, min);
+    fputc('\n', out);
     fprintf(out, "  mean       %s", size_text(a, sizeof a, mean, exact));
     if (min->peak > 0)
         fprintf(out, "; max is %.2fx min, %s more", (double)max->peak / (double)min->peak,
@@ -448,8 +568,17 @@ int tdm__summary_ranks(FILE *out, const tdm_rank_paths *paths, const tdm_summary
             if (rows[i].start_us && (!origin_us || rows[i].start_us < origin_us))
                 origin_us = rows[i].start_us;
         print_heading(out, rows, paths->count, readable, origin_us);
-        print_table(out, rows, paths->count, origin_us, exact);
-        print_spread(out, rows, paths->count, origin_us, exact);
+        /* Many ranks: the highest and the lowest peaks only, unless --all. */
+        const rank_row **by_peak = NULL;
+        if (readable > TDM_SUMMARY_RANKS_ALL_UP_TO && !opts->all &&
+            !(by_peak = rows_by_peak(rows, readable))) {
+            fprintf(stderr, "tidemark summary: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+            free(rows);
+            return TDM_EXIT_TOOL_ERROR;
+        }
+        print_table(out, rows, readable, by_peak, origin_us, exact);
+        print_spread(out, rows, paths->count, by_peak, origin_us, exact);
+        free(by_peak);
         if (readable < paths->count)
             fprintf(out, "\n(%zu file%s could not be read; see the messages above)\n",
                     paths->count - readable, paths->count - readable == 1 ? "" : "s");
