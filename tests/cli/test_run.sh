@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `tidemark run` end to end: every exit path (the command's own code, 0,
-# 3 gate failed, 4 tool error, 1 usage, 2 bad baseline, 127 not found,
+# 3 gate failed, 4 tool error, 5 nothing measured, 1 usage, 2 bad
+# baseline, 127 not found,
 # 128+N killed by signal N, a gate failure outranking a failed command),
 # the environment the command gets (TIDEMARK_CONF with its dump folder
 # and --conf, LD_PRELOAD from TIDEMARK_PRELOAD or beside the tool), one
@@ -61,8 +62,8 @@ expect 9 "--command-failed, exit 3" -- "$TIDEMARK" run --command-failed 9 -o "$w
 expect 9 "--command-failed, not found" -- "$TIDEMARK" run --command-failed 9 -o "$work/r2" -- "$work/no-such-program"
 expect 9 "--command-failed, killed" -- "$TIDEMARK" run --command-failed 9 -o "$work/r2" -- sh -c 'kill -KILL $$'
 expect 0 "--command-failed, success" -- "$TIDEMARK" run --command-failed 9 -o "$work/r2" -- true
-expect 1 "--command-failed 4" -- "$TIDEMARK" run --command-failed 4 -- true
-has err "from 5 to 125"
+expect 1 "--command-failed 5" -- "$TIDEMARK" run --command-failed 5 -- true
+has err "from 6 to 125"
 expect 1 "--command-failed 200" -- "$TIDEMARK" run --command-failed 200 -- true
 # SIGTERM sent to tidemark alone reaches the command; tidemark still reports.
 # (The command has started once it made its file: tidemark is waiting.)
@@ -82,7 +83,7 @@ TIDEMARK_CONF="max_entries=5000" expect 0 "--conf" -- "$TIDEMARK" run -o "$work/
 has err "ring of 64)"; has err "allocator passthrough"
 has err "config     max_entries=5000,max_entries=64,alloc_mode=passthrough,dump=$work/r4/"
 expect 0 "conf seen by the command" -- "$TIDEMARK" run -o "$work/r 5%" -- sh -c 'echo "[$TIDEMARK_CONF]"'
-has out "[dump=$work/r 5%%/tidemark-%h-%p.tdm]"
+has out "[dump=$work/r 5%%/tidemark-%h-%p.tdm,dump_on=exit+signal,signal=SIGRTMAX-5]"
 
 # ---- every process writes its own snapshot -------------------------------------------
 expect 0 "two children" -- "$TIDEMARK" run -o "$work/r6" -- \
@@ -167,14 +168,14 @@ expect 2 "missing baseline" -- "$TIDEMARK" run -o "$work/g6" --baseline "$work/n
   --max-growth 5 -- touch "$work/ran"
 [ ! -e "$work/ran" ] || fail "the command ran despite a bad baseline"
 
-# ---- tool errors: exit 4 ---------------------------------------------------------
+# ---- tool errors: exit 4 (and nothing measured: 5) -----------------------------------
 printf 'x\n' >"$work/afile"
 expect 4 "-o is a file" -- "$TIDEMARK" run -o "$work/afile" -- true
 has err "cannot make the folder"
 TIDEMARK_PRELOAD="$work/none.so" expect 4 "TIDEMARK_PRELOAD missing" -- "$TIDEMARK" run -o "$work/t" -- true
 has err "TIDEMARK_PRELOAD=$work/none.so"
-expect 4 "gates, but no snapshot" -- "$TIDEMARK" run -o "$work/t" --max-peak 1G -- true
-has err "no snapshot was written"
+expect 5 "gates, but no snapshot" -- "$TIDEMARK" run -o "$work/t" --max-peak 1G -- true
+has err "nothing measured: no snapshot was written"
 expect 4 "unwritable junit" -- "$TIDEMARK" run -o "$work/t" --max-peak 1G \
   --junit "$work/no/dir/j.xml" -- "$TRAIN_SIM" --steps 1
 has err "cannot write $work/no/dir/j.xml"

@@ -3,57 +3,44 @@
  * and TIDEMARK_CONF set so that every process of it (children inherit the
  * environment) writes its own snapshot into one folder, waits for it,
  * summarizes every snapshot written, and checks the gates (gate.h).
+ * run_child.c runs the command (its own process group, signals, the
+ * snapshot asked for on interruption); run_conf.c composes and checks
+ * TIDEMARK_CONF.
  *
  * Invariants:
  *  - The command's own exit code comes back unchanged unless tidemark
- *    failed (4) or a gate failed (3); killed by signal N, it is 128+N, as
- *    shells report it; a command that cannot be started gives 127 (not
- *    found) or 126 (not executable), as shells do.
+ *    failed (4), a gate failed (3), a snapshot lacks the --device asked
+ *    for (2) or gates measured nothing (5); killed by signal N, it is
+ *    128+N, as shells report it; a command that cannot be started gives
+ *    127 (not found) or 126 (not executable), as shells do.
+ *  - A TIDEMARK_CONF the library would refuse (inherited, --conf, or as
+ *    composed) stops the run before the command starts (exit 1).
  *  - Only snapshots written during this run are collected: files of the
  *    folder that existed before, unchanged, are left out.
  *  - The command's stdout is its own: tidemark reports on stderr (GitHub
  *    annotation lines, meant for the runner, go to stdout).
- *  - tidemark becomes a child subreaper so that processes the command
- *    leaves behind are reaped, and waited for a short while, before the
- *    folder is read.
- * Signals: SIGINT, SIGQUIT, SIGTERM and SIGHUP sent to tidemark alone are
- * passed on to the command, and tidemark goes on to collect what it
- * wrote; those a terminal sends to the whole process group reach the
- * command already and are not sent twice.  While the command runs they
- * and SIGCHLD are blocked and taken synchronously (sigwaitinfo): no
- * signal handler, no locks.
+ *  - A failing gate's report leads with the verdict and stands alone (no
+ *    whole summary before it): at most about 30 lines for one snapshot.
+ * No state, no locks.
  */
-#define _GNU_SOURCE /* strsignal, pipe2, asprintf */
+#define _GNU_SOURCE /* asprintf */
 #include "cli.h"
 #include "load.h"
 #include "format_size.h"
 #include "gate.h"
 #include "summary.h"
+#include "run.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
-#include <glob.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#define PRELOAD_NAME "libtidemark_preload.so"
 #define DEFAULT_DIR "tidemark-out"
-#define DUMP_NAME "tidemark-%h-%p.tdm"
-/* How long processes the command left running are waited for, in ms. */
-#define ORPHAN_WAIT_MS 5000
-
-/* Signals passed on to the command when sent to tidemark alone. */
-static const int forwarded[] = {SIGINT, SIGQUIT, SIGTERM, SIGHUP};
-#define NFORWARDED (sizeof forwarded / sizeof forwarded[0])
 
 /* ---- the output folder ------------------------------------------------- */
 
@@ -183,10 +170,10 @@ static int make_dirs(const char *path)
 
 /* ---- the preload library ----------------------------------------------- */
 
-/* Finds libtidemark_preload.so: $TIDEMARK_PRELOAD, else beside this
- * binary (the build tree), else in ../libNAME (and ../libNAME/TRIPLET)
- * folders of an installed tree: lib, lib64, lib/x86_64-linux-gnu.  Returns 0 with path[0] set, 0 with path[0] == 0 when
- * there is none, -1 after printing why an override is unusable. */
+/* Finds libtidemark_preload.so: $TIDEMARK_PRELOAD, else as run.h's
+ * tdm__run_find_library finds it.  Returns 0 with path[0] set, 0 with
+ * path[0] == 0 when there is none, -1 after printing why an override is
+ * unusable. */
 static int find_preload(char *path, size_t len)
 {
     path[0] = '\0';
@@ -201,88 +188,11 @@ static int find_preload(char *path, size_t len)
         }
         return 0;
     }
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0)
-        return 0;
-    self[n] = '\0';
-    char *slash = strrchr(self, '/');
-    if (!slash)
-        return 0;
-    *slash = '\0';
-    char pattern[PATH_MAX + 64];
-    const char *const where[] = {"/", "/../lib*/", "/../lib*/*/"};
-    for (size_t i = 0; i < sizeof where / sizeof where[0]; i++) {
-        snprintf(pattern, sizeof pattern, "%s%s" PRELOAD_NAME, self, where[i]);
-        glob_t g;
-        if (glob(pattern, 0, NULL, &g) == 0) {
-            for (size_t k = 0; k < g.gl_pathc; k++)
-                if (access(g.gl_pathv[k], R_OK) == 0 && realpath(g.gl_pathv[k], path) &&
-                    strlen(path) < len) {
-                    globfree(&g);
-                    return 0;
-                }
-            globfree(&g);
-        }
-        path[0] = '\0';
-    }
+    tdm__run_find_library(TDM_RUN_PRELOAD_NAME, NULL, path, len);
     return 0;
 }
 
 /* ---- the environment --------------------------------------------------- */
-
-/* Checks one --conf value: items KEY=VAL separated by commas; `dump` is
- * run's to set. */
-static int check_conf(const char *conf)
-{
-    const char *p = conf;
-    while (*p) {
-        while (*p == ' ' || *p == '\t' || *p == ',')
-            p++;
-        const char *key = p;
-        while (*p && *p != '=' && *p != ',')
-            p++;
-        const char *end = p;
-        while (end > key && (end[-1] == ' ' || end[-1] == '\t'))
-            end--;
-        if ((size_t)(end - key) == 4 && strncmp(key, "dump", 4) == 0) {
-            fprintf(stderr, "tidemark run: --conf may not set 'dump': run writes one "
-                            "snapshot per process into -o DIR\n");
-            return -1;
-        }
-        while (*p && *p != ',')
-            p++;
-    }
-    return 0;
-}
-
-/* TIDEMARK_CONF for the command: the one inherited, then --conf, then the
- * dump template (the last value of a key wins). */
-static char *make_conf(const char *conf, const char *dir)
-{
-    char *out = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&out, &len);
-    if (!m)
-        return NULL;
-    const char *inherited = getenv("TIDEMARK_CONF");
-    if (inherited && inherited[strspn(inherited, " \t,")])
-        fprintf(m, "%s,", inherited);
-    if (conf && conf[0])
-        fprintf(m, "%s,", conf);
-    fputs("dump=", m);
-    for (const char *p = dir; *p; p++) /* a '%' in the folder is no code */
-        if (*p == '%')
-            fputs("%%", m);
-        else
-            fputc(*p, m);
-    fputs("/" DUMP_NAME, m);
-    if (fclose(m) != 0) {
-        free(out);
-        return NULL;
-    }
-    return out;
-}
 
 static int set_preload_env(const char *lib)
 {
@@ -299,136 +209,6 @@ static int set_preload_env(const char *lib)
     return rc;
 }
 
-/* ---- running ----------------------------------------------------------- */
-
-/* A terminal's ^C reaches the whole process group (si_code SI_KERNEL),
- * the command included; a kill aimed at tidemark comes from a process
- * (SI_USER, SI_QUEUE, SI_TKILL: si_code <= 0) and must be passed on. */
-static int sent_to_us(const siginfo_t *si)
-{
-    return si->si_code <= 0;
-}
-
-/* Processes the command left behind were re-parented to us: reap those
- * that end within ORPHAN_WAIT_MS, so their snapshots are in the folder.
- * A signal for tidemark cuts the wait short. */
-static void reap_orphans(const sigset_t *set)
-{
-    struct timespec start, now;
-    clock_gettime(CLOCK_MONOTONIC, &start);
-    for (;;) {
-        int st;
-        pid_t r = waitpid(-1, &st, WNOHANG);
-        if (r > 0 || (r < 0 && errno == EINTR))
-            continue;
-        if (r < 0) /* ECHILD: none left */
-            return;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        long ms = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
-        if (ms >= ORPHAN_WAIT_MS) {
-            fprintf(stderr, "tidemark run: note: processes the command started are still "
-                            "running; snapshots they write later are not collected\n");
-            return;
-        }
-        long left = ORPHAN_WAIT_MS - ms;
-        struct timespec t = {left / 1000, left % 1000 * 1000000L};
-        siginfo_t si;
-        int sig = sigtimedwait(set, &si, &t);
-        if (sig > 0 && sig != SIGCHLD) {
-            fprintf(stderr, "tidemark run: %s: not waiting for the processes the command "
-                            "left running\n", strsignal(sig));
-            return;
-        }
-    }
-}
-
-/* Runs argv; returns the shell-style exit code, or -1 when tidemark could
- * not start it at all (after printing why).  The forwarded signals and
- * SIGCHLD are blocked and taken with sigwaitinfo, so no handler runs
- * asynchronously and a signal cannot race the child's exit. */
-static int run_command(char **argv, double *seconds)
-{
-    int pfd[2];
-    if (pipe2(pfd, O_CLOEXEC) != 0) {
-        fprintf(stderr, "tidemark run: pipe: %s\n", strerror(errno));
-        return -1;
-    }
-    /* SIGCHLD ignored (inherited) would reap the command behind our back. */
-    struct sigaction dfl, saved_chld;
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    sigaction(SIGCHLD, &dfl, &saved_chld);
-    sigset_t set, saved_mask;
-    sigemptyset(&set);
-    sigaddset(&set, SIGCHLD);
-    for (size_t i = 0; i < NFORWARDED; i++)
-        sigaddset(&set, forwarded[i]);
-    sigprocmask(SIG_BLOCK, &set, &saved_mask);
-    (void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "tidemark run: fork: %s\n", strerror(errno));
-        close(pfd[0]);
-        close(pfd[1]);
-        sigprocmask(SIG_SETMASK, &saved_mask, NULL);
-        sigaction(SIGCHLD, &saved_chld, NULL);
-        return -1;
-    }
-    if (pid == 0) {
-        sigaction(SIGCHLD, &saved_chld, NULL);
-        sigprocmask(SIG_SETMASK, &saved_mask, NULL);
-        close(pfd[0]);
-        execvp(argv[0], argv);
-        int err = errno;
-        ssize_t w = write(pfd[1], &err, sizeof err);
-        (void)w;
-        _exit(err == ENOENT ? 127 : 126);
-    }
-    close(pfd[1]);
-    int err = 0;
-    ssize_t got;
-    do
-        got = read(pfd[0], &err, sizeof err);
-    while (got < 0 && errno == EINTR);
-    close(pfd[0]);
-    if (got == (ssize_t)sizeof err)
-        fprintf(stderr, "tidemark run: cannot run '%s': %s\n", argv[0], strerror(err));
-
-    int status = 0;
-    for (;;) {
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid)
-            break;
-        if (r < 0 && errno != EINTR) {
-            fprintf(stderr, "tidemark run: waitpid: %s\n", strerror(errno));
-            status = 1 << 8; /* as if it had exited 1 */
-            break;
-        }
-        siginfo_t si;
-        int sig = sigwaitinfo(&set, &si); /* SIGCHLD, or one to pass on */
-        if (sig > 0 && sig != SIGCHLD && sent_to_us(&si))
-            kill(pid, sig);
-    }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    *seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    reap_orphans(&set);
-    sigprocmask(SIG_SETMASK, &saved_mask, NULL);
-    sigaction(SIGCHLD, &saved_chld, NULL);
-
-    if (WIFSIGNALED(status)) {
-        int sig = WTERMSIG(status);
-        fprintf(stderr, "tidemark run: the command was killed by signal %d (%s)%s\n", sig,
-                strsignal(sig), WCOREDUMP(status) ? ", core dumped" : "");
-        return 128 + sig;
-    }
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-}
-
 /* ---- the command ------------------------------------------------------- */
 
 void tdm__cli_run_help(FILE *out)
@@ -437,18 +217,20 @@ void tdm__cli_run_help(FILE *out)
           "\n"
           "Runs COMMAND with tidemark recording the device memory of every process it\n"
           "starts (LD_PRELOAD=libtidemark_preload.so and\n"
-          "TIDEMARK_CONF=...,dump=DIR/" DUMP_NAME "), then summarizes each snapshot\n"
-          "written and checks the gates.  Reports go to stderr; the command's stdout\n"
-          "is left to it.\n"
+          "TIDEMARK_CONF=...,dump=DIR/" TDM_RUN_DUMP_NAME "), then summarizes each snapshot\n"
+          "written and checks the gates; when a gate fails, its verdict and the sites\n"
+          "holding the memory replace the summaries.  Reports go to stderr; the\n"
+          "command's stdout is left to it.\n"
           "\n"
           "options:\n"
           "  -o, --output DIR       folder for the snapshots (default " DEFAULT_DIR "; made\n"
           "                         if missing; files already there are not collected)\n"
           "  --conf KEY=VAL,...     more TIDEMARK_CONF settings (see docs/configuration.md;\n"
-          "                         not dump); may be repeated\n"
+          "                         not dump); may be repeated; checked, with the\n"
+          "                         TIDEMARK_CONF you have, before COMMAND starts\n"
           "  -q, --quiet            no summaries, only the gate report\n"
-          "  --command-failed N     exit N (5 to 125) when the command fails in any way,\n"
-          "                         instead of its own code, so that 3 and 4 always mean\n"
+          "  --command-failed N     exit N (6 to 125) when the command fails in any way,\n"
+          "                         instead of its own code, so that 2 to 5 always mean\n"
           "                         tidemark's verdict\n",
           out);
     tdm__gate_options_help(out);
@@ -458,25 +240,27 @@ void tdm__cli_run_help(FILE *out)
           "beside this program or in its ../lib*/ folder.  Without it, only programs\n"
           "linked with libtidemark.so are recorded (a note says so).\n"
           "\n"
+          "Interrupted (^C, SIGTERM, SIGHUP, SIGQUIT), tidemark has every recording\n"
+          "process write the history so far (dump_on=...+signal, signal=" TDM_RUN_DUMP_SIGNAL
+          "\n"
+          "unless you set one), says where, then passes the signal on.\n"
+          "\n"
           "Exit code: the command's own (128+N when signal N killed it; 127/126 when it\n"
           "cannot be started; --command-failed N for all of those), unless a gate failed\n"
-          "(3) or tidemark failed (4: cannot fork or write a report, no snapshot to check\n"
-          "the gates on, a snapshot it cannot read).  1 usage error; 2 the --baseline\n"
-          "file is bad.\n",
+          "(3) or tidemark failed (4: cannot fork or write a report, a snapshot it cannot\n"
+          "read).  5 nothing measured: no snapshot, or only of processes that used no\n"
+          "device memory (unless --allow-empty).  2 the --baseline file is bad, or a\n"
+          "snapshot lacks the --device asked for.  1 usage error or a bad TIDEMARK_CONF.\n",
           out);
-}
-
-/* A snapshot of a process that never touched device memory (a shell the
- * preload library was loaded into, too): listed, not summarized. */
-static int is_empty(const tdm_input *in)
-{
-    return in->model && in->model->alloc_count == 0 && in->snap->segment_count == 0;
 }
 
 typedef struct run_state {
     tdm_gate_options o;
     const char *dir_arg;
     char *conf;              /* the --conf values joined by commas */
+    char **confs;            /* each --conf value (borrowed from argv) */
+    size_t nconfs;
+    char *inherited;         /* TIDEMARK_CONF from the environment, or NULL */
     int quiet;
     int command_failed;      /* --command-failed N; 0: the command's own code */
     char dir[PATH_MAX];      /* absolute */
@@ -484,13 +268,17 @@ typedef struct run_state {
     size_t nold;
     char **paths;
     size_t npaths;
-    tdm_input *inputs;  /* npaths of them */
+    tdm_input *inputs;       /* npaths of them: the busy ones first */
+    size_t busy;             /* snapshots of processes that used device memory */
     tdm_input baseline;
+    tdm_run_child child;
 } run_state;
 
 static void run_state_free(run_state *r)
 {
     free(r->conf);
+    free(r->confs);
+    free(r->inherited);
     for (size_t i = 0; i < r->nold; i++)
         free(r->old[i].name);
     free(r->old);
@@ -502,13 +290,18 @@ static void run_state_free(run_state *r)
     free(r->paths);
     free(r->inputs);
     tdm__input_free(&r->baseline);
+    tdm__run_child_free(&r->child);
 }
 
-static int add_conf(run_state *r, const char *arg)
+static int add_conf(run_state *r, char *arg)
 {
-    if (check_conf(arg))
+    if (tdm__run_conf_refuse_dump(arg))
         return -1;
-    char *joined;
+    char *joined, **grown = realloc(r->confs, (r->nconfs + 1) * sizeof *grown);
+    if (!grown)
+        return -1;
+    r->confs = grown;
+    r->confs[r->nconfs++] = arg;
     if (asprintf(&joined, "%s%s%s", r->conf ? r->conf : "", r->conf ? "," : "", arg) < 0)
         return -1;
     free(r->conf);
@@ -555,9 +348,9 @@ static int parse(run_state *r, int argc, char **argv)
             unsigned long v;
             if (tdm__parse_count("run", "--command-failed", optarg, 125, &v) != 0)
                 return -1;
-            if (v < 5) {
-                fprintf(stderr, "tidemark run: --command-failed needs a code from 5 to 125 "
-                                "(0 to 4 are tidemark's own), not %lu\n", v);
+            if (v <= TDM_EXIT_NOTHING_MEASURED) {
+                fprintf(stderr, "tidemark run: --command-failed needs a code from 6 to 125 "
+                                "(0 to 5 are tidemark's own), not %lu\n", v);
                 return -1;
             }
             r->command_failed = (int)v;
@@ -587,9 +380,32 @@ static int parse(run_state *r, int argc, char **argv)
     return optind;
 }
 
-/* Prepares the folder and the environment; a TDM_EXIT_* code. */
+/* Checks TIDEMARK_CONF, then prepares the folder and the environment; a
+ * TDM_EXIT_* code (USAGE for a refused TIDEMARK_CONF, said already). */
 static int prepare(run_state *r)
 {
+    /* The check loads libtidemark.so into tidemark, which applies the
+     * TIDEMARK_CONF of its environment: out of it until the end. */
+    const char *env = getenv("TIDEMARK_CONF");
+    if (env && !(r->inherited = strdup(env))) {
+        fprintf(stderr, "tidemark run: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+        return TDM_EXIT_TOOL_ERROR;
+    }
+    unsetenv("TIDEMARK_CONF");
+    char lib[PATH_MAX];
+    if (find_preload(lib, sizeof lib) != 0)
+        return TDM_EXIT_TOOL_ERROR;
+    int dump_signal;
+    char *conf = tdm__run_conf_make(r->inherited, r->conf, r->dir_arg, &dump_signal);
+    if (!conf) {
+        fprintf(stderr, "tidemark run: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+        return TDM_EXIT_TOOL_ERROR;
+    }
+    int refused = tdm__run_conf_check(lib, r->inherited, r->confs, r->nconfs, conf);
+    free(conf);
+    if (refused)
+        return TDM_EXIT_USAGE;
+
     if (make_dirs(r->dir_arg) != 0 || !realpath(r->dir_arg, r->dir)) {
         fprintf(stderr, "tidemark run: cannot make the folder %s: %s\n", r->dir_arg,
                 strerror(errno));
@@ -600,15 +416,13 @@ static int prepare(run_state *r)
                 strerror(errno));
         return TDM_EXIT_TOOL_ERROR;
     }
-    char lib[PATH_MAX];
-    if (find_preload(lib, sizeof lib) != 0)
-        return TDM_EXIT_TOOL_ERROR;
     if (!lib[0]) {
-        const char *env = getenv("TIDEMARK_PRELOAD");
+        const char *over = getenv("TIDEMARK_PRELOAD");
         fprintf(stderr, "tidemark run: note: %s; running without it: only programs linked "
                         "with libtidemark.so are recorded\n",
-                env ? "TIDEMARK_PRELOAD is empty"
-                    : PRELOAD_NAME " not found beside tidemark or in its ../lib*/ folder");
+                over ? "TIDEMARK_PRELOAD is empty"
+                     : TDM_RUN_PRELOAD_NAME " not found beside tidemark or in its ../lib*/ "
+                                            "folder");
     } else if (strpbrk(lib, ": \t")) {
         fprintf(stderr, "tidemark run: cannot preload %s: LD_PRELOAD cannot hold a path "
                         "with ':' or blanks\n", lib);
@@ -617,22 +431,22 @@ static int prepare(run_state *r)
         fprintf(stderr, "tidemark run: %s\n", strerror(errno));
         return TDM_EXIT_TOOL_ERROR;
     }
-    char *conf = make_conf(r->conf, r->dir);
+    conf = tdm__run_conf_make(r->inherited, r->conf, r->dir, &r->child.dump_signal);
     if (!conf || setenv("TIDEMARK_CONF", conf, 1) != 0) {
         fprintf(stderr, "tidemark run: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
         free(conf);
         return TDM_EXIT_TOOL_ERROR;
     }
     free(conf);
+    r->child.dir = r->dir;
     return TDM_EXIT_OK;
 }
 
-/* Reads and summarizes what the run wrote; returns the index range of the
- * inputs to gate in *first..*count (the non-empty ones, or all when every
- * one is empty) and a TDM_EXIT_* code for trouble reading them. */
-static int collect(run_state *r, size_t *gate_first, size_t *gate_count)
+/* Reads what the run wrote, the snapshots of processes that used device
+ * memory first (r->busy of them); a TDM_EXIT_* code for trouble reading
+ * them (said already). */
+static int collect(run_state *r)
 {
-    *gate_first = *gate_count = 0;
     if (list_new(r->dir, r->old, r->nold, &r->paths, &r->npaths) != 0 ||
         !(r->inputs = calloc(r->npaths ? r->npaths : 1, sizeof *r->inputs))) {
         fprintf(stderr, "tidemark run: cannot read the folder %s: %s\n", r->dir,
@@ -642,19 +456,25 @@ static int collect(run_state *r, size_t *gate_first, size_t *gate_count)
     int rc = TDM_EXIT_OK;
     for (size_t i = 0; i < r->npaths; i++)
         rc = tdm__exit_worse(rc, tdm__input_load("run", r->paths[i], &r->inputs[i]));
-    /* Empty snapshots last, so the ones worth gating are one range. */
-    size_t busy = 0;
+    /* A snapshot of a process that never touched device memory (a shell
+     * the preload library was loaded into, too) is listed, not summarized. */
+    r->busy = 0;
     for (size_t i = 0; i < r->npaths; i++)
-        if (!is_empty(&r->inputs[i])) {
-            tdm_input t = r->inputs[busy];
-            r->inputs[busy] = r->inputs[i];
+        if (!tdm__gate_input_empty(&r->inputs[i])) {
+            tdm_input t = r->inputs[r->busy];
+            r->inputs[r->busy] = r->inputs[i];
             r->inputs[i] = t;
-            busy++;
+            r->busy++;
         }
-    size_t empty = r->npaths - busy;
+    return rc;
+}
 
+/* Whole summaries of the busy snapshots; -1 when one cannot be printed. */
+static int print_summaries(run_state *r)
+{
     tdm_summary_options so = {.top = 5, .frames = 3, .device = r->o.device};
-    for (size_t i = 0; i < busy && !r->quiet; i++) {
+    int rc = 0;
+    for (size_t i = 0; i < r->busy; i++) {
         tdm_input *in = &r->inputs[i];
         if (!in->model)
             continue;
@@ -662,15 +482,112 @@ static int collect(run_state *r, size_t *gate_first, size_t *gate_count)
         so.truncated_at = in->truncated_at;
         fputc('\n', stderr);
         if (tdm__summary_print(stderr, in->path, in->snap, in->model, &so) != TDM_OK)
-            rc = TDM_EXIT_TOOL_ERROR;
+            rc = -1;
     }
-    fprintf(stderr, "\ntidemark run: %zu snapshot%s in %s", r->npaths,
-            r->npaths == 1 ? "" : "s", r->dir);
-    if (empty)
-        fprintf(stderr, " (%zu of processes that used no device memory)", empty);
-    fputc('\n', stderr);
-    *gate_count = busy ? busy : r->npaths;
     return rc;
+}
+
+/* "tidemark run: 2 snapshots in DIR (1 of processes that used no device
+ * memory)", and where the whole summary is when it was left out. */
+static void print_count(run_state *r, int failed)
+{
+    fprintf(stderr, "tidemark run: %zu snapshot%s in %s", r->npaths, r->npaths == 1 ? "" : "s",
+            r->dir);
+    if (r->npaths > r->busy)
+        fprintf(stderr, " (%zu of processes that used no device memory)", r->npaths - r->busy);
+    if (failed && r->busy)
+        fprintf(stderr, "; the whole summary: tidemark summary %s",
+                r->busy == 1 ? r->inputs[0].path : r->dir);
+    fputc('\n', stderr);
+}
+
+/* The one line when gates measured nothing. */
+static void print_nothing(const run_state *r)
+{
+    const char *then = r->o.allow_empty ? "; passing, as --allow-empty asks"
+                                        : "; exit 5 (--allow-empty passes it)";
+    if (!r->npaths)
+        fprintf(stderr, "tidemark run: nothing measured: no snapshot was written (is the "
+                        "preload library there, or the program linked with libtidemark.so?)"
+                        "%s\n", then);
+    else if (r->npaths == 1)
+        fprintf(stderr, "tidemark run: nothing measured: the 1 snapshot written is of a "
+                        "process that never touched device memory%s\n", then);
+    else
+        fprintf(stderr, "tidemark run: nothing measured: the %zu snapshots written are of "
+                        "processes that never touched device memory%s\n", r->npaths, then);
+}
+
+/* What a run's report adds up to. */
+typedef struct verdict {
+    int hard;      /* tidemark failed: 4 whatever else */
+    int failed;    /* a gate failed: 3 */
+    int device;    /* a snapshot lacks the --device: 2 */
+    int soft;      /* a snapshot unreadable, a figure unmeasurable: 4 */
+    int nothing;   /* nothing measured: 5 unless --allow-empty */
+} verdict;
+
+/* Summaries, gates and their reports, in the order a reader needs: a
+ * failed gate's verdict first, alone; else the summaries, then the gates. */
+static void report(run_state *r, int cmd_rc, int read_rc, verdict *v)
+{
+    size_t first = 0, count = r->busy ? r->busy : r->npaths;
+    tdm_gate_report rep;
+    int evaluated = 0;
+    if (read_rc != TDM_EXIT_OK)
+        v->soft = 1;
+    if (r->o.enabled) {
+        v->device = tdm__gate_check_devices("run", &r->o, r->inputs + first, count) != 0;
+        tdm_status st = tdm__gate_evaluate(&r->o, r->inputs + first, count,
+                                           r->o.baseline ? &r->baseline : NULL, &rep);
+        if (st != TDM_OK) {
+            fprintf(stderr, "tidemark run: %s\n", tdm_strerror(st));
+            v->hard = 1;
+        } else {
+            evaluated = 1;
+            v->failed = rep.failed > 0;
+            v->nothing = tdm__gate_nothing_measured(&rep);
+            if (rep.errors)
+                v->soft = 1;
+        }
+    }
+    if (cmd_rc != 0 && !v->failed)
+        fprintf(stderr, "tidemark run: the command exited with %d\n", cmd_rc);
+    if (!v->failed && !r->quiet && print_summaries(r) != 0)
+        v->hard = 1;
+    if (!v->failed) {
+        if (r->busy && !r->quiet)
+            fputc('\n', stderr);
+        print_count(r, 0);
+    }
+    if (!evaluated)
+        return;
+    tdm_status st = TDM_OK;
+    if (v->nothing) {
+        print_nothing(r);
+    } else {
+        if (!v->failed)
+            fputc('\n', stderr);
+        st = tdm__gate_print(stderr, &r->o, r->inputs + first, &rep);
+        if (v->failed) {
+            print_count(r, 1);
+            if (cmd_rc != 0)
+                fprintf(stderr, "tidemark run: the command exited with %d\n", cmd_rc);
+        }
+    }
+    if (st == TDM_OK && r->o.github)
+        tdm__gate_print_github(stdout, r->inputs + first, &rep);
+    if (st == TDM_OK && r->o.junit) {
+        st = tdm__junit_write("run", r->o.junit, "tidemark run", r->child.seconds, &r->o,
+                              r->inputs + first, count, &rep);
+        if (st == TDM_IO_ERROR) /* said already */
+            v->hard = 1, st = TDM_OK;
+    }
+    if (st != TDM_OK) {
+        fprintf(stderr, "tidemark run: %s\n", tdm_strerror(st));
+        v->hard = 1;
+    }
+    tdm__gate_report_free(&rep);
 }
 
 int tdm__cli_run(int argc, char **argv)
@@ -698,71 +615,44 @@ int tdm__cli_run(int argc, char **argv)
     int rc = prepare(&r);
     if (rc != TDM_EXIT_OK) {
         run_state_free(&r);
+        if (rc == TDM_EXIT_USAGE)
+            fprintf(stderr, "Try 'tidemark help run'.\n");
         return rc;
     }
 
-    double seconds = 0;
-    int cmd_rc = run_command(argv + cmd, &seconds);
+    int cmd_rc = tdm__run_child(argv + cmd, &r.child);
     if (cmd_rc < 0) {
         run_state_free(&r);
         return TDM_EXIT_TOOL_ERROR;
     }
-    if (cmd_rc != 0)
-        fprintf(stderr, "tidemark run: the command exited with %d\n", cmd_rc);
-
-    size_t first, count;
-    int soft = collect(&r, &first, &count); /* trouble with the snapshots */
-    int hard = soft == TDM_EXIT_TOOL_ERROR && !r.inputs ? TDM_EXIT_TOOL_ERROR : TDM_EXIT_OK;
-    if (soft != TDM_EXIT_OK)
-        soft = TDM_EXIT_TOOL_ERROR;
-    int gate_failed = 0;
-    if (r.o.enabled && r.inputs) {
-        if (count == 0) {
-            fprintf(stderr, "tidemark run: no snapshot was written, so no gate could be "
-                            "checked (is the preload library there, or the program linked "
-                            "with libtidemark.so?)\n");
-            soft = TDM_EXIT_TOOL_ERROR;
-        }
-        tdm_gate_report rep;
-        tdm_status st = tdm__gate_evaluate(&r.o, r.inputs + first, count,
-                                           r.o.baseline ? &r.baseline : NULL, &rep);
-        int evaluated = st == TDM_OK;
-        if (st == TDM_OK && count) {
-            fputc('\n', stderr);
-            st = tdm__gate_print(stderr, &r.o, r.inputs + first, &rep);
-        }
-        if (st == TDM_OK && r.o.github)
-            tdm__gate_print_github(stdout, r.inputs + first, &rep);
-        if (st == TDM_OK && r.o.junit) {
-            st = tdm__junit_write("run", r.o.junit, "tidemark run", seconds, &r.o,
-                                  r.inputs + first, count, &rep);
-            if (st == TDM_IO_ERROR)
-                hard = TDM_EXIT_TOOL_ERROR, st = TDM_OK;
-        }
-        if (evaluated) {
-            gate_failed = rep.failed > 0;
-            if (rep.errors)
-                soft = TDM_EXIT_TOOL_ERROR;
-            tdm__gate_report_free(&rep);
-        }
-        if (st != TDM_OK) {
-            fprintf(stderr, "tidemark run: %s\n", tdm_strerror(st));
-            hard = TDM_EXIT_TOOL_ERROR;
-        }
-    }
+    verdict v = {0};
+    int read_rc = collect(&r);
+    if (!r.inputs)
+        v.hard = 1;
+    else
+        report(&r, cmd_rc, read_rc, &v);
     if (fflush(stdout) != 0 || ferror(stdout))
-        hard = TDM_EXIT_TOOL_ERROR;
+        v.hard = 1;
     if (cmd_rc != 0 && r.command_failed)
         cmd_rc = r.command_failed;
+    int allow_empty = r.o.allow_empty;
     run_state_free(&r);
 
     /* Precedence: tidemark failed > a gate failed > the command's own code
-     * > trouble reading snapshots (reported on stderr either way). */
-    if (hard)
+     * (the likelier cause of what follows) > a snapshot without the
+     * --device > trouble reading snapshots > nothing measured (each said
+     * on stderr). */
+    if (v.hard)
         return TDM_EXIT_TOOL_ERROR;
-    if (gate_failed)
+    if (v.failed)
         return TDM_EXIT_GATE_FAILED;
     if (cmd_rc != 0)
         return cmd_rc;
-    return soft;
+    if (v.device)
+        return TDM_EXIT_BAD_INPUT;
+    if (v.soft)
+        return TDM_EXIT_TOOL_ERROR;
+    if (v.nothing && !allow_empty)
+        return TDM_EXIT_NOTHING_MEASURED;
+    return TDM_EXIT_OK;
 }

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# `tidemark run` interrupted: SIGINT to its whole process group (as a
+# terminal's ^C sends it) and SIGTERM to tidemark alone (as a CI timeout
+# may) both leave a readable snapshot of the history up to then, named on
+# stderr, and the exit status is still the command's (killed by the
+# signal: 128+N). A program reading the terminal still can.
+. "${BASH_SOURCE[0]%/*}/lib.sh" TIDEMARK TRAIN_SIM
+cd "$work" || exit 1
+unset TIDEMARK_CONF LD_PRELOAD
+export TIDEMARK_PRELOAD=
+
+# start DIR: tidemark run of a long train_sim in a session of its own (so
+# that its process group is its pid), in the background; sets $pid and
+# returns once the program has been running for a moment.
+start() {
+  # A background job of a script ignores SIGINT: env puts it back.
+  env --default-signal=INT,TERM setsid "$TIDEMARK" run -o "$1" -- "$TRAIN_SIM" --steps 100000 \
+    >"$work/out" 2>"$work/err" &
+  pid=$!
+  local child=
+  for _ in $(seq 200); do
+    child=$(ps -o pid= --ppid "$pid" 2>/dev/null | tr -d ' ')
+    [ -n "$child" ] && break
+    sleep 0.05
+  done
+  [ -n "$child" ] || { fail "$1: the program did not start"; cat "$work/err"; return 1; }
+  sleep 0.5   # some steps recorded
+}
+
+# stopped DIR RC SIGNAL_NUMBER NAME: tidemark ended with RC, its message names
+# the one snapshot in DIR, and that snapshot reads.
+stopped() {
+  local dir=$1 want=$2 num=$3 name=$4 rc
+  # Never hang: 20 s, then the whole session goes.
+  for _ in $(seq 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    fail "$name: tidemark run still running 20 s after the signal"
+    pkill -KILL -s "$pid"
+  fi
+  wait "$pid"
+  rc=$?
+  [ "$rc" -eq "$want" ] || { fail "$name: exit $rc, wanted $want"; sed 's/^/  stderr: /' "$work/err" | head -n 20; }
+  has err "killed by signal $num"
+  local snaps
+  snaps=$(find "$dir" -maxdepth 1 -name '*.tdm')
+  [ "$(printf '%s\n' "$snaps" | grep -c .)" -eq 1 ] || { fail "$name: one snapshot expected in $dir: $snaps"; return; }
+  has err "tidemark run: $name: the history up to it is in $snaps"
+  has err "tidemark run: 1 snapshot in $dir"
+  "$TIDEMARK" summary "$snaps" >"$work/summary" 2>&1 || fail "$name: tidemark summary of $snaps failed"
+  has summary "peak allocated"
+}
+
+# ^C at a terminal: SIGINT to the whole process group.
+if start "$work/i1"; then
+  kill -INT -- "-$(ps -o pgid= "$pid" | tr -d ' ')"
+  stopped "$work/i1" 130 2 SIGINT
+fi
+# SIGTERM to tidemark alone.
+if start "$work/i2"; then
+  kill -TERM "$pid"
+  stopped "$work/i2" 143 15 SIGTERM
+fi
+
+# The program still reads the terminal it runs in (the command gets it when
+# it asks: tidemark keeps it in a process group of its own).
+if command -v script >/dev/null; then
+  printf 'hello\n' | timeout 20 script -qec \
+    "\"$TIDEMARK\" run -o \"$work/t1\" -- sh -c 'read x; echo got:\$x'" /dev/null >"$work/out" 2>&1
+  rc=$?
+  [ "$rc" -eq 0 ] || fail "a command reading the terminal: exit $rc"
+  has out "got:hello"
+fi
+
+finish "tidemark run interrupted"
