@@ -129,7 +129,7 @@ for span in "-1000.0 1e12 lacks" "-1e9 10.0 has"; do
   printf '{"traceEvents": [{"ph": "X", "name": "step", "pid": 1, "tid": 1, "ts": %s, "dur": %s}],\n "baseTimeNanoseconds": %s}\n' \
     "$1" "$2" "$base" >"$work/long.json"
   expect 0 "merge a slice of $2 us" -- "$TIDEMARK" export --format perfetto --merge "$work/long.json" \
-    -o "$work/long.out.json" "$work/demo.tdm"
+    --force -o "$work/long.out.json" "$work/demo.tdm"
   $3 err "do not overlap in time"
 done
 echo '{"traceEvents": [' >"$work/cut.json"

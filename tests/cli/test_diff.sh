@@ -66,8 +66,9 @@ expect 0 "--top 1 --frames 1" -- "$TIDEMARK" diff --top 1 --frames 1 "$a" "$b"
 [ "$(grep -cE '^ +[+-][0-9.]+ [KMG]?i?B +[0-9.]+ [KMG]?i?B +[0-9.]+ [KMG]?i?B  ' "$work/out")" -eq 1 ] ||
   fail "--top 1 lists one site"
 has out "more changed sites"
-expect 0 "--device 3" -- "$TIDEMARK" diff --device 3 "$a" "$b"
-has out "(no device with that ordinal in either file)"
+expect 2 "--device 3" -- "$TIDEMARK" diff --device 3 "$a" "$b"
+has err "tidemark diff: $a has no device 3 (its devices: 0)"
+has err "tidemark diff: $b has no device 3 (its devices: 0)"
 
 # A file against itself: nothing changed.
 expect 0 "diff A A" -- "$TIDEMARK" diff "$a" "$a"

@@ -193,8 +193,12 @@ expect 0 "summary of the import" -- "$TIDEMARK" summary "$work/demo2.tdm"
 has out "peak allocated"; has out "train_sim.c:"
 expect 0 "re-export" -- "$TIDEMARK" export -q --format pytorch "$work/demo2.tdm" -o "$work/demo3.pickle"
 cmp -s "$work/demo.pickle" "$work/demo3.pickle" || fail "pickle -> .tdm -> pickle changed the demo"
-expect 0 "import default name" -- "$TIDEMARK" import -q "$work/dropped.pickle"
-[ -s "$work/dropped.tdm" ] || fail "no dropped.tdm next to dropped.pickle"
+# the default name is FILE.tdm beside it; the recording there is not replaced
+expect 1 "import onto the recording" -- "$TIDEMARK" import -q "$work/dropped.pickle"
+has err "$work/dropped.tdm exists; use -o to choose another name or --force to replace it"
+mkdir "$work/fresh" && cp "$work/dropped.pickle" "$work/fresh/"
+expect 0 "import default name" -- "$TIDEMARK" import -q "$work/fresh/dropped.pickle"
+[ -s "$work/fresh/dropped.tdm" ] || fail "no dropped.tdm next to dropped.pickle"
 # CPython's own pickles of the same data (memo, FRAME, protocols 2..5).
 for proto in 2 4 5; do
   python3 -c "import pickle,sys; d=pickle.load(open(sys.argv[1],'rb')); pickle.dump(d, open(sys.argv[2],'wb'), protocol=int(sys.argv[3]))" \

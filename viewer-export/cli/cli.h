@@ -11,6 +11,8 @@
 #ifndef TDM_VIEWER_CLI_H
 #define TDM_VIEWER_CLI_H
 
+#include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #include "input.h"
@@ -27,10 +29,45 @@ typedef struct tdm_cli_command {
  * would: TDM_EXIT_OK, or TDM_EXIT_TOOL_ERROR after saying which folder
  * could not be made and why. */
 int tdm__cli_make_parents(const char *cmd, const char *path);
+/* ---- output files (cli_output.c) ------------------------------------------
+ * A command never replaces an existing file without --force, whether it
+ * chose the output's name itself or -o named it; outputs are written to a
+ * temporary file beside them and moved into place only when complete. */
+
+/* TDM_EXIT_OK when a command may write `path` (nothing is there, or
+ * `force`); else prints "tidemark CMD: PATH exists; use -o to choose
+ * another name or --force to replace it" (`named` 0: the command chose the
+ * name) or "tidemark CMD: PATH exists; use --force to replace it" (`named`:
+ * -o gave it) and returns TDM_EXIT_USAGE. */
+int tdm__cli_output_check(const char *cmd, const char *path, int force, int named);
+/* Moves the finished temporary file `tmp` to `path`: over whatever is
+ * there when `force`; else only if nothing is, atomically (link(2); where
+ * the file system has no hard links, a check then rename(2)).  Returns 0
+ * or an errno value: EEXIST when `path` appeared meanwhile (`tmp` is then
+ * left for the caller to remove). */
+int tdm__cli_output_commit(const char *tmp, const char *path, int force);
+/* Nonzero when -o `o` names a directory: it ends with '/' or is one. */
+int tdm__cli_is_dir_target(const char *o);
+/* The output -o `o` stands for when the command's default name would be
+ * `def`: `def`'s last component inside `o` when `o` names a directory,
+ * else `o` itself; malloc'd, NULL when out of memory. */
+char *tdm__cli_output_path(const char *o, const char *def);
+
 /* After getopt_long (opterr = 0, optstring starting with ':') returned
  * `c` for an option it could not take (':': its value is missing; else
  * unknown), prints the line saying which. */
 void tdm__cli_bad_option(const char *cmd, int c, char **argv);
+/* tdm__cli_bad_option for a command whose option table is `longopts`
+ * (ended by a zero entry): an unknown long option gets the closest of the
+ * table's names, "tidemark CMD: unknown option '--topp' (did you mean
+ * '--top'?)", and an abbreviation of several is called ambiguous, naming
+ * them. */
+void tdm__cli_bad_option_in(const char *cmd, int c, char **argv,
+                            const struct option *longopts);
+/* The same line for a command that parses its own options: `arg` as given
+ * ("--topp" or "--topp=3"), `names` the options it takes ("--top", ...). */
+void tdm__cli_unknown_option(const char *cmd, const char *arg, const char *const *names,
+                             size_t n);
 /* Prints "tidemark CMD: " and the message, then where help is; returns
  * TDM_EXIT_USAGE. */
 __attribute__((format(printf, 2, 3)))

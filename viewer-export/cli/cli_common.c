@@ -3,6 +3,7 @@
  * of an output path, flushing stdout.  Reading the files a command is
  * given is import/load.c's.  No state, no locks. */
 #include "cli.h"
+#include "common.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -14,12 +15,76 @@
 
 void tdm__cli_bad_option(const char *cmd, int c, char **argv)
 {
-    if (c == ':')
-        fprintf(stderr, "tidemark %s: option '%s' needs a value\n", cmd, argv[optind - 1]);
-    else if (optopt)
-        fprintf(stderr, "tidemark %s: unknown option '-%c'\n", cmd, optopt);
+    tdm__cli_bad_option_in(cmd, c, argv, NULL);
+}
+
+/* Prints the line for unknown long option `arg` ("--name" or
+ * "--name=value"): the closest of `names` (given with their dashes, each
+ * at most 63 bytes), or the ones it abbreviates when several do. */
+static void unknown_long(const char *cmd, const char *arg, const char *const *names, size_t n)
+{
+    const char *word = arg + 2;
+    size_t len = strcspn(word, "=");
+    char key[64];
+    snprintf(key, sizeof key, "%.*s", (int)(len < 63 ? len : 63), word);
+    const char *bare[64];
+    size_t nb = 0, prefixed = 0;
+    for (size_t i = 0; i < n && nb < 64; i++) {
+        if (strncmp(names[i], "--", 2) != 0)
+            continue;
+        bare[nb] = names[i] + 2;
+        prefixed += len && strncmp(bare[nb], word, len) == 0;
+        nb++;
+    }
+    if (prefixed > 1) { /* getopt_long takes a prefix of one name only */
+        fprintf(stderr, "tidemark %s: option '--%s' is ambiguous (", cmd, key);
+        const char *sep = "";
+        for (size_t i = 0; i < nb; i++)
+            if (strncmp(bare[i], word, len) == 0) {
+                fprintf(stderr, "%s--%s", sep, bare[i]);
+                sep = ", ";
+            }
+        fputs(")\n", stderr);
+        return;
+    }
+    const char *near = tdm__did_you_mean(key, bare, nb);
+    if (near)
+        fprintf(stderr, "tidemark %s: unknown option '--%s' (did you mean '--%s'?)\n", cmd, key,
+                near);
     else
-        fprintf(stderr, "tidemark %s: unknown option '%s'\n", cmd, argv[optind - 1]);
+        fprintf(stderr, "tidemark %s: unknown option '%s'\n", cmd, arg);
+}
+
+void tdm__cli_unknown_option(const char *cmd, const char *arg, const char *const *names,
+                             size_t n)
+{
+    if (strncmp(arg, "--", 2) == 0 && arg[2])
+        unknown_long(cmd, arg, names, n);
+    else
+        fprintf(stderr, "tidemark %s: unknown option '%s'\n", cmd, arg);
+    fprintf(stderr, "Try 'tidemark help %s'.\n", cmd);
+}
+
+void tdm__cli_bad_option_in(const char *cmd, int c, char **argv,
+                            const struct option *longopts)
+{
+    const char *arg = argv[optind - 1];
+    if (c == ':') {
+        fprintf(stderr, "tidemark %s: option '%s' needs a value\n", cmd, arg);
+    } else if (optopt) {
+        fprintf(stderr, "tidemark %s: unknown option '-%c'\n", cmd, optopt);
+    } else if (longopts && strncmp(arg, "--", 2) == 0 && arg[2]) {
+        char names[64][66];
+        const char *list[64];
+        size_t n = 0;
+        for (; longopts[n].name && n < 64; n++) {
+            snprintf(names[n], sizeof names[n], "--%s", longopts[n].name);
+            list[n] = names[n];
+        }
+        unknown_long(cmd, arg, list, n);
+    } else {
+        fprintf(stderr, "tidemark %s: unknown option '%s'\n", cmd, arg);
+    }
 }
 
 int tdm__cli_flush(const char *cmd, int rc)

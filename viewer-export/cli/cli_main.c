@@ -6,6 +6,7 @@
  * Exit codes (cli.h, docs/cli.md): 0 ok, 1 usage, 2 bad input, 3 gate
  * failed, 4 tool error.  No state, no locks. */
 #include "cli.h"
+#include "common.h"
 
 #include <stdarg.h>
 #include <string.h>
@@ -38,6 +39,31 @@ static const tdm_cli_command *find_command(const char *name)
     return NULL;
 }
 
+__attribute__((format(printf, 1, 2)))
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("tidemark: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\nTry 'tidemark --help'.\n", stderr);
+    return TDM_EXIT_USAGE;
+}
+
+/* "unknown command 'summry' (did you mean 'summary'?)". */
+static int unknown_command(const char *name)
+{
+    const char *names[COMMAND_COUNT + 1];
+    for (size_t i = 0; i < COMMAND_COUNT; i++)
+        names[i] = commands[i].name;
+    names[COMMAND_COUNT] = "help";
+    const char *near = tdm__did_you_mean(name, names, COMMAND_COUNT + 1);
+    if (near)
+        return usage_error("unknown command '%s' (did you mean '%s'?)", name, near);
+    return usage_error("unknown command '%s'", name);
+}
+
 static void print_version(void)
 {
     printf("tidemark %s (format %d)\n", TDM_VERSION_STRING, TDM_FORMAT_VERSION);
@@ -59,18 +85,6 @@ static void print_help(FILE *out)
           "exit codes: 0 ok, 1 usage error, 2 missing/unreadable/corrupt/truncated\n"
           "input, 3 a gate failed, 4 internal error.  See docs/cli.md.\n",
           out);
-}
-
-__attribute__((format(printf, 1, 2)))
-static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("tidemark: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs("\nTry 'tidemark --help'.\n", stderr);
-    return TDM_EXIT_USAGE;
 }
 
 int main(int argc, char **argv)
@@ -97,14 +111,20 @@ int main(int argc, char **argv)
             return usage_error("'help' takes one command name, got '%s' too", argv[3]);
         const tdm_cli_command *cmd = find_command(argv[2]);
         if (!cmd)
-            return usage_error("no command named '%s'", argv[2]);
+            return unknown_command(argv[2]);
         cmd->help(stdout);
         return TDM_EXIT_OK;
     }
-    if (first[0] == '-')
+    if (first[0] == '-') {
+        static const char *const globals[] = {"help", "version"};
+        const char *near = strncmp(first, "--", 2) == 0 ? tdm__did_you_mean(first + 2, globals, 2)
+                                                        : NULL;
+        if (near)
+            return usage_error("unknown option '%s' (did you mean '--%s'?)", first, near);
         return usage_error("unknown option '%s'", first);
+    }
     const tdm_cli_command *cmd = find_command(first);
     if (!cmd)
-        return usage_error("no command named '%s'", first);
+        return unknown_command(first);
     return cmd->run(argc - 1, argv + 1);
 }

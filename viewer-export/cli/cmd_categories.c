@@ -8,8 +8,10 @@
  *   ... --trace T.csv --score            agreement with the labels,
  *                                        weighted by bytes × lifetime.
  * The categories come from categories.c (tags, then phases and
- * lifetimes); this file only samples, scores and prints.  No state, no
- * locks.
+ * lifetimes); this file only samples, scores and prints.  Snapshot operands
+ * may be directories (their *.tdm files, as ranks.h lists them), each
+ * snapshot printed in turn; shares and times are written as every command
+ * writes them (tdm__fmt_share, tdm__fmt_offset).  No state, no locks.
  */
 #include "categories.h"
 #include "cli.h"
@@ -17,6 +19,7 @@
 #include "format_size.h"
 #include "import_build.h"
 #include "import_csv.h"
+#include "ranks.h"
 
 #include <ctype.h>
 #include <getopt.h>
@@ -113,10 +116,10 @@ static void print_device(FILE *out, const tdm_model *m, size_t dev,
         uint8_t c = cat_order[i];
         if (!rows[0][c])
             continue;
-        fprintf(out, "    %-16s %12s %6.1f%%\n",
+        fprintf(out, "    %-16s %12s %7s\n",
                 tdm_category_name((tdm_category)c),
                 tdm__fmt_bytes(b1, sizeof b1, (uint64_t)rows[0][c]),
-                total ? 100.0 * (double)rows[0][c] / (double)total : 0.0);
+                tdm__fmt_share(b2, sizeof b2, (double)rows[0][c], (double)total));
     }
     if (nrows <= 1)
         return;
@@ -131,10 +134,15 @@ static void print_device(FILE *out, const tdm_model *m, size_t dev,
     }
     const char *unit = most >= (10ll << 30) ? "GiB" : most >= (1ll << 20) ? "MiB" : "KiB";
     double div = most >= (10ll << 30) ? 1073741824.0 : most >= (1ll << 20) ? 1048576.0 : 1024.0;
-    uint64_t span = m->window_end_ns - origin;
-    const char *tunit = span >= 10000000000ull ? "s" : span >= 10000000ull ? "ms" : "us";
-    double tdiv = span >= 10000000000ull ? 1e9 : span >= 10000000ull ? 1e6 : 1e3;
-    fprintf(out, "  over time (%s):\n    %10s %5s %-10s", unit, "time", "step",
+    /* Times as offsets from the window start, the column as wide as the
+     * widest. */
+    int tw = 4;
+    for (size_t r = 1; r < nrows; r++) {
+        uint64_t t = seqs[r] >= 0 ? s->events[seqs[r]].time_ns : origin;
+        int w = (int)strlen(tdm__fmt_offset(b1, sizeof b1, (int64_t)(t - origin)));
+        tw = w > tw ? w : tw;
+    }
+    fprintf(out, "  over time (%s):\n    %*s %5s %-10s", unit, tw, "time", "step",
             "phase");
     static const char *const short_names[NCAT] = {
         [TDM_CATEGORY_UNKNOWN] = "unknown",     [TDM_CATEGORY_PARAMETER] = "param",
@@ -147,12 +155,11 @@ static void print_device(FILE *out, const tdm_model *m, size_t dev,
     for (size_t r = 1; r < nrows; r++) {
         const tdm_event *ev = seqs[r] >= 0 ? &s->events[seqs[r]] : NULL;
         uint64_t t = ev ? ev->time_ns : origin;
-        char tbuf[32];
-        snprintf(tbuf, sizeof tbuf, "%.3f%s", (double)(t - origin) / tdiv, tunit);
         const char *pn = ev ? tdm__model_phase_name(m, ev->phase, pbuf, sizeof pbuf) : "";
         if (strlen(pn) > 10)
             pn = pn + strlen(pn) - 10;
-        fprintf(out, "    %10s %5" PRIu32 " %-10s", tbuf, ev ? ev->step : 0,
+        fprintf(out, "    %*s %5" PRIu32 " %-10s", tw,
+                tdm__fmt_offset(b1, sizeof b1, (int64_t)(t - origin)), ev ? ev->step : 0,
                 pn[0] ? pn : "-");
         int64_t sum = 0;
         for (int i = 0; i < NCAT; i++) {
@@ -181,8 +188,16 @@ static int run_snapshot(const char *path, unsigned nsamples, int device)
     uint8_t *cats = NULL;
     int64_t *seqs = NULL;
     int64_t (*rows)[NCAT] = NULL;
-    if (tdm__model_build(snap, &m) != TDM_OK ||
-        tdm__categories_infer(m, &cats) != TDM_OK)
+    if (tdm__model_build(snap, &m) != TDM_OK)
+        goto oom;
+    tdm_input in = {.path = path, .operand = path, .snap = snap, .model = m};
+    int lacks = tdm__input_check_device("categories", &in, device);
+    if (lacks != TDM_EXIT_OK) {
+        tdm__model_free(m);
+        tdm__input_snap_free(snap);
+        return tdm__exit_worse(rc, lacks);
+    }
+    if (tdm__categories_infer(m, &cats) != TDM_OK)
         goto oom;
     printf("%s\n", path);
     int shown = 0;
@@ -219,7 +234,7 @@ static int run_snapshot(const char *path, unsigned nsamples, int device)
         print_device(stdout, m, dev, rows, seqs, n);
     }
     if (!shown)
-        printf("no device%s with allocations\n", device >= 0 ? " by that number" : "");
+        printf("no device with allocations\n");
     free(seqs);
     free(rows);
     free(cats);
@@ -267,14 +282,16 @@ static void print_score(const char *path, const tdm_trace_alloc *ta, size_t n,
     const char *base = strrchr(path, '/');
     printf("%s: %zu allocations, agreement weighted by bytes x lifetime\n",
            base ? base + 1 : path, n);
-    printf("  %-16s %8s %8s %8s\n", "category", "allocs", "weight%", "agree%");
-    char nb[32];
+    printf("  %-16s %8s %8s %8s\n", "category", "allocs", "weight", "agree%");
+    char nb[32], sb[32];
     for (int i = 0; i < NCAT; i++) {
         uint8_t c = cat_order[i];
         if (!count[c])
             continue;
-        printf("  %-16s %8zu %8.2f %8.2f\n", upper_name(c, nb, sizeof nb),
-               count[c], total > 0 ? 100.0 * w_all[c] / total : 0.0,
+        /* the weight is a share; agreement a score, to the --min-score's
+         * two decimals */
+        printf("  %-16s %8zu %8s %8.2f\n", upper_name(c, nb, sizeof nb), count[c],
+               tdm__fmt_share(sb, sizeof sb, w_all[c], total),
                w_all[c] > 0 ? 100.0 * w_ok[c] / w_all[c] : 100.0);
     }
     *overall = total > 0 ? 100.0 * ok / total : 100.0;
@@ -344,7 +361,7 @@ out:
 
 void tdm__cli_categories_help(FILE *out)
 {
-    fputs("usage: tidemark categories [--samples N] [--device N] FILE.tdm\n"
+    fputs("usage: tidemark categories [--samples N] [--device N] FILE.tdm|DIR...\n"
           "       tidemark categories --trace TRACE.csv [--score [--min-score PCT]]\n"
           "\n"
           "Says what kind of memory each allocation is: parameter,\n"
@@ -362,7 +379,9 @@ void tdm__cli_categories_help(FILE *out)
           "                  weighted by bytes x lifetime, per category and overall\n"
           "  --min-score PCT with --score: exit 3 when the overall agreement is lower\n"
           "  --samples N     rows of the over-time table (0 = only the peak)\n"
-          "  --device N      only this device ordinal\n",
+          "  --device N      only this device ordinal (a snapshot without it: exit 2)\n"
+          "\n"
+          "A directory stands for the *.tdm files in it, each shown in turn.\n",
           out);
 }
 
@@ -385,7 +404,7 @@ int tdm__cli_categories(int argc, char **argv)
     int c;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 't':
             trace = optarg;
@@ -420,10 +439,9 @@ int tdm__cli_categories(int argc, char **argv)
         case 'h':
             tdm__cli_categories_help(stdout);
             return TDM_EXIT_OK;
-        default:
-            fprintf(stderr, "tidemark categories: unknown or incomplete option '%s'\n"
-                            "Try 'tidemark help categories'.\n",
-                    argv[optind - 1]);
+        default: /* ':' or an unknown option */
+            tdm__cli_bad_option_in("categories", c, argv, longopts);
+            fprintf(stderr, "Try 'tidemark help categories'.\n");
             return TDM_EXIT_USAGE;
         }
     }
@@ -444,8 +462,13 @@ int tdm__cli_categories(int argc, char **argv)
                         "Try 'tidemark help categories'.\n");
         return TDM_EXIT_USAGE;
     }
-    int rc = TDM_EXIT_OK;
-    for (int i = optind; i < argc; i++)
-        rc = tdm__exit_worse(rc, run_snapshot(argv[i], (unsigned)samples, device));
-    return rc;
+    /* A directory stands for its snapshots, read one at a time. */
+    tdm_rank_paths paths;
+    int rc = tdm__ranks_expand("categories", argv + optind, (size_t)(argc - optind), &paths);
+    if (rc == TDM_EXIT_TOOL_ERROR)
+        return rc;
+    for (size_t i = 0; i < paths.count; i++)
+        rc = tdm__exit_worse(rc, run_snapshot(paths.paths[i], (unsigned)samples, device));
+    tdm__ranks_paths_free(&paths);
+    return tdm__cli_flush("categories", rc);
 }

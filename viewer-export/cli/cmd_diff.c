@@ -7,8 +7,11 @@
  * Sites are matched across the files by their symbolized frames
  * (tdm__site_key: function, file, line), never by stack id or address,
  * which differ between any two runs.  Devices are matched by ordinal.  A
- * device or site present in one file only counts as 0 in the other.  No
- * state, no locks.
+ * device or site present in one file only counts as 0 in the other;
+ * --device N of a device neither file has is an error (input.h's line for
+ * each).  A or B may be a directory holding one snapshot (load.h).
+ * Changes are written as shares of A's figure (tdm__fmt_share, signed).
+ * No state, no locks.
  */
 #include "categories.h"
 #include "cli.h"
@@ -18,6 +21,7 @@
 
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,14 +144,19 @@ static tdm_status figures(const side *s, int ordinal, dev_figs *f)
     return category_highs(s, (size_t)di, f->highest);
 }
 
+/* " (+12.3%)", " (-<0.1%)": the change from a to b as a share of a, as
+ * every command writes shares; " (new)" from nothing; "" for none. */
 static const char *pct(char *buf, size_t len, int64_t a, int64_t b)
 {
+    char share[32];
     if (a == b)
         buf[0] = '\0';
     else if (a == 0)
         snprintf(buf, len, " (new)");
     else
-        snprintf(buf, len, " (%+.1f%%)", 100.0 * (double)(b - a) / (double)a);
+        snprintf(buf, len, " (%c%s)", b > a ? '+' : '-',
+                 tdm__fmt_share(share, sizeof share, fabs((double)b - (double)a),
+                                fabs((double)a)));
     return buf;
 }
 
@@ -345,11 +354,14 @@ void tdm__cli_diff_help(FILE *out)
           "and the allocation sites whose live bytes at the peak changed most, with\n"
           "their stacks.  Sites are matched by their symbolized frames (function, file,\n"
           "line), so two runs of the same program line up whatever their addresses.\n"
+          "A or B may be a directory holding one snapshot (as `tidemark run -o DIR`\n"
+          "leaves it).\n"
           "\n"
           "options:\n"
           "  --top N       sites listed per device (default 10)\n"
           "  --frames N    frames shown per site (default 3)\n"
-          "  --device N    only the device with ordinal N\n"
+          "  --device N    only the device with ordinal N (exit 2 when neither file\n"
+          "                has it)\n"
           "  -h, --help    this text\n"
           "\n"
           "Exit codes: 0 ok, 1 usage error, 2 a file missing, unreadable, corrupt or\n"
@@ -384,7 +396,7 @@ static tdm_status diff(FILE *out, side *sd, int only, unsigned top, unsigned fra
         }
     }
     if (!shown)
-        fprintf(out, "\n(no device%s)\n", only >= 0 ? " with that ordinal in either file" : "s");
+        fprintf(out, "\n(no devices)\n");
     return TDM_OK;
 }
 
@@ -420,7 +432,7 @@ int tdm__cli_diff(int argc, char **argv)
             tdm__cli_diff_help(stdout);
             return TDM_EXIT_OK;
         default: /* ':' or an unknown option */
-            tdm__cli_bad_option("diff", c, argv);
+            tdm__cli_bad_option_in("diff", c, argv, longopts);
             goto usage;
         }
     }
@@ -434,7 +446,12 @@ int tdm__cli_diff(int argc, char **argv)
     int rc = TDM_EXIT_OK;
     for (int k = 0; k < 2; k++)
         rc = tdm__exit_worse(rc, tdm__input_load("diff", argv[optind + k], &sd[k].in));
-    if (sd[0].in.model && sd[1].in.model) {
+    if (sd[0].in.model && sd[1].in.model && device >= 0 &&
+        tdm__model_device_index(sd[0].in.model, device) < 0 &&
+        tdm__model_device_index(sd[1].in.model, device) < 0) {
+        for (int k = 0; k < 2; k++)
+            rc = tdm__exit_worse(rc, tdm__input_check_device("diff", &sd[k].in, device));
+    } else if (sd[0].in.model && sd[1].in.model) {
         tdm_status st = diff(stdout, sd, device, (unsigned)top, (unsigned)frames);
         if (st != TDM_OK) {
             fprintf(stderr, "tidemark diff: %s\n", tdm_strerror(st));

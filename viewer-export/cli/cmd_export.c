@@ -20,12 +20,15 @@
  * first is overwritten).  An input that cannot be read is reported and the
  * others are still exported.
  *
- * Each output is written to a temporary file beside OUT and renamed into
+ * Each output is written to a temporary file beside OUT and moved into
  * place only when the exporter succeeded, so OUT is never half-written;
- * `-o -` writes to stdout (one output only).  Exit codes as docs/cli.md:
- * 1 usage, 2 bad input (a truncated snapshot is still exported, with exit
- * 2), 4 tool error (out of memory, cannot write OUT); the worst over all
- * inputs.  No state, no locks.
+ * an existing file is not replaced without --force (cli_output.c: the
+ * snapshot is then not even read when its output's name does not depend
+ * on it); `-o -` writes to stdout (one output only).  Exit codes as
+ * docs/cli.md: 1 usage (also: an output exists without --force), 2 bad
+ * input (a truncated snapshot is still exported, with exit 2), 4 tool
+ * error (out of memory, cannot write OUT); the worst over all inputs.  No
+ * state, no locks.
  */
 #include "cli.h"
 #include "load.h"
@@ -42,7 +45,7 @@
 
 void tdm__cli_export_help(FILE *out)
 {
-    fputs("usage: tidemark export --format NAME [-o OUT] [--device N] [--quiet]\n"
+    fputs("usage: tidemark export --format NAME [-o OUT] [--device N] [--force] [--quiet]\n"
           "                       [FORMAT OPTIONS] FILE.tdm|DIR...\n"
           "\n"
           "Writes snapshots in another tool's format.  A directory stands for the\n"
@@ -52,7 +55,10 @@ void tdm__cli_export_help(FILE *out)
           "  -f, --format NAME  the format (required); one of the list below\n"
           "  -o, --output OUT   where to write; '-' is standard output; default: FILE\n"
           "                     with .tdm replaced by the format's extension\n"
-          "  --device N         only device N (the others are left out or empty)\n"
+          "  --device N         only device N (the others are left out or empty); a\n"
+          "                     snapshot without it is an error (exit 2)\n"
+          "  --force            replace output files that exist (refused otherwise,\n"
+          "                     exit 1)\n"
           "  -q, --quiet        no warnings, no 'wrote' line\n"
           "  -h, --help         this help\n"
           "\n"
@@ -147,13 +153,7 @@ static char *default_output(const char *path, const char *ext)
     return out;
 }
 
-/* -o names a directory: it ends with '/' or is one. */
-static int is_dir_target(const char *o)
-{
-    size_t n = strlen(o);
-    struct stat st;
-    return (n && o[n - 1] == '/') || (stat(o, &st) == 0 && S_ISDIR(st.st_mode));
-}
+#define is_dir_target tdm__cli_is_dir_target
 
 /* Nonzero when the template has a code (so it can name several files).
  * Sets *bad to the first code that is not one (0 when all are). */
@@ -204,9 +204,16 @@ static void sb_put(sbuf *b, const char *s, size_t n)
     b->s[b->len] = '\0';
 }
 
+/* Nonzero when the file -o `o` names depends on the snapshot (its codes). */
+static int needs_snapshot(const char *o)
+{
+    char bad;
+    return o && strcmp(o, "-") != 0 && !is_dir_target(o) && template_codes(o, &bad);
+}
+
 /* The file one snapshot is exported to: -o as a template (checked by
- * template_codes), or a directory, or the default.  NULL when out of
- * memory. */
+ * template_codes), or a directory, or the default.  `snap` may be NULL
+ * when !needs_snapshot(o).  NULL when out of memory. */
 static char *output_for(const char *o, const char *input, const tdm_snap *snap, const char *ext)
 {
     size_t sl;
@@ -224,8 +231,8 @@ static char *output_for(const char *o, const char *input, const tdm_snap *snap, 
         sb_put(&b, st, sl);
         sb_put(&b, ext, strlen(ext));
     } else {
-        const tdm_snap_header *h = &snap->header;
         for (const char *p = o; *p; p++) {
+            const tdm_snap_header *h = snap ? &snap->header : NULL; /* set for codes */
             char num[32];
             if (*p != '%' || !p[1]) {
                 sb_put(&b, p, 1);
@@ -284,8 +291,14 @@ static tdm_status emit_one(FILE *out, job *j)
     return s;
 }
 
+/* How outputs may be written: --force, and whether -o named them. */
+typedef struct out_rules {
+    int force, named;
+} out_rules;
+
 /* Runs the job into `out_path` (or stdout) through a temporary file. */
-static int write_output(const char *out_path, job *j, int quiet, const char *what)
+static int write_output(const char *out_path, job *j, int quiet, const char *what,
+                        out_rules rules)
 {
     if (strcmp(out_path, "-") == 0) {
         tdm_status s = j->emit(stdout, j);
@@ -296,7 +309,9 @@ static int write_output(const char *out_path, job *j, int quiet, const char *wha
                     tdm_strerror(s));
         return exit_of(s);
     }
-    int made = tdm__cli_make_parents(CMD, out_path);
+    int made = tdm__cli_output_check(CMD, out_path, rules.force, rules.named);
+    if (made == TDM_EXIT_OK)
+        made = tdm__cli_make_parents(CMD, out_path);
     if (made != TDM_EXIT_OK)
         return made;
     size_t n = strlen(out_path);
@@ -324,25 +339,29 @@ static int write_output(const char *out_path, job *j, int quiet, const char *wha
         saved = errno;
     }
     /* mkstemp makes the file 0600; an export is an ordinary file. */
+    int moved = 0;
     if (s == TDM_OK) {
         mode_t mask = umask(0);
         umask(mask);
-        if (chmod(tmp, 0666 & ~mask) != 0 || rename(tmp, out_path) != 0) {
+        if (chmod(tmp, 0666 & ~mask) != 0 ||
+            (moved = tdm__cli_output_commit(tmp, out_path, rules.force)) != 0) {
             s = TDM_IO_ERROR;
-            saved = errno;
+            saved = moved ? moved : errno;
         }
     }
     int rc = TDM_EXIT_OK;
     if (s != TDM_OK) {
         unlink(tmp);
-        if (j->reported)
+        rc = exit_of(s);
+        if (moved == EEXIST) /* it appeared while we wrote */
+            rc = tdm__cli_output_check(CMD, out_path, 0, rules.named);
+        else if (j->reported)
             ;
         else if (s == TDM_IO_ERROR)
             fprintf(stderr, "tidemark " CMD ": cannot write %s: %s\n", out_path,
                     saved ? strerror(saved) : tdm_strerror(s));
         else
             fprintf(stderr, "tidemark " CMD ": %s: %s\n", out_path, tdm_strerror(s));
-        rc = exit_of(s);
     } else if (!quiet) {
         fprintf(stderr, "tidemark " CMD ": wrote %s (%s)\n", out_path, what);
     }
@@ -372,6 +391,15 @@ static int load(const char *path, tdm_snap **snap, tdm_model **model)
 
 /* ---- several snapshots, one trace ------------------------------------------------ */
 
+/* A snapshot without the device --device names: said, skipped (exit 2). */
+static int lacks_device(const char *path, tdm_model *model, int device, int *rc)
+{
+    tdm_input in = {.path = path, .operand = path, .model = model};
+    int one = tdm__input_check_device(CMD, &in, device);
+    *rc = tdm__exit_worse(*rc, one);
+    return one != TDM_EXIT_OK;
+}
+
 static tdm_status emit_merged(FILE *out, job *j)
 {
     tdm_perfetto_ranks *r;
@@ -389,6 +417,11 @@ static tdm_status emit_merged(FILE *out, job *j)
                 s = TDM_HOST_OUT_OF_MEMORY;
                 j->reported = 1;
             }
+            continue;
+        }
+        if (lacks_device(path, model, j->base->device, &j->inputs_rc)) {
+            tdm__model_free(model);
+            tdm__input_snap_free(snap);
             continue;
         }
         tdm_export_context c = *j->base;
@@ -445,40 +478,65 @@ static int written_add(written *w, char *out, char *from)
     return 0;
 }
 
+/* Nonzero (after saying why) when `out` may not be written for `path`:
+ * this run wrote it already, or it exists and --force was not given. */
+static int refused(const written *done, const char *out, const char *path, out_rules rules,
+                   int *rc)
+{
+    const char *prev = written_from(done, out);
+    if (prev) {
+        fprintf(stderr, "tidemark " CMD ": %s: would overwrite %s, written from %s; "
+                        "put %%n or %%p in -o to tell them apart\n", path, out, prev);
+        *rc = tdm__exit_worse(*rc, TDM_EXIT_USAGE);
+        return 1;
+    }
+    int one = strcmp(out, "-") == 0 ? TDM_EXIT_OK
+                                    : tdm__cli_output_check(CMD, out, rules.force, rules.named);
+    *rc = tdm__exit_worse(*rc, one);
+    return one != TDM_EXIT_OK;
+}
+
 static int export_each(const tdm_export_context *base, const tdm_rank_paths *paths,
-                       const char *out_opt)
+                       const char *out_opt, out_rules rules)
 {
     written done = {0};
     int rc = TDM_EXIT_OK;
+    const char *ext = base->format->extension;
+    /* Unless -o has codes, a refused output spares reading its snapshot. */
+    int early = !needs_snapshot(out_opt);
     for (size_t i = 0; i < paths->count; i++) {
-        char *path = paths->paths[i];
-        tdm_snap *snap;
-        tdm_model *model;
-        int one = load(path, &snap, &model);
-        rc = tdm__exit_worse(rc, one);
-        if (!snap)
-            continue;
-        char *out = output_for(out_opt, path, snap, base->format->extension);
-        const char *prev = out ? written_from(&done, out) : NULL;
-        if (!out) {
-            fprintf(stderr, "tidemark " CMD ": %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
-            rc = tdm__exit_worse(rc, TDM_EXIT_TOOL_ERROR);
-        } else if (prev) {
-            fprintf(stderr, "tidemark " CMD ": %s: would overwrite %s, written from %s; "
-                            "put %%n or %%p in -o to tell them apart\n", path, out, prev);
-            rc = tdm__exit_worse(rc, TDM_EXIT_USAGE);
-            free(out);
-        } else {
+        char *path = paths->paths[i], *out = NULL;
+        tdm_snap *snap = NULL;
+        tdm_model *model = NULL;
+        if (early && !(out = output_for(out_opt, path, NULL, ext)))
+            goto oom;
+        if (early && refused(&done, out, path, rules, &rc))
+            goto next;
+        rc = tdm__exit_worse(rc, load(path, &snap, &model));
+        if (!snap || lacks_device(path, model, base->device, &rc))
+            goto next;
+        if (!early && !(out = output_for(out_opt, path, snap, ext)))
+            goto oom;
+        if (!early && refused(&done, out, path, rules, &rc))
+            goto next;
+        {
             tdm_export_context c = *base;
             c.input_path = path;
             c.snap = snap;
             c.model = model;
             job j = {.emit = emit_one, .ctx = &c};
-            rc = tdm__exit_worse(rc, write_output(out, &j, base->quiet, base->format->name));
-            if (strcmp(out, "-") == 0 || written_add(&done, out, path) != 0)
-                free(out);
+            rc = tdm__exit_worse(rc, write_output(out, &j, base->quiet, base->format->name, rules));
+            if (strcmp(out, "-") != 0 && written_add(&done, out, path) == 0)
+                out = NULL; /* kept in `done` */
+            goto next;
         }
-        tdm__model_free(model);
+    oom:
+        fprintf(stderr, "tidemark " CMD ": %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+        rc = tdm__exit_worse(rc, TDM_EXIT_TOOL_ERROR);
+    next:
+        free(out);
+        if (model)
+            tdm__model_free(model);
         tdm__input_snap_free(snap);
     }
     for (size_t i = 0; i < done.count; i++)
@@ -490,10 +548,35 @@ static int export_each(const tdm_export_context *base, const tdm_rank_paths *pat
 
 /* ---- the command ------------------------------------------------------------------ */
 
+/* "unknown option '--fromat' (did you mean '--format'?)": the common
+ * options' names and every format's. */
+static void unknown_option(const char *arg)
+{
+    const char *names[32 + TDM_EXPORT_MAX_OPTIONS * 16];
+    char spelled[sizeof names / sizeof names[0]][66];
+    static const char *const common[] = {"--format", "--output", "--device", "--force",
+                                         "--quiet", "--help"};
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof common / sizeof common[0]; i++)
+        names[n++] = common[i];
+    for (size_t i = 0; i < tdm__export_format_count; i++) {
+        const tdm_export_option *o = tdm__export_formats[i].options;
+        for (size_t k = 0; o && o[k].name && n < sizeof names / sizeof names[0]; k++) {
+            snprintf(spelled[n], sizeof spelled[n], "--%s", o[k].name);
+            size_t seen = 0;
+            while (seen < n && strcmp(names[seen], spelled[n]) != 0)
+                seen++;
+            if (seen == n) /* rows may share an option */
+                names[n] = spelled[n], n++;
+        }
+    }
+    tdm__cli_unknown_option(CMD, arg, names, n);
+}
+
 int tdm__cli_export(int argc, char **argv)
 {
     const char *format_name = NULL, *out_path = NULL;
-    int device = -1, quiet = 0, only_files = 0;
+    int device = -1, quiet = 0, force = 0, only_files = 0;
     given_option given[TDM_EXPORT_MAX_OPTIONS * 2];
     size_t ngiven = 0, ninputs = 0;
     char **inputs = malloc((size_t)(argc > 0 ? argc : 1) * sizeof *inputs);
@@ -520,6 +603,10 @@ int tdm__cli_export(int argc, char **argv)
             quiet = 1;
             continue;
         }
+        if (strcmp(a, "--force") == 0) {
+            force = 1;
+            continue;
+        }
         /* Options with a value: "-o X", "--output X", "--output=X". */
         const char *name = a[1] == '-' ? a + 2 : a + 1;
         const char *eq = a[1] == '-' ? strchr(name, '=') : NULL;
@@ -529,13 +616,13 @@ int tdm__cli_export(int argc, char **argv)
                                        : (IS("f") || IS("o"));
         const tdm_export_option *fo = NULL;
         if (!common_value) {
-            if (a[1] != '-')
-                USAGE("unknown option '%s'", a);
             char key[64];
             snprintf(key, sizeof key, "%.*s", (int)(name_len < 63 ? name_len : 63), name);
-            fo = any_format_option(key);
-            if (!fo)
-                USAGE("unknown option '%s'", a);
+            if (a[1] != '-' || !(fo = any_format_option(key))) {
+                free(inputs);
+                unknown_option(a);
+                return TDM_EXIT_USAGE;
+            }
         }
         const char *value = eq ? eq + 1 : NULL;
         if (!value && (common_value || fo->arg)) {
@@ -599,6 +686,7 @@ int tdm__cli_export(int argc, char **argv)
     /* perfetto merges several snapshots into one file, named as given;
      * otherwise each snapshot gets a file, and -o may be a template. */
     int merged = paths.count > 1 && fmt->write == tdm__export_perfetto;
+    out_rules rules = {.force = force, .named = out_path != NULL};
     char bad = 0;
     int wrc;
     if (!merged && out_path && strcmp(out_path, "-") != 0 &&
@@ -619,7 +707,7 @@ int tdm__cli_export(int argc, char **argv)
             job j = {.emit = emit_merged, .base = &ctx, .paths = &paths};
             char what[64];
             snprintf(what, sizeof what, "%s, %zu snapshots", fmt->name, paths.count);
-            wrc = write_output(out_path, &j, 1, what);
+            wrc = write_output(out_path, &j, 1, what, rules);
             if (wrc == TDM_EXIT_OK && !quiet)
                 fprintf(stderr, "tidemark " CMD ": wrote %s (%s: %zu of %zu snapshots, "
                                 "one process each)\n", out_path, fmt->name, j.added,
@@ -639,7 +727,7 @@ int tdm__cli_export(int argc, char **argv)
                (wrc = tdm__cli_make_parents(CMD, out_path)) != TDM_EXIT_OK) {
         /* said why */
     } else {
-        wrc = export_each(&ctx, &paths, out_path);
+        wrc = export_each(&ctx, &paths, out_path, rules);
     }
     tdm__ranks_paths_free(&paths);
     return tdm__exit_worse(rc, wrc);

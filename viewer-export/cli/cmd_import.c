@@ -4,10 +4,14 @@
  * writes the snapshot as a .tdm, so that summary, export and gate work on
  * it.
  *
- * Exit codes as docs/cli.md: 1 usage, 2 bad input (missing, unreadable,
- * not a known format, malformed: the message names the byte offset or
- * line), 4 tool error (out of memory, cannot write OUT).  OUT is written
- * atomically by tdm__snap_write.  No state, no locks.
+ * OUT (default: FILE with .tdm for its extension; -o DIR/ puts that name
+ * in DIR) is never replaced without --force (cli_output.c): the snapshot
+ * is written to a temporary file beside it and moved into place.
+ *
+ * Exit codes as docs/cli.md: 1 usage (also: OUT exists without --force,
+ * FILE already is a .tdm), 2 bad input (missing, unreadable, not a known
+ * format, malformed: the message names the byte offset or line), 4 tool
+ * error (out of memory, cannot write OUT).  No state, no locks.
  */
 #include "cli.h"
 #include "load.h"
@@ -17,19 +21,21 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CMD "import"
 
 void tdm__cli_import_help(FILE *out)
 {
-    fputs("usage: tidemark import [--format NAME] [-o OUT.tdm] [--quiet] FILE\n"
+    fputs("usage: tidemark import [--format NAME] [-o OUT.tdm|DIR/] [--force] [--quiet] FILE\n"
           "\n"
           "Turns another tool's file into a .tdm snapshot.\n"
           "\n"
           "options:\n"
           "  -f, --format NAME  the input's format; default: recognized from its content\n"
           "  -o, --output OUT   the .tdm to write; default: FILE with its extension\n"
-          "                     replaced by .tdm\n"
+          "                     replaced by .tdm; a directory (DIR/) gets that name\n"
+          "  --force            replace OUT if it exists (refused otherwise, exit 1)\n"
           "  -q, --quiet        no 'wrote' line\n"
           "  -h, --help         this help\n"
           "\n"
@@ -64,10 +70,62 @@ static int exit_for(tdm_status s)
                                                             : TDM_EXIT_BAD_INPUT;
 }
 
+/* Nonzero when `path` starts as every .tdm file does: the msgpack array
+ * ["tidemark", major, minor] (docs/format.md, "file signature"). */
+static int is_tdm(const char *path)
+{
+    static const unsigned char sig[] = "\x93\xa8tidemark";
+    unsigned char head[sizeof sig - 1];
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    size_t n = fread(head, 1, sizeof head, f);
+    fclose(f);
+    return n == sizeof head && memcmp(head, sig, sizeof head) == 0;
+}
+
+/* Writes `snap` to `out` through a temporary file beside it, moved into
+ * place only when complete and, without `force`, only while `out` does
+ * not exist.  Returns a TDM_EXIT_* code after saying what went wrong. */
+static int write_snapshot(const tdm_snap *snap, const char *out, int force)
+{
+    size_t n = strlen(out);
+    char *tmp = malloc(n + 16);
+    if (!tmp) {
+        fprintf(stderr, "tidemark " CMD ": %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+        return TDM_EXIT_TOOL_ERROR;
+    }
+    snprintf(tmp, n + 16, "%s.tmp.XXXXXX", out);
+    int fd = mkstemp(tmp); /* a name of our own; the writer replaces it */
+    if (fd < 0) {
+        fprintf(stderr, "tidemark " CMD ": cannot write %s: %s\n", out, strerror(errno));
+        free(tmp);
+        return TDM_EXIT_TOOL_ERROR;
+    }
+    close(fd);
+    int rc = TDM_EXIT_OK;
+    tdm_status s = tdm__snap_write(snap, tmp);
+    int e = s == TDM_OK ? tdm__cli_output_commit(tmp, out, force) : 0;
+    if (s != TDM_OK) {
+        fprintf(stderr, "tidemark " CMD ": cannot write %s: %s\n", out,
+                s == TDM_IO_ERROR && errno ? strerror(errno) : tdm_strerror(s));
+        rc = TDM_EXIT_TOOL_ERROR;
+    } else if (e == EEXIST) {
+        rc = tdm__cli_output_check(CMD, out, 0, 1); /* it appeared meanwhile */
+    } else if (e) {
+        fprintf(stderr, "tidemark " CMD ": cannot write %s: %s\n", out, strerror(e));
+        rc = TDM_EXIT_TOOL_ERROR;
+    }
+    if (rc != TDM_EXIT_OK)
+        unlink(tmp);
+    free(tmp);
+    return rc;
+}
+
 int tdm__cli_import(int argc, char **argv)
 {
-    const char *format_name = NULL, *out_path = NULL, *input = NULL;
-    int quiet = 0, only_files = 0;
+    const char *format_name = NULL, *out_opt = NULL, *input = NULL;
+    int quiet = 0, force = 0, only_files = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (only_files || a[0] != '-' || strcmp(a, "-") == 0) {
@@ -81,10 +139,12 @@ int tdm__cli_import(int argc, char **argv)
             return TDM_EXIT_OK;
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             quiet = 1;
+        } else if (strcmp(a, "--force") == 0) {
+            force = 1;
         } else if (strncmp(a, "--format=", 9) == 0) {
             format_name = a + 9;
         } else if (strncmp(a, "--output=", 9) == 0) {
-            out_path = a + 9;
+            out_opt = a + 9;
         } else if (strcmp(a, "-f") == 0 || strcmp(a, "--format") == 0 ||
                    strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
             if (i + 1 >= argc)
@@ -92,9 +152,12 @@ int tdm__cli_import(int argc, char **argv)
             if (a[1] == 'f' || a[2] == 'f')
                 format_name = argv[++i];
             else
-                out_path = argv[++i];
+                out_opt = argv[++i];
         } else {
-            return tdm__cli_usage(CMD, "unknown option '%s'", a);
+            static const char *const names[] = {"--format", "--output", "--force", "--quiet",
+                                                "--help"};
+            tdm__cli_unknown_option(CMD, a, names, sizeof names / sizeof names[0]);
+            return TDM_EXIT_USAGE;
         }
     }
     if (!input)
@@ -108,16 +171,38 @@ int tdm__cli_import(int argc, char **argv)
         return TDM_EXIT_USAGE;
     }
 
-    int rc = tdm__input_check_file(CMD, input);
+    char *found = NULL; /* the one snapshot of a directory operand */
+    int rc = tdm__input_resolve(CMD, input, &found);
     if (rc != TDM_EXIT_OK)
         return rc;
+    if (found)
+        input = found;
+    char *def = NULL, *out_path = NULL;
+    tdm_snap *snap = NULL;
+    if (is_tdm(input)) {
+        fprintf(stderr, "tidemark " CMD ": %s already is a tidemark snapshot; nothing to import\n",
+                input);
+        rc = TDM_EXIT_USAGE;
+        goto out;
+    }
+    def = default_output(input);
+    out_path = !def ? NULL : out_opt ? tdm__cli_output_path(out_opt, def) : strdup(def);
+    if (!out_path) {
+        fprintf(stderr, "tidemark " CMD ": %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+        rc = TDM_EXIT_TOOL_ERROR;
+        goto out;
+    }
+    /* Refused before the (possibly long) import, and again at the move. */
+    if ((rc = tdm__cli_output_check(CMD, out_path, force, out_opt != NULL)) != TDM_EXIT_OK)
+        goto out;
     if (!fmt) {
         unsigned char head[TDM_IMPORT_SNIFF_BYTES];
         size_t n = 0;
         FILE *f = fopen(input, "rb");
         if (!f) {
             fprintf(stderr, "tidemark " CMD ": %s: %s\n", input, strerror(errno));
-            return TDM_EXIT_BAD_INPUT;
+            rc = TDM_EXIT_BAD_INPUT;
+            goto out;
         }
         n = fread(head, 1, sizeof head, f);
         fclose(f);
@@ -128,33 +213,30 @@ int tdm__cli_import(int argc, char **argv)
             for (size_t i = 0; i < tdm__import_format_count; i++)
                 fprintf(stderr, " %s", tdm__import_formats[i].name);
             fputs("); name one with --format\n", stderr);
-            return TDM_EXIT_BAD_INPUT;
+            rc = TDM_EXIT_BAD_INPUT;
+            goto out;
         }
     }
 
-    tdm_snap *snap = NULL;
     char err[320] = "";
     tdm_status s = fmt->read(input, &snap, err, sizeof err);
     if (s != TDM_OK || !snap) {
         fprintf(stderr, "tidemark " CMD ": %s: %s%s%s\n", input,
                 s == TDM_OK ? "import failed" : tdm_strerror(s), err[0] ? ": " : "", err);
-        return s == TDM_OK ? TDM_EXIT_TOOL_ERROR : exit_for(s);
+        rc = s == TDM_OK ? TDM_EXIT_TOOL_ERROR : exit_for(s);
+        if (snap)
+            fmt->free(snap);
+        snap = NULL;
+        goto out;
     }
-    char *def = out_path ? NULL : default_output(input);
-    if (!out_path)
-        out_path = def;
-    if (!out_path) {
-        rc = TDM_EXIT_TOOL_ERROR;
-    } else if ((rc = tdm__cli_make_parents(CMD, out_path)) != TDM_EXIT_OK) {
-        /* said which folder */
-    } else if ((s = tdm__snap_write(snap, out_path)) != TDM_OK) {
-        fprintf(stderr, "tidemark " CMD ": cannot write %s: %s\n", out_path, tdm_strerror(s));
-        rc = TDM_EXIT_TOOL_ERROR;
-    } else if (!quiet) {
+    if ((rc = tdm__cli_make_parents(CMD, out_path)) == TDM_EXIT_OK &&
+        (rc = write_snapshot(snap, out_path, force)) == TDM_EXIT_OK && !quiet)
         fprintf(stderr, "tidemark " CMD ": wrote %s (%s, %zu events, %zu segments)\n",
                 out_path, fmt->name, snap->event_count, snap->segment_count);
-    }
     fmt->free(snap);
+out:
+    free(out_path);
     free(def);
+    free(found);
     return rc;
 }

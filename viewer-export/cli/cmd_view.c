@@ -11,8 +11,10 @@
  * left out (exit 2) and the page shows the others; the two other layouts
  * need every file.
  *
- * The page is written to a temporary file beside the output and renamed
- * over it, so a reader never sees half a page.  A truncated snapshot is
+ * The page is written to a temporary file beside the output and moved into
+ * place, so a reader never sees half a page; an existing file is replaced
+ * only with --force (cli_output.c), checked before anything is read.
+ * A truncated snapshot is
  * shown up to its cut, with a warning, and the command exits 2, as
  * `tidemark summary` does.  No state, no locks.
  */
@@ -136,8 +138,8 @@ tdm_status tdm__view_page_write_as(FILE *out, const tdm_view_input *in, size_t n
 
 void tdm__cli_view_help(FILE *out)
 {
-    fputs("usage: tidemark view [OPTIONS] A.tdm [B.tdm] [-o OUT.html]\n"
-          "       tidemark view [OPTIONS] [--ranks] FILE.tdm|DIR... [-o OUT.html]\n"
+    fputs("usage: tidemark view [OPTIONS] A.tdm [B.tdm] [-o OUT.html|DIR/]\n"
+          "       tidemark view [OPTIONS] [--ranks] FILE.tdm|DIR... [-o OUT.html|DIR/]\n"
           "\n"
           "Writes one self-contained HTML page to open in a browser, offline:\n"
           "live memory by category over time (stacked) with allocated and\n"
@@ -153,17 +155,20 @@ void tdm__cli_view_help(FILE *out)
           "\n"
           "options:\n"
           "  -o, --output FILE  the page to write (default: A's name, or DIR's,\n"
-          "                     with .html)\n"
+          "                     with .html); a directory (DIR/) gets that name\n"
+          "  --force            replace the page if it exists (refused otherwise,\n"
+          "                     exit 1)\n"
           "  --ranks            lay the snapshots out as ranks even when there are\n"
           "                     one or two\n"
           "  --device N         the device ordinal shown first (default: the\n"
-          "                     first with allocations)\n"
+          "                     first with allocations); a snapshot without it is\n"
+          "                     an error (exit 2; ranks: when none has it)\n"
           "  -h, --help         this text\n"
           "\n"
-          "Exit codes: 0 ok, 1 usage error, 2 missing, unreadable, corrupt or\n"
-          "truncated input (a truncated file is shown up to its cut; with ranks,\n"
-          "a file that cannot be read is left out), 4 internal error or the page\n"
-          "could not be written.\n",
+          "Exit codes: 0 ok, 1 usage error or the page exists (without --force),\n"
+          "2 missing, unreadable, corrupt or truncated input (a truncated file is\n"
+          "shown up to its cut; with ranks, a file that cannot be read is left\n"
+          "out), 4 internal error or the page could not be written.\n",
           out);
 }
 
@@ -201,9 +206,11 @@ static int fchmod_like_umask(const char *path)
     return chmod(path, 0666 & ~mask);
 }
 
-/* Writes the page to a temporary file beside `path`, then renames it. */
-static int write_page(const char *path, const tdm_view_input *in, size_t n, int device,
-                      tdm_view_layout layout, uint64_t *data_bytes, uint64_t *page_bytes)
+/* Writes the page to a temporary file beside `path`, then moves it there
+ * (over an existing file only when `force`). */
+static int write_page(const char *path, int force, int named, const tdm_view_input *in,
+                      size_t n, int device, tdm_view_layout layout, uint64_t *data_bytes,
+                      uint64_t *page_bytes)
 {
     int made = tdm__cli_make_parents("view", path);
     if (made != TDM_EXIT_OK)
@@ -233,16 +240,22 @@ static int write_page(const char *path, const tdm_view_input *in, size_t n, int 
     tdm_status s = tdm__view_page_write_as(f, in, n, device, layout, data_bytes);
     long size = ftell(f);
     int bad = s != TDM_OK || fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0;
-    int saved = errno;
+    int saved = errno, moved = 0;
     if (fclose(f) != 0)
         bad = 1;
-    if (!bad && fchmod_like_umask(tmp) == 0 && rename(tmp, path) == 0) {
+    if (!bad && fchmod_like_umask(tmp) == 0 &&
+        (moved = tdm__cli_output_commit(tmp, path, force)) == 0) {
         *page_bytes = size > 0 ? (uint64_t)size : 0;
         free(tmp);
         return TDM_EXIT_OK;
     }
     if (!bad)
-        saved = errno;
+        saved = moved ? moved : errno;
+    if (moved == EEXIST) { /* it appeared while the page was written */
+        unlink(tmp);
+        free(tmp);
+        return tdm__cli_output_check("view", path, 0, named);
+    }
     if (s != TDM_OK && s != TDM_IO_ERROR)
         fprintf(stderr, "tidemark view: %s\n", tdm_strerror(s));
     else
@@ -260,16 +273,17 @@ static int is_directory(const char *path)
 
 int tdm__cli_view(int argc, char **argv)
 {
-    enum { OPT_RANKS = 256 };
+    enum { OPT_RANKS = 256, OPT_FORCE };
     static const struct option longopts[] = {
         {"output", required_argument, NULL, 'o'},
         {"device", required_argument, NULL, 'd'},
         {"ranks", no_argument, NULL, OPT_RANKS},
+        {"force", no_argument, NULL, OPT_FORCE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *output = NULL;
-    int device = -1, c, ranks = 0;
+    const char *out_opt = NULL;
+    int device = -1, c, ranks = 0, force = 0;
     char *end;
 
     opterr = 0;
@@ -277,7 +291,7 @@ int tdm__cli_view(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
         switch (c) {
         case 'o':
-            output = optarg;
+            out_opt = optarg;
             break;
         case 'd': {
             long v = strtol(optarg, &end, 10);
@@ -292,11 +306,14 @@ int tdm__cli_view(int argc, char **argv)
         case OPT_RANKS:
             ranks = 1;
             break;
+        case OPT_FORCE:
+            force = 1;
+            break;
         case 'h':
             tdm__cli_view_help(stdout);
             return TDM_EXIT_OK;
         default: /* ':' or an unknown option */
-            tdm__cli_bad_option("view", c, argv);
+            tdm__cli_bad_option_in("view", c, argv, longopts);
             goto usage;
         }
     }
@@ -308,23 +325,37 @@ int tdm__cli_view(int argc, char **argv)
     int any_dir = 0;
     for (int i = optind; i < argc; i++)
         any_dir |= is_directory(argv[i]);
-    char *def = NULL;
-    if (!output && !(output = def = default_output(argv[optind], is_directory(argv[optind])))) {
-        if (is_directory(argv[optind])) {
-            fprintf(stderr, "tidemark view: name the page with -o (%s has no name to give it)\n",
-                    argv[optind]);
+    /* The page: -o (a file, or a directory for the default name) or the
+     * default name beside the first operand. */
+    const char *first = argv[optind];
+    char *def = default_output(first, is_directory(first));
+    char *output = NULL;
+    if (!def && out_opt && !tdm__cli_is_dir_target(out_opt))
+        output = strdup(out_opt);
+    else if (def)
+        output = out_opt ? tdm__cli_output_path(out_opt, def) : strdup(def);
+    free(def);
+    if (!output) {
+        if (is_directory(first)) {
+            fprintf(stderr, "tidemark view: name the page with -o FILE.html (%s has no name "
+                            "to give it)\n", first);
             goto usage;
         }
         fprintf(stderr, "tidemark view: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
         return TDM_EXIT_TOOL_ERROR;
     }
+    int rc = tdm__cli_output_check("view", output, force, out_opt != NULL);
+    if (rc != TDM_EXIT_OK) {
+        free(output);
+        return rc;
+    }
 
     tdm_rank_paths paths;
-    int rc = tdm__ranks_expand("view", argv + optind, (size_t)noperands, &paths);
+    rc = tdm__ranks_expand("view", argv + optind, (size_t)noperands, &paths);
     size_t n = paths.count;
     if (rc == TDM_EXIT_TOOL_ERROR || n == 0) {
         tdm__ranks_paths_free(&paths);
-        free(def);
+        free(output);
         return rc == TDM_EXIT_OK ? TDM_EXIT_BAD_INPUT : rc;
     }
     tdm_view_layout layout = ranks || any_dir || n > 2 ? TDM_VIEW_RANKS : TDM_VIEW_PANELS;
@@ -339,7 +370,7 @@ int tdm__cli_view(int argc, char **argv)
     }
     for (size_t i = 0; i < n; i++) {
         tdm_input *g = &gin[used];
-        g->path = paths.paths[i];
+        g->path = g->operand = paths.paths[i];
         int one = tdm__input_read_snapshot("view", g->path, &g->snap, &g->truncated,
                                          &g->truncated_at);
         rc = tdm__exit_worse(rc, one);
@@ -356,6 +387,17 @@ int tdm__cli_view(int argc, char **argv)
     }
     if (!used)
         goto out;
+    /* --device: side by side, each snapshot must have it; the ranks' lanes
+     * show their first device with allocations when theirs lacks it, so
+     * there only a device no snapshot has is an error. */
+    size_t having = 0;
+    for (size_t i = 0; i < used; i++)
+        having += device < 0 || tdm__model_device_index(gin[i].model, device) >= 0;
+    if (having < used && (layout == TDM_VIEW_PANELS || having == 0)) {
+        for (size_t i = 0; i < used; i++)
+            rc = tdm__exit_worse(rc, tdm__input_check_device("view", &gin[i], device));
+        goto out;
+    }
     if (layout == TDM_VIEW_RANKS && tdm__ranks_sort_inputs(gin, used) != TDM_OK) {
         fprintf(stderr, "tidemark view: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
         rc = tdm__exit_worse(rc, TDM_EXIT_TOOL_ERROR);
@@ -374,7 +416,8 @@ int tdm__cli_view(int argc, char **argv)
                                  .truncated_at = gin[i].truncated_at};
     }
     uint64_t data_bytes = 0, page_bytes = 0, events = 0;
-    int w = write_page(output, in, used, device, layout, &data_bytes, &page_bytes);
+    int w = write_page(output, force, out_opt != NULL, in, used, device, layout, &data_bytes,
+                       &page_bytes);
     rc = tdm__exit_worse(rc, w);
     if (w == TDM_EXIT_OK) {
         char a[TDM_FMT_LEN], b[TDM_FMT_LEN];
@@ -398,7 +441,7 @@ out:
     free(in);
     free(gin);
     tdm__ranks_paths_free(&paths);
-    free(def);
+    free(output);
     if (fflush(stdout) != 0 || ferror(stdout))
         rc = tdm__exit_worse(rc, TDM_EXIT_TOOL_ERROR);
     return rc;

@@ -1,12 +1,14 @@
 /* viewer-export/import/load.c: reading a file a command is given (load.h):
  * a .tdm snapshot through snapshot's reader, or a format of the import
- * table imported in memory, then its analysis model.
+ * table imported in memory, then its analysis model; a directory stands
+ * for the one snapshot it holds (listed as ranks.c lists directories).
  *
  * State: the list of the snapshots imported and not yet freed, with the
  * free function of each (tdm__input_snap_free); the commands are single
  * threaded. */
 #include "load.h"
 #include "import_formats.h"
+#include "ranks.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -15,19 +17,39 @@
 #include <string.h>
 #include <sys/stat.h>
 
-int tdm__input_check_file(const char *cmd, const char *path)
+int tdm__input_resolve(const char *cmd, const char *path, char **file)
 {
+    *file = NULL;
     /* The readers say "input/output error"; the system says why. */
     struct stat st;
     if (stat(path, &st) != 0) {
         fprintf(stderr, "tidemark %s: %s: %s\n", cmd, path, strerror(errno));
         return TDM_EXIT_BAD_INPUT;
     }
-    if (S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "tidemark %s: %s: is a directory\n", cmd, path);
-        return TDM_EXIT_BAD_INPUT;
+    if (!S_ISDIR(st.st_mode))
+        return TDM_EXIT_OK;
+    tdm_rank_paths found;
+    char *one[] = {(char *)path};
+    int rc = tdm__ranks_expand(cmd, one, 1, &found); /* says why it found none */
+    if (rc == TDM_EXIT_OK && found.count == 1) {
+        *file = found.paths[0];
+        found.count = 0;
+    } else if (rc == TDM_EXIT_OK) {
+        fprintf(stderr, "tidemark %s: %s holds %zu snapshots; name the one to use (%s, %s%s)\n",
+                cmd, path, found.count, found.paths[0], found.paths[1],
+                found.count > 2 ? ", ..." : "");
+        rc = TDM_EXIT_USAGE;
     }
-    return TDM_EXIT_OK;
+    tdm__ranks_paths_free(&found);
+    return rc;
+}
+
+int tdm__input_check_file(const char *cmd, const char *path)
+{
+    char *file;
+    int rc = tdm__input_resolve(cmd, path, &file);
+    free(file);
+    return rc;
 }
 
 /* ---- imported snapshots ----------------------------------------------- */
@@ -109,16 +131,11 @@ static int try_import(const char *cmd, const char *path, tdm_snap **snap)
                : TDM_EXIT_BAD_INPUT;
 }
 
-int tdm__input_read_snapshot(const char *cmd, const char *path, tdm_snap **snap,
-                           int *truncated, uint64_t *truncated_at)
+/* tdm__input_read_snapshot of a path that is not a directory. */
+static int read_file(const char *cmd, const char *path, tdm_snap **snap, int *truncated,
+                     uint64_t *truncated_at)
 {
-    *snap = NULL;
-    *truncated = 0;
-    *truncated_at = 0;
-    int rc = tdm__input_check_file(cmd, path);
-    if (rc != TDM_EXIT_OK)
-        return rc;
-    rc = try_import(cmd, path, snap);
+    int rc = try_import(cmd, path, snap);
     if (rc >= 0)
         return rc;
 
@@ -165,23 +182,52 @@ int tdm__input_read_snapshot(const char *cmd, const char *path, tdm_snap **snap,
     return TDM_EXIT_BAD_INPUT;
 }
 
+int tdm__input_read_snapshot(const char *cmd, const char *path, tdm_snap **snap,
+                           int *truncated, uint64_t *truncated_at)
+{
+    *snap = NULL;
+    *truncated = 0;
+    *truncated_at = 0;
+    char *file;
+    int rc = tdm__input_resolve(cmd, path, &file);
+    if (rc == TDM_EXIT_OK)
+        rc = read_file(cmd, file ? file : path, snap, truncated, truncated_at);
+    free(file);
+    return rc;
+}
+
 /* ---- inputs ------------------------------------------------------------- */
+
+/* Frees the snapshot and model; the path stays valid. */
+static void free_data(tdm_input *in)
+{
+    if (in->model)
+        tdm__model_free(in->model);
+    tdm__input_snap_free(in->snap);
+    in->model = NULL;
+    in->snap = NULL;
+}
 
 int tdm__input_load(const char *cmd, const char *path, tdm_input *in)
 {
     memset(in, 0, sizeof *in);
-    in->path = path;
-    int rc = tdm__input_read_snapshot(cmd, path, &in->snap, &in->truncated,
-                                    &in->truncated_at);
+    in->path = in->operand = path;
+    int rc = tdm__input_resolve(cmd, path, &in->found);
+    if (rc == TDM_EXIT_OK) {
+        if (in->found)
+            in->path = in->found;
+        rc = read_file(cmd, in->path, &in->snap, &in->truncated, &in->truncated_at);
+    }
     if (!in->snap) {
         in->error = rc == TDM_EXIT_TOOL_ERROR ? "tidemark could not read it"
+                    : rc == TDM_EXIT_USAGE    ? "a directory of several snapshots"
                                               : "missing, unreadable or corrupt";
         return rc;
     }
     tdm_status s = tdm__model_build(in->snap, &in->model);
     if (s != TDM_OK) {
-        fprintf(stderr, "tidemark %s: %s: %s\n", cmd, path, tdm_strerror(s));
-        tdm__input_free(in);
+        fprintf(stderr, "tidemark %s: %s: %s\n", cmd, in->path, tdm_strerror(s));
+        free_data(in);
         in->error = "tidemark could not analyse it";
         return TDM_EXIT_TOOL_ERROR;
     }
@@ -192,11 +238,12 @@ int tdm__input_load(const char *cmd, const char *path, tdm_input *in)
 
 void tdm__input_free(tdm_input *in)
 {
-    if (in->model)
-        tdm__model_free(in->model);
-    tdm__input_snap_free(in->snap);
-    in->model = NULL;
-    in->snap = NULL;
+    free_data(in);
+    if (in->found) {
+        free(in->found);
+        in->found = NULL;
+        in->path = in->operand;
+    }
 }
 
 

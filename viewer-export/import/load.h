@@ -10,6 +10,14 @@
  * byte offset; its exit code is still TDM_EXIT_BAD_INPUT so that scripts
  * notice.  Diagnostics go to stderr, prefixed "tidemark CMD: ".
  *
+ * A directory stands for the one snapshot it holds (its *.tdm files
+ * directly inside, as model/ranks.h lists them), so that a folder `tidemark
+ * run -o DIR` wrote can be given wherever one snapshot is read (a diff
+ * operand, a --baseline).  A directory with none is bad input (exit 2); one
+ * with several is a usage error (exit 1) naming some of them: a command
+ * that takes several files expands directories into its ranks instead
+ * (tdm__ranks_expand) before it gets here.
+ *
  * May include: model/ (input.h, model.h) and the snapshot reader. */
 #ifndef TDM_VIEWER_LOAD_H
 #define TDM_VIEWER_LOAD_H
@@ -18,12 +26,23 @@
 
 #include "input.h"
 
-/* Checks that `path` exists and is not a directory, before a reader
- * says only "input/output error": TDM_EXIT_OK, or TDM_EXIT_BAD_INPUT
- * after printing why not. */
+/* Checks that `path` exists, before a reader says only "input/output
+ * error", and finds the snapshot a directory stands for.  Returns
+ * TDM_EXIT_OK with *file NULL (not a directory) or the malloc'd path of
+ * the directory's one snapshot; else *file NULL after printing, the same
+ * for every command: "tidemark CMD: PATH: No such file or directory"
+ * (TDM_EXIT_BAD_INPUT), "tidemark CMD: DIR: no .tdm snapshot in this
+ * directory" (TDM_EXIT_BAD_INPUT), "tidemark CMD: DIR holds N snapshots;
+ * name the one to use (DIR/a.tdm, DIR/b.tdm, ...)" (TDM_EXIT_USAGE), or
+ * TDM_EXIT_TOOL_ERROR when out of memory. */
+int tdm__input_resolve(const char *cmd, const char *path, char **file);
+/* tdm__input_resolve without the name: TDM_EXIT_OK when `path` is a file
+ * or a directory of one snapshot, else the code after printing why not. */
 int tdm__input_check_file(const char *cmd, const char *path);
 
-/* Reads `path` for command `cmd`, accepting a truncated file.  Returns
+/* Reads `path` (a file, or a directory of one snapshot: its messages then
+ * name that snapshot) for command `cmd`, accepting a truncated file.
+ * Returns
  * TDM_EXIT_OK with *snap set (and *truncated = 0), TDM_EXIT_BAD_INPUT
  * with *snap set and *truncated = 1 after printing a warning naming the
  * byte offset, or TDM_EXIT_BAD_INPUT / TDM_EXIT_TOOL_ERROR with *snap NULL
@@ -33,11 +52,14 @@ int tdm__input_read_snapshot(const char *cmd, const char *path, tdm_snap **snap,
 /* Frees a snapshot tdm__input_read_snapshot returned (read or imported). */
 void tdm__input_snap_free(tdm_snap *snap);
 
-/* Reads `path` (as tdm__input_read_snapshot) and builds its model.
- * Returns a TDM_EXIT_* code: OK; BAD_INPUT with in->snap set when the
- * file was truncated (a warning was printed); BAD_INPUT or TOOL_ERROR
- * with in->snap NULL after printing the error. */
+/* Reads `path` (as tdm__input_read_snapshot) and builds its model;
+ * in->path is the file read (for a directory, its snapshot's path, owned
+ * by `in`).  Returns a TDM_EXIT_* code: OK; BAD_INPUT with in->snap set
+ * when the file was truncated (a warning was printed); BAD_INPUT, USAGE (a
+ * directory of several snapshots) or TOOL_ERROR with in->snap NULL after
+ * printing the error.  in->path stays valid until tdm__input_free. */
 int tdm__input_load(const char *cmd, const char *path, tdm_input *in);
+/* Frees what tdm__input_load made; in->path is then the operand given. */
 void tdm__input_free(tdm_input *in);
 
 /* tdm__input_load and tdm__input_free, for layers that take a loader. */

@@ -30,7 +30,10 @@ static inline int tdm__exit_worse(int a, int b) { return a > b ? a : b; }
 
 /* One file read for a gate, a diff, a view or a summary, with its model. */
 typedef struct tdm_input {
-    const char *path;        /* borrowed from argv */
+    const char *path;        /* the file read: `operand`, or `found` */
+    const char *operand;     /* as given, borrowed from argv */
+    char *found;             /* the snapshot a directory operand stood for
+                              * (malloc'd, freed by tdm__input_free) */
     tdm_snap *snap;          /* NULL when it could not be read */
     tdm_model *model;        /* NULL when snap is NULL */
     int truncated;           /* read up to a cut */

@@ -14,13 +14,19 @@
 
 const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB', 'EiB'];
 
-/* printf("%.2f") of a double: round half to even on exact ties, as glibc
- * does, where Number.toFixed rounds them up. */
-function fixed2(x) {
-  const y = x * 100, f = Math.floor(y);
-  const n = y - f === 0.5 ? (f % 2 === 0 ? f : f + 1) : Math.round(y);
-  return (n / 100).toFixed(2);
+/* printf("%.Nf") of a double (x >= 0): both round the exact binary value,
+ * but on an exact tie glibc rounds half to even where Number.toFixed rounds
+ * up.  x lies exactly halfway between two N-decimal numbers only when
+ * x * 2^(N+1) is an odd integer (0.25 for N = 1, 0.125 for N = 2); a
+ * product x * 10^N that merely rounds to k + 0.5 (0.35 * 10) is no tie. */
+function fixedN(x, digits) {
+  const m = x * Math.pow(2, digits + 1);  // exact: a power of two
+  if (!Number.isInteger(m) || m % 2 !== 1) return x.toFixed(digits);
+  const f = Math.floor(x * Math.pow(10, digits));
+  return ((f % 2 === 0 ? f : f + 1) / Math.pow(10, digits)).toFixed(digits);
 }
+
+function fixed2(x) { return fixedN(x, 2); }
 
 function fmtBytes(b) {
   if (b < 0) return '-' + fmtBytes(-b);
@@ -70,8 +76,6 @@ function fmtTick(ns, step, top) {
   return String(ns);
 }
 
-/* A time to the µs, in the unit that suits it: "11.432 ms", "12.345678 s". */
-function fmtFine(ns) { return (ns < 0 ? '-' : '+') + fmtTick(Math.abs(ns), 1000, Math.abs(ns)); }
 
 function fmtUtc(usText) {
   const us = Number(usText);
@@ -79,10 +83,21 @@ function fmtUtc(usText) {
   return new Date(us / 1000).toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC');
 }
 
+/* A share of a whole as tdm__fmt_share writes it: "12.3%", "<0.1%" for a
+ * nonzero part under 0.05%, "0.0%" for none, "-" when whole is 0. */
 function fmtPct(part, whole) {
-  if (!whole) return '0.0%';
+  if (!whole) return '-';
   const p = 100 * part / whole;
-  return (p < 0.1 && part > 0 ? '<0.1' : p.toFixed(1)) + '%';
+  if (part > 0 && p < 0.05) return '<0.1%';
+  return (p < 0 ? '-' + fixedN(-p, 1) : fixedN(p, 1)) + '%';
+}
+
+/* The change from a to b as `tidemark diff` writes it: "+12.3%", "-<0.1%"
+ * (a share of a), "new" from nothing, "" for none. */
+function fmtChange(a, b) {
+  if (a === b) return '';
+  if (!a) return 'new';
+  return (b > a ? '+' : '-') + fmtPct(Math.abs(b - a), Math.abs(a));
 }
 
 function esc(s) {

@@ -447,7 +447,7 @@ class Panel {
     this.paint();
     const s = this.snap, cols = this.cols, seq = cols.seq[c], tot = cols.max[c];
     const t = s.timeOf(seq) + s.d.origin_ns;
-    let html = '<b>' + esc(s.describeSeq(seq)) + '</b><br>at ' + fmtFine(t) + ' from the recording start';
+    let html = '<b>' + esc(s.describeSeq(seq)) + '</b><br>at ' + fmtOffset(t) + ' from the recording start';
     if (cols.n[c] > 1) html += '<br><i>' + cols.n[c] + ' changes in this pixel; its highest is shown</i>';
     html += '<table><tr><td>allocated</td><td class="n"><b>' + fmtBytes(tot) + '</b></td><td></td></tr>';
     if (this.series.reservedKnown)

@@ -53,10 +53,10 @@ class App {
 
   renderCompare() {
     const [a, b] = this.panels.map(p => p.dev);
-    const d = b.peak - a.peak;
+    const d = b.peak - a.peak, change = fmtChange(a.peak, b.peak);
     document.getElementById('compare').innerHTML = 'peak: ' + fmtBytes(a.peak) + ' \u2192 ' + fmtBytes(b.peak) +
-      ' (<span data-testid="peak-diff">' + (d >= 0 ? '+' : '') + fmtBytes(d) + '</span>, ' +
-      (a.peak ? (d >= 0 ? '+' : '') + (100 * d / a.peak).toFixed(1) + '%' : 'n/a') + ')';
+      ' (<span data-testid="peak-diff">' + (d >= 0 ? '+' : '') + fmtBytes(d) + '</span>' +
+      (change ? ', ' + change : '') + ')';
   }
 
   sharedYMax() { return Math.max(...this.panels.map(p => p.ownYMax())); }
