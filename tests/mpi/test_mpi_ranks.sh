@@ -119,21 +119,29 @@ cmp -s <(grep -v '^  times' "$work/human.txt") \
 "$TIDEMARK" gate --max-peak 300MiB --junit "$work/gate.xml" "$work/out" >"$work/gate.txt" 2>&1
 rc=$?
 [ "$rc" -eq 3 ] || fail "gate --max-peak 300MiB: exit $rc, wanted 3"
-[ "$(grep -c '^FAIL' "$work/gate.txt")" -eq 1 ] || fail "gate: not exactly one FAIL line"
-grep -q "^FAIL  max-peak     $work/out/$host-r3.tdm, rank 3 on $host, device 0 (sim0): peak 336.00 MiB > limit 300.00 MiB" \
-  "$work/gate.txt" || fail "gate FAIL line: $(grep '^FAIL' "$work/gate.txt")"
-grep -q "^max-peak FAILED on $work/out/$host-r3.tdm (rank 3 on $host), device 0 (sim0)$" \
-  "$work/gate.txt" || fail "gate failure block does not name rank 3"
-for r in 0 1 2; do
-  grep -q "^PASS  max-peak     $work/out/$host-r$r.tdm, rank $r on $host, device 0" "$work/gate.txt" ||
+# The verdict leads and names rank 3; the three passing ranks are counted.
+head -n 1 "$work/gate.txt" | grep -qx "max-peak FAILED: peak 336.00 MiB > limit 300.00 MiB (36.00 MiB, 12.0% over)" ||
+  fail "gate verdict line: $(head -n 1 "$work/gate.txt")"
+sed -n 2p "$work/gate.txt" | grep -qx "  on         $work/out/$host-r3.tdm (rank 3 on $host), device 0 (sim0)" ||
+  fail "gate verdict does not name rank 3: $(sed -n 2p "$work/gate.txt")"
+grep -q "^  256.00 MiB  76.2%      x4  device_alloc (mpi_ranks.c:[0-9]*)$" "$work/gate.txt" ||
+  fail "gate verdict lacks rank 3's parameter shards as top site"
+tail -n 1 "$work/gate.txt" | grep -qx "gates: 3 passed, 1 failed" ||
+  fail "gate count line: $(tail -n 1 "$work/gate.txt")"
+# Every gate passes under rank 3's peak exactly: one line per rank, in rank order.
+"$TIDEMARK" gate --max-peak 336MiB "$work/out" >"$work/gate-pass.txt" 2>&1 ||
+  fail "gate --max-peak 336MiB (rank 3's peak exactly): exit $?, wanted 0"
+for r in 0 1 2 3; do
+  grep -q "^PASS  max-peak     $work/out/$host-r$r.tdm, rank $r on $host, device 0" "$work/gate-pass.txt" ||
     fail "gate: no PASS line for rank $r"
 done
-[ "$(grep '^PASS\|^FAIL' "$work/gate.txt" | sed 's/.*rank \([0-9]*\) on.*/\1/' | tr -d '\n')" = 0123 ] ||
+[ "$(grep '^PASS' "$work/gate-pass.txt" | sed 's/.*rank \([0-9]*\) on.*/\1/' | tr -d '\n')" = 0123 ] ||
   fail "gate lines are not in rank order"
+# The JUnit report has a testcase per rank, rank 3's the failure.
+[ "$(grep -o 'classname="tidemark\.[^"]*-r[0-9]"' "$work/gate.xml" | sed 's/.*-r//; s/"//' | tr -d '\n')" = 0123 ] ||
+  fail "JUnit testcases are not one per rank in rank order"
 grep -q "message=\"rank 3 on $host, device 0: peak 336.00 MiB &gt; limit" "$work/gate.xml" ||
   fail "JUnit failure does not name rank 3"
-"$TIDEMARK" gate --max-peak 336MiB "$work/out" >"$work/gate.txt" 2>&1 ||
-  fail "gate --max-peak 336MiB (rank 3's peak exactly): exit $?, wanted 0"
 
 # ---- one merged Perfetto trace: a process per rank, one time axis -----------------
 "$TIDEMARK" export --format perfetto "$work/out" -o "$work/all.json" >/dev/null 2>"$work/merge.err" ||

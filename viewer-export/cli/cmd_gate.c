@@ -30,22 +30,23 @@ void tdm__cli_gate_help(FILE *out)
           "\n"
           "Checks memory limits on recorded snapshots, for CI.  Each file is a .tdm\n"
           "snapshot (or a file `tidemark import` reads); a directory stands for the\n"
-          "*.tdm files in it.  Prints one line per gate per device per file, then for\n"
-          "each failure the limit, the figure, when it happened (time, step, phase)\n"
-          "and the allocation sites holding the memory.  Snapshots of a multi-rank\n"
-          "job (dump=out/%h-r%r.tdm) are checked in rank order and every line names\n"
-          "the rank and host.\n"
+          "*.tdm files in it.  When every gate passes, prints one line per gate per\n"
+          "device per file.  When one fails, the report opens with the verdict: the\n"
+          "first failure's limit, figure and excess, its file, rank and device, when\n"
+          "it happened (time, step, phase) and the allocation sites holding the\n"
+          "memory; other failures follow one line each and passes are counted.\n"
+          "Snapshots of a multi-rank job (dump=out/%h-r%r.tdm) are checked in rank\n"
+          "order and every line names the rank and host.\n"
           "\n",
           out);
     tdm__gate_options_help(out);
     fputs("  -h, --help             this text\n"
           "\n"
-          "At least one gate is needed.  When one fails, the report opens with the\n"
-          "verdict.  Exit codes: 0 all gates passed, 1 usage error, 2 a file missing,\n"
-          "unreadable, corrupt or truncated (or a figure it cannot give, or without\n"
-          "the --device asked for), 3 a gate failed (outranks 2), 4 internal error,\n"
-          "5 nothing measured (no file records device memory used; --allow-empty\n"
-          "passes).  See docs/ci.md.\n",
+          "At least one gate is needed.  Exit codes: 0 all gates passed, 1 usage\n"
+          "error, 2 a file missing, unreadable, corrupt or truncated (or a figure it\n"
+          "cannot give, or without the --device asked for), 3 a gate failed\n"
+          "(outranks 2), 4 internal error, 5 nothing measured (no file records device\n"
+          "memory used; --allow-empty passes).  See docs/ci.md.\n",
           out);
 }
 

@@ -568,9 +568,12 @@ int tdm__run_child(char **argv, tdm_run_child *c)
             } else {
                 /* ^Z (passed on, or to the group holding the terminal):
                  * stop with it; `fg` continues tidemark, which continues
-                 * the command. */
+                 * the command (before the terminal poll takes it for a
+                 * reader stopped on the terminal). */
                 take_back(&tty);
                 kill(getpid(), SIGSTOP);
+                pass_on(pgid, pid, SIGCONT);
+                clock_gettime(CLOCK_MONOTONIC, &tstp_at);
             }
             continue;
         }
