@@ -83,6 +83,13 @@ expect 2 "view --device 5 of ranks" -- "$TIDEMARK" view --device 5 "$work/job" -
 has err "tidemark view: $work/job/r0.tdm $line0"
 has err "tidemark view: $work/job/r1.tdm has no device 5 (its devices: 0, 1)"
 
+expect 2 "summary --device 5" -- "$TIDEMARK" summary --device 5 "$work/d0.tdm"
+said "tidemark summary: $work/d0.tdm $line0"
+[ ! -s "$work/out" ] || fail "summary --device 5 printed a summary"
+expect 2 "summary --device 1 of ranks, one lacking it" -- "$TIDEMARK" summary --device 1 "$work/job"
+said "tidemark summary: $work/job/r0.tdm has no device 1 (its devices: 0)"
+has out "$work/job/r1.tdm"
+
 # diff: a device in one file only is compared with nothing; in neither, an error
 expect 0 "diff --device 1, in B only" -- "$TIDEMARK" diff --device 1 "$work/d0.tdm" "$work/d1.tdm"
 has out "device 1 (sim1): only in B"

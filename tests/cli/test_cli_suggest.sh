@@ -28,6 +28,14 @@ expect 1 "diff --topp" -- "$TIDEMARK" diff --topp 3 a.tdm b.tdm
 first "tidemark diff: unknown option '--topp' (did you mean '--top'?)"
 expect 1 "diff --frmaes=2" -- "$TIDEMARK" diff --frmaes=2 a.tdm b.tdm
 first "tidemark diff: unknown option '--frmaes' (did you mean '--frames'?)"
+expect 1 "summary --topp" -- "$TIDEMARK" summary --topp 3 x.tdm
+first "tidemark summary: unknown option '--topp' (did you mean '--top'?)"
+expect 1 "gate --max-peek" -- "$TIDEMARK" gate --max-peek 1GiB x.tdm
+first "tidemark gate: unknown option '--max-peek' (did you mean '--max-peak'?)"
+expect 1 "run --max-peek" -- "$TIDEMARK" run --max-peek 1GiB -- true
+first "tidemark run: unknown option '--max-peek' (did you mean '--max-peak'?)"
+expect 1 "run --allow-emtpy" -- "$TIDEMARK" run --allow-emtpy -- true
+first "tidemark run: unknown option '--allow-emtpy' (did you mean '--allow-empty'?)"
 expect 1 "view --rnaks" -- "$TIDEMARK" view --rnaks x.tdm
 first "tidemark view: unknown option '--rnaks' (did you mean '--ranks'?)"
 expect 1 "view --forse" -- "$TIDEMARK" view --forse x.tdm

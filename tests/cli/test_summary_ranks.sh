@@ -66,8 +66,10 @@ has_re out "^ +0 +$host +0 +[0-9.]+ (KiB|MiB|GiB) "
 expect 0 "summary --each" -- "$TIDEMARK" summary --each "$work/snaps"
 [ "$(grep -c '^tidemark summary of /' "$work/out")" -eq 3 ] || fail "--each: not 3 full summaries"
 
-# --device: a device no file has leaves the rows without figures.
-expect 0 "summary --device 3" -- "$TIDEMARK" summary --device 3 "$work/snaps"
+# --device: a device no file has is an error said for each file, as every
+# command says it (exit 2); the rows stay, without figures.
+expect 2 "summary --device 3" -- "$TIDEMARK" summary --device 3 "$work/snaps"
+has err "tidemark summary: $work/snaps/$host-r1.tdm has no device 3 (its devices: 0)"
 has_re out "^ +1 +$host +- +\? "
 
 # ---- files without a rank, repeated ranks, bad inputs ------------------------------

@@ -55,13 +55,11 @@ char *tdm__cli_output_path(const char *o, const char *def);
 
 /* After getopt_long (opterr = 0, optstring starting with ':') returned
  * `c` for an option it could not take (':': its value is missing; else
- * unknown), prints the line saying which. */
-void tdm__cli_bad_option(const char *cmd, int c, char **argv);
-/* tdm__cli_bad_option for a command whose option table is `longopts`
- * (ended by a zero entry): an unknown long option gets the closest of the
- * table's names, "tidemark CMD: unknown option '--topp' (did you mean
- * '--top'?)", and an abbreviation of several is called ambiguous, naming
- * them. */
+ * unknown), prints the line saying which.  `longopts` is the command's
+ * option table (ended by a zero entry): an unknown long option gets the
+ * closest of its names, "tidemark CMD: unknown option '--topp' (did you
+ * mean '--top'?)", and an abbreviation of several is called ambiguous,
+ * naming them. */
 void tdm__cli_bad_option_in(const char *cmd, int c, char **argv,
                             const struct option *longopts);
 /* The same line for a command that parses its own options: `arg` as given

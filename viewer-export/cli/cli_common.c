@@ -13,11 +13,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-void tdm__cli_bad_option(const char *cmd, int c, char **argv)
-{
-    tdm__cli_bad_option_in(cmd, c, argv, NULL);
-}
-
 /* Prints the line for unknown long option `arg` ("--name" or
  * "--name=value"): the closest of `names` (given with their dashes, each
  * at most 63 bytes), or the ones it abbreviates when several do. */

@@ -69,7 +69,7 @@ int tdm__cli_gate(int argc, char **argv)
         }
         int took = c == ':' ? 0 : tdm__gate_option("gate", c, optarg, &o);
         if (took == 0)
-            tdm__cli_bad_option("gate", c, argv);
+            tdm__cli_bad_option_in("gate", c, argv, longopts);
         if (took <= 0)
             goto usage;
     }

@@ -359,7 +359,7 @@ static int parse(run_state *r, int argc, char **argv)
         default: {
             int took = c == ':' ? 0 : tdm__gate_option("run", c, optarg, &r->o);
             if (took == 0)
-                tdm__cli_bad_option("run", c, argv);
+                tdm__cli_bad_option_in("run", c, argv, longopts);
             if (took <= 0)
                 return -1;
         }

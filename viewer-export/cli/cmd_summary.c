@@ -79,6 +79,12 @@ static int summarize_one(const char *path, int gap, tdm_summary_options *o)
         return rc;
     tdm_status s = tdm__model_build(snap, &model);
     if (s == TDM_OK) {
+        tdm_input in = {.path = path, .operand = path, .snap = snap, .model = model};
+        if (tdm__input_check_device("summary", &in, o->device) != TDM_EXIT_OK) {
+            tdm__model_free(model);
+            tdm__input_snap_free(snap);
+            return TDM_EXIT_BAD_INPUT;
+        }
         if (gap)
             fputc('\n', stdout);
         s = tdm__summary_print(stdout, path, snap, model, o);
@@ -144,7 +150,7 @@ int tdm__cli_summary(int argc, char **argv)
             tdm__cli_summary_help(stdout);
             return TDM_EXIT_OK;
         default: /* ':' or an unknown option */
-            tdm__cli_bad_option("summary", c, argv);
+            tdm__cli_bad_option_in("summary", c, argv, longopts);
             goto usage;
         }
     }

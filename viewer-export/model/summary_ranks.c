@@ -542,6 +542,9 @@ int tdm__summary_ranks(FILE *out, const tdm_rank_paths *paths, const tdm_summary
         rc = tdm__exit_worse(rc, loader->load("summary", paths->paths[i], &in));
         if (!in.model)
             continue;
+        /* A file without the --device asked for is said as every command
+         * says it; its row stays (its "-" device shows which). */
+        rc = tdm__exit_worse(rc, tdm__input_check_device("summary", &in, opts->device));
         row_fill(&rows[i], &in, opts->device, opts->frames ? opts->frames : 3);
         if (++readable == 1) {
             held = in;
