@@ -323,7 +323,8 @@ uint32_t tdm__pti_stack_of(im *c, const tdm_pkv *list, const where_t *w)
                 return UINT32_MAX;
             }
             fi = (uint32_t)c->nframes;
-            c->frames[fi] = (tdm_snap_frame){0, fk.function, fk.file, fk.line, ""};
+            c->frames[fi] = (tdm_snap_frame){.function = fk.function, .file = fk.file,
+                                             .line = fk.line, .module = ""};
             if (htab_add(&c->frame_index, where_slot, h, fi) != 0) {
                 tdm__pti_oom(c);
                 return UINT32_MAX;
