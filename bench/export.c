@@ -100,7 +100,7 @@ static synth *build(size_t nev)
     for (int i = 0; i < NFRAMES; i++) {
         snprintf(y->names[i], sizeof y->names[i], "layer_%03d_forward_impl", i);
         fr[i] = (tdm_snap_frame){0x400000 + 64u * i, y->names[i], y->files[i % (NFRAMES / 10)],
-                                 (uint32_t)(10 + i), "libmodel.so"};
+                                 (uint32_t)(10 + i), "libmodel.so", TDM_FRAME_NATIVE};
     }
     s->frames = fr;
     s->frame_count = NFRAMES;

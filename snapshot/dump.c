@@ -143,10 +143,16 @@ tdm_status tdm__rec_copy_events(tdm_event **events, size_t *count,
     return TDM_OK;
 }
 
-/* Open-addressing map from a return address to its frame index. */
+/* Where the frames of one captured pcs entry lie in snap->frames: a
+ * native frame, or an inline chain ending in one (several frames). */
+typedef struct frame_span {
+    uint32_t first, count;
+} frame_span;
+
+/* Open-addressing map from a captured pcs entry to its frames. */
 typedef struct pc_map {
     uintptr_t *keys;
-    uint32_t *vals;
+    frame_span *vals;
     size_t mask;
 } pc_map;
 
@@ -163,7 +169,7 @@ static int pc_map_init(pc_map *m, size_t expected)
 
 /* Returns a pointer to the value slot for pc; *fresh says whether it was
  * just inserted.  pc 0 is never a key (capture never yields it). */
-static uint32_t *pc_map_slot(pc_map *m, uintptr_t pc, int *fresh)
+static frame_span *pc_map_slot(pc_map *m, uintptr_t pc, int *fresh)
 {
     size_t i = (pc * UINT64_C(0x9E3779B97F4A7C15)) >> 7 & m->mask;
     while (m->keys[i] && m->keys[i] != pc)
@@ -173,57 +179,114 @@ static uint32_t *pc_map_slot(pc_map *m, uintptr_t pc, int *fresh)
     return &m->vals[i];
 }
 
+/* The frame table and the stacks' frame index lists as they grow: one
+ * captured pc may give several frames, so stacks get deeper than what was
+ * captured and neither size is known beforehand. */
+typedef struct stacks_builder {
+    tdm_snap *snap;
+    dump_owner *owner;
+    size_t frame_cap;
+    size_t index_len, index_cap; /* owner->stack_frames */
+} stacks_builder;
+
+static tdm_snap_frame *new_frame(stacks_builder *b)
+{
+    tdm_snap *s = b->snap;
+    if (s->frame_count >= UINT32_MAX ||
+        tdm__grow_array(&s->frames, &b->frame_cap, s->frame_count + 1,
+                        sizeof *s->frames) != 0)
+        return NULL;
+    tdm_snap_frame *f = &s->frames[s->frame_count++];
+    memset(f, 0, sizeof *f);
+    return f;
+}
+
+/* ---- one captured entry -> frames -----------------------------------------
+ * The single place where an entry of a stack's captured pcs array becomes
+ * frames, appended to snap->frames: a return address gives its inline
+ * chain, innermost first, then the native function holding it.  Called once
+ * per distinct entry; *out says where its frames are.  -1 when out of host
+ * memory. */
+static int frames_of_pc(stacks_builder *b, uintptr_t pc, frame_span *out)
+{
+    tdm_symbolizer *sym = b->owner->symbolizer;
+    static const tdm_symbol unknown = {"??", "", 0, "", TDM_FRAME_NATIVE};
+    const tdm_symbol *chain = &unknown;
+    size_t n = sym ? tdm__symbolize_frames(sym, pc, &chain) : 1;
+    out->first = (uint32_t)b->snap->frame_count;
+    out->count = 0;
+    for (size_t i = 0; i < n; i++) {
+        tdm_snap_frame *f = new_frame(b);
+        if (!f)
+            return -1;
+        f->pc = pc;
+        f->function = chain[i].function;
+        f->file = chain[i].file;
+        f->line = chain[i].line;
+        f->module = chain[i].module;
+        f->kind = chain[i].kind;
+        out->count++;
+    }
+    return 0;
+}
+
 /* Symbolizes every interned stack into snap->frames / snap->stacks. */
 static tdm_status build_stacks(tdm_snap *snap, dump_owner *o)
 {
     uint32_t nstacks = tdm__stack_count();
-    size_t total = 0;
+    size_t captured = 0;
     for (uint32_t id = 1; id <= nstacks; id++) {
         const uintptr_t *pcs;
-        total += tdm__stack_get(id, &pcs);
+        captured += tdm__stack_get(id, &pcs);
     }
+    stacks_builder b = {.snap = snap, .owner = o};
+    /* Where each stack's list starts in o->stack_frames: pointers are set
+     * at the end, once the list no longer moves. */
+    size_t *starts = malloc(((size_t)nstacks + 1) * sizeof *starts);
     snap->stacks = calloc((size_t)nstacks + 1, sizeof *snap->stacks);
-    o->stack_frames = malloc((total ? total : 1) * sizeof *o->stack_frames);
-    snap->frames = malloc((total ? total : 1) * sizeof *snap->frames);
     pc_map map = {0};
-    if (!snap->stacks || !o->stack_frames || !snap->frames ||
-        !pc_map_init(&map, total)) {
-        free(map.keys);
-        free(map.vals);
-        return TDM_HOST_OUT_OF_MEMORY;
+    tdm_status st = TDM_OK;
+    if (!starts || !snap->stacks || !pc_map_init(&map, captured) ||
+        tdm__grow_array(&o->stack_frames, &b.index_cap, captured + 1,
+                        sizeof *o->stack_frames) != 0) {
+        st = TDM_HOST_OUT_OF_MEMORY;
+        goto out;
     }
     snap->stack_count = (size_t)nstacks + 1;
-    if (total && tdm__symbolizer_open(&o->symbolizer) != TDM_OK)
+    if (captured && tdm__symbolizer_open(&o->symbolizer) != TDM_OK)
         o->symbolizer = NULL;
-    size_t used = 0;
-    for (uint32_t id = 1; id <= nstacks; id++) {
+    for (uint32_t id = 1; id <= nstacks && st == TDM_OK; id++) {
         const uintptr_t *pcs;
         unsigned depth = tdm__stack_get(id, &pcs);
-        uint32_t *idx = &o->stack_frames[used];
+        starts[id] = b.index_len;
         for (unsigned k = 0; k < depth; k++) {
             int fresh;
-            uint32_t *v = pc_map_slot(&map, pcs[k], &fresh);
-            if (fresh) {
-                tdm_symbol sym = {"??", "", 0, ""};
-                if (o->symbolizer)
-                    tdm__symbolize(o->symbolizer, pcs[k], &sym);
-                tdm_snap_frame *f = &snap->frames[snap->frame_count];
-                f->pc = pcs[k];
-                f->function = sym.function;
-                f->file = sym.file;
-                f->line = sym.line;
-                f->module = sym.module;
-                *v = (uint32_t)snap->frame_count++;
+            frame_span *v = pc_map_slot(&map, pcs[k], &fresh);
+            if (fresh && frames_of_pc(&b, pcs[k], v) != 0) {
+                v->count = 0; /* the frames made before running out */
+                st = TDM_HOST_OUT_OF_MEMORY;
+                break;
             }
-            idx[k] = *v;
+            if (tdm__grow_array(&o->stack_frames, &b.index_cap,
+                                b.index_len + v->count,
+                                sizeof *o->stack_frames) != 0) {
+                st = TDM_HOST_OUT_OF_MEMORY;
+                break;
+            }
+            for (uint32_t j = 0; j < v->count; j++)
+                o->stack_frames[b.index_len++] = v->first + j;
         }
-        snap->stacks[id].depth = depth;
-        snap->stacks[id].frames = idx;
-        used += depth;
+        if (b.index_len - starts[id] > UINT32_MAX)
+            st = TDM_HOST_OUT_OF_MEMORY;
+        snap->stacks[id].depth = (uint32_t)(b.index_len - starts[id]);
     }
+    for (uint32_t id = 1; id <= nstacks && st == TDM_OK; id++)
+        snap->stacks[id].frames = o->stack_frames + starts[id];
+out:
+    free(starts);
     free(map.keys);
     free(map.vals);
-    return TDM_OK;
+    return st;
 }
 
 /* The command line, arguments joined by spaces. */

@@ -20,7 +20,7 @@
 /* The file starts with the msgpack array ["tidemark", major, minor].
  * major is TDM_FORMAT_VERSION; minor counts compatible additions. */
 #define TDM_FMT_MAGIC "tidemark"
-#define TDM_FMT_MINOR 1
+#define TDM_FMT_MINOR 2
 
 /* Largest number of entries the writer puts in one table/events record, so
  * that a cut file loses at most one chunk and records stay a few MiB. */
@@ -120,6 +120,9 @@ enum tdm_fmt_key {
 /* Optional trailing stats column (format 1.1): the tdm_stat_pool of the
  * row.  A row that ends before it is pool 0 (all). */
 #define TDM_STATS_POOL TDM_STATS_FIELDS
+/* Optional trailing frames column (format 1.2): the tdm_frame_kind of the
+ * frame.  A row that ends before it is a native frame. */
+#define TDM_FRM_KIND TDM_FRM_FIELDS
 /* A tdm_stat on disk: [current, peak, allocated, freed]. */
 #define TDM_FMT_STAT_FIELDS 4
 

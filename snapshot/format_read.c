@@ -10,12 +10,12 @@
  * Invariants of a returned snapshot, so consumers need not re-check them:
  * every stack id, phase id, frame index and string is in range; stacks[0]
  * is empty and phase_names[0] is ""; segments' blocks are in range and
- * tile their segment; actions, categories, block states, pools and device
- * ordinals (-1..32767) are known values; no string is NULL.  What the
- * reader allocates is bounded by the input size: a count is accepted only
- * if the bytes left could hold that many elements (an events record spends
- * at least one byte per event).  A snapshot owns all its memory through
- * one arena (owner_), freed by tdm__snap_free.
+ * tile their segment; actions, categories, block states, pools, frame
+ * kinds and device ordinals (-1..32767) are known values; no string is
+ * NULL.  What the reader allocates is bounded by the input size: a count
+ * is accepted only if the bytes left could hold that many elements (an
+ * events record spends at least one byte per event).  A snapshot owns all
+ * its memory through one arena (owner_), freed by tdm__snap_free.
  *
  * Lock: none; no global state.
  */
@@ -152,9 +152,20 @@ static int read_frames(reader *r, cur *c)
             tdm__fmt_u64(r, c, "pc", &f->pc) || tdm__fmt_sid(r, c, "function", &f->function) ||
             tdm__fmt_sid(r, c, "file", &f->file) ||
             tdm__fmt_range(r, c, "line", 0, UINT32_MAX, &line) ||
-            tdm__fmt_sid(r, c, "module", &f->module) || tdm__fmt_row_end(r, c, "frames", extra))
+            tdm__fmt_sid(r, c, "module", &f->module))
+            return -1;
+        /* Format 1.2 appended the kind; a 1.0/1.1 row stops before it and
+         * is a native frame. */
+        int64_t kind = TDM_FRAME_NATIVE;
+        if (extra > 0) {
+            if (tdm__fmt_range(r, c, "kind", TDM_FRAME_NATIVE, TDM_FRAME_KIND_MAX, &kind))
+                return -1;
+            extra--;
+        }
+        if (tdm__fmt_row_end(r, c, "frames", extra))
             return -1;
         f->line = (uint32_t)line;
+        f->kind = (uint8_t)kind;
     }
     return 0;
 }

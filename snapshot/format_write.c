@@ -248,6 +248,9 @@ static tdm_status validate_tables(const tdm_snap *s)
             return TDM_INVALID_ARGUMENT;
         seen[(d + 1) / 8] |= (uint8_t)(1u << ((d + 1) % 8));
     }
+    for (size_t i = 0; i < s->frame_count; i++)
+        if (s->frames[i].kind > TDM_FRAME_KIND_MAX)
+            return TDM_INVALID_ARGUMENT;
     if (s->phase_count && s->phase_names[0] && s->phase_names[0][0])
         return TDM_INVALID_ARGUMENT;
     if (s->stack_count && s->stacks[0].depth != 0)
@@ -473,12 +476,13 @@ static tdm_status write_frames_and_stacks(writer *w)
         size_t n = s->frame_count - at < TDM_FMT_CHUNK ? s->frame_count - at : TDM_FMT_CHUNK;
         table_begin(w, at, n);
         for (size_t i = at; i < at + n; i++) {
-            msgpack_pack_array(&w->pk, TDM_FRM_FIELDS);
+            msgpack_pack_array(&w->pk, TDM_FRM_FIELDS + 1); /* + kind (1.2) */
             msgpack_pack_uint64(&w->pk, s->frames[i].pc);
             msgpack_pack_uint32(&w->pk, w->frame_sids[3 * i]);
             msgpack_pack_uint32(&w->pk, w->frame_sids[3 * i + 1]);
             msgpack_pack_uint32(&w->pk, s->frames[i].line);
             msgpack_pack_uint32(&w->pk, w->frame_sids[3 * i + 2]);
+            msgpack_pack_uint8(&w->pk, s->frames[i].kind);
         }
         st = emit(w, TDM_REC_FRAMES);
     }

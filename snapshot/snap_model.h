@@ -53,12 +53,30 @@ typedef struct tdm_snap_device {
     uint64_t capacity;  /* bytes */
 } tdm_snap_device;
 
+/* What a frame is (format 1.2; older files hold native frames only). */
+typedef enum tdm_frame_kind {
+    /* The function a return address lies in, as the symbol table names it. */
+    TDM_FRAME_NATIVE = 0,
+    /* A function the compiler inlined at that address: same pc as the
+     * native frame holding it.  An inline chain is stored innermost first,
+     * its inlined frames right before the native frame that contains them;
+     * each caller's file:line is where it calls the frame before it. */
+    TDM_FRAME_INLINED = 1,
+    /* A Python frame: function is the qualified name, file the .py path,
+     * module "" or "<python>"; pc is whatever identifies the frame. */
+    TDM_FRAME_PYTHON = 2,
+} tdm_frame_kind;
+#define TDM_FRAME_KIND_MAX TDM_FRAME_PYTHON
+
 typedef struct tdm_snap_frame {
     uint64_t pc;          /* return address as captured */
-    const char *function; /* "train_step", or "??" when unknown */
+    const char *function; /* "train_step", or "??" when unknown; raw as the
+                             symbol table has it (C++ names mangled) */
     const char *file;     /* source path, or "" when unknown */
     uint32_t line;        /* 0 when unknown */
     const char *module;   /* shared object path, or "" */
+    uint8_t kind;         /* tdm_frame_kind; last so that positional
+                             initializers that omit it make native frames */
 } tdm_snap_frame;
 
 typedef struct tdm_snap_stack {

@@ -57,7 +57,7 @@ struct tdm_symbolizer {
     size_t strs_len;         /* entries */
 };
 
-static const tdm_symbol unknown_symbol = {"??", "", 0, ""};
+static const tdm_symbol unknown_symbol = {"??", "", 0, "", TDM_FRAME_NATIVE};
 
 /* ---- local-only debug file lookup ---------------------------------------- */
 
@@ -362,6 +362,28 @@ void tdm__symbolize(tdm_symbolizer *s, uintptr_t pc, tdm_symbol *out)
     }
     resolve(s, pc, out);
     cache_put(s, pc, out);
+}
+
+size_t tdm__symbolize_frames(tdm_symbolizer *s, uintptr_t pc,
+                             const tdm_symbol **out)
+{
+    if (!s) {
+        *out = &unknown_symbol;
+        return 1;
+    }
+    sym_entry *e = cache_find(s, pc);
+    if (!e) {
+        tdm_symbol sym;
+        resolve(s, pc, &sym);
+        cache_put(s, pc, &sym);
+        e = cache_find(s, pc);
+        if (!e) { /* out of memory */
+            *out = &unknown_symbol;
+            return 1;
+        }
+    }
+    *out = &e->sym;
+    return 1;
 }
 
 void tdm__symbolizer_close(tdm_symbolizer *s)

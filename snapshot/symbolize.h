@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "tidemark.h"
+#include "snap_model.h"
 
 typedef struct tdm_symbolizer tdm_symbolizer;
 
@@ -20,6 +21,7 @@ typedef struct tdm_symbol {
     const char *file;     /* source file, "" if unknown */
     unsigned line;        /* 0 if unknown */
     const char *module;   /* path of the object holding pc, "" if unknown */
+    uint8_t kind;         /* tdm_frame_kind: native, or inlined */
 } tdm_symbol;
 
 tdm_status tdm__symbolizer_open(tdm_symbolizer **out);
@@ -27,6 +29,13 @@ tdm_status tdm__symbolizer_open(tdm_symbolizer **out);
  * symbolizer.  A return address points after the call; the lookup uses
  * pc - 1 so the line is the call's own. */
 void tdm__symbolize(tdm_symbolizer *s, uintptr_t pc, tdm_symbol *out);
+/* The frames of a return address, innermost first: where pc - 1 lies in
+ * inlined code, each inlined function (kind TDM_FRAME_INLINED), then the
+ * function holding them all (TDM_FRAME_NATIVE, always last).  Returns how
+ * many (at least 1) and points *out at them; they live as long as the
+ * symbolizer.  tdm__symbolize gives the first of them. */
+size_t tdm__symbolize_frames(tdm_symbolizer *s, uintptr_t pc,
+                             const tdm_symbol **out);
 void tdm__symbolizer_close(tdm_symbolizer *s);
 
 #endif

@@ -89,10 +89,13 @@ static inline void fx_build_sample(fx_snap *f)
     s->phase_names = ph;
     s->phase_count = 4;
     tdm_snap_frame *fr = fx_calloc(4, sizeof *fr);
-    fr[0] = (tdm_snap_frame){0x401234, "tdm_malloc", "alloc/alloc.c", 120, "libtidemark.so"};
-    fr[1] = (tdm_snap_frame){0x405678, "train_step", "examples/train_sim.c", 42, "train_sim"};
-    fr[2] = (tdm_snap_frame){0x405abc, "forward", "examples/train_sim.c", 77, "train_sim"};
-    fr[3] = (tdm_snap_frame){0x7f0000001000, "??", "", 0, ""};
+    fr[0] = (tdm_snap_frame){0x401234, "tdm_malloc", "alloc/alloc.c", 120, "libtidemark.so",
+                             TDM_FRAME_NATIVE};
+    fr[1] = (tdm_snap_frame){0x405678, "train_step", "examples/train_sim.c", 42, "train_sim",
+                             TDM_FRAME_NATIVE};
+    fr[2] = (tdm_snap_frame){0x405abc, "forward", "examples/train_sim.c", 77, "train_sim",
+                             TDM_FRAME_NATIVE};
+    fr[3] = (tdm_snap_frame){0x7f0000001000, "??", "", 0, "", TDM_FRAME_NATIVE};
     s->frames = fr;
     s->frame_count = 4;
     f->stack_frames = fx_calloc(6, sizeof *f->stack_frames);
@@ -226,7 +229,7 @@ static inline void fx_build_big(fx_snap *f, size_t nevents, size_t nframes, uint
         char *name = f->names + 16 * i;
         snprintf(name, 16, "fn_%u", (unsigned)i);
         fr[i] = (tdm_snap_frame){0x400000 + 16 * i, name, i % 3 ? "model.c" : "train.c",
-                                 (uint32_t)(i % 1000), "train"};
+                                 (uint32_t)(i % 1000), "train", TDM_FRAME_NATIVE};
     }
     s->frames = fr;
     s->frame_count = nframes;
@@ -378,6 +381,7 @@ static inline void fx_expect_same(const tdm_snap *want, const tdm_snap *got)
         assert_string_equal(x->file, y->file);
         assert_int_equal(x->line, y->line);
         assert_string_equal(x->module, y->module);
+        assert_int_equal(x->kind, y->kind);
     }
     assert_int_equal(want->stack_count ? want->stack_count : 1, got->stack_count);
     assert_int_equal(got->stacks[0].depth, 0);

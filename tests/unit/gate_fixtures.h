@@ -75,11 +75,11 @@ static tsnap *tsnap_new(uint64_t pc_base, int shuffle)
     t->s.phase_names = t->phases;
     t->s.phase_count = 4;
     t->frames[0] = (tdm_snap_frame){pc_base + 0x10, "tdm_malloc", "alloc/alloc.c", 10,
-                                    "/usr/lib/libtidemark.so.0"};
+                                    "/usr/lib/libtidemark.so.0", TDM_FRAME_NATIVE};
     for (int i = 0; i < 6; i++)
         t->frames[1 + i] = (tdm_snap_frame){pc_base + 0x2000 + (uint64_t)i * 16, fn_names[i],
                                             shuffle ? "/other/build/train.c" : "/src/train.c",
-                                            100u + (unsigned)i, "train"};
+                                            100u + (unsigned)i, "train", TDM_FRAME_NATIVE};
     t->s.frames = t->frames;
     t->s.frame_count = 7;
     t->s.stacks = t->stacks;

@@ -67,12 +67,14 @@ static inline tsnap *tsnap_new(void)
     t->s.phase_names = t->phases;
     t->s.phase_count = 4;
     /* Frames: a tidemark frame, then three program frames per stack. */
-    t->frames[0] = (tdm_snap_frame){0x1000, "tdm_malloc", "alloc/alloc.c", 10, "libtidemark.so.0"};
+    t->frames[0] = (tdm_snap_frame){0x1000, "tdm_malloc", "alloc/alloc.c", 10, "libtidemark.so.0",
+                                    TDM_FRAME_NATIVE};
     const char *fn[] = {"make_weights", "make_activation", "make_temp", "forward",
                         "train_step", "main"};
     for (int i = 0; i < 6; i++)
         t->frames[1 + i] = (tdm_snap_frame){0x2000 + (uint64_t)i * 16, fn[i],
-                                            "/src/examples/train.c", 100u + (unsigned)i, "train"};
+                                            "/src/examples/train.c", 100u + (unsigned)i, "train",
+                                            TDM_FRAME_NATIVE};
     t->s.frames = t->frames;
     t->s.frame_count = 7;
     t->s.stacks = t->stacks;

@@ -81,7 +81,7 @@ static inline void ts_device(ts *t, int index, const char *name)
 static inline uint32_t ts_frame(ts *t, const char *fn, const char *file, uint32_t line)
 {
     uint32_t i = (uint32_t)t->s.frame_count++;
-    t->frames[i] = (tdm_snap_frame){0x400000 + 16 * i, fn, file, line, "small"};
+    t->frames[i] = (tdm_snap_frame){0x400000 + 16 * i, fn, file, line, "small", TDM_FRAME_NATIVE};
     return i;
 }
 

@@ -254,13 +254,14 @@ static void newer_minor_version_additions_are_read(void **state)
     fx_str(&b, ""), fx_str(&b, "main"), fx_str(&b, "a.c");
     fx_key(&b, "first"), msgpack_pack_uint64(&b.pk, 0); /* keys in any order */
     fx_emit(&b, TDM_REC_STRINGS);
-    msgpack_pack_map(&b.pk, 2); /* frames, a row with a sixth field */
+    msgpack_pack_map(&b.pk, 2); /* frames, a row with a field after kind */
     fx_key(&b, "first"), msgpack_pack_uint64(&b.pk, 0);
     fx_key(&b, "rows"), msgpack_pack_array(&b.pk, 1);
-    msgpack_pack_array(&b.pk, 6);
+    msgpack_pack_array(&b.pk, TDM_FRM_FIELDS + 2);
     msgpack_pack_uint64(&b.pk, 0xabc), msgpack_pack_uint64(&b.pk, 1);
     msgpack_pack_uint64(&b.pk, 2), msgpack_pack_uint64(&b.pk, 9);
-    msgpack_pack_uint64(&b.pk, 0), msgpack_pack_array(&b.pk, 0);
+    msgpack_pack_uint64(&b.pk, 0), msgpack_pack_uint64(&b.pk, TDM_FRAME_INLINED);
+    msgpack_pack_array(&b.pk, 0);
     fx_emit(&b, TDM_REC_FRAMES);
     msgpack_sbuffer_write(&b.rec, "\x01\x02", 2); /* an unknown record */
     fx_emit(&b, 77);
@@ -311,6 +312,7 @@ static void newer_minor_version_additions_are_read(void **state)
     assert_string_equal(s->frames[0].file, "a.c");
     assert_string_equal(s->frames[0].module, "");
     assert_int_equal(s->frames[0].line, 9);
+    assert_int_equal(s->frames[0].kind, TDM_FRAME_INLINED);
     assert_int_equal(s->stack_count, 2);
     assert_int_equal(s->stacks[1].depth, 1);
     assert_int_equal(s->event_count, 2);
@@ -409,6 +411,7 @@ static void writer_refuses_what_the_reader_would(void **state)
     CASE("unknown block state", b[0].state = 3);
     CASE("unknown pool", ((tdm_snap_segment *)s->segments)[0].pool = 3);
     CASE("device listed twice", ((tdm_snap_device *)s->devices)[1].index = 0);
+    CASE("unknown frame kind", ((tdm_snap_frame *)s->frames)[1].kind = TDM_FRAME_KIND_MAX + 1);
     CASE("unknown stats pool", ((tdm_snap_device_stats *)s->stats)[1].pool = 3);
     CASE("stats of a device twice", ((tdm_snap_device_stats *)s->stats)[1].device = 0);
     CASE("stats of a pool twice", ((tdm_snap_device_stats *)s->stats)[0].pool = 2;

@@ -305,7 +305,7 @@ static void test_wrapped_ring_seeds_keep_sites(void **state)
     t->s.dropped_events = 1188; /* the window holds 1% of the run */
     /* Stack 4: where the gradients are freed (frame 7, "release_grads"). */
     t->frames[7] = (tdm_snap_frame){0x3000, "release_grads", "/src/examples/train.c", 120,
-                                    "train"};
+                                    "train", TDM_FRAME_NATIVE};
     t->s.frame_count = 8;
     t->stack_frames[4][0] = 0; /* tidemark's frame */
     t->stack_frames[4][1] = 7;

@@ -61,10 +61,12 @@ static tsnap *tsnap_new(const char *metadata)
     t->phases[2] = "backward";
     t->s.phase_names = t->phases;
     t->s.phase_count = 3;
-    t->frames[0] = (tdm_snap_frame){0x10, "tdm_malloc", "alloc.c", 1, "libtidemark.so"};
-    t->frames[1] = (tdm_snap_frame){0x20, "layer", "/src/net.c", 7, "net"};
-    t->frames[2] = (tdm_snap_frame){0x30, "main", "/src/net.c", 90, "net"};
-    t->frames[3] = (tdm_snap_frame){0xffff123456789abcull, "??", "", 0, "weird<mod>"};
+    t->frames[0] = (tdm_snap_frame){0x10, "tdm_malloc", "alloc.c", 1, "libtidemark.so",
+                                    TDM_FRAME_NATIVE};
+    t->frames[1] = (tdm_snap_frame){0x20, "layer", "/src/net.c", 7, "net", TDM_FRAME_NATIVE};
+    t->frames[2] = (tdm_snap_frame){0x30, "main", "/src/net.c", 90, "net", TDM_FRAME_NATIVE};
+    t->frames[3] = (tdm_snap_frame){0xffff123456789abcull, "??", "", 0, "weird<mod>",
+                                    TDM_FRAME_NATIVE};
     t->s.frames = t->frames;
     t->s.frame_count = 4;
     t->sf[1][0] = 0, t->sf[1][1] = 1, t->sf[1][2] = 2;

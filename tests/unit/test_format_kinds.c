@@ -1,0 +1,232 @@
+/* tests/unit/test_format_kinds.c: the frame kind of format 1.2.  Native,
+ * inlined and Python frames round-trip; a row without the kind (every 1.0
+ * and 1.1 file) reads as a native frame; an unknown kind is refused; the
+ * committed sample-v1.2.tdm keeps parsing with its known values.
+ *
+ * `test_format_kinds --write-sample PATH` writes the sample file (done once
+ * for tests/data/sample-v1.2.tdm; see tests/data/README.md). */
+#include "format_fixtures.h"
+
+/* The 1.1 sample (per-pool stats) with stacks as a PyTorch program has
+ * them: an inline chain (add_bias inlined into relu_inplace, inlined into
+ * forward: all three at forward's pc, innermost first, the native frame
+ * last), a raw mangled C++ name with its clone suffix, and a Python
+ * frame.  tests/data/sample-v1.2.tdm holds it; its values must
+ * never change. */
+static void build_sample_kinds(fx_snap *f)
+{
+    fx_build_sample_pools(f);
+    tdm_snap *s = &f->s;
+    tdm_snap_frame *fr = fx_calloc(8, sizeof *fr);
+    memcpy(fr, s->frames, 4 * sizeof *fr);
+    fr[4] = (tdm_snap_frame){0x405abc, "add_bias", "examples/layers.h", 12, "train_sim",
+                             TDM_FRAME_INLINED};
+    fr[5] = (tdm_snap_frame){0x405abc, "relu_inplace", "examples/layers.h", 30, "train_sim",
+                             TDM_FRAME_INLINED};
+    fr[6] = (tdm_snap_frame){0x7f00000020f0, "_ZN2at6native12_GLOBAL__N_13addEv.isra.0",
+                             "aten/src/ATen/native/Add.cpp", 88, "libtorch_cpu.so",
+                             TDM_FRAME_NATIVE};
+    fr[7] = (tdm_snap_frame){0x1, "Model.forward", "/src/model.py", 41, "<python>",
+                             TDM_FRAME_PYTHON};
+    free((void *)s->frames);
+    s->frames = fr;
+    s->frame_count = 8;
+    /* Stacks 1..3 as in the 1.0 sample; stack 4: tdm_malloc, the C++
+     * frame, add_bias inlined in relu_inplace inlined in forward,
+     * train_step, then the Python frame that called into it all. */
+    uint32_t *sf = fx_calloc(13, sizeof *sf);
+    memcpy(sf, f->stack_frames, 6 * sizeof *sf);
+    const uint32_t deep[] = {0, 6, 4, 5, 2, 1, 7};
+    memcpy(&sf[6], deep, sizeof deep);
+    free(f->stack_frames);
+    f->stack_frames = sf;
+    tdm_snap_stack *st = fx_calloc(5, sizeof *st);
+    st[1] = (tdm_snap_stack){2, &sf[0]};
+    st[2] = (tdm_snap_stack){3, &sf[2]};
+    st[3] = (tdm_snap_stack){1, &sf[5]};
+    st[4] = (tdm_snap_stack){7, &sf[6]};
+    free((void *)s->stacks);
+    s->stacks = st;
+    s->stack_count = 5;
+}
+
+static tdm_snap *read_back(const tdm_snap *want)
+{
+    size_t len;
+    uint8_t *bytes = fx_write_bytes(want, &len);
+    tdm_snap *got = NULL;
+    tdm_read_error err;
+    tdm_status st = fx_read_exact(bytes, len, 0, &got, &err);
+    if (st != TDM_OK)
+        fail_msg("%s: %s", tdm_status_name(st), err.message);
+    free(bytes);
+    return got;
+}
+
+static void kinds_round_trip(void **state)
+{
+    (void)state;
+    fx_snap f;
+    build_sample_kinds(&f);
+    tdm_snap *got = read_back(&f.s);
+    fx_expect_same(&f.s, got); /* kinds included */
+    assert_int_equal(got->frames[0].kind, TDM_FRAME_NATIVE);
+    assert_int_equal(got->frames[4].kind, TDM_FRAME_INLINED);
+    assert_int_equal(got->frames[5].kind, TDM_FRAME_INLINED);
+    assert_int_equal(got->frames[7].kind, TDM_FRAME_PYTHON);
+    /* The name stays as the symbol table had it: mangled, clone suffix. */
+    assert_string_equal(got->frames[6].function, "_ZN2at6native12_GLOBAL__N_13addEv.isra.0");
+    assert_int_equal(got->stacks[4].depth, 7);
+    assert_int_equal(got->frames[got->stacks[4].frames[2]].pc,
+                     got->frames[got->stacks[4].frames[4]].pc);
+    tdm__snap_free(got);
+    /* Every frame of each kind, in a table spanning several records. */
+    fx_free(&f);
+    fx_build_big(&f, 10, 70000, 5);
+    tdm_snap_frame *fr = (tdm_snap_frame *)f.s.frames;
+    for (size_t i = 0; i < f.s.frame_count; i++)
+        fr[i].kind = (uint8_t)(i % (TDM_FRAME_KIND_MAX + 1));
+    got = read_back(&f.s);
+    fx_expect_same(&f.s, got);
+    tdm__snap_free(got);
+    fx_free(&f);
+}
+
+/* Files written before 1.2 have no kind: every frame is native. */
+static void older_samples_read_as_native_frames(void **state)
+{
+    (void)state;
+    const char *files[] = {TDM_TEST_DATA_DIR "/sample-v1.tdm",
+                           TDM_TEST_DATA_DIR "/sample-v1.1.tdm"};
+    for (int i = 0; i < 2; i++) {
+        tdm_snap *s = NULL;
+        tdm_read_error err;
+        tdm_status st = tdm__snap_read_file(files[i], 0, &s, &err);
+        if (st != TDM_OK)
+            fail_msg("%s: %s: %s", files[i], tdm_status_name(st), err.message);
+        assert_int_equal(s->frame_count, 4);
+        for (size_t k = 0; k < s->frame_count; k++)
+            assert_int_equal(s->frames[k].kind, TDM_FRAME_NATIVE);
+        assert_string_equal(s->frames[2].function, "forward");
+        tdm__snap_free(s);
+    }
+}
+
+/* A file of one frame row with `fields` elements, the sixth being `kind`. */
+static tdm_status read_frame_row(int fields, int64_t kind, tdm_snap **out,
+                                 tdm_read_error *err)
+{
+    fx_file b;
+    fx_file_begin(&b, 1, 2);
+    fx_emit_header(&b, "kinds");
+    msgpack_pack_map(&b.pk, 2);
+    fx_key(&b, "first"), msgpack_pack_uint64(&b.pk, 0);
+    fx_key(&b, "rows"), msgpack_pack_array(&b.pk, 2);
+    fx_str(&b, ""), fx_str(&b, "f");
+    fx_emit(&b, TDM_REC_STRINGS);
+    msgpack_pack_map(&b.pk, 2);
+    fx_key(&b, "first"), msgpack_pack_uint64(&b.pk, 0);
+    fx_key(&b, "rows"), msgpack_pack_array(&b.pk, 1);
+    msgpack_pack_array(&b.pk, (size_t)fields);
+    msgpack_pack_uint64(&b.pk, 0x1234), msgpack_pack_uint64(&b.pk, 1);
+    msgpack_pack_uint64(&b.pk, 0), msgpack_pack_uint64(&b.pk, 7);
+    msgpack_pack_uint64(&b.pk, 0);
+    for (int i = 5; i < fields; i++)
+        msgpack_pack_int64(&b.pk, i == 5 ? kind : 99);
+    fx_emit(&b, TDM_REC_FRAMES);
+    fx_emit_end(&b, 0);
+    tdm_status st = fx_read_exact((uint8_t *)b.file.data, b.file.size, 0, out, err);
+    fx_file_free(&b);
+    return st;
+}
+
+static void kind_column_is_optional_and_checked(void **state)
+{
+    (void)state;
+    const int fields[] = {5, 6, 6, 6, 7};
+    const int64_t kind[] = {0, TDM_FRAME_NATIVE, TDM_FRAME_INLINED, TDM_FRAME_PYTHON,
+                            TDM_FRAME_INLINED};
+    const int64_t want[] = {TDM_FRAME_NATIVE, TDM_FRAME_NATIVE, TDM_FRAME_INLINED,
+                            TDM_FRAME_PYTHON, TDM_FRAME_INLINED};
+    for (int i = 0; i < 5; i++) {
+        tdm_snap *s = NULL;
+        tdm_read_error err;
+        tdm_status st = read_frame_row(fields[i], kind[i], &s, &err);
+        if (st != TDM_OK)
+            fail_msg("row %d: %s: %s", i, tdm_status_name(st), err.message);
+        assert_int_equal(s->frame_count, 1);
+        assert_string_equal(s->frames[0].function, "f");
+        assert_int_equal(s->frames[0].line, 7);
+        assert_int_equal(s->frames[0].kind, want[i]);
+        tdm__snap_free(s);
+    }
+    const int64_t bad[] = {TDM_FRAME_KIND_MAX + 1, -1, 255};
+    for (int i = 0; i < 3; i++) {
+        tdm_snap *s = NULL;
+        tdm_read_error err;
+        assert_int_equal(read_frame_row(6, bad[i], &s, &err), TDM_FORMAT_ERROR);
+        assert_null(s);
+        assert_non_null(strstr(err.message, "'kind'"));
+    }
+}
+
+/* tests/data/sample-v1.2.tdm: the sample with frame kinds. */
+static void sample_v1_2_file_keeps_parsing(void **state)
+{
+    (void)state;
+    size_t len;
+    uint8_t *bytes = fx_slurp(TDM_TEST_DATA_DIR "/sample-v1.2.tdm", &len);
+    assert_true(len > 12);
+    assert_int_equal(bytes[10], 1); /* major */
+    assert_int_equal(bytes[11], 2); /* minor */
+    tdm_snap *s = NULL;
+    tdm_read_error err;
+    tdm_status st = fx_read_exact(bytes, len, 0, &s, &err);
+    if (st != TDM_OK)
+        fail_msg("%s: %s", tdm_status_name(st), err.message);
+    /* Known values, spelled out (see tests/data/README.md). */
+    assert_int_equal(s->frame_count, 8);
+    assert_string_equal(s->frames[4].function, "add_bias");
+    assert_int_equal(s->frames[4].kind, TDM_FRAME_INLINED);
+    assert_int_equal(s->frames[4].pc, 0x405abc);
+    assert_int_equal(s->frames[6].kind, TDM_FRAME_NATIVE);
+    assert_string_equal(s->frames[7].file, "/src/model.py");
+    assert_int_equal(s->frames[7].kind, TDM_FRAME_PYTHON);
+    assert_int_equal(s->stack_count, 5);
+    assert_int_equal(s->stacks[4].depth, 7);
+    assert_int_equal(s->stacks[4].frames[6], 7);
+    assert_int_equal(s->stats_count, 4);
+    fx_snap f;
+    build_sample_kinds(&f);
+    fx_expect_same(&f.s, s);
+    tdm__snap_free(s);
+    /* While the format is 1.2 the writer still produces these exact bytes. */
+    if (TDM_FORMAT_VERSION == 1 && TDM_FMT_MINOR == 2) {
+        size_t now_len;
+        uint8_t *now = fx_write_bytes(&f.s, &now_len);
+        assert_int_equal(now_len, len);
+        assert_memory_equal(now, bytes, len);
+        free(now);
+    }
+    free(bytes);
+    fx_free(&f);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--write-sample") == 0) {
+        fx_snap f;
+        build_sample_kinds(&f);
+        tdm_status st = tdm__snap_write(&f.s, argv[2]);
+        fx_free(&f);
+        fprintf(stderr, "%s: %s\n", argv[2], tdm_status_name(st));
+        return st == TDM_OK ? 0 : 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(kinds_round_trip),
+        cmocka_unit_test(older_samples_read_as_native_frames),
+        cmocka_unit_test(kind_column_is_optional_and_checked),
+        cmocka_unit_test(sample_v1_2_file_keeps_parsing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
