@@ -32,7 +32,8 @@
 static const char *const record_names[] = {"off", "state", "all", NULL};
 static const char *const context_names[] = {"none", "state", "alloc", "all",
                                             NULL};
-static const char *const stacks_names[] = {"none", "native", "python", NULL};
+static const char *const stacks_names[] = {"none", "native", "python", "all",
+                                           NULL};
 /* The allocator's modes, as alloc/ names them (tdm__alloc_config.mode). */
 static const char *const alloc_mode_names[] = {"cache", "passthrough", NULL};
 /* The hooks' modes (TDM__CONF_MODE_*) and the fork choices
@@ -85,21 +86,6 @@ static int parse_enum(const tdm__conf_key *key, const char *value, void *field,
     }
     tdm__config_why(why, why_len, "expected %s", key->values);
     return -1;
-}
-
-static int parse_stacks(const tdm__conf_key *key, const char *value,
-                        void *field, char *why, size_t why_len)
-{
-    int v;
-    if (parse_enum(key, value, &v, why, why_len) != 0)
-        return -1;
-    if (v == TDM_STACKS_PYTHON) {
-        tdm__config_why(why, why_len,
-                        "python stacks are not yet supported; use none or native");
-        return -1;
-    }
-    *(int *)field = v;
-    return 0;
 }
 
 static int parse_alloc_mode(const tdm__conf_key *key, const char *value,
@@ -333,10 +319,12 @@ static const tdm__conf_key keys[] = {
      "where stacks are kept: none; state (live blocks only); alloc (also on "
      "alloc events); all (also captured at free)",
      parse_enum, FIELD(context), context_names},
-    {"stacks", "none|native", "native",
-     "which stacks to capture: none, or native return addresses "
-     "(symbolized at dump); python is reserved",
-     parse_stacks, FIELD(stacks), stacks_names},
+    {"stacks", "none|native|python|all", "native",
+     "which stacks to capture: none; native return addresses (symbolized "
+     "at dump); python, the Python frames of a thread running Python code "
+     "(else native); all, native with the interpreter's frames replaced by "
+     "the Python frames they ran",
+     parse_enum, FIELD(stacks), stacks_names},
     {"max_entries", "whole number >= 1", "1000000",
      "ring capacity in events; older events are overwritten and counted as "
      "dropped",

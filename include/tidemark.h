@@ -92,7 +92,10 @@ typedef enum tdm_context_mode {
 typedef enum tdm_stacks_mode {
     TDM_STACKS_NONE = 0,
     TDM_STACKS_NATIVE = 1, /* native return addresses, symbolized at dump */
-    TDM_STACKS_PYTHON = 2, /* reserved: Python frames (not yet) */
+    TDM_STACKS_PYTHON = 2, /* the Python frames of the thread (a thread that
+                              runs no Python code: native) */
+    TDM_STACKS_ALL = 3,    /* native, with the interpreter's frames replaced
+                              by the Python frames they ran (docs/stacks.md) */
 } tdm_stacks_mode;
 
 typedef struct tdm_history_options {

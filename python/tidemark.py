@@ -68,7 +68,7 @@ __all__ = [
 # The C enums of include/tidemark.h, by the names the TIDEMARK_CONF keys use.
 _RECORD = {"off": 0, "state": 1, "all": 2}
 _CONTEXT = {"none": 0, "state": 1, "alloc": 2, "all": 3}
-_STACKS = {"none": 0, "native": 1, "python": 2}
+_STACKS = {"none": 0, "native": 1, "python": 2, "all": 3}
 CATEGORIES = ("unknown", "parameter", "optimizer_state", "gradient",
               "activation", "input", "temporary")
 _POOLS = ("all", "small_pool", "large_pool")
@@ -293,7 +293,15 @@ def record_memory_history(enabled="all", context="all", stacks="native",
     _record_memory_history).  enabled: "all" (a ring of the last
     max_entries events), "state" (live blocks keep their stacks only) or
     None / False / "off" to stop; True means "all".  context: "none",
-    "state", "alloc" or "all".  stacks: "none" or "native"."""
+    "state", "alloc" or "all".  stacks: "none", "native", "python" (the
+    Python frames of the calling thread, file:line and function, like
+    torch's stacks="python"; native on a thread running no Python code) or
+    "all" (native frames with the interpreter's replaced by the Python
+    frames they ran, innermost first, like torch's stacks="all"); None
+    means "none".  Python frames are read without the GIL and resolved from
+    tidemark's own copies, so a dump at exit still names them."""
+    if stacks is None:
+        stacks = "none"
     lib = library()
     if enabled is None or enabled is False:
         enabled = "off"

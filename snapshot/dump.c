@@ -15,6 +15,7 @@
 #include "procinfo.h"
 #include "snap_build.h"
 #include "stack.h"
+#include "pyframes.h"
 #include "symbolize.h"
 
 static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -201,6 +202,27 @@ static tdm_snap_frame *new_frame(stacks_builder *b)
     return f;
 }
 
+/* A tagged entry of stacks=python/all (pyframes.h): one Python frame,
+ * resolved from tidemark's copy of its code object; pc keeps the entry. */
+static int frame_of_python(stacks_builder *b, uintptr_t entry, frame_span *out)
+{
+    tdm__py_symbol py = {"??", "", 0};
+    tdm__py_resolve(entry, &py);
+    out->first = (uint32_t)b->snap->frame_count;
+    out->count = 0;
+    tdm_snap_frame *f = new_frame(b);
+    if (!f)
+        return -1;
+    f->pc = entry;
+    f->function = tdm__str_pool_keep(&b->owner->strings, py.function);
+    f->file = tdm__str_pool_keep(&b->owner->strings, py.file);
+    f->line = py.line;
+    f->module = "<python>";
+    f->kind = TDM_FRAME_PYTHON;
+    out->count = 1;
+    return f->function && f->file ? 0 : -1;
+}
+
 /* ---- one captured entry -> frames -----------------------------------------
  * The single place where an entry of a stack's captured pcs array becomes
  * frames, appended to snap->frames: a return address gives its inline
@@ -210,6 +232,8 @@ static tdm_snap_frame *new_frame(stacks_builder *b)
 static int frames_of_pc(stacks_builder *b, uintptr_t pc, frame_span *out)
 {
     tdm_symbolizer *sym = b->owner->symbolizer;
+    if (tdm__py_is_entry(pc))
+        return frame_of_python(b, pc, out);
     static const tdm_symbol unknown = {"??", "", 0, "", TDM_FRAME_NATIVE};
     const tdm_symbol *chain = &unknown;
     size_t n = sym ? tdm__symbolize_frames(sym, pc, &chain) : 1;

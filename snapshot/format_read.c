@@ -60,7 +60,7 @@ static int read_header(reader *r, cur *c)
         tdm__fmt_str_field(r, pos, TDM_KEY_COMMAND, &h->command) ||
         tdm__fmt_range_field(r, pos, TDM_KEY_RECORD_MODE, 0, TDM_RECORD_ALL, &rmode) ||
         tdm__fmt_range_field(r, pos, TDM_KEY_CONTEXT_MODE, 0, TDM_CONTEXT_ALL, &cmode) ||
-        tdm__fmt_range_field(r, pos, TDM_KEY_STACKS_MODE, 0, TDM_STACKS_PYTHON, &smode) ||
+        tdm__fmt_range_field(r, pos, TDM_KEY_STACKS_MODE, 0, TDM_STACKS_ALL, &smode) ||
         tdm__fmt_u64_field(r, pos, TDM_KEY_MAX_ENTRIES, &h->max_entries) ||
         tdm__fmt_str_field(r, pos, TDM_KEY_ALLOC_MODE, &h->alloc_mode))
         return -1;

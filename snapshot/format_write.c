@@ -228,7 +228,7 @@ static tdm_status validate_tables(const tdm_snap *s)
 {
     const tdm_snap_header *h = &s->header;
     if (h->record_mode > TDM_RECORD_ALL || h->context_mode > TDM_CONTEXT_ALL ||
-        h->stacks_mode > TDM_STACKS_PYTHON || h->rank < -1 ||
+        h->stacks_mode > TDM_STACKS_ALL || h->rank < -1 ||
         h->local_rank < -1 || h->world_size < 0)
         return TDM_INVALID_ARGUMENT;
     if ((s->device_count && !s->devices) || (s->phase_count && !s->phase_names) ||

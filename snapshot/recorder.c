@@ -15,6 +15,7 @@
 #include "recorder_internal.h"
 #include "procinfo.h"
 #include "stack.h"
+#include "pyframes.h"
 #include "clock.h"
 
 tdm__rec_switches tdm__rec;
@@ -89,10 +90,8 @@ static tdm_status read_options(const tdm_history_options *in,
     out->size = sizeof *out;
     if ((unsigned)out->enabled > TDM_RECORD_ALL ||
         (unsigned)out->context > TDM_CONTEXT_ALL ||
-        (unsigned)out->stacks > TDM_STACKS_PYTHON || out->max_entries == 0)
+        (unsigned)out->stacks > TDM_STACKS_ALL || out->max_entries == 0)
         return TDM_INVALID_ARGUMENT;
-    if (out->stacks == TDM_STACKS_PYTHON)
-        return TDM_NOT_AVAILABLE;
     return TDM_OK;
 }
 
@@ -107,11 +106,15 @@ tdm_status tdm_record_memory_history(const tdm_history_options *in)
         tdm__clock_init();
     int want_stacks = opts.enabled != TDM_RECORD_OFF &&
                       opts.context != TDM_CONTEXT_NONE &&
-                      opts.stacks == TDM_STACKS_NATIVE;
+                      opts.stacks != TDM_STACKS_NONE;
     if (want_stacks) {
         st = tdm__stack_init(TDM_MAX_STACKS, TDM_MAX_STACK_FRAMES);
         if (st != TDM_OK)
             return st;
+        /* Looks for an interpreter once; without one (or one it cannot
+         * read) python and all capture native stacks. */
+        if (opts.stacks != TDM_STACKS_NATIVE)
+            tdm__py_setup();
     }
 
     pthread_mutex_lock(&r->lock);
@@ -156,7 +159,10 @@ int tdm_is_recording(void) { return tdm__rec_on(); }
  * program's own. */
 static inline __attribute__((always_inline)) uint32_t capture_here(unsigned skip)
 {
-    uint32_t id = tdm__stack_current(skip);
+    int stacks = atomic_load_explicit(&tdm__rec.stacks, memory_order_relaxed);
+    uint32_t id = stacks == TDM_STACKS_NATIVE
+                      ? tdm__stack_current(skip)
+                      : tdm__stack_current_python(skip, stacks == TDM_STACKS_ALL);
     __asm__ __volatile__("" ::: "memory");
     return id;
 }

@@ -39,8 +39,8 @@ static inline int tdm__rec_on(void)
  * tdm_context_mode) asks for one. */
 static inline int tdm__rec_stacks_wanted(int min_context)
 {
-    return atomic_load_explicit(&tdm__rec.stacks, memory_order_relaxed) ==
-               TDM_STACKS_NATIVE &&
+    return atomic_load_explicit(&tdm__rec.stacks, memory_order_relaxed) !=
+               TDM_STACKS_NONE &&
            atomic_load_explicit(&tdm__rec.context, memory_order_relaxed) >=
                min_context &&
            tdm__rec_on();

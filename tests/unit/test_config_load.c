@@ -213,7 +213,7 @@ static void conf_check_refuses_with_the_line_loading_prints(void **state)
         {"ranks=5-3", "'ranks'", "'5-3'"},
         {"signal=KILL", "'signal'", "SIGUSR1"},
         {"dump_on=exit+never", "'dump_on'", "'never'"},
-        {"stacks=python", "'stacks'", "not yet supported"},
+        {"stacks=mixed", "'stacks'", "none|native|python|all"},
         {"record=all,nokey", "item 'nokey' has no '='", NULL},
         {"record=", "empty value for key 'record'", NULL},
         {many_times, "dump path '", "too long once expanded"},

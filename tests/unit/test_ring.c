@@ -233,8 +233,8 @@ static void options_are_validated(void **state)
     o.context = (tdm_context_mode)9;
     assert_int_equal(tdm_record_memory_history(&o), TDM_INVALID_ARGUMENT);
     tdm_history_options_init(&o);
-    o.stacks = TDM_STACKS_PYTHON;
-    assert_int_equal(tdm_record_memory_history(&o), TDM_NOT_AVAILABLE);
+    o.stacks = (tdm_stacks_mode)(TDM_STACKS_ALL + 1);
+    assert_int_equal(tdm_record_memory_history(&o), TDM_INVALID_ARGUMENT);
     tdm_history_options_init(&o);
     o.size = 4; /* too short to hold the fields */
     assert_int_equal(tdm_record_memory_history(&o), TDM_INVALID_ARGUMENT);

@@ -417,7 +417,7 @@ static void put_settings(tdm_pkw *w, const tdm_snap *snap, const tdm_pt_state *s
 {
     static const char *const rec[] = {"off", "state", "all"};
     static const char *const ctxn[] = {"none", "state", "alloc", "all"};
-    static const char *const stk[] = {"none", "native", "python"};
+    static const char *const stk[] = {"none", "native", "python", "all"};
     const tdm_snap_header *h = &snap->header;
     int expandable = 0;
     for (size_t i = 0; i < st->segment_count; i++)
@@ -463,7 +463,7 @@ static void put_settings(tdm_pkw *w, const tdm_snap *snap, const tdm_pt_state *s
     KEY(w, "context");
     tdm__pkw_cstr(w, mode_name(h->context_mode, ctxn, 4));
     KEY(w, "stacks");
-    tdm__pkw_cstr(w, mode_name(h->stacks_mode, stk, 3));
+    tdm__pkw_cstr(w, mode_name(h->stacks_mode, stk, 4));
     KEY(w, "max_entries");
     put_json_int(w, h->max_entries > INT32_MAX ? -1 : (int64_t)h->max_entries);
     KEY(w, "dropped_events");

@@ -43,8 +43,8 @@ static const char *context_name(unsigned v)
 
 static const char *stacks_name(unsigned v)
 {
-    static const char *const n[] = {"none", "native", "python"};
-    return v < 3 ? n[v] : "?";
+    static const char *const n[] = {"none", "native", "python", "all"};
+    return v < 4 ? n[v] : "?";
 }
 
 static const char *str_or(const char *s, const char *fallback)

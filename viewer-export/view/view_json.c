@@ -119,7 +119,7 @@ static void write_header(jw *w, const tdm_view_input *in)
 {
     static const char *const rec[] = {"off", "state", "all"};
     static const char *const ctx[] = {"none", "state", "alloc", "all"};
-    static const char *const stk[] = {"none", "native", "python"};
+    static const char *const stk[] = {"none", "native", "python", "all"};
     const tdm_snap_header *h = &in->snap->header;
     jw_key(w, "header", 0);
     jw_lit(w, "{");
@@ -138,7 +138,7 @@ static void write_header(jw *w, const tdm_view_input *in)
     jw_key(w, "command", 0), jw_str(w, h->command);
     jw_key(w, "record", 0), jw_str(w, mode_name(h->record_mode, rec, 3));
     jw_key(w, "context", 0), jw_str(w, mode_name(h->context_mode, ctx, 4));
-    jw_key(w, "stacks", 0), jw_str(w, mode_name(h->stacks_mode, stk, 3));
+    jw_key(w, "stacks", 0), jw_str(w, mode_name(h->stacks_mode, stk, 4));
     jw_key(w, "max_entries", 0), jw_fmt(w, "%" PRIu64, h->max_entries);
     jw_key(w, "alloc_mode", 0), jw_str(w, h->alloc_mode);
     jw_lit(w, "}");
