@@ -7,9 +7,15 @@
  * symbol table, and where libdwfl knows nothing (or could not start) dladdr
  * gives what the dynamic linker knows.  Every lookup uses pc - 1: a return
  * address points after the call, possibly at the first instruction of the
- * next line or even of the next function.  When pc - 1 lies in code inlined
- * into its function, the name is the inlined function's, so that the name
- * and the file:line describe the same code.
+ * next line or even of the next function.
+ *
+ * The function is the symbol table's, spelled as the table has it (C++
+ * names mangled, clone suffixes such as .isra.0 kept; readers demangle),
+ * found in a sorted copy of each module's function symbols
+ * (symbolize_symtab.c).  When pc - 1 lies in code inlined into that
+ * function, the DWARF inline chain (symbolize_inline.c) gives one frame per
+ * inlined function, innermost first, before the function's own: the
+ * innermost with pc's file:line, each caller with the file:line of its call.
  *
  * Separate debug files are looked up on this machine only: the build-id
  * directory, then the object's .gnu_debuglink name in its own folder, its
@@ -18,7 +24,8 @@
  * the network and, started while another thread forks, crashed the forked
  * child's own dump (seen in -O3 builds without debug information).
  *
- * Each unique pc is resolved once and cached.  Every string handed out is
+ * Each unique pc is resolved once and cached (10,000 distinct frames of a
+ * large C++ library in a fraction of a second, see bench/symbolize.c).  Every string handed out is
  * a copy owned by the symbolizer (interned, so repeated file and module
  * names are stored once) and lives until tdm__symbolizer_close, even if the
  * object it came from is unloaded meanwhile.  Allocates freely (malloc);
@@ -37,21 +44,44 @@
 #include <unistd.h>
 
 #include "symbolize.h"
+#include "symbolize_internal.h"
 #include "hash.h"
 
 typedef struct sym_entry {
-    uintptr_t pc;   /* return address as given */
-    int used;       /* slot holds an entry */
-    tdm_symbol sym; /* strings owned by the symbolizer */
+    uintptr_t pc;            /* return address as given */
+    uint32_t used;           /* slot holds an entry */
+    uint32_t count;          /* frames: the inline chain, then the function */
+    const tdm_symbol *frames; /* in the frame arena, never moved */
 } sym_entry;
+
+/* Frames handed out live in blocks that are never moved or freed before
+ * tdm__symbolizer_close, so pointers stay good while the cache grows. */
+typedef struct frame_block {
+    struct frame_block *next;
+    size_t used;
+    tdm_symbol frames[1024];
+} frame_block;
+
+/* A module's function symbols, read on first use. */
+typedef struct module_syms {
+    Dwfl_Module *mod;
+    tdm__symtab *table; /* NULL: none, ask libdwfl */
+} module_syms;
 
 struct tdm_symbolizer {
     Dwfl *dwfl;              /* NULL when libdwfl could not start: dladdr */
     unsigned long long loads; /* the dynamic linker's count of loads when
                                  the modules were last read */
+    int reference;           /* libdwfl's own lookups, for comparison */
     sym_entry *cache;        /* open addressing on pc, load <= 1/2 */
     size_t cache_cap;        /* slots, a power of two */
     size_t cache_len;        /* entries */
+    frame_block *blocks;     /* newest first */
+    module_syms *mods;       /* modules seen so far */
+    size_t nmods, mods_cap, last_mod;
+    tdm__inline_index *inlines;
+    tdm_symbol oom_frame;    /* the answer when the cache is out of memory */
+    sym_entry oom_entry;
     char **strs;             /* interned strings, open addressing */
     size_t strs_cap;         /* slots, a power of two */
     size_t strs_len;         /* entries */
@@ -217,52 +247,41 @@ static sym_entry *cache_find(tdm_symbolizer *s, uintptr_t pc)
     return NULL;
 }
 
-static void cache_put(tdm_symbolizer *s, uintptr_t pc, const tdm_symbol *sym)
+/* Room for n frames in the arena; NULL when out of memory. */
+static tdm_symbol *frames_alloc(tdm_symbolizer *s, size_t n)
 {
-    if (2 * (s->cache_len + 1) > s->cache_cap && cache_grow(s) != 0)
-        return; /* out of memory: resolve again next time */
+    frame_block *b = s->blocks;
+    if (n > sizeof b->frames / sizeof b->frames[0])
+        return NULL;
+    if (!b || b->used + n > sizeof b->frames / sizeof b->frames[0]) {
+        b = malloc(sizeof *b);
+        if (!b)
+            return NULL;
+        b->next = s->blocks;
+        b->used = 0;
+        s->blocks = b;
+    }
+    tdm_symbol *f = &b->frames[b->used];
+    b->used += n;
+    return f;
+}
+
+static sym_entry *cache_put(tdm_symbolizer *s, uintptr_t pc,
+                            const tdm_symbol *frames, size_t n)
+{
+    tdm_symbol *kept = frames_alloc(s, n);
+    if (!kept || (2 * (s->cache_len + 1) > s->cache_cap && cache_grow(s) != 0))
+        return NULL; /* out of memory: resolve again next time */
+    memcpy(kept, frames, n * sizeof *kept);
     size_t mask = s->cache_cap - 1, i = hash_pc(pc) & mask;
     while (s->cache[i].used)
         i = (i + 1) & mask;
-    s->cache[i].pc = pc;
-    s->cache[i].used = 1;
-    s->cache[i].sym = *sym;
+    s->cache[i] = (sym_entry){pc, 1, (uint32_t)n, kept};
     s->cache_len++;
+    return &s->cache[i];
 }
 
 /* ---- resolving ----------------------------------------------------------- */
-
-/* The name of the function whose code is at `addr` when that code was
- * inlined, else NULL (the symbol table's name is then the right one). */
-static const char *inlined_name(Dwfl_Module *mod, Dwarf_Addr addr)
-{
-    Dwarf_Addr bias = 0;
-    Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, &bias);
-    if (!cu)
-        return NULL;
-    Dwarf_Die *scopes = NULL;
-    int n = dwarf_getscopes(cu, addr - bias, &scopes);
-    const char *name = NULL;
-    for (int i = 0; i < n; i++) {
-        int tag = dwarf_tag(&scopes[i]);
-        if (tag == DW_TAG_subprogram)
-            break;
-        if (tag == DW_TAG_inlined_subroutine) {
-            /* _integrate follows DW_AT_abstract_origin to the declaration;
-             * the linkage name keeps C++ names as the symbol table has
-             * them. */
-            Dwarf_Attribute attr;
-            name = dwarf_formstring(
-                dwarf_attr_integrate(&scopes[i], DW_AT_linkage_name, &attr));
-            if (!name)
-                name = dwarf_formstring(
-                    dwarf_attr_integrate(&scopes[i], DW_AT_name, &attr));
-            break;
-        }
-    }
-    free(scopes);
-    return name;
-}
 
 /* The module holding addr.  libdwfl 0.188 answers an address above every
  * module with the last module it knows: only believe one that holds it. */
@@ -277,14 +296,64 @@ static Dwfl_Module *find_module(tdm_symbolizer *s, Dwarf_Addr addr)
     return NULL;
 }
 
-static void resolve(tdm_symbolizer *s, uintptr_t pc, tdm_symbol *out)
+/* mod's function symbols, read the first time it is asked for. */
+static const tdm__symtab *module_table(tdm_symbolizer *s, Dwfl_Module *mod)
 {
-    *out = unknown_symbol;
+    if (s->last_mod < s->nmods && s->mods[s->last_mod].mod == mod)
+        return s->mods[s->last_mod].table;
+    for (size_t i = 0; i < s->nmods; i++)
+        if (s->mods[i].mod == mod) {
+            s->last_mod = i;
+            return s->mods[i].table;
+        }
+    if (s->nmods == s->mods_cap) {
+        size_t cap = s->mods_cap ? 2 * s->mods_cap : 64;
+        module_syms *m = realloc(s->mods, cap * sizeof *m);
+        if (!m)
+            return NULL;
+        s->mods = m;
+        s->mods_cap = cap;
+    }
+    s->mods[s->nmods] = (module_syms){mod, tdm__symtab_build(mod)};
+    s->last_mod = s->nmods++;
+    return s->mods[s->last_mod].table;
+}
+
+/* The function symbol holding addr: the sorted table, else (no table, or
+ * an address between its functions) libdwfl's own search. */
+static const char *function_name(tdm_symbolizer *s, Dwfl_Module *mod,
+                                 Dwarf_Addr addr)
+{
+    const char *name = s->reference ? NULL
+                                     : tdm__symtab_lookup(module_table(s, mod), addr);
+    if (!name) {
+        GElf_Off offset;
+        GElf_Sym elfsym;
+        name = dwfl_module_addrinfo(mod, addr, &offset, &elfsym, NULL, NULL,
+                                    NULL);
+    }
+    return name;
+}
+
+/* A symbol table may name versioned symbols "name@@VERSION". */
+static const char *intern_function(tdm_symbolizer *s, const char *function)
+{
+    size_t flen = function ? strcspn(function, "@") : 0;
+    if (function && flen == 0)
+        flen = strlen(function);
+    return intern_strn(s, function, flen, "??");
+}
+
+/* Fills out[] with pc's frames, innermost first; returns how many. */
+static size_t resolve(tdm_symbolizer *s, uintptr_t pc, tdm_symbol *out)
+{
+    out[0] = unknown_symbol;
     if (pc == 0)
-        return;
+        return 1;
     const Dwarf_Addr addr = (Dwarf_Addr)(pc - 1);
     const char *function = NULL, *file = NULL, *module = NULL;
-    int line = 0;
+    int line = 0, ninl = 0;
+    tdm__inlined_call calls[TDM__INLINE_MAX];
 
     Dwfl_Module *mod = find_module(s, addr);
     if (!mod && s->dwfl && s->loads != loads_so_far()) {
@@ -296,13 +365,9 @@ static void resolve(tdm_symbolizer *s, uintptr_t pc, tdm_symbol *out)
     if (mod) {
         module = dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, NULL,
                                   NULL);
-        GElf_Off offset;
-        GElf_Sym elfsym;
-        function = dwfl_module_addrinfo(mod, addr, &offset, &elfsym, NULL,
-                                        NULL, NULL);
-        const char *inl = inlined_name(mod, addr);
-        if (inl)
-            function = inl;
+        function = function_name(s, mod, addr);
+        ninl = tdm__inline_chain(s->inlines, mod, addr, s->reference, calls,
+                                 TDM__INLINE_MAX);
         Dwfl_Line *l = dwfl_module_getsrc(mod, addr);
         if (l)
             file = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
@@ -316,14 +381,39 @@ static void resolve(tdm_symbolizer *s, uintptr_t pc, tdm_symbol *out)
                 module = info.dli_fname;
         }
     }
-    /* A symbol table may name versioned symbols "name@@VERSION". */
-    size_t flen = function ? strcspn(function, "@") : 0;
-    if (function && flen == 0)
-        flen = strlen(function);
-    out->function = intern_strn(s, function, flen, "??");
-    out->file = file ? intern_str(s, file, "") : "";
-    out->line = file && line > 0 ? (unsigned)line : 0;
-    out->module = intern_str(s, module, "");
+    const char *mod_name = intern_str(s, module, "");
+    /* The innermost frame has pc's own line; each one after it the line
+     * where it calls the one before. */
+    for (int i = 0; i <= ninl; i++) {
+        tdm_symbol *f = &out[i];
+        f->function = i < ninl ? intern_str(s, calls[i].function, "??")
+                               : intern_function(s, function);
+        f->file = file ? intern_str(s, file, "") : "";
+        f->line = file && line > 0 ? (unsigned)line : 0;
+        f->module = mod_name;
+        f->kind = i < ninl ? TDM_FRAME_INLINED : TDM_FRAME_NATIVE;
+        if (i < ninl) {
+            file = calls[i].call_file;
+            line = calls[i].call_line;
+        }
+    }
+    return (size_t)ninl + 1;
+}
+
+static const sym_entry *lookup(tdm_symbolizer *s, uintptr_t pc)
+{
+    const sym_entry *e = cache_find(s, pc);
+    if (e)
+        return e;
+    tdm_symbol frames[TDM__INLINE_MAX + 1];
+    size_t n = resolve(s, pc, frames);
+    e = cache_put(s, pc, frames, n);
+    if (!e) { /* out of memory: what is known of the function itself */
+        s->oom_frame = frames[n - 1];
+        s->oom_entry = (sym_entry){pc, 1, 1, &s->oom_frame};
+        return &s->oom_entry;
+    }
+    return e;
 }
 
 /* ---- public -------------------------------------------------------------- */
@@ -338,6 +428,7 @@ tdm_status tdm__symbolizer_open(tdm_symbolizer **out)
         return TDM_HOST_OUT_OF_MEMORY;
     /* Without libdwfl the symbolizer still works, through dladdr. */
     s->loads = loads_so_far();
+    s->inlines = tdm__inline_index_new(); /* NULL: dwarf_getscopes */
     s->dwfl = dwfl_begin(&proc_callbacks);
     if (s->dwfl && report_modules(s->dwfl, 0) != 0) {
         dwfl_end(s->dwfl);
@@ -351,17 +442,7 @@ void tdm__symbolize(tdm_symbolizer *s, uintptr_t pc, tdm_symbol *out)
 {
     if (!out)
         return;
-    if (!s) {
-        *out = unknown_symbol;
-        return;
-    }
-    const sym_entry *e = cache_find(s, pc);
-    if (e) {
-        *out = e->sym;
-        return;
-    }
-    resolve(s, pc, out);
-    cache_put(s, pc, out);
+    *out = s ? lookup(s, pc)->frames[0] : unknown_symbol;
 }
 
 size_t tdm__symbolize_frames(tdm_symbolizer *s, uintptr_t pc,
@@ -371,19 +452,15 @@ size_t tdm__symbolize_frames(tdm_symbolizer *s, uintptr_t pc,
         *out = &unknown_symbol;
         return 1;
     }
-    sym_entry *e = cache_find(s, pc);
-    if (!e) {
-        tdm_symbol sym;
-        resolve(s, pc, &sym);
-        cache_put(s, pc, &sym);
-        e = cache_find(s, pc);
-        if (!e) { /* out of memory */
-            *out = &unknown_symbol;
-            return 1;
-        }
-    }
-    *out = &e->sym;
-    return 1;
+    const sym_entry *e = lookup(s, pc);
+    *out = e->frames;
+    return e->count;
+}
+
+void tdm__symbolizer_use_reference(tdm_symbolizer *s, int on)
+{
+    if (s)
+        s->reference = on != 0;
 }
 
 void tdm__symbolizer_close(tdm_symbolizer *s)
@@ -392,6 +469,15 @@ void tdm__symbolizer_close(tdm_symbolizer *s)
         return;
     if (s->dwfl)
         dwfl_end(s->dwfl);
+    for (size_t i = 0; i < s->nmods; i++)
+        tdm__symtab_free(s->mods[i].table);
+    free(s->mods);
+    tdm__inline_index_free(s->inlines);
+    while (s->blocks) {
+        frame_block *next = s->blocks->next;
+        free(s->blocks);
+        s->blocks = next;
+    }
     for (size_t i = 0; i < s->strs_cap; i++)
         free(s->strs[i]);
     free(s->strs);

@@ -17,7 +17,8 @@
 typedef struct tdm_symbolizer tdm_symbolizer;
 
 typedef struct tdm_symbol {
-    const char *function; /* demangled-as-is symbol name, "??" if unknown */
+    const char *function; /* symbol name as the object spells it (mangled,
+                             clone suffix kept), "??" if unknown */
     const char *file;     /* source file, "" if unknown */
     unsigned line;        /* 0 if unknown */
     const char *module;   /* path of the object holding pc, "" if unknown */
@@ -37,5 +38,9 @@ void tdm__symbolize(tdm_symbolizer *s, uintptr_t pc, tdm_symbol *out);
 size_t tdm__symbolize_frames(tdm_symbolizer *s, uintptr_t pc,
                              const tdm_symbol **out);
 void tdm__symbolizer_close(tdm_symbolizer *s);
+/* With `on`, later lookups use libdwfl's own searches (its linear walk of
+ * the symbol table, dwarf_getscopes) instead of the symbolizer's sorted
+ * indexes: the reference that tests and bench/symbolize.c compare with. */
+void tdm__symbolizer_use_reference(tdm_symbolizer *s, int on);
 
 #endif
