@@ -62,7 +62,7 @@ for r in $rows; do
   grep -qxF -- "$line" "$work/all_out.txt" || fail "rank $r's row differs from --all's: $line"
 done
 has_re sum.txt "^spread of the peaks over $n ranks$"
-has_re sum.txt "^  max +$max  rank 517 on [^,]+, device 0 \(sim0\), at \+[0-9.]+ s, step 1, phase [a-z_]+$"
+has_re sum.txt "^  max +$max  rank 517 on [^,]+, device 0 \(sim0\), at \+([0-9]+ h )?([0-9]+ min )?[0-9.]+ s, step 1, phase [a-z_]+$"
 has_re sum.txt "^  min +$min  rank $(head -n 1 <(sort -k2,2n -k1,1n "$work/all.txt") | cut -d' ' -f1) on [^;]+; $min_ties more ranks at this peak$"
 med_line=$(grep -E '^  median ' "$work/sum.txt")
 med_rank=$(echo "$med_line" | sed -En 's/^  median +[0-9]+  rank ([0-9]+) on .*/\1/p')
@@ -70,7 +70,7 @@ med_rank=$(echo "$med_line" | sed -En 's/^  median +[0-9]+  rank ([0-9]+) on .*/
   [ "$(awk -v r="$med_rank" '$1 == r { print $2 }' "$work/all.txt")" = "$median" ] ||
   fail "median line '$med_line', wanted $median and a rank at that peak"
 # The max's top site, from the one rank recorded with stacks.
-has_re sum.txt "^  top site +[0-9]+ \([0-9.]+% of the max\) in device_alloc"
+has_re sum.txt "^  top site +[0-9]+ \([0-9.]+% of the max\) in init_parameters \(train_sim\.c:"
 lines=$(wc -l <"$work/sum.txt")
 [ "$lines" -le 30 ] || fail "the summary of $n ranks is $lines lines long"
 

@@ -48,7 +48,7 @@ while read -r r dev pk lv dropped; do
   [ "$dropped" = 0 ] || fail "rank $r row: $dropped dropped"
 done <<<"$rows"
 has_re sum "^spread of the peaks over 3 ranks$"
-has_re sum "^  max +${peak[1]}  rank 1 on $host, device 0 \(sim0\), at \+[0-9.]+ s, step [12], phase [a-z_]+$"
+has_re sum "^  max +${peak[1]}  rank 1 on $host, device 0 \(sim0\), at \+([0-9]+ h )?([0-9]+ min )?[0-9.]+ s, step [12], phase [a-z_]+$"
 has_re sum "^  min +${peak[0]}  rank 0 on $host$"
 mean=$(((2 * (peak[0] + peak[1] + peak[2]) + 3) / 6))
 has_re sum "^  mean +$mean; max is [0-9.]+x min, $((peak[1] - peak[0])) more$"
