@@ -101,10 +101,10 @@ mean=$(((($(peak_of 0) + $(peak_of 1) + $(peak_of 2) + $(peak_of 3)) / 4)))
 grep -qE "^  mean +$mean; max is 2\.33x min, $(($(peak_of 3) - $(peak_of 0))) more$" "$work/sum.txt" ||
   fail "spread mean line: $(grep '^  mean' "$work/sum.txt")"
 # The site that set the max: rank 3's four parameter shards.
-grep -qE "^  top site +$(params_of 3) \(76\.2% of the max\) in device_alloc " "$work/sum.txt" ||
+grep -qE "^  top site +$(params_of 3) \(76\.2% of the max\) in load_shards " "$work/sum.txt" ||
   fail "top site line: $(grep '^  top site' "$work/sum.txt")"
-grep -qE "^ +load_shards \(mpi_ranks\.c:[0-9]+\)$" "$work/sum.txt" ||
-  fail "top site's stack lacks load_shards"
+grep -qE "^ +main \(mpi_ranks\.c:[0-9]+\)$" "$work/sum.txt" ||
+  fail "top site's stack lacks load_shards' caller main"
 # In people's units: 64 (r + 1) + 80 MiB.
 "$TIDEMARK" summary "$work/out"/*.tdm >"$work/human.txt" 2>&1 || fail "summary of the files failed"
 for r in 0 1 2 3; do
@@ -124,7 +124,7 @@ head -n 1 "$work/gate.txt" | grep -qx "max-peak FAILED: peak 336.00 MiB > limit 
   fail "gate verdict line: $(head -n 1 "$work/gate.txt")"
 sed -n 2p "$work/gate.txt" | grep -qx "  on         $work/out/$host-r3.tdm (rank 3 on $host), device 0 (sim0)" ||
   fail "gate verdict does not name rank 3: $(sed -n 2p "$work/gate.txt")"
-grep -q "^  256.00 MiB  76.2%      x4  device_alloc (mpi_ranks.c:[0-9]*)$" "$work/gate.txt" ||
+grep -q "^  256.00 MiB  76.2%      x4  load_shards (mpi_ranks.c:[0-9]*)$" "$work/gate.txt" ||
   fail "gate verdict lacks rank 3's parameter shards as top site"
 tail -n 1 "$work/gate.txt" | grep -qx "gates: 3 passed, 1 failed" ||
   fail "gate count line: $(tail -n 1 "$work/gate.txt")"

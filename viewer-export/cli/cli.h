@@ -75,6 +75,18 @@ int tdm__cli_usage(const char *cmd, const char *fmt, ...);
  * written. */
 int tdm__cli_flush(const char *cmd, int rc);
 
+/* ---- stack options (cli_stacks.c) -----------------------------------------
+ * --raw-names, --hide REGEX, --focus REGEX, --keep-wrappers: how stacks
+ * are shown, for every command that shows them (model/stack_display.h). */
+
+/* Takes the stack options out of argv[1..*argc) (up to a "--"), sets them
+ * for every snapshot read afterwards, and closes the gap (*argc shrinks).
+ * TDM_EXIT_OK, or TDM_EXIT_USAGE after saying what is wrong (a missing
+ * value, a bad regular expression). */
+int tdm__cli_stack_options(const char *cmd, int *argc, char **argv);
+/* The help paragraph of those options. */
+void tdm__cli_stack_options_help(FILE *out);
+
 /* ---- summary ------------------------------------------------------------ */
 
 int tdm__cli_summary(int argc, char **argv);

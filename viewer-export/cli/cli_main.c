@@ -126,5 +126,12 @@ int main(int argc, char **argv)
     const tdm_cli_command *cmd = find_command(first);
     if (!cmd)
         return unknown_command(first);
+    /* Every command but import shows stacks (import writes them as read). */
+    if (strcmp(cmd->name, "import") != 0) {
+        int n = argc - 1, rc = tdm__cli_stack_options(cmd->name, &n, argv + 1);
+        if (rc != TDM_EXIT_OK)
+            return rc;
+        argc = n + 1;
+    }
     return cmd->run(argc - 1, argv + 1);
 }

@@ -6,7 +6,12 @@
  *
  * Sites are matched across the files by their symbolized frames
  * (tdm__site_key: function, file, line), never by stack id or address,
- * which differ between any two runs.  Devices are matched by ordinal.  A
+ * which differ between any two runs.  A site found in one file only is
+ * then paired with one found in the other only when their function chains
+ * (tdm__site_chain) agree and neither has another candidate: first equal
+ * chains (lines moved), then one chain within the other (a build that
+ * inlined or tail-called a frame away), so that two builds of the same
+ * code (-O0 and -O2) match site for site.  Devices are matched by ordinal.  A
  * device or site present in one file only counts as 0 in the other;
  * --device N of a device neither file has is an error (input.h's line for
  * each).  A or B may be a directory holding one snapshot (load.h).
@@ -43,6 +48,7 @@ typedef struct dev_figs {
 
 typedef struct site_row {
     char *key;        /* tdm__site_key */
+    char *chain;      /* tdm__site_chain */
     int side;         /* 0 = A, 1 = B */
     uint32_t stack_id;
     uint64_t bytes;
@@ -50,7 +56,8 @@ typedef struct site_row {
 } site_row;
 
 typedef struct site_delta {
-    const char *key;
+    const char *key;   /* NULL once paired into another */
+    const char *chain;
     uint64_t bytes[2], count[2];
     uint32_t stack[2]; /* 0 when absent on that side */
 } site_delta;
@@ -221,9 +228,12 @@ static tdm_status add_sites(const side *s, int k, int ordinal, int64_t seq, site
             *cap = nc;
         }
         char *key = tdm__site_key(s->in.snap, sites[i].stack_id);
-        if (!key)
+        char *chain = key ? tdm__site_chain(s->in.snap, sites[i].stack_id) : NULL;
+        if (!chain) {
+            free(key);
             goto oom;
-        (*rows)[(*n)++] = (site_row){key, k, sites[i].stack_id, sites[i].live_bytes,
+        }
+        (*rows)[(*n)++] = (site_row){key, chain, k, sites[i].stack_id, sites[i].live_bytes,
                                      sites[i].live_count};
     }
     free(sites);
@@ -231,6 +241,50 @@ static tdm_status add_sites(const side *s, int k, int ordinal, int64_t seq, site
 oom:
     free(sites);
     return TDM_HOST_OUT_OF_MEMORY;
+}
+
+/* The one site of the other side only that site d[i] (of one side only)
+ * may be, or SIZE_MAX when none or several. */
+static size_t only_candidate(const site_delta *d, size_t nd, size_t i, int loose)
+{
+    int here = d[i].stack[0] ? 0 : 1;
+    size_t found = SIZE_MAX;
+    for (size_t j = 0; j < nd; j++) {
+        if (!d[j].key || d[j].stack[here] || !d[j].stack[1 - here] ||
+            !tdm__site_chains_match(d[i].chain, d[j].chain, loose))
+            continue;
+        if (found != SIZE_MAX)
+            return SIZE_MAX;
+        found = j;
+    }
+    return found;
+}
+
+/* Pairs the sites of A only with those of B only whose chains agree, one
+ * to one (see the top of this file); returns the sites left. */
+static size_t pair_moved_sites(site_delta *d, size_t nd)
+{
+    if (nd > 4096) /* quadratic: a diff of that many changed sites is read
+                      by its largest rows anyway */
+        return nd;
+    for (int loose = 0; loose <= 1; loose++) {
+        for (size_t i = 0; i < nd; i++) {
+            if (!d[i].key || !d[i].stack[0] || d[i].stack[1])
+                continue; /* from each site of A only */
+            size_t j = only_candidate(d, nd, i, loose);
+            if (j == SIZE_MAX || only_candidate(d, nd, j, loose) != i)
+                continue;
+            d[j].bytes[0] += d[i].bytes[0];
+            d[j].count[0] += d[i].count[0];
+            d[j].stack[0] = d[i].stack[0];
+            d[i].key = NULL;
+        }
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < nd; i++)
+        if (d[i].key)
+            d[kept++] = d[i];
+    return kept;
 }
 
 static tdm_status print_sites(FILE *out, const side *sd, int ordinal, const dev_figs *f,
@@ -251,14 +305,17 @@ static tdm_status print_sites(FILE *out, const side *sd, int ordinal, const dev_
     if (n)
         qsort(rows, n, sizeof *rows, row_cmp);
     for (size_t i = 0; i < n; i++) {
-        if (!nd || strcmp(d[nd - 1].key, rows[i].key) != 0)
+        if (!nd || strcmp(d[nd - 1].key, rows[i].key) != 0) {
+            d[nd].chain = rows[i].chain;
             d[nd++].key = rows[i].key;
+        }
         site_delta *x = &d[nd - 1];
         x->bytes[rows[i].side] += rows[i].bytes;
         x->count[rows[i].side] += rows[i].count;
         if (!x->stack[rows[i].side])
             x->stack[rows[i].side] = rows[i].stack_id;
     }
+    nd = pair_moved_sites(d, nd);
     if (nd)
         qsort(d, nd, sizeof *d, delta_cmp);
     size_t changed = 0;
@@ -285,8 +342,10 @@ static tdm_status print_sites(FILE *out, const side *sd, int ordinal, const dev_
         fprintf(out, "  ... %zu more changed site%s\n", changed - top,
                 changed - top == 1 ? "" : "s");
 done:
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         free(rows[i].key);
+        free(rows[i].chain);
+    }
     free(rows);
     free(d);
     return st;

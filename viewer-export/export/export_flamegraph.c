@@ -13,6 +13,7 @@
  */
 #include "categories.h"
 #include "export_formats.h"
+#include "stack_display.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -193,7 +194,8 @@ tdm_status tdm__export_flamegraph(FILE *out, const tdm_export_context *ctx)
         int64_t seq = at_peak ? dev->peak_seq : at_seq;
         for (size_t i = 0; i < m->alloc_count; i++) {
             const tdm_model_alloc *a = &m->allocs[i];
-            if (a->device_index != d || !tdm__model_alloc_live_at(a, seq) || !a->size)
+            if (a->device_index != d || !tdm__model_alloc_live_at(a, seq) || !a->size ||
+                !tdm__stack_display_focused(s, a->stack_id))
                 continue;
             char *p = path_of(s, dev, a->stack_id,
                               by_cat ? tdm_category_name((tdm_category)cats[i]) : NULL);

@@ -9,6 +9,7 @@
 #include "load.h"
 #include "import_formats.h"
 #include "ranks.h"
+#include "stack_display.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -82,6 +83,7 @@ void tdm__input_snap_free(tdm_snap *snap)
 {
     if (!snap)
         return;
+    tdm__stack_display_forget(snap);
     for (size_t i = 0; i < imports.n; i++) {
         if (imports.items[i].snap == snap) {
             imports.items[i].free(snap);
@@ -182,6 +184,24 @@ static int read_file(const char *cmd, const char *path, tdm_snap **snap, int *tr
     return TDM_EXIT_BAD_INPUT;
 }
 
+/* read_file, then the stacks as every command shows them (demangled,
+ * wrappers dropped: stack_display.h): the one place every command's
+ * snapshots pass through. */
+static int read_for_display(const char *cmd, const char *path, tdm_snap **snap,
+                            int *truncated, uint64_t *truncated_at)
+{
+    int rc = read_file(cmd, path, snap, truncated, truncated_at);
+    if (!*snap)
+        return rc;
+    tdm_status s = tdm__stack_display_apply(*snap);
+    if (s == TDM_OK)
+        return rc;
+    fprintf(stderr, "tidemark %s: %s: %s\n", cmd, path, tdm_strerror(s));
+    tdm__input_snap_free(*snap);
+    *snap = NULL;
+    return TDM_EXIT_TOOL_ERROR;
+}
+
 int tdm__input_read_snapshot(const char *cmd, const char *path, tdm_snap **snap,
                            int *truncated, uint64_t *truncated_at)
 {
@@ -191,7 +211,7 @@ int tdm__input_read_snapshot(const char *cmd, const char *path, tdm_snap **snap,
     char *file;
     int rc = tdm__input_resolve(cmd, path, &file);
     if (rc == TDM_EXIT_OK)
-        rc = read_file(cmd, file ? file : path, snap, truncated, truncated_at);
+        rc = read_for_display(cmd, file ? file : path, snap, truncated, truncated_at);
     free(file);
     return rc;
 }
@@ -216,7 +236,7 @@ int tdm__input_load(const char *cmd, const char *path, tdm_input *in)
     if (rc == TDM_EXIT_OK) {
         if (in->found)
             in->path = in->found;
-        rc = read_file(cmd, in->path, &in->snap, &in->truncated, &in->truncated_at);
+        rc = read_for_display(cmd, in->path, &in->snap, &in->truncated, &in->truncated_at);
     }
     if (!in->snap) {
         in->error = rc == TDM_EXIT_TOOL_ERROR ? "tidemark could not read it"

@@ -13,6 +13,7 @@
  * No locks: the model is built by one thread and then only read.
  */
 #include "model.h"
+#include "stack_display.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -667,7 +668,7 @@ tdm_status tdm__model_sites_at(const tdm_model *model, size_t dev, int64_t seq,
     }
     for (size_t i = 0; i < model->alloc_count; i++) {
         const tdm_model_alloc *a = &model->allocs[i];
-        if (a->device_index != dev)
+        if (a->device_index != dev || !tdm__stack_display_focused(model->snap, a->stack_id))
             continue;
         /* A free's stack is a site apart from the same stack allocating. */
         int of_free = (a->flags & TDM_MODEL_STACK_OF_FREE) != 0;

@@ -203,7 +203,8 @@ tdm_status tdm__model_live_at(const tdm_model *model, size_t dev, int64_t seq,
                               size_t **idx, size_t *count);
 /* Per-site totals for device index `dev` at `seq`, sorted by live bytes,
  * then live count, then total bytes (largest first), then stack id.
- * Every site of the window is listed, live or not.  *sites is malloc'd. */
+ * Every site of the window is listed, live or not, except stacks --focus
+ * leaves out (stack_display.h).  *sites is malloc'd. */
 tdm_status tdm__model_sites_at(const tdm_model *model, size_t dev, int64_t seq,
                                tdm_model_site **sites, size_t *count);
 /* The name of a phase id: "" for 0, "#N" for ids the table lacks. */

@@ -102,3 +102,59 @@ char *tdm__site_key(const tdm_snap *s, uint32_t stack_id)
     }
     return key;
 }
+
+char *tdm__site_chain(const tdm_snap *s, uint32_t stack_id)
+{
+    char *chain = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&chain, &len);
+    if (!m)
+        return NULL;
+    const char *last = NULL;
+    if (stack_id && stack_id < s->stack_count) {
+        const tdm_snap_stack *st = &s->stacks[stack_id];
+        for (uint32_t i = tdm__site_first_frame(s, stack_id); i < st->depth; i++) {
+            const tdm_snap_frame *f =
+                st->frames[i] < s->frame_count ? &s->frames[st->frames[i]] : NULL;
+            const char *fn = f && f->function && f->function[0] ? f->function : "??";
+            if (last && strcmp(last, fn) == 0)
+                continue;
+            fprintf(m, "%s;", fn);
+            last = fn;
+        }
+    }
+    if (fclose(m) != 0) {
+        free(chain);
+        return NULL;
+    }
+    return chain;
+}
+
+/* Nonzero when every ';'-ended name of `part` is found in `whole`, in order. */
+static int chain_within(const char *part, const char *whole)
+{
+    while (*part) {
+        const char *end = strchr(part, ';');
+        size_t n = end ? (size_t)(end - part) + 1 : strlen(part);
+        int found = 0;
+        while (*whole && !found) {
+            const char *we = strchr(whole, ';');
+            size_t wn = we ? (size_t)(we - whole) + 1 : strlen(whole);
+            found = wn == n && memcmp(whole, part, n) == 0;
+            whole += wn;
+        }
+        if (!found)
+            return 0;
+        part += n;
+    }
+    return 1;
+}
+
+int tdm__site_chains_match(const char *a, const char *b, int loose)
+{
+    if (strcmp(a, b) == 0)
+        return 1;
+    if (!loose || !a[0] || !b[0])
+        return 0;
+    return strlen(a) < strlen(b) ? chain_within(a, b) : chain_within(b, a);
+}

@@ -28,5 +28,14 @@ void tdm__site_print_frames(FILE *out, const tdm_snap *s, uint32_t stack_id,
  * key whatever the stack ids and load addresses.  malloc'd; NULL on
  * allocation failure. */
 char *tdm__site_key(const tdm_snap *s, uint32_t stack_id);
+/* The functions of a site, innermost first, "f;g;main;", a function
+ * repeated right after itself written once: what two builds of the same
+ * code still agree on when lines moved.  malloc'd; NULL when out of
+ * memory. */
+char *tdm__site_chain(const tdm_snap *s, uint32_t stack_id);
+/* Nonzero when two chains may name the same site in two builds: equal,
+ * or, when `loose`, the functions of one all found in the other in the
+ * same order (the other build inlined or tail-called some away). */
+int tdm__site_chains_match(const char *a, const char *b, int loose);
 
 #endif
