@@ -1,0 +1,58 @@
+"""bench/record_overhead_py.py: what Python frames add to recording.
+
+Run with the interpreter to measure (e.g. /usr/bin/python3) and
+TIDEMARK_LIB naming a build's libtidemark.so.  From a Python stack DEPTH
+deep (default 20), calls tdm_malloc + tdm_free through ctypes, ROUNDS
+rounds of N pairs (best round kept), under stacks=none, native, python
+and all (context=all: a stack is captured at the alloc and at the free).
+Prints ns per pair and, against stacks=none, ns per captured stack.
+
+    record_overhead_py.py [N] [DEPTH] [ROUNDS]
+"""
+import ctypes
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import tidemark  # noqa: E402
+
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
+DEPTH = int(sys.argv[2]) if len(sys.argv) > 2 else 20
+ROUNDS = int(sys.argv[3]) if len(sys.argv) > 3 else 7
+lib = tidemark.library()
+malloc, free = lib.tdm_malloc, lib.tdm_free
+p = ctypes.c_void_p()
+ref = ctypes.byref(p)
+size = ctypes.c_size_t(4096)
+
+
+def pairs(n):
+    t = time.perf_counter_ns()
+    for _ in range(n):
+        malloc(ref, size, 0, None)
+        free(p)
+    return time.perf_counter_ns() - t
+
+
+def at_depth(d, n):
+    # plain calls: Python-to-Python calls add no native frame in 3.11+
+    return at_depth(d - 1, n) if d > 1 else pairs(n)
+
+
+results = {}
+for stacks in ("none", "native", "python", "all"):
+    tidemark.record_memory_history(stacks=stacks, max_entries=1 << 20, clear_history=True)
+    at_depth(DEPTH, 1000)  # warm up: stacks interned, code objects copied
+    best = min(at_depth(DEPTH, N) for _ in range(ROUNDS))
+    results[stacks] = best / N
+
+print("Python %s, %d Python frames deep, best of %d rounds of %d pairs"
+      % (sys.version.split()[0], DEPTH + 1, ROUNDS, N))
+print("| stacks | ns per alloc+free pair (ctypes calls included) | ns per captured stack, over stacks=none |")
+print("|---|---:|---:|")
+for k, v in results.items():
+    extra = "" if k == "none" else "%.0f" % ((v - results["none"]) / 2)
+    print("| %s | %.0f | %s |" % (k, v, extra))
+print("python frames over native capture, per stack: %.0f ns (all - native)"
+      % ((results["all"] - results["native"]) / 2))
