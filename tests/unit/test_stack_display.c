@@ -278,6 +278,57 @@ static void test_focus_lists_matching_sites_only(void **state)
     configure(0, 0, NULL, NULL);
 }
 
+/* Python frames (format 1.2): a site is shown, and grouped, from the
+ * innermost user Python frame, by its Python frames only; their names
+ * are left as they are. */
+static void test_python_sites(void **state)
+{
+    (void)state;
+    configure(0, 0, NULL, NULL);
+    fixture *f = fixture_new("");
+    frame(f, 8, "Cache.part", 5);
+    f->frames[8].file = "/home/me/model.py";
+    f->frames[8].kind = TDM_FRAME_PYTHON;
+    frame(f, 9, "linear", 2200);
+    f->frames[9].file = "/usr/lib/python3/dist-packages/torch/nn/functional.py";
+    f->frames[9].kind = TDM_FRAME_PYTHON;
+    frame(f, 10, "<module>", 40);
+    f->frames[10].file = "/home/me/train.py";
+    f->frames[10].kind = TDM_FRAME_PYTHON;
+    frame(f, 11, "_PyEval_EvalFrameDefault", 0);
+    f->s.frame_count = 12;
+    /* two stacks through different C++ code, the same Python frames */
+    stack(f, 1, 6, (uint32_t[]){0, 1, 9, 8, 11, 10});
+    stack(f, 3, 5, (uint32_t[]){0, 4, 9, 8, 10});
+    assert_int_equal(tdm__stack_display_apply(&f->s), TDM_OK);
+    uint32_t first = tdm__site_first_frame(&f->s, 1);
+    const tdm_snap_stack *st = &f->s.stacks[1];
+    assert_string_equal(f->s.frames[st->frames[first]].function, "Cache.part");
+    uint32_t next = tdm__site_next_frame(&f->s, 1, first);
+    assert_string_equal(f->s.frames[st->frames[next]].function, "<module>"); /* no _PyEval */
+    assert_int_equal(tdm__stack_display_site(&f->s, 3), 1);
+    assert_int_equal(tdm__stack_display_site(&f->s, 2), 2);
+    tdm_model *m;
+    assert_int_equal(tdm__model_build(&f->s, &m), TDM_OK);
+    tdm_model_site *sites;
+    size_t n;
+    assert_int_equal(tdm__model_sites_at(m, 0, 3, &sites, &n), TDM_OK);
+    assert_int_equal(n, 3); /* stacks 1 and 3 one site; 2; 4 */
+    int found = 0;
+    for (size_t i = 0; i < n; i++)
+        if (sites[i].stack_id == 1) {
+            assert_int_equal(sites[i].live_bytes, 5000);
+            found = 1;
+        }
+    assert_true(found);
+    char *key = tdm__site_key(&f->s, 1);
+    assert_string_equal(key, "Cache.part@model.py:5;<module>@train.py:40;");
+    free(key);
+    free(sites);
+    tdm__model_free(m);
+    release(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -289,6 +340,7 @@ int main(void)
         cmocka_unit_test(test_single_caller_is_no_wrapper),
         cmocka_unit_test(test_hide_from_config_and_option),
         cmocka_unit_test(test_focus_lists_matching_sites_only),
+        cmocka_unit_test(test_python_sites),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

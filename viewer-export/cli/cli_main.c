@@ -31,6 +31,13 @@ static const tdm_cli_command commands[] = {
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
 
+/* Every command but import shows stacks (import writes them as read):
+ * they take the stack options (cli_stacks.c). */
+static int shows_stacks(const tdm_cli_command *cmd)
+{
+    return strcmp(cmd->name, "import") != 0;
+}
+
 static const tdm_cli_command *find_command(const char *name)
 {
     for (size_t i = 0; i < COMMAND_COUNT; i++)
@@ -113,6 +120,10 @@ int main(int argc, char **argv)
         if (!cmd)
             return unknown_command(argv[2]);
         cmd->help(stdout);
+        if (shows_stacks(cmd)) {
+            fputc('\n', stdout);
+            tdm__cli_stack_options_help(stdout);
+        }
         return TDM_EXIT_OK;
     }
     if (first[0] == '-') {
@@ -126,12 +137,18 @@ int main(int argc, char **argv)
     const tdm_cli_command *cmd = find_command(first);
     if (!cmd)
         return unknown_command(first);
-    /* Every command but import shows stacks (import writes them as read). */
-    if (strcmp(cmd->name, "import") != 0) {
-        int n = argc - 1, rc = tdm__cli_stack_options(cmd->name, &n, argv + 1);
-        if (rc != TDM_EXIT_OK)
-            return rc;
-        argc = n + 1;
+    if (!shows_stacks(cmd))
+        return cmd->run(argc - 1, argv + 1);
+    int n = argc - 1, rc = tdm__cli_stack_options(cmd->name, &n, argv + 1);
+    if (rc != TDM_EXIT_OK)
+        return rc;
+    int help = 0;
+    for (int i = 2; i <= n && strcmp(argv[i], "--") != 0; i++)
+        help |= strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
+    rc = cmd->run(n, argv + 1);
+    if (help && rc == TDM_EXIT_OK) { /* the command printed its own help */
+        fputc('\n', stdout);
+        tdm__cli_stack_options_help(stdout);
     }
-    return cmd->run(argc - 1, argv + 1);
+    return rc;
 }

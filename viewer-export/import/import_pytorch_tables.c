@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* ---- the snapshot this importer owns ------------------------------------ */
 
@@ -323,8 +324,14 @@ uint32_t tdm__pti_stack_of(im *c, const tdm_pkv *list, const where_t *w)
                 return UINT32_MAX;
             }
             fi = (uint32_t)c->nframes;
+            /* PyTorch writes Python and C++ frames alike; a Python one
+             * is a .py file's (as memory_viz tells them apart). */
+            size_t flen = strlen(fk.file);
+            int python = flen > 3 && strcmp(fk.file + flen - 3, ".py") == 0;
             c->frames[fi] = (tdm_snap_frame){.function = fk.function, .file = fk.file,
-                                             .line = fk.line, .module = ""};
+                                             .line = fk.line, .module = "",
+                                             .kind = python ? TDM_FRAME_PYTHON
+                                                            : TDM_FRAME_NATIVE};
             if (htab_add(&c->frame_index, where_slot, h, fi) != 0) {
                 tdm__pti_oom(c);
                 return UINT32_MAX;

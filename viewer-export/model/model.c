@@ -672,7 +672,8 @@ tdm_status tdm__model_sites_at(const tdm_model *model, size_t dev, int64_t seq,
             continue;
         /* A free's stack is a site apart from the same stack allocating. */
         int of_free = (a->flags & TDM_MODEL_STACK_OF_FREE) != 0;
-        uint32_t k = amap_get(&by_stack, a->stack_id, of_free);
+        uint32_t site = tdm__stack_display_site(model->snap, a->stack_id);
+        uint32_t k = amap_get(&by_stack, site, of_free);
         if (k == AMAP_EMPTY) {
             if (n == cap) {
                 tdm_model_site *grown = realloc(out, 2 * cap * sizeof *out);
@@ -683,9 +684,9 @@ tdm_status tdm__model_sites_at(const tdm_model *model, size_t dev, int64_t seq,
             }
             k = (uint32_t)n++;
             memset(&out[k], 0, sizeof out[k]);
-            out[k].stack_id = a->stack_id;
+            out[k].stack_id = site;
             out[k].stack_of_free = of_free;
-            if (amap_put(&by_stack, a->stack_id, of_free, k) != 0)
+            if (amap_put(&by_stack, site, of_free, k) != 0)
                 goto oom;
         }
         out[k].total_bytes += a->size;

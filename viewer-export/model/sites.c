@@ -24,16 +24,76 @@ int tdm__site_frame_is_tidemark(const tdm_snap_frame *f)
     return f->module && strncmp(base_name(f->module), "libtidemark", 11) == 0;
 }
 
+int tdm__site_frame_is_python(const tdm_snap_frame *f)
+{
+    return f->kind == TDM_FRAME_PYTHON;
+}
+
+/* A Python frame of the program rather than of an installed package or
+ * the standard library. */
+static int user_python_frame(const tdm_snap_frame *f)
+{
+    const char *file = f->file ? f->file : "";
+    return !strstr(file, "/site-packages/") && !strstr(file, "/dist-packages/") &&
+           !strstr(file, "/lib/python3") && !strstr(file, "/lib64/python3");
+}
+
+/* The innermost user Python frame of stack `st` (else its innermost
+ * Python frame), or st->depth when it has none. */
+static uint32_t python_start(const tdm_snap *s, const tdm_snap_stack *st)
+{
+    uint32_t first = st->depth;
+    for (uint32_t i = 0; i < st->depth; i++) {
+        if (st->frames[i] >= s->frame_count)
+            continue;
+        const tdm_snap_frame *f = &s->frames[st->frames[i]];
+        if (!tdm__site_frame_is_python(f))
+            continue;
+        if (user_python_frame(f))
+            return i;
+        if (first == st->depth)
+            first = i;
+    }
+    return first;
+}
+
 uint32_t tdm__site_first_frame(const tdm_snap *s, uint32_t stack_id)
 {
     if (stack_id == 0 || stack_id >= s->stack_count)
         return 0;
     const tdm_snap_stack *st = &s->stacks[stack_id];
+    uint32_t py = python_start(s, st);
+    if (py < st->depth)
+        return py;
     uint32_t i = 0;
     while (i < st->depth && st->frames[i] < s->frame_count &&
            tdm__site_frame_is_tidemark(&s->frames[st->frames[i]]))
         i++;
     return i == st->depth ? 0 : i; /* nothing but tidemark: show it all */
+}
+
+int tdm__site_frame_is_python_start(const tdm_snap *s, uint32_t stack_id)
+{
+    if (stack_id == 0 || stack_id >= s->stack_count)
+        return 0;
+    const tdm_snap_stack *st = &s->stacks[stack_id];
+    return python_start(s, st) < st->depth;
+}
+
+uint32_t tdm__site_next_frame(const tdm_snap *s, uint32_t stack_id, uint32_t i)
+{
+    if (stack_id == 0 || stack_id >= s->stack_count)
+        return i + 1;
+    const tdm_snap_stack *st = &s->stacks[stack_id];
+    if (i >= st->depth)
+        return st->depth;
+    int python = st->frames[i] < s->frame_count &&
+                 tdm__site_frame_is_python(&s->frames[st->frames[i]]);
+    for (i++; python && i < st->depth; i++)
+        if (st->frames[i] < s->frame_count &&
+            tdm__site_frame_is_python(&s->frames[st->frames[i]]))
+            break;
+    return i;
 }
 
 void tdm__site_format_frame(char *buf, size_t len, const tdm_snap_frame *f)
@@ -64,7 +124,7 @@ void tdm__site_print_frames(FILE *out, const tdm_snap *s, uint32_t stack_id,
     const tdm_snap_stack *st = &s->stacks[stack_id];
     unsigned shown = 0;
     for (uint32_t i = tdm__site_first_frame(s, stack_id); i < st->depth && shown < frames;
-         i++, shown++) {
+         i = tdm__site_next_frame(s, stack_id, i), shown++) {
         char line[256];
         if (st->frames[i] < s->frame_count)
             tdm__site_format_frame(line, sizeof line, &s->frames[st->frames[i]]);
@@ -83,7 +143,8 @@ char *tdm__site_key(const tdm_snap *s, uint32_t stack_id)
         return NULL;
     if (stack_id && stack_id < s->stack_count) {
         const tdm_snap_stack *st = &s->stacks[stack_id];
-        for (uint32_t i = tdm__site_first_frame(s, stack_id); i < st->depth; i++) {
+        for (uint32_t i = tdm__site_first_frame(s, stack_id); i < st->depth;
+             i = tdm__site_next_frame(s, stack_id, i)) {
             if (st->frames[i] >= s->frame_count) {
                 fputs("?;", m);
                 continue;
@@ -113,7 +174,8 @@ char *tdm__site_chain(const tdm_snap *s, uint32_t stack_id)
     const char *last = NULL;
     if (stack_id && stack_id < s->stack_count) {
         const tdm_snap_stack *st = &s->stacks[stack_id];
-        for (uint32_t i = tdm__site_first_frame(s, stack_id); i < st->depth; i++) {
+        for (uint32_t i = tdm__site_first_frame(s, stack_id); i < st->depth;
+             i = tdm__site_next_frame(s, stack_id, i)) {
             const tdm_snap_frame *f =
                 st->frames[i] < s->frame_count ? &s->frames[st->frames[i]] : NULL;
             const char *fn = f && f->function && f->function[0] ? f->function : "??";

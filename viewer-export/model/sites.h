@@ -13,9 +13,21 @@
 /* Nonzero for a frame of tidemark itself (tdm_* functions, libtidemark*
  * modules): sites are shown, and matched, from the first other frame. */
 int tdm__site_frame_is_tidemark(const tdm_snap_frame *f);
-/* The index of the first frame of stack `stack_id` that is not
- * tidemark's (0 when all are); the stack's depth when it has none. */
+/* The index of the first frame a site of stack `stack_id` is shown from:
+ * with Python frames (format 1.2), the innermost user Python frame (the
+ * innermost outside site-packages, dist-packages and the standard library;
+ * else the innermost Python frame), the site then shown by its Python
+ * frames only; else the first frame that is not tidemark's (0 when all
+ * are); the stack's depth when it has none. */
 uint32_t tdm__site_first_frame(const tdm_snap *s, uint32_t stack_id);
+/* The frame shown after frame `i` of a site of stack `stack_id` (its
+ * depth after the last): the next one, or the next Python one when the
+ * site is shown by its Python frames. */
+uint32_t tdm__site_next_frame(const tdm_snap *s, uint32_t stack_id, uint32_t i);
+/* Nonzero when a site of stack `stack_id` is shown by its Python frames. */
+int tdm__site_frame_is_python_start(const tdm_snap *s, uint32_t stack_id);
+/* Nonzero for a Python frame (kind TDM_FRAME_PYTHON). */
+int tdm__site_frame_is_python(const tdm_snap_frame *f);
 /* "function (file.c:123)", or "0x1234 (module)" when unsymbolized. */
 void tdm__site_format_frame(char *buf, size_t len, const tdm_snap_frame *f);
 /* Prints up to `frames` frames of a site: the first on the current line,

@@ -40,12 +40,15 @@ typedef struct prepared {
     char **names;       /* names made for display, freed with it */
     size_t name_count;
     uint8_t *unfocused; /* per stack id; NULL without --focus */
+    uint32_t *site_of;  /* per stack id: the stack its site is named by;
+                         * NULL when the file has no Python frames */
     size_t stack_count;
 } prepared;
 
 static struct {
     prepared *items;
     size_t n, cap;
+    size_t with_sites; /* items whose site_of is set */
 } registry;
 
 static void regex_list_free(regex_list *l)
@@ -173,8 +176,10 @@ static tdm_status rename_frames(work *w)
     tdm_snap *s = w->snap;
     for (size_t i = 0; i < s->frame_count; i++) {
         tdm_snap_frame *f = &s->frames[i];
-        int oom;
-        char *shown = tdm__name_for_display(f->function, &oom);
+        int oom = 0;
+        /* Python names are qualified names, never mangled: "Cache.part" is
+         * a method, not a clone. */
+        char *shown = f->kind == TDM_FRAME_PYTHON ? NULL : tdm__name_for_display(f->function, &oom);
         if (oom)
             return TDM_HOST_OUT_OF_MEMORY;
         w->clean[i] = shown ? shown : f->function;
@@ -387,6 +392,64 @@ static tdm_status merge_stacks(tdm_snap *s)
     return TDM_OK;
 }
 
+/* Sites shown by their Python frames (sites.h) group by those frames:
+ * stacks that differ only below the innermost user Python frame, or in
+ * the interpreter's frames between Python ones, are one site. */
+/* Nonzero when sites of stacks a and b show the same frames. */
+static int same_site(const tdm_snap *s, uint32_t a, uint32_t b)
+{
+    const tdm_snap_stack *x = &s->stacks[a], *y = &s->stacks[b];
+    uint32_t i = tdm__site_first_frame(s, a), j = tdm__site_first_frame(s, b);
+    while (i < x->depth && j < y->depth && same_frame(s, x->frames[i], y->frames[j])) {
+        i = tdm__site_next_frame(s, a, i);
+        j = tdm__site_next_frame(s, b, j);
+    }
+    return i >= x->depth && j >= y->depth;
+}
+
+static tdm_status group_python_sites(prepared *p, const tdm_snap *s)
+{
+    int python = 0;
+    for (size_t i = 0; i < s->frame_count && !python; i++)
+        python = s->frames[i].kind == TDM_FRAME_PYTHON;
+    if (!python)
+        return TDM_OK;
+    size_t slots = 16;
+    while (slots < 2 * s->stack_count)
+        slots *= 2;
+    uint32_t *table = calloc(slots, sizeof *table);
+    p->site_of = malloc((s->stack_count + 1) * sizeof *p->site_of);
+    if (!p->site_of || !table) {
+        free(table);
+        return TDM_HOST_OUT_OF_MEMORY;
+    }
+    p->stack_count = s->stack_count;
+    registry.with_sites++;
+    p->site_of[0] = 0;
+    for (uint32_t id = 1; id < s->stack_count; id++) {
+        const tdm_snap_stack *st = &s->stacks[id];
+        p->site_of[id] = id;
+        if (!tdm__site_frame_is_python_start(s, id))
+            continue;
+        uint64_t h = TDM__FNV_BASIS;
+        for (uint32_t k = tdm__site_first_frame(s, id); k < st->depth;
+             k = tdm__site_next_frame(s, id, k)) {
+            uint64_t fh = frame_hash(s, st->frames[k]);
+            h = tdm__fnv1a_from(h, &fh, sizeof fh);
+        }
+        size_t at = (size_t)h & (slots - 1);
+        for (; table[at]; at = (at + 1) & (slots - 1))
+            if (same_site(s, table[at], id)) {
+                p->site_of[id] = table[at];
+                break;
+            }
+        if (p->site_of[id] == id)
+            table[at] = id;
+    }
+    free(table);
+    return TDM_OK;
+}
+
 static tdm_status mark_focus(work *w)
 {
     tdm_snap *s = w->snap;
@@ -489,6 +552,8 @@ tdm_status tdm__stack_display_apply(tdm_snap *snap)
     }
     if (st == TDM_OK)
         st = merge_stacks(snap);
+    if (st == TDM_OK)
+        st = group_python_sites(p, snap);
     drop_conf_hides(&saved);
 done:
     free(w.clean);
@@ -507,6 +572,9 @@ void tdm__stack_display_forget(const tdm_snap *snap)
             free(p->names[k]);
         free(p->names);
         free(p->unfocused);
+        if (p->site_of)
+            registry.with_sites--;
+        free(p->site_of);
         registry.items[i] = registry.items[--registry.n];
         if (registry.n == 0) {
             free(registry.items);
@@ -527,4 +595,16 @@ int tdm__stack_display_focused(const tdm_snap *snap, uint32_t stack_id)
             return !p->unfocused || stack_id >= p->stack_count || !p->unfocused[stack_id];
     }
     return 1;
+}
+
+uint32_t tdm__stack_display_site(const tdm_snap *snap, uint32_t stack_id)
+{
+    if (!registry.with_sites)
+        return stack_id; /* no Python frames anywhere: every stack its own */
+    for (size_t i = 0; i < registry.n; i++) {
+        const prepared *p = &registry.items[i];
+        if (p->snap == snap)
+            return p->site_of && stack_id < p->stack_count ? p->site_of[stack_id] : stack_id;
+    }
+    return stack_id;
 }

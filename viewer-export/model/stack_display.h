@@ -18,6 +18,7 @@
  *   - stacks left with the same frames (same shown name, file and line)
  *     become one stack id: events, blocks and segments are renumbered, so
  *     every grouping by stack id groups them as one site;
+ *   - sites shown by Python frames (sites.h) are grouped by them;
  *   - --focus REGEX: stacks with no frame matching stay in the timelines
  *     but are left out of site lists and flame graphs
  *     (tdm__stack_display_focused).
@@ -59,6 +60,10 @@ void tdm__stack_display_forget(const tdm_snap *snap);
 /* Nonzero when stack `stack_id` of `snap` is to be listed: always unless
  * --focus was given and none of its frames matches. */
 int tdm__stack_display_focused(const tdm_snap *snap, uint32_t stack_id);
+/* The stack whose site `stack_id`'s allocations belong to: stack_id
+ * itself, or with Python frames the first stack that reads the same from
+ * its innermost user Python frame on (sites.h). */
+uint32_t tdm__stack_display_site(const tdm_snap *snap, uint32_t stack_id);
 /* The `hide=` regexes of a TIDEMARK_CONF text (items split at commas
  * outside [...], as the recorder splits them): *out gets a malloc'd array
  * of malloc'd strings.  Returns how many, or -1 when out of memory. */

@@ -95,7 +95,7 @@ static void row_site(rank_row *r, const tdm_input *in, size_t di, unsigned frame
             size_t used = 0;
             unsigned shown = 0;
             for (uint32_t f = tdm__site_first_frame(s, sid); f < st->depth && shown < frames;
-                 f++, shown++) {
+                 f = tdm__site_next_frame(s, sid, f), shown++) {
                 char line[256];
                 if (st->frames[f] < s->frame_count)
                     tdm__site_format_frame(line, sizeof line, &s->frames[st->frames[f]]);
