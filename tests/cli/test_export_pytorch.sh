@@ -59,15 +59,24 @@ expect 1 "import unknown format" -- "$TIDEMARK" import --format nope x
 expect 2 "import missing file" -- "$TIDEMARK" import "$work/none.pickle"
 
 # ---- (a) the small hand-built snapshot: golden file ------------------------------
-expect 0 "export small" -- "$TIDEMARK" export --format pytorch "$GOLDEN/pytorch-small.tdm" \
-  -o "$work/small.pickle"
+# The golden pickle holds the stacks as recorded (tests/unit writes it from
+# the file itself); the tool drops the small program's allocation wrapper
+# (alloc_tensor) unless --keep-wrappers.
+expect 0 "export small" -- "$TIDEMARK" export --format pytorch --keep-wrappers \
+  "$GOLDEN/pytorch-small.tdm" -o "$work/small.pickle"
 has err "wrote $work/small.pickle"
 has err "1 of 14 events"            # the free outside every segment is left out
 cmp -s "$work/small.pickle" "$GOLDEN/pytorch-small.pickle" ||
   fail "small export differs from tests/data/golden/pytorch-small.pickle"
 check small "$work/small.pickle"
-expect 0 "export to stdout" -- "$TIDEMARK" export -q --format=pytorch -o - "$GOLDEN/pytorch-small.tdm"
+expect 0 "export to stdout" -- "$TIDEMARK" export -q --format=pytorch --keep-wrappers -o - \
+  "$GOLDEN/pytorch-small.tdm"
 cmp -s "$work/out" "$GOLDEN/pytorch-small.pickle" || fail "-o - differs from the golden pickle"
+expect 0 "export without the wrapper" -- "$TIDEMARK" export -q --format=pytorch -o - \
+  "$GOLDEN/pytorch-small.tdm"
+cmp -s "$work/out" "$GOLDEN/pytorch-small.pickle" && fail "the wrapper alloc_tensor was kept"
+/usr/bin/python3 -c 'import pickle,sys; s=pickle.load(sys.stdin.buffer); n=[f["name"] for t in s["device_traces"] for e in t for f in e["frames"]]; sys.exit(0 if n and "alloc_tensor" not in n else 1)' \
+  <"$work/out" || fail "the default export still names alloc_tensor"
 [ ! -s "$work/err" ] || fail "-q still printed: $(cat "$work/err")"
 cp "$GOLDEN/pytorch-small.tdm" "$work/dflt.tdm"
 expect 0 "default output name" -- "$TIDEMARK" export --format pytorch "$work/dflt.tdm"
