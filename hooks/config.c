@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <regex.h>
 #include <string.h>
 
 #include "common.h"
@@ -123,6 +124,30 @@ static int parse_template(const tdm__conf_key *key, const char *value,
     if (tdm__dump_path_check(value, why, why_len) != 0)
         return -1;
     memcpy(field, value, strlen(value) + 1);
+    return 0;
+}
+
+/* `hide`: an extended regular expression (POSIX, as the readers' --hide
+ * takes it).  Recording does not use it: it is checked here so that a bad
+ * one is said when the program starts, and travels in the snapshot's
+ * config text to every command that shows stacks.  May be given more than
+ * once; the default, empty, hides nothing. */
+static int parse_regex(const tdm__conf_key *key, const char *value, void *field, char *why,
+                       size_t why_len)
+{
+    (void)key;
+    if (!value[0])
+        return 0;
+    regex_t re;
+    int rc = regcomp(&re, value, REG_EXTENDED | REG_NOSUB);
+    if (rc != 0) {
+        char msg[128];
+        regerror(rc, &re, msg, sizeof msg);
+        tdm__config_why(why, why_len, "not a regular expression: %s", msg);
+        return -1;
+    }
+    regfree(&re);
+    ++*(int *)field;
     return 0;
 }
 
@@ -386,6 +411,11 @@ static const tdm__conf_key keys[] = {
      "local ranks); the others run untouched, nothing recorded or written; "
      "a process with no rank counts as rank 0",
      tdm__config_parse_ranks, FIELD(ranks), NULL},
+    {"hide", "extended regular expression", "",
+     "frames whose function name matches are left out of the top "
+     "of stacks where tidemark's commands show them (a wrapper of the "
+     "program's own); may be given more than once; recording is unchanged",
+     parse_regex, FIELD(hides), NULL},
 };
 
 #define KEY_COUNT (sizeof keys / sizeof keys[0])

@@ -65,6 +65,9 @@ typedef struct tdm__config {
     int mode;                /* hooks: TDM__CONF_MODE_* */
     int fork;                /* after fork(): TDM__CONF_FORK_* */
     tdm__conf_ranks ranks;   /* `ranks`: which ranks record */
+    int hides;               /* `hide` patterns given (checked here; the
+                                readers apply them from the config text
+                                the snapshot carries) */
     int help;                /* the text asked for the key list */
 } tdm__config;
 

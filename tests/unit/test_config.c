@@ -63,7 +63,9 @@ static void every_default_parses_to_the_default(void **state)
     tdm__config_defaults(&defaults);
     for (size_t i = 0; i < n; i++) {
         char text[256];
-        snprintf(text, sizeof text, "%s=%s", keys[i].name, keys[i].def);
+        /* A key whose default is no value (hide) cannot be written so:
+         * the empty text stands for it. */
+        snprintf(text, sizeof text, keys[i].def[0] ? "%s=%s" : "", keys[i].name, keys[i].def);
         parse_ok(text);
         assert_memory_equal(&cfg, &defaults, sizeof cfg);
         assert_non_null(keys[i].help);
@@ -174,6 +176,20 @@ static void alloc_mode_accepts_each_mode(void **state)
     assert_string_equal(cfg.alloc.mode, "passthrough");
     assert_int_equal(cfg.alloc.device_count, 2);
     parse_bad("alloc_mode=caching", "'caching'", "cache|passthrough");
+}
+
+/* hide= is checked as an extended regular expression, may be given more
+ * than once (each counted) and changes nothing in recording. */
+static void hide_takes_regular_expressions(void **state)
+{
+    (void)state;
+    parse_ok("hide=device_alloc");
+    assert_int_equal(cfg.hides, 1);
+    parse_ok("hide=^my_(malloc|alloc)$,hide=[a,b]wrap,dump=x.tdm");
+    assert_int_equal(cfg.hides, 2);
+    assert_string_equal(cfg.dump, "x.tdm");
+    parse_bad("hide=(", "'('", "not a regular expression");
+    parse_bad("hide=a{2", "'a{2'", "'hide'");
 }
 
 static void max_entries_accepts_whole_numbers(void **state)
@@ -491,7 +507,8 @@ static void docs_list_every_key(void **state)
                      keys[i].name);
         const char *row = strstr(doc, want);
         const char *eol = strchr(row, '\n');
-        snprintf(want, sizeof want, "`%s`", keys[i].def);
+        /* (an empty default, as `hide`'s, is written "none") */
+        snprintf(want, sizeof want, keys[i].def[0] ? "`%s`" : "none", keys[i].def);
         const char *d = strstr(row, want);
         if (!d || (eol && d > eol))
             fail_msg("docs/configuration.md: the row of '%s' lacks its default %s",
@@ -515,6 +532,7 @@ int main(void)
         cmocka_unit_test(history_options_follow_the_config),
         cmocka_unit_test(int_keys_take_each_value),
         cmocka_unit_test(alloc_mode_accepts_each_mode),
+        cmocka_unit_test(hide_takes_regular_expressions),
         cmocka_unit_test(max_entries_accepts_whole_numbers),
         cmocka_unit_test(dump_accepts_templates),
         cmocka_unit_test(device_accepts_sim_forms),
