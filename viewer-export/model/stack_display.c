@@ -501,7 +501,8 @@ static tdm_status add_conf_hides(const tdm_snap *snap, regex_list *saved)
         free(pats);
         return TDM_HOST_OUT_OF_MEMORY;
     }
-    memcpy(merged.re, saved->re, saved->n * sizeof(regex_t));
+    if (saved->n)
+        memcpy(merged.re, saved->re, saved->n * sizeof(regex_t));
     merged.n = saved->n;
     for (int i = 0; i < n; i++) {
         /* A pattern the recorder accepted but this reader cannot compile
