@@ -13,10 +13,15 @@
  * against `tidemark summary` of its file, the lanes' time offsets against
  * the ranks' own CSV exports (absolute times), the detail panel on the same
  * time axis as the lanes, clicking a lane, zooming, panning and keys; and
- * a 24-rank job that decodes and draws only the lanes in view.
+ * a 24-rank job that decodes and draws only the lanes in view; and a
+ * Python program recorded with stacks="all" (pyframes_prog.py): its
+ * stacks show the Python frames first as file:line function, the native
+ * runs folded with their counts, opening on a click.
  * Screenshots go to $TDM_BROWSER_OUT (default: the working folder).
  *
- * Environment: TIDEMARK, TRAIN_SIM (programs), CHROMIUM (browser path).
+ * Environment: TIDEMARK, TRAIN_SIM (programs), CHROMIUM (browser path);
+ * PYTHON3, LIBTIDEMARK, TDM_SOURCE_DIR for the Python part (it says
+ * SKIPPED and the rest runs when PYTHON3 is unset).
  * Exit 0 pass, 1 fail, 77 skipped (playwright-core or chromium missing).
  */
 'use strict';
@@ -128,6 +133,79 @@ async function clickSeq(page, seq, panel = 0) {
 
 function sortedDesc(a) { return a.every((v, i) => i === 0 || a[i - 1] >= v); }
 
+/* The line numbers pyframes_prog.py marks with '# L:name'. */
+function markedLines(file) {
+  const lines = {};
+  fs.readFileSync(file, 'utf8').split('\n').forEach((t, k) => {
+    const m = t.match(/# L:(\w+)/);
+    if (m) lines[m[1]] = k + 1;
+  });
+  return lines;
+}
+
+/* A Python program's stacks (stacks=all: Python frames among native
+ * ones): Python frames first, native runs folded where they are. */
+async function pythonStacks(browser) {
+  const PY = process.env.PYTHON3;
+  if (!PY) { console.log('# SKIPPED the Python part: PYTHON3 is not set (no /usr/bin/python3)'); return; }
+  const prog = path.join(__dirname, 'pyframes_prog.py'), L = markedLines(prog);
+  const tdm = path.join(work, 'py.tdm'), html = path.join(work, 'py.html');
+  run(PY, [prog, tdm], {TIDEMARK_LIB: process.env.LIBTIDEMARK, TDM_SOURCE_DIR: process.env.TDM_SOURCE_DIR});
+  run(TIDEMARK, ['view', tdm, '-o', html]);
+  const {page, errors, requests} = await openPage(browser, html);
+  const at = (name, fn) => 'pyframes_prog.py:' + L[name] + ' ' + fn;
+  // The largest allocation (4 MiB) is the one map() made: its stack has
+  // interpreter frames between build_layer and build_model.
+  const row = page.locator('[data-testid=live-row]').first();
+  check(Number(await row.getAttribute('data-bytes')) === 4 << 20, 'Python: the largest allocation is listed first');
+  check(await row.locator('td').nth(4).textContent() === 'allocate \u2190 build_layer \u2190 build_model',
+    'Python: the site column names the innermost Python functions', await row.locator('td').nth(4).textContent());
+  await row.click();
+  const cell = page.locator('[data-testid=live-stack] td').nth(1);
+  const items = await cell.evaluate(td => [...td.children].slice(1).map(e => ({
+    py: e.dataset.testid === 'py-frame', text: e.dataset.testid === 'py-frame' ? e.textContent : '',
+    count: Number(e.dataset.count || 0), open: !!e.open, summary: e.querySelector('summary') ?
+      e.querySelector('summary').textContent : '', frames: e.querySelectorAll('.frame').length})));
+  const py = items.filter(q => q.py).map(q => q.text);
+  check(py.length === 4 && py[0] === at('allocate', 'allocate') && py[1] === at('build_layer', 'build_layer') &&
+    py[2] === at('build_model_map', 'build_model') && /^pyframes_prog\.py:\d+ <module>$/.test(py[3]),
+    'Python: the stack lists the Python frames innermost first as file:line function', JSON.stringify(py));
+  check(items.length > 0 && items[0].py, 'Python: the stack starts with the innermost Python frame',
+    JSON.stringify(items[0]));
+  const groups = items.filter(q => !q.py);
+  check(groups.length === 3 && groups.every(q => !q.open && q.count > 0 && q.frames === q.count &&
+    q.summary.startsWith(q.count + ' native frame')), 'Python: native runs are folded under "N native frames"',
+    JSON.stringify(groups));
+  // between build_layer and build_model (map), outside <module>, inside allocate (ctypes)
+  const kinds = items.map(q => (q.py ? 'P' : 'N')).join('');
+  check(kinds === 'PPNPPNN', 'Python: each native run sits where it is in the stack', kinds);
+  check(/called from allocate$/.test(groups[2].summary), 'Python: the C code below the innermost Python frame says so',
+    groups[2].summary);
+  const hidden = cell.locator('[data-testid=native-group]').nth(1).locator('.frame').first();
+  check(!(await hidden.isVisible()), 'Python: folded native frames are hidden');
+  await cell.locator('[data-testid=native-group] > summary').nth(1).click();
+  const opened = await cell.locator('[data-testid=native-group]').nth(1).evaluate(e => e.open);
+  const shown = await cell.locator('[data-testid=native-group]').nth(1).locator('.frame').allTextContents();
+  check(opened && await hidden.isVisible() && shown.length === groups[1].count &&
+    shown.some(t => /^Py_RunMain /.test(t)), 'Python: clicking a group shows its native frames', shown.join(' | '));
+  const siteFirst = await page.locator('[data-testid=site-row]').first().locator('[data-testid=py-frame]').first().textContent();
+  check(siteFirst === at('allocate', 'allocate'), 'Python: the top site starts with its innermost Python frame',
+    siteFirst);
+  const flame = await page.evaluate(() => {
+    const p = window.tidemarkView.panels[0], names = [];
+    for (let n = p.flameRoot; n.kids.size; ) {
+      n = [...n.kids.values()].sort((a, b) => b.bytes - a.bytes)[0];
+      names.push(n.name);
+    }
+    return names;
+  });
+  check(flame.length === 5 && /<module>$/.test(flame[0]) && flame[3] === at('allocate', 'allocate') &&
+    flame[4] === 'native frames', 'Python: the flame graph stacks the Python frames, then their native code',
+    JSON.stringify(flame));
+  await page.screenshot({path: path.join(outDir, 'python.png'), fullPage: true});
+  check(errors.length === 0 && requests.length === 0, 'Python: no errors, no requests', errors.concat(requests).join('; '));
+}
+
 async function main() {
   const a = path.join(work, 'train.tdm'), b = path.join(work, 'small.tdm');
   run(TRAIN_SIM, ['--steps', '5'], {TIDEMARK_CONF: 'dump=' + a});
@@ -191,6 +269,9 @@ async function main() {
     await page.locator('[data-testid=live-row]').first().click();
     const stack = await page.locator('[data-testid=live-stack]').first().textContent();
     check(/train_sim\.c:\d+/.test(stack) && /\bmain\b/.test(stack), 'a row opens its stack', stack);
+    const folded = await page.locator('[data-testid=live-stack] [data-testid=native-group]').count() +
+      await page.locator('[data-testid=sites] [data-testid=native-group]').count();
+    check(folded === 0, 'a stack without Python frames folds nothing', folded);
     const reserved = await page.locator('[data-testid=map-reserved]').first().textContent();
     check(reserved === sa.reservedAtPeak, 'block map holds the summary\'s reserved bytes at the peak',
       reserved + ' vs ' + sa.reservedAtPeak);
@@ -392,6 +473,8 @@ async function main() {
     check(ms < 500, '24 ranks: a zoom redraws the lanes in view quickly', ms.toFixed(1) + ' ms');
     check(bg.errors.length === 0, '24 ranks: no errors', bg.errors.join('; '));
     await bg.page.screenshot({path: path.join(outDir, 'ranks24.png')});
+
+    await pythonStacks(browser);
   } finally {
     await browser.close();
   }

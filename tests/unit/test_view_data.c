@@ -4,7 +4,8 @@
  * intervals (paired, seeded from a free, seeded from the final state,
  * matched to it), reserved timelines, stacks and frames; the JSON's
  * escaping (no '<' can close the page's <script>); the page assembly
- * (markers replaced, nothing but our two scripts); varint edge cases. */
+ * (markers replaced, nothing but our two scripts); frame kinds (only
+ * when some frame is not native); varint edge cases. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -449,6 +450,48 @@ static void test_empty_snapshot(void **state)
     free(t);
 }
 
+/* Frame kinds travel in "fk", one varint per frame, only when some frame
+ * is not native; a native-only snapshot's column is empty. */
+static void test_frame_kinds(void **state)
+{
+    (void)state;
+    tsnap *t = rich_snapshot();
+    tdm_model *m;
+    uint8_t *cats;
+    tdm_view_columns c;
+    assert_int_equal(tdm__model_build(&t->s, &m), TDM_OK);
+    assert_int_equal(tdm__categories_infer(m, &cats), TDM_OK);
+    assert_int_equal(tdm__view_columns_build(m, cats, &c), TDM_OK);
+    assert_int_equal(c.fk.len, 0);
+    tdm__view_columns_free(&c);
+    tdm_view_input in = {.path = "k.tdm", .snap = &t->s, .model = m, .cats = cats};
+    uint64_t bytes;
+    char *json = page_text(&in, 1, 1, &bytes);
+    assert_non_null(strstr(json, "\"fk\":\"\""));
+    free(json);
+
+    /* layer inlined into main; a Python frame at the bottom */
+    t->frames[1].kind = TDM_FRAME_INLINED;
+    t->frames[3] = (tdm_snap_frame){0x40, "Model.forward", "/src/train.py", 19, "<python>",
+                                    TDM_FRAME_PYTHON};
+    assert_int_equal(tdm__view_columns_build(m, cats, &c), TDM_OK);
+    static const uint8_t want[4] = {TDM_FRAME_NATIVE, TDM_FRAME_INLINED, TDM_FRAME_NATIVE,
+                                    TDM_FRAME_PYTHON};
+    size_t kp = 0;
+    for (size_t f = 0; f < 4; f++)
+        assert_int_equal(next(&c.fk, &kp), want[f]);
+    assert_int_equal(kp, c.fk.len); /* exactly one per frame */
+    assert_int_equal(c.frame_count, 4);
+    tdm__view_columns_free(&c);
+    json = page_text(&in, 1, 1, &bytes);
+    assert_non_null(strstr(json, "\"fk\":\"AAEAAg==\"")); /* bytes 0 1 0 2 */
+    assert_non_null(strstr(json, "\"/src/train.py\""));
+    free(json);
+    free(cats);
+    tdm__model_free(m);
+    free(t);
+}
+
 static void test_varints(void **state)
 {
     (void)state;
@@ -474,6 +517,7 @@ int main(void)
         cmocka_unit_test(test_json_is_escaped),
         cmocka_unit_test(test_page_has_code_and_data),
         cmocka_unit_test(test_empty_snapshot),
+        cmocka_unit_test(test_frame_kinds),
         cmocka_unit_test(test_varints),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

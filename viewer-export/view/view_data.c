@@ -520,6 +520,13 @@ static int build_stacks(const tdm_snap *s, tdm_view_columns *c)
             goto out;
     }
     c->frame_count = s->frame_count;
+    /* Kinds only when some frame is not native: most snapshots have none. */
+    int mixed = 0;
+    for (size_t i = 0; i < s->frame_count && !mixed; i++)
+        mixed = s->frames[i].kind != TDM_FRAME_NATIVE;
+    for (size_t i = 0; mixed && i < s->frame_count; i++)
+        if (put_varint(&c->fk, s->frames[i].kind))
+            goto out;
     c->strings = t.list;
     c->string_count = t.count;
     t.list = NULL;
@@ -547,7 +554,7 @@ void tdm__view_columns_free(tdm_view_columns *c)
     tdm_view_buf *bufs[] = {&c->ev_t,   &c->mk_seq,  &c->mk_kind, &c->mk_val,  &c->a_seq,
                             &c->a_life, &c->a_pend, &c->a_size,  &c->a_cat,   &c->a_stack, &c->a_addr,
                             &c->a_dev,  &c->s_seq,   &c->s_life,  &c->s_size,  &c->s_addr,
-                            &c->s_dev,  &c->s_pool,  &c->st,      &c->fr};
+                            &c->s_dev,  &c->s_pool,  &c->st,      &c->fr,     &c->fk};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]->data);
     for (size_t d = 0; c->rs && d < c->device_count; d++)

@@ -34,6 +34,9 @@
  *   st                   stacks 0..n-1: depth, then frame indices
  *   fr                   frames: function, file, line, module (indices
  *                        into `strings`, except line), pc
+ *   fk                   per frame its tdm_frame_kind (0 native, 1 inlined,
+ *                        2 Python); empty when every frame is native, so
+ *                        native-only snapshots pay nothing for it
  * An event position ("seq") is an index into the snapshot's events, -1
  * being the window start, as in model.h.
  *
@@ -74,6 +77,7 @@ typedef struct tdm_view_columns {
     tdm_view_buf s_seq, s_life, s_size, s_addr, s_dev, s_pool;
     tdm_view_buf *rs; /* [device_count], reserved timeline per device */
     tdm_view_buf st, fr;
+    tdm_view_buf fk; /* frame kinds; empty when all are native */
     uint64_t *sizes;     /* distinct allocation sizes, most frequent first */
     size_t size_count;
     const char **strings; /* borrowed from the snapshot; [0] = "" */

@@ -289,7 +289,7 @@ tdm_status tdm__view_data_write(FILE *out, const tdm_view_input *in, uint64_t *b
         COL(ev_t),   COL(mk_seq),  COL(mk_kind), COL(mk_val),  COL(a_seq),
         COL(a_life), COL(a_pend), COL(a_size),  COL(a_cat),   COL(a_stack), COL(a_addr),
         COL(a_dev),  COL(s_seq),   COL(s_life),  COL(s_size),  COL(s_addr),
-        COL(s_dev),  COL(s_pool),  COL(st),      COL(fr),
+        COL(s_dev),  COL(s_pool),  COL(st),      COL(fr),     COL(fk),
 #undef COL
     };
     jw_key(&w, "col", 0);

@@ -175,6 +175,8 @@ function upperBound(a, x, lo = 0, hi = a.length) {
 }
 
 const NEVER = 2147483647; /* free position of memory live at the dump */
+/* Frame kinds of format 1.2 (snapshot/snap_model.h tdm_frame_kind). */
+const FRAME_NATIVE = 0, FRAME_INLINED = 1, FRAME_PYTHON = 2;
 
 // ---- one snapshot --------------------------------------------------------------------
 
@@ -262,6 +264,8 @@ class Snapshot {
     const fr = varints(d.col.fr, nfr * 5, new Float64Array(nfr * 5));
     this.frames = fr;
     this.nFrames = nfr;
+    /* Per frame its kind (FRAME_*); "fk" is empty when all are native. */
+    this.frKind = d.col.fk ? varints(d.col.fk, nfr, new Uint8Array(nfr)) : null;
   }
 
   timeOf(seq) { return seq < 0 ? 0 : this.times[Math.min(seq, this.n - 1)]; }
@@ -302,14 +306,21 @@ class Snapshot {
   frameLine(f) { return this.frames[f * 5 + 2]; }
   frameModule(f) { return this.d.strings[this.frames[f * 5 + 3]] || ''; }
 
+  frameKind(f) { return this.frKind && f >= 0 && f < this.nFrames ? this.frKind[f] : FRAME_NATIVE; }
+  isPythonFrame(f) { return this.frameKind(f) === FRAME_PYTHON; }
+
   /* tidemark's own frames say nothing about the program (summary.c). */
   isTidemarkFrame(f) {
     return this.frameFn(f).startsWith('tdm_') || baseName(this.frameModule(f)).startsWith('libtidemark');
   }
 
+  /* Python frames as "train.py:19 Model.forward" (memory_viz's order of
+   * file, line and name); native ones as "layer (net.c:7)". */
   frameLabel(f, withFile = true) {
     if (f < 0 || f >= this.nFrames) return '(frame ' + f + ' missing)';
     const fn = this.frameFn(f) || '??', file = this.frameFile(f), line = this.frameLine(f);
+    if (this.isPythonFrame(f))
+      return withFile ? (baseName(file) || '?') + (line ? ':' + line : '') + ' ' + fn : fn;
     if (fn === '??' && !file)
       return hex(this.frames[f * 5 + 4]) + ' (' + (baseName(this.frameModule(f)) || 'unknown module') + ')';
     if (!withFile) return fn;
@@ -326,6 +337,38 @@ class Snapshot {
     let first = 0;
     while (first < all.length && all[first] < this.nFrames && this.isTidemarkFrame(all[first])) first++;
     return first === all.length ? all : all.slice(first);
+  }
+
+  /* A stack with Python frames as the page shows it, or null when it has
+   * none: its Python frames innermost first, each followed by the native
+   * frames between it and the next outer one (the interpreter's), then
+   * the native frames outside the outermost (interpreter start, main),
+   * then those inside the innermost (the C/C++ it called, e.g. a ctypes
+   * or extension call down to the allocator), so that the program's own
+   * Python code comes first.  Items: {py: frame} or {native: [frames],
+   * where: 'between' | 'outer' | 'inner'}. */
+  stackParts(id) {
+    const fr = this.stackFrames(id), py = [];
+    if (!this.frKind) return null;
+    fr.forEach((f, k) => { if (this.isPythonFrame(f)) py.push(k); });
+    if (!py.length) return null;
+    const parts = [];
+    py.forEach((k, j) => {
+      parts.push({py: fr[k]});
+      const end = j + 1 < py.length ? py[j + 1] : fr.length;
+      if (end > k + 1) parts.push({native: fr.slice(k + 1, end), where: j + 1 < py.length ? 'between' : 'outer'});
+    });
+    if (py[0] > 0) parts.push({native: fr.slice(0, py[0]), where: 'inner'});
+    return parts;
+  }
+
+  /* The frames that name a stack's site, innermost first: its Python
+   * frames when it has any, else all its frames. */
+  siteFrames(id) {
+    const fr = this.stackFrames(id);
+    if (!this.frKind) return fr;
+    const py = fr.filter(f => this.isPythonFrame(f));
+    return py.length ? py : fr;
   }
 
   // ---- per device

@@ -2,7 +2,8 @@
  * the selected time: the allocations live then (largest first, with their
  * stacks), a flame graph of their bytes by stack, the segment and block
  * map (what memory_viz calls allocator state), and the top allocation
- * sites.  Each is rebuilt from Snapshot queries when the selection or the
+ * sites.  A stack with Python frames shows them first and folds its native
+ * frames into groups that open on a click (Snapshot.stackParts).  Each is rebuilt from Snapshot queries when the selection or the
  * device changes; none keeps state beyond the panel's.
  */
 
@@ -82,12 +83,63 @@ function placeTip(tip, box, x, y, html) {
   tip.style.top = (y + 12) + 'px';
 }
 
-// ---- the live list ---------------------------------------------------------
+// ---- stacks --------------------------------------------------------------------
 
-function stackText(s, stack) {
-  const fr = s.stackFrames(stack);
-  return fr.length ? fr.map(f => s.frameLabel(f)).join('\n') : '(no stack recorded)';
+/* One frame: its label, and a tag when the compiler inlined it into the
+ * frame after it (same pc). */
+function frameHtml(s, f) {
+  return esc(s.frameLabel(f)) +
+    (s.frameKind(f) === FRAME_INLINED ? ' <span class="tag" data-testid="inlined">inlined</span>' : '');
 }
+
+function plural(n, what) { return n + ' ' + what + (n === 1 ? '' : 's'); }
+
+/* A run of native frames folded under "N native frames" (<details>, so a
+ * click opens it without script). */
+function foldedHtml(s, frames, label, inner) {
+  return '<details class="native" data-testid="native-group" data-count="' + frames.length + '"><summary>' +
+    esc(label) + '</summary>' + (inner !== undefined ? inner :
+      frames.map(f => '<div class="frame">' + frameHtml(s, f) + '</div>').join('')) + '</details>';
+}
+
+function partsHtml(s, parts, maxPy, innermost) {
+  const out = [];
+  let shown = 0, k = 0;
+  for (; k < parts.length; k++) {
+    const q = parts[k];
+    if (shown === maxPy) break;
+    if (q.py !== undefined) {
+      shown++;
+      out.push('<div class="frame py" data-testid="py-frame" title="' + esc(s.frameFile(q.py)) + '">' +
+        frameHtml(s, q.py) + '</div>');
+    } else {
+      out.push(foldedHtml(s, q.native, plural(q.native.length, 'native frame') +
+        (q.where === 'inner' ? ' called from ' + s.frameFn(innermost) : '')));
+    }
+  }
+  if (k < parts.length) {
+    const rest = parts.slice(k);
+    const n = rest.reduce((a, q) => a + (q.py !== undefined ? 1 : q.native.length), 0);
+    out.push(foldedHtml(s, [], plural(n, 'more frame'), partsHtml(s, rest, Infinity, innermost)));
+  }
+  return out.join('');
+}
+
+/* A stack as HTML for a cell that keeps line breaks (white-space: pre).
+ * Without Python frames: one frame a line, innermost first, as `tidemark
+ * summary` lists them (at most maxPy).  With Python frames: the Python
+ * frames first (at most maxPy, the rest folded), each native run folded
+ * where it is (Snapshot.stackParts). */
+function stackHtml(s, stack, maxPy = Infinity) {
+  const parts = s.stackParts(stack);
+  if (!parts) {
+    const fr = s.stackFrames(stack).slice(0, maxPy);
+    return fr.length ? fr.map(f => frameHtml(s, f)).join('\n') : '(no stack recorded)';
+  }
+  return partsHtml(s, parts, maxPy, parts[0].py);
+}
+
+// ---- the live list ---------------------------------------------------------
 
 /* "device_alloc ← forward_layer ← forward": the innermost frames' names. */
 function siteChain(s, fr) {
@@ -99,7 +151,7 @@ function renderLive(p) {
   const rows = ['<thead><tr><th class="n">#</th><th class="n">size</th><th>category</th>' +
     '<th>allocated</th><th>site</th></tr></thead><tbody>'];
   for (let k = 0; k < n; k++) {
-    const i = live[k], fr = s.stackFrames(s.aStack[i]), flags = s.aFlags[i];
+    const i = live[k], fr = s.siteFrames(s.aStack[i]), flags = s.aFlags[i];
     const when = s.aSeq[i] >= 0 ? fmtOffset(s.timeOf(s.aSeq[i]) + s.d.origin_ns)
       : (flags & FLAG_SEEDED ? 'before the window' : 'start');
     rows.push('<tr class="row" data-testid="live-row" data-alloc="' + i + '" data-bytes="' + s.aSize[i] +
@@ -113,8 +165,8 @@ function renderLive(p) {
     const next = tr.nextElementSibling;
     if (next && next.classList.contains('stack')) { next.remove(); return; }
     const i = +tr.dataset.alloc;
-    const st = el('tr', 'stack', '<td></td><td colspan="4">' + esc('address ' + hex(s.aAddr[i]) + ', ' + s.aSize[i] +
-      ' bytes requested\n' + stackText(s, s.aStack[i])) + '</td>');
+    const st = el('tr', 'stack', '<td></td><td colspan="4"><div>' + esc('address ' + hex(s.aAddr[i]) + ', ' + s.aSize[i] +
+      ' bytes requested') + '</div>' + stackHtml(s, s.aStack[i]) + '</td>');
     st.setAttribute('data-testid', 'live-stack');
     tr.after(st);
   }));
@@ -139,20 +191,38 @@ function buildFlame(p) {
   }
   let depth = 0;
   for (const [stack, e] of byStack) {
-    const fr = s.stackFrames(stack).reverse(); /* outermost first */
-    const names = fr.length ? fr.map(f => s.frameLabel(f, false)) : ['(no stack recorded)'];
+    const path = flamePath(s, stack);
     let node = root;
     root.bytes += e.bytes; root.count += e.count;
-    names.forEach((name, k) => {
-      let kid = node.kids.get(name);
-      if (!kid) { kid = {name, bytes: 0, count: 0, kids: new Map(), parent: node, frame: fr[k]}; node.kids.set(name, kid); }
+    for (const q of path) {
+      let kid = node.kids.get(q.name);
+      if (!kid) { kid = {name: q.name, bytes: 0, count: 0, kids: new Map(), parent: node, frame: q.frame, tip: q.tip}; node.kids.set(q.name, kid); }
       kid.bytes += e.bytes; kid.count += e.count;
       node = kid;
-    });
-    depth = Math.max(depth, names.length);
+    }
+    depth = Math.max(depth, path.length);
   }
   root.depth = depth;
   return root;
+}
+
+/* A stack's bars, outermost first.  With Python frames: the Python frames
+ * ("train.py:19 Model.forward"), then one bar for the native code they
+ * called; the interpreter's frames are left out, as in the stack lists
+ * where they start folded. */
+function flamePath(s, stack) {
+  const parts = s.stackParts(stack);
+  if (!parts) {
+    const fr = s.stackFrames(stack).reverse();
+    return fr.length ? fr.map(f => ({name: s.frameLabel(f, false), frame: f})) : [{name: '(no stack recorded)'}];
+  }
+  const py = parts.filter(q => q.py !== undefined).map(q => q.py);
+  const path = py.slice().reverse().map(f => ({name: s.frameLabel(f), frame: f}));
+  const inner = parts.find(q => q.where === 'inner');
+  if (inner)
+    path.push({name: 'native frames', frame: inner.native[0], tip: 'native frames called from ' + s.frameLabel(py[0]) +
+      ', innermost ' + s.frameLabel(inner.native[0])});
+  return path;
 }
 
 function flameColor(name) {
@@ -208,7 +278,9 @@ function bindFlame(p) {
     const [q, x, y] = flameHit(p, e);
     if (!q) { p.flameTip.style.display = 'none'; return; }
     const n = q.node, s = p.snap;
-    placeTip(p.flameTip, cv.clientWidth, x, y, '<b>' + esc(n.frame !== undefined ? s.frameLabel(n.frame) : n.name) +
+    const label = n.tip || (n.frame !== undefined ? s.frameLabel(n.frame) +
+      (s.frameKind(n.frame) === FRAME_INLINED ? ' (inlined)' : '') : n.name);
+    placeTip(p.flameTip, cv.clientWidth, x, y, '<b>' + esc(label) +
       '</b><br>' + fmtBytes(n.bytes) + ' (' + fmtPct(n.bytes, p.flameRoot.bytes) + ') in ' + n.count + ' allocation' +
       (n.count === 1 ? '' : 's'));
   });
@@ -309,7 +381,7 @@ function bindMap(p) {
       const a = q.packed ? off : s.aAddr[b] - q.addr;
       off += s.aSize[b];
       if (at >= a && at < a + s.aSize[b]) {
-        const fr = s.stackFrames(s.aStack[b]);
+        const fr = s.siteFrames(s.aStack[b]);
         html += '<br>block ' + hex(s.aAddr[b]) + ', ' + fmtBytes(s.aSize[b]) + ', ' + esc(s.d.categories[s.aCat[b]]) +
           '<br>' + esc(fr.length ? s.frameLabel(fr[0]) : '(no stack)');
         break;
@@ -353,11 +425,11 @@ function renderSites(p) {
   const rows = ['<thead><tr><th class="n">#</th><th class="n">live</th><th class="n">share</th>' +
     '<th class="n">count</th><th class="n">allocated in the window</th><th>innermost frames</th></tr></thead><tbody>'];
   sites.slice(0, 10).forEach((e, k) => {
-    const t = totals.get(e.stack), fr = s.stackFrames(e.stack).slice(0, 3);
+    const t = totals.get(e.stack);
     rows.push('<tr data-testid="site-row"><td class="n">' + (k + 1) + '</td><td class="n">' + fmtBytes(e.bytes) +
       '</td><td class="n">' + fmtPct(e.bytes, liveBytes) + '</td><td class="n">' + e.count + '</td><td class="n">' +
       fmtBytes(t.bytes) + ' in ' + t.count + '</td><td class="site-frames">' +
-      esc(fr.length ? fr.map(f => s.frameLabel(f)).join('\n') : '(no stack recorded)') + '</td></tr>');
+      stackHtml(s, e.stack, 3) + '</td></tr>');
   });
   if (sites.length > 10) rows.push('<tr><td></td><td colspan="5">... ' + (sites.length - 10) + ' more sites</td></tr>');
   if (!sites.length) rows.push('<tr><td colspan="6" class="empty">nothing live on this device then</td></tr>');
