@@ -16,10 +16,11 @@
  * a 24-rank job that decodes and draws only the lanes in view; and a
  * Python program recorded with stacks="all" (pyframes_prog.py): its
  * stacks show the Python frames first as file:line function, the native
- * runs folded with their counts, opening on a click.
+ * runs folded with their counts, opening on a click; an allocation in
+ * inlined code (inlined_prog.c) whose inlined frame is tagged.
  * Screenshots go to $TDM_BROWSER_OUT (default: the working folder).
  *
- * Environment: TIDEMARK, TRAIN_SIM (programs), CHROMIUM (browser path);
+ * Environment: TIDEMARK, TRAIN_SIM, INLINED_PROG (programs), CHROMIUM (browser path);
  * PYTHON3, LIBTIDEMARK, TDM_SOURCE_DIR for the Python part (it says
  * SKIPPED and the rest runs when PYTHON3 is unset).
  * Exit 0 pass, 1 fail, 77 skipped (playwright-core or chromium missing).
@@ -204,6 +205,23 @@ async function pythonStacks(browser) {
     JSON.stringify(flame));
   await page.screenshot({path: path.join(outDir, 'python.png'), fullPage: true});
   check(errors.length === 0 && requests.length === 0, 'Python: no errors, no requests', errors.concat(requests).join('; '));
+}
+
+/* A frame the compiler inlined (inlined_prog.c) carries an "inlined" tag;
+ * its stack, without Python frames, is listed one frame a line. */
+async function inlinedFrames(browser) {
+  const tdm = path.join(work, 'inlined.tdm'), html = path.join(work, 'inlined.html');
+  run(process.env.INLINED_PROG, [], {TIDEMARK_CONF: 'dump=' + tdm});
+  run(TIDEMARK, ['view', tdm, '-o', html]);
+  const {page, errors} = await openPage(browser, html);
+  await page.locator('[data-testid=live-row]').first().click();
+  const cell = page.locator('[data-testid=live-stack] td').nth(1);
+  const lines = (await cell.evaluate(td => td.innerText)).split('\n');
+  const tags = await cell.locator('[data-testid=inlined]').count();
+  check(/^grab_inlined \(inlined_prog\.c:\d+\) inlined$/.test(lines[1]) && /^make_buffer /.test(lines[2]) &&
+    tags === 1, 'an inlined frame is tagged "inlined", the frame it sits in is not', JSON.stringify(lines));
+  check(await cell.locator('[data-testid=native-group]').count() === 0 && errors.length === 0,
+    'inlined: nothing folded, no errors', errors.join('; '));
 }
 
 async function main() {
@@ -475,6 +493,7 @@ async function main() {
     await bg.page.screenshot({path: path.join(outDir, 'ranks24.png')});
 
     await pythonStacks(browser);
+    await inlinedFrames(browser);
   } finally {
     await browser.close();
   }
