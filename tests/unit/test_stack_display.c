@@ -134,7 +134,9 @@ static fixture *fixture_new(const char *config)
 static void configure(int raw, int keep, const char *hide, const char *focus)
 {
     const char *h[1] = {hide}, *fo[1] = {focus};
-    tdm_stack_display_options o = {raw, keep, h, hide ? 1 : 0, fo, focus ? 1 : 0};
+    tdm_stack_display_options o = {.raw_names = raw, .keep_wrappers = keep, .hide = h,
+                                   .hide_count = hide ? 1 : 0, .focus = fo,
+                                   .focus_count = focus ? 1 : 0};
     char err[200];
     assert_int_equal(tdm__stack_display_configure(&o, err, sizeof err), 0);
 }
@@ -272,7 +274,7 @@ static void test_focus_lists_matching_sites_only(void **state)
     release(f);
     char err[200];
     const char *bad[] = {"a("};
-    tdm_stack_display_options o = {0, 0, bad, 1, NULL, 0};
+    tdm_stack_display_options o = {.hide = bad, .hide_count = 1};
     assert_int_equal(tdm__stack_display_configure(&o, err, sizeof err), -1);
     assert_non_null(strstr(err, "--hide 'a('"));
     configure(0, 0, NULL, NULL);

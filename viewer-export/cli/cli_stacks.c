@@ -1,7 +1,7 @@
 /* viewer-export/cli/cli_stacks.c: the options that say how stacks are
- * shown (--raw-names, --hide, --focus, --keep-wrappers), the same for
- * every command that shows stacks; taken out of the arguments before the
- * command parses its own, and handed to model/stack_display.h, which
+ * shown (--raw-names, --hide, --focus, --keep-wrappers, --native-frames),
+ * the same for every command that shows stacks; taken out of the arguments
+ * before the command parses its own, and handed to model/stack_display.h, which
  * applies them to every snapshot read.  State: the kept patterns, for the
  * life of the process. */
 #include "cli.h"
@@ -23,7 +23,12 @@ void tdm__cli_stack_options_help(FILE *out)
           "                  (repeatable); totals and timelines stay the whole\n"
           "                  program's\n"
           "  --keep-wrappers keep the frames of allocation wrappers (cudaMalloc, the\n"
-          "                  program's own wrapper...) at the top of stacks\n",
+          "                  program's own wrapper...) at the top of stacks\n"
+          "  --native-frames stacks with Python frames (stacks=all): shown and\n"
+          "                  grouped with their native frames merged in (the C++\n"
+          "                  below the Python call, the interpreter's between);\n"
+          "                  by default by their Python frames, innermost user\n"
+          "                  frame first\n",
           out);
 }
 
@@ -66,6 +71,8 @@ int tdm__cli_stack_options(const char *cmd, int *argc, char **argv)
             o.raw_names = 1;
         } else if (strcmp(argv[i], "--keep-wrappers") == 0) {
             o.keep_wrappers = 1;
+        } else if (strcmp(argv[i], "--native-frames") == 0) {
+            o.native_frames = 1;
         } else if ((v = value_of("--hide", argv, *argc, &i, &missing))) {
             hide[nh++] = v;
         } else if ((v = value_of("--focus", argv, *argc, &i, &missing))) {

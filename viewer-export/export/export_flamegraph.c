@@ -76,6 +76,10 @@ static int append(char **buf, size_t *len, size_t *cap, const char *s)
 
 static int frame_label(char *out, size_t len, const tdm_snap_frame *f)
 {
+    /* A Python frame as py-spy and memray fold them: "forward (train.py:42)". */
+    if (f->kind == TDM_FRAME_PYTHON && f->function && f->function[0])
+        return snprintf(out, len, "%s (%s:%u)", f->function, base_name(f->file ? f->file : ""),
+                        f->line);
     if (f->function && f->function[0] && strcmp(f->function, "??") != 0)
         return snprintf(out, len, "%s", f->function);
     if (f->module && f->module[0])

@@ -29,6 +29,14 @@ int tdm__site_frame_is_python(const tdm_snap_frame *f)
     return f->kind == TDM_FRAME_PYTHON;
 }
 
+/* --native-frames: sites with Python frames shown by every frame. */
+static int native_frames;
+
+void tdm__site_show_native_frames(int on)
+{
+    native_frames = on;
+}
+
 /* A Python frame of the program rather than of an installed package or
  * the standard library. */
 static int user_python_frame(const tdm_snap_frame *f)
@@ -43,7 +51,7 @@ static int user_python_frame(const tdm_snap_frame *f)
 static uint32_t python_start(const tdm_snap *s, const tdm_snap_stack *st)
 {
     uint32_t first = st->depth;
-    for (uint32_t i = 0; i < st->depth; i++) {
+    for (uint32_t i = 0; i < st->depth && !native_frames; i++) {
         if (st->frames[i] >= s->frame_count)
             continue;
         const tdm_snap_frame *f = &s->frames[st->frames[i]];

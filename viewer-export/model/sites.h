@@ -26,6 +26,12 @@ uint32_t tdm__site_first_frame(const tdm_snap *s, uint32_t stack_id);
 uint32_t tdm__site_next_frame(const tdm_snap *s, uint32_t stack_id, uint32_t i);
 /* Nonzero when a site of stack `stack_id` is shown by its Python frames. */
 int tdm__site_frame_is_python_start(const tdm_snap *s, uint32_t stack_id);
+/* With `on`, sites of stacks with Python frames are shown, and matched,
+ * by all their frames, native ones merged in (the C++ below the Python
+ * call, the interpreter's between Python frames), as for any stack; by
+ * default (0) by their Python frames.  Set once, before snapshots are
+ * read (the command line's --native-frames). */
+void tdm__site_show_native_frames(int on);
 /* Nonzero for a Python frame (kind TDM_FRAME_PYTHON). */
 int tdm__site_frame_is_python(const tdm_snap_frame *f);
 /* "function (file.c:123)", or "0x1234 (module)" when unsymbolized. */

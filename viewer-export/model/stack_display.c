@@ -100,6 +100,7 @@ int tdm__stack_display_configure(const tdm_stack_display_options *o, char *err,
     regex_list_free(&opts.focus);
     opts.raw_names = o->raw_names;
     opts.keep_wrappers = o->keep_wrappers;
+    tdm__site_show_native_frames(o->native_frames);
     if (regex_list_compile(&opts.hide, "--hide", o->hide, o->hide_count, err, err_len) != 0)
         return -1;
     if (regex_list_compile(&opts.focus, "--focus", o->focus, o->focus_count, err, err_len) !=

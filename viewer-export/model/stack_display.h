@@ -39,6 +39,7 @@
 typedef struct tdm_stack_display_options {
     int raw_names;     /* names exactly as the file has them */
     int keep_wrappers; /* drop only tidemark's frames and --hide's */
+    int native_frames; /* sites with Python frames shown by every frame */
     const char *const *hide;
     size_t hide_count;
     const char *const *focus;
