@@ -22,7 +22,8 @@
  *
  * Environment: TIDEMARK, TRAIN_SIM, INLINED_PROG (programs), CHROMIUM (browser path);
  * PYTHON3, LIBTIDEMARK, TDM_SOURCE_DIR for the Python part (it says
- * SKIPPED and the rest runs when PYTHON3 is unset).
+ * SKIPPED and the rest runs when PYTHON3 is unset: no /usr/bin/python3,
+ * or a sanitizer build).
  * Exit 0 pass, 1 fail, 77 skipped (playwright-core or chromium missing).
  */
 'use strict';
