@@ -6,8 +6,11 @@ deep (default 20), calls tdm_malloc + tdm_free through ctypes, ROUNDS
 rounds of N pairs (best round kept), under stacks=none, native, python
 and all (context=all: a stack is captured at the alloc and at the free).
 Prints ns per pair and, against stacks=none, ns per captured stack.
+MAP_LEVELS (default 0) of the calls go through map(), each adding the
+interpreter's native frames (about 6) as a C extension between Python
+frames does: 2 levels make the native stack about 30 frames deep.
 
-    record_overhead_py.py [N] [DEPTH] [ROUNDS]
+    record_overhead_py.py [N] [DEPTH] [ROUNDS] [MAP_LEVELS]
 """
 import ctypes
 import os
@@ -20,6 +23,7 @@ import tidemark  # noqa: E402
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
 DEPTH = int(sys.argv[2]) if len(sys.argv) > 2 else 20
 ROUNDS = int(sys.argv[3]) if len(sys.argv) > 3 else 7
+MAP_LEVELS = int(sys.argv[4]) if len(sys.argv) > 4 else 0
 lib = tidemark.library()
 malloc, free = lib.tdm_malloc, lib.tdm_free
 p = ctypes.c_void_p()
@@ -35,9 +39,14 @@ def pairs(n):
     return time.perf_counter_ns() - t
 
 
+def through_map(k, n):
+    # a call through a builtin: the interpreter's C frames between Python ones
+    return list(map(lambda _: through_map(k - 1, n), [0]))[0] if k > 0 else pairs(n)
+
+
 def at_depth(d, n):
     # plain calls: Python-to-Python calls add no native frame in 3.11+
-    return at_depth(d - 1, n) if d > 1 else pairs(n)
+    return at_depth(d - 1, n) if d > 1 else through_map(MAP_LEVELS, n)
 
 
 results = {}
@@ -47,8 +56,8 @@ for stacks in ("none", "native", "python", "all"):
     best = min(at_depth(DEPTH, N) for _ in range(ROUNDS))
     results[stacks] = best / N
 
-print("Python %s, %d Python frames deep, best of %d rounds of %d pairs"
-      % (sys.version.split()[0], DEPTH + 1, ROUNDS, N))
+print("Python %s, %d Python frames deep, %d levels through map(), best of %d rounds of %d pairs"
+      % (sys.version.split()[0], DEPTH + 1 + 2 * MAP_LEVELS, MAP_LEVELS, ROUNDS, N))
 print("| stacks | ns per alloc+free pair (ctypes calls included) | ns per captured stack, over stacks=none |")
 print("|---|---:|---:|")
 for k, v in results.items():
