@@ -21,14 +21,10 @@ import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-CHILD = os.path.join(HERE, "pystacks_child.py")
+from child_env import CHILD, marked_lines, sanitizer_runtime  # noqa: E402
+
 TIDEMARK = os.environ["TIDEMARK"]
-LINES = {}
-for n, text in enumerate(open(CHILD), 1):
-    m = re.search(r"# L:(\w+)", text)
-    if m:
-        LINES[m.group(1)] = n
+LINES = marked_lines()
 CALLS = ["alloc", "inner", "middle", "outer"]
 failures = []
 
@@ -36,13 +32,6 @@ failures = []
 def fail(what):
     failures.append(what)
     print("FAIL: " + what)
-
-
-def sanitizer_runtime():
-    out = subprocess.run(["ldd", os.environ["LIBTIDEMARK"]], capture_output=True,
-                         text=True).stdout
-    m = re.search(r"=>\s*(\S*lib[at]san\.so\S*)", out)
-    return m.group(1) if m else None
 
 
 def record(out):
