@@ -165,4 +165,16 @@ int tdm__fmt_sid(tdm__fmt_reader *r, tdm__fmt_cur *c, const char *field, const c
 /* A tdm_stat: [current, peak, allocated, freed]. */
 int tdm__fmt_stat(tdm__fmt_reader *r, tdm__fmt_cur *c, const char *name, tdm_stat *s);
 
+/* Until a table arrives, id 0 (the empty stack, phase "") still exists. */
+static inline size_t tdm__fmt_stack_limit(const tdm__fmt_reader *r)
+{
+    return r->stacks.n ? r->stacks.n : 1;
+}
+static inline size_t tdm__fmt_phase_limit(const tdm__fmt_reader *r)
+{
+    return r->phases.n ? r->phases.n : 1;
+}
+/* The `events` record (format_read_events.c); 0, or -1 with r's error set. */
+int tdm__fmt_read_events(tdm__fmt_reader *r, tdm__fmt_cur *c);
+
 #endif

@@ -1,6 +1,7 @@
 /* snapshot/format_read.c: the .tdm reader (tdm__snap_read_file,
  * tdm__snap_read_buffer, tdm__snap_free): the signature, the record
- * envelopes and each record type, over the cursor of format_decode.c.
+ * envelopes and each record type but events (format_read_events.c), over
+ * the cursor of format_decode.c.
  *
  * The input is untrusted.  A record is used only when it is whole and its
  * checksum matches; a file cut inside a record is TDM_TRUNCATED at that
@@ -33,10 +34,6 @@ typedef tdm__fmt_reader reader;
 typedef tdm__fmt_cur cur;
 
 static const uint32_t no_frames[1];
-
-/* Until a table arrives, id 0 (the empty stack, phase "") still exists. */
-static size_t stack_limit(const reader *r) { return r->stacks.n ? r->stacks.n : 1; }
-static size_t phase_limit(const reader *r) { return r->phases.n ? r->phases.n : 1; }
 
 /* ---- records ------------------------------------------------------------ */
 
@@ -207,144 +204,6 @@ static int read_stacks(reader *r, cur *c)
     return 0;
 }
 
-static int column_range_error(reader *r, const uint8_t *at, enum tdm_fmt_key k,
-                              uint64_t v, int neg)
-{
-    char what[128];
-    size_t lim = k == TDM_KEY_STACK ? stack_limit(r) : phase_limit(r);
-    const char *allowed;
-    char buf[48];
-    switch (k) {
-    case TDM_KEY_ACTION: allowed = "a known action"; break;
-    case TDM_KEY_CATEGORY: allowed = "a known category"; break;
-    case TDM_KEY_DEVICE: allowed = "-1..32767"; break;
-    case TDM_KEY_STEP: allowed = "a step below 2^32"; break;
-    case TDM_KEY_STACK:
-    case TDM_KEY_PHASE:
-        snprintf(buf, sizeof buf, "an id below %zu", lim);
-        allowed = buf;
-        break;
-    default: allowed = "not negative"; break;
-    }
-    snprintf(what, sizeof what, "%s%llu is out of range (must be %s)", neg ? "-" : "",
-             (unsigned long long)(neg ? -v : v), allowed);
-    return tdm__fmt_bad(r, at, tdm__fmt_key_names[k], what);
-}
-
-/* Decodes one events column into ev[0..n): an array of n integers, or one
- * integer standing for all.  See docs/format.md for each column's coding. */
-static int read_column(reader *r, const uint8_t *const pos[], enum tdm_fmt_key k,
-                       tdm_event *ev, size_t n)
-{
-    cur c = {0};
-    if (tdm__fmt_field(r, pos, k, &c))
-        return -1;
-    const char *name = tdm__fmt_key_names[k];
-    const uint8_t *at0 = c.p;
-    int scalar = 0, sneg = 0;
-    uint64_t sv = 0;
-    if (c.p < c.end && ((*c.p >= 0x90 && *c.p <= 0x9f) || *c.p == 0xdc || *c.p == 0xdd)) {
-        uint64_t len = 0;
-        if (tdm__fmt_len(r, &c, name, 'a', &len))
-            return -1;
-        if (len != n)
-            return tdm__fmt_bad(r, at0, name, "column length differs from 'count'");
-    } else {
-        if (tdm__fmt_dec_int(&c.p, c.end, &sv, &sneg) != TDM_FMT_DEC_OK)
-            return tdm__fmt_bad(r, at0, name, "expected an integer or an array");
-        scalar = 1;
-    }
-    const uint64_t nstacks = stack_limit(r), nphases = phase_limit(r);
-    uint64_t acc = 0;
-    for (size_t i = 0; i < n; i++) {
-        const uint8_t *at = c.p;
-        uint64_t v = 0;
-        int neg = 0;
-        if (scalar) {
-            v = sv;
-            neg = sneg;
-            at = at0;
-        } else if (tdm__fmt_dec_int(&c.p, c.end, &v, &neg) != TDM_FMT_DEC_OK) {
-            return tdm__fmt_bad(r, at, name, "expected an integer");
-        }
-        tdm_event *e = &ev[i];
-        switch (k) {
-        case TDM_KEY_TIME_NS: e->time_ns = acc += v; break;
-        case TDM_KEY_ADDR: e->addr = acc += v; break;
-        case TDM_KEY_REQUESTED: e->requested = e->size - v; break;
-        case TDM_KEY_STEP:
-            acc += v;
-            if (acc > UINT32_MAX)
-                return column_range_error(r, at, k, acc, 0);
-            e->step = (uint32_t)acc;
-            break;
-        case TDM_KEY_ACTION:
-            if (neg || v >= TDM_ACTION_COUNT_)
-                return column_range_error(r, at, k, v, neg);
-            e->action = (uint8_t)v;
-            break;
-        case TDM_KEY_CATEGORY:
-            if (neg || v >= TDM_CATEGORY_COUNT_)
-                return column_range_error(r, at, k, v, neg);
-            e->category = (uint8_t)v;
-            break;
-        case TDM_KEY_DEVICE:
-            if (neg ? (int64_t)v < TDM_FMT_DEVICE_MIN : v > TDM_FMT_DEVICE_MAX)
-                return column_range_error(r, at, k, v, neg);
-            e->device = (int16_t)(int64_t)v;
-            break;
-        case TDM_KEY_STACK:
-            if (neg || v >= nstacks)
-                return column_range_error(r, at, k, v, neg);
-            e->stack_id = (uint32_t)v;
-            break;
-        case TDM_KEY_PHASE:
-            if (neg || v >= nphases)
-                return column_range_error(r, at, k, v, neg);
-            e->phase = (uint32_t)v;
-            break;
-        default: /* size, stream */
-            if (neg)
-                return column_range_error(r, at, k, v, neg);
-            if (k == TDM_KEY_SIZE)
-                e->size = v;
-            else
-                e->stream = v;
-            break;
-        }
-    }
-    return 0;
-}
-
-static int read_events(reader *r, cur *c)
-{
-    const uint8_t *pos[TDM_KEY_COUNT_];
-    uint64_t first = 0, n = 0;
-    if (tdm__fmt_index_map(r, c, pos) || tdm__fmt_u64_field(r, pos, TDM_KEY_FIRST, &first) ||
-        tdm__fmt_u64_field(r, pos, TDM_KEY_COUNT, &n))
-        return -1;
-    if (first != r->events.n)
-        return tdm__fmt_bad(r, pos[TDM_KEY_FIRST], "first", "does not follow the events before it");
-    /* At least a byte per event: what bounds memory by the file's size. */
-    if (n > (uint64_t)(r->rec_end - r->rec_payload))
-        return tdm__fmt_bad(r, pos[TDM_KEY_COUNT], "count",
-                            "more events than the record has bytes");
-    tdm_event *ev = tdm__fmt_vec_more(r, &r->events, sizeof *ev, n);
-    if (!ev)
-        return -1;
-    /* size before requested, which is stored as size - requested */
-    static const enum tdm_fmt_key cols[] = {
-        TDM_KEY_TIME_NS, TDM_KEY_ACTION, TDM_KEY_DEVICE,  TDM_KEY_ADDR,
-        TDM_KEY_SIZE,    TDM_KEY_REQUESTED, TDM_KEY_STREAM, TDM_KEY_STACK,
-        TDM_KEY_PHASE,   TDM_KEY_STEP,   TDM_KEY_CATEGORY,
-    };
-    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
-        if (read_column(r, pos, cols[i], ev, n))
-            return -1;
-    r->events.n += n;
-    return 0;
-}
-
 static int read_blocks(reader *r, cur *c, tdm_snap_segment *g, const uint8_t *row_at)
 {
     const uint8_t *at = c->p;
@@ -376,7 +235,7 @@ static int read_blocks(reader *r, cur *c, tdm_snap_segment *g, const uint8_t *ro
         end += b->size;
         if (tdm__fmt_u64(r, c, "requested_size", &b->requested_size) ||
             tdm__fmt_u64(r, c, "alloc_time_ns", &b->alloc_time_ns) ||
-            tdm__fmt_range(r, c, "stack_id", 0, (int64_t)stack_limit(r) - 1, &stack) ||
+            tdm__fmt_range(r, c, "stack_id", 0, (int64_t)tdm__fmt_stack_limit(r) - 1, &stack) ||
             tdm__fmt_range(r, c, "state", 0, TDM_BLOCK_ACTIVE_PENDING_FREE, &state) ||
             tdm__fmt_range(r, c, "category", 0, TDM_CATEGORY_COUNT_ - 1, &cat) ||
             tdm__fmt_row_end(r, c, "blocks", extra))
@@ -413,7 +272,7 @@ static int read_segments(reader *r, cur *c)
         total_at = c->p;
         if (tdm__fmt_u64(r, c, "total_size", &g->total_size) ||
             tdm__fmt_u64(r, c, "stream", &g->stream) ||
-            tdm__fmt_range(r, c, "stack_id", 0, (int64_t)stack_limit(r) - 1, &stack))
+            tdm__fmt_range(r, c, "stack_id", 0, (int64_t)tdm__fmt_stack_limit(r) - 1, &stack))
             return -1;
         g->device = (int32_t)device;
         g->pool = (uint8_t)pool;
@@ -601,7 +460,7 @@ static int read_record(reader *r, const uint8_t **pp)
     case TDM_REC_FRAMES: bad = read_frames(r, &c); break;
     case TDM_REC_STACKS: bad = read_stacks(r, &c); break;
     case TDM_REC_PHASES: bad = read_phases(r, &c); break;
-    case TDM_REC_EVENTS: bad = read_events(r, &c); break;
+    case TDM_REC_EVENTS: bad = tdm__fmt_read_events(r, &c); break;
     case TDM_REC_SEGMENTS: bad = read_segments(r, &c); break;
     case TDM_REC_STATS: bad = read_stats(r, &c); break;
     case TDM_REC_DROPPED: bad = read_dropped(r, &c); break;
