@@ -6,6 +6,8 @@
 # The summary, the memory_viz pickle (read back with /usr/bin/python3's
 # pickle) and the flame graph show the names demangled, the clone under
 # its plain name; --raw-names shows what the file holds: mangled names.
+# A member function always inlined into its caller is a frame of its own,
+# with its own line, before the caller's frame with the call's line.
 # Skipped (77) when the build had no C++ compiler.
 . "${BASH_SOURCE[0]%/*}/lib.sh" TIDEMARK
 if [ -z "${CXX_SITES:-}" ] || [ ! -x "$CXX_SITES" ]; then
@@ -40,6 +42,13 @@ has sum.txt "void* shapes::alloc_tensor<float>(unsigned long, int) (cxx_sites.cp
 has sum.txt "void* shapes::alloc_tensor<double>(unsigned long, int) (cxx_sites.cpp:"
 has_re sum.txt "  pool_alloc\(request const&, int\) \(cxx_sites\.cpp:[0-9]+\)$"
 lacks sum.txt "_ZN"; lacks sum.txt ".isra"; lacks sum.txt ".constprop"; lacks sum.txt "[clone"
+# the inlined member function, then the function it was inlined into
+expect 0 "summary --frames 3" -- "$TIDEMARK" summary --frames 3 "$snap"
+line_grow=$(grep -n 'if (tdm_malloc(&data, bytes' "$CXX_SITES_SRC" | cut -d: -f1)
+line_call=$(grep -n 'b.grow(5u << 20)' "$CXX_SITES_SRC" | cut -d: -f1)
+grep -A1 -E "  arena::buffer::grow\(unsigned long\) \(cxx_sites\.cpp:$line_grow\)$" "$work/out" |
+  grep -qE "^ +make_buffer\(void\*\*\) \(cxx_sites\.cpp:$line_call\)$" ||
+  fail "the inlined grow() is not its own frame before make_buffer (lines $line_grow, $line_call)"
 # the clone's two callers: two sites, each named by the helper
 expect 0 "summary --frames 2" -- "$TIDEMARK" summary --frames 2 "$snap"
 has out "make_workspace(void**) (cxx_sites.cpp:"

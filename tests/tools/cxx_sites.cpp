@@ -3,7 +3,9 @@
 // (tests/cli/test_cxx_names.sh): tdm_malloc called from a namespaced
 // function template (a mangled name) and from a static helper the
 // compiler clones at -O2 (a constant argument and a struct passed by
-// reference of which one member is read: .constprop / .isra copies).
+// reference of which one member is read: .constprop / .isra copies), and
+// from a member function always inlined into its caller (an inline frame
+// of its own, before the function it was inlined into).
 #include <cstdio>
 #include <cstdlib>
 
@@ -43,6 +45,30 @@ static __attribute__((noinline)) void *pool_alloc(const request &r, int device)
     return p;
 }
 
+namespace arena {
+
+struct buffer {
+    void *data;
+    // Always inlined into make_buffer: its tdm_malloc call returns into
+    // make_buffer's code, where the debug information still names it.
+    inline __attribute__((always_inline)) void grow(std::size_t bytes)
+    {
+        if (tdm_malloc(&data, bytes, 0, 0) != TDM_OK) {
+            std::fprintf(stderr, "cxx_sites: tdm_malloc failed\n");
+            std::exit(1);
+        }
+    }
+};
+
+} // namespace arena
+
+__attribute__((noinline)) void make_buffer(void **slot)
+{
+    arena::buffer b;
+    b.grow(5u << 20); // 5 MiB
+    *slot = b.data;
+}
+
 // The callers store what they got (no `return f()`), so that -O2 keeps
 // their frames instead of jumping to the allocator (a sibling call).
 __attribute__((noinline)) void make_weights(void **slot)
@@ -69,12 +95,13 @@ __attribute__((noinline)) void make_scratch(void **slot)
 
 int main()
 {
-    void *held[4];
+    void *held[5];
     make_weights(&held[0]);
     make_embeddings(&held[1]);
     make_workspace(&held[2]);
     make_scratch(&held[3]);
-    std::printf("cxx_sites: 4 allocations live\n");
+    make_buffer(&held[4]);
+    std::printf("cxx_sites: 5 allocations live\n");
     for (void *p : held)
         tdm_free(p);
     return 0;
