@@ -67,7 +67,7 @@ find_nvcc() {
     local c
     if [ -n "${NVCC:-}" ]; then echo "$NVCC"; return; fi
     if command -v nvcc >/dev/null 2>&1; then command -v nvcc; return; fi
-    for c in /usr/local/cuda/bin/nvcc $(ls -d /usr/local/cuda-*/bin/nvcc 2>/dev/null | sort -rV) \
+    for c in /usr/local/cuda/bin/nvcc $(printf '%s\n' /usr/local/cuda-*/bin/nvcc | sort -rV) \
         /usr/lib/nvidia-cuda-toolkit/bin/nvcc /usr/bin/nvcc; do
         [ -x "$c" ] && { echo "$c"; return; }
     done
@@ -108,6 +108,7 @@ device_peaks() {
             if (match($0, /\([0-9]+ B\)/)) print dev, substr($0, RSTART + 1, RLENGTH - 4)
             dev = "" }'
 }
+first() { [ -e "$1" ] && echo "$1"; } # the first of a glob's files, if any
 peak_of() { device_peaks "$1" | awk -v d="${2:-0}" '$1 == d { print $2; exit }'; }
 # A statistic's peak from the `stats` lines of device $2: allocated,
 # reserved, active or requested (tidemark's counters, as
@@ -428,8 +429,9 @@ mkdir -p "$T/dl"
 "$TIDEMARK" run -o "$T/dl" -- "$PY" "$train" dataloader >"$T/dl.json" 2>"$T/dl.err"
 rc=$?
 pid=$(json "$T/dl.json" pid)
-main=$(ls "$T/dl"/*-"$pid".tdm 2>/dev/null | head -1)
-nsnap=$(ls "$T/dl"/*.tdm 2>/dev/null | wc -l)
+main=$(first "$T/dl"/*-"$pid".tdm)
+all=("$T/dl"/*.tdm)
+nsnap=${#all[@]}
 claims=$(foreign_claims "$T/dl" "$pid")
 mainpeak=$([ -n "$main" ] && peak_of "$main")
 if [ $rc -ne 0 ] || [ -z "$main" ]; then
@@ -463,7 +465,7 @@ else
         p=$(json "$T/nccl$r.json" pid)
         ok=$(json "$T/nccl$r.json" allreduce_ok)
         pids+=("$p")
-        f=$(ls "$T/nccl"/*-"$p".tdm 2>/dev/null | head -1)
+        f=$(first "$T/nccl"/*-"$p".tdm)
         own=$([ -n "$f" ] && peak_of "$f" "$r")
         other=$([ -n "$f" ] && peak_of "$f" $((1 - r)))
         why="$why rank $r: device $r ${own:--} B, device $((1 - r)) ${other:-0} B;"
