@@ -169,21 +169,21 @@ if [ -n "$NVCC" ]; then
             snap=$(only_snapshot "$d")
             got=$([ -n "$snap" ] && peak_of "$snap")
             if [ $rc -ne 0 ] || ! grep -q "result ok" "$T/out"; then
-                row "$name" "$want" "${got:--}" FAIL "exit $rc: $(last_err "$T/err")"
+                row "$name" "${want:--}" "${got:--}" FAIL "exit $rc: $(last_err "$T/err")"
             elif [ -z "$snap" ]; then
-                row "$name" "$want" - FAIL "not exactly one snapshot in $d"
+                row "$name" "${want:--}" - FAIL "not exactly one snapshot in $d"
             elif [ "$mode" = observe ] && [ "$got" != "$want" ]; then
                 # Observe books the sizes asked for: exactly the program's sum.
-                row "$name" "$want" "${got:--}" FAIL "peak differs"
+                row "$name" "${want:--}" "${got:--}" FAIL "peak differs"
             elif [ "$mode" = cache ] && ! close_to "$got" "$want"; then
                 # Cache: kept within 1%, as before (not checked on a GPU
                 # whether the alloc events' sizes make it exact).
-                row "$name" "$want" "${got:--}" FAIL "peak differs by more than 1%"
+                row "$name" "${want:--}" "${got:--}" FAIL "peak differs by more than 1%"
             elif [ "$mode" = cache ] &&
                 [ "$(count_of "$snap" segment_alloc)" -ge "$(count_of "$snap" alloc)" ]; then
-                row "$name" "$want" "$got" FAIL "no caching: a segment per allocation"
+                row "$name" "${want:--}" "$got" FAIL "no caching: a segment per allocation"
             else
-                row "$name" "$want" "$got" PASS
+                row "$name" "${want:--}" "$got" PASS
             fi
         done
     done
