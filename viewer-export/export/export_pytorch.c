@@ -14,7 +14,11 @@
  *                         profiler calls its steps)
  *   allocator_settings    expandable_segments, and a "tidemark" dict with
  *                         the snapshot header (so `tidemark import` can
- *                         restore it)
+ *                         restore it); for PyTorch's caching allocator
+ *                         seen from below (torch_segments.h) it also has
+ *                         "memory": the note that the blocks drawn are
+ *                         its segments, not tensors (the viewer shows
+ *                         the dict in its Allocator Settings tab)
  *   host_segments/traces  segments and events of device -1, if any
  * Every trace entry carries `category` (tdm__categories_infer), and at
  * least one entry is "unknown" (old viewers crash otherwise, §12 P5).
@@ -28,6 +32,7 @@
 #include "export_pytorch.h"
 #include "categories.h"
 #include "hash.h"
+#include "torch_segments.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -438,6 +443,10 @@ static void put_settings(tdm_pkw *w, const tdm_snap *snap, const tdm_pt_state *s
     tdm__pkw_cstr(w, h->tool_version);
     KEY(w, "alloc_mode");
     tdm__pkw_cstr(w, h->alloc_mode);
+    if (tdm__torch_segments_seen(snap)) {
+        KEY(w, "memory");
+        tdm__pkw_cstr(w, TDM_TORCH_SEGMENTS_NOTE);
+    }
     KEY(w, "config");
     tdm__pkw_cstr(w, h->config);
     KEY(w, "metadata");
@@ -720,6 +729,8 @@ tdm_status tdm__export_pytorch(FILE *out, const tdm_export_context *ctx)
     if (s != TDM_OK || ctx->quiet)
         return s;
     const char *in = ctx->input_path ? ctx->input_path : "snapshot";
+    if (tdm__torch_segments_seen(ctx->snap))
+        fprintf(stderr, "tidemark export: note: %s: %s\n", in, TDM_TORCH_SEGMENTS_NOTE);
     if (rep.synthesized_state)
         fprintf(stderr, "tidemark export: warning: %s has no final allocator state (the file "
                         "was cut); the pickle shows one segment per device spanning the "

@@ -18,6 +18,7 @@
 #include "summary.h"
 #include "format_size.h"
 #include "sites.h"
+#include "torch_segments.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -272,7 +273,7 @@ static void print_stats(FILE *out, const tdm_snap *s, int device, const tdm_stat
  * being what the shares are of ("peak" or "end" in the heading). */
 static tdm_status print_sites(FILE *out, const tdm_snap *s, const tdm_model *m, size_t di,
                               int64_t at, uint64_t total, const char *when,
-                              const tdm_summary_options *o)
+                              const tdm_summary_options *o, int torch)
 {
     char a[S_FMT], sh[S_FMT];
     tdm_model_site *sites;
@@ -289,8 +290,8 @@ static tdm_status print_sites(FILE *out, const tdm_snap *s, const tdm_model *m, 
         free(sites);
         return TDM_OK;
     }
-    fprintf(out, "\n  top allocation sites by bytes live at the %s (%zu site%s)\n", when, live,
-            live == 1 ? "" : "s");
+    fprintf(out, "\n  top %s sites by bytes live at the %s (%zu site%s)\n",
+            torch ? "segment" : "allocation", when, live, live == 1 ? "" : "s");
     fprintf(out, "  %3s %12s %6s %6s  %s\n", "#", "live", "share", "count",
             "innermost frames");
     int of_free = 0;
@@ -316,11 +317,53 @@ static tdm_status print_sites(FILE *out, const tdm_snap *s, const tdm_model *m, 
     return TDM_OK;
 }
 
+/* The peak the summary reports: of allocated bytes; or, for PyTorch's
+ * caching allocator seen from below (torch_segments.h), of reserved bytes,
+ * since its tensors are not in the file and, with expandable segments,
+ * its memory is mapped pages that no allocation holds. */
+typedef struct peak_view {
+    int reserved;      /* the peak of reserved bytes */
+    int64_t bytes;     /* the peak's value */
+    int64_t allocated; /* allocated bytes at that moment */
+    int64_t seq;
+    uint64_t time_ns;
+    uint32_t step, phase;
+} peak_view;
+
+static peak_view peak_of(const tdm_snap *s, const tdm_model_device *d, int torch)
+{
+    peak_view p = {0, d->peak_allocated, d->peak_allocated, d->peak_seq, d->peak_time_ns,
+                   d->peak_step, d->peak_phase};
+    if (!torch || !d->reserved_known || !d->sample_count)
+        return p;
+    /* The first sample at the highest reserved value; among equals, the
+     * one with the most allocated (a segment's cudaMalloc is booked as
+     * segment_alloc, then alloc: the peak is after both). */
+    const tdm_model_sample *best = &d->samples[0];
+    for (size_t i = 1; i < d->sample_count; i++)
+        if (d->samples[i].reserved > best->reserved ||
+            (d->samples[i].reserved == best->reserved &&
+             d->samples[i].allocated > best->allocated))
+            best = &d->samples[i];
+    p.reserved = 1;
+    p.bytes = best->reserved;
+    p.allocated = best->allocated;
+    p.seq = best->seq;
+    p.time_ns = best->time_ns;
+    if (best->seq >= 0 && (size_t)best->seq < s->event_count) {
+        p.step = s->events[best->seq].step;
+        p.phase = s->events[best->seq].phase;
+    } else {
+        p.step = p.phase = 0;
+    }
+    return p;
+}
+
 /* The answer: the device's peak, how much of what capacity and when, and
  * the sites holding it; then what was live at the end and the allocator's
  * figures. */
 static tdm_status print_device(FILE *out, const tdm_snap *s, const tdm_model *m,
-                               size_t di, const tdm_summary_options *o)
+                               size_t di, const tdm_summary_options *o, int torch)
 {
     const tdm_model_device *d = &m->devices[di];
     char a[S_FMT], b[S_FMT], pbuf[32];
@@ -328,29 +371,35 @@ static tdm_status print_device(FILE *out, const tdm_snap *s, const tdm_model *m,
     fprintf(out, "\ndevice %d (%s), capacity %s\n", d->ordinal,
             str_or(d->name, str_or(d->vendor, "?")),
             d->capacity ? tdm__fmt_bytes_exact(a, sizeof a, d->capacity) : "unknown");
+    peak_view p = peak_of(s, d, torch);
     if (s->event_count) {
-        fprintf(out, "  peak allocated %s", tdm__fmt_bytes_exact(a, sizeof a,
-                                                               (uint64_t)d->peak_allocated));
+        if (p.reserved)
+            fprintf(out, "  peak reserved by PyTorch's caching allocator %s",
+                    tdm__fmt_bytes_exact(a, sizeof a, (uint64_t)p.bytes));
+        else
+            fprintf(out, "  peak allocated %s",
+                    tdm__fmt_bytes_exact(a, sizeof a, (uint64_t)p.bytes));
         if (d->capacity)
             fprintf(out, ", %s of capacity",
-                    tdm__fmt_share(b, sizeof b, (double)d->peak_allocated,
-                                   (double)d->capacity));
+                    tdm__fmt_share(b, sizeof b, (double)p.bytes, (double)d->capacity));
         fprintf(out, "\n  peak at        ");
-        if (d->peak_seq < 0)
-            fprintf(out, "the start of the history (%s)",
-                    offset_of(a, s, m, d->peak_time_ns));
+        if (p.seq < 0)
+            fprintf(out, "the start of the history (%s)", offset_of(a, s, m, p.time_ns));
         else
-            fprintf(out, "%s (event %" PRId64 ")", offset_of(a, s, m, d->peak_time_ns),
-                    d->peak_seq);
-        if (d->peak_step)
-            fprintf(out, ", step %u", d->peak_step);
+            fprintf(out, "%s (event %" PRId64 ")", offset_of(a, s, m, p.time_ns), p.seq);
+        if (p.step)
+            fprintf(out, ", step %u", p.step);
         else
             fprintf(out, ", before step 1");
-        if (d->peak_phase)
-            fprintf(out, ", phase %s",
-                    tdm__model_phase_name(m, d->peak_phase, pbuf, sizeof pbuf));
+        if (p.phase)
+            fprintf(out, ", phase %s", tdm__model_phase_name(m, p.phase, pbuf, sizeof pbuf));
         fprintf(out, "\n");
-        if (d->reserved_known)
+        if (p.reserved)
+            fprintf(out, "  booked         %s as allocations at that moment: one per cudaMalloc "
+                         "of a segment; mapped pages of expandable segments are reserved "
+                         "only\n",
+                    tdm__fmt_sbytes(a, sizeof a, p.allocated));
+        else if (d->reserved_known)
             fprintf(out, "  reserved       %s at the peak; highest %s\n",
                     tdm__fmt_sbytes(a, sizeof a, d->reserved_at_peak),
                     tdm__fmt_sbytes(b, sizeof b, d->peak_reserved));
@@ -365,9 +414,10 @@ static tdm_status print_device(FILE *out, const tdm_snap *s, const tdm_model *m,
     /* Sites live at the peak; with no history, those live at the end. */
     uint64_t end = (uint64_t)(d->end_allocated < 0 ? 0 : d->end_allocated);
     tdm_status st = s->event_count
-                        ? print_sites(out, s, m, di, d->peak_seq, (uint64_t)d->peak_allocated,
-                                      "peak", o)
-                        : print_sites(out, s, m, di, tdm__model_end_seq(m), end, "end", o);
+                        ? print_sites(out, s, m, di, p.seq, (uint64_t)p.allocated, "peak", o,
+                                      torch)
+                        : print_sites(out, s, m, di, tdm__model_end_seq(m), end, "end", o,
+                                      torch);
     if (st != TDM_OK)
         return st;
 
@@ -375,15 +425,15 @@ static tdm_status print_device(FILE *out, const tdm_snap *s, const tdm_model *m,
     if (!m->state_known && !s->event_count)
         fprintf(out, "  live at end    unknown (no events and no final state in the file)\n");
     else
-        fprintf(out, "  live at end    %s in %" PRIu64 " allocation%s, %s\n",
+        fprintf(out, "  live at end    %s in %" PRIu64 " %s%s, %s\n",
                 tdm__fmt_bytes_exact(a, sizeof a, end), d->end_blocks,
-                d->end_blocks == 1 ? "" : "s",
+                torch ? "segment allocation" : "allocation", d->end_blocks == 1 ? "" : "s",
                 d->end_source == TDM_MODEL_END_FROM_STATE ? "from the final allocator state"
                                                           : "replayed (no final state in file)");
     if (d->stats)
         print_stats(out, s, d->ordinal, d->stats, o->exact, o->verbose);
     if (o->verbose && s->event_count) /* no history: the sites above are the end's */
-        return print_sites(out, s, m, di, tdm__model_end_seq(m), end, "end", o);
+        return print_sites(out, s, m, di, tdm__model_end_seq(m), end, "end", o, torch);
     return TDM_OK;
 }
 
@@ -391,6 +441,9 @@ tdm_status tdm__summary_print(FILE *out, const char *path, const tdm_snap *snap,
                               const tdm_model *model, const tdm_summary_options *opts)
 {
     fprintf(out, "tidemark summary of %s\n", path);
+    int torch = tdm__torch_segments_seen(snap);
+    if (torch)
+        fprintf(out, "  %s\n", TDM_TORCH_SEGMENTS_NOTE);
     if (opts->truncated)
         fprintf(out, "  TRUNCATED at byte %" PRIu64 ": showing what could be read\n",
                 opts->truncated_at);
@@ -398,7 +451,7 @@ tdm_status tdm__summary_print(FILE *out, const char *path, const tdm_snap *snap,
     for (size_t i = 0; i < model->device_count; i++) {
         if (opts->device >= 0 && model->devices[i].ordinal != opts->device)
             continue;
-        tdm_status s = print_device(out, snap, model, i, opts);
+        tdm_status s = print_device(out, snap, model, i, opts, torch);
         if (s != TDM_OK)
             return s;
         shown++;

@@ -9,6 +9,7 @@
  * No state, no locks.
  */
 #include "view_data.h"
+#include "torch_segments.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -141,6 +142,9 @@ static void write_header(jw *w, const tdm_view_input *in)
     jw_key(w, "stacks", 0), jw_str(w, mode_name(h->stacks_mode, stk, 4));
     jw_key(w, "max_entries", 0), jw_fmt(w, "%" PRIu64, h->max_entries);
     jw_key(w, "alloc_mode", 0), jw_str(w, h->alloc_mode);
+    /* What the memory is, when it is not what the program allocated. */
+    jw_key(w, "memory_note", 0);
+    jw_str(w, tdm__torch_segments_seen(in->snap) ? TDM_TORCH_SEGMENTS_NOTE : "");
     jw_lit(w, "}");
 }
 

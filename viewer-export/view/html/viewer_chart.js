@@ -108,6 +108,7 @@ class Panel {
     if (h.command) add('command', '<code>' + esc(h.command) + '</code>');
     add('started', fmtUtc(h.start_us) + (Number(h.dump_us) && Number(h.start_us)
       ? '; dumped ' + fmtOffset((Number(h.dump_us) - Number(h.start_us)) * 1000).slice(1) + ' later' : ''));
+    if (h.memory_note) add('memory', '<span class="warn" data-testid="memory-note">' + esc(h.memory_note) + '</span>');
     add('recording', 'record=' + h.record + ' context=' + h.context + ' stacks=' + h.stacks +
       ' max_entries=' + h.max_entries + '; allocator ' + esc(h.alloc_mode || '?'));
     if (h.metadata) add('metadata', esc(h.metadata));
