@@ -17,6 +17,12 @@
  *    the template's %p is its pid, or "-PID" is added when the template
  *    has no %p).  With fork=stop a child stops recording and writes
  *    nothing; its handler swallows the signal (see after_fork_child).
+ *  - A process that never touched device memory writes no exit dump
+ *    (tdm__snap_untouched); signal, out-of-memory and tdm_dump_snapshot
+ *    dumps are written whatever they hold.
+ *  - A template without %p: the first process of the job (its process
+ *    group) to claim the name with O_EXCL keeps it; any other adds "-PID",
+ *    so no process of a job writes over another's snapshot.
  *  - Out-of-memory dumps run in the allocating thread (alloc/ calls on_oom
  *    with no allocator lock held); at most OOM_DUMPS_MAX per process.
  *  - Messages go to stderr with one write() each, so lines from several
@@ -54,6 +60,7 @@ static struct {
     tdm__config cfg;
     char tmpl[TDM__CONF_PATH_MAX]; /* cfg.dump, made absolute at start */
     uint64_t start_time_us;        /* %t */
+    uint64_t job_start_us;         /* the process group's start (dump_now) */
     pid_t owner_pid;               /* the process that applied the config */
     _Atomic int pipe_wr;           /* signal handler -> watcher; -1 if none */
     int pipe_rd;
@@ -150,10 +157,13 @@ static tdm_status add_pid(char *path)
 /* Writes one snapshot: the exit dump under the template's own name, the
  * N-th signal dump with "-N" before the extension and the N-th
  * out-of-memory dump with "-oom-N" (so each is a new file, whatever codes
- * the template uses). */
+ * the template uses).  A template without %p names one process's file:
+ * the first of the job to claim it keeps it, any other adds "-PID". */
 static void dump_now(enum dump_kind kind)
 {
     char path[TDM__CONF_PATH_MAX];
+    tdm_snap *snap = NULL;
+    int created = 0;
     pthread_mutex_lock(&g.lock);
     if (kind == DUMP_OOM && g.oom_seq >= OOM_DUMPS_MAX) {
         if (g.oom_seq++ == OOM_DUMPS_MAX)
@@ -162,8 +172,20 @@ static void dump_now(enum dump_kind kind)
         pthread_mutex_unlock(&g.lock);
         return;
     }
-    tdm_status st = tdm__dump_path_for_process(g.tmpl, g.start_time_us, path,
-                                               sizeof path);
+    /* The recorder's own build + write (what tdm_dump_snapshot does), so
+     * that the line can say how many events went into the file. */
+    tdm_status st = tdm__rec_build_snapshot(&snap);
+    if (st != TDM_OK) {
+        say("tidemark: cannot build a snapshot: %s", tdm_strerror(st));
+        goto out;
+    }
+    /* A process that never touched device memory (a shell, a helper a
+     * launcher runs) leaves nothing at exit: dozens of empty files and
+     * lines would hide the one that matters.  A dump asked by signal is
+     * written all the same: someone asked for it. */
+    if (kind == DUMP_EXIT && tdm__snap_untouched(snap))
+        goto out;
+    st = tdm__dump_path_for_process(g.tmpl, g.start_time_us, path, sizeof path);
     int has_pid = template_has_pid(g.tmpl);
     /* A forked child must not write over its parent's file. */
     if (st == TDM_OK && g.forked && !has_pid)
@@ -177,11 +199,6 @@ static void dump_now(enum dump_kind kind)
         if (st == TDM_OK)
             (*seq)++;
     }
-    /* Another process of this run wrote it while we lived (a program this
-     * one exec'd in a child, as a shell or launcher does): keep its
-     * snapshot, and ours beside it. */
-    if (st == TDM_OK && !has_pid && tdm__dump_path_written_since(path, g.start_time_us))
-        st = add_pid(path);
     if (st != TDM_OK) {
         say("tidemark: dump path '%s' is too long once expanded; no snapshot "
             "written", g.cfg.dump);
@@ -192,24 +209,33 @@ static void dump_now(enum dump_kind kind)
             path);
         goto out;
     }
-    /* The recorder's own build + write (what tdm_dump_snapshot does), so
-     * that the line can say how many events went into the file. */
-    tdm_snap *snap = NULL;
-    st = tdm__rec_build_snapshot(&snap);
-    if (st == TDM_OK) {
-        size_t events = snap->event_count;
-        uint64_t dropped = snap->dropped_events;
-        st = tdm__snap_write(snap, path);
-        tdm__rec_snapshot_free(snap);
-        if (st == TDM_OK && dropped)
-            say("tidemark: wrote snapshot to %s (%zu events, %llu dropped)", path,
-                events, (unsigned long long)dropped);
-        else if (st == TDM_OK)
-            say("tidemark: wrote snapshot to %s (%zu events)", path, events);
+    /* Another process of this job (one this one exec'd in a child, as a
+     * shell or launcher does, or one the same script ran before) wrote or
+     * claimed the name: keep its snapshot, and write ours beside it. */
+    if (!has_pid) {
+        int claim = tdm__dump_path_claim(path, g.job_start_us);
+        created = claim > 0;
+        if (claim < 0 && (st = add_pid(path)) != TDM_OK) {
+            say("tidemark: dump path '%s' is too long once expanded; no snapshot "
+                "written", g.cfg.dump);
+            goto out;
+        }
     }
-    if (st != TDM_OK)
+    size_t events = snap->event_count;
+    uint64_t dropped = snap->dropped_events;
+    st = tdm__snap_write(snap, path);
+    if (st == TDM_OK && dropped)
+        say("tidemark: wrote snapshot to %s (%zu events, %llu dropped)", path,
+            events, (unsigned long long)dropped);
+    else if (st == TDM_OK)
+        say("tidemark: wrote snapshot to %s (%zu events)", path, events);
+    if (st != TDM_OK) {
         say("tidemark: cannot write snapshot to %s: %s", path, tdm_strerror(st));
+        if (created)
+            unlink(path); /* the empty file that claimed the name */
+    }
 out:
+    tdm__rec_snapshot_free(snap);
     pthread_mutex_unlock(&g.lock);
 }
 
@@ -535,6 +561,7 @@ static tdm_status apply_once(const char *text)
 {
     char err[MESSAGE_MAX];
     g.start_time_us = tdm__now_us();
+    g.job_start_us = tdm__dump_path_group_start_us(g.start_time_us);
     tdm_status st = prepare(text, &g.cfg, g.tmpl, g.start_time_us, err, sizeof err);
     if (st != TDM_OK) {
         say("%s", err);

@@ -202,6 +202,20 @@ tdm_status tdm__dump_path_make_parent(const char *path);
  * replaced.  0 when there is none, or it is older (a previous run's). */
 int tdm__dump_path_written_since(const char *path, uint64_t since_us);
 
+/* When this process's group started (its leader's start time, from /proc;
+ * at most own_start_us): the processes of one job (a shell script and the
+ * programs it runs, a launcher and its workers) share a process group, so
+ * a file written since then is another of them's.  own_start_us when the
+ * leader cannot be read. */
+uint64_t tdm__dump_path_group_start_us(uint64_t own_start_us);
+
+/* Claims `path` for this process's snapshot, for a template without %p:
+ * 1 when this process created it (O_EXCL: of several processes ending at
+ * once, one wins), 0 when it may be written over (an older run's file, or
+ * one that cannot be created: the write then says why), -1 when another
+ * process of the run wrote or claimed it since `since_us`. */
+int tdm__dump_path_claim(const char *path, uint64_t since_us);
+
 /* ---- load-time enabling (autoinit.c) ----------------------------------- */
 
 /* Applies TIDEMARK_CONF text as the load-time constructor does: prints

@@ -3,24 +3,28 @@
  * Owns: checking a template, expanding its codes (%p pid, %h host, %r rank,
  * %l local rank, %t start time, %% percent), numbering repeated dumps
  * (a suffix such as "-2" before the extension), creating the folders a
- * dump goes into, and telling a file another live process wrote from one a
- * previous run left.
+ * dump goes into, and telling a file another process of the same job
+ * wrote (or claimed) from one a previous run left.
  *
  * Invariants: a template that passed tdm__dump_path_check expands without
  * error unless the result is too long; an unknown rank expands to 0 so that
  * a single-process run and rank 0 of a job name their files alike; %t is the
  * time tidemark started in this process, so every dump of one run shares it.
  *
- * Lock: none; pure functions over caller memory, except make_parent which
- * touches the file system.
+ * Lock: none; pure functions over caller memory, except make_parent,
+ * written_since and claim, which touch the file system, and
+ * group_start_us, which reads /proc.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "procinfo.h"
 
@@ -191,4 +195,61 @@ int tdm__dump_path_written_since(const char *path, uint64_t since_us)
     uint64_t mtime_us = (uint64_t)st.st_mtim.tv_sec * 1000000u +
                         (uint64_t)st.st_mtim.tv_nsec / 1000u;
     return mtime_us >= since_us;
+}
+
+/* Boot time, seconds since the epoch (/proc/stat's btime); 0 if unknown. */
+static uint64_t boot_time_s(void)
+{
+    FILE *f = fopen("/proc/stat", "re");
+    if (!f)
+        return 0;
+    char line[256];
+    unsigned long long btime = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "btime %llu", &btime) == 1)
+            break;
+    fclose(f);
+    return btime;
+}
+
+uint64_t tdm__dump_path_group_start_us(uint64_t own_start_us)
+{
+    char name[64], text[1024];
+    snprintf(name, sizeof name, "/proc/%lld/stat", (long long)getpgrp());
+    int fd = open(name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return own_start_us;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (n <= 0)
+        return own_start_us;
+    text[n] = '\0';
+    /* The command name may hold blanks and ')': fields start after the
+     * last ')'; the start time (ticks after boot) is field 22, the 20th
+     * from there. */
+    char *p = strrchr(text, ')');
+    if (!p)
+        return own_start_us;
+    p++;
+    for (int field = 3; field < 22 && p; field++)
+        p = strchr(p + 1, ' ');
+    long ticks_per_s = sysconf(_SC_CLK_TCK);
+    uint64_t boot = boot_time_s();
+    if (!p || ticks_per_s <= 0 || boot == 0)
+        return own_start_us;
+    unsigned long long ticks = strtoull(p + 1, NULL, 10);
+    uint64_t leader_us = boot * 1000000u + ticks * 1000000u / (uint64_t)ticks_per_s;
+    return leader_us < own_start_us ? leader_us : own_start_us;
+}
+
+int tdm__dump_path_claim(const char *path, uint64_t since_us)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+        close(fd);
+        return 1;
+    }
+    if (errno != EEXIST)
+        return 0; /* the write will say what is wrong */
+    return tdm__dump_path_written_since(path, since_us) ? -1 : 0;
 }

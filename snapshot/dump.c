@@ -428,6 +428,28 @@ tdm_status tdm__rec_build_snapshot(tdm_snap **out)
     return TDM_OK;
 }
 
+/* A process that never touched device memory: only the dump's own marker
+ * among its events, none overwritten, no segment or block, and no device
+ * whose statistics ever rose above zero (an out-of-memory return counts as
+ * touching).  Phase and step marks are the program's own record: a
+ * snapshot holding them is not untouched. */
+int tdm__snap_untouched(const tdm_snap *snap)
+{
+    if (snap->dropped_events || snap->segment_count || snap->block_count)
+        return 0;
+    for (size_t i = 0; i < snap->event_count; i++)
+        if (snap->events[i].action != TDM_ACTION_SNAPSHOT)
+            return 0;
+    for (size_t i = 0; i < snap->stats_count; i++) {
+        const tdm_stats *st = &snap->stats[i].stats;
+        if (st->allocated_bytes.peak > 0 || st->reserved_bytes.peak > 0 ||
+            st->requested_bytes.peak > 0 || st->allocation.peak > 0 ||
+            st->segment.peak > 0 || st->num_ooms || st->num_alloc_retries)
+            return 0;
+    }
+    return 1;
+}
+
 tdm_status tdm_dump_snapshot(const char *path)
 {
     if (!path || !*path)

@@ -153,5 +153,9 @@ tdm_status tdm__rec_copy_events(tdm_event **events, size_t *count,
  * tdm__rec_snapshot_free(). */
 tdm_status tdm__rec_build_snapshot(tdm_snap **out);
 void tdm__rec_snapshot_free(tdm_snap *snap);
+/* 1 when `snap` shows a process that never touched device memory (no
+ * event but the dump's own, no segment, block or statistic above zero):
+ * its exit dump is not written. */
+int tdm__snap_untouched(const tdm_snap *snap);
 
 #endif

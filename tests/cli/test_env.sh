@@ -150,18 +150,17 @@ else
     [[ $(snapshots | grep -c .) -eq 1 ]] || fail "linked+preloaded: $(snapshots)"
     rm -rf both
 
-    # Preloaded into a program that does not link tidemark at all.
-    true_bin=$(command -v true)
-    if [[ $true_bin == /* ]]; then
-        LD_PRELOAD=$LIB TIDEMARK_CONF="dump=$work/pre/%p.tdm" "$true_bin" 2> err; rc=$?
-        [[ $rc -eq 0 ]] || fail "preloaded into true: exit $rc"
-        [[ $(snapshots | grep -c .) -eq 1 ]] || fail "preloaded into true: $(snapshots) $(cat err)"
-        grep -q '^tidemark: wrote snapshot to .*(0 events)$' err ||
-            fail "preloaded into true: $(cat err)"
-        check_snapshot "$(snapshots)" 0
-        rm -rf pre
-    fi
-    ok "linked+preloaded dumps once; preloaded alone dumps too"
+    # Preloaded into a program that does not link tidemark at all (type -P:
+    # `command -v` names the shell's builtin): it touches no device memory,
+    # so it writes no snapshot and says nothing.
+    true_bin=$(type -P true)
+    [[ $true_bin == /* ]] || fail "no true program on PATH"
+    LD_PRELOAD=$LIB TIDEMARK_CONF="dump=$work/pre/%p.tdm" "$true_bin" 2> err; rc=$?
+    [[ $rc -eq 0 ]] || fail "preloaded into true: exit $rc"
+    [[ -z $(snapshots) ]] || fail "preloaded into true: wrote $(snapshots)"
+    [[ ! -s err ]] || fail "preloaded into true: $(cat err)"
+    rm -rf pre
+    ok "linked+preloaded dumps once; preloaded alone, using no device memory, writes nothing"
 fi
 
 # ---- dump_on=oom: a numbered snapshot per out-of-memory ------------------------

@@ -110,8 +110,16 @@ else
     bash -c "echo \"[\$LD_PRELOAD]\"; \"$TRAIN_SIM\" --steps 1; true"
   has out "[$(readlink -f "$LIBTIDEMARK")]"
   lacks err "TIDEMARK_PRELOAD is empty"
-  has err "2 snapshots in $work/r8 (1 of processes that used no device memory)"
+  # The shell used no device memory: it writes no snapshot.
+  has err "tidemark run: 1 snapshot in $work/r8"
+  [ "$(tdms "$work/r8")" -eq 1 ] || fail "the shell wrote a snapshot in r8"
   [ "$(grep -c '^tidemark summary of ' "$work/err")" -eq 1 ] || fail "only the busy process summarized"
+  # Several snapshots: the count line names each one's program, rank and pid.
+  TIDEMARK_PRELOAD="$LIBTIDEMARK" expect 0 "names" -- "$TIDEMARK" run -o "$work/r9" -- \
+    bash -c "RANK=1 \"$TRAIN_SIM\" --steps 1 >/dev/null & \"$TRAIN_SIM\" --steps 1 >/dev/null; wait"
+  grep -qE "^tidemark run: 2 snapshots in $work/r9: train_sim( rank 1)? \(pid [0-9]+\), train_sim( rank 1)? \(pid [0-9]+\)$" \
+    "$work/err" || fail "the count line does not name the snapshots: $(grep 'snapshots in' "$work/err")"
+  [ "$(grep -c 'train_sim rank 1 (pid' "$work/err")" -eq 1 ] || fail "rank 1 not named once"
   LD_PRELOAD=/lib/nothing.so TIDEMARK_PRELOAD="$LIBTIDEMARK" expect 0 "LD_PRELOAD kept" -- \
     "$TIDEMARK" run -o "$work/r8" -- sh -c 'echo "[$LD_PRELOAD]"' 2>/dev/null
   has out ":/lib/nothing.so]"

@@ -2,7 +2,7 @@
 # `tidemark run` reports: a failing gate leads with the verdict and shows
 # the top sites once, in at most 40 lines of tidemark's own (no whole
 # summary before it); passing gates keep the summary; nothing measured (no
-# snapshot, or only processes that used no device memory) is exit 5 with
+# process used device memory: none writes a snapshot) is exit 5 with
 # one line, unless --allow-empty; a --device N the snapshot lacks is
 # input.h's wording and exit 2; a size without a unit is read as bytes
 # with a warning.
@@ -57,16 +57,18 @@ has err "from 6 to 125"
 if [ -n "${TDM_SANITIZE:-}" ]; then
   echo "skip: preloading libtidemark.so in a sanitizer build"
 else
-  # A process that loads tidemark but never touches a device.
-  TIDEMARK_PRELOAD="$LIBTIDEMARK" expect 5 "only empty snapshots" -- "$TIDEMARK" run -o "$work/e2" \
-    --max-peak 1GiB -- bash -c 'true; true'
-  has err "tidemark run: nothing measured: the 1 snapshot written is of a process that never touched device memory"
+  # A process that loads tidemark but never touches a device writes nothing.
+  TIDEMARK_PRELOAD="$LIBTIDEMARK" expect 5 "only processes that used no device memory" -- \
+    "$TIDEMARK" run -o "$work/e2" --max-peak 1GiB -- bash -c 'true; true'
+  has err "tidemark run: nothing measured: no process of the command used device memory"
+  [ -z "$(ls "$work/e2")" ] || fail "a process that used no device memory wrote $(ls "$work/e2")"
   lacks err "SKIP"
   [ "$(grep -c '' "$work/err")" -le 3 ] || fail "nothing measured takes more than 3 lines"
   if command -v python3 >/dev/null; then
     TIDEMARK_PRELOAD="$LIBTIDEMARK" expect 5 "python3 -c print" -- "$TIDEMARK" run -o "$work/e3" \
       --max-peak 1GiB -- python3 -c 'print(1)'
-    has out "1"; has err "nothing measured"
+    has out "1"; has err "nothing measured"; lacks err "wrote snapshot"
+    [ -z "$(ls "$work/e3")" ] || fail "python3 -c 'print(1)' wrote $(ls "$work/e3" | wc -l) snapshots"
     TIDEMARK_PRELOAD="$LIBTIDEMARK" expect 0 "python3 -c print, --allow-empty" -- "$TIDEMARK" run \
       -o "$work/e3" --allow-empty --max-peak 1GiB -- python3 -c 'print(1)'
     has err "nothing measured"

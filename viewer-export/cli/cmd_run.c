@@ -270,6 +270,7 @@ typedef struct run_state {
     size_t npaths;
     tdm_input *inputs;       /* npaths of them: the busy ones first */
     size_t busy;             /* snapshots of processes that used device memory */
+    int preloaded;           /* LD_PRELOAD has the preload library */
     tdm_input baseline;
     tdm_run_child child;
 } run_state;
@@ -430,6 +431,8 @@ static int prepare(run_state *r)
     } else if (set_preload_env(lib) != 0) {
         fprintf(stderr, "tidemark run: %s\n", strerror(errno));
         return TDM_EXIT_TOOL_ERROR;
+    } else {
+        r->preloaded = 1;
     }
     conf = tdm__run_conf_make(r->inherited, r->conf, r->dir, &r->child.dump_signal);
     if (!conf || setenv("TIDEMARK_CONF", conf, 1) != 0) {
@@ -487,14 +490,58 @@ static int print_summaries(run_state *r)
     return rc;
 }
 
+/* Which process wrote a snapshot: "train_sim (pid 123)", "python3
+ * train.py rank 1 (pid 124)" (the script too, for an interpreter), from
+ * the header's command line, rank and pid. */
+static void print_writer(FILE *out, const tdm_input *in)
+{
+    const tdm_snap *s = in->snap;
+    if (!s) {
+        const char *slash = strrchr(in->path, '/');
+        fprintf(out, "%s (unreadable)", slash ? slash + 1 : in->path);
+        return;
+    }
+    const char *cmd = s->header.command ? s->header.command : "";
+    for (int word = 0; word < 2; word++) {
+        size_t len = strcspn(cmd, " ");
+        const char *name = cmd;
+        for (const char *c = cmd; c < cmd + len; c++)
+            if (*c == '/')
+                name = c + 1;
+        if (word == 0)
+            fprintf(out, "%.*s", name < cmd + len ? (int)(cmd + len - name) : 1,
+                    name < cmd + len ? name : "?");
+        else if (len && cmd[0] != '-')
+            fprintf(out, " %.*s", (int)(cmd + len - name), name);
+        if (word == 0 && strncmp(name, "python", 6) != 0)
+            break;
+        cmd += len;
+        cmd += strspn(cmd, " ");
+    }
+    if (s->header.rank >= 0)
+        fprintf(out, " rank %d", (int)s->header.rank);
+    fprintf(out, " (pid %lld)", (long long)s->header.pid);
+}
+
+/* Snapshots named one by one on the count line, at most. */
+#define WRITERS_SHOWN 8
+
 /* "tidemark run: 2 snapshots in DIR (1 of processes that used no device
- * memory)", and where the whole summary is when it was left out. */
+ * memory): train_sim (pid 12), python3 train.py rank 0 (pid 13)", and
+ * where the whole summary is when it was left out. */
 static void print_count(run_state *r, int failed)
 {
     fprintf(stderr, "tidemark run: %zu snapshot%s in %s", r->npaths, r->npaths == 1 ? "" : "s",
             r->dir);
     if (r->npaths > r->busy)
         fprintf(stderr, " (%zu of processes that used no device memory)", r->npaths - r->busy);
+    /* Several: which process wrote which, the busy ones first. */
+    for (size_t i = 0; r->npaths > 1 && i < r->npaths && i < WRITERS_SHOWN; i++) {
+        fputs(i ? ", " : ": ", stderr);
+        print_writer(stderr, &r->inputs[i]);
+    }
+    if (r->npaths > WRITERS_SHOWN)
+        fprintf(stderr, ", and %zu more", r->npaths - WRITERS_SHOWN);
     if (failed && r->busy)
         fprintf(stderr, "; the whole summary: tidemark summary %s",
                 r->busy == 1 ? r->inputs[0].path : r->dir);
@@ -506,7 +553,11 @@ static void print_nothing(const run_state *r)
 {
     const char *then = r->o.allow_empty ? "; passing, as --allow-empty asks"
                                         : "; exit 5 (--allow-empty passes it)";
-    if (!r->npaths)
+    if (!r->npaths && r->preloaded)
+        fprintf(stderr, "tidemark run: nothing measured: no process of the command used "
+                        "device memory (one that never touches it writes no snapshot)%s\n",
+                then);
+    else if (!r->npaths)
         fprintf(stderr, "tidemark run: nothing measured: no snapshot was written (is the "
                         "preload library there, or the program linked with libtidemark.so?)"
                         "%s\n", then);
