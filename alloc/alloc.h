@@ -155,4 +155,12 @@ void tdm__alloc_reset_for_tests(void);
  * its handler runs after theirs in the child (hooks/autoinit.c). */
 void tdm__alloc_register_atfork(void);
 
+/* In a forked child that records on (fork=follow), before it allocates:
+ * forgets every allocation, segment and stat inherited from the parent,
+ * in every mode, so that the child's snapshot shows only its own.  The
+ * parent's device memory is forgotten, never freed or handed out again;
+ * a free of a parent's pointer is then an unknown pointer (alloc/forget.c).
+ * Call it with no other thread in the process (a fork child handler). */
+void tdm__alloc_forget_inherited(void);
+
 #endif

@@ -136,6 +136,8 @@ tdm_status tdm__pt_free(uint64_t ptr, const tdm__ptr_rec *rec,
                         uint32_t free_stack);
 void tdm__pt_stats(int device, int pool, tdm_stats *out);
 void tdm__pt_reset_peaks(int device);
+/* Zeroes `device`'s stats (a forked child: forget.c). */
+void tdm__pt_forget(int device);
 void tdm__pt_visit(const tdm__state_visitor *visitor);
 /* The stats lock of `device` (fork handlers). */
 pthread_mutex_t *tdm__pt_lock_of(int device);
@@ -267,6 +269,8 @@ void tdm__obs_fork_unlock(void);
 /* The same in the child, where the gated locks are made anew. */
 void tdm__obs_fork_child(void);
 void tdm__obs_reset_for_tests(void);
+/* A forked child: every record and count dropped (forget.c). */
+void tdm__obs_forget(void);
 
 /* ---- the provider wrapper: memory fraction, fork lock (fraction.c) ---- */
 /* Wraps `inner` in a provider that refuses, as out of memory, an

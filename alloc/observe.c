@@ -469,6 +469,17 @@ void tdm__obs_fork_child(void)
     pthread_mutex_unlock(&obs.init_lock);
 }
 
+/* The child alone runs this (its fork handler): no lock is needed. */
+void tdm__obs_forget(void)
+{
+    if (!atomic_load_explicit(&obs.ready, memory_order_acquire))
+        return;
+    tdm__ptrmap_clear(&obs.allocs);
+    tdm__ptrmap_clear(&obs.maps);
+    for (int i = 0; i < OBS_SLOTS; i++)
+        memset(&obs.dev[i].counts, 0, sizeof obs.dev[i].counts);
+}
+
 void tdm__obs_reset_for_tests(void)
 {
     pthread_mutex_lock(&obs.init_lock);

@@ -15,6 +15,7 @@
  * per-device lock; the map has its shard locks).  None is global.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "alloc_internal.h"
 #include "meta.h"
@@ -146,6 +147,11 @@ void tdm__pt_reset_peaks(int device)
     pthread_mutex_lock(&d->lock);
     tdm__stats_reset_peaks(&d->stats);
     pthread_mutex_unlock(&d->lock);
+}
+
+void tdm__pt_forget(int device)
+{
+    memset(&tdm__alloc_g.pt[device].stats, 0, sizeof tdm__alloc_g.pt[device].stats);
 }
 
 /* ---- state for the dump --------------------------------------------------- */

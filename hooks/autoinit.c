@@ -327,7 +327,8 @@ static void stop_watcher(void)
  * parent's: the child drops both first, so its handler finds no pipe and
  * does nothing (a signal sent to a whole process group does not kill
  * forked workers).  Then, as `fork` says:
- *   follow  the child records on with an empty ring, into its own file
+ *   follow  the child records on with an empty ring and none of the
+ *           parent's allocations, into its own file
  *           (at exit, on its own watcher's signal, on out-of-memory);
  *   stop    the child stops recording; at_exit and on_oom see another pid
  *           and write nothing.
@@ -356,6 +357,10 @@ static void after_fork_child(void)
     }
     g.owner_pid = getpid();
     g.forked = 1;
+    /* The parent's allocations are not the child's: its snapshot starts
+     * with no live block, segment or stat (a child that allocates nothing
+     * then writes no exit snapshot). */
+    tdm__alloc_forget_inherited();
     g.signal_seq = 0;
     g.oom_seq = 0;
     atomic_store(&g.exit_done, 0);
