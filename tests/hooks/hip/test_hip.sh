@@ -115,9 +115,12 @@ real)
         env LD_PRELOAD="$PRELOAD" TIDEMARK_CONF="mode=$mode,dump=$T/$mode.tdm" "$HIP_APP" nogpu \
             >"$T/$mode.out" 2>"$T/$mode.err" || { cat "$T/$mode.err"; fail "hip_app under the preload ($mode) exited with $?"; }
         same_output plain $mode
-        "$SNAPCHECK" "$T/$mode.tdm" >/dev/null || fail "snapshot unreadable ($mode)"
-        grep -q "hipGetDeviceCount -> 100" "$T/plain.out" &&
-            { [ "$(count "$T/$mode.tdm" alloc)" = 0 ] || fail "allocations booked with no device ($mode)"; }
+        if grep -q "hipGetDeviceCount -> 100" "$T/plain.out"; then
+            # nothing booked, so nothing touched: no exit snapshot at all
+            [ ! -e "$T/$mode.tdm" ] || fail "a snapshot written with no device ($mode): $(count "$T/$mode.tdm" alloc) allocations"
+        else
+            "$SNAPCHECK" "$T/$mode.tdm" >/dev/null || fail "snapshot unreadable ($mode)"
+        fi
     done
     # On a machine without a GPU: hipErrorNoDevice / hipErrorInvalidDevice,
     # unchanged (checked above: the output is the same as without tidemark).

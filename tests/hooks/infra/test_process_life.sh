@@ -102,11 +102,15 @@ else
     ok "a shell exiting after its exec'd child keeps the child's run.tdm and writes nothing"
 fi
 # Two programs one after the other in one shell (one process group): the
-# second finds the first's run.tdm and writes run-PID.tdm beside it.
+# second finds the first's run.tdm and writes run-PID.tdm beside it.  In a
+# session of its own (setsid -w), so that the group's leader, whose start
+# dates the job, is the shell itself (the test's own group may have lost
+# its leader: then the job's start is unknown and an earlier file is
+# taken for an older run's, as docs/hooks.md says).
 mkdir sh2
 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
 TIDEMARK_CONF="dump=$work/sh2/run.tdm" LD_PRELOAD=$PRE \
-    bash -c '"$0" pattern; "$0" pattern' "$FAKE_APP" > sh2.out 2> sh2.err ||
+    setsid -w bash -c '"$0" pattern; "$0" pattern' "$FAKE_APP" > sh2.out 2> sh2.err ||
     fail "two programs: $(cat sh2.out sh2.err)"
 if [[ $(ls sh2 | wc -l) -ne 2 || ! -f sh2/run.tdm ]]; then
     fail "two programs: want run.tdm and run-PID.tdm, have: $(ls sh2) ($(cat sh2.err))"

@@ -134,9 +134,9 @@ real)
         { echo "SKIP: a Level Zero driver is installed here; this test needs a machine without"; exit 77; }
     for mode in observe cache; do
         run $mode "$ZE_APP" nodriver LD_PRELOAD="$PRELOAD" TIDEMARK_CONF="mode=$mode,dump=$T/$mode.tdm"
-        have_snapshot $mode
         same_output plain $mode
-        [ "$(count "$T/$mode.tdm" alloc)" = 0 ] || fail "allocations booked with no driver ($mode)"
+        # nothing booked, so nothing touched: no exit snapshot at all
+        [ ! -e "$T/$mode.tdm" ] || fail "a snapshot written with no driver ($mode): $(count "$T/$mode.tdm" alloc) allocations"
     done
     # The shim with no real driver behind it: no driver either.
     run shim "$ZE_APP" nodriver ZE_ENABLE_ALT_DRIVERS="$SHIM" TIDEMARK_ZE_DRIVER=/nonexistent/libze.so \
