@@ -20,6 +20,15 @@ def marked_lines():
     return lines
 
 
+def frame_pointers_only():
+    """A ThreadSanitizer build captures native stacks by frame pointers only
+    (docs/stacks.md), and the walk stops at the first frame built without
+    them (libffi's, the interpreter's): the native frames around Python
+    ones are then not there to check."""
+    san = sanitizer_runtime()
+    return san is not None and "libtsan" in san
+
+
 def sanitizer_runtime():
     """The ASan/TSan runtime LIBTIDEMARK links, or None."""
     out = subprocess.run(["ldd", os.environ["LIBTIDEMARK"]], capture_output=True,
