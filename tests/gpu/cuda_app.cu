@@ -13,15 +13,7 @@
 #include <cstdlib>
 #include <cuda_runtime.h>
 
-#define CHECK(call)                                                                \
-    do {                                                                           \
-        cudaError_t e_ = (call);                                                   \
-        if (e_ != cudaSuccess) {                                                   \
-            std::fprintf(stderr, "%s:%d %s -> %s\n", __FILE__, __LINE__, #call,    \
-                         cudaGetErrorName(e_));                                    \
-            std::exit(1);                                                          \
-        }                                                                          \
-    } while (0)
+#include "cuda_check.h"
 
 __global__ void fill(float *p, size_t n, float v)
 {

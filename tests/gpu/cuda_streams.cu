@@ -25,15 +25,7 @@
 #include <cstdlib>
 #include <cuda_runtime.h>
 
-#define CHECK(call)                                                                \
-    do {                                                                           \
-        cudaError_t e_ = (call);                                                   \
-        if (e_ != cudaSuccess) {                                                   \
-            std::fprintf(stderr, "%s:%d %s -> %s\n", __FILE__, __LINE__, #call,    \
-                         cudaGetErrorName(e_));                                    \
-            std::exit(1);                                                          \
-        }                                                                          \
-    } while (0)
+#include "cuda_check.h"
 
 static const size_t default_bytes = (3u << 20) + 4096;  // 3 MiB + 4 KiB
 static const size_t cross_bytes = (16u << 20) + 8192;   // 16 MiB + 8 KiB
