@@ -3,6 +3,7 @@ records.  Run as: pystacks_child.py SCENARIO OUT.tdm [STACKS].  The line
 numbers of the marked lines are what the test expects in the snapshot;
 the test reads them from this file (the '# L:name' markers)."""
 import ctypes
+import gc
 import os
 import sys
 
@@ -57,6 +58,7 @@ def code_churn(rounds):
         addresses.add(id(fn.__code__))
         fn(alloc)
         del fn, ns
+        gc.collect()  # ns and fn form a cycle; free the code object now
     print("reused %d" % reused)
 
 
