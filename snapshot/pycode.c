@@ -57,6 +57,29 @@ static struct {
     _Atomic uint64_t overflows;
 } codes = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+/* Each thread's memo of the code objects it saw last, direct-mapped by
+ * address.  A Python loop's captures see the same few code objects again
+ * and again; their slots and records in the shared table lie scattered
+ * over megabytes, so the shared lookup costs a cache or TLB miss or two
+ * per frame, while the memo stays in a few lines of L1.  An entry answers
+ * only for the full key: a reused address with other content misses it,
+ * as it misses in the table.  Ids are never taken back (the table lives
+ * as long as the process), so a memo entry never goes stale. */
+#define MEMO_SLOTS 128u
+typedef struct code_memo {
+    tdm__py_code_key key;
+    uint32_t id;
+} code_memo;
+struct tdm__py_code_memo {
+    code_memo slot[MEMO_SLOTS];
+};
+static __thread tdm__py_code_memo thread_memo;
+
+tdm__py_code_memo *tdm__py_code_memo_this_thread(void)
+{
+    return &thread_memo;
+}
+
 static void atfork_prepare(void) { pthread_mutex_lock(&codes.lock); }
 static void atfork_release(void) { pthread_mutex_unlock(&codes.lock); }
 
@@ -234,25 +257,22 @@ static uint32_t insert(uint64_t h, const tdm__py_code_key *key)
     return id;
 }
 
-uint64_t tdm__py_code_id(const tdm__py_code_key *key)
+uint64_t tdm__py_code_id(tdm__py_code_memo *memo, const tdm__py_code_key *key)
 {
     if (atomic_load_explicit(&codes.ready, memory_order_acquire) <= 0)
         return 0;
+    code_memo *m = &memo->slot[(key->code >> 4 ^ key->code >> 11) & (MEMO_SLOTS - 1)];
+    if (m->id && same_key(&m->key, key))
+        return m->id;
     uint64_t h = hash_key(key), slot;
     uint32_t id = probe(h, key, &slot);
-    return id ? id : insert(h, key);
-}
-
-void tdm__py_code_reset(void)
-{
-    pthread_mutex_lock(&codes.lock);
-    if (atomic_load_explicit(&codes.ready, memory_order_relaxed) > 0) {
-        atomic_store_explicit(&codes.count, 0, memory_order_release);
-        madvise(codes.map, codes.map_bytes, MADV_DONTNEED);
-        codes.pool_used = 1;
+    if (!id)
+        id = insert(h, key);
+    if (id) {
+        m->key = *key;
+        m->id = id;
     }
-    atomic_store_explicit(&codes.overflows, 0, memory_order_relaxed);
-    pthread_mutex_unlock(&codes.lock);
+    return id;
 }
 
 uint64_t tdm__py_code_overflows(void)

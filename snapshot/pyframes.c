@@ -401,6 +401,7 @@ unsigned tdm__py_capture(uintptr_t *out, unsigned char *group_end, unsigned max)
     int checked = atomic_load_explicit(&py.validated, memory_order_acquire);
     if (UNLIKELY(checked <= 0) && (checked < 0 || !validate(ts)))
         return 0;
+    tdm__py_code_memo *memo = tdm__py_code_memo_this_thread();
     unsigned n = 0;
     for (unsigned guard = 0; fr && n < max && guard < 100000; guard++) {
         uintptr_t code = ld(fr + l->fr_code);
@@ -427,7 +428,7 @@ unsigned tdm__py_capture(uintptr_t *out, unsigned char *group_end, unsigned max)
                 k.linetable_len = ld64(k.linetable + l->text.bytes_size);
                 k.code_len = ld64(code + l->ob_size);
                 k.firstlineno = *(const int32_t *)(code + l->co_firstlineno);
-                uint64_t id = tdm__py_code_id(&k);
+                uint64_t id = tdm__py_code_id(memo, &k);
                 int64_t instr = ((int64_t)ld(fr + l->fr_instr) -
                                  (int64_t)(code + l->co_code)) / 2;
                 uint64_t slot = instr >= -1 && instr + 1 <= (int64_t)TDM_PY_INSTR_MASK

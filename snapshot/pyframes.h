@@ -61,7 +61,7 @@ int tdm__py_in_eval(uintptr_t pc);
 
 /* The frame a tagged entry stands for, from tidemark's copies: qualified
  * name, file name and line (0 when the line table says none).  The strings
- * live until tdm__py_code_reset.  0 when the entry is not a known one. */
+ * live as long as the process.  0 when the entry is not a known one. */
 typedef struct tdm__py_symbol {
     const char *function;
     const char *file;
@@ -90,11 +90,13 @@ typedef struct tdm__py_text_layout {
 
 /* Maps the table (lazily, once); 0 when it cannot. */
 int tdm__py_code_init(const tdm__py_text_layout *layout);
+/* The calling thread's memo of recent code objects (pycode.c): take it
+ * once per capture and pass it to each lookup. */
+typedef struct tdm__py_code_memo tdm__py_code_memo;
+tdm__py_code_memo *tdm__py_code_memo_this_thread(void);
 /* The id of the code object described by key, copying its texts at first
  * sight; 0 when the table is full (the frame is then kept as unknown). */
-uint64_t tdm__py_code_id(const tdm__py_code_key *key);
-/* Forgets every code object (only while nothing is recording). */
-void tdm__py_code_reset(void);
+uint64_t tdm__py_code_id(tdm__py_code_memo *memo, const tdm__py_code_key *key);
 /* Code objects that could not be copied because the table was full. */
 uint64_t tdm__py_code_overflows(void);
 /* Resolves (id, instruction index) from the table; see tdm__py_resolve. */
