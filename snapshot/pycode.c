@@ -64,15 +64,9 @@ static struct {
  * per frame, while the memo stays in a few lines of L1.  An entry answers
  * only for the full key: a reused address with other content misses it,
  * as it misses in the table.  Ids are never taken back (the table lives
- * as long as the process), so a memo entry never goes stale. */
-#define MEMO_SLOTS 128u
-typedef struct code_memo {
-    tdm__py_code_key key;
-    uint32_t id;
-} code_memo;
-struct tdm__py_code_memo {
-    code_memo slot[MEMO_SLOTS];
-};
+ * as long as the process), so a memo entry never goes stale.  An entry
+ * is made only after the capture checked the types of the code object's
+ * strings, so a hit needs no type checks of its own. */
 static __thread tdm__py_code_memo thread_memo;
 
 tdm__py_code_memo *tdm__py_code_memo_this_thread(void)
@@ -127,16 +121,6 @@ static inline uint64_t hash_key(const tdm__py_code_key *k)
     return h;
 }
 
-static inline int same_key(const tdm__py_code_key *a, const tdm__py_code_key *b)
-{
-    return a->code == b->code && a->filename == b->filename &&
-           a->qualname == b->qualname && a->linetable == b->linetable &&
-           a->filename_hash == b->filename_hash &&
-           a->qualname_hash == b->qualname_hash &&
-           a->linetable_len == b->linetable_len &&
-           a->code_len == b->code_len && a->firstlineno == b->firstlineno;
-}
-
 static inline uint32_t probe(uint64_t h, const tdm__py_code_key *key,
                              uint64_t *empty)
 {
@@ -147,7 +131,7 @@ static inline uint32_t probe(uint64_t h, const tdm__py_code_key *key,
             *empty = i;
             return 0;
         }
-        if ((s >> 32) == tag && same_key(&codes.recs[(uint32_t)s].key, key))
+        if ((s >> 32) == tag && tdm__py_same_key(&codes.recs[(uint32_t)s].key, key))
             return (uint32_t)s;
     }
 }
@@ -261,16 +245,14 @@ uint64_t tdm__py_code_id(tdm__py_code_memo *memo, const tdm__py_code_key *key)
 {
     if (atomic_load_explicit(&codes.ready, memory_order_acquire) <= 0)
         return 0;
-    code_memo *m = &memo->slot[(key->code >> 4 ^ key->code >> 11) & (MEMO_SLOTS - 1)];
-    if (m->id && same_key(&m->key, key))
-        return m->id;
     uint64_t h = hash_key(key), slot;
     uint32_t id = probe(h, key, &slot);
     if (!id)
         id = insert(h, key);
     if (id) {
-        m->key = *key;
-        m->id = id;
+        unsigned i = tdm__py_memo_index(key->code);
+        memo->slot[i].key = *key;
+        memo->slot[i].id = id;
     }
     return id;
 }

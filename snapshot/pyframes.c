@@ -294,9 +294,10 @@ int tdm__py_setup(void)
     return atomic_load_explicit(&py.state, memory_order_acquire) > 0;
 }
 
-int tdm__py_in_eval(uintptr_t pc)
+void tdm__py_eval_range(uintptr_t *lo, uintptr_t *hi)
 {
-    return pc - py.eval_lo < py.eval_hi - py.eval_lo;
+    *lo = py.eval_lo;
+    *hi = py.eval_hi;
 }
 
 /* ---- reading ------------------------------------------------------------ */
@@ -420,26 +421,26 @@ unsigned tdm__py_capture(uintptr_t *out, unsigned char *group_end, unsigned max)
             k.filename = ld(code + l->co_filename);
             k.qualname = ld(code + l->co_qualname);
             k.linetable = ld(code + l->co_linetable);
-            if (ld(k.filename + l->ob_type) == py.str_type &&
+            k.filename_hash = ld64(k.filename + l->str_hash);
+            k.qualname_hash = ld64(k.qualname + l->str_hash);
+            k.linetable_len = ld64(k.linetable + l->text.bytes_size);
+            k.code_len = ld64(code + l->ob_size);
+            k.firstlineno = *(const int32_t *)(code + l->co_firstlineno);
+            uint64_t id = tdm__py_memo_find(memo, &k);
+            if (!id && ld(k.filename + l->ob_type) == py.str_type &&
                 ld(k.qualname + l->ob_type) == py.str_type &&
-                ld(k.linetable + l->ob_type) == py.bytes_type) {
-                k.filename_hash = ld64(k.filename + l->str_hash);
-                k.qualname_hash = ld64(k.qualname + l->str_hash);
-                k.linetable_len = ld64(k.linetable + l->text.bytes_size);
-                k.code_len = ld64(code + l->ob_size);
-                k.firstlineno = *(const int32_t *)(code + l->co_firstlineno);
-                uint64_t id = tdm__py_code_id(memo, &k);
-                int64_t instr = ((int64_t)ld(fr + l->fr_instr) -
-                                 (int64_t)(code + l->co_code)) / 2;
-                uint64_t slot = instr >= -1 && instr + 1 <= (int64_t)TDM_PY_INSTR_MASK
-                                    ? (uint64_t)(instr + 1) : 0;
-                if (id) {
-                    out[n] = (uintptr_t)(TDM_PY_TAG | id << TDM_PY_INSTR_BITS | slot);
-                    group_end[n] = (unsigned char)ends;
-                    n++;
-                } else if (ends && n) {
-                    group_end[n - 1] = 1;
-                }
+                ld(k.linetable + l->ob_type) == py.bytes_type)
+                id = tdm__py_code_id(memo, &k);
+            int64_t instr = ((int64_t)ld(fr + l->fr_instr) -
+                             (int64_t)(code + l->co_code)) / 2;
+            uint64_t slot = instr >= -1 && instr + 1 <= (int64_t)TDM_PY_INSTR_MASK
+                                ? (uint64_t)(instr + 1) : 0;
+            if (id) {
+                out[n] = (uintptr_t)(TDM_PY_TAG | id << TDM_PY_INSTR_BITS | slot);
+                group_end[n] = (unsigned char)ends;
+                n++;
+            } else if (ends && n) {
+                group_end[n - 1] = 1;
             }
         } else if (ends && n) {
             group_end[n - 1] = 1;

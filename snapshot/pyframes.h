@@ -55,9 +55,10 @@ int tdm__py_setup(void);
 unsigned tdm__py_capture(uintptr_t *out, unsigned char *group_end,
                          unsigned max);
 
-/* Whether return address pc lies in the interpreter's evaluation loop
- * (_PyEval_EvalFrameDefault). */
-int tdm__py_in_eval(uintptr_t pc);
+/* The code range [*lo, *hi) of the interpreter's evaluation loop
+ * (_PyEval_EvalFrameDefault), where a native return address stands for a
+ * group of Python frames; empty when the loop was not found. */
+void tdm__py_eval_range(uintptr_t *lo, uintptr_t *hi);
 
 /* The frame a tagged entry stands for, from tidemark's copies: qualified
  * name, file name and line (0 when the line table says none).  The strings
@@ -90,12 +91,48 @@ typedef struct tdm__py_text_layout {
 
 /* Maps the table (lazily, once); 0 when it cannot. */
 int tdm__py_code_init(const tdm__py_text_layout *layout);
-/* The calling thread's memo of recent code objects (pycode.c): take it
- * once per capture and pass it to each lookup. */
-typedef struct tdm__py_code_memo tdm__py_code_memo;
+static inline int tdm__py_same_key(const tdm__py_code_key *a,
+                                   const tdm__py_code_key *b)
+{
+    return a->code == b->code && a->filename == b->filename &&
+           a->qualname == b->qualname && a->linetable == b->linetable &&
+           a->filename_hash == b->filename_hash &&
+           a->qualname_hash == b->qualname_hash &&
+           a->linetable_len == b->linetable_len &&
+           a->code_len == b->code_len && a->firstlineno == b->firstlineno;
+}
+
+/* Each thread's memo of the code objects its captures saw last,
+ * direct-mapped by address (pycode.c says why).  Take it once per capture
+ * with tdm__py_code_memo_this_thread and look each frame up in it first;
+ * an entry answers only for the full key. */
+#define TDM_PY_MEMO_SLOTS 128u
+typedef struct tdm__py_code_memo {
+    struct {
+        tdm__py_code_key key;
+        uint32_t id;
+    } slot[TDM_PY_MEMO_SLOTS];
+} tdm__py_code_memo;
 tdm__py_code_memo *tdm__py_code_memo_this_thread(void);
-/* The id of the code object described by key, copying its texts at first
- * sight; 0 when the table is full (the frame is then kept as unknown). */
+
+static inline unsigned tdm__py_memo_index(uintptr_t code)
+{
+    return (unsigned)((code >> 4 ^ code >> 11) & (TDM_PY_MEMO_SLOTS - 1));
+}
+
+/* The id the memo holds for key, or 0. */
+static inline uint32_t tdm__py_memo_find(const tdm__py_code_memo *memo,
+                                         const tdm__py_code_key *key)
+{
+    const tdm__py_code_key *m = &memo->slot[tdm__py_memo_index(key->code)].key;
+    uint32_t id = memo->slot[tdm__py_memo_index(key->code)].id;
+    return id && tdm__py_same_key(m, key) ? id : 0;
+}
+
+/* The id of the code object described by key, from the shared table,
+ * copying its texts at first sight, and noted in the memo; 0 when the
+ * table is full (the frame is then kept as unknown).  The caller has
+ * checked the key's objects' types. */
 uint64_t tdm__py_code_id(tdm__py_code_memo *memo, const tdm__py_code_key *key);
 /* Code objects that could not be copied because the table was full. */
 uint64_t tdm__py_code_overflows(void);

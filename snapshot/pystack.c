@@ -22,8 +22,10 @@ unsigned tdm__py_merge(const uintptr_t *pcs, unsigned n, const uintptr_t *py,
                        uintptr_t *out, unsigned max)
 {
     unsigned k = 0, j = 0;
+    uintptr_t lo, hi;
+    tdm__py_eval_range(&lo, &hi);
     for (unsigned i = 0; i < n && k < max; i++) {
-        if (j < np && tdm__py_in_eval(pcs[i])) {
+        if (j < np && pcs[i] - lo < hi - lo) {
             do {
                 out[k++] = py[j];
             } while (!group_end[j++] && j < np && k < max);
