@@ -416,6 +416,11 @@ static const tdm__conf_key keys[] = {
      "of stacks where tidemark's commands show them (a wrapper of the "
      "program's own); may be given more than once; recording is unchanged",
      parse_regex, FIELD(hides), NULL},
+    {"torch_phases", "on|off", "on",
+     "in Python programs started by `tidemark run` (or with python/autostart "
+     "on PYTHONPATH): mark forward, backward, optimizer phases and steps "
+     "from torch's own hooks when the program marks none",
+     parse_bool, FIELD(torch_phases), NULL},
 };
 
 #define KEY_COUNT (sizeof keys / sizeof keys[0])

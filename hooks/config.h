@@ -64,6 +64,8 @@ typedef struct tdm__config {
                                 `garbage_collection_threshold` */
     int mode;                /* hooks: TDM__CONF_MODE_* */
     int fork;                /* after fork(): TDM__CONF_FORK_* */
+    int torch_phases;        /* python/autostart marks torch phases (read
+                                by the Python side; checked here) */
     tdm__conf_ranks ranks;   /* `ranks`: which ranks record */
     int hides;               /* `hide` patterns given (checked here; the
                                 readers apply them from the config text

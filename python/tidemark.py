@@ -63,6 +63,7 @@ __all__ = [
     "pluggable_allocator",
     "torch_hooks",
     "use_with_torch",
+    "auto_phases",
 ]
 
 # The C enums of include/tidemark.h, by the names the TIDEMARK_CONF keys use.
@@ -162,9 +163,25 @@ def _build_trees(root):
 _FIND_LIBRARY = object()  # in the list of names: ask ctypes.util.find_library
 
 
+def _already_loaded():
+    """The libtidemark the process has loaded already (the preload
+    library's, under `tidemark run` or LD_PRELOAD): marks must reach the
+    instance that records, whatever else is on disk."""
+    for soname in ("libtidemark.so.0", "libtidemark.so"):
+        try:
+            lib = ctypes.CDLL(soname, mode=os.RTLD_NOLOAD | ctypes.RTLD_GLOBAL)
+        except OSError:
+            continue
+        return _where_loaded(lib) or soname
+    return None
+
+
 def _candidates():
     """([(name to try, why it is skipped or None)] in order, the places
     looked in for the error message, whether TIDEMARK_LIB chose them)."""
+    loaded = _already_loaded()
+    if loaded:
+        return [(loaded, None)], ["the libtidemark already in this process"], False
     env = os.environ.get("TIDEMARK_LIB")
     if env:
         if os.path.isdir(env):
@@ -331,6 +348,7 @@ def dump_snapshot(path):
 
 _phase_lock = threading.Lock()
 _phase_now = None  # the phase this module last marked
+_user_marks = False  # the program marked a phase or step itself
 
 
 class _Phase:
@@ -369,6 +387,12 @@ def phase(name):
     in force before it (the one this module marked last), so phases nest.
     Phases have no end in tidemark, only starts: after a with-block that
     began with no phase in force, its phase lasts until the next one."""
+    global _user_marks
+    _user_marks = True
+    return _auto_phase(name)
+
+
+def _auto_phase(name):
     global _phase_now
     name = str(name)
     lib = library()
@@ -380,7 +404,23 @@ def phase(name):
 
 def step():
     """Marks the start of the next training step (steps count from 1)."""
+    global _user_marks
+    _user_marks = True
+    _auto_step()
+
+
+def _auto_step():
     _check("step", library().tdm_step())
+
+
+def auto_phases():
+    """Marks phases and steps from torch's own hooks, for a program that
+    marks none: forward (the outermost module call), backward, optimizer
+    and a step per optimizer step (see tidemark_torch.py).  Installs them
+    now if torch is imported, else when it is.  A program that calls
+    phase() or step() itself keeps its own marks."""
+    import tidemark_torch
+    return tidemark_torch.install_when_imported()
 
 
 def _category(category):
@@ -477,3 +517,39 @@ def use_with_torch():
             getattr(inner, setter)(hooks[key])
     torch.cuda.memory.change_current_allocator(alloc)
     return alloc
+
+
+def _main(argv):
+    """python -m tidemark SCRIPT [ARGS...] | -m MODULE [ARGS...]: runs the
+    program with automatic phases (auto_phases()), as `tidemark run` does
+    for a Python program; recording itself is TIDEMARK_CONF's (under
+    LD_PRELOAD or `tidemark run`)."""
+    import runpy
+    import sys
+    if not argv or argv[0] in ("-h", "--help"):
+        sys.stderr.write("usage: python -m tidemark SCRIPT [ARGS...]\n"
+                         "       python -m tidemark -m MODULE [ARGS...]\n")
+        return 2
+    import tidemark_torch
+    if tidemark_torch.enabled_by_conf(os.environ.get("TIDEMARK_CONF")):
+        auto_phases()
+    if argv[0] == "-m":
+        if len(argv) < 2:
+            sys.stderr.write("python -m tidemark -m: a module name is missing\n")
+            return 2
+        sys.argv = argv[1:]
+        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = list(argv)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
+        runpy.run_path(argv[0], run_name="__main__")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys as _sys
+    # Run as a script, this file is __main__: hand the work to the module
+    # of its name, so marks and state are those `import tidemark` sees.
+    _sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import tidemark as _self
+    _sys.exit(_self._main(_sys.argv[1:]))

@@ -18,6 +18,7 @@ PACKAGES=(
   libunwind-dev libmsgpack-dev libjemalloc-dev libdw-dev libelf-dev
   libcmocka-dev libze-dev libze1 libamdhip64-dev
   openmpi-bin libopenmpi-dev
+  python3-torch
   chromium
 )
 # node and npm for the browser test, unless some node (e.g. nodesource's,

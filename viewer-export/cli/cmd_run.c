@@ -209,6 +209,28 @@ static int set_preload_env(const char *lib)
     return rc;
 }
 
+/* Puts python/autostart first on PYTHONPATH, so that a Python program
+ * gets automatic torch phases (its sitecustomize.py; TIDEMARK_CONF's
+ * torch_phases=off leaves them out).  Nothing when it is not found. */
+static int set_python_env(void)
+{
+    char dir[PATH_MAX];
+    tdm__run_find_autostart(dir, sizeof dir);
+    if (!dir[0])
+        return 0;
+    const char *old = getenv("PYTHONPATH");
+    char *v;
+    if (old && old[0]) {
+        if (asprintf(&v, "%s:%s", dir, old) < 0)
+            return -1;
+    } else if (!(v = strdup(dir))) {
+        return -1;
+    }
+    int rc = setenv("PYTHONPATH", v, 1);
+    free(v);
+    return rc;
+}
+
 /* ---- the command ------------------------------------------------------- */
 
 void tdm__cli_run_help(FILE *out)
@@ -433,6 +455,10 @@ static int prepare(run_state *r)
         return TDM_EXIT_TOOL_ERROR;
     } else {
         r->preloaded = 1;
+    }
+    if (set_python_env() != 0) {
+        fprintf(stderr, "tidemark run: %s\n", strerror(errno));
+        return TDM_EXIT_TOOL_ERROR;
     }
     conf = tdm__run_conf_make(r->inherited, r->conf, r->dir, &r->child.dump_signal);
     if (!conf || setenv("TIDEMARK_CONF", conf, 1) != 0) {

@@ -28,6 +28,13 @@
  * Sets path[0] = 0 when there is none. */
 void tdm__run_find_library(const char *name, const char *first, char *path, size_t len);
 
+/* Finds python/autostart (its sitecustomize.py starts tidemark's
+ * automatic torch phases in every Python program run starts):
+ * $TIDEMARK_PYTHON_DIR/autostart, else ../share/tidemark/python/autostart
+ * beside this binary (an installed tree), else the source tree's.  Sets
+ * path[0] = 0 when there is none. */
+void tdm__run_find_autostart(char *path, size_t len);
+
 /* Refuses a --conf value that sets `dump` (run's to set): -1 after
  * printing why. */
 int tdm__run_conf_refuse_dump(const char *conf);

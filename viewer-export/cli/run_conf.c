@@ -64,6 +64,38 @@ void tdm__run_find_library(const char *name, const char *first, char *path, size
     }
 }
 
+static int has_autostart(const char *dir, char *path, size_t len)
+{
+    char file[PATH_MAX + 32];
+    snprintf(file, sizeof file, "%s/autostart/sitecustomize.py", dir);
+    if (access(file, R_OK) != 0 || strlen(file) >= len)
+        return 0;
+    *strrchr(file, '/') = '\0';
+    return realpath(file, path) && strlen(path) < len;
+}
+
+void tdm__run_find_autostart(char *path, size_t len)
+{
+    char self[PATH_MAX], dir[PATH_MAX + 64];
+    const char *env = getenv("TIDEMARK_PYTHON_DIR");
+    if (env && env[0] && has_autostart(env, path, len))
+        return;
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash) {
+            *slash = '\0';
+            snprintf(dir, sizeof dir, "%s/../%s", self, TDM_INSTALL_PYTHON_DIR);
+            if (has_autostart(dir, path, len))
+                return;
+        }
+    }
+    if (has_autostart(TDM_SOURCE_PYTHON_DIR, path, len))
+        return;
+    path[0] = '\0';
+}
+
 /* ---- items ---------------------------------------------------------------------- */
 
 /* Calls fn(key, key_len, value, value_len, arg) for each KEY=VALUE item of
