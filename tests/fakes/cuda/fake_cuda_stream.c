@@ -45,7 +45,13 @@ typedef struct fake_event {
     fake_stream *s;              /* NULL until recorded */
     unsigned long long ticket;   /* s->queued at the record */
     int in_capture;              /* recorded into a graph being captured */
+    int used;                    /* created and not destroyed */
 } fake_event;
+
+/* Events come from a static table: like the real driver's, the events a
+ * process never destroys are not a leak of its heap. */
+#define MAX_EVENTS 4096
+static fake_event g_events[MAX_EVENTS];
 
 static pthread_mutex_t g_stream_lock = PTHREAD_MUTEX_INITIALIZER;
 static fake_stream g_default[2]; /* 0 / CU_STREAM_LEGACY, CU_STREAM_PER_THREAD */
@@ -224,7 +230,14 @@ CUresult f_cuEventCreate(CUevent *ev, unsigned int flags)
     ENTER(FC_cuEventCreate);
     (void)flags;
     NEED_INIT();
-    fake_event *e = calloc(1, sizeof *e);
+    pthread_mutex_lock(&g_stream_lock);
+    fake_event *e = NULL;
+    for (int i = 0; i < MAX_EVENTS && e == NULL; i++)
+        if (!g_events[i].used)
+            e = &g_events[i];
+    if (e != NULL)
+        *e = (fake_event){.used = 1};
+    pthread_mutex_unlock(&g_stream_lock);
     if (e == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *ev = (CUevent)e;
@@ -278,7 +291,9 @@ CUresult f_cuEventSynchronize(CUevent ev)
 CUresult f_cuEventDestroy_v2(CUevent ev)
 {
     ENTER(FC_cuEventDestroy_v2);
-    free(ev);
+    pthread_mutex_lock(&g_stream_lock);
+    ((fake_event *)ev)->used = 0;
+    pthread_mutex_unlock(&g_stream_lock);
     return CUDA_SUCCESS;
 }
 
