@@ -350,6 +350,14 @@ tdm__alloc_malloc(void **ptr, size_t size, int device, tdm_stream stream,
 
 __attribute__((noinline)) tdm_status tdm__alloc_free(void *ptr, unsigned skip)
 {
+    tdm_status st = tdm__alloc_free_as(ptr, skip + 1, 0, 0);
+    __asm__ volatile("" ::: "memory"); /* keep this frame out of tail calls */
+    return st;
+}
+
+__attribute__((noinline)) tdm_status tdm__alloc_free_as(void *ptr, unsigned skip, int on_stream,
+                                                        tdm_stream stream)
+{
     if (ptr == NULL)
         return TDM_OK;
     if (!atomic_load_explicit(&tdm__alloc_g.ready, memory_order_acquire))
@@ -371,7 +379,7 @@ __attribute__((noinline)) tdm_status tdm__alloc_free(void *ptr, unsigned skip)
         }
         if (tdm__rec_on())
             free_stack = tdm__rec_free_stack(skip + 1);
-        st = tdm__cache_free(key, device, free_stack);
+        st = tdm__cache_free(key, device, free_stack, on_stream, stream);
     } else {
         st = tdm__ptrmap_remove(&tdm__alloc_g.map, key, &rec);
         if (st != TDM_OK)

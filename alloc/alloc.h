@@ -62,6 +62,15 @@ TDM_API tdm_status tdm__alloc_init(void);
 TDM_API tdm_status tdm__alloc_malloc(void **ptr, size_t size, int device,
                                      tdm_stream stream, unsigned skip);
 TDM_API tdm_status tdm__alloc_free(void *ptr, unsigned skip);
+/* A stream-ordered free (cudaFreeAsync, hipFreeAsync): in cache mode the
+ * block is handed out again only once the work queued on `stream` before
+ * this call has completed (at once when `stream` is the block's own). */
+TDM_API tdm_status tdm__alloc_free_on_stream(void *ptr, tdm_stream stream, unsigned skip);
+/* A synchronous free (cudaFree, hipFree): in cache mode over a device
+ * with streams, first waits for all work queued on the block's device, as
+ * the vendor's free does — except during a graph capture, where waiting
+ * is illegal (the block is then freed on its own stream). */
+TDM_API tdm_status tdm__alloc_free_synchronized(void *ptr, unsigned skip);
 /* Whether ptr lies inside device memory tidemark's cache holds (a segment
  * it took from the provider), live block or not.  A hook that serves the
  * vendor's calls from the cache must not pass the free of such a pointer

@@ -105,6 +105,12 @@ typedef struct tdm__alloc_global {
 
 extern tdm__alloc_global tdm__alloc_g;
 
+/* Every free's body (alloc.c): `skip` counts the frames above this one;
+ * `on_stream` makes it a free ordered on `stream` (cache mode waits for
+ * that stream's work before handing the block out again; pass-through
+ * mode frees at once). */
+tdm_status tdm__alloc_free_as(void *ptr, unsigned skip, int on_stream, tdm_stream stream);
+
 /* Initializes on first use with the configuration in force. */
 tdm_status tdm__alloc_init_slow(void);
 static inline tdm_status tdm__alloc_ready(void)
@@ -146,8 +152,10 @@ pthread_mutex_t *tdm__pt_lock_of(int device);
 tdm_status tdm__cache_create(void);
 void tdm__cache_destroy(void);
 tdm_status tdm__cache_malloc(const tdm__alloc_req *req, void **out);
-/* Looks ptr up itself, under the device lock. */
-tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack);
+/* Looks ptr up itself, under the device lock.  `on_stream`: a free
+ * ordered on `stream` (cache_stream.c). */
+tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack, int on_stream,
+                           tdm_stream stream);
 /* Whether ptr lies in one of `device`'s segments (walks them: error paths
  * only). */
 int tdm__cache_owns(uint64_t ptr, int device);

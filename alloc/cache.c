@@ -71,15 +71,6 @@ tdm_status tdm__cache_create(void)
     return TDM_OK;
 }
 
-static void drop_uses(cblock *b)
-{
-    if (b->uses != NULL && b->uses != b->uses_inline)
-        tdm__meta_unmap(b->uses, b->uses_cap * sizeof(uint64_t));
-    b->uses = NULL;
-    b->nuses = 0;
-    b->uses_cap = 0;
-}
-
 void tdm__cache_destroy(void)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
@@ -92,9 +83,11 @@ void tdm__cache_destroy(void)
         /* Every segment back to the provider, whatever its blocks. */
         for (cseg *s = d->segs; s != NULL; s = s->next) {
             for (cblock *b = s->first; b != NULL; b = b->next)
-                drop_uses(b);
+                tdm__cache_drop_uses(d, b);
             g->prov->free(g->prov, i, (void *)(uintptr_t)s->addr, s->size);
         }
+        for (uint32_t k = 0; k < d->nspare; k++)
+            g->prov->streams->marker_destroy(g->prov->streams_ctx, i, d->spare[k]);
         tdm__objpool_destroy(&d->block_pool);
         tdm__objpool_destroy(&d->seg_pool);
         pthread_mutex_destroy(&d->lock);
@@ -191,8 +184,12 @@ static void release_pool(tdm__cache_device *d, cpool *p)
     }
 }
 
-void tdm__cache_release_all(tdm__cache_device *d)
+void tdm__cache_release_all(tdm__cache_device *d, tdm_stream stream)
 {
+    /* Freeing device memory, or waiting, is illegal during a graph
+     * capture, and the graph may use cached blocks (PyTorch skips it too). */
+    if (tdm__cache_capturing(d, stream))
+        return;
     /* Frees that wait on other streams complete first (PyTorch's
      * synchronize_and_free_events); on the sim device that is a sync. */
     tdm__cache_complete_pending(d, 1, 0);
@@ -207,7 +204,7 @@ static int release_oversize(tdm__cache_device *d, cpool *p, uint64_t size,
                             uint64_t stream)
 {
     uint64_t ms = max_split(), want = size < ms ? ms : size;
-    if (ms == UINT64_MAX)
+    if (ms == UINT64_MAX || tdm__cache_capturing(d, stream))
         return 0;
     cblock key;
     key.stream = stream;
@@ -394,18 +391,21 @@ tdm_status tdm__cache_malloc(const tdm__alloc_req *req, void **out)
     pthread_mutex_lock(&d->lock);
     if (size == 0 || seg_bytes < size) /* too large to even round */
         return cache_oom(d, req, req->size);
+    if (d->nwaiting > 0) /* frees waiting on other streams: done yet? */
+        tdm__cache_poll(d, req->stream);
     cpool *p = tdm__cache_pool(d, kind);
     cblock *b = get_free_block(p, size, req->stream);
     tdm_status st = TDM_OK;
     if (b == NULL) {
-        if (g->cfg.garbage_collection_threshold > 0.0)
+        if (g->cfg.garbage_collection_threshold > 0.0 &&
+            !tdm__cache_capturing(d, req->stream))
             garbage_collect(d);
         b = alloc_segment(d, kind, seg_bytes, req, 0, &st);
         if (b == NULL && st == TDM_OUT_OF_MEMORY &&
             release_oversize(d, p, size, req->stream))
             b = alloc_segment(d, kind, seg_bytes, req, 0, &st);
-        if (b == NULL && st == TDM_OUT_OF_MEMORY) {
-            tdm__cache_release_all(d);
+        if (b == NULL && st == TDM_OUT_OF_MEMORY && !tdm__cache_capturing(d, req->stream)) {
+            tdm__cache_release_all(d, req->stream);
             b = alloc_segment(d, kind, seg_bytes, req, 1, &st);
         }
         if (b == NULL && st == TDM_OUT_OF_MEMORY)
@@ -470,7 +470,7 @@ void tdm__cache_free_block(tdm__cache_device *d, cblock *b, uint32_t es)
     b->free_stack = 0;
     b->alloc_time_ns = 0;
     atomic_store_explicit(&b->category, 0, memory_order_relaxed);
-    drop_uses(b);
+    tdm__cache_drop_uses(d, b);
     if (b->prev && b->prev->state == TDM_BLOCK_INACTIVE)
         merge_into(d, b, b->prev);
     if (b->next && b->next->state == TDM_BLOCK_INACTIVE)
@@ -491,7 +491,8 @@ int tdm__cache_owns(uint64_t ptr, int device)
     return owns;
 }
 
-tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack)
+tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack, int on_stream,
+                          tdm_stream stream)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
     tdm__cache_device *d = g->cache[device];
@@ -517,15 +518,16 @@ tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack)
     tdm__stat_add(&d->stats, kind, TDM__ST_ALLOCATED_BYTES, -(int64_t)b->size);
     tdm__rec_event(TDM_ACTION_FREE_REQUESTED, d->index, b->addr, b->requested,
                    b->requested, b->stream, es);
+    /* A free on another stream: work queued there may still use the
+     * block, as with record_stream.  Without host memory to note the
+     * stream, the device's work is waited for now instead. */
+    if (on_stream && stream != b->stream && !tdm__cache_add_use(b, stream) &&
+        g->prov->streams != NULL && !tdm__cache_capturing(d, stream))
+        g->prov->streams->device_sync(g->prov->streams_ctx, d->index);
     if (b->nuses > 0) {
-        /* Other streams may still be using it: it waits for their sync. */
-        b->state = TDM_BLOCK_ACTIVE_PENDING_FREE;
+        /* Other streams may still be using it: it waits for them. */
         b->free_stack = es;
-        b->pend_prev = NULL;
-        b->pend_next = d->pending;
-        if (d->pending)
-            d->pending->pend_prev = b;
-        d->pending = b;
+        tdm__cache_pend(d, b);
     } else {
         tdm__cache_free_block(d, b, es);
     }
@@ -538,7 +540,14 @@ void tdm__cache_complete_pending(tdm__cache_device *d, int all, uint64_t stream)
     cblock *b = d->pending;
     while (b != NULL) {
         cblock *next = b->pend_next;
-        if (!all) {
+        if (b->wait != TDM__WAIT_SYNC) {
+            /* Markers: a stream sync of the sim API says nothing of them;
+             * a device-wide completion waits for them (unless capturing). */
+            if (!all || !tdm__cache_wait_markers(d, b)) {
+                b = next;
+                continue;
+            }
+        } else if (!all) {
             for (uint32_t i = 0; i < b->nuses; i++) {
                 if (b->uses[i] == stream) {
                     b->uses[i] = b->uses[--b->nuses];
@@ -554,6 +563,9 @@ void tdm__cache_complete_pending(tdm__cache_device *d, int all, uint64_t stream)
             if (b->pend_next)
                 b->pend_next->pend_prev = b->pend_prev;
             b->pend_prev = b->pend_next = NULL;
+            if (b->wait != TDM__WAIT_SYNC)
+                d->nwaiting--;
+            b->wait = TDM__WAIT_SYNC;
             tdm__cache_free_block(d, b, b->free_stack);
         }
         b = next;

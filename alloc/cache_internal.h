@@ -44,7 +44,18 @@ typedef struct cblock {
     uint32_t free_stack;         /* stack of the pending free's events */
     _Atomic uint8_t category;    /* tdm_category; tdm_tag_ptr may set it */
     uint8_t state;               /* tdm_block_state */
+    uint8_t wait;                /* TDM__WAIT_*: what a pending block awaits */
 } cblock;
+
+/* What a pending-free block waits for.  `uses` holds stream ids, except
+ * under TDM__WAIT_MARKERS, where it holds the provider's markers (one per
+ * stream, recorded at the free). */
+enum {
+    TDM__WAIT_SYNC = 0,     /* tdm_stream_synchronize of each stream (sim) */
+    TDM__WAIT_MARKERS = 1,  /* the markers to be done */
+    TDM__WAIT_DEFERRED = 2, /* freed during a graph capture: markers are
+                               recorded once no capture is underway */
+};
 
 struct cseg {
     cseg *prev, *next;           /* the device's segment list */
@@ -68,6 +79,9 @@ struct tdm__cache_device {
     cseg *segs;                  /* all segments, newest first */
     size_t nsegs;
     cblock *pending;             /* pending-free blocks */
+    uint32_t nwaiting;           /* of them, TDM__WAIT_MARKERS / _DEFERRED */
+    uint32_t nspare;             /* markers kept for reuse */
+    void *spare[16];
     tdm__stats_acc stats;
     tdm__objpool block_pool, seg_pool;
 } __attribute__((aligned(64)));
@@ -79,7 +93,28 @@ static inline cpool *tdm__cache_pool(tdm__cache_device *d, int kind)
 
 /* cache.c */
 void tdm__cache_free_block(tdm__cache_device *d, cblock *b, uint32_t es);
-void tdm__cache_release_all(tdm__cache_device *d);
+/* Completes pending frees (waiting on markers), then releases every cached
+ * whole segment; nothing while a graph capture is underway. */
+void tdm__cache_release_all(tdm__cache_device *d, tdm_stream stream);
 void tdm__cache_complete_pending(tdm__cache_device *d, int all, uint64_t stream);
+
+/* cache_stream.c: frees ordered after other streams' work */
+/* Adds `stream` to the streams using b (record_stream); 0 when out of
+ * host memory. */
+int tdm__cache_add_use(cblock *b, uint64_t stream);
+/* Frees b's list of streams or markers (markers back to the spares). */
+void tdm__cache_drop_uses(tdm__cache_device *d, cblock *b);
+/* Puts b (freed, with uses) on the pending list: with the provider's
+ * markers recorded on each stream, or deferred during a capture, or
+ * waiting for tdm_stream_synchronize on a device without markers. */
+void tdm__cache_pend(tdm__cache_device *d, cblock *b);
+/* Malloc's first step while frees wait on markers: completes those whose
+ * markers are done (never blocks). */
+void tdm__cache_poll(tdm__cache_device *d, tdm_stream stream);
+/* Waits for every marker of b; 0 (nothing done) during a capture. */
+int tdm__cache_wait_markers(tdm__cache_device *d, cblock *b);
+/* Whether a graph capture forbids freeing memory or touching markers now
+ * (the provider's answer; 0 without stream ops). */
+int tdm__cache_capturing(const tdm__cache_device *d, tdm_stream stream);
 
 #endif

@@ -37,7 +37,7 @@ tdm_status tdm__cache_empty(int device)
 {
     tdm__cache_device *d = dev(device);
     pthread_mutex_lock(&d->lock);
-    tdm__cache_release_all(d);
+    tdm__cache_release_all(d, 0);
     pthread_mutex_unlock(&d->lock);
     return TDM_OK;
 }
@@ -82,30 +82,8 @@ tdm_status tdm__cache_record_stream(uint64_t ptr, const tdm__ptr_rec *seen,
     tdm_status st = TDM_OK;
     if (b == NULL) {
         st = TDM_UNKNOWN_POINTER;
-    } else if (stream != b->stream) {
-        uint32_t i = 0;
-        while (i < b->nuses && b->uses[i] != stream)
-            i++;
-        if (i == b->nuses) {
-            if (b->uses == NULL) {
-                b->uses = b->uses_inline;
-                b->uses_cap = 4;
-            }
-            if (b->nuses == b->uses_cap) {
-                uint32_t ncap = b->uses_cap * 2;
-                uint64_t *n = tdm__meta_map(ncap * sizeof *n);
-                if (n == NULL) {
-                    pthread_mutex_unlock(&d->lock);
-                    return TDM_HOST_OUT_OF_MEMORY;
-                }
-                memcpy(n, b->uses, b->nuses * sizeof *n);
-                if (b->uses != b->uses_inline)
-                    tdm__meta_unmap(b->uses, b->uses_cap * sizeof *n);
-                b->uses = n;
-                b->uses_cap = ncap;
-            }
-            b->uses[b->nuses++] = stream;
-        }
+    } else if (stream != b->stream && !tdm__cache_add_use(b, stream)) {
+        st = TDM_HOST_OUT_OF_MEMORY;
     }
     pthread_mutex_unlock(&d->lock);
     return st;
@@ -282,13 +260,17 @@ static tdm_status check_cache(int device, char *msg, size_t msg_len)
     if (d->small.tree.count != inactive[0] || d->large.tree.count != inactive[1])
         FAIL("pool trees hold %zu+%zu blocks, segments %zu+%zu inactive",
              d->small.tree.count, d->large.tree.count, inactive[0], inactive[1]);
-    size_t listed = 0;
-    for (cblock *b = d->pending; b != NULL; b = b->pend_next, listed++)
+    size_t listed = 0, waiting = 0;
+    for (cblock *b = d->pending; b != NULL; b = b->pend_next, listed++) {
         if (b->state != TDM_BLOCK_ACTIVE_PENDING_FREE)
             FAIL("pending list holds block %#llx in state %d",
                  (unsigned long long)b->addr, b->state);
+        waiting += b->wait != TDM__WAIT_SYNC;
+    }
     if (listed != npending)
         FAIL("pending list holds %zu, segments %zu", listed, npending);
+    if (waiting != d->nwaiting)
+        FAIL("%zu pending blocks wait on markers, counted %u", waiting, d->nwaiting);
     for (int p = 0; p < 3; p++)
         for (int r = 0; r < TDM__ST_COUNT; r++)
             if (d->stats.st[p][r].current != sum[p][r])

@@ -41,6 +41,8 @@ static void cache_forget(tdm__cache_device *d)
     d->segs = NULL;
     d->nsegs = 0;
     d->pending = NULL;
+    d->nwaiting = 0; /* the parent's markers (events) mean nothing here */
+    d->nspare = 0;
     memset(&d->stats, 0, sizeof d->stats);
 }
 

@@ -148,6 +148,9 @@ tdm_status tdm__fraction_wrap(tdm_provider *inner, tdm_provider **out)
         .device_name = frac_device_name,
         .destroy = frac_destroy,
         .impl = f,
+        /* Streams are the device's: nothing to count or limit there. */
+        .streams = inner->streams,
+        .streams_ctx = inner->streams_ctx,
     };
     *out = &f->pub;
     return TDM_OK;

@@ -16,6 +16,32 @@
 
 typedef struct tdm_provider tdm_provider;
 
+/* What a provider over a device with asynchronous streams (CUDA, HIP)
+ * offers the caching allocator so that a block freed on a stream is
+ * handed out again only after that stream's queued work (docs/allocator.md,
+ * "Streams").  Every op takes the provider's `streams_ctx`; the device is
+ * an ordinal of the provider.  A marker is the vendor's event. */
+typedef struct tdm_stream_ops {
+    /* Records a marker on `stream` after the work queued there so far;
+     * makes one when *marker is NULL (else reuses it).  Never blocks. */
+    tdm_status (*marker_record)(void *ctx, int device, tdm_stream stream,
+                                void **marker);
+    /* 1 once the work before the marker has completed (or the vendor
+     * cannot tell any more), 0 while it is queued.  Never blocks. */
+    int (*marker_done)(void *ctx, int device, void *marker);
+    /* Blocks until the marker is done. */
+    void (*marker_wait)(void *ctx, int device, void *marker);
+    void (*marker_destroy)(void *ctx, int device, void *marker);
+    /* Nonzero while work is being captured into a graph, on `stream` or
+     * anywhere in the process as far as the provider knows: then device
+     * memory must not be freed and markers not recorded, queried or
+     * waited on (the vendor forbids it, or the graph would use memory
+     * given away). */
+    int (*capturing)(void *ctx, int device, tdm_stream stream);
+    /* Blocks until all work queued on the device has completed. */
+    void (*device_sync)(void *ctx, int device);
+} tdm_stream_ops;
+
 struct tdm_provider {
     const char *vendor; /* "sim", "cuda", "hip", "ze" */
     int device_count;
@@ -29,6 +55,10 @@ struct tdm_provider {
     void (*device_name)(tdm_provider *p, int device, char *buf, size_t len);
     void (*destroy)(tdm_provider *p);
     void *impl;
+    /* NULL where streams run in call order (sim): a free then waits for
+     * tdm_stream_synchronize / tdm_device_synchronize instead. */
+    const tdm_stream_ops *streams;
+    void *streams_ctx;
 };
 
 typedef struct tdm_sim_config {

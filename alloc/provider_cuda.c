@@ -155,6 +155,96 @@ static tdm_status cuda_mem_info(tdm_provider *p, int device, size_t *free_bytes,
     return TDM_OK;
 }
 
+/* ---- stream markers: CUDA events in the device's primary context ---- */
+
+#define TDM__CU_EVENT_DISABLE_TIMING 0x2 /* CU_EVENT_DISABLE_TIMING */
+#define TDM__CU_ERROR_NOT_READY 600      /* CUDA_ERROR_NOT_READY */
+
+static tdm_status cuda_marker_record(void *ctx, int device, tdm_stream stream, void **marker)
+{
+    cuda_impl *c = ctx;
+    int pushed;
+    int r = enter_ctx(c, device, &pushed);
+    if (r == TDM__CU_SUCCESS && *marker == NULL)
+        r = c->fns.event_create((tdm__cu_event *)marker, TDM__CU_EVENT_DISABLE_TIMING);
+    if (r == TDM__CU_SUCCESS)
+        r = c->fns.event_record(*marker, (tdm__cu_stream)(uintptr_t)stream);
+    leave_ctx(c, pushed);
+    return r == TDM__CU_SUCCESS ? TDM_OK : fail(r);
+}
+
+static int cuda_marker_done(void *ctx, int device, void *marker)
+{
+    cuda_impl *c = ctx;
+    int pushed;
+    int r = enter_ctx(c, device, &pushed);
+    if (r == TDM__CU_SUCCESS)
+        r = c->fns.event_query(marker);
+    leave_ctx(c, pushed);
+    /* Another error (a failed kernel, a driver shutting down) will not
+     * clear by waiting. */
+    return r != TDM__CU_ERROR_NOT_READY;
+}
+
+static void cuda_marker_wait(void *ctx, int device, void *marker)
+{
+    cuda_impl *c = ctx;
+    int pushed;
+    if (enter_ctx(c, device, &pushed) == TDM__CU_SUCCESS)
+        c->fns.event_synchronize(marker);
+    leave_ctx(c, pushed);
+}
+
+static void cuda_marker_destroy(void *ctx, int device, void *marker)
+{
+    cuda_impl *c = ctx;
+    int pushed;
+    if (enter_ctx(c, device, &pushed) == TDM__CU_SUCCESS)
+        c->fns.event_destroy(marker);
+    leave_ctx(c, pushed);
+}
+
+static int cuda_capturing(void *ctx, int device, tdm_stream stream)
+{
+    cuda_impl *c = ctx;
+    if (c->fns.captures_underway && c->fns.captures_underway())
+        return 1;
+    if (c->fns.stream_is_capturing == NULL)
+        return 0; /* a driver without graphs */
+    int pushed, status = 0;
+    int r = enter_ctx(c, device, &pushed);
+    if (r == TDM__CU_SUCCESS)
+        r = c->fns.stream_is_capturing((tdm__cu_stream)(uintptr_t)stream, &status);
+    leave_ctx(c, pushed);
+    /* An error here is the legacy stream's "another stream is capturing"
+     * (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT): capturing, to be safe. */
+    return r != TDM__CU_SUCCESS || status != 0;
+}
+
+static void cuda_device_sync(void *ctx, int device)
+{
+    cuda_impl *c = ctx;
+    int pushed;
+    if (enter_ctx(c, device, &pushed) == TDM__CU_SUCCESS)
+        c->fns.ctx_synchronize();
+    leave_ctx(c, pushed);
+}
+
+static const tdm_stream_ops cuda_stream_ops = {
+    .marker_record = cuda_marker_record,
+    .marker_done = cuda_marker_done,
+    .marker_wait = cuda_marker_wait,
+    .marker_destroy = cuda_marker_destroy,
+    .capturing = cuda_capturing,
+    .device_sync = cuda_device_sync,
+};
+
+static int has_events(const struct tdm_cuda_fns *f)
+{
+    return f->event_create && f->event_record && f->event_query && f->event_synchronize &&
+           f->event_destroy && f->ctx_synchronize;
+}
+
 static void cuda_device_name(tdm_provider *p, int device, char *buf, size_t len)
 {
     cuda_impl *c = p->impl;
@@ -204,6 +294,17 @@ static int resolve(void *lib, struct tdm_cuda_fns *f)
     f->mem_alloc = (int (*)(tdm__cu_deviceptr *, size_t))sym[10];
     f->mem_free = (int (*)(tdm__cu_deviceptr))sym[11];
     f->mem_get_info = (int (*)(size_t *, size_t *))sym[12];
+    static const char *const optional[] = {TDM__CUDA_FNS_OPTIONAL_NAMES};
+    void *o[sizeof optional / sizeof optional[0]];
+    for (size_t i = 0; i < sizeof optional / sizeof optional[0]; i++)
+        o[i] = dlsym(lib, optional[i]);
+    f->event_create = (int (*)(tdm__cu_event *, unsigned int))o[0];
+    f->event_record = (int (*)(tdm__cu_event, tdm__cu_stream))o[1];
+    f->event_query = (int (*)(tdm__cu_event))o[2];
+    f->event_synchronize = (int (*)(tdm__cu_event))o[3];
+    f->event_destroy = (int (*)(tdm__cu_event))o[4];
+    f->ctx_synchronize = (int (*)(void))o[5];
+    f->stream_is_capturing = (int (*)(tdm__cu_stream, int *))o[6];
     return 1;
 }
 
@@ -259,6 +360,8 @@ tdm_status tdm__provider_cuda_create(const tdm_cuda_fns *fns, tdm_provider **out
         .device_name = cuda_device_name,
         .destroy = cuda_destroy,
         .impl = c,
+        .streams = has_events(&c->fns) ? &cuda_stream_ops : NULL,
+        .streams_ctx = c,
     };
     *out = &c->pub;
     return TDM_OK;

@@ -6,7 +6,8 @@
  * long).  A hook that has the real headers fills the table with the
  * un-hooked driver functions it resolved (hooks/preload/cuda_*.c checks the
  * types against the headers); otherwise tdm__provider_cuda_create(NULL,
- * ...) opens libcuda.so.1 itself.  Every field is required.
+ * ...) opens libcuda.so.1 itself.  Every field is required but those
+ * marked optional.
  */
 #ifndef TDM_ALLOC_PROVIDER_CUDA_H
 #define TDM_ALLOC_PROVIDER_CUDA_H
@@ -24,6 +25,8 @@ enum {
 
 typedef unsigned long long tdm__cu_deviceptr; /* CUdeviceptr */
 typedef void *tdm__cu_context;                /* CUcontext */
+typedef void *tdm__cu_event;                  /* CUevent */
+typedef void *tdm__cu_stream;                 /* CUstream */
 
 struct tdm_cuda_fns {
     int (*init)(unsigned int flags);                          /* cuInit */
@@ -39,6 +42,20 @@ struct tdm_cuda_fns {
     int (*mem_alloc)(tdm__cu_deviceptr *dptr, size_t size);   /* cuMemAlloc_v2 */
     int (*mem_free)(tdm__cu_deviceptr dptr);                  /* cuMemFree_v2 */
     int (*mem_get_info)(size_t *free_bytes, size_t *total);   /* cuMemGetInfo_v2 */
+    /* Optional: without all six, a free on another stream is not ordered
+     * after that stream's work (no stream markers). */
+    int (*event_create)(tdm__cu_event *ev, unsigned int flags);   /* cuEventCreate */
+    int (*event_record)(tdm__cu_event ev, tdm__cu_stream s);      /* cuEventRecord */
+    int (*event_query)(tdm__cu_event ev);                         /* cuEventQuery */
+    int (*event_synchronize)(tdm__cu_event ev);                   /* cuEventSynchronize */
+    int (*event_destroy)(tdm__cu_event ev);                       /* cuEventDestroy_v2 */
+    int (*ctx_synchronize)(void);                                 /* cuCtxSynchronize */
+    /* Optional: whether a stream is being captured into a graph. */
+    int (*stream_is_capturing)(tdm__cu_stream s, int *status);    /* cuStreamIsCapturing */
+    /* Optional, given by hooks that see cudaStreamBeginCapture and
+     * cudaStreamEndCapture: nonzero while a capture is underway anywhere
+     * in the process. */
+    int (*captures_underway)(void);
 };
 
 /* The driver's names of the fields above, in field order (for resolving
@@ -49,5 +66,9 @@ struct tdm_cuda_fns {
         "cuDevicePrimaryCtxRelease_v2", "cuCtxGetCurrent",                     \
         "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2", "cuMemAlloc_v2",          \
         "cuMemFree_v2", "cuMemGetInfo_v2"
+/* And of the optional ones, from event_create to stream_is_capturing. */
+#define TDM__CUDA_FNS_OPTIONAL_NAMES                                           \
+    "cuEventCreate", "cuEventRecord", "cuEventQuery", "cuEventSynchronize",    \
+        "cuEventDestroy_v2", "cuCtxSynchronize", "cuStreamIsCapturing"
 
 #endif

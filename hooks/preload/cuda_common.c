@@ -37,7 +37,10 @@ TDM_CUDA_HIDDEN void *tdm__cuda_lib(void); /* cuda_lookup.c */
     X(cuDeviceTotalMem_v2) X(cuInit) X(cuDeviceGetCount)                       \
     X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease_v2)                \
     X(cuCtxGetCurrent) X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2)          \
-    X(cuStreamIsCapturing)
+    X(cuStreamIsCapturing) X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) \
+    X(cuEventSynchronize) X(cuEventDestroy_v2) X(cuCtxSynchronize)
+/* From here on the provider can do without them (provider_cuda.h). */
+#define H_FIRST_OPTIONAL H_cuStreamIsCapturing
 
 enum {
 #define H_ENUM(name) H_##name,
@@ -157,7 +160,7 @@ static int fill_fns(struct tdm_cuda_fns *f)
 {
     void *h[H_COUNT];
     for (int i = 0; i < H_COUNT; i++)
-        if ((h[i] = helper(i)) == NULL && i != H_cuStreamIsCapturing)
+        if ((h[i] = helper(i)) == NULL && i < H_FIRST_OPTIONAL)
             return 0;
     void *alloc = tdm__cuda_real(TDM__CV_cuMemAlloc_v2);
     void *release = tdm__cuda_real(TDM__CV_cuMemFree_v2);
@@ -177,6 +180,14 @@ static int fill_fns(struct tdm_cuda_fns *f)
     f->mem_alloc = (int (*)(tdm__cu_deviceptr *, size_t))alloc;
     f->mem_free = (int (*)(tdm__cu_deviceptr))release;
     f->mem_get_info = (int (*)(size_t *, size_t *))h[H_cuMemGetInfo_v2];
+    f->event_create = (int (*)(tdm__cu_event *, unsigned int))h[H_cuEventCreate];
+    f->event_record = (int (*)(tdm__cu_event, tdm__cu_stream))h[H_cuEventRecord];
+    f->event_query = (int (*)(tdm__cu_event))h[H_cuEventQuery];
+    f->event_synchronize = (int (*)(tdm__cu_event))h[H_cuEventSynchronize];
+    f->event_destroy = (int (*)(tdm__cu_event))h[H_cuEventDestroy_v2];
+    f->ctx_synchronize = (int (*)(void))h[H_cuCtxSynchronize];
+    f->stream_is_capturing = (int (*)(tdm__cu_stream, int *))h[H_cuStreamIsCapturing];
+    f->captures_underway = tdm__cuda_captures_underway;
     return 1;
 }
 
@@ -187,7 +198,7 @@ static int fill_fns(struct tdm_cuda_fns *f)
  * is the one that counts. */
 static __attribute__((noinline)) int cache_setup(void)
 {
-    struct tdm_cuda_fns fns;
+    struct tdm_cuda_fns fns = {0};
     tdm_provider *p = NULL;
     tdm_status st = tdm__provider_cuda_create(fill_fns(&fns) ? &fns : NULL, &p);
     if (st == TDM_OK && tdm__alloc_use_provider(p) != TDM_OK) {

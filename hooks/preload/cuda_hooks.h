@@ -120,6 +120,10 @@ TDM_CUDA_HIDDEN int tdm__cuda_cache_ready(void);
  * driver cannot say: a stream-ordered allocation then belongs to the graph
  * and must be the driver's, even in cache mode. */
 TDM_CUDA_HIDDEN int tdm__cuda_capturing(tdm_stream stream);
+/* Captures begun through the runtime (cudaStreamBeginCapture*) and not
+ * yet ended: nonzero while one is underway (cuda_runtime_real.c).  Driver
+ * API captures are seen per stream only (tdm__cuda_capturing). */
+TDM_CUDA_HIDDEN int tdm__cuda_captures_underway(void);
 /* The CUresult for a failed tdm__alloc_malloc / _free. */
 TDM_CUDA_HIDDEN CUresult tdm__cuda_status_result(tdm_status st);
 /* Stream ids as recorded: a _ptsz call's stream 0 is the per-thread

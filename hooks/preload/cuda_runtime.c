@@ -67,7 +67,7 @@ TDM_RT_EXPORT cudaError_t CUDARTAPI cudaFree(void *p)
     if (m == TDM__HOOK_OFF)
         return real ? real(p) : TDM_RT_ABSENT;
     cudaError_t r = cudaSuccess;
-    int cached = tdm__rt_cache_free(m, p);
+    int cached = tdm__rt_cache_free(m, p, 0, 0);
     if (cached < 0) {
         r = tdm__cuda_rt_served_error(cudaErrorInvalidValue);
     } else if (cached == 0) {
@@ -180,3 +180,26 @@ TDM_RT_EXPORT cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(
     return tdm__rt_entry_ver(TDM__RT_cudaGetDriverEntryPointByVersion, symbol, fn, version,
                              flags, st, 0);
 }
+
+/* ---- graph captures (legacy default stream) ---------------------------------------------- */
+
+TDM_RT_EXPORT cudaError_t CUDARTAPI cudaStreamBeginCapture(cudaStream_t s,
+                                                           enum cudaStreamCaptureMode mode)
+{
+    return tdm__rt_begin_capture(TDM__RT_cudaStreamBeginCapture, s, mode);
+}
+
+TDM_RT_EXPORT cudaError_t CUDARTAPI cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph)
+{
+    return tdm__rt_end_capture(TDM__RT_cudaStreamEndCapture, s, graph);
+}
+
+#if TDM__RT_HAS_TO_GRAPH
+TDM_RT_EXPORT cudaError_t CUDARTAPI cudaStreamBeginCaptureToGraph(
+    cudaStream_t s, cudaGraph_t graph, const cudaGraphNode_t *deps,
+    const cudaGraphEdgeData *edges, size_t n, enum cudaStreamCaptureMode mode)
+{
+    return tdm__rt_to_graph(TDM__RT_cudaStreamBeginCaptureToGraph, s, graph, deps, edges, n,
+                            mode);
+}
+#endif

@@ -29,7 +29,19 @@
     X(cudaGetDriverEntryPointByVersion)                                        \
     X(cudaGetDriverEntryPointByVersion_ptsz) X(cudaGetDevice)                  \
     X(cudaMemGetInfo) X(cudaRuntimeGetVersion) X(cudaGetLastError)             \
-    X(cudaPeekAtLastError)
+    X(cudaPeekAtLastError) X(cudaStreamBeginCapture)                           \
+    X(cudaStreamBeginCapture_ptsz) X(cudaStreamEndCapture)                     \
+    X(cudaStreamEndCapture_ptsz) TDM__RT_TO_GRAPH(X)
+
+/* cudaStreamBeginCaptureToGraph came with CUDA 12.3. */
+#if CUDART_VERSION >= 12030
+#define TDM__RT_HAS_TO_GRAPH 1
+#define TDM__RT_TO_GRAPH(X)                                                    \
+    X(cudaStreamBeginCaptureToGraph) X(cudaStreamBeginCaptureToGraph_ptsz)
+#else
+#define TDM__RT_HAS_TO_GRAPH 0
+#define TDM__RT_TO_GRAPH(X)
+#endif
 
 enum {
 #define TDM__RT_ENUM(name) TDM__RT_##name,
@@ -66,6 +78,10 @@ TDM_CUDA_HIDDEN cudaError_t tdm__cuda_rt_error(CUresult r);
  * tdm__cuda_rt_served_last returns the one kept (cudaSuccess if none)
  * and, when `clear`, forgets it. */
 TDM_CUDA_HIDDEN cudaError_t tdm__cuda_rt_served_error(cudaError_t r);
+/* A cudaStreamBeginCapture* that returned r / a cudaStreamEndCapture that
+ * returned r: keeps the count of tdm__cuda_captures_underway. */
+TDM_CUDA_HIDDEN void tdm__cuda_rt_capture_begun(cudaError_t r);
+TDM_CUDA_HIDDEN void tdm__cuda_rt_capture_ended(cudaError_t r);
 TDM_CUDA_HIDDEN cudaError_t tdm__cuda_rt_served_last(int clear);
 
 #endif

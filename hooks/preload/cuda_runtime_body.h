@@ -60,13 +60,19 @@ TDM_RT_INLINE int tdm__rt_cache_alloc(tdm__hook_mode m, cudaError_t *r, void **p
     return 1;
 }
 
-/* Cache mode: tdm__hook_cache_free's 1 / 0 / -1 (freed / not the cache's /
- * a bad pointer into the cache's memory); 0 in other modes. */
-TDM_RT_INLINE int tdm__rt_cache_free(tdm__hook_mode m, void *p)
+/* Cache mode: 1 / 0 / -1 as tdm__hook_cache_free (freed / not the cache's
+ * / a bad pointer into the cache's memory); 0 in other modes.  `ordered`:
+ * cudaFreeAsync on `stream`, reused only after that stream's work so far;
+ * else cudaFree, which first waits for the device as CUDA's does. */
+TDM_RT_INLINE int tdm__rt_cache_free(tdm__hook_mode m, void *p, int ordered, tdm_stream stream)
 {
     if (m != TDM__HOOK_CACHE || p == NULL || !tdm__cuda_cache_ready())
         return 0;
-    return tdm__hook_cache_free(p, TDM_HOOK_SKIP);
+    tdm_status st = ordered ? tdm__alloc_free_on_stream(p, stream, TDM_HOOK_SKIP)
+                            : tdm__alloc_free_synchronized(p, TDM_HOOK_SKIP);
+    if (st == TDM_OK)
+        return 1;
+    return tdm__alloc_owns(p) ? -1 : 0;
 }
 
 /* Stream ids as recorded: stream 0 of a _ptsz call is the per-thread
@@ -110,7 +116,7 @@ TDM_RT_INLINE cudaError_t tdm__rt_free_async(int f, void *p, cudaStream_t s, int
     if (m == TDM__HOOK_OFF)
         return real ? real(p, s) : TDM_RT_ABSENT;
     cudaError_t r = cudaSuccess;
-    int cached = tdm__rt_cache_free(m, p);
+    int cached = tdm__rt_cache_free(m, p, 1, tdm__rt_stream(s, ptsz));
     if (cached < 0) {
         r = tdm__cuda_rt_served_error(cudaErrorInvalidValue);
     } else if (cached == 0) {
@@ -134,6 +140,45 @@ TDM_RT_INLINE cudaError_t tdm__rt_from_pool(int f, void **p, size_t size, cudaMe
     tdm__hook_leave();
     return r;
 }
+
+/* Graph captures: counted, never changed (tdm__cuda_captures_underway). */
+typedef cudaError_t (*tdm__rt_begin_capture_fn)(cudaStream_t, enum cudaStreamCaptureMode);
+typedef cudaError_t (*tdm__rt_end_capture_fn)(cudaStream_t, cudaGraph_t *);
+
+TDM_RT_INLINE cudaError_t tdm__rt_begin_capture(int f, cudaStream_t s,
+                                                enum cudaStreamCaptureMode mode)
+{
+    tdm__rt_begin_capture_fn real = (tdm__rt_begin_capture_fn)tdm__cuda_rt_real(f);
+    cudaError_t r = real ? real(s, mode) : TDM_RT_ABSENT;
+    tdm__cuda_rt_capture_begun(r);
+    return r;
+}
+
+TDM_RT_INLINE cudaError_t tdm__rt_end_capture(int f, cudaStream_t s, cudaGraph_t *graph)
+{
+    tdm__rt_end_capture_fn real = (tdm__rt_end_capture_fn)tdm__cuda_rt_real(f);
+    cudaError_t r = real ? real(s, graph) : TDM_RT_ABSENT;
+    tdm__cuda_rt_capture_ended(r);
+    return r;
+}
+
+#if TDM__RT_HAS_TO_GRAPH
+typedef cudaError_t (*tdm__rt_to_graph_fn)(cudaStream_t, cudaGraph_t,
+                                           const cudaGraphNode_t *,
+                                           const cudaGraphEdgeData *, size_t,
+                                           enum cudaStreamCaptureMode);
+
+TDM_RT_INLINE cudaError_t tdm__rt_to_graph(int f, cudaStream_t s, cudaGraph_t graph,
+                                           const cudaGraphNode_t *deps,
+                                           const cudaGraphEdgeData *edges, size_t n,
+                                           enum cudaStreamCaptureMode mode)
+{
+    tdm__rt_to_graph_fn real = (tdm__rt_to_graph_fn)tdm__cuda_rt_real(f);
+    cudaError_t r = real ? real(s, graph, deps, edges, n, mode) : TDM_RT_ABSENT;
+    tdm__cuda_rt_capture_begun(r);
+    return r;
+}
+#endif
 
 /* After cudaGetDriverEntryPoint*: the same wrapping as cuGetProcAddress.
  * cudaEnableDefault means "as the caller was compiled", which is what the

@@ -42,3 +42,24 @@ TDM_RT_EXPORT cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(
     return tdm__rt_entry_ver(TDM__RT_cudaGetDriverEntryPointByVersion_ptsz, symbol, fn, version,
                              flags, st, 1);
 }
+
+TDM_RT_EXPORT cudaError_t CUDARTAPI cudaStreamBeginCapture(cudaStream_t s,
+                                                           enum cudaStreamCaptureMode mode)
+{
+    return tdm__rt_begin_capture(TDM__RT_cudaStreamBeginCapture_ptsz, s, mode);
+}
+
+TDM_RT_EXPORT cudaError_t CUDARTAPI cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph)
+{
+    return tdm__rt_end_capture(TDM__RT_cudaStreamEndCapture_ptsz, s, graph);
+}
+
+#if TDM__RT_HAS_TO_GRAPH
+TDM_RT_EXPORT cudaError_t CUDARTAPI cudaStreamBeginCaptureToGraph(
+    cudaStream_t s, cudaGraph_t graph, const cudaGraphNode_t *deps,
+    const cudaGraphEdgeData *edges, size_t n, enum cudaStreamCaptureMode mode)
+{
+    return tdm__rt_to_graph(TDM__RT_cudaStreamBeginCaptureToGraph_ptsz, s, graph, deps, edges,
+                            n, mode);
+}
+#endif

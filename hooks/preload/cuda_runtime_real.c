@@ -119,8 +119,43 @@ cudaError_t tdm__cuda_rt_error(CUresult r)
     case CUDA_ERROR_NO_DEVICE: return cudaErrorNoDevice;
     case CUDA_ERROR_INVALID_DEVICE: return cudaErrorInvalidDevice;
     case CUDA_ERROR_INVALID_CONTEXT: return cudaErrorDeviceUninitialized;
+    /* A new segment asked for during a graph capture that forbids it. */
+    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: return cudaErrorStreamCaptureUnsupported;
+    case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: return cudaErrorStreamCaptureInvalidated;
+    case CUDA_ERROR_STREAM_CAPTURE_IMPLICIT: return cudaErrorStreamCaptureImplicit;
     default: return cudaErrorUnknown;
     }
+}
+
+/* ---- graph captures -------------------------------------------------------------------
+ * Counted from the runtime's begin/end calls, so that cache mode knows a
+ * capture is underway on any stream of any thread: it then frees no
+ * segment and records, queries or waits on no event (cache_stream.c). */
+
+static _Atomic int captures;
+
+int tdm__cuda_captures_underway(void)
+{
+    return atomic_load_explicit(&captures, memory_order_acquire) > 0;
+}
+
+void tdm__cuda_rt_capture_begun(cudaError_t r)
+{
+    if (r == cudaSuccess)
+        atomic_fetch_add_explicit(&captures, 1, memory_order_acq_rel);
+}
+
+void tdm__cuda_rt_capture_ended(cudaError_t r)
+{
+    /* An invalidated capture is ended too; other errors (not capturing,
+     * wrong thread) end nothing. */
+    if (r != cudaSuccess && r != cudaErrorStreamCaptureInvalidated)
+        return;
+    int n = atomic_load_explicit(&captures, memory_order_relaxed);
+    while (n > 0 && !atomic_compare_exchange_weak_explicit(&captures, &n, n - 1,
+                                                           memory_order_acq_rel,
+                                                           memory_order_relaxed))
+        ;
 }
 
 /* ---- the last error --------------------------------------------------------------------

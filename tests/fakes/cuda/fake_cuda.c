@@ -238,7 +238,8 @@ static CUresult dev_alloc(int kind, CUdeviceptr *dptr, size_t size)
 CUresult f_cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
 {
     ENTER(FC_cuMemAlloc_v2);
-    return dev_alloc(K_DEVICE, dptr, size);
+    CUresult r = fake__capture_check(); /* "potentially unsafe" during a capture */
+    return r != CUDA_SUCCESS ? r : dev_alloc(K_DEVICE, dptr, size);
 }
 
 static CUresult dev_free(CUdeviceptr p)
@@ -252,7 +253,8 @@ static CUresult dev_free(CUdeviceptr p)
 CUresult f_cuMemFree_v2(CUdeviceptr p)
 {
     ENTER(FC_cuMemFree_v2);
-    return dev_free(p);
+    CUresult r = fake__capture_check();
+    return r != CUDA_SUCCESS ? r : dev_free(p);
 }
 
 CUresult f_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,

@@ -44,6 +44,17 @@ unsigned long long fake_cuda_used_bytes(int device);
 /* Changes FAKE_CUDA_OOM_ABOVE at run time (0: no limit). */
 void fake_cuda_set_oom_above(unsigned long long bytes);
 
+/* Stream work, which completes only when the test says so: queue one item
+ * on `stream` (a CUstream; 0 = the legacy stream), complete all queued
+ * items, count those not completed.  Events and stream/context syncs
+ * follow (fake_cuda_stream.c). */
+void fake_cuda_stream_enqueue(void *stream);
+void fake_cuda_stream_complete(void *stream);
+long fake_cuda_stream_pending(void *stream);
+/* Calls made during a global/thread-local capture that CUDA forbids then
+ * (each invalidated the capture). */
+long fake_cuda_capture_violations(void);
+
 /* The fake runtime (libcudart.so.13 double): calls per function name,
  * and its calls into the driver's allocating functions. */
 long fake_cudart_calls(const char *name);

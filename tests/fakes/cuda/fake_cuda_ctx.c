@@ -210,33 +210,7 @@ CUresult f_cuCtxGetDevice(CUdevice *dev)
     return r;
 }
 
-/* ---- streams, errors, export tables ----------------------------------------- */
-
-CUresult f_cuStreamCreate(CUstream *s, unsigned int flags)
-{
-    ENTER(FC_cuStreamCreate);
-    (void)flags;
-    NEED_INIT();
-    /* Never 0, 1 or 2: those are the default, legacy and per-thread streams. */
-    *s = (CUstream)malloc(16);
-    return *s ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
-}
-
-CUresult f_cuStreamDestroy_v2(CUstream s)
-{
-    ENTER(FC_cuStreamDestroy_v2);
-    free(s);
-    return CUDA_SUCCESS;
-}
-
-CUresult f_cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status)
-{
-    ENTER(FC_cuStreamIsCapturing);
-    (void)s;
-    NEED_INIT();
-    *status = cfg.capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
-    return CUDA_SUCCESS;
-}
+/* ---- errors, export tables ----------------------------------------- */
 
 static const char *error_name(CUresult e)
 {

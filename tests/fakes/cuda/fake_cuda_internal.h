@@ -67,16 +67,28 @@
     X(cuMemUnmap, PFN_cuMemUnmap_v10020, "cuMemUnmap", 10020, 0, 0)            \
     X(cuMemSetAccess, PFN_cuMemSetAccess_v10020, "cuMemSetAccess", 10020, 0, 0)
 
-/* Streams, error names, export tables (fake_cuda_ctx.c). */
-#define FAKE_STREAMS(X)                                                        \
+/* Streams, events, captures (fake_cuda_stream.c). */
+#define FAKE_EVENTS(X)                                                         \
     X(cuStreamCreate, PFN_cuStreamCreate_v2000, "cuStreamCreate", 2000, 0, 0)  \
     X(cuStreamDestroy_v2, PFN_cuStreamDestroy_v4000, "cuStreamDestroy", 4000, 0, 0) \
     X(cuStreamIsCapturing, PFN_cuStreamIsCapturing_v10000, "cuStreamIsCapturing", 10000, 0, 0) \
+    X(cuStreamBeginCapture_v2, PFN_cuStreamBeginCapture_v10010, "cuStreamBeginCapture", 10010, 0, 0) \
+    X(cuStreamEndCapture, PFN_cuStreamEndCapture_v10000, "cuStreamEndCapture", 10000, 0, 0) \
+    X(cuStreamSynchronize, PFN_cuStreamSynchronize_v2000, "cuStreamSynchronize", 2000, 0, 0) \
+    X(cuCtxSynchronize, PFN_cuCtxSynchronize_v2000, "cuCtxSynchronize", 2000, 0, 0) \
+    X(cuEventCreate, PFN_cuEventCreate_v2000, "cuEventCreate", 2000, 0, 0)     \
+    X(cuEventRecord, PFN_cuEventRecord_v2000, "cuEventRecord", 2000, 0, 0)     \
+    X(cuEventQuery, PFN_cuEventQuery_v2000, "cuEventQuery", 2000, 0, 0)        \
+    X(cuEventSynchronize, PFN_cuEventSynchronize_v2000, "cuEventSynchronize", 2000, 0, 0) \
+    X(cuEventDestroy_v2, PFN_cuEventDestroy_v4000, "cuEventDestroy", 4000, 0, 0)
+
+/* Error names, export tables (fake_cuda_ctx.c). */
+#define FAKE_STREAMS(X)                                                        \
     X(cuGetErrorName, PFN_cuGetErrorName_v6000, "cuGetErrorName", 6000, 0, 0)  \
     X(cuGetErrorString, PFN_cuGetErrorString_v6000, "cuGetErrorString", 6000, 0, 0) \
     X(cuGetExportTable, PFN_cuGetExportTable_v3000, "cuGetExportTable", 3000, 0, 0)
 
-#define FAKE_CORE(X) FAKE_DEVICES(X) FAKE_MEMORY(X) FAKE_STREAMS(X)
+#define FAKE_CORE(X) FAKE_DEVICES(X) FAKE_MEMORY(X) FAKE_STREAMS(X) FAKE_EVENTS(X)
 
 /* The resolvers (fake_cuda_gpa.c). */
 #define FAKE_RESOLVERS(X)                                                      \
@@ -118,6 +130,11 @@ typedef struct fake_config {
     int capturing;                /* every stream reports an active capture */
 } fake_config;
 FAKE_HIDDEN extern fake_config fake__cfg;
+
+/* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (and every capture invalidated)
+ * when a global or thread-local capture forbids a potentially unsafe call
+ * now, else CUDA_SUCCESS (fake_cuda_stream.c). */
+FAKE_HIDDEN CUresult fake__capture_check(void);
 
 /* Counts a call of `fc`; the error injected for it, or CUDA_SUCCESS. */
 FAKE_HIDDEN CUresult fake__enter(int fc);

@@ -69,6 +69,10 @@ static struct {
     PFN_cuDeviceGetDefaultMemPool_v11020 default_pool;
     PFN_cuStreamCreate_v2000 stream_create;
     PFN_cuStreamDestroy_v4000 stream_destroy;
+    PFN_cuStreamBeginCapture_v10010 begin_capture;
+    PFN_cuStreamEndCapture_v10000 end_capture;
+    PFN_cuStreamIsCapturing_v10000 is_capturing;
+    PFN_cuCtxSynchronize_v2000 ctx_sync;
 } drv;
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -90,6 +94,10 @@ static cudaError_t map_error(CUresult r)
     case CUDA_ERROR_INVALID_CONTEXT: return cudaErrorDeviceUninitialized;
     case CUDA_ERROR_NOT_FOUND: return cudaErrorSymbolNotFound;
     case CUDA_ERROR_NOT_SUPPORTED: return cudaErrorNotSupported;
+    case CUDA_ERROR_ILLEGAL_STATE: return cudaErrorIllegalState;
+    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: return cudaErrorStreamCaptureUnsupported;
+    case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: return cudaErrorStreamCaptureInvalidated;
+    case CUDA_ERROR_STREAM_CAPTURE_IMPLICIT: return cudaErrorStreamCaptureImplicit;
     default: return cudaErrorUnknown;
     }
 }
@@ -143,6 +151,10 @@ static void load_driver(void)
     drv.default_pool = get("cuDeviceGetDefaultMemPool", 11020, 0);
     drv.stream_create = get("cuStreamCreate", 2000, 0);
     drv.stream_destroy = get("cuStreamDestroy", 4000, 0);
+    drv.begin_capture = get("cuStreamBeginCapture", 10010, 0);
+    drv.end_capture = get("cuStreamEndCapture", 10000, 0);
+    drv.is_capturing = get("cuStreamIsCapturing", 10000, 0);
+    drv.ctx_sync = get("cuCtxSynchronize", 2000, 0);
     if (drv.init == NULL || drv.alloc == NULL || drv.retain == NULL) {
         g_init_error = cudaErrorInsufficientDriver;
         return;
@@ -283,7 +295,7 @@ cudaError_t CUDARTAPI cudaDeviceSynchronize(void)
 {
     fake_rt_count(RT_cudaDeviceSynchronize);
     READY();
-    return cudaSuccess;
+    return fake_rt_result(map_error(drv.ctx_sync ? drv.ctx_sync() : CUDA_SUCCESS));
 }
 
 cudaError_t CUDARTAPI cudaMemGetInfo(size_t *free_bytes, size_t *total)
@@ -305,6 +317,32 @@ cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t s)
     fake_rt_count(RT_cudaStreamDestroy);
     READY();
     return fake_rt_result(map_error(drv.stream_destroy((CUstream)s)));
+}
+
+/* Graph captures: the driver's, the graph handle passed through. */
+cudaError_t CUDARTAPI cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode)
+{
+    fake_rt_count(RT_cudaStreamBeginCapture);
+    READY();
+    return fake_rt_result(map_error(drv.begin_capture((CUstream)s, (CUstreamCaptureMode)mode)));
+}
+
+cudaError_t CUDARTAPI cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph)
+{
+    fake_rt_count(RT_cudaStreamEndCapture);
+    READY();
+    return fake_rt_result(map_error(drv.end_capture((CUstream)s, (CUgraph *)graph)));
+}
+
+cudaError_t CUDARTAPI cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *st)
+{
+    fake_rt_count(RT_cudaStreamIsCapturing);
+    READY();
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    cudaError_t r = map_error(drv.is_capturing((CUstream)s, &cs));
+    if (r == cudaSuccess)
+        *st = (enum cudaStreamCaptureStatus)cs;
+    return fake_rt_result(r);
 }
 
 cudaError_t CUDARTAPI cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int device)

@@ -23,7 +23,8 @@
     X(cudaDriverGetVersion) X(cudaGetLastError) X(cudaPeekAtLastError)         \
     X(cudaStreamCreate)                                                        \
     X(cudaStreamDestroy) X(cudaDeviceGetDefaultMemPool) X(cudaMemGetInfo)      \
-    X(cudaDeviceSynchronize)
+    X(cudaDeviceSynchronize) X(cudaStreamBeginCapture) X(cudaStreamEndCapture) \
+    X(cudaStreamIsCapturing)
 
 enum {
 #define RT_ENUM(name) RT_##name,

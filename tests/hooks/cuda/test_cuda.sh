@@ -25,10 +25,16 @@
 #                      reports what cudart's table of driver functions holds
 #                      and calls through it: our wrappers, right variants
 #   real_static        the same with the real libcudart_static.a
+#   rt_stream_free     stream_app free, cache mode: cudaFreeAsync on another
+#                      stream waits for that stream's work (fake streams
+#                      run only when told); cudaFree waits for the device
+#   rt_capture         stream_app capture, cache mode: nothing CUDA forbids
+#                      during a graph capture, no segment freed, graph
+#                      memory said to be uncovered
 #   real_nodriver      the real libcudart (shared, static) and no driver at
 #                      all: cudaErrorInsufficientDriver unchanged, no crash
 #
-# Environment (from CMake): RT_APP, RT_APP_STATIC, DRV_APP, REAL_RT_APP,
+# Environment (from CMake): STREAM_APP, RT_APP, RT_APP_STATIC, DRV_APP, REAL_RT_APP,
 # REAL_RT_APP_STATIC, SNAPCHECK, PRELOAD, FAKE_CUDA_DIR, EXPECT_DIR.
 set -u
 scenario=$1
@@ -219,6 +225,16 @@ real_nodriver)
             [ ! -e "$T/$mode.tdm" ] || fail "$app: a snapshot written without a driver ($mode): $("$SNAPCHECK" "$T/$mode.tdm")"
         done
     done
+    ;;
+rt_stream_free | rt_capture)
+    # stream_app checks itself (FAIL: lines); the fake driver runs queued
+    # stream work only when the program says so.
+    what=${scenario#rt_}; what=${what%_free}
+    [ "$what" = stream ] && what=free
+    traced cache mode=cache "$STREAM_APP" "$what" "$fake" FAKE_CUDA_CAPACITY=67108864
+    cat "$T/cache.out"
+    grep -qx ok "$T/cache.out" || fail "stream_app $what under cache mode"
+    no_tidemark_errors cache
     ;;
 *)
     fail "unknown scenario"

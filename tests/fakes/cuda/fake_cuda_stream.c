@@ -1,0 +1,331 @@
+/* tests/fakes/cuda/fake_cuda_stream.c: the fake driver's streams, events
+ * and graph captures — the part of libcuda.so.1 that says when queued
+ * work has completed.
+ *
+ * A stream counts the work queued on it and the work completed; work is
+ * queued and completed only when a test says so (fake_cuda_stream_enqueue
+ * / _complete, fake_cuda.h), as a GPU would run a kernel "later".  An
+ * event recorded on a stream is done once the stream's completed count
+ * reaches what was queued at the record; cuEventSynchronize,
+ * cuStreamSynchronize and cuCtxSynchronize complete the work they wait
+ * for (the GPU got there).  The default streams (0, CU_STREAM_LEGACY,
+ * CU_STREAM_PER_THREAD) are static records.
+ *
+ * Captures: cuStreamBeginCapture_v2 / cuStreamEndCapture per stream, with
+ * the mode.  While a global or thread-local capture is underway, the
+ * calls CUDA forbids then (memory allocation and free, event query and
+ * synchronize, context and stream synchronize: fake__capture_check) fail
+ * with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, invalidate every capture
+ * (its cuStreamEndCapture then returns CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+ * and are counted (fake_cuda_capture_violations).  Querying an event
+ * recorded during a capture is one too, in any mode.
+ *
+ * Lock: g_stream_lock around every stream, event and capture record.
+ */
+#define _GNU_SOURCE
+#include "fake_cuda_internal.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "fake_cuda.h"
+
+#define cfg fake__cfg
+#define MAX_STREAMS 256
+
+typedef struct fake_stream {
+    unsigned long long queued, done; /* work items */
+    int capturing;                   /* a capture is underway on it */
+    int invalidated;                 /* ... and a forbidden call broke it */
+    CUstreamCaptureMode mode;
+} fake_stream;
+
+typedef struct fake_event {
+    fake_stream *s;              /* NULL until recorded */
+    unsigned long long ticket;   /* s->queued at the record */
+    int in_capture;              /* recorded into a graph being captured */
+    int used;                    /* created and not destroyed */
+} fake_event;
+
+/* Events come from a static table: like the real driver's, the events a
+ * process never destroys are not a leak of its heap. */
+#define MAX_EVENTS 4096
+static fake_event g_events[MAX_EVENTS];
+
+static pthread_mutex_t g_stream_lock = PTHREAD_MUTEX_INITIALIZER;
+static fake_stream g_default[2]; /* 0 / CU_STREAM_LEGACY, CU_STREAM_PER_THREAD */
+static fake_stream *g_streams[MAX_STREAMS];
+static atomic_long g_violations;
+static int g_graph; /* what a captured graph handle points at */
+
+/* The record of stream handle `h`; caller holds the lock. */
+static fake_stream *stream_of(CUstream h)
+{
+    if (h == NULL || h == CU_STREAM_LEGACY)
+        return &g_default[0];
+    if (h == CU_STREAM_PER_THREAD)
+        return &g_default[1];
+    return (fake_stream *)h;
+}
+
+/* Every stream, default ones first; caller holds the lock. */
+#define EACH_STREAM(v)                                                         \
+    for (int i_ = 0; i_ < 2 + MAX_STREAMS; i_++)                               \
+        for (fake_stream *v = i_ < 2 ? &g_default[i_] : g_streams[i_ - 2]; v; v = NULL)
+
+/* Whether a capture forbids potentially unsafe calls now; caller holds
+ * the lock. */
+static int forbidding(void)
+{
+    EACH_STREAM(s)
+    if (s->capturing && s->mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+        return 1;
+    return 0;
+}
+
+static CUresult violation(void)
+{
+    atomic_fetch_add(&g_violations, 1);
+    EACH_STREAM(s)
+    if (s->capturing)
+        s->invalidated = 1;
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+CUresult fake__capture_check(void)
+{
+    pthread_mutex_lock(&g_stream_lock);
+    CUresult r = forbidding() ? violation() : CUDA_SUCCESS;
+    pthread_mutex_unlock(&g_stream_lock);
+    return r;
+}
+
+CUresult f_cuStreamCreate(CUstream *s, unsigned int flags)
+{
+    ENTER(FC_cuStreamCreate);
+    (void)flags;
+    NEED_INIT();
+    fake_stream *n = calloc(1, sizeof *n);
+    if (n == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&g_stream_lock);
+    int i = 0;
+    while (i < MAX_STREAMS && g_streams[i] != NULL)
+        i++;
+    if (i < MAX_STREAMS)
+        g_streams[i] = n;
+    pthread_mutex_unlock(&g_stream_lock);
+    if (i == MAX_STREAMS) {
+        free(n);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *s = (CUstream)n; /* never 0, 1 or 2: the default streams */
+    return CUDA_SUCCESS;
+}
+
+CUresult f_cuStreamDestroy_v2(CUstream s)
+{
+    ENTER(FC_cuStreamDestroy_v2);
+    pthread_mutex_lock(&g_stream_lock);
+    for (int i = 0; i < MAX_STREAMS; i++)
+        if (g_streams[i] == (fake_stream *)s)
+            g_streams[i] = NULL;
+    pthread_mutex_unlock(&g_stream_lock);
+    free(s);
+    return CUDA_SUCCESS;
+}
+
+CUresult f_cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status)
+{
+    ENTER(FC_cuStreamIsCapturing);
+    NEED_INIT();
+    pthread_mutex_lock(&g_stream_lock);
+    fake_stream *st = stream_of(s);
+    CUresult r = CUDA_SUCCESS;
+    if (cfg.capturing || st->capturing) {
+        *status = st->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                                  : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    } else if (st == &g_default[0] && forbidding()) {
+        /* The legacy stream would join another stream's capture. */
+        r = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    } else {
+        *status = CU_STREAM_CAPTURE_STATUS_NONE;
+    }
+    pthread_mutex_unlock(&g_stream_lock);
+    return r;
+}
+
+CUresult f_cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode)
+{
+    ENTER(FC_cuStreamBeginCapture_v2);
+    NEED_INIT();
+    if (s == NULL || s == CU_STREAM_LEGACY)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* as CUDA: not the legacy stream */
+    pthread_mutex_lock(&g_stream_lock);
+    fake_stream *st = stream_of(s);
+    CUresult r = CUDA_ERROR_ILLEGAL_STATE;
+    if (!st->capturing) {
+        st->capturing = 1;
+        st->invalidated = 0;
+        st->mode = mode;
+        r = CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&g_stream_lock);
+    return r;
+}
+
+CUresult f_cuStreamEndCapture(CUstream s, CUgraph *graph)
+{
+    ENTER(FC_cuStreamEndCapture);
+    NEED_INIT();
+    pthread_mutex_lock(&g_stream_lock);
+    fake_stream *st = stream_of(s);
+    CUresult r = CUDA_ERROR_ILLEGAL_STATE;
+    if (st->capturing) {
+        r = st->invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
+        *graph = st->invalidated ? NULL : (CUgraph)&g_graph;
+        st->capturing = 0;
+        st->invalidated = 0;
+    }
+    pthread_mutex_unlock(&g_stream_lock);
+    return r;
+}
+
+CUresult f_cuStreamSynchronize(CUstream s)
+{
+    ENTER(FC_cuStreamSynchronize);
+    NEED_INIT();
+    pthread_mutex_lock(&g_stream_lock);
+    CUresult r = CUDA_SUCCESS;
+    fake_stream *st = stream_of(s);
+    if (forbidding() || st->capturing)
+        r = violation();
+    else
+        st->done = st->queued;
+    pthread_mutex_unlock(&g_stream_lock);
+    return r;
+}
+
+CUresult f_cuCtxSynchronize(void)
+{
+    ENTER(FC_cuCtxSynchronize);
+    NEED_INIT();
+    pthread_mutex_lock(&g_stream_lock);
+    CUresult r = CUDA_SUCCESS;
+    if (forbidding()) {
+        r = violation();
+    } else {
+        EACH_STREAM(s)
+        s->done = s->queued;
+    }
+    pthread_mutex_unlock(&g_stream_lock);
+    return r;
+}
+
+/* ---- events ------------------------------------------------------------------ */
+
+CUresult f_cuEventCreate(CUevent *ev, unsigned int flags)
+{
+    ENTER(FC_cuEventCreate);
+    (void)flags;
+    NEED_INIT();
+    pthread_mutex_lock(&g_stream_lock);
+    fake_event *e = NULL;
+    for (int i = 0; i < MAX_EVENTS && e == NULL; i++)
+        if (!g_events[i].used)
+            e = &g_events[i];
+    if (e != NULL)
+        *e = (fake_event){.used = 1};
+    pthread_mutex_unlock(&g_stream_lock);
+    if (e == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *ev = (CUevent)e;
+    return CUDA_SUCCESS;
+}
+
+CUresult f_cuEventRecord(CUevent ev, CUstream s)
+{
+    ENTER(FC_cuEventRecord);
+    NEED_INIT();
+    fake_event *e = (fake_event *)ev;
+    pthread_mutex_lock(&g_stream_lock);
+    fake_stream *st = stream_of(s);
+    e->in_capture = st->capturing;
+    e->s = st;
+    e->ticket = st->queued;
+    pthread_mutex_unlock(&g_stream_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult f_cuEventQuery(CUevent ev)
+{
+    ENTER(FC_cuEventQuery);
+    NEED_INIT();
+    fake_event *e = (fake_event *)ev;
+    pthread_mutex_lock(&g_stream_lock);
+    CUresult r = CUDA_SUCCESS;
+    if (forbidding() || e->in_capture)
+        r = violation();
+    else if (e->s != NULL && e->s->done < e->ticket)
+        r = CUDA_ERROR_NOT_READY;
+    pthread_mutex_unlock(&g_stream_lock);
+    return r;
+}
+
+CUresult f_cuEventSynchronize(CUevent ev)
+{
+    ENTER(FC_cuEventSynchronize);
+    NEED_INIT();
+    fake_event *e = (fake_event *)ev;
+    pthread_mutex_lock(&g_stream_lock);
+    CUresult r = CUDA_SUCCESS;
+    if (forbidding() || e->in_capture)
+        r = violation();
+    else if (e->s != NULL && e->s->done < e->ticket)
+        e->s->done = e->ticket; /* the GPU ran the stream up to the event */
+    pthread_mutex_unlock(&g_stream_lock);
+    return r;
+}
+
+CUresult f_cuEventDestroy_v2(CUevent ev)
+{
+    ENTER(FC_cuEventDestroy_v2);
+    pthread_mutex_lock(&g_stream_lock);
+    ((fake_event *)ev)->used = 0;
+    pthread_mutex_unlock(&g_stream_lock);
+    return CUDA_SUCCESS;
+}
+
+/* ---- the test's controls (fake_cuda.h) ------------------------------------------ */
+
+FAKE_EXPORT void fake_cuda_stream_enqueue(void *stream)
+{
+    pthread_mutex_lock(&g_stream_lock);
+    stream_of((CUstream)stream)->queued++;
+    pthread_mutex_unlock(&g_stream_lock);
+}
+
+FAKE_EXPORT void fake_cuda_stream_complete(void *stream)
+{
+    pthread_mutex_lock(&g_stream_lock);
+    fake_stream *st = stream_of((CUstream)stream);
+    st->done = st->queued;
+    pthread_mutex_unlock(&g_stream_lock);
+}
+
+FAKE_EXPORT long fake_cuda_stream_pending(void *stream)
+{
+    pthread_mutex_lock(&g_stream_lock);
+    fake_stream *st = stream_of((CUstream)stream);
+    long n = (long)(st->queued - st->done);
+    pthread_mutex_unlock(&g_stream_lock);
+    return n;
+}
+
+FAKE_EXPORT long fake_cuda_capture_violations(void)
+{
+    return atomic_load(&g_violations);
+}
+
+FAKE_EVENTS(FC_ALIAS)
