@@ -56,17 +56,27 @@ enum {
 
 /* ---- cuda_runtime_real.c ------------------------------------------------ */
 
-/* The runtime's function TDM__RT_<name> (the next definition after ours:
- * libcudart, found in the global scope, or in whatever loaded object has
- * it when the runtime was loaded privately); resolved once; NULL when
- * absent. */
-TDM_CUDA_HIDDEN void *tdm__cuda_rt_real(int f);
-/* The calling thread's current device as the runtime sees it (0 when
- * unknown), and its free bytes for oom events. */
-TDM_CUDA_HIDDEN int tdm__cuda_rt_device(void);
-TDM_CUDA_HIDDEN size_t tdm__cuda_rt_free_bytes(void);
-/* The runtime's version (cudaRuntimeGetVersion), for entry-point lookups. */
-TDM_CUDA_HIDDEN int tdm__cuda_rt_version(void);
+/* Each call goes to the runtime its caller linked (a process may hold a
+ * CUDA 12 and a CUDA 13 libcudart, one per library): the functions below
+ * take the address the hook returns to, and the macros pass it from the
+ * hook (the bodies are always_inline, so that is the program's call).
+ *
+ * The runtime's function TDM__RT_<name> for a call from `caller`: that of
+ * the libcudart the caller's object depends on, else the next definition
+ * after ours (libcudart in the global scope, or whatever loaded object has
+ * it when the runtime was loaded privately); resolved once per runtime;
+ * NULL when absent. */
+TDM_CUDA_HIDDEN void *tdm__cuda_rt_real_for(int f, const void *caller);
+/* That runtime's current device for the calling thread (0 when unknown),
+ * and its free bytes for oom events. */
+TDM_CUDA_HIDDEN int tdm__cuda_rt_device_for(const void *caller);
+TDM_CUDA_HIDDEN size_t tdm__cuda_rt_free_bytes_for(const void *caller);
+/* That runtime's version (cudaRuntimeGetVersion), for entry-point lookups. */
+TDM_CUDA_HIDDEN int tdm__cuda_rt_version_for(const void *caller);
+#define tdm__cuda_rt_real(f) tdm__cuda_rt_real_for((f), __builtin_return_address(0))
+#define tdm__cuda_rt_device() tdm__cuda_rt_device_for(__builtin_return_address(0))
+#define tdm__cuda_rt_free_bytes() tdm__cuda_rt_free_bytes_for(__builtin_return_address(0))
+#define tdm__cuda_rt_version() tdm__cuda_rt_version_for(__builtin_return_address(0))
 /* The runtime's error for a driver error from cache mode's provider. */
 TDM_CUDA_HIDDEN cudaError_t tdm__cuda_rt_error(CUresult r);
 

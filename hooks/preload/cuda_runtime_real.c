@@ -3,8 +3,9 @@
  * runtime's version, the runtime error for a driver error, and the last
  * error cache mode answered without the runtime (cuda_runtime.h).
  *
- * Owns: the runtime's real functions, one slot each, resolved once; the
- * runtime's version; per thread, the last error cache mode answered
+ * Owns: the runtimes' real functions, one slot each per runtime, resolved
+ * once; which runtime each calling object linked (cached); each runtime's
+ * version; per thread, the last error cache mode answered
  * without the runtime, which cudaGetLastError / cudaPeekAtLastError
  * (cuda_runtime.c) report as the runtime reports its own.  Lock: none
  * (atomics; a slot is written with the same value by whichever thread
@@ -16,16 +17,42 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <string.h>
+#include <stdint.h>
 
-/* ---- real functions ----------------------------------------------------------- */
+/* ---- real functions ------------------------------------------------------------
+ * Runtime 0 is the default: the next definition after ours (RTLD_NEXT),
+ * else whatever loaded object has it.  Runtimes 1.. are libcudart objects
+ * that callers' objects depend on, one per object (libcudart.so.12 and
+ * libcudart.so.13 are two), each with its own slots.  Which runtime a
+ * caller gets is found once per calling object and cached by address
+ * range; an object that does not depend on a libcudart (the program
+ * itself, a tail call from elsewhere) gets the default. */
+
+#define MAX_RUNTIMES 8
+#define MAX_CALLERS 64
 
 static const char *const rt_names[TDM__RT_COUNT] = {
 #define RT_NAME(name) #name,
     TDM__RT_FUNCS(RT_NAME)
 #undef RT_NAME
 };
-static _Atomic(void *) rt_real[TDM__RT_COUNT];
-static char rt_missing; /* marks a name no loaded object has */
+static _Atomic(void *) rt_real[MAX_RUNTIMES][TDM__RT_COUNT];
+static char rt_missing; /* marks a name the runtime does not have */
+
+/* Runtimes 1..: the libcudart's handle (a reference kept) and base. */
+static struct {
+    _Atomic(void *) handle; /* set last: the entry is usable once it is */
+    _Atomic(const void *) base;
+} runtimes[MAX_RUNTIMES];
+static _Atomic int n_runtimes = 1;
+
+/* Calling objects seen: [lo, hi) of their loaded segments -> runtime. */
+static struct {
+    uintptr_t lo, hi;
+    int runtime;
+    _Atomic int ready; /* set last */
+} callers[MAX_CALLERS];
+static _Atomic int n_callers;
 
 /* The loaded objects' names (the loader's strings, valid while loaded):
  * collected first, looked into after, so that no loader call is made
@@ -44,7 +71,8 @@ static int collect(struct dl_phdr_info *info, size_t size, void *arg)
     return 0;
 }
 
-static __attribute__((noinline)) void *rt_resolve(int f)
+/* Runtime 0's function `f`. */
+static void *default_resolve(int f)
 {
     void *p = tdm__hook_real(rt_names[f]);
     if (p == NULL || tdm__cuda_is_ours(p)) {
@@ -64,47 +92,160 @@ static __attribute__((noinline)) void *rt_resolve(int f)
                 p = q;
         }
     }
-    atomic_store_explicit(&rt_real[f], p ? p : (void *)&rt_missing, memory_order_release);
     return p;
 }
 
-void *tdm__cuda_rt_real(int f)
+static __attribute__((noinline)) void *rt_resolve(int rt, int f)
 {
-    void *p = atomic_load_explicit(&rt_real[f], memory_order_acquire);
+    void *p;
+    void *h = rt ? atomic_load_explicit(&runtimes[rt].handle, memory_order_acquire) : NULL;
+    if (h) {
+        p = tdm__hook_real_dlsym(h, rt_names[f]);
+        if (p && tdm__cuda_is_ours(p))
+            p = NULL;
+    } else {
+        p = default_resolve(f);
+    }
+    atomic_store_explicit(&rt_real[rt][f], p ? p : (void *)&rt_missing, memory_order_release);
+    return p;
+}
+
+/* The object holding an address: its segments' range, and whether it is
+ * the program itself (the first object listed). */
+typedef struct object_range {
+    uintptr_t addr, lo, hi;
+    int index, found, is_program;
+} object_range;
+
+static int find_range(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    object_range *r = arg;
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    int holds = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD)
+            continue;
+        uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+        lo = a < lo ? a : lo;
+        hi = a + ph->p_memsz > hi ? a + ph->p_memsz : hi;
+        holds |= r->addr >= a && r->addr < a + ph->p_memsz;
+    }
+    if (holds) {
+        r->lo = lo, r->hi = hi, r->found = 1;
+        r->is_program = r->index == 0;
+        return 1;
+    }
+    r->index++;
+    return 0;
+}
+
+/* The runtime of the libcudart the calling object depends on: a lookup
+ * in the object's own scope (itself, then its dependencies, breadth
+ * first; neither the global scope nor this library), as the dynamic linker
+ * bound the object's versioned references. */
+static int runtime_of_object(const char *path)
+{
+    void *h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+    void *p = h ? tdm__hook_real_dlsym(h, "cudaRuntimeGetVersion") : NULL;
+    Dl_info rt;
+    int found = p && !tdm__cuda_is_ours(p) && dladdr(p, &rt) && rt.dli_fbase;
+    if (h)
+        dlclose(h);
+    if (!found)
+        return 0;
+    int n = atomic_load_explicit(&n_runtimes, memory_order_acquire);
+    for (int i = 1; i < n && i < MAX_RUNTIMES; i++)
+        if (atomic_load_explicit(&runtimes[i].handle, memory_order_acquire) &&
+            atomic_load_explicit(&runtimes[i].base, memory_order_relaxed) == rt.dli_fbase)
+            return i;
+    int i = atomic_fetch_add(&n_runtimes, 1);
+    if (i >= MAX_RUNTIMES)
+        return 0;
+    void *rh = dlopen(rt.dli_fname, RTLD_LAZY | RTLD_NOLOAD); /* kept */
+    if (rh == NULL)
+        return 0;
+    atomic_store_explicit(&runtimes[i].base, rt.dli_fbase, memory_order_relaxed);
+    atomic_store_explicit(&runtimes[i].handle, rh, memory_order_release);
+    return i;
+}
+
+/* First call from an object: find and cache its runtime.  No lock (the
+ * loader's is taken inside; a library constructor running under it may
+ * call a hook): threads racing here find the same answer. */
+static __attribute__((noinline)) int runtime_slow(const void *caller)
+{
+    Dl_info info;
+    object_range r = {.addr = (uintptr_t)caller};
+    if (caller == NULL || tdm__cuda_is_ours(caller) || !dladdr(caller, &info))
+        return 0;
+    dl_iterate_phdr(find_range, &r);
+    if (!r.found)
+        return 0;
+    int rt = r.is_program || info.dli_fname == NULL ? 0 : runtime_of_object(info.dli_fname);
+    int i = atomic_fetch_add(&n_callers, 1);
+    if (i < MAX_CALLERS) {
+        callers[i].lo = r.lo;
+        callers[i].hi = r.hi;
+        callers[i].runtime = rt;
+        atomic_store_explicit(&callers[i].ready, 1, memory_order_release);
+    }
+    return rt;
+}
+
+static inline int runtime_of(const void *caller)
+{
+    uintptr_t a = (uintptr_t)caller;
+    int n = atomic_load_explicit(&n_callers, memory_order_acquire);
+    n = n < MAX_CALLERS ? n : MAX_CALLERS;
+    for (int i = 0; i < n; i++)
+        if (atomic_load_explicit(&callers[i].ready, memory_order_acquire) &&
+            a >= callers[i].lo && a < callers[i].hi)
+            return callers[i].runtime;
+    return runtime_slow(caller);
+}
+
+void *tdm__cuda_rt_real_for(int f, const void *caller)
+{
+    int rt = runtime_of(caller);
+    void *p = atomic_load_explicit(&rt_real[rt][f], memory_order_acquire);
     if (p == NULL)
-        return rt_resolve(f);
+        return rt_resolve(rt, f);
     return p == (void *)&rt_missing ? NULL : p;
 }
 
-int tdm__cuda_rt_device(void)
+int tdm__cuda_rt_device_for(const void *caller)
 {
-    cudaError_t (*get)(int *) = (cudaError_t(*)(int *))tdm__cuda_rt_real(TDM__RT_cudaGetDevice);
+    cudaError_t (*get)(int *) =
+        (cudaError_t(*)(int *))tdm__cuda_rt_real_for(TDM__RT_cudaGetDevice, caller);
     int d = 0;
     if (get == NULL || get(&d) != cudaSuccess || d < 0)
         return 0;
     return d;
 }
 
-size_t tdm__cuda_rt_free_bytes(void)
+size_t tdm__cuda_rt_free_bytes_for(const void *caller)
 {
-    cudaError_t (*info)(size_t *, size_t *) =
-        (cudaError_t(*)(size_t *, size_t *))tdm__cuda_rt_real(TDM__RT_cudaMemGetInfo);
+    cudaError_t (*info)(size_t *, size_t *) = (cudaError_t(*)(size_t *, size_t *))
+        tdm__cuda_rt_real_for(TDM__RT_cudaMemGetInfo, caller);
     size_t fr = 0, total = 0;
     if (info == NULL || info(&fr, &total) != cudaSuccess)
         return 0;
     return fr;
 }
 
-int tdm__cuda_rt_version(void)
+int tdm__cuda_rt_version_for(const void *caller)
 {
-    static _Atomic int version;
-    int v = atomic_load_explicit(&version, memory_order_relaxed);
+    static _Atomic int version[MAX_RUNTIMES];
+    int rt = runtime_of(caller);
+    int v = atomic_load_explicit(&version[rt], memory_order_relaxed);
     if (v == 0) {
         cudaError_t (*get)(int *) =
-            (cudaError_t(*)(int *))tdm__cuda_rt_real(TDM__RT_cudaRuntimeGetVersion);
+            (cudaError_t(*)(int *))tdm__cuda_rt_real_for(TDM__RT_cudaRuntimeGetVersion, caller);
         if (get == NULL || get(&v) != cudaSuccess || v <= 0)
             v = CUDART_VERSION;
-        atomic_store_explicit(&version, v, memory_order_relaxed);
+        atomic_store_explicit(&version[rt], v, memory_order_relaxed);
     }
     return v;
 }

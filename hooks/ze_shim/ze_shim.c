@@ -11,7 +11,16 @@
  * tables it hands back, puts its own functions in front of the real ones
  * (ze_track.h books them).  Programs that take the loader's DDI tables
  * (or link the static loader shim) call those slots directly, so they are
- * seen here though the exported zeMem* symbols never run.  It links
+ * seen here though the exported zeMem* symbols never run.
+ *
+ * A newer loader (1.20 on) that drives several drivers, or runs with
+ * ZE_ENABLE_LOADER_INTERCEPT=1, calls a driver that offers "DDI handles"
+ * (Intel's GPU driver does) through the tables each of its handles points
+ * to: the real driver's own, past the copies patched here.  The handles
+ * this shim passes on are the real driver's, so it cannot honestly offer
+ * that: zeDriverGetProperties answers "not supported" in the extension's
+ * properties, and the loader keeps calling through these tables (it wraps
+ * the handles instead, as for any driver without the extension).  It links
  * libtidemark.so, whose constructor applies TIDEMARK_CONF; with
  * libtidemark_preload.so also loaded, the preload's Level Zero hooks step
  * aside and this library books alone.
@@ -203,6 +212,31 @@ static ze_result_t ZE_APICALL s_virtual_unmap(ze_context_handle_t c, const void 
     return tdm__ze_virtual_unmap(&real, SKIP, c, ptr, size);
 }
 
+/* The DDI handles extension (Level Zero 1.12 on; Debian's 1.8 headers
+ * predate it): the properties a loader chains to zeDriverGetProperties,
+ * and the flag by which a driver says its handles carry its tables. */
+#define DDI_HANDLES_EXT_PROPERTIES ((ze_structure_type_t)0x00020027)
+#define DDI_HANDLE_EXT_SUPPORTED 1u
+
+typedef struct ddi_handles_ext_properties {
+    ze_structure_type_t stype;
+    void *pNext;
+    uint32_t flags;
+} ddi_handles_ext_properties;
+
+static ze_pfnDriverGetProperties_t real_driver_get_properties;
+
+static ze_result_t ZE_APICALL s_driver_get_properties(ze_driver_handle_t h,
+                                                      ze_driver_properties_t *props)
+{
+    ze_result_t r = real_driver_get_properties(h, props);
+    if (r == ZE_RESULT_SUCCESS && props)
+        for (ze_base_properties_t *ext = props->pNext; ext; ext = ext->pNext)
+            if (ext->stype == DDI_HANDLES_EXT_PROPERTIES)
+                ((ddi_handles_ext_properties *)ext)->flags &= ~DDI_HANDLE_EXT_SUPPORTED;
+    return r;
+}
+
 /* ---- the getters the shim changes (or reads) ---------------------------- */
 
 EXPORT ze_result_t ZE_APICALL zeGetMemProcAddrTable(ze_api_version_t version,
@@ -235,12 +269,17 @@ EXPORT ze_result_t ZE_APICALL zeGetVirtualMemProcAddrTable(ze_api_version_t vers
     return ZE_RESULT_SUCCESS;
 }
 
-/* Read, not changed: what the bookings need to name devices. */
+/* Read for the bookings (zeDriverGet names devices); zeDriverGetProperties
+ * wrapped so that the loader calls through these tables (above). */
 EXPORT ze_result_t ZE_APICALL zeGetDriverProcAddrTable(ze_api_version_t version,
                                                        ze_driver_dditable_t *table)
 {
     CALL_REAL_GETTER(ze_driver_dditable_t, "zeGetDriverProcAddrTable", version, table);
     real.driver_get = table->pfnGet;
+    if (table->pfnGetProperties && table->pfnGetProperties != s_driver_get_properties) {
+        real_driver_get_properties = table->pfnGetProperties;
+        table->pfnGetProperties = s_driver_get_properties;
+    }
     return ZE_RESULT_SUCCESS;
 }
 

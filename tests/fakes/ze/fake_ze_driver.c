@@ -13,6 +13,10 @@
  * allocations fail with ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY.  Sysman's
  * zesMemoryGetState reports the free bytes.
  *
+ * Every handle starts with pointers to the driver's own tables, and the
+ * driver says so (the DDI handles extension, fake_ze_ddi_handles.c), as
+ * Intel's GPU driver does; a newer loader may then call through those.
+ *
  * Tests read back (dlsym on this library, or RTLD_DEFAULT):
  *   fake_ze_calls(name)          calls of one entry ("zeMemAllocDevice")
  *   fake_ze_live_allocations()   allocations and physical memory not freed
@@ -21,6 +25,7 @@
  *   FAKE_ZE_DEVICES=n    devices (default 1, at most 8)
  *   FAKE_ZE_CAPACITY=n   bytes per device (default 1 GiB)
  *   FAKE_ZE_FAIL=name=code[,name=code]  that entry returns `code`
+ *   FAKE_ZE_DDI_HANDLES=0  the extension is not offered
  *
  * Lock: one mutex around the allocation table and byte counts; counters
  * are atomics.
@@ -41,22 +46,28 @@
 #include <sys/mman.h>
 
 #include "fake_ze.h"
+#include "fake_ze_internal.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define MAX_DEVICES 8
 #define PAGE_SIZE_VM ((size_t)64 << 10) /* virtual memory page, bytes */
 
-/* The opaque handle types, given a body here. */
+/* The opaque handle types, given a body here; each starts with the head
+ * of the DDI handles extension (fake_ze_ddi_handles.c). */
 struct _ze_driver_handle_t {
+    fake_ze_handle_head head;
     int tag;
 };
 struct _ze_device_handle_t {
+    fake_ze_handle_head head;
     int index;
 };
 struct _ze_context_handle_t {
+    fake_ze_handle_head head;
     int tag;
 };
 struct _ze_physical_mem_handle_t {
+    fake_ze_handle_head head;
     int device;
     size_t size; /* bytes */
 };
@@ -64,7 +75,7 @@ struct _zes_mem_handle_t {
     int device;
 };
 
-static struct _ze_driver_handle_t the_driver = {7};
+static struct _ze_driver_handle_t the_driver = {.tag = 7};
 static struct _ze_device_handle_t devices[MAX_DEVICES];
 static struct _zes_mem_handle_t mem_modules[MAX_DEVICES];
 
@@ -124,6 +135,17 @@ static void read_conf(void)
         if (s)
             s++;
     }
+}
+
+/* The heads of the handles made once (not in read_conf: filling the
+ * tables they point to calls the getters, which read the knobs). */
+static pthread_once_t heads_once = PTHREAD_ONCE_INIT;
+
+static void set_heads(void)
+{
+    the_driver.head = fake_ze_head();
+    for (int i = 0; i < MAX_DEVICES; i++)
+        devices[i].head = the_driver.head;
 }
 
 static ze_result_t enter(int f)
@@ -326,6 +348,7 @@ static ze_result_t ZE_APICALL f_zeInit(ze_init_flags_t flags)
 static ze_result_t ZE_APICALL f_zeDriverGet(uint32_t *pCount, ze_driver_handle_t *phDrivers)
 {
     ENTER(F_zeDriverGet);
+    pthread_once(&heads_once, set_heads);
     if (!pCount)
         return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     if (*pCount > 0 && phDrivers)
@@ -334,34 +357,11 @@ static ze_result_t ZE_APICALL f_zeDriverGet(uint32_t *pCount, ze_driver_handle_t
     return ZE_RESULT_SUCCESS;
 }
 
-static ze_result_t ZE_APICALL f_zeDriverGetApiVersion(ze_driver_handle_t h, ze_api_version_t *version)
-{
-    (void)h;
-    *version = ZE_API_VERSION_CURRENT;
-    return ZE_RESULT_SUCCESS;
-}
-
-static ze_result_t ZE_APICALL f_zeDriverGetProperties(ze_driver_handle_t h,
-                                                      ze_driver_properties_t *props)
-{
-    (void)h;
-    memset(&props->uuid, 0, sizeof props->uuid);
-    props->driverVersion = 0x7d3;
-    return ZE_RESULT_SUCCESS;
-}
-
-static ze_result_t ZE_APICALL f_zeDriverGetExtensionProperties(
-    ze_driver_handle_t h, uint32_t *pCount, ze_driver_extension_properties_t *props)
-{
-    (void)h, (void)props;
-    *pCount = 0;
-    return ZE_RESULT_SUCCESS;
-}
-
 static ze_result_t ZE_APICALL f_zeDeviceGet(ze_driver_handle_t h, uint32_t *pCount,
                                             ze_device_handle_t *phDevices)
 {
     ENTER(F_zeDeviceGet);
+    pthread_once(&heads_once, set_heads);
     if (h != &the_driver)
         return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
     if (!pCount)
@@ -428,6 +428,7 @@ static ze_result_t ZE_APICALL f_zeContextCreate(ze_driver_handle_t h, const ze_c
     *phContext = calloc(1, sizeof **phContext);
     if (!*phContext)
         return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+    (*phContext)->head = fake_ze_head();
     (*phContext)->tag = 0xc7;
     return ZE_RESULT_SUCCESS;
 }
@@ -615,6 +616,7 @@ static ze_result_t ZE_APICALL f_zePhysicalMemCreate(ze_context_handle_t c, ze_de
     ze_physical_mem_handle_t h = calloc(1, sizeof *h);
     if (!h)
         return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+    h->head = fake_ze_head();
     h->device = d;
     h->size = desc->size;
     ze_result_t r = track(h, desc->size, d, K_PHYS, 0);
@@ -688,9 +690,9 @@ EXPORT ze_result_t ZE_APICALL zeGetDriverProcAddrTable(ze_api_version_t version,
 {
     TABLE_HEAD(t);
     t->pfnGet = f_zeDriverGet;
-    t->pfnGetApiVersion = f_zeDriverGetApiVersion;
-    t->pfnGetProperties = f_zeDriverGetProperties;
-    t->pfnGetExtensionProperties = f_zeDriverGetExtensionProperties;
+    t->pfnGetApiVersion = fake_ze_driver_get_api_version;
+    t->pfnGetProperties = fake_ze_driver_get_properties;
+    t->pfnGetExtensionProperties = fake_ze_driver_get_extension_properties;
     return ZE_RESULT_SUCCESS;
 }
 

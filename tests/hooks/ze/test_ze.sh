@@ -14,10 +14,14 @@
 #   shim        the shim driver alone, the shim with the preload (booked
 #               once), and a program that only uses the loader's DDI tables
 #   shim_cache  mode=cache through the shim, for the DDI-table program
+#   driver_ddi  the shim under a newer loader (tests/fakes/ze's, LD_LIBRARY_PATH)
+#               that calls through the driver's own DDI tables when the
+#               driver offers DDI handles (as Intel's does) and the loader
+#               intercepts (several drivers, or ZE_ENABLE_LOADER_INTERCEPT=1)
 #   real        the real loader with no driver at all: codes unchanged
 #
 # Environment (from CMake): ZE_APP, ZE_DDI_APP, SNAPCHECK, PRELOAD, SHIM,
-# FAKE_ZE, EXPECT_DIR.
+# FAKE_ZE, FAKE_LOADER_DIR, EXPECT_DIR.
 . "${BASH_SOURCE[0]%/*}/../vendor_lib.sh" "$1"
 unset ZE_ENABLE_ALT_DRIVERS TIDEMARK_ZE_DRIVER
 
@@ -126,6 +130,41 @@ shim_cache)
     [ "$(count "$T/cache.tdm" alloc)" = 200 ] || fail "alloc events != 200"
     "$SNAPCHECK" "$T/cache.tdm" | grep '^alloc ' | grep -v 'fn=ddi_small_blocks$' &&
         fail "alloc stacks do not start at the program's function"
+    ;;
+driver_ddi)
+    newer() { on_shim "$@" LD_LIBRARY_PATH="$FAKE_LOADER_DIR" FAKE_ZE_LOADER_REPORT=1; }
+    on_fake plain "$ZE_APP" pattern
+    on_fake ddi_plain "$ZE_DDI_APP" pattern
+    # Without tidemark, the newer loader does call through the driver's tables.
+    run direct "$ZE_APP" pattern ZE_ENABLE_ALT_DRIVERS="$FAKE_ZE" LD_LIBRARY_PATH="$FAKE_LOADER_DIR" \
+        ZE_ENABLE_LOADER_INTERCEPT=1 FAKE_ZE_LOADER_REPORT=1
+    same_output plain direct
+    grep -q "fake loader: [1-9][0-9]* calls through driver handles, 0 through tables" "$T/direct.err" ||
+        { cat "$T/direct.err"; fail "the newer loader did not dispatch through the driver's handles"; }
+    # Under the shim: every way the loader dispatches, all booked once.
+    for way in single intercept intercept_no_ddi_path; do
+        case $way in
+        single) env=(ZE_ENABLE_LOADER_INTERCEPT=0) ;;
+        intercept) env=(ZE_ENABLE_LOADER_INTERCEPT=1) ;;
+        intercept_no_ddi_path) env=(ZE_ENABLE_LOADER_INTERCEPT=1 ZE_ENABLE_LOADER_DRIVER_DDI_PATH=0) ;;
+        esac
+        newer $way "$ZE_APP" pattern "${env[@]}" TIDEMARK_CONF="dump=$T/$way.tdm"
+        have_snapshot $way
+        same_output plain $way
+        grep -q " 0 calls through driver handles" "$T/$way.err" ||
+            { cat "$T/$way.err"; fail "calls went past the shim, through the driver's own tables ($way)"; }
+        check_events "$T/$way.tdm" expect_pattern.txt
+        newer ${way}_both "$ZE_APP" pattern "${env[@]}" LD_PRELOAD="$PRELOAD" \
+            TIDEMARK_CONF="dump=$T/${way}_both.tdm"
+        have_snapshot ${way}_both
+        same_output plain ${way}_both
+        check_events "$T/${way}_both.tdm" expect_pattern.txt
+        newer ${way}_ddi "$ZE_DDI_APP" pattern "${env[@]}" TIDEMARK_CONF="dump=$T/${way}_ddi.tdm"
+        have_snapshot ${way}_ddi
+        same_output ddi_plain ${way}_ddi
+        check_events "$T/${way}_ddi.tdm" expect_ddi.txt
+        [ "$(fake_counter live "$T/${way}_ddi.err")" = 0 ] || fail "allocations left in the driver ($way)"
+    done
     ;;
 real)
     # The real loader, no driver on this machine.
