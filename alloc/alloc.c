@@ -685,7 +685,7 @@ static void state_source(const tdm__state_visitor *v, tdm__pool_stats_fn pool_st
 {
     merge_ctx m = {.out = v, .pool_stats = pool_stats};
     if (atomic_load_explicit(&tdm__alloc_g.ready, memory_order_acquire)) {
-        tdm__state_visitor w = {&m, merge_device, merge_segment, merge_stats};
+        tdm__state_visitor w = {&m, merge_device, merge_segment, merge_stats, NULL};
         if (tdm__alloc_g.mode == TDM__MODE_CACHE)
             tdm__cache_visit(&w, pool_stats ? merge_pool_stats : NULL);
         else

@@ -134,6 +134,27 @@ TDM_API void tdm__alloc_observe_map(int device, const void *va, size_t size,
 TDM_API tdm_status tdm__alloc_observe_unmap(const void *va, size_t size,
                                             unsigned skip);
 
+/* A stream-ordered memory pool (cudaMallocAsync's, hipMallocAsync's) of
+ * `device`, known by `pool` (its handle), as its own counters say now:
+ * `reserved` bytes held from the device, `used` of them handed out.  The
+ * pool's allocations are booked one by one (observe_alloc); what it holds
+ * beyond them, reserved - used, is booked as reserved memory of the device
+ * (segment_map / segment_unmap of the change; at the dump, one expandable
+ * segment at the pool's handle holding one inactive block).  Lock-free;
+ * booking stays balanced when threads race, the last answer counts. */
+TDM_API void tdm__alloc_observe_pool(int device, uint64_t pool, uint64_t reserved,
+                                     uint64_t used, unsigned skip);
+
+/* Memory mapped into `device`'s address space that this process did not
+ * allocate, or that it counts elsewhere (tdm_import_kind in snap_model.h):
+ * kept apart, never in any device's stats or events, and listed in the
+ * snapshot's imported table.  `source_device` is the exporting device
+ * (-1 host, -2 unknown). */
+TDM_API void tdm__alloc_observe_import(int device, const void *va, size_t size,
+                                       int source_device, int kind, unsigned skip);
+/* Its unmap: the mapping based at `va`; TDM_UNKNOWN_POINTER if none. */
+TDM_API tdm_status tdm__alloc_observe_unimport(const void *va);
+
 /* ---- cache mode over a vendor ----
  * Hooks that serve a vendor's allocations from the caching allocator give
  * it the vendor provider (made with the real, un-hooked vendor functions)

@@ -280,6 +280,26 @@ void tdm__obs_reset_for_tests(void);
 /* A forked child: every record and count dropped (forget.c). */
 void tdm__obs_forget(void);
 
+/* Readies observe mode and marks `device` (which has a slot) as seen. */
+void tdm__obs_use_device(int device);
+/* Adds `bytes` of reserved memory and `segments` segments to `device`'s
+ * stats, outside any allocation record (a stream-ordered pool's reserve). */
+void tdm__obs_account_reserve(int device, int64_t bytes, int segments);
+
+/* ---- stream-ordered pools' reserve (observe_pool.c) ---- */
+/* Gives the visitor one segment per pool of `device` holding a reserve. */
+void tdm__obs_pool_visit(const tdm__state_visitor *v, int device);
+/* Drops every pool's reserve without booking (a forked child, tests). */
+void tdm__obs_pool_forget(void);
+
+/* ---- memory the process maps but did not allocate (observe_import.c) ---- */
+/* Gives the visitor every live imported mapping. */
+void tdm__obs_import_visit(const tdm__state_visitor *v);
+void tdm__obs_import_forget(void);
+/* Fork: 0 sweeps the map's gated locks (parent, gate raised), 1 makes them
+ * anew (child). */
+void tdm__obs_import_fork(int child);
+
 /* ---- the provider wrapper: memory fraction, fork lock (fraction.c) ---- */
 /* Wraps `inner` in a provider that refuses, as out of memory, an
  * allocation that would take a device's bytes from this provider past

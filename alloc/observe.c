@@ -140,6 +140,22 @@ void tdm__alloc_observe_device(int device, const char *vendor,
     pthread_mutex_unlock(&d->lock);
 }
 
+void tdm__obs_use_device(int device)
+{
+    obs_init();
+    mark_seen(&obs.dev[device + 1], device);
+}
+
+void tdm__obs_account_reserve(int device, int64_t bytes, int segments)
+{
+    obs_device *d = &obs.dev[device + 1];
+    tdm__gate_lock(&d->lock);
+    tdm__stat_one(&d->counts.reserved, bytes);
+    if (segments)
+        tdm__stat_one(&d->counts.segments, segments);
+    pthread_mutex_unlock(&d->lock);
+}
+
 /* Books `sign` (+1 / -1) of one allocation or mapping in the stats. */
 static void account(int device, uint64_t size, int is_map, int sign)
 {
@@ -418,6 +434,7 @@ void tdm__obs_visit(const tdm__state_visitor *v, const uint64_t *emitted)
             i++;
         for (; i < live.n && live.items[i].rec.device == device; i++)
             tdm__live_visit(v, &live.items[i]);
+        tdm__obs_pool_visit(v, device);
         /* A device the allocator also has gets one stats record, the sum,
          * from alloc.c. */
         if (!known && v->stats) {
@@ -427,6 +444,7 @@ void tdm__obs_visit(const tdm__state_visitor *v, const uint64_t *emitted)
         }
     }
     tdm__live_free(&live);
+    tdm__obs_import_visit(v);
 }
 
 /* ---- fork and tests ------------------------------------------------------------ */
@@ -445,6 +463,7 @@ void tdm__obs_fork_sweep(void)
         return;
     tdm__ptrmap_fork_sweep(&obs.allocs);
     tdm__ptrmap_fork_sweep(&obs.maps);
+    tdm__obs_import_fork(0);
     for (int i = 0; i < OBS_SLOTS; i++) {
         pthread_mutex_lock(&obs.dev[i].lock);
         pthread_mutex_unlock(&obs.dev[i].lock);
@@ -463,6 +482,7 @@ void tdm__obs_fork_child(void)
     if (atomic_load_explicit(&obs.ready, memory_order_relaxed)) {
         tdm__ptrmap_fork_child(&obs.allocs);
         tdm__ptrmap_fork_child(&obs.maps);
+        tdm__obs_import_fork(1);
         for (int i = 0; i < OBS_SLOTS; i++)
             pthread_mutex_init(&obs.dev[i].lock, NULL);
     }
@@ -476,6 +496,8 @@ void tdm__obs_forget(void)
         return;
     tdm__ptrmap_clear(&obs.allocs);
     tdm__ptrmap_clear(&obs.maps);
+    tdm__obs_pool_forget();
+    tdm__obs_import_forget();
     for (int i = 0; i < OBS_SLOTS; i++)
         memset(&obs.dev[i].counts, 0, sizeof obs.dev[i].counts);
 }
@@ -486,6 +508,8 @@ void tdm__obs_reset_for_tests(void)
     if (atomic_load_explicit(&obs.ready, memory_order_relaxed)) {
         tdm__ptrmap_clear(&obs.allocs);
         tdm__ptrmap_clear(&obs.maps);
+        tdm__obs_pool_forget();
+        tdm__obs_import_forget();
         for (int i = 0; i < OBS_SLOTS; i++) {
             pthread_mutex_lock(&obs.dev[i].lock);
             memset(&obs.dev[i].counts, 0, sizeof obs.dev[i].counts);

@@ -39,7 +39,7 @@ typedef struct dump_owner {
 typedef struct builder {
     tdm_snap *snap;
     dump_owner *owner;
-    size_t device_cap, segment_cap, block_cap, stats_cap;
+    size_t device_cap, segment_cap, block_cap, stats_cap, imported_cap;
     int failed;
 } builder;
 
@@ -80,6 +80,18 @@ static void visit_segment(void *ctx, const tdm_snap_segment *seg,
     out->block_count = (uint32_t)n;
     memcpy(&s->blocks[s->block_count], blocks, n * sizeof *blocks);
     s->block_count += n;
+}
+
+static void visit_imported(void *ctx, const tdm_snap_imported *m)
+{
+    builder *b = ctx;
+    tdm_snap *s = b->snap;
+    if (tdm__grow_array(&s->imported, &b->imported_cap, s->imported_count + 1,
+                        sizeof *s->imported) != 0) {
+        b->failed = 1;
+        return;
+    }
+    s->imported[s->imported_count++] = *m;
 }
 
 /* One stats row per (device, pool): pool 0 from .stats, small and large
@@ -410,7 +422,8 @@ tdm_status tdm__rec_build_snapshot(tdm_snap **out)
         st = build_header(snap, o);
     if (st == TDM_OK) {
         builder b = {.snap = snap, .owner = o};
-        tdm__state_visitor v = {&b, visit_device, visit_segment, visit_stats};
+        tdm__state_visitor v = {&b, visit_device, visit_segment, visit_stats,
+                                visit_imported};
         tdm__state_source_fn source = atomic_load(&tdm__recorder_state.state_source);
         if (source)
             source(&v, visit_pool_stats);
@@ -435,7 +448,8 @@ tdm_status tdm__rec_build_snapshot(tdm_snap **out)
  * snapshot holding them is not untouched. */
 int tdm__snap_untouched(const tdm_snap *snap)
 {
-    if (snap->dropped_events || snap->segment_count || snap->block_count)
+    if (snap->dropped_events || snap->segment_count || snap->block_count ||
+        snap->imported_count)
         return 0;
     for (size_t i = 0; i < snap->event_count; i++)
         if (snap->events[i].action != TDM_ACTION_SNAPSHOT)

@@ -20,7 +20,7 @@
 /* The file starts with the msgpack array ["tidemark", major, minor].
  * major is TDM_FORMAT_VERSION; minor counts compatible additions. */
 #define TDM_FMT_MAGIC "tidemark"
-#define TDM_FMT_MINOR 2
+#define TDM_FMT_MINOR 3
 
 /* Largest number of entries the writer puts in one table/events record, so
  * that a cut file loses at most one chunk and records stay a few MiB. */
@@ -38,13 +38,14 @@
     XX(SEGMENTS, 8, "segments")                                                \
     XX(STATS, 9, "stats")                                                      \
     XX(DROPPED, 10, "dropped")                                                 \
-    XX(END, 11, "end")
+    XX(END, 11, "end")                                                        \
+    XX(IMPORTED, 12, "imported")
 
 enum tdm_fmt_record {
 #define TDM__FMT_REC_ENUM(name, id, str) TDM_REC_##name = id,
     TDM_FMT_RECORD_MAP(TDM__FMT_REC_ENUM)
 #undef TDM__FMT_REC_ENUM
-    TDM_REC_MAX_ = TDM_REC_END
+    TDM_REC_MAX_ = TDM_REC_IMPORTED
 };
 
 /* XX(NAME, "key"): every map key any record uses.  One list for all
@@ -117,6 +118,11 @@ enum tdm_fmt_key {
     XX(REQUESTED_BYTES, "requested_bytes") XX(ALLOCATION, "allocation")        \
     XX(SEGMENT, "segment") XX(NUM_ALLOC_RETRIES, "num_alloc_retries")          \
     XX(NUM_OOMS, "num_ooms")
+/* imported rows (format 1.3). */
+#define TDM_FMT_IMPORTED_ROW(XX)                                               \
+    XX(DEVICE, "device") XX(SOURCE_DEVICE, "source_device") XX(KIND, "kind")   \
+    XX(ADDRESS, "address") XX(SIZE, "size") XX(STACK_ID, "stack_id")           \
+    XX(MAP_TIME_NS, "map_time_ns")
 /* Optional trailing stats column (format 1.1): the tdm_stat_pool of the
  * row.  A row that ends before it is pool 0 (all). */
 #define TDM_STATS_POOL TDM_STATS_FIELDS
@@ -140,6 +146,9 @@ enum { TDM_FMT_BLOCK_ROW(TDM__FMT_ROW_ENUM) TDM_BLK_FIELDS };
 #undef TDM__FMT_ROW_ENUM
 #define TDM__FMT_ROW_ENUM(name, str) TDM_STATS_##name,
 enum { TDM_FMT_STATS_ROW(TDM__FMT_ROW_ENUM) TDM_STATS_FIELDS };
+#undef TDM__FMT_ROW_ENUM
+#define TDM__FMT_ROW_ENUM(name, str) TDM_IMP_##name,
+enum { TDM_FMT_IMPORTED_ROW(TDM__FMT_ROW_ENUM) TDM_IMP_FIELDS };
 #undef TDM__FMT_ROW_ENUM
 
 /* The record checksum: CRC-32 (IEEE 802.3, reflected, the one zlib and

@@ -325,6 +325,38 @@ static int read_stats(reader *r, cur *c)
     return 0;
 }
 
+/* Format 1.3: mappings of memory this process did not allocate. */
+static int read_imported(reader *r, cur *c)
+{
+    uint64_t n = 0, extra = 0;
+    if (tdm__fmt_table_begin(r, c, r->imported.n, &n))
+        return -1;
+    tdm_snap_imported *m = tdm__fmt_vec_more(r, &r->imported, sizeof *m, n);
+    if (!m)
+        return -1;
+    for (uint64_t i = 0; i < n; i++, m++) {
+        int64_t device = 0, source = 0, kind = 0, stack = 0;
+        memset(m, 0, sizeof *m);
+        if (tdm__fmt_row_begin(r, c, "imported", TDM_IMP_FIELDS, &extra) ||
+            tdm__fmt_range(r, c, "device", TDM_FMT_DEVICE_MIN, TDM_FMT_DEVICE_MAX, &device) ||
+            tdm__fmt_range(r, c, "source_device", TDM_IMPORT_SOURCE_UNKNOWN,
+                           TDM_FMT_DEVICE_MAX, &source) ||
+            tdm__fmt_range(r, c, "kind", 0, TDM_IMPORT_KIND_MAX, &kind) ||
+            tdm__fmt_u64(r, c, "address", &m->address) ||
+            tdm__fmt_u64(r, c, "size", &m->size) ||
+            tdm__fmt_range(r, c, "stack_id", 0, (int64_t)tdm__fmt_stack_limit(r) - 1, &stack) ||
+            tdm__fmt_u64(r, c, "map_time_ns", &m->map_time_ns) ||
+            tdm__fmt_row_end(r, c, "imported", extra))
+            return -1;
+        m->device = (int32_t)device;
+        m->source_device = (int32_t)source;
+        m->kind = (uint8_t)kind;
+        m->stack_id = (uint32_t)stack;
+        r->imported.n++;
+    }
+    return 0;
+}
+
 static int read_dropped(reader *r, cur *c)
 {
     const uint8_t *pos[TDM_KEY_COUNT_];
@@ -464,6 +496,7 @@ static int read_record(reader *r, const uint8_t **pp)
     case TDM_REC_SEGMENTS: bad = read_segments(r, &c); break;
     case TDM_REC_STATS: bad = read_stats(r, &c); break;
     case TDM_REC_DROPPED: bad = read_dropped(r, &c); break;
+    case TDM_REC_IMPORTED: bad = read_imported(r, &c); break;
     case TDM_REC_END: bad = read_end(r, &c); break;
     default: break; /* a newer minor version's record: skip it whole */
     }
@@ -479,7 +512,7 @@ static void free_vectors(reader *r)
 {
     tdm__fmt_vec *v[] = {&r->devices, &r->strings, &r->phases, &r->frames,
                          &r->stacks, &r->stack_frames, &r->stack_off, &r->events,
-                         &r->segments, &r->blocks, &r->stats};
+                         &r->segments, &r->blocks, &r->stats, &r->imported};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         free(v[i]->p);
         v[i]->p = NULL;
@@ -532,6 +565,7 @@ static tdm_snap *finish(reader *r, int complete)
     TAKE(segments, segment_count, r->segments);
     TAKE(blocks, block_count, r->blocks);
     TAKE(stats, stats_count, r->stats);
+    TAKE(imported, imported_count, r->imported);
 #undef TAKE
     r->a->owned[r->a->nowned++] = r->stack_frames.p;
     r->stack_frames.p = NULL;

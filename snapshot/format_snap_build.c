@@ -50,4 +50,5 @@ void tdm__snap_free_arrays(tdm_snap *snap)
     free(snap->segments);
     free(snap->blocks);
     free(snap->stats);
+    free(snap->imported);
 }

@@ -315,8 +315,15 @@ static tdm_status validate_state(const tdm_snap *s)
         if (at - g->address != g->total_size)
             return TDM_INVALID_ARGUMENT;
     }
-    if (blocks_written > UINT32_MAX)
+    if (blocks_written > UINT32_MAX || (s->imported_count && !s->imported))
         return TDM_INVALID_ARGUMENT;
+    for (size_t i = 0; i < s->imported_count; i++) {
+        const tdm_snap_imported *m = &s->imported[i];
+        if (!device_ok(m->device) || m->kind > TDM_IMPORT_KIND_MAX ||
+            m->stack_id >= nstacks ||
+            (m->source_device != TDM_IMPORT_SOURCE_UNKNOWN && !device_ok(m->source_device)))
+            return TDM_INVALID_ARGUMENT;
+    }
     return validate_stats(s);
 }
 
@@ -651,6 +658,21 @@ static tdm_status write_stats_and_end(writer *w)
             msgpack_pack_uint8(&w->pk, d->pool);
         }
         st = emit(w, TDM_REC_STATS);
+    }
+    for (size_t at = 0; at < s->imported_count && st == TDM_OK; at += TDM_FMT_CHUNK) {
+        size_t n = s->imported_count - at < TDM_FMT_CHUNK ? s->imported_count - at : TDM_FMT_CHUNK;
+        table_begin(w, at, n);
+        for (const tdm_snap_imported *m = &s->imported[at]; m < &s->imported[at + n]; m++) {
+            msgpack_pack_array(&w->pk, TDM_IMP_FIELDS);
+            msgpack_pack_int64(&w->pk, m->device);
+            msgpack_pack_int64(&w->pk, m->source_device);
+            msgpack_pack_uint8(&w->pk, m->kind);
+            msgpack_pack_uint64(&w->pk, m->address);
+            msgpack_pack_uint64(&w->pk, m->size);
+            msgpack_pack_uint32(&w->pk, m->stack_id);
+            msgpack_pack_uint64(&w->pk, m->map_time_ns);
+        }
+        st = emit(w, TDM_REC_IMPORTED);
     }
     if (st != TDM_OK)
         return st;

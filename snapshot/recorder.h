@@ -104,6 +104,8 @@ typedef struct tdm__state_visitor {
                     const tdm_snap_block *blocks, size_t block_count);
     /* The device's stats over all pools (tdm_stat_pool 0). */
     void (*stats)(void *ctx, int device, const tdm_stats *stats);
+    /* A mapping of memory the process did not allocate (may be NULL). */
+    void (*imported)(void *ctx, const tdm_snap_imported *imported);
 } tdm__state_visitor;
 
 /* One pool's share of a device's stats (pool TDM_STAT_POOL_SMALL or

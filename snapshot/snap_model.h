@@ -128,6 +128,39 @@ typedef struct tdm_snap_device_stats {
     tdm_stats stats;
 } tdm_snap_device_stats;
 
+/* What kind of memory an imported mapping is (format 1.3). */
+typedef enum tdm_import_kind {
+    /* cuIpcOpenMemHandle / cudaIpcOpenMemHandle / hipIpcOpenMemHandle:
+     * another process's allocation mapped here. */
+    TDM_IMPORT_IPC = 0,
+    /* A physical allocation imported from a shareable handle
+     * (cuMemImportFromShareableHandle) and mapped here. */
+    TDM_IMPORT_SHAREABLE = 1,
+    /* A further mapping of a physical allocation this process made, which
+     * is counted once, at its first mapping. */
+    TDM_IMPORT_PEER_MAPPING = 2,
+    /* A multicast object's mapping: memory bound to it is counted where
+     * it was made. */
+    TDM_IMPORT_MULTICAST = 3,
+} tdm_import_kind;
+#define TDM_IMPORT_KIND_MAX TDM_IMPORT_MULTICAST
+/* source_device of an imported mapping whose exporting device is not
+ * known (-1 is the host). */
+#define TDM_IMPORT_SOURCE_UNKNOWN (-2)
+
+/* Device memory this process maps but did not allocate (format 1.3):
+ * counted apart, never in a device's allocated or reserved bytes. */
+typedef struct tdm_snap_imported {
+    int32_t device;        /* whose address space maps it (-1 host) */
+    int32_t source_device; /* the exporting device as this process numbers
+                              it; -1 host; TDM_IMPORT_SOURCE_UNKNOWN */
+    uint8_t kind;          /* tdm_import_kind */
+    uint64_t address;      /* base of the mapping */
+    uint64_t size;         /* bytes mapped */
+    uint32_t stack_id;     /* stack of the call that mapped it */
+    uint64_t map_time_ns;  /* when it was mapped; 0 when not recording */
+} tdm_snap_imported;
+
 typedef struct tdm_snap {
     tdm_snap_header header;
     tdm_snap_device *devices;    size_t device_count;
@@ -138,6 +171,7 @@ typedef struct tdm_snap {
     tdm_snap_segment *segments;  size_t segment_count;
     tdm_snap_block *blocks;      size_t block_count;
     tdm_snap_device_stats *stats; size_t stats_count;
+    tdm_snap_imported *imported;  size_t imported_count; /* format 1.3 */
     uint64_t dropped_events; /* events the ring overwrote before the dump */
     int complete;            /* reader: the end record was present */
     void *owner_;            /* reader's private arena; do not touch */

@@ -38,8 +38,12 @@ TDM_CUDA_HIDDEN void *tdm__cuda_lib(void); /* cuda_lookup.c */
     X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease_v2)                \
     X(cuCtxGetCurrent) X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2)          \
     X(cuStreamIsCapturing) X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) \
-    X(cuEventSynchronize) X(cuEventDestroy_v2) X(cuCtxSynchronize)
-/* From here on the provider can do without them (provider_cuda.h). */
+    X(cuEventSynchronize) X(cuEventDestroy_v2) X(cuCtxSynchronize)             \
+    X(cuMemPoolGetAttribute) X(cuDeviceGetMemPool)                             \
+    X(cuDeviceGetDefaultMemPool) X(cuMemGetAddressRange_v2) X(cuPointerGetAttribute) \
+    X(cuMemGetAllocationPropertiesFromHandle)
+/* From here on the provider can do without them (provider_cuda.h): older
+ * drivers lack some. */
 #define H_FIRST_OPTIONAL H_cuStreamIsCapturing
 
 enum {
@@ -225,72 +229,137 @@ int tdm__cuda_cache_ready(void)
     return s >= 0 ? s : cache_setup();
 }
 
-/* ---- virtual-memory handles ------------------------------------------------------
- * Open addressing on the handle value, linear probing, deletion by
- * backward shift; a full table forgets (the map then books on the
- * context's device). */
+/* ---- virtual-memory handles and mappings -----------------------------------------
+ * Two tables, open addressing on the key, linear probing, deletion by
+ * backward shift: physical handle -> (device, origin, live mappings), and
+ * mapped address -> handle (cuMemUnmap names only the address).  A full
+ * table forgets (a map then books on the context's device, as one whose
+ * handle tidemark never saw). */
 
-#define HANDLE_SLOTS 4096
-static pthread_mutex_t handle_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-    CUmemGenericAllocationHandle key; /* 0 = empty */
-    int device;
-} handles[HANDLE_SLOTS];
-static int handle_count;
+#define KV_SLOTS 4096
+typedef struct kv_entry {
+    uint64_t key; /* 0 = empty */
+    uint64_t value;
+    int device, origin, maps;
+} kv_entry;
+typedef struct kv_table {
+    pthread_mutex_t lock;
+    kv_entry e[KV_SLOTS];
+    int count;
+} kv_table;
+static kv_table handles = {.lock = PTHREAD_MUTEX_INITIALIZER};
+static kv_table mappings = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static size_t handle_home(CUmemGenericAllocationHandle h)
+static size_t kv_home(uint64_t key)
 {
-    return (size_t)((h * 0x9E3779B97F4A7C15ull) >> 52) & (HANDLE_SLOTS - 1);
+    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 52) & (KV_SLOTS - 1);
 }
 
-void tdm__cuda_handle_put(CUmemGenericAllocationHandle h, int device)
+/* The entry of key (t->lock held), or the empty slot where it would go. */
+static kv_entry *kv_slot(kv_table *t, uint64_t key)
+{
+    size_t i = kv_home(key);
+    while (t->e[i].key != 0 && t->e[i].key != key)
+        i = (i + 1) & (KV_SLOTS - 1);
+    return &t->e[i];
+}
+
+/* The entry for key, made when absent (NULL when the table is full). */
+static kv_entry *kv_put(kv_table *t, uint64_t key)
+{
+    kv_entry *e = kv_slot(t, key);
+    if (e->key == 0) {
+        if (t->count >= KV_SLOTS - 1)
+            return NULL;
+        t->count++;
+        *e = (kv_entry){.key = key};
+    }
+    return e;
+}
+
+static void kv_drop(kv_table *t, kv_entry *e)
+{
+    size_t hole = (size_t)(e - t->e);
+    for (size_t j = (hole + 1) & (KV_SLOTS - 1); t->e[j].key != 0; j = (j + 1) & (KV_SLOTS - 1)) {
+        size_t home = kv_home(t->e[j].key);
+        if (((j - home) & (KV_SLOTS - 1)) >= ((j - hole) & (KV_SLOTS - 1))) {
+            t->e[hole] = t->e[j];
+            hole = j;
+        }
+    }
+    t->e[hole].key = 0;
+    t->count--;
+}
+
+void tdm__cuda_handle_put(CUmemGenericAllocationHandle h, int device, int origin)
 {
     if (h == 0)
         return;
-    pthread_mutex_lock(&handle_lock);
-    size_t i = handle_home(h);
-    while (handles[i].key != 0 && handles[i].key != h)
-        i = (i + 1) & (HANDLE_SLOTS - 1);
-    if (handles[i].key == h || handle_count < HANDLE_SLOTS - 1) {
-        handle_count += handles[i].key == 0;
-        handles[i].key = h;
-        handles[i].device = device;
+    pthread_mutex_lock(&handles.lock);
+    kv_entry *e = kv_put(&handles, h);
+    if (e) {
+        e->device = device;
+        e->origin = origin;
+        e->maps = 0;
     }
-    pthread_mutex_unlock(&handle_lock);
+    pthread_mutex_unlock(&handles.lock);
 }
 
 int tdm__cuda_handle_device(CUmemGenericAllocationHandle h)
 {
-    int device = -2;
-    pthread_mutex_lock(&handle_lock);
-    for (size_t i = handle_home(h); handles[i].key != 0; i = (i + 1) & (HANDLE_SLOTS - 1))
-        if (handles[i].key == h) {
-            device = handles[i].device;
-            break;
-        }
-    pthread_mutex_unlock(&handle_lock);
+    pthread_mutex_lock(&handles.lock);
+    kv_entry *e = kv_slot(&handles, h);
+    int device = h != 0 && e->key == h ? e->device : -2;
+    pthread_mutex_unlock(&handles.lock);
     return device;
 }
 
 void tdm__cuda_handle_drop(CUmemGenericAllocationHandle h)
 {
-    pthread_mutex_lock(&handle_lock);
-    size_t i = handle_home(h);
-    while (handles[i].key != 0 && handles[i].key != h)
-        i = (i + 1) & (HANDLE_SLOTS - 1);
-    if (handles[i].key == h) {
-        /* Backward shift: move later entries of the run into the hole. */
-        size_t hole = i;
-        for (size_t j = (i + 1) & (HANDLE_SLOTS - 1); handles[j].key != 0;
-             j = (j + 1) & (HANDLE_SLOTS - 1)) {
-            size_t home = handle_home(handles[j].key);
-            if (((j - home) & (HANDLE_SLOTS - 1)) >= ((j - hole) & (HANDLE_SLOTS - 1))) {
-                handles[hole] = handles[j];
-                hole = j;
-            }
-        }
-        handles[hole].key = 0;
-        handle_count--;
+    if (h == 0)
+        return;
+    pthread_mutex_lock(&handles.lock);
+    kv_entry *e = kv_slot(&handles, h);
+    if (e->key == h)
+        kv_drop(&handles, e);
+    pthread_mutex_unlock(&handles.lock);
+}
+
+int tdm__cuda_handle_map(CUmemGenericAllocationHandle h, CUdeviceptr va, int *device,
+                         int *origin)
+{
+    int prior = -1;
+    pthread_mutex_lock(&handles.lock);
+    kv_entry *e = kv_slot(&handles, h);
+    if (h != 0 && e->key == h) {
+        prior = e->maps++;
+        *device = e->device;
+        *origin = e->origin;
     }
-    pthread_mutex_unlock(&handle_lock);
+    pthread_mutex_unlock(&handles.lock);
+    pthread_mutex_lock(&mappings.lock);
+    kv_entry *m = va ? kv_put(&mappings, va) : NULL;
+    if (m)
+        m->value = h;
+    pthread_mutex_unlock(&mappings.lock);
+    return prior;
+}
+
+void tdm__cuda_handle_unmap(CUdeviceptr va)
+{
+    CUmemGenericAllocationHandle h = 0;
+    pthread_mutex_lock(&mappings.lock);
+    kv_entry *m = kv_slot(&mappings, va);
+    if (va != 0 && m->key == va) {
+        h = m->value;
+        kv_drop(&mappings, m);
+    }
+    pthread_mutex_unlock(&mappings.lock);
+    if (h == 0)
+        return;
+    pthread_mutex_lock(&handles.lock);
+    kv_entry *e = kv_slot(&handles, h);
+    if (e->key == h && e->maps > 0)
+        e->maps--;
+    pthread_mutex_unlock(&handles.lock);
 }

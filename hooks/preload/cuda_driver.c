@@ -31,6 +31,7 @@
 #include "cuda_hooks.h"
 
 #include "alloc.h"
+#include "snap_model.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -64,8 +65,8 @@ INLINE int cache_alloc(tdm__hook_mode m, CUresult *r, CUdeviceptr *dptr, size_t 
         (ordered && tdm__cuda_capturing(stream)))
         return 0;
     int dev = tdm__cuda_current_device();
-    if (dev < 0)
-        return 0;
+    if (dev < 0 || (ordered && tdm__cuda_program_pool(dev)))
+        return 0; /* the program's own pool serves it */
     void *p = NULL;
     tdm_status st = tdm__alloc_malloc(&p, size, dev, stream, TDM_HOOK_SKIP);
     if (st == TDM_OK)
@@ -204,9 +205,11 @@ static CUresult w_cuMemFreeHost(void *p)
         CUresult r;                                                            \
         if (!cache_alloc(m, &r, dptr, size, st, 1)) {                          \
             r = real(dptr, size, s);                                           \
-            book_alloc(r, ctx_device(),                                        \
-                       r == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL,    \
+            int dev = ctx_device();                                            \
+            book_alloc(r, dev, r == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL, \
                        size, st);                                              \
+            if (r == CUDA_SUCCESS)                                             \
+                tdm__cuda_pool_book(tdm__cuda_pool_current(dev), dev);         \
         }                                                                      \
         tdm__hook_leave();                                                     \
         return r;                                                              \
@@ -229,6 +232,7 @@ ASYNC_ALLOC(cuMemAllocAsync_ptsz, PFN_cuMemAllocAsync_v11020_ptsz, 1)
             tdm__alloc_observe_free((void *)(uintptr_t)p, tdm__cuda_stream(s, ptsz), \
                                     TDM_HOOK_SKIP);                            \
             r = real(p, s);                                                    \
+            tdm__cuda_pool_book_all(); /* the block went back to its pool */   \
         }                                                                      \
         tdm__hook_leave();                                                     \
         return r;                                                              \
@@ -237,7 +241,7 @@ ASYNC_FREE(cuMemFreeAsync, PFN_cuMemFreeAsync_v11020, 0)
 ASYNC_FREE(cuMemFreeAsync_ptsz, PFN_cuMemFreeAsync_v11020_ptsz, 1)
 
 /* A pool chosen by the program (IPC-exportable, other device, ...): always
- * the driver's, observed on the current device. */
+ * the driver's, observed on the device the memory lies on. */
 #define POOL_ALLOC(name, pfn, ptsz)                                            \
     static CUresult w_##name(CUdeviceptr *dptr, size_t size, CUmemoryPool pool,\
                              CUstream s)                                       \
@@ -247,8 +251,12 @@ ASYNC_FREE(cuMemFreeAsync_ptsz, PFN_cuMemFreeAsync_v11020_ptsz, 1)
         if (m == TDM__HOOK_OFF)                                                \
             return real ? real(dptr, size, pool, s) : NO_DRIVER;               \
         CUresult r = real(dptr, size, pool, s);                                \
-        book_alloc(r, ctx_device(), r == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL, \
+        int dev = r == CUDA_SUCCESS ? tdm__cuda_pointer_device(*dptr, ctx_device()) \
+                                    : ctx_device();                            \
+        book_alloc(r, dev, r == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL, \
                    size, tdm__cuda_stream(s, ptsz));                           \
+        if (r == CUDA_SUCCESS)                                                 \
+            tdm__cuda_pool_book(pool, dev);                                    \
         tdm__hook_leave();                                                     \
         return r;                                                              \
     }
@@ -257,8 +265,12 @@ POOL_ALLOC(cuMemAllocFromPoolAsync_ptsz, PFN_cuMemAllocFromPoolAsync_v11020_ptsz
 
 /* ---- virtual memory ---------------------------------------------------------
  * Physical memory is used once it is mapped: cuMemMap books segment_map on
- * the device the handle was created for, cuMemUnmap segment_unmap.
- * cuMemCreate only remembers the handle's device (an oom when the driver
+ * the place the handle was created for (a device, or the host: -1, for a
+ * host or host-NUMA location), cuMemUnmap segment_unmap.  A handle counts
+ * once: a further mapping of it (another address, e.g. a peer device's
+ * range) is booked apart as a peer mapping, and so is every mapping of a
+ * handle imported from another process (cuda_pool.c), never on a device.
+ * cuMemCreate only remembers the handle's place (an oom when the driver
  * has no memory left); reservations hold no memory and are passed through. */
 
 static CUresult w_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
@@ -271,7 +283,7 @@ static CUresult w_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
     CUresult r = real(h, size, prop, flags);
     int dev = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : -1;
     if (r == CUDA_SUCCESS) {
-        tdm__cuda_handle_put(*h, dev);
+        tdm__cuda_handle_put(*h, dev, TDM_CUDA_OWN);
     } else if (r == CUDA_ERROR_OUT_OF_MEMORY && dev >= 0) {
         tdm__cuda_describe(dev);
         tdm__alloc_observe_oom(dev, size, tdm__cuda_free_bytes(), 0, TDM_HOOK_SKIP);
@@ -302,11 +314,21 @@ static CUresult w_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
         return real ? real(ptr, size, offset, h, flags) : NO_DRIVER;
     CUresult r = real(ptr, size, offset, h, flags);
     if (r == CUDA_SUCCESS) {
-        int dev = tdm__cuda_handle_device(h);
-        if (dev < -1) /* created before tidemark was there */
+        int dev = -2, origin = TDM_CUDA_OWN;
+        int prior = tdm__cuda_handle_map(h, ptr, &dev, &origin);
+        if (prior < 0) { /* created before tidemark was there */
             dev = ctx_device();
-        tdm__cuda_describe(dev);
-        tdm__alloc_observe_map(dev, (void *)(uintptr_t)ptr, size, TDM_HOOK_SKIP);
+            prior = 0;
+        }
+        if (origin == TDM_CUDA_OWN && prior == 0) {
+            tdm__cuda_describe(dev);
+            tdm__alloc_observe_map(dev, (void *)(uintptr_t)ptr, size, TDM_HOOK_SKIP);
+        } else {
+            tdm__alloc_observe_import(ctx_device(), (void *)(uintptr_t)ptr, size, dev,
+                                      origin == TDM_CUDA_OWN ? TDM_IMPORT_PEER_MAPPING
+                                                             : origin,
+                                      TDM_HOOK_SKIP);
+        }
     }
     tdm__hook_leave();
     return r;
@@ -318,7 +340,9 @@ static CUresult w_cuMemUnmap(CUdeviceptr ptr, size_t size)
     tdm__hook_mode m = open_hook(real);
     if (m == TDM__HOOK_OFF)
         return real ? real(ptr, size) : NO_DRIVER;
-    tdm__alloc_observe_unmap((void *)(uintptr_t)ptr, size, TDM_HOOK_SKIP);
+    tdm__cuda_handle_unmap(ptr);
+    if (tdm__alloc_observe_unmap((void *)(uintptr_t)ptr, size, TDM_HOOK_SKIP) != TDM_OK)
+        tdm__alloc_observe_unimport((void *)(uintptr_t)ptr);
     CUresult r = real(ptr, size);
     tdm__hook_leave();
     return r;
@@ -344,6 +368,15 @@ static CUresult w_cuMemAddressFree(CUdeviceptr ptr, size_t size)
  * cuda_lookup.c; every other variant's wrapper is here. */
 #define w_cuGetProcAddress tdm__cuda_w_cuGetProcAddress
 #define w_cuGetProcAddress_v2 tdm__cuda_w_cuGetProcAddress_v2
+/* ... and those of pools and shared memory, cuda_pool.c. */
+#define w_cuMemPoolTrimTo tdm__cuda_w_cuMemPoolTrimTo
+#define w_cuMemPoolDestroy tdm__cuda_w_cuMemPoolDestroy
+#define w_cuDeviceSetMemPool tdm__cuda_w_cuDeviceSetMemPool
+#define w_cuStreamSynchronize tdm__cuda_w_cuStreamSynchronize
+#define w_cuStreamSynchronize_ptsz tdm__cuda_w_cuStreamSynchronize_ptsz
+#define w_cuIpcOpenMemHandle_v2 tdm__cuda_w_cuIpcOpenMemHandle_v2
+#define w_cuIpcCloseMemHandle tdm__cuda_w_cuIpcCloseMemHandle
+#define w_cuMemImportFromShareableHandle tdm__cuda_w_cuMemImportFromShareableHandle
 
 #define W_CHECK(name, base, ver, pt, pfn)                                      \
     _Static_assert(__builtin_types_compatible_p(__typeof__(&w_##name), pfn),   \

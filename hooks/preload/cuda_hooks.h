@@ -21,6 +21,7 @@
 #include <cudaTypedefs.h>
 #include <stdatomic.h>
 
+#include "alloc.h"
 #include "preload.h"
 
 #define TDM_CUDA_HIDDEN __attribute__((visibility("hidden")))
@@ -45,6 +46,14 @@
     X(cuMemUnmap, "cuMemUnmap", 10020, 0, PFN_cuMemUnmap_v10020)               \
     X(cuMemAddressReserve, "cuMemAddressReserve", 10020, 0, PFN_cuMemAddressReserve_v10020) \
     X(cuMemAddressFree, "cuMemAddressFree", 10020, 0, PFN_cuMemAddressFree_v10020) \
+    X(cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020, 0, PFN_cuMemPoolTrimTo_v11020) \
+    X(cuMemPoolDestroy, "cuMemPoolDestroy", 11020, 0, PFN_cuMemPoolDestroy_v11020) \
+    X(cuDeviceSetMemPool, "cuDeviceSetMemPool", 11020, 0, PFN_cuDeviceSetMemPool_v11020) \
+    X(cuStreamSynchronize, "cuStreamSynchronize", 2000, 0, PFN_cuStreamSynchronize_v2000) \
+    X(cuStreamSynchronize_ptsz, "cuStreamSynchronize", 7000, 1, PFN_cuStreamSynchronize_v7000_ptsz) \
+    X(cuIpcOpenMemHandle_v2, "cuIpcOpenMemHandle", 11000, 0, PFN_cuIpcOpenMemHandle_v11000) \
+    X(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", 4010, 0, PFN_cuIpcCloseMemHandle_v4010) \
+    X(cuMemImportFromShareableHandle, "cuMemImportFromShareableHandle", 10020, 0, PFN_cuMemImportFromShareableHandle_v10020) \
     X(cuGetProcAddress, "cuGetProcAddress", 11030, 0, PFN_cuGetProcAddress_v11030) \
     X(cuGetProcAddress_v2, "cuGetProcAddress", 12000, 0, PFN_cuGetProcAddress_v12000)
 
@@ -134,9 +143,75 @@ static inline tdm_stream tdm__cuda_stream(CUstream s, int ptsz)
                              : (tdm_stream)(uintptr_t)s;
 }
 
-/* Virtual memory: the device of each physical allocation handle. */
-TDM_CUDA_HIDDEN void tdm__cuda_handle_put(CUmemGenericAllocationHandle h, int device);
+/* Virtual memory: each physical allocation handle's device (-1 host),
+ * its origin (TDM_CUDA_OWN: made here by cuMemCreate; else the
+ * tdm_import_kind it maps as) and its live mappings. */
+#define TDM_CUDA_OWN (-1)
+TDM_CUDA_HIDDEN void tdm__cuda_handle_put(CUmemGenericAllocationHandle h, int device,
+                                          int origin);
 TDM_CUDA_HIDDEN int tdm__cuda_handle_device(CUmemGenericAllocationHandle h); /* -2: unknown */
 TDM_CUDA_HIDDEN void tdm__cuda_handle_drop(CUmemGenericAllocationHandle h);
+/* A mapping of h at va: its mappings before this one (-1: a handle
+ * tidemark never saw made), with *device and *origin filled when known. */
+TDM_CUDA_HIDDEN int tdm__cuda_handle_map(CUmemGenericAllocationHandle h, CUdeviceptr va,
+                                         int *device, int *origin);
+/* The mapping at va goes: its handle has one mapping fewer. */
+TDM_CUDA_HIDDEN void tdm__cuda_handle_unmap(CUdeviceptr va);
+
+/* ---- stream-ordered pools and shared memory (cuda_pool.c) -------------- */
+
+/* The wrappers cuda_pool.c defines (the variant table names them). */
+#define TDM__CUDA_POOL_WRAPPERS(X)                                             \
+    X(cuMemPoolTrimTo, PFN_cuMemPoolTrimTo_v11020)                             \
+    X(cuMemPoolDestroy, PFN_cuMemPoolDestroy_v11020)                           \
+    X(cuDeviceSetMemPool, PFN_cuDeviceSetMemPool_v11020)                       \
+    X(cuStreamSynchronize, PFN_cuStreamSynchronize_v2000)                      \
+    X(cuStreamSynchronize_ptsz, PFN_cuStreamSynchronize_v7000_ptsz)            \
+    X(cuIpcOpenMemHandle_v2, PFN_cuIpcOpenMemHandle_v11000)                    \
+    X(cuIpcCloseMemHandle, PFN_cuIpcCloseMemHandle_v4010)                      \
+    X(cuMemImportFromShareableHandle, PFN_cuMemImportFromShareableHandle_v10020)
+#define TDM__CUDA_POOL_DECL(name, pfn)                                         \
+    TDM_CUDA_HIDDEN extern __typeof__(*(pfn)0) tdm__cuda_w_##name;
+TDM__CUDA_POOL_WRAPPERS(TDM__CUDA_POOL_DECL)
+#undef TDM__CUDA_POOL_DECL
+
+/* Reads the pool's reserved and used bytes; 0 when the driver cannot. */
+TDM_CUDA_HIDDEN int tdm__cuda_pool_query(CUmemoryPool pool, uint64_t *reserved, uint64_t *used);
+/* The current pool of `device` (cuDeviceGetMemPool, asked once and then
+ * kept up to date by the cuDeviceSetMemPool hook); NULL when unknown. */
+TDM_CUDA_HIDDEN CUmemoryPool tdm__cuda_pool_current(int device);
+/* Remembers a pool seen in use, so that frees and synchronizations ask
+ * it again; tdm__cuda_pool_known(i, ...) walks them (0 past the last). */
+TDM_CUDA_HIDDEN void tdm__cuda_pool_remember(CUmemoryPool pool, int device);
+TDM_CUDA_HIDDEN int tdm__cuda_pool_known(int i, CUmemoryPool *pool, int *device);
+/* Nonzero when the program made a pool of its own `device`'s current
+ * pool (cuDeviceSetMemPool): cache mode then leaves cuMemAllocAsync on
+ * that device to the driver, so the program's pool serves it. */
+TDM_CUDA_HIDDEN int tdm__cuda_program_pool(int device);
+/* The device a device pointer lies on (CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL);
+ * `otherwise` when the driver cannot say. */
+TDM_CUDA_HIDDEN int tdm__cuda_pointer_device(CUdeviceptr p, int otherwise);
+
+/* Books the reserve `pool` (of `device`) holds now.  Inlined so that the
+ * wrapper calling it is the only tidemark frame left out of the stack. */
+static inline __attribute__((always_inline)) void tdm__cuda_pool_book(CUmemoryPool pool,
+                                                                      int device)
+{
+    uint64_t reserved, used;
+    if (pool == NULL || device < 0 || !tdm__cuda_pool_query(pool, &reserved, &used))
+        return;
+    tdm__cuda_pool_remember(pool, device);
+    tdm__alloc_observe_pool(device, (uint64_t)(uintptr_t)pool, reserved, used, TDM_HOOK_SKIP);
+}
+
+/* Books every known pool again (after a free or a synchronization, which
+ * may change what any of them holds).  Nothing when no pool was seen. */
+static inline __attribute__((always_inline)) void tdm__cuda_pool_book_all(void)
+{
+    CUmemoryPool pool;
+    int device;
+    for (int i = 0; tdm__cuda_pool_known(i, &pool, &device); i++)
+        tdm__cuda_pool_book(pool, device);
+}
 
 #endif

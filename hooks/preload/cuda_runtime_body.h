@@ -101,9 +101,13 @@ TDM_RT_INLINE cudaError_t tdm__rt_malloc_async(int f, void **p, size_t size, cud
         return real ? real(p, size, s) : TDM_RT_ABSENT;
     cudaError_t r;
     tdm_stream st = tdm__rt_stream(s, ptsz);
-    if (!tdm__rt_cache_alloc(m, &r, p, size, st, 1)) {
+    if (tdm__cuda_program_pool(tdm__cuda_rt_device()) || /* the program's pool serves it */
+        !tdm__rt_cache_alloc(m, &r, p, size, st, 1)) {
         r = real(p, size, s);
-        tdm__rt_book(r, tdm__cuda_rt_device(), r == cudaSuccess && p ? *p : NULL, size, st);
+        int dev = tdm__cuda_rt_device();
+        tdm__rt_book(r, dev, r == cudaSuccess && p ? *p : NULL, size, st);
+        if (r == cudaSuccess) /* pool reserve: cuda_pool.c */
+            tdm__cuda_pool_book(tdm__cuda_pool_current(dev), dev);
     }
     tdm__hook_leave();
     return r;
@@ -122,6 +126,7 @@ TDM_RT_INLINE cudaError_t tdm__rt_free_async(int f, void *p, cudaStream_t s, int
     } else if (cached == 0) {
         tdm__alloc_observe_free(p, tdm__rt_stream(s, ptsz), TDM_HOOK_SKIP);
         r = real(p, s);
+        tdm__cuda_pool_book_all();
     }
     tdm__hook_leave();
     return r;
@@ -135,8 +140,12 @@ TDM_RT_INLINE cudaError_t tdm__rt_from_pool(int f, void **p, size_t size, cudaMe
     if (m == TDM__HOOK_OFF)
         return real ? real(p, size, pool, s) : TDM_RT_ABSENT;
     cudaError_t r = real(p, size, pool, s);
-    tdm__rt_book(r, tdm__cuda_rt_device(), r == cudaSuccess && p ? *p : NULL, size,
-                 tdm__rt_stream(s, ptsz));
+    int dev = r == cudaSuccess && p ? tdm__cuda_pointer_device((CUdeviceptr)(uintptr_t)*p,
+                                                               tdm__cuda_rt_device())
+                                    : tdm__cuda_rt_device();
+    tdm__rt_book(r, dev, r == cudaSuccess && p ? *p : NULL, size, tdm__rt_stream(s, ptsz));
+    if (r == cudaSuccess)
+        tdm__cuda_pool_book((CUmemoryPool)pool, dev);
     tdm__hook_leave();
     return r;
 }

@@ -214,7 +214,7 @@ static void unknown_records_are_skipped(void **state)
     msgpack_pack_nil(&u.pk);
     fx_emit(&u, 200);
     msgpack_sbuffer_write(&u.rec, "\xc1\xc1\xc1", 3);
-    fx_emit(&u, 12);
+    fx_emit(&u, 201);
     memmove(u.file.data, u.file.data + sig, u.file.size - sig);
     u.file.size -= sig;
     size_t len2;

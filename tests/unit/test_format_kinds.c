@@ -212,6 +212,46 @@ static void sample_v1_2_file_keeps_parsing(void **state)
     fx_free(&f);
 }
 
+/* Format 1.3: the imported table goes through the file as written, and
+ * the writer refuses what a reader would reject. */
+static void imported_round_trip(void **state)
+{
+    (void)state;
+    fx_snap f;
+    build_sample_kinds(&f);
+    tdm_snap_imported rows[2] = {
+        {.device = 0, .source_device = 1, .kind = TDM_IMPORT_IPC, .address = 0x7f0000200000,
+         .size = 1 << 20, .stack_id = 4, .map_time_ns = 1700000000123456789ull},
+        {.device = -1, .source_device = TDM_IMPORT_SOURCE_UNKNOWN,
+         .kind = TDM_IMPORT_PEER_MAPPING, .address = 0x10, .size = 2 << 20},
+    };
+    f.s.imported = rows;
+    f.s.imported_count = 2;
+    size_t len;
+    uint8_t *bytes = fx_write_bytes(&f.s, &len);
+    tdm_snap *s = NULL;
+    tdm_read_error err;
+    tdm_status st = fx_read_exact(bytes, len, 0, &s, &err);
+    if (st != TDM_OK)
+        fail_msg("%s: %s", tdm_status_name(st), err.message);
+    assert_int_equal(s->imported_count, 2);
+    assert_memory_equal(&s->imported[0], &rows[0], sizeof rows[0]);
+    assert_int_equal(s->imported[1].device, -1);
+    assert_int_equal(s->imported[1].source_device, TDM_IMPORT_SOURCE_UNKNOWN);
+    assert_int_equal(s->imported[1].kind, TDM_IMPORT_PEER_MAPPING);
+    assert_int_equal(s->imported[1].size, 2 << 20);
+    tdm__snap_free(s);
+    free(bytes);
+    rows[1].kind = TDM_IMPORT_KIND_MAX + 1;
+    assert_int_equal(tdm__snap_write(&f.s, "/nonexistent/x.tdm"), TDM_INVALID_ARGUMENT);
+    rows[1].kind = 0;
+    rows[1].stack_id = (uint32_t)f.s.stack_count;
+    assert_int_equal(tdm__snap_write(&f.s, "/nonexistent/x.tdm"), TDM_INVALID_ARGUMENT);
+    f.s.imported = NULL;
+    f.s.imported_count = 0;
+    fx_free(&f);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--write-sample") == 0) {
@@ -227,6 +267,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(older_samples_read_as_native_frames),
         cmocka_unit_test(kind_column_is_optional_and_checked),
         cmocka_unit_test(sample_v1_2_file_keeps_parsing),
+        cmocka_unit_test(imported_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -207,6 +207,31 @@ static const tdm_stats *pool_stats(const tdm_snap *s, int device, int pool)
     return row < s->stats_count ? &s->stats[row].stats : NULL;
 }
 
+/* Memory mapped into `device`'s address space that it did not allocate
+ * (format 1.3): one line, never part of the figures above. */
+static void print_imported(FILE *out, const tdm_snap *s, int device)
+{
+    uint64_t bytes = 0, n = 0;
+    int source = TDM_IMPORT_SOURCE_UNKNOWN, mixed = 0;
+    for (size_t i = 0; i < s->imported_count; i++) {
+        const tdm_snap_imported *m = &s->imported[i];
+        if (m->device != device)
+            continue;
+        bytes += m->size;
+        n++;
+        mixed |= n > 1 && m->source_device != source;
+        source = m->source_device;
+    }
+    if (n == 0)
+        return;
+    char a[S_FMT];
+    fprintf(out, "  imported       %s in %" PRIu64 " mapping%s of memory allocated elsewhere",
+            tdm__fmt_bytes_exact(a, sizeof a, (int64_t)bytes), n, n == 1 ? "" : "s");
+    if (!mixed && source >= -1)
+        fprintf(out, source < 0 ? " (the host)" : " (device %d)", source);
+    fprintf(out, ", not counted above\n");
+}
+
 /* The allocator's own figures: the device's (all pools) on two lines, a
  * third with the counts; then, verbose and when the file has them (cache
  * mode), one line per pool with the four byte figures as now/peak, in
@@ -432,6 +457,7 @@ static tdm_status print_device(FILE *out, const tdm_snap *s, const tdm_model *m,
                                                           : "replayed (no final state in file)");
     if (d->stats)
         print_stats(out, s, d->ordinal, d->stats, o->exact, o->verbose);
+    print_imported(out, s, d->ordinal);
     if (o->verbose && s->event_count) /* no history: the sites above are the end's */
         return print_sites(out, s, m, di, tdm__model_end_seq(m), end, "end", o, torch);
     return TDM_OK;

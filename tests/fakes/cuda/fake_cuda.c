@@ -88,15 +88,14 @@ CUresult fake__enter(int fc)
 
 /* ---- the registry of live allocations ------------------------------------ */
 
-enum { K_DEVICE, K_MANAGED, K_HOST, K_PHYS, K_RESERVE };
-
 typedef struct rec {
     struct rec *next;
-    uintptr_t key;     /* address, or handle for K_PHYS */
+    uintptr_t key;     /* address, or handle for FAKE_K_PHYS */
     size_t size;       /* bytes asked for */
-    size_t maplen;     /* bytes mmap'ed (0 for K_PHYS) */
+    size_t maplen;     /* bytes mmap'ed (0 for FAKE_K_PHYS) */
     int device;        /* -1 for host */
-    int kind;
+    int kind;          /* FAKE_K_* */
+    void *pool;        /* FAKE_K_POOLED: its fake_pool */
 } rec;
 
 typedef struct mapping {
@@ -130,7 +129,7 @@ static rec **find_locked(uintptr_t key)
 
 static int counts_capacity(int kind)
 {
-    return kind == K_DEVICE || kind == K_MANAGED || kind == K_PHYS;
+    return kind == FAKE_K_DEVICE || kind == FAKE_K_MANAGED || kind == FAKE_K_PHYS;
 }
 
 /* Makes an allocation of `kind` on `device` (or the host) and books it. */
@@ -151,12 +150,13 @@ static CUresult take(int kind, int device, size_t size, uintptr_t *out)
         free(r);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (kind == K_PHYS) {
+    if (kind == FAKE_K_PHYS || kind == FAKE_K_PHYS_IMPORT || kind == FAKE_K_HOST_PHYS) {
         r->key = g_next_handle;
         g_next_handle += 16;
     } else {
         size_t len = (size + 4095) & ~(size_t)4095;
-        int prot = kind == K_DEVICE ? PROT_NONE : PROT_READ | PROT_WRITE;
+        int prot = kind == FAKE_K_DEVICE || kind == FAKE_K_POOLED || kind == FAKE_K_IPC
+                       ? PROT_NONE : PROT_READ | PROT_WRITE;
         void *p = mmap(NULL, len, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (p == MAP_FAILED) {
             pthread_mutex_unlock(&g_lock);
@@ -180,8 +180,9 @@ static CUresult take(int kind, int device, size_t size, uintptr_t *out)
     return CUDA_SUCCESS;
 }
 
-/* Frees the allocation at `key` if its kind is in `kinds` (bit mask). */
-static CUresult give(uintptr_t key, unsigned kinds)
+/* Frees the allocation at `key` if its kind is in `kinds` (bit mask);
+ * *out (when not NULL) gets what it was. */
+static CUresult give_rec(uintptr_t key, unsigned kinds, fake_alloc *out)
 {
     pthread_mutex_lock(&g_lock);
     rec **pp = find_locked(key);
@@ -190,6 +191,9 @@ static CUresult give(uintptr_t key, unsigned kinds)
         pthread_mutex_unlock(&g_lock);
         return CUDA_ERROR_INVALID_VALUE;
     }
+    if (out)
+        *out = (fake_alloc){.size = r->size, .device = r->device, .kind = r->kind,
+                            .pool = r->pool};
     *pp = r->next;
     g_live--;
     if (counts_capacity(r->kind))
@@ -199,6 +203,50 @@ static CUresult give(uintptr_t key, unsigned kinds)
         munmap((void *)r->key, r->maplen);
     free(r);
     return CUDA_SUCCESS;
+}
+
+static CUresult give(uintptr_t key, unsigned kinds)
+{
+    return give_rec(key, kinds, NULL);
+}
+
+CUresult fake__take(int kind, int device, size_t size, void *pool, uintptr_t *out)
+{
+    CUresult r = take(kind, device, size, out);
+    if (r == CUDA_SUCCESS && pool) {
+        pthread_mutex_lock(&g_lock);
+        (*find_locked(*out))->pool = pool;
+        pthread_mutex_unlock(&g_lock);
+    }
+    return r;
+}
+
+CUresult fake__give(uintptr_t key, unsigned kinds, fake_alloc *out)
+{
+    return give_rec(key, kinds, out);
+}
+
+int fake__lookup(uintptr_t key, fake_alloc *out)
+{
+    pthread_mutex_lock(&g_lock);
+    rec *r = *find_locked(key);
+    if (r)
+        *out = (fake_alloc){.size = r->size, .device = r->device, .kind = r->kind,
+                            .pool = r->pool};
+    pthread_mutex_unlock(&g_lock);
+    return r != NULL;
+}
+
+CUresult fake__used_change(int device, long long bytes)
+{
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&g_lock);
+    if (bytes > 0 && g_used[device] + (unsigned long long)bytes > cfg.capacity)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    else
+        g_used[device] += (unsigned long long)bytes;
+    pthread_mutex_unlock(&g_lock);
+    return r;
 }
 
 /* ---- memory --------------------------------------------------------------- */
@@ -239,7 +287,7 @@ CUresult f_cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
 {
     ENTER(FC_cuMemAlloc_v2);
     CUresult r = fake__capture_check(); /* "potentially unsafe" during a capture */
-    return r != CUDA_SUCCESS ? r : dev_alloc(K_DEVICE, dptr, size);
+    return r != CUDA_SUCCESS ? r : dev_alloc(FAKE_K_DEVICE, dptr, size);
 }
 
 static CUresult dev_free(CUdeviceptr p)
@@ -247,7 +295,7 @@ static CUresult dev_free(CUdeviceptr p)
     NEED_INIT();
     if (!fake__has_context())
         return CUDA_ERROR_INVALID_CONTEXT;
-    return give((uintptr_t)p, 1u << K_DEVICE | 1u << K_MANAGED);
+    return give((uintptr_t)p, 1u << FAKE_K_DEVICE | 1u << FAKE_K_MANAGED);
 }
 
 CUresult f_cuMemFree_v2(CUdeviceptr p)
@@ -265,7 +313,7 @@ CUresult f_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
         (elem != 4 && elem != 8 && elem != 16))
         return CUDA_ERROR_INVALID_VALUE;
     size_t p = (width + 511) & ~(size_t)511; /* rows start 512-byte aligned */
-    CUresult r = dev_alloc(K_DEVICE, dptr, p * height);
+    CUresult r = dev_alloc(FAKE_K_DEVICE, dptr, p * height);
     if (r == CUDA_SUCCESS)
         *pitch = p;
     return r;
@@ -276,7 +324,7 @@ CUresult f_cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned int flags)
     ENTER(FC_cuMemAllocManaged);
     if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
         return CUDA_ERROR_INVALID_VALUE;
-    return dev_alloc(K_MANAGED, dptr, size);
+    return dev_alloc(FAKE_K_MANAGED, dptr, size);
 }
 
 static CUresult host_alloc(void **pp, size_t size)
@@ -287,7 +335,7 @@ static CUresult host_alloc(void **pp, size_t size)
     if (pp == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     uintptr_t p;
-    r = take(K_HOST, -1, size, &p);
+    r = take(FAKE_K_HOST, -1, size, &p);
     *pp = (void *)p;
     return r;
 }
@@ -311,36 +359,61 @@ CUresult f_cuMemFreeHost(void *p)
 {
     ENTER(FC_cuMemFreeHost);
     NEED_INIT();
-    return give((uintptr_t)p, 1u << K_HOST);
+    return give((uintptr_t)p, 1u << FAKE_K_HOST);
 }
 
-/* Stream-ordered calls complete at once: the fake has no queued work. */
+/* Stream-ordered calls complete at once (the fake has no queued work):
+ * memory comes from, and goes back to, a pool (fake_cuda_pool.c), the
+ * current device's current one unless the program names one. */
+static CUresult async_alloc(CUdeviceptr *dptr, size_t size)
+{
+    int d;
+    CUresult r = fake__current_device(&d);
+    if (r != CUDA_SUCCESS)
+        return r;
+    CUmemoryPool pool;
+    if ((r = f_cuDeviceGetMemPool(&pool, d)) != CUDA_SUCCESS)
+        return r;
+    return fake__pool_alloc((fake_pool *)pool, dptr, size);
+}
+
 CUresult f_cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream s)
 {
     ENTER(FC_cuMemAllocAsync);
     (void)s;
-    return dev_alloc(K_DEVICE, dptr, size);
+    return async_alloc(dptr, size);
 }
 
 CUresult f_cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream s)
 {
     ENTER(FC_cuMemAllocAsync_ptsz);
     (void)s;
-    return dev_alloc(K_DEVICE, dptr, size);
+    return async_alloc(dptr, size);
+}
+
+static CUresult async_free(CUdeviceptr p)
+{
+    NEED_INIT();
+    if (!fake__has_context())
+        return CUDA_ERROR_INVALID_CONTEXT;
+    fake_alloc a;
+    if (fake__lookup((uintptr_t)p, &a) && a.kind == FAKE_K_POOLED)
+        return fake__pool_free(p);
+    return give((uintptr_t)p, 1u << FAKE_K_DEVICE | 1u << FAKE_K_MANAGED);
 }
 
 CUresult f_cuMemFreeAsync(CUdeviceptr p, CUstream s)
 {
     ENTER(FC_cuMemFreeAsync);
     (void)s;
-    return dev_free(p);
+    return async_free(p);
 }
 
 CUresult f_cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s)
 {
     ENTER(FC_cuMemFreeAsync_ptsz);
     (void)s;
-    return dev_free(p);
+    return async_free(p);
 }
 
 static CUresult pool_alloc(CUdeviceptr *dptr, size_t size, CUmemoryPool pool)
@@ -350,10 +423,7 @@ static CUresult pool_alloc(CUdeviceptr *dptr, size_t size, CUmemoryPool pool)
         return r;
     if (dptr == NULL || pool == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    uintptr_t p;
-    r = take(K_DEVICE, ((fake_pool *)pool)->device, size, &p);
-    *dptr = (CUdeviceptr)p;
-    return r;
+    return fake__pool_alloc((fake_pool *)pool, dptr, size);
 }
 
 CUresult f_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size,
@@ -392,7 +462,7 @@ CUresult f_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align,
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     *rc = (rec){.key = (uintptr_t)p, .size = size, .maplen = size, .device = -1,
-                .kind = K_RESERVE};
+                .kind = FAKE_K_RESERVE};
     pthread_mutex_lock(&g_lock);
     *find_locked(rc->key) = rc;
     g_live++;
@@ -406,12 +476,12 @@ CUresult f_cuMemAddressFree(CUdeviceptr ptr, size_t size)
     ENTER(FC_cuMemAddressFree);
     pthread_mutex_lock(&g_lock);
     rec *r = *find_locked((uintptr_t)ptr);
-    int ok = r && r->kind == K_RESERVE && r->size == size;
+    int ok = r && r->kind == FAKE_K_RESERVE && r->size == size;
     for (int i = 0; ok && i < g_nmaps; i++)
         if (g_maps[i].va >= (uintptr_t)ptr && g_maps[i].va < (uintptr_t)ptr + size)
             ok = 0; /* still mapped */
     pthread_mutex_unlock(&g_lock);
-    return ok ? give((uintptr_t)ptr, 1u << K_RESERVE) : CUDA_ERROR_INVALID_VALUE;
+    return ok ? give((uintptr_t)ptr, 1u << FAKE_K_RESERVE) : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult f_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
@@ -422,12 +492,18 @@ CUresult f_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
     if (r != CUDA_SUCCESS)
         return r;
     if (h == NULL || prop == NULL || flags != 0 ||
-        prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
-        prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-        prop->location.id < 0 || prop->location.id >= cfg.devices)
+        prop->type != CU_MEM_ALLOCATION_TYPE_PINNED)
         return CUDA_ERROR_INVALID_VALUE;
     uintptr_t key;
-    r = take(K_PHYS, prop->location.id, size, &key);
+    if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST ||
+        prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
+        prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT)
+        r = take(FAKE_K_HOST_PHYS, -1, size, &key); /* host memory: no device's */
+    else if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+             prop->location.id < 0 || prop->location.id >= cfg.devices)
+        return CUDA_ERROR_INVALID_VALUE;
+    else
+        r = take(FAKE_K_PHYS, prop->location.id, size, &key);
     *h = r == CUDA_SUCCESS ? (CUmemGenericAllocationHandle)key : 0;
     return r;
 }
@@ -435,7 +511,7 @@ CUresult f_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
 CUresult f_cuMemRelease(CUmemGenericAllocationHandle h)
 {
     ENTER(FC_cuMemRelease);
-    return give((uintptr_t)h, 1u << K_PHYS);
+    return give((uintptr_t)h, 1u << FAKE_K_PHYS | 1u << FAKE_K_PHYS_IMPORT | 1u << FAKE_K_HOST_PHYS);
 }
 
 CUresult f_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
@@ -449,8 +525,8 @@ CUresult f_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     int inside = 0;
     for (size_t b = 0; b < NBUCKET && !inside; b++)
         for (rec *q = g_buckets[b]; q && !inside; q = q->next)
-            inside = q->kind == K_RESERVE && va >= q->key && va + size <= q->key + q->size;
-    if (phys && phys->kind == K_PHYS && flags == 0 && offset + size <= phys->size &&
+            inside = q->kind == FAKE_K_RESERVE && va >= q->key && va + size <= q->key + q->size;
+    if (phys && fake__is_phys(phys->kind) && flags == 0 && offset + size <= phys->size &&
         inside && g_nmaps < MAX_MAPS) {
         g_maps[g_nmaps++] = (mapping){.va = va, .size = size, .handle = (uintptr_t)h};
         r = CUDA_SUCCESS;

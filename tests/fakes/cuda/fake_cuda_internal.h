@@ -88,7 +88,28 @@
     X(cuGetErrorString, PFN_cuGetErrorString_v6000, "cuGetErrorString", 6000, 0, 0) \
     X(cuGetExportTable, PFN_cuGetExportTable_v3000, "cuGetExportTable", 3000, 0, 0)
 
-#define FAKE_CORE(X) FAKE_DEVICES(X) FAKE_MEMORY(X) FAKE_STREAMS(X) FAKE_EVENTS(X)
+/* Stream-ordered pools, IPC and shareable handles, pointer queries
+ * (fake_cuda_pool.c). */
+#define FAKE_POOLS(X)                                                          \
+    X(cuDeviceGetMemPool, PFN_cuDeviceGetMemPool_v11020, "cuDeviceGetMemPool", 11020, 0, 0) \
+    X(cuDeviceSetMemPool, PFN_cuDeviceSetMemPool_v11020, "cuDeviceSetMemPool", 11020, 0, 0) \
+    X(cuMemPoolCreate, PFN_cuMemPoolCreate_v11020, "cuMemPoolCreate", 11020, 0, 0) \
+    X(cuMemPoolDestroy, PFN_cuMemPoolDestroy_v11020, "cuMemPoolDestroy", 11020, 0, 0) \
+    X(cuMemPoolSetAttribute, PFN_cuMemPoolSetAttribute_v11020, "cuMemPoolSetAttribute", 11020, 0, 0) \
+    X(cuMemPoolGetAttribute, PFN_cuMemPoolGetAttribute_v11020, "cuMemPoolGetAttribute", 11020, 0, 0) \
+    X(cuMemPoolTrimTo, PFN_cuMemPoolTrimTo_v11020, "cuMemPoolTrimTo", 11020, 0, 0) \
+    X(cuStreamSynchronize_ptsz, PFN_cuStreamSynchronize_v7000_ptsz, "cuStreamSynchronize", 7000, 1, 0) \
+    X(cuPointerGetAttribute, PFN_cuPointerGetAttribute_v4000, "cuPointerGetAttribute", 4000, 0, 0) \
+    X(cuMemGetAddressRange_v2, PFN_cuMemGetAddressRange_v3020, "cuMemGetAddressRange", 3020, 0, 0) \
+    X(cuIpcGetMemHandle, PFN_cuIpcGetMemHandle_v4010, "cuIpcGetMemHandle", 4010, 0, 0) \
+    X(cuIpcOpenMemHandle_v2, PFN_cuIpcOpenMemHandle_v11000, "cuIpcOpenMemHandle", 11000, 0, 0) \
+    X(cuIpcCloseMemHandle, PFN_cuIpcCloseMemHandle_v4010, "cuIpcCloseMemHandle", 4010, 0, 0) \
+    X(cuMemExportToShareableHandle, PFN_cuMemExportToShareableHandle_v10020, "cuMemExportToShareableHandle", 10020, 0, 0) \
+    X(cuMemImportFromShareableHandle, PFN_cuMemImportFromShareableHandle_v10020, "cuMemImportFromShareableHandle", 10020, 0, 0) \
+    X(cuMemGetAllocationPropertiesFromHandle, PFN_cuMemGetAllocationPropertiesFromHandle_v10020, "cuMemGetAllocationPropertiesFromHandle", 10020, 0, 0)
+
+#define FAKE_CORE(X) FAKE_DEVICES(X) FAKE_MEMORY(X) FAKE_STREAMS(X) FAKE_EVENTS(X) \
+    FAKE_POOLS(X)
 
 /* The resolvers (fake_cuda_gpa.c). */
 #define FAKE_RESOLVERS(X)                                                      \
@@ -135,6 +156,10 @@ FAKE_HIDDEN extern fake_config fake__cfg;
  * when a global or thread-local capture forbids a potentially unsafe call
  * now, else CUDA_SUCCESS (fake_cuda_stream.c). */
 FAKE_HIDDEN CUresult fake__capture_check(void);
+/* cuStreamSynchronize's work, for both of its entry points
+ * (fake_cuda_stream.c); the pools' part of it (fake_cuda_pool.c). */
+FAKE_HIDDEN CUresult fake__stream_synchronize(CUstream s);
+FAKE_HIDDEN void fake__pool_synchronize(void);
 
 /* Counts a call of `fc`; the error injected for it, or CUDA_SUCCESS. */
 FAKE_HIDDEN CUresult fake__enter(int fc);
@@ -146,10 +171,41 @@ FAKE_HIDDEN CUresult fake__enter(int fc);
             return r_;                                                         \
     } while (0)
 
-/* Devices and contexts (fake_cuda_ctx.c).  A pool handle points at one. */
+/* A stream-ordered pool (fake_cuda_pool.c); a pool handle points at one.
+ * reserved = used + idle: memory freed into the pool stays reserved
+ * (idle) until a synchronization releases what exceeds the threshold,
+ * or cuMemPoolTrimTo.  Fields under the pool lock of fake_cuda_pool.c. */
 typedef struct fake_pool {
     int device;
+    int made;                       /* by cuMemPoolCreate (vs a default pool) */
+    unsigned long long threshold;   /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, bytes */
+    unsigned long long reserved, used, idle; /* bytes */
+    unsigned long long reserved_high, used_high;
 } fake_pool;
+
+/* Kinds of allocation in the registry of fake_cuda.c. */
+enum { FAKE_K_DEVICE, FAKE_K_MANAGED, FAKE_K_HOST, FAKE_K_PHYS, FAKE_K_RESERVE,
+       FAKE_K_POOLED, FAKE_K_IPC, FAKE_K_PHYS_IMPORT, FAKE_K_HOST_PHYS };
+static inline int fake__is_phys(int kind)
+{
+    return kind == FAKE_K_PHYS || kind == FAKE_K_PHYS_IMPORT || kind == FAKE_K_HOST_PHYS;
+}
+/* What the registry knows of one allocation. */
+typedef struct fake_alloc {
+    size_t size;
+    int device, kind;
+    void *pool;
+} fake_alloc;
+/* The registry (fake_cuda.c): make (with the pool it came from), free if
+ * its kind is in the mask, look up by exact key; and the device's used
+ * bytes moved by a pool (CUDA_ERROR_OUT_OF_MEMORY past the capacity). */
+FAKE_HIDDEN CUresult fake__take(int kind, int device, size_t size, void *pool, uintptr_t *out);
+FAKE_HIDDEN CUresult fake__give(uintptr_t key, unsigned kinds, fake_alloc *out);
+FAKE_HIDDEN int fake__lookup(uintptr_t key, fake_alloc *out);
+FAKE_HIDDEN CUresult fake__used_change(int device, long long bytes);
+/* Pool allocations (fake_cuda_pool.c). */
+FAKE_HIDDEN CUresult fake__pool_alloc(fake_pool *pool, CUdeviceptr *dptr, size_t size);
+FAKE_HIDDEN CUresult fake__pool_free(CUdeviceptr p);
 /* CUDA_ERROR_NOT_INITIALIZED before cuInit, else CUDA_SUCCESS. */
 FAKE_HIDDEN CUresult fake__need_init(void);
 /* Whether this thread has a current context. */

@@ -192,9 +192,11 @@ CUresult f_cuStreamEndCapture(CUstream s, CUgraph *graph)
     return r;
 }
 
-CUresult f_cuStreamSynchronize(CUstream s)
+/* Completes the stream's queued work, then lets the pools give back
+ * what they hold above their release thresholds (fake_cuda_pool.c), as a
+ * synchronize does. */
+CUresult fake__stream_synchronize(CUstream s)
 {
-    ENTER(FC_cuStreamSynchronize);
     NEED_INIT();
     pthread_mutex_lock(&g_stream_lock);
     CUresult r = CUDA_SUCCESS;
@@ -204,7 +206,15 @@ CUresult f_cuStreamSynchronize(CUstream s)
     else
         st->done = st->queued;
     pthread_mutex_unlock(&g_stream_lock);
+    if (r == CUDA_SUCCESS)
+        fake__pool_synchronize();
     return r;
+}
+
+CUresult f_cuStreamSynchronize(CUstream s)
+{
+    ENTER(FC_cuStreamSynchronize);
+    return fake__stream_synchronize(s);
 }
 
 CUresult f_cuCtxSynchronize(void)

@@ -3,6 +3,12 @@
  *
  *   cuda_snapcheck FILE.tdm [PREFIX]   devices, then one line per memory event
  *   cuda_snapcheck FILE.tdm count ACT  the number of events of action ACT
+ *   cuda_snapcheck FILE.tdm state      the state at the dump: per device
+ *       "stats dev=D allocated=A reserved=R reserved_peak=P segments=N",
+ *       each segment "segment dev=D size=S expandable=E blocks=STATES"
+ *       (address order per device; STATES one letter per block: a
+ *       allocated, i inactive, p pending free), each imported mapping
+ *       "imported dev=D source=S kind=KIND size=N fn=F"
  *
  * Event lines, oldest first, memory actions only:
  *   ACTION dev=D size=S stream=X fn=F          (+ " free=N" for oom)
@@ -89,6 +95,36 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < s->event_count; i++)
             n += (int)s->events[i].action == want;
         printf("%zu\n", n);
+        tdm__snap_free(s);
+        return 0;
+    }
+    if (argc == 3 && strcmp(argv[2], "state") == 0) {
+        for (size_t i = 0; i < s->stats_count; i++) {
+            const tdm_snap_device_stats *d = &s->stats[i];
+            if (d->pool != 0)
+                continue;
+            printf("stats dev=%d allocated=%" PRId64 " reserved=%" PRId64
+                   " reserved_peak=%" PRId64 " segments=%" PRId64 "\n",
+                   d->device, d->stats.allocated_bytes.current, d->stats.reserved_bytes.current,
+                   d->stats.reserved_bytes.peak, d->stats.segment.current);
+        }
+        for (size_t i = 0; i < s->segment_count; i++) {
+            const tdm_snap_segment *g = &s->segments[i];
+            char states[64] = "";
+            for (uint32_t k = 0; k < g->block_count && k + 1 < sizeof states; k++)
+                states[k] = "aip"[s->blocks[g->first_block + k].state % 3 == 0 ? 1
+                                  : s->blocks[g->first_block + k].state == 1 ? 0 : 2];
+            printf("segment dev=%d size=%" PRIu64 " expandable=%d blocks=%s\n", g->device,
+                   g->total_size, g->is_expandable, states);
+        }
+        static const char *const kinds[] = {"ipc", "shareable", "peer_mapping", "multicast"};
+        for (size_t i = 0; i < s->imported_count; i++) {
+            const tdm_snap_imported *m = &s->imported[i];
+            char fn[128];
+            printf("imported dev=%d source=%d kind=%s size=%" PRIu64 " fn=%s\n", m->device,
+                   m->source_device, kinds[m->kind], m->size,
+                   app_frame(s, m->stack_id, "app_", fn, sizeof fn));
+        }
         tdm__snap_free(s);
         return 0;
     }

@@ -10,12 +10,20 @@
  *                     a bad free, no current context
  *   drv_app cache     many allocations and frees
  *   drv_app devices   memory of device 1 (needs FAKE_CUDA_DEVICES=2)
+ *   drv_app pools     stream-ordered pools that keep freed memory: the
+ *                     default pool (threshold raised, as PyTorch does),
+ *                     a pool of the program's own made current, a trim
+ *   drv_app shared    memory mapped but not allocated here: an IPC handle
+ *                     opened, a shareable handle imported, one physical
+ *                     allocation mapped twice; and host-NUMA memory
+ * (pools and shared leave memory live for the snapshot at exit.)
  * Functions are named app_* so snapshots can be checked for them.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -251,6 +259,91 @@ static NOINLINE int app_devices(void)
     return 0;
 }
 
+static void app_pool_report(const char *what, CUmemoryPool pool)
+{
+    cuuint64_t reserved = 0, used = 0;
+    cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved);
+    cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used);
+    printf("%s: pool reserved %llu used %llu\n", what, (unsigned long long)reserved,
+           (unsigned long long)used);
+}
+
+static NOINLINE int app_pools(void)
+{
+    const size_t mib = 1u << 20;
+    CUmemoryPool def, mine;
+    CUdeviceptr a = 0, b = 0, c = 0;
+    app_report("cuDeviceGetDefaultMemPool", cuDeviceGetDefaultMemPool(&def, dev));
+    cuuint64_t keep_all = ~(cuuint64_t)0; /* PyTorch's backend:cudaMallocAsync */
+    app_report("cuMemPoolSetAttribute threshold",
+               cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all));
+    app_report("cuMemAllocAsync 1 MiB", cuMemAllocAsync(&a, mib, s1));
+    app_report("cuMemAllocAsync 2 MiB", cuMemAllocAsync(&b, 2 * mib, s1));
+    app_report("cuMemFreeAsync 1 MiB", cuMemFreeAsync(a, s1));
+    app_report("cuMemFreeAsync 2 MiB", cuMemFreeAsync(b, s1));
+    app_report("cuStreamSynchronize", cuStreamSynchronize(s1));
+    app_pool_report("default after frees", def);
+    /* A pool of the program's own, made the device's current pool: kept
+     * 4 MiB, then trimmed away. */
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = dev;
+    app_report("cuMemPoolCreate", cuMemPoolCreate(&mine, &props));
+    app_report("cuMemPoolSetAttribute threshold",
+               cuMemPoolSetAttribute(mine, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all));
+    app_report("cuDeviceSetMemPool", cuDeviceSetMemPool(dev, mine));
+    app_report("cuMemAllocAsync 4 MiB", cuMemAllocAsync(&c, 4 * mib, s1));
+    app_report("cuMemFreeAsync 4 MiB", cuMemFreeAsync(c, s1));
+    app_pool_report("mine after free", mine);
+    app_report("cuMemPoolTrimTo 0", cuMemPoolTrimTo(mine, 0));
+    app_pool_report("mine after trim", mine);
+    app_report("cuDeviceSetMemPool default", cuDeviceSetMemPool(dev, def));
+    app_report("cuMemPoolDestroy", cuMemPoolDestroy(mine));
+    /* One allocation still live at the dump, from the default pool's
+     * idle memory. */
+    app_report("cuMemAllocAsync 1 MiB again", cuMemAllocAsync(&a, mib, s1));
+    app_pool_report("default at the end", def);
+    return 0;
+}
+
+static NOINLINE int app_shared(void)
+{
+    const size_t mib = 1u << 20;
+    CUdeviceptr a = 0, opened = 0, twice = 0, va = 0;
+    CUipcMemHandle ipc;
+    app_report("cuMemAlloc 1 MiB", cuMemAlloc(&a, mib));
+    app_report("cuIpcGetMemHandle", cuIpcGetMemHandle(&ipc, a));
+    app_report("cuIpcOpenMemHandle", cuIpcOpenMemHandle(&opened, ipc,
+                                                        CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+    app_report("cuIpcOpenMemHandle again", cuIpcOpenMemHandle(&twice, ipc,
+                                                              CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+    app_report("cuIpcCloseMemHandle", cuIpcCloseMemHandle(twice));
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    CUmemGenericAllocationHandle own, host, imported;
+    app_report("cuMemAddressReserve", cuMemAddressReserve(&va, 8 * mib, 0, 0, 0));
+    app_report("cuMemCreate device 2 MiB", cuMemCreate(&own, 2 * mib, &prop, 0));
+    app_report("cuMemMap", cuMemMap(va, 2 * mib, 0, own, 0));
+    app_report("cuMemMap the same again", cuMemMap(va + 2 * mib, 2 * mib, 0, own, 0));
+    int fd = -1;
+    app_report("cuMemExportToShareableHandle",
+               cuMemExportToShareableHandle(&fd, own, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    app_report("cuMemImportFromShareableHandle",
+               cuMemImportFromShareableHandle(&imported, (void *)(uintptr_t)fd,
+                                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    app_report("cuMemMap imported", cuMemMap(va + 4 * mib, 2 * mib, 0, imported, 0));
+    prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    prop.location.id = 0;
+    app_report("cuMemCreate host NUMA 2 MiB", cuMemCreate(&host, 2 * mib, &prop, 0));
+    app_report("cuMemMap host", cuMemMap(va + 6 * mib, 2 * mib, 0, host, 0));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "pattern";
@@ -269,6 +362,10 @@ int main(int argc, char **argv)
         rc = app_cache();
     else if (strcmp(what, "devices") == 0)
         rc = app_devices();
+    else if (strcmp(what, "pools") == 0)
+        rc = app_pools();
+    else if (strcmp(what, "shared") == 0)
+        rc = app_shared();
     else
         return fprintf(stderr, "drv_app: unknown scenario %s\n", what), 2;
     app_report("cuStreamDestroy", cuStreamDestroy(s1));

@@ -21,6 +21,13 @@
 #   drv_recursion      the same with a driver that hands out its exported
 #                      (so: our) symbols from cuGetProcAddress
 #   drv_errors, drv_cache, drv_devices   as for rt_
+#   drv_pools          stream-ordered pools keep freed memory: the snapshot's
+#                      reserved bytes include what the pools hold (observe);
+#                      cache mode leaves a pool the program made current to
+#                      serve its cuMemAllocAsync
+#   drv_shared         an IPC handle opened, a shareable handle imported, one
+#                      physical allocation mapped twice: listed as imported,
+#                      not in the device's bytes; host-NUMA memory on -1
 #   real_shared        the REAL libcudart.so.13 over the fake driver, which
 #                      reports what cudart's table of driver functions holds
 #                      and calls through it: our wrappers, right variants
@@ -182,6 +189,33 @@ rt_devices | drv_devices)
         same_output plain $mode
         check_events $mode expect_${scenario}_$mode.txt
     done
+    ;;
+drv_pools | drv_shared)
+    what=${scenario#drv_}
+    run plain "$DRV_APP" $what X=1
+    for mode in observe cache; do
+        traced $mode mode=$mode "$DRV_APP" $what X=1
+        if [ $mode = cache ]; then
+            # Cache mode serves the default pool's allocations itself, so
+            # that pool's own counters differ; every return code stays.
+            sed -i '/^default .*: pool reserved/d' "$T/plain.out" "$T/cache.out"
+        fi
+        same_output plain $mode
+        no_tidemark_errors $mode
+        # Rows in address order, and addresses differ between runs: sorted.
+        "$SNAPCHECK" "$T/$mode.tdm" state | sort >"$T/$mode.state" || fail "cuda_snapcheck state"
+        [ -n "${TDM_UPDATE_EXPECTED:-}" ] && cp "$T/$mode.state" "$EXPECT_DIR/expect_${scenario}_$mode.txt"
+        diff -u "$EXPECT_DIR/expect_${scenario}_$mode.txt" "$T/$mode.state" ||
+            fail "the state at the dump differs ($mode)"
+    done
+    if [ $scenario = drv_pools ]; then
+        # The pool's reserve moved with the program's calls: the frees grew
+        # it, the trim and the allocation from idle memory shrank it.
+        [ "$(count observe segment_map)" -ge 2 ] && [ "$(count observe segment_unmap)" -ge 2 ] ||
+            fail "no pool reserve events"
+        grep -qx "mine after free: pool reserved 4194304 used 0" "$T/cache.out" ||
+            fail "cache mode took the allocation from the program's pool"
+    fi
     ;;
 real_shared | real_static)
     app=$REAL_RT_APP

@@ -1,0 +1,267 @@
+/* hooks/preload/cuda_pool.c: the CUDA driver's stream-ordered memory pools
+ * and the memory processes share, as the hooks see them.
+ *
+ * Pools.  cuMemAllocAsync takes memory from the device's current pool and
+ * cuMemFreeAsync gives it back to the pool, which keeps it up to its
+ * release threshold (PyTorch's backend:cudaMallocAsync sets UINT64_MAX:
+ * everything) and releases the rest at the next synchronization.  The
+ * pool's own counters (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT and
+ * USED_MEM_CURRENT) say what it holds; the hooks read them after each
+ * call that can change them (an async allocation, an async free, a
+ * stream synchronize, cuMemPoolTrimTo, cuMemPoolDestroy) and book the
+ * difference as the device's reserved memory (alloc/observe_pool.c).
+ * Reading them is two host-side driver calls with no device work, made
+ * only once a pool was seen in use: a program without stream-ordered
+ * allocations pays one atomic load per synchronize.
+ * cuDeviceSetMemPool is watched so that cache mode leaves the program's
+ * own pool alone.
+ *
+ * Shared memory.  A mapping this process did not allocate (an IPC handle
+ * opened, a physical allocation imported from a shareable handle) is
+ * booked apart as imported (alloc/observe_import.c), with the exporting
+ * device where the driver says it; never on the current device.
+ *
+ * Owns: the known pools (a small lock-free table), each device's current
+ * pool and whether the program set it.  Lock: none (atomics).
+ */
+#define _GNU_SOURCE
+#include "cuda_hooks.h"
+
+#include "snap_model.h"
+
+#define MAX_POOLS 32
+#define MAX_DEVICES 64
+
+static _Atomic(void *) known_pool[MAX_POOLS];
+static _Atomic int known_device[MAX_POOLS];
+static _Atomic(void *) current_pool[MAX_DEVICES];
+static _Atomic int program_pool[MAX_DEVICES];
+
+int tdm__cuda_pool_query(CUmemoryPool pool, uint64_t *reserved, uint64_t *used)
+{
+    PFN_cuMemPoolGetAttribute_v11020 get =
+        (PFN_cuMemPoolGetAttribute_v11020)tdm__cuda_helper("cuMemPoolGetAttribute");
+    cuuint64_t r = 0, u = 0;
+    if (get == NULL || get(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &r) != CUDA_SUCCESS ||
+        get(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &u) != CUDA_SUCCESS)
+        return 0;
+    *reserved = r;
+    *used = u;
+    return 1;
+}
+
+CUmemoryPool tdm__cuda_pool_current(int device)
+{
+    if (device < 0 || device >= MAX_DEVICES)
+        return NULL;
+    void *p = atomic_load_explicit(&current_pool[device], memory_order_acquire);
+    if (p)
+        return p;
+    PFN_cuDeviceGetMemPool_v11020 get =
+        (PFN_cuDeviceGetMemPool_v11020)tdm__cuda_helper("cuDeviceGetMemPool");
+    CUmemoryPool pool = NULL;
+    if (get == NULL || get(&pool, device) != CUDA_SUCCESS)
+        return NULL;
+    void *expected = NULL; /* a cuDeviceSetMemPool meanwhile wins */
+    atomic_compare_exchange_strong(&current_pool[device], &expected, pool);
+    return atomic_load_explicit(&current_pool[device], memory_order_acquire);
+}
+
+void tdm__cuda_pool_remember(CUmemoryPool pool, int device)
+{
+    for (int i = 0; i < MAX_POOLS; i++) {
+        void *have = atomic_load_explicit(&known_pool[i], memory_order_acquire);
+        if (have == (void *)pool)
+            return;
+        if (have == NULL) {
+            atomic_store_explicit(&known_device[i], device, memory_order_relaxed);
+            void *expected = NULL;
+            if (atomic_compare_exchange_strong(&known_pool[i], &expected, (void *)pool) ||
+                expected == (void *)pool)
+                return;
+        }
+    }
+}
+
+int tdm__cuda_pool_known(int i, CUmemoryPool *pool, int *device)
+{
+    if (i < 0 || i >= MAX_POOLS)
+        return 0;
+    void *p = atomic_load_explicit(&known_pool[i], memory_order_acquire);
+    if (p == NULL)
+        return 0;
+    *pool = p;
+    *device = atomic_load_explicit(&known_device[i], memory_order_relaxed);
+    return 1;
+}
+
+/* A destroyed pool is asked no more (its slot keeps a dead handle that no
+ * query answers, unless the driver hands the same handle out again). */
+static int known_device_of(CUmemoryPool pool)
+{
+    for (int i = 0; i < MAX_POOLS; i++)
+        if (atomic_load_explicit(&known_pool[i], memory_order_acquire) == (void *)pool)
+            return atomic_load_explicit(&known_device[i], memory_order_relaxed);
+    return -1;
+}
+
+int tdm__cuda_program_pool(int device)
+{
+    return device >= 0 && device < MAX_DEVICES &&
+           atomic_load_explicit(&program_pool[device], memory_order_relaxed);
+}
+
+int tdm__cuda_pointer_device(CUdeviceptr p, int otherwise)
+{
+    PFN_cuPointerGetAttribute_v4000 get =
+        (PFN_cuPointerGetAttribute_v4000)tdm__cuda_helper("cuPointerGetAttribute");
+    int ordinal = -1;
+    if (get == NULL || get(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) != CUDA_SUCCESS ||
+        ordinal < 0)
+        return otherwise;
+    return ordinal;
+}
+
+static tdm__hook_mode open_hook(void *real)
+{
+    if (real == NULL)
+        return TDM__HOOK_OFF;
+    tdm__hook_mode m = tdm__hook_mode_get();
+    if (m == TDM__HOOK_OFF || !tdm__hook_enter())
+        return TDM__HOOK_OFF;
+    return m;
+}
+
+#define NO_DRIVER CUDA_ERROR_NOT_INITIALIZED
+#define REAL(name, pfn) pfn real = (pfn)tdm__cuda_real(TDM__CV_##name)
+
+/* ---- pools -------------------------------------------------------------------- */
+
+CUresult tdm__cuda_w_cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
+{
+    REAL(cuMemPoolTrimTo, PFN_cuMemPoolTrimTo_v11020);
+    if (open_hook((void *)real) == TDM__HOOK_OFF)
+        return real ? real(pool, keep) : NO_DRIVER;
+    CUresult r = real(pool, keep);
+    if (r == CUDA_SUCCESS) {
+        int dev = known_device_of(pool);
+        tdm__cuda_pool_book(pool, dev >= 0 ? dev : tdm__cuda_current_device());
+    }
+    tdm__hook_leave();
+    return r;
+}
+
+CUresult tdm__cuda_w_cuMemPoolDestroy(CUmemoryPool pool)
+{
+    REAL(cuMemPoolDestroy, PFN_cuMemPoolDestroy_v11020);
+    if (open_hook((void *)real) == TDM__HOOK_OFF)
+        return real ? real(pool) : NO_DRIVER;
+    CUresult r = real(pool);
+    int dev = known_device_of(pool);
+    if (r == CUDA_SUCCESS && dev >= 0) /* what it held goes with it */
+        tdm__alloc_observe_pool(dev, (uint64_t)(uintptr_t)pool, 0, 0, TDM_HOOK_SKIP);
+    tdm__hook_leave();
+    return r;
+}
+
+CUresult tdm__cuda_w_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
+    REAL(cuDeviceSetMemPool, PFN_cuDeviceSetMemPool_v11020);
+    if (open_hook((void *)real) == TDM__HOOK_OFF)
+        return real ? real(dev, pool) : NO_DRIVER;
+    CUresult r = real(dev, pool);
+    if (r == CUDA_SUCCESS && dev >= 0 && dev < MAX_DEVICES) {
+        PFN_cuDeviceGetDefaultMemPool_v11020 def =
+            (PFN_cuDeviceGetDefaultMemPool_v11020)tdm__cuda_helper("cuDeviceGetDefaultMemPool");
+        CUmemoryPool d = NULL;
+        int own = def == NULL || def(&d, dev) != CUDA_SUCCESS || d != pool;
+        atomic_store_explicit(&current_pool[dev], (void *)pool, memory_order_release);
+        atomic_store_explicit(&program_pool[dev], own, memory_order_relaxed);
+    }
+    tdm__hook_leave();
+    return r;
+}
+
+/* A synchronization lets the pools release what exceeds their threshold. */
+#define STREAM_SYNC(name, pfn)                                                 \
+    CUresult tdm__cuda_w_##name(CUstream s)                                    \
+    {                                                                          \
+        REAL(name, pfn);                                                       \
+        if (atomic_load_explicit(&known_pool[0], memory_order_relaxed) == NULL || \
+            open_hook((void *)real) == TDM__HOOK_OFF)                          \
+            return real ? real(s) : NO_DRIVER;                                 \
+        CUresult r = real(s);                                                  \
+        tdm__cuda_pool_book_all();                                             \
+        tdm__hook_leave();                                                     \
+        return r;                                                              \
+    }
+STREAM_SYNC(cuStreamSynchronize, PFN_cuStreamSynchronize_v2000)
+STREAM_SYNC(cuStreamSynchronize_ptsz, PFN_cuStreamSynchronize_v7000_ptsz)
+
+/* ---- memory other processes made ---------------------------------------------- */
+
+CUresult tdm__cuda_w_cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
+                                          unsigned int flags)
+{
+    REAL(cuIpcOpenMemHandle_v2, PFN_cuIpcOpenMemHandle_v11000);
+    if (open_hook((void *)real) == TDM__HOOK_OFF)
+        return real ? real(pdptr, handle, flags) : NO_DRIVER;
+    CUresult r = real(pdptr, handle, flags);
+    if (r == CUDA_SUCCESS && pdptr && *pdptr) {
+        PFN_cuMemGetAddressRange_v3020 range =
+            (PFN_cuMemGetAddressRange_v3020)tdm__cuda_helper("cuMemGetAddressRange_v2");
+        CUdeviceptr base = 0;
+        size_t size = 0;
+        if (range == NULL || range(&base, &size, *pdptr) != CUDA_SUCCESS)
+            size = 0;
+        int here = tdm__cuda_current_device();
+        tdm__alloc_observe_import(here < 0 ? 0 : here, (void *)(uintptr_t)*pdptr, size,
+                                  tdm__cuda_pointer_device(*pdptr, TDM_IMPORT_SOURCE_UNKNOWN),
+                                  TDM_IMPORT_IPC, TDM_HOOK_SKIP);
+    }
+    tdm__hook_leave();
+    return r;
+}
+
+CUresult tdm__cuda_w_cuIpcCloseMemHandle(CUdeviceptr p)
+{
+    REAL(cuIpcCloseMemHandle, PFN_cuIpcCloseMemHandle_v4010);
+    if (open_hook((void *)real) == TDM__HOOK_OFF)
+        return real ? real(p) : NO_DRIVER;
+    tdm__alloc_observe_unimport((void *)(uintptr_t)p);
+    CUresult r = real(p);
+    tdm__hook_leave();
+    return r;
+}
+
+/* The imported handle maps as imported memory (cuda_driver.c's cuMemMap),
+ * from the device the driver says it lives on. */
+CUresult tdm__cuda_w_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h,
+                                                   void *os_handle,
+                                                   CUmemAllocationHandleType type)
+{
+    REAL(cuMemImportFromShareableHandle, PFN_cuMemImportFromShareableHandle_v10020);
+    if (open_hook((void *)real) == TDM__HOOK_OFF)
+        return real ? real(h, os_handle, type) : NO_DRIVER;
+    CUresult r = real(h, os_handle, type);
+    if (r == CUDA_SUCCESS && h) {
+        PFN_cuMemGetAllocationPropertiesFromHandle_v10020 props =
+            (PFN_cuMemGetAllocationPropertiesFromHandle_v10020)tdm__cuda_helper(
+                "cuMemGetAllocationPropertiesFromHandle");
+        CUmemAllocationProp prop = {0};
+        int source = TDM_IMPORT_SOURCE_UNKNOWN;
+        if (props && props(&prop, *h) == CUDA_SUCCESS)
+            source = prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop.location.id
+                     : prop.location.type == CU_MEM_LOCATION_TYPE_INVALID
+                         ? TDM_IMPORT_SOURCE_UNKNOWN : -1;
+        tdm__cuda_handle_put(*h, source, TDM_IMPORT_SHAREABLE);
+    }
+    tdm__hook_leave();
+    return r;
+}
+
+#define W_ALIAS(name, pfn)                                                     \
+    extern __typeof__(tdm__cuda_w_##name) name                                 \
+        __attribute__((alias("tdm__cuda_w_" #name), visibility("default")));
+TDM__CUDA_POOL_WRAPPERS(W_ALIAS)
+#undef W_ALIAS

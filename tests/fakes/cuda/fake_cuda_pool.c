@@ -1,0 +1,351 @@
+/* tests/fakes/cuda/fake_cuda_pool.c: the fake driver's stream-ordered
+ * memory pools, IPC handles, shareable handles and pointer queries.
+ *
+ * Pools behave as CUDA documents them: an allocation takes memory the
+ * pool holds idle first and grows the pool (the device's used bytes) for
+ * the rest; a free gives the memory back to the pool, which keeps it; a
+ * stream or context synchronization releases what the pool holds beyond
+ * its release threshold (0 by default: everything idle; PyTorch sets
+ * UINT64_MAX); cuMemPoolTrimTo releases idle memory down to a size.  The
+ * attributes report reserved / used bytes and their high-water marks.
+ * Every device's default pool is fake_cuda_ctx.c's; the current pool
+ * starts as the default one.
+ *
+ * IPC: cuIpcGetMemHandle writes the allocation's address into the
+ * handle; cuIpcOpenMemHandle maps a new range (not the device's memory:
+ * it does not count against capacity) of the same size, whose device
+ * ordinal is the exporter's.  The fake lets a process open its own handle
+ * (CUDA refuses that), so one test program can play both sides.
+ * Shareable handles: the "file descriptor" is the handle value; an import
+ * makes a new handle for the same memory (not counted again).
+ *
+ * Lock: pool_lock around every pool's counters; the registry has its own.
+ */
+#define _GNU_SOURCE
+#include "fake_cuda_internal.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static CUmemoryPool current[MAX_DEV];
+
+static int device_ok(CUdevice d)
+{
+    int n = 0;
+    return f_cuDeviceGetCount(&n) == CUDA_SUCCESS && d >= 0 && d < n;
+}
+
+CUresult f_cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    ENTER(FC_cuDeviceGetMemPool);
+    NEED_INIT();
+    if (pool == NULL || !device_ok(dev))
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&pool_lock);
+    CUmemoryPool p = current[dev];
+    pthread_mutex_unlock(&pool_lock);
+    if (p == NULL)
+        return f_cuDeviceGetDefaultMemPool(pool, dev);
+    *pool = p;
+    return CUDA_SUCCESS;
+}
+
+CUresult f_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
+    ENTER(FC_cuDeviceSetMemPool);
+    NEED_INIT();
+    if (pool == NULL || !device_ok(dev) || ((fake_pool *)pool)->device != dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&pool_lock);
+    current[dev] = pool;
+    pthread_mutex_unlock(&pool_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult f_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
+{
+    ENTER(FC_cuMemPoolCreate);
+    NEED_INIT();
+    if (pool == NULL || props == NULL || props->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        !device_ok(props->location.id))
+        return CUDA_ERROR_INVALID_VALUE;
+    fake_pool *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    p->device = props->location.id;
+    p->made = 1;
+    *pool = (CUmemoryPool)p;
+    return CUDA_SUCCESS;
+}
+
+/* Gives back `bytes` of the pool's idle memory (pool_lock held). */
+static void release_locked(fake_pool *p, unsigned long long bytes)
+{
+    if (bytes > p->idle)
+        bytes = p->idle;
+    p->idle -= bytes;
+    p->reserved -= bytes;
+    fake__used_change(p->device, -(long long)bytes);
+}
+
+CUresult f_cuMemPoolDestroy(CUmemoryPool pool)
+{
+    ENTER(FC_cuMemPoolDestroy);
+    fake_pool *p = (fake_pool *)pool;
+    if (p == NULL || !p->made)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&pool_lock);
+    for (int d = 0; d < MAX_DEV; d++)
+        if (current[d] == pool)
+            current[d] = NULL; /* back to the default pool */
+    release_locked(p, p->idle);
+    int busy = p->used != 0;
+    pthread_mutex_unlock(&pool_lock);
+    if (!busy) /* a pool with live allocations lives on until they go */
+        free(p);
+    return CUDA_SUCCESS;
+}
+
+CUresult f_cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    ENTER(FC_cuMemPoolSetAttribute);
+    fake_pool *p = (fake_pool *)pool;
+    if (p == NULL || value == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&pool_lock);
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: p->threshold = *(cuuint64_t *)value; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: p->reserved_high = p->reserved; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: p->used_high = p->used; break;
+    default: r = CUDA_ERROR_INVALID_VALUE; break;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    return r;
+}
+
+CUresult f_cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    ENTER(FC_cuMemPoolGetAttribute);
+    fake_pool *p = (fake_pool *)pool;
+    if (p == NULL || value == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&pool_lock);
+    cuuint64_t *out = value;
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *out = p->threshold; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *out = p->reserved; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *out = p->reserved_high; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *out = p->used; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *out = p->used_high; break;
+    default: r = CUDA_ERROR_INVALID_VALUE; break;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    return r;
+}
+
+CUresult f_cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
+{
+    ENTER(FC_cuMemPoolTrimTo);
+    fake_pool *p = (fake_pool *)pool;
+    if (p == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&pool_lock);
+    if (p->reserved > keep)
+        release_locked(p, p->reserved - keep);
+    pthread_mutex_unlock(&pool_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult fake__pool_alloc(fake_pool *p, CUdeviceptr *dptr, size_t size)
+{
+    uintptr_t addr = 0;
+    *dptr = 0;
+    if (size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    unsigned long long limit = atomic_load(&fake__cfg.oom_above);
+    if (limit != 0 && size > limit)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&pool_lock);
+    unsigned long long from_idle = size < p->idle ? size : p->idle;
+    unsigned long long grow = size - from_idle;
+    CUresult r = grow ? fake__used_change(p->device, (long long)grow) : CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS) {
+        p->idle -= from_idle;
+        p->reserved += grow;
+        p->used += size;
+        if (p->reserved > p->reserved_high)
+            p->reserved_high = p->reserved;
+        if (p->used > p->used_high)
+            p->used_high = p->used;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = fake__take(FAKE_K_POOLED, p->device, size, p, &addr);
+    if (r != CUDA_SUCCESS) { /* no address: undo */
+        pthread_mutex_lock(&pool_lock);
+        p->used -= size;
+        p->idle += size;
+        pthread_mutex_unlock(&pool_lock);
+    }
+    *dptr = (CUdeviceptr)addr;
+    return r;
+}
+
+CUresult fake__pool_free(CUdeviceptr ptr)
+{
+    fake_alloc a;
+    CUresult r = fake__give((uintptr_t)ptr, 1u << FAKE_K_POOLED, &a);
+    if (r != CUDA_SUCCESS)
+        return r;
+    fake_pool *p = a.pool;
+    pthread_mutex_lock(&pool_lock);
+    p->used -= a.size;
+    p->idle += a.size; /* the pool keeps it until a synchronization */
+    pthread_mutex_unlock(&pool_lock);
+    return CUDA_SUCCESS;
+}
+
+/* Every pool the fake knows: the defaults and the current ones (pools the
+ * program made and never set as current are released by trim only). */
+void fake__pool_synchronize(void)
+{
+    pthread_mutex_lock(&pool_lock);
+    for (int d = 0; d < MAX_DEV; d++) {
+        fake_pool *p = (fake_pool *)current[d];
+        if (p && p->reserved > p->threshold)
+            release_locked(p, p->reserved - p->threshold);
+    }
+    pthread_mutex_unlock(&pool_lock);
+    int n = 0;
+    f_cuDeviceGetCount(&n);
+    for (int d = 0; d < n; d++) {
+        CUmemoryPool def;
+        if (f_cuDeviceGetDefaultMemPool(&def, d) != CUDA_SUCCESS)
+            continue;
+        fake_pool *p = (fake_pool *)def;
+        pthread_mutex_lock(&pool_lock);
+        if (p->reserved > p->threshold)
+            release_locked(p, p->reserved - p->threshold);
+        pthread_mutex_unlock(&pool_lock);
+    }
+}
+
+CUresult f_cuStreamSynchronize_ptsz(CUstream s)
+{
+    ENTER(FC_cuStreamSynchronize_ptsz);
+    return fake__stream_synchronize(s);
+}
+
+/* ---- pointers, IPC, shareable handles ------------------------------------------ */
+
+CUresult f_cuPointerGetAttribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr)
+{
+    ENTER(FC_cuPointerGetAttribute);
+    NEED_INIT();
+    fake_alloc a;
+    if (data == NULL || attr != CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL ||
+        !fake__lookup((uintptr_t)ptr, &a) || a.device < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    *(int *)data = a.device;
+    return CUDA_SUCCESS;
+}
+
+CUresult f_cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr ptr)
+{
+    ENTER(FC_cuMemGetAddressRange_v2);
+    NEED_INIT();
+    fake_alloc a;
+    if (!fake__lookup((uintptr_t)ptr, &a) || fake__is_phys(a.kind))
+        return CUDA_ERROR_NOT_FOUND;
+    if (base)
+        *base = ptr;
+    if (size)
+        *size = a.size;
+    return CUDA_SUCCESS;
+}
+
+CUresult f_cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr ptr)
+{
+    ENTER(FC_cuIpcGetMemHandle);
+    NEED_INIT();
+    fake_alloc a;
+    if (h == NULL || !fake__lookup((uintptr_t)ptr, &a) ||
+        (a.kind != FAKE_K_DEVICE && a.kind != FAKE_K_POOLED))
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(h, 0, sizeof *h);
+    memcpy(h->reserved, &ptr, sizeof ptr);
+    return CUDA_SUCCESS;
+}
+
+CUresult f_cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle h, unsigned int flags)
+{
+    ENTER(FC_cuIpcOpenMemHandle_v2);
+    NEED_INIT();
+    (void)flags;
+    CUdeviceptr src;
+    memcpy(&src, h.reserved, sizeof src);
+    fake_alloc a;
+    if (pdptr == NULL || !fake__lookup((uintptr_t)src, &a))
+        return CUDA_ERROR_INVALID_VALUE;
+    uintptr_t addr;
+    CUresult r = fake__take(FAKE_K_IPC, a.device, a.size, NULL, &addr);
+    *pdptr = r == CUDA_SUCCESS ? (CUdeviceptr)addr : 0;
+    return r;
+}
+
+CUresult f_cuIpcCloseMemHandle(CUdeviceptr ptr)
+{
+    ENTER(FC_cuIpcCloseMemHandle);
+    return fake__give((uintptr_t)ptr, 1u << FAKE_K_IPC, NULL);
+}
+
+CUresult f_cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h,
+                                        CUmemAllocationHandleType type, unsigned long long flags)
+{
+    ENTER(FC_cuMemExportToShareableHandle);
+    fake_alloc a;
+    if (out == NULL || flags != 0 || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+        !fake__lookup((uintptr_t)h, &a) || !fake__is_phys(a.kind))
+        return CUDA_ERROR_INVALID_VALUE;
+    *(int *)out = (int)h; /* handles are small numbers in the fake */
+    return CUDA_SUCCESS;
+}
+
+CUresult f_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os_handle,
+                                          CUmemAllocationHandleType type)
+{
+    ENTER(FC_cuMemImportFromShareableHandle);
+    NEED_INIT();
+    fake_alloc a;
+    uintptr_t key = (uintptr_t)os_handle;
+    if (h == NULL || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+        !fake__lookup(key, &a) || !fake__is_phys(a.kind))
+        return CUDA_ERROR_INVALID_VALUE;
+    uintptr_t out;
+    CUresult r = fake__take(FAKE_K_PHYS_IMPORT, a.device, a.size, NULL, &out);
+    *h = r == CUDA_SUCCESS ? (CUmemGenericAllocationHandle)out : 0;
+    return r;
+}
+
+CUresult f_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+                                                  CUmemGenericAllocationHandle h)
+{
+    ENTER(FC_cuMemGetAllocationPropertiesFromHandle);
+    fake_alloc a;
+    if (prop == NULL || !fake__lookup((uintptr_t)h, &a) || !fake__is_phys(a.kind))
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(prop, 0, sizeof *prop);
+    prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop->location.type = a.device < 0 ? CU_MEM_LOCATION_TYPE_HOST_NUMA
+                                       : CU_MEM_LOCATION_TYPE_DEVICE;
+    prop->location.id = a.device < 0 ? 0 : a.device;
+    return CUDA_SUCCESS;
+}
+
+FAKE_POOLS(FC_ALIAS)
