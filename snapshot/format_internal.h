@@ -156,4 +156,10 @@ enum { TDM_FMT_IMPORTED_ROW(TDM__FMT_ROW_ENUM) TDM_IMP_FIELDS };
  * tdm__format_crc32(type, payload, len), i.e. zlib.crc32(payload, type). */
 uint32_t tdm__format_crc32(uint32_t crc, const void *data, size_t len);
 
+/* format_validate.c: TDM_OK when the reader would accept the snapshot's
+ * header, tables and stacks (tables) and its allocator state and stats
+ * (state); TDM_INVALID_ARGUMENT otherwise. */
+tdm_status tdm__format_validate_tables(const tdm_snap *s);
+tdm_status tdm__format_validate_state(const tdm_snap *s);
+
 #endif
