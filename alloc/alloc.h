@@ -115,6 +115,10 @@ void tdm__alloc_visit_for_tests(const struct tdm__state_visitor *v);
  * H100 80GB HBM3", capacity in bytes).  Later calls update it. */
 TDM_API void tdm__alloc_observe_device(int device, const char *vendor,
                                        const char *name, uint64_t capacity);
+/* A stream-ordered allocation made while its stream was being captured
+ * into a CUDA/HIP graph: the snapshot will say that graph memory is not
+ * covered (what the graph's memory nodes hold at launch is not seen). */
+TDM_API void tdm__alloc_observe_graph_capture(void);
 /* A vendor allocation that succeeded. */
 TDM_API void tdm__alloc_observe_alloc(int device, const void *ptr,
                                       size_t size, tdm_stream stream,

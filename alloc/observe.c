@@ -520,3 +520,8 @@ void tdm__obs_reset_for_tests(void)
     }
     pthread_mutex_unlock(&obs.init_lock);
 }
+
+void tdm__alloc_observe_graph_capture(void)
+{
+    tdm__rec_note(TDM__NOTE_GRAPH_MEMORY);
+}

@@ -326,6 +326,17 @@ out:
 }
 
 /* The command line, arguments joined by spaces. */
+/* The header's notes for the bits tdm__rec_note set: static text, a line
+ * each. */
+static const char *notes_text(unsigned bits)
+{
+    if (bits & TDM__NOTE_GRAPH_MEMORY)
+        return "CUDA graph memory is not covered: stream-ordered allocations "
+               "captured into a graph are booked once, when captured; what the "
+               "graph's memory nodes hold at each launch is not seen";
+    return "";
+}
+
 static const char *read_command(dump_owner *o)
 {
     char buf[4096];
@@ -365,6 +376,7 @@ static tdm_status build_header(tdm_snap *snap, dump_owner *o)
     h->config = tdm__str_pool_keep(&o->strings, r->config_text);
     h->metadata = tdm__str_pool_keep(&o->strings, r->metadata);
     h->alloc_mode = r->alloc_mode ? r->alloc_mode : "";
+    h->notes = notes_text(atomic_load_explicit(&tdm__rec_notes, memory_order_relaxed));
     h->record_mode = (uint8_t)atomic_load(&tdm__rec.mode);
     h->context_mode = (uint8_t)r->opts.context;
     h->stacks_mode = (uint8_t)atomic_load(&tdm__rec.stacks);

@@ -69,6 +69,7 @@ enum tdm_fmt_record {
     XX(STACKS_MODE, "stacks_mode")                                             \
     XX(MAX_ENTRIES, "max_entries")                                             \
     XX(ALLOC_MODE, "alloc_mode")                                               \
+    XX(NOTES, "notes")                                                         \
     /* tables: devices, strings, frames, stacks, phases, segments, stats */    \
     XX(FIRST, "first")                                                         \
     XX(ROWS, "rows")                                                           \

@@ -59,8 +59,11 @@ static int read_header(reader *r, cur *c)
         tdm__fmt_range_field(r, pos, TDM_KEY_CONTEXT_MODE, 0, TDM_CONTEXT_ALL, &cmode) ||
         tdm__fmt_range_field(r, pos, TDM_KEY_STACKS_MODE, 0, TDM_STACKS_ALL, &smode) ||
         tdm__fmt_u64_field(r, pos, TDM_KEY_MAX_ENTRIES, &h->max_entries) ||
-        tdm__fmt_str_field(r, pos, TDM_KEY_ALLOC_MODE, &h->alloc_mode))
+        tdm__fmt_str_field(r, pos, TDM_KEY_ALLOC_MODE, &h->alloc_mode) ||
+        (pos[TDM_KEY_NOTES] && tdm__fmt_str_field(r, pos, TDM_KEY_NOTES, &h->notes)))
         return -1;
+    if (!pos[TDM_KEY_NOTES])
+        h->notes = ""; /* before 1.3, or nothing to say */
     h->pid = pid;
     h->rank = (int32_t)rank;
     h->local_rank = (int32_t)local_rank;

@@ -297,7 +297,8 @@ static tdm_status emit(writer *w, unsigned type)
 static tdm_status write_header(writer *w)
 {
     const tdm_snap_header *h = &w->snap->header;
-    msgpack_pack_map(&w->pk, 16);
+    int notes = h->notes && h->notes[0];
+    msgpack_pack_map(&w->pk, 16 + notes);
     put_key_str(w, TDM_KEY_TOOL_VERSION, h->tool_version);
     put_key_str(w, TDM_KEY_HOST, h->host);
     put_key_i64(w, TDM_KEY_PID, h->pid);
@@ -314,6 +315,8 @@ static tdm_status write_header(writer *w)
     put_key_u64(w, TDM_KEY_STACKS_MODE, h->stacks_mode);
     put_key_u64(w, TDM_KEY_MAX_ENTRIES, h->max_entries);
     put_key_str(w, TDM_KEY_ALLOC_MODE, h->alloc_mode);
+    if (notes) /* format 1.3; absent means none */
+        put_key_str(w, TDM_KEY_NOTES, h->notes);
     return emit(w, TDM_REC_HEADER);
 }
 

@@ -19,6 +19,7 @@
 #include "clock.h"
 
 tdm__rec_switches tdm__rec;
+_Atomic unsigned tdm__rec_notes;
 tdm__recorder tdm__recorder_state = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .alloc_mode = "passthrough",

@@ -145,6 +145,21 @@ void tdm__rec_register_atfork(void);
 /* The configuration text (TIDEMARK_CONF) for the snapshot header. */
 void tdm__rec_set_config_text(const char *text);
 
+/* What a snapshot says the recording could not see, one bit each; the
+ * header's notes carry a line per bit set (dump.c). */
+enum tdm__rec_note {
+    /* a stream-ordered allocation captured into a CUDA graph: booked once
+     * at capture, the graph's memory nodes at launch are not seen */
+    TDM__NOTE_GRAPH_MEMORY = 1u << 0,
+};
+extern _Atomic unsigned tdm__rec_notes;
+/* Notes `bit` for the snapshot; cheap once set (a load), no lock. */
+static inline void tdm__rec_note(unsigned bit)
+{
+    if (!(atomic_load_explicit(&tdm__rec_notes, memory_order_relaxed) & bit))
+        atomic_fetch_or_explicit(&tdm__rec_notes, bit, memory_order_relaxed);
+}
+
 /* Copies the ring's events, oldest first, into a malloc'd array.
  * *dropped gets the number of events overwritten since recording began. */
 tdm_status tdm__rec_copy_events(tdm_event **events, size_t *count,

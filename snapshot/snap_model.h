@@ -38,6 +38,8 @@ typedef struct tdm_snap_header {
     uint64_t dump_time_us;  /* when the dump was taken */
     const char *config;     /* TIDEMARK_CONF as given, or "" */
     const char *metadata;   /* tdm_set_metadata text, or "" */
+    const char *notes;      /* what the recording could not see, a line
+                               each ("" when nothing; format 1.3) */
     const char *command;    /* /proc/self/cmdline, spaces between args */
     uint8_t record_mode;    /* tdm_record_mode */
     uint8_t context_mode;   /* tdm_context_mode */

@@ -61,9 +61,12 @@ static int ctx_device(void)
 INLINE int cache_alloc(tdm__hook_mode m, CUresult *r, CUdeviceptr *dptr, size_t size,
                        tdm_stream stream, int ordered)
 {
-    if (m != TDM__HOOK_CACHE || size == 0 || dptr == NULL || !tdm__cuda_cache_ready() ||
-        (ordered && tdm__cuda_capturing(stream)))
+    if (m != TDM__HOOK_CACHE || size == 0 || dptr == NULL || !tdm__cuda_cache_ready())
         return 0;
+    if (ordered && tdm__cuda_capturing(stream)) {
+        tdm__alloc_observe_graph_capture(); /* the graph's: the driver serves it */
+        return 0;
+    }
     int dev = tdm__cuda_current_device();
     if (dev < 0 || (ordered && tdm__cuda_program_pool(dev)))
         return 0; /* the program's own pool serves it */
@@ -208,8 +211,10 @@ static CUresult w_cuMemFreeHost(void *p)
             int dev = ctx_device();                                            \
             book_alloc(r, dev, r == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL, \
                        size, st);                                              \
-            if (r == CUDA_SUCCESS)                                             \
+            if (r == CUDA_SUCCESS) {                                           \
                 tdm__cuda_pool_book(tdm__cuda_pool_current(dev), dev);         \
+                tdm__cuda_note_capture(st);                                    \
+            }                                                                  \
         }                                                                      \
         tdm__hook_leave();                                                     \
         return r;                                                              \
@@ -255,8 +260,10 @@ ASYNC_FREE(cuMemFreeAsync_ptsz, PFN_cuMemFreeAsync_v11020_ptsz, 1)
                                     : ctx_device();                            \
         book_alloc(r, dev, r == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL, \
                    size, tdm__cuda_stream(s, ptsz));                           \
-        if (r == CUDA_SUCCESS)                                                 \
+        if (r == CUDA_SUCCESS) {                                               \
             tdm__cuda_pool_book(pool, dev);                                    \
+            tdm__cuda_note_capture(tdm__cuda_stream(s, ptsz));                 \
+        }                                                                      \
         tdm__hook_leave();                                                     \
         return r;                                                              \
     }

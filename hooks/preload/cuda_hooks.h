@@ -133,6 +133,15 @@ TDM_CUDA_HIDDEN int tdm__cuda_capturing(tdm_stream stream);
  * yet ended: nonzero while one is underway (cuda_runtime_real.c).  Driver
  * API captures are seen per stream only (tdm__cuda_capturing). */
 TDM_CUDA_HIDDEN int tdm__cuda_captures_underway(void);
+/* After a stream-ordered allocation on `stream`: when a runtime capture
+ * is underway and the stream is being captured, the allocation belongs to
+ * a graph, and the snapshot says that graph memory is not covered.  Costs
+ * one atomic load while no capture is underway. */
+static inline void tdm__cuda_note_capture(tdm_stream stream)
+{
+    if (tdm__cuda_captures_underway() && tdm__cuda_capturing(stream))
+        tdm__alloc_observe_graph_capture();
+}
 /* The CUresult for a failed tdm__alloc_malloc / _free. */
 TDM_CUDA_HIDDEN CUresult tdm__cuda_status_result(tdm_status st);
 /* Stream ids as recorded: a _ptsz call's stream 0 is the per-thread

@@ -51,9 +51,12 @@ TDM_RT_INLINE void tdm__rt_book(cudaError_t r, int device, const void *ptr, size
 TDM_RT_INLINE int tdm__rt_cache_alloc(tdm__hook_mode m, cudaError_t *r, void **p, size_t size,
                                       tdm_stream stream, int ordered)
 {
-    if (m != TDM__HOOK_CACHE || size == 0 || p == NULL || !tdm__cuda_cache_ready() ||
-        (ordered && tdm__cuda_capturing(stream)))
+    if (m != TDM__HOOK_CACHE || size == 0 || p == NULL || !tdm__cuda_cache_ready())
         return 0;
+    if (ordered && tdm__cuda_capturing(stream)) {
+        tdm__alloc_observe_graph_capture(); /* the graph's: the driver serves it */
+        return 0;
+    }
     tdm_status st = tdm__alloc_malloc(p, size, tdm__cuda_rt_device(), stream, TDM_HOOK_SKIP);
     *r = st == TDM_OK ? cudaSuccess
                       : tdm__cuda_rt_served_error(tdm__cuda_rt_error(tdm__cuda_status_result(st)));
@@ -106,8 +109,10 @@ TDM_RT_INLINE cudaError_t tdm__rt_malloc_async(int f, void **p, size_t size, cud
         r = real(p, size, s);
         int dev = tdm__cuda_rt_device();
         tdm__rt_book(r, dev, r == cudaSuccess && p ? *p : NULL, size, st);
-        if (r == cudaSuccess) /* pool reserve: cuda_pool.c */
+        if (r == cudaSuccess) { /* pool reserve: cuda_pool.c */
             tdm__cuda_pool_book(tdm__cuda_pool_current(dev), dev);
+            tdm__cuda_note_capture(st);
+        }
     }
     tdm__hook_leave();
     return r;
@@ -144,8 +149,10 @@ TDM_RT_INLINE cudaError_t tdm__rt_from_pool(int f, void **p, size_t size, cudaMe
                                                                tdm__cuda_rt_device())
                                     : tdm__cuda_rt_device();
     tdm__rt_book(r, dev, r == cudaSuccess && p ? *p : NULL, size, tdm__rt_stream(s, ptsz));
-    if (r == cudaSuccess)
+    if (r == cudaSuccess) {
         tdm__cuda_pool_book((CUmemoryPool)pool, dev);
+        tdm__cuda_note_capture(tdm__rt_stream(s, ptsz));
+    }
     tdm__hook_leave();
     return r;
 }

@@ -67,6 +67,7 @@ static void header(tdm_jw *w, const tdm_export_context *ctx)
     tdm__jw_ki64(w, "world_size", h->world_size);
     tdm__jw_kstr(w, "command", h->command);
     tdm__jw_kstr(w, "metadata", h->metadata);
+    tdm__jw_kstr(w, "notes", h->notes ? h->notes : "");
     tdm__jw_kstr(w, "config", h->config);
     tdm__jw_kstr(w, "alloc_mode", h->alloc_mode);
     tdm__jw_ku64(w, "start_time_us", h->start_time_us);

@@ -3,6 +3,8 @@
  *
  *   cuda_snapcheck FILE.tdm [PREFIX]   devices, then one line per memory event
  *   cuda_snapcheck FILE.tdm count ACT  the number of events of action ACT
+ *   cuda_snapcheck FILE.tdm notes      the header's notes (what the
+ *       recording could not see), as written; nothing when none
  *   cuda_snapcheck FILE.tdm state      the state at the dump: per device
  *       "stats dev=D allocated=A reserved=R reserved_peak=P segments=N",
  *       each segment "segment dev=D size=S expandable=E blocks=STATES"
@@ -95,6 +97,12 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < s->event_count; i++)
             n += (int)s->events[i].action == want;
         printf("%zu\n", n);
+        tdm__snap_free(s);
+        return 0;
+    }
+    if (argc == 3 && strcmp(argv[2], "notes") == 0) {
+        if (s->header.notes && s->header.notes[0])
+            printf("%s\n", s->header.notes);
         tdm__snap_free(s);
         return 0;
     }

@@ -269,6 +269,13 @@ rt_stream_free | rt_capture)
     cat "$T/cache.out"
     grep -qx ok "$T/cache.out" || fail "stream_app $what under cache mode"
     no_tidemark_errors cache
+    notes=$("$SNAPCHECK" "$T/cache.tdm" notes) || fail "cuda_snapcheck notes"
+    if [ "$what" = capture ]; then # a cudaMallocAsync captured into the graph
+        echo "$notes" | grep -q "CUDA graph memory is not covered" ||
+            fail "the snapshot does not say graph memory is not covered: '$notes'"
+    else
+        [ -z "$notes" ] || fail "notes in a run without a capture: '$notes'"
+    fi
     ;;
 *)
     fail "unknown scenario"
