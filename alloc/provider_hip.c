@@ -7,6 +7,11 @@
  * HIP keeps the current device per thread and the program's own calls
  * must not see ours.
  *
+ * Stream markers (alloc/provider.h) are HIP events made and recorded with
+ * the block's device current (an event belongs to the device current at
+ * its creation, and stream 0 is that device's null stream); given only
+ * when the table has every event function.
+ *
  * Invariants: device_count >= 1 once created (a machine with no device
  * gives TDM_NOT_AVAILABLE); vendor codes of failed calls are noted with
  * tdm__provider_set_vendor_error before a status goes back.
@@ -18,6 +23,7 @@
 #include "provider_hip.h"
 
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -105,6 +111,107 @@ static tdm_status hip_mem_info(tdm_provider *p, int device, size_t *free_bytes,
     return TDM_OK;
 }
 
+/* ---- stream markers: HIP events on the block's device ---- */
+
+#define TDM__HIP_EVENT_DISABLE_TIMING 0x2 /* hipEventDisableTiming */
+
+static tdm_status hip_marker_record(void *ctx, int device, tdm_stream stream, void **marker)
+{
+    hip_impl *h = ctx;
+    int prev;
+    int r = enter_device(&h->fns, device, &prev);
+    if (r == TDM__HIP_SUCCESS && *marker == NULL)
+        r = h->fns.event_create((tdm__hip_event *)marker, TDM__HIP_EVENT_DISABLE_TIMING);
+    if (r == TDM__HIP_SUCCESS)
+        r = h->fns.event_record(*marker, (tdm__hip_stream)(uintptr_t)stream);
+    leave_device(&h->fns, prev);
+    return r == TDM__HIP_SUCCESS ? TDM_OK : fail(r);
+}
+
+/* HIP keeps the error of a call as the thread's last error until
+ * hipGetLastError: one that only our own call made (the thread had none
+ * before) is taken back, so the program sees what its calls did. */
+static int last_error_before(const hip_impl *h)
+{
+    return h->fns.peek_last_error ? h->fns.peek_last_error() : -1;
+}
+
+static void forget_own_error(const hip_impl *h, int before, int r)
+{
+    if (r != TDM__HIP_SUCCESS && before == TDM__HIP_SUCCESS && h->fns.get_last_error)
+        h->fns.get_last_error();
+}
+
+static int hip_marker_done(void *ctx, int device, void *marker)
+{
+    (void)device; /* an event knows its device */
+    hip_impl *h = ctx;
+    int before = last_error_before(h);
+    int r = h->fns.event_query(marker);
+    forget_own_error(h, before, r);
+    /* Another error (a failed kernel, a runtime shutting down) will not
+     * clear by waiting. */
+    return r != TDM__HIP_ERROR_NOT_READY;
+}
+
+static void hip_marker_wait(void *ctx, int device, void *marker)
+{
+    (void)device;
+    hip_impl *h = ctx;
+    h->fns.event_synchronize(marker);
+}
+
+static void hip_marker_destroy(void *ctx, int device, void *marker)
+{
+    (void)device;
+    hip_impl *h = ctx;
+    h->fns.event_destroy(marker);
+}
+
+static int hip_capturing(void *ctx, int device, tdm_stream stream)
+{
+    hip_impl *h = ctx;
+    if (h->fns.captures_underway && h->fns.captures_underway())
+        return 1;
+    if (h->fns.stream_is_capturing == NULL)
+        return 0; /* a runtime without graphs */
+    int prev, status = 0;
+    int r = enter_device(&h->fns, device, &prev);
+    if (r == TDM__HIP_SUCCESS) {
+        int before = last_error_before(h);
+        r = h->fns.stream_is_capturing((tdm__hip_stream)(uintptr_t)stream, &status);
+        forget_own_error(h, before, r);
+    }
+    leave_device(&h->fns, prev);
+    /* An error here is the null stream's "another stream is capturing"
+     * (hipErrorStreamCaptureImplicit): capturing, to be safe. */
+    return r != TDM__HIP_SUCCESS || status != 0;
+}
+
+static void hip_device_sync(void *ctx, int device)
+{
+    hip_impl *h = ctx;
+    int prev;
+    if (enter_device(&h->fns, device, &prev) == TDM__HIP_SUCCESS)
+        h->fns.device_synchronize();
+    leave_device(&h->fns, prev);
+}
+
+static const tdm_stream_ops hip_stream_ops = {
+    .marker_record = hip_marker_record,
+    .marker_done = hip_marker_done,
+    .marker_wait = hip_marker_wait,
+    .marker_destroy = hip_marker_destroy,
+    .capturing = hip_capturing,
+    .device_sync = hip_device_sync,
+};
+
+static int has_events(const struct tdm_hip_fns *f)
+{
+    return f->event_create && f->event_record && f->event_query && f->event_synchronize &&
+           f->event_destroy && f->device_synchronize;
+}
+
 static void hip_device_name(tdm_provider *p, int device, char *buf, size_t len)
 {
     hip_impl *h = p->impl;
@@ -147,6 +254,23 @@ static int resolve(void *lib, struct tdm_hip_fns *fns)
     fns->mem_get_info = (int (*)(size_t *, size_t *))sym[5];
     fns->device_get_name = (int (*)(char *, int, int))sym[6];
     fns->device_total_mem = (int (*)(size_t *, int))sym[7];
+    static const char *const optional[] = {
+        "hipEventCreateWithFlags", "hipEventRecord",       "hipEventQuery",
+        "hipEventSynchronize",     "hipEventDestroy",      "hipDeviceSynchronize",
+        "hipStreamIsCapturing",    "hipPeekAtLastError",   "hipGetLastError",
+    };
+    void *o[sizeof optional / sizeof optional[0]];
+    for (size_t i = 0; i < sizeof optional / sizeof optional[0]; i++)
+        o[i] = dlsym(lib, optional[i]);
+    fns->event_create = (int (*)(tdm__hip_event *, unsigned))o[0];
+    fns->event_record = (int (*)(tdm__hip_event, tdm__hip_stream))o[1];
+    fns->event_query = (int (*)(tdm__hip_event))o[2];
+    fns->event_synchronize = (int (*)(tdm__hip_event))o[3];
+    fns->event_destroy = (int (*)(tdm__hip_event))o[4];
+    fns->device_synchronize = (int (*)(void))o[5];
+    fns->stream_is_capturing = (int (*)(tdm__hip_stream, int *))o[6];
+    fns->peek_last_error = (int (*)(void))o[7];
+    fns->get_last_error = (int (*)(void))o[8];
     return 1;
 }
 
@@ -190,6 +314,8 @@ tdm_status tdm__provider_hip_create(const tdm_hip_fns *fns, tdm_provider **out)
         .device_name = hip_device_name,
         .destroy = hip_destroy,
         .impl = h,
+        .streams = has_events(&h->fns) ? &hip_stream_ops : NULL,
+        .streams_ctx = h,
     };
     *out = &h->pub;
     return TDM_OK;

@@ -15,22 +15,30 @@
  * What each call books:
  *   hipMalloc, hipMallocAsync   observe: alloc on the current device (the
  *                               stream for the Async form); cache: served
- *                               from tidemark's caching allocator
+ *                               from tidemark's caching allocator (not an
+ *                               Async one on a capturing stream)
  *   hipExtMallocWithFlags, hipMallocManaged, hipMallocFromPoolAsync
  *                               observe in both modes (their flags and
  *                               pools mean memory the cache cannot give)
  *   hipHostMalloc, hipMallocHost  observe on the host (device -1)
  *   hipFree, hipFreeAsync, hipHostFree, hipFreeHost
- *                               the block back to the cache, or the free
- *                               booked BEFORE the vendor call
+ *                               the block back to the cache (hipFree after
+ *                               the device's work, hipFreeAsync after the
+ *                               stream's), or the free booked BEFORE the
+ *                               vendor call
  *   hipMemMap / hipMemUnmap     segment_map / segment_unmap
  *   hipMemCreate                only its failure (an oom event)
  *   hipMemRelease               nothing (passes through)
+ *   hipStreamBeginCapture, hipStreamEndCapture
+ *                               nothing; counted, so that cache mode
+ *                               frees no segment and touches no event
+ *                               while a graph is being captured
  * Errors go back unchanged; hipErrorOutOfMemory also books an `oom` event
  * with the device's free bytes (hipMemGetInfo).
  *
  * Lock: none.  The real pointers are written once under pthread_once; the
- * described-device bits and the cache switch are atomics.
+ * described-device bits, the cache switch and the capture count are
+ * atomics.
  */
 #ifndef __HIP_PLATFORM_AMD__
 #define __HIP_PLATFORM_AMD__ 1
@@ -71,9 +79,19 @@
     X(hipDeviceGetName, "hip_4.2") X(hipDeviceTotalMem, "hip_4.2")             \
     X(hipGetLastError, "hip_4.2") X(hipPeekAtLastError, "hip_4.2")
 
+/* What cache mode orders stream frees with (events, the device's
+ * synchronization) and the graph captures it must stay out of. */
+#define HIP_STREAM_REAL_FUNCS(X)                                               \
+    X(hipEventCreateWithFlags, "hip_4.2") X(hipEventRecord, "hip_4.2")         \
+    X(hipEventQuery, "hip_4.2") X(hipEventSynchronize, "hip_4.2")              \
+    X(hipEventDestroy, "hip_4.2") X(hipDeviceSynchronize, "hip_4.2")           \
+    X(hipStreamIsCapturing, "hip_4.3") X(hipStreamBeginCapture, "hip_4.3")     \
+    X(hipStreamEndCapture, "hip_4.3")
+
 static struct {
 #define REAL_FIELD(name, ver) __typeof__(name) *name;
     HIP_REAL_FUNCS(REAL_FIELD)
+    HIP_STREAM_REAL_FUNCS(REAL_FIELD)
 #undef REAL_FIELD
 } real;
 
@@ -104,6 +122,7 @@ static void resolve_all(void)
     }
 #define REAL_LOOKUP(name, ver) real.name = (__typeof__(name) *)lookup(#name, ver, local);
     HIP_REAL_FUNCS(REAL_LOOKUP)
+    HIP_STREAM_REAL_FUNCS(REAL_LOOKUP)
 #undef REAL_LOOKUP
     /* The handle (if any) is kept: it pins the library our pointers point
      * into, should the program dlclose its own. */
@@ -176,6 +195,8 @@ INLINE void book_alloc(hipError_t r, int device, void **ptr, size_t size, tdm_st
 
 /* ---- cache mode ------------------------------------------------------------ */
 
+static int captures_underway(void); /* graph captures, at the end */
+
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
 static _Atomic int cache_on; /* the allocator serves HIP device memory */
 
@@ -191,6 +212,18 @@ static void cache_setup(void)
     fns.mem_get_info = (int (*)(size_t *, size_t *))(void *)real.hipMemGetInfo;
     fns.device_get_name = (int (*)(char *, int, int))(void *)real.hipDeviceGetName;
     fns.device_total_mem = (int (*)(size_t *, int))(void *)real.hipDeviceTotalMem;
+    fns.event_create = (int (*)(tdm__hip_event *, unsigned))(void *)real.hipEventCreateWithFlags;
+    fns.event_record = (int (*)(tdm__hip_event, tdm__hip_stream))(void *)real.hipEventRecord;
+    fns.event_query = (int (*)(tdm__hip_event))(void *)real.hipEventQuery;
+    fns.event_synchronize = (int (*)(tdm__hip_event))(void *)real.hipEventSynchronize;
+    fns.event_destroy = (int (*)(tdm__hip_event))(void *)real.hipEventDestroy;
+    fns.device_synchronize = (int (*)(void))(void *)real.hipDeviceSynchronize;
+    /* hipStreamCaptureStatus is an int-sized enum. */
+    fns.stream_is_capturing =
+        (int (*)(tdm__hip_stream, int *))(void *)real.hipStreamIsCapturing;
+    fns.captures_underway = captures_underway;
+    fns.peek_last_error = (int (*)(void))(void *)real.hipPeekAtLastError;
+    fns.get_last_error = (int (*)(void))(void *)real.hipGetLastError;
     tdm_provider *p = NULL;
     if (tdm__provider_hip_create(&fns, &p) != TDM_OK)
         return; /* no device: every call passes through and fails as HIP says */
@@ -199,6 +232,19 @@ static void cache_setup(void)
         return;
     }
     atomic_store_explicit(&cache_on, 1, memory_order_release);
+}
+
+/* Whether work on `s` is being captured into a graph: a stream-ordered
+ * allocation there is a graph memory node, HIP's own to make.  HIP is
+ * asked only while a capture is underway somewhere. */
+INLINE int stream_capturing(hipStream_t s)
+{
+    if (!captures_underway())
+        return 0;
+    hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
+    return real.hipStreamIsCapturing == NULL ||
+           real.hipStreamIsCapturing(s, &status) != hipSuccess ||
+           status != hipStreamCaptureStatusNone;
 }
 
 /* Whether this call is served from the cache (cache mode, set up). */
@@ -291,7 +337,7 @@ TDM_HOOK_API hipError_t hipMallocAsync(void **dev_ptr, size_t size, hipStream_t 
     HOOK_PROLOGUE(hipMallocAsync, dev_ptr, size, stream);
     hipError_t r;
     int device = current_device();
-    if (dev_ptr != NULL && size > 0 && serve_from_cache(mode)) {
+    if (dev_ptr != NULL && size > 0 && serve_from_cache(mode) && !stream_capturing(stream)) {
         r = hip_error_of(
             tdm__alloc_malloc(dev_ptr, size, device, stream_of(stream), TDM_HOOK_SKIP));
     } else {
@@ -367,13 +413,27 @@ TDM_HOOK_API hipError_t hipMallocHost(void **ptr, size_t size)
 
 /* ---- frees ------------------------------------------------------------------------ */
 
+/* Cache mode: 1 / 0 / -1 as tdm__hook_cache_free (freed / not the
+ * cache's / a bad pointer into the cache's memory).  `ordered`:
+ * hipFreeAsync on `stream`, the block reused only after that stream's
+ * work so far; else hipFree, which first waits for the device as HIP's
+ * does (programs rely on it before reading results on the host). */
+INLINE int cache_free(void *ptr, int ordered, tdm_stream stream)
+{
+    tdm_status st = ordered ? tdm__alloc_free_on_stream(ptr, stream, TDM_HOOK_SKIP)
+                            : tdm__alloc_free_synchronized(ptr, TDM_HOOK_SKIP);
+    if (st == TDM_OK)
+        return 1;
+    return tdm__alloc_owns(ptr) ? -1 : 0;
+}
+
 /* A device free: the block back to the cache when the cache made it;
  * else the free is booked first, then the vendor frees. */
-#define DEVICE_FREE(name, ptr, stream, ...)                                    \
+#define DEVICE_FREE(name, ptr, ordered, stream, ...)                           \
     HOOK_PROLOGUE(name, __VA_ARGS__);                                          \
     hipError_t r;                                                              \
     int cached = (ptr) != NULL && serve_from_cache(mode)                       \
-                     ? tdm__hook_cache_free((ptr), TDM_HOOK_SKIP) : 0;         \
+                     ? cache_free((ptr), (ordered), (stream)) : 0;             \
     if (cached > 0) {                                                          \
         r = hipSuccess;                                                        \
     } else if (cached < 0) {                                                   \
@@ -387,12 +447,12 @@ TDM_HOOK_API hipError_t hipMallocHost(void **ptr, size_t size)
 
 TDM_HOOK_API hipError_t hipFree(void *ptr)
 {
-    DEVICE_FREE(hipFree, ptr, 0, ptr);
+    DEVICE_FREE(hipFree, ptr, 0, 0, ptr);
 }
 
 TDM_HOOK_API hipError_t hipFreeAsync(void *dev_ptr, hipStream_t stream)
 {
-    DEVICE_FREE(hipFreeAsync, dev_ptr, stream_of(stream), dev_ptr, stream);
+    DEVICE_FREE(hipFreeAsync, dev_ptr, 1, stream_of(stream), dev_ptr, stream);
 }
 
 TDM_HOOK_API hipError_t hipHostFree(void *ptr)
@@ -477,5 +537,43 @@ TDM_HOOK_API hipError_t hipMemRelease(hipMemGenericAllocationHandle_t handle)
     HOOK_PROLOGUE(hipMemRelease, handle);
     hipError_t r = CALL_REAL(hipMemRelease, handle);
     tdm__hook_leave();
+    return r;
+}
+
+/* ---- graph captures -------------------------------------------------------------------
+ * Counted from the begin/end calls, so that cache mode knows a capture is
+ * underway on any stream of any thread (hipStreamIsCapturing asks about
+ * one stream only): it then frees no segment and records, queries or
+ * waits on no event (alloc/cache_stream.c). */
+
+static _Atomic int captures;
+
+static int captures_underway(void)
+{
+    return atomic_load_explicit(&captures, memory_order_acquire) > 0;
+}
+
+TDM_HOOK_API hipError_t hipStreamBeginCapture(hipStream_t stream, hipStreamCaptureMode mode)
+{
+    resolve();
+    hipError_t r = CALL_REAL(hipStreamBeginCapture, stream, mode);
+    if (r == hipSuccess)
+        atomic_fetch_add_explicit(&captures, 1, memory_order_acq_rel);
+    return r;
+}
+
+TDM_HOOK_API hipError_t hipStreamEndCapture(hipStream_t stream, hipGraph_t *graph)
+{
+    resolve();
+    hipError_t r = CALL_REAL(hipStreamEndCapture, stream, graph);
+    /* An invalidated capture is ended too; other errors (not capturing,
+     * wrong thread) end nothing. */
+    if (r != hipSuccess && r != hipErrorStreamCaptureInvalidated)
+        return r;
+    int n = atomic_load_explicit(&captures, memory_order_relaxed);
+    while (n > 0 && !atomic_compare_exchange_weak_explicit(&captures, &n, n - 1,
+                                                           memory_order_acq_rel,
+                                                           memory_order_relaxed))
+        ;
     return r;
 }

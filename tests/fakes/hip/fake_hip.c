@@ -2,7 +2,7 @@
  *
  * Built as libamdhip64.so.5 against the real HIP headers (every function
  * has the header's exact prototype) with the real library's symbol
- * versions (fake_hip.map: hip_4.2, hip_5.1), so a program linked against
+ * versions (fake_hip.map: hip_4.2, hip_4.3, hip_5.1), so a program linked against
  * the real libamdhip64 runs on it unchanged (LD_LIBRARY_PATH).  "Device"
  * memory is host memory; each device has a capacity, and allocations past
  * it fail with hipErrorOutOfMemory as a full GPU would.
@@ -13,6 +13,8 @@
  *   fake_hip_live_allocations()   allocations (any kind) not yet freed
  *   fake_hip_used_bytes(device)   device bytes in use
  *   fake_hip_reset_calls()        zeroes the call counters
+ *   fake_hip_stream_*             stream work that completes when told
+ *                                 (fake_hip_stream.c)
  * Knobs (environment, read once):
  *   FAKE_HIP_DEVICES=n     devices (default 1; 0 behaves like a machine
  *                          without a GPU: hipErrorNoDevice / InvalidDevice)
@@ -338,12 +340,6 @@ EXPORT hipError_t hipMemGetInfo(size_t *free_bytes, size_t *total)
     return fake_last(hipSuccess);
 }
 
-EXPORT hipError_t hipDeviceSynchronize(void)
-{
-    int e = enter(F_hipDeviceSynchronize);
-    return fake_last(e ? (hipError_t)e : check_device(cur_device));
-}
-
 EXPORT hipError_t hipGetLastError(void)
 {
     int e = enter(F_hipGetLastError);
@@ -379,42 +375,7 @@ EXPORT const char *hipGetErrorString(hipError_t hipError)
     return hipGetErrorName(hipError);
 }
 
-/* ---- streams and pools ---------------------------------------------------- */
-
-EXPORT hipError_t hipStreamCreate(hipStream_t *stream)
-{
-    int e = enter(F_hipStreamCreate);
-    if (e)
-        return fake_last((hipError_t)e);
-    hipError_t r = check_device(cur_device);
-    if (r != hipSuccess)
-        return fake_last(r);
-    if (!stream)
-        return fake_last(hipErrorInvalidValue);
-    *stream = calloc(1, sizeof **stream);
-    if (!*stream)
-        return fake_last(hipErrorOutOfMemory);
-    (*stream)->device = cur_device;
-    return fake_last(hipSuccess);
-}
-
-EXPORT hipError_t hipStreamDestroy(hipStream_t stream)
-{
-    int e = enter(F_hipStreamDestroy);
-    if (e)
-        return fake_last((hipError_t)e);
-    if (!stream)
-        return fake_last(hipErrorInvalidHandle);
-    free(stream);
-    return fake_last(hipSuccess);
-}
-
-EXPORT hipError_t hipStreamSynchronize(hipStream_t stream)
-{
-    int e = enter(F_hipStreamSynchronize);
-    (void)stream;
-    return fake_last(e ? (hipError_t)e : check_device(cur_device));
-}
+/* ---- pools (streams: fake_hip_stream.c) ------------------------------------ */
 
 static struct ihipMemPoolHandle_t default_pools[MAX_DEVICES];
 
@@ -468,6 +429,8 @@ EXPORT hipError_t hipMemPoolDestroy(hipMemPool_t mem_pool)
 EXPORT hipError_t hipMalloc(void **ptr, size_t size)
 {
     ALLOC_PROLOGUE(F_hipMalloc);
+    if ((r = fake_capture_check()) != hipSuccess)
+        return fake_last(r);
     return fake_last(fake_alloc(ptr, size, cur_device, K_DEVICE));
 }
 
@@ -505,6 +468,10 @@ EXPORT hipError_t hipMallocFromPoolAsync(void **dev_ptr, size_t size, hipMemPool
 EXPORT hipError_t hipFree(void *ptr)
 {
     ALLOC_PROLOGUE(F_hipFree);
+    if ((r = fake_capture_check()) != hipSuccess)
+        return fake_last(r);
+    if (ptr != NULL)
+        fake_device_idle(); /* hipFree synchronizes the device */
     return fake_last(fake_free(ptr, K_DEVICE));
 }
 

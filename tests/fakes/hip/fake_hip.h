@@ -16,6 +16,17 @@ size_t fake_hip_used_bytes(int device);
 /* Zeroes every call counter. */
 void fake_hip_reset_calls(void);
 
+/* Stream work, which completes only when the test says so: queue one item
+ * on `stream` (a hipStream_t; 0 = the current device's null stream),
+ * complete all queued items, count those not completed.  Events and
+ * stream/device syncs follow (fake_hip_stream.c). */
+void fake_hip_stream_enqueue(void *stream);
+void fake_hip_stream_complete(void *stream);
+long fake_hip_stream_pending(void *stream);
+/* Calls made during a global/thread-local capture that HIP forbids then
+ * (each invalidated the capture). */
+long fake_hip_capture_violations(void);
+
 typedef long (*fake_hip_calls_fn)(const char *name);
 typedef long (*fake_hip_live_allocations_fn)(void);
 typedef size_t (*fake_hip_used_bytes_fn)(int device);

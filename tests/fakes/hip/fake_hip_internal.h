@@ -1,6 +1,7 @@
-/* tests/fakes/hip/fake_hip_internal.h: what the two files of the fake
- * libamdhip64.so.5 share (fake_hip.c: devices, streams, pools, allocation,
- * the allocation table, counters; fake_hip_vmm.c: virtual memory).  The
+/* tests/fakes/hip/fake_hip_internal.h: what the files of the fake
+ * libamdhip64.so.5 share (fake_hip.c: devices, pools, allocation, the
+ * allocation table, counters; fake_hip_vmm.c: virtual memory;
+ * fake_hip_stream.c: streams, events, graph captures).  The
  * functions and variables below are not static, yet not exported: the
  * version script (fake_hip.map) keeps everything it does not name local. */
 #ifndef TDM_FAKE_HIP_INTERNAL_H
@@ -28,6 +29,10 @@
 /* The opaque handle types of the header, given a body here. */
 struct ihipStream_t {
     int device;
+    unsigned long long queued, done; /* work items (fake_hip_stream.c) */
+    int capturing;                   /* a capture is underway on it */
+    int invalidated;                 /* ... and a forbidden call broke it */
+    hipStreamCaptureMode mode;
 };
 struct ihipMemPoolHandle_t {
     int device;
@@ -52,7 +57,9 @@ struct ihipMemGenericAllocationHandle {
     X(hipStreamCreate) X(hipStreamDestroy) X(hipStreamSynchronize)             \
     X(hipDeviceSynchronize) X(hipMemPoolCreate) X(hipMemPoolDestroy)           \
     X(hipDeviceGetDefaultMemPool) X(hipInit) X(hipGetLastError)                \
-    X(hipPeekAtLastError)
+    X(hipPeekAtLastError) X(hipEventCreateWithFlags) X(hipEventRecord)         \
+    X(hipEventQuery) X(hipEventSynchronize) X(hipEventDestroy)                 \
+    X(hipStreamIsCapturing) X(hipStreamBeginCapture) X(hipStreamEndCapture)
 
 enum {
 #define FAKE_ENUM(n) F_##n,
@@ -69,6 +76,15 @@ hipError_t fake_last(hipError_t e);
 hipError_t check_device(int device);
 /* This thread's current device (hipSetDevice). */
 extern __thread int cur_device;
+
+/* ---- streams (fake_hip_stream.c) ---- */
+
+/* hipSuccess, or hipErrorStreamCaptureUnsupported (counted as a
+ * violation, every capture invalidated) while a global or thread-local
+ * capture forbids "potentially unsafe" calls. */
+hipError_t fake_capture_check(void);
+/* Completes the work queued on every stream (the device went idle). */
+void fake_device_idle(void);
 
 /* ---- the allocation table (fake_hip.c) ---- */
 

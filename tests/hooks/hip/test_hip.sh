@@ -14,8 +14,13 @@
 #   cache    mode=cache: fewer vendor calls than allocations
 #   threads  4 threads at once, observe and cache mode: nothing lost
 #   real     the real libamdhip64 with no GPU: codes unchanged, no crash
+#   stream_free  stream_app free, cache mode: hipFreeAsync on another
+#            stream waits for that stream's work (fake streams run only
+#            when told); hipFree waits for the device
+#   capture  stream_app capture, cache mode: nothing HIP forbids during a
+#            graph capture, no segment freed
 #
-# Environment (from CMake): HIP_APP, SNAPCHECK, PRELOAD, FAKE_HIP_DIR,
+# Environment (from CMake): HIP_APP, STREAM_APP, SNAPCHECK, PRELOAD, FAKE_HIP_DIR,
 # HIP_APP_LINKED_REAL, EXPECT_DIR.
 . "${BASH_SOURCE[0]%/*}/../vendor_lib.sh" "$1"
 
@@ -130,6 +135,18 @@ real)
         echo "note: this machine has a HIP device; only the pass-through was checked"
     fi
     cat "$T/observe.out"
+    ;;
+stream_free | capture)
+    # stream_app checks itself (FAIL: lines).
+    what=${scenario%_free}; [ "$what" = stream ] && what=free
+    env LD_LIBRARY_PATH="$FAKE_HIP_DIR" LD_PRELOAD="$PRELOAD" FAKE_HIP_CAPACITY=67108864 \
+        TIDEMARK_CONF="mode=cache,dump=$T/cache.tdm" "$STREAM_APP" "$what" \
+        >"$T/cache.out" 2>"$T/cache.err"
+    cat "$T/cache.out"
+    grep -qx ok "$T/cache.out" || { cat "$T/cache.err"; fail "stream_app $what under cache mode"; }
+    grep "tidemark:" "$T/cache.err" | grep -v -e "wrote snapshot" -e "out of memory on" &&
+        fail "unexpected tidemark message"
+    "$SNAPCHECK" "$T/cache.tdm" >/dev/null || fail "snapshot unreadable"
     ;;
 *)
     fail "unknown scenario"
