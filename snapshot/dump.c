@@ -331,7 +331,7 @@ out:
 static const char *notes_text(unsigned bits)
 {
     if (bits & TDM__NOTE_GRAPH_MEMORY)
-        return "CUDA graph memory is not covered: stream-ordered allocations "
+        return "CUDA/HIP graph memory is not covered: stream-ordered allocations "
                "captured into a graph are booked once, when captured; what the "
                "graph's memory nodes hold at each launch is not seen";
     return "";

@@ -343,6 +343,8 @@ TDM_HOOK_API hipError_t hipMallocAsync(void **dev_ptr, size_t size, hipStream_t 
     } else {
         r = CALL_REAL(hipMallocAsync, dev_ptr, size, stream);
         book_alloc(r, device, dev_ptr, size, stream_of(stream));
+        if (r == hipSuccess && stream_capturing(stream))
+            tdm__alloc_observe_graph_capture(); /* a graph memory node */
     }
     tdm__hook_leave();
     return r;
@@ -355,6 +357,8 @@ TDM_HOOK_API hipError_t hipMallocFromPoolAsync(void **dev_ptr, size_t size, hipM
     int device = current_device();
     hipError_t r = CALL_REAL(hipMallocFromPoolAsync, dev_ptr, size, mem_pool, stream);
     book_alloc(r, device, dev_ptr, size, stream_of(stream));
+    if (r == hipSuccess && stream_capturing(stream))
+        tdm__alloc_observe_graph_capture(); /* a graph memory node */
     tdm__hook_leave();
     return r;
 }

@@ -3,6 +3,7 @@
  *
  *   snapcheck FILE.tdm            devices, then one line per memory event
  *   snapcheck FILE.tdm count ACT  the number of events of action ACT
+ *   snapcheck FILE.tdm notes      the header's notes, as written
  *
  * Event lines: `ACTION dev=D size=S stream=X fn=F` (+ ` free=N` for oom),
  * oldest first, memory actions only (phase/step/tag/snapshot marks are
@@ -51,8 +52,9 @@ static int is_memory_action(unsigned a)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2 && !(argc == 4 && strcmp(argv[2], "count") == 0)) {
-        fprintf(stderr, "usage: snapcheck FILE.tdm [count ACTION]\n");
+    if (argc != 2 && !(argc == 4 && strcmp(argv[2], "count") == 0) &&
+        !(argc == 3 && strcmp(argv[2], "notes") == 0)) {
+        fprintf(stderr, "usage: snapcheck FILE.tdm [count ACTION | notes]\n");
         return 2;
     }
     tdm_snap *s = NULL;
@@ -60,6 +62,12 @@ int main(int argc, char **argv)
     if (tdm__snap_read_file(argv[1], 0, &s, &err) != TDM_OK) {
         fprintf(stderr, "snapcheck: %s: %s\n", argv[1], err.message);
         return 2;
+    }
+    if (argc == 3) {
+        if (s->header.notes && s->header.notes[0])
+            printf("%s\n", s->header.notes);
+        tdm__snap_free(s);
+        return 0;
     }
     if (argc == 4) {
         int want = tdm__action_from_name(argv[3]);

@@ -18,7 +18,7 @@
 #            stream waits for that stream's work (fake streams run only
 #            when told); hipFree waits for the device
 #   capture  stream_app capture, cache mode: nothing HIP forbids during a
-#            graph capture, no segment freed
+#            graph capture, no segment freed, graph memory said to be uncovered
 #
 # Environment (from CMake): HIP_APP, STREAM_APP, SNAPCHECK, PRELOAD, FAKE_HIP_DIR,
 # HIP_APP_LINKED_REAL, EXPECT_DIR.
@@ -147,6 +147,13 @@ stream_free | capture)
     grep "tidemark:" "$T/cache.err" | grep -v -e "wrote snapshot" -e "out of memory on" &&
         fail "unexpected tidemark message"
     "$SNAPCHECK" "$T/cache.tdm" >/dev/null || fail "snapshot unreadable"
+    notes=$("$SNAPCHECK" "$T/cache.tdm" notes) || fail "snapcheck notes"
+    if [ "$what" = capture ]; then # a hipMallocAsync captured into the graph
+        echo "$notes" | grep -q "graph memory is not covered" ||
+            fail "the snapshot does not say graph memory is not covered: '$notes'"
+    else
+        [ -z "$notes" ] || fail "notes in a run without a capture: '$notes'"
+    fi
     ;;
 *)
     fail "unknown scenario"
