@@ -123,6 +123,12 @@ else
   LD_PRELOAD=/lib/nothing.so TIDEMARK_PRELOAD="$LIBTIDEMARK" expect 0 "LD_PRELOAD kept" -- \
     "$TIDEMARK" run -o "$work/r8" -- sh -c 'echo "[$LD_PRELOAD]"' 2>/dev/null
   has out ":/lib/nothing.so]"
+  # A sanitizer runtime at the head of LD_PRELOAD stays first (an
+  # instrumented program needs it there); the preload library follows it.
+  LD_PRELOAD="/lib/nothing/libasan.so.8:/lib/nothing.so" TIDEMARK_PRELOAD="$LIBTIDEMARK" \
+    expect 0 "sanitizer runtime first" -- \
+    "$TIDEMARK" run -o "$work/r8" -- sh -c 'echo "[$LD_PRELOAD]"' 2>/dev/null
+  has out "[/lib/nothing/libasan.so.8:$(readlink -f "$LIBTIDEMARK"):/lib/nothing.so]"
   # Found beside the tool when it was built; else a note on stderr.
   (
     unset TIDEMARK_PRELOAD

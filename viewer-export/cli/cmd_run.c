@@ -194,13 +194,43 @@ static int find_preload(char *path, size_t len)
 
 /* ---- the environment --------------------------------------------------- */
 
+/* Whether the LD_PRELOAD entry at `e` (len bytes) is a sanitizer's runtime
+ * (libasan.so.8, /usr/lib/.../libtsan.so.2, ...), which must stay first. */
+static int sanitizer_runtime(const char *e, size_t len)
+{
+    static const char *const names[] = {"libasan", "libtsan", "libubsan", "libhwasan",
+                                        "liblsan", "libmsan", "libclang_rt."};
+    const char *base = e;
+    for (size_t i = 0; i < len; i++)
+        if (e[i] == '/')
+            base = e + i + 1;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strncmp(base, names[i], strlen(names[i])) == 0)
+            return 1;
+    return 0;
+}
+
+/* LD_PRELOAD with the preload library first, after any sanitizer runtimes
+ * already at its head (an instrumented program needs those first). */
 static int set_preload_env(const char *lib)
 {
     const char *old = getenv("LD_PRELOAD");
     char *v;
     if (old && old[0]) {
-        if (asprintf(&v, "%s:%s", lib, old) < 0)
+        size_t head = 0; /* the leading sanitizer runtimes, with their separators */
+        for (;;) {
+            size_t start = head + strspn(old + head, ": ");
+            size_t len = strcspn(old + start, ": ");
+            if (!len || !sanitizer_runtime(old + start, len))
+                break;
+            head = start + len;
+        }
+        if (asprintf(&v, "%.*s%s%s:%s", (int)head, old, head ? ":" : "", lib,
+                     old + head + strspn(old + head, ": ")) < 0)
             return -1;
+        size_t n = strlen(v);
+        if (n && v[n - 1] == ':') /* nothing after the sanitizer runtimes */
+            v[n - 1] = '\0';
     } else if (!(v = strdup(lib))) {
         return -1;
     }
