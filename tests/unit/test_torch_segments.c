@@ -7,6 +7,7 @@
  * pickle and the viewer's data then say; a train_sim-like recording gets
  * none of it.  Snapshots are built by hand (model_fixtures.h), with frames
  * named as PyTorch's libc10_cuda.so names them. */
+#define _GNU_SOURCE /* asprintf */
 #include "model_fixtures.h"
 #include "categories.h"
 #include "export_pytorch.h"
@@ -14,6 +15,8 @@
 #include "summary.h"
 #include "torch_segments.h"
 #include "view_data.h"
+#include "load.h"
+#include "ranks.h"
 
 #include <unistd.h>
 
@@ -201,6 +204,46 @@ static void test_summary_of_other_programs_unchanged(void **state)
     free(t);
 }
 
+/* A job of two ranks, each PyTorch seen from below: the table's peaks are
+ * of reserved bytes (86 MiB each, not the 22 MiB booked as allocations),
+ * and a line above it says so. */
+static void test_rank_table_says_segments(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/tdm-torch-ranks-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    tdm_rank_paths paths = {calloc(2, sizeof(char *)), 2};
+    assert_non_null(paths.paths);
+    for (int r = 0; r < 2; r++) {
+        tsnap *t = torch_run(1);
+        t->s.header.rank = r;
+        t->s.header.world_size = 2;
+        assert_true(asprintf(&paths.paths[r], "%s/rank%d.tdm", dir, r) > 0);
+        assert_int_equal(tdm__snap_write(&t->s, paths.paths[r]), TDM_OK);
+        free(t);
+    }
+    tdm_summary_options o = {.top = 10, .device = -1};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    assert_non_null(out);
+    assert_int_equal(tdm__summary_ranks(out, &paths, &o, 1, &tdm__input_loader), TDM_EXIT_OK);
+    fclose(out);
+    printf("%s", text);
+    assert_non_null(strstr(text, "  segments   2 of the 2 files: " TDM_TORCH_SEGMENTS_NOTE
+                                 "; their peaks are of reserved bytes\n"));
+    /* 86 MiB, exact: not the 22 MiB (23068672 B) booked as allocations */
+    assert_non_null(strstr(text, "  max        90177536  rank 0"));
+    assert_non_null(strstr(text, "  min        90177536  rank 0"));
+    for (int r = 0; r < 2; r++) {
+        unlink(paths.paths[r]);
+        free(paths.paths[r]);
+    }
+    free(paths.paths);
+    rmdir(dir);
+    free(text);
+}
+
 /* ---- the pickle -------------------------------------------------------- */
 
 static unsigned char *pickle_of(tsnap *t, size_t *len)
@@ -319,6 +362,7 @@ int main(void)
         cmocka_unit_test(test_detection),
         cmocka_unit_test(test_summary_says_segments),
         cmocka_unit_test(test_summary_of_other_programs_unchanged),
+        cmocka_unit_test(test_rank_table_says_segments),
         cmocka_unit_test(test_pickle_carries_the_note),
         cmocka_unit_test(test_viewer_data_carries_the_note),
     };

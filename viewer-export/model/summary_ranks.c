@@ -26,6 +26,7 @@
 #include "summary.h"
 #include "format_size.h"
 #include "sites.h"
+#include "torch_segments.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -48,6 +49,8 @@ typedef struct rank_row {
     char device_name[48];
     size_t devices_used;   /* devices of the file that held memory */
     int64_t peak;          /* bytes allocated at the peak; -1 unknown */
+    int peak_reserved;     /* PyTorch's segments seen from below: the peak
+                              is of reserved bytes (torch_segments.h) */
     int peak_from_stats;   /* no history: the allocator's own peak */
     uint64_t peak_time_ns; /* 0: unknown */
     uint32_t peak_step;
@@ -60,10 +63,12 @@ typedef struct rank_row {
 
 /* The peak of device `di` of `in` in bytes, or -1 when the file cannot
  * tell (the same choice as gate.c's max-peak). */
-static int64_t device_peak(const tdm_input *in, size_t di, int *from_stats)
+static int64_t device_peak(const tdm_input *in, size_t di, int torch, int *from_stats)
 {
     const tdm_model_device *d = &in->model->devices[di];
     *from_stats = 0;
+    if (torch && d->reserved_known)
+        return d->peak_reserved; /* segments, not tensors: as summary.c does */
     if (in->snap->event_count)
         return d->peak_allocated;
     if (d->stats) {
@@ -130,12 +135,13 @@ static void row_fill(rank_row *r, const tdm_input *in, int device, unsigned fram
     r->live_end = -1;
     int best = -1, best_stats = 0;
     int64_t best_peak = -1;
+    int torch = tdm__torch_segments_seen(in->snap);
     for (size_t i = 0; i < m->device_count; i++) {
         const tdm_model_device *d = &m->devices[i];
         if (device >= 0 && d->ordinal != device)
             continue;
         int from_stats;
-        int64_t pk = device_peak(in, i, &from_stats);
+        int64_t pk = device_peak(in, i, torch, &from_stats);
         if (pk > 0 || d->end_blocks)
             r->devices_used++;
         if (best < 0 || pk > best_peak) {
@@ -152,6 +158,7 @@ static void row_fill(rank_row *r, const tdm_input *in, int device, unsigned fram
              d->name && d->name[0] ? d->name : d->vendor ? d->vendor : "?");
     r->peak = best_peak;
     r->peak_from_stats = best_stats;
+    r->peak_reserved = torch && d->reserved_known;
     if (in->snap->event_count) {
         r->peak_time_ns = d->peak_time_ns;
         r->peak_step = d->peak_step;
@@ -235,7 +242,7 @@ static void print_heading(FILE *out, const rank_row *rows, size_t n, size_t read
                           uint64_t origin_us)
 {
     char a[S_FMT], list[256];
-    size_t hosts = 0, ranked = 0, unranked = 0, named = 0;
+    size_t hosts = 0, ranked = 0, unranked = 0, named = 0, segments = 0;
     int32_t world = 0;
     int32_t *ranks = malloc((n ? n : 1) * sizeof *ranks);
     const char **names = malloc((n ? n : 1) * sizeof *names);
@@ -245,6 +252,7 @@ static void print_heading(FILE *out, const rank_row *rows, size_t n, size_t read
             continue;
         if (names)
             names[named++] = r->host;
+        segments += r->peak_reserved != 0;
         if (r->rank < 0) {
             unranked++;
             continue;
@@ -302,6 +310,9 @@ static void print_heading(FILE *out, const rank_row *rows, size_t n, size_t read
     if (unranked)
         fprintf(out, "  unranked   %zu file%s with no rank in its header (not from a "
                      "multi-rank job)\n", unranked, unranked == 1 ? "" : "s");
+    if (segments)
+        fprintf(out, "  segments   %zu of the %zu files: %s; their peaks are of reserved "
+                     "bytes\n", segments, readable, TDM_TORCH_SEGMENTS_NOTE);
     if (origin_us)
         fprintf(out, "  times      from the earliest start, %s\n",
                 tdm__fmt_utc(a, sizeof a, origin_us));
