@@ -14,9 +14,11 @@
  *
  * What each call books:
  *   hipMalloc, hipMallocAsync   observe: alloc on the current device (the
- *                               stream for the Async form); cache: served
- *                               from tidemark's caching allocator (not an
- *                               Async one on a capturing stream)
+ *                               stream for the Async form, and its pool's
+ *                               reserve: hip_pool.c); cache: served from
+ *                               tidemark's caching allocator (not an Async
+ *                               one on a capturing stream, or on a device
+ *                               whose current pool the program set)
  *   hipExtMallocWithFlags, hipMallocManaged, hipMallocFromPoolAsync
  *                               observe in both modes (their flags and
  *                               pools mean memory the cache cannot give)
@@ -26,13 +28,16 @@
  *                               the device's work, hipFreeAsync after the
  *                               stream's), or the free booked BEFORE the
  *                               vendor call
- *   hipMemMap / hipMemUnmap     segment_map / segment_unmap
- *   hipMemCreate                only its failure (an oom event)
- *   hipMemRelease               nothing (passes through)
+ *   hipMemMap / hipMemUnmap     segment_map / segment_unmap on the handle's
+ *                               device; a further mapping of a handle, or
+ *                               one of an imported handle: imported memory
+ *   hipMemCreate / hipMemRelease  the handle remembered / forgotten; a
+ *                               failed create is an oom event
  *   hipStreamBeginCapture, hipStreamEndCapture
  *                               nothing; counted, so that cache mode
  *                               frees no segment and touches no event
  *                               while a graph is being captured
+ * Pools, IPC and imported handles: hip_pool.c.
  * Errors go back unchanged; hipErrorOutOfMemory also books an `oom` event
  * with the device's free bytes (hipMemGetInfo).
  *
