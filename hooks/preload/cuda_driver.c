@@ -355,6 +355,27 @@ static CUresult w_cuMemUnmap(CUdeviceptr ptr, size_t size)
     return r;
 }
 
+#if CUDA_VERSION >= 12010
+/* A multicast object holds no memory of its own: what is bound to it
+ * (cuMulticastBindMem) is counted where that physical allocation is
+ * mapped.  So a mapping of the object is listed as imported, kind
+ * multicast, from no one device, never booked on the current one. */
+static CUresult w_cuMulticastCreate(CUmemGenericAllocationHandle *mc,
+                                    const CUmulticastObjectProp *prop)
+{
+    PFN_cuMulticastCreate_v12010 real =
+        (PFN_cuMulticastCreate_v12010)tdm__cuda_real(TDM__CV_cuMulticastCreate);
+    tdm__hook_mode m = open_hook(real);
+    if (m == TDM__HOOK_OFF)
+        return real ? real(mc, prop) : NO_DRIVER;
+    CUresult r = real(mc, prop);
+    if (r == CUDA_SUCCESS && mc)
+        tdm__cuda_handle_put(*mc, TDM_IMPORT_SOURCE_UNKNOWN, TDM_IMPORT_MULTICAST);
+    tdm__hook_leave();
+    return r;
+}
+#endif
+
 static CUresult w_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align,
                                       CUdeviceptr addr, unsigned long long flags)
 {
@@ -419,4 +440,7 @@ W_ALIAS(cuMemMap)
 W_ALIAS(cuMemUnmap)
 W_ALIAS(cuMemAddressReserve)
 W_ALIAS(cuMemAddressFree)
+#if CUDA_VERSION >= 12010
+W_ALIAS(cuMulticastCreate)
+#endif
 #undef W_ALIAS

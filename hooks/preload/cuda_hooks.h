@@ -26,6 +26,14 @@
 
 #define TDM_CUDA_HIDDEN __attribute__((visibility("hidden")))
 
+/* Multicast objects (CUDA 12.1 on), with headers that have them. */
+#if CUDA_VERSION >= 12010
+#define TDM__CUDA_MULTICAST_VARIANTS(X)                                        \
+    X(cuMulticastCreate, "cuMulticastCreate", 12010, 0, PFN_cuMulticastCreate_v12010)
+#else
+#define TDM__CUDA_MULTICAST_VARIANTS(X)
+#endif
+
 /* X(variant name, base name, first version, is the _ptsz twin, PFN type) */
 #define TDM__CUDA_VARIANTS(X)                                                  \
     X(cuMemAlloc_v2, "cuMemAlloc", 3020, 0, PFN_cuMemAlloc_v3020)              \
@@ -46,6 +54,7 @@
     X(cuMemUnmap, "cuMemUnmap", 10020, 0, PFN_cuMemUnmap_v10020)               \
     X(cuMemAddressReserve, "cuMemAddressReserve", 10020, 0, PFN_cuMemAddressReserve_v10020) \
     X(cuMemAddressFree, "cuMemAddressFree", 10020, 0, PFN_cuMemAddressFree_v10020) \
+    TDM__CUDA_MULTICAST_VARIANTS(X)                                            \
     X(cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020, 0, PFN_cuMemPoolTrimTo_v11020) \
     X(cuMemPoolDestroy, "cuMemPoolDestroy", 11020, 0, PFN_cuMemPoolDestroy_v11020) \
     X(cuDeviceSetMemPool, "cuDeviceSetMemPool", 11020, 0, PFN_cuDeviceSetMemPool_v11020) \

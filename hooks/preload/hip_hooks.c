@@ -14,9 +14,11 @@
  *
  * What each call books:
  *   hipMalloc, hipMallocAsync   observe: alloc on the current device (the
- *                               stream for the Async form); cache: served
- *                               from tidemark's caching allocator (not an
- *                               Async one on a capturing stream)
+ *                               stream for the Async form, and its pool's
+ *                               reserve: hip_pool.c); cache: served from
+ *                               tidemark's caching allocator (not an Async
+ *                               one on a capturing stream, or on a device
+ *                               whose current pool the program set)
  *   hipExtMallocWithFlags, hipMallocManaged, hipMallocFromPoolAsync
  *                               observe in both modes (their flags and
  *                               pools mean memory the cache cannot give)
@@ -26,13 +28,16 @@
  *                               the device's work, hipFreeAsync after the
  *                               stream's), or the free booked BEFORE the
  *                               vendor call
- *   hipMemMap / hipMemUnmap     segment_map / segment_unmap
- *   hipMemCreate                only its failure (an oom event)
- *   hipMemRelease               nothing (passes through)
+ *   hipMemMap / hipMemUnmap     segment_map / segment_unmap on the handle's
+ *                               device; a further mapping of a handle, or
+ *                               one of an imported handle: imported memory
+ *   hipMemCreate / hipMemRelease  the handle remembered / forgotten; a
+ *                               failed create is an oom event
  *   hipStreamBeginCapture, hipStreamEndCapture
  *                               nothing; counted, so that cache mode
  *                               frees no segment and touches no event
  *                               while a graph is being captured
+ * Pools, IPC and imported handles: hip_pool.c.
  * Errors go back unchanged; hipErrorOutOfMemory also books an `oom` event
  * with the device's free bytes (hipMemGetInfo).
  *
@@ -40,63 +45,17 @@
  * described-device bits, the cache switch and the capture count are
  * atomics.
  */
-#ifndef __HIP_PLATFORM_AMD__
-#define __HIP_PLATFORM_AMD__ 1
-#endif
-#define _GNU_SOURCE
-#include <hip/hip_runtime_api.h>
+#include "hip_hooks.h"
 
 #include <dlfcn.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdint.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "preload.h"
 #include "provider_hip.h"
 
-/* hipMallocHost / hipFreeHost are deprecated in the header but still
- * exported and used; programs that call them are hooked like the rest. */
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-
-#define INLINE static inline __attribute__((always_inline))
-
-/* ---- the real functions --------------------------------------------------- */
-
-#define HIP_REAL_FUNCS(X)                                                      \
-    X(hipMalloc, "hip_4.2") X(hipFree, "hip_4.2")                              \
-    X(hipMallocAsync, "hip_5.1") X(hipFreeAsync, "hip_5.1")                    \
-    X(hipMallocFromPoolAsync, "hip_5.1")                                       \
-    X(hipExtMallocWithFlags, "hip_4.2") X(hipMallocManaged, "hip_4.2")         \
-    X(hipHostMalloc, "hip_4.2") X(hipHostFree, "hip_4.2")                      \
-    X(hipMallocHost, "hip_4.2") X(hipFreeHost, "hip_4.2")                      \
-    X(hipMemCreate, "hip_5.1") X(hipMemRelease, "hip_5.1")                     \
-    X(hipMemMap, "hip_5.1") X(hipMemUnmap, "hip_5.1")                          \
-    X(hipMemGetAllocationPropertiesFromHandle, "hip_5.1")                      \
-    X(hipGetDevice, "hip_4.2") X(hipSetDevice, "hip_4.2")                      \
-    X(hipGetDeviceCount, "hip_4.2") X(hipMemGetInfo, "hip_4.2")                \
-    X(hipDeviceGetName, "hip_4.2") X(hipDeviceTotalMem, "hip_4.2")             \
-    X(hipGetLastError, "hip_4.2") X(hipPeekAtLastError, "hip_4.2")
-
-/* What cache mode orders stream frees with (events, the device's
- * synchronization) and the graph captures it must stay out of. */
-#define HIP_STREAM_REAL_FUNCS(X)                                               \
-    X(hipEventCreateWithFlags, "hip_4.2") X(hipEventRecord, "hip_4.2")         \
-    X(hipEventQuery, "hip_4.2") X(hipEventSynchronize, "hip_4.2")              \
-    X(hipEventDestroy, "hip_4.2") X(hipDeviceSynchronize, "hip_4.2")           \
-    X(hipStreamIsCapturing, "hip_4.3") X(hipStreamBeginCapture, "hip_4.3")     \
-    X(hipStreamEndCapture, "hip_4.3")
-
-static struct {
-#define REAL_FIELD(name, ver) __typeof__(name) *name;
-    HIP_REAL_FUNCS(REAL_FIELD)
-    HIP_STREAM_REAL_FUNCS(REAL_FIELD)
-#undef REAL_FIELD
-} real;
-
+TDM_HIP_HIDDEN struct tdm__hip_real_fns tdm__hip_real;
+TDM_HIP_HIDDEN _Atomic int tdm__hip_real_ready;
 static pthread_once_t real_once = PTHREAD_ONCE_INIT;
-static _Atomic int real_ready;
+#define real tdm__hip_real /* this file's name for it */
 
 /* RTLD_NEXT finds libamdhip64 when it is in the global scope (linked, or
  * dlopen'ed RTLD_GLOBAL).  A copy dlopen'ed RTLD_LOCAL (a Python
@@ -123,22 +82,17 @@ static void resolve_all(void)
 #define REAL_LOOKUP(name, ver) real.name = (__typeof__(name) *)lookup(#name, ver, local);
     HIP_REAL_FUNCS(REAL_LOOKUP)
     HIP_STREAM_REAL_FUNCS(REAL_LOOKUP)
+    HIP_SHARED_REAL_FUNCS(REAL_LOOKUP)
 #undef REAL_LOOKUP
     /* The handle (if any) is kept: it pins the library our pointers point
      * into, should the program dlclose its own. */
-    atomic_store_explicit(&real_ready, 1, memory_order_release);
+    atomic_store_explicit(&tdm__hip_real_ready, 1, memory_order_release);
 }
 
-INLINE void resolve(void)
+void tdm__hip_resolve_slow(void)
 {
-    if (__builtin_expect(!atomic_load_explicit(&real_ready, memory_order_acquire), 0))
-        pthread_once(&real_once, resolve_all);
+    pthread_once(&real_once, resolve_all);
 }
-
-/* The call a hook makes when it has nothing to book, or when the real
- * function is missing (no libamdhip64 in the process: say so the HIP way). */
-#define CALL_REAL(name, ...)                                                   \
-    (real.name ? real.name(__VA_ARGS__) : hipErrorNotInitialized)
 
 /* ---- devices, streams, oom ----------------------------------------------- */
 
@@ -167,6 +121,18 @@ INLINE int current_device(void)
         !(atomic_load_explicit(&described, memory_order_acquire) & ((uint64_t)1 << device)))
         describe(device);
     return device;
+}
+
+int tdm__hip_current_device(void)
+{
+    return current_device();
+}
+
+void tdm__hip_describe_once(int device)
+{
+    if (device >= 0 && device < 64 &&
+        !(atomic_load_explicit(&described, memory_order_acquire) & ((uint64_t)1 << device)))
+        describe(device);
 }
 
 INLINE tdm_stream stream_of(hipStream_t s)
@@ -337,14 +303,18 @@ TDM_HOOK_API hipError_t hipMallocAsync(void **dev_ptr, size_t size, hipStream_t 
     HOOK_PROLOGUE(hipMallocAsync, dev_ptr, size, stream);
     hipError_t r;
     int device = current_device();
-    if (dev_ptr != NULL && size > 0 && serve_from_cache(mode) && !stream_capturing(stream)) {
+    if (dev_ptr != NULL && size > 0 && serve_from_cache(mode) && !stream_capturing(stream) &&
+        !tdm__hip_program_pool(device)) {
         r = hip_error_of(
             tdm__alloc_malloc(dev_ptr, size, device, stream_of(stream), TDM_HOOK_SKIP));
     } else {
         r = CALL_REAL(hipMallocAsync, dev_ptr, size, stream);
         book_alloc(r, device, dev_ptr, size, stream_of(stream));
-        if (r == hipSuccess && stream_capturing(stream))
-            tdm__alloc_observe_graph_capture(); /* a graph memory node */
+        if (r == hipSuccess) {
+            tdm__hip_pool_book(tdm__hip_pool_current(device), device);
+            if (stream_capturing(stream))
+                tdm__alloc_observe_graph_capture(); /* a graph memory node */
+        }
     }
     tdm__hook_leave();
     return r;
@@ -356,9 +326,16 @@ TDM_HOOK_API hipError_t hipMallocFromPoolAsync(void **dev_ptr, size_t size, hipM
     HOOK_PROLOGUE(hipMallocFromPoolAsync, dev_ptr, size, mem_pool, stream);
     int device = current_device();
     hipError_t r = CALL_REAL(hipMallocFromPoolAsync, dev_ptr, size, mem_pool, stream);
+    if (r == hipSuccess && dev_ptr != NULL) { /* the pool may be another device's */
+        device = tdm__hip_pointer_device(*dev_ptr, device);
+        tdm__hip_describe_once(device);
+    }
     book_alloc(r, device, dev_ptr, size, stream_of(stream));
-    if (r == hipSuccess && stream_capturing(stream))
-        tdm__alloc_observe_graph_capture(); /* a graph memory node */
+    if (r == hipSuccess) {
+        tdm__hip_pool_book(mem_pool, device);
+        if (stream_capturing(stream))
+            tdm__alloc_observe_graph_capture(); /* a graph memory node */
+    }
     tdm__hook_leave();
     return r;
 }
@@ -445,6 +422,7 @@ INLINE int cache_free(void *ptr, int ordered, tdm_stream stream)
     } else {                                                                   \
         tdm__alloc_observe_free((ptr), (stream), TDM_HOOK_SKIP);               \
         r = CALL_REAL(name, __VA_ARGS__);                                      \
+        tdm__hip_pool_book_all(); /* a pool's block went back to it */         \
     }                                                                          \
     tdm__hook_leave();                                                         \
     return r
@@ -484,6 +462,11 @@ TDM_HOOK_API hipError_t hipMemCreate(hipMemGenericAllocationHandle_t *handle, si
 {
     HOOK_PROLOGUE(hipMemCreate, handle, size, prop, flags);
     hipError_t r = CALL_REAL(hipMemCreate, handle, size, prop, flags);
+    if (r == hipSuccess && handle != NULL && prop != NULL)
+        tdm__hip_handle_put(*handle,
+                            prop->location.type == hipMemLocationTypeDevice ? prop->location.id
+                                                                            : -1,
+                            TDM_HIP_OWN);
     if (r == hipErrorOutOfMemory && prop != NULL) {
         int device = prop->location.id;
         size_t fr = 0;
@@ -509,19 +492,27 @@ TDM_HOOK_API hipError_t hipMemMap(void *ptr, size_t size, size_t offset,
     HOOK_PROLOGUE(hipMemMap, ptr, size, offset, handle, flags);
     hipError_t r = CALL_REAL(hipMemMap, ptr, size, offset, handle, flags);
     if (r == hipSuccess) {
-        hipMemAllocationProp prop;
-        memset(&prop, 0, sizeof prop);
-        int device;
-        if (real.hipMemGetAllocationPropertiesFromHandle &&
-            real.hipMemGetAllocationPropertiesFromHandle(&prop, handle) == hipSuccess &&
-            prop.location.type == hipMemLocationTypeDevice)
-            device = prop.location.id;
-        else
-            device = current_device();
-        if (device >= 0 && device < 64 &&
-            !(atomic_load_explicit(&described, memory_order_acquire) & ((uint64_t)1 << device)))
-            describe(device);
-        tdm__alloc_observe_map(device, ptr, size, TDM_HOOK_SKIP);
+        int device = -2, origin = TDM_HIP_OWN;
+        int prior = tdm__hip_handle_map(handle, ptr, &device, &origin);
+        if (prior < 0) { /* made before tidemark was there: ask HIP */
+            hipMemAllocationProp prop;
+            memset(&prop, 0, sizeof prop);
+            if (real.hipMemGetAllocationPropertiesFromHandle &&
+                real.hipMemGetAllocationPropertiesFromHandle(&prop, handle) == hipSuccess &&
+                prop.location.type == hipMemLocationTypeDevice)
+                device = prop.location.id;
+            else
+                device = current_device();
+            prior = 0;
+        }
+        if (origin == TDM_HIP_OWN && prior == 0) {
+            tdm__hip_describe_once(device);
+            tdm__alloc_observe_map(device, ptr, size, TDM_HOOK_SKIP);
+        } else { /* imported, or a further mapping of memory counted once */
+            tdm__alloc_observe_import(current_device(), ptr, size, device,
+                                      origin == TDM_HIP_OWN ? TDM_IMPORT_PEER_MAPPING : origin,
+                                      TDM_HOOK_SKIP);
+        }
     }
     tdm__hook_leave();
     return r;
@@ -530,7 +521,9 @@ TDM_HOOK_API hipError_t hipMemMap(void *ptr, size_t size, size_t offset,
 TDM_HOOK_API hipError_t hipMemUnmap(void *ptr, size_t size)
 {
     HOOK_PROLOGUE(hipMemUnmap, ptr, size);
-    tdm__alloc_observe_unmap(ptr, size, TDM_HOOK_SKIP);
+    tdm__hip_handle_unmap(ptr);
+    if (tdm__alloc_observe_unmap(ptr, size, TDM_HOOK_SKIP) != TDM_OK)
+        tdm__alloc_observe_unimport(ptr);
     hipError_t r = CALL_REAL(hipMemUnmap, ptr, size);
     tdm__hook_leave();
     return r;
@@ -540,6 +533,8 @@ TDM_HOOK_API hipError_t hipMemRelease(hipMemGenericAllocationHandle_t handle)
 {
     HOOK_PROLOGUE(hipMemRelease, handle);
     hipError_t r = CALL_REAL(hipMemRelease, handle);
+    if (r == hipSuccess)
+        tdm__hip_handle_drop(handle);
     tdm__hook_leave();
     return r;
 }

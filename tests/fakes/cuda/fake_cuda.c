@@ -150,7 +150,7 @@ static CUresult take(int kind, int device, size_t size, uintptr_t *out)
         free(r);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (kind == FAKE_K_PHYS || kind == FAKE_K_PHYS_IMPORT || kind == FAKE_K_HOST_PHYS) {
+    if (fake__is_phys(kind)) {
         r->key = g_next_handle;
         g_next_handle += 16;
     } else {
@@ -511,7 +511,8 @@ CUresult f_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
 CUresult f_cuMemRelease(CUmemGenericAllocationHandle h)
 {
     ENTER(FC_cuMemRelease);
-    return give((uintptr_t)h, 1u << FAKE_K_PHYS | 1u << FAKE_K_PHYS_IMPORT | 1u << FAKE_K_HOST_PHYS);
+    return give((uintptr_t)h, 1u << FAKE_K_PHYS | 1u << FAKE_K_PHYS_IMPORT | 1u << FAKE_K_HOST_PHYS |
+                                  1u << FAKE_K_MULTICAST);
 }
 
 CUresult f_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,

@@ -108,8 +108,19 @@
     X(cuMemImportFromShareableHandle, PFN_cuMemImportFromShareableHandle_v10020, "cuMemImportFromShareableHandle", 10020, 0, 0) \
     X(cuMemGetAllocationPropertiesFromHandle, PFN_cuMemGetAllocationPropertiesFromHandle_v10020, "cuMemGetAllocationPropertiesFromHandle", 10020, 0, 0)
 
+/* Multicast objects (fake_cuda_pool.c), with headers that have them. */
+#if CUDA_VERSION >= 12010
+#define FAKE_MULTICAST(X)                                                      \
+    X(cuMulticastCreate, PFN_cuMulticastCreate_v12010, "cuMulticastCreate", 12010, 0, 0) \
+    X(cuMulticastAddDevice, PFN_cuMulticastAddDevice_v12010, "cuMulticastAddDevice", 12010, 0, 0) \
+    X(cuMulticastBindMem, PFN_cuMulticastBindMem_v12010, "cuMulticastBindMem", 12010, 0, 0) \
+    X(cuMulticastUnbind, PFN_cuMulticastUnbind_v12010, "cuMulticastUnbind", 12010, 0, 0)
+#else
+#define FAKE_MULTICAST(X)
+#endif
+
 #define FAKE_CORE(X) FAKE_DEVICES(X) FAKE_MEMORY(X) FAKE_STREAMS(X) FAKE_EVENTS(X) \
-    FAKE_POOLS(X)
+    FAKE_POOLS(X) FAKE_MULTICAST(X)
 
 /* The resolvers (fake_cuda_gpa.c). */
 #define FAKE_RESOLVERS(X)                                                      \
@@ -185,10 +196,12 @@ typedef struct fake_pool {
 
 /* Kinds of allocation in the registry of fake_cuda.c. */
 enum { FAKE_K_DEVICE, FAKE_K_MANAGED, FAKE_K_HOST, FAKE_K_PHYS, FAKE_K_RESERVE,
-       FAKE_K_POOLED, FAKE_K_IPC, FAKE_K_PHYS_IMPORT, FAKE_K_HOST_PHYS };
+       FAKE_K_POOLED, FAKE_K_IPC, FAKE_K_PHYS_IMPORT, FAKE_K_HOST_PHYS,
+       FAKE_K_MULTICAST /* a multicast object: a handle that maps, holding no memory */ };
 static inline int fake__is_phys(int kind)
 {
-    return kind == FAKE_K_PHYS || kind == FAKE_K_PHYS_IMPORT || kind == FAKE_K_HOST_PHYS;
+    return kind == FAKE_K_PHYS || kind == FAKE_K_PHYS_IMPORT || kind == FAKE_K_HOST_PHYS ||
+           kind == FAKE_K_MULTICAST;
 }
 /* What the registry knows of one allocation. */
 typedef struct fake_alloc {

@@ -18,6 +18,9 @@
  * (CUDA refuses that), so one test program can play both sides.
  * Shareable handles: the "file descriptor" is the handle value; an import
  * makes a new handle for the same memory (not counted again).
+ * Multicast objects: a handle of their size that maps like a physical
+ * allocation's but holds no memory of its own; memory is bound to it from
+ * physical allocations, each counted where it was made.
  *
  * Lock: pool_lock around every pool's counters; the registry has its own.
  */
@@ -348,4 +351,56 @@ CUresult f_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
     return CUDA_SUCCESS;
 }
 
+/* ---- multicast objects ------------------------------------------------------------ */
+
+#if CUDA_VERSION >= 12010
+CUresult f_cuMulticastCreate(CUmemGenericAllocationHandle *mc, const CUmulticastObjectProp *prop)
+{
+    ENTER(FC_cuMulticastCreate);
+    NEED_INIT();
+    if (mc == NULL || prop == NULL || prop->numDevices == 0 || prop->size == 0 ||
+        prop->flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    uintptr_t key;
+    CUresult r = fake__take(FAKE_K_MULTICAST, -1, prop->size, NULL, &key);
+    *mc = r == CUDA_SUCCESS ? (CUmemGenericAllocationHandle)key : 0;
+    return r;
+}
+
+static int is_multicast(CUmemGenericAllocationHandle mc, fake_alloc *a)
+{
+    return fake__lookup((uintptr_t)mc, a) && a->kind == FAKE_K_MULTICAST;
+}
+
+CUresult f_cuMulticastAddDevice(CUmemGenericAllocationHandle mc, CUdevice dev)
+{
+    ENTER(FC_cuMulticastAddDevice);
+    fake_alloc a;
+    return is_multicast(mc, &a) && device_ok(dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult f_cuMulticastBindMem(CUmemGenericAllocationHandle mc, size_t mc_offset,
+                              CUmemGenericAllocationHandle mem, size_t mem_offset, size_t size,
+                              unsigned long long flags)
+{
+    ENTER(FC_cuMulticastBindMem);
+    fake_alloc m, p;
+    if (!is_multicast(mc, &m) || !fake__lookup((uintptr_t)mem, &p) || p.kind != FAKE_K_PHYS ||
+        flags != 0 || size == 0 || mc_offset + size > m.size || mem_offset + size > p.size)
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+CUresult f_cuMulticastUnbind(CUmemGenericAllocationHandle mc, CUdevice dev, size_t mc_offset,
+                             size_t size)
+{
+    ENTER(FC_cuMulticastUnbind);
+    fake_alloc m;
+    if (!is_multicast(mc, &m) || !device_ok(dev) || mc_offset + size > m.size)
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+#endif
+
 FAKE_POOLS(FC_ALIAS)
+FAKE_MULTICAST(FC_ALIAS)

@@ -15,6 +15,7 @@
  *   fake_hip_reset_calls()        zeroes the call counters
  *   fake_hip_stream_*             stream work that completes when told
  *                                 (fake_hip_stream.c)
+ * Stream-ordered pools, IPC and shareable handles: fake_hip_pool.c.
  * Knobs (environment, read once):
  *   FAKE_HIP_DEVICES=n     devices (default 1; 0 behaves like a machine
  *                          without a GPU: hipErrorNoDevice / InvalidDevice)
@@ -102,6 +103,7 @@ typedef struct entry {
     size_t size; /* bytes */
     int device;  /* -1 for host memory */
     int kind;
+    void *pool;  /* K_POOLED: its pool */
 } entry;
 
 #define TABLE_SIZE (1u << 16)
@@ -116,12 +118,19 @@ static size_t slot_of(const void *p)
     return (size_t)(h >> 48) & (TABLE_SIZE - 1);
 }
 
+/* Kinds that are the device's own memory (the rest is counted elsewhere:
+ * host memory, a pool's reserve, another allocation's memory). */
+static int counts(int kind)
+{
+    return kind == K_DEVICE || kind == K_PHYS;
+}
+
 /* Books a new allocation; hipErrorOutOfMemory past the capacity. */
-hipError_t track(void *p, size_t size, int device, int kind)
+hipError_t track_in(void *p, size_t size, int device, int kind, void *pool)
 {
     hipError_t r = hipSuccess;
     pthread_mutex_lock(&mu);
-    if (kind != K_HOST && size > capacity - used[device]) {
+    if (counts(kind) && size > capacity - used[device]) {
         r = hipErrorOutOfMemory;
     } else if (live >= (long)TABLE_SIZE / 2) {
         r = hipErrorOutOfMemory;
@@ -129,13 +138,46 @@ hipError_t track(void *p, size_t size, int device, int kind)
         size_t i = slot_of(p);
         while (table[i].ptr)
             i = (i + 1) & (TABLE_SIZE - 1);
-        table[i] = (entry){p, size, device, kind};
+        table[i] = (entry){p, size, device, kind, pool};
         live++;
-        if (kind != K_HOST)
+        if (counts(kind))
             used[device] += size;
     }
     pthread_mutex_unlock(&mu);
     return r;
+}
+
+hipError_t track(void *p, size_t size, int device, int kind)
+{
+    return track_in(p, size, device, kind, NULL);
+}
+
+hipError_t used_change(int device, long long bytes)
+{
+    hipError_t r = hipSuccess;
+    pthread_mutex_lock(&mu);
+    if (bytes > 0 && (size_t)bytes > capacity - used[device])
+        r = hipErrorOutOfMemory;
+    else
+        used[device] += (size_t)bytes;
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+int lookup(const void *p, int *kind, size_t *size, int *device)
+{
+    int found = 0;
+    pthread_mutex_lock(&mu);
+    for (size_t i = slot_of(p); p && table[i].ptr; i = (i + 1) & (TABLE_SIZE - 1))
+        if (table[i].ptr == p) {
+            *kind = table[i].kind;
+            *size = table[i].size;
+            *device = table[i].device;
+            found = 1;
+            break;
+        }
+    pthread_mutex_unlock(&mu);
+    return found;
 }
 
 /* Empties slot i of the linear-probing table, moving later entries of
@@ -158,14 +200,16 @@ static void erase_at(size_t i)
 
 /* Forgets an allocation of `kind` (its size to *size); 0 when there is
  * none. */
-int untrack(void *p, int kind, size_t *size)
+int untrack_in(void *p, int kind, size_t *size, void **pool)
 {
     int found = 0;
     pthread_mutex_lock(&mu);
     for (size_t i = slot_of(p); table[i].ptr; i = (i + 1) & (TABLE_SIZE - 1)) {
         if (table[i].ptr == p && table[i].kind == kind) {
             *size = table[i].size;
-            if (kind != K_HOST)
+            if (pool)
+                *pool = table[i].pool;
+            if (counts(kind))
                 used[table[i].device] -= table[i].size;
             erase_at(i);
             live--;
@@ -175,6 +219,11 @@ int untrack(void *p, int kind, size_t *size)
     }
     pthread_mutex_unlock(&mu);
     return found;
+}
+
+int untrack(void *p, int kind, size_t *size)
+{
+    return untrack_in(p, kind, size, NULL);
 }
 
 /* Blocks freed lately, kept for reuse by their rounded size: a loop that
@@ -188,7 +237,7 @@ static struct {
 static int n_reuse;
 static pthread_mutex_t reuse_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static void *block_get(size_t bytes)
+void *block_get(size_t bytes)
 {
     void *p = NULL;
     pthread_mutex_lock(&reuse_mu);
@@ -202,7 +251,7 @@ static void *block_get(size_t bytes)
     return p ? p : aligned_alloc(256, bytes);
 }
 
-static void block_put(void *p, size_t bytes)
+void block_put(void *p, size_t bytes)
 {
     pthread_mutex_lock(&reuse_mu);
     if (n_reuse < REUSE_SLOTS) {
@@ -215,7 +264,7 @@ static void block_put(void *p, size_t bytes)
     free(p);
 }
 
-static size_t rounded(size_t size)
+size_t rounded(size_t size)
 {
     return (size + 255) & ~(size_t)255;
 }
@@ -375,54 +424,6 @@ EXPORT const char *hipGetErrorString(hipError_t hipError)
     return hipGetErrorName(hipError);
 }
 
-/* ---- pools (streams: fake_hip_stream.c) ------------------------------------ */
-
-static struct ihipMemPoolHandle_t default_pools[MAX_DEVICES];
-
-EXPORT hipError_t hipDeviceGetDefaultMemPool(hipMemPool_t *mem_pool, int device)
-{
-    int e = enter(F_hipDeviceGetDefaultMemPool);
-    if (e)
-        return fake_last((hipError_t)e);
-    hipError_t r = check_device(device);
-    if (r != hipSuccess)
-        return fake_last(r);
-    if (!mem_pool)
-        return fake_last(hipErrorInvalidValue);
-    default_pools[device].device = device;
-    *mem_pool = &default_pools[device];
-    return fake_last(hipSuccess);
-}
-
-EXPORT hipError_t hipMemPoolCreate(hipMemPool_t *mem_pool, const hipMemPoolProps *pool_props)
-{
-    int e = enter(F_hipMemPoolCreate);
-    if (e)
-        return fake_last((hipError_t)e);
-    if (!mem_pool || !pool_props || pool_props->location.type != hipMemLocationTypeDevice)
-        return fake_last(hipErrorInvalidValue);
-    hipError_t r = check_device(pool_props->location.id);
-    if (r != hipSuccess)
-        return fake_last(r);
-    *mem_pool = calloc(1, sizeof **mem_pool);
-    if (!*mem_pool)
-        return fake_last(hipErrorOutOfMemory);
-    (*mem_pool)->device = pool_props->location.id;
-    return fake_last(hipSuccess);
-}
-
-EXPORT hipError_t hipMemPoolDestroy(hipMemPool_t mem_pool)
-{
-    int e = enter(F_hipMemPoolDestroy);
-    if (e)
-        return fake_last((hipError_t)e);
-    if (!mem_pool)
-        return fake_last(hipErrorInvalidValue);
-    if (mem_pool < default_pools || mem_pool >= default_pools + MAX_DEVICES)
-        free(mem_pool);
-    return fake_last(hipSuccess);
-}
-
 /* ---- allocation ----------------------------------------------------------- */
 
 
@@ -449,22 +450,6 @@ EXPORT hipError_t hipMallocManaged(void **dev_ptr, size_t size, unsigned int fla
     return fake_last(fake_alloc(dev_ptr, size, cur_device, K_DEVICE));
 }
 
-EXPORT hipError_t hipMallocAsync(void **dev_ptr, size_t size, hipStream_t stream)
-{
-    ALLOC_PROLOGUE(F_hipMallocAsync);
-    return fake_last(fake_alloc(dev_ptr, size, stream ? stream->device : cur_device, K_DEVICE));
-}
-
-EXPORT hipError_t hipMallocFromPoolAsync(void **dev_ptr, size_t size, hipMemPool_t mem_pool,
-                                         hipStream_t stream)
-{
-    ALLOC_PROLOGUE(F_hipMallocFromPoolAsync);
-    (void)stream;
-    if (!mem_pool)
-        return fake_last(hipErrorInvalidValue);
-    return fake_last(fake_alloc(dev_ptr, size, mem_pool->device, K_DEVICE));
-}
-
 EXPORT hipError_t hipFree(void *ptr)
 {
     ALLOC_PROLOGUE(F_hipFree);
@@ -472,14 +457,9 @@ EXPORT hipError_t hipFree(void *ptr)
         return fake_last(r);
     if (ptr != NULL)
         fake_device_idle(); /* hipFree synchronizes the device */
+    if (fake_pool_give(ptr))
+        return fake_last(hipSuccess);
     return fake_last(fake_free(ptr, K_DEVICE));
-}
-
-EXPORT hipError_t hipFreeAsync(void *dev_ptr, hipStream_t stream)
-{
-    ALLOC_PROLOGUE(F_hipFreeAsync);
-    (void)stream;
-    return fake_last(fake_free(dev_ptr, K_DEVICE));
 }
 
 EXPORT hipError_t hipHostMalloc(void **ptr, size_t size, unsigned int flags)

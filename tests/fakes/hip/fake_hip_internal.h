@@ -1,7 +1,8 @@
 /* tests/fakes/hip/fake_hip_internal.h: what the files of the fake
  * libamdhip64.so.5 share (fake_hip.c: devices, pools, allocation, the
  * allocation table, counters; fake_hip_vmm.c: virtual memory;
- * fake_hip_stream.c: streams, events, graph captures).  The
+ * fake_hip_stream.c: streams, events, graph captures; fake_hip_pool.c:
+ * stream-ordered pools, IPC and shareable handles, pointer queries).  The
  * functions and variables below are not static, yet not exported: the
  * version script (fake_hip.map) keeps everything it does not name local. */
 #ifndef TDM_FAKE_HIP_INTERNAL_H
@@ -34,14 +35,21 @@ struct ihipStream_t {
     int invalidated;                 /* ... and a forbidden call broke it */
     hipStreamCaptureMode mode;
 };
+/* reserved = used + idle: memory freed into the pool stays reserved
+ * (idle) until a synchronization releases what exceeds the threshold, or
+ * hipMemPoolTrimTo.  Counters under pool_mu (fake_hip_pool.c). */
 struct ihipMemPoolHandle_t {
     int device;
+    int made;                     /* by hipMemPoolCreate (vs a default pool) */
+    unsigned long long threshold; /* hipMemPoolAttrReleaseThreshold, bytes */
+    unsigned long long reserved, used, idle, reserved_high, used_high; /* bytes */
 };
 struct ihipMemGenericAllocationHandle {
     size_t size; /* bytes */
     int device;
     int maps;     /* live mappings of this handle */
     int released; /* hipMemRelease seen while still mapped */
+    int imported; /* made by hipMemImportFromShareableHandle: not counted */
 };
 
 /* ---- call counters and injected failures (fake_hip.c) ---- */
@@ -59,7 +67,12 @@ struct ihipMemGenericAllocationHandle {
     X(hipDeviceGetDefaultMemPool) X(hipInit) X(hipGetLastError)                \
     X(hipPeekAtLastError) X(hipEventCreateWithFlags) X(hipEventRecord)         \
     X(hipEventQuery) X(hipEventSynchronize) X(hipEventDestroy)                 \
-    X(hipStreamIsCapturing) X(hipStreamBeginCapture) X(hipStreamEndCapture)
+    X(hipStreamIsCapturing) X(hipStreamBeginCapture) X(hipStreamEndCapture)    \
+    X(hipDeviceGetMemPool) X(hipDeviceSetMemPool) X(hipMemPoolGetAttribute)    \
+    X(hipMemPoolSetAttribute) X(hipMemPoolTrimTo) X(hipIpcGetMemHandle)        \
+    X(hipIpcOpenMemHandle) X(hipIpcCloseMemHandle) X(hipMemGetAddressRange)    \
+    X(hipPointerGetAttribute) X(hipMemExportToShareableHandle)                 \
+    X(hipMemImportFromShareableHandle)
 
 enum {
 #define FAKE_ENUM(n) F_##n,
@@ -86,16 +99,40 @@ hipError_t fake_capture_check(void);
 /* Completes the work queued on every stream (the device went idle). */
 void fake_device_idle(void);
 
+/* ---- pools (fake_hip_pool.c) ---- */
+
+/* A synchronization: every pool gives back what it holds idle beyond its
+ * release threshold. */
+void fake_pools_synchronize(void);
+/* hipFree / hipFreeAsync of a pool's allocation: back to its pool (1), or
+ * 0 when p is no pool allocation. */
+int fake_pool_give(void *p);
+
 /* ---- the allocation table (fake_hip.c) ---- */
 
-/* K_PHYS: the body of a hipMemCreate handle; counts as device memory. */
-enum kind { K_DEVICE = 1, K_HOST = 2, K_PHYS = 3 };
+/* K_PHYS: the body of a hipMemCreate handle; counts as device memory.
+ * K_POOLED: a pool's allocation (the pool's reserve counts, not it);
+ * K_IPC: an opened IPC handle's mapping; K_PHYS_IMPORT: an imported
+ * handle (another allocation's memory: neither counts again). */
+enum kind { K_DEVICE = 1, K_HOST = 2, K_PHYS = 3, K_POOLED = 4, K_IPC = 5, K_PHYS_IMPORT = 6 };
 /* Guards the table, the mappings and the byte counts. */
 extern pthread_mutex_t mu;
 /* Books / forgets an allocation of `kind`; untrack gives its size and
- * returns 0 if p is not one of that kind. */
+ * returns 0 if p is not one of that kind.  The _in forms keep the pool an
+ * allocation came from. */
 hipError_t track(void *p, size_t size, int device, int kind);
 int untrack(void *p, int kind, size_t *size);
+hipError_t track_in(void *p, size_t size, int device, int kind, void *pool);
+int untrack_in(void *p, int kind, size_t *size, void **pool);
+/* What the table knows of the allocation at exactly p; 0 when none. */
+int lookup(const void *p, int *kind, size_t *size, int *device);
+/* Moves `device`'s used bytes (a pool grew or gave back); growth past the
+ * capacity is hipErrorOutOfMemory and changes nothing. */
+hipError_t used_change(int device, long long bytes);
+/* Freed blocks kept for reuse by size (fake_hip.c). */
+void *block_get(size_t bytes);
+void block_put(void *p, size_t bytes);
+size_t rounded(size_t size);
 
 /* Allocation entry points share this: injected error, device check. */
 #define ALLOC_PROLOGUE(f)                                                      \

@@ -160,6 +160,8 @@ EXPORT hipError_t hipStreamSynchronize(hipStream_t stream)
     else
         s->done = s->queued;
     pthread_mutex_unlock(&stream_mu);
+    if (r == hipSuccess)
+        fake_pools_synchronize();
     return fake_last(r);
 }
 
@@ -177,6 +179,8 @@ EXPORT hipError_t hipDeviceSynchronize(void)
         s->done = s->queued;
     }
     pthread_mutex_unlock(&stream_mu);
+    if (r == hipSuccess)
+        fake_pools_synchronize();
     return fake_last(r);
 }
 

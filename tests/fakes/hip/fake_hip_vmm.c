@@ -109,7 +109,7 @@ EXPORT hipError_t hipMemGetAllocationPropertiesFromHandle(hipMemAllocationProp *
 static void release_handle(hipMemGenericAllocationHandle_t h)
 {
     size_t size;
-    untrack(h, K_PHYS, &size);
+    untrack(h, h->imported ? K_PHYS_IMPORT : K_PHYS, &size);
     free(h);
 }
 

@@ -16,7 +16,9 @@
  *   drv_app shared    memory mapped but not allocated here: an IPC handle
  *                     opened, a shareable handle imported, one physical
  *                     allocation mapped twice; and host-NUMA memory
- * (pools and shared leave memory live for the snapshot at exit.)
+ *   drv_app multicast a multicast object with a device's physical memory
+ *                     bound to it, both mapped (NCCL's NVLS buffers)
+ * (pools, shared and multicast leave memory live for the snapshot at exit.)
  * Functions are named app_* so snapshots can be checked for them.
  */
 #define _GNU_SOURCE
@@ -344,6 +346,35 @@ static NOINLINE int app_shared(void)
     return 0;
 }
 
+static NOINLINE int app_multicast(void)
+{
+#if CUDA_VERSION >= 12010
+    const size_t mib = 1u << 20;
+    CUdeviceptr va = 0;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    CUmulticastObjectProp mc_prop;
+    memset(&mc_prop, 0, sizeof mc_prop);
+    mc_prop.numDevices = 1;
+    mc_prop.size = 2 * mib;
+    CUmemGenericAllocationHandle own, mc;
+    app_report("cuMemAddressReserve", cuMemAddressReserve(&va, 4 * mib, 0, 0, 0));
+    app_report("cuMemCreate device 2 MiB", cuMemCreate(&own, 2 * mib, &prop, 0));
+    app_report("cuMemMap", cuMemMap(va, 2 * mib, 0, own, 0));
+    app_report("cuMulticastCreate", cuMulticastCreate(&mc, &mc_prop));
+    app_report("cuMulticastAddDevice", cuMulticastAddDevice(mc, dev));
+    app_report("cuMulticastBindMem", cuMulticastBindMem(mc, 0, own, 0, 2 * mib, 0));
+    app_report("cuMemMap multicast", cuMemMap(va + 2 * mib, 2 * mib, 0, mc, 0));
+    return 0;
+#else
+    printf("no multicast in these headers\n");
+    return 0;
+#endif
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "pattern";
@@ -366,6 +397,8 @@ int main(int argc, char **argv)
         rc = app_pools();
     else if (strcmp(what, "shared") == 0)
         rc = app_shared();
+    else if (strcmp(what, "multicast") == 0)
+        rc = app_multicast();
     else
         return fprintf(stderr, "drv_app: unknown scenario %s\n", what), 2;
     app_report("cuStreamDestroy", cuStreamDestroy(s1));

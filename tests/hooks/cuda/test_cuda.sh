@@ -28,6 +28,9 @@
 #   drv_shared         an IPC handle opened, a shareable handle imported, one
 #                      physical allocation mapped twice: listed as imported,
 #                      not in the device's bytes; host-NUMA memory on -1
+#   drv_multicast      a multicast object mapped beside the physical memory
+#                      bound to it: the object's mapping listed as imported
+#                      (kind multicast), the memory counted once, on its device
 #   real_shared        the REAL libcudart.so.13 over the fake driver, which
 #                      reports what cudart's table of driver functions holds
 #                      and calls through it: our wrappers, right variants
@@ -190,7 +193,7 @@ rt_devices | drv_devices)
         check_events $mode expect_${scenario}_$mode.txt
     done
     ;;
-drv_pools | drv_shared)
+drv_pools | drv_shared | drv_multicast)
     what=${scenario#drv_}
     run plain "$DRV_APP" $what X=1
     for mode in observe cache; do

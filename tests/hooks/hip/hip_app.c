@@ -14,6 +14,13 @@
  *   hip_app cache     many small allocations and frees (cache mode test)
  *   hip_app threads   4 threads allocating and freeing at once
  *   hip_app nogpu     what a program does first on a machine without GPU
+ *   hip_app pools     stream-ordered pools that keep freed memory: the
+ *                     default pool (threshold raised, as PyTorch does), a
+ *                     pool of the program's own made current, a trim
+ *   hip_app shared    memory mapped but not allocated here: an IPC handle
+ *                     opened, a shareable handle imported, one physical
+ *                     allocation mapped twice
+ * (pools and shared leave memory live for the snapshot at exit.)
  *
  * With the fake library it also prints the fake's counters (looked up with
  * dlsym: they exist only in the fake).
@@ -26,6 +33,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +62,8 @@ void alloc_too_much(void);
 void create_too_much(void);
 void alloc_small_blocks(void **blocks, hipStream_t s);
 void free_small_blocks(void **blocks, hipStream_t s);
+void app_pools(void);
+void app_shared(void);
 
 static void say(const char *what, hipError_t r)
 {
@@ -305,6 +315,96 @@ static void threads(void)
     printf("thread failures: %ld\n", failures);
 }
 
+/* ---- pools and shared memory ------------------------------------------------------ */
+
+static void pool_report(const char *what, hipMemPool_t pool)
+{
+    uint64_t reserved = 0, used = 0;
+    hipMemPoolGetAttribute(pool, hipMemPoolAttrReservedMemCurrent, &reserved);
+    hipMemPoolGetAttribute(pool, hipMemPoolAttrUsedMemCurrent, &used);
+    printf("%s: pool reserved %llu used %llu\n", what, (unsigned long long)reserved,
+           (unsigned long long)used);
+}
+
+NOINLINE void app_pools(void)
+{
+    const size_t mib = 1u << 20;
+    hipMemPool_t def, mine;
+    void *one = NULL, *two = NULL, *four = NULL;
+    hipStream_t s;
+    say("hipStreamCreate", hipStreamCreate(&s));
+    say("hipDeviceGetDefaultMemPool", hipDeviceGetDefaultMemPool(&def, 0));
+    uint64_t keep_all = UINT64_MAX; /* PyTorch's backend:cudaMallocAsync */
+    say("hipMemPoolSetAttribute threshold",
+        hipMemPoolSetAttribute(def, hipMemPoolAttrReleaseThreshold, &keep_all));
+    say("hipMallocAsync 1 MiB", hipMallocAsync(&one, mib, s));
+    say("hipMallocAsync 2 MiB", hipMallocAsync(&two, 2 * mib, s));
+    say("hipFreeAsync 1 MiB", hipFreeAsync(one, s));
+    say("hipFreeAsync 2 MiB", hipFreeAsync(two, s));
+    say("hipStreamSynchronize", hipStreamSynchronize(s));
+    pool_report("default after frees", def);
+    /* A pool of the program's own, made the device's current pool: kept
+     * 4 MiB, then trimmed away. */
+    hipMemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = hipMemAllocationTypePinned;
+    props.location.type = hipMemLocationTypeDevice;
+    props.location.id = 0;
+    say("hipMemPoolCreate", hipMemPoolCreate(&mine, &props));
+    say("hipMemPoolSetAttribute threshold",
+        hipMemPoolSetAttribute(mine, hipMemPoolAttrReleaseThreshold, &keep_all));
+    say("hipDeviceSetMemPool", hipDeviceSetMemPool(0, mine));
+    say("hipMallocAsync 4 MiB", hipMallocAsync(&four, 4 * mib, s));
+    say("hipFreeAsync 4 MiB", hipFreeAsync(four, s));
+    pool_report("mine after free", mine);
+    say("hipMemPoolTrimTo 0", hipMemPoolTrimTo(mine, 0));
+    pool_report("mine after trim", mine);
+    say("hipDeviceSetMemPool default", hipDeviceSetMemPool(0, def));
+    say("hipMemPoolDestroy", hipMemPoolDestroy(mine));
+    /* One allocation still live at the dump, from the default pool's
+     * idle memory. */
+    say("hipMallocAsync 1 MiB again", hipMallocAsync(&one, mib, s));
+    pool_report("default at the end", def);
+    KEEP_FRAME();
+}
+
+NOINLINE void app_shared(void)
+{
+    const size_t mib = 1u << 20;
+    void *mine = NULL, *opened = NULL, *twice = NULL, *range = NULL;
+    hipIpcMemHandle_t ipc;
+    say("hipMalloc 1 MiB", hipMalloc(&mine, mib));
+    say("hipIpcGetMemHandle", hipIpcGetMemHandle(&ipc, mine));
+    say("hipIpcOpenMemHandle",
+        hipIpcOpenMemHandle(&opened, ipc, hipIpcMemLazyEnablePeerAccess));
+    say("hipIpcOpenMemHandle again",
+        hipIpcOpenMemHandle(&twice, ipc, hipIpcMemLazyEnablePeerAccess));
+    say("hipIpcCloseMemHandle", hipIpcCloseMemHandle(twice));
+    hipMemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = hipMemAllocationTypePinned;
+    prop.location.type = hipMemLocationTypeDevice;
+    prop.location.id = 0;
+    hipMemGenericAllocationHandle_t own, imported;
+    char *base;
+    say("hipMemAddressReserve", hipMemAddressReserve(&range, 8 * mib, 0, NULL, 0));
+    base = range;
+    say("hipMemCreate 2 MiB", hipMemCreate(&own, 2 * mib, &prop, 0));
+    say("hipMemMap", hipMemMap(base, 2 * mib, 0, own, 0));
+    say("hipMemMap the same again", hipMemMap(base + 2 * mib, 2 * mib, 0, own, 0));
+    int fd = -1;
+    say("hipMemExportToShareableHandle",
+        hipMemExportToShareableHandle(&fd, own, hipMemHandleTypePosixFileDescriptor, 0));
+    say("hipMemImportFromShareableHandle",
+        hipMemImportFromShareableHandle(&imported, (void *)(uintptr_t)fd,
+                                        hipMemHandleTypePosixFileDescriptor));
+    say("hipMemMap imported", hipMemMap(base + 4 * mib, 2 * mib, 0, imported, 0));
+    /* A mapping that comes and goes is listed no more. */
+    say("hipMemMap imported again", hipMemMap(base + 6 * mib, 2 * mib, 0, imported, 0));
+    say("hipMemUnmap imported again", hipMemUnmap(base + 6 * mib, 2 * mib));
+    KEEP_FRAME();
+}
+
 /* ---- no GPU ------------------------------------------------------------------------------ */
 
 static void nogpu(void)
@@ -335,6 +435,10 @@ int main(int argc, char **argv)
         threads();
     else if (strcmp(what, "nogpu") == 0)
         nogpu();
+    else if (strcmp(what, "pools") == 0)
+        app_pools();
+    else if (strcmp(what, "shared") == 0)
+        app_shared();
     else {
         fprintf(stderr, "hip_app: unknown scenario %s\n", what);
         return 2;

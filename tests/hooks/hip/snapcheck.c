@@ -4,6 +4,12 @@
  *   snapcheck FILE.tdm            devices, then one line per memory event
  *   snapcheck FILE.tdm count ACT  the number of events of action ACT
  *   snapcheck FILE.tdm notes      the header's notes, as written
+ *   snapcheck FILE.tdm state      the state at the dump: per device
+ *       "stats dev=D allocated=A reserved=R reserved_peak=P segments=N",
+ *       each segment "segment dev=D size=S expandable=E blocks=STATES"
+ *       (STATES one letter per block: a allocated, i inactive, p pending
+ *       free), each imported mapping "imported dev=D source=S kind=KIND
+ *       size=N fn=F"; in the file's order (tests sort them)
  *
  * Event lines: `ACTION dev=D size=S stream=X fn=F` (+ ` free=N` for oom),
  * oldest first, memory actions only (phase/step/tag/snapshot marks are
@@ -50,11 +56,42 @@ static int is_memory_action(unsigned a)
     }
 }
 
+static void print_state(const tdm_snap *s)
+{
+    for (size_t i = 0; i < s->stats_count; i++) {
+        const tdm_snap_device_stats *d = &s->stats[i];
+        if (d->pool != 0)
+            continue;
+        printf("stats dev=%d allocated=%lld reserved=%lld reserved_peak=%lld segments=%lld\n",
+               d->device, (long long)d->stats.allocated_bytes.current,
+               (long long)d->stats.reserved_bytes.current,
+               (long long)d->stats.reserved_bytes.peak, (long long)d->stats.segment.current);
+    }
+    for (size_t i = 0; i < s->segment_count; i++) {
+        const tdm_snap_segment *g = &s->segments[i];
+        char states[64] = "";
+        for (uint32_t k = 0; k < g->block_count && k + 1 < sizeof states; k++) {
+            unsigned st = s->blocks[g->first_block + k].state;
+            states[k] = st == TDM_BLOCK_ACTIVE_ALLOCATED ? 'a'
+                        : st == TDM_BLOCK_INACTIVE       ? 'i' : 'p';
+        }
+        printf("segment dev=%d size=%llu expandable=%d blocks=%s\n", g->device,
+               (unsigned long long)g->total_size, g->is_expandable, states);
+    }
+    static const char *const kinds[] = {"ipc", "shareable", "peer_mapping", "multicast"};
+    for (size_t i = 0; i < s->imported_count; i++) {
+        const tdm_snap_imported *m = &s->imported[i];
+        printf("imported dev=%d source=%d kind=%s size=%llu fn=%s\n", m->device,
+               m->source_device, m->kind < 4 ? kinds[m->kind] : "?",
+               (unsigned long long)m->size, innermost(s, m->stack_id));
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2 && !(argc == 4 && strcmp(argv[2], "count") == 0) &&
-        !(argc == 3 && strcmp(argv[2], "notes") == 0)) {
-        fprintf(stderr, "usage: snapcheck FILE.tdm [count ACTION | notes]\n");
+        !(argc == 3 && (strcmp(argv[2], "notes") == 0 || strcmp(argv[2], "state") == 0))) {
+        fprintf(stderr, "usage: snapcheck FILE.tdm [count ACTION | notes | state]\n");
         return 2;
     }
     tdm_snap *s = NULL;
@@ -62,6 +99,11 @@ int main(int argc, char **argv)
     if (tdm__snap_read_file(argv[1], 0, &s, &err) != TDM_OK) {
         fprintf(stderr, "snapcheck: %s: %s\n", argv[1], err.message);
         return 2;
+    }
+    if (argc == 3 && strcmp(argv[2], "state") == 0) {
+        print_state(s);
+        tdm__snap_free(s);
+        return 0;
     }
     if (argc == 3) {
         if (s->header.notes && s->header.notes[0])

@@ -19,6 +19,12 @@
 #            when told); hipFree waits for the device
 #   capture  stream_app capture, cache mode: nothing HIP forbids during a
 #            graph capture, no segment freed, graph memory said to be uncovered
+#   pools    stream-ordered pools keep freed memory: the snapshot's reserved
+#            bytes include what the pools hold (observe); cache mode leaves
+#            a pool the program made current to serve its hipMallocAsync
+#   shared   an IPC handle opened, a shareable handle imported, one physical
+#            allocation mapped twice: listed as imported, not in the
+#            device's bytes
 #
 # Environment (from CMake): HIP_APP, STREAM_APP, SNAPCHECK, PRELOAD, FAKE_HIP_DIR,
 # HIP_APP_LINKED_REAL, EXPECT_DIR.
@@ -153,6 +159,33 @@ stream_free | capture)
             fail "the snapshot does not say graph memory is not covered: '$notes'"
     else
         [ -z "$notes" ] || fail "notes in a run without a capture: '$notes'"
+    fi
+    ;;
+pools | shared)
+    app_arg=$scenario
+    run_fake plain
+    for mode in observe cache; do
+        run_preloaded $mode "mode=$mode,dump=$T/$mode.tdm"
+        if [ $mode = cache ]; then
+            # Cache mode serves the default pool's allocations itself, so
+            # that pool's own counters differ; every return code stays.
+            sed -i '/^default .*: pool reserved/d' "$T/plain.out" "$T/cache.out"
+        fi
+        same_output plain $mode
+        grep "tidemark:" "$T/$mode.err" | grep -v "wrote snapshot" && fail "unexpected tidemark message"
+        # Rows in address order, and addresses differ between runs: sorted.
+        "$SNAPCHECK" "$T/$mode.tdm" state | sort >"$T/$mode.state" || fail "snapcheck state"
+        [ -n "${TDM_UPDATE_EXPECTED:-}" ] && cp "$T/$mode.state" "$EXPECT_DIR/expect_${scenario}_$mode.txt"
+        diff -u "$EXPECT_DIR/expect_${scenario}_$mode.txt" "$T/$mode.state" ||
+            fail "the state at the dump differs ($mode)"
+    done
+    if [ $scenario = pools ]; then
+        # The pool's reserve moved with the program's calls: the frees grew
+        # it, the trim and the allocation from idle memory shrank it.
+        [ "$(count "$T/observe.tdm" segment_map)" -ge 2 ] &&
+            [ "$(count "$T/observe.tdm" segment_unmap)" -ge 2 ] || fail "no pool reserve events"
+        grep -qx "mine after free: pool reserved 4194304 used 0" "$T/cache.out" ||
+            fail "cache mode took the allocation from the program's pool"
     fi
     ;;
 *)

@@ -1,0 +1,166 @@
+/* hooks/preload/hip_hooks.h: what the HIP interposers of
+ * libtidemark_preload.so share (hip_hooks.c: allocations, frees, virtual
+ * memory, captures; hip_pool.c: stream-ordered pools and memory other
+ * processes made).
+ *
+ * The real libamdhip64 functions are resolved once, all together, by
+ * their versioned names (hip_hooks.c); a hook reaches them through
+ * tdm__hip_real after resolve().  Bookkeeping helpers are always_inline so
+ * that every hook is exactly one frame above the program's call, which is
+ * what TDM_HOOK_SKIP tells the stack capture.
+ */
+#ifndef TDM_HOOKS_PRELOAD_HIP_HOOKS_H
+#define TDM_HOOKS_PRELOAD_HIP_HOOKS_H
+
+#ifndef __HIP_PLATFORM_AMD__
+#define __HIP_PLATFORM_AMD__ 1
+#endif
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <hip/hip_runtime_api.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "alloc.h"
+#include "preload.h"
+#include "snap_model.h"
+
+/* hipMallocHost / hipFreeHost are deprecated in the header but still
+ * exported and used; programs that call them are hooked like the rest. */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+#define INLINE static inline __attribute__((always_inline))
+#define TDM_HIP_HIDDEN __attribute__((visibility("hidden")))
+
+/* ---- the real functions: X(name, symbol version) ------------------------- */
+
+#define HIP_REAL_FUNCS(X)                                                      \
+    X(hipMalloc, "hip_4.2") X(hipFree, "hip_4.2")                              \
+    X(hipMallocAsync, "hip_5.1") X(hipFreeAsync, "hip_5.1")                    \
+    X(hipMallocFromPoolAsync, "hip_5.1")                                       \
+    X(hipExtMallocWithFlags, "hip_4.2") X(hipMallocManaged, "hip_4.2")         \
+    X(hipHostMalloc, "hip_4.2") X(hipHostFree, "hip_4.2")                      \
+    X(hipMallocHost, "hip_4.2") X(hipFreeHost, "hip_4.2")                      \
+    X(hipMemCreate, "hip_5.1") X(hipMemRelease, "hip_5.1")                     \
+    X(hipMemMap, "hip_5.1") X(hipMemUnmap, "hip_5.1")                          \
+    X(hipMemGetAllocationPropertiesFromHandle, "hip_5.1")                      \
+    X(hipGetDevice, "hip_4.2") X(hipSetDevice, "hip_4.2")                      \
+    X(hipGetDeviceCount, "hip_4.2") X(hipMemGetInfo, "hip_4.2")                \
+    X(hipDeviceGetName, "hip_4.2") X(hipDeviceTotalMem, "hip_4.2")             \
+    X(hipGetLastError, "hip_4.2") X(hipPeekAtLastError, "hip_4.2")
+
+/* What cache mode orders stream frees with (events, the device's
+ * synchronization) and the graph captures it must stay out of. */
+#define HIP_STREAM_REAL_FUNCS(X)                                               \
+    X(hipEventCreateWithFlags, "hip_4.2") X(hipEventRecord, "hip_4.2")         \
+    X(hipEventQuery, "hip_4.2") X(hipEventSynchronize, "hip_4.2")              \
+    X(hipEventDestroy, "hip_4.2") X(hipDeviceSynchronize, "hip_4.2")           \
+    X(hipStreamIsCapturing, "hip_4.3") X(hipStreamBeginCapture, "hip_4.3")     \
+    X(hipStreamEndCapture, "hip_4.3")
+
+/* Pools and shared memory (hip_pool.c): the calls it hooks and the
+ * queries it makes. */
+#define HIP_SHARED_REAL_FUNCS(X)                                               \
+    X(hipStreamSynchronize, "hip_4.2") X(hipMemPoolTrimTo, "hip_5.1")          \
+    X(hipMemPoolDestroy, "hip_5.1") X(hipDeviceSetMemPool, "hip_5.1")          \
+    X(hipDeviceGetMemPool, "hip_5.1") X(hipDeviceGetDefaultMemPool, "hip_5.1") \
+    X(hipMemPoolGetAttribute, "hip_5.1") X(hipPointerGetAttribute, "hip_5.0")  \
+    X(hipMemGetAddressRange, "hip_4.2") X(hipIpcOpenMemHandle, "hip_4.2")      \
+    X(hipIpcCloseMemHandle, "hip_4.2") X(hipMemImportFromShareableHandle, "hip_5.1")
+
+struct tdm__hip_real_fns {
+#define REAL_FIELD(name, ver) __typeof__(name) *name;
+    HIP_REAL_FUNCS(REAL_FIELD)
+    HIP_STREAM_REAL_FUNCS(REAL_FIELD)
+    HIP_SHARED_REAL_FUNCS(REAL_FIELD)
+#undef REAL_FIELD
+};
+/* Written once, under pthread_once, before tdm__hip_real_ready is set. */
+TDM_HIP_HIDDEN extern struct tdm__hip_real_fns tdm__hip_real;
+TDM_HIP_HIDDEN extern _Atomic int tdm__hip_real_ready;
+TDM_HIP_HIDDEN void tdm__hip_resolve_slow(void);
+
+INLINE void resolve(void)
+{
+    if (__builtin_expect(!atomic_load_explicit(&tdm__hip_real_ready, memory_order_acquire), 0))
+        tdm__hip_resolve_slow();
+}
+
+/* The call a hook makes when it has nothing to book, or when the real
+ * function is missing (no libamdhip64 in the process: say so the HIP way). */
+#define CALL_REAL(name, ...)                                                   \
+    (tdm__hip_real.name ? tdm__hip_real.name(__VA_ARGS__) : hipErrorNotInitialized)
+
+/* Hooks start with this: resolve, then pass straight through when
+ * tidemark is off or this thread is already inside it. */
+#define HOOK_PROLOGUE(name, ...)                                               \
+    resolve();                                                                 \
+    tdm__hook_mode mode = tdm__hook_mode_get();                                \
+    if (mode == TDM__HOOK_OFF || !tdm__hook_enter())                           \
+        return CALL_REAL(name, __VA_ARGS__)
+
+/* The thread's current device (0 when HIP cannot say), described to the
+ * snapshot on first use (hip_hooks.c). */
+TDM_HIP_HIDDEN int tdm__hip_current_device(void);
+/* Describes `device` to the snapshot once (hip_hooks.c). */
+TDM_HIP_HIDDEN void tdm__hip_describe_once(int device);
+
+/* ---- stream-ordered pools (hip_pool.c) ------------------------------------- */
+
+/* Reads the pool's reserved and used bytes; 0 when HIP cannot. */
+TDM_HIP_HIDDEN int tdm__hip_pool_query(hipMemPool_t pool, uint64_t *reserved, uint64_t *used);
+/* The current pool of `device` (hipDeviceGetMemPool, asked once and then
+ * kept up to date by the hipDeviceSetMemPool hook); NULL when unknown. */
+TDM_HIP_HIDDEN hipMemPool_t tdm__hip_pool_current(int device);
+/* Remembers a pool seen in use, so that frees and synchronizations ask
+ * it again; tdm__hip_pool_known(i, ...) walks them (0 past the last). */
+TDM_HIP_HIDDEN void tdm__hip_pool_remember(hipMemPool_t pool, int device);
+TDM_HIP_HIDDEN int tdm__hip_pool_known(int i, hipMemPool_t *pool, int *device);
+/* Nonzero when the program made a pool of its own `device`'s current
+ * pool (hipDeviceSetMemPool): cache mode then leaves hipMallocAsync on
+ * that device to HIP, so the program's pool serves it. */
+TDM_HIP_HIDDEN int tdm__hip_program_pool(int device);
+/* The device a pointer lies on (HIP_POINTER_ATTRIBUTE_DEVICE_ORDINAL);
+ * `otherwise` when HIP cannot say. */
+TDM_HIP_HIDDEN int tdm__hip_pointer_device(const void *p, int otherwise);
+
+/* Books the reserve `pool` (of `device`) holds now. */
+INLINE void tdm__hip_pool_book(hipMemPool_t pool, int device)
+{
+    uint64_t reserved, used;
+    if (pool == NULL || device < 0 || !tdm__hip_pool_query(pool, &reserved, &used))
+        return;
+    tdm__hip_pool_remember(pool, device);
+    tdm__alloc_observe_pool(device, (uint64_t)(uintptr_t)pool, reserved, used, TDM_HOOK_SKIP);
+}
+
+/* Books every known pool again (after a free or a synchronization, which
+ * may change what any of them holds).  Nothing when no pool was seen. */
+INLINE void tdm__hip_pool_book_all(void)
+{
+    hipMemPool_t pool;
+    int device;
+    for (int i = 0; tdm__hip_pool_known(i, &pool, &device); i++)
+        tdm__hip_pool_book(pool, device);
+}
+
+/* ---- virtual-memory handles (hip_pool.c) ----------------------------------- */
+
+/* Each physical allocation handle's device and origin (TDM_HIP_OWN: made
+ * here by hipMemCreate; else the tdm_import_kind it maps as) and its live
+ * mappings. */
+#define TDM_HIP_OWN (-1)
+TDM_HIP_HIDDEN void tdm__hip_handle_put(hipMemGenericAllocationHandle_t h, int device,
+                                        int origin);
+TDM_HIP_HIDDEN void tdm__hip_handle_drop(hipMemGenericAllocationHandle_t h);
+/* A mapping of h at va: its mappings before this one (-1: a handle
+ * tidemark never saw made), with *device and *origin filled when known. */
+TDM_HIP_HIDDEN int tdm__hip_handle_map(hipMemGenericAllocationHandle_t h, const void *va,
+                                       int *device, int *origin);
+/* The mapping at va goes: its handle has one mapping fewer. */
+TDM_HIP_HIDDEN void tdm__hip_handle_unmap(const void *va);
+
+#endif
