@@ -60,7 +60,8 @@ def record(what, conf=None, simulated=True, extra=None, steps=3):
         env.pop(k, None)
     if SAN:
         env["LD_PRELOAD"] = SAN
-        env["ASAN_OPTIONS"] = "detect_leaks=0"
+        # `tidemark run` puts its preload library before this one.
+        env["ASAN_OPTIONS"] = "detect_leaks=0:verify_asan_link_order=0"
     env["PYTHONPATH"] = HERE
     if simulated:
         env.update(TIDEMARK_TEST_TORCH_CUDA="sim_torch_cuda", MIRROR="torch")
