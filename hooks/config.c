@@ -41,6 +41,8 @@ static const char *const alloc_mode_names[] = {"cache", "passthrough", NULL};
  * (TDM__CONF_FORK_*), in enum order. */
 static const char *const hook_mode_names[] = {"observe", "cache", NULL};
 static const char *const fork_names[] = {"follow", "stop", NULL};
+static const char *const torch_tensors_names[] = {"history", "pluggable", "off",
+                                                  NULL};
 
 /* Device kinds this build can serve: the sim device, and the vendors whose
  * providers alloc/ has (a vendor absent at run time reports "not
@@ -421,6 +423,12 @@ static const tdm__conf_key keys[] = {
      "on PYTHONPATH): mark forward, backward, optimizer phases and steps "
      "from torch's own hooks when the program marks none",
      parse_bool, FIELD(torch_phases), NULL},
+    {"torch_tensors", "history|pluggable|off", "history",
+     "in Python programs started by `tidemark run` (or with python/autostart "
+     "on PYTHONPATH) that use torch.cuda: one event per tensor, from torch's "
+     "own memory history (written beside the snapshot as .torch.pickle) or "
+     "with tidemark serving torch's allocator (pluggable); off: segments only",
+     parse_enum, FIELD(torch_tensors), torch_tensors_names},
 };
 
 #define KEY_COUNT (sizeof keys / sizeof keys[0])

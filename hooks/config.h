@@ -66,6 +66,8 @@ typedef struct tdm__config {
     int fork;                /* after fork(): TDM__CONF_FORK_* */
     int torch_phases;        /* python/autostart marks torch phases (read
                                 by the Python side; checked here) */
+    int torch_tensors;       /* python/autostart's tensor events: history,
+                                pluggable, off (read by the Python side) */
     tdm__conf_ranks ranks;   /* `ranks`: which ranks record */
     int hides;               /* `hide` patterns given (checked here; the
                                 readers apply them from the config text

@@ -44,6 +44,7 @@ import ctypes.util
 import glob
 import os
 import threading
+import time
 
 __all__ = [
     "TidemarkError",
@@ -349,6 +350,19 @@ def dump_snapshot(path):
 _phase_lock = threading.Lock()
 _phase_now = None  # the phase this module last marked
 _user_marks = False  # the program marked a phase or step itself
+# (time in µs since the epoch, name) of every phase and step marked from
+# Python, steps as "ProfilerStep#N": tidemark_tensors.py writes them into
+# PyTorch's memory snapshot, whose tensors then fall into phases too.
+# Bounded, as tidemark's own ring is: the oldest go first.
+_MARKS_KEPT = 1 << 20
+_marks_log = []
+_steps_marked = 0
+
+
+def _log_mark(name):
+    if len(_marks_log) >= _MARKS_KEPT:
+        del _marks_log[:_MARKS_KEPT // 2]
+    _marks_log.append((time.time_ns() // 1000, name))
 
 
 class _Phase:
@@ -369,6 +383,7 @@ class _Phase:
             if self.before is not None:
                 _check("phase", library().tdm_phase(self.before.encode()))
                 _phase_now = self.before
+                _log_mark(self.before)
         return False
 
     def __repr__(self):
@@ -399,6 +414,7 @@ def _auto_phase(name):
     with _phase_lock:
         _check("phase", lib.tdm_phase(name.encode()))
         before, _phase_now = _phase_now, name
+        _log_mark(name)
     return _Phase(name, before)
 
 
@@ -410,7 +426,11 @@ def step():
 
 
 def _auto_step():
+    global _steps_marked
     _check("step", library().tdm_step())
+    with _phase_lock:
+        _steps_marked += 1
+        _log_mark("ProfilerStep#%d" % _steps_marked)
 
 
 def auto_phases():
@@ -502,12 +522,15 @@ def torch_hooks():
             for key, sym in names.items()}
 
 
-def use_with_torch():
+def use_with_torch(memory=None):
     """Makes tidemark PyTorch's CUDA allocator (before any CUDA memory is
-    allocated) and returns the CUDAPluggableAllocator."""
-    import torch  # only here: the rest of this module needs no torch
+    allocated) and returns the CUDAPluggableAllocator.  `memory`: the
+    torch.cuda.memory module to use (default: import torch's)."""
+    if memory is None:
+        import torch  # only here: the rest of this module needs no torch
+        memory = torch.cuda.memory
 
-    alloc = torch.cuda.memory.CUDAPluggableAllocator(*pluggable_allocator())
+    alloc = memory.CUDAPluggableAllocator(*pluggable_allocator())
     hooks = torch_hooks()
     inner = alloc._allocator
     for key, setter in (("init", "set_init_fn"), ("reset", "set_reset_fn"),
@@ -515,7 +538,7 @@ def use_with_torch():
                         ("record_stream", "set_record_stream_fn")):
         if hasattr(inner, setter):
             getattr(inner, setter)(hooks[key])
-    torch.cuda.memory.change_current_allocator(alloc)
+    memory.change_current_allocator(alloc)
     return alloc
 
 
@@ -531,8 +554,10 @@ def _main(argv):
                          "       python -m tidemark -m MODULE [ARGS...]\n")
         return 2
     import tidemark_torch
+    import tidemark_tensors
     if tidemark_torch.enabled_by_conf(os.environ.get("TIDEMARK_CONF")):
         auto_phases()
+    tidemark_tensors.start_when_imported()  # torch_tensors
     if argv[0] == "-m":
         if len(argv) < 2:
             sys.stderr.write("python -m tidemark -m: a module name is missing\n")

@@ -240,9 +240,13 @@ def install(torch=None):
         return False
 
 
+_after_import = []  # what runs once torch has been imported
+
+
 class _TorchFinder:
-    """A sys.meta_path entry that lets torch import as usual and installs
-    the hooks once its module has run."""
+    """A sys.meta_path entry that lets torch import as usual and runs
+    _after_import (the phase hooks, tensor events) once its module has
+    run."""
 
     def find_spec(self, name, path=None, target=None):
         if name != "torch":
@@ -256,19 +260,29 @@ class _TorchFinder:
 
         def exec_then_install(module):
             exec_module(module)
-            install(module)
+            for then in list(_after_import):
+                then(module)
 
         spec.loader.exec_module = exec_then_install
         return spec
 
 
-def install_when_imported():
-    """Installs the hooks now if torch is imported, else when it is."""
+def when_imported(then):
+    """Calls then(torch) now if torch is imported, else right after it is
+    (before the program's next line runs).  Returns what then() did, or
+    True when it waits."""
     if "torch" in sys.modules:
-        return install(sys.modules["torch"])
+        return then(sys.modules["torch"])
+    if then not in _after_import:
+        _after_import.append(then)
     if not any(isinstance(f, _TorchFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _TorchFinder())
     return True
+
+
+def install_when_imported():
+    """Installs the hooks now if torch is imported, else when it is."""
+    return when_imported(install)
 
 
 def enabled_by_conf(conf):

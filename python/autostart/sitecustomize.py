@@ -5,8 +5,10 @@
 interpreter it starts (the program, torchrun's ranks, DataLoader workers,
 python -m ...) runs this file at start-up: when the program imports torch,
 tidemark installs torch's own global hooks to mark phases and steps
-(python/tidemark_torch.py).  For a bare LD_PRELOAD run, put this folder on
-PYTHONPATH yourself.  TIDEMARK_CONF=torch_phases=off leaves it out.
+(python/tidemark_torch.py), and arranges one event per tensor when it
+uses torch.cuda (python/tidemark_tensors.py).  For a bare LD_PRELOAD run,
+put this folder on PYTHONPATH yourself.  TIDEMARK_CONF=torch_phases=off
+and torch_tensors=off leave them out.
 
 Then the program's own sitecustomize, if it has one further along the
 path, runs as it would have without tidemark.  Nothing here may stop the
@@ -22,8 +24,11 @@ def _start():
     if python_dir not in sys.path:
         sys.path.append(python_dir)  # tidemark.py and tidemark_torch.py
     import tidemark_torch
+    import tidemark_tensors
     if tidemark_torch.enabled_by_conf(os.environ.get("TIDEMARK_CONF")):
         tidemark_torch.install_when_imported()
+    # One event per tensor for a program using torch.cuda (torch_tensors).
+    tidemark_tensors.start_when_imported()
 
 
 def _chain():

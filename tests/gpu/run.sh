@@ -19,6 +19,11 @@
 #                 requested_bytes peak (both count the sizes asked for)
 #   torch observe     `tidemark run` over PyTorch's caching allocator:
 #                 reserved peak against torch.cuda.max_memory_reserved()
+#   torch tensors, history   `tidemark run`'s default torch_tensors: the
+#                 .torch.pickle's allocated peak against PyTorch's requested
+#                 peak (and max_memory_allocated(), printed)
+#   torch tensors, pluggable   torch_tensors=pluggable under `tidemark run`:
+#                 allocated peak against the reference's max_memory_allocated()
 #   torch raw, mode=cache   caching off in PyTorch: tidemark's requested peak
 #                 against the reference's requested_bytes peak
 #   torch pluggable   CUDAPluggableAllocator over libtidemark.so, no preload
@@ -291,6 +296,54 @@ elif ! within "$got" "$want"; then
     row "torch observe (tidemark run)" "$want" "${got:--}" FAIL "reserved peak vs max_memory_reserved"
 else
     row "torch observe (tidemark run)" "$want" "$got" PASS "$(excess "$got" "$want")"
+fi
+
+# Tensor events of an unmodified script (torch_tensors, python/
+# tidemark_tensors.py).  history (the default of `tidemark run`): PyTorch's
+# own history, started as CUDA starts, lands beside the snapshot as
+# .torch.pickle; its trace counts the sizes asked for, so its allocated
+# peak must be PyTorch's requested_bytes peak, and at most
+# max_memory_allocated() (whole blocks), which is printed beside it.
+# pluggable: tidemark's own cache serves every tensor with PyTorch's
+# rounding, so its allocated peak should be the reference run's
+# max_memory_allocated() (the same seed, the same tensors; torch's own
+# statistics do not work under a pluggable allocator, hence the
+# reference's figure; within 1%, as cache mode above, until seen exact on
+# a GPU).  `raw` mode asks torch for no statistics.
+mkdir -p "$T/hist"
+"$TIDEMARK" run -o "$T/hist" -- "$PY" "$train" plain >"$T/hist.json" 2>"$T/hist.err"
+rc=$?
+maxalloc=$(json "$T/hist.json" max_memory_allocated)
+req=$(json "$T/hist.json" requested_peak)
+pk=$(first "$T/hist"/*.torch.pickle)
+got=$([ -n "$pk" ] && peak_of "$pk")
+if [ $rc -ne 0 ] || [ -z "$pk" ]; then
+    row "torch tensors, history" "${req:--}" - FAIL "exit $rc, no .torch.pickle: $(last_err "$T/hist.err")"
+elif [ -z "$req" ]; then
+    row "torch tensors, history" - "${got:--}" SKIP "no requested_bytes in this PyTorch (max_memory_allocated ${maxalloc:--})"
+elif [ "$got" != "$req" ] || [ "$got" -gt "${maxalloc:-0}" ]; then
+    row "torch tensors, history" "$req" "${got:--}" FAIL "allocated peak vs requested_bytes peak (max_memory_allocated ${maxalloc:--})"
+else
+    row "torch tensors, history" "$req" "$got" PASS "max_memory_allocated $maxalloc"
+fi
+mkdir -p "$T/tplug"
+"$TIDEMARK" run -o "$T/tplug" --conf torch_tensors=pluggable -- "$PY" "$train" raw \
+    >"$T/tplug.json" 2>"$T/tplug.err"
+rc=$?
+want=$(json "$T/ref.json" max_memory_allocated)
+snap=$(only_snapshot "$T/tplug")
+got=$([ -n "$snap" ] && stat_peak "$snap" 0 allocated)
+loss=$(json "$T/tplug.json" loss)
+if [ $rc -ne 0 ] || [ -z "$snap" ]; then
+    row "torch tensors, pluggable" "${want:--}" - FAIL "exit $rc: $(last_err "$T/tplug.err")"
+elif grep -q "^tidemark: torch_tensors" "$T/tplug.err"; then
+    row "torch tensors, pluggable" "${want:--}" - FAIL "$(grep '^tidemark: torch_tensors' "$T/tplug.err" | head -1)"
+elif ! same_loss "$loss" "$ref_loss"; then
+    row "torch tensors, pluggable" "loss $ref_loss" "loss $loss" FAIL "training changed"
+elif ! close_to "$got" "$want"; then
+    row "torch tensors, pluggable" "$want" "${got:--}" FAIL "allocated peak vs max_memory_allocated"
+else
+    row "torch tensors, pluggable" "$want" "$got" PASS
 fi
 
 # Caching off in PyTorch, tidemark's cache serving every cudaMalloc: the

@@ -13,7 +13,8 @@ plain: Model -> Block -> Layer -> Linear, modules nested four deep;
 checkpoint: the blocks under activation checkpointing (recomputed inside
 backward); marks: the program marks its own steps and a phase with
 tidemark.phase(), which automatic marks must leave alone.  MIRROR=cuda
-mirrors through the fake CUDA runtime's cudaMalloc instead.
+mirrors through the fake CUDA runtime's cudaMalloc instead; MIRROR=torch
+through sim_torch_cuda.py, a CUDA torch's allocator simulated.
 """
 import ctypes
 import os
@@ -25,7 +26,10 @@ import torch.utils.checkpoint
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "plain"
 STEPS = int(sys.argv[2]) if len(sys.argv) > 2 else 4
-if os.environ.get("MIRROR") == "cuda":  # the fake CUDA runtime, preloaded
+if os.environ.get("MIRROR") == "torch":  # a CUDA torch's allocator, simulated
+    import sim_torch_cuda
+    dev_alloc, dev_free = sim_torch_cuda.alloc, sim_torch_cuda.free
+elif os.environ.get("MIRROR") == "cuda":  # the fake CUDA runtime, preloaded
     rt = ctypes.CDLL("libcudart.so.13")
     rt.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
     rt.cudaFree.argtypes = [ctypes.c_void_p]
