@@ -201,10 +201,29 @@ static int32_t stack_match(matcher *m, uint32_t id, uint32_t *at)
     return m->stack_rule[id];
 }
 
-static int in_call(const tdm_snap_stack *sk, const uint32_t *outer, uint32_t len)
+/* Nonzero when stack `sk` runs inside the call `outer` (`len` frames, the
+ * matched one first): the same frames outside the matched one, and there
+ * the same function.  A Python frame is its function at a line, so the
+ * matched frame is compared by function and file: the call moves from
+ * line to line while it runs. */
+static int in_call(const tdm_snap *s, const tdm_snap_stack *sk, const uint32_t *outer,
+                   uint32_t len)
 {
-    return sk->depth >= len &&
-           memcmp(sk->frames + (sk->depth - len), outer, len * sizeof *outer) == 0;
+    if (sk->depth < len)
+        return 0;
+    const uint32_t *f = sk->frames + (sk->depth - len);
+    if (len > 1 && memcmp(f + 1, outer + 1, (len - 1) * sizeof *outer) != 0)
+        return 0;
+    if (f[0] == outer[0])
+        return 1;
+    if (f[0] >= s->frame_count)
+        return 0;
+    const tdm_snap_frame *a = &s->frames[f[0]], *b = &s->frames[outer[0]];
+    return a->kind == b->kind && strcmp(a->function ? a->function : "",
+                                        b->function ? b->function : "") == 0 &&
+           strcmp(a->file ? a->file : "", b->file ? b->file : "") == 0 &&
+           (a->kind == TDM_FRAME_PYTHON || strcmp(a->module ? a->module : "",
+                                                  b->module ? b->module : "") == 0);
 }
 
 /* The position of the first alloc event after `seq` made outside the call
@@ -213,7 +232,7 @@ static int64_t call_end(matcher *m, call_cache *c, int64_t seq, const uint32_t *
                         uint32_t len)
 {
     if (c->valid && c->len == len && c->from <= seq && seq < c->end &&
-        memcmp(c->outer, outer, len * sizeof *outer) == 0)
+        in_call(m->snap, &(tdm_snap_stack){len, c->outer}, outer, len))
         return c->end;
     size_t lo = 0, hi = m->alloc_count; /* first alloc event after seq */
     while (lo < hi) {
@@ -226,7 +245,7 @@ static int64_t call_end(matcher *m, call_cache *c, int64_t seq, const uint32_t *
     int64_t end = INT64_MAX;
     for (; lo < m->alloc_count; lo++) {
         const tdm_event *ev = &m->snap->events[m->allocs[lo]];
-        if (!in_call(&m->snap->stacks[ev->stack_id], outer, len)) {
+        if (!in_call(m->snap, &m->snap->stacks[ev->stack_id], outer, len)) {
             end = m->allocs[lo];
             break;
         }
