@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "format_rules.h"
 
 /* Longest key we look at; longer ones are unknown by definition. */
 #define KEY_MAX 64
@@ -150,6 +151,27 @@ static int parse_regex(const tdm__conf_key *key, const char *value, void *field,
     }
     regfree(&re);
     ++*(int *)field;
+    return 0;
+}
+
+/* `category_rules`: a rules file (snapshot/format_rules.h).  Recording does
+ * not use it: it is read and checked here so that a bad one is said when
+ * the program starts, with its file:line, and its path travels in the
+ * snapshot's config text to the commands that show categories. */
+static int parse_rules_file(const tdm__conf_key *key, const char *value, void *field,
+                            char *why, size_t why_len)
+{
+    (void)key;
+    if (!value[0]) {
+        *(int *)field = 0;
+        return 0;
+    }
+    tdm_category_rules rules = {0};
+    int rc = tdm__category_rules_load(&rules, value, why, why_len);
+    tdm__category_rules_free(&rules);
+    if (rc != 0)
+        return -1;
+    *(int *)field = 1;
     return 0;
 }
 
@@ -418,6 +440,11 @@ static const tdm__conf_key keys[] = {
      "of stacks where tidemark's commands show them (a wrapper of the "
      "program's own); may be given more than once; recording is unchanged",
      parse_regex, FIELD(hides), NULL},
+    {"category_rules", "path of a rules file", "",
+     "rules over stack frames that say what kind of memory an allocation "
+     "is (docs/categories.md); checked at start, applied by the commands "
+     "that show categories, before tidemark's own rules",
+     parse_rules_file, FIELD(category_rules), NULL},
     {"torch_phases", "on|off", "on",
      "in Python programs started by `tidemark run` (or with python/autostart "
      "on PYTHONPATH): mark forward, backward, optimizer phases and steps "

@@ -8,9 +8,10 @@
  * at load time and writes the snapshots at exit and on a signal.
  *
  * Nothing here is on a hot path: it runs at load time, at exit and when a
- * dump is asked for.  The parser is pure (no globals, no I/O) so that tests
- * can run it on any text; it never prints, it hands back the one line that
- * autoinit.c prints.
+ * dump is asked for.  The parser is pure (no globals, and no I/O but
+ * reading the file a `category_rules` key names, to check it) so that
+ * tests can run it on any text; it never prints, it hands back the one
+ * line that autoinit.c prints.
  *
  * Names: a key of TIDEMARK_CONF, its field here and its entry in
  * docs/configuration.md carry the same name.
@@ -72,6 +73,10 @@ typedef struct tdm__config {
     int hides;               /* `hide` patterns given (checked here; the
                                 readers apply them from the config text
                                 the snapshot carries) */
+    int category_rules;      /* a `category_rules` file was given (read and
+                                checked here; the readers read it again
+                                from the path the snapshot's config text
+                                carries) */
     int help;                /* the text asked for the key list */
 } tdm__config;
 

@@ -6,9 +6,15 @@
  *                                        allocation of a traces CSV,
  *                                        inferred without its labels;
  *   ... --trace T.csv --score            agreement with the labels,
- *                                        weighted by bytes × lifetime.
- * The categories come from categories.c (tags, then phases and
- * lifetimes); this file only samples, scores and prints.  Snapshot operands
+ *                                        weighted by bytes × lifetime;
+ *   ... --explain ADDR|SITE FILE.tdm     what decided the category of the
+ *                                        allocations at an address or of
+ *                                        a site;
+ *   ... --rules FILE                     the user's stack rules first;
+ *   ... --list-rules                     the stack rules in force.
+ * The categories come from categories.c (tags, then rules over stacks,
+ * then phases and lifetimes); this file only samples, scores, explains
+ * and prints.  Snapshot operands
  * may be directories (their *.tdm files, as ranks.h lists them), each
  * snapshot printed in turn; shares and times are written as every command
  * writes them (tdm__fmt_share, tdm__fmt_offset).  No state, no locks.
@@ -21,7 +27,10 @@
 #include "import_csv.h"
 #include "ranks.h"
 
+#include "sites.h"
+
 #include <ctype.h>
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -170,13 +179,141 @@ static void print_device(FILE *out, const tdm_model *m, size_t dev,
     }
 }
 
+/* ---- --explain ------------------------------------------------------------ */
+
+/* Nonzero when `query` names allocation `a`: an address inside it, or
+ * (not a number) text found in one of its stack's frames as the commands
+ * show them ("Adam.step", "adam.py:41", "train_step (train.c"). */
+static int explain_selects(const tdm_snap *s, const tdm_model_alloc *a, const char *query,
+                           int is_addr, uint64_t addr)
+{
+    if (is_addr)
+        return addr >= a->addr && (addr < a->addr + a->size || addr == a->addr);
+    if (!a->stack_id || a->stack_id >= s->stack_count)
+        return 0;
+    const tdm_snap_stack *sk = &s->stacks[a->stack_id];
+    char frame[1024];
+    for (uint32_t k = 0; k < sk->depth; k++) {
+        if (sk->frames[k] >= s->frame_count)
+            continue;
+        tdm__site_format_frame(frame, sizeof frame, &s->frames[sk->frames[k]]);
+        if (strstr(frame, query))
+            return 1;
+    }
+    return 0;
+}
+
+typedef struct reason_group {
+    char *text;
+    uint64_t count, bytes;
+} reason_group;
+
+static int explain_snapshot(const char *path, const tdm_model *m, const char *query)
+{
+    char *end;
+    errno = 0;
+    uint64_t addr = strtoull(query, &end, 0);
+    int is_addr = query[0] && !*end && errno == 0 && isdigit((unsigned char)query[0]);
+    tdm_category_decision d;
+    if (tdm__categories_decide(m, &d) != TDM_OK)
+        return TDM_EXIT_TOOL_ERROR;
+    const tdm_snap *s = m->snap;
+    char why[2048], b1[TDM_FMT_LEN], b2[TDM_FMT_LEN], b3[TDM_FMT_LEN];
+    reason_group *groups = NULL;
+    size_t ngroups = 0, matched = 0;
+    int rc = TDM_EXIT_OK;
+    printf("%s\n", path);
+    for (size_t i = 0; i < m->alloc_count; i++) {
+        const tdm_model_alloc *a = &m->allocs[i];
+        if (!explain_selects(s, a, query, is_addr, addr))
+            continue;
+        matched++;
+        tdm__categories_explain(m, &d, i, why, sizeof why);
+        if (is_addr) {
+            /* Each allocation of the address in turn, with when it lived. */
+            const char *site = "";
+            char frame[512] = "";
+            uint32_t f = tdm__site_first_frame(s, a->stack_id);
+            if (a->stack_id && a->stack_id < s->stack_count &&
+                f < s->stacks[a->stack_id].depth &&
+                s->stacks[a->stack_id].frames[f] < s->frame_count) {
+                tdm__site_format_frame(frame, sizeof frame,
+                                       &s->frames[s->stacks[a->stack_id].frames[f]]);
+                site = frame;
+            }
+            uint64_t t0 = m->window_start_ns;
+            printf("  0x%" PRIx64 " %s, device %d, made %s, %s%s%s%s\n    %s\n", a->addr,
+                   tdm__fmt_bytes(b1, sizeof b1, a->size), m->devices[a->device_index].ordinal,
+                   a->alloc_seq >= 0
+                       ? tdm__fmt_offset(b2, sizeof b2,
+                                         (int64_t)(s->events[a->alloc_seq].time_ns - t0))
+                       : "before the window",
+                   a->free_seq == TDM_MODEL_SEQ_NEVER ? "never freed" : "freed ",
+                   a->free_seq == TDM_MODEL_SEQ_NEVER
+                       ? ""
+                       : tdm__fmt_offset(b3, sizeof b3,
+                                         (int64_t)(s->events[a->free_seq].time_ns - t0)),
+                   site[0] ? ", at " : "", site, why);
+            continue;
+        }
+        size_t g = 0;
+        while (g < ngroups && strcmp(groups[g].text, why) != 0)
+            g++;
+        if (g == ngroups) {
+            reason_group *grown = realloc(groups, (ngroups + 1) * sizeof *grown);
+            char *text = strdup(why);
+            if (!grown || !text) {
+                free(text);
+                if (grown)
+                    groups = grown;
+                rc = TDM_EXIT_TOOL_ERROR;
+                goto out;
+            }
+            groups = grown;
+            groups[ngroups++] = (reason_group){text, 0, 0};
+        }
+        groups[g].count++;
+        groups[g].bytes += a->size;
+    }
+    if (!matched) {
+        fprintf(stderr, "tidemark categories: %s has no allocation %s '%s'\n", path,
+                is_addr ? "at" : "with a frame matching", query);
+        rc = TDM_EXIT_BAD_INPUT;
+    }
+    for (size_t g = 0; g < ngroups; g++)
+        printf("  %6" PRIu64 " allocs %12s  %s\n", groups[g].count,
+               tdm__fmt_bytes(b1, sizeof b1, groups[g].bytes), groups[g].text);
+out:
+    for (size_t g = 0; g < ngroups; g++)
+        free(groups[g].text);
+    free(groups);
+    tdm__categories_decision_free(&d);
+    return rc;
+}
+
+static void list_rules(void)
+{
+    tdm_snap none;
+    tdm_category_rules rules;
+    memset(&none, 0, sizeof none);
+    none.header.config = "";
+    if (tdm__categories_rules_for(&none, &rules) != TDM_OK) {
+        fprintf(stderr, "tidemark categories: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+        return;
+    }
+    printf("# the first rule matching a frame of an allocation's stack decides\n");
+    for (size_t i = 0; i < rules.count; i++)
+        printf("%-40s # %s\n", rules.rule[i].text, rules.rule[i].where);
+    tdm__category_rules_free(&rules);
+}
+
 static int int64_cmp(const void *pa, const void *pb)
 {
     int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
     return a < b ? -1 : a > b;
 }
 
-static int run_snapshot(const char *path, unsigned nsamples, int device)
+static int run_snapshot(const char *path, unsigned nsamples, int device, const char *explain)
 {
     tdm_snap *snap = NULL;
     int truncated = 0;
@@ -196,6 +333,14 @@ static int run_snapshot(const char *path, unsigned nsamples, int device)
         tdm__model_free(m);
         tdm__input_snap_free(snap);
         return tdm__exit_worse(rc, lacks);
+    }
+    if (explain) {
+        int erc = explain_snapshot(path, m, explain);
+        tdm__model_free(m);
+        tdm__input_snap_free(snap);
+        if (erc == TDM_EXIT_TOOL_ERROR)
+            fprintf(stderr, "tidemark categories: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+        return tdm__exit_worse(rc, erc);
     }
     if (tdm__categories_infer(m, &cats) != TDM_OK)
         goto oom;
@@ -361,13 +506,17 @@ out:
 
 void tdm__cli_categories_help(FILE *out)
 {
-    fputs("usage: tidemark categories [--samples N] [--device N] FILE.tdm|DIR...\n"
+    fputs("usage: tidemark categories [--rules FILE] [--samples N] [--device N] FILE.tdm|DIR...\n"
+          "       tidemark categories [--rules FILE] --explain ADDR|SITE FILE.tdm|DIR...\n"
+          "       tidemark categories [--rules FILE] --list-rules\n"
           "       tidemark categories --trace TRACE.csv [--score [--min-score PCT]]\n"
           "\n"
           "Says what kind of memory each allocation is: parameter,\n"
           "optimizer_state, gradient, activation, input, temporary or unknown.\n"
-          "An explicit tag (tdm_tag_push, tdm_tag_ptr) wins; otherwise the kind\n"
-          "is inferred from the phase marks and lifetimes (docs/categories.md).\n"
+          "An explicit tag (tdm_tag_push, tdm_tag_ptr) wins; then the first rule\n"
+          "over the frames of its stack that matches (--rules FILE, the recording's\n"
+          "category_rules=FILE, then tidemark's rules for PyTorch); otherwise the\n"
+          "kind is inferred from the phase marks and lifetimes (docs/categories.md).\n"
           "\n"
           "With a snapshot: bytes per category at the peak, then a table of\n"
           "bytes per category at N evenly spaced times (default 12).\n"
@@ -378,6 +527,12 @@ void tdm__cli_categories_help(FILE *out)
           "  --score         instead, compare with the category column: agreement\n"
           "                  weighted by bytes x lifetime, per category and overall\n"
           "  --min-score PCT with --score: exit 3 when the overall agreement is lower\n"
+          "  --rules FILE    stack rules, one a line: CATEGORY function=REGEX file=REGEX\n"
+          "                  (either or both; '#' comments); they go first\n"
+          "  --explain ADDR|SITE  say what decided the category of the allocations\n"
+          "                  at address ADDR (0x...), or of those with a frame\n"
+          "                  containing SITE ('Adam.step', 'train.py:41')\n"
+          "  --list-rules    print the stack rules in force, in order, and exit\n"
           "  --samples N     rows of the over-time table (0 = only the peak)\n"
           "  --device N      only this device ordinal (a snapshot without it: exit 2)\n"
           "\n"
@@ -393,11 +548,14 @@ int tdm__cli_categories(int argc, char **argv)
         {"min-score", required_argument, NULL, 'm'},
         {"samples", required_argument, NULL, 'n'},
         {"device", required_argument, NULL, 'd'},
+        {"rules", required_argument, NULL, 'r'},
+        {"explain", required_argument, NULL, 'e'},
+        {"list-rules", no_argument, NULL, 'l'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *trace = NULL;
-    int score = 0, device = -1;
+    const char *trace = NULL, *rules = NULL, *explain = NULL;
+    int score = 0, device = -1, list = 0;
     double min_score = -1;
     unsigned long samples = 12;
     char *end;
@@ -436,6 +594,19 @@ int tdm__cli_categories(int argc, char **argv)
                 return TDM_EXIT_USAGE;
             }
             break;
+        case 'r':
+            rules = optarg;
+            break;
+        case 'e':
+            if (!optarg[0]) {
+                fprintf(stderr, "tidemark categories: --explain wants an address or a site\n");
+                return TDM_EXIT_USAGE;
+            }
+            explain = optarg;
+            break;
+        case 'l':
+            list = 1;
+            break;
         case 'h':
             tdm__cli_categories_help(stdout);
             return TDM_EXIT_OK;
@@ -444,6 +615,17 @@ int tdm__cli_categories(int argc, char **argv)
             fprintf(stderr, "Try 'tidemark help categories'.\n");
             return TDM_EXIT_USAGE;
         }
+    }
+    if (rules) {
+        char err[1024];
+        if (tdm__categories_set_rules_file(rules, err, sizeof err) != 0) {
+            fprintf(stderr, "tidemark categories: %s\n", err);
+            return TDM_EXIT_BAD_INPUT;
+        }
+    }
+    if (list) {
+        list_rules();
+        return tdm__cli_flush("categories", TDM_EXIT_OK);
     }
     if (trace) {
         if (optind != argc) {
@@ -468,7 +650,8 @@ int tdm__cli_categories(int argc, char **argv)
     if (rc == TDM_EXIT_TOOL_ERROR)
         return rc;
     for (size_t i = 0; i < paths.count; i++)
-        rc = tdm__exit_worse(rc, run_snapshot(paths.paths[i], (unsigned)samples, device));
+        rc = tdm__exit_worse(rc, run_snapshot(paths.paths[i], (unsigned)samples, device,
+                                              explain));
     tdm__ranks_paths_free(&paths);
     return tdm__cli_flush("categories", rc);
 }

@@ -1,9 +1,10 @@
-/* viewer-export/model/categories.c: infers the category of every allocation of
- * a model (categories.h) from its tag, the phase marks around it, and its
- * lifetime.  docs/categories.md explains the rules to users; this file is
- * their one implementation.
+/* viewer-export/model/categories.c: decides the category of every allocation
+ * of a model (categories.h): its tag, else a rule over its stack
+ * (categories_stack.c), else the phase marks around it and its lifetime.
+ * docs/categories.md explains the rules to users; this file is the one
+ * implementation of the phase rules and of the order of the three.
  *
- * What the rules look at, per allocation: the role of the phase in force
+ * What the phase rules look at, per allocation: the role of the phase in force
  * at its alloc and at its free (a phase's role comes from its name: see
  * role_of_name), whether a phase or step mark lies between the two (a
  * "phase instance" ends at every mark), the step at its alloc, and whether
@@ -124,13 +125,22 @@ static int is_static(const ctx *c, const tdm_model_alloc *a)
     return c->last_step >= 0 && a->free_seq > c->last_step;
 }
 
-static uint8_t infer_one(const ctx *c, const tdm_model_alloc *a)
+static int is_tagged(const tdm_model_alloc *a)
 {
-    if (a->category != TDM_CATEGORY_UNKNOWN && a->category < TDM_CATEGORY_COUNT_)
-        return a->category;
+    return a->category != TDM_CATEGORY_UNKNOWN && a->category < TDM_CATEGORY_COUNT_;
+}
+
+#define DECIDE(rule, cat) return (*why = (rule), (cat))
+
+/* The phase and lifetime rules for an untagged allocation; *why gets the
+ * row that decided. */
+static uint8_t infer_one(const ctx *c, const tdm_model_alloc *a, uint8_t *why)
+{
+    if (c->mark_count == 0)
+        DECIDE(TDM_PHASE_RULE_NO_MARKS, TDM_CATEGORY_UNKNOWN);
     /* Made before the window opened: the phase it was made in is lost. */
-    if (a->alloc_seq < 0 || c->mark_count == 0)
-        return TDM_CATEGORY_UNKNOWN;
+    if (a->alloc_seq < 0)
+        DECIDE(TDM_PHASE_RULE_SEEDED, TDM_CATEGORY_UNKNOWN);
 
     const tdm_event *ev = &c->snap->events[a->alloc_seq];
     role made = role_at(c, a->alloc_seq);
@@ -145,53 +155,63 @@ static uint8_t infer_one(const ctx *c, const tdm_model_alloc *a)
         made = ROLE_INIT;
 
     if (same_instance)
-        return TDM_CATEGORY_TEMPORARY;
+        DECIDE(TDM_PHASE_RULE_SAME_INSTANCE, TDM_CATEGORY_TEMPORARY);
     switch (made) {
     case ROLE_INIT:
-        return is_static(c, a) ? TDM_CATEGORY_PARAMETER : TDM_CATEGORY_TEMPORARY;
+        if (is_static(c, a))
+            DECIDE(TDM_PHASE_RULE_INIT_STATIC, TDM_CATEGORY_PARAMETER);
+        DECIDE(TDM_PHASE_RULE_INIT_FREED, TDM_CATEGORY_TEMPORARY);
     case ROLE_DATA:
-        return TDM_CATEGORY_INPUT;
+        DECIDE(TDM_PHASE_RULE_DATA, TDM_CATEGORY_INPUT);
     case ROLE_FORWARD:
         if (gone == ROLE_BACKWARD)
-            return TDM_CATEGORY_ACTIVATION;
+            DECIDE(TDM_PHASE_RULE_FORWARD_BACKWARD, TDM_CATEGORY_ACTIVATION);
         break;
     case ROLE_BACKWARD:
-        return TDM_CATEGORY_GRADIENT;
+        DECIDE(TDM_PHASE_RULE_BACKWARD, TDM_CATEGORY_GRADIENT);
     case ROLE_OPTIMIZER:
-        return TDM_CATEGORY_OPTIMIZER_STATE;
+        DECIDE(TDM_PHASE_RULE_OPTIMIZER, TDM_CATEGORY_OPTIMIZER_STATE);
     default:
         break;
     }
     /* No rule for it: a buffer of the step is still temporary when the
      * step frees it; what outlives its step unexplained stays unknown. */
     if (freed && c->snap->events[a->free_seq].step == ev->step)
-        return TDM_CATEGORY_TEMPORARY;
-    return TDM_CATEGORY_UNKNOWN;
+        DECIDE(TDM_PHASE_RULE_FREED_IN_STEP, TDM_CATEGORY_TEMPORARY);
+    DECIDE(TDM_PHASE_RULE_OUTLIVES_STEP, TDM_CATEGORY_UNKNOWN);
 }
 
-tdm_status tdm__categories_infer(const tdm_model *model, uint8_t **cats)
+void tdm__categories_decision_free(tdm_category_decision *d)
+{
+    free(d->cats);
+    free(d->why);
+    tdm__category_rules_free(&d->rules);
+    memset(d, 0, sizeof *d);
+}
+
+tdm_status tdm__categories_decide(const tdm_model *model, tdm_category_decision *d)
 {
     const tdm_snap *snap = model->snap;
     ctx c = {.snap = snap, .last_step = -1};
-    tdm_status st = TDM_HOST_OUT_OF_MEMORY;
+    uint8_t *decided = NULL;
+    size_t n_allocs = model->alloc_count ? model->alloc_count : 1;
 
-    *cats = malloc(model->alloc_count ? model->alloc_count : 1);
-    if (!*cats)
-        return TDM_HOST_OUT_OF_MEMORY;
+    memset(d, 0, sizeof *d);
+    d->cats = malloc(n_allocs);
+    d->why = calloc(n_allocs, sizeof *d->why);
+    decided = calloc(n_allocs, 1);
     c.role_count = snap->phase_count;
     c.roles = malloc(c.role_count ? c.role_count : 1);
-    if (!c.roles)
-        goto out;
-    for (size_t i = 0; i < c.role_count; i++)
-        c.roles[i] = (uint8_t)(i == 0 ? ROLE_OTHER : role_of_name(snap->phase_names[i]));
-
     size_t n = 0;
     for (size_t i = 0; i < snap->event_count; i++)
         n += snap->events[i].action == TDM_ACTION_PHASE ||
              snap->events[i].action == TDM_ACTION_STEP;
     c.marks = malloc((n ? n : 1) * sizeof *c.marks);
-    if (!c.marks)
+    tdm_status st = TDM_HOST_OUT_OF_MEMORY;
+    if (!d->cats || !d->why || !decided || !c.roles || !c.marks)
         goto out;
+    for (size_t i = 0; i < c.role_count; i++)
+        c.roles[i] = (uint8_t)(i == 0 ? ROLE_OTHER : role_of_name(snap->phase_names[i]));
     for (size_t i = 0; i < snap->event_count; i++) {
         uint8_t act = snap->events[i].action;
         if (act == TDM_ACTION_STEP)
@@ -199,15 +219,47 @@ tdm_status tdm__categories_infer(const tdm_model *model, uint8_t **cats)
         if (act == TDM_ACTION_PHASE || act == TDM_ACTION_STEP)
             c.marks[c.mark_count++] = (int64_t)i;
     }
-    for (size_t i = 0; i < model->alloc_count; i++)
-        (*cats)[i] = infer_one(&c, &model->allocs[i]);
+
+    /* 1. tags */
+    for (size_t i = 0; i < model->alloc_count; i++) {
+        const tdm_model_alloc *a = &model->allocs[i];
+        if (is_tagged(a)) {
+            d->cats[i] = a->category;
+            d->why[i].source = TDM_CATEGORY_BY_TAG;
+            decided[i] = 1;
+        }
+    }
+    /* 2. rules over stacks */
+    if ((st = tdm__categories_rules_for(snap, &d->rules)) != TDM_OK ||
+        (st = tdm__categories_by_stack(model, &d->rules, d->cats, d->why, decided)) != TDM_OK)
+        goto out;
+    /* 3. phases and lifetimes */
+    for (size_t i = 0; i < model->alloc_count; i++) {
+        if (decided[i])
+            continue;
+        d->why[i].source = TDM_CATEGORY_BY_PHASES;
+        d->cats[i] = infer_one(&c, &model->allocs[i], &d->why[i].phase_rule);
+    }
     st = TDM_OK;
 out:
     free(c.roles);
     free(c.marks);
-    if (st != TDM_OK) {
-        free(*cats);
-        *cats = NULL;
-    }
+    free(decided);
+    if (st != TDM_OK)
+        tdm__categories_decision_free(d);
     return st;
+}
+
+tdm_status tdm__categories_infer(const tdm_model *model, uint8_t **cats)
+{
+    tdm_category_decision d;
+    tdm_status st = tdm__categories_decide(model, &d);
+    if (st != TDM_OK) {
+        *cats = NULL;
+        return st;
+    }
+    *cats = d.cats;
+    d.cats = NULL;
+    tdm__categories_decision_free(&d);
+    return TDM_OK;
 }

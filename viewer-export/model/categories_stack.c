@@ -1,0 +1,315 @@
+/* viewer-export/model/categories_stack.c: categories from rules over the
+ * frames of an allocation's stack (categories.h, step 2): which rules apply
+ * to a snapshot, the first rule matching a stack, and whether the
+ * allocation outlives the call the rule matched.
+ *
+ * "The call" is the matched frame together with every frame outside it
+ * (the stack from that frame to the outermost).  It lasts, in event order,
+ * from the allocation until the first later alloc event whose stack does
+ * not hold those same outer frames: the program has left the call by then.
+ * An allocation freed before that is a temporary of the call; one that
+ * outlives it takes the rule's category.  Only alloc events with a stack
+ * bound a call (a free's stack may be its allocation's), and events carry
+ * no thread: an alloc on another thread, made while the call runs, ends it
+ * early (docs/categories.md, "Limits").
+ *
+ * Cost: each frame is matched once per rule; each call's end is found once
+ * for all the allocations it makes.  State: the rules file set by the
+ * command line, and the recording's rules files already warned about. */
+#include "categories.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* tidemark's rules for PyTorch, in the rules-file format: optimizer code,
+ * autograd's backward, module construction and moves, data loading. */
+static const char default_rules[] =
+    "# DataLoader (workers, fetch, collate) and pinned-memory copies: the batch\n"
+    "input            file=/torch/utils/data/\n"
+    "input            function=(^|[.:])_?pin_memory\n"
+    "# optimizers (torch.optim, libtorch's torch::optim): their state\n"
+    "optimizer_state  file=/torch/optim/\n"
+    "optimizer_state  function=^torch::optim::\n"
+    "# backward passes (Tensor.backward, torch.autograd.backward and .grad,\n"
+    "# autograd Functions' backward) and autograd's engine: gradients\n"
+    "gradient         function=(^|[.])backward$\n"
+    "gradient         function=^grad$  file=/torch/autograd/\n"
+    "gradient         function=^torch::autograd::(Engine::|backward|grad)\n"
+    "# modules built, moved (.to, .cuda, _apply) or loaded: parameters, buffers\n"
+    "parameter        function=(^|[.])(__init__|reset_parameters|_apply|to|to_empty|cuda|"
+    "load_state_dict|_load_from_state_dict|register_parameter|register_buffer)$  "
+    "file=/torch/nn/modules/\n"
+    "parameter        function=^torch::nn::Module::(to|register_parameter|register_buffer)"
+    "([^A-Za-z0-9_]|$)\n"
+    "parameter        function=^torch::nn::[A-Za-z0-9_]+Impl::(reset|[A-Za-z0-9_]+Impl)"
+    "([^A-Za-z0-9_]|$)\n"
+    "parameter        function=^torch::(load|jit::load)([^A-Za-z0-9_]|$)\n";
+
+const char *tdm__categories_default_rules(void) { return default_rules; }
+
+/* ---- the rules in force ---------------------------------------------------- */
+
+static struct {
+    tdm_category_rules user; /* --rules */
+    char *warned;            /* the last recording's rules file warned about */
+} state;
+
+int tdm__categories_set_rules_file(const char *path, char *err, size_t err_len)
+{
+    tdm__category_rules_free(&state.user);
+    if (!path)
+        return 0;
+    return tdm__category_rules_load(&state.user, path, err, err_len);
+}
+
+static int append_rules(tdm_category_rules *to, const tdm_category_rules *from)
+{
+    for (size_t i = 0; i < from->count; i++) {
+        /* Recompiled rather than shared: each decision owns its rules. */
+        char err[64];
+        size_t len = strlen(from->rule[i].text);
+        char *line = malloc(len + 2);
+        if (!line)
+            return -1;
+        memcpy(line, from->rule[i].text, len);
+        memcpy(line + len, "\n", 2);
+        size_t at = to->count;
+        int rc = tdm__category_rules_parse(to, line, "", err, sizeof err);
+        free(line);
+        if (rc != 0)
+            return -1;
+        char *where = strdup(from->rule[i].where);
+        if (!where)
+            return -1;
+        free(to->rule[at].where);
+        to->rule[at].where = where;
+    }
+    return 0;
+}
+
+/* The value of the last `category_rules=` item of a TIDEMARK_CONF text
+ * (items split at commas outside [...], blanks trimmed, as the recorder
+ * parses them), malloc'd; NULL when there is none (or out of memory). */
+static char *conf_rules_path(const char *conf)
+{
+    static const char key[] = "category_rules";
+    char *found = NULL;
+    for (const char *p = conf ? conf : ""; *p;) {
+        const char *e = p;
+        for (int depth = 0; *e && (*e != ',' || depth > 0); e++)
+            depth += *e == '[' ? 1 : *e == ']' && depth > 0 ? -1 : 0;
+        const char *b = p, *end = e;
+        while (b < end && (*b == ' ' || *b == '\t'))
+            b++;
+        while (end > b && (end[-1] == ' ' || end[-1] == '\t'))
+            end--;
+        if ((size_t)(end - b) > sizeof key - 1 && strncmp(b, key, sizeof key - 1) == 0) {
+            const char *v = b + sizeof key - 1;
+            while (v < end && (*v == ' ' || *v == '\t'))
+                v++;
+            if (v < end && *v == '=') {
+                for (v++; v < end && (*v == ' ' || *v == '\t'); v++)
+                    ;
+                free(found);
+                found = v < end ? strndup(v, (size_t)(end - v)) : NULL;
+            }
+        }
+        p = *e ? e + 1 : e;
+    }
+    return found;
+}
+
+tdm_status tdm__categories_rules_for(const tdm_snap *snap, tdm_category_rules *out)
+{
+    char err[600];
+    memset(out, 0, sizeof *out);
+    if (append_rules(out, &state.user) != 0)
+        goto oom;
+    char *path = conf_rules_path(snap->header.config);
+    if (path && tdm__category_rules_load(out, path, err, sizeof err) != 0) {
+        if (strstr(err, "out of memory")) {
+            free(path);
+            goto oom;
+        }
+        /* Checked when the program started; changed or moved since, or
+         * relative to a folder this is not run in.  Said once a file. */
+        if (!state.warned || strcmp(state.warned, path) != 0) {
+            fprintf(stderr,
+                    "tidemark: warning: category_rules=%s of the recording's config: %s; "
+                    "its rules are not applied (give them with --rules FILE)\n",
+                    path, err);
+            free(state.warned);
+            state.warned = strdup(path);
+        }
+    }
+    free(path);
+    if (tdm__category_rules_parse(out, default_rules, "default rules", err, sizeof err) != 0)
+        goto oom; /* the defaults parse: test_category_rules checks them */
+    return TDM_OK;
+oom:
+    tdm__category_rules_free(out);
+    return TDM_HOST_OUT_OF_MEMORY;
+}
+
+/* ---- matching stacks ------------------------------------------------------- */
+
+typedef struct call_cache {
+    const uint32_t *outer; /* the call: the matched frame and those outside it */
+    uint32_t len;
+    int64_t from, end;     /* allocations made in [from, end) share its end */
+    int valid;
+} call_cache;
+
+typedef struct matcher {
+    const tdm_snap *snap;
+    const tdm_category_rules *rules;
+    uint8_t *hit;          /* [rule * frame_count + frame]: 0 not yet, 1 no, 2 yes */
+    int32_t *stack_rule;   /* per stack id: -2 not yet, -1 none, else the rule */
+    uint32_t *stack_at;    /* per stack id: where in the stack it matched */
+    int64_t *allocs;       /* positions of alloc events with a stack, ascending */
+    size_t alloc_count;
+    call_cache *cache;     /* per rule */
+} matcher;
+
+static int frame_hits(matcher *m, size_t r, uint32_t f)
+{
+    uint8_t *h = &m->hit[r * m->snap->frame_count + f];
+    if (!*h) {
+        const tdm_snap_frame *fr = &m->snap->frames[f];
+        *h = tdm__category_rule_matches(&m->rules->rule[r], fr->function, fr->file) ? 2 : 1;
+    }
+    return *h == 2;
+}
+
+/* The first rule that matches a frame of stack `id` (-1: none); *at gets
+ * the innermost frame of the stack it matched. */
+static int32_t stack_match(matcher *m, uint32_t id, uint32_t *at)
+{
+    if (m->stack_rule[id] == -2) {
+        const tdm_snap_stack *sk = &m->snap->stacks[id];
+        m->stack_rule[id] = -1;
+        for (size_t r = 0; r < m->rules->count && m->stack_rule[id] < 0; r++)
+            for (uint32_t k = 0; k < sk->depth; k++)
+                if (sk->frames[k] < m->snap->frame_count && frame_hits(m, r, sk->frames[k])) {
+                    m->stack_rule[id] = (int32_t)r;
+                    m->stack_at[id] = k;
+                    break;
+                }
+    }
+    *at = m->stack_at[id];
+    return m->stack_rule[id];
+}
+
+/* Nonzero when stack `sk` runs inside the call `outer` (`len` frames, the
+ * matched one first): the same frames outside the matched one, and there
+ * the same function.  A Python frame is its function at a line, so the
+ * matched frame is compared by function and file: the call moves from
+ * line to line while it runs. */
+static int in_call(const tdm_snap *s, const tdm_snap_stack *sk, const uint32_t *outer,
+                   uint32_t len)
+{
+    if (sk->depth < len)
+        return 0;
+    const uint32_t *f = sk->frames + (sk->depth - len);
+    if (len > 1 && memcmp(f + 1, outer + 1, (len - 1) * sizeof *outer) != 0)
+        return 0;
+    if (f[0] == outer[0])
+        return 1;
+    if (f[0] >= s->frame_count)
+        return 0;
+    const tdm_snap_frame *a = &s->frames[f[0]], *b = &s->frames[outer[0]];
+    return a->kind == b->kind && strcmp(a->function ? a->function : "",
+                                        b->function ? b->function : "") == 0 &&
+           strcmp(a->file ? a->file : "", b->file ? b->file : "") == 0 &&
+           (a->kind == TDM_FRAME_PYTHON || strcmp(a->module ? a->module : "",
+                                                  b->module ? b->module : "") == 0);
+}
+
+/* The position of the first alloc event after `seq` made outside the call
+ * `outer`; INT64_MAX when the window ends first. */
+static int64_t call_end(matcher *m, call_cache *c, int64_t seq, const uint32_t *outer,
+                        uint32_t len)
+{
+    if (c->valid && c->len == len && c->from <= seq && seq < c->end &&
+        in_call(m->snap, &(tdm_snap_stack){len, c->outer}, outer, len))
+        return c->end;
+    size_t lo = 0, hi = m->alloc_count; /* first alloc event after seq */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->allocs[mid] <= seq)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    int64_t end = INT64_MAX;
+    for (; lo < m->alloc_count; lo++) {
+        const tdm_event *ev = &m->snap->events[m->allocs[lo]];
+        if (!in_call(m->snap, &m->snap->stacks[ev->stack_id], outer, len)) {
+            end = m->allocs[lo];
+            break;
+        }
+    }
+    *c = (call_cache){outer, len, seq, end, 1};
+    return end;
+}
+
+tdm_status tdm__categories_by_stack(const tdm_model *model, const tdm_category_rules *rules,
+                                    uint8_t *cats, tdm_category_reason *why, uint8_t *decided)
+{
+    const tdm_snap *snap = model->snap;
+    if (!rules->count || snap->stack_count <= 1 || !snap->frame_count)
+        return TDM_OK;
+    matcher m = {.snap = snap, .rules = rules};
+    m.hit = calloc(rules->count * snap->frame_count, 1);
+    m.stack_rule = malloc(snap->stack_count * sizeof *m.stack_rule);
+    m.stack_at = calloc(snap->stack_count, sizeof *m.stack_at);
+    m.cache = calloc(rules->count, sizeof *m.cache);
+    size_t n = 0;
+    for (size_t i = 0; i < snap->event_count; i++)
+        n += snap->events[i].action == TDM_ACTION_ALLOC && snap->events[i].stack_id &&
+             snap->events[i].stack_id < snap->stack_count;
+    m.allocs = malloc((n ? n : 1) * sizeof *m.allocs);
+    tdm_status st = TDM_HOST_OUT_OF_MEMORY;
+    if (!m.hit || !m.stack_rule || !m.stack_at || !m.cache || !m.allocs)
+        goto out;
+    for (size_t i = 0; i < snap->stack_count; i++)
+        m.stack_rule[i] = -2;
+    for (size_t i = 0; i < snap->event_count; i++)
+        if (snap->events[i].action == TDM_ACTION_ALLOC && snap->events[i].stack_id &&
+            snap->events[i].stack_id < snap->stack_count)
+            m.allocs[m.alloc_count++] = (int64_t)i;
+
+    for (size_t i = 0; i < model->alloc_count; i++) {
+        const tdm_model_alloc *a = &model->allocs[i];
+        uint32_t at;
+        /* A stack of the free says where it died, not what made it. */
+        if (decided[i] || !a->stack_id || a->stack_id >= snap->stack_count ||
+            (a->flags & TDM_MODEL_STACK_OF_FREE))
+            continue;
+        int32_t r = stack_match(&m, a->stack_id, &at);
+        if (r < 0)
+            continue;
+        const tdm_snap_stack *sk = &snap->stacks[a->stack_id];
+        uint8_t cat = rules->rule[r].category;
+        int died = 0;
+        /* Made before the window (seeded): when the call ended is not
+         * known, and it lived at least until the window opened. */
+        if (cat != TDM_CATEGORY_TEMPORARY && a->alloc_seq >= 0 &&
+            a->free_seq != TDM_MODEL_SEQ_NEVER)
+            died = a->free_seq < call_end(&m, &m.cache[r], a->alloc_seq, sk->frames + at,
+                                          sk->depth - at);
+        cats[i] = died ? TDM_CATEGORY_TEMPORARY : cat;
+        why[i] = (tdm_category_reason){.source = TDM_CATEGORY_BY_STACK, .in_call = (uint8_t)died,
+                                       .rule = (uint32_t)r, .frame = sk->frames[at]};
+        decided[i] = 1;
+    }
+    st = TDM_OK;
+out:
+    free(m.hit);
+    free(m.stack_rule);
+    free(m.stack_at);
+    free(m.cache);
+    free(m.allocs);
+    return st;
+}
