@@ -24,6 +24,11 @@
 #                 peak (and max_memory_allocated(), printed)
 #   torch tensors, pluggable   torch_tensors=pluggable under `tidemark run`:
 #                 allocated peak against the reference's max_memory_allocated()
+#   torch categories   the same training run under `tidemark run` (tensor
+#                 events from PyTorch's history, phases from torch's hooks)
+#                 and under torch.profiler: bytes x time per category,
+#                 tidemark's against the profiler's memory timeline,
+#                 agreement (the overlap of the two shares) at least 90%
 #   torch raw, mode=cache   caching off in PyTorch: tidemark's requested peak
 #                 against the reference's requested_bytes peak
 #   torch pluggable   CUDAPluggableAllocator over libtidemark.so, no preload
@@ -325,6 +330,52 @@ elif [ "$got" != "$req" ] || [ "$got" -gt "${maxalloc:-0}" ]; then
     row "torch tensors, history" "$req" "${got:--}" FAIL "allocated peak vs requested_bytes peak (max_memory_allocated ${maxalloc:--})"
 else
     row "torch tensors, history" "$req" "$got" PASS "max_memory_allocated $maxalloc"
+fi
+# Categories of an unmodified script against PyTorch's own profiler
+# (export_memory_timeline's data): bytes x time per category over the run,
+# each side's shares, agreement = the sum of the smaller share of each
+# category (1 when both split the same way).
+mkdir -p "$T/cats"
+"$TIDEMARK" run -o "$T/cats" -- "$PY" "$train" profiled "$T/cats/profiler.json" \
+    >"$T/cats.json" 2>"$T/cats.err"
+rc=$?
+pk=$(first "$T/cats"/*.torch.pickle)
+agree=
+if [ $rc -eq 0 ] && [ -n "$pk" ] &&
+    "$TIDEMARK" export -f json -q -o "$T/cats/model.json" "$pk" 2>>"$T/cats.err"; then
+    agree=$("$PY" - "$T/cats/model.json" "$T/cats/profiler.json" <<'PYEOF' 2>>"$T/cats.err"
+import json, sys
+m = json.load(open(sys.argv[1]))
+p = json.load(open(sys.argv[2]))
+a = m["allocations"]
+end = m["snapshot"]["window_end_ns"]
+mine = {}
+for i, dev in enumerate(a["device"]):
+    if dev != 0 or a["alloc_time_ns"][i] is None:
+        continue
+    t1 = a["free_time_ns"][i] if a["free_time_ns"][i] is not None else end
+    c = a["category"][i]
+    mine[c] = mine.get(c, 0) + a["size"][i] * max(t1 - a["alloc_time_ns"][i], 0)
+times = p["time_ns"]
+theirs = {c: sum(v[k] * (times[k + 1] - times[k]) for k in range(len(times) - 1))
+          for c, v in p["bytes"].items()}
+def shares(d):
+    total = sum(max(v, 0) for v in d.values()) or 1
+    return {k: max(v, 0) / total for k, v in d.items()}
+s1, s2 = shares(mine), shares(theirs)
+agree = sum(min(s1.get(c, 0), s2.get(c, 0)) for c in set(s1) | set(s2))
+print("%.1f" % (100 * agree))
+print("tidemark " + " ".join("%s=%.0f%%" % (k, 100 * v) for k, v in sorted(s1.items())), file=sys.stderr)
+print("profiler " + " ".join("%s=%.0f%%" % (k, 100 * v) for k, v in sorted(s2.items())), file=sys.stderr)
+PYEOF
+)
+fi
+if [ -z "$agree" ]; then
+    row "torch categories vs profiler" ">= 90%" - FAIL "exit $rc: $(last_err "$T/cats.err")"
+elif awk -v a="$agree" 'BEGIN { exit !(a >= 90) }'; then
+    row "torch categories vs profiler" ">= 90%" "$agree%" PASS "$(grep -h '^tidemark \|^profiler ' "$T/cats.err" | tr '\n' ';')"
+else
+    row "torch categories vs profiler" ">= 90%" "$agree%" FAIL "$(grep -h '^tidemark \|^profiler ' "$T/cats.err" | tr '\n' ';')"
 fi
 mkdir -p "$T/tplug"
 "$TIDEMARK" run -o "$T/tplug" --conf torch_tensors=pluggable -- "$PY" "$train" raw \

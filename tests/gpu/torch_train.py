@@ -21,6 +21,11 @@
                 pin_memory=True
     nccl        one rank of a 2-GPU job (torch.distributed.run sets RANK,
                 LOCAL_RANK, WORLD_SIZE, MASTER_*): an all_reduce over NCCL
+    profiled OUT.json   the training run (model built inside) under
+                torch.profiler with profile_memory: PyTorch's own memory
+                timeline by category, written as
+                {"time_ns": [...], "bytes": {category: [...]}} (the
+                categories named as tidemark names them)
     bench WHAT  times the training step: WHAT is none, torch (PyTorch's
                 history with stacks="all") or pluggable LIB (tidemark's
                 allocator; run.sh sets the stacks in TIDEMARK_CONF)
@@ -220,6 +225,37 @@ def run_bench(out, what, lib=None, warmup=5, steps=50):
         torch.cuda.memory._record_memory_history(enabled=None)
 
 
+# PyTorch's memory-timeline categories as tidemark names them.  Its
+# AUTOGRAD_DETAIL (autograd's own scratch in backward) has no counterpart:
+# tidemark calls memory made and freed inside backward temporary.
+TORCH_CATEGORIES = {"PARAMETER": "parameter", "OPTIMIZER_STATE": "optimizer_state",
+                    "INPUT": "input", "TEMPORARY": "temporary",
+                    "ACTIVATION": "activation", "GRADIENT": "gradient",
+                    "AUTOGRAD_DETAIL": "temporary", None: "unknown"}
+
+
+def run_profiled(out, path):
+    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import _memory_profiler as mp
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                 profile_memory=True, record_shapes=True, with_stack=True) as prof:
+        out["loss"] = round(train(steps=5), 4)
+    timeline = mp.MemoryProfileTimeline(prof._memory_profile())
+    times, sizes = timeline._coalesce_timeline("cuda:0")
+    # sizes[i] has a column per category in _CATEGORY_TO_INDEX order, after
+    # any leading columns of its own (counted, not assumed).
+    lead = len(sizes[0]) - len(mp._CATEGORY_TO_INDEX) if sizes else 0
+    series = {}
+    for category, index in mp._CATEGORY_TO_INDEX.items():
+        name = TORCH_CATEGORIES.get(getattr(category, "name", None), "unknown")
+        column = [row[lead + index] for row in sizes]
+        prev = series.get(name)
+        series[name] = column if prev is None else [a + b for a, b in zip(prev, column)]
+    with open(path, "w") as f:
+        json.dump({"time_ns": [int(t) for t in times], "bytes": series}, f)
+    out["timeline_points"] = len(times)
+
+
 def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else "plain"
     out = {"mode": mode}
@@ -251,6 +287,8 @@ def main():
         run_dataloader(out)
     elif mode == "nccl":
         run_nccl(out)
+    elif mode == "profiled":
+        run_profiled(out, sys.argv[2])
     elif mode == "bench":
         run_bench(out, sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
     else:
