@@ -71,12 +71,10 @@ def mode_from_conf(conf):
 
 
 def _has(obj, name):
-    """getattr(obj, name, None), except for names a test says this torch
-    lacks (TIDEMARK_TEST_TORCH_MISSING=name,name: an older torch,
-    simulated)."""
-    if name in os.environ.get("TIDEMARK_TEST_TORCH_MISSING", "").split(","):
-        return None
-    return getattr(obj, name, None)
+    """getattr(obj, name, None), or None for a name a test says this torch
+    lacks (tidemark_torch._has)."""
+    import tidemark_torch
+    return tidemark_torch._has(obj, name)
 
 
 def _backend(torch):
