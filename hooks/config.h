@@ -70,6 +70,7 @@ typedef struct tdm__config {
     int hides;               /* `hide` patterns given (checked here; the
                                 readers apply them from the config text
                                 the snapshot carries) */
+    unsigned file_mode;      /* permissions of written snapshots */
     int help;                /* the text asked for the key list */
 } tdm__config;
 

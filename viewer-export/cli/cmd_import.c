@@ -89,37 +89,15 @@ static int is_tdm(const char *path)
  * not exist.  Returns a TDM_EXIT_* code after saying what went wrong. */
 static int write_snapshot(const tdm_snap *snap, const char *out, int force)
 {
-    size_t n = strlen(out);
-    char *tmp = malloc(n + 16);
-    if (!tmp) {
-        fprintf(stderr, "tidemark " CMD ": %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
-        return TDM_EXIT_TOOL_ERROR;
-    }
-    snprintf(tmp, n + 16, "%s.tmp.XXXXXX", out);
-    int fd = mkstemp(tmp); /* a name of our own; the writer replaces it */
-    if (fd < 0) {
-        fprintf(stderr, "tidemark " CMD ": cannot write %s: %s\n", out, strerror(errno));
-        free(tmp);
-        return TDM_EXIT_TOOL_ERROR;
-    }
-    close(fd);
-    int rc = TDM_EXIT_OK;
-    tdm_status s = tdm__snap_write(snap, tmp);
-    int e = s == TDM_OK ? tdm__cli_output_commit(tmp, out, force) : 0;
-    if (s != TDM_OK) {
-        fprintf(stderr, "tidemark " CMD ": cannot write %s: %s\n", out,
-                s == TDM_IO_ERROR && errno ? strerror(errno) : tdm_strerror(s));
-        rc = TDM_EXIT_TOOL_ERROR;
-    } else if (e == EEXIST) {
-        rc = tdm__cli_output_check(CMD, out, 0, 1); /* it appeared meanwhile */
-    } else if (e) {
-        fprintf(stderr, "tidemark " CMD ": cannot write %s: %s\n", out, strerror(e));
-        rc = TDM_EXIT_TOOL_ERROR;
-    }
-    if (rc != TDM_EXIT_OK)
-        unlink(tmp);
-    free(tmp);
-    return rc;
+    tdm_status s = tdm__snap_write_as(snap, out, force);
+    if (s == TDM_OK)
+        return TDM_EXIT_OK;
+    int e = errno;
+    if (s == TDM_IO_ERROR && e == EEXIST)
+        return tdm__cli_output_check(CMD, out, 0, 1); /* it appeared meanwhile */
+    fprintf(stderr, "tidemark " CMD ": cannot write %s: %s\n", out,
+            s == TDM_IO_ERROR && e ? tdm__out_strerror(e) : tdm_strerror(s));
+    return TDM_EXIT_TOOL_ERROR;
 }
 
 int tdm__cli_import(int argc, char **argv)
