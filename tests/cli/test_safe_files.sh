@@ -53,13 +53,19 @@ for t in link fifo; do
   has err "cannot write $work/$t.tdm: it is a"
 done
 [ -L "$work/link.tdm" ] && [ -p "$work/fifo.tdm" ] || fail "export replaced a link or FIFO"
-if [ -c /dev/full ]; then
-  expect 1 "export -o /dev/full --force" -- "$TIDEMARK" export -q --force --format json -o /dev/full "$work/open.tdm"
+# A device node of our own (root only), never /dev/full itself: a
+# tidemark that replaced devices would destroy it.
+if [ "$(id -u)" = 0 ] && mknod "$work/full.dev" c 1 7 2>/dev/null; then
+  expect 1 "export -o DEVICE --force" -- "$TIDEMARK" export -q --force --format json -o "$work/full.dev" "$work/open.tdm"
   has err "it is a FIFO, device or socket"
-  [ -c /dev/full ] || fail "/dev/full is no longer a device"
-  expect 1 "view -o /dev/full --force" -- "$TIDEMARK" view --force -o /dev/full "$work/open.tdm"
-  [ -c /dev/full ] || fail "/dev/full is no longer a device"
-  # -o - writes to standard output; a full one is said.
+  expect 1 "view -o DEVICE --force" -- "$TIDEMARK" view --force -o "$work/full.dev" "$work/open.tdm"
+  has err "it is a FIFO, device or socket"
+  [ -c "$work/full.dev" ] || fail "the device node was replaced"
+else
+  echo "not root: no device node to aim at"
+fi
+# -o - writes to standard output; a full one is said.
+if [ -c /dev/full ]; then
   "$TIDEMARK" export -q --format json -o - "$work/open.tdm" >/dev/full 2>"$work/err"
   [ $? -ne 0 ] || fail "export -o - into /dev/full succeeded"
 fi
