@@ -49,6 +49,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "format_file.h"
 #include "preload.h"
 #include "procinfo.h"
 #include "recorder.h"
@@ -224,13 +225,15 @@ static void dump_now(enum dump_kind kind)
     size_t events = snap->event_count;
     uint64_t dropped = snap->dropped_events;
     st = tdm__snap_write(snap, path);
+    int why = errno; /* on TDM_IO_ERROR: an errno value or a TDM__OUT_* code */
     if (st == TDM_OK && dropped)
         say("tidemark: wrote snapshot to %s (%zu events, %llu dropped)", path,
             events, (unsigned long long)dropped);
     else if (st == TDM_OK)
         say("tidemark: wrote snapshot to %s (%zu events)", path, events);
     if (st != TDM_OK) {
-        say("tidemark: cannot write snapshot to %s: %s", path, tdm_strerror(st));
+        say("tidemark: cannot write snapshot to %s: %s", path,
+            st == TDM_IO_ERROR && why ? tdm__out_strerror(why) : tdm_strerror(st));
         if (created)
             unlink(path); /* the empty file that claimed the name */
     }
@@ -596,6 +599,7 @@ static tdm_status apply_once(const char *text)
         return st;
     }
     tdm__rec_set_config_text(text);
+    tdm__file_mode_set(g.cfg.file_mode);
     atomic_store(&g.hook_mode, g.cfg.mode == TDM__CONF_MODE_CACHE
                                    ? TDM__HOOK_CACHE
                                    : g.cfg.record == TDM_RECORD_OFF

@@ -355,6 +355,24 @@ static int parse_device(const tdm__conf_key *key, const char *value,
     return 0;
 }
 
+/* file_mode: an octal permission mode such as 0600 or 640, within 0777;
+ * snapshots are private unless the user says otherwise. */
+static int parse_file_mode(const tdm__conf_key *key, const char *value, void *field,
+                           char *why, size_t why_len)
+{
+    (void)key;
+    unsigned mode = 0;
+    size_t n = 0;
+    for (; value[n] >= '0' && value[n] <= '7' && n < 5; n++)
+        mode = mode * 8 + (unsigned)(value[n] - '0');
+    if (n == 0 || value[n] != '\0' || mode > 0777) {
+        tdm__config_why(why, why_len, "expected an octal mode from 0 to 0777, as 0600 or 0640");
+        return -1;
+    }
+    *(unsigned *)field = mode;
+    return 0;
+}
+
 /* ---- the table ----------------------------------------------------------- */
 
 #define FIELD(member) offsetof(tdm__config, member)
@@ -456,6 +474,10 @@ static const tdm__conf_key keys[] = {
      "own memory history (written beside the snapshot as .torch.pickle) or "
      "with tidemark serving torch's allocator (pluggable); off: segments only",
      parse_enum, FIELD(torch_tensors), torch_tensors_names},
+    {"file_mode", "octal mode within 0777", "0600",
+     "permissions of the snapshots tidemark writes, whatever the umask "
+     "(0600: only their owner reads them)",
+     parse_file_mode, FIELD(file_mode), NULL},
 };
 
 #define KEY_COUNT (sizeof keys / sizeof keys[0])

@@ -77,6 +77,7 @@ typedef struct tdm__config {
                                 checked here; the readers read it again
                                 from the path the snapshot's config text
                                 carries) */
+    unsigned file_mode;      /* permissions of written snapshots */
     int help;                /* the text asked for the key list */
 } tdm__config;
 

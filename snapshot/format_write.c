@@ -10,25 +10,26 @@
  *
  * Invariants: the snapshot is validated in full (format_validate.c) before any file is made,
  * so the writer never produces a file that the reader would reject; the
- * bytes go to "<path>.tmp.<pid>.<n>", which is fsynced and renamed over
- * `path`, and removed on every failure, so `path` is either the old file
- * or the whole new one.  On TDM_IO_ERROR errno says why.
+ * bytes go to "<path>.tmp.<pid>.<n>" (format_file.h: mode 0600 or
+ * file_mode=, never over a link, FIFO or device, SIGXFSZ held), which is
+ * fsynced and renamed over `path`, and removed on every failure, so `path`
+ * is either the old file or the whole new one; temporaries that killed
+ * dumps left in that folder are removed first.  On TDM_IO_ERROR errno
+ * says why (an errno value or a TDM__OUT_* code: tdm__out_strerror).
  *
  * Lock: none.  The writer keeps no pointer into the snapshot after it
  * returns; the only shared state is the CRC table, built once.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <msgpack.h>
 
+#include "format_file.h"
 #include "format_internal.h"
 #include "hash.h"
 
@@ -605,72 +606,34 @@ static tdm_status write_body(writer *w)
     return st;
 }
 
-/* ---- the file: temporary name, fsync, rename --------------------------- */
+/* ---- the file: temporary name, fsync, rename (format_file.c) ------------ */
 
-static atomic_uint tmp_counter;
+/* Temporaries of killed dumps untouched this long are removed. */
+#define STALE_TMP_AGE_S 60
 
-/* Makes the rename itself durable; a failure here loses nothing already
- * visible, so it is not reported. */
-static void sync_dir_of(const char *path)
+static tdm_status write_file(writer *w, const char *path, int replace)
 {
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, (size_t)(slash - path) + 1) : strdup(".");
-    if (!dir)
-        return;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-    free(dir);
-}
-
-static tdm_status write_file(writer *w, const char *path)
-{
-    size_t tmp_len = strlen(path) + 48;
-    char *tmp = malloc(tmp_len);
-    if (!tmp)
-        return TDM_HOST_OUT_OF_MEMORY;
-    int fd = -1;
-    for (int tries = 0; tries < 16 && fd < 0; tries++) {
-        snprintf(tmp, tmp_len, "%s.tmp.%ld.%u", path, (long)getpid(),
-                 atomic_fetch_add(&tmp_counter, 1));
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno != EEXIST)
-            break;
-    }
-    if (fd < 0) {
-        int e = errno;
-        free(tmp);
+    tdm__out_file o;
+    (void)tdm__out_sweep_stale(path, STALE_TMP_AGE_S);
+    int e = tdm__out_open(&o, path);
+    if (e) {
         errno = e;
-        return TDM_IO_ERROR;
+        return e == ENOMEM ? TDM_HOST_OUT_OF_MEMORY : TDM_IO_ERROR;
     }
-    w->out.fd = fd;
+    w->out.fd = o.fd;
     tdm_status st = write_body(w);
-    int e = w->out.err;
-    if (st == TDM_OK && fsync(fd) != 0) {
+    e = w->out.err;
+    if (st != TDM_OK) {
+        tdm__out_discard(&o);
+    } else if ((e = tdm__out_commit(&o, replace)) != 0) {
         st = TDM_IO_ERROR;
-        e = errno;
     }
-    if (close(fd) != 0 && st == TDM_OK) {
-        st = TDM_IO_ERROR;
-        e = errno;
-    }
-    if (st == TDM_OK && rename(tmp, path) != 0) {
-        st = TDM_IO_ERROR;
-        e = errno;
-    }
-    if (st != TDM_OK)
-        unlink(tmp);
-    else
-        sync_dir_of(path);
-    free(tmp);
     if (st != TDM_OK && e)
         errno = e;
     return st;
 }
 
-tdm_status tdm__snap_write(const tdm_snap *snap, const char *path)
+tdm_status tdm__snap_write_as(const tdm_snap *snap, const char *path, int replace)
 {
     if (!snap || !path || !*path)
         return TDM_INVALID_ARGUMENT;
@@ -692,7 +655,7 @@ tdm_status tdm__snap_write(const tdm_snap *snap, const char *path)
     } else {
         msgpack_packer_init(&w.pk, &w.rec, membuf_write);
         msgpack_packer_init(&w.fpk, &w.out, filesink_write);
-        st = write_file(&w, path);
+        st = write_file(&w, path, replace);
     }
     int e = errno;
     strtab_free(&w.strings);
@@ -703,4 +666,9 @@ tdm_status tdm__snap_write(const tdm_snap *snap, const char *path)
     free(w.rec.p);
     errno = e;
     return st;
+}
+
+tdm_status tdm__snap_write(const tdm_snap *snap, const char *path)
+{
+    return tdm__snap_write_as(snap, path, 1);
 }

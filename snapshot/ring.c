@@ -8,7 +8,7 @@
  *   write:     the owner alone: slot seq = 2i+1, release fence, the 7 data
  *              words, seq = 2i+2 (release).  A classic single-writer
  *              seqlock per slot.
- *   give back: given_back += events written; chunk_state = n << 1
+ *   give back: given_back += plain events written; chunk_state = n << 1
  *              (release).  When the chunk is full, when its thread ends
  *              (a thread-specific destructor), or in a forked child for
  *              the threads that did not come along.
@@ -61,12 +61,13 @@ static void thread_ends(void *unused)
     pthread_mutex_lock(&live_lock);
     for (tdm__ring *r = live_rings; r; r = r->next_live) {
         if (r->id == me->ring_id) {
-            give_back_chunk(r, me->end, me->next - (me->end - r->chunk));
+            give_back_chunk(r, me->end, me->next - (me->end - r->chunk) + me->extra);
             break;
         }
     }
     pthread_mutex_unlock(&live_lock);
     me->ring_id = 0;
+    me->extra = 0;
 }
 
 static void make_exit_key(void)
@@ -179,29 +180,33 @@ int tdm__ring_claim(tdm__ring *ring)
         if (me->ring_id != ring->id)
             me->last_ns = 0;
         me->ring_id = ring->id;
+        me->extra = 0;
         me->next = n << ring->chunk_shift;
         me->end = me->next + ring->chunk;
         me->at = &ring->slots[c << ring->chunk_shift];
         return 1;
     }
-    atomic_fetch_add_explicit(&ring->refused, 1, memory_order_relaxed);
     return 0;
 }
 
 void tdm__ring_give_back(tdm__ring *ring, uint64_t end)
 {
-    give_back_chunk(ring, end, ring->chunk);
+    give_back_chunk(ring, end, ring->chunk + tdm__ring_me.extra);
+    tdm__ring_me.extra = 0;
 }
 
-/* Events written so far in held chunk c under claim n. */
+/* Plain events written so far in held chunk c under claim n (a compound
+ * entry counts as its expansion; its action is in word 6, bits 48-55). */
 static uint64_t held_written(tdm__ring *ring, uint64_t c, uint64_t n)
 {
     uint64_t first = n << ring->chunk_shift, count = 0;
     for (uint64_t k = 0; k < ring->chunk; k++) {
-        uint64_t s = atomic_load_explicit(
-            &ring->slots[(c << ring->chunk_shift) + k].seq, memory_order_acquire);
-        if (s >= 2 * first + 2 && (s & 1) == 0)
-            count++;
+        tdm__ring_slot *slot = &ring->slots[(c << ring->chunk_shift) + k];
+        uint64_t s = atomic_load_explicit(&slot->seq, memory_order_acquire);
+        if (s >= 2 * first + 2 && (s & 1) == 0) {
+            uint64_t w6 = atomic_load_explicit(&slot->w[6], memory_order_relaxed);
+            count += tdm__action_expanded_count((unsigned)(w6 >> 48) & 0xff);
+        }
     }
     return count;
 }
@@ -326,6 +331,7 @@ size_t tdm__ring_copy(tdm__ring *ring, tdm_event *out, size_t max,
         n = 0; /* out of host memory: nothing copied, all counted lost */
     size_t want = max < ring->capacity ? max : (size_t)ring->capacity;
     size_t first = n > want ? n - want : 0, copied = 0;
+    uint64_t copied_plain = 0;
     for (size_t k = first; k < n; k++) {
         uint64_t index, w[7];
         tdm__ring_slot *s = &ring->slots[sorted[k].slot];
@@ -333,10 +339,11 @@ size_t tdm__ring_copy(tdm__ring *ring, tdm_event *out, size_t max,
         if (!read_slot(s, &index, w) || index != sorted[k].index)
             continue;
         memcpy(&out[copied++], w, sizeof w);
+        copied_plain += tdm__action_expanded_count((unsigned)(w[6] >> 48) & 0xff);
     }
     free(keys);
     free(tmp);
     if (lost)
-        *lost = stored > copied ? stored - copied : 0;
+        *lost = stored > copied_plain ? stored - copied_plain : 0;
     return copied;
 }

@@ -66,6 +66,8 @@ typedef struct tdm__ring_writer {
     uint64_t next, end; /* event indices */
     tdm__ring_slot *at;
     uint64_t last_ns;
+    uint64_t extra;     /* plain events beyond one per entry written in the
+                         * held chunk (compound entries, event.h) */
     int busy;           /* inside a push (a signal handler's push waits) */
 } tdm__ring_writer;
 extern __thread tdm__ring_writer tdm__ring_me;
@@ -79,9 +81,10 @@ void tdm__ring_retire(tdm__ring *ring);
 void tdm__ring_destroy(tdm__ring *ring);
 
 /* Claims a chunk for this thread (slow path of the push).  Returns 0 when
- * every chunk is held (the event is counted as lost). */
+ * every chunk is held (the caller counts the event as lost). */
 int tdm__ring_claim(tdm__ring *ring);
-/* Gives back the full chunk whose events end before index `end`. */
+/* Gives back this thread's full chunk whose entries end before index
+ * `end`, counting its plain events (the entries plus me->extra). */
 void tdm__ring_give_back(tdm__ring *ring, uint64_t end);
 
 /* Stores one event, given as its 7 words (tdm_event's layout; word 0 is
@@ -99,14 +102,17 @@ static inline void tdm__ring_push_words(tdm__ring *ring, uint64_t w0,
     /* A signal handler recording on a thread it interrupted inside a push
      * (or a claim) would find this thread's chunk half updated: its event
      * is dropped and counted instead. */
+    /* Counts are in plain events: a compound entry stands for 2 or 3. */
+    unsigned plain = tdm__action_expanded_count((unsigned)(w6 >> 48) & 0xff);
     if (__builtin_expect(me->busy, 0)) {
-        atomic_fetch_add_explicit(&ring->refused, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&ring->refused, plain, memory_order_relaxed);
         return;
     }
     me->busy = 1;
     atomic_signal_fence(memory_order_seq_cst);
     if (__builtin_expect(me->ring_id != ring->id || me->next == me->end, 0)) {
         if (!tdm__ring_claim(ring)) {
+            atomic_fetch_add_explicit(&ring->refused, plain, memory_order_relaxed);
             atomic_signal_fence(memory_order_seq_cst);
             me->busy = 0;
             return;
@@ -119,6 +125,7 @@ static inline void tdm__ring_push_words(tdm__ring *ring, uint64_t w0,
     if (w0 < me->last_ns)
         w0 = me->last_ns;
     me->last_ns = w0;
+    me->extra += plain - 1;
     atomic_store_explicit(&slot->seq, 2 * i + 1, memory_order_relaxed);
     TDM_SEQ_FENCE_RELEASE();
     atomic_store_explicit(&slot->w[0], w0, TDM_SEQ_DATA_STORE);
@@ -156,14 +163,16 @@ static inline uint64_t tdm__event_word6(uint32_t step, int16_t device,
            (uint64_t)action << 48 | (uint64_t)category << 56;
 }
 
-/* Events stored in the ring so far (kept, overwritten or refused). */
+/* Plain events stored in the ring so far (kept, overwritten or refused):
+ * a compound entry counts as the 2 or 3 events a dump expands it into,
+ * so that recorded - kept = dropped holds in files of every mode. */
 uint64_t tdm__ring_events(tdm__ring *ring);
 
-/* Copies the newest min(capacity, max) kept events into out[0..), oldest
+/* Copies the newest min(capacity, max) kept entries into out[0..), oldest
  * first (by time; events of one time stamp in claim order).  Returns how
- * many were copied; *lost (optional) gets every event stored but not
- * copied: overwritten, refused, or being rewritten at the time of the
- * copy.  Allocates a key array for the sort: not for the hot path. */
+ * many were copied; *lost (optional) gets every plain event stored but not
+ * copied (a compound entry counts as its expansion): overwritten, refused,
+ * or being rewritten at the time of the copy.  Allocates a key array for the sort: not for the hot path. */
 size_t tdm__ring_copy(tdm__ring *ring, tdm_event *out, size_t max,
                       uint64_t *lost);
 

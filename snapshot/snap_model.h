@@ -198,6 +198,9 @@ typedef struct tdm_read_error {
 /* Writes `snap` to `path` atomically (temporary file in the same folder,
  * fsync, rename).  On failure nothing is left at `path` or beside it. */
 tdm_status tdm__snap_write(const tdm_snap *snap, const char *path);
+/* tdm__snap_write, but with `replace` 0 the file is moved into place only
+ * where nothing is: TDM_IO_ERROR with errno EEXIST when something is. */
+tdm_status tdm__snap_write_as(const tdm_snap *snap, const char *path, int replace);
 
 /* Reads a .tdm file.  On TDM_FORMAT_ERROR / TDM_TRUNCATED /
  * TDM_UNSUPPORTED_VERSION / TDM_IO_ERROR, *err (when not NULL) says where

@@ -28,7 +28,7 @@ expect 0 "default output" -- "$TIDEMARK" view "$work/train.tdm"
 has out "wrote $work/train.html"; has out "bytes per event"
 grep -q '<script type="application/json" id="tdm-data">{"generator":"tidemark' "$work/train.html" ||
   fail "page lacks its data"
-[ "$(stat -c %a "$work/train.html")" != 600 ] || fail "page is private (mkstemp mode leaked)"
+[ "$(stat -c %a "$work/train.html")" = 600 ] || fail "page is not private (0600)"
 
 # truncated: shown up to the cut, exit 2, with a warning
 size=$(stat -c %s "$work/train.tdm")

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "format_file.h"
 #include "input.h"
 
 typedef struct tdm_cli_command {
@@ -31,21 +32,29 @@ typedef struct tdm_cli_command {
 int tdm__cli_make_parents(const char *cmd, const char *path);
 /* ---- output files (cli_output.c) ------------------------------------------
  * A command never replaces an existing file without --force, whether it
- * chose the output's name itself or -o named it; outputs are written to a
- * temporary file beside them and moved into place only when complete. */
+ * chose the output's name itself or -o named it, and never replaces
+ * anything but a regular file; outputs are written to a temporary file
+ * beside them and moved into place only when complete. */
 
 /* TDM_EXIT_OK when a command may write `path` (nothing is there, or
- * `force`); else prints "tidemark CMD: PATH exists; use -o to choose
+ * `force` and a regular file is); a symbolic link, FIFO, device or
+ * folder gets "tidemark CMD: cannot write PATH: it is a ..." and
+ * TDM_EXIT_USAGE, whatever `force`; else prints "tidemark CMD: PATH exists; use -o to choose
  * another name or --force to replace it" (`named` 0: the command chose the
  * name) or "tidemark CMD: PATH exists; use --force to replace it" (`named`:
  * -o gave it) and returns TDM_EXIT_USAGE. */
 int tdm__cli_output_check(const char *cmd, const char *path, int force, int named);
-/* Moves the finished temporary file `tmp` to `path`: over whatever is
- * there when `force`; else only if nothing is, atomically (link(2); where
- * the file system has no hard links, a check then rename(2)).  Returns 0
- * or an errno value: EEXIST when `path` appeared meanwhile (`tmp` is then
- * left for the caller to remove). */
-int tdm__cli_output_commit(const char *tmp, const char *path, int force);
+/* Opens the temporary file for output `path` (format_file.h: mode 0600 or
+ * file_mode=, never over a link, FIFO, device or folder, SIGXFSZ held):
+ * the stream to write, or NULL after saying why. */
+FILE *tdm__cli_output_open(const char *cmd, const char *path, tdm__out_file *o);
+/* Closes `f` and, when `ok` and every write went well, moves the
+ * temporary to its path: over a regular file when `force`, else only
+ * where nothing is (link(2); a check then rename(2) where the file system
+ * has no hard links).  Returns 0; -1 when !ok (the temporary removed); or
+ * an errno value / TDM__OUT_* code (tdm__out_strerror): EEXIST when the
+ * path appeared meanwhile. */
+int tdm__cli_output_finish(tdm__out_file *o, FILE *f, int ok, int force);
 /* Nonzero when -o `o` names a directory: it ends with '/' or is one. */
 int tdm__cli_is_dir_target(const char *o);
 /* The output -o `o` stands for when the command's default name would be

@@ -6,6 +6,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -14,6 +15,12 @@
 int tdm__cli_output_check(const char *cmd, const char *path, int force, int named)
 {
     struct stat st;
+    int kind = tdm__out_target_check(path);
+    if (kind) {
+        fprintf(stderr, "tidemark %s: cannot write %s: %s\n", cmd, path,
+                tdm__out_strerror(kind));
+        return TDM_EXIT_USAGE;
+    }
     if (force || lstat(path, &st) != 0)
         return TDM_EXIT_OK;
     fprintf(stderr, "tidemark %s: %s exists; use %s to replace it\n", cmd, path,
@@ -21,23 +28,39 @@ int tdm__cli_output_check(const char *cmd, const char *path, int force, int name
     return TDM_EXIT_USAGE;
 }
 
-int tdm__cli_output_commit(const char *tmp, const char *path, int force)
+FILE *tdm__cli_output_open(const char *cmd, const char *path, tdm__out_file *o)
 {
-    if (force)
-        return rename(tmp, path) == 0 ? 0 : errno;
-    /* link(2) fails with EEXIST rather than replace anything. */
-    if (link(tmp, path) == 0) {
-        unlink(tmp);
-        return 0;
+    int e = tdm__out_open(o, path);
+    if (e) {
+        fprintf(stderr, "tidemark %s: cannot write %s: %s\n", cmd, path, tdm__out_strerror(e));
+        return NULL;
     }
-    int e = errno;
-    if (e != EPERM && e != EOPNOTSUPP && e != ENOTSUP && e != ENOSYS && e != EMLINK)
-        return e;
-    /* A file system without hard links (FAT, some network and FUSE ones). */
-    struct stat st;
-    if (lstat(path, &st) == 0)
-        return EEXIST;
-    return rename(tmp, path) == 0 ? 0 : errno;
+    /* The stream gets its own descriptor: closing it leaves o->fd for the
+     * fsync and the move. */
+    int fd = dup(o->fd);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!f) {
+        e = errno;
+        if (fd >= 0)
+            close(fd);
+        tdm__out_discard(o);
+        fprintf(stderr, "tidemark %s: cannot write %s: %s\n", cmd, path, tdm__out_strerror(e));
+    }
+    return f;
+}
+
+int tdm__cli_output_finish(tdm__out_file *o, FILE *f, int ok, int force)
+{
+    int e = 0;
+    if (fflush(f) != 0 || ferror(f))
+        e = errno ? errno : EIO;
+    if (fclose(f) != 0 && !e)
+        e = errno ? errno : EIO;
+    if (!ok || e) {
+        tdm__out_discard(o);
+        return ok ? e : -1;
+    }
+    return tdm__out_commit(o, force);
 }
 
 int tdm__cli_is_dir_target(const char *o)

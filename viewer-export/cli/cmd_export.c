@@ -314,44 +314,19 @@ static int write_output(const char *out_path, job *j, int quiet, const char *wha
         made = tdm__cli_make_parents(CMD, out_path);
     if (made != TDM_EXIT_OK)
         return made;
-    size_t n = strlen(out_path);
-    char *tmp = malloc(n + 16);
-    if (!tmp)
+    tdm__out_file o;
+    FILE *f = tdm__cli_output_open(CMD, out_path, &o);
+    if (!f)
         return TDM_EXIT_TOOL_ERROR;
-    snprintf(tmp, n + 16, "%s.tmp.XXXXXX", out_path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        fprintf(stderr, "tidemark " CMD ": cannot write %s: %s\n", out_path, strerror(errno));
-        free(tmp);
-        return TDM_EXIT_TOOL_ERROR;
-    }
-    FILE *f = fdopen(fd, "wb");
-    if (!f) {
-        close(fd);
-        unlink(tmp);
-        free(tmp);
-        return TDM_EXIT_TOOL_ERROR;
-    }
     tdm_status s = j->emit(f, j);
     int saved = errno;
-    if (fclose(f) != 0 && s == TDM_OK) {
+    int moved = tdm__cli_output_finish(&o, f, s == TDM_OK, rules.force);
+    if (s == TDM_OK && moved != 0) {
         s = TDM_IO_ERROR;
-        saved = errno;
-    }
-    /* mkstemp makes the file 0600; an export is an ordinary file. */
-    int moved = 0;
-    if (s == TDM_OK) {
-        mode_t mask = umask(0);
-        umask(mask);
-        if (chmod(tmp, 0666 & ~mask) != 0 ||
-            (moved = tdm__cli_output_commit(tmp, out_path, rules.force)) != 0) {
-            s = TDM_IO_ERROR;
-            saved = moved ? moved : errno;
-        }
+        saved = moved;
     }
     int rc = TDM_EXIT_OK;
     if (s != TDM_OK) {
-        unlink(tmp);
         rc = exit_of(s);
         if (moved == EEXIST) /* it appeared while we wrote */
             rc = tdm__cli_output_check(CMD, out_path, 0, rules.named);
@@ -359,13 +334,12 @@ static int write_output(const char *out_path, job *j, int quiet, const char *wha
             ;
         else if (s == TDM_IO_ERROR)
             fprintf(stderr, "tidemark " CMD ": cannot write %s: %s\n", out_path,
-                    saved ? strerror(saved) : tdm_strerror(s));
+                    saved > 0 ? tdm__out_strerror(saved) : tdm_strerror(s));
         else
             fprintf(stderr, "tidemark " CMD ": %s: %s\n", out_path, tdm_strerror(s));
     } else if (!quiet) {
         fprintf(stderr, "tidemark " CMD ": wrote %s (%s)\n", out_path, what);
     }
-    free(tmp);
     return rc;
 }
 

@@ -64,6 +64,21 @@ static char *default_output(const char *path)
     return out;
 }
 
+/* `in` with control characters (bytes < 0x20 and 0x7f, which a crafted
+ * input may put in a reader's message) written as \xNN: a message never
+ * sends the terminal escape sequences. */
+static void escape_controls(const char *in, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)in; *p && o + 5 < cap; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", *p);
+        else
+            out[o++] = (char)*p;
+    }
+    out[o] = '\0';
+}
+
 static int exit_for(tdm_status s)
 {
     return s == TDM_HOST_OUT_OF_MEMORY || s == TDM_INTERNAL ? TDM_EXIT_TOOL_ERROR
@@ -89,37 +104,15 @@ static int is_tdm(const char *path)
  * not exist.  Returns a TDM_EXIT_* code after saying what went wrong. */
 static int write_snapshot(const tdm_snap *snap, const char *out, int force)
 {
-    size_t n = strlen(out);
-    char *tmp = malloc(n + 16);
-    if (!tmp) {
-        fprintf(stderr, "tidemark " CMD ": %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
-        return TDM_EXIT_TOOL_ERROR;
-    }
-    snprintf(tmp, n + 16, "%s.tmp.XXXXXX", out);
-    int fd = mkstemp(tmp); /* a name of our own; the writer replaces it */
-    if (fd < 0) {
-        fprintf(stderr, "tidemark " CMD ": cannot write %s: %s\n", out, strerror(errno));
-        free(tmp);
-        return TDM_EXIT_TOOL_ERROR;
-    }
-    close(fd);
-    int rc = TDM_EXIT_OK;
-    tdm_status s = tdm__snap_write(snap, tmp);
-    int e = s == TDM_OK ? tdm__cli_output_commit(tmp, out, force) : 0;
-    if (s != TDM_OK) {
-        fprintf(stderr, "tidemark " CMD ": cannot write %s: %s\n", out,
-                s == TDM_IO_ERROR && errno ? strerror(errno) : tdm_strerror(s));
-        rc = TDM_EXIT_TOOL_ERROR;
-    } else if (e == EEXIST) {
-        rc = tdm__cli_output_check(CMD, out, 0, 1); /* it appeared meanwhile */
-    } else if (e) {
-        fprintf(stderr, "tidemark " CMD ": cannot write %s: %s\n", out, strerror(e));
-        rc = TDM_EXIT_TOOL_ERROR;
-    }
-    if (rc != TDM_EXIT_OK)
-        unlink(tmp);
-    free(tmp);
-    return rc;
+    tdm_status s = tdm__snap_write_as(snap, out, force);
+    if (s == TDM_OK)
+        return TDM_EXIT_OK;
+    int e = errno;
+    if (s == TDM_IO_ERROR && e == EEXIST)
+        return tdm__cli_output_check(CMD, out, 0, 1); /* it appeared meanwhile */
+    fprintf(stderr, "tidemark " CMD ": cannot write %s: %s\n", out,
+            s == TDM_IO_ERROR && e ? tdm__out_strerror(e) : tdm_strerror(s));
+    return TDM_EXIT_TOOL_ERROR;
 }
 
 int tdm__cli_import(int argc, char **argv)
@@ -171,21 +164,26 @@ int tdm__cli_import(int argc, char **argv)
         return TDM_EXIT_USAGE;
     }
 
-    char *found = NULL; /* the one snapshot of a directory operand */
+    char *found = NULL; /* the one snapshot of a directory operand, or a stream's copy */
+    const char *operand = input;
     int rc = tdm__input_resolve(CMD, input, &found);
     if (rc != TDM_EXIT_OK)
         return rc;
     if (found)
         input = found;
+    /* Standard input or a pipe, held in a file of its own: messages and
+     * the default output name go by what the user named. */
+    int spooled = found && strncmp(found, "/proc/self/fd/", 14) == 0;
+    const char *shown = !spooled ? input : strcmp(operand, "-") == 0 ? "standard input" : operand;
     char *def = NULL, *out_path = NULL;
     tdm_snap *snap = NULL;
     if (is_tdm(input)) {
         fprintf(stderr, "tidemark " CMD ": %s already is a tidemark snapshot; nothing to import\n",
-                input);
+                shown);
         rc = TDM_EXIT_USAGE;
         goto out;
     }
-    def = default_output(input);
+    def = default_output(!spooled ? input : strcmp(operand, "-") == 0 ? "stdin" : operand);
     out_path = !def ? NULL : out_opt ? tdm__cli_output_path(out_opt, def) : strdup(def);
     if (!out_path) {
         fprintf(stderr, "tidemark " CMD ": %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
@@ -200,7 +198,7 @@ int tdm__cli_import(int argc, char **argv)
         size_t n = 0;
         FILE *f = fopen(input, "rb");
         if (!f) {
-            fprintf(stderr, "tidemark " CMD ": %s: %s\n", input, strerror(errno));
+            fprintf(stderr, "tidemark " CMD ": %s: %s\n", shown, strerror(errno));
             rc = TDM_EXIT_BAD_INPUT;
             goto out;
         }
@@ -209,7 +207,7 @@ int tdm__cli_import(int argc, char **argv)
         fmt = tdm__import_format_detect(head, n);
         if (!fmt) {
             fprintf(stderr, "tidemark " CMD ": %s: not a format tidemark imports "
-                            "(at byte 0: the content matches none of:", input);
+                            "(at byte 0: the content matches none of:", shown);
             for (size_t i = 0; i < tdm__import_format_count; i++)
                 fprintf(stderr, " %s", tdm__import_formats[i].name);
             fputs("); name one with --format\n", stderr);
@@ -221,8 +219,10 @@ int tdm__cli_import(int argc, char **argv)
     char err[320] = "";
     tdm_status s = fmt->read(input, &snap, err, sizeof err);
     if (s != TDM_OK || !snap) {
-        fprintf(stderr, "tidemark " CMD ": %s: %s%s%s\n", input,
-                s == TDM_OK ? "import failed" : tdm_strerror(s), err[0] ? ": " : "", err);
+        char safe[4 * sizeof err];
+        escape_controls(err, safe, sizeof safe);
+        fprintf(stderr, "tidemark " CMD ": %s: %s%s%s\n", shown,
+                s == TDM_OK ? "import failed" : tdm_strerror(s), safe[0] ? ": " : "", safe);
         rc = s == TDM_OK ? TDM_EXIT_TOOL_ERROR : exit_for(s);
         if (snap)
             fmt->free(snap);

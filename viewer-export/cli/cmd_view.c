@@ -198,16 +198,8 @@ static char *default_output(const char *in, int is_dir)
     return out;
 }
 
-/* mkstemp makes the file 0600; a page is as readable as any new file. */
-static int fchmod_like_umask(const char *path)
-{
-    mode_t mask = umask(0);
-    umask(mask);
-    return chmod(path, 0666 & ~mask);
-}
-
 /* Writes the page to a temporary file beside `path`, then moves it there
- * (over an existing file only when `force`). */
+ * (over an existing regular file only when `force`). */
 static int write_page(const char *path, int force, int named, const tdm_view_input *in,
                       size_t n, int device, tdm_view_layout layout, uint64_t *data_bytes,
                       uint64_t *page_bytes)
@@ -215,53 +207,26 @@ static int write_page(const char *path, int force, int named, const tdm_view_inp
     int made = tdm__cli_make_parents("view", path);
     if (made != TDM_EXIT_OK)
         return made;
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 16);
-    if (!tmp) {
-        fprintf(stderr, "tidemark view: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+    tdm__out_file o;
+    FILE *f = tdm__cli_output_open("view", path, &o);
+    if (!f)
         return TDM_EXIT_TOOL_ERROR;
-    }
-    snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        fprintf(stderr, "tidemark view: cannot create %s: %s\n", tmp, strerror(errno));
-        free(tmp);
-        return TDM_EXIT_TOOL_ERROR;
-    }
-    FILE *f = fdopen(fd, "w");
-    if (!f) {
-        fprintf(stderr, "tidemark view: %s: %s\n", tmp, strerror(errno));
-        close(fd);
-        unlink(tmp);
-        free(tmp);
-        return TDM_EXIT_TOOL_ERROR;
-    }
     setvbuf(f, NULL, _IOFBF, 1 << 20);
     tdm_status s = tdm__view_page_write_as(f, in, n, device, layout, data_bytes);
     long size = ftell(f);
-    int bad = s != TDM_OK || fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0;
-    int saved = errno, moved = 0;
-    if (fclose(f) != 0)
-        bad = 1;
-    if (!bad && fchmod_like_umask(tmp) == 0 &&
-        (moved = tdm__cli_output_commit(tmp, path, force)) == 0) {
+    int saved = errno;
+    int moved = tdm__cli_output_finish(&o, f, s == TDM_OK, force);
+    if (s == TDM_OK && moved == 0) {
         *page_bytes = size > 0 ? (uint64_t)size : 0;
-        free(tmp);
         return TDM_EXIT_OK;
     }
-    if (!bad)
-        saved = moved ? moved : errno;
-    if (moved == EEXIST) { /* it appeared while the page was written */
-        unlink(tmp);
-        free(tmp);
+    if (moved == EEXIST) /* it appeared while the page was written */
         return tdm__cli_output_check("view", path, 0, named);
-    }
     if (s != TDM_OK && s != TDM_IO_ERROR)
         fprintf(stderr, "tidemark view: %s\n", tdm_strerror(s));
     else
-        fprintf(stderr, "tidemark view: cannot write %s: %s\n", path, strerror(saved));
-    unlink(tmp);
-    free(tmp);
+        fprintf(stderr, "tidemark view: cannot write %s: %s\n", path,
+                tdm__out_strerror(s == TDM_OK ? moved : saved));
     return TDM_EXIT_TOOL_ERROR;
 }
 

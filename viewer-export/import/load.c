@@ -6,26 +6,91 @@
  * State: the list of the snapshots imported and not yet freed, with the
  * free function of each (tdm__input_snap_free); the commands are single
  * threaded. */
+#define _GNU_SOURCE /* O_TMPFILE */
 #include "load.h"
 #include "import_formats.h"
 #include "ranks.h"
 #include "stack_display.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+/* Copies a stream (standard input, a pipe, a FIFO) into an unlinked file
+ * of its own in TMPDIR, so that the readers may look at its start and
+ * then read it whole, as they do a file.  Returns the open descriptor
+ * (kept for the life of the command), or -1 after saying why. */
+static int spool(const char *cmd, const char *path)
+{
+    int in = strcmp(path, "-") == 0 ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+    if (in < 0) {
+        fprintf(stderr, "tidemark %s: %s: %s\n", cmd, path, strerror(errno));
+        return -1;
+    }
+    const char *dir = getenv("TMPDIR");
+    if (!dir || !*dir)
+        dir = "/tmp";
+    int fd = open(dir, O_RDWR | O_TMPFILE | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        char name[4096];
+        snprintf(name, sizeof name, "%s/tidemark-input-XXXXXX", dir);
+        fd = mkstemp(name);
+        if (fd >= 0)
+            unlink(name);
+    }
+    int e = fd < 0 ? errno : 0;
+    static char buf[1 << 16];
+    while (!e) {
+        ssize_t n = read(in, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            e = n < 0 ? errno : 0;
+            break;
+        }
+        for (ssize_t off = 0; off < n && !e;) {
+            ssize_t w = write(fd, buf + off, (size_t)(n - off));
+            if (w < 0 && errno != EINTR)
+                e = errno;
+            else if (w > 0)
+                off += w;
+        }
+    }
+    if (in != STDIN_FILENO)
+        close(in);
+    if (e) {
+        fprintf(stderr, "tidemark %s: cannot hold %s in %s: %s\n", cmd,
+                strcmp(path, "-") == 0 ? "standard input" : path, dir, strerror(e));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
 
 int tdm__input_resolve(const char *cmd, const char *path, char **file)
 {
     *file = NULL;
     /* The readers say "input/output error"; the system says why. */
     struct stat st;
-    if (stat(path, &st) != 0) {
+    int stream = strcmp(path, "-") == 0;
+    if (!stream && stat(path, &st) != 0) {
         fprintf(stderr, "tidemark %s: %s: %s\n", cmd, path, strerror(errno));
         return TDM_EXIT_BAD_INPUT;
+    }
+    if (stream || S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISSOCK(st.st_mode)) {
+        int fd = spool(cmd, path);
+        if (fd < 0)
+            return TDM_EXIT_BAD_INPUT;
+        char name[64];
+        snprintf(name, sizeof name, "/proc/self/fd/%d", fd);
+        *file = strdup(name);
+        return *file ? TDM_EXIT_OK : TDM_EXIT_TOOL_ERROR;
     }
     if (!S_ISDIR(st.st_mode))
         return TDM_EXIT_OK;

@@ -661,7 +661,14 @@ tdm_status tdm__pk_parse(const void *data, size_t len, tdm_pk_doc **doc,
     }
     vm m = {.p = data, .len = len, .err = err, .status = TDM_OK};
     m.doc = calloc(1, sizeof *m.doc);
-    if (!m.doc) {
+    /* The stack exists from the start: an opcode that takes zero items
+     * from it ("(t", an empty TUPLE) computes stack + sp, which on a null
+     * pointer is undefined even when sp is 0. */
+    m.stack_cap = 64;
+    m.stack = malloc(m.stack_cap * sizeof *m.stack);
+    if (!m.doc || !m.stack) {
+        free(m.doc);
+        free(m.stack);
         if (err)
             snprintf(err->message, sizeof err->message, "out of memory");
         return TDM_HOST_OUT_OF_MEMORY;
