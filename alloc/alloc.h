@@ -119,6 +119,10 @@ TDM_API void tdm__alloc_observe_device(int device, const char *vendor,
  * into a CUDA/HIP graph: the snapshot will say that graph memory is not
  * covered (what the graph's memory nodes hold at launch is not seen). */
 TDM_API void tdm__alloc_observe_graph_capture(void);
+/* Asks that fn run just before each snapshot is built (not the
+ * out-of-memory ones), to book again what it cannot follow event by event
+ * (tdm__rec_add_refresh).  Each fn once; up to 4. */
+TDM_API void tdm__alloc_observe_refresh_at_dump(void (*fn)(void));
 /* A vendor allocation that succeeded. */
 TDM_API void tdm__alloc_observe_alloc(int device, const void *ptr,
                                       size_t size, tdm_stream stream,

@@ -525,3 +525,8 @@ void tdm__alloc_observe_graph_capture(void)
 {
     tdm__rec_note(TDM__NOTE_GRAPH_MEMORY);
 }
+
+void tdm__alloc_observe_refresh_at_dump(void (*fn)(void))
+{
+    tdm__rec_add_refresh(fn);
+}

@@ -165,6 +165,10 @@ static void dump_now(enum dump_kind kind)
     char path[TDM__CONF_PATH_MAX];
     tdm_snap *snap = NULL;
     int created = 0;
+    /* Not on out-of-memory: that dump runs inside the failing allocation,
+     * where the hooks must not call the vendor again. */
+    if (kind != DUMP_OOM)
+        tdm__rec_run_refresh();
     pthread_mutex_lock(&g.lock);
     if (kind == DUMP_OOM && g.oom_seq >= OOM_DUMPS_MAX) {
         if (g.oom_seq++ == OOM_DUMPS_MAX)

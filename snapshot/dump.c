@@ -480,6 +480,7 @@ tdm_status tdm_dump_snapshot(const char *path)
 {
     if (!path || !*path)
         return TDM_INVALID_ARGUMENT;
+    tdm__rec_run_refresh(); /* before our lock: the hooks book through alloc/ */
     pthread_mutex_lock(&dump_lock);
     tdm_snap *snap;
     tdm_status st = tdm__rec_build_snapshot(&snap);

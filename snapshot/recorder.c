@@ -20,6 +20,33 @@
 
 tdm__rec_switches tdm__rec;
 _Atomic unsigned tdm__rec_notes;
+
+static _Atomic(tdm__rec_refresh_fn) refresh_fns[TDM__REC_REFRESH_MAX];
+
+void tdm__rec_add_refresh(tdm__rec_refresh_fn fn)
+{
+    for (int i = 0; fn && i < TDM__REC_REFRESH_MAX; i++) {
+        tdm__rec_refresh_fn have = atomic_load_explicit(&refresh_fns[i], memory_order_acquire);
+        if (have == fn)
+            return;
+        if (have == NULL) {
+            tdm__rec_refresh_fn expected = NULL;
+            if (atomic_compare_exchange_strong(&refresh_fns[i], &expected, fn) ||
+                expected == fn)
+                return;
+        }
+    }
+}
+
+void tdm__rec_run_refresh(void)
+{
+    for (int i = 0; i < TDM__REC_REFRESH_MAX; i++) {
+        tdm__rec_refresh_fn fn = atomic_load_explicit(&refresh_fns[i], memory_order_acquire);
+        if (fn == NULL)
+            return;
+        fn();
+    }
+}
 tdm__recorder tdm__recorder_state = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .alloc_mode = "passthrough",

@@ -153,6 +153,18 @@ enum tdm__rec_note {
     TDM__NOTE_GRAPH_MEMORY = 1u << 0,
 };
 extern _Atomic unsigned tdm__rec_notes;
+/* What the hooks read again just before a snapshot is built, for state
+ * they cannot follow event by event (how much a vendor's stream-ordered
+ * pool holds after a synchronization they do not hook).  Up to
+ * TDM__REC_REFRESH_MAX functions, each added once; run by
+ * tdm_dump_snapshot and by the exit and signal dumps (from the program's
+ * or the dump thread, never inside an allocation or a signal handler),
+ * before any lock of the dump is taken. */
+#define TDM__REC_REFRESH_MAX 4
+typedef void (*tdm__rec_refresh_fn)(void);
+void tdm__rec_add_refresh(tdm__rec_refresh_fn fn);
+void tdm__rec_run_refresh(void);
+
 /* Notes `bit` for the snapshot; cheap once set (a load), no lock. */
 static inline void tdm__rec_note(unsigned bit)
 {

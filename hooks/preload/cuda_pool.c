@@ -67,8 +67,20 @@ CUmemoryPool tdm__cuda_pool_current(int device)
     return atomic_load_explicit(&current_pool[device], memory_order_acquire);
 }
 
+/* At each dump (not an out-of-memory one): what every known pool holds
+ * now, for releases the hooks did not see (cuCtxSynchronize, event
+ * waits, a driver trimming on its own). */
+static void book_at_dump(void)
+{
+    tdm__cuda_pool_book_all();
+}
+
 void tdm__cuda_pool_remember(CUmemoryPool pool, int device)
 {
+    static _Atomic int asked;
+    if (!atomic_load_explicit(&asked, memory_order_relaxed) &&
+        !atomic_exchange_explicit(&asked, 1, memory_order_relaxed))
+        tdm__alloc_observe_refresh_at_dump(book_at_dump);
     for (int i = 0; i < MAX_POOLS; i++) {
         void *have = atomic_load_explicit(&known_pool[i], memory_order_acquire);
         if (have == (void *)pool)

@@ -54,6 +54,9 @@ long fake_cuda_stream_pending(void *stream);
 /* Calls made during a global/thread-local capture that CUDA forbids then
  * (each invalidated the capture). */
 long fake_cuda_capture_violations(void);
+/* The pools give back what they hold above their release thresholds
+ * through no call the hooks see (as at a cuCtxSynchronize). */
+void fake_cuda_pool_release_unseen(void);
 
 /* The fake runtime (libcudart.so.13 double): calls per function name,
  * and its calls into the driver's allocating functions. */

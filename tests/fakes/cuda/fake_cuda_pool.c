@@ -32,6 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fake_cuda.h"
+
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static CUmemoryPool current[MAX_DEV];
 
@@ -404,3 +406,11 @@ CUresult f_cuMulticastUnbind(CUmemGenericAllocationHandle mc, CUdevice dev, size
 
 FAKE_POOLS(FC_ALIAS)
 FAKE_MULTICAST(FC_ALIAS)
+
+/* Tests: the pools give back what they hold above their release
+ * thresholds through no call the hooks see, as a driver does at
+ * cuCtxSynchronize or an event wait. */
+FAKE_EXPORT void fake_cuda_pool_release_unseen(void)
+{
+    fake__pool_synchronize();
+}

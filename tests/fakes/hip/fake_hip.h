@@ -26,6 +26,9 @@ long fake_hip_stream_pending(void *stream);
 /* Calls made during a global/thread-local capture that HIP forbids then
  * (each invalidated the capture). */
 long fake_hip_capture_violations(void);
+/* The pools give back what they hold above their release thresholds
+ * through no call the hooks see (as at a hipEventSynchronize). */
+void fake_hip_pool_release_unseen(void);
 
 typedef long (*fake_hip_calls_fn)(const char *name);
 typedef long (*fake_hip_live_allocations_fn)(void);

@@ -209,6 +209,11 @@ void fake_pools_synchronize(void)
     pthread_mutex_unlock(&pool_mu);
 }
 
+EXPORT void fake_hip_pool_release_unseen(void)
+{
+    fake_pools_synchronize();
+}
+
 /* An allocation of `size` from pool p. */
 static hipError_t pool_alloc(hipMemPool_t p, void **dev_ptr, size_t size)
 {

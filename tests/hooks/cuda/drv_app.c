@@ -307,6 +307,16 @@ static NOINLINE int app_pools(void)
      * idle memory. */
     app_report("cuMemAllocAsync 1 MiB again", cuMemAllocAsync(&a, mib, s1));
     app_pool_report("default at the end", def);
+    /* The threshold lowered, and the idle 2 MiB given back through no call
+     * the hooks see (as at a cuCtxSynchronize): the snapshot at exit must
+     * read the pool again, not keep what the last hooked call booked. */
+    cuuint64_t keep_none = 0;
+    app_report("cuMemPoolSetAttribute threshold 0",
+               cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_none));
+    void (*release)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "fake_cuda_pool_release_unseen");
+    if (release)
+        release();
+    app_pool_report("default after an unseen release", def);
     return 0;
 }
 

@@ -365,6 +365,15 @@ NOINLINE void app_pools(void)
      * idle memory. */
     say("hipMallocAsync 1 MiB again", hipMallocAsync(&one, mib, s));
     pool_report("default at the end", def);
+    /* The threshold lowered, and the idle memory given back through no
+     * call the hooks see: the snapshot at exit must read the pool again. */
+    uint64_t keep_none = 0;
+    say("hipMemPoolSetAttribute threshold 0",
+        hipMemPoolSetAttribute(def, hipMemPoolAttrReleaseThreshold, &keep_none));
+    void (*release)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "fake_hip_pool_release_unseen");
+    if (release)
+        release();
+    pool_report("default after an unseen release", def);
     KEEP_FRAME();
 }
 
