@@ -83,8 +83,10 @@ void tdm__cuda_pool_remember(CUmemoryPool pool, int device)
         tdm__alloc_observe_refresh_at_dump(book_at_dump);
     for (int i = 0; i < MAX_POOLS; i++) {
         void *have = atomic_load_explicit(&known_pool[i], memory_order_acquire);
-        if (have == (void *)pool)
+        if (have == (void *)pool) { /* the same handle again: alive */
+            atomic_store_explicit(&known_device[i], device, memory_order_relaxed);
             return;
+        }
         if (have == NULL) {
             atomic_store_explicit(&known_device[i], device, memory_order_relaxed);
             void *expected = NULL;
@@ -107,14 +109,24 @@ int tdm__cuda_pool_known(int i, CUmemoryPool *pool, int *device)
     return 1;
 }
 
-/* A destroyed pool is asked no more (its slot keeps a dead handle that no
- * query answers, unless the driver hands the same handle out again). */
+/* The device a known pool is booked on; -1 for one never seen or
+ * destroyed (forget). */
 static int known_device_of(CUmemoryPool pool)
 {
     for (int i = 0; i < MAX_POOLS; i++)
         if (atomic_load_explicit(&known_pool[i], memory_order_acquire) == (void *)pool)
             return atomic_load_explicit(&known_device[i], memory_order_relaxed);
     return -1;
+}
+
+/* A destroyed pool is never asked again (a handle the driver has freed
+ * may not be safe to pass back to it): its slot stays, marked with no
+ * device, until the same handle is seen in use again. */
+static void forget(void *pool)
+{
+    for (int i = 0; i < MAX_POOLS; i++)
+        if (atomic_load_explicit(&known_pool[i], memory_order_acquire) == pool)
+            atomic_store_explicit(&known_device[i], -1, memory_order_relaxed);
 }
 
 int tdm__cuda_program_pool(int device)
@@ -170,8 +182,10 @@ CUresult tdm__cuda_w_cuMemPoolDestroy(CUmemoryPool pool)
         return real ? real(pool) : NO_DRIVER;
     CUresult r = real(pool);
     int dev = known_device_of(pool);
-    if (r == CUDA_SUCCESS && dev >= 0) /* what it held goes with it */
+    if (r == CUDA_SUCCESS && dev >= 0) { /* what it held goes with it */
+        forget(pool);
         tdm__alloc_observe_pool(dev, (uint64_t)(uintptr_t)pool, 0, 0, TDM_HOOK_SKIP);
+    }
     tdm__hook_leave();
     return r;
 }

@@ -85,8 +85,10 @@ void tdm__hip_pool_remember(hipMemPool_t pool, int device)
         tdm__alloc_observe_refresh_at_dump(book_at_dump);
     for (int i = 0; i < MAX_POOLS; i++) {
         void *have = atomic_load_explicit(&known_pool[i], memory_order_acquire);
-        if (have == (void *)pool)
+        if (have == (void *)pool) { /* the same handle again: alive */
+            atomic_store_explicit(&known_device[i], device, memory_order_relaxed);
             return;
+        }
         if (have == NULL) {
             atomic_store_explicit(&known_device[i], device, memory_order_relaxed);
             void *expected = NULL;
@@ -109,13 +111,24 @@ int tdm__hip_pool_known(int i, hipMemPool_t *pool, int *device)
     return 1;
 }
 
-/* The device a known pool belongs to; -1 for a pool never seen in use. */
+/* The device a known pool belongs to; -1 for a pool never seen in use or
+ * destroyed (forget). */
 static int known_device_of(hipMemPool_t pool)
 {
     for (int i = 0; i < MAX_POOLS; i++)
         if (atomic_load_explicit(&known_pool[i], memory_order_acquire) == (void *)pool)
             return atomic_load_explicit(&known_device[i], memory_order_relaxed);
     return -1;
+}
+
+/* A destroyed pool is never asked again (a handle the driver has freed
+ * may not be safe to pass back to it): its slot stays, marked with no
+ * device, until the same handle is seen in use again. */
+static void forget(void *pool)
+{
+    for (int i = 0; i < MAX_POOLS; i++)
+        if (atomic_load_explicit(&known_pool[i], memory_order_acquire) == pool)
+            atomic_store_explicit(&known_device[i], -1, memory_order_relaxed);
 }
 
 int tdm__hip_program_pool(int device)
@@ -154,8 +167,10 @@ TDM_HOOK_API hipError_t hipMemPoolDestroy(hipMemPool_t mem_pool)
     HOOK_PROLOGUE(hipMemPoolDestroy, mem_pool);
     hipError_t r = CALL_REAL(hipMemPoolDestroy, mem_pool);
     int device = known_device_of(mem_pool);
-    if (r == hipSuccess && device >= 0) /* what it held goes with it */
+    if (r == hipSuccess && device >= 0) { /* what it held goes with it */
+        forget(mem_pool);
         tdm__alloc_observe_pool(device, (uint64_t)(uintptr_t)mem_pool, 0, 0, TDM_HOOK_SKIP);
+    }
     tdm__hook_leave();
     return r;
 }
