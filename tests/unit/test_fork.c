@@ -44,6 +44,10 @@
 
 static char dir[] = "/tmp/tdm_test_fork_XXXXXX";
 static _Atomic int stop;
+/* The other thread's first round is over: what a thread does once (its
+ * stack bounds, the unwinder's per-thread cache, the phase names) mallocs,
+ * which a sanitizer build's child must not inherit half done. */
+static _Atomic int warmed;
 
 static void *dump_without_pause(void *arg)
 {
@@ -57,6 +61,8 @@ static void *dump_without_pause(void *arg)
             tdm_free(p);
         if (PARENT_DUMPS)
             tdm_dump_snapshot(path);
+        if (i == 1)
+            atomic_store(&warmed, 1);
     }
     return NULL;
 }
@@ -91,7 +97,10 @@ static void fork_while_another_thread_dumps(void **state)
 
     pthread_t t;
     atomic_store(&stop, 0);
+    atomic_store(&warmed, 0);
     assert_int_equal(pthread_create(&t, NULL, dump_without_pause, NULL), 0);
+    while (!atomic_load(&warmed))
+        usleep(1000);
     int bad_status = 0, forks_failed = 0;
     for (int k = 0; k < FORKS; k++) {
         usleep(2000); /* let the other thread get well inside a dump */
