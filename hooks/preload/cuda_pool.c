@@ -26,14 +26,13 @@
  */
 #define _GNU_SOURCE
 #include "cuda_hooks.h"
+#include "pool_table.h"
 
 #include "snap_model.h"
 
-#define MAX_POOLS 32
 #define MAX_DEVICES 64
 
-static _Atomic(void *) known_pool[MAX_POOLS];
-static _Atomic int known_device[MAX_POOLS];
+static tdm__pool_table known;
 static _Atomic(void *) current_pool[MAX_DEVICES];
 static _Atomic int program_pool[MAX_DEVICES];
 
@@ -81,52 +80,16 @@ void tdm__cuda_pool_remember(CUmemoryPool pool, int device)
     if (!atomic_load_explicit(&asked, memory_order_relaxed) &&
         !atomic_exchange_explicit(&asked, 1, memory_order_relaxed))
         tdm__alloc_observe_refresh_at_dump(book_at_dump);
-    for (int i = 0; i < MAX_POOLS; i++) {
-        void *have = atomic_load_explicit(&known_pool[i], memory_order_acquire);
-        if (have == (void *)pool) { /* the same handle again: alive */
-            atomic_store_explicit(&known_device[i], device, memory_order_relaxed);
-            return;
-        }
-        if (have == NULL) {
-            atomic_store_explicit(&known_device[i], device, memory_order_relaxed);
-            void *expected = NULL;
-            if (atomic_compare_exchange_strong(&known_pool[i], &expected, (void *)pool) ||
-                expected == (void *)pool)
-                return;
-        }
-    }
+    tdm__pool_table_put(&known, (void *)pool, device);
 }
 
 int tdm__cuda_pool_known(int i, CUmemoryPool *pool, int *device)
 {
-    if (i < 0 || i >= MAX_POOLS)
-        return 0;
-    void *p = atomic_load_explicit(&known_pool[i], memory_order_acquire);
-    if (p == NULL)
+    void *p;
+    if (!tdm__pool_table_at(&known, i, &p, device))
         return 0;
     *pool = p;
-    *device = atomic_load_explicit(&known_device[i], memory_order_relaxed);
     return 1;
-}
-
-/* The device a known pool is booked on; -1 for one never seen or
- * destroyed (forget). */
-static int known_device_of(CUmemoryPool pool)
-{
-    for (int i = 0; i < MAX_POOLS; i++)
-        if (atomic_load_explicit(&known_pool[i], memory_order_acquire) == (void *)pool)
-            return atomic_load_explicit(&known_device[i], memory_order_relaxed);
-    return -1;
-}
-
-/* A destroyed pool is never asked again (a handle the driver has freed
- * may not be safe to pass back to it): its slot stays, marked with no
- * device, until the same handle is seen in use again. */
-static void forget(void *pool)
-{
-    for (int i = 0; i < MAX_POOLS; i++)
-        if (atomic_load_explicit(&known_pool[i], memory_order_acquire) == pool)
-            atomic_store_explicit(&known_device[i], -1, memory_order_relaxed);
 }
 
 int tdm__cuda_program_pool(int device)
@@ -168,7 +131,7 @@ CUresult tdm__cuda_w_cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
         return real ? real(pool, keep) : NO_DRIVER;
     CUresult r = real(pool, keep);
     if (r == CUDA_SUCCESS) {
-        int dev = known_device_of(pool);
+        int dev = tdm__pool_table_device_of(&known, (void *)pool);
         tdm__cuda_pool_book(pool, dev >= 0 ? dev : tdm__cuda_current_device());
     }
     tdm__hook_leave();
@@ -181,9 +144,9 @@ CUresult tdm__cuda_w_cuMemPoolDestroy(CUmemoryPool pool)
     if (open_hook((void *)real) == TDM__HOOK_OFF)
         return real ? real(pool) : NO_DRIVER;
     CUresult r = real(pool);
-    int dev = known_device_of(pool);
+    int dev = tdm__pool_table_device_of(&known, (void *)pool);
     if (r == CUDA_SUCCESS && dev >= 0) { /* what it held goes with it */
-        forget(pool);
+        tdm__pool_table_forget(&known, (void *)pool);
         tdm__alloc_observe_pool(dev, (uint64_t)(uintptr_t)pool, 0, 0, TDM_HOOK_SKIP);
     }
     tdm__hook_leave();
@@ -213,7 +176,7 @@ CUresult tdm__cuda_w_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
     CUresult tdm__cuda_w_##name(CUstream s)                                    \
     {                                                                          \
         REAL(name, pfn);                                                       \
-        if (atomic_load_explicit(&known_pool[0], memory_order_relaxed) == NULL || \
+        if (!tdm__pool_table_any(&known) || \
             open_hook((void *)real) == TDM__HOOK_OFF)                          \
             return real ? real(s) : NO_DRIVER;                                 \
         CUresult r = real(s);                                                  \

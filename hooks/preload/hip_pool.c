@@ -28,14 +28,13 @@
  * memory calls are rare, and no HIP call is made while it is held).
  */
 #include "hip_hooks.h"
+#include "pool_table.h"
 
 #include <string.h>
 
-#define MAX_POOLS 32
 #define MAX_DEVICES 64
 
-static _Atomic(void *) known_pool[MAX_POOLS];
-static _Atomic int known_device[MAX_POOLS];
+static tdm__pool_table known;
 static _Atomic(void *) current_pool[MAX_DEVICES];
 static _Atomic int program_pool[MAX_DEVICES];
 
@@ -83,52 +82,16 @@ void tdm__hip_pool_remember(hipMemPool_t pool, int device)
     if (!atomic_load_explicit(&asked, memory_order_relaxed) &&
         !atomic_exchange_explicit(&asked, 1, memory_order_relaxed))
         tdm__alloc_observe_refresh_at_dump(book_at_dump);
-    for (int i = 0; i < MAX_POOLS; i++) {
-        void *have = atomic_load_explicit(&known_pool[i], memory_order_acquire);
-        if (have == (void *)pool) { /* the same handle again: alive */
-            atomic_store_explicit(&known_device[i], device, memory_order_relaxed);
-            return;
-        }
-        if (have == NULL) {
-            atomic_store_explicit(&known_device[i], device, memory_order_relaxed);
-            void *expected = NULL;
-            if (atomic_compare_exchange_strong(&known_pool[i], &expected, (void *)pool) ||
-                expected == (void *)pool)
-                return;
-        }
-    }
+    tdm__pool_table_put(&known, (void *)pool, device);
 }
 
 int tdm__hip_pool_known(int i, hipMemPool_t *pool, int *device)
 {
-    if (i < 0 || i >= MAX_POOLS)
-        return 0;
-    void *p = atomic_load_explicit(&known_pool[i], memory_order_acquire);
-    if (p == NULL)
+    void *p;
+    if (!tdm__pool_table_at(&known, i, &p, device))
         return 0;
     *pool = p;
-    *device = atomic_load_explicit(&known_device[i], memory_order_relaxed);
     return 1;
-}
-
-/* The device a known pool belongs to; -1 for a pool never seen in use or
- * destroyed (forget). */
-static int known_device_of(hipMemPool_t pool)
-{
-    for (int i = 0; i < MAX_POOLS; i++)
-        if (atomic_load_explicit(&known_pool[i], memory_order_acquire) == (void *)pool)
-            return atomic_load_explicit(&known_device[i], memory_order_relaxed);
-    return -1;
-}
-
-/* A destroyed pool is never asked again (a handle the driver has freed
- * may not be safe to pass back to it): its slot stays, marked with no
- * device, until the same handle is seen in use again. */
-static void forget(void *pool)
-{
-    for (int i = 0; i < MAX_POOLS; i++)
-        if (atomic_load_explicit(&known_pool[i], memory_order_acquire) == pool)
-            atomic_store_explicit(&known_device[i], -1, memory_order_relaxed);
 }
 
 int tdm__hip_program_pool(int device)
@@ -155,7 +118,7 @@ TDM_HOOK_API hipError_t hipMemPoolTrimTo(hipMemPool_t mem_pool, size_t min_bytes
     HOOK_PROLOGUE(hipMemPoolTrimTo, mem_pool, min_bytes_to_hold);
     hipError_t r = CALL_REAL(hipMemPoolTrimTo, mem_pool, min_bytes_to_hold);
     if (r == hipSuccess) {
-        int device = known_device_of(mem_pool);
+        int device = tdm__pool_table_device_of(&known, (void *)mem_pool);
         tdm__hip_pool_book(mem_pool, device >= 0 ? device : tdm__hip_current_device());
     }
     tdm__hook_leave();
@@ -166,9 +129,9 @@ TDM_HOOK_API hipError_t hipMemPoolDestroy(hipMemPool_t mem_pool)
 {
     HOOK_PROLOGUE(hipMemPoolDestroy, mem_pool);
     hipError_t r = CALL_REAL(hipMemPoolDestroy, mem_pool);
-    int device = known_device_of(mem_pool);
+    int device = tdm__pool_table_device_of(&known, (void *)mem_pool);
     if (r == hipSuccess && device >= 0) { /* what it held goes with it */
-        forget(mem_pool);
+        tdm__pool_table_forget(&known, (void *)mem_pool);
         tdm__alloc_observe_pool(device, (uint64_t)(uintptr_t)mem_pool, 0, 0, TDM_HOOK_SKIP);
     }
     tdm__hook_leave();
@@ -193,7 +156,7 @@ TDM_HOOK_API hipError_t hipDeviceSetMemPool(int device, hipMemPool_t mem_pool)
 
 /* A synchronization lets the pools release what exceeds their threshold.
  * Until a pool was seen in use, nothing but one atomic load. */
-#define POOLS_SEEN() (atomic_load_explicit(&known_pool[0], memory_order_relaxed) != NULL)
+#define POOLS_SEEN() (tdm__pool_table_any(&known))
 
 TDM_HOOK_API hipError_t hipStreamSynchronize(hipStream_t stream)
 {
