@@ -114,6 +114,15 @@ void tdm__cli_export_help(FILE *out);
 int tdm__cli_import(int argc, char **argv);
 void tdm__cli_import_help(FILE *out);
 
+/* ---- merge-torch (cmd_merge.c): PyTorch's tensor history into a .tdm -- */
+
+int tdm__cli_merge_torch(int argc, char **argv);
+void tdm__cli_merge_torch_help(FILE *out);
+/* Merges FILE.torch.pickle into `tdm_path` in place when the pickle is
+ * there: 0 nothing to merge, 1 merged, -1 failed (said on stderr, as
+ * "tidemark CMD: ...", the snapshot left as it was). */
+int tdm__cli_merge_torch_beside(const char *cmd, const char *tdm_path, int quiet);
+
 /* ---- view (cmd_view.c): the offline HTML viewer ------------------------ */
 
 int tdm__cli_view(int argc, char **argv);

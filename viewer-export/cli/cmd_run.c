@@ -512,6 +512,11 @@ static int collect(run_state *r)
                 strerror(errno));
         return TDM_EXIT_TOOL_ERROR;
     }
+    /* A Python program's tensor history (NAME.torch.pickle beside the
+     * snapshot) goes into its snapshot: one file per process.  One that
+     * cannot be merged is said in one line and left beside it. */
+    for (size_t i = 0; i < r->npaths; i++)
+        tdm__cli_merge_torch_beside("run", r->paths[i], r->quiet);
     int rc = TDM_EXIT_OK;
     for (size_t i = 0; i < r->npaths; i++)
         rc = tdm__exit_worse(rc, tdm__input_load("run", r->paths[i], &r->inputs[i]));

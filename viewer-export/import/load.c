@@ -9,6 +9,7 @@
 #define _GNU_SOURCE /* O_TMPFILE */
 #include "load.h"
 #include "import_formats.h"
+#include "merge_torch.h"
 #include "ranks.h"
 #include "stack_display.h"
 
@@ -198,6 +199,21 @@ static int try_import(const char *cmd, const char *path, tdm_snap **snap)
                : TDM_EXIT_BAD_INPUT;
 }
 
+/* One line when PyTorch's tensor history of the run sits unmerged beside
+ * the snapshot (a run without `tidemark run`, or one killed before it
+ * could merge): the snapshot alone shows PyTorch's segments only. */
+static void note_unmerged_history(const char *cmd, const char *path, const tdm_snap *snap)
+{
+    size_t n = strlen(path);
+    if (n <= 4 || strcmp(path + n - 4, ".tdm") != 0 || tdm__merge_torch_done(snap))
+        return;
+    char *pickle = tdm__merge_torch_pickle_path(path);
+    if (pickle && access(pickle, F_OK) == 0)
+        fprintf(stderr, "tidemark %s: note: %s holds the tensor history of %s's run; "
+                        "'tidemark merge-torch %s' merges it in\n", cmd, pickle, path, path);
+    free(pickle);
+}
+
 /* tdm__input_read_snapshot of a path that is not a directory. */
 static int read_file(const char *cmd, const char *path, tdm_snap **snap, int *truncated,
                      uint64_t *truncated_at)
@@ -225,6 +241,7 @@ static int read_file(const char *cmd, const char *path, tdm_snap **snap, int *tr
         *snap = NULL;
         return TDM_EXIT_BAD_INPUT;
     }
+    note_unmerged_history(cmd, path, *snap);
     if ((*snap)->complete)
         return TDM_EXIT_OK;
 

@@ -1,0 +1,78 @@
+/* viewer-export/import/merge_torch.h: one snapshot from tidemark's own
+ * recording of a PyTorch program and PyTorch's memory history of the same
+ * run (the NAME.torch.pickle python/tidemark_tensors.py writes beside
+ * NAME.tdm); docs/categories.md, "One file".
+ *
+ * What comes from where:
+ *   - tensors (alloc, free_requested, free_completed, oom): PyTorch's
+ *     history, with its Python stacks and its trace categories;
+ *   - segments (segment_alloc/free/map/unmap: reserved memory): tidemark's
+ *     hooks, with tidemark's native and Python stacks; tidemark's own
+ *     alloc/free events over PyTorch's memory (a segment booked as one
+ *     allocation under the preload) are left out, so tensors are not
+ *     counted twice; its allocations elsewhere (memory PyTorch never
+ *     carved: NCCL, a library's own cudaMalloc) stay;
+ *   - phase and step marks: tidemark's when it has any, else PyTorch's
+ *     external_annotations; every tensor event takes the phase and step
+ *     in force where it lands;
+ *   - the final state: PyTorch's segments and blocks (it knows how it
+ *     carved them), tidemark's segments that PyTorch's do not cover; the
+ *     allocator statistics: PyTorch's memory_stats, when the pickle has
+ *     them (`tidemark_memory_stats`, written by tidemark_tensors.py), so
+ *     the summary's stats line is torch.cuda.max_memory_allocated().
+ * Both clocks are the Unix epoch (tidemark: CLOCK_REALTIME in ns;
+ * PyTorch >= 2.1: `time_us`, µs), so the events are merged by time, each
+ * side's order kept: on the same microsecond tidemark's event goes first,
+ * unless it gives memory back (segment_free, segment_unmap), and a
+ * tensor's segment_alloc up to 1 ms behind it (clock skew) is taken first.
+ * A history without time stamps (PyTorch before 2.1) is refused.
+ *
+ * No state, no locks.
+ */
+#ifndef TDM_VIEWER_IMPORT_MERGE_TORCH_H
+#define TDM_VIEWER_IMPORT_MERGE_TORCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "snap_model.h"
+
+/* The first line of the header notes a merged snapshot gets; the merge
+ * refuses a snapshot whose notes hold it already. */
+#define TDM_MERGE_TORCH_NOTE "tensor events from PyTorch's memory history"
+
+typedef struct tdm_merge_torch_report {
+    uint64_t tensor_events;  /* events taken from PyTorch's history */
+    uint64_t left_out;       /* tidemark's alloc/free events over PyTorch's memory */
+    uint64_t torch_segments; /* final-state segments from PyTorch */
+    int stats_from_torch;    /* the statistics are PyTorch's */
+    int marks_from_torch;    /* tidemark had no marks: PyTorch's were used */
+} tdm_merge_torch_report;
+
+/* PyTorch's history read from the pickle at `path`: the imported snapshot
+ * (free with tdm__import_pytorch_free) and its memory_stats rows (malloc'd,
+ * may be none).  Errors as the importer's: TDM_IO_ERROR, TDM_FORMAT_ERROR
+ * ("at byte N: ..." in err), TDM_HOST_OUT_OF_MEMORY. */
+tdm_status tdm__merge_torch_load(const char *path, tdm_snap **torch,
+                                 tdm_snap_device_stats **stats, size_t *nstats, char *err,
+                                 size_t errlen);
+
+/* The merged snapshot of `tdm` and `torch` (see above); `source` names the
+ * pickle in the notes.  The result borrows strings from both inputs: free
+ * it with tdm__merge_torch_free before them.  TDM_FORMAT_ERROR with err
+ * set when the history cannot be merged (no tensors, no time stamps);
+ * TDM_HOST_OUT_OF_MEMORY. */
+tdm_status tdm__merge_torch(const tdm_snap *tdm, const tdm_snap *torch,
+                            const tdm_snap_device_stats *stats, size_t nstats,
+                            const char *source, tdm_snap **out,
+                            tdm_merge_torch_report *report, char *err, size_t errlen);
+void tdm__merge_torch_free(tdm_snap *merged);
+
+/* Nonzero when `snap` is the result of a merge already. */
+int tdm__merge_torch_done(const tdm_snap *snap);
+
+/* The pickle beside a snapshot: "X.tdm" -> "X.torch.pickle" (other names:
+ * NAME.torch.pickle); malloc'd, NULL when out of memory. */
+char *tdm__merge_torch_pickle_path(const char *tdm_path);
+
+#endif
