@@ -12,7 +12,10 @@ as TIDEMARK_CONF's torch_tensors says:
   interpreter finalizes) its snapshot is written beside tidemark's, the
   dump path with .tdm replaced by .torch.pickle, with the phase and step
   marks tidemark made (automatic or the program's own) added as
-  external_annotations, so the tensors fall into phases and categories.
+  external_annotations, so the tensors fall into phases and categories,
+  and torch.cuda.memory_stats() of each device.  `tidemark run` merges it
+  into the .tdm when the program ends (`tidemark merge-torch` does it by
+  hand): one file, tensors from PyTorch, segments from tidemark.
   PyTorch's allocator, its statistics (max_memory_allocated(), ...),
   expandable segments, CUDA graphs and PYTORCH_CUDA_ALLOC_CONF keep
   working as without tidemark.
@@ -243,6 +246,26 @@ def _with_marks(snap):
     return snap
 
 
+def _with_stats(snap):
+    """PyTorch's snapshot with torch.cuda.memory_stats() of every device
+    under "tidemark_memory_stats" (plain dicts of ints: tidemark's pickle
+    reader takes no classes), so the merged .tdm's statistics are
+    PyTorch's own (max_memory_allocated(), ...)."""
+    if not isinstance(snap, dict):
+        return snap
+    try:
+        count, stats = _has(_cuda, "device_count"), _has(_cuda, "memory_stats")
+        if count is None or stats is None:
+            return snap
+        snap["tidemark_memory_stats"] = {
+            d: {str(k): int(v) for k, v in stats(d).items()
+                if isinstance(v, int) and not isinstance(v, bool)}
+            for d in range(count())}
+    except Exception as exc:  # noqa: BLE001 - the history matters more
+        _say("PyTorch's memory statistics not saved (%s: %s)" % (type(exc).__name__, exc))
+    return snap
+
+
 def _dump_history():
     """At exit: PyTorch's snapshot (with tidemark's marks) beside tidemark's
     own, written whole or not at all.  Nothing when CUDA never started."""
@@ -251,7 +274,7 @@ def _dump_history():
         if initialized is not None and not initialized():
             return
         import pickle
-        snap = _with_marks(_memory._snapshot())
+        snap = _with_stats(_with_marks(_memory._snapshot()))
         folder = os.path.dirname(_pickle_path)
         if folder:
             os.makedirs(folder, exist_ok=True)
@@ -259,8 +282,10 @@ def _dump_history():
         with open(part, "wb") as f:
             pickle.dump(snap, f)
         os.replace(part, _pickle_path)
-        _say("PyTorch's tensor history: %s (tidemark summary, categories, "
-             "view and import read it)" % _pickle_path)
+        tdm = _pickle_path[:-len(".torch.pickle")] + ".tdm"
+        _say("PyTorch's tensor history: %s (`tidemark run` merges it into %s "
+             "as the program ends; without it: tidemark merge-torch %s)"
+             % (_pickle_path, tdm, tdm))
     except Exception as exc:  # noqa: BLE001 - never fail the exit
         _say("PyTorch's tensor history not written (%s: %s)" % (type(exc).__name__, exc))
 

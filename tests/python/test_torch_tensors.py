@@ -8,11 +8,12 @@ loop (real torch.nn on the CPU, phases from tidemark's automatic hooks)
 allocates its "device memory" through it.  Checked:
 
 - history (the default): PyTorch's memory history is on before the first
-  tensor, and its snapshot is written beside tidemark's as .torch.pickle
-  with tidemark's phase and step marks, so `tidemark categories` of it
-  gives parameters, gradients, optimizer state and activations with at
-  most 10% unknown, in forward/backward/optimizer order; also with torch
-  2.0's API;
+  tensor, and its snapshot, written beside tidemark's as .torch.pickle
+  with tidemark's phase and step marks, is merged into the .tdm by
+  `tidemark run` (one file), so `tidemark categories` of it gives
+  parameters, gradients, optimizer state and activations with at most 10%
+  unknown, in forward/backward/optimizer order; also with torch 2.0's
+  API (test_torch_merge.py checks the merge itself);
 - pluggable: the tensors are in tidemark's own snapshot, categorized the
   same way, and no pickle is written;
 - one line and the segment view: a torch whose CUDA started first (both
@@ -167,18 +168,19 @@ for conf, want in (("", "off"), ("dump=x.tdm", "history"), ("torch_tensors=plugg
              % (conf, tidemark_tensors.mode_from_conf(conf), want))
 
 # ---- tensor events ---------------------------------------------------------------
+# `tidemark run` merges PyTorch's history into the .tdm: one file.
 tdm, pk, lines = record("history (torch 2.1 API)")
-if not pk:
-    fail("history: no .torch.pickle beside the snapshot")
+if pk or not tdm:
+    fail("history: want the history merged into one .tdm, got %s %s" % (tdm, pk))
 else:
-    want_one_line(lines, "history", "tensor history", pk)
-    check_tensors(pk, "history (torch 2.1 API)")
+    want_one_line(lines, "history", "tensor history", "merge-torch")
+    check_tensors(tdm, "history (torch 2.1 API)")
 
 tdm, pk, lines = record("history (torch 2.0 API)", extra={"SIM_TORCH_API": "2.0"})
-if pk:
-    check_tensors(pk, "history (torch 2.0 API)")
+if tdm and not pk:
+    check_tensors(tdm, "history (torch 2.0 API)")
 else:
-    fail("history (torch 2.0 API): no .torch.pickle")
+    fail("history (torch 2.0 API): not merged (%s, %s)" % (tdm, pk))
 
 tdm, pk, lines = record("pluggable", conf="torch_tensors=pluggable")
 if pk or lines:
@@ -195,9 +197,9 @@ for mode in ("history", "pluggable"):
     if mode == "pluggable":
         if pk or len(lines) != 1 or (tdm and device_events(tdm) != 0):
             fail("pluggable, CUDA started first: served anyway (%s, %s)" % (pk, lines))
-    elif not pk:
-        # What is allocated after the start is still seen.
-        fail("history, CUDA started first: no pickle")
+    elif pk or not tdm or device_events(tdm) <= 0:
+        # What is allocated after the start is still seen, merged.
+        fail("history, CUDA started first: no tensors merged (%s, %s)" % (tdm, pk))
 
     tdm, pk, lines = record(mode + ", torch 1.13", conf=conf, extra={"SIM_TORCH_API": "1.13"})
     want_one_line(lines, mode + ", torch 1.13", "1.13", SEGMENTS)

@@ -19,6 +19,7 @@ through sim_torch_cuda.py, a CUDA torch's allocator simulated.
 import ctypes
 import os
 import sys
+import time
 import weakref
 
 import torch
@@ -153,3 +154,22 @@ for step in range(STEPS):
     loss.backward()
     opt.step()
 print("trained %d steps" % STEPS)
+if os.environ.get("MIRROR") == "torch" and os.environ.get("SIM_TORCH_REPORT"):
+    # What PyTorch itself would report, for the test to compare with the
+    # snapshot: its statistics, after the cache is given back.
+    import json
+    sim_torch_cuda.empty_cache()
+    stats = sim_torch_cuda.memory_stats()
+    with open(os.environ["SIM_TORCH_REPORT"], "w") as f:
+        json.dump({"max_memory_allocated": sim_torch_cuda.max_memory_allocated(),
+                   "requested_peak": stats.get("requested_bytes.all.peak", 0),
+                   "max_memory_reserved": sim_torch_cuda.max_memory_reserved(),
+                   "memory_reserved": sim_torch_cuda.memory_reserved(),
+                   "memory_allocated": sim_torch_cuda.memory_allocated(),
+                   "requested_now": stats.get("requested_bytes.all.current", 0),
+                   "segments": sorted(sim_torch_cuda._segments)}, f)
+    if os.environ.get("SIM_TORCH_HOLD"):
+        # Held until the test says go: the test kills `tidemark run` meanwhile.
+        open(os.environ["SIM_TORCH_HOLD"] + ".ready", "w").close()
+        while not os.path.exists(os.environ["SIM_TORCH_HOLD"] + ".go"):
+            time.sleep(0.02)
