@@ -471,7 +471,7 @@ static const tdm__conf_key keys[] = {
     {"torch_tensors", "history|pluggable|off", "history",
      "in Python programs started by `tidemark run` (or with python/autostart "
      "on PYTHONPATH) that use torch.cuda: one event per tensor, from torch's "
-     "own memory history (written beside the snapshot as .torch.pickle) or "
+     "own memory history (merged into the snapshot by tidemark run) or "
      "with tidemark serving torch's allocator (pluggable); off: segments only",
      parse_enum, FIELD(torch_tensors), torch_tensors_names},
     {"file_mode", "octal mode within 0777", "0600",
