@@ -104,6 +104,13 @@ tdm_status tdm__pt_malloc(const tdm__alloc_req *req, void **out)
     uint64_t addr = (uint64_t)(uintptr_t)p;
     tdm__pt_device *d = &g->pt[req->device];
     pthread_mutex_lock(&d->lock);
+    /* The time of the allocation is when the provider has handed the
+     * address out: taken at the call's start, another thread's free of
+     * the same address (recorded just before its memory went back) could
+     * come later in time than this alloc, and the history would show the
+     * address live twice. */
+    if (rec.alloc_time_ns)
+        rec.alloc_time_ns = tdm__alloc_now_ns();
     st = tdm__ptrmap_insert(&g->map, addr, &rec);
     if (st == TDM_OK) {
         tdm__stats_book(&d->stats, 1, rec.size, rec.requested, 1);
