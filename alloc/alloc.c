@@ -364,8 +364,8 @@ __attribute__((noinline)) tdm_status tdm__alloc_free_as(void *ptr, unsigned skip
         return TDM_UNKNOWN_POINTER;
     tdm__ptr_rec rec;
     uint64_t key = (uint64_t)(uintptr_t)ptr;
-    /* Cache mode removes the pointer itself, under the device lock, so a
-     * block and its map entry always change together. */
+    /* Both modes remove the pointer under the device lock, so a block (or
+     * record) and its map entry always change together. */
     tdm_status st;
     uint32_t free_stack = 0;
     if (tdm__alloc_g.mode == TDM__MODE_CACHE) {
@@ -381,12 +381,19 @@ __attribute__((noinline)) tdm_status tdm__alloc_free_as(void *ptr, unsigned skip
             free_stack = tdm__rec_free_stack(skip + 1);
         st = tdm__cache_free(key, device, free_stack, on_stream, stream);
     } else {
-        st = tdm__ptrmap_remove(&tdm__alloc_g.map, key, &rec);
-        if (st != TDM_OK)
-            return st;
+        /* As in cache mode, the removal itself is under the device lock
+         * (tdm__pt_free), so the map, the stats and the events change
+         * together; the lookup only finds the device. */
+        int device = 0;
+        if (tdm__alloc_g.device_count > 1) {
+            st = tdm__ptrmap_get(&tdm__alloc_g.map, key, &rec);
+            if (st != TDM_OK)
+                return st;
+            device = rec.device;
+        }
         if (tdm__rec_on())
             free_stack = tdm__rec_free_stack(skip + 1);
-        st = tdm__pt_free(key, &rec, free_stack);
+        st = tdm__pt_free(key, device, free_stack);
     }
     __asm__ volatile("" ::: "memory");
     return st;
@@ -681,11 +688,19 @@ static void merge_pool_stats(void *ctx, int device, int pool, const tdm_stats *s
     m->pool_stats(m->out->ctx, device, pool, st);
 }
 
+static void merge_at_cut(void *ctx)
+{
+    merge_ctx *m = ctx;
+    if (m->out->at_cut)
+        m->out->at_cut(m->out->ctx);
+}
+
 static void state_source(const tdm__state_visitor *v, tdm__pool_stats_fn pool_stats)
 {
     merge_ctx m = {.out = v, .pool_stats = pool_stats};
     if (atomic_load_explicit(&tdm__alloc_g.ready, memory_order_acquire)) {
-        tdm__state_visitor w = {&m, merge_device, merge_segment, merge_stats, NULL};
+        tdm__state_visitor w = {&m, merge_device, merge_segment, merge_stats, NULL,
+                                merge_at_cut};
         if (tdm__alloc_g.mode == TDM__MODE_CACHE)
             tdm__cache_visit(&w, pool_stats ? merge_pool_stats : NULL);
         else

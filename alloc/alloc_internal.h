@@ -137,9 +137,9 @@ typedef struct tdm__alloc_req {
 tdm_status tdm__pt_create(void);
 void tdm__pt_destroy(void);
 tdm_status tdm__pt_malloc(const tdm__alloc_req *req, void **out);
-/* rec was removed from the map by the caller. */
-tdm_status tdm__pt_free(uint64_t ptr, const tdm__ptr_rec *rec,
-                        uint32_t free_stack);
+/* Removes ptr from the map itself, under `device`'s lock;
+ * TDM_UNKNOWN_POINTER when it is not there. */
+tdm_status tdm__pt_free(uint64_t ptr, int device, uint32_t free_stack);
 void tdm__pt_stats(int device, int pool, tdm_stats *out);
 void tdm__pt_reset_peaks(int device);
 /* Zeroes `device`'s stats (a forked child: forget.c). */

@@ -3,8 +3,9 @@
  * to a snapshot, and the invariant checker.
  *
  * Lock: each function takes the device mutex for as long as it reads or
- * changes that device; the snapshot copy is made under it and the visitor
- * is called after it is released.
+ * changes that device; the snapshot copy is made under every device's
+ * mutex at once (one cut) and the visitor is called after they are
+ * released.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,7 +90,13 @@ tdm_status tdm__cache_record_stream(uint64_t ptr, const tdm__ptr_rec *seen,
     return st;
 }
 
-/* ---- snapshot state ---------------------------------------------------- */
+/* ---- snapshot state ----------------------------------------------------
+ * One cut over every device: all device locks are taken (in index order,
+ * as the fork handlers take them), each device's segments, blocks and
+ * stats are copied, the visitor's at_cut marks the instant, and the locks
+ * go.  Every change of a device's state and the event recording it happen
+ * under its lock, so the copy and the events up to the mark agree.  The
+ * visitor is called after the locks are released. */
 
 typedef struct seg_copy {
     tdm_snap_segment seg;
@@ -97,67 +104,97 @@ typedef struct seg_copy {
     size_t count;  /* its blocks */
 } seg_copy;
 
+/* One device as copied at the cut. */
+typedef struct dev_copy {
+    seg_copy *segs;
+    size_t nseg, seg_room;
+    tdm_snap_block *blks;
+    size_t blk_room;
+    tdm_stats stats, small, large;
+} dev_copy;
+
 static int by_addr(const void *a, const void *b)
 {
     const seg_copy *x = a, *y = b;
     return x->seg.address < y->seg.address ? -1 : x->seg.address > y->seg.address;
 }
 
+/* Copies device i (its lock held). */
+static void copy_device(int i, tdm__cache_device *d, dev_copy *c)
+{
+    c->seg_room = d->nsegs;
+    c->blk_room = d->block_pool.live;
+    c->segs = c->seg_room ? tdm__meta_map(c->seg_room * sizeof *c->segs) : NULL;
+    c->blks = c->blk_room ? tdm__meta_map(c->blk_room * sizeof *c->blks) : NULL;
+    /* All three pools under one lock hold, so small + large = all. */
+    c->stats = (tdm_stats){.size = sizeof c->stats};
+    c->small = (tdm_stats){.size = sizeof c->small};
+    c->large = (tdm_stats){.size = sizeof c->large};
+    tdm__stats_export(&d->stats, TDM_STAT_POOL_ALL, &c->stats);
+    tdm__stats_export(&d->stats, TDM_STAT_POOL_SMALL, &c->small);
+    tdm__stats_export(&d->stats, TDM_STAT_POOL_LARGE, &c->large);
+    /* With no host memory for the copy, the device shows no segments
+     * rather than a partial picture. */
+    if ((c->seg_room && !c->segs) || (c->blk_room && !c->blks))
+        return;
+    size_t si = 0, bi = 0;
+    for (cseg *s = d->segs; s != NULL; s = s->next, si++) {
+        c->segs[si].seg = (tdm_snap_segment){
+            .device = i, .pool = s->pool, .is_expandable = 0,
+            .address = s->addr, .total_size = s->size,
+            .stream = s->stream, .stack_id = s->stack_id};
+        c->segs[si].first = bi;
+        for (cblock *b = s->first; b != NULL; b = b->next, bi++) {
+            c->blks[bi] = (tdm_snap_block){
+                .address = b->addr, .size = b->size,
+                .requested_size = b->requested,
+                .alloc_time_ns = b->alloc_time_ns,
+                .stack_id = b->stack_id, .state = b->state,
+                .category = atomic_load_explicit(&b->category,
+                                                 memory_order_relaxed)};
+        }
+        c->segs[si].count = bi - c->segs[si].first;
+    }
+    c->nseg = si;
+}
+
 void tdm__cache_visit(const tdm__state_visitor *v, tdm__pool_stats_fn pool_stats)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
-    for (int i = 0; i < g->device_count; i++) {
-        tdm__cache_device *d = dev(i);
+    int n = g->device_count;
+    dev_copy *copies = tdm__meta_map((size_t)n * sizeof *copies);
+    if (!copies)
+        return; /* out of host memory: the state shows nothing */
+    memset(copies, 0, (size_t)n * sizeof *copies);
+    for (int i = 0; i < n; i++)
+        pthread_mutex_lock(&dev(i)->lock);
+    for (int i = 0; i < n; i++)
+        copy_device(i, dev(i), &copies[i]);
+    if (v->at_cut)
+        v->at_cut(v->ctx);
+    for (int i = n - 1; i >= 0; i--)
+        pthread_mutex_unlock(&dev(i)->lock);
+    for (int i = 0; i < n; i++) {
+        dev_copy *c = &copies[i];
         if (v->device)
             v->device(v->ctx, &g->devices[i]);
-        pthread_mutex_lock(&d->lock);
-        size_t nseg = d->nsegs, nblk = d->block_pool.live;
-        seg_copy *segs = nseg ? tdm__meta_map(nseg * sizeof *segs) : NULL;
-        tdm_snap_block *blks = nblk ? tdm__meta_map(nblk * sizeof *blks) : NULL;
-        /* All three pools under one lock hold, so small + large = all. */
-        tdm_stats stats = {.size = sizeof stats};
-        tdm_stats small = {.size = sizeof small}, large = {.size = sizeof large};
-        tdm__stats_export(&d->stats, TDM_STAT_POOL_ALL, &stats);
-        tdm__stats_export(&d->stats, TDM_STAT_POOL_SMALL, &small);
-        tdm__stats_export(&d->stats, TDM_STAT_POOL_LARGE, &large);
-        size_t si = 0, bi = 0;
-        if ((nseg == 0 || segs != NULL) && (nblk == 0 || blks != NULL)) {
-            for (cseg *s = d->segs; s != NULL; s = s->next, si++) {
-                segs[si].seg = (tdm_snap_segment){
-                    .device = i, .pool = s->pool, .is_expandable = 0,
-                    .address = s->addr, .total_size = s->size,
-                    .stream = s->stream, .stack_id = s->stack_id};
-                segs[si].first = bi;
-                for (cblock *b = s->first; b != NULL; b = b->next, bi++) {
-                    blks[bi] = (tdm_snap_block){
-                        .address = b->addr, .size = b->size,
-                        .requested_size = b->requested,
-                        .alloc_time_ns = b->alloc_time_ns,
-                        .stack_id = b->stack_id, .state = b->state,
-                        .category = atomic_load_explicit(&b->category,
-                                                         memory_order_relaxed)};
-                }
-                segs[si].count = bi - segs[si].first;
-            }
-        }
-        pthread_mutex_unlock(&d->lock);
-        /* With no host memory for the copy, the device shows no segments
-         * rather than a partial picture. */
-        if (si > 1)
-            qsort(segs, si, sizeof *segs, by_addr);
-        for (size_t k = 0; k < si && v->segment; k++)
-            v->segment(v->ctx, &segs[k].seg, blks + segs[k].first, segs[k].count);
+        if (c->nseg > 1)
+            qsort(c->segs, c->nseg, sizeof *c->segs, by_addr);
+        for (size_t k = 0; k < c->nseg && v->segment; k++)
+            v->segment(v->ctx, &c->segs[k].seg, c->blks + c->segs[k].first,
+                       c->segs[k].count);
         if (v->stats)
-            v->stats(v->ctx, i, &stats);
+            v->stats(v->ctx, i, &c->stats);
         if (pool_stats) {
-            pool_stats(v->ctx, i, TDM_STAT_POOL_SMALL, &small);
-            pool_stats(v->ctx, i, TDM_STAT_POOL_LARGE, &large);
+            pool_stats(v->ctx, i, TDM_STAT_POOL_SMALL, &c->small);
+            pool_stats(v->ctx, i, TDM_STAT_POOL_LARGE, &c->large);
         }
-        if (segs)
-            tdm__meta_unmap(segs, nseg * sizeof *segs);
-        if (blks)
-            tdm__meta_unmap(blks, nblk * sizeof *blks);
+        if (c->segs)
+            tdm__meta_unmap(c->segs, c->seg_room * sizeof *c->segs);
+        if (c->blks)
+            tdm__meta_unmap(c->blks, c->blk_room * sizeof *c->blks);
     }
+    tdm__meta_unmap(copies, (size_t)n * sizeof *copies);
 }
 
 /* ---- invariant checker -------------------------------------------------- */

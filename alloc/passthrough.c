@@ -11,8 +11,10 @@
  * == number of live records.  Events of a free are recorded before the
  * memory goes back to the provider, so no other thread's alloc of the same
  * address can be recorded ahead of them.
- * Lock: one mutex per device around its stats (the provider has its own
- * per-device lock; the map has its shard locks).  None is global.
+ * Lock: one mutex per device around its stats, its records' insertion and
+ * removal in the map and their events, so that a dump copies the three at
+ * one instant (the provider has its own per-device lock, taken outside
+ * it; the map's shard locks are taken inside it).  None is global.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -54,14 +56,6 @@ void tdm__pt_destroy(void)
     g->pt = NULL;
 }
 
-static void pt_account(int device, const tdm__ptr_rec *rec, int sign)
-{
-    tdm__pt_device *d = &tdm__alloc_g.pt[device];
-    pthread_mutex_lock(&d->lock);
-    tdm__stats_book(&d->stats, sign, rec->size, rec->requested, 1);
-    pthread_mutex_unlock(&d->lock);
-}
-
 /* The rare path of tdm__pt_malloc. */
 static __attribute__((noinline)) tdm_status pt_oom(const tdm__alloc_req *req,
                                                    size_t rounded)
@@ -72,9 +66,9 @@ static __attribute__((noinline)) tdm_status pt_oom(const tdm__alloc_req *req,
     tdm__pt_device *d = &g->pt[req->device];
     pthread_mutex_lock(&d->lock);
     d->stats.num_ooms++;
-    pthread_mutex_unlock(&d->lock);
     tdm__rec_event(TDM_ACTION_OOM, req->device, free_bytes, rounded, req->size,
                    req->stream, tdm__rec_events_carry_stacks() ? req->stack_id : 0);
+    pthread_mutex_unlock(&d->lock);
     /* The largest live sites, from the map (one shard lock at a time). */
     tdm__oom_sites *sites = tdm__oom_sites_begin();
     tdm__oom_sites_from_map(sites, &g->map, req->device);
@@ -108,24 +102,50 @@ tdm_status tdm__pt_malloc(const tdm__alloc_req *req, void **out)
         .category = req->category,
     };
     uint64_t addr = (uint64_t)(uintptr_t)p;
+    tdm__pt_device *d = &g->pt[req->device];
+    pthread_mutex_lock(&d->lock);
+    /* The time of the allocation is when the provider has handed the
+     * address out: taken at the call's start, another thread's free of
+     * the same address (recorded just before its memory went back) could
+     * come later in time than this alloc, and the history would show the
+     * address live twice. */
+    if (rec.alloc_time_ns)
+        rec.alloc_time_ns = tdm__alloc_now_ns();
     st = tdm__ptrmap_insert(&g->map, addr, &rec);
+    if (st == TDM_OK) {
+        tdm__stats_book(&d->stats, 1, rec.size, rec.requested, 1);
+        tdm__rec_segment_alloc(addr, &rec);
+    }
+    pthread_mutex_unlock(&d->lock);
     if (st != TDM_OK) {
         g->prov->free(g->prov, req->device, p, rounded);
         return st == TDM_INVALID_ARGUMENT ? TDM_INTERNAL : st;
     }
-    pt_account(req->device, &rec, 1);
-    tdm__rec_segment_alloc(addr, &rec);
     *out = p;
     return TDM_OK;
 }
 
-tdm_status tdm__pt_free(uint64_t ptr, const tdm__ptr_rec *rec,
-                        uint32_t free_stack)
+tdm_status tdm__pt_free(uint64_t ptr, int device, uint32_t free_stack)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
-    tdm__rec_segment_free(ptr, rec, rec->stream, free_stack);
-    pt_account(rec->device, rec, -1);
-    return g->prov->free(g->prov, rec->device, (void *)(uintptr_t)ptr, rec->size);
+    tdm__pt_device *d = &g->pt[device];
+    tdm__ptr_rec rec;
+    pthread_mutex_lock(&d->lock);
+    /* Under the device lock the map is authoritative for this device: a
+     * racing free of the same pointer finds it gone here. */
+    if (tdm__ptrmap_remove(&g->map, ptr, &rec) != TDM_OK) {
+        pthread_mutex_unlock(&d->lock);
+        return TDM_UNKNOWN_POINTER;
+    }
+    if (rec.device != device) { /* cannot happen: the caller looked it up */
+        tdm__ptrmap_insert(&g->map, ptr, &rec);
+        pthread_mutex_unlock(&d->lock);
+        return TDM_INTERNAL;
+    }
+    tdm__rec_segment_free(ptr, &rec, rec.stream, free_stack);
+    tdm__stats_book(&d->stats, -1, rec.size, rec.requested, 1);
+    pthread_mutex_unlock(&d->lock);
+    return g->prov->free(g->prov, device, (void *)(uintptr_t)ptr, rec.size);
 }
 
 void tdm__pt_stats(int device, int pool, tdm_stats *out)
@@ -160,20 +180,36 @@ void tdm__pt_visit(const tdm__state_visitor *v)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
     tdm__live_list live = {0};
-    /* Copy first, then call the visitor with no allocator lock held. */
+    int n = g->device_count;
+    tdm_stats *stats = tdm__meta_map((size_t)n * sizeof *stats);
+    if (!stats)
+        return; /* out of host memory: the state shows nothing */
+    /* One cut: with every device lock held (in index order, as the fork
+     * handlers take them) no record, stat or event changes, so the copy
+     * of the map, the stats and the ring's mark agree.  The map's shard
+     * locks are taken inside, as the hot path takes them. */
+    for (int d = 0; d < n; d++)
+        pthread_mutex_lock(&g->pt[d].lock);
     tdm__live_collect(&live, &g->map, 0);
+    for (int d = 0; d < n; d++) {
+        stats[d] = (tdm_stats){.size = sizeof stats[d]};
+        tdm__stats_export(&g->pt[d].stats, 0, &stats[d]);
+    }
+    if (v->at_cut)
+        v->at_cut(v->ctx);
+    for (int d = n - 1; d >= 0; d--)
+        pthread_mutex_unlock(&g->pt[d].lock);
+    /* Then the visitor, with no allocator lock held. */
     tdm__live_sort(&live);
     size_t i = 0;
-    for (int d = 0; d < g->device_count; d++) {
+    for (int d = 0; d < n; d++) {
         if (v->device)
             v->device(v->ctx, &g->devices[d]);
         for (; i < live.n && live.items[i].rec.device == d; i++)
             tdm__live_visit(v, &live.items[i]);
-        if (v->stats) {
-            tdm_stats s = {.size = sizeof s};
-            tdm__pt_stats(d, 0, &s);
-            v->stats(v->ctx, d, &s);
-        }
+        if (v->stats)
+            v->stats(v->ctx, d, &stats[d]);
     }
     tdm__live_free(&live);
+    tdm__meta_unmap(stats, (size_t)n * sizeof *stats);
 }

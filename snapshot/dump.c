@@ -1,8 +1,9 @@
 /* snapshot/dump.c: building a snapshot from the live recorder and writing
  * it (tdm_dump_snapshot).
  *
- * A dump copies the ring (while writers keep going), asks the allocator to
- * visit its state (the allocator holds its own locks meanwhile), symbolizes
+ * A dump is one cut: the allocator copies its state under its own locks
+ * and, at that instant, the ring is marked (ring_cut.h); the events stored
+ * up to the mark are then copied while writers keep going.  It symbolizes
  * every interned stack once per unique address, and hands the result to the
  * .tdm writer.  It allocates freely: it is never on a hot path.  Dumps are
  * serialized by dump_lock so two at once cannot interleave.
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "recorder_internal.h"
+#include "ring_cut.h"
 #include "procinfo.h"
 #include "snap_build.h"
 #include "stack.h"
@@ -118,28 +120,30 @@ static void visit_stats(void *ctx, int device, const tdm_stats *st)
     visit_pool_stats(ctx, device, TDM_STAT_POOL_ALL, st);
 }
 
-tdm_status tdm__rec_copy_events(tdm_event **events, size_t *count,
-                                uint64_t *dropped)
+/* The events stored before `cut` (taken), oldest first, compound ring
+ * entries expanded; *dropped gets what was stored before it but is not
+ * copied (overwritten, refused, or rewritten by the time of the copy),
+ * plus what rings retired earlier had dropped (`carried`). */
+static tdm_status copy_events_before(const tdm__ring_cut *cut, uint64_t carried,
+                                     tdm_event **events, size_t *count,
+                                     uint64_t *dropped)
 {
     *events = NULL;
     *count = 0;
-    *dropped = atomic_load(&tdm__recorder_state.carried_drops);
-    tdm__ring *ring = atomic_load(&tdm__recorder_state.ring);
+    *dropped = carried;
+    tdm__ring *ring = cut->ring;
     if (!ring)
         return TDM_OK;
     size_t cap = (size_t)ring->capacity;
     tdm_event *ev = malloc((cap ? cap : 1) * sizeof *ev);
     if (!ev)
         return TDM_HOST_OUT_OF_MEMORY;
-    uint64_t lost = 0;
-    size_t n = tdm__ring_copy(ring, ev, cap, &lost);
-    *dropped += lost;
+    uint64_t copied_plain = 0;
+    size_t n = tdm__ring_copy_before(ring, cut->before, ev, cap, &copied_plain);
+    *dropped += cut->stored > copied_plain ? cut->stored - copied_plain : 0;
     /* Compound ring entries become the plain events files hold. */
-    size_t plain = 0;
-    for (size_t i = 0; i < n; i++)
-        plain += tdm__action_expanded_count(ev[i].action);
-    if (plain != n) {
-        tdm_event *out = malloc(plain * sizeof *out);
+    if (copied_plain != n) {
+        tdm_event *out = malloc(copied_plain * sizeof *out);
         if (!out) {
             free(ev);
             return TDM_HOST_OUT_OF_MEMORY;
@@ -149,11 +153,27 @@ tdm_status tdm__rec_copy_events(tdm_event **events, size_t *count,
             k += tdm__event_expand(&ev[i], &out[k]);
         free(ev);
         ev = out;
-        n = plain;
+        n = (size_t)copied_plain;
     }
     *events = ev;
     *count = n;
     return TDM_OK;
+}
+
+tdm_status tdm__rec_copy_events(tdm_event **events, size_t *count,
+                                uint64_t *dropped)
+{
+    tdm__ring_cut cut;
+    *events = NULL;
+    *count = 0;
+    *dropped = 0;
+    if (tdm__ring_cut_init(&cut, atomic_load(&tdm__recorder_state.ring)) != 0)
+        return TDM_HOST_OUT_OF_MEMORY;
+    uint64_t carried = atomic_load(&tdm__recorder_state.carried_drops);
+    tdm__ring_cut_take(&cut);
+    tdm_status st = copy_events_before(&cut, carried, events, count, dropped);
+    tdm__ring_cut_free(&cut);
+    return st;
 }
 
 /* Where the frames of one captured pcs entry lie in snap->frames: a
@@ -413,6 +433,21 @@ void tdm__rec_snapshot_free(tdm_snap *snap)
     free(snap);
 }
 
+/* The state's visitor ends here at the cut: the ring is marked at the
+ * same instant the allocator copies its state. */
+typedef struct cut_ctx {
+    builder b; /* first: the visit_* callbacks take ctx as their builder */
+    tdm__ring_cut ring_cut;
+    uint64_t carried; /* drops of retired rings, read at the cut */
+} cut_ctx;
+
+static void at_cut(void *ctx)
+{
+    cut_ctx *c = ctx;
+    c->carried = atomic_load(&tdm__recorder_state.carried_drops);
+    tdm__ring_cut_take(&c->ring_cut);
+}
+
 tdm_status tdm__rec_build_snapshot(tdm_snap **out)
 {
     *out = NULL;
@@ -426,22 +461,33 @@ tdm_status tdm__rec_build_snapshot(tdm_snap **out)
     snap->owner_ = o;
     tdm__rec_event(TDM_ACTION_SNAPSHOT, -1, 0, 0, 0, 0, 0);
 
-    /* Events first, then the header's phase table: a phase named between
-     * the two is then in the table, so every event's phase id resolves. */
-    tdm_status st = tdm__rec_copy_events(&snap->events, &snap->event_count,
-                                         &snap->dropped_events);
-    if (st == TDM_OK)
-        st = build_header(snap, o);
+    /* One cut: the allocator copies its state (segments, blocks, stats)
+     * with its locks held and marks the ring meanwhile (at_cut); the
+     * events are then copied up to that mark, however far the program has
+     * gone since.  Events before the header's phase table: a phase named
+     * between the two is then in the table, so every event's phase id
+     * resolves. */
+    cut_ctx c = {.b = {.snap = snap, .owner = o}};
+    tdm_status st = TDM_OK;
+    if (tdm__ring_cut_init(&c.ring_cut, atomic_load(&tdm__recorder_state.ring)) != 0)
+        st = TDM_HOST_OUT_OF_MEMORY;
     if (st == TDM_OK) {
-        builder b = {.snap = snap, .owner = o};
-        tdm__state_visitor v = {&b, visit_device, visit_segment, visit_stats,
-                                visit_imported};
+        tdm__state_visitor v = {&c, visit_device, visit_segment, visit_stats,
+                                visit_imported, at_cut};
         tdm__state_source_fn source = atomic_load(&tdm__recorder_state.state_source);
         if (source)
             source(&v, visit_pool_stats);
-        if (b.failed)
+        if (!c.ring_cut.taken) /* no allocator (or one with no state yet) */
+            at_cut(&c);
+        if (c.b.failed)
             st = TDM_HOST_OUT_OF_MEMORY;
     }
+    if (st == TDM_OK)
+        st = copy_events_before(&c.ring_cut, c.carried, &snap->events,
+                                &snap->event_count, &snap->dropped_events);
+    tdm__ring_cut_free(&c.ring_cut);
+    if (st == TDM_OK)
+        st = build_header(snap, o);
     if (st == TDM_OK)
         st = build_stacks(snap, o);
     if (st != TDM_OK) {

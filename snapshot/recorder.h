@@ -106,6 +106,13 @@ typedef struct tdm__state_visitor {
     void (*stats)(void *ctx, int device, const tdm_stats *stats);
     /* A mapping of memory the process did not allocate (may be NULL). */
     void (*imported)(void *ctx, const tdm_snap_imported *imported);
+    /* Called once, before any other callback, while the source holds every
+     * lock under which the allocator changes its state and records the
+     * matching events: the instant its segments, blocks and stats are
+     * copied.  The dump cuts the event ring there (ring_cut.h), so that
+     * events and state agree.  It must not lock, allocate or print.  May
+     * be NULL. */
+    void (*at_cut)(void *ctx);
 } tdm__state_visitor;
 
 /* One pool's share of a device's stats (pool TDM_STAT_POOL_SMALL or
@@ -116,8 +123,9 @@ typedef struct tdm__state_visitor {
 typedef void (*tdm__pool_stats_fn)(void *ctx, int device, int pool,
                                    const tdm_stats *stats);
 
-/* Calls the visitor for every device, segment and device's stats,
- * holding whatever locks keep the state consistent meanwhile; and, when
+/* Calls the visitor for every device, segment and device's stats, copied
+ * at one instant (at_cut) with whatever locks keep the state consistent
+ * held meanwhile, the callbacks called after they are released; and, when
  * pool_stats is not NULL and the allocator keeps pools (cache mode),
  * pool_stats for each pool of each device.  Pass-through and observe
  * modes have no pools and never call it. */

@@ -25,6 +25,7 @@
 #include <sys/mman.h>
 
 #include "ring.h"
+#include "ring_cut.h"
 
 _Static_assert(sizeof(tdm__ring_slot) == 64, "a ring slot is one cache line");
 
@@ -345,5 +346,45 @@ size_t tdm__ring_copy(tdm__ring *ring, tdm_event *out, size_t max,
     free(tmp);
     if (lost)
         *lost = stored > copied_plain ? stored - copied_plain : 0;
+    return copied;
+}
+
+/* ---- copy up to a cut (ring_cut.h) ----------------------------------------
+ * As tdm__ring_copy, keeping only the entries stored before the cut: the
+ * entry of index i in chunk c when i < before[c]. */
+size_t tdm__ring_copy_before(tdm__ring *ring, const uint64_t *before,
+                             tdm_event *out, size_t max, uint64_t *copied_plain)
+{
+    uint64_t slots = ring->chunks << ring->chunk_shift;
+    ring_key *keys = malloc((size_t)slots * sizeof *keys);
+    ring_key *tmp = malloc((size_t)slots * sizeof *tmp);
+    ring_key *sorted = NULL;
+    size_t n = 0;
+    if (keys && tmp) {
+        for (uint64_t p = 0; p < slots; p++) {
+            uint64_t index, w[7];
+            if (read_slot(&ring->slots[p], &index, w) &&
+                index < before[p >> ring->chunk_shift])
+                keys[n++] = (ring_key){w[0], index, p};
+        }
+        sorted = sort_keys(keys, tmp, n);
+    }
+    if (!sorted)
+        n = 0; /* out of host memory: nothing copied */
+    size_t want = max < ring->capacity ? max : (size_t)ring->capacity;
+    size_t first = n > want ? n - want : 0, copied = 0;
+    uint64_t plain = 0;
+    for (size_t k = first; k < n; k++) {
+        uint64_t index, w[7];
+        /* Rewritten since the first pass: a newer event took the slot. */
+        if (!read_slot(&ring->slots[sorted[k].slot], &index, w) ||
+            index != sorted[k].index)
+            continue;
+        memcpy(&out[copied++], w, sizeof w);
+        plain += tdm__action_expanded_count((unsigned)(w[6] >> 48) & 0xff);
+    }
+    free(keys);
+    free(tmp);
+    *copied_plain = plain;
     return copied;
 }

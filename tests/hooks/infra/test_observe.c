@@ -299,7 +299,7 @@ static seen visit(void)
 {
     static seen s;
     memset(&s, 0, sizeof s);
-    tdm__state_visitor v = {&s, v_device, v_segment, v_stats, NULL};
+    tdm__state_visitor v = {&s, v_device, v_segment, v_stats, NULL, NULL};
     tdm__alloc_visit_for_tests(&v);
     return s;
 }

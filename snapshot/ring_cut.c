@@ -1,0 +1,66 @@
+/* snapshot/ring_cut.c: marking one instant of the event ring (ring_cut.h).
+ *
+ * Chunk c's state word is (n << 1) | held, n the claim that last took it
+ * (ring.c).  At the cut:
+ *   - not held: claim n gave the chunk back, so every entry of claim n or
+ *     older is stored and any later one belongs to a claim made after the
+ *     cut: before[c] = (n + 1) * chunk.  A chunk never claimed (state 0,
+ *     its first slot empty) holds nothing yet: before[c] = 0.
+ *   - held by claim n: its owner writes slots in order, so the stored
+ *     entries are the complete slots from the chunk's start:
+ *     before[c] = n * chunk + that many.
+ * A claim counted (claims++) but not yet won (the CAS on the state) at the
+ * instant writes nothing before it, and its indices are above before[c].
+ */
+#include <stdlib.h>
+
+#include "ring_cut.h"
+
+int tdm__ring_cut_init(tdm__ring_cut *cut, tdm__ring *ring)
+{
+    *cut = (tdm__ring_cut){.ring = ring};
+    if (!ring)
+        return 0;
+    cut->before = calloc((size_t)ring->chunks, sizeof *cut->before);
+    return cut->before ? 0 : -1;
+}
+
+void tdm__ring_cut_free(tdm__ring_cut *cut)
+{
+    free(cut->before);
+    *cut = (tdm__ring_cut){0};
+}
+
+/* Complete slots from the start of held chunk c, under claim n. */
+static uint64_t stored_prefix(tdm__ring *ring, uint64_t c, uint64_t n)
+{
+    uint64_t first = n << ring->chunk_shift, k = 0;
+    tdm__ring_slot *slot = &ring->slots[c << ring->chunk_shift];
+    while (k < ring->chunk &&
+           atomic_load_explicit(&slot[k].seq, memory_order_acquire) ==
+               2 * (first + k) + 2)
+        k++;
+    return k;
+}
+
+void tdm__ring_cut_take(tdm__ring_cut *cut)
+{
+    tdm__ring *ring = cut->ring;
+    cut->taken = 1;
+    if (!ring)
+        return;
+    cut->stored = tdm__ring_events(ring);
+    for (uint64_t c = 0; c < ring->chunks; c++) {
+        uint64_t s = atomic_load_explicit(&ring->chunk_state[c], memory_order_acquire);
+        uint64_t n = s >> 1;
+        if (s & 1) {
+            cut->before[c] = (n << ring->chunk_shift) + stored_prefix(ring, c, n);
+        } else if (s == 0 &&
+                   atomic_load_explicit(&ring->slots[c << ring->chunk_shift].seq,
+                                        memory_order_acquire) == 0) {
+            cut->before[c] = 0;
+        } else {
+            cut->before[c] = (n + 1) << ring->chunk_shift;
+        }
+    }
+}
