@@ -39,6 +39,13 @@ expect 0 "train_sim" -- "$TRAIN_SIM" --steps $S --layers $L --hidden $H --batch 
 expect 0 "categories demo" -- "$TIDEMARK" categories --samples 6 "$work/demo.tdm"
 for c in parameter optimizer_state gradient activation; do has out "    $c "; done
 has out "over time"
+# More samples than the history has events: each state is shown once (a
+# row the same as the one above it says nothing).
+expect 0 "categories demo, many samples" -- "$TIDEMARK" categories --samples 2000 "$work/demo.tdm"
+rows=$(sed -n '/over time/,$p' "$work/out" | tail -n +3)
+[ -n "$rows" ] || fail "no over-time rows"
+[ "$(printf '%s\n' "$rows" | uniq -d | wc -l)" -eq 0 ] ||
+  fail "repeated over-time rows: $(printf '%s\n' "$rows" | uniq -d | head -3)"
 expect 0 "export json" -- "$TIDEMARK" export --format json -o "$work/demo.json" "$work/demo.tdm"
 py "demo categories" "$work/demo.json" $L $S $H $B <<'EOF'
 import json, sys, collections

@@ -161,21 +161,31 @@ static void print_device(FILE *out, const tdm_model *m, size_t dev,
     for (int i = 0; i < NCAT; i++)
         fprintf(out, " %9s", short_names[cat_order[i]]);
     fprintf(out, " %9s\n", "total");
+    /* A row that reads the same as the one above it (an event that moved
+     * no category by a tenth of a unit, at the same shown time) is left
+     * out: it says nothing. */
+    char line[512], prev[512] = "";
     for (size_t r = 1; r < nrows; r++) {
         const tdm_event *ev = seqs[r] >= 0 ? &s->events[seqs[r]] : NULL;
         uint64_t t = ev ? ev->time_ns : origin;
         const char *pn = ev ? tdm__model_phase_name(m, ev->phase, pbuf, sizeof pbuf) : "";
         if (strlen(pn) > 10)
             pn = pn + strlen(pn) - 10;
-        fprintf(out, "    %*s %5" PRIu32 " %-10s", tw,
-                tdm__fmt_offset(b1, sizeof b1, (int64_t)(t - origin)), ev ? ev->step : 0,
-                pn[0] ? pn : "-");
+        size_t len = (size_t)snprintf(line, sizeof line, "    %*s %5" PRIu32 " %-10s", tw,
+                                      tdm__fmt_offset(b1, sizeof b1, (int64_t)(t - origin)),
+                                      ev ? ev->step : 0, pn[0] ? pn : "-");
         int64_t sum = 0;
-        for (int i = 0; i < NCAT; i++) {
+        for (int i = 0; i < NCAT && len < sizeof line; i++) {
             sum += rows[r][cat_order[i]];
-            fprintf(out, " %9.1f", (double)rows[r][cat_order[i]] / div);
+            len += (size_t)snprintf(line + len, sizeof line - len, " %9.1f",
+                                    (double)rows[r][cat_order[i]] / div);
         }
-        fprintf(out, " %9.1f\n", (double)sum / div);
+        if (len < sizeof line)
+            snprintf(line + len, sizeof line - len, " %9.1f\n", (double)sum / div);
+        if (strcmp(line, prev) == 0)
+            continue;
+        fputs(line, out);
+        memcpy(prev, line, sizeof line);
     }
 }
 
@@ -354,8 +364,8 @@ static int run_snapshot(const char *path, unsigned nsamples, int device, const c
             d->seeded_from_state == 0)
             continue;
         shown++;
-        /* Row 0 is the peak; then nsamples evenly spaced times, each the
-         * state after the last event at or before it. */
+        /* Row 0 is the peak; then up to nsamples evenly spaced times, each
+         * the state after the last event at or before it. */
         size_t n = 1 + nsamples;
         free(seqs);
         free(rows);
@@ -372,9 +382,16 @@ static int run_snapshot(const char *path, unsigned nsamples, int device, const c
             seqs[1 + i] = tdm__model_seq_at_time(m, t);
         }
         qsort(seqs + 1, nsamples, sizeof *seqs, int64_cmp);
+        /* Times that fall between the same two events (a burst of steps,
+         * then a quiet end) show the same state: keep one row of each. */
+        unsigned distinct = 0;
+        for (unsigned i = 0; i < nsamples; i++)
+            if (distinct == 0 || seqs[1 + i] != seqs[distinct])
+                seqs[1 + distinct++] = seqs[1 + i];
+        n = 1 + distinct;
         /* bytes_at wants ascending positions: do the peak on its own. */
         if (bytes_at(m, cats, dev, seqs, 1, rows) != TDM_OK ||
-            bytes_at(m, cats, dev, seqs + 1, nsamples, rows + 1) != TDM_OK)
+            bytes_at(m, cats, dev, seqs + 1, distinct, rows + 1) != TDM_OK)
             goto oom;
         print_device(stdout, m, dev, rows, seqs, n);
     }
@@ -519,7 +536,8 @@ void tdm__cli_categories_help(FILE *out)
           "kind is inferred from the phase marks and lifetimes (docs/categories.md).\n"
           "\n"
           "With a snapshot: bytes per category at the peak, then a table of\n"
-          "bytes per category at N evenly spaced times (default 12).\n"
+          "bytes per category at N evenly spaced times (default 12; a\n"
+          "state shown once when several times fall on it).\n"
           "\n"
           "  --trace CSV     read an allocation trace (action,time_ns,id,size,\n"
           "                  category), ignore its category column, and print\n"
@@ -533,7 +551,8 @@ void tdm__cli_categories_help(FILE *out)
           "                  at address ADDR (0x...), or of those with a frame\n"
           "                  containing SITE ('Adam.step', 'train.py:41')\n"
           "  --list-rules    print the stack rules in force, in order, and exit\n"
-          "  --samples N     rows of the over-time table (0 = only the peak)\n"
+          "  --samples N     evenly spaced times in the over-time table, each\n"
+          "                  distinct state shown once (0 = only the peak)\n"
           "  --device N      only this device ordinal (a snapshot without it: exit 2)\n"
           "\n"
           "A directory stands for the *.tdm files in it, each shown in turn.\n",
