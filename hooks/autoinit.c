@@ -53,6 +53,7 @@
 #include "preload.h"
 #include "procinfo.h"
 #include "recorder.h"
+#include "spill.h"
 
 static struct {
     pthread_mutex_t lock;
@@ -188,8 +189,10 @@ static void dump_now(enum dump_kind kind)
      * launcher runs) leaves nothing at exit: dozens of empty files and
      * lines would hide the one that matters.  A dump asked by signal is
      * written all the same: someone asked for it. */
-    if (kind == DUMP_EXIT && tdm__snap_untouched(snap))
+    if (kind == DUMP_EXIT && tdm__snap_untouched(snap)) {
+        tdm__spill_remove(); /* nothing to recover either */
         goto out;
+    }
     st = tdm__dump_path_for_process(g.tmpl, g.start_time_us, path, sizeof path);
     int has_pid = template_has_pid(g.tmpl);
     /* A forked child must not write over its parent's file. */
@@ -235,6 +238,10 @@ static void dump_now(enum dump_kind kind)
             events, (unsigned long long)dropped);
     else if (st == TDM_OK)
         say("tidemark: wrote snapshot to %s (%zu events)", path, events);
+    /* The exit snapshot holds the history: the spill is no longer needed.
+     * A failed one leaves it for `tidemark recover`. */
+    if (st == TDM_OK && kind == DUMP_EXIT)
+        tdm__spill_remove();
     if (st != TDM_OK) {
         say("tidemark: cannot write snapshot to %s: %s", path,
             st == TDM_IO_ERROR && why ? tdm__out_strerror(why) : tdm_strerror(st));
@@ -399,6 +406,8 @@ static void at_exit(void)
     stop_watcher();
     if (g.cfg.dump_on & TDM__DUMP_ON_EXIT)
         dump_now(DUMP_EXIT);
+    else
+        tdm__spill_remove(); /* a normal exit that wants no snapshot */
 }
 
 /* ---- dump on out-of-memory ------------------------------------------------ */
@@ -456,6 +465,33 @@ static int make_absolute_template(const char *dump, char *tmpl, size_t tmpl_len)
         return -1;
     memcpy(tmpl + used, dump, len + 1);
     return 0;
+}
+
+/* Opens the spill file (spill=, on unless "off"; only a ring of events
+ * needs it) and says where, once.  Failing leaves recording as it is. */
+static void start_spill(const char *text)
+{
+    if (strcmp(g.cfg.spill, "off") == 0 || g.cfg.record != TDM_RECORD_ALL)
+        return;
+    char dump[TDM__CONF_PATH_MAX], tmpl[TDM__CONF_PATH_MAX], path[TDM__CONF_PATH_MAX];
+    char why[256];
+    const char *spill_tmpl = g.cfg.spill;
+    if (spill_tmpl[0] && make_absolute_template(spill_tmpl, tmpl, sizeof tmpl) == 0)
+        spill_tmpl = tmpl;
+    if (tdm__dump_path_for_process(g.tmpl, g.start_time_us, dump, sizeof dump) != TDM_OK ||
+        tdm__spill_path_for_process(spill_tmpl, dump, template_has_pid(g.tmpl),
+                                    g.start_time_us, path, sizeof path) != TDM_OK) {
+        say("tidemark: no spill file (%m); a killed program leaves no history");
+        return;
+    }
+    if (tdm__spill_open(path, text, g.cfg.alloc.device_kind, why, sizeof why) != TDM_OK) {
+        say("tidemark: cannot create spill file %s: %s; a killed program leaves no "
+            "history", path, why);
+        return;
+    }
+    tdm__spill_set_modes(g.cfg.record, g.cfg.context, g.cfg.stacks);
+    say("tidemark: history spills to %s (if killed: tidemark recover %s -o OUT.tdm)",
+        path, path);
 }
 
 /* The device line, for a configuration the allocator refused with st. */
@@ -612,6 +648,7 @@ static tdm_status apply_once(const char *text)
     if (g.cfg.record == TDM_RECORD_OFF)
         return TDM_OK; /* devices configured; nothing recorded, nothing dumped */
 
+    start_spill(text);
     tdm_history_options opts;
     tdm__config_history_options(&g.cfg, &opts);
     st = tdm_record_memory_history(&opts);

@@ -130,6 +130,17 @@ static int parse_template(const tdm__conf_key *key, const char *value,
     return 0;
 }
 
+/* `spill`: off, or a path template as `dump` takes. */
+static int parse_spill(const tdm__conf_key *key, const char *value, void *field,
+                       char *why, size_t why_len)
+{
+    if (strcmp(value, "off") == 0 || value[0] == '\0') {
+        memcpy(field, value, strlen(value) + 1); /* "": the default place */
+        return 0;
+    }
+    return parse_template(key, value, field, why, why_len);
+}
+
 /* `hide`: an extended regular expression (POSIX, as the readers' --hide
  * takes it).  Recording does not use it: it is checked here so that a bad
  * one is said when the program starts, and travels in the snapshot's
@@ -401,6 +412,12 @@ static const tdm__conf_key keys[] = {
      "(0 if none), %t start time (UTC, YYYYmmdd-HHMMSS), %% a percent sign; "
      "missing folders are created",
      parse_template, FIELD(dump), NULL},
+    {"spill", "path template|off", "",
+     "kill-safe history: the ring and stacks live in this file (shared "
+     "memory the kernel keeps when the process is killed or crashes), read "
+     "back by `tidemark recover`; removed after the exit snapshot; empty: "
+     "$TMPDIR (else /tmp)/tidemark-UID/ + the dump's name + .spill; codes as dump",
+     parse_spill, FIELD(spill), NULL},
     {"dump_on", "exit|signal|oom|none, joined by + or |", "exit",
      "when to write a snapshot: exit (normal process exit), signal (on "
      "`signal`; the program goes on; a new file each time), oom (each time "

@@ -56,6 +56,8 @@ typedef struct tdm__config {
     int stacks;              /* tdm_stacks_mode */
     size_t max_entries;      /* ring capacity, events, >= 1 */
     char dump[TDM__CONF_PATH_MAX]; /* path template, checked */
+    char spill[TDM__CONF_PATH_MAX]; /* kill-safe history: a path template,
+                                "off", or "" for the default place */
     unsigned dump_on;        /* TDM__DUMP_ON_* bits */
     int signal;              /* signal number that asks for a dump */
     tdm__alloc_config alloc; /* `device` (kind, count, capacity in bytes),
@@ -206,6 +208,14 @@ tdm_status tdm__dump_path_with_suffix(const char *path, const char *suffix,
 /* Creates the missing folders above `path` (mode 0777 less the umask).
  * TDM_IO_ERROR, with errno set, when one cannot be made. */
 tdm_status tdm__dump_path_make_parent(const char *path);
+
+/* The spill file's path (spill_path.c): `spill_tmpl` expanded (its folders
+ * made), or, when it is "", the default place for the dump file
+ * `dump_path` (see spill_path.c).  TDM_IO_ERROR with errno set when the
+ * folder cannot be made or is not this user's. */
+tdm_status tdm__spill_path_for_process(const char *spill_tmpl, const char *dump_path,
+                                       int dump_has_pid, uint64_t start_time_us,
+                                       char *out, size_t out_len);
 /* 1 when a file at `path` was last written at or after `since_us` (µs
  * since the epoch): another process of the same run (an exec'd child, a
  * sibling) wrote it while this one was alive, and it must not be

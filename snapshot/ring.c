@@ -25,6 +25,7 @@
 #include <sys/mman.h>
 
 #include "ring.h"
+#include "spill.h"
 
 _Static_assert(sizeof(tdm__ring_slot) == 64, "a ring slot is one cache line");
 
@@ -103,8 +104,16 @@ tdm_status tdm__ring_create(uint64_t capacity, tdm__ring **out)
     size_t head = (sizeof(tdm__ring) + 63) & ~(size_t)63;
     size_t state_bytes = ((size_t)chunks * sizeof(uint64_t) + 63) & ~(size_t)63;
     size_t bytes = head + state_bytes + (size_t)slots * sizeof(tdm__ring_slot);
-    void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    bytes = (bytes + 4095) & ~(size_t)4095;
+    /* The whole ring is reserved in the spill file at once: a store into
+     * a page the file system has no room for would raise SIGBUS. */
+    uint64_t spill_offset = 0;
+    void *mem = tdm__spill_map(bytes, bytes, &spill_offset);
+    if (!mem) {
+        spill_offset = 0;
+        mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    }
     if (mem == MAP_FAILED)
         return TDM_HOST_OUT_OF_MEMORY;
     pthread_once(&key_once, make_exit_key);
@@ -116,6 +125,7 @@ tdm_status tdm__ring_create(uint64_t capacity, tdm__ring **out)
     r->chunk_shift = shift;
     r->chunks = chunks;
     r->map_bytes = bytes;
+    r->spill_offset = spill_offset;
     atomic_init(&r->claims, 0);
     atomic_init(&r->given_back, 0);
     atomic_init(&r->refused, 0);
@@ -124,6 +134,9 @@ tdm_status tdm__ring_create(uint64_t capacity, tdm__ring **out)
     r->next_live = live_rings;
     live_rings = r;
     pthread_mutex_unlock(&live_lock);
+    if (spill_offset)
+        tdm__spill_publish_ring(spill_offset, spill_offset + head + state_bytes,
+                                capacity, slots);
     *out = r;
     return TDM_OK;
 }
@@ -136,7 +149,11 @@ void tdm__ring_retire(tdm__ring *ring)
      * writers, whose slot stores then land in fresh zero pages. */
     uintptr_t start = ((uintptr_t)ring->slots + 4095) & ~(uintptr_t)4095;
     uintptr_t end = ((uintptr_t)ring + ring->map_bytes) & ~(uintptr_t)4095;
-    if (end > start)
+    if (ring->spill_offset)
+        tdm__spill_unpublish_ring(ring->spill_offset);
+    if (end > start && ring->spill_offset)
+        tdm__spill_discard((void *)start, end - start);
+    else if (end > start)
         madvise((void *)start, end - start, MADV_DONTNEED);
 }
 
@@ -223,8 +240,34 @@ uint64_t tdm__ring_events(tdm__ring *ring)
     return total;
 }
 
+/* Turns a ring mapped from the parent's spill file into private memory at
+ * the same address (threads' writer state points into it): the header and
+ * chunk states are kept, the slots start empty. */
+static void detach_from_spill(tdm__ring *r)
+{
+    size_t keep = (size_t)((char *)r->slots - (char *)r);
+    void *copy = mmap(NULL, keep, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (copy == MAP_FAILED)
+        return;
+    memcpy(copy, r, keep);
+    size_t bytes = r->map_bytes;
+    void *m = mmap(r, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    if (m != MAP_FAILED) {
+        memcpy(r, copy, keep);
+        r->spill_offset = 0;
+    }
+    munmap(copy, keep);
+}
+
 void tdm__ring_fork_child(tdm__ring *ring)
 {
+    tdm__spill_fork_child();
+    /* The only thread: no lock is held by anyone else. */
+    for (tdm__ring *r = live_rings; r; r = r->next_live)
+        if (r->spill_offset)
+            detach_from_spill(r);
     if (!ring)
         return;
     tdm__ring_writer *me = &tdm__ring_me;

@@ -1,0 +1,73 @@
+/* hooks/spill_path.c: where the spill file of TIDEMARK_CONF's `spill` key
+ * goes.
+ *
+ * Default place: $TMPDIR (else /tmp), in a folder tidemark-UID made 0700
+ * and owned by this user.  Both are node-local on clusters (the dump
+ * folder may be a network file system, where every store into a shared
+ * mapping would turn into network writes), and cheap: often tmpfs.  The
+ * name is the dump's file name without its extension, with ".PID" when
+ * that name has no pid, and ".spill".
+ *
+ * Lock: none; file system calls only (mkdir, lstat).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The default folder, made if missing; -1 (errno set) when it is not a
+ * folder of ours. */
+static int default_folder(char *dir, size_t len)
+{
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || tmp[0] != '/')
+        tmp = "/tmp";
+    int n = snprintf(dir, len, "%s/tidemark-%lu", tmp, (unsigned long)getuid());
+    if (n < 0 || (size_t)n >= len) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return -1;
+    struct stat st;
+    if (lstat(dir, &st) != 0)
+        return -1;
+    /* Someone else's folder, or a link planted in a shared /tmp. */
+    if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 0077)) {
+        errno = EACCES;
+        return -1;
+    }
+    return 0;
+}
+
+tdm_status tdm__spill_path_for_process(const char *spill_tmpl, const char *dump_path,
+                                       int dump_has_pid, uint64_t start_time_us,
+                                       char *out, size_t out_len)
+{
+    if (spill_tmpl[0]) {
+        tdm_status st = tdm__dump_path_for_process(spill_tmpl, start_time_us, out, out_len);
+        if (st != TDM_OK)
+            return st;
+        return tdm__dump_path_make_parent(out);
+    }
+    char dir[TDM__CONF_PATH_MAX];
+    if (default_folder(dir, sizeof dir) != 0)
+        return TDM_IO_ERROR;
+    const char *slash = strrchr(dump_path, '/');
+    const char *base = slash ? slash + 1 : dump_path;
+    const char *dot = strrchr(base, '.');
+    int stem = (int)(dot && dot != base ? (size_t)(dot - base) : strlen(base));
+    char pid[32] = "";
+    if (!dump_has_pid)
+        snprintf(pid, sizeof pid, ".%lld", (long long)getpid());
+    int n = snprintf(out, out_len, "%s/%.*s%s.spill", dir, stem, base, pid);
+    if (n < 0 || (size_t)n >= out_len) {
+        errno = ENAMETOOLONG;
+        return TDM_IO_ERROR;
+    }
+    return TDM_OK;
+}
