@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "procinfo.h"
+#include "recorder_internal.h"
 #include "spill.h"
 #include "spill_layout.h"
 
@@ -265,6 +266,9 @@ tdm_status tdm__spill_open(const char *path, const char *config_text,
     gethostname(h->host, sizeof h->host - 1);
     snprintf(h->device_kind, sizeof h->device_kind, "%s", device_kind ? device_kind : "");
     read_command(h->command, sizeof h->command);
+    /* The allocator is configured before the spill opens (autoinit). */
+    snprintf(h->alloc_mode, sizeof h->alloc_mode, "%s",
+             tdm__recorder_state.alloc_mode ? tdm__recorder_state.alloc_mode : "");
     dl_iterate_phdr(add_module_cb, NULL);
     /* The magic last: a reader never takes a half-made header for one. */
     __atomic_thread_fence(__ATOMIC_RELEASE);

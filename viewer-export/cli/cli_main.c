@@ -20,6 +20,8 @@ static const tdm_cli_command commands[] = {
      tdm__cli_export, tdm__cli_export_help},
     {"import", "turn another tool's file (PyTorch snapshot pickle, ...) into a .tdm",
      tdm__cli_import, tdm__cli_import_help},
+    {"recover", "a snapshot from the spill file of a killed or crashed program",
+     tdm__cli_recover, tdm__cli_recover_help},
     {"view", "one offline HTML page to explore a snapshot (or two side by side)",
      tdm__cli_view, tdm__cli_view_help},
     {"run", "run a command recording its device memory; summary and gates",
@@ -31,11 +33,11 @@ static const tdm_cli_command commands[] = {
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
 
-/* Every command but import shows stacks (import writes them as read):
+/* Every command but import and recover shows stacks (they write them):
  * they take the stack options (cli_stacks.c). */
 static int shows_stacks(const tdm_cli_command *cmd)
 {
-    return strcmp(cmd->name, "import") != 0;
+    return strcmp(cmd->name, "import") != 0 && strcmp(cmd->name, "recover") != 0;
 }
 
 static const tdm_cli_command *find_command(const char *name)
