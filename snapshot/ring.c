@@ -105,10 +105,12 @@ tdm_status tdm__ring_create(uint64_t capacity, tdm__ring **out)
     size_t state_bytes = ((size_t)chunks * sizeof(uint64_t) + 63) & ~(size_t)63;
     size_t bytes = head + state_bytes + (size_t)slots * sizeof(tdm__ring_slot);
     bytes = (bytes + 4095) & ~(size_t)4095;
-    /* The whole ring is reserved in the spill file at once: a store into
-     * a page the file system has no room for would raise SIGBUS. */
+    /* In a spill file, the header and chunk states are reserved now and
+     * the slots as chunks are first claimed: a store into a page the file
+     * system has no room for would raise SIGBUS, and reserving the whole
+     * ring at once would commit its memory (tmpfs) before any event. */
     uint64_t spill_offset = 0;
-    void *mem = tdm__spill_map(bytes, bytes, &spill_offset);
+    void *mem = tdm__spill_map(bytes, head + state_bytes, &spill_offset);
     if (!mem) {
         spill_offset = 0;
         mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
@@ -126,6 +128,7 @@ tdm_status tdm__ring_create(uint64_t capacity, tdm__ring **out)
     r->chunks = chunks;
     r->map_bytes = bytes;
     r->spill_offset = spill_offset;
+    atomic_init(&r->spill_reserved, head + state_bytes);
     atomic_init(&r->claims, 0);
     atomic_init(&r->given_back, 0);
     atomic_init(&r->refused, 0);
@@ -174,6 +177,17 @@ void tdm__ring_destroy(tdm__ring *ring)
     munmap(ring, ring->map_bytes);
 }
 
+/* Whether chunk c's slots are reserved in the spill file (reserving the
+ * next 1 MiB or more when they are not). */
+static int spill_room(tdm__ring *ring, uint64_t c)
+{
+    uint64_t end = (uint64_t)((char *)&ring->slots[(c + 1) << ring->chunk_shift] -
+                              (char *)ring);
+    if (end <= atomic_load_explicit(&ring->spill_reserved, memory_order_acquire))
+        return 1;
+    return tdm__spill_grow(ring->spill_offset, &ring->spill_reserved, end, ring->map_bytes);
+}
+
 int tdm__ring_claim(tdm__ring *ring)
 {
     tdm__ring_writer *me = &tdm__ring_me;
@@ -194,6 +208,12 @@ int tdm__ring_claim(tdm__ring *ring)
                 state, &s, n << 1 | 1, memory_order_acquire,
                 memory_order_relaxed))
             continue;
+        if (__builtin_expect(ring->spill_offset != 0, 0) && !spill_room(ring, c)) {
+            /* No room in the file: the chunk goes back unwritten and the
+             * event is counted as lost, never a SIGBUS. */
+            atomic_store_explicit(state, n << 1, memory_order_release);
+            return 0;
+        }
         if (me->ring_id != ring->id)
             me->last_ns = 0;
         me->ring_id = ring->id;

@@ -57,6 +57,9 @@ typedef struct tdm__ring {
     struct tdm__ring *next_live; /* the list of rings not destroyed */
     size_t map_bytes;
     uint64_t spill_offset;       /* its place in the spill file; 0: anonymous */
+    _Atomic uint64_t spill_reserved; /* bytes of the mapping reserved in the
+                                      * file: grown as chunks are first
+                                      * claimed (tdm__ring_claim) */
 } tdm__ring;
 
 /* What this thread holds: events [next, end) of the ring numbered

@@ -67,6 +67,30 @@ int tdm__spill_reserve(uint64_t offset, uint64_t len)
     return rc;
 }
 
+int tdm__spill_grow(uint64_t region_offset, _Atomic uint64_t *reserved, uint64_t need,
+                    uint64_t limit)
+{
+    /* Its own lock: a signal handler never gets here on a thread inside
+     * a push (the ring's busy flag drops its event first), so no thread
+     * waits for itself; and no other lock is taken under it. */
+    static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&grow_lock);
+    int ok = 1;
+    uint64_t have = atomic_load_explicit(reserved, memory_order_relaxed);
+    if (need > have) {
+        uint64_t want = have + ((uint64_t)1 << 20);
+        if (want < need)
+            want = need;
+        if (want > limit)
+            want = limit;
+        ok = sp.fd >= 0 && reserve_locked(region_offset + have, want - have) == 0;
+        if (ok)
+            atomic_store_explicit(reserved, want, memory_order_release);
+    }
+    pthread_mutex_unlock(&grow_lock);
+    return ok;
+}
+
 /* ---- modules ------------------------------------------------------------ */
 
 /* The GNU build-id note of a loaded object, from its PT_NOTE segments in
@@ -395,41 +419,44 @@ void tdm__spill_fork_child(void)
 /* Records and frames are reserved 1 MiB at a time. */
 #define STACK_STEP ((size_t)1 << 20)
 
-void *tdm__stack_spill_map(tdm__stack_spill *s, size_t bytes, size_t recs_at,
-                           size_t frames_at, uint64_t max_stacks,
-                           uint64_t max_frames)
+int tdm__stack_spill_attach(tdm__stack_spill *s, void *map, size_t bytes, size_t recs_at,
+                            size_t frames_at, uint64_t max_stacks, uint64_t max_frames)
 {
     memset(s, 0, sizeof *s);
+    if (!tdm__spill_active() || recs_at % PAGE != 0)
+        return -1;
+    size_t tail = bytes - recs_at;
     uint64_t offset = 0;
-    size_t first = recs_at + STACK_STEP;
-    void *map = tdm__spill_map(bytes, first < frames_at ? first : frames_at, &offset);
-    if (!map)
-        return NULL;
+    void *file = tdm__spill_map(tail, 0, &offset);
+    if (!file)
+        return -1;
+    munmap(file, ROUND_PAGE(tail));
     s->offset = offset;
     s->recs_at = recs_at;
     s->frames_at = frames_at;
-    s->recs_reserved = first < frames_at ? STACK_STEP : frames_at - recs_at;
-    if (tdm__stack_spill_room(s, 0, 8) != 0) {
-        munmap(map, bytes);
+    if (tdm__stack_spill_room(s, 8, 8) != 0 ||
+        mmap((char *)map + recs_at, tail, PROT_READ | PROT_WRITE,
+             MAP_SHARED | MAP_NORESERVE | MAP_FIXED, sp.fd, (off_t)offset) == MAP_FAILED) {
         memset(s, 0, sizeof *s);
-        return NULL;
+        return -1;
     }
-    tdm__spill_publish_stacks(offset, offset + recs_at, offset + frames_at,
-                              max_stacks, max_frames);
-    return map;
+    tdm__spill_publish_stacks(offset, offset, offset + (frames_at - recs_at), max_stacks,
+                              max_frames);
+    return 0;
 }
 
 int tdm__stack_spill_room(tdm__stack_spill *s, size_t recs_end, size_t frames_end)
 {
     if (!s->offset)
         return 0;
+    uint64_t recs = s->offset, frames = s->offset + (s->frames_at - s->recs_at);
     while (recs_end > s->recs_reserved) {
-        if (tdm__spill_reserve(s->offset + s->recs_at + s->recs_reserved, STACK_STEP) != 0)
+        if (tdm__spill_reserve(recs + s->recs_reserved, STACK_STEP) != 0)
             return -1;
         s->recs_reserved += STACK_STEP;
     }
     while (frames_end > s->frames_reserved) {
-        if (tdm__spill_reserve(s->offset + s->frames_at + s->frames_reserved, STACK_STEP) != 0)
+        if (tdm__spill_reserve(frames + s->frames_reserved, STACK_STEP) != 0)
             return -1;
         s->frames_reserved += STACK_STEP;
     }
@@ -438,13 +465,11 @@ int tdm__stack_spill_room(tdm__stack_spill *s, size_t recs_end, size_t frames_en
 
 void tdm__stack_spill_reset(tdm__stack_spill *s, void *map, size_t bytes)
 {
-    tdm__spill_discard(map, bytes);
-    /* The hole gave the reservation back: take the slots' again. */
+    tdm__spill_discard((char *)map + s->recs_at, bytes - s->recs_at);
+    /* The hole gave the reservation back. */
     s->recs_reserved = 0;
     s->frames_reserved = 0;
-    if (tdm__spill_reserve(s->offset, s->recs_at) != 0)
-        return; /* inserts find no room and count overflows */
-    (void)tdm__stack_spill_room(s, 8, 8);
+    (void)tdm__stack_spill_room(s, 8, 8); /* else inserts count overflows */
 }
 
 void tdm__stack_spill_detach(tdm__stack_spill *s, void *map, size_t bytes,
@@ -452,19 +477,20 @@ void tdm__stack_spill_detach(tdm__stack_spill *s, void *map, size_t bytes,
 {
     if (!s->offset)
         return;
-    size_t head = s->recs_at + recs_used;
-    void *copy = mmap(NULL, head + frames_used + 1, PROT_READ | PROT_WRITE,
+    char *tail = (char *)map + s->recs_at;
+    size_t frames_from = s->frames_at - s->recs_at;
+    void *copy = mmap(NULL, recs_used + frames_used + 1, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (copy == MAP_FAILED)
         return;
-    memcpy(copy, map, head);
-    memcpy((char *)copy + head, (char *)map + s->frames_at, frames_used);
-    void *m = mmap(map, bytes, PROT_READ | PROT_WRITE,
+    memcpy(copy, tail, recs_used);
+    memcpy((char *)copy + recs_used, tail + frames_from, frames_used);
+    void *m = mmap(tail, bytes - s->recs_at, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
     if (m != MAP_FAILED) {
-        memcpy(map, copy, head);
-        memcpy((char *)map + s->frames_at, (char *)copy + head, frames_used);
+        memcpy(tail, copy, recs_used);
+        memcpy(tail + frames_from, (char *)copy + recs_used, frames_used);
         memset(s, 0, sizeof *s);
     }
-    munmap(copy, head + frames_used + 1);
+    munmap(copy, recs_used + frames_used + 1);
 }

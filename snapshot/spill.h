@@ -22,6 +22,7 @@
 #ifndef TDM_SNAPSHOT_SPILL_H
 #define TDM_SNAPSHOT_SPILL_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,6 +45,11 @@ const char *tdm__spill_path(void);
 void *tdm__spill_map(size_t bytes, size_t reserve, uint64_t *offset);
 /* Reserves [offset, offset + len) of the file; 0 on success. */
 int tdm__spill_reserve(uint64_t offset, uint64_t len);
+/* Reserves the region at `region_offset` up to at least byte `need` (in
+ * steps of 1 MiB, at most `limit`), *reserved being what is reserved so
+ * far.  1 when reserved; 0 when the file system has no room. */
+int tdm__spill_grow(uint64_t region_offset, _Atomic uint64_t *reserved, uint64_t need,
+                    uint64_t limit);
 /* Gives a region's pages back: they read as zeros afterwards. */
 void tdm__spill_discard(void *addr, size_t bytes);
 
@@ -70,20 +76,22 @@ typedef struct tdm__stack_spill {
     size_t recs_reserved, frames_reserved; /* bytes from recs_at / frames_at */
 } tdm__stack_spill;
 
-/* Maps the table (`bytes`: hash slots, then records at recs_at, then
- * frames at frames_at) from the spill file, reserving the slots whole
- * and a first step of records and frames; NULL when no spill or no room. */
-void *tdm__stack_spill_map(tdm__stack_spill *s, size_t bytes, size_t recs_at,
-                           size_t frames_at, uint64_t max_stacks,
-                           uint64_t max_frames);
+/* The table is `map` (`bytes`, anonymous): hash slots, records from
+ * recs_at, frames from frames_at.  Maps records and frames over it
+ * MAP_SHARED from the spill file (the hash slots stay anonymous: recover
+ * needs only records and frames), reserving a first step of each.  0 on
+ * success; -1 (the table left anonymous) when no spill or no room. */
+int tdm__stack_spill_attach(tdm__stack_spill *s, void *map, size_t bytes, size_t recs_at,
+                            size_t frames_at, uint64_t max_stacks, uint64_t max_frames);
 /* Before records up to byte recs_end and frames up to byte frames_end
  * are written: reserves more when needed.  0 when there is room. */
 int tdm__stack_spill_room(tdm__stack_spill *s, size_t recs_end, size_t frames_end);
-/* tdm__stack_reset on a spilled table: zeros and reserves again. */
+/* tdm__stack_reset on a spilled table: zeros records and frames and
+ * reserves again (the caller drops the hash slots). */
 void tdm__stack_spill_reset(tdm__stack_spill *s, void *map, size_t bytes);
-/* In a forked child: the table becomes private memory at the same
- * address, keeping [0, recs_at + recs_used) and frames_used bytes of
- * frames. */
+/* In a forked child: records and frames become private memory at the
+ * same address, keeping recs_used bytes of records and frames_used bytes
+ * of frames. */
 void tdm__stack_spill_detach(tdm__stack_spill *s, void *map, size_t bytes,
                              size_t recs_used, size_t frames_used);
 

@@ -743,11 +743,12 @@ tdm_status tdm__stack_init(size_t max_stacks, size_t max_frames)
     pthread_mutex_lock(&table.lock);
     if (!atomic_load_explicit(&table.ready, memory_order_relaxed)) {
         /* Reserved, not committed: pages are touched as stacks arrive. */
-        void *map = tdm__stack_spill_map(&table.spill, bytes, slot_bytes,
-                                         slot_bytes + rec_bytes, max_stacks, max_frames);
-        if (!map)
-            map = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        void *map = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        /* Records and frames (not the hash slots) from the spill file. */
+        if (map != MAP_FAILED)
+            tdm__stack_spill_attach(&table.spill, map, bytes, slot_bytes,
+                                    slot_bytes + rec_bytes, max_stacks, max_frames);
         if (map == MAP_FAILED) {
             st = TDM_HOST_OUT_OF_MEMORY;
         } else {
@@ -800,8 +801,8 @@ void tdm__stack_reset(void)
         atomic_store_explicit(&table.count, 0, memory_order_release);
         if (table.spill.offset)
             tdm__stack_spill_reset(&table.spill, table.map, table.map_bytes);
-        else
-            madvise(table.map, table.map_bytes, MADV_DONTNEED);
+        madvise(table.map, table.spill.offset ? table.spill.recs_at : table.map_bytes,
+                MADV_DONTNEED);
         table.frames_used = 0;
     }
     atomic_store_explicit(&table.overflows, 0, memory_order_relaxed);
