@@ -1,12 +1,13 @@
 /* tests/cli/spill_crash_prog.c: allocates and frees a fixed sequence of
  * device memory through tdm_malloc (recorded under TIDEMARK_CONF), then
- * ends as argv[1] says: "exit" (normally), "segv" (a null write), "abort",
+ * ends as argv[1] says: "exit" (normally), "segv" (a write to a page with no access), "abort",
  * "term" / "int" (raises SIGTERM / SIGINT), or "handler-term" (installs its
  * own SIGTERM handler first, which prints a line and exits 42). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "tidemark.h"
@@ -35,7 +36,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < 8; i += 2)
         tdm_free(p[i]);
     if (strcmp(how, "segv") == 0) {
-        int *volatile nowhere = NULL;
+        /* A page with no access (not address 0: some sandboxes map it). */
+        volatile int *nowhere = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         *nowhere = 1;
     }
     if (strcmp(how, "abort") == 0)
