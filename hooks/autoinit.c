@@ -55,6 +55,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "format_file.h"
@@ -383,7 +384,9 @@ static void *watcher_main(void *arg)
  * exit snapshot on SIGINT/SIGTERM. */
 static int wants_watcher(void)
 {
-    return (g.cfg.dump_on & (TDM__DUMP_ON_SIGNAL | TDM__DUMP_ON_EXIT)) != 0;
+    return (g.cfg.dump_on & TDM__DUMP_ON_SIGNAL) ||
+           ((g.cfg.dump_on & TDM__DUMP_ON_EXIT) &&
+            g.cfg.stop_signals == TDM__CONF_STOP_SNAPSHOT);
 }
 
 /* Pipe, watcher thread, then the handlers (so no wake-up is ever lost to a
@@ -431,7 +434,7 @@ static int start_signal_watch(void)
     g.watcher_started = 1;
     atomic_store(&g.pipe_wr, fds[1]);
 
-    if (g.cfg.dump_on & TDM__DUMP_ON_EXIT)
+    if ((g.cfg.dump_on & TDM__DUMP_ON_EXIT) && g.cfg.stop_signals == TDM__CONF_STOP_SNAPSHOT)
         take_term_signals();
     if (!(g.cfg.dump_on & TDM__DUMP_ON_SIGNAL))
         return 0;
@@ -604,6 +607,11 @@ static void start_spill(const char *text)
 {
     if (strcmp(g.cfg.spill, "off") == 0 || g.cfg.record != TDM_RECORD_ALL)
         return;
+    /* A file-size limit (ulimit -f) would stop the spill file, which is
+     * as large as the ring, with SIGXFSZ: no spill then. */
+    struct rlimit fsize;
+    if (getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY)
+        return;
     char dump[TDM__CONF_PATH_MAX], tmpl[TDM__CONF_PATH_MAX], path[TDM__CONF_PATH_MAX];
     char why[256];
     const char *spill_tmpl = g.cfg.spill;
@@ -621,8 +629,14 @@ static void start_spill(const char *text)
         return;
     }
     tdm__spill_set_modes(g.cfg.record, g.cfg.context, g.cfg.stacks);
-    say("tidemark: history spills to %s (if killed: tidemark recover %s -o OUT.tdm)",
-        path, path);
+    /* Said on a terminal only: every process a launcher or shell starts
+     * under the preload would otherwise add a line to the job's log,
+     * though most never touch device memory (see dump_now).  Its place is
+     * predictable (docs/spill.md) and `tidemark run` names it when the
+     * program is killed. */
+    if (isatty(STDERR_FILENO))
+        say("tidemark: history spills to %s (if killed: tidemark recover %s -o OUT.tdm)",
+            path, path);
 }
 
 /* The device line, for a configuration the allocator refused with st. */

@@ -42,6 +42,7 @@ static const char *const alloc_mode_names[] = {"cache", "passthrough", NULL};
  * (TDM__CONF_FORK_*), in enum order. */
 static const char *const hook_mode_names[] = {"observe", "cache", NULL};
 static const char *const fork_names[] = {"follow", "stop", NULL};
+static const char *const stop_signals_names[] = {"snapshot", "off", NULL};
 static const char *const torch_tensors_names[] = {"history", "pluggable", "off",
                                                   NULL};
 
@@ -423,6 +424,12 @@ static const tdm__conf_key keys[] = {
      "`signal`; the program goes on; a new file each time), oom (each time "
      "a device allocation runs out of memory, at most 16), none",
      parse_dump_on, FIELD(dump_on), NULL},
+    {"stop_signals", "snapshot|off", "snapshot",
+     "SIGINT and SIGTERM, where the program leaves them at their default: "
+     "snapshot writes the exit snapshot (dump_on exit), then the signal ends "
+     "the program as before; off leaves them alone (tidemark run asks for "
+     "its own)",
+     parse_enum, FIELD(stop_signals), stop_signals_names},
     {"signal", "SIGUSR1|SIGUSR2|SIGHUP|SIGWINCH|SIGURG|SIGRTMIN+n|SIGRTMAX-n",
      "SIGUSR2",
      "the signal that asks for a snapshot when dump_on has signal (name, with "

@@ -41,6 +41,8 @@ enum {
 enum { TDM__CONF_MODE_OBSERVE = 0, TDM__CONF_MODE_CACHE = 1 };
 /* `fork`: what a forked child does. */
 enum { TDM__CONF_FORK_FOLLOW = 0, TDM__CONF_FORK_STOP = 1 };
+/* stop_signals: the exit snapshot on SIGINT/SIGTERM, or nothing. */
+enum { TDM__CONF_STOP_SNAPSHOT = 0, TDM__CONF_STOP_OFF = 1 };
 
 /* `ranks`: the ranks that record; the others run untouched. */
 #define TDM__CONF_RANKS_MAX 64
@@ -60,6 +62,7 @@ typedef struct tdm__config {
                                 "off", or "" for the default place */
     unsigned dump_on;        /* TDM__DUMP_ON_* bits */
     int signal;              /* signal number that asks for a dump */
+    int stop_signals;        /* TDM__CONF_STOP_*: SIGINT/SIGTERM snapshots */
     tdm__alloc_config alloc; /* `device` (kind, count, capacity in bytes),
                                 `alloc_mode` (mode), `sim_host_access`
                                 (host_accessible) and the cache knobs
