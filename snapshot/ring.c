@@ -110,7 +110,7 @@ tdm_status tdm__ring_create(uint64_t capacity, tdm__ring **out)
      * system has no room for would raise SIGBUS, and reserving the whole
      * ring at once would commit its memory (tmpfs) before any event. */
     uint64_t spill_offset = 0;
-    void *mem = tdm__spill_map(bytes, head + state_bytes, &spill_offset);
+    void *mem = tdm__spill_map(bytes, head + state_bytes, bytes, &spill_offset);
     if (!mem) {
         spill_offset = 0;
         mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
@@ -185,7 +185,8 @@ static int spill_room(tdm__ring *ring, uint64_t c)
                               (char *)ring);
     if (end <= atomic_load_explicit(&ring->spill_reserved, memory_order_acquire))
         return 1;
-    return tdm__spill_grow(ring->spill_offset, &ring->spill_reserved, end, ring->map_bytes);
+    return tdm__spill_grow(ring->spill_offset, ring, &ring->spill_reserved, end,
+                           ring->map_bytes);
 }
 
 int tdm__ring_claim(tdm__ring *ring)

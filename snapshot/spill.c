@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "procinfo.h"
@@ -67,8 +68,8 @@ int tdm__spill_reserve(uint64_t offset, uint64_t len)
     return rc;
 }
 
-int tdm__spill_grow(uint64_t region_offset, _Atomic uint64_t *reserved, uint64_t need,
-                    uint64_t limit)
+int tdm__spill_grow(uint64_t region_offset, void *map, _Atomic uint64_t *reserved,
+                    uint64_t need, uint64_t limit)
 {
     /* Its own lock: a signal handler never gets here on a thread inside
      * a push (the ring's busy flag drops its event first), so no thread
@@ -84,6 +85,13 @@ int tdm__spill_grow(uint64_t region_offset, _Atomic uint64_t *reserved, uint64_t
         if (want > limit)
             want = limit;
         ok = sp.fd >= 0 && reserve_locked(region_offset + have, want - have) == 0;
+        /* Fault the step's pages in now, in one call: one by one, from
+         * the hot path's stores, a shared file's page faults cost several
+         * times an anonymous page's. */
+#ifdef MADV_POPULATE_WRITE
+        if (ok)
+            (void)madvise((char *)map + have, want - have, MADV_POPULATE_WRITE);
+#endif
         if (ok)
             atomic_store_explicit(reserved, want, memory_order_release);
     }
@@ -303,7 +311,7 @@ out:
     return st;
 }
 
-void *tdm__spill_map(size_t bytes, size_t reserve, uint64_t *offset)
+void *tdm__spill_map(size_t bytes, size_t reserve, size_t room, uint64_t *offset)
 {
     void *map = NULL;
     if (!tdm__spill_active())
@@ -313,6 +321,12 @@ void *tdm__spill_map(size_t bytes, size_t reserve, uint64_t *offset)
         goto out;
     bytes = ROUND_PAGE(bytes);
     uint64_t at = sp.end;
+    /* Room for the whole region, or none of it: a ring that finds the file
+     * system full half-way would lose events (a small /dev/shm in a
+     * container); it stays anonymous instead. */
+    struct statvfs fs;
+    if (fstatvfs(sp.fd, &fs) == 0 && (uint64_t)fs.f_bavail * fs.f_frsize < room)
+        goto out;
     if (ftruncate(sp.fd, (off_t)(at + bytes)) != 0)
         goto out;
     if (reserve_locked(at, reserve < bytes ? reserve : bytes) != 0) {
@@ -427,7 +441,7 @@ int tdm__stack_spill_attach(tdm__stack_spill *s, void *map, size_t bytes, size_t
         return -1;
     size_t tail = bytes - recs_at;
     uint64_t offset = 0;
-    void *file = tdm__spill_map(tail, 0, &offset);
+    void *file = tdm__spill_map(tail, 0, 16 * STACK_STEP, &offset);
     if (!file)
         return -1;
     munmap(file, ROUND_PAGE(tail));

@@ -103,7 +103,8 @@ int tdm__cli_recover(int argc, char **argv)
     }
     if (!d->has_ring)
         fprintf(stderr, "tidemark " CMD ": %s holds no event ring (recording was not "
-                        "record=all, or had not started)\n", input);
+                        "record=all, had not started, or the spill's file system had no "
+                        "room for it)\n", input);
     size_t changed = 0, missing = 0;
     sym = tdm__recover_symbols_open(d, stderr, &changed, &missing);
     char notes[256] = "";
