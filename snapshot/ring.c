@@ -185,8 +185,7 @@ static int spill_room(tdm__ring *ring, uint64_t c)
                               (char *)ring);
     if (end <= atomic_load_explicit(&ring->spill_reserved, memory_order_acquire))
         return 1;
-    return tdm__spill_grow(ring->spill_offset, ring, &ring->spill_reserved, end,
-                           ring->map_bytes);
+    return tdm__spill_grow(ring->spill_offset, &ring->spill_reserved, end, ring->map_bytes);
 }
 
 int tdm__ring_claim(tdm__ring *ring)

@@ -68,8 +68,8 @@ int tdm__spill_reserve(uint64_t offset, uint64_t len)
     return rc;
 }
 
-int tdm__spill_grow(uint64_t region_offset, void *map, _Atomic uint64_t *reserved,
-                    uint64_t need, uint64_t limit)
+int tdm__spill_grow(uint64_t region_offset, _Atomic uint64_t *reserved, uint64_t need,
+                    uint64_t limit)
 {
     /* Its own lock: a signal handler never gets here on a thread inside
      * a push (the ring's busy flag drops its event first), so no thread
@@ -85,13 +85,6 @@ int tdm__spill_grow(uint64_t region_offset, void *map, _Atomic uint64_t *reserve
         if (want > limit)
             want = limit;
         ok = sp.fd >= 0 && reserve_locked(region_offset + have, want - have) == 0;
-        /* Fault the step's pages in now, in one call: one by one, from
-         * the hot path's stores, a shared file's page faults cost several
-         * times an anonymous page's. */
-#ifdef MADV_POPULATE_WRITE
-        if (ok)
-            (void)madvise((char *)map + have, want - have, MADV_POPULATE_WRITE);
-#endif
         if (ok)
             atomic_store_explicit(reserved, want, memory_order_release);
     }

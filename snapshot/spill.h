@@ -45,11 +45,11 @@ const char *tdm__spill_path(void);
 void *tdm__spill_map(size_t bytes, size_t reserve, size_t room, uint64_t *offset);
 /* Reserves [offset, offset + len) of the file; 0 on success. */
 int tdm__spill_reserve(uint64_t offset, uint64_t len);
-/* Reserves the region at `region_offset` (mapped at `map`) up to at least
- * byte `need` (in steps of 1 MiB, at most `limit`), *reserved being what
- * is reserved so far, and faults the new step's pages in.  1 when reserved; 0 when the file system has no room. */
-int tdm__spill_grow(uint64_t region_offset, void *map, _Atomic uint64_t *reserved,
-                    uint64_t need, uint64_t limit);
+/* Reserves the region at `region_offset` up to at least byte `need` (in
+ * steps of 1 MiB, at most `limit`), *reserved being what is reserved so
+ * far.  1 when reserved; 0 when the file system has no room. */
+int tdm__spill_grow(uint64_t region_offset, _Atomic uint64_t *reserved, uint64_t need,
+                    uint64_t limit);
 /* Gives a region's pages back: they read as zeros afterwards. */
 void tdm__spill_discard(void *addr, size_t bytes);
 
