@@ -55,7 +55,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "format_file.h"
@@ -601,42 +600,17 @@ static int make_absolute_template(const char *dump, char *tmpl, size_t tmpl_len)
     return 0;
 }
 
-/* Opens the spill file (spill=, on unless "off"; only a ring of events
- * needs it) and says where, once.  Failing leaves recording as it is. */
+/* Opens the spill file (spill_path.c) and says what it has to say. */
 static void start_spill(const char *text)
 {
-    if (strcmp(g.cfg.spill, "off") == 0 || g.cfg.record != TDM_RECORD_ALL)
-        return;
-    /* A file-size limit (ulimit -f) would stop the spill file, which is
-     * as large as the ring, with SIGXFSZ: no spill then. */
-    struct rlimit fsize;
-    if (getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY)
-        return;
-    char dump[TDM__CONF_PATH_MAX], tmpl[TDM__CONF_PATH_MAX], path[TDM__CONF_PATH_MAX];
-    char why[256];
+    char tmpl[TDM__CONF_PATH_MAX], line[MESSAGE_MAX];
     const char *spill_tmpl = g.cfg.spill;
-    if (spill_tmpl[0] && make_absolute_template(spill_tmpl, tmpl, sizeof tmpl) == 0)
+    if (spill_tmpl[0] && strcmp(spill_tmpl, "off") != 0 &&
+        make_absolute_template(spill_tmpl, tmpl, sizeof tmpl) == 0)
         spill_tmpl = tmpl;
-    if (tdm__dump_path_for_process(g.tmpl, g.start_time_us, dump, sizeof dump) != TDM_OK ||
-        tdm__spill_path_for_process(spill_tmpl, dump, template_has_pid(g.tmpl),
-                                    g.start_time_us, path, sizeof path) != TDM_OK) {
-        say("tidemark: no spill file (%m); a killed program leaves no history");
-        return;
-    }
-    if (tdm__spill_open(path, text, g.cfg.alloc.device_kind, why, sizeof why) != TDM_OK) {
-        say("tidemark: cannot create spill file %s: %s; a killed program leaves no "
-            "history", path, why);
-        return;
-    }
-    tdm__spill_set_modes(g.cfg.record, g.cfg.context, g.cfg.stacks);
-    /* Said on a terminal only: every process a launcher or shell starts
-     * under the preload would otherwise add a line to the job's log,
-     * though most never touch device memory (see dump_now).  Its place is
-     * predictable (docs/spill.md) and `tidemark run` names it when the
-     * program is killed. */
-    if (isatty(STDERR_FILENO))
-        say("tidemark: history spills to %s (if killed: tidemark recover %s -o OUT.tdm)",
-            path, path);
+    if (tdm__spill_start(&g.cfg, g.tmpl, spill_tmpl, template_has_pid(g.tmpl),
+                         g.start_time_us, text, line, sizeof line))
+        say("%s", line);
 }
 
 /* The device line, for a configuration the allocator refused with st. */

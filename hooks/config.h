@@ -219,6 +219,13 @@ tdm_status tdm__dump_path_make_parent(const char *path);
 tdm_status tdm__spill_path_for_process(const char *spill_tmpl, const char *dump_path,
                                        int dump_has_pid, uint64_t start_time_us,
                                        char *out, size_t out_len);
+/* Opens the spill file for a process applying `cfg` (dump_tmpl and
+ * spill_tmpl made absolute; spill_tmpl "" for the default place; `text`
+ * the configuration).  Returns 1 when `line` holds a line to say (where
+ * the file is, on a terminal; or why there is none), else 0. */
+int tdm__spill_start(const tdm__config *cfg, const char *dump_tmpl, const char *spill_tmpl,
+                     int dump_has_pid, uint64_t start_time_us, const char *text,
+                     char *line, size_t line_len);
 /* 1 when a file at `path` was last written at or after `since_us` (µs
  * since the epoch): another process of the same run (an exec'd child, a
  * sibling) wrote it while this one was alive, and it must not be

@@ -11,14 +11,20 @@
  * name is the dump's file name without its extension, with ".PID" when
  * that name has no pid, and ".spill".
  *
- * Lock: none; file system calls only (mkdir, lstat).
+ * tdm__spill_start opens it for autoinit.c (spill= on unless "off"; only
+ * record=all keeps a ring of events; not under a file-size limit, which
+ * would stop the file, as large as the ring, with SIGXFSZ).
+ *
+ * Lock: none; file system calls only (mkdir, lstat), and the spill's own.
  */
 #include "config.h"
+#include "spill.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -76,4 +82,39 @@ tdm_status tdm__spill_path_for_process(const char *spill_tmpl, const char *dump_
         return TDM_IO_ERROR;
     }
     return TDM_OK;
+}
+
+int tdm__spill_start(const tdm__config *cfg, const char *dump_tmpl, const char *spill_tmpl,
+                     int dump_has_pid, uint64_t start_time_us, const char *text,
+                     char *line, size_t line_len)
+{
+    if (strcmp(cfg->spill, "off") == 0 || cfg->record != TDM_RECORD_ALL)
+        return 0;
+    struct rlimit fsize;
+    if (getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY)
+        return 0;
+    char dump[TDM__CONF_PATH_MAX], path[TDM__CONF_PATH_MAX], why[256];
+    if (tdm__dump_path_for_process(dump_tmpl, start_time_us, dump, sizeof dump) != TDM_OK ||
+        tdm__spill_path_for_process(spill_tmpl, dump, dump_has_pid, start_time_us, path,
+                                    sizeof path) != TDM_OK) {
+        snprintf(line, line_len, "tidemark: no spill file (%s); a killed program leaves "
+                 "no history", strerror(errno));
+        return 1;
+    }
+    if (tdm__spill_open(path, text, cfg->alloc.device_kind, why, sizeof why) != TDM_OK) {
+        snprintf(line, line_len, "tidemark: cannot create spill file %s: %s; a killed "
+                 "program leaves no history", path, why);
+        return 1;
+    }
+    tdm__spill_set_modes(cfg->record, cfg->context, cfg->stacks);
+    /* Said on a terminal only: every process a launcher or shell starts
+     * under the preload would otherwise add a line to the job's log,
+     * though most never touch device memory.  Its place is predictable
+     * (docs/spill.md) and `tidemark run` names it when the program is
+     * killed. */
+    if (!isatty(STDERR_FILENO))
+        return 0;
+    snprintf(line, line_len, "tidemark: history spills to %s (if killed: tidemark recover "
+             "%s -o OUT.tdm)", path, path);
+    return 1;
 }
