@@ -61,6 +61,8 @@ rc=$?
 [ ! -e "$work/off.tdm" ] || fail "stop_signals=off: a snapshot was written"
 
 # tidemark run: its program killed by SIGKILL; run names the spill file.
+unset TIDEMARK_CONF LD_PRELOAD
+export TIDEMARK_PRELOAD=  # train_sim records through the library it links
 "$TIDEMARK" run -o "$work/run" -- "$TRAIN_SIM" --steps 100000 --compute-us 200 \
   >"$work/run.out" 2>"$work/run.err" &
 rpid=$!
