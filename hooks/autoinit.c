@@ -514,12 +514,15 @@ static void after_fork_child(void)
         atomic_store(&g.active, 0);
         return;
     }
-    if (wants_watcher()) {
+    /* Only for dumps on signal: a thread started in the child of a
+     * threaded process is a risk a SIGINT/SIGTERM snapshot is not worth
+     * (the child, often about to exec, then dies by them as it would). */
+    if (g.cfg.dump_on & TDM__DUMP_ON_SIGNAL) {
         int e = start_signal_watch();
         if (e != 0)
-            say("tidemark: cannot watch for signals in child %lld: %s; snapshots "
-                "on signal and on SIGINT/SIGTERM are off there", (long long)getpid(),
-                strerror(e));
+            say("tidemark: cannot watch for SIG%s in child %lld: %s; snapshots "
+                "on signal are off there", signal_name(g.cfg.signal),
+                (long long)getpid(), strerror(e));
     }
 }
 

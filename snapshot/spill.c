@@ -296,8 +296,9 @@ tdm_status tdm__spill_open(const char *path, const char *config_text,
              tdm__recorder_state.alloc_mode ? tdm__recorder_state.alloc_mode : "");
     dl_iterate_phdr(add_module_cb, NULL);
     /* The magic last: a reader never takes a half-made header for one. */
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-    memcpy(h->magic, TDM_SPILL_MAGIC, 8);
+    uint64_t magic;
+    memcpy(&magic, TDM_SPILL_MAGIC, sizeof magic);
+    __atomic_store_n((uint64_t *)(void *)h->magic, magic, __ATOMIC_RELEASE);
     atomic_store_explicit(&active, 1, memory_order_release);
 out:
     pthread_mutex_unlock(&sp.lock);
