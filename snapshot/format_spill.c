@@ -109,7 +109,8 @@ static tdm_status read_ring(const unsigned char *p, size_t len, tdm_spill_data *
         }
         keys[n++] = (spill_key){u64_at(p, off + 8), seq / 2 - 1, s};
     }
-    qsort(keys, n, sizeof *keys, key_cmp);
+    if (n)
+        qsort(keys, n, sizeof *keys, key_cmp);
     size_t first = n > h->ring_capacity ? n - (size_t)h->ring_capacity : 0;
     d->overwritten = first;
     d->events = malloc((n - first) * 3 * sizeof *d->events + 1);

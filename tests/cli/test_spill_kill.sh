@@ -32,7 +32,11 @@ kill_one() {
   TIDEMARK_CONF="dump=$work/k$i.tdm,spill=$work/k$i.spill" "$TRAIN_SIM" "${args[@]}" \
     >/dev/null 2>&1 &
   local pid=$!
-  for _ in $(seq 200); do [ -e "$work/k$i.spill" ] && break; sleep 0.01; done
+  # Until the file is whole (its signature is written last).
+  for _ in $(seq 500); do
+    [ "$(head -c 8 "$work/k$i.spill" 2>/dev/null)" = TDMSPILL ] && break
+    sleep 0.01
+  done
   sleep "0.$(printf '%02d' $((RANDOM % 45)))"
   kill -KILL "$pid" 2>/dev/null
   wait "$pid" 2>/dev/null

@@ -141,8 +141,10 @@ static tdm_snap_block block_of(const live *b, uint64_t size)
 static tdm_status build_state(tdm_snap *s, owner *o, live_set *segs, live_set *blocks,
                               uint8_t pool)
 {
-    qsort(segs->v, segs->n, sizeof *segs->v, cmp_live);
-    qsort(blocks->v, blocks->n, sizeof *blocks->v, cmp_live);
+    if (segs->n)
+        qsort(segs->v, segs->n, sizeof *segs->v, cmp_live);
+    if (blocks->n)
+        qsort(blocks->v, blocks->n, sizeof *blocks->v, cmp_live);
     size_t nseg = segs->n + blocks->n, nblk = 2 * blocks->n + segs->n;
     s->segments = keep(o, calloc(nseg + 1, sizeof *s->segments));
     s->blocks = keep(o, calloc(nblk + 1, sizeof *s->blocks));
@@ -344,7 +346,8 @@ tdm_status tdm__recover_build(const tdm_spill_data *d, tdm_recover_symbols *sym,
     if (!s->events)
         goto out;
     s->event_count = d->event_count;
-    memcpy(s->events, d->events, d->event_count * sizeof *s->events);
+    if (d->event_count)
+        memcpy(s->events, d->events, d->event_count * sizeof *s->events);
     for (size_t i = 0; i < s->event_count; i++)
         if (s->events[i].category >= TDM_CATEGORY_COUNT_)
             s->events[i].category = 0;
