@@ -9,16 +9,20 @@
  *   - ns per read of the recorder's clock (tdm__clock_ns), the floor under
  *     every timed event and hook call on this machine.
  * Targets (DESIGN.md): <= 50 ns per event without stacks, <= 500 ns with a
- * 30-frame native stack.  Usage: record_overhead [iterations]
+ * 30-frame native stack.  Usage: record_overhead [iterations] [--spill PATH]
+ * (--spill: the ring and stacks in a spill file at PATH, docs/spill.md;
+ * compare with a run without it).
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "tidemark.h"
 #include "recorder.h"
 #include "clock.h"
+#include "spill.h"
 
 static double now_ns(void)
 {
@@ -128,12 +132,23 @@ static double events_two_threads(long n)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1)
-        iterations = atol(argv[1]);
+    const char *spill = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--spill") == 0 && i + 1 < argc)
+            spill = argv[++i];
+        else
+            iterations = atol(argv[i]);
+    }
+    char why[256];
+    if (spill && tdm__spill_open(spill, "", "sim", why, sizeof why) != TDM_OK) {
+        fprintf(stderr, "record_overhead: cannot make spill file %s: %s\n", spill, why);
+        return 1;
+    }
     if (iterations < 1000)
         iterations = 1000;
     long n = iterations;
-    printf("tidemark record_overhead (%ld iterations per row)\n\n", n);
+    printf("tidemark record_overhead (%ld iterations per row%s%s)\n\n", n,
+           spill ? ", spill file " : "", spill ? spill : "");
     printf("%-44s %10s %10s\n", "what", "ns/op", "target");
     printf("%-44s %10.1f %10s\n", "event, no stack", events_no_stack(n), "<= 50");
     printf("%-44s %10.1f %10s\n", "event, no stack, 2 threads at once", events_two_threads(n), "");
@@ -145,5 +160,7 @@ int main(int argc, char **argv)
     printf("%-44s %10.1f %10s\n", tdm__clock_uses_tsc() ? "clock read (TSC, interpolated)"
                                                         : "clock read (clock_gettime)",
            clock_reads(n), "");
+    if (spill)
+        tdm__spill_remove();
     return 0;
 }

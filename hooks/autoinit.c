@@ -11,6 +11,13 @@
  *  - The signal handler only writes one byte into a non-blocking pipe
  *    (async-signal-safe); the watcher thread reads it and writes the dump,
  *    so the program never runs tidemark's dump code inside a handler.
+ *  - SIGINT and SIGTERM left at SIG_DFL when recording starts (and
+ *    dump_on has exit) write the exit snapshot, then kill the process by
+ *    the same signal (see dump_for_term_signal); handlers of the
+ *    program's own, before or after, are never replaced or run over.
+ *  - Spill (spill=): the ring and stacks live in a file that outlives the
+ *    process; a successful exit snapshot, or a normal exit that wants
+ *    none, removes it.
  *  - The exit dump happens once per process that records: the one that
  *    applied the configuration and, with fork=follow, each forked child
  *    (its ring cleared at the fork, its own watcher thread, its own file:
@@ -40,6 +47,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -53,6 +61,7 @@
 #include "preload.h"
 #include "procinfo.h"
 #include "recorder.h"
+#include "spill.h"
 
 static struct {
     pthread_mutex_t lock;
@@ -65,6 +74,8 @@ static struct {
     pid_t owner_pid;               /* the process that applied the config */
     _Atomic int pipe_wr;           /* signal handler -> watcher; -1 if none */
     int pipe_rd;
+    int reply_rd, reply_wr;        /* watcher -> a SIGINT/SIGTERM handler */
+    atomic_int term_pending;       /* a SIGINT/SIGTERM snapshot was asked */
     pthread_t watcher;
     int watcher_started;
     unsigned signal_seq; /* signal dumps named so far (under lock) */
@@ -77,6 +88,8 @@ static struct {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .pipe_wr = -1,
     .pipe_rd = -1,
+    .reply_rd = -1,
+    .reply_wr = -1,
 };
 
 /* Longest message line, with its NUL: the parser's, or one that quotes
@@ -188,8 +201,10 @@ static void dump_now(enum dump_kind kind)
      * launcher runs) leaves nothing at exit: dozens of empty files and
      * lines would hide the one that matters.  A dump asked by signal is
      * written all the same: someone asked for it. */
-    if (kind == DUMP_EXIT && tdm__snap_untouched(snap))
+    if (kind == DUMP_EXIT && tdm__snap_untouched(snap)) {
+        tdm__spill_remove(); /* nothing to recover either */
         goto out;
+    }
     st = tdm__dump_path_for_process(g.tmpl, g.start_time_us, path, sizeof path);
     int has_pid = template_has_pid(g.tmpl);
     /* A forked child must not write over its parent's file. */
@@ -235,6 +250,10 @@ static void dump_now(enum dump_kind kind)
             events, (unsigned long long)dropped);
     else if (st == TDM_OK)
         say("tidemark: wrote snapshot to %s (%zu events)", path, events);
+    /* The exit snapshot holds the history: the spill is no longer needed.
+     * A failed one leaves it for `tidemark recover`. */
+    if (st == TDM_OK && kind == DUMP_EXIT)
+        tdm__spill_remove();
     if (st != TDM_OK) {
         say("tidemark: cannot write snapshot to %s: %s", path,
             st == TDM_IO_ERROR && why ? tdm__out_strerror(why) : tdm_strerror(st));
@@ -261,6 +280,87 @@ static void on_signal(int sig, siginfo_t *info, void *uctx)
     errno = saved;
 }
 
+/* ---- the normal snapshot on SIGINT / SIGTERM ---------------------------
+ * Only where the signal's disposition was SIG_DFL when recording started
+ * (a program that handles, ignores or later installs its own handler keeps
+ * it: sigaction replaces ours).  The handler hands the signal to the
+ * watcher thread and waits (poll on a reply pipe, async-signal-safe) while
+ * the watcher writes the exit snapshot, so the interrupted thread goes no
+ * further; then it puts SIG_DFL back and sends the signal again, so the
+ * program still ends "killed by signal N" (exit status 128+N in a shell).
+ * It waits at most TERM_WAIT_MS (the interrupted thread may hold a lock
+ * the dump needs); a second signal meanwhile ends the process at once
+ * (SA_NODEFER), as does the first where no watcher is (a forked child
+ * without one).  The spill file stays when no snapshot was written. */
+
+#define TERM_WAIT_MS 20000
+
+static const int term_signals[] = {SIGINT, SIGTERM};
+
+static void die_by(int sig)
+{
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, NULL);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    kill(getpid(), sig);
+    /* From a handler, the signal is blocked in this thread: let it in. */
+    pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+}
+
+static void on_term_signal(int sig)
+{
+    int saved = errno;
+    int fd = atomic_load_explicit(&g.pipe_wr, memory_order_relaxed);
+    char byte = (char)sig; /* SIGINT, SIGTERM: never 's' or 'q' */
+    if (atomic_exchange(&g.term_pending, 1) == 0 && fd >= 0 && g.reply_rd >= 0 &&
+        write(fd, &byte, 1) == 1) {
+        struct pollfd p = {.fd = g.reply_rd, .events = POLLIN};
+        while (poll(&p, 1, TERM_WAIT_MS) < 0 && errno == EINTR)
+            ;
+    }
+    die_by(sig);
+    errno = saved;
+}
+
+/* Installs on_term_signal for each of SIGINT and SIGTERM still at SIG_DFL;
+ * returns how many. */
+static int take_term_signals(void)
+{
+    int taken = 0;
+    for (size_t i = 0; i < sizeof term_signals / sizeof *term_signals; i++) {
+        struct sigaction old, sa;
+        if (sigaction(term_signals[i], NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) ||
+            old.sa_handler != SIG_DFL)
+            continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_term_signal;
+        sa.sa_flags = SA_RESTART | SA_NODEFER;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(term_signals[i], &sa, NULL) == 0)
+            taken++;
+    }
+    return taken;
+}
+
+/* The exit snapshot, once, for a stopping signal; then the waiting
+ * handler is woken.  If the program exits meanwhile (another thread), its
+ * exit path waits for this dump (at_exit takes g.lock) and writes none of
+ * its own. */
+static void dump_for_term_signal(void)
+{
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&g.exit_done, &expected, 1))
+        dump_now(DUMP_EXIT);
+    char done = 'd';
+    if (write(g.reply_wr, &done, 1) < 0)
+        return; /* the handler's wait runs out */
+}
+
 static void *watcher_main(void *arg)
 {
     (void)arg;
@@ -271,13 +371,27 @@ static void *watcher_main(void *arg)
             continue;
         if (n <= 0 || byte == 'q')
             break;
-        dump_now(DUMP_SIGNAL);
+        if (byte == SIGINT || byte == SIGTERM)
+            dump_for_term_signal();
+        else
+            dump_now(DUMP_SIGNAL);
     }
     return NULL;
 }
 
-/* Pipe, watcher thread, then the handler (so no wake-up is ever lost to a
- * thread that is not there yet).  Returns 0 or an errno value. */
+/* Whether a watcher thread is wanted: for dumps on signal, or for the
+ * exit snapshot on SIGINT/SIGTERM. */
+static int wants_watcher(void)
+{
+    return (g.cfg.dump_on & TDM__DUMP_ON_SIGNAL) ||
+           ((g.cfg.dump_on & TDM__DUMP_ON_EXIT) &&
+            g.cfg.stop_signals == TDM__CONF_STOP_SNAPSHOT);
+}
+
+/* Pipe, watcher thread, then the handlers (so no wake-up is ever lost to a
+ * thread that is not there yet): the dump signal's when dump_on has
+ * signal, SIGINT's and SIGTERM's (where at SIG_DFL) when it has exit.
+ * Returns 0 or an errno value. */
 static int start_signal_watch(void)
 {
     int fds[2];
@@ -290,6 +404,16 @@ static int start_signal_watch(void)
         return e;
     }
     g.pipe_rd = fds[0];
+    int reply[2];
+    if (pipe2(reply, O_CLOEXEC | O_NONBLOCK) != 0) {
+        int e = errno;
+        close(fds[0]);
+        close(fds[1]);
+        g.pipe_rd = -1;
+        return e;
+    }
+    g.reply_rd = reply[0];
+    g.reply_wr = reply[1];
     /* The watcher blocks every signal, so the program's signals keep going
      * to the program's threads. */
     sigset_t all, old;
@@ -300,13 +424,19 @@ static int start_signal_watch(void)
     if (rc != 0) {
         close(fds[0]);
         close(fds[1]);
-        g.pipe_rd = -1;
+        close(reply[0]);
+        close(reply[1]);
+        g.pipe_rd = g.reply_rd = g.reply_wr = -1;
         return rc;
     }
     pthread_setname_np(g.watcher, "tidemark-dump");
     g.watcher_started = 1;
     atomic_store(&g.pipe_wr, fds[1]);
 
+    if ((g.cfg.dump_on & TDM__DUMP_ON_EXIT) && g.cfg.stop_signals == TDM__CONF_STOP_SNAPSHOT)
+        take_term_signals();
+    if (!(g.cfg.dump_on & TDM__DUMP_ON_SIGNAL))
+        return 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_signal;
@@ -350,6 +480,12 @@ static void after_fork_child(void)
     if (g.pipe_rd >= 0)
         close(g.pipe_rd);
     g.pipe_rd = -1;
+    if (g.reply_rd >= 0)
+        close(g.reply_rd);
+    if (g.reply_wr >= 0)
+        close(g.reply_wr);
+    g.reply_rd = g.reply_wr = -1;
+    atomic_store(&g.term_pending, 0);
     g.watcher_started = 0;
     pthread_mutex_init(&g.lock, NULL);
     if (!atomic_load(&g.active) || getpid() == g.owner_pid)
@@ -378,6 +514,9 @@ static void after_fork_child(void)
         atomic_store(&g.active, 0);
         return;
     }
+    /* Only for dumps on signal: a thread started in the child of a
+     * threaded process is a risk a SIGINT/SIGTERM snapshot is not worth
+     * (the child, often about to exec, then dies by them as it would). */
     if (g.cfg.dump_on & TDM__DUMP_ON_SIGNAL) {
         int e = start_signal_watch();
         if (e != 0)
@@ -394,11 +533,17 @@ static void at_exit(void)
     if (getpid() != g.owner_pid)
         return;
     int expected = 0;
-    if (!atomic_compare_exchange_strong(&g.exit_done, &expected, 1))
+    if (!atomic_compare_exchange_strong(&g.exit_done, &expected, 1)) {
+        /* A SIGINT/SIGTERM snapshot may be under way: let it finish. */
+        pthread_mutex_lock(&g.lock);
+        pthread_mutex_unlock(&g.lock);
         return;
+    }
     stop_watcher();
     if (g.cfg.dump_on & TDM__DUMP_ON_EXIT)
         dump_now(DUMP_EXIT);
+    else
+        tdm__spill_remove(); /* a normal exit that wants no snapshot */
 }
 
 /* ---- dump on out-of-memory ------------------------------------------------ */
@@ -456,6 +601,19 @@ static int make_absolute_template(const char *dump, char *tmpl, size_t tmpl_len)
         return -1;
     memcpy(tmpl + used, dump, len + 1);
     return 0;
+}
+
+/* Opens the spill file (spill_path.c) and says what it has to say. */
+static void start_spill(const char *text)
+{
+    char tmpl[TDM__CONF_PATH_MAX], line[MESSAGE_MAX];
+    const char *spill_tmpl = g.cfg.spill;
+    if (spill_tmpl[0] && strcmp(spill_tmpl, "off") != 0 &&
+        make_absolute_template(spill_tmpl, tmpl, sizeof tmpl) == 0)
+        spill_tmpl = tmpl;
+    if (tdm__spill_start(&g.cfg, g.tmpl, spill_tmpl, template_has_pid(g.tmpl),
+                         g.start_time_us, text, line, sizeof line))
+        say("%s", line);
 }
 
 /* The device line, for a configuration the allocator refused with st. */
@@ -612,6 +770,7 @@ static tdm_status apply_once(const char *text)
     if (g.cfg.record == TDM_RECORD_OFF)
         return TDM_OK; /* devices configured; nothing recorded, nothing dumped */
 
+    start_spill(text);
     tdm_history_options opts;
     tdm__config_history_options(&g.cfg, &opts);
     st = tdm_record_memory_history(&opts);
@@ -624,11 +783,11 @@ static tdm_status apply_once(const char *text)
     atomic_store(&g.active, 1);
     pin_self();
 
-    if (g.cfg.dump_on & TDM__DUMP_ON_SIGNAL) {
+    if (wants_watcher()) {
         int e = start_signal_watch();
         if (e != 0)
-            say("tidemark: cannot watch for SIG%s: %s; snapshots on signal are "
-                "off", signal_name(g.cfg.signal), strerror(e));
+            say("tidemark: cannot watch for SIG%s, SIGINT, SIGTERM: %s; snapshots "
+                "on those signals are off", signal_name(g.cfg.signal), strerror(e));
     }
     /* After tidemark's own handlers, so that in the child this one runs
      * once their locks are free again.  Once: apply acts once. */

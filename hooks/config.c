@@ -42,6 +42,7 @@ static const char *const alloc_mode_names[] = {"cache", "passthrough", NULL};
  * (TDM__CONF_FORK_*), in enum order. */
 static const char *const hook_mode_names[] = {"observe", "cache", NULL};
 static const char *const fork_names[] = {"follow", "stop", NULL};
+static const char *const stop_signals_names[] = {"snapshot", "off", NULL};
 static const char *const torch_tensors_names[] = {"history", "pluggable", "off",
                                                   NULL};
 
@@ -128,6 +129,17 @@ static int parse_template(const tdm__conf_key *key, const char *value,
         return -1;
     memcpy(field, value, strlen(value) + 1);
     return 0;
+}
+
+/* `spill`: off, or a path template as `dump` takes. */
+static int parse_spill(const tdm__conf_key *key, const char *value, void *field,
+                       char *why, size_t why_len)
+{
+    if (strcmp(value, "off") == 0 || value[0] == '\0') {
+        memcpy(field, value, strlen(value) + 1); /* "": the default place */
+        return 0;
+    }
+    return parse_template(key, value, field, why, why_len);
 }
 
 /* `hide`: an extended regular expression (POSIX, as the readers' --hide
@@ -401,11 +413,23 @@ static const tdm__conf_key keys[] = {
      "(0 if none), %t start time (UTC, YYYYmmdd-HHMMSS), %% a percent sign; "
      "missing folders are created",
      parse_template, FIELD(dump), NULL},
+    {"spill", "path template|off", "",
+     "kill-safe history: the ring and stacks live in this file (shared "
+     "memory the kernel keeps when the process is killed or crashes), read "
+     "back by `tidemark recover`; removed after the exit snapshot; empty: "
+     "$TMPDIR (else /tmp)/tidemark-UID/ + the dump's name + .spill; codes as dump",
+     parse_spill, FIELD(spill), NULL},
     {"dump_on", "exit|signal|oom|none, joined by + or |", "exit",
      "when to write a snapshot: exit (normal process exit), signal (on "
      "`signal`; the program goes on; a new file each time), oom (each time "
      "a device allocation runs out of memory, at most 16), none",
      parse_dump_on, FIELD(dump_on), NULL},
+    {"stop_signals", "snapshot|off", "snapshot",
+     "SIGINT and SIGTERM, where the program leaves them at their default: "
+     "snapshot writes the exit snapshot (dump_on exit), then the signal ends "
+     "the program as before; off leaves them alone (tidemark run asks for "
+     "its own)",
+     parse_enum, FIELD(stop_signals), stop_signals_names},
     {"signal", "SIGUSR1|SIGUSR2|SIGHUP|SIGWINCH|SIGURG|SIGRTMIN+n|SIGRTMAX-n",
      "SIGUSR2",
      "the signal that asks for a snapshot when dump_on has signal (name, with "

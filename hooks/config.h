@@ -41,6 +41,8 @@ enum {
 enum { TDM__CONF_MODE_OBSERVE = 0, TDM__CONF_MODE_CACHE = 1 };
 /* `fork`: what a forked child does. */
 enum { TDM__CONF_FORK_FOLLOW = 0, TDM__CONF_FORK_STOP = 1 };
+/* stop_signals: the exit snapshot on SIGINT/SIGTERM, or nothing. */
+enum { TDM__CONF_STOP_SNAPSHOT = 0, TDM__CONF_STOP_OFF = 1 };
 
 /* `ranks`: the ranks that record; the others run untouched. */
 #define TDM__CONF_RANKS_MAX 64
@@ -56,8 +58,11 @@ typedef struct tdm__config {
     int stacks;              /* tdm_stacks_mode */
     size_t max_entries;      /* ring capacity, events, >= 1 */
     char dump[TDM__CONF_PATH_MAX]; /* path template, checked */
+    char spill[TDM__CONF_PATH_MAX]; /* kill-safe history: a path template,
+                                "off", or "" for the default place */
     unsigned dump_on;        /* TDM__DUMP_ON_* bits */
     int signal;              /* signal number that asks for a dump */
+    int stop_signals;        /* TDM__CONF_STOP_*: SIGINT/SIGTERM snapshots */
     tdm__alloc_config alloc; /* `device` (kind, count, capacity in bytes),
                                 `alloc_mode` (mode), `sim_host_access`
                                 (host_accessible) and the cache knobs
@@ -206,6 +211,21 @@ tdm_status tdm__dump_path_with_suffix(const char *path, const char *suffix,
 /* Creates the missing folders above `path` (mode 0777 less the umask).
  * TDM_IO_ERROR, with errno set, when one cannot be made. */
 tdm_status tdm__dump_path_make_parent(const char *path);
+
+/* The spill file's path (spill_path.c): `spill_tmpl` expanded (its folders
+ * made), or, when it is "", the default place for the dump file
+ * `dump_path` (see spill_path.c).  TDM_IO_ERROR with errno set when the
+ * folder cannot be made or is not this user's. */
+tdm_status tdm__spill_path_for_process(const char *spill_tmpl, const char *dump_path,
+                                       int dump_has_pid, uint64_t start_time_us,
+                                       char *out, size_t out_len);
+/* Opens the spill file for a process applying `cfg` (dump_tmpl and
+ * spill_tmpl made absolute; spill_tmpl "" for the default place; `text`
+ * the configuration).  Returns 1 when `line` holds a line to say (where
+ * the file is, on a terminal; or why there is none), else 0. */
+int tdm__spill_start(const tdm__config *cfg, const char *dump_tmpl, const char *spill_tmpl,
+                     int dump_has_pid, uint64_t start_time_us, const char *text,
+                     char *line, size_t line_len);
 /* 1 when a file at `path` was last written at or after `since_us` (µs
  * since the epoch): another process of the same run (an exec'd child, a
  * sibling) wrote it while this one was alive, and it must not be

@@ -26,6 +26,7 @@
 
 #include "ring.h"
 #include "ring_cut.h"
+#include "spill.h"
 
 _Static_assert(sizeof(tdm__ring_slot) == 64, "a ring slot is one cache line");
 
@@ -104,8 +105,18 @@ tdm_status tdm__ring_create(uint64_t capacity, tdm__ring **out)
     size_t head = (sizeof(tdm__ring) + 63) & ~(size_t)63;
     size_t state_bytes = ((size_t)chunks * sizeof(uint64_t) + 63) & ~(size_t)63;
     size_t bytes = head + state_bytes + (size_t)slots * sizeof(tdm__ring_slot);
-    void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    bytes = (bytes + 4095) & ~(size_t)4095;
+    /* In a spill file, the header and chunk states are reserved now and
+     * the slots as chunks are first claimed: a store into a page the file
+     * system has no room for would raise SIGBUS, and reserving the whole
+     * ring at once would commit its memory (tmpfs) before any event. */
+    uint64_t spill_offset = 0;
+    void *mem = tdm__spill_map(bytes, head + state_bytes, bytes, &spill_offset);
+    if (!mem) {
+        spill_offset = 0;
+        mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    }
     if (mem == MAP_FAILED)
         return TDM_HOST_OUT_OF_MEMORY;
     pthread_once(&key_once, make_exit_key);
@@ -117,6 +128,8 @@ tdm_status tdm__ring_create(uint64_t capacity, tdm__ring **out)
     r->chunk_shift = shift;
     r->chunks = chunks;
     r->map_bytes = bytes;
+    r->spill_offset = spill_offset;
+    atomic_init(&r->spill_reserved, head + state_bytes);
     atomic_init(&r->claims, 0);
     atomic_init(&r->given_back, 0);
     atomic_init(&r->refused, 0);
@@ -125,6 +138,9 @@ tdm_status tdm__ring_create(uint64_t capacity, tdm__ring **out)
     r->next_live = live_rings;
     live_rings = r;
     pthread_mutex_unlock(&live_lock);
+    if (spill_offset)
+        tdm__spill_publish_ring(spill_offset, spill_offset + head + state_bytes,
+                                capacity, slots);
     *out = r;
     return TDM_OK;
 }
@@ -137,7 +153,11 @@ void tdm__ring_retire(tdm__ring *ring)
      * writers, whose slot stores then land in fresh zero pages. */
     uintptr_t start = ((uintptr_t)ring->slots + 4095) & ~(uintptr_t)4095;
     uintptr_t end = ((uintptr_t)ring + ring->map_bytes) & ~(uintptr_t)4095;
-    if (end > start)
+    if (ring->spill_offset)
+        tdm__spill_unpublish_ring(ring->spill_offset);
+    if (end > start && ring->spill_offset)
+        tdm__spill_discard((void *)start, end - start);
+    else if (end > start)
         madvise((void *)start, end - start, MADV_DONTNEED);
 }
 
@@ -156,6 +176,17 @@ void tdm__ring_destroy(tdm__ring *ring)
     if (tdm__ring_me.ring_id == ring->id)
         tdm__ring_me.ring_id = 0;
     munmap(ring, ring->map_bytes);
+}
+
+/* Whether chunk c's slots are reserved in the spill file (reserving the
+ * next 1 MiB or more when they are not). */
+static int spill_room(tdm__ring *ring, uint64_t c)
+{
+    uint64_t end = (uint64_t)((char *)&ring->slots[(c + 1) << ring->chunk_shift] -
+                              (char *)ring);
+    if (end <= atomic_load_explicit(&ring->spill_reserved, memory_order_acquire))
+        return 1;
+    return tdm__spill_grow(ring->spill_offset, &ring->spill_reserved, end, ring->map_bytes);
 }
 
 int tdm__ring_claim(tdm__ring *ring)
@@ -178,6 +209,12 @@ int tdm__ring_claim(tdm__ring *ring)
                 state, &s, n << 1 | 1, memory_order_acquire,
                 memory_order_relaxed))
             continue;
+        if (__builtin_expect(ring->spill_offset != 0, 0) && !spill_room(ring, c)) {
+            /* No room in the file: the chunk goes back unwritten and the
+             * event is counted as lost, never a SIGBUS. */
+            atomic_store_explicit(state, n << 1, memory_order_release);
+            return 0;
+        }
         if (me->ring_id != ring->id)
             me->last_ns = 0;
         me->ring_id = ring->id;
@@ -224,8 +261,34 @@ uint64_t tdm__ring_events(tdm__ring *ring)
     return total;
 }
 
+/* Turns a ring mapped from the parent's spill file into private memory at
+ * the same address (threads' writer state points into it): the header and
+ * chunk states are kept, the slots start empty. */
+static void detach_from_spill(tdm__ring *r)
+{
+    size_t keep = (size_t)((char *)r->slots - (char *)r);
+    void *copy = mmap(NULL, keep, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (copy == MAP_FAILED)
+        return;
+    memcpy(copy, r, keep);
+    size_t bytes = r->map_bytes;
+    void *m = mmap(r, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    if (m != MAP_FAILED) {
+        memcpy(r, copy, keep);
+        r->spill_offset = 0;
+    }
+    munmap(copy, keep);
+}
+
 void tdm__ring_fork_child(tdm__ring *ring)
 {
+    tdm__spill_fork_child();
+    /* The only thread: no lock is held by anyone else. */
+    for (tdm__ring *r = live_rings; r; r = r->next_live)
+        if (r->spill_offset)
+            detach_from_spill(r);
     if (!ring)
         return;
     tdm__ring_writer *me = &tdm__ring_me;

@@ -56,6 +56,10 @@ typedef struct tdm__ring {
     uint64_t id;                 /* unique per ring made in this process */
     struct tdm__ring *next_live; /* the list of rings not destroyed */
     size_t map_bytes;
+    uint64_t spill_offset;       /* its place in the spill file; 0: anonymous */
+    _Atomic uint64_t spill_reserved; /* bytes of the mapping reserved in the
+                                      * file: grown as chunks are first
+                                      * claimed (tdm__ring_claim) */
 } tdm__ring;
 
 /* What this thread holds: events [next, end) of the ring numbered
@@ -72,7 +76,8 @@ typedef struct tdm__ring_writer {
 } tdm__ring_writer;
 extern __thread tdm__ring_writer tdm__ring_me;
 
-/* Maps a ring of `capacity` (>= 1) events. */
+/* Maps a ring of `capacity` (>= 1) events: from the spill file when one
+ * is open (spill.h) and has room, else anonymous memory. */
 tdm_status tdm__ring_create(uint64_t capacity, tdm__ring **out);
 /* Returns the slots' memory to the system but keeps the mapping, so a
  * writer that still holds the pointer writes into harmless zero pages. */
@@ -177,7 +182,9 @@ size_t tdm__ring_copy(tdm__ring *ring, tdm_event *out, size_t max,
                       uint64_t *lost);
 
 /* In the child of fork(): the chunks that other threads held (they do
- * not exist there) are given back. */
+ * not exist there) are given back.  Every ring mapped from the parent's
+ * spill file first becomes private memory (its header and chunk states
+ * copied, its slots empty): the child must never write the parent's file. */
 void tdm__ring_fork_child(tdm__ring *ring);
 
 #endif

@@ -60,6 +60,7 @@
 #include <sched.h>
 #include <sys/mman.h>
 
+#include "spill.h"
 #include "stack.h"
 
 /* Headroom in the capture buffer above TDM_STACK_MAX_DEPTH: frames the
@@ -172,6 +173,7 @@ static struct {
     uint32_t frames_used;     /* under lock */
     _Atomic uint32_t count;   /* ids in use; release-published */
     _Atomic uint64_t overflows;
+    tdm__stack_spill spill;   /* where it lies in the spill file, if any */
 } table = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* ---- frame-pointer walker ----------------------------------------------- */
@@ -601,7 +603,9 @@ static NOINLINE uint32_t insert(uint64_t h, const uintptr_t *pcs,
         uint32_t count = atomic_load_explicit(&table.count,
                                               memory_order_relaxed);
         if (count >= table.max_stacks ||
-            depth > table.max_frames - table.frames_used) {
+            depth > table.max_frames - table.frames_used ||
+            tdm__stack_spill_room(&table.spill, (count + 2) * sizeof(stack_rec),
+                                  (table.frames_used + depth) * sizeof *pcs) != 0) {
             atomic_fetch_add_explicit(&table.overflows, 1,
                                       memory_order_relaxed);
         } else {
@@ -617,7 +621,12 @@ static NOINLINE uint32_t insert(uint64_t h, const uintptr_t *pcs,
                                   memory_order_release);
         }
     }
+    int spilled = table.spill.offset != 0;
     pthread_mutex_unlock(&table.lock);
+    /* A pc in code loaded since the spill's last look (dlopen) gets its
+     * module recorded, for symbolizing after a crash. */
+    if (spilled && id)
+        tdm__spill_note_pcs(pcs, depth);
     return id;
 }
 
@@ -682,6 +691,11 @@ static void atfork_release(void)
  * fork() for good. */
 static void atfork_child(void)
 {
+    /* The child never writes the parent's spill file. */
+    tdm__spill_fork_child();
+    tdm__stack_spill_detach(&table.spill, table.map, table.map_bytes,
+                            (atomic_load(&table.count) + 1) * sizeof(stack_rec),
+                            table.frames_used * sizeof(uintptr_t));
     atomic_store_explicit(&gate.in_flight, (unsigned)tls.captures, memory_order_relaxed);
     atfork_release();
 }
@@ -731,6 +745,10 @@ tdm_status tdm__stack_init(size_t max_stacks, size_t max_frames)
         /* Reserved, not committed: pages are touched as stacks arrive. */
         void *map = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        /* Records and frames (not the hash slots) from the spill file. */
+        if (map != MAP_FAILED)
+            tdm__stack_spill_attach(&table.spill, map, bytes, slot_bytes,
+                                    slot_bytes + rec_bytes, max_stacks, max_frames);
         if (map == MAP_FAILED) {
             st = TDM_HOST_OUT_OF_MEMORY;
         } else {
@@ -781,7 +799,10 @@ void tdm__stack_reset(void)
         /* Unpublish first, then hand the pages back: they read as zeros
          * (every slot empty) and stop counting toward the resident set. */
         atomic_store_explicit(&table.count, 0, memory_order_release);
-        madvise(table.map, table.map_bytes, MADV_DONTNEED);
+        if (table.spill.offset)
+            tdm__stack_spill_reset(&table.spill, table.map, table.map_bytes);
+        madvise(table.map, table.spill.offset ? table.spill.recs_at : table.map_bytes,
+                MADV_DONTNEED);
         table.frames_used = 0;
     }
     atomic_store_explicit(&table.overflows, 0, memory_order_relaxed);

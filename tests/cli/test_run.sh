@@ -83,7 +83,7 @@ TIDEMARK_CONF="max_entries=5000" expect 0 "--conf" -- "$TIDEMARK" run -o "$work/
 has err "ring of 64)"; has err "allocator passthrough"
 has err "config     max_entries=5000,max_entries=64,alloc_mode=passthrough,dump=$work/r4/"
 expect 0 "conf seen by the command" -- "$TIDEMARK" run -o "$work/r 5%" -- sh -c 'echo "[$TIDEMARK_CONF]"'
-has out "[dump=$work/r 5%%/tidemark-%h-%p.tdm,dump_on=exit+signal,signal=SIGRTMAX-5]"
+has out "[dump=$work/r 5%%/tidemark-%h-%p.tdm,dump_on=exit+signal,signal=SIGRTMAX-5,stop_signals=off]"
 
 # ---- every process writes its own snapshot -------------------------------------------
 expect 0 "two children" -- "$TIDEMARK" run -o "$work/r6" -- \

@@ -50,13 +50,13 @@ has err "ring of 64)"
 
 # ---- what run adds: dump_on=...+signal and its signal ---------------------------------
 expect 0 "the conf the command sees" -- "$TIDEMARK" run -o "$work/c5" -- sh -c 'echo "[$TIDEMARK_CONF]"'
-has out "[dump=$work/c5/tidemark-%h-%p.tdm,dump_on=exit+signal,signal=SIGRTMAX-5]"
+has out "[dump=$work/c5/tidemark-%h-%p.tdm,dump_on=exit+signal,signal=SIGRTMAX-5,stop_signals=off]"
 expect 0 "a user's dump_on and signal kept" -- "$TIDEMARK" run -o "$work/c5" \
   --conf dump_on=oom,signal=usr1 -- sh -c 'echo "[$TIDEMARK_CONF]"'
-has out "[dump_on=oom,signal=usr1,dump=$work/c5/tidemark-%h-%p.tdm,dump_on=oom+signal]"
+has out "[dump_on=oom,signal=usr1,dump=$work/c5/tidemark-%h-%p.tdm,dump_on=oom+signal,stop_signals=off]"
 expect 0 "dump_on with signal already" -- "$TIDEMARK" run -o "$work/c5" \
   --conf dump_on=exit+signal -- sh -c 'echo "[$TIDEMARK_CONF]"'
-has out "[dump_on=exit+signal,dump=$work/c5/tidemark-%h-%p.tdm,signal=SIGRTMAX-5]"
+has out "[dump_on=exit+signal,dump=$work/c5/tidemark-%h-%p.tdm,signal=SIGRTMAX-5,stop_signals=off]"
 expect 0 "dump_on=none" -- "$TIDEMARK" run -o "$work/c5" --conf dump_on=none -- sh -c 'echo "[$TIDEMARK_CONF]"'
 has out "[dump_on=none,dump=$work/c5/tidemark-%h-%p.tdm]"
 

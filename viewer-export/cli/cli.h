@@ -113,6 +113,8 @@ int tdm__cli_export(int argc, char **argv);
 void tdm__cli_export_help(FILE *out);
 int tdm__cli_import(int argc, char **argv);
 void tdm__cli_import_help(FILE *out);
+int tdm__cli_recover(int argc, char **argv);
+void tdm__cli_recover_help(FILE *out);
 
 /* ---- merge-torch (cmd_merge.c): PyTorch's tensor history into a .tdm -- */
 

@@ -516,6 +516,26 @@ static void pass_on(pid_t pgid, pid_t pid, int sig)
         kill(pid, sig);
 }
 
+/* The command was killed: where its spill file is (the default place,
+ * docs/spill.md, for the dump name run gives), if it is there. */
+static void say_spill(pid_t pid)
+{
+    const char *tmp = getenv("TMPDIR");
+    char host[256] = "", *path = NULL;
+    if (!tmp || tmp[0] != '/')
+        tmp = "/tmp";
+    if (gethostname(host, sizeof host - 1) != 0)
+        return;
+    if (asprintf(&path, "%s/tidemark-%lu/tidemark-%s-%ld.spill", tmp,
+                 (unsigned long)getuid(), host, (long)pid) < 0)
+        return;
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+        fprintf(stderr, "tidemark run: its history is in %s; to read it: tidemark recover %s "
+                        "-o OUT.tdm\n", path, path);
+    free(path);
+}
+
 int tdm__run_child(char **argv, tdm_run_child *c)
 {
     c->seconds = 0;
@@ -642,6 +662,7 @@ int tdm__run_child(char **argv, tdm_run_child *c)
         int sig = WTERMSIG(status);
         fprintf(stderr, "tidemark run: the command was killed by signal %d (%s)%s\n", sig,
                 strsignal(sig), WCOREDUMP(status) ? ", core dumped" : "");
+        say_spill(pid);
         return 128 + sig;
     }
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;

@@ -258,6 +258,9 @@ char *tdm__run_conf_make(const char *inherited, const char *conf, const char *di
             fputs(",signal=" TDM_RUN_DUMP_SIGNAL, m);
             *dump_signal = signal_number(TDM_RUN_DUMP_SIGNAL, strlen(TDM_RUN_DUMP_SIGNAL));
         }
+        /* Run asks for the snapshot on SIGINT/SIGTERM itself, with that
+         * signal, before passing them on. */
+        fputs(",stop_signals=off", m);
     }
     if (fclose(m) != 0) {
         free(out);

@@ -59,7 +59,9 @@ mkdir f3
 TIDEMARK_CONF="dump=$work/f3/%p.tdm,fork=stop" run fork > f3.out 2> f3.err || fail "stop"
 parent=$(sed -n 's/^parent //p' f3.out)
 [[ $(ls f3) == "$parent.tdm" ]] || fail "fork=stop: want only $parent.tdm, have: $(ls f3)"
-[[ $(wc -l < f3.err) -eq 1 ]] || fail "fork=stop: want one line on stderr: $(cat f3.err)"
+# (A sanitizer build's leak checker may add a note in the child: the
+# parent's tidemark thread, for SIGINT/SIGTERM snapshots, is not there.)
+[[ $(grep -vc '^==[0-9]*==' f3.err) -eq 1 ]] || fail "fork=stop: want one line on stderr: $(cat f3.err)"
 ok "fork=stop: the child wrote nothing"
 
 # ---- fork while another thread allocates ---------------------------------------------

@@ -1,0 +1,50 @@
+/* tests/cli/spill_crash_prog.c: allocates and frees a fixed sequence of
+ * device memory through tdm_malloc (recorded under TIDEMARK_CONF), then
+ * ends as argv[1] says: "exit" (normally), "segv" (a write to a page with no access), "abort",
+ * "term" / "int" (raises SIGTERM / SIGINT), or "handler-term" (installs its
+ * own SIGTERM handler first, which prints a line and exits 42). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "tidemark.h"
+
+static void own_term(int sig)
+{
+    (void)sig;
+    static const char line[] = "spill_crash_prog: own SIGTERM handler ran\n";
+    if (write(STDOUT_FILENO, line, sizeof line - 1) < 0)
+        _exit(43);
+    _exit(42);
+}
+
+int main(int argc, char **argv)
+{
+    const char *how = argc > 1 ? argv[1] : "exit";
+    if (strcmp(how, "handler-term") == 0)
+        signal(SIGTERM, own_term);
+    void *p[8];
+    for (int i = 0; i < 8; i++) {
+        if (tdm_malloc(&p[i], (size_t)(i + 1) << 20, 0, 0) != TDM_OK) {
+            fprintf(stderr, "spill_crash_prog: tdm_malloc failed\n");
+            return 2;
+        }
+    }
+    for (int i = 0; i < 8; i += 2)
+        tdm_free(p[i]);
+    if (strcmp(how, "segv") == 0) {
+        /* A page with no access (not address 0: some sandboxes map it). */
+        volatile int *nowhere = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        *nowhere = 1;
+    }
+    if (strcmp(how, "abort") == 0)
+        abort();
+    if (strcmp(how, "term") == 0 || strcmp(how, "handler-term") == 0)
+        raise(SIGTERM);
+    if (strcmp(how, "int") == 0)
+        raise(SIGINT);
+    return 0;
+}

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# SIGINT and SIGTERM without `tidemark run`: a recorded program stopped by
+# either, at their default action, writes its normal exit snapshot and
+# still ends killed by the signal (128+N); a program with its own SIGTERM
+# handler still runs it (and tidemark writes nothing in its place).  Also:
+# the default spill place ($TMPDIR/tidemark-UID), and `tidemark run`
+# naming the recover command when its program was killed.
+. "${BASH_SOURCE[0]%/*}/lib.sh" TIDEMARK TRAIN_SIM SPILL_CRASH_PROG
+export TMPDIR=$work/tmp
+mkdir -p "$TMPDIR"
+spills=$TMPDIR/tidemark-$(id -u)
+
+# The program raises the signal itself.
+for how in term int; do
+  TIDEMARK_CONF="dump=$work/$how.tdm" "$SPILL_CRASH_PROG" $how >"$work/$how.log" 2>&1
+  rc=$?
+  want=$([ $how = term ] && echo 143 || echo 130)
+  [ "$rc" -eq "$want" ] || fail "$how: exit $rc, wanted $want"
+  [ -s "$work/$how.tdm" ] || { fail "$how: no snapshot"; cat "$work/$how.log"; continue; }
+  has "$how.log" "wrote snapshot to $work/$how.tdm"
+  expect 0 "summary after $how" -- "$TIDEMARK" summary "$work/$how.tdm"
+  has out "live at end"
+  lacks out "recovered from spill"
+  [ -z "$(ls "$spills" 2>/dev/null)" ] || fail "$how: spill file left: $(ls "$spills")"
+done
+
+# Sent from outside to a running program (a shell's background job
+# ignores SIGINT: env puts the default back).
+for sig in TERM INT; do
+  TIDEMARK_CONF="dump=$work/tidemark-%p.tdm" env --default-signal=INT,TERM \
+    "$TRAIN_SIM" --steps 100000 --compute-us 200 \
+    >"$work/t$sig.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 200); do [ -n "$(ls "$spills" 2>/dev/null)" ] && break; sleep 0.02; done
+  sleep 0.3
+  kill -$sig $pid
+  wait $pid
+  rc=$?
+  want=$([ $sig = TERM ] && echo 143 || echo 130)
+  [ "$rc" -eq "$want" ] || fail "SIG$sig from outside: exit $rc, wanted $want"
+  snap=$(ls "$work"/tidemark-$pid.tdm 2>/dev/null)
+  [ -n "$snap" ] || { fail "SIG$sig from outside: no snapshot"; cat "$work/t$sig.log"; continue; }
+  expect 0 "summary after SIG$sig" -- "$TIDEMARK" summary "$snap"
+  has out "peak allocated"
+  rm -f "$snap"
+done
+
+# Its own handler (installed after tidemark loaded) runs, and is the one
+# that decides: exit 42, no snapshot from tidemark, the spill kept.
+TIDEMARK_CONF="dump=$work/own.tdm" "$SPILL_CRASH_PROG" handler-term >"$work/own.out" 2>&1
+rc=$?
+[ "$rc" -eq 42 ] || fail "own handler: exit $rc, wanted 42"
+has own.out "own SIGTERM handler ran"
+[ ! -e "$work/own.tdm" ] || fail "own handler: tidemark wrote a snapshot"
+ls "$spills"/own.*.spill >/dev/null 2>&1 || fail "own handler: no spill at the default place"
+
+# stop_signals=off: the default action, no snapshot.
+TIDEMARK_CONF="dump=$work/off.tdm,stop_signals=off" "$SPILL_CRASH_PROG" term >/dev/null 2>&1
+rc=$?
+[ "$rc" -eq 143 ] || fail "stop_signals=off: exit $rc, wanted 143"
+[ ! -e "$work/off.tdm" ] || fail "stop_signals=off: a snapshot was written"
+
+# tidemark run: its program killed by SIGKILL; run names the spill file.
+unset TIDEMARK_CONF LD_PRELOAD
+export TIDEMARK_PRELOAD=  # train_sim records through the library it links
+"$TIDEMARK" run -o "$work/run" -- "$TRAIN_SIM" --steps 100000 --compute-us 200 \
+  >"$work/run.out" 2>"$work/run.err" &
+rpid=$!
+child=
+for _ in $(seq 200); do
+  child=$(ps -o pid= --ppid "$rpid" 2>/dev/null | tr -d ' ')
+  [ -n "$child" ] && [ -e "$spills/tidemark-$(hostname)-$child.spill" ] && break
+  sleep 0.05
+done
+sleep 0.3
+kill -KILL "$child" 2>/dev/null
+wait $rpid
+has run.err "killed by signal 9"
+has run.err "tidemark recover $spills/tidemark-$(hostname)-$child.spill -o OUT.tdm"
+expect 0 "recover the run's spill" -- "$TIDEMARK" recover "$spills/tidemark-$(hostname)-$child.spill" \
+  -o "$work/run.rec.tdm"
+finish "SIGINT/SIGTERM snapshots; the program's own handler kept; run names the spill"

@@ -1,0 +1,148 @@
+/* viewer-export/cli/cmd_recover.c: `tidemark recover SPILL -o OUT.tdm`: a
+ * snapshot from the spill file a killed or crashed program left
+ * (docs/cli.md, docs/spill.md).
+ *
+ * The spill file is read and checked (format_spill.h: a cut or corrupt
+ * file is an error naming the byte offset, exit 2), its complete events
+ * are kept (slots being written are skipped), its native frames are
+ * symbolized from the recorded module files (recover_symbols.c) and the
+ * snapshot, marked partial in its notes, is written through a temporary.
+ * No state, no lock.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "recover.h"
+
+#define CMD "recover"
+
+void tdm__cli_recover_help(FILE *out)
+{
+    fputs("usage: tidemark recover SPILL [-o OUT.tdm] [--force] [--quiet]\n"
+          "\n"
+          "Makes a snapshot from the spill file of a program that was killed or\n"
+          "crashed (SIGKILL, out-of-memory killer, a segfault): the events it had\n"
+          "recorded, complete ones only, and the allocator state their replay gives.\n"
+          "Native frames are symbolized from the module files at their recorded\n"
+          "load addresses; a module missing or changed since the run keeps raw\n"
+          "addresses.  The snapshot's notes say it is partial and when its last\n"
+          "event happened.\n"
+          "\n"
+          "  -o, --output OUT   where to write (default: SPILL without .spill, + .tdm)\n"
+          "      --force        replace OUT if it exists\n"
+          "  -q, --quiet        no line about what was written\n"
+          "  -h, --help         this help\n",
+          out);
+}
+
+static char *default_output(const char *spill)
+{
+    size_t len = strlen(spill);
+    if (len > 6 && strcmp(spill + len - 6, ".spill") == 0)
+        len -= 6;
+    char *out = malloc(len + 5);
+    if (out)
+        snprintf(out, len + 5, "%.*s.tdm", (int)len, spill);
+    return out;
+}
+
+int tdm__cli_recover(int argc, char **argv)
+{
+    const char *input = NULL, *out_opt = NULL;
+    int quiet = 0, force = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-') {
+            if (input)
+                return tdm__cli_usage(CMD, "one spill file at a time (got '%s' and '%s')",
+                                      input, a);
+            input = a;
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            tdm__cli_recover_help(stdout);
+            return TDM_EXIT_OK;
+        } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+            quiet = 1;
+        } else if (strcmp(a, "--force") == 0) {
+            force = 1;
+        } else if (strncmp(a, "--output=", 9) == 0) {
+            out_opt = a + 9;
+        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
+            if (i + 1 >= argc)
+                return tdm__cli_usage(CMD, "option '%s' needs a value", a);
+            out_opt = argv[++i];
+        } else {
+            static const char *const names[] = {"--output", "--force", "--quiet", "--help"};
+            tdm__cli_unknown_option(CMD, a, names, sizeof names / sizeof names[0]);
+            return TDM_EXIT_USAGE;
+        }
+    }
+    if (!input)
+        return tdm__cli_usage(CMD, "no spill file given");
+    char *def = default_output(input);
+    char *out_path = !def ? NULL : out_opt ? tdm__cli_output_path(out_opt, def) : strdup(def);
+    int rc = TDM_EXIT_OK;
+    tdm_spill_data *d = NULL;
+    tdm_snap *snap = NULL;
+    tdm_recover_symbols *sym = NULL;
+    if (!out_path) {
+        fprintf(stderr, "tidemark " CMD ": %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+        rc = TDM_EXIT_TOOL_ERROR;
+        goto out;
+    }
+    if ((rc = tdm__cli_output_check(CMD, out_path, force, out_opt != NULL)) != TDM_EXIT_OK)
+        goto out;
+    tdm_read_error err;
+    tdm_status st = tdm__spill_read_file(input, &d, &err);
+    if (st != TDM_OK) {
+        fprintf(stderr, "tidemark " CMD ": %s: %s: %s\n", input, tdm_strerror(st), err.message);
+        rc = st == TDM_HOST_OUT_OF_MEMORY ? TDM_EXIT_TOOL_ERROR : TDM_EXIT_BAD_INPUT;
+        goto out;
+    }
+    if (!d->has_ring)
+        fprintf(stderr, "tidemark " CMD ": %s holds no event ring (recording was not "
+                        "record=all, had not started, or the spill's file system had no "
+                        "room for it)\n", input);
+    size_t changed = 0, missing = 0;
+    sym = tdm__recover_symbols_open(d, stderr, &changed, &missing);
+    char notes[256] = "";
+    if (changed || missing || d->torn_slots)
+        snprintf(notes, sizeof notes,
+                 "%zu module(s) changed and %zu missing since the run (raw addresses); "
+                 "%llu event(s) being written were left out",
+                 changed, missing, (unsigned long long)d->torn_slots);
+    st = tdm__recover_build(d, sym, notes, &snap);
+    if (st != TDM_OK) {
+        fprintf(stderr, "tidemark " CMD ": %s\n", tdm_strerror(st));
+        rc = TDM_EXIT_TOOL_ERROR;
+        goto out;
+    }
+    if ((rc = tdm__cli_make_parents(CMD, out_path)) != TDM_EXIT_OK)
+        goto out;
+    st = tdm__snap_write_as(snap, out_path, force);
+    if (st != TDM_OK) {
+        int e = errno;
+        if (st == TDM_IO_ERROR && e == EEXIST) {
+            rc = tdm__cli_output_check(CMD, out_path, 0, 1);
+        } else {
+            fprintf(stderr, "tidemark " CMD ": cannot write %s: %s\n", out_path,
+                    st == TDM_IO_ERROR && e ? tdm__out_strerror(e) : tdm_strerror(st));
+            rc = TDM_EXIT_TOOL_ERROR;
+        }
+        goto out;
+    }
+    if (!quiet)
+        fprintf(stderr, "tidemark " CMD ": wrote %s (%zu events, %llu being written left "
+                        "out, %zu live blocks; partial)\n",
+                out_path, snap->event_count, (unsigned long long)d->torn_slots,
+                snap->block_count);
+out:
+    tdm__recover_snap_free(snap);
+    tdm__recover_symbols_close(sym);
+    tdm__spill_data_free(d);
+    free(out_path);
+    free(def);
+    return rc;
+}
