@@ -20,6 +20,9 @@ unset tdm_var
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/tdm-test-XXXXXX") || { echo "FAIL: mktemp"; exit 1; }
 trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+# Spill files of the programs a test kills (by default under $TMPDIR, see
+# docs/spill.md) go with the test's folder, not into the machine's.
+export TMPDIR="$work"
 fails=0
 
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }

@@ -10,6 +10,7 @@ set -u
 scenario=$1
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
+export TMPDIR="$T"   # spill files of killed programs go with it (docs/spill.md)
 fail() { echo "FAIL ($scenario): $*"; exit 1; }
 # In a sanitizer build the programs carry the sanitizer runtime, which
 # must come first in the process: put it before the preload.

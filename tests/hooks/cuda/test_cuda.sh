@@ -51,6 +51,7 @@ scenario=$1
 [ -d /usr/local/cuda ] || { echo "no CUDA toolkit: skipped"; exit 77; }
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
+export TMPDIR="$T"   # spill files of killed programs go with it (docs/spill.md)
 cd "$T" || exit 1   # nothing of ours in the working directory
 fail() { echo "FAIL ($scenario): $*"; exit 1; }
 

@@ -4,6 +4,7 @@ set -u
 unset TIDEMARK_CONF
 work=$(mktemp -d "${TMPDIR:-/tmp}/tdm-infra-XXXXXX")
 trap 'rm -rf "$work"' EXIT
+export TMPDIR="$work"   # spill files of killed programs go with it (docs/spill.md)
 cd "$work" || exit 1
 failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
