@@ -62,6 +62,7 @@
 
 #include "spill.h"
 #include "stack.h"
+#include "stack_text.h"
 
 /* Headroom in the capture buffer above TDM_STACK_MAX_DEPTH: frames the
  * caller asks to skip, and frames libunwind reports above our own. */
@@ -197,164 +198,6 @@ static NOINLINE void thread_bounds_init(thread_stack *t)
     pthread_attr_destroy(&attr);
 }
 
-/* ---- where code is: telling return addresses from junk ------------------ */
-
-/* The executable segments of every loaded object, sorted, so that the
- * walker can stop at the first "return address" that points at no code:
- * that is what a frame pointer chain looks like once it has run through a
- * frame built without one (its %rbp held data).  Without the check such
- * junk would make every capture from that thread a new stack.
- *
- * Built at setup with dl_iterate_phdr (no malloc) into mmap'd memory and
- * rebuilt when a return address is found nowhere and the dynamic linker
- * has loaded something since.  Readers take no lock: a sequence count
- * (odd while a rebuild writes) tells them to look again, and every field
- * they read is atomic. */
-#define TEXT_MAX 4096u
-
-typedef struct text_range {
-    _Atomic uintptr_t lo, hi; /* [lo, hi), bytes */
-} text_range;
-
-static struct {
-    pthread_mutex_t lock;   /* rebuilds */
-    _Atomic unsigned seq;   /* odd while a rebuild rewrites ranges */
-    _Atomic unsigned count; /* ranges in use */
-    text_range *ranges;     /* TEXT_MAX, sorted by lo; NULL: no checking */
-    uintptr_t (*scratch)[2];/* TEXT_MAX pairs, rebuild workspace (lock) */
-    unsigned long long adds;/* dlpi_adds of the last rebuild (lock) */
-} text = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-typedef struct text_collect {
-    uintptr_t (*out)[2];
-    unsigned n;
-    unsigned long long adds;
-} text_collect;
-
-static int text_collect_cb(struct dl_phdr_info *info, size_t size, void *data)
-{
-    text_collect *c = data;
-    c->adds = info->dlpi_adds;
-    for (unsigned i = 0; i < info->dlpi_phnum && c->n < TEXT_MAX; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
-            continue;
-        c->out[c->n][0] = info->dlpi_addr + ph->p_vaddr;
-        c->out[c->n][1] = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
-        c->n++;
-    }
-    return 0;
-}
-
-static int text_adds_cb(struct dl_phdr_info *info, size_t size, void *data)
-{
-    *(unsigned long long *)data = info->dlpi_adds;
-    return 1; /* every entry carries the same count */
-}
-
-/* Caller holds text.lock. */
-static void text_rebuild_locked(void)
-{
-    text_collect c = {.out = text.scratch};
-    dl_iterate_phdr(text_collect_cb, &c);
-    /* Shell sort: no malloc (qsort may allocate), input is often reversed. */
-    static const unsigned gaps[] = {701, 301, 132, 57, 23, 10, 4, 1};
-    for (unsigned g = 0; g < sizeof gaps / sizeof *gaps; g++) {
-        for (unsigned i = gaps[g]; i < c.n; i++) {
-            uintptr_t lo = c.out[i][0], hi = c.out[i][1];
-            unsigned j = i;
-            for (; j >= gaps[g] && c.out[j - gaps[g]][0] > lo; j -= gaps[g]) {
-                c.out[j][0] = c.out[j - gaps[g]][0];
-                c.out[j][1] = c.out[j - gaps[g]][1];
-            }
-            c.out[j][0] = lo;
-            c.out[j][1] = hi;
-        }
-    }
-    /* Release stores (not a fence: TSan has no fences) keep the odd count
-     * ahead of every range a reader could see. */
-    unsigned seq = atomic_load_explicit(&text.seq, memory_order_relaxed);
-    atomic_store_explicit(&text.seq, seq + 1, memory_order_relaxed);
-    for (unsigned i = 0; i < c.n; i++) {
-        atomic_store_explicit(&text.ranges[i].lo, c.out[i][0],
-                              memory_order_release);
-        atomic_store_explicit(&text.ranges[i].hi, c.out[i][1],
-                              memory_order_release);
-    }
-    atomic_store_explicit(&text.count, c.n, memory_order_release);
-    atomic_store_explicit(&text.seq, seq + 2, memory_order_release);
-    text.adds = c.adds;
-}
-
-/* Once, from unwinder_setup.  Without memory the walker checks nothing. */
-static void text_setup(void)
-{
-    size_t bytes = TEXT_MAX * (sizeof(text_range) + 2 * sizeof(uintptr_t));
-    void *map = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (map == MAP_FAILED)
-        return;
-    pthread_mutex_lock(&text.lock);
-    text.scratch = (uintptr_t(*)[2])((char *)map +
-                                     TEXT_MAX * sizeof(text_range));
-    text.ranges = map;
-    text_rebuild_locked();
-    pthread_mutex_unlock(&text.lock);
-}
-
-/* Rebuilds if the dynamic linker loaded anything since the last build;
- * returns whether it did. */
-static NOINLINE int text_refresh(void)
-{
-    unsigned long long adds = 0;
-    dl_iterate_phdr(text_adds_cb, &adds);
-    int rebuilt = 0;
-    pthread_mutex_lock(&text.lock);
-    if (text.ranges && adds != text.adds) {
-        text_rebuild_locked();
-        rebuilt = 1;
-    }
-    pthread_mutex_unlock(&text.lock);
-    return rebuilt;
-}
-
-/* Whether pc lies in loaded code; [*lo, *hi) gets the range that held it,
- * which the caller tries first for the next frame. */
-static ALWAYS_INLINE int text_find(uintptr_t pc, uintptr_t *lo, uintptr_t *hi)
-{
-    if (!text.ranges)
-        return 1;
-    for (;;) {
-        unsigned seq = atomic_load_explicit(&text.seq, memory_order_acquire);
-        if (seq & 1)
-            return 1; /* mid-rebuild (maybe under us, in a signal): accept */
-        /* Acquire loads keep the second look at seq after them (x86: plain
-         * moves). */
-        unsigned a = 0, b = atomic_load_explicit(&text.count,
-                                                 memory_order_acquire);
-        while (a < b) { /* first range with lo > pc */
-            unsigned m = (a + b) / 2;
-            if (atomic_load_explicit(&text.ranges[m].lo,
-                                     memory_order_acquire) <= pc)
-                a = m + 1;
-            else
-                b = m;
-        }
-        uintptr_t rlo = 0, rhi = 0;
-        if (a > 0) {
-            rlo = atomic_load_explicit(&text.ranges[a - 1].lo,
-                                       memory_order_acquire);
-            rhi = atomic_load_explicit(&text.ranges[a - 1].hi,
-                                       memory_order_acquire);
-        }
-        if (atomic_load_explicit(&text.seq, memory_order_relaxed) != seq)
-            continue;
-        *lo = rlo;
-        *hi = rhi;
-        return pc >= rlo && pc < rhi;
-    }
-}
-
 /* Follows the chain of saved frame pointers from `fp`: each frame record
  * is {caller's frame pointer, return address}.  Stops at a link that
  * leaves the stack, is misaligned or does not move toward the stack's
@@ -379,9 +222,9 @@ static ALWAYS_INLINE NO_ASAN unsigned fp_walk(uintptr_t fp, void **buf,
         const uintptr_t *rec = (const uintptr_t *)fp;
         uintptr_t ret = rec[1], next = rec[0];
         if (ret < code_lo || ret >= code_hi) {
-            if (!text_find(ret, &code_lo, &code_hi) &&
-                (refreshed++ || !text_refresh() ||
-                 !text_find(ret, &code_lo, &code_hi)))
+            if (!tdm__text_find(ret, &code_lo, &code_hi) &&
+                (refreshed++ || !tdm__text_refresh() ||
+                 !tdm__text_find(ret, &code_lo, &code_hi)))
                 break;
         }
         buf[n++] = (void *)ret;
@@ -448,7 +291,7 @@ static NOINLINE void unwinder_setup(void)
 {
     pthread_mutex_lock(&unw.lock);
     if (!atomic_load_explicit(&unw.ready, memory_order_relaxed)) {
-        text_setup();
+        tdm__text_setup();
         void *h = open_libunwind();
         unw_backtrace_fn fn =
             h ? (unw_backtrace_fn)dlsym(h, "unw_backtrace") : NULL;
@@ -672,14 +515,14 @@ static void atfork_prepare(void)
     if (probe_fn)
         probe_fn();
     pthread_mutex_lock(&unw.lock);
-    pthread_mutex_lock(&text.lock);
+    pthread_mutex_lock(&tdm__text.lock);
     pthread_mutex_lock(&table.lock);
 }
 
 static void atfork_release(void)
 {
     pthread_mutex_unlock(&table.lock);
-    pthread_mutex_unlock(&text.lock);
+    pthread_mutex_unlock(&tdm__text.lock);
     pthread_mutex_unlock(&unw.lock);
     atomic_store_explicit(&gate.fork_pending, 0, memory_order_release);
 }
