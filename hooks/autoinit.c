@@ -135,20 +135,6 @@ static const char *signal_name(int sig)
 /* Why a dump is written; each kind but exit numbers its files. */
 enum dump_kind { DUMP_EXIT, DUMP_SIGNAL, DUMP_OOM };
 
-/* Whether the template names the pid (%p, not the escaped %%p). */
-static int template_has_pid(const char *tmpl)
-{
-    for (const char *c = tmpl; *c; c++) {
-        if (*c != '%')
-            continue;
-        if (c[1] == 'p')
-            return 1;
-        if (c[1] != '\0')
-            c++;
-    }
-    return 0;
-}
-
 /* Puts `suffix` before the extension of path (TDM__CONF_PATH_MAX bytes), in
  * place; TDM_INVALID_ARGUMENT, path unchanged, when it would not fit. */
 static tdm_status add_suffix(char *path, const char *suffix)
@@ -206,7 +192,7 @@ static void dump_now(enum dump_kind kind)
         goto out;
     }
     st = tdm__dump_path_for_process(g.tmpl, g.start_time_us, path, sizeof path);
-    int has_pid = template_has_pid(g.tmpl);
+    int has_pid = tdm__dump_template_has_pid(g.tmpl);
     /* A forked child must not write over its parent's file. */
     if (st == TDM_OK && g.forked && !has_pid)
         st = add_pid(path);
@@ -578,40 +564,15 @@ static int is_blank_text(const char *s)
     return 1;
 }
 
-/* tmpl = dump, relative to the folder the program started in (so a
- * program that changes folder still dumps where it was started).  '%' in
- * that folder's name is escaped so it is not read as a code. */
-static int make_absolute_template(const char *dump, char *tmpl, size_t tmpl_len)
-{
-    char cwd[TDM__CONF_PATH_MAX];
-    size_t used = 0;
-    if (dump[0] != '/' && getcwd(cwd, sizeof cwd)) {
-        for (const char *c = cwd; *c; c++) {
-            if (used + 3 >= tmpl_len)
-                return -1;
-            if (*c == '%')
-                tmpl[used++] = '%';
-            tmpl[used++] = *c;
-        }
-        if (used && tmpl[used - 1] != '/')
-            tmpl[used++] = '/';
-    }
-    size_t len = strlen(dump);
-    if (used + len >= tmpl_len)
-        return -1;
-    memcpy(tmpl + used, dump, len + 1);
-    return 0;
-}
-
 /* Opens the spill file (spill_path.c) and says what it has to say. */
 static void start_spill(const char *text)
 {
     char tmpl[TDM__CONF_PATH_MAX], line[MESSAGE_MAX];
     const char *spill_tmpl = g.cfg.spill;
     if (spill_tmpl[0] && strcmp(spill_tmpl, "off") != 0 &&
-        make_absolute_template(spill_tmpl, tmpl, sizeof tmpl) == 0)
+        tdm__dump_template_absolute(spill_tmpl, tmpl, sizeof tmpl) == 0)
         spill_tmpl = tmpl;
-    if (tdm__spill_start(&g.cfg, g.tmpl, spill_tmpl, template_has_pid(g.tmpl),
+    if (tdm__spill_start(&g.cfg, g.tmpl, spill_tmpl, tdm__dump_template_has_pid(g.tmpl),
                          g.start_time_us, text, line, sizeof line))
         say("%s", line);
 }
@@ -642,7 +603,7 @@ static tdm_status prepare(const char *text, tdm__config *cfg, char *tmpl, uint64
     if (cfg->help)
         return TDM_OK;
     char probe[TDM__CONF_PATH_MAX];
-    if (make_absolute_template(cfg->dump, tmpl, TDM__CONF_PATH_MAX) != 0 ||
+    if (tdm__dump_template_absolute(cfg->dump, tmpl, TDM__CONF_PATH_MAX) != 0 ||
         tdm__dump_path_for_process(tmpl, start_us, probe, sizeof probe) != TDM_OK) {
         snprintf(err, err_len,
                  "tidemark: TIDEMARK_CONF: dump path '%s' is too long once expanded; "

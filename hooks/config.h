@@ -208,6 +208,13 @@ tdm_status tdm__dump_path_for_process(const char *tmpl, uint64_t start_time_us,
 tdm_status tdm__dump_path_with_suffix(const char *path, const char *suffix,
                                       char *out, size_t out_len);
 
+/* Whether the template names the pid (%p, not the escaped %%p). */
+int tdm__dump_template_has_pid(const char *tmpl);
+
+/* tmpl = dump made absolute from the current folder ('%' in the folder's
+ * name escaped); -1 when it does not fit tmpl_len. */
+int tdm__dump_template_absolute(const char *dump, char *tmpl, size_t tmpl_len);
+
 /* Creates the missing folders above `path` (mode 0777 less the umask).
  * TDM_IO_ERROR, with errno set, when one cannot be made. */
 tdm_status tdm__dump_path_make_parent(const char *path);

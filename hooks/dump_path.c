@@ -253,3 +253,42 @@ int tdm__dump_path_claim(const char *path, uint64_t since_us)
         return 0; /* the write will say what is wrong */
     return tdm__dump_path_written_since(path, since_us) ? -1 : 0;
 }
+
+/* Whether the template names the pid (%p, not the escaped %%p). */
+int tdm__dump_template_has_pid(const char *tmpl)
+{
+    for (const char *c = tmpl; *c; c++) {
+        if (*c != '%')
+            continue;
+        if (c[1] == 'p')
+            return 1;
+        if (c[1] != '\0')
+            c++;
+    }
+    return 0;
+}
+
+/* tmpl = dump, relative to the folder the program started in (so a
+ * program that changes folder still dumps where it was started).  '%' in
+ * that folder's name is escaped so it is not read as a code. */
+int tdm__dump_template_absolute(const char *dump, char *tmpl, size_t tmpl_len)
+{
+    char cwd[TDM__CONF_PATH_MAX];
+    size_t used = 0;
+    if (dump[0] != '/' && getcwd(cwd, sizeof cwd)) {
+        for (const char *c = cwd; *c; c++) {
+            if (used + 3 >= tmpl_len)
+                return -1;
+            if (*c == '%')
+                tmpl[used++] = '%';
+            tmpl[used++] = *c;
+        }
+        if (used && tmpl[used - 1] != '/')
+            tmpl[used++] = '/';
+    }
+    size_t len = strlen(dump);
+    if (used + len >= tmpl_len)
+        return -1;
+    memcpy(tmpl + used, dump, len + 1);
+    return 0;
+}
