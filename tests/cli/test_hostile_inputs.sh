@@ -81,6 +81,34 @@ if [ -z "${TDM_SANITIZE:-}" ]; then
   has err "out of host memory"
 fi
 
+# ---- pickle header fields are range-checked -----------------------------------
+"$TIDEMARK" export -q --format pytorch -o "$work/s.pickle" "$sample" || fail "export a pickle"
+# set_field OUT EXPR: the pickle with one field changed (d is the snapshot).
+set_field() {
+  python3 -c "import pickle,sys; d=pickle.load(open(sys.argv[1],'rb')); $2; pickle.dump(d, open(sys.argv[3],'wb'), protocol=4)" \
+    "$work/s.pickle" "$2" "$work/$1"
+}
+set_field rank.pickle "d['allocator_settings']['tidemark']['rank'] = -5"
+expect 2 "a negative rank" -- "$TIDEMARK" summary "$work/rank.pickle"
+has_re err "rank out of range at byte [0-9]+: -5 \(want -1 to 2147483647\)"
+set_field world.pickle "d['allocator_settings']['tidemark']['world_size'] = 2**40"
+expect 2 "a world size of 2**40" -- "$TIDEMARK" import -o "$work/w.tdm" "$work/world.pickle"
+has_re err "world_size out of range at byte [0-9]+: 1099511627776"
+set_field dev.pickle "d['allocator_settings']['tidemark']['devices'][0]['index'] = 40000"
+expect 2 "a device index of 40000" -- "$TIDEMARK" summary "$work/dev.pickle"
+has_re err "devices\[0\]: index out of range at byte [0-9]+: 40000"
+set_field cap.pickle "d['allocator_settings']['tidemark']['devices'][0]['capacity'] = -1"
+expect 2 "a negative capacity" -- "$TIDEMARK" summary "$work/cap.pickle"
+has_re err "capacity out of range at byte [0-9]+: -1"
+set_field size.pickle "d['segments'][0]['total_size'] = -4096"
+expect 2 "a negative segment size" -- "$TIDEMARK" summary "$work/size.pickle"
+has_re err "segments\[0\]: total_size out of range at byte [0-9]+: -4096"
+set_field addr.pickle "d['device_traces'][0][0]['addr'] = -1"
+expect 2 "a negative address" -- "$TIDEMARK" summary "$work/addr.pickle"
+has_re err "addr out of range at byte [0-9]+: -1"
+set_field ok.pickle "d['allocator_settings']['tidemark']['rank'] = 3"
+expect 0 "a rank in range" -- "$TIDEMARK" summary "$work/ok.pickle"
+
 # ---- no control character reaches the terminal ------------------------------
 printf 'Thread,Time,Action,Pointer,Size,Stream\n1,1.5,\x1b[31mred\x1b]0;title\x07,0x10,5,0\n' \
   >"$work/escape.csv"
