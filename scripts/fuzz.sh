@@ -63,8 +63,8 @@ run_one() {
 # Stats from a log: executions, executions per second.
 stats() {
   local runs rate
-  runs=$(grep -E '^stat::number_of_executed_units' "$1" | awk '{s += $2} END {print s + 0}')
-  rate=$(grep -E '^stat::average_exec_per_sec' "$1" | awk '{s += $2} END {print s + 0}')
+  runs=$(grep -E '^stat::number_of_executed_units' "$1" | awk '{n = $2} END {print n + 0}')
+  rate=$(grep -E '^stat::average_exec_per_sec' "$1" | awk '{n = $2} END {print n + 0}')
   echo "$runs executions, $rate/s"
 }
 

@@ -109,6 +109,13 @@ has_re err "addr out of range at byte [0-9]+: -1"
 set_field ok.pickle "d['allocator_settings']['tidemark']['rank'] = 3"
 expect 0 "a rank in range" -- "$TIDEMARK" summary "$work/ok.pickle"
 
+# ---- sizes past int64 in an imported log --------------------------------------
+# Their sum overflowed the stats (undefined behaviour: the ASan+UBSan build
+# stops on it); the stats now hold at the largest value.
+cp "$TDM_SOURCE_DIR/tests/fuzz/corpus/rmm_csv/size-sum-overflow.csv" "$work/huge-sizes.csv"
+expect 0 "an RMM log of 2**63 and 2**64 byte allocations" -- "$TIDEMARK" summary "$work/huge-sizes.csv"
+has out "peak allocated"
+
 # ---- no control character reaches the terminal ------------------------------
 printf 'Thread,Time,Action,Pointer,Size,Stream\n1,1.5,\x1b[31mred\x1b]0;title\x07,0x10,5,0\n' \
   >"$work/escape.csv"
