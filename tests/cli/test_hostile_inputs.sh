@@ -106,6 +106,11 @@ has_re err "segments\[0\]: total_size out of range at byte [0-9]+: -4096"
 set_field addr.pickle "d['device_traces'][0][0]['addr'] = -1"
 expect 2 "a negative address" -- "$TIDEMARK" summary "$work/addr.pickle"
 has_re err "addr out of range at byte [0-9]+: -1"
+# An action named "" (skipped, as every unknown action) was searched for as
+# "" in the list of skipped names, walking past its end.
+set_field empty-action.pickle "t = d['device_traces'][0]; e = dict(t[0], action=''); t[0:0] = [e, e, dict(e, action='user_defined')]"
+expect 0 "trace entries with an empty action" -- "$TIDEMARK" summary "$work/empty-action.pickle"
+has err "3 trace entries of actions tidemark does not record were skipped ('', user_defined)"
 set_field ok.pickle "d['allocator_settings']['tidemark']['rank'] = 3"
 expect 0 "a rank in range" -- "$TIDEMARK" summary "$work/ok.pickle"
 

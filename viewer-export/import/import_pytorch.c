@@ -45,8 +45,10 @@ static void note_skipped(im *c, const tdm_pkv *action)
     size_t used = strlen(list), cap = sizeof c->rep.skipped_actions;
     char name[40];
     tdm__pti_escape(name, sizeof name, action->v.s, action->n < 32 ? action->n : 32);
+    if (!name[0]) /* "" (or a NUL first): named so, and never searched for as "" */
+        snprintf(name, sizeof name, "''");
     /* Each name once. */
-    for (const char *p = list; (p = strstr(p, name)) != NULL; p++)
+    for (const char *p = list; *p && (p = strstr(p, name)) != NULL; p++)
         if ((p == list || p[-1] == ' ') && (p[strlen(name)] == ',' || !p[strlen(name)]))
             return;
     if (used + strlen(name) + 3 < cap)
