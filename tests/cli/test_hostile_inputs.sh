@@ -103,9 +103,13 @@ has_re err "capacity out of range at byte [0-9]+: -1"
 set_field size.pickle "d['segments'][0]['total_size'] = -4096"
 expect 2 "a negative segment size" -- "$TIDEMARK" summary "$work/size.pickle"
 has_re err "segments\[0\]: total_size out of range at byte [0-9]+: -4096"
-set_field addr.pickle "d['device_traces'][0][0]['addr'] = -1"
-expect 2 "a negative address" -- "$TIDEMARK" summary "$work/addr.pickle"
-has_re err "addr out of range at byte [0-9]+: -1"
+set_field esize.pickle "d['device_traces'][0][0]['size'] = -1"
+expect 2 "a negative allocation size" -- "$TIDEMARK" summary "$work/esize.pickle"
+has_re err "device_traces\[0\]\[0\]: size out of range at byte [0-9]+: -1"
+# PyTorch writes addresses as int64: one at or above 2**63 is negative.
+set_field addr.pickle "d['segments'][0]['address'] = -2**40; d['segments'][0]['blocks'][0]['address'] = -2**40; d['device_traces'][0] = []"
+expect 0 "a negative (int64) address" -- "$TIDEMARK" export --format csv -o - "$work/addr.pickle"
+has out "0xffffff0000000000"
 # An action named "" (skipped, as every unknown action) was searched for as
 # "" in the list of skipped names, walking past its end.
 set_field empty-action.pickle "t = d['device_traces'][0]; e = dict(t[0], action=''); t[0:0] = [e, e, dict(e, action='user_defined')]"

@@ -79,10 +79,11 @@ static int read_entry(im *c, const tdm_pkv *e, int device, const where_t *w)
     }
     tdm_event ev = {.device = (int16_t)device, .action = (uint8_t)a};
     uint64_t t = 0;
-    if (tdm__pti_get_u64(c, e, a == TDM_ACTION_OOM ? "device_free" : "addr",
-                a != TDM_ACTION_OOM && a != TDM_ACTION_SNAPSHOT, w, &ev.addr) < 0 ||
+    int oom = a == TDM_ACTION_OOM;
+    if ((oom ? tdm__pti_get_u64(c, e, "device_free", 0, w, &ev.addr)
+             : tdm__pti_get_bits(c, e, "addr", a != TDM_ACTION_SNAPSHOT, w, &ev.addr)) < 0 ||
         tdm__pti_get_u64(c, e, "size", a != TDM_ACTION_SNAPSHOT, w, &ev.size) < 0 ||
-        tdm__pti_get_u64(c, e, "stream", 0, w, &ev.stream) < 0 ||
+        tdm__pti_get_bits(c, e, "stream", 0, w, &ev.stream) < 0 ||
         tdm__pti_get_u64(c, e, "time_us", 0, w, &t) < 0)
         return -1;
     /* Before 1970 or past year 2500 is not a time stamp. */
@@ -136,9 +137,9 @@ static int read_segment(im *c, const tdm_pkv *s, long i, const char *name, int p
     int64_t dev = 0;
     const tdm_pkv *type = NULL, *blocks = tdm__pk_get(s, "blocks");
     if (tdm__pti_get_range(c, s, "device", 1, &w, -1, 32767, &dev) < 0 ||
-        tdm__pti_get_u64(c, s, "address", 1, &w, &g.address) < 0 ||
+        tdm__pti_get_bits(c, s, "address", 1, &w, &g.address) < 0 ||
         tdm__pti_get_u64(c, s, "total_size", 1, &w, &g.total_size) < 0 ||
-        tdm__pti_get_u64(c, s, "stream", 0, &w, &g.stream) < 0 ||
+        tdm__pti_get_bits(c, s, "stream", 0, &w, &g.stream) < 0 ||
         tdm__pti_get_str(c, s, "segment_type", 0, &w, &type) < 0)
         return -1;
     g.device = (int32_t)dev;

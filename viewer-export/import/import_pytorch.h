@@ -113,6 +113,12 @@ const char *tdm__pti_intern(im *c, const char *s, size_t n);
  * required), -1 error. */
 int tdm__pti_get_u64(im *c, const tdm_pkv *d, const char *key, int required,
                      const where_t *w, uint64_t *out);
+/* The same for an address or a stream handle: PyTorch writes them as
+ * int64, so one at or above 2**63 comes as a negative int, taken as its
+ * 64 bits.  tdm__pti_get_u64 refuses negative ints (sizes, times):
+ * "KEY out of range at byte N". */
+int tdm__pti_get_bits(im *c, const tdm_pkv *d, const char *key, int required,
+                      const where_t *w, uint64_t *out);
 int tdm__pti_get_str(im *c, const tdm_pkv *d, const char *key, int required,
                      const where_t *w, const tdm_pkv **out);
 /* An int within [min, max]: 1 (in *out), 0 absent or None, -1 after

@@ -264,6 +264,20 @@ int tdm__pti_get_range(im *c, const tdm_pkv *d, const char *key, int required,
     return 1;
 }
 
+int tdm__pti_get_bits(im *c, const tdm_pkv *d, const char *key, int required,
+                      const where_t *w, uint64_t *out)
+{
+    const tdm_pkv *v = tdm__pk_get(d, key);
+    if (!v || v->type == TDM_PKV_NONE) {
+        if (required)
+            return tdm__pti_fail(c, d, w, "'%s' is missing", key);
+        return 0;
+    }
+    if (tdm__pk_u64(v, out) != 0)
+        return tdm__pti_fail(c, v, w, "'%s' is %s, not int", key, tdm__pk_type_name(v));
+    return 1;
+}
+
 int tdm__pti_get_u64(im *c, const tdm_pkv *d, const char *key, int required,
                    const where_t *w, uint64_t *out)
 {
