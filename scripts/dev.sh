@@ -4,7 +4,8 @@
 #
 #   scripts/dev.sh demo    install what is missing, build, run the demo
 #   scripts/dev.sh test    install what is missing, build, run every test:
-#                          the normal build (-Werror), then ASan+UBSan, then TSan
+#                          the normal build (-Werror), then ASan+UBSan, then TSan,
+#                          then every fuzz target for 30 s (scripts/fuzz.sh)
 #   scripts/dev.sh setup   only install the Debian packages
 #   scripts/dev.sh build   only build (build/)
 set -euo pipefail
@@ -17,6 +18,7 @@ PACKAGES=(
   build-essential cmake pkg-config git python3
   libunwind-dev libmsgpack-dev libjemalloc-dev libdw-dev libelf-dev
   libcmocka-dev libze-dev libze1 libamdhip64-dev
+  clang libclang-rt-14-dev
   openmpi-bin libopenmpi-dev
   python3-torch
   chromium
@@ -93,6 +95,8 @@ tests() {
     run_tests build-asan "ASan + UBSan"
   build build-tsan -DTDM_SANITIZE=thread -DTDM_BUILD_BENCH=OFF
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_tests build-tsan "TSan"
+  echo "== fuzzing: each reader for 30 s under ASan+UBSan (build-fuzz, clang)"
+  scripts/fuzz.sh 30
   echo "dev.sh: all test suites passed"
 }
 

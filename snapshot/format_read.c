@@ -649,21 +649,44 @@ tdm_status tdm__snap_read_file(const char *path, int partial_ok, tdm_snap **out,
         why = strerror(errno);
     else if (S_ISDIR(sb.st_mode))
         why = "is a directory";
+    /* The signature first: a large file of something else is refused
+     * after a few bytes, not read whole. */
+    uint8_t head[sizeof signature];
+    size_t have = 0;
+    while (!why && have < sizeof head) {
+        ssize_t got = read(fd, head + have, sizeof head - have);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            why = strerror(errno);
+        if (got <= 0)
+            break;
+        have += (size_t)got;
+    }
+    if (!why && memcmp(head, signature, have) != 0) {
+        close(fd);
+        return tdm__snap_read_buffer(head, have, partial_ok, out, err);
+    }
     /* Read the whole file (not mmap: a file cut while mapped would SIGBUS).
      * The size is only a hint, so pipes and growing files work too. */
     uint8_t *buf = NULL;
     size_t n = 0, cap = 0;
+    int oom = 0;
     if (!why) {
         cap = sb.st_size > 0 ? (size_t)sb.st_size + 1 : 65536;
+        if (cap < sizeof head)
+            cap = sizeof head;
         buf = malloc(cap);
         if (!buf)
-            why = "out of memory";
+            why = "out of memory", oom = 1;
+        else
+            memcpy(buf, head, have), n = have;
     }
-    while (!why) {
+    while (!why && have == sizeof head) {
         if (n == cap) {
             uint8_t *nb = cap < SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
             if (!nb) {
-                why = "out of memory";
+                why = "out of memory", oom = 1;
                 break;
             }
             buf = nb;
@@ -686,7 +709,8 @@ tdm_status tdm__snap_read_file(const char *path, int partial_ok, tdm_snap **out,
             err->offset = n;
             snprintf(err->message, sizeof err->message, "cannot read '%s': %s", path, why);
         }
-        return TDM_IO_ERROR;
+        /* Out of host memory is the tool's failure, not the input's. */
+        return oom ? TDM_HOST_OUT_OF_MEMORY : TDM_IO_ERROR;
     }
     tdm_status st = tdm__snap_read_buffer(buf, n, partial_ok, out, err);
     free(buf);

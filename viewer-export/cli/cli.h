@@ -139,4 +139,13 @@ void tdm__cli_gate_help(FILE *out);
 int tdm__cli_diff(int argc, char **argv);
 void tdm__cli_diff_help(FILE *out);
 
+/* Makes stderr a stream that writes control characters (bytes below 0x20
+ * but newline and tab, 0x7f, and UTF-8's C1 controls U+0080..U+009F) as
+ * \xNN, so that no message, whatever input text it quotes, sends terminal
+ * escape sequences (cli_stderr.c).  Called once, first thing in main. */
+void tdm__cli_safe_stderr(void);
+/* The filter itself: `n` bytes of `in` into `out` (room for `cap`, at
+ * least 4 per byte in); returns the bytes written to `out`. */
+size_t tdm__cli_escape_controls(const char *in, size_t n, char *out, size_t cap);
+
 #endif

@@ -84,8 +84,12 @@ void tdm__cli_bad_option_in(const char *cmd, int c, char **argv,
 
 int tdm__cli_flush(const char *cmd, int rc)
 {
+    errno = 0;
     if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "tidemark %s: cannot write the output\n", cmd);
+        /* The cause (no space left, a closed pipe), not just "failed". */
+        int e = errno;
+        fprintf(stderr, "tidemark %s: cannot write the standard output: %s\n", cmd,
+                e ? strerror(e) : "write error");
         rc = tdm__exit_worse(rc, TDM_EXIT_TOOL_ERROR);
     }
     return rc;

@@ -101,6 +101,7 @@ static void print_help(FILE *out)
 
 int main(int argc, char **argv)
 {
+    tdm__cli_safe_stderr();
     if (argc < 2) {
         print_help(stderr);
         return TDM_EXIT_USAGE;

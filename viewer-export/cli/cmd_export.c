@@ -301,12 +301,14 @@ static int write_output(const char *out_path, job *j, int quiet, const char *wha
                         out_rules rules)
 {
     if (strcmp(out_path, "-") == 0) {
+        errno = 0;
         tdm_status s = j->emit(stdout, j);
+        int e = errno; /* the failed write's cause, e.g. no space left */
         if (s == TDM_OK)
             return TDM_EXIT_OK;
         if (!j->reported)
             fprintf(stderr, "tidemark " CMD ": writing to standard output failed: %s\n",
-                    tdm_strerror(s));
+                    s == TDM_IO_ERROR && e ? strerror(e) : tdm_strerror(s));
         return exit_of(s);
     }
     int made = tdm__cli_output_check(CMD, out_path, rules.force, rules.named);

@@ -64,21 +64,6 @@ static char *default_output(const char *path)
     return out;
 }
 
-/* `in` with control characters (bytes < 0x20 and 0x7f, which a crafted
- * input may put in a reader's message) written as \xNN: a message never
- * sends the terminal escape sequences. */
-static void escape_controls(const char *in, char *out, size_t cap)
-{
-    size_t o = 0;
-    for (const unsigned char *p = (const unsigned char *)in; *p && o + 5 < cap; p++) {
-        if (*p < 0x20 || *p == 0x7f)
-            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", *p);
-        else
-            out[o++] = (char)*p;
-    }
-    out[o] = '\0';
-}
-
 static int exit_for(tdm_status s)
 {
     return s == TDM_HOST_OUT_OF_MEMORY || s == TDM_INTERNAL ? TDM_EXIT_TOOL_ERROR
@@ -166,7 +151,7 @@ int tdm__cli_import(int argc, char **argv)
 
     char *found = NULL; /* the one snapshot of a directory operand, or a stream's copy */
     const char *operand = input;
-    int rc = tdm__input_resolve(CMD, input, &found);
+    int rc = tdm__input_resolve_as(CMD, input, &found, fmt != NULL);
     if (rc != TDM_EXIT_OK)
         return rc;
     if (found)
@@ -219,10 +204,8 @@ int tdm__cli_import(int argc, char **argv)
     char err[320] = "";
     tdm_status s = fmt->read(input, &snap, err, sizeof err);
     if (s != TDM_OK || !snap) {
-        char safe[4 * sizeof err];
-        escape_controls(err, safe, sizeof safe);
         fprintf(stderr, "tidemark " CMD ": %s: %s%s%s\n", shown,
-                s == TDM_OK ? "import failed" : tdm_strerror(s), safe[0] ? ": " : "", safe);
+                s == TDM_OK ? "import failed" : tdm_strerror(s), err[0] ? ": " : "", err);
         rc = s == TDM_OK ? TDM_EXIT_TOOL_ERROR : exit_for(s);
         if (snap)
             fmt->free(snap);

@@ -219,8 +219,7 @@ tdm_status tdm__export_flamegraph(FILE *out, const tdm_export_context *ctx)
         i = j;
     }
     st = fflush(out) == 0 && !ferror(out) ? TDM_OK : TDM_IO_ERROR;
-    if (st != TDM_OK)
-        fprintf(stderr, "tidemark export: writing the flame graph failed\n");
+    /* The caller says why (the errno of the failed write). */
 out:
     if (st == TDM_HOST_OUT_OF_MEMORY)
         fprintf(stderr, "tidemark export: %s\n", tdm_strerror(st));

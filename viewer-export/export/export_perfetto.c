@@ -606,9 +606,7 @@ tdm_status tdm__export_perfetto(FILE *out, const tdm_export_context *ctx)
         tdm__jw_close(&w, '}');
         tdm__jw_raw(&w, "\n", 1);
     }
-    st = tdm__jw_finish(&w);
-    if (st != TDM_OK)
-        fprintf(stderr, "tidemark export: writing the trace: %s\n", tdm_strerror(st));
+    st = tdm__jw_finish(&w); /* on failure the caller says why (the write's errno) */
 out:
     if (st == TDM_HOST_OUT_OF_MEMORY)
         fprintf(stderr, "tidemark export: %s\n", tdm_strerror(st));
@@ -773,9 +771,7 @@ tdm_status tdm__export_perfetto_ranks_end(tdm_perfetto_ranks *r)
     tdm__jw_close(w, '}');
     tdm__jw_close(w, '}');
     tdm__jw_raw(w, "\n", 1);
-    tdm_status st = tdm__jw_finish(w);
-    if (st != TDM_OK && r->status == TDM_OK)
-        fprintf(stderr, "tidemark export: writing the trace: %s\n", tdm_strerror(st));
+    tdm_status st = tdm__jw_finish(w); /* on failure the caller says why */
     if (r->status != TDM_OK)
         st = r->status;
     free(r->procs);

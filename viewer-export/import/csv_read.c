@@ -38,8 +38,27 @@ tdm_status tdm__csv_open(tdm_csv *c, const char *path, unsigned flags,
     return TDM_OK;
 }
 
+tdm_status tdm__csv_open_buffer(tdm_csv *c, const void *data, size_t len, unsigned flags,
+                                char *err, size_t errlen)
+{
+    *c = (tdm_csv){.flags = flags, .err = err, .errlen = errlen};
+    if (err && errlen)
+        err[0] = '\0';
+    if (len == 0)
+        return TDM_OK; /* no stream: at its end at once (fmemopen wants bytes) */
+    c->f = fmemopen((void *)data, len, "r");
+    if (!c->f) {
+        if (err && errlen)
+            snprintf(err, errlen, "%s", strerror(errno));
+        return errno == ENOMEM ? TDM_HOST_OUT_OF_MEMORY : TDM_IO_ERROR;
+    }
+    return TDM_OK;
+}
+
 int tdm__csv_next(tdm_csv *c, tdm_status *st)
 {
+    if (!c->f)
+        return 0;
     for (;;) {
         errno = 0;
         ssize_t len = getline(&c->line, &c->cap, c->f);

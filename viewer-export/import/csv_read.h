@@ -44,6 +44,10 @@ typedef struct tdm_csv {
 tdm_status tdm__csv_open(tdm_csv *c, const char *path, unsigned flags,
                          char *err, size_t errlen);
 
+/* The same over `len` bytes in memory (borrowed until tdm__csv_close). */
+tdm_status tdm__csv_open_buffer(tdm_csv *c, const void *data, size_t len, unsigned flags,
+                                char *err, size_t errlen);
+
 /* Reads the next line that is not skipped into c->field/c->nfield and
  * returns 1; returns 0 at the end of the file, or on a read error with *st
  * set to TDM_IO_ERROR or TDM_HOST_OUT_OF_MEMORY (left as it is at the

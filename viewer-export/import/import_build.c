@@ -279,13 +279,23 @@ static int cmp_live(const void *pa, const void *pb)
     return a->addr < b->addr ? -1 : a->addr > b->addr;
 }
 
+/* a + b, held at INT64_MAX or INT64_MIN: an imported log may hold any
+ * 64-bit sizes, and sums past the range must not overflow. */
+static int64_t add_held(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r))
+        return b > 0 ? INT64_MAX : INT64_MIN;
+    return r;
+}
+
 static void stat_add(tdm_stat *st, int64_t d)
 {
-    st->current += d;
+    st->current = add_held(st->current, d);
     if (d > 0)
-        st->allocated += d;
+        st->allocated = add_held(st->allocated, d);
     else
-        st->freed -= d;
+        st->freed = add_held(st->freed, d == INT64_MIN ? INT64_MAX : -d);
     if (st->current > st->peak)
         st->peak = st->current;
 }
@@ -343,7 +353,7 @@ tdm_status tdm__ibuild_finish(tdm_ibuild *b, tdm_snap **out)
         if (!ds)
             continue;
         tdm_stats *t = &ds->stats;
-        int64_t n = (int64_t)e->size;
+        int64_t n = e->size > INT64_MAX ? INT64_MAX : (int64_t)e->size;
         switch (e->action) {
         case TDM_ACTION_ALLOC:
             stat_add(&t->allocated_bytes, n);

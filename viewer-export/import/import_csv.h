@@ -46,6 +46,11 @@ typedef struct tdm_trace_csv_options {
 tdm_status tdm__import_trace_csv(const char *path,
                                  const tdm_trace_csv_options *opts,
                                  tdm_snap **out, char *err, size_t errlen);
+/* The same from `len` bytes in memory; `source` names them in the
+ * header's metadata. */
+tdm_status tdm__import_trace_csv_buffer(const void *data, size_t len, const char *source,
+                                        const tdm_trace_csv_options *opts, tdm_snap **out,
+                                        char *err, size_t errlen);
 
 /* Reads an RMM log (`Thread,Time,Action,Pointer,Size,Stream`): allocate
  * and free rows become observe-mode alloc/free events on device 0 at the
@@ -54,5 +59,8 @@ tdm_status tdm__import_trace_csv(const char *path,
  * past midnight adds a day) or seconds since the epoch. */
 tdm_status tdm__import_rmm_csv(const char *path, tdm_snap **out, char *err,
                                size_t errlen);
+/* The same from `len` bytes in memory; `source` names them. */
+tdm_status tdm__import_rmm_csv_buffer(const void *data, size_t len, const char *source,
+                                      tdm_snap **out, char *err, size_t errlen);
 
 #endif

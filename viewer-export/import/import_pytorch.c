@@ -45,8 +45,10 @@ static void note_skipped(im *c, const tdm_pkv *action)
     size_t used = strlen(list), cap = sizeof c->rep.skipped_actions;
     char name[40];
     tdm__pti_escape(name, sizeof name, action->v.s, action->n < 32 ? action->n : 32);
+    if (!name[0]) /* "" (or a NUL first): named so, and never searched for as "" */
+        snprintf(name, sizeof name, "''");
     /* Each name once. */
-    for (const char *p = list; (p = strstr(p, name)) != NULL; p++)
+    for (const char *p = list; *p && (p = strstr(p, name)) != NULL; p++)
         if ((p == list || p[-1] == ' ') && (p[strlen(name)] == ',' || !p[strlen(name)]))
             return;
     if (used + strlen(name) + 3 < cap)
@@ -77,10 +79,11 @@ static int read_entry(im *c, const tdm_pkv *e, int device, const where_t *w)
     }
     tdm_event ev = {.device = (int16_t)device, .action = (uint8_t)a};
     uint64_t t = 0;
-    if (tdm__pti_get_u64(c, e, a == TDM_ACTION_OOM ? "device_free" : "addr",
-                a != TDM_ACTION_OOM && a != TDM_ACTION_SNAPSHOT, w, &ev.addr) < 0 ||
+    int oom = a == TDM_ACTION_OOM;
+    if ((oom ? tdm__pti_get_u64(c, e, "device_free", 0, w, &ev.addr)
+             : tdm__pti_get_bits(c, e, "addr", a != TDM_ACTION_SNAPSHOT, w, &ev.addr)) < 0 ||
         tdm__pti_get_u64(c, e, "size", a != TDM_ACTION_SNAPSHOT, w, &ev.size) < 0 ||
-        tdm__pti_get_u64(c, e, "stream", 0, w, &ev.stream) < 0 ||
+        tdm__pti_get_bits(c, e, "stream", 0, w, &ev.stream) < 0 ||
         tdm__pti_get_u64(c, e, "time_us", 0, w, &t) < 0)
         return -1;
     /* Before 1970 or past year 2500 is not a time stamp. */
@@ -131,17 +134,15 @@ static int read_segment(im *c, const tdm_pkv *s, long i, const char *name, int p
     if (s->type != TDM_PKV_DICT)
         return tdm__pti_fail(c, s, &w, "a segment is %s, not dict", tdm__pk_type_name(s));
     tdm_snap_segment g = {0};
-    uint64_t dev = 0;
+    int64_t dev = 0;
     const tdm_pkv *type = NULL, *blocks = tdm__pk_get(s, "blocks");
-    if (tdm__pti_get_u64(c, s, "device", 1, &w, &dev) < 0 ||
-        tdm__pti_get_u64(c, s, "address", 1, &w, &g.address) < 0 ||
+    if (tdm__pti_get_range(c, s, "device", 1, &w, -1, 32767, &dev) < 0 ||
+        tdm__pti_get_bits(c, s, "address", 1, &w, &g.address) < 0 ||
         tdm__pti_get_u64(c, s, "total_size", 1, &w, &g.total_size) < 0 ||
-        tdm__pti_get_u64(c, s, "stream", 0, &w, &g.stream) < 0 ||
+        tdm__pti_get_bits(c, s, "stream", 0, &w, &g.stream) < 0 ||
         tdm__pti_get_str(c, s, "segment_type", 0, &w, &type) < 0)
         return -1;
-    if ((int64_t)dev < -1 || (int64_t)dev > 32767)
-        return tdm__pti_fail(c, s, &w, "device %" PRId64 " is not a device ordinal", (int64_t)dev);
-    g.device = (int32_t)(int64_t)dev;
+    g.device = (int32_t)dev;
     g.pool = passthrough                       ? TDM_POOL_NONE
              : tdm__pti_is_str(type, "small") ? TDM_POOL_SMALL
                                               : TDM_POOL_LARGE;
@@ -336,10 +337,14 @@ static const char *opt_text(im *c, const tdm_pkv *d, const char *key, const char
     return tdm__pti_intern(c, dflt, strlen(dflt));
 }
 
-static int64_t opt_int(const tdm_pkv *d, const char *key, int64_t dflt)
+/* tidemark's header field `key` of `d`, else `dflt`; -1 after failing
+ * when it is there but no int within [min, max] (a negative rank, a
+ * world size of 2**40: "rank out of range at byte N"). */
+static int header_int(im *c, const tdm_pkv *d, const where_t *w, const char *key,
+                      int64_t min, int64_t max, int64_t dflt, int64_t *out)
 {
-    uint64_t u;
-    return tdm__pk_u64(tdm__pk_get(d, key), &u) == 0 ? (int64_t)u : dflt;
+    *out = dflt;
+    return d ? tdm__pti_get_range(c, d, key, 0, w, min, max, out) : 0;
 }
 
 static uint8_t mode_of(const tdm_pkv *v, const char *const *names, unsigned n, uint8_t dflt)
@@ -372,10 +377,19 @@ static int read_header(im *c, const tdm_pkv *settings, const char *source)
     /* A PyTorch file has PYTORCH_CUDA_ALLOC_CONF, tidemark's its own. */
     h->config = t ? opt_text(c, t, "config", "")
                   : opt_text(c, settings, "PYTORCH_CUDA_ALLOC_CONF", "");
-    h->pid = opt_int(t, "pid", 0);
-    h->rank = (int32_t)opt_int(t, "rank", -1);
-    h->local_rank = (int32_t)opt_int(t, "local_rank", -1);
-    h->world_size = (int32_t)opt_int(t, "world_size", 0);
+    const where_t w = {"allocator_settings.tidemark", -1, -1};
+    int64_t pid, rank, local_rank, world_size, me, dropped, st, dt;
+    if (header_int(c, t, &w, "pid", 0, INT64_MAX, 0, &pid) < 0 ||
+        header_int(c, t, &w, "rank", -1, INT32_MAX, -1, &rank) < 0 ||
+        header_int(c, t, &w, "local_rank", -1, INT32_MAX, -1, &local_rank) < 0 ||
+        header_int(c, t, &w, "world_size", 0, INT32_MAX, 0, &world_size) < 0 ||
+        header_int(c, t, &w, "max_entries", 0, INT64_MAX, (int64_t)c->nevents, &me) < 0 ||
+        header_int(c, t, &w, "dropped_events", 0, INT64_MAX, 0, &dropped) < 0)
+        return -1;
+    h->pid = pid;
+    h->rank = (int32_t)rank;
+    h->local_rank = (int32_t)local_rank;
+    h->world_size = (int32_t)world_size;
     /* What PyTorch files say by their content alone. */
     uint8_t ctx_guess = c->frames_on_free ? TDM_CONTEXT_ALL
                         : c->frames_on_alloc ? TDM_CONTEXT_ALLOC
@@ -385,10 +399,8 @@ static int read_header(im *c, const tdm_pkv *settings, const char *source)
     h->context_mode = mode_of(tdm__pk_get(t, "context"), ctxn, 4, ctx_guess);
     h->stacks_mode = mode_of(tdm__pk_get(t, "stacks"), stk, 3,
                              c->nframes ? TDM_STACKS_NATIVE : TDM_STACKS_NONE);
-    int64_t me = opt_int(t, "max_entries", (int64_t)c->nevents);
     h->max_entries = me > 0 ? (uint64_t)me : (uint64_t)c->nevents;
-    int64_t dropped = opt_int(t, "dropped_events", 0);
-    s->dropped_events = dropped > 0 ? (uint64_t)dropped : 0;
+    s->dropped_events = (uint64_t)dropped;
     uint64_t first = 0, last = 0;
     for (size_t i = 0; i < c->nevents; i++) {
         uint64_t tn = c->events[i].time_ns / 1000;
@@ -397,10 +409,11 @@ static int read_header(im *c, const tdm_pkv *settings, const char *source)
         if (tn > last)
             last = tn;
     }
-    int64_t st = opt_int(t, "start_time_us", (int64_t)first);
-    int64_t dt = opt_int(t, "dump_time_us", (int64_t)last);
-    h->start_time_us = st > 0 ? (uint64_t)st : 0;
-    h->dump_time_us = dt > 0 ? (uint64_t)dt : 0;
+    if (header_int(c, t, &w, "start_time_us", 0, INT64_MAX, (int64_t)first, &st) < 0 ||
+        header_int(c, t, &w, "dump_time_us", 0, INT64_MAX, (int64_t)last, &dt) < 0)
+        return -1;
+    h->start_time_us = (uint64_t)st;
+    h->dump_time_us = (uint64_t)dt;
     return c->status == TDM_OK ? 0 : -1;
 }
 
@@ -415,16 +428,23 @@ static int read_devices(im *c, const tdm_pkv *settings, size_t traces)
     if (tdm__pk_is_seq(list)) {
         for (uint32_t i = 0; i < list->n; i++) {
             const tdm_pkv *e = list->v.items[i];
-            int64_t idx = opt_int(e, "index", -2);
-            if (idx < -1 || idx > 32767 || tdm__grow_array(&d, &cap, n + 1, sizeof *d) != 0) {
-                if (!d && cap == 0 && idx >= -1 && idx <= 32767)
-                    return tdm__pti_oom(c);
-                continue;
+            const where_t w = {"allocator_settings.tidemark.devices", (long)i, -1};
+            int64_t idx = -2, capacity = 0;
+            if (e->type != TDM_PKV_DICT) {
+                free(d);
+                return tdm__pti_fail(c, e, &w, "a device is %s, not dict", tdm__pk_type_name(e));
             }
-            int64_t capacity = opt_int(e, "capacity", 0);
+            if (tdm__pti_get_range(c, e, "index", 1, &w, -1, 32767, &idx) < 0 ||
+                header_int(c, e, &w, "capacity", 0, INT64_MAX, 0, &capacity) < 0) {
+                free(d);
+                return -1;
+            }
+            if (tdm__grow_array(&d, &cap, n + 1, sizeof *d) != 0) {
+                free(d);
+                return tdm__pti_oom(c);
+            }
             d[n++] = (tdm_snap_device){(int32_t)idx, opt_text(c, e, "vendor", ""),
-                                       opt_text(c, e, "name", ""),
-                                       capacity > 0 ? (uint64_t)capacity : 0};
+                                       opt_text(c, e, "name", ""), (uint64_t)capacity};
         }
     } else {
         int32_t max = (int32_t)traces - 1;

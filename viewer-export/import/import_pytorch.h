@@ -113,8 +113,22 @@ const char *tdm__pti_intern(im *c, const char *s, size_t n);
  * required), -1 error. */
 int tdm__pti_get_u64(im *c, const tdm_pkv *d, const char *key, int required,
                      const where_t *w, uint64_t *out);
+/* The same for an address or a stream handle: PyTorch writes them as
+ * int64, so one at or above 2**63 comes as a negative int, taken as its
+ * 64 bits.  tdm__pti_get_u64 refuses negative ints (sizes, times):
+ * "KEY out of range at byte N". */
+int tdm__pti_get_bits(im *c, const tdm_pkv *d, const char *key, int required,
+                      const where_t *w, uint64_t *out);
 int tdm__pti_get_str(im *c, const tdm_pkv *d, const char *key, int required,
                      const where_t *w, const tdm_pkv **out);
+/* An int within [min, max]: 1 (in *out), 0 absent or None, -1 after
+ * failing: not an int, or "KEY out of range at byte N: V (want MIN to
+ * MAX)". */
+int tdm__pti_get_range(im *c, const tdm_pkv *d, const char *key, int required,
+                       const where_t *w, int64_t min, int64_t max, int64_t *out);
+/* Records that out-of-range failure of `v` (at `key`); returns -1. */
+int tdm__pti_fail_range(im *c, const tdm_pkv *v, const where_t *w, const char *key,
+                        int64_t min, uint64_t max);
 /* The stack id of a frames list (0: none or empty); UINT32_MAX on error. */
 uint32_t tdm__pti_stack_of(im *c, const tdm_pkv *list, const where_t *w);
 

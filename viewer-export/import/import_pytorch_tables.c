@@ -11,6 +11,7 @@
 #include "import_pytorch.h"
 #include "hash.h"
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,6 +224,60 @@ const char *tdm__pti_intern(im *c, const char *s, size_t n)
 /* ---- typed access --------------------------------------------------------- */
 
 /* The int under `key` in dict d: 1 found, 0 absent (and !required), -1 error. */
+int tdm__pti_fail_range(im *c, const tdm_pkv *v, const where_t *w, const char *key,
+                        int64_t min, uint64_t max)
+{
+    if (c->status != TDM_OK)
+        return -1;
+    c->status = TDM_FORMAT_ERROR;
+    char path[64] = "", value[24];
+    if (w && w->j >= 0)
+        snprintf(path, sizeof path, "%s[%ld][%ld]: ", w->list, w->i, w->j);
+    else if (w && w->i >= 0)
+        snprintf(path, sizeof path, "%s[%ld]: ", w->list, w->i);
+    else if (w)
+        snprintf(path, sizeof path, "%s: ", w->list);
+    if (v->big)
+        snprintf(value, sizeof value, "%" PRIu64, v->v.u);
+    else
+        snprintf(value, sizeof value, "%" PRId64, v->v.i);
+    if (c->err)
+        snprintf(c->err, c->errlen, "%s%s out of range at byte %u: %s (want %" PRId64 " to %" PRIu64 ")",
+                 path, key, v->at, value, min, max);
+    return -1;
+}
+
+int tdm__pti_get_range(im *c, const tdm_pkv *d, const char *key, int required,
+                       const where_t *w, int64_t min, int64_t max, int64_t *out)
+{
+    const tdm_pkv *v = tdm__pk_get(d, key);
+    if (!v || v->type == TDM_PKV_NONE) {
+        if (required)
+            return tdm__pti_fail(c, d, w, "'%s' is missing", key);
+        return 0;
+    }
+    if (v->type != TDM_PKV_INT && v->type != TDM_PKV_BOOL)
+        return tdm__pti_fail(c, v, w, "'%s' is %s, not int", key, tdm__pk_type_name(v));
+    if (v->big || v->v.i < min || v->v.i > max)
+        return tdm__pti_fail_range(c, v, w, key, min, (uint64_t)max);
+    *out = v->v.i;
+    return 1;
+}
+
+int tdm__pti_get_bits(im *c, const tdm_pkv *d, const char *key, int required,
+                      const where_t *w, uint64_t *out)
+{
+    const tdm_pkv *v = tdm__pk_get(d, key);
+    if (!v || v->type == TDM_PKV_NONE) {
+        if (required)
+            return tdm__pti_fail(c, d, w, "'%s' is missing", key);
+        return 0;
+    }
+    if (tdm__pk_u64(v, out) != 0)
+        return tdm__pti_fail(c, v, w, "'%s' is %s, not int", key, tdm__pk_type_name(v));
+    return 1;
+}
+
 int tdm__pti_get_u64(im *c, const tdm_pkv *d, const char *key, int required,
                    const where_t *w, uint64_t *out)
 {
@@ -234,6 +289,9 @@ int tdm__pti_get_u64(im *c, const tdm_pkv *d, const char *key, int required,
     }
     if (tdm__pk_u64(v, out) != 0)
         return tdm__pti_fail(c, v, w, "'%s' is %s, not int", key, tdm__pk_type_name(v));
+    /* A negative size or address would wrap to a huge one. */
+    if (!v->big && v->v.i < 0)
+        return tdm__pti_fail_range(c, v, w, key, 0, UINT64_MAX);
     return 1;
 }
 

@@ -117,16 +117,11 @@ static int parse_time(const char *s, uint64_t *ns, int *is_tod)
     return 0;
 }
 
-tdm_status tdm__import_rmm_csv(const char *path, tdm_snap **out, char *err,
-                               size_t errlen)
+/* Reads the log open in `r` (closed here); `base` names it. */
+static tdm_status read_log(tdm_csv r, const char *base, tdm_snap **out, char *err,
+                           size_t errlen)
 {
-    *out = NULL;
-    tdm_csv r;
-    tdm_status st = tdm__csv_open(&r, path, TDM_CSV_TRIM, err, errlen);
-    if (st != TDM_OK)
-        return st;
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
+    tdm_status st = TDM_OK;
     char meta[256];
     snprintf(meta, sizeof meta, "imported from RMM log %s", base);
 
@@ -200,6 +195,29 @@ tdm_status tdm__import_rmm_csv(const char *path, tdm_snap **out, char *err,
     if (st == TDM_HOST_OUT_OF_MEMORY && err && errlen)
         snprintf(err, errlen, "%s", tdm_strerror(st));
     return st;
+}
+
+tdm_status tdm__import_rmm_csv(const char *path, tdm_snap **out, char *err,
+                               size_t errlen)
+{
+    *out = NULL;
+    tdm_csv r;
+    tdm_status st = tdm__csv_open(&r, path, TDM_CSV_TRIM, err, errlen);
+    if (st != TDM_OK)
+        return st;
+    const char *base = strrchr(path, '/');
+    return read_log(r, base ? base + 1 : path, out, err, errlen);
+}
+
+tdm_status tdm__import_rmm_csv_buffer(const void *data, size_t len, const char *source,
+                                      tdm_snap **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    tdm_csv r;
+    tdm_status st = tdm__csv_open_buffer(&r, data, len, TDM_CSV_TRIM, err, errlen);
+    if (st != TDM_OK)
+        return st;
+    return read_log(r, source ? source : "", out, err, errlen);
 }
 
 int tdm__import_rmm_sniff(const unsigned char *head, size_t len)

@@ -111,25 +111,11 @@ static uint8_t category_of(const char *s)
     return TDM_CATEGORY_UNKNOWN;
 }
 
-tdm_status tdm__import_trace_csv(const char *path,
-                                 const tdm_trace_csv_options *opts,
-                                 tdm_snap **out, char *err, size_t errlen)
+/* Reads the CSV open in `r` (closed here); `base` names it. */
+static tdm_status read_trace(tdm_csv r, const char *base, const tdm_trace_csv_options *opts,
+                             tdm_snap **out, char *err, size_t errlen)
 {
-    tdm_trace_csv_options none = {0};
-    if (!opts)
-        opts = &none;
-    *out = NULL;
-    if (opts->allocs) {
-        *opts->allocs = NULL;
-        *opts->alloc_count = 0;
-    }
-
-    tdm_csv r;
-    tdm_status st = tdm__csv_open(&r, path, TDM_CSV_COMMENTS, err, errlen);
-    if (st != TDM_OK)
-        return st;
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
+    tdm_status st = TDM_OK;
     char meta[256];
     snprintf(meta, sizeof meta, "imported from traces CSV %s", base);
 
@@ -245,6 +231,44 @@ tdm_status tdm__import_trace_csv(const char *path,
     if (st == TDM_HOST_OUT_OF_MEMORY && err && errlen)
         snprintf(err, errlen, "%s", tdm_strerror(st));
     return st;
+}
+
+/* What both entry points do first: no output yet, the defaults. */
+static const tdm_trace_csv_options *start(const tdm_trace_csv_options *opts, tdm_snap **out)
+{
+    static const tdm_trace_csv_options none = {0};
+    *out = NULL;
+    if (!opts)
+        return &none;
+    if (opts->allocs) {
+        *opts->allocs = NULL;
+        *opts->alloc_count = 0;
+    }
+    return opts;
+}
+
+tdm_status tdm__import_trace_csv(const char *path, const tdm_trace_csv_options *opts,
+                                 tdm_snap **out, char *err, size_t errlen)
+{
+    opts = start(opts, out);
+    tdm_csv r;
+    tdm_status st = tdm__csv_open(&r, path, TDM_CSV_COMMENTS, err, errlen);
+    if (st != TDM_OK)
+        return st;
+    const char *base = strrchr(path, '/');
+    return read_trace(r, base ? base + 1 : path, opts, out, err, errlen);
+}
+
+tdm_status tdm__import_trace_csv_buffer(const void *data, size_t len, const char *source,
+                                        const tdm_trace_csv_options *opts, tdm_snap **out,
+                                        char *err, size_t errlen)
+{
+    opts = start(opts, out);
+    tdm_csv r;
+    tdm_status st = tdm__csv_open_buffer(&r, data, len, TDM_CSV_COMMENTS, err, errlen);
+    if (st != TDM_OK)
+        return st;
+    return read_trace(r, source ? source : "", opts, out, err, errlen);
 }
 
 int tdm__import_trace_sniff(const unsigned char *head, size_t len)

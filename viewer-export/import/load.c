@@ -22,15 +22,85 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The first bytes of every .tdm file (docs/format.md, "file signature"). */
+static const unsigned char tdm_signature[] = {0x93, 0xa8, 't', 'i', 'd', 'e', 'm', 'a', 'r', 'k'};
+
+/* Nonzero when a file starting with `head` (its first `n` bytes, fewer
+ * only when the file is that short) may be read: a .tdm signature, or
+ * the start of one (the reader then says where the file is cut), or a
+ * format of the import table.  So a large file of something else is
+ * refused after TDM_IMPORT_SNIFF_BYTES bytes, not read whole. */
+static int head_is_known(const unsigned char *head, size_t n)
+{
+    size_t k = n < sizeof tdm_signature ? n : sizeof tdm_signature;
+    return memcmp(head, tdm_signature, k) == 0 || tdm__import_format_detect(head, n) != NULL;
+}
+
+static void say_unknown(const char *cmd, const char *shown)
+{
+    fprintf(stderr, "tidemark %s: %s: not a snapshot (at byte 0: no .tdm signature, and "
+                    "not a format tidemark imports:", cmd, shown);
+    for (size_t i = 0; i < tdm__import_format_count; i++)
+        fprintf(stderr, " %s", tdm__import_formats[i].name);
+    fputs(")\n", stderr);
+}
+
+/* Reads up to `cap` bytes, fewer only at the end of the input.  Returns
+ * the count, or -1 with errno set. */
+static ssize_t read_head(int fd, unsigned char *buf, size_t cap)
+{
+    size_t n = 0;
+    while (n < cap) {
+        ssize_t got = read(fd, buf + n, cap - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return -1;
+        if (got == 0)
+            break;
+        n += (size_t)got;
+    }
+    return (ssize_t)n;
+}
+
+static int write_all(int fd, const unsigned char *buf, size_t n)
+{
+    for (size_t off = 0; off < n;) {
+        ssize_t w = write(fd, buf + off, n - off);
+        if (w < 0 && errno != EINTR)
+            return errno;
+        if (w > 0)
+            off += (size_t)w;
+    }
+    return 0;
+}
+
 /* Copies a stream (standard input, a pipe, a FIFO) into an unlinked file
  * of its own in TMPDIR, so that the readers may look at its start and
- * then read it whole, as they do a file.  Returns the open descriptor
- * (kept for the life of the command), or -1 after saying why. */
-static int spool(const char *cmd, const char *path)
+ * then read it whole, as they do a file.  Unless `any_content`, the
+ * stream's first bytes must be a format tidemark reads: anything else is
+ * refused before the rest is read.  Returns the open descriptor (kept for
+ * the life of the command), or -1 after saying why. */
+static int spool(const char *cmd, const char *path, int any_content)
 {
+    const char *shown = strcmp(path, "-") == 0 ? "standard input" : path;
     int in = strcmp(path, "-") == 0 ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
     if (in < 0) {
         fprintf(stderr, "tidemark %s: %s: %s\n", cmd, path, strerror(errno));
+        return -1;
+    }
+    static unsigned char buf[1 << 16];
+    ssize_t head = read_head(in, buf, TDM_IMPORT_SNIFF_BYTES);
+    if (head < 0) {
+        fprintf(stderr, "tidemark %s: %s: %s\n", cmd, shown, strerror(errno));
+        if (in != STDIN_FILENO)
+            close(in);
+        return -1;
+    }
+    if (!any_content && !head_is_known(buf, (size_t)head)) {
+        say_unknown(cmd, shown);
+        if (in != STDIN_FILENO)
+            close(in);
         return -1;
     }
     const char *dir = getenv("TMPDIR");
@@ -44,8 +114,7 @@ static int spool(const char *cmd, const char *path)
         if (fd >= 0)
             unlink(name);
     }
-    int e = fd < 0 ? errno : 0;
-    static char buf[1 << 16];
+    int e = fd < 0 ? errno : write_all(fd, buf, (size_t)head);
     while (!e) {
         ssize_t n = read(in, buf, sizeof buf);
         if (n < 0 && errno == EINTR)
@@ -54,19 +123,12 @@ static int spool(const char *cmd, const char *path)
             e = n < 0 ? errno : 0;
             break;
         }
-        for (ssize_t off = 0; off < n && !e;) {
-            ssize_t w = write(fd, buf + off, (size_t)(n - off));
-            if (w < 0 && errno != EINTR)
-                e = errno;
-            else if (w > 0)
-                off += w;
-        }
+        e = write_all(fd, buf, (size_t)n);
     }
     if (in != STDIN_FILENO)
         close(in);
     if (e) {
-        fprintf(stderr, "tidemark %s: cannot hold %s in %s: %s\n", cmd,
-                strcmp(path, "-") == 0 ? "standard input" : path, dir, strerror(e));
+        fprintf(stderr, "tidemark %s: cannot hold %s in %s: %s\n", cmd, shown, dir, strerror(e));
         if (fd >= 0)
             close(fd);
         return -1;
@@ -74,7 +136,38 @@ static int spool(const char *cmd, const char *path)
     return fd;
 }
 
+/* A regular file's first bytes, checked as spool() checks a stream's;
+ * also says early, and by its cause, that the file cannot be opened
+ * (permission denied) rather than leaving a reader to say "input/output
+ * error". */
+static int check_head(const char *cmd, const char *path, int any_content)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        fprintf(stderr, "tidemark %s: %s: %s\n", cmd, path, strerror(errno));
+        return TDM_EXIT_BAD_INPUT;
+    }
+    unsigned char head[TDM_IMPORT_SNIFF_BYTES];
+    ssize_t n = read_head(fd, head, sizeof head);
+    int e = errno;
+    close(fd);
+    if (n < 0) {
+        fprintf(stderr, "tidemark %s: %s: %s\n", cmd, path, strerror(e));
+        return TDM_EXIT_BAD_INPUT;
+    }
+    if (!any_content && !head_is_known(head, (size_t)n)) {
+        say_unknown(cmd, path);
+        return TDM_EXIT_BAD_INPUT;
+    }
+    return TDM_EXIT_OK;
+}
+
 int tdm__input_resolve(const char *cmd, const char *path, char **file)
+{
+    return tdm__input_resolve_as(cmd, path, file, 0);
+}
+
+int tdm__input_resolve_as(const char *cmd, const char *path, char **file, int any_content)
 {
     *file = NULL;
     /* The readers say "input/output error"; the system says why. */
@@ -85,7 +178,7 @@ int tdm__input_resolve(const char *cmd, const char *path, char **file)
         return TDM_EXIT_BAD_INPUT;
     }
     if (stream || S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISSOCK(st.st_mode)) {
-        int fd = spool(cmd, path);
+        int fd = spool(cmd, path, any_content);
         if (fd < 0)
             return TDM_EXIT_BAD_INPUT;
         char name[64];
@@ -94,7 +187,7 @@ int tdm__input_resolve(const char *cmd, const char *path, char **file)
         return *file ? TDM_EXIT_OK : TDM_EXIT_TOOL_ERROR;
     }
     if (!S_ISDIR(st.st_mode))
-        return TDM_EXIT_OK;
+        return check_head(cmd, path, any_content);
     tdm_rank_paths found;
     char *one[] = {(char *)path};
     int rc = tdm__ranks_expand(cmd, one, 1, &found); /* says why it found none */

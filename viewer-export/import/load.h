@@ -36,6 +36,12 @@
  * name the one to use (DIR/a.tdm, DIR/b.tdm, ...)" (TDM_EXIT_USAGE), or
  * TDM_EXIT_TOOL_ERROR when out of memory. */
 int tdm__input_resolve(const char *cmd, const char *path, char **file);
+/* The same; a file (not a directory) must start as a .tdm file or a
+ * format of the import table does ("tidemark CMD: PATH: not a snapshot
+ * (at byte 0: ...)", TDM_EXIT_BAD_INPUT), checked on its first
+ * TDM_IMPORT_SNIFF_BYTES bytes before more is read, unless `any_content`
+ * (`import --format`, whose reader is named). */
+int tdm__input_resolve_as(const char *cmd, const char *path, char **file, int any_content);
 /* tdm__input_resolve without the name: TDM_EXIT_OK when `path` is a file
  * or a directory of one snapshot, else the code after printing why not. */
 int tdm__input_check_file(const char *cmd, const char *path);

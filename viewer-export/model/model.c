@@ -35,6 +35,20 @@ typedef struct amap {
     size_t used;
 } amap;
 
+/* Byte counts, added modulo 2**64: a hostile file may hold sizes near
+ * 2**64, whose sums must not overflow (undefined in signed arithmetic);
+ * its figures are then meaningless but defined.  Real sizes never come
+ * near. */
+static int64_t wadd(int64_t a, uint64_t b)
+{
+    return (int64_t)((uint64_t)a + b);
+}
+
+static int64_t wsub(int64_t a, uint64_t b)
+{
+    return (int64_t)((uint64_t)a - b);
+}
+
 static uint64_t amap_hash(uint64_t key, int32_t dev)
 {
     /* splitmix64's finalizer: addresses share their low and high bits, so
@@ -286,7 +300,7 @@ static int replay_event(builder *b, size_t i)
             a = &b->m->allocs[open];
             a->free_seq = (int64_t)i;
             a->flags |= TDM_MODEL_REPLACED;
-            w->alloc_rel -= (int64_t)a->size;
+            w->alloc_rel = wsub(w->alloc_rel, a->size);
             dev->anomalies++;
         }
         if ((k = new_alloc(b)) < 0)
@@ -301,7 +315,7 @@ static int replay_event(builder *b, size_t i)
         a->category = ev->category;
         if (amap_put(&b->open, ev->addr, ev->device, (uint32_t)k) != 0)
             return -1;
-        w->alloc_rel += (int64_t)ev->size;
+        w->alloc_rel = wadd(w->alloc_rel, ev->size);
         changed = 1;
         break;
     case TDM_ACTION_FREE_REQUESTED:
@@ -318,7 +332,7 @@ static int replay_event(builder *b, size_t i)
         if (open != AMAP_EMPTY) {
             a = &b->m->allocs[open];
             a->free_seq = (int64_t)i;
-            w->alloc_rel -= (int64_t)a->size;
+            w->alloc_rel = wsub(w->alloc_rel, a->size);
             amap_del(&b->open, ev->addr, ev->device);
         } else {
             /* Its alloc is older than the window: seed it at the start. */
@@ -338,22 +352,22 @@ static int replay_event(builder *b, size_t i)
             a->flags = TDM_MODEL_SEEDED_FROM_FREE | TDM_MODEL_FREE_REQUESTED;
             if (ev->stack_id && b->snap->header.context_mode == TDM_CONTEXT_ALL)
                 a->flags |= TDM_MODEL_STACK_OF_FREE;
-            w->seeded_bytes += (int64_t)ev->size;
+            w->seeded_bytes = wadd(w->seeded_bytes, ev->size);
             dev->seeded_from_free++;
-            w->alloc_rel -= (int64_t)ev->size;
+            w->alloc_rel = wsub(w->alloc_rel, ev->size);
         }
         changed = 1;
         break;
     case TDM_ACTION_SEGMENT_ALLOC:
     case TDM_ACTION_SEGMENT_MAP:
         w->saw_segment_event = 1;
-        w->reserved_rel += (int64_t)ev->size;
+        w->reserved_rel = wadd(w->reserved_rel, ev->size);
         changed = 1;
         break;
     case TDM_ACTION_SEGMENT_FREE:
     case TDM_ACTION_SEGMENT_UNMAP:
         w->saw_segment_event = 1;
-        w->reserved_rel -= (int64_t)ev->size;
+        w->reserved_rel = wsub(w->reserved_rel, ev->size);
         if (w->reserved_rel < w->reserved_min)
             w->reserved_min = w->reserved_rel;
         changed = 1;
@@ -385,7 +399,7 @@ static int reconcile_state(builder *b)
             return -1;
         tdm_model_device *dev = &b->m->devices[d];
         dev_work *w = &b->work[d];
-        w->final_reserved += (int64_t)seg->total_size;
+        w->final_reserved = wadd(w->final_reserved, seg->total_size);
         /* A reader hands us what the file said: never index past it. */
         size_t first = seg->first_block;
         size_t end = first + seg->block_count;
@@ -400,7 +414,7 @@ static int reconcile_state(builder *b)
                 continue;
             uint64_t req = blk->requested_size ? blk->requested_size : blk->size;
             dev->end_blocks++;
-            dev->end_allocated += (int64_t)req;
+            dev->end_allocated = wadd(dev->end_allocated, req);
             dev->end_rounded += blk->size;
             uint32_t open = amap_get(&b->open, blk->address, seg->device);
             tdm_model_alloc *a;
@@ -427,7 +441,7 @@ static int reconcile_state(builder *b)
                 a->device_index = (uint32_t)d;
                 a->category = blk->category;
                 a->flags = TDM_MODEL_SEEDED_FROM_STATE | TDM_MODEL_LIVE_AT_END;
-                w->seeded_bytes += (int64_t)req;
+                w->seeded_bytes = wadd(w->seeded_bytes, req);
                 dev->seeded_from_state++;
             }
             if (blk->state == TDM_BLOCK_ACTIVE_PENDING_FREE) {
@@ -457,11 +471,11 @@ static void finish_device(builder *b, size_t d)
     tdm_model_sample *last = &dev->samples[dev->sample_count - 1];
 
     int64_t alloc_base = w->seeded_bytes;
-    int64_t reserved_base = -w->reserved_min;
+    int64_t reserved_base = wsub(0, (uint64_t)w->reserved_min);
     if (b->m->state_known) {
         /* End where the final segments say, unless that would need a
          * negative start: then the history and the state disagree. */
-        int64_t want = w->final_reserved - last->reserved;
+        int64_t want = wsub(w->final_reserved, (uint64_t)last->reserved);
         if (want >= reserved_base)
             reserved_base = want;
         else
@@ -473,8 +487,8 @@ static void finish_device(builder *b, size_t d)
     int64_t peak_reserved = INT64_MIN;
     for (size_t i = 0; i < dev->sample_count; i++) {
         tdm_model_sample *p = &dev->samples[i];
-        p->allocated += alloc_base;
-        p->reserved += reserved_base;
+        p->allocated = wadd(p->allocated, (uint64_t)alloc_base);
+        p->reserved = wadd(p->reserved, (uint64_t)reserved_base);
         if (p->allocated > dev->samples[peak].allocated)
             peak = i;
         if (p->reserved > peak_reserved)
