@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "format_spill.h"
+#include "recorder_internal.h" /* TDM_MAX_PHASES */
 
 /* Stack depth the recorder keeps (stack.h's TDM_STACK_MAX_DEPTH). */
 #define SPILL_STACK_DEPTH_MAX 64u
@@ -23,6 +24,8 @@
  * products below cannot overflow 64 bits. */
 #define SPILL_SLOTS_MAX ((uint64_t)1 << 36)
 #define SPILL_STACKS_MAX ((uint64_t)1 << 31)
+/* Phase ids the recorder hands out: 0 (none) to its table's size. */
+#define SPILL_PHASES_MAX (TDM_MAX_PHASES + 1u)
 #define SPILL_FRAMES_MAX ((uint64_t)1 << 33)
 
 static tdm_status fail(tdm_read_error *err, tdm_status st, uint64_t offset,
@@ -102,8 +105,13 @@ static tdm_status read_ring(const unsigned char *p, size_t len, tdm_spill_data *
             d->torn_slots++; /* the event was being written */
             continue;
         }
-        unsigned action = (unsigned)(u64_at(p, off + 8 + 6 * 8) >> 48) & 0xff;
-        if (!action_known(action)) {
+        /* Word 6 of the event: step (32 bits), device (16), action (8),
+         * category (8); word 5: stack id (32), phase (32). */
+        uint64_t w5 = u64_at(p, off + 8 + 5 * 8), w6 = u64_at(p, off + 8 + 6 * 8);
+        unsigned action = (unsigned)(w6 >> 48) & 0xff;
+        int16_t device = (int16_t)(uint16_t)(w6 >> 32);
+        uint32_t phase = (uint32_t)(w5 >> 32);
+        if (!action_known(action) || device < -1 || phase >= SPILL_PHASES_MAX) {
             d->bad_slots++;
             continue;
         }

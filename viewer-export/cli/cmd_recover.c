@@ -108,11 +108,12 @@ int tdm__cli_recover(int argc, char **argv)
     size_t changed = 0, missing = 0;
     sym = tdm__recover_symbols_open(d, stderr, &changed, &missing);
     char notes[256] = "";
-    if (changed || missing || d->torn_slots)
+    if (changed || missing || d->torn_slots || d->bad_slots)
         snprintf(notes, sizeof notes,
                  "%zu module(s) changed and %zu missing since the run (raw addresses); "
-                 "%llu event(s) being written were left out",
-                 changed, missing, (unsigned long long)d->torn_slots);
+                 "%llu event(s) being written and %llu malformed were left out",
+                 changed, missing, (unsigned long long)d->torn_slots,
+                 (unsigned long long)d->bad_slots);
     st = tdm__recover_build(d, sym, notes, &snap);
     if (st != TDM_OK) {
         fprintf(stderr, "tidemark " CMD ": %s\n", tdm_strerror(st));
@@ -135,9 +136,9 @@ int tdm__cli_recover(int argc, char **argv)
     }
     if (!quiet)
         fprintf(stderr, "tidemark " CMD ": wrote %s (%zu events, %llu being written left "
-                        "out, %zu live blocks; partial)\n",
+                        "out, %llu malformed left out, %zu live blocks; partial)\n",
                 out_path, snap->event_count, (unsigned long long)d->torn_slots,
-                snap->block_count);
+                (unsigned long long)d->bad_slots, snap->block_count);
 out:
     tdm__recover_snap_free(snap);
     tdm__recover_symbols_close(sym);
