@@ -79,6 +79,13 @@ void tdm__cli_unknown_option(const char *cmd, const char *arg, const char *const
  * TDM_EXIT_USAGE. */
 __attribute__((format(printf, 2, 3)))
 int tdm__cli_usage(const char *cmd, const char *fmt, ...);
+
+/* The options of the commands that write one file (import, merge-torch,
+ * recover): -o/--output FILE (or --output=FILE), --force, -q/--quiet.
+ * Returns 1 when argv[*i] is one of them (*i then past its value), 0 when
+ * it is not, -1 when its value is missing (the usage line printed). */
+int tdm__cli_write_option(const char *cmd, int argc, char **argv, int *i,
+                          const char **out, int *force, int *quiet);
 /* A command's last step: flushes stdout and returns rc, or
  * TDM_EXIT_TOOL_ERROR after saying so when the output could not be
  * written. */

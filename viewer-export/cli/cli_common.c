@@ -131,3 +131,24 @@ int tdm__cli_make_parents(const char *cmd, const char *path)
     return rc;
 }
 
+int tdm__cli_write_option(const char *cmd, int argc, char **argv, int *i,
+                          const char **out, int *force, int *quiet)
+{
+    const char *a = argv[*i];
+    if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+        *quiet = 1;
+    } else if (strcmp(a, "--force") == 0) {
+        *force = 1;
+    } else if (strncmp(a, "--output=", 9) == 0) {
+        *out = a + 9;
+    } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
+        if (*i + 1 >= argc) {
+            tdm__cli_usage(cmd, "option '%s' needs a value", a);
+            return -1;
+        }
+        *out = argv[++*i];
+    } else {
+        return 0;
+    }
+    return 1;
+}

@@ -103,7 +103,7 @@ static int write_snapshot(const tdm_snap *snap, const char *out, int force)
 int tdm__cli_import(int argc, char **argv)
 {
     const char *format_name = NULL, *out_opt = NULL, *input = NULL;
-    int quiet = 0, force = 0, only_files = 0;
+    int quiet = 0, force = 0, only_files = 0, w;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (only_files || a[0] != '-' || strcmp(a, "-") == 0) {
@@ -115,22 +115,16 @@ int tdm__cli_import(int argc, char **argv)
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             tdm__cli_import_help(stdout);
             return TDM_EXIT_OK;
-        } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
-            quiet = 1;
-        } else if (strcmp(a, "--force") == 0) {
-            force = 1;
+        } else if ((w = tdm__cli_write_option(CMD, argc, argv, &i, &out_opt, &force,
+                                              &quiet)) != 0) {
+            if (w < 0)
+                return TDM_EXIT_USAGE;
         } else if (strncmp(a, "--format=", 9) == 0) {
             format_name = a + 9;
-        } else if (strncmp(a, "--output=", 9) == 0) {
-            out_opt = a + 9;
-        } else if (strcmp(a, "-f") == 0 || strcmp(a, "--format") == 0 ||
-                   strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
+        } else if (strcmp(a, "-f") == 0 || strcmp(a, "--format") == 0) {
             if (i + 1 >= argc)
                 return tdm__cli_usage(CMD, "option '%s' needs a value", a);
-            if (a[1] == 'f' || a[2] == 'f')
-                format_name = argv[++i];
-            else
-                out_opt = argv[++i];
+            format_name = argv[++i];
         } else {
             static const char *const names[] = {"--format", "--output", "--force", "--quiet",
                                                 "--help"};

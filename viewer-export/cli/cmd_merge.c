@@ -155,7 +155,7 @@ int tdm__cli_merge_torch_beside(const char *cmd, const char *tdm_path, int quiet
 int tdm__cli_merge_torch(int argc, char **argv)
 {
     const char *out_opt = NULL, *files[2] = {NULL, NULL};
-    int quiet = 0, force = 0, only_files = 0, nfiles = 0;
+    int quiet = 0, force = 0, only_files = 0, nfiles = 0, w;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (only_files || a[0] != '-') {
@@ -168,16 +168,10 @@ int tdm__cli_merge_torch(int argc, char **argv)
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             tdm__cli_merge_torch_help(stdout);
             return TDM_EXIT_OK;
-        } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
-            quiet = 1;
-        } else if (strcmp(a, "--force") == 0) {
-            force = 1;
-        } else if (strncmp(a, "--output=", 9) == 0) {
-            out_opt = a + 9;
-        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
-            if (i + 1 >= argc)
-                return tdm__cli_usage(CMD, "option '%s' needs a value", a);
-            out_opt = argv[++i];
+        } else if ((w = tdm__cli_write_option(CMD, argc, argv, &i, &out_opt, &force,
+                                              &quiet)) != 0) {
+            if (w < 0)
+                return TDM_EXIT_USAGE;
         } else {
             static const char *const names[] = {"--output", "--force", "--quiet", "--help"};
             tdm__cli_unknown_option(CMD, a, names, sizeof names / sizeof names[0]);
