@@ -374,49 +374,12 @@ static int read_slot(tdm__ring_slot *s, uint64_t *index, uint64_t w[7])
     return 1;
 }
 
-size_t tdm__ring_copy(tdm__ring *ring, tdm_event *out, size_t max,
-                      uint64_t *lost)
-{
-    uint64_t stored = tdm__ring_events(ring);
-    uint64_t slots = ring->chunks << ring->chunk_shift;
-    ring_key *keys = malloc((size_t)slots * sizeof *keys);
-    ring_key *tmp = malloc((size_t)slots * sizeof *tmp);
-    ring_key *sorted = NULL;
-    size_t n = 0;
-    if (keys && tmp) {
-        for (uint64_t p = 0; p < slots; p++) {
-            uint64_t index, w[7];
-            if (read_slot(&ring->slots[p], &index, w))
-                keys[n++] = (ring_key){w[0], index, p};
-        }
-        sorted = sort_keys(keys, tmp, n);
-    }
-    if (!sorted)
-        n = 0; /* out of host memory: nothing copied, all counted lost */
-    size_t want = max < ring->capacity ? max : (size_t)ring->capacity;
-    size_t first = n > want ? n - want : 0, copied = 0;
-    uint64_t copied_plain = 0;
-    for (size_t k = first; k < n; k++) {
-        uint64_t index, w[7];
-        tdm__ring_slot *s = &ring->slots[sorted[k].slot];
-        /* Rewritten since the first pass: a newer event took the slot. */
-        if (!read_slot(s, &index, w) || index != sorted[k].index)
-            continue;
-        memcpy(&out[copied++], w, sizeof w);
-        copied_plain += tdm__action_expanded_count((unsigned)(w[6] >> 48) & 0xff);
-    }
-    free(keys);
-    free(tmp);
-    if (lost)
-        *lost = stored > copied_plain ? stored - copied_plain : 0;
-    return copied;
-}
-
-/* ---- copy up to a cut (ring_cut.h) ----------------------------------------
- * As tdm__ring_copy, keeping only the entries stored before the cut: the
- * entry of index i in chunk c when i < before[c]. */
-size_t tdm__ring_copy_before(tdm__ring *ring, const uint64_t *before,
-                             tdm_event *out, size_t max, uint64_t *copied_plain)
+/* The newest min(capacity, max) complete entries in time order, into
+ * out; with `before` (a cut, ring_cut.h) only the entry of index i in
+ * chunk c when i < before[c].  Returns the entries copied and sets
+ * *plain to the plain events they expand to. */
+static size_t copy_entries(tdm__ring *ring, const uint64_t *before, tdm_event *out,
+                           size_t max, uint64_t *plain)
 {
     uint64_t slots = ring->chunks << ring->chunk_shift;
     ring_key *keys = malloc((size_t)slots * sizeof *keys);
@@ -427,7 +390,7 @@ size_t tdm__ring_copy_before(tdm__ring *ring, const uint64_t *before,
         for (uint64_t p = 0; p < slots; p++) {
             uint64_t index, w[7];
             if (read_slot(&ring->slots[p], &index, w) &&
-                index < before[p >> ring->chunk_shift])
+                (!before || index < before[p >> ring->chunk_shift]))
                 keys[n++] = (ring_key){w[0], index, p};
         }
         sorted = sort_keys(keys, tmp, n);
@@ -436,7 +399,7 @@ size_t tdm__ring_copy_before(tdm__ring *ring, const uint64_t *before,
         n = 0; /* out of host memory: nothing copied */
     size_t want = max < ring->capacity ? max : (size_t)ring->capacity;
     size_t first = n > want ? n - want : 0, copied = 0;
-    uint64_t plain = 0;
+    *plain = 0;
     for (size_t k = first; k < n; k++) {
         uint64_t index, w[7];
         /* Rewritten since the first pass: a newer event took the slot. */
@@ -444,10 +407,27 @@ size_t tdm__ring_copy_before(tdm__ring *ring, const uint64_t *before,
             index != sorted[k].index)
             continue;
         memcpy(&out[copied++], w, sizeof w);
-        plain += tdm__action_expanded_count((unsigned)(w[6] >> 48) & 0xff);
+        *plain += tdm__action_expanded_count((unsigned)(w[6] >> 48) & 0xff);
     }
     free(keys);
     free(tmp);
-    *copied_plain = plain;
     return copied;
+}
+
+size_t tdm__ring_copy(tdm__ring *ring, tdm_event *out, size_t max,
+                      uint64_t *lost)
+{
+    uint64_t stored = tdm__ring_events(ring), copied_plain;
+    size_t copied = copy_entries(ring, NULL, out, max, &copied_plain);
+    /* Out of host memory, nothing is copied and all is counted lost. */
+    if (lost)
+        *lost = stored > copied_plain ? stored - copied_plain : 0;
+    return copied;
+}
+
+/* ---- copy up to a cut (ring_cut.h) ---------------------------------------- */
+size_t tdm__ring_copy_before(tdm__ring *ring, const uint64_t *before,
+                             tdm_event *out, size_t max, uint64_t *copied_plain)
+{
+    return copy_entries(ring, before, out, max, copied_plain);
 }
