@@ -76,6 +76,10 @@ tdm_status tdm__import_pytorch_buffer(const void *data, size_t len,
                                       tdm_pt_import_report *report, char *err,
                                       size_t errlen);
 void tdm__import_pytorch_free(tdm_snap *snap);
+/* A regular file's bytes, whole, into *buf (free it) and *len.
+ * TDM_IO_ERROR or TDM_HOST_OUT_OF_MEMORY with the reason in err. */
+tdm_status tdm__import_read_file(const char *path, unsigned char **buf, size_t *len,
+                                 char *err, size_t errlen);
 
 /* ---- rmm, trace (import_rmm_csv.c, import_trace_csv.c; import_csv.h) -----
  * RMM's logging_resource_adaptor CSV log, and the allocation traces of

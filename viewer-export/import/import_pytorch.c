@@ -657,28 +657,33 @@ int tdm__import_pytorch_sniff(const unsigned char *head, size_t len)
     return len >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5;
 }
 
-tdm_status tdm__import_pytorch(const char *path, tdm_snap **out, char *err, size_t errlen)
+tdm_status tdm__import_read_file(const char *path, unsigned char **buf, size_t *len,
+                                 char *err, size_t errlen)
 {
-    *out = NULL;
+    *buf = NULL;
+    *len = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
+    const char *why = fd < 0 || fstat(fd, &st) != 0 ? strerror(errno)
+                      : !S_ISREG(st.st_mode)        ? "not a regular file"
+                                                    : NULL;
+    if (why) {
         if (err)
-            snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+            snprintf(err, errlen, "%s", why);
         if (fd >= 0)
             close(fd);
         return TDM_IO_ERROR;
     }
-    size_t len = (size_t)st.st_size, got = 0;
-    unsigned char *buf = malloc(len ? len : 1);
-    if (!buf) {
+    size_t want = (size_t)st.st_size, got = 0;
+    unsigned char *b = malloc(want ? want : 1);
+    if (!b) {
         close(fd);
         if (err)
-            snprintf(err, errlen, "out of memory reading %zu bytes", len);
+            snprintf(err, errlen, "out of memory reading %zu bytes", want);
         return TDM_HOST_OUT_OF_MEMORY;
     }
-    while (got < len) {
-        ssize_t r = read(fd, buf + got, len - got);
+    while (got < want) {
+        ssize_t r = read(fd, b + got, want - got);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
@@ -686,6 +691,24 @@ tdm_status tdm__import_pytorch(const char *path, tdm_snap **out, char *err, size
         got += (size_t)r;
     }
     close(fd);
+    *buf = b;
+    *len = got;
+    return TDM_OK;
+}
+
+tdm_status tdm__import_pytorch(const char *path, tdm_snap **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    unsigned char *buf;
+    size_t got;
+    char why[256];
+    tdm_status rs = tdm__import_read_file(path, &buf, &got, why, sizeof why);
+    if (rs != TDM_OK) {
+        if (err)
+            snprintf(err, errlen, rs == TDM_IO_ERROR ? "cannot read %s: %s" : "%.0s%s", path,
+                     why);
+        return rs;
+    }
     tdm_pt_import_report rep;
     const char *base = strrchr(path, '/');
     tdm_status s = tdm__import_pytorch_buffer(buf, got, base ? base + 1 : path, out, &rep,

@@ -134,33 +134,11 @@ tdm_status tdm__merge_torch_load(const char *path, tdm_snap **torch,
     *torch = NULL;
     *stats = NULL;
     *nstats = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    const char *why = fd < 0 || fstat(fd, &st) != 0 ? strerror(errno)
-                      : !S_ISREG(st.st_mode)        ? "not a regular file"
-                                                    : NULL;
-    if (why) {
-        snprintf(err, errlen, "%s", why);
-        if (fd >= 0)
-            close(fd);
-        return TDM_IO_ERROR;
-    }
-    size_t len = (size_t)st.st_size, got = 0;
-    unsigned char *buf = malloc(len ? len : 1);
-    if (!buf) {
-        close(fd);
-        snprintf(err, errlen, "out of memory reading %zu bytes", len);
-        return TDM_HOST_OUT_OF_MEMORY;
-    }
-    while (got < len) {
-        ssize_t r = read(fd, buf + got, len - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
-    close(fd);
+    unsigned char *buf;
+    size_t got;
+    tdm_status rs = tdm__import_read_file(path, &buf, &got, err, errlen);
+    if (rs != TDM_OK)
+        return rs;
     const char *base = strrchr(path, '/');
     tdm_status s = tdm__import_pytorch_buffer(buf, got, base ? base + 1 : path, torch, NULL,
                                               err, errlen);
