@@ -237,7 +237,7 @@ typedef struct replay_opts {
 
 static void print_text(const char *path, const tdm_replay_input *in, const setting *s,
                        size_t n, uint64_t capacity, const replay_opts *o, char notes[][256],
-                       size_t note_count, const char *timeline)
+                       size_t note_count, const char *timeline, int compare_peak)
 {
     char a[32], b[32], c[32];
     printf("replay of %s, device %d: %zu requests (%zu allocations) on a sim device of %s\n",
@@ -245,7 +245,7 @@ static void print_text(const char *path, const tdm_replay_input *in, const setti
            capacity >= UNLIMITED ? "unlimited size" : tdm__fmt_bytes(a, sizeof a, capacity));
     for (size_t i = 0; i < note_count; i++)
         printf("note: %s\n", notes[i]);
-    if (in->recorded_peak_reserved)
+    if (in->recorded_peak_reserved && compare_peak)
         printf("recorded peak reserved %s; replayed under the recorded settings %s (%s)\n",
                tdm__fmt_bytes(a, sizeof a, in->recorded_peak_reserved),
                tdm__fmt_bytes(b, sizeof b, s[0].r.peak_reserved),
@@ -389,7 +389,12 @@ static int replay_file(const char *path, replay_opts *o)
                  "the ring wrapped (%llu events dropped): only the kept window is replayed, "
                  "without what was live before it",
                  (unsigned long long)snap->dropped_events);
-    if (strcmp(mode, "observe") == 0)
+    int imported = snap->header.pid == 0; /* a trace or another tool's file */
+    if (imported && strcmp(mode, "cache") != 0)
+        snprintf(notes[note_count++], 256,
+                 "an imported trace with no allocator settings: \"recorded\" replays it "
+                 "under the defaults");
+    else if (strcmp(mode, "observe") == 0)
         snprintf(notes[note_count++], 256,
                  "recorded in observe mode: its sizes are the vendor's segments, not tensors, "
                  "so the replay serves segments");
@@ -442,7 +447,8 @@ static int replay_file(const char *path, replay_opts *o)
         int prc = o->json ? print_json(path, &in, s, n, capacity, notes, note_count,
                                        timeline[0] ? timeline : NULL, timeline_ok)
                           : (print_text(path, &in, s, n, capacity, o, notes, note_count,
-                                        timeline[0] ? timeline : NULL),
+                                        timeline[0] ? timeline : NULL,
+                                        strcmp(mode, "cache") == 0),
                              TDM_EXIT_OK);
         rc = tdm__exit_worse(rc, prc);
     }
