@@ -73,7 +73,7 @@ done
 # --sweep: the best is the least peak reserved among those that fit.
 expect 0 "sweep" -- "$TIDEMARK" replay --json --sweep --capacity 30MiB "$work/fill.csv"
 cp "$work/out" "$work/sweep.json"
-got=$(jget "$work/sweep.json" "len(d["settings"]) == 15 and sum(s['best'] for s in d['settings']) == 1 and min((s['peak_reserved'] for s in d['settings'] if not s['oom'])) == [s for s in d['settings'] if s['best']][0]['peak_reserved'] and any(s['oom'] for s in d['settings'])")
+got=$(jget "$work/sweep.json" "len(d['settings']) == 15 and sum(s['best'] for s in d['settings']) == 1 and min((s['peak_reserved'] for s in d['settings'] if not s['oom'])) == [s for s in d['settings'] if s['best']][0]['peak_reserved'] and any(s['oom'] for s in d['settings'])")
 [ "$got" = True ] || fail "sweep's best: $(cat "$work/sweep.json")"
 expect 0 "sweep, text" -- "$TIDEMARK" replay --sweep --capacity 30MiB "$work/fill.csv"
 has_re out '^\* best: '
