@@ -108,6 +108,11 @@ void tdm__cli_stack_options_help(FILE *out);
 int tdm__cli_summary(int argc, char **argv);
 void tdm__cli_summary_help(FILE *out);
 
+/* ---- replay (cmd_replay.c) ---------------------------------------------- */
+
+int tdm__cli_replay(int argc, char **argv);
+void tdm__cli_replay_help(FILE *out);
+
 /* ---- categories (cmd_categories.c) --------------------------------------- */
 
 int tdm__cli_categories(int argc, char **argv);

@@ -32,6 +32,8 @@ static const tdm_cli_command commands[] = {
      tdm__cli_gate, tdm__cli_gate_help},
     {"diff", "what changed between two snapshots: peak, categories, sites",
      tdm__cli_diff, tdm__cli_diff_help},
+    {"replay", "would the run fit under other allocator settings? (no rerun)",
+     tdm__cli_replay, tdm__cli_replay_help},
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
 
@@ -40,7 +42,7 @@ static const tdm_cli_command commands[] = {
 static int shows_stacks(const tdm_cli_command *cmd)
 {
     return strcmp(cmd->name, "import") != 0 && strcmp(cmd->name, "merge-torch") != 0 &&
-           strcmp(cmd->name, "recover") != 0;
+           strcmp(cmd->name, "recover") != 0 && strcmp(cmd->name, "replay") != 0;
 }
 
 static const tdm_cli_command *find_command(const char *name)

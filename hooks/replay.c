@@ -1,0 +1,173 @@
+/* hooks/replay.c: tdm__replay (replay.h), the library side of `tidemark
+ * replay`: parses the settings with TIDEMARK_CONF's own parser, then
+ * drives the caching allocator over a counting wrapper of the sim
+ * provider, so that device calls and the segment timeline are seen
+ * without changing the allocator.
+ *
+ * Lock: none of its own; the caller owns the allocator for the call
+ * (the tool, single-threaded).  Recording stays off.
+ */
+#include "replay.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "config.h"
+#include "provider.h"
+#include "tidemark.h"
+
+typedef struct counting_provider {
+    tdm_provider pub;
+    tdm_provider *inner;
+    tdm_replay_result *out;
+    tdm_replay_segment_fn on_segment;
+    void *ctx;
+} counting_provider;
+
+static tdm_status count_alloc(tdm_provider *p, int device, size_t size, tdm_stream stream,
+                              void **out)
+{
+    counting_provider *c = (counting_provider *)p;
+    c->out->device_calls++;
+    tdm_status st = c->inner->alloc(c->inner, device, size, stream, out);
+    if (st == TDM_OK) {
+        c->out->segments++;
+        if (c->on_segment)
+            c->on_segment(c->ctx, 0, size);
+    }
+    return st;
+}
+
+static tdm_status count_free(tdm_provider *p, int device, void *ptr, size_t size)
+{
+    counting_provider *c = (counting_provider *)p;
+    c->out->device_frees++;
+    if (c->on_segment)
+        c->on_segment(c->ctx, 1, size);
+    return c->inner->free(c->inner, device, ptr, size);
+}
+
+static tdm_status count_mem_info(tdm_provider *p, int device, size_t *free_bytes,
+                                 size_t *total_bytes)
+{
+    counting_provider *c = (counting_provider *)p;
+    return c->inner->mem_info(c->inner, device, free_bytes, total_bytes);
+}
+
+static void count_name(tdm_provider *p, int device, char *buf, size_t len)
+{
+    counting_provider *c = (counting_provider *)p;
+    c->inner->device_name(c->inner, device, buf, len);
+}
+
+static void count_destroy(tdm_provider *p)
+{
+    counting_provider *c = (counting_provider *)p;
+    c->inner->destroy(c->inner);
+    free(c);
+}
+
+TDM_API int tdm__replay(const char *conf, uint64_t capacity, const tdm_replay_op *ops, size_t n,
+                        uint64_t ids, tdm_replay_segment_fn on_segment, void *ctx,
+                        tdm_replay_result *out, char *why, size_t why_len);
+
+TDM_API int tdm__replay(const char *conf, uint64_t capacity, const tdm_replay_op *ops, size_t n,
+                        uint64_t ids, tdm_replay_segment_fn on_segment, void *ctx,
+                        tdm_replay_result *out, char *why, size_t why_len)
+{
+    memset(out, 0, sizeof *out);
+    if (why && why_len)
+        why[0] = '\0';
+    tdm__config *parsed = malloc(sizeof *parsed); /* large: off the stack */
+    if (!parsed)
+        return TDM_HOST_OUT_OF_MEMORY;
+    tdm_status st = tdm__config_parse(conf ? conf : "", parsed, why, why_len);
+    if (st != TDM_OK) {
+        free(parsed);
+        return TDM_BAD_CONFIG;
+    }
+    tdm__alloc_config cfg;
+    tdm__alloc_config_defaults(&cfg);
+    strcpy(cfg.mode, "cache");
+    cfg.device_capacity = capacity;
+    cfg.quiet_oom = 1;
+    cfg.max_split_size = parsed->alloc.max_split_size;
+    memcpy(cfg.roundup_power2_divisions, parsed->alloc.roundup_power2_divisions,
+           sizeof cfg.roundup_power2_divisions);
+    cfg.garbage_collection_threshold = parsed->alloc.garbage_collection_threshold;
+    free(parsed);
+
+    void **slots = calloc(ids ? ids : 1, sizeof *slots);
+    counting_provider *c = calloc(1, sizeof *c);
+    tdm_sim_config sc = {.device_count = 1, .capacity = capacity};
+    if (!slots || !c || tdm__provider_sim_create(&sc, &c->inner) != TDM_OK) {
+        free(slots);
+        free(c);
+        return TDM_HOST_OUT_OF_MEMORY;
+    }
+    c->pub = *c->inner;
+    c->pub.alloc = count_alloc;
+    c->pub.free = count_free;
+    c->pub.mem_info = count_mem_info;
+    c->pub.device_name = count_name;
+    c->pub.destroy = count_destroy;
+    c->pub.impl = c;
+    c->out = out;
+    c->on_segment = on_segment;
+    c->ctx = ctx;
+
+    tdm__alloc_reset_for_tests();
+    st = tdm__alloc_configure(&cfg);
+    if (st == TDM_OK)
+        st = tdm__alloc_use_provider(&c->pub);
+    if (st != TDM_OK) {
+        count_destroy(&c->pub);
+        free(slots);
+        return st;
+    }
+    int64_t best_allocated = 0;
+    for (size_t i = 0; i < n; i++) {
+        const tdm_replay_op *o = &ops[i];
+        if (o->id >= ids)
+            continue;
+        if (o->is_free) {
+            if (slots[o->id])
+                tdm__alloc_free(slots[o->id], 0);
+            slots[o->id] = NULL;
+            continue;
+        }
+        if (slots[o->id]) /* an id allocated twice: the older one ends here */
+            tdm__alloc_free(slots[o->id], 0);
+        slots[o->id] = NULL;
+        if (tdm__alloc_malloc(&slots[o->id], (size_t)o->size, 0, (tdm_stream)o->stream, 0) != TDM_OK) {
+            slots[o->id] = NULL;
+            if (out->ooms++ == 0) {
+                out->first_oom_op = i;
+                out->first_oom_size = o->size;
+            }
+            continue;
+        }
+        tdm_stats s = {.size = sizeof s};
+        tdm_memory_stats(0, &s);
+        if (s.allocated_bytes.current > best_allocated) {
+            best_allocated = s.allocated_bytes.current;
+            out->reserved_at_peak = (uint64_t)s.reserved_bytes.current;
+        }
+    }
+    tdm_stats s = {.size = sizeof s};
+    tdm_memory_stats(0, &s);
+    out->peak_reserved = (uint64_t)s.reserved_bytes.peak;
+    out->peak_allocated = (uint64_t)s.allocated_bytes.peak;
+    out->retries = s.num_alloc_retries;
+    for (uint64_t i = 0; i < ids; i++)
+        if (slots[i])
+            tdm__alloc_free(slots[i], 0);
+    free(slots);
+    /* What reset gives back is not part of the replay's timeline. */
+    tdm_replay_result kept = *out;
+    c->on_segment = NULL;
+    tdm__alloc_reset_for_tests();
+    *out = kept;
+    return TDM_OK;
+}

@@ -1,0 +1,55 @@
+/* hooks/replay.h: replaying a recorded request stream through the caching
+ * allocator on a fresh sim device (`tidemark replay`).
+ *
+ * The command-line tool is not linked with the library: it loads
+ * libtidemark.so with dlopen and calls tdm__replay by name, so this
+ * header is the whole interface between them and holds only plain types.
+ */
+#ifndef TDM_HOOKS_REPLAY_H
+#define TDM_HOOKS_REPLAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* One request of the stream: an allocation of `size` bytes on `stream`
+ * known afterwards as `id` (dense, < the id count given), or the free of
+ * allocation `id`. */
+typedef struct tdm_replay_op {
+    uint64_t id;
+    uint64_t size;
+    uint64_t stream;
+    uint32_t is_free;
+    uint32_t reserved_;
+} tdm_replay_op;
+
+typedef struct tdm_replay_result {
+    uint64_t peak_reserved;    /* bytes held from the device, at most */
+    uint64_t peak_allocated;   /* bytes in live blocks (rounded), at most */
+    uint64_t reserved_at_peak; /* reserved when allocated was at its peak */
+    uint64_t segments;         /* device allocations that succeeded */
+    uint64_t device_calls;     /* device allocation calls, failed ones too */
+    uint64_t device_frees;     /* segments given back to the device */
+    uint64_t retries;          /* allocations retried after freeing cache */
+    uint64_t ooms;             /* allocations that failed for good */
+    uint64_t first_oom_op;     /* index of the first of them in the ops */
+    uint64_t first_oom_size;   /* its bytes */
+} tdm_replay_result;
+
+/* Called for each device allocation (freed 0) and free (freed 1) of a
+ * segment, in order, with its bytes: the replay's segment timeline. */
+typedef void (*tdm_replay_segment_fn)(void *ctx, int freed, uint64_t size);
+
+/* Replays ops[0..n) (allocation ids below `ids`) in cache mode on one sim
+ * device of `capacity` bytes, with the caching-allocator settings of
+ * `conf` (TIDEMARK_CONF syntax; only max_split_size,
+ * roundup_power2_divisions and garbage_collection_threshold are used,
+ * NULL or "" = defaults).  What is still live at the end is freed.
+ * TDM_BAD_CONFIG with the parser's line in why[0..why_len) for a bad
+ * `conf`.  Not thread-safe: it owns the process's allocator meanwhile. */
+typedef int (*tdm_replay_fn)(const char *conf, uint64_t capacity,
+                             const tdm_replay_op *ops, size_t n, uint64_t ids,
+                             tdm_replay_segment_fn on_segment, void *ctx,
+                             tdm_replay_result *out, char *why, size_t why_len);
+#define TDM_REPLAY_SYMBOL "tdm__replay"
+
+#endif

@@ -1,0 +1,528 @@
+/* viewer-export/cli/cmd_replay.c: `tidemark replay`: would a recorded run
+ * fit under other caching-allocator settings?  The recording's request
+ * stream (replay_ops.c) is replayed through libtidemark's caching
+ * allocator on a sim device (tdm__replay, loaded with dlopen: the tool is
+ * not linked with the recorder), once per setting, and the outcomes are
+ * printed side by side.  Single-threaded; no state beyond the call.
+ */
+#define _GNU_SOURCE
+#include "cli.h"
+#include "format_size.h"
+#include "json.h"
+#include "load.h"
+#include "replay_ops.h"
+#include "run.h"
+
+#include <dlfcn.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_SETTINGS 64
+#define UNLIMITED ((uint64_t)1 << 40) /* the sim device of "unlimited" */
+#define BISECT_STEP ((uint64_t)1 << 20) /* --min-capacity's granularity */
+
+typedef struct setting {
+    char label[64];
+    char conf[512];
+    tdm_replay_result r;
+    uint64_t min_capacity; /* 0: not searched */
+    int best;
+} setting;
+
+typedef struct seg_log {
+    tdm_replay_seg_event *ev;
+    size_t n, cap;
+    int failed;
+} seg_log;
+
+static void log_segment(void *ctx, int freed, uint64_t size)
+{
+    seg_log *l = ctx;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 256;
+        tdm_replay_seg_event *ev = realloc(l->ev, cap * sizeof *ev);
+        if (!ev) {
+            l->failed = 1;
+            return;
+        }
+        l->ev = ev;
+        l->cap = cap;
+    }
+    l->ev[l->n++] = (tdm_replay_seg_event){.size = size, .freed = freed};
+}
+
+void tdm__cli_replay_help(FILE *out)
+{
+    fputs("usage: tidemark replay [options] RUN.tdm|SNAPSHOT.pickle|TRACE.csv\n"
+          "Replays the recorded allocation requests (sizes, streams, order, frees)\n"
+          "through tidemark's caching allocator on a simulated device, under the\n"
+          "recording's own settings (\"recorded\") and the ones given, and prints peak\n"
+          "reserved, peak allocated, reserved/allocated at the peak, segments, device\n"
+          "allocation calls, retries after freeing the cache, and whether the run\n"
+          "would run out of memory at the capacity.\n"
+          "  --conf K=V[,K=V]  a setting to try (repeatable): max_split_size,\n"
+          "                    roundup_power2_divisions, garbage_collection_threshold,\n"
+          "                    with TIDEMARK_CONF's syntax\n"
+          "  --sweep           also a built-in set of settings; marks the best\n"
+          "  --capacity SIZE   device size for the OOM column (e.g. 40GiB; default the\n"
+          "                    recorded device's, else unlimited)\n"
+          "  --min-capacity    also the smallest device each setting fits on (1 MiB steps)\n"
+          "  --device N        the recorded device to replay (default: the busiest)\n"
+          "  --json            one JSON object on stdout\n"
+          "  -h, --help        this text\n",
+          out);
+}
+
+/* Checks one --conf: keys replay can change; expandable_segments is not in
+ * the caching allocator.  Prints the line and returns -1 when refused. */
+static int check_conf_keys(const char *conf)
+{
+    const char *p = conf;
+    while (*p) {
+        const char *b = p;
+        int depth = 0;
+        while (*p && (*p != ',' || depth > 0)) {
+            depth += *p == '[' ? 1 : *p == ']' ? -1 : 0;
+            p++;
+        }
+        const char *e = p;
+        if (*p)
+            p++;
+        while (b < e && (*b == ' ' || *b == '\t'))
+            b++;
+        const char *eq = NULL;
+        for (const char *q = b; q < e && !eq; q++)
+            if (*q == '=')
+                eq = q;
+        const char *k = eq ? eq : e;
+        while (k > b && (k[-1] == ' ' || k[-1] == '\t'))
+            k--;
+        if (k == b && e == b)
+            continue;
+        if ((size_t)(k - b) == strlen("expandable_segments") &&
+            memcmp(b, "expandable_segments", (size_t)(k - b)) == 0) {
+            fprintf(stderr, "tidemark replay: --conf %s: expandable segments are not in "
+                            "tidemark's caching allocator yet, so replay cannot try them\n",
+                    conf);
+            return -1;
+        }
+        if (!eq || !tdm__replay_key_allowed(b, (size_t)(k - b))) {
+            fprintf(stderr, "tidemark replay: --conf %s: '%.*s' is not a setting replay can "
+                            "change (max_split_size, roundup_power2_divisions, "
+                            "garbage_collection_threshold; K=V)\n",
+                    conf, (int)(k - b), b);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void add_setting(setting *s, size_t *n, const char *label, const char *conf)
+{
+    if (*n >= MAX_SETTINGS)
+        return;
+    memset(&s[*n], 0, sizeof s[*n]);
+    snprintf(s[*n].label, sizeof s[*n].label, "%s", label);
+    snprintf(s[*n].conf, sizeof s[*n].conf, "%s", conf);
+    (*n)++;
+}
+
+static void add_sweep(setting *s, size_t *n)
+{
+    static const char *const sweep[] = {
+        "max_split_size=64MiB", "max_split_size=128MiB", "max_split_size=256MiB",
+        "max_split_size=512MiB", "max_split_size=1GiB", "max_split_size=2GiB",
+        "roundup_power2_divisions=1", "roundup_power2_divisions=4",
+        "roundup_power2_divisions=8", "roundup_power2_divisions=16",
+        "garbage_collection_threshold=0.6", "garbage_collection_threshold=0.8",
+        "garbage_collection_threshold=0.95"};
+    add_setting(s, n, "default", "");
+    for (size_t i = 0; i < sizeof sweep / sizeof sweep[0]; i++)
+        add_setting(s, n, sweep[i], sweep[i]);
+}
+
+typedef struct replayer {
+    tdm_replay_fn fn;
+    const tdm_replay_input *in;
+} replayer;
+
+static int run_one(const replayer *rp, const char *conf, uint64_t capacity,
+                   tdm_replay_result *r, seg_log *log)
+{
+    char why[512];
+    int st = rp->fn(conf, capacity, rp->in->ops, rp->in->op_count, rp->in->ids,
+                    log ? log_segment : NULL, log, r, why, sizeof why);
+    if (st == TDM_BAD_CONFIG) {
+        fprintf(stderr, "tidemark replay: --conf %s: %s\n", conf, why[0] ? why : "refused");
+        return TDM_EXIT_BAD_INPUT;
+    }
+    if (st != TDM_OK) {
+        fprintf(stderr, "tidemark replay: the replay failed: %s\n", tdm_strerror(st));
+        return TDM_EXIT_TOOL_ERROR;
+    }
+    return TDM_EXIT_OK;
+}
+
+/* The smallest capacity, in BISECT_STEP units, on which the replay has no
+ * OOM: bisection between a size that fails and one that fits. */
+static int min_capacity(const replayer *rp, setting *s, uint64_t *out)
+{
+    tdm_replay_result r;
+    uint64_t hi = (s->r.peak_reserved + BISECT_STEP - 1) / BISECT_STEP;
+    if (hi == 0)
+        hi = 1;
+    for (;;) {
+        int rc = run_one(rp, s->conf, hi * BISECT_STEP, &r, NULL);
+        if (rc)
+            return rc;
+        if (r.ooms == 0)
+            break;
+        if (hi * BISECT_STEP >= UNLIMITED) {
+            *out = 0;
+            return TDM_EXIT_OK;
+        }
+        hi *= 2;
+    }
+    uint64_t lo = 0; /* a device of 0 bytes fits nothing */
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        int rc = run_one(rp, s->conf, mid * BISECT_STEP, &r, NULL);
+        if (rc)
+            return rc;
+        if (r.ooms == 0)
+            hi = mid;
+        else
+            lo = mid;
+    }
+    *out = hi * BISECT_STEP;
+    return TDM_EXIT_OK;
+}
+
+/* One line: whether the "recorded" replay's segment timeline is the
+ * recording's.  Returns 1 when reproduced. */
+static int compare_timeline(const tdm_replay_input *in, const seg_log *log, char *line,
+                            size_t len)
+{
+    size_t n = in->seg_count < log->n ? in->seg_count : log->n;
+    for (size_t i = 0; i < n; i++)
+        if (in->segs[i].freed != log->ev[i].freed || in->segs[i].size != log->ev[i].size) {
+            snprintf(line, len,
+                     "differs at segment event %zu: recorded %s of %llu bytes, replay %s of "
+                     "%llu bytes",
+                     i + 1, in->segs[i].freed ? "segment_free" : "segment_alloc",
+                     (unsigned long long)in->segs[i].size,
+                     log->ev[i].freed ? "segment_free" : "segment_alloc",
+                     (unsigned long long)log->ev[i].size);
+            return 0;
+        }
+    if (in->seg_count != log->n) {
+        snprintf(line, len, "differs in length: recorded %zu segment events, replay %zu",
+                 in->seg_count, log->n);
+        return 0;
+    }
+    snprintf(line, len, "reproduced (%zu segment events)", n);
+    return 1;
+}
+
+typedef struct replay_opts {
+    char *confs[MAX_SETTINGS];
+    size_t conf_count;
+    int sweep, find_min, json, device;
+    uint64_t capacity; /* 0: the recorded device's, else unlimited */
+} replay_opts;
+
+static void print_text(const char *path, const tdm_replay_input *in, const setting *s,
+                       size_t n, uint64_t capacity, const replay_opts *o, char notes[][256],
+                       size_t note_count, const char *timeline, int compare_peak)
+{
+    char a[32], b[32], c[32];
+    printf("replay of %s, device %d: %zu requests (%zu allocations) on a sim device of %s\n",
+           path, in->device, in->op_count, in->allocs,
+           capacity >= UNLIMITED ? "unlimited size" : tdm__fmt_bytes(a, sizeof a, capacity));
+    for (size_t i = 0; i < note_count; i++)
+        printf("note: %s\n", notes[i]);
+    if (in->recorded_peak_reserved && compare_peak)
+        printf("recorded peak reserved %s; replayed under the recorded settings %s (%s)\n",
+               tdm__fmt_bytes(a, sizeof a, in->recorded_peak_reserved),
+               tdm__fmt_bytes(b, sizeof b, s[0].r.peak_reserved),
+               s[0].r.peak_reserved == in->recorded_peak_reserved ? "exactly the same"
+                                                                   : "differs");
+    if (timeline)
+        printf("segment timeline under the recorded settings: %s\n", timeline);
+    printf("\n%-36s %13s %13s %9s %9s %9s %8s %6s", "setting", "peak reserved",
+           "peak alloc", "res/alloc", "segments", "dev calls", "retries", "OOM");
+    if (o->find_min)
+        printf(" %13s", "min capacity");
+    printf("\n");
+    for (size_t i = 0; i < n; i++) {
+        const tdm_replay_result *r = &s[i].r;
+        char label[80];
+        snprintf(label, sizeof label, "%s%s", s[i].best ? "* " : "  ", s[i].label);
+        double ratio = r->reserved_at_peak && r->peak_allocated
+                           ? (double)r->reserved_at_peak / (double)r->peak_allocated
+                           : 0.0;
+        printf("%-36s %13s %13s %9.3f %9llu %9llu %8llu %6s", label,
+               tdm__fmt_bytes(a, sizeof a, r->peak_reserved),
+               tdm__fmt_bytes(b, sizeof b, r->peak_allocated), ratio,
+               (unsigned long long)r->segments, (unsigned long long)r->device_calls,
+               (unsigned long long)r->retries, r->ooms ? "OOM" : "fits");
+        if (o->find_min)
+            printf(" %13s", s[i].min_capacity ? tdm__fmt_bytes(c, sizeof c, s[i].min_capacity)
+                                              : "none");
+        printf("\n");
+    }
+    for (size_t i = 0; i < n; i++)
+        if (s[i].best)
+            printf("\n* best: %s (least peak reserved without running out of memory)\n",
+                   s[i].label);
+}
+
+static int print_json(const char *path, const tdm_replay_input *in, const setting *s,
+                      size_t n, uint64_t capacity, char notes[][256], size_t note_count,
+                      const char *timeline, int timeline_ok)
+{
+    tdm_jw w;
+    if (tdm__jw_init(&w, stdout) != TDM_OK)
+        return TDM_EXIT_TOOL_ERROR;
+    tdm__jw_open(&w, '{');
+    tdm__jw_kstr(&w, "input", path);
+    tdm__jw_ki64(&w, "device", in->device);
+    tdm__jw_ku64(&w, "requests", in->op_count);
+    tdm__jw_ku64(&w, "allocations", in->allocs);
+    tdm__jw_ku64(&w, "capacity", capacity >= UNLIMITED ? 0 : capacity);
+    tdm__jw_ku64(&w, "recorded_peak_reserved", in->recorded_peak_reserved);
+    tdm__jw_key(&w, "segment_timeline");
+    if (timeline)
+        tdm__jw_lit(&w, timeline_ok ? "\"reproduced\"" : "\"differs\"");
+    else
+        tdm__jw_lit(&w, "null");
+    tdm__jw_key(&w, "notes");
+    tdm__jw_open(&w, '[');
+    for (size_t i = 0; i < note_count; i++) {
+        tdm__jw_sep(&w);
+        tdm__jw_str(&w, notes[i]);
+    }
+    tdm__jw_close(&w, ']');
+    tdm__jw_key(&w, "settings");
+    tdm__jw_open(&w, '[');
+    for (size_t i = 0; i < n; i++) {
+        const tdm_replay_result *r = &s[i].r;
+        tdm__jw_sep(&w);
+        tdm__jw_open(&w, '{');
+        tdm__jw_kstr(&w, "label", s[i].label);
+        tdm__jw_kstr(&w, "conf", s[i].conf);
+        tdm__jw_ku64(&w, "peak_reserved", r->peak_reserved);
+        tdm__jw_ku64(&w, "peak_allocated", r->peak_allocated);
+        tdm__jw_ku64(&w, "reserved_at_allocated_peak", r->reserved_at_peak);
+        tdm__jw_ku64(&w, "segments", r->segments);
+        tdm__jw_ku64(&w, "device_calls", r->device_calls);
+        tdm__jw_ku64(&w, "device_frees", r->device_frees);
+        tdm__jw_ku64(&w, "retries", r->retries);
+        tdm__jw_ku64(&w, "ooms", r->ooms);
+        tdm__jw_key(&w, "oom");
+        tdm__jw_lit(&w, r->ooms ? "true" : "false");
+        if (r->ooms) {
+            tdm__jw_ku64(&w, "first_oom_request", r->first_oom_op);
+            tdm__jw_ku64(&w, "first_oom_size", r->first_oom_size);
+        }
+        if (s[i].min_capacity)
+            tdm__jw_ku64(&w, "min_capacity", s[i].min_capacity);
+        tdm__jw_key(&w, "best");
+        tdm__jw_lit(&w, s[i].best ? "true" : "false");
+        tdm__jw_close(&w, '}');
+    }
+    tdm__jw_close(&w, ']');
+    tdm__jw_close(&w, '}');
+    tdm__jw_raw(&w, "\n", 1);
+    return tdm__jw_finish(&w) == TDM_OK ? TDM_EXIT_OK : TDM_EXIT_TOOL_ERROR;
+}
+
+static tdm_replay_fn load_replayer(void)
+{
+    char lib[PATH_MAX];
+    /* The library must not start recording this tool on load. */
+    unsetenv("TIDEMARK_CONF");
+    tdm__run_find_library(TDM_RUN_LIBRARY_NAME, NULL, lib, sizeof lib);
+    if (!lib[0]) {
+        fprintf(stderr, "tidemark replay: cannot find %s (beside the tool, or installed)\n",
+                TDM_RUN_LIBRARY_NAME);
+        return NULL;
+    }
+    void *h = dlopen(lib, RTLD_LOCAL | RTLD_NOW);
+    tdm_replay_fn fn = NULL;
+    if (h)
+        *(void **)&fn = dlsym(h, TDM_REPLAY_SYMBOL);
+    if (!fn)
+        fprintf(stderr, "tidemark replay: %s: %s\n", lib,
+                h ? "has no replay entry point (an older library?)" : dlerror());
+    return fn;
+}
+
+static int replay_file(const char *path, replay_opts *o)
+{
+    tdm_snap *snap = NULL;
+    int truncated = 0;
+    uint64_t truncated_at = 0;
+    int rc = tdm__input_read_snapshot("replay", path, &snap, &truncated, &truncated_at);
+    if (!snap)
+        return rc;
+    tdm_replay_input in;
+    setting *s = calloc(MAX_SETTINGS, sizeof *s);
+    char(*notes)[256] = calloc(8, sizeof *notes);
+    size_t n = 0, note_count = 0;
+    seg_log log = {0};
+    if (!s || !notes || tdm__replay_input_build(snap, o->device, &in) != 0) {
+        fprintf(stderr, "tidemark replay: out of memory\n");
+        free(s);
+        free(notes);
+        tdm__input_snap_free(snap);
+        return TDM_EXIT_TOOL_ERROR;
+    }
+    const char *mode = snap->header.alloc_mode ? snap->header.alloc_mode : "";
+    int faithful = strcmp(mode, "cache") == 0 && snap->dropped_events == 0 && !truncated;
+    if (snap->dropped_events)
+        snprintf(notes[note_count++], 256,
+                 "the ring wrapped (%llu events dropped): only the kept window is replayed, "
+                 "without what was live before it",
+                 (unsigned long long)snap->dropped_events);
+    int imported = snap->header.pid == 0; /* a trace or another tool's file */
+    if (imported && strcmp(mode, "cache") != 0)
+        snprintf(notes[note_count++], 256,
+                 "an imported trace with no allocator settings: \"recorded\" replays it "
+                 "under the defaults");
+    else if (strcmp(mode, "observe") == 0)
+        snprintf(notes[note_count++], 256,
+                 "recorded in observe mode: its sizes are the vendor's segments, not tensors, "
+                 "so the replay serves segments");
+    else if (strcmp(mode, "cache") != 0)
+        snprintf(notes[note_count++], 256,
+                 "recorded without tidemark's cache (%s): its own reserved bytes are not a "
+                 "cache's to compare with",
+                 mode[0] ? mode : "no allocator");
+    if (in.unmatched_frees && !snap->dropped_events)
+        snprintf(notes[note_count++], 256,
+                 "%zu frees of blocks allocated before the recording began are left out",
+                 in.unmatched_frees);
+    uint64_t capacity = o->capacity ? o->capacity : in.capacity ? in.capacity : UNLIMITED;
+
+    add_setting(s, &n, "recorded", in.recorded_conf);
+    if (in.recorded_conf[0])
+        snprintf(s[0].label, sizeof s[0].label, "recorded (%.50s)", in.recorded_conf);
+    if (o->sweep)
+        add_sweep(s, &n);
+    for (size_t i = 0; i < o->conf_count; i++)
+        add_setting(s, &n, o->confs[i], o->confs[i]);
+
+    replayer rp = {.fn = load_replayer(), .in = &in};
+    char timeline[256] = "";
+    int timeline_ok = 0;
+    if (!rp.fn)
+        rc = TDM_EXIT_TOOL_ERROR;
+    for (size_t i = 0; i < n && rp.fn && rc != TDM_EXIT_TOOL_ERROR; i++) {
+        int r = run_one(&rp, s[i].conf, capacity, &s[i].r, i == 0 && faithful ? &log : NULL);
+        if (r != TDM_EXIT_OK) {
+            rc = r;
+            break;
+        }
+        if (o->find_min && (r = min_capacity(&rp, &s[i], &s[i].min_capacity)) != TDM_EXIT_OK) {
+            rc = r;
+            break;
+        }
+    }
+    if (rc == TDM_EXIT_OK || (rc == TDM_EXIT_BAD_INPUT && truncated)) {
+        if (faithful && !log.failed)
+            timeline_ok = compare_timeline(&in, &log, timeline, sizeof timeline);
+        if (o->sweep) {
+            size_t best = n;
+            for (size_t i = 0; i < n; i++)
+                if (!s[i].r.ooms && (best == n || s[i].r.peak_reserved < s[best].r.peak_reserved))
+                    best = i;
+            if (best < n)
+                s[best].best = 1;
+        }
+        int prc = o->json ? print_json(path, &in, s, n, capacity, notes, note_count,
+                                       timeline[0] ? timeline : NULL, timeline_ok)
+                          : (print_text(path, &in, s, n, capacity, o, notes, note_count,
+                                        timeline[0] ? timeline : NULL,
+                                        strcmp(mode, "cache") == 0),
+                             TDM_EXIT_OK);
+        rc = tdm__exit_worse(rc, prc);
+    }
+    free(log.ev);
+    free(s);
+    free(notes);
+    tdm__replay_input_free(&in);
+    tdm__input_snap_free(snap);
+    return rc;
+}
+
+int tdm__cli_replay(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"conf", required_argument, NULL, 'c'},
+        {"sweep", no_argument, NULL, 's'},
+        {"capacity", required_argument, NULL, 'C'},
+        {"min-capacity", no_argument, NULL, 'm'},
+        {"device", required_argument, NULL, 'd'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    replay_opts o = {.device = -1};
+    unsigned long v;
+    int c;
+    opterr = 0;
+    optind = 0;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            if (check_conf_keys(optarg) != 0)
+                return TDM_EXIT_BAD_INPUT;
+            if (o.conf_count < MAX_SETTINGS - 20)
+                o.confs[o.conf_count++] = optarg;
+            break;
+        case 's':
+            o.sweep = 1;
+            break;
+        case 'C':
+            if (tdm__parse_size(optarg, &o.capacity) != TDM_OK || o.capacity == 0) {
+                fprintf(stderr, "tidemark replay: --capacity %s: not a size (e.g. 40GiB)\n",
+                        optarg);
+                goto usage;
+            }
+            if (o.capacity > UNLIMITED)
+                o.capacity = UNLIMITED;
+            break;
+        case 'm':
+            o.find_min = 1;
+            break;
+        case 'd':
+            if (tdm__parse_count("replay", "--device", optarg, 32767, &v))
+                goto usage;
+            o.device = (int)v;
+            break;
+        case 'j':
+            o.json = 1;
+            break;
+        case 'h':
+            tdm__cli_replay_help(stdout);
+            return TDM_EXIT_OK;
+        default:
+            tdm__cli_bad_option_in("replay", c, argv, longopts);
+            goto usage;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "tidemark replay: %s\n",
+                optind >= argc ? "no recording given" : "one recording at a time");
+        goto usage;
+    }
+    return tdm__cli_flush("replay", replay_file(argv[optind], &o));
+usage:
+    fprintf(stderr, "Try 'tidemark help replay'.\n");
+    return TDM_EXIT_USAGE;
+}

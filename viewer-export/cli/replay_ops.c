@@ -1,0 +1,212 @@
+/* viewer-export/cli/replay_ops.c: the request stream of a recording for
+ * `tidemark replay` (replay_ops.h).  Addresses are mapped to dense ids
+ * with an open-addressing table, since a device address is reused as soon
+ * as its block is freed.  No state, no locks. */
+#include "replay_ops.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct addr_map {
+    uint64_t *keys; /* address + 1; 0 empty, UINT64_MAX a removed entry */
+    uint64_t *vals;
+    size_t cap, used; /* used counts removed entries too */
+} addr_map;
+
+static size_t slot_of(uint64_t key, size_t cap)
+{
+    key ^= key >> 33;
+    key *= 0xff51afd7ed558ccdULL;
+    key ^= key >> 33;
+    return (size_t)key & (cap - 1);
+}
+
+static int map_grow(addr_map *m)
+{
+    addr_map g = {.cap = m->cap ? m->cap * 2 : 1024};
+    g.keys = calloc(g.cap, sizeof *g.keys);
+    g.vals = calloc(g.cap, sizeof *g.vals);
+    if (!g.keys || !g.vals) {
+        free(g.keys);
+        free(g.vals);
+        return -1;
+    }
+    for (size_t i = 0; i < m->cap; i++) {
+        if (m->keys[i] == 0 || m->keys[i] == UINT64_MAX)
+            continue;
+        size_t j = slot_of(m->keys[i], g.cap);
+        while (g.keys[j])
+            j = (j + 1) & (g.cap - 1);
+        g.keys[j] = m->keys[i];
+        g.vals[j] = m->vals[i];
+        g.used++;
+    }
+    free(m->keys);
+    free(m->vals);
+    *m = g;
+    return 0;
+}
+
+static int map_put(addr_map *m, uint64_t addr, uint64_t val)
+{
+    if ((m->used + 1) * 2 > m->cap && map_grow(m) != 0)
+        return -1;
+    uint64_t key = addr + 1;
+    size_t j = slot_of(key, m->cap);
+    while (m->keys[j] && m->keys[j] != UINT64_MAX && m->keys[j] != key)
+        j = (j + 1) & (m->cap - 1);
+    if (m->keys[j] == 0)
+        m->used++;
+    m->keys[j] = key;
+    m->vals[j] = val;
+    return 0;
+}
+
+/* Removes addr; its value in *val, or -1 when absent. */
+static int map_take(addr_map *m, uint64_t addr, uint64_t *val)
+{
+    if (!m->cap)
+        return -1;
+    uint64_t key = addr + 1;
+    for (size_t j = slot_of(key, m->cap);; j = (j + 1) & (m->cap - 1)) {
+        if (m->keys[j] == 0)
+            return -1;
+        if (m->keys[j] == key) {
+            *val = m->vals[j];
+            m->keys[j] = UINT64_MAX;
+            return 0;
+        }
+    }
+}
+
+static int busiest_device(const tdm_snap *snap)
+{
+    size_t best = 0;
+    int dev = snap->device_count ? snap->devices[0].index : 0;
+    for (size_t d = 0; d < snap->device_count; d++) {
+        size_t n = 0;
+        for (size_t i = 0; i < snap->event_count; i++)
+            n += snap->events[i].action == TDM_ACTION_ALLOC &&
+                 snap->events[i].device == snap->devices[d].index;
+        if (n > best) {
+            best = n;
+            dev = snap->devices[d].index;
+        }
+    }
+    return dev;
+}
+
+int tdm__replay_key_allowed(const char *key, size_t len)
+{
+    static const char *const keys[] = {"max_split_size", "roundup_power2_divisions",
+                                       "garbage_collection_threshold"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (strlen(keys[i]) == len && memcmp(keys[i], key, len) == 0)
+            return 1;
+    return 0;
+}
+
+void tdm__replay_conf_pick(const char *conf, char *out, size_t cap)
+{
+    size_t len = strlen(out);
+    const char *p = conf ? conf : "";
+    while (*p) {
+        /* An item ends at a comma outside [...] (roundup lists hold commas). */
+        const char *b = p;
+        int depth = 0;
+        while (*p && (*p != ',' || depth > 0)) {
+            depth += *p == '[' ? 1 : *p == ']' ? -1 : 0;
+            p++;
+        }
+        const char *e = p;
+        if (*p)
+            p++;
+        while (b < e && (*b == ' ' || *b == '\t'))
+            b++;
+        const char *eq = memchr(b, '=', (size_t)(e - b));
+        if (!eq)
+            continue;
+        const char *k = eq;
+        while (k > b && (k[-1] == ' ' || k[-1] == '\t'))
+            k--;
+        if (!tdm__replay_key_allowed(b, (size_t)(k - b)))
+            continue;
+        size_t n = (size_t)(e - b);
+        if (len + n + 2 > cap)
+            break;
+        if (len)
+            out[len++] = ',';
+        memcpy(out + len, b, n);
+        len += n;
+        out[len] = '\0';
+    }
+}
+
+int tdm__replay_input_build(const tdm_snap *snap, int device, tdm_replay_input *in)
+{
+    memset(in, 0, sizeof *in);
+    in->device = device >= 0 ? device : busiest_device(snap);
+    for (size_t d = 0; d < snap->device_count; d++)
+        if (snap->devices[d].index == in->device)
+            in->capacity = snap->devices[d].capacity;
+    for (size_t i = 0; i < snap->stats_count; i++)
+        if (snap->stats[i].device == in->device && snap->stats[i].pool == 0)
+            in->recorded_peak_reserved = (uint64_t)snap->stats[i].stats.reserved_bytes.peak;
+    size_t cap = strlen(snap->header.config ? snap->header.config : "") + 1;
+    in->recorded_conf = calloc(1, cap);
+    size_t n = 0, nseg = 0;
+    for (size_t i = 0; i < snap->event_count; i++) {
+        const tdm_event *e = &snap->events[i];
+        if (e->device != in->device)
+            continue;
+        n += e->action == TDM_ACTION_ALLOC || e->action == TDM_ACTION_FREE_COMPLETED;
+        nseg += e->action == TDM_ACTION_SEGMENT_ALLOC || e->action == TDM_ACTION_SEGMENT_FREE;
+    }
+    in->ops = malloc((n ? n : 1) * sizeof *in->ops);
+    in->segs = malloc((nseg ? nseg : 1) * sizeof *in->segs);
+    if (!in->recorded_conf || !in->ops || !in->segs) {
+        tdm__replay_input_free(in);
+        return -1;
+    }
+    tdm__replay_conf_pick(snap->header.config, in->recorded_conf, cap);
+    addr_map live = {0};
+    for (size_t i = 0; i < snap->event_count; i++) {
+        const tdm_event *e = &snap->events[i];
+        if (e->device != in->device)
+            continue;
+        if (e->action == TDM_ACTION_SEGMENT_ALLOC || e->action == TDM_ACTION_SEGMENT_FREE) {
+            in->segs[in->seg_count++] = (tdm_replay_seg_event){
+                .size = e->size, .freed = e->action == TDM_ACTION_SEGMENT_FREE};
+        } else if (e->action == TDM_ACTION_ALLOC) {
+            uint64_t id = in->ids++;
+            if (map_put(&live, e->addr, id) != 0)
+                goto oom;
+            in->ops[in->op_count++] = (tdm_replay_op){
+                .id = id, .size = e->requested ? e->requested : e->size, .stream = e->stream};
+            in->allocs++;
+        } else if (e->action == TDM_ACTION_FREE_COMPLETED) {
+            uint64_t id;
+            if (map_take(&live, e->addr, &id) != 0) {
+                in->unmatched_frees++;
+                continue;
+            }
+            in->ops[in->op_count++] = (tdm_replay_op){.id = id, .is_free = 1};
+        }
+    }
+    free(live.keys);
+    free(live.vals);
+    return 0;
+oom:
+    free(live.keys);
+    free(live.vals);
+    tdm__replay_input_free(in);
+    return -1;
+}
+
+void tdm__replay_input_free(tdm_replay_input *in)
+{
+    free(in->ops);
+    free(in->segs);
+    free(in->recorded_conf);
+    memset(in, 0, sizeof *in);
+}
