@@ -123,6 +123,10 @@ else
     ok "two programs of one shell: $(ls sh2 | tr '\n' ' ')"
 fi
 # A file a previous job left (another process group) is replaced as before.
+# Dated a minute back: a process's start time is known to a clock tick
+# (10 ms), so a file written within that tick of the new job's start
+# could be its own.
+touch -d '-1 minute' sh/run.tdm
 TIDEMARK_CONF="dump=$work/sh/run.tdm" LD_PRELOAD=$PRE setsid -w "$FAKE_APP" pattern \
     > /dev/null 2> sh3.err || fail "rerun: $(cat sh3.err)"
 [[ $(ls sh | wc -l) -eq 1 ]] || fail "rerun: an older run.tdm was not replaced: $(ls sh)"
