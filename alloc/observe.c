@@ -238,17 +238,24 @@ static void book_end_locked(obs_device *d, uint64_t addr, const tdm__ptr_rec *re
     count_locked(d, rec->size, is_map, -1);
 }
 
+/* The device this thread last booked on, + 2 (0: none yet): the first
+ * guess of a free's device when several are seen (the hooks describe
+ * every device and the host at start), which spares a lookup. */
+static __thread int last_device_plus2;
+
 /* Takes the lock of the device whose record sits at `key` in m and
  * removes the record under it (a device's records come and go under its
  * lock only); returns that device, still locked, or NULL when there is no
- * record.  The device is the only one seen, or the record's as a lookup
- * finds it; a record of another device (the address changed hands
- * meanwhile) sends it to that device's lock. */
+ * record.  The device is guessed (the only one seen, or this thread's
+ * last), else looked up; a record of another device sends it to that
+ * device's lock. */
 static obs_device *lock_removing(tdm__ptrmap *m, uint64_t key, tdm__ptr_rec *rec)
 {
-    int device;
+    int device, last = last_device_plus2 - 2;
     if (atomic_load_explicit(&obs.seen_count, memory_order_acquire) == 1)
         device = atomic_load_explicit(&obs.first_seen, memory_order_relaxed);
+    else if (last >= -1 && atomic_load_explicit(&dev_of(last)->seen, memory_order_acquire))
+        device = last;
     else if (tdm__ptrmap_get(m, key, rec) == TDM_OK)
         device = rec->device;
     else
@@ -303,6 +310,7 @@ static tdm_status insert_locked(tdm__ptrmap *m, uint64_t key, const tdm__ptr_rec
 static void insert_new(tdm__ptrmap *m, uint64_t key, tdm__ptr_rec *rec, int is_map)
 {
     obs_device *d = dev_of(rec->device);
+    last_device_plus2 = rec->device + 2;
     for (int tries = 0; tries < 4; tries++) {
         int other;
         pthread_mutex_lock(&d->lock);
@@ -353,7 +361,7 @@ new_rec(tdm__ptr_rec *rec, int device, size_t size, tdm_stream stream,
     };
     if (tdm__rec_on()) {
         rec->stack_id = tdm__rec_alloc_stack(skip + 1);
-        rec->alloc_time_ns = tdm__alloc_now_ns();
+        rec->alloc_time_ns = 1; /* stamped under the lock (insert_new) */
     }
 }
 
