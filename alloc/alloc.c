@@ -6,9 +6,9 @@
  * tdm_memory_stats(_pool), tdm_reset_peak_stats, tdm_empty_cache and the
  * stream calls; the tag listener given to the recorder (the state source
  * is state_source.c's), which covers observe mode's bookings (observe.c)
- * too; the choice of
- * provider (sim, a vendor by kind, or one a hook gives) and the fork
- * handlers that keep every allocator lock free across fork().
+ * too; the choice of provider (sim, a vendor by kind, or one a hook
+ * gives) and the fork handlers that keep every allocator lock free across
+ * fork().
  *
  * Invariants: every live allocation is in the pointer map exactly once;
  * the mode and device count never change between init and reset.
