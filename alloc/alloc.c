@@ -4,10 +4,11 @@
  * pointer map and per-device snapshot info; the public entry points
  * tdm_malloc, tdm_free, tdm_device_count, tdm_mem_get_info,
  * tdm_memory_stats(_pool), tdm_reset_peak_stats, tdm_empty_cache and the
- * stream calls; the state source and tag listener given to the recorder,
- * which cover observe mode's bookings (observe.c) too; the choice of
- * provider (sim, a vendor by kind, or one a hook gives) and the fork
- * handlers that keep every allocator lock free across fork().
+ * stream calls; the tag listener given to the recorder (the state source
+ * is state_source.c's), which covers observe mode's bookings (observe.c)
+ * too; the choice of provider (sim, a vendor by kind, or one a hook
+ * gives) and the fork handlers that keep every allocator lock free across
+ * fork().
  *
  * Invariants: every live allocation is in the pointer map exactly once;
  * the mode and device count never change between init and reset.
@@ -482,8 +483,7 @@ static void stat_sum(tdm_stat *a, const tdm_stat *b)
     a->freed += b->freed;
 }
 
-/* *a += *b, both full-size structs. */
-static void stats_sum(tdm_stats *a, const tdm_stats *b)
+void tdm__stats_sum(tdm_stats *a, const tdm_stats *b)
 {
     stat_sum(&a->allocated_bytes, &b->allocated_bytes);
     stat_sum(&a->reserved_bytes, &b->reserved_bytes);
@@ -510,7 +510,7 @@ static void device_stats(int device, int pool, int in_alloc, int in_obs,
     if (in_obs) {
         tdm_stats o = {.size = sizeof o};
         tdm__obs_stats(device, pool, &o);
-        stats_sum(out, &o);
+        tdm__stats_sum(out, &o);
     }
 }
 
@@ -639,79 +639,9 @@ static tdm_status tag_listener(const void *ptr, uint8_t category)
     return st == TDM_UNKNOWN_POINTER ? tdm__obs_tag(key, category) : st;
 }
 
-/* The allocator's visit, with its device list noted and observe mode's
- * stats added to those of devices both know. */
-typedef struct merge_ctx {
-    const tdm__state_visitor *out;
-    tdm__pool_stats_fn pool_stats; /* the dump's, or NULL */
-    uint64_t emitted[2]; /* bit device + 1: described by the allocator */
-} merge_ctx;
-
-static void merge_device(void *ctx, const tdm_snap_device *d)
-{
-    merge_ctx *m = ctx;
-    unsigned bit = (unsigned)(d->index + 1);
-    if (bit < 128)
-        m->emitted[bit / 64] |= (uint64_t)1 << (bit % 64);
-    if (m->out->device)
-        m->out->device(m->out->ctx, d);
-}
-
-static void merge_segment(void *ctx, const tdm_snap_segment *seg,
-                          const tdm_snap_block *blocks, size_t n)
-{
-    merge_ctx *m = ctx;
-    if (m->out->segment)
-        m->out->segment(m->out->ctx, seg, blocks, n);
-}
-
-static void merge_stats(void *ctx, int device, const tdm_stats *st)
-{
-    merge_ctx *m = ctx;
-    if (!m->out->stats)
-        return;
-    if (!tdm__obs_has_device(device)) {
-        m->out->stats(m->out->ctx, device, st);
-        return;
-    }
-    tdm_stats all = *st, o = {.size = sizeof o};
-    tdm__obs_stats(device, 0, &o);
-    stats_sum(&all, &o);
-    m->out->stats(m->out->ctx, device, &all);
-}
-
-/* Observe mode keeps no small/large pools, so a pool's stats are the
- * allocator's alone. */
-static void merge_pool_stats(void *ctx, int device, int pool, const tdm_stats *st)
-{
-    merge_ctx *m = ctx;
-    m->pool_stats(m->out->ctx, device, pool, st);
-}
-
-static void merge_at_cut(void *ctx)
-{
-    merge_ctx *m = ctx;
-    if (m->out->at_cut)
-        m->out->at_cut(m->out->ctx);
-}
-
-static void state_source(const tdm__state_visitor *v, tdm__pool_stats_fn pool_stats)
-{
-    merge_ctx m = {.out = v, .pool_stats = pool_stats};
-    if (atomic_load_explicit(&tdm__alloc_g.ready, memory_order_acquire)) {
-        tdm__state_visitor w = {&m, merge_device, merge_segment, merge_stats, NULL,
-                                merge_at_cut};
-        if (tdm__alloc_g.mode == TDM__MODE_CACHE)
-            tdm__cache_visit(&w, pool_stats ? merge_pool_stats : NULL);
-        else
-            tdm__pt_visit(&w);
-    }
-    tdm__obs_visit(v, m.emitted);
-}
-
 void tdm__alloc_attach_recorder(int observe)
 {
-    tdm__rec_set_state_source(state_source);
+    tdm__rec_set_state_source(tdm__alloc_state_source);
     tdm__rec_set_tag_listener(tag_listener);
     if (!observe)
         tdm__rec_set_alloc_mode(tdm__alloc_g.mode == TDM__MODE_CACHE
@@ -723,11 +653,12 @@ void tdm__alloc_attach_recorder(int observe)
 /* ---- fork ------------------------------------------------------------------
  * A child forked while another thread held an allocator lock would find
  * it held forever.  Before fork() the handlers take the init locks, every
- * per-device lock (cache mode takes map shard locks inside them) and the
- * provider wrapper's per-device locks (held around every provider call);
- * then, with no thread left inside those, they raise the fork gate and
- * sweep the locks that are only ever taken alone: the pointer maps'
- * shards and observe mode's (ptrmap.h).  So a handful of locks is held
+ * per-device lock (cache mode takes map shard locks inside them), the
+ * provider wrapper's per-device locks (held around every provider call)
+ * and the locks of observe mode's devices (map shard locks inside them
+ * too); then, with no thread left inside those, they raise the fork gate
+ * and sweep the locks that are only ever taken alone or inside those: the
+ * pointer maps' shards (ptrmap.h).  So a handful of locks is held
  * across fork(), not hundreds; the child makes the swept ones anew, as a
  * thread that was waiting for one may have got it just before fork(). */
 
@@ -735,7 +666,6 @@ static void lock_all(void)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
     pthread_mutex_lock(&g->init_lock);
-    tdm__obs_fork_lock();
     int ready = atomic_load_explicit(&g->ready, memory_order_relaxed);
     if (ready) {
         for (int i = 0; i < g->device_count; i++)
@@ -743,6 +673,8 @@ static void lock_all(void)
                                                           : tdm__pt_lock_of(i));
         tdm__fraction_lock_all(g->prov);
     }
+    /* After the device locks, as the dump's cut takes observe mode's. */
+    tdm__obs_fork_lock();
     atomic_store(&tdm__fork_pending, 1);
     if (ready)
         tdm__ptrmap_fork_sweep(&g->map);
@@ -763,8 +695,8 @@ static void unlock_held(void)
 static void unlock_all(void)
 {
     atomic_store(&tdm__fork_pending, 0);
-    unlock_held();
     tdm__obs_fork_unlock();
+    unlock_held();
     pthread_mutex_unlock(&tdm__alloc_g.init_lock);
 }
 
@@ -774,8 +706,8 @@ static void unlock_all_child(void)
     atomic_store(&tdm__fork_pending, 0);
     if (atomic_load_explicit(&g->ready, memory_order_relaxed))
         tdm__ptrmap_fork_child(&g->map);
-    unlock_held();
     tdm__obs_fork_child();
+    unlock_held();
     pthread_mutex_unlock(&g->init_lock);
 }
 
@@ -799,9 +731,4 @@ void tdm__alloc_register_atfork(void)
 __attribute__((constructor)) static void register_atfork_at_load(void)
 {
     tdm__alloc_register_atfork();
-}
-
-void tdm__alloc_visit_for_tests(const tdm__state_visitor *v)
-{
-    state_source(v, NULL);
 }

@@ -148,8 +148,8 @@ TDM_API tdm_status tdm__alloc_observe_unmap(const void *va, size_t size,
  * pool's allocations are booked one by one (observe_alloc); what it holds
  * beyond them, reserved - used, is booked as reserved memory of the device
  * (segment_map / segment_unmap of the change; at the dump, one expandable
- * segment at the pool's handle holding one inactive block).  Lock-free;
- * booking stays balanced when threads race, the last answer counts. */
+ * segment at the pool's handle holding one inactive block), under the
+ * device's observe lock; when threads race, the last answer counts. */
 TDM_API void tdm__alloc_observe_pool(int device, uint64_t pool, uint64_t reserved,
                                      uint64_t used, unsigned skip);
 

@@ -254,6 +254,11 @@ void tdm__oom_report(int device, const char *device_name, size_t request,
  * alloc mode "observe" unless the allocator already named its own.
  * Called by whichever of the two initializes first (and by both). */
 void tdm__alloc_attach_recorder(int observe);
+/* The recorder's state source (state_source.c): the allocator's state and
+ * observe mode's, copied at one cut. */
+void tdm__alloc_state_source(const tdm__state_visitor *v, tdm__pool_stats_fn pool_stats);
+/* *a += *b, both full-size structs. */
+void tdm__stats_sum(tdm_stats *a, const tdm_stats *b);
 
 /* ---- observe mode (observe.c) ---- */
 /* Highest device ordinal observe mode books (-1 is the host). */
@@ -265,12 +270,25 @@ void tdm__obs_stats(int device, int pool, tdm_stats *out);
 void tdm__obs_reset_peaks(int device);
 /* tdm_tag_ptr on an observed allocation; TDM_UNKNOWN_POINTER if none. */
 tdm_status tdm__obs_tag(uint64_t addr, uint8_t category);
-/* Visits observe mode's devices and segments.  emitted[2] is a bit set
- * over device + 1 of the devices the allocator already described (with
- * stats that include observe mode's): those get segments only. */
-void tdm__obs_visit(const tdm__state_visitor *v, const uint64_t *emitted);
-/* Fork (alloc.c's handlers): hold the init lock; sweep the gated locks
- * once the fork gate is raised; release the init lock. */
+/* The dump's cut of observe mode: with init_lock and every seen device's
+ * lock held, its records, pools' reserves, imports and stats are copied
+ * and at_cut (may be NULL) is called, so that the ring is marked at the
+ * same instant; called under the allocator's device locks when it has
+ * state.  NULL when observe mode has not started, or out of host memory
+ * (at_cut is called all the same). */
+typedef struct tdm__obs_cut tdm__obs_cut;
+tdm__obs_cut *tdm__obs_cut_take(void (*at_cut)(void *ctx), void *ctx);
+/* The copied stats of `device`; 0 when observe mode did not have it. */
+int tdm__obs_cut_stats(const tdm__obs_cut *c, int device, tdm_stats *out);
+/* Visits the copy's devices and segments.  emitted[2] is a bit set over
+ * device + 1 of the devices the allocator already described (with stats
+ * that include observe mode's): those get segments only. */
+void tdm__obs_cut_visit(tdm__obs_cut *c, const tdm__state_visitor *v,
+                        const uint64_t *emitted);
+void tdm__obs_cut_free(tdm__obs_cut *c);
+/* Fork (alloc.c's handlers, after the allocator's device locks): hold the
+ * init lock and the seen devices' locks; sweep the gated locks once the
+ * fork gate is raised; release what was held. */
 void tdm__obs_fork_lock(void);
 void tdm__obs_fork_sweep(void);
 void tdm__obs_fork_unlock(void);
@@ -280,21 +298,41 @@ void tdm__obs_reset_for_tests(void);
 /* A forked child: every record and count dropped (forget.c). */
 void tdm__obs_forget(void);
 
-/* Readies observe mode and marks `device` (which has a slot) as seen. */
+/* Readies observe mode and marks `device` (which has a slot) as seen:
+ * only then may its lock be taken. */
 void tdm__obs_use_device(int device);
+/* A seen device's lock: its stats, records and their events change under
+ * it.  Two are only ever held together in index order. */
+void tdm__obs_lock(int device);
+void tdm__obs_unlock(int device);
+/* Locks the first device seen and returns it; -2 (nothing locked) when
+ * none is. */
+int tdm__obs_lock_any(void);
 /* Adds `bytes` of reserved memory and `segments` segments to `device`'s
- * stats, outside any allocation record (a stream-ordered pool's reserve). */
-void tdm__obs_account_reserve(int device, int64_t bytes, int segments);
+ * stats, outside any allocation record (a stream-ordered pool's reserve);
+ * its lock held. */
+void tdm__obs_count_reserve_locked(int device, int64_t bytes, int segments);
 
 /* ---- stream-ordered pools' reserve (observe_pool.c) ---- */
-/* Gives the visitor one segment per pool of `device` holding a reserve. */
-void tdm__obs_pool_visit(const tdm__state_visitor *v, int device);
+#define TDM__OBS_POOL_SLOTS 64
+typedef struct tdm__obs_reserve {
+    uint64_t pool, reserve;
+    int device;
+} tdm__obs_reserve;
+/* Copies every pool holding a reserve to out[TDM__OBS_POOL_SLOTS] (the
+ * cut: every device lock held); returns how many. */
+size_t tdm__obs_pool_copy(tdm__obs_reserve *out);
+/* Gives the visitor one segment per pool of `device` in the copy. */
+void tdm__obs_pool_visit(const tdm__state_visitor *v, int device,
+                         const tdm__obs_reserve *copy, size_t n);
 /* Drops every pool's reserve without booking (a forked child, tests). */
 void tdm__obs_pool_forget(void);
 
 /* ---- memory the process maps but did not allocate (observe_import.c) ---- */
-/* Gives the visitor every live imported mapping. */
-void tdm__obs_import_visit(const tdm__state_visitor *v);
+/* Appends every live imported mapping to l (the cut: every device lock
+ * held), and gives the visitor those of l. */
+void tdm__obs_import_collect(tdm__live_list *l);
+void tdm__obs_import_visit(const tdm__state_visitor *v, tdm__live_list *l);
 void tdm__obs_import_forget(void);
 /* Fork: 0 sweeps the map's gated locks (parent, gate raised), 1 makes them
  * anew (child). */

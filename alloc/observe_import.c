@@ -14,7 +14,10 @@
  * Owns: the map of live imported mappings, base address -> record, whose
  * fields mean: size = bytes mapped, stream = the source device (as an
  * int64), category = the tdm_import_kind, device = the importing device.
- * Locks: the map's shard locks only (ptrmap.h, behind the fork gate).
+ * Locks: the map's shard locks (ptrmap.h), taken inside an observe device
+ * lock (observe.c: the importing device's, or at the unmap the first
+ * device seen), so that the dump's cut, which holds every device lock,
+ * copies the table at one instant.
  */
 #include <string.h>
 
@@ -52,12 +55,14 @@ tdm__alloc_observe_import(int device, const void *va, size_t size, int source_de
         rec.alloc_time_ns = tdm__alloc_now_ns();
     }
     uint64_t key = (uint64_t)(uintptr_t)va;
+    tdm__obs_lock(device);
     if (tdm__ptrmap_insert(&imports, key, &rec) == TDM_INVALID_ARGUMENT) {
         /* Its unmap went by unseen: the newer mapping replaces it. */
         tdm__ptr_rec stale;
         tdm__ptrmap_remove(&imports, key, &stale);
         tdm__ptrmap_insert(&imports, key, &rec);
     }
+    tdm__obs_unlock(device);
     __asm__ volatile("" ::: "memory"); /* keep this frame out of tail calls */
 }
 
@@ -65,27 +70,35 @@ tdm_status tdm__alloc_observe_unimport(const void *va)
 {
     if (va == NULL || !atomic_load_explicit(&imports_ready, memory_order_acquire))
         return TDM_UNKNOWN_POINTER;
+    int device = tdm__obs_lock_any();
+    if (device == -2)
+        return TDM_UNKNOWN_POINTER; /* no device seen: nothing imported */
     tdm__ptr_rec rec;
-    return tdm__ptrmap_remove(&imports, (uint64_t)(uintptr_t)va, &rec);
+    tdm_status st = tdm__ptrmap_remove(&imports, (uint64_t)(uintptr_t)va, &rec);
+    tdm__obs_unlock(device);
+    return st;
 }
 
-void tdm__obs_import_visit(const tdm__state_visitor *v)
+void tdm__obs_import_collect(tdm__live_list *l)
 {
-    if (!v->imported || !atomic_load_explicit(&imports_ready, memory_order_acquire))
+    if (atomic_load_explicit(&imports_ready, memory_order_acquire))
+        tdm__live_collect(l, &imports, 0);
+}
+
+void tdm__obs_import_visit(const tdm__state_visitor *v, tdm__live_list *l)
+{
+    if (!v->imported)
         return;
-    tdm__live_list live = {0};
-    tdm__live_collect(&live, &imports, 0); /* no lock held while visiting */
-    tdm__live_sort(&live);
-    for (size_t i = 0; i < live.n; i++) {
-        const tdm__ptr_rec *r = &live.items[i].rec;
+    tdm__live_sort(l);
+    for (size_t i = 0; i < l->n; i++) {
+        const tdm__ptr_rec *r = &l->items[i].rec;
         tdm_snap_imported m = {
             .device = r->device, .source_device = (int32_t)(int64_t)r->stream,
-            .kind = r->category, .address = live.items[i].addr, .size = r->size,
+            .kind = r->category, .address = l->items[i].addr, .size = r->size,
             .stack_id = r->stack_id, .map_time_ns = r->alloc_time_ns,
         };
         v->imported(v->ctx, &m);
     }
-    tdm__live_free(&live);
 }
 
 void tdm__obs_import_forget(void)

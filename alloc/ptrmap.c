@@ -8,6 +8,7 @@
  */
 #include "ptrmap.h"
 
+#include <limits.h>
 #include <sched.h>
 #include <string.h>
 
@@ -117,7 +118,10 @@ tdm_status tdm__ptrmap_insert(tdm__ptrmap *m, uint64_t key,
     return TDM_OK;
 }
 
-tdm_status tdm__ptrmap_remove(tdm__ptrmap *m, uint64_t key, tdm__ptr_rec *out)
+/* Removes `key` when its record is on `device` (any device when device
+ * is INT_MIN); see tdm__ptrmap_remove_on. */
+static tdm_status remove_if(tdm__ptrmap *m, uint64_t key, int device,
+                            tdm__ptr_rec *out)
 {
     if (key == 0)
         return TDM_UNKNOWN_POINTER;
@@ -131,6 +135,10 @@ tdm_status tdm__ptrmap_remove(tdm__ptrmap *m, uint64_t key, tdm__ptr_rec *out)
     }
     if (out)
         *out = s->slots[i].rec;
+    if (device != INT_MIN && s->slots[i].rec.device != device) {
+        pthread_mutex_unlock(&s->lock);
+        return TDM_INVALID_ARGUMENT;
+    }
     /* Backward shift: move every later entry of the run whose home is not
      * in (hole, j] into the hole, so lookups never stop early. */
     size_t mask = s->cap - 1, hole = i;
@@ -145,6 +153,17 @@ tdm_status tdm__ptrmap_remove(tdm__ptrmap *m, uint64_t key, tdm__ptr_rec *out)
     s->count--;
     pthread_mutex_unlock(&s->lock);
     return TDM_OK;
+}
+
+tdm_status tdm__ptrmap_remove(tdm__ptrmap *m, uint64_t key, tdm__ptr_rec *out)
+{
+    return remove_if(m, key, INT_MIN, out);
+}
+
+tdm_status tdm__ptrmap_remove_on(tdm__ptrmap *m, uint64_t key, int device,
+                                 tdm__ptr_rec *out)
+{
+    return remove_if(m, key, device, out);
 }
 
 tdm_status tdm__ptrmap_get(tdm__ptrmap *m, uint64_t key, tdm__ptr_rec *out)

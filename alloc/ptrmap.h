@@ -58,6 +58,11 @@ tdm_status tdm__ptrmap_insert(tdm__ptrmap *m, uint64_t key,
                               const tdm__ptr_rec *rec);
 /* Removes `key`, copying its record to *out; TDM_UNKNOWN_POINTER if absent. */
 tdm_status tdm__ptrmap_remove(tdm__ptrmap *m, uint64_t key, tdm__ptr_rec *out);
+/* tdm__ptrmap_remove, only when the record is on `device`: otherwise it
+ * stays, *out gets a copy and the answer is TDM_INVALID_ARGUMENT (observe
+ * mode changes a device's records under that device's lock only). */
+tdm_status tdm__ptrmap_remove_on(tdm__ptrmap *m, uint64_t key, int device,
+                                 tdm__ptr_rec *out);
 /* Copies the record of `key` to *out; TDM_UNKNOWN_POINTER if absent. */
 tdm_status tdm__ptrmap_get(tdm__ptrmap *m, uint64_t key, tdm__ptr_rec *out);
 /* Sets the category of `key`'s record; TDM_UNKNOWN_POINTER if absent. */

@@ -3,7 +3,8 @@
  * streams and stats for a known pattern; stacks that name the caller;
  * unknown frees; oom events with free bytes; map/unmap with partial and
  * multi-piece unmaps; the snapshot state alone and beside the allocator's
- * own devices; tags; a stale record replaced; many threads; fork while
+ * own devices; tags; a stale record replaced, also one of another device;
+ * a pool's handle moving to another device; many threads; fork while
  * another thread books; tdm__alloc_use_provider, the memory fraction and
  * the vendor preference of the PyTorch entry points.
  */
@@ -418,6 +419,65 @@ static void a_stale_record_is_closed(void **state)
     free(ev);
 }
 
+/* A device's records change under its own lock only: a stale record of
+ * another device is closed on that device; a pool's handle that moves
+ * to another device takes its reserve out of the old one; a partial unmap
+ * whose tail base holds another device's record unmaps the whole. */
+static void records_of_another_device(void **state)
+{
+    (void)state;
+    const void *p = (void *)(uintptr_t)0x7800000000;
+    tdm__alloc_observe_alloc(0, p, 1024, 0, 0);
+    tdm__alloc_observe_alloc(1, p, 2048, 0, 0); /* its free went unseen */
+    assert_int_equal(stats_of(0).allocation.current, 0);
+    assert_int_equal(stats_of(0).allocated_bytes.current, 0);
+    assert_int_equal(stats_of(1).allocated_bytes.current, 2048);
+    size_t n;
+    tdm_event *ev = events(&n);
+    assert_int_equal(n, 7);
+    expect(&ev[3], TDM_ACTION_FREE_COMPLETED, 0, 0x7800000000, 1024, 0);
+    expect(&ev[6], TDM_ACTION_ALLOC, 1, 0x7800000000, 2048, 0);
+    free(ev);
+    assert_int_equal(tdm__alloc_observe_free(p, 0, 0), TDM_OK);
+    assert_int_equal(stats_of(1).allocated_bytes.current, 0);
+
+    const void *va = (void *)(uintptr_t)0x7900000000;
+    tdm__alloc_observe_map(0, va, 4 * MiB, 0);
+    tdm__alloc_observe_map(1, (const char *)va + 2 * MiB, MiB, 0);
+    assert_int_equal(tdm__alloc_observe_unmap(va, 2 * MiB, 0), TDM_OK);
+    assert_int_equal(stats_of(0).reserved_bytes.current, 0);
+    assert_int_equal(stats_of(0).segment.current, 0);
+    assert_int_equal(stats_of(1).reserved_bytes.current, MiB);
+    ev = events(&n);
+    expect(&ev[n - 1], TDM_ACTION_SEGMENT_UNMAP, 0, 0x7900000000, 4 * MiB, 0);
+    free(ev);
+
+    uint64_t pool = 0x7a00000000;
+    tdm__alloc_observe_pool(0, pool, 8 * MiB, 2 * MiB, 0);
+    assert_int_equal(stats_of(0).reserved_bytes.current, 6 * MiB);
+    tdm__alloc_observe_pool(1, pool, 4 * MiB, 0, 0); /* made anew on device 1 */
+    assert_int_equal(stats_of(0).reserved_bytes.current, 0);
+    assert_int_equal(stats_of(0).segment.current, 0);
+    assert_int_equal(stats_of(1).reserved_bytes.current, 5 * MiB);
+    ev = events(&n);
+    expect(&ev[n - 2], TDM_ACTION_SEGMENT_UNMAP, 0, pool, 6 * MiB, 0);
+    expect(&ev[n - 1], TDM_ACTION_SEGMENT_MAP, 1, pool, 4 * MiB, 0);
+    free(ev);
+    seen v = visit();
+    int pools = 0;
+    for (int i = 0; i < v.segments; i++) {
+        if (v.seg[i].address == pool) {
+            pools++;
+            assert_int_equal(v.seg[i].device, 1);
+            assert_int_equal(v.seg[i].total_size, 4 * MiB);
+        }
+    }
+    assert_int_equal(pools, 1);
+    tdm__alloc_observe_pool(1, pool, 0, 0, 0);
+    assert_int_equal(tdm__alloc_observe_unmap((const char *)va + 2 * MiB, MiB, 0), TDM_OK);
+    assert_int_equal(stats_of(1).reserved_bytes.current, 0);
+}
+
 /* ---- threads and fork ------------------------------------------------------ */
 
 #define THREADS 8
@@ -634,6 +694,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(observe_beside_the_allocator, setup, teardown),
         cmocka_unit_test_setup_teardown(a_stale_record_is_closed, setup, teardown),
+        cmocka_unit_test_setup_teardown(records_of_another_device, setup, teardown),
         cmocka_unit_test_setup_teardown(many_threads_stay_consistent, setup, teardown),
         cmocka_unit_test_setup_teardown(fork_while_another_thread_books, setup, teardown),
         cmocka_unit_test_setup_teardown(a_given_provider_serves, setup, teardown),
