@@ -1,0 +1,61 @@
+/* bench/replay.h: what the parts of bench/replay share (see replay.c). */
+#ifndef TDM_BENCH_REPLAY_H
+#define TDM_BENCH_REPLAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct op {
+    uint32_t id;   /* allocation id, dense from 0 */
+    uint8_t free;  /* 1 = free of id, 0 = alloc */
+    uint64_t size; /* bytes */
+} op;
+
+typedef struct trace {
+    char name[256];
+    op *ops;
+    size_t n, cap;
+    uint32_t ids;      /* distinct allocation ids */
+    uint64_t *id_size; /* [ids]: bytes of each allocation */
+    size_t pairs;      /* allocations (each freed by the replay) */
+} trace;
+
+/* One allocator under test.  `ctx` is the allocator's own (for tidemark:
+ * the stream); `before` (may be NULL) runs untimed ahead of each pass, so
+ * columns that share one allocator (recording off / on) can be interleaved. */
+typedef struct backend {
+    const char *name;
+    int (*alloc)(void *ctx, void **p, size_t size);
+    void (*free)(void *ctx, void *p, size_t size);
+    void (*before)(void);
+    void *ctx;
+    int available; /* 0: library missing at run time, the column says n/a */
+    int peer;      /* a host allocator tidemark is compared with */
+} backend;
+
+/* replay_peers.c */
+enum { COL_CACHE, COL_CACHE_REC, COL_GLIBC, COL_JEMALLOC, COL_MIMALLOC, COL_COUNT };
+void peers_prepare_process(char **argv); /* before anything allocates much */
+void peers_fill(backend cols[COL_COUNT]);
+void use_cache(void);                    /* fresh tidemark cache, recording off */
+void cache_set_stream_ctx(backend *b, uintptr_t stream);
+extern const char *peers_policy_text;    /* how requests are treated */
+
+/* replay_run.c */
+typedef struct spread {
+    double median, min, max; /* ns per alloc+free pair */
+    double faults;           /* median minor page faults per pass */
+} spread;
+double now_s(void);
+int load_trace(const char *path, trace *t);
+void run_trace_rounds(backend cols[COL_COUNT], const trace *t, int rounds, spread out[COL_COUNT]);
+void run_hit_rounds(backend cols[COL_COUNT], size_t size, long iters, int rounds,
+                    spread out[COL_COUNT]);
+/* `threads` threads replay `t` at once, each with its own ids; ns per pair
+ * per thread = wall time until the slowest thread is done ÷ the trace's
+ * pairs (so perfect scaling keeps it flat).  Recording is off. */
+enum { TCOL_CACHE_SAME, TCOL_CACHE_STREAMS, TCOL_GLIBC, TCOL_JEMALLOC, TCOL_MIMALLOC, TCOL_COUNT };
+void run_thread_rounds(backend cols[COL_COUNT], const trace *t, int threads, int rounds,
+                       spread out[TCOL_COUNT]);
+
+#endif
