@@ -218,6 +218,7 @@ typedef struct worker {
     struct team *team;
     void **slots;
     int failed;
+    double start, end; /* seconds, taken by the worker itself */
 } worker;
 
 typedef struct team {
@@ -240,9 +241,11 @@ static void *worker_main(void *arg)
         backend b = *tm->job;
         if (tm->per_thread_stream)
             cache_set_stream_ctx(&b, (uintptr_t)w->index + 1);
+        w->start = now_s();
         for (int k = 0; k < tm->reps; k++)
             if (pass(&b, tm->t, w->slots) < 0)
                 w->failed = 1;
+        w->end = now_s();
         pthread_barrier_wait(&tm->done);
     }
 }
@@ -254,13 +257,17 @@ static double team_pass(team *tm, int threads, const backend *b, int per_thread_
     for (int i = 0; i < threads; i++)
         tm->w[i].failed = 0;
     pthread_barrier_wait(&tm->start);
-    double t0 = now_s();
     pthread_barrier_wait(&tm->done);
-    double s = now_s() - t0;
-    for (int i = 0; i < threads; i++)
+    /* From the first worker's start to the last one's end: the main thread
+     * may be descheduled on a small machine, so its own clock would lie. */
+    double first = tm->w[0].start, last = tm->w[0].end;
+    for (int i = 0; i < threads; i++) {
         if (tm->w[i].failed)
             return -1;
-    return s;
+        first = tm->w[i].start < first ? tm->w[i].start : first;
+        last = tm->w[i].end > last ? tm->w[i].end : last;
+    }
+    return last - first;
 }
 
 void run_thread_rounds(backend cols[COL_COUNT], const trace *t, int threads, int rounds,
