@@ -72,6 +72,13 @@ def child_env(out, hold=None):
                SIM_TORCH_REPORT=os.path.join(out, "report.json"))
     if hold:
         env["SIM_TORCH_HOLD"] = hold
+    if SAN and "libtsan" in SAN:
+        # The killed run's program is a shell's child: the shell, recorded
+        # with dump_on=signal, has tidemark's signal watcher thread, and its
+        # forked child starts its own (fork=follow).  glibc allows a thread
+        # in the child of a threaded process; ThreadSanitizer refuses it
+        # unless told.
+        env["TSAN_OPTIONS"] = (env.get("TSAN_OPTIONS", "") + ":die_after_fork=0").lstrip(":")
     return env
 
 
