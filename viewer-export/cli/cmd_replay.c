@@ -148,16 +148,62 @@ static void add_sweep(setting *s, size_t *n)
 typedef struct replayer {
     tdm_replay_fn fn;
     const tdm_replay_input *in;
+    uint64_t roomy; /* a device size tried first for "unlimited" */
 } replayer;
+
+/* A device the replay is unlikely to fill: four times every byte the
+ * trace asks for, at least 1 GiB.  "Unlimited" is tried on it first and
+ * on UNLIMITED only if it runs out: the sim device reserves its whole
+ * address range, and a range of 1 TiB is more than some processes may
+ * map (ThreadSanitizer's, under `ulimit -v`). */
+static uint64_t roomy_capacity(const tdm_replay_input *in)
+{
+    uint64_t sum = 0;
+    for (size_t i = 0; i < in->op_count; i++)
+        if (!in->ops[i].is_free)
+            sum += in->ops[i].size < UNLIMITED ? in->ops[i].size : UNLIMITED;
+    if (sum > UNLIMITED / 4)
+        return UNLIMITED;
+    sum *= 4;
+    return sum < ((uint64_t)1 << 30) ? (uint64_t)1 << 30 : sum;
+}
 
 static int run_one(const replayer *rp, const char *conf, uint64_t capacity,
                    tdm_replay_result *r, seg_log *log)
 {
     char why[512];
-    int st = rp->fn(conf, capacity, rp->in->ops, rp->in->op_count, rp->in->ids,
+    int st;
+    if (capacity == UNLIMITED && rp->roomy < UNLIMITED) {
+        size_t mark_n = log ? log->n : 0;
+        int mark_failed = log ? log->failed : 0;
+        st = rp->fn(conf, rp->roomy, rp->in->ops, rp->in->op_count, rp->in->ids,
                     log ? log_segment : NULL, log, r, why, sizeof why);
+        if (st != TDM_OK || r->ooms == 0)
+            goto done;
+        if (log) { /* the segments of the try are not the replay's */
+            log->n = mark_n;
+            log->failed = mark_failed;
+        }
+    }
+    st = rp->fn(conf, capacity, rp->in->ops, rp->in->op_count, rp->in->ids,
+                log ? log_segment : NULL, log, r, why, sizeof why);
+done:
     if (st == TDM_BAD_CONFIG) {
-        fprintf(stderr, "tidemark replay: --conf %s: %s\n", conf, why[0] ? why : "refused");
+        /* The parser words its line for TIDEMARK_CONF in a running
+         * program; here only the reason is news. */
+        const char *reason = why;
+        static const char lead[] = "tidemark: TIDEMARK_CONF: ";
+        static const char tail[] = "; recording is off";
+        if (strncmp(reason, lead, sizeof lead - 1) == 0)
+            reason += sizeof lead - 1;
+        size_t len = strlen(reason);
+        if (len >= sizeof tail - 1 && strcmp(reason + len - (sizeof tail - 1), tail) == 0)
+            len -= sizeof tail - 1;
+        if (len == 0) {
+            reason = "refused";
+            len = strlen(reason);
+        }
+        fprintf(stderr, "tidemark replay: --conf %s: %.*s\n", conf, (int)len, reason);
         return TDM_EXIT_BAD_INPUT;
     }
     if (st != TDM_OK) {
@@ -417,7 +463,7 @@ static int replay_file(const char *path, replay_opts *o)
     for (size_t i = 0; i < o->conf_count; i++)
         add_setting(s, &n, o->confs[i], o->confs[i]);
 
-    replayer rp = {.fn = load_replayer(), .in = &in};
+    replayer rp = {.fn = load_replayer(), .in = &in, .roomy = roomy_capacity(&in)};
     char timeline[256] = "";
     int timeline_ok = 0;
     if (!rp.fn)
