@@ -70,8 +70,12 @@ echo "killed $killed of $kills runs; $partial recovered a strict prefix"
 [ "$killed" -ge 40 ] || fail "only $killed of $kills runs were killed mid-run"
 [ "$partial" -ge 20 ] || fail "only $partial runs were killed before their last event"
 
-# The recovered snapshot says what it is.
-i=$(for i in $(seq 0 $((kills - 1))); do [ -e "$work/r$i.tdm" ] && echo "$i" && break; done)
+# The recovered snapshot says what it is, and names the program's code
+# (the run recovered with the most events: one killed before its first
+# allocation has no site to show).
+i=$(for i in $(seq 0 $((kills - 1))); do
+      [ -e "$work/r$i.seq" ] && echo "$(wc -l <"$work/r$i.seq") $i"
+    done | sort -n | tail -n 1 | cut -d' ' -f2)
 expect 0 "summary of a recovered snapshot" -- "$TIDEMARK" summary "$work/r$i.tdm"
 has out "recovered from spill; partial; last event at"
 has out "train_sim.c"
