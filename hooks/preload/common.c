@@ -31,7 +31,9 @@
  * through the hook.  Such a stale mark is dropped instead of turning
  * every later hook of the thread into a silent pass-through.
  * Default (dynamic) TLS model: the preload library may also be dlopen()ed
- * (by a test, or a launcher), which initial-exec TLS would refuse. */
+ * (a launcher, hooks.infra.test_preload_dlopen), and initial-exec TLS
+ * would need its whole TLS block (over 4 KiB) in glibc's static TLS
+ * surplus, which is smaller: the dlopen would fail. */
 static __thread uintptr_t inside_at;
 
 int tdm__hook_enter(void)
