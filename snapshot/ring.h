@@ -104,6 +104,10 @@ static inline void tdm__ring_push_words(tdm__ring *ring, uint64_t w0,
                                         uint64_t w4, uint64_t w5, uint64_t w6)
 {
     tdm__ring_writer *me = &tdm__ring_me;
+    /* Keeps the address in a register: otherwise the compiler recomputes
+     * it after each signal fence below, and in a dynamically loadable
+     * library each computation is a TLS-descriptor call. */
+    __asm__("" : "+r"(me));
     /* A signal handler recording on a thread it interrupted inside a push
      * (or a claim) would find this thread's chunk half updated: its event
      * is dropped and counted instead. */

@@ -30,9 +30,15 @@
  * gone without its tdm__hook_leave: a C++ exception (or longjmp) went
  * through the hook.  Such a stale mark is dropped instead of turning
  * every later hook of the thread into a silent pass-through.
- * Default (dynamic) TLS model: the preload library may also be dlopen()ed
- * (by a test, or a launcher), which initial-exec TLS would refuse. */
-static __thread uintptr_t inside_at;
+ * Initial-exec TLS model: read and written at every hooked call, and so a
+ * plain %fs-relative access instead of a TLS-descriptor call.  The library
+ * is meant for LD_PRELOAD (loaded at start, into the static TLS block); a
+ * late dlopen() (a launcher) still works because this library's TLS is a
+ * few words, which fit the surplus glibc keeps for such libraries
+ * (hooks.infra.test_preload_dlopen: keep big objects out of its TLS).
+ * libtidemark.so keeps the dynamic model: Python and PyTorch dlopen it,
+ * among many other libraries. */
+static __thread uintptr_t inside_at __attribute__((tls_model("initial-exec")));
 
 int tdm__hook_enter(void)
 {

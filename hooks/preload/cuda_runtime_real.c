@@ -16,6 +16,7 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
 
@@ -78,12 +79,15 @@ static void *default_resolve(int f)
     if (p == NULL || tdm__cuda_is_ours(p)) {
         /* cudart in a private scope (dlopen'ed RTLD_LOCAL, e.g. by a
          * Python extension): RTLD_NEXT cannot see it, its object can. */
-        static __thread objects o; /* 4 KiB: off the program's stack */
-        o.n = 0;
+        /* 4 KiB: off the program's stack, and off this library's TLS,
+         * which stays a few words (its guard is initial-exec: common.c). */
+        objects *o = calloc(1, sizeof *o);
+        if (o == NULL)
+            return NULL;
         p = NULL;
-        dl_iterate_phdr(collect, &o);
-        for (int i = 0; i < o.n && p == NULL; i++) {
-            void *h = dlopen(o.name[i], RTLD_LAZY | RTLD_NOLOAD);
+        dl_iterate_phdr(collect, o);
+        for (int i = 0; i < o->n && p == NULL; i++) {
+            void *h = dlopen(o->name[i], RTLD_LAZY | RTLD_NOLOAD);
             if (h == NULL)
                 continue;
             void *q = tdm__hook_real_dlsym(h, rt_names[f]);
@@ -91,6 +95,7 @@ static void *default_resolve(int f)
             if (q && !tdm__cuda_is_ours(q))
                 p = q;
         }
+        free(o);
     }
     return p;
 }
