@@ -81,19 +81,8 @@ void tdm__cli_replay_help(FILE *out)
  * the caching allocator.  Prints the line and returns -1 when refused. */
 static int check_conf_keys(const char *conf)
 {
-    const char *p = conf;
-    while (*p) {
-        const char *b = p;
-        int depth = 0;
-        while (*p && (*p != ',' || depth > 0)) {
-            depth += *p == '[' ? 1 : *p == ']' ? -1 : 0;
-            p++;
-        }
-        const char *e = p;
-        if (*p)
-            p++;
-        while (b < e && (*b == ' ' || *b == '\t'))
-            b++;
+    const char *p = conf, *b, *e;
+    while ((b = tdm__replay_conf_item(&p, &e))) {
         const char *eq = NULL;
         for (const char *q = b; q < e && !eq; q++)
             if (*q == '=')

@@ -106,23 +106,29 @@ int tdm__replay_key_allowed(const char *key, size_t len)
     return 0;
 }
 
+const char *tdm__replay_conf_item(const char **p, const char **end)
+{
+    if (!**p)
+        return NULL;
+    /* An item ends at a comma outside [...] (roundup lists hold commas). */
+    const char *b = *p, *q = *p;
+    int depth = 0;
+    while (*q && (*q != ',' || depth > 0)) {
+        depth += *q == '[' ? 1 : *q == ']' ? -1 : 0;
+        q++;
+    }
+    *end = q;
+    *p = *q ? q + 1 : q;
+    while (b < q && (*b == ' ' || *b == '\t'))
+        b++;
+    return b;
+}
+
 void tdm__replay_conf_pick(const char *conf, char *out, size_t cap)
 {
     size_t len = strlen(out);
-    const char *p = conf ? conf : "";
-    while (*p) {
-        /* An item ends at a comma outside [...] (roundup lists hold commas). */
-        const char *b = p;
-        int depth = 0;
-        while (*p && (*p != ',' || depth > 0)) {
-            depth += *p == '[' ? 1 : *p == ']' ? -1 : 0;
-            p++;
-        }
-        const char *e = p;
-        if (*p)
-            p++;
-        while (b < e && (*b == ' ' || *b == '\t'))
-            b++;
+    const char *p = conf ? conf : "", *b, *e;
+    while ((b = tdm__replay_conf_item(&p, &e))) {
         const char *eq = memchr(b, '=', (size_t)(e - b));
         if (!eq)
             continue;

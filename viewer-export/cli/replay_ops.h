@@ -40,5 +40,9 @@ int tdm__replay_key_allowed(const char *key, size_t len);
 /* Appends to `out` (NUL-terminated, `cap` bytes) the items of TIDEMARK_CONF
  * text `conf` whose keys replay changes, comma-separated. */
 void tdm__replay_conf_pick(const char *conf, char *out, size_t cap);
+/* The next item of a TIDEMARK_CONF-style list at *p (K=V, commas inside
+ * [...] kept): its first non-blank character, its end in *end; *p moves
+ * past it and its comma.  NULL at the end of the list. */
+const char *tdm__replay_conf_item(const char **p, const char **end);
 
 #endif

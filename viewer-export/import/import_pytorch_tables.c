@@ -281,15 +281,11 @@ int tdm__pti_get_bits(im *c, const tdm_pkv *d, const char *key, int required,
 int tdm__pti_get_u64(im *c, const tdm_pkv *d, const char *key, int required,
                    const where_t *w, uint64_t *out)
 {
-    const tdm_pkv *v = tdm__pk_get(d, key);
-    if (!v || v->type == TDM_PKV_NONE) {
-        if (required)
-            return tdm__pti_fail(c, d, w, "'%s' is missing", key);
-        return 0;
-    }
-    if (tdm__pk_u64(v, out) != 0)
-        return tdm__pti_fail(c, v, w, "'%s' is %s, not int", key, tdm__pk_type_name(v));
+    int got = tdm__pti_get_bits(c, d, key, required, w, out);
+    if (got != 1)
+        return got;
     /* A negative size or address would wrap to a huge one. */
+    const tdm_pkv *v = tdm__pk_get(d, key);
     if (!v->big && v->v.i < 0)
         return tdm__pti_fail_range(c, v, w, key, 0, UINT64_MAX);
     return 1;
