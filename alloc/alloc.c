@@ -365,37 +365,25 @@ __attribute__((noinline)) tdm_status tdm__alloc_free_as(void *ptr, unsigned skip
         return TDM_UNKNOWN_POINTER;
     tdm__ptr_rec rec;
     uint64_t key = (uint64_t)(uintptr_t)ptr;
-    /* Both modes remove the pointer under the device lock, so a block (or
-     * record) and its map entry always change together. */
     tdm_status st;
     uint32_t free_stack = 0;
-    if (tdm__alloc_g.mode == TDM__MODE_CACHE) {
-        /* One device: no need to look the pointer up twice. */
-        int device = 0;
-        if (tdm__alloc_g.device_count > 1) {
-            st = tdm__ptrmap_get(&tdm__alloc_g.map, key, &rec);
-            if (st != TDM_OK)
-                return st;
-            device = rec.device;
-        }
-        if (tdm__rec_on())
-            free_stack = tdm__rec_free_stack(skip + 1);
-        st = tdm__cache_free(key, device, free_stack, on_stream, stream);
-    } else {
-        /* As in cache mode, the removal itself is under the device lock
-         * (tdm__pt_free), so the map, the stats and the events change
-         * together; the lookup only finds the device. */
-        int device = 0;
-        if (tdm__alloc_g.device_count > 1) {
-            st = tdm__ptrmap_get(&tdm__alloc_g.map, key, &rec);
-            if (st != TDM_OK)
-                return st;
-            device = rec.device;
-        }
-        if (tdm__rec_on())
-            free_stack = tdm__rec_free_stack(skip + 1);
-        st = tdm__pt_free(key, device, free_stack);
+    /* The lookup only finds the device (one device: no need to look the
+     * pointer up twice); both modes remove the pointer under the device
+     * lock (tdm__cache_free, tdm__pt_free), so a block or record, its map
+     * entry, the stats and the events change together. */
+    int device = 0;
+    if (tdm__alloc_g.device_count > 1) {
+        st = tdm__ptrmap_get(&tdm__alloc_g.map, key, &rec);
+        if (st != TDM_OK)
+            return st;
+        device = rec.device;
     }
+    if (tdm__rec_on())
+        free_stack = tdm__rec_free_stack(skip + 1);
+    if (tdm__alloc_g.mode == TDM__MODE_CACHE)
+        st = tdm__cache_free(key, device, free_stack, on_stream, stream);
+    else
+        st = tdm__pt_free(key, device, free_stack);
     __asm__ volatile("" ::: "memory");
     return st;
 }

@@ -133,6 +133,18 @@ void tdm__pti_escape(char *dst, size_t cap, const char *src, size_t n)
         dst[o < cap ? o : cap - 1] = '\0';
 }
 
+/* "list[i][j]: ", "list[i]: " or "list: ": where in the pickle an error is,
+ * for its message ("" without a place). */
+static void where_text(char *out, size_t len, const where_t *w)
+{
+    if (w && w->j >= 0)
+        snprintf(out, len, "%s[%ld][%ld]: ", w->list, w->i, w->j);
+    else if (w && w->i >= 0)
+        snprintf(out, len, "%s[%ld]: ", w->list, w->i);
+    else if (w)
+        snprintf(out, len, "%s: ", w->list);
+}
+
 int tdm__pti_fail(im *c, const tdm_pkv *at, const where_t *w, const char *fmt, ...)
 {
     if (c->status != TDM_OK)
@@ -147,12 +159,7 @@ int tdm__pti_fail(im *c, const tdm_pkv *at, const where_t *w, const char *fmt, .
      * so that a terminal or a script decoding the tool's output as UTF-8
      * gets text. */
     tdm__pti_escape(msg, sizeof msg, raw, sizeof raw);
-    if (w && w->j >= 0)
-        snprintf(path, sizeof path, "%s[%ld][%ld]: ", w->list, w->i, w->j);
-    else if (w && w->i >= 0)
-        snprintf(path, sizeof path, "%s[%ld]: ", w->list, w->i);
-    else if (w)
-        snprintf(path, sizeof path, "%s: ", w->list);
+    where_text(path, sizeof path, w);
     if (c->err)
         snprintf(c->err, c->errlen, "at byte %u: %s%s", at ? at->at : 0, path, msg);
     return -1;
@@ -231,12 +238,7 @@ int tdm__pti_fail_range(im *c, const tdm_pkv *v, const where_t *w, const char *k
         return -1;
     c->status = TDM_FORMAT_ERROR;
     char path[64] = "", value[24];
-    if (w && w->j >= 0)
-        snprintf(path, sizeof path, "%s[%ld][%ld]: ", w->list, w->i, w->j);
-    else if (w && w->i >= 0)
-        snprintf(path, sizeof path, "%s[%ld]: ", w->list, w->i);
-    else if (w)
-        snprintf(path, sizeof path, "%s: ", w->list);
+    where_text(path, sizeof path, w);
     if (v->big)
         snprintf(value, sizeof value, "%" PRIu64, v->v.u);
     else
