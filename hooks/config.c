@@ -154,10 +154,8 @@ static int parse_regex(const tdm__conf_key *key, const char *value, void *field,
     if (!value[0])
         return 0;
     regex_t re;
-    int rc = regcomp(&re, value, REG_EXTENDED | REG_NOSUB);
-    if (rc != 0) {
-        char msg[128];
-        regerror(rc, &re, msg, sizeof msg);
+    char msg[128];
+    if (tdm__regex_compile(&re, value, msg, sizeof msg) != 0) {
         tdm__config_why(why, why_len, "not a regular expression: %s", msg);
         return -1;
     }

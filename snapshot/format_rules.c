@@ -75,16 +75,118 @@ static char *read_word(const char **p, int quoted_ok, const char **why)
     return out;
 }
 
+/* The bracket expression at p ('['): where it ends (past its ']'). */
+static const char *skip_bracket(const char *p)
+{
+    p++;
+    if (*p == '^')
+        p++;
+    if (*p == ']')
+        p++; /* a leading ']' is a member */
+    while (*p && *p != ']') {
+        if (p[0] == '[' && (p[1] == ':' || p[1] == '.' || p[1] == '=')) {
+            char end = p[1];
+            const char *q = strchr(p + 2, end);
+            p = q && q[1] == ']' ? q + 2 : p + 1;
+        } else {
+            p++;
+        }
+    }
+    return *p ? p + 1 : p;
+}
+
+/* 0 when `pattern` compiles to a tree of bounded size; else -1 and why.
+ * Weights: an atom 1; a group the sum of its atoms; "+" doubles what it
+ * follows (the library copies it), "{m,n}" multiplies it by max(m,n)+1. */
+static int regex_bounded(const char *pattern, char *why, size_t why_len)
+{
+    enum { DEPTH = 64 };
+    uint64_t group[DEPTH], last = 0;
+    int depth = 0, after_rep = 0;
+    group[0] = 0;
+    for (const char *p = pattern; *p;) {
+        uint64_t factor = 0, atom = 0;
+        if (*p == '*' || *p == '?' || *p == '+') {
+            factor = *p == '+' ? 2 : 1;
+            p++;
+        } else if (*p == '{' && p[1] >= '0' && p[1] <= '9') {
+            char *end;
+            unsigned long m = strtoul(p + 1, &end, 10), n = m;
+            if (*end == ',')
+                n = end[1] >= '0' && end[1] <= '9' ? strtoul(end + 1, &end, 10) : m, end++;
+            if (*end != '}')
+                return 0; /* regcomp says what is wrong */
+            factor = (m > n ? m : n) + 1;
+            p = end + 1;
+        } else if (*p == '(') {
+            if (depth + 1 >= DEPTH) {
+                snprintf(why, why_len, "groups nested more than %d deep", DEPTH - 1);
+                return -1;
+            }
+            group[++depth] = 0;
+            after_rep = 0;
+            p++;
+            continue;
+        } else if (*p == ')' && depth > 0) {
+            atom = group[depth--];
+            atom = atom ? atom : 1;
+            p++;
+        } else if (*p == '|') {
+            after_rep = 0;
+            p++;
+            continue;
+        } else if (*p == '[') {
+            atom = 1;
+            p = skip_bracket(p);
+        } else {
+            atom = 1;
+            p += *p == '\\' && p[1] ? 2 : 1;
+        }
+        if (factor) {
+            if (after_rep) {
+                snprintf(why, why_len, "stacked repetition (a repeat of a repeat, such as "
+                                       "'a++' or 'a{2}*') is not supported");
+                return -1;
+            }
+            after_rep = 1;
+            if (factor > TDM_REGEX_MAX_EXPANSION)
+                factor = TDM_REGEX_MAX_EXPANSION + 1;
+            group[depth] += last * (factor - 1);
+            last *= factor;
+        } else {
+            after_rep = 0;
+            group[depth] += atom;
+            last = atom;
+        }
+        if (group[depth] > TDM_REGEX_MAX_EXPANSION || last > TDM_REGEX_MAX_EXPANSION) {
+            snprintf(why, why_len, "too large once its repetitions are expanded "
+                                   "(more than %d pieces)", TDM_REGEX_MAX_EXPANSION);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int tdm__regex_compile(regex_t *re, const char *pattern, char *why, size_t why_len)
+{
+    if (regex_bounded(pattern, why, why_len) != 0)
+        return -1;
+    int rc = regcomp(re, pattern, REG_EXTENDED | REG_NOSUB);
+    if (rc != 0) {
+        regerror(rc, re, why, why_len);
+        return -1;
+    }
+    return 0;
+}
+
 static int compile(regex_t *re, const char *key, const char *value, char *why, size_t len)
 {
     if (!value[0]) {
         say(why, len, "%s= is empty", key);
         return -1;
     }
-    int rc = regcomp(re, value, REG_EXTENDED | REG_NOSUB);
-    if (rc != 0) {
-        char msg[128];
-        regerror(rc, re, msg, sizeof msg);
+    char msg[128];
+    if (tdm__regex_compile(re, value, msg, sizeof msg) != 0) {
         say(why, len, "%s='%s' is not a regular expression: %s", key, value, msg);
         return -1;
     }

@@ -54,6 +54,15 @@ int tdm__category_rules_load(tdm_category_rules *rules, const char *path, char *
                              size_t err_len);
 void tdm__category_rules_free(tdm_category_rules *rules);
 
+/* regcomp(REG_EXTENDED | REG_NOSUB) of a pattern a user gave (hide=,
+ * --hide/--focus, rules files), after refusing what the C library would
+ * expand into gigabytes while compiling it: a repetition of a repetition
+ * ("a++", "a{2}*") and repetition counts whose product, over nested
+ * groups, passes TDM_REGEX_MAX_EXPANSION.  0, or -1 with the reason in
+ * why (regerror's text for a pattern regcomp refuses). */
+#define TDM_REGEX_MAX_EXPANSION 10000
+int tdm__regex_compile(regex_t *re, const char *pattern, char *why, size_t why_len);
+
 /* Nonzero when rule `r` matches a frame with this function name and file
  * (NULL reads as ""). */
 int tdm__category_rule_matches(const tdm_category_rule *r, const char *function,

@@ -190,6 +190,13 @@ static void hide_takes_regular_expressions(void **state)
     assert_string_equal(cfg.dump, "x.tdm");
     parse_bad("hide=(", "'('", "not a regular expression");
     parse_bad("hide=a{2", "'a{2'", "'hide'");
+    /* Patterns the C library would expand into gigabytes when compiling
+     * them, in the recorded program (a fuzzer's finding: 30 stacked '+'
+     * took 3 GB): refused before they are compiled. */
+    parse_bad("hide=\x01+++++++++++++++++++++++++++++^foo(bar|baz)$", "'hide'",
+              "stacked repetition");
+    parse_bad("hide=((((a{99}){99}){99}){99})", "'hide'", "too large");
+    parse_ok("hide=^(c10::|at::)[a-z_]+(\\.isra)?$,hide=x{2}y*z?");
 }
 
 static void max_entries_accepts_whole_numbers(void **state)

@@ -5,6 +5,7 @@
 #include "hash.h"
 #include "names.h"
 #include "sites.h"
+#include "format_rules.h"
 
 #include <regex.h>
 #include <stdio.h>
@@ -71,10 +72,8 @@ static int regex_list_compile(regex_list *l, const char *opt, const char *const 
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
-        int rc = regcomp(&l->re[i], pat[i], REG_EXTENDED | REG_NOSUB);
-        if (rc != 0) {
-            char why[128];
-            regerror(rc, &l->re[i], why, sizeof why);
+        char why[128];
+        if (tdm__regex_compile(&l->re[i], pat[i], why, sizeof why) != 0) {
             snprintf(err, err_len, "%s '%s': %s", opt, pat[i], why);
             regex_list_free(l);
             return -1;
@@ -508,7 +507,8 @@ static tdm_status add_conf_hides(const tdm_snap *snap, regex_list *saved)
     for (int i = 0; i < n; i++) {
         /* A pattern the recorder accepted but this reader cannot compile
          * hides nothing: said once, the stacks stay readable. */
-        if (regcomp(&merged.re[merged.n], pats[i], REG_EXTENDED | REG_NOSUB) == 0)
+        char why[128];
+        if (tdm__regex_compile(&merged.re[merged.n], pats[i], why, sizeof why) == 0)
             merged.n++;
         else
             fprintf(stderr, "tidemark: warning: hide='%s' of the recording's config is no "
