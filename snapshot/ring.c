@@ -130,6 +130,9 @@ tdm_status tdm__ring_create(uint64_t capacity, tdm__ring **out)
     r->map_bytes = bytes;
     r->spill_offset = spill_offset;
     atomic_init(&r->spill_reserved, head + state_bytes);
+    r->spill_ahead = spill_offset ? tdm__spill_ahead_add(r, spill_offset, &r->spill_reserved,
+                                                         bytes)
+                                  : -1;
     atomic_init(&r->claims, 0);
     atomic_init(&r->given_back, 0);
     atomic_init(&r->refused, 0);
@@ -153,8 +156,11 @@ void tdm__ring_retire(tdm__ring *ring)
      * writers, whose slot stores then land in fresh zero pages. */
     uintptr_t start = ((uintptr_t)ring->slots + 4095) & ~(uintptr_t)4095;
     uintptr_t end = ((uintptr_t)ring + ring->map_bytes) & ~(uintptr_t)4095;
-    if (ring->spill_offset)
+    if (ring->spill_offset) {
+        tdm__spill_ahead_remove(ring->spill_ahead);
+        ring->spill_ahead = -1;
         tdm__spill_unpublish_ring(ring->spill_offset);
+    }
     if (end > start && ring->spill_offset)
         tdm__spill_discard((void *)start, end - start);
     else if (end > start)
@@ -175,16 +181,22 @@ void tdm__ring_destroy(tdm__ring *ring)
     pthread_mutex_unlock(&live_lock);
     if (tdm__ring_me.ring_id == ring->id)
         tdm__ring_me.ring_id = 0;
+    if (ring->spill_offset)
+        tdm__spill_ahead_remove(ring->spill_ahead);
     munmap(ring, ring->map_bytes);
 }
 
 /* Whether chunk c's slots are reserved in the spill file (reserving the
- * next 1 MiB or more when they are not). */
+ * next 1 MiB or more when they are not).  Until the ring has wrapped the
+ * spill's grower is asked to stay ahead, so this rarely reserves itself. */
 static int spill_room(tdm__ring *ring, uint64_t c)
 {
     uint64_t end = (uint64_t)((char *)&ring->slots[(c + 1) << ring->chunk_shift] -
                               (char *)ring);
-    if (end <= atomic_load_explicit(&ring->spill_reserved, memory_order_acquire))
+    uint64_t have = atomic_load_explicit(&ring->spill_reserved, memory_order_acquire);
+    if (have < ring->map_bytes && ring->spill_ahead >= 0)
+        tdm__spill_ahead_ask(ring->spill_ahead, end);
+    if (end <= have)
         return 1;
     return tdm__spill_grow(ring->spill_offset, &ring->spill_reserved, end, ring->map_bytes);
 }
@@ -278,6 +290,7 @@ static void detach_from_spill(tdm__ring *r)
     if (m != MAP_FAILED) {
         memcpy(r, copy, keep);
         r->spill_offset = 0;
+        r->spill_ahead = -1;
     }
     munmap(copy, keep);
 }

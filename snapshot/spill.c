@@ -60,36 +60,17 @@ static int reserve_locked(uint64_t offset, uint64_t len)
     return posix_fallocate(sp.fd, (off_t)offset, (off_t)len) == 0 ? 0 : -1;
 }
 
+int tdm__spill_fallocate(uint64_t offset, uint64_t len)
+{
+    return sp.fd >= 0 ? reserve_locked(offset, len) : -1;
+}
+
 int tdm__spill_reserve(uint64_t offset, uint64_t len)
 {
     pthread_mutex_lock(&sp.lock);
     int rc = sp.fd >= 0 ? reserve_locked(offset, len) : -1;
     pthread_mutex_unlock(&sp.lock);
     return rc;
-}
-
-int tdm__spill_grow(uint64_t region_offset, _Atomic uint64_t *reserved, uint64_t need,
-                    uint64_t limit)
-{
-    /* Its own lock: a signal handler never gets here on a thread inside
-     * a push (the ring's busy flag drops its event first), so no thread
-     * waits for itself; and no other lock is taken under it. */
-    static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&grow_lock);
-    int ok = 1;
-    uint64_t have = atomic_load_explicit(reserved, memory_order_relaxed);
-    if (need > have) {
-        uint64_t want = have + ((uint64_t)1 << 20);
-        if (want < need)
-            want = need;
-        if (want > limit)
-            want = limit;
-        ok = sp.fd >= 0 && reserve_locked(region_offset + have, want - have) == 0;
-        if (ok)
-            atomic_store_explicit(reserved, want, memory_order_release);
-    }
-    pthread_mutex_unlock(&grow_lock);
-    return ok;
 }
 
 /* ---- modules ------------------------------------------------------------ */
@@ -410,6 +391,7 @@ void tdm__spill_fork_child(void)
 {
     if (!tdm__spill_active())
         return;
+    tdm__spill_ahead_fork_child();
     /* Another thread of the parent may have held the lock: it is not here. */
     pthread_mutex_init(&sp.lock, NULL);
     atomic_store_explicit(&active, 0, memory_order_release);

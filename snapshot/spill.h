@@ -45,11 +45,37 @@ const char *tdm__spill_path(void);
 void *tdm__spill_map(size_t bytes, size_t reserve, size_t room, uint64_t *offset);
 /* Reserves [offset, offset + len) of the file; 0 on success. */
 int tdm__spill_reserve(uint64_t offset, uint64_t len);
-/* Reserves the region at `region_offset` up to at least byte `need` (in
- * steps of 1 MiB, at most `limit`), *reserved being what is reserved so
- * far.  1 when reserved; 0 when the file system has no room. */
+/* Reserves [offset, offset + len) without the spill lock, for callers
+ * that serialise among themselves (spill_grow.c); the file stays open
+ * until the process exits or forks. */
+int tdm__spill_fallocate(uint64_t offset, uint64_t len);
+
+/* ---- growing a region ahead of its writers (spill_grow.c) --------------
+ * A region reserved step by step (the ring's slots) is registered here.
+ * Writers ask for room ahead of where they write; a thread of tidemark's
+ * own (started with the first region, every signal blocked) reserves and
+ * pre-faults it, so that the hot path does not pay for the file system's
+ * page allocation.  A writer that overtakes it reserves synchronously. */
+
+/* Registers the region mapped at `base` (file offset `offset`, `limit`
+ * bytes), *reserved bytes of it reserved so far.  Returns its handle, or
+ * -1 (no room in the table: the writers grow it synchronously). */
+int tdm__spill_ahead_add(void *base, uint64_t offset, _Atomic uint64_t *reserved,
+                         uint64_t limit);
+/* Forgets a region; returns once the thread no longer touches it. */
+void tdm__spill_ahead_remove(int handle);
+/* A writer is about to write up to byte `end` of region `handle`: asks
+ * the thread to keep a window ahead of it reserved.  A load and a compare
+ * unless the window must move; async-signal-safe. */
+void tdm__spill_ahead_ask(int handle, uint64_t end);
+/* Reserves the region at `region_offset` up to at least byte `need` now
+ * (in steps of 1 MiB, at most `limit`), *reserved being what is reserved
+ * so far.  1 when reserved; 0 when the file system has no room. */
 int tdm__spill_grow(uint64_t region_offset, _Atomic uint64_t *reserved, uint64_t need,
                     uint64_t limit);
+/* In a forked child: the thread is gone; forget every region. */
+void tdm__spill_ahead_fork_child(void);
+
 /* Gives a region's pages back: they read as zeros afterwards. */
 void tdm__spill_discard(void *addr, size_t bytes);
 

@@ -1,0 +1,162 @@
+/* tests/unit/test_spill_grow.c: the spill file's space is reserved ahead
+ * of the ring's writers by the spill's own thread, so that a ring's first
+ * lap does not pay for the file system's page allocation on the hot path
+ * (snapshot/spill_grow.c).  The thread must stay ahead, stop at the ring's
+ * end, leave a retired ring alone, and a forked child (no such thread)
+ * must still record. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "ring.h"
+#include "spill.h"
+
+#define MIB ((uint64_t)1 << 20)
+
+static char path[256];
+
+static int open_spill(void **state)
+{
+    (void)state;
+    const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(path, sizeof path, "%s/tdm-test-spill-grow-%d", dir, (int)getpid());
+    char why[256];
+    if (tdm__spill_open(path, "", "sim", why, sizeof why) != TDM_OK) {
+        fprintf(stderr, "cannot open spill %s: %s\n", path, why);
+        return -1;
+    }
+    return 0;
+}
+
+static int remove_spill(void **state)
+{
+    (void)state;
+    tdm__spill_remove();
+    return 0;
+}
+
+static uint64_t reserved(tdm__ring *r)
+{
+    return atomic_load_explicit(&r->spill_reserved, memory_order_acquire);
+}
+
+/* Waits up to 5 s for the grower to reserve `want` bytes of the ring. */
+static uint64_t wait_reserved(tdm__ring *r, uint64_t want)
+{
+    for (int i = 0; i < 5000 && reserved(r) < want; i++) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    return reserved(r);
+}
+
+static void push_n(tdm__ring *r, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        tdm_event ev = {.time_ns = 1 + i, .addr = i, .size = 64, .action = TDM_ACTION_ALLOC};
+        tdm__ring_push(r, &ev);
+    }
+}
+
+static void grower_stays_ahead_of_the_writer(void **state)
+{
+    (void)state;
+    tdm__ring *r = NULL;
+    assert_int_equal(tdm__ring_create(1 << 20, &r), TDM_OK); /* 64 MiB of slots */
+    assert_true(r->spill_offset != 0);
+    assert_true(r->spill_ahead >= 0);
+    uint64_t start = reserved(r);
+    push_n(r, 1000); /* one chunk's claim asks for a window ahead */
+    uint64_t written = (uint64_t)((char *)&r->slots[1024] - (char *)r);
+    /* The writer reserved at most one step itself; the rest is the
+     * grower's, which goes on after the writer stopped. */
+    uint64_t got = wait_reserved(r, written + 4 * MIB);
+    assert_true(got >= written + 4 * MIB);
+    assert_true(got > start + 2 * MIB);
+    /* ...but not past the window: a ring's file space is not committed
+     * before its events come. */
+    struct timespec settle = {0, 50 * 1000000};
+    nanosleep(&settle, NULL);
+    assert_true(reserved(r) <= written + 16 * MIB);
+    tdm__ring_retire(r);
+    tdm__ring_destroy(r);
+}
+
+static void grower_stops_at_the_ring_end(void **state)
+{
+    (void)state;
+    tdm__ring *r = NULL;
+    assert_int_equal(tdm__ring_create(8192, &r), TDM_OK); /* under 1 MiB */
+    push_n(r, 3 * 8192); /* laps */
+    assert_int_equal(wait_reserved(r, r->map_bytes), r->map_bytes);
+    struct timespec settle = {0, 20 * 1000000};
+    nanosleep(&settle, NULL);
+    assert_int_equal(reserved(r), r->map_bytes);
+    tdm__ring_retire(r);
+    tdm__ring_destroy(r);
+}
+
+static void retired_ring_is_left_alone(void **state)
+{
+    (void)state;
+    tdm__ring *r = NULL;
+    assert_int_equal(tdm__ring_create(1 << 20, &r), TDM_OK);
+    push_n(r, 1000);
+    int handle = r->spill_ahead;
+    assert_true(handle >= 0);
+    tdm__ring_retire(r);
+    assert_int_equal(r->spill_ahead, -1);
+    uint64_t at_retire = reserved(r);
+    struct timespec settle = {0, 30 * 1000000};
+    nanosleep(&settle, NULL);
+    assert_int_equal(reserved(r), at_retire);
+    tdm__ring_destroy(r);
+    /* Its entry is free again: a new ring gets a grower too. */
+    tdm__ring *again = NULL;
+    assert_int_equal(tdm__ring_create(1 << 20, &again), TDM_OK);
+    assert_true(again->spill_ahead >= 0);
+    tdm__ring_retire(again);
+    tdm__ring_destroy(again);
+}
+
+static void forked_child_records_without_the_grower(void **state)
+{
+    (void)state;
+    tdm__ring *r = NULL;
+    assert_int_equal(tdm__ring_create(1 << 16, &r), TDM_OK);
+    push_n(r, 100);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        tdm__ring_fork_child(r);
+        if (r->spill_offset != 0 || r->spill_ahead != -1)
+            _exit(2);
+        push_n(r, 200000); /* wraps: private memory, no file */
+        _exit(tdm__ring_events(r) >= 200000 ? 0 : 3);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    tdm__ring_retire(r);
+    tdm__ring_destroy(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(grower_stays_ahead_of_the_writer),
+        cmocka_unit_test(grower_stops_at_the_ring_end),
+        cmocka_unit_test(retired_ring_is_left_alone),
+        cmocka_unit_test(forked_child_records_without_the_grower),
+    };
+    return cmocka_run_group_tests(tests, open_spill, remove_spill);
+}
