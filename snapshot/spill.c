@@ -62,7 +62,16 @@ static int reserve_locked(uint64_t offset, uint64_t len)
 
 int tdm__spill_fallocate(uint64_t offset, uint64_t len)
 {
-    return sp.fd >= 0 ? reserve_locked(offset, len) : -1;
+    if (sp.fd < 0)
+        return -1;
+    if (len == 0 || fallocate(sp.fd, FALLOC_FL_KEEP_SIZE, (off_t)offset, (off_t)len) == 0)
+        return 0;
+    return errno == EOPNOTSUPP ? 1 : -1;
+}
+
+int tdm__spill_write_zeros(uint64_t offset, uint64_t len)
+{
+    return sp.fd >= 0 && posix_fallocate(sp.fd, (off_t)offset, (off_t)len) == 0 ? 0 : -1;
 }
 
 int tdm__spill_reserve(uint64_t offset, uint64_t len)

@@ -9,10 +9,11 @@
  * can read the history back.  Layout: spill_layout.h.
  *
  * Cost: the hot path stores into the same slots as before; only the
- * memory behind them differs.  Space is reserved with fallocate when a
- * region is made (the ring whole, the stack records and frames in steps
- * on the insert path), so a full file system refuses a region instead of
- * raising SIGBUS at a store.
+ * memory behind them differs.  Space is reserved with fallocate before it
+ * is written (the ring's slots ahead of its writers, by the spill's own
+ * thread: spill_grow.c; the stack records and frames in steps on the
+ * insert path), so a full file system loses events instead of raising
+ * SIGBUS at a store.
  *
  * Lock: one mutex for opening, regions, publishing and module records
  * (rare paths; taken under stack.c's insert lock, never the other way).
@@ -45,10 +46,13 @@ const char *tdm__spill_path(void);
 void *tdm__spill_map(size_t bytes, size_t reserve, size_t room, uint64_t *offset);
 /* Reserves [offset, offset + len) of the file; 0 on success. */
 int tdm__spill_reserve(uint64_t offset, uint64_t len);
-/* Reserves [offset, offset + len) without the spill lock, for callers
- * that serialise among themselves (spill_grow.c); the file stays open
- * until the process exits or forks. */
+/* Reserves [offset, offset + len) with fallocate, without the spill lock
+ * (the file stays open until the process exits or forks); harmless on a
+ * range already reserved.  0 when reserved, -1 when no room, 1 when the
+ * file system has no fallocate: then tdm__spill_write_zeros reserves,
+ * which writes, so it must only run on a range no writer can be in. */
 int tdm__spill_fallocate(uint64_t offset, uint64_t len);
+int tdm__spill_write_zeros(uint64_t offset, uint64_t len);
 
 /* ---- growing a region ahead of its writers (spill_grow.c) --------------
  * A region reserved step by step (the ring's slots) is registered here.

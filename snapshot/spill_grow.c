@@ -13,9 +13,9 @@
  * core) reserve synchronously as before: the grower only moves work off
  * the hot path, never adds a condition to it.
  *
- * One lock serialises every reservation of a registered region (writers'
- * and the grower's) and the removal of a region, so a region is never
- * reserved after its ring was retired.
+ * Writers take no lock here.  One lock serialises the grower's steps with
+ * the removal of a region, so the grower never reserves a region after
+ * its ring was retired (which gave its pages back).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -45,6 +45,7 @@ typedef struct {
 
 static region regions[MAX_REGIONS];
 static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t zeros_lock = PTHREAD_MUTEX_INITIALIZER; /* no fallocate */
 static _Atomic uint32_t wake_word; /* futex: bumped by each ask */
 static int grower_started;         /* under grow_lock */
 
@@ -58,34 +59,52 @@ static void futex_wake(_Atomic uint32_t *word)
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
-/* Under grow_lock: reserves [have, to) of a region and publishes it. */
-static int reserve_step(uint64_t offset, _Atomic uint64_t *reserved, uint64_t have,
-                        uint64_t to)
+/* Publishes that a region is reserved up to `to`: the count only grows.
+ * fallocate of a range already allocated is harmless, so writers and the
+ * grower reserve without a lock between them and the largest end wins. */
+static void publish(_Atomic uint64_t *reserved, uint64_t to)
 {
-    if (tdm__spill_fallocate(offset + have, to - have) != 0)
-        return 0;
-    atomic_store_explicit(reserved, to, memory_order_release);
-    return 1;
+    uint64_t cur = atomic_load_explicit(reserved, memory_order_relaxed);
+    while (cur < to && !atomic_compare_exchange_weak_explicit(
+                           reserved, &cur, to, memory_order_release, memory_order_relaxed))
+        ;
 }
 
 int tdm__spill_grow(uint64_t region_offset, _Atomic uint64_t *reserved, uint64_t need,
                     uint64_t limit)
 {
-    /* A signal handler never gets here on a thread inside a push (the
-     * ring's busy flag drops its event first), so no thread waits for
-     * itself; and no other lock is taken under this one. */
-    pthread_mutex_lock(&grow_lock);
+    /* No lock: a writer that overtook the grower must not wait for it
+     * (descheduled while holding a lock, it would stall every writer). */
+    uint64_t have = atomic_load_explicit(reserved, memory_order_acquire);
+    if (need <= have)
+        return 1;
+    uint64_t want = have + STEP;
+    if (want < need)
+        want = need;
+    if (want > limit)
+        want = limit;
+    int rc = tdm__spill_fallocate(region_offset + have, want - have);
+    if (rc == 0) {
+        publish(reserved, want);
+        return 1;
+    }
+    if (rc < 0)
+        return 0;
+    /* No fallocate: zeros are written, which must never land on a range
+     * already published (a writer may be filling it), so these writers
+     * go one at a time and start from what is reserved under the lock. */
+    pthread_mutex_lock(&zeros_lock);
     int ok = 1;
-    uint64_t have = atomic_load_explicit(reserved, memory_order_relaxed);
+    have = atomic_load_explicit(reserved, memory_order_acquire);
     if (need > have) {
-        uint64_t want = have + STEP;
-        if (want < need)
-            want = need;
+        want = have + STEP < need ? need : have + STEP;
         if (want > limit)
             want = limit;
-        ok = reserve_step(region_offset, reserved, have, want);
+        ok = tdm__spill_write_zeros(region_offset + have, want - have) == 0;
+        if (ok)
+            publish(reserved, want);
     }
-    pthread_mutex_unlock(&grow_lock);
+    pthread_mutex_unlock(&zeros_lock);
     return ok;
 }
 
@@ -103,7 +122,9 @@ static int grow_one(region *r)
         return 0;
     uint64_t to = have + STEP < want ? have + STEP : want;
     if (tdm__spill_fallocate(r->offset + have, to - have) != 0) {
-        /* No room: the writers find out themselves and count the loss. */
+        /* No room, or a file system without fallocate (writing zeros
+         * ahead would race with the writers' own): the writers reserve
+         * themselves and count what finds no room. */
         atomic_store_explicit(&r->want, have, memory_order_relaxed);
         return 0;
     }
@@ -111,7 +132,7 @@ static int grow_one(region *r)
      * halves the grower's pace (4.3 -> 2.0 GB/s on tmpfs) below a
      * writer's (~3 GB/s of events), and a writer's fault on an allocated
      * page costs less than one on fresh anonymous memory. */
-    atomic_store_explicit(r->reserved, to, memory_order_release);
+    publish(r->reserved, to);
     return 1;
 }
 
@@ -122,8 +143,6 @@ static void *grower(void *arg)
         uint32_t seen = atomic_load_explicit(&wake_word, memory_order_acquire);
         int busy = 0;
         for (int i = 0; i < MAX_REGIONS; i++) {
-            /* The lock is let go between steps: a writer that overtook
-             * the grower waits for one step at most. */
             pthread_mutex_lock(&grow_lock);
             busy |= grow_one(&regions[i]);
             pthread_mutex_unlock(&grow_lock);
@@ -202,6 +221,7 @@ void tdm__spill_ahead_fork_child(void)
 {
     /* The only thread of the child: no lock is held by anyone else. */
     pthread_mutex_init(&grow_lock, NULL);
+    pthread_mutex_init(&zeros_lock, NULL);
     for (int i = 0; i < MAX_REGIONS; i++)
         regions[i].base = NULL;
     grower_started = 0;
