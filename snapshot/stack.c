@@ -62,6 +62,7 @@
 
 #include "spill.h"
 #include "stack.h"
+#include "stack_cfi.h"
 #include "stack_text.h"
 
 /* Headroom in the capture buffer above TDM_STACK_MAX_DEPTH: frames the
@@ -235,19 +236,37 @@ static ALWAYS_INLINE NO_ASAN unsigned fp_walk(uintptr_t fp, void **buf,
     return n;
 }
 
-/* Unwinds into buf from the caller of this function: with the walker,
+enum { WALK_FRAME_POINTER, WALK_LIBUNWIND, WALK_CFI };
+
+/* Unwinds into buf from the caller of this function: with the walkers,
  * buf[0] is the return address into our caller; libunwind reports
  * `unw.lead` more entries first.  noinline and the barrier keep this frame
- * real (not inlined, not a tail call) so that those counts hold. */
-static NOINLINE NO_ASAN unsigned
-raw_unwind(void **buf, unsigned cap, int use_libunwind)
+ * real (not inlined, not a tail call) so that those counts hold.  -1: the
+ * CFI walker met a frame it cannot unwind. */
+static NOINLINE NO_ASAN int raw_unwind(void **buf, unsigned cap, int how)
 {
-    unsigned n;
-    if (use_libunwind) {
-        int r = unw.backtrace(buf, (int)cap);
-        n = r > 0 ? (unsigned)r : 0;
+    int n;
+    if (how == WALK_LIBUNWIND) {
+        n = unw.backtrace(buf, (int)cap);
+        n = n > 0 ? n : 0;
+    } else if (how == WALK_CFI) {
+        n = -1;
+#if defined(__x86_64__)
+        thread_stack *t = &tls;
+        if (UNLIKELY(t->bounds == 0))
+            thread_bounds_init(t);
+        if (t->bounds > 0) {
+            /* This frame's registers at one instruction: the walk starts
+             * from the rule of that instruction. */
+            uintptr_t pc, sp, bp;
+            __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
+                             : "=r"(pc), "=r"(sp), "=r"(bp));
+            if (sp >= t->lo && sp < t->hi)
+                n = tdm__cfi_walk(pc, sp, bp, t->lo, t->hi, buf, cap);
+        }
+#endif
     } else {
-        n = fp_walk((uintptr_t)__builtin_frame_address(0), buf, cap);
+        n = (int)fp_walk((uintptr_t)__builtin_frame_address(0), buf, cap);
     }
     __asm__ volatile("" ::: "memory");
     return n;
@@ -260,14 +279,14 @@ static NOINLINE unsigned calibrate_lead(unw_backtrace_fn fn)
 {
     void *a[LEAD_MAX + 4], *b[4];
     unw.backtrace = fn;
-    unsigned na = raw_unwind(a, LEAD_MAX + 4, 1);
-    unsigned nb = raw_unwind(b, 4, 0);
+    int na = raw_unwind(a, LEAD_MAX + 4, WALK_LIBUNWIND);
+    int nb = raw_unwind(b, 4, WALK_FRAME_POINTER);
     __asm__ volatile("" ::: "memory");
     if (nb < 2)
         return ~0u;
     /* b[0] is our return address from the second call; b[1] is the return
      * into our caller, which both calls share. */
-    for (unsigned i = 1; i < na; i++)
+    for (int i = 1; i < na; i++)
         if (a[i] == b[1])
             return i - 1;
     return ~0u;
@@ -337,20 +356,28 @@ static ALWAYS_INLINE unsigned capture(uintptr_t *pcs, unsigned max,
         probe_fn();
 
     int mode = atomic_load_explicit(&unw.mode, memory_order_relaxed);
-    int use_libunwind = unw.backtrace && mode != TDM__UNWIND_FRAME_POINTER &&
-                        !t->in_libunwind;
     unsigned lead = 0, n = 0;
+    int done = 0;
+    if (mode == TDM__UNWIND_AUTO || mode == TDM__UNWIND_CFI) {
+        int r = raw_unwind(buf, drop + max, WALK_CFI);
+        if (r > (int)drop) {
+            n = (unsigned)r;
+            done = 1;
+        }
+    }
+    int use_libunwind = !done && unw.backtrace && mode != TDM__UNWIND_FRAME_POINTER &&
+                        mode != TDM__UNWIND_CFI && !t->in_libunwind;
     if (use_libunwind) {
         lead = unw.lead;
         t->in_libunwind = 1;
-        n = raw_unwind(buf, lead + drop + max, 1);
+        n = (unsigned)raw_unwind(buf, lead + drop + max, WALK_LIBUNWIND);
         t->in_libunwind = 0;
-        if (n <= lead + drop) /* libunwind gave up: try frame pointers */
-            use_libunwind = 0;
+        if (n > lead + drop)
+            done = 1;
     }
-    if (!use_libunwind) {
+    if (!done && mode != TDM__UNWIND_CFI) { /* libunwind missing or gave up */
         lead = 0;
-        n = raw_unwind(buf, drop + max, 0);
+        n = (unsigned)raw_unwind(buf, drop + max, WALK_FRAME_POINTER);
     }
     capture_leave(t);
     if (n <= lead + drop)
@@ -373,10 +400,11 @@ NOINLINE unsigned tdm__stack_capture(uintptr_t *pcs, unsigned max,
 
 tdm_status tdm__stack_set_unwinder(tdm__unwinder which)
 {
-    if ((unsigned)which > TDM__UNWIND_LIBUNWIND)
+    if ((unsigned)which > TDM__UNWIND_CFI)
         return TDM_INVALID_ARGUMENT;
     unwinder_ready();
-    if (which == TDM__UNWIND_LIBUNWIND && !unw.backtrace)
+    if ((which == TDM__UNWIND_LIBUNWIND && !unw.backtrace) ||
+        (which == TDM__UNWIND_CFI && !tdm__cfi_available()))
         return TDM_NOT_AVAILABLE;
     atomic_store_explicit(&unw.mode, (int)which, memory_order_relaxed);
     return TDM_OK;

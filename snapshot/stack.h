@@ -48,14 +48,18 @@ uint64_t tdm__stack_overflows(void);
 /* Forgets every stack (only while nothing is recording). */
 void tdm__stack_reset(void);
 
-/* Which unwinder captures.  AUTO (the default) uses libunwind when it
- * could be loaded and frame pointers otherwise; the others force one, for
- * tests and benchmarks.  TDM_NOT_AVAILABLE if libunwind is asked for and
- * could not be loaded (the setting is then left unchanged). */
+/* Which unwinder captures.  AUTO (the default) uses tidemark's own walker
+ * of the .eh_frame tables (stack_cfi.h), libunwind for a stack that walker
+ * cannot unwind, and frame pointers when libunwind is missing or gives up;
+ * the others force one, for tests and benchmarks (CFI: the walker alone,
+ * no stack where it fails).  TDM_NOT_AVAILABLE if the one
+ * asked for is not in this build or could not be loaded (the setting is
+ * then left unchanged). */
 typedef enum tdm__unwinder {
     TDM__UNWIND_AUTO = 0,
     TDM__UNWIND_FRAME_POINTER = 1,
     TDM__UNWIND_LIBUNWIND = 2,
+    TDM__UNWIND_CFI = 3,
 } tdm__unwinder;
 tdm_status tdm__stack_set_unwinder(tdm__unwinder which);
 

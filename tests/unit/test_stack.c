@@ -2,7 +2,8 @@
  *
  * Capture: the frames come back innermost first, start at the caller of
  * the capture, honour `skip`, and a deep recursion is cut at
- * TDM_STACK_MAX_DEPTH keeping the innermost frames; with each unwinder.
+ * TDM_STACK_MAX_DEPTH keeping the innermost frames; with each unwinder
+ * (test_stack_cfi.c compares the .eh_frame walker with libunwind).
  * Interning: the same call site gets the same id and different sites
  * differ; ids are dense from 1; four threads interning at once agree on
  * every id; a full table returns 0 and counts; reset forgets.  Steady-state
@@ -141,7 +142,8 @@ typedef struct unwinder_case {
 
 static unwinder_case modes[] = {{TDM__UNWIND_AUTO, 0},
                                 {TDM__UNWIND_FRAME_POINTER, 0},
-                                {TDM__UNWIND_LIBUNWIND, 0}};
+                                {TDM__UNWIND_LIBUNWIND, 0},
+                                {TDM__UNWIND_CFI, 0}};
 
 static int use_unwinder(void **state)
 {
@@ -618,7 +620,9 @@ static void child_of_a_ghost_forks_again(void **state)
         cmocka_unit_test_prestate_setup_teardown(fn, use_unwinder,            \
                                                  back_to_auto, &modes[1]),     \
         cmocka_unit_test_prestate_setup_teardown(fn, use_unwinder,            \
-                                                 back_to_auto, &modes[2])
+                                                 back_to_auto, &modes[2]),     \
+        cmocka_unit_test_prestate_setup_teardown(fn, use_unwinder,            \
+                                                 back_to_auto, &modes[3])
 
 int main(void)
 {

@@ -1,0 +1,219 @@
+/* tests/unit/test_stack_cfi.c: tidemark's .eh_frame walker
+ * (snapshot/stack_cfi.c) gives exactly libunwind's frames.
+ *
+ * The same call site is captured with the walker alone and with libunwind
+ * alone: a deep recursion, a frame whose CFA is rbp-based (alloca), C
+ * library code built without frame pointers (qsort calling back), another
+ * thread; the second capture of a site reads no rule from the tables (the
+ * cache answers); inside a signal handler the walker refuses the signal
+ * frame and the default unwinder gets libunwind's whole stack, through
+ * the handler into the interrupted code. */
+#define _GNU_SOURCE
+#include <alloca.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "stack.h"
+#include "stack_cfi.h"
+
+#define NOINLINE __attribute__((noinline, noclone))
+#define KEEP_FRAME() __asm__ volatile("" ::: "memory")
+
+typedef struct two_stacks {
+    uintptr_t cfi[TDM_STACK_MAX_DEPTH], unw[TDM_STACK_MAX_DEPTH];
+    unsigned n_cfi, n_unw;
+} two_stacks;
+
+static int have_both(void)
+{
+    if (tdm__stack_set_unwinder(TDM__UNWIND_CFI) != TDM_OK ||
+        tdm__stack_set_unwinder(TDM__UNWIND_LIBUNWIND) != TDM_OK)
+        return 0;
+    return tdm__stack_set_unwinder(TDM__UNWIND_AUTO) == TDM_OK;
+}
+
+#define SKIP_IF_MISSING()                                                      \
+    do {                                                                       \
+        if (!have_both())                                                      \
+            skip();                                                            \
+    } while (0)
+
+/* Both captures skip this function's frame: they start at its caller. */
+static NOINLINE void capture_both(two_stacks *s)
+{
+    tdm__stack_set_unwinder(TDM__UNWIND_CFI);
+    s->n_cfi = tdm__stack_capture(s->cfi, TDM_STACK_MAX_DEPTH, 1);
+    tdm__stack_set_unwinder(TDM__UNWIND_LIBUNWIND);
+    s->n_unw = tdm__stack_capture(s->unw, TDM_STACK_MAX_DEPTH, 1);
+    tdm__stack_set_unwinder(TDM__UNWIND_AUTO);
+    KEEP_FRAME();
+}
+
+static void assert_same(const two_stacks *s, unsigned at_least)
+{
+    assert_true(s->n_cfi >= at_least);
+    assert_int_equal(s->n_cfi, s->n_unw);
+    assert_memory_equal(s->cfi, s->unw, s->n_cfi * sizeof s->cfi[0]);
+}
+
+static NOINLINE void recurse(int depth, two_stacks *s)
+{
+    if (depth > 0)
+        recurse(depth - 1, s);
+    else
+        capture_both(s);
+    KEEP_FRAME();
+}
+
+static void deep_recursion(void **state)
+{
+    (void)state;
+    SKIP_IF_MISSING();
+    two_stacks s;
+    recurse(40, &s);
+    assert_same(&s, 40);
+}
+
+static NOINLINE void with_alloca(size_t n, two_stacks *s)
+{
+    volatile char *p = alloca(n); /* the CFA is rbp-based below here */
+    p[0] = 1;
+    p[n - 1] = 2;
+    capture_both(s);
+    KEEP_FRAME();
+}
+
+static void rbp_based_frame(void **state)
+{
+    (void)state;
+    SKIP_IF_MISSING();
+    two_stacks s;
+    size_t n = 100 + (size_t)(rand() % 1000);
+    with_alloca(n, &s);
+    assert_same(&s, 3);
+}
+
+static two_stacks in_qsort;
+static int captured_in_qsort;
+
+static int compare(const void *a, const void *b)
+{
+    if (!captured_in_qsort++)
+        capture_both(&in_qsort);
+    return *(const int *)a - *(const int *)b;
+}
+
+static void through_the_c_library(void **state)
+{
+    (void)state;
+    SKIP_IF_MISSING();
+    int v[64];
+    for (int i = 0; i < 64; i++)
+        v[i] = (i * 37) % 64;
+    captured_in_qsort = 0;
+    qsort(v, 64, sizeof v[0], compare);
+    assert_same(&in_qsort, 4);
+}
+
+static void *thread_main(void *arg)
+{
+    recurse(10, arg);
+    return NULL;
+}
+
+static void another_thread(void **state)
+{
+    (void)state;
+    SKIP_IF_MISSING();
+    two_stacks s;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, thread_main, &s), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_same(&s, 12);
+}
+
+static NOINLINE unsigned capture_cfi(uintptr_t *pcs)
+{
+    tdm__stack_set_unwinder(TDM__UNWIND_CFI);
+    unsigned n = tdm__stack_capture(pcs, TDM_STACK_MAX_DEPTH, 0);
+    tdm__stack_set_unwinder(TDM__UNWIND_AUTO);
+    KEEP_FRAME();
+    return n;
+}
+
+static void second_capture_reads_no_rule(void **state)
+{
+    (void)state;
+    SKIP_IF_MISSING();
+    uintptr_t a[TDM_STACK_MAX_DEPTH], b[TDM_STACK_MAX_DEPTH];
+    unsigned n = 0;
+    uint64_t before = 0;
+    uintptr_t *into[2] = {a, b};
+    /* One call site (a volatile count: the loop is not unrolled). */
+    for (volatile int i = 0; i < 2; i++) {
+        before = tdm__cfi_rules_read();
+        n = capture_cfi(into[i]);
+    }
+    assert_true(n > 3);
+    assert_int_equal(tdm__cfi_rules_read(), before);
+    assert_memory_equal(a, b, n * sizeof a[0]);
+}
+
+static two_stacks in_handler;
+static uintptr_t auto_in_handler[TDM_STACK_MAX_DEPTH];
+static unsigned n_auto_in_handler;
+
+static void handler(int sig)
+{
+    (void)sig;
+    capture_both(&in_handler);
+    n_auto_in_handler = tdm__stack_capture(auto_in_handler, TDM_STACK_MAX_DEPTH, 0);
+    KEEP_FRAME();
+}
+
+static NOINLINE void raise_here(void)
+{
+    raise(SIGUSR1);
+    KEEP_FRAME();
+}
+
+static void signal_frame_goes_to_libunwind(void **state)
+{
+    (void)state;
+    SKIP_IF_MISSING();
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    assert_int_equal(sigaction(SIGUSR1, &sa, &old), 0);
+    raise_here();
+    sigaction(SIGUSR1, &old, NULL);
+    /* The walker alone stops at the signal frame and gives nothing... */
+    assert_int_equal(in_handler.n_cfi, 0);
+    assert_true(in_handler.n_unw > 4);
+    /* ...and the default capture is libunwind's, through the handler. */
+    assert_int_equal(n_auto_in_handler, in_handler.n_unw);
+    assert_memory_equal(auto_in_handler + 1, in_handler.unw + 1,
+                        (n_auto_in_handler - 1) * sizeof auto_in_handler[0]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(deep_recursion),
+        cmocka_unit_test(rbp_based_frame),
+        cmocka_unit_test(through_the_c_library),
+        cmocka_unit_test(another_thread),
+        cmocka_unit_test(second_capture_reads_no_rule),
+        cmocka_unit_test(signal_frame_goes_to_libunwind),
+    };
+    if (tdm__stack_init(4096, 65536) != TDM_OK)
+        return 1;
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
