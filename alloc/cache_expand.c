@@ -117,24 +117,32 @@ static cblock *map_block(tdm__cache_device *d, cblock *u, uint64_t want, tdm_sta
         *st = TDM_HOST_OUT_OF_MEMORY;
         return NULL;
     }
-    uint64_t first = (u->addr - s->addr) / s->page, n = bytes / s->page;
-    *st = TDM_OK;
-    for (uint64_t i = first; i < first + n && *st == TDM_OK; i++) {
-        uint64_t h = 0;
-        *st = pv->vmm->create(pv, d->index, (size_t)s->page, &h);
-        if (*st != TDM_OK)
-            break;
-        *st = pv->vmm->map(pv, d->index, (void *)(uintptr_t)(s->addr + i * s->page),
-                           (size_t)s->page, h);
-        if (*st != TDM_OK)
-            pv->vmm->release(pv, d->index, h, (size_t)s->page);
-        else
-            s->handles[i] = h;
+    uint64_t first = (u->addr - s->addr) / s->page, n = bytes / s->page, made = 0;
+    /* All the physical pages first: a full device (the usual failure)
+     * then costs no mapping to undo. */
+    for (*st = TDM_OK; made < n && *st == TDM_OK; made++)
+        *st = pv->vmm->create(pv, d->index, (size_t)s->page, &s->handles[first + made]);
+    if (*st != TDM_OK) {
+        for (uint64_t i = first; i + 1 < first + made; i++) {
+            pv->vmm->release(pv, d->index, s->handles[i], (size_t)s->page);
+            s->handles[i] = 0;
+        }
+        s->handles[first + made - 1] = 0;
+        tdm__objpool_put(&d->block_pool, rest);
+        return NULL;
     }
+    uint64_t mapped = 0;
+    for (; mapped < n && *st == TDM_OK; mapped += *st == TDM_OK)
+        *st = pv->vmm->map(pv, d->index, (void *)(uintptr_t)(s->addr + (first + mapped) * s->page),
+                           (size_t)s->page, s->handles[first + mapped]);
     if (*st == TDM_OK)
         *st = pv->vmm->set_access(pv, d->index, (void *)(uintptr_t)u->addr, (size_t)bytes);
-    if (*st != TDM_OK) { /* the device is full (or failed): none of them */
-        drop_pages(d, s, first, n);
+    if (*st != TDM_OK) { /* the vendor failed: none of them */
+        drop_pages(d, s, first, mapped);
+        for (uint64_t i = first + mapped; i < first + n; i++) {
+            pv->vmm->release(pv, d->index, s->handles[i], (size_t)s->page);
+            s->handles[i] = 0;
+        }
         tdm__objpool_put(&d->block_pool, rest);
         return NULL;
     }
