@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -418,6 +419,36 @@ static void test_fallback_line(void **state)
     put(a);
 }
 
+/* A forked child forgets the parent's segments, expandable ones too, and
+ * grows its own. */
+static void test_fork_child_forgets(void **state)
+{
+    (void)state;
+    use(1024 * MiB, 1);
+    char *a = get(30 * MiB, 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        /* What the preload's fork handler calls (the sim device itself
+         * still counts the parent's pages, so no provider check here). */
+        tdm__alloc_forget_inherited();
+        void *p = NULL;
+        tdm_stats s = {.size = sizeof s}, t = {.size = sizeof t}, u = {.size = sizeof u};
+        int ok = tdm_memory_stats(0, &s) == TDM_OK && s.reserved_bytes.current == 0 &&
+                 tdm_malloc(&p, 30 * MiB, 0, 0) == TDM_OK && tdm_memory_stats(0, &t) == TDM_OK &&
+                 t.reserved_bytes.current == 40 * MiB && t.segment.current == 1 &&
+                 tdm_free(p) == TDM_OK && tdm_empty_cache(0) == TDM_OK &&
+                 tdm_memory_stats(0, &u) == TDM_OK && u.reserved_bytes.current == 0 &&
+                 u.segment.current == 0;
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    put(a);
+}
+
 /* ---- churn -------------------------------------------------------------- */
 
 static void test_random_churn(void **state)
@@ -501,6 +532,7 @@ int main(void)
         cmocka_unit_test_teardown(test_streams_have_their_own, teardown),
         cmocka_unit_test_teardown(test_host_access, teardown),
         cmocka_unit_test_teardown(test_fallback_line, teardown),
+        cmocka_unit_test_teardown(test_fork_child_forgets, teardown),
         cmocka_unit_test_teardown(test_random_churn, teardown),
         cmocka_unit_test_teardown(test_threads, teardown),
     };
