@@ -132,9 +132,11 @@ static cblock *map_block(tdm__cache_device *d, cblock *u, uint64_t want, tdm_sta
         return NULL;
     }
     uint64_t mapped = 0;
-    for (; mapped < n && *st == TDM_OK; mapped += *st == TDM_OK)
-        *st = pv->vmm->map(pv, d->index, (void *)(uintptr_t)(s->addr + (first + mapped) * s->page),
-                           (size_t)s->page, s->handles[first + mapped]);
+    for (; mapped < n && *st == TDM_OK; mapped += *st == TDM_OK) {
+        uint64_t at = s->addr + (first + mapped) * s->page;
+        *st = pv->vmm->map(pv, d->index, (void *)(uintptr_t)at, (size_t)s->page,
+                           s->handles[first + mapped]);
+    }
     if (*st == TDM_OK)
         *st = pv->vmm->set_access(pv, d->index, (void *)(uintptr_t)u->addr, (size_t)bytes);
     if (*st != TDM_OK) { /* the vendor failed: none of them */

@@ -266,7 +266,7 @@ static tdm_status cuda_vmm_granularity(tdm_provider *p, int device, size_t *byte
     /* A device without virtual memory management refuses this (PyTorch
      * asks the same question to decide). */
     int r = c->fns.mem_get_allocation_granularity(bytes, &prop,
-                                                  TDM__CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+                                                  TDM__CU_MEM_ALLOC_GRANULARITY_MINIMUM);
     if (r != TDM__CU_SUCCESS || *bytes == 0) {
         tdm__provider_set_vendor_error(r);
         return TDM_NOT_AVAILABLE;

@@ -43,8 +43,8 @@ _Static_assert((int)CU_MEM_ALLOCATION_TYPE_PINNED == (int)TDM__CU_MEM_ALLOCATION
                    (int)CU_MEM_LOCATION_TYPE_DEVICE == (int)TDM__CU_MEM_LOCATION_TYPE_DEVICE &&
                    (int)CU_MEM_ACCESS_FLAGS_PROT_READWRITE ==
                        (int)TDM__CU_MEM_ACCESS_FLAGS_PROT_READWRITE &&
-                   (int)CU_MEM_ALLOC_GRANULARITY_RECOMMENDED ==
-                       (int)TDM__CU_MEM_ALLOC_GRANULARITY_RECOMMENDED,
+                   (int)CU_MEM_ALLOC_GRANULARITY_MINIMUM ==
+                       (int)TDM__CU_MEM_ALLOC_GRANULARITY_MINIMUM,
                "virtual-memory constants");
 
 TDM_CUDA_HIDDEN void *tdm__cuda_lib(void); /* cuda_lookup.c */
