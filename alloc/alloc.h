@@ -36,6 +36,11 @@ typedef struct tdm__alloc_config {
                                  0 = no limit (default) */
     uint32_t roundup_power2_divisions[TDM_ROUNDUP_INTERVALS]; /* 0/1 = off */
     double garbage_collection_threshold; /* fraction of capacity, 0 = off */
+    /* Nonzero: segments are expandable (PyTorch's expandable_segments:
+     * an address range reserved once per stream and pool, physical pages
+     * mapped in as needed); a provider without virtual memory management
+     * falls back to normal segments, with one line on stderr. */
+    int expandable_segments;
     /* Called after an allocation fails for good (no allocator lock held),
      * e.g. to write a snapshot when dump_on includes oom.  May be NULL. */
     void (*on_oom)(int device, size_t requested);

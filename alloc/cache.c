@@ -13,6 +13,7 @@
  * provider's own lock nests inside it; pointer-map shard locks too).
  * Stacks are captured before it is taken.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "cache_internal.h"
@@ -29,6 +30,16 @@ static int cmp_block(const tdm__tnode *a, const tdm__tnode *b)
     return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
+/* Unmapped ranges of expandable segments: by stream, then address. */
+static int cmp_unmapped(const tdm__tnode *a, const tdm__tnode *b)
+{
+    const cblock *x = TDM__CONTAINER_OF(a, cblock, node);
+    const cblock *y = TDM__CONTAINER_OF(b, cblock, node);
+    if (x->stream != y->stream)
+        return x->stream < y->stream ? -1 : 1;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
 static uint64_t max_split(void)
 {
     uint64_t m = tdm__alloc_g.cfg.max_split_size;
@@ -36,7 +47,7 @@ static uint64_t max_split(void)
     return m == 0 ? UINT64_MAX : m < TDM__LARGE_BUFFER ? TDM__LARGE_BUFFER : m;
 }
 
-static uint32_t event_stack(uint32_t sid)
+uint32_t tdm__cache_event_stack(uint32_t sid)
 {
     return tdm__rec_events_carry_stacks() ? sid : 0;
 }
@@ -62,11 +73,25 @@ tdm_status tdm__cache_create(void)
         d->index = i;
         tdm__tree_init(&d->small.tree, cmp_block);
         tdm__tree_init(&d->large.tree, cmp_block);
+        tdm__tree_init(&d->small.unmapped, cmp_unmapped);
+        tdm__tree_init(&d->large.unmapped, cmp_unmapped);
         d->small.kind = TDM_POOL_SMALL;
         d->large.kind = TDM_POOL_LARGE;
         tdm__objpool_init(&d->block_pool, sizeof(cblock));
         tdm__objpool_init(&d->seg_pool, sizeof(cseg));
         g->cache[i] = d;
+    }
+    if (g->cfg.expandable_segments) {
+        int lacking = -1;
+        for (int i = 0; i < g->device_count; i++)
+            if (!tdm__cache_expand_init(g->cache[i]) && lacking < 0)
+                lacking = i;
+        /* Once, at start: the program runs on, with normal segments. */
+        if (lacking >= 0)
+            fprintf(stderr,
+                    "tidemark: expandable_segments=1: %s device %d has no virtual memory "
+                    "management; it uses normal segments\n",
+                    g->prov->vendor, lacking);
     }
     return TDM_OK;
 }
@@ -81,10 +106,14 @@ void tdm__cache_destroy(void)
         if (d == NULL)
             continue;
         /* Every segment back to the provider, whatever its blocks. */
-        for (cseg *s = d->segs; s != NULL; s = s->next) {
+        for (cseg *s = d->segs, *next; s != NULL; s = next) {
+            next = s->next;
             for (cblock *b = s->first; b != NULL; b = b->next)
                 tdm__cache_drop_uses(d, b);
-            g->prov->free(g->prov, i, (void *)(uintptr_t)s->addr, s->size);
+            if (s->expandable)
+                tdm__cache_expand_destroy(d, s);
+            else
+                g->prov->free(g->prov, i, (void *)(uintptr_t)s->addr, s->size);
         }
         for (uint32_t k = 0; k < d->nspare; k++)
             g->prov->streams->marker_destroy(g->prov->streams_ctx, i, d->spare[k]);
@@ -137,10 +166,11 @@ static cblock *alloc_segment(tdm__cache_device *d, int kind, uint64_t bytes,
     b->size = bytes;
     b->stream = req->stream;
     b->state = TDM_BLOCK_INACTIVE;
+    b->mapped = 1;
     tdm__stat_add(&d->stats, kind, TDM__ST_SEGMENT, 1);
     tdm__stat_add(&d->stats, kind, TDM__ST_RESERVED_BYTES, (int64_t)bytes);
     tdm__rec_event(TDM_ACTION_SEGMENT_ALLOC, d->index, s->addr, bytes, bytes,
-                   s->stream, event_stack(req->stack_id));
+                   s->stream, tdm__cache_event_stack(req->stack_id));
     return b;
 }
 
@@ -158,7 +188,7 @@ static void release_segment(tdm__cache_device *d, cblock *b)
         s->next->prev = s->prev;
     d->nsegs--;
     tdm__rec_event(TDM_ACTION_SEGMENT_FREE, d->index, s->addr, s->size, s->size,
-                   s->stream, event_stack(s->stack_id));
+                   s->stream, tdm__cache_event_stack(s->stack_id));
     g->prov->free(g->prov, d->index, (void *)(uintptr_t)s->addr, s->size);
     tdm__stat_add(&d->stats, s->pool, TDM__ST_SEGMENT, -1);
     tdm__stat_add(&d->stats, s->pool, TDM__ST_RESERVED_BYTES, -(int64_t)s->size);
@@ -166,9 +196,10 @@ static void release_segment(tdm__cache_device *d, cblock *b)
     tdm__objpool_put(&d->seg_pool, s);
 }
 
+/* Expandable segments give memory back by unmapping pages instead. */
 static int whole_segment(const cblock *b)
 {
-    return b->prev == NULL && b->next == NULL;
+    return b->prev == NULL && b->next == NULL && !b->seg->expandable;
 }
 
 /* Releases every cached whole segment of one pool. */
@@ -195,6 +226,8 @@ void tdm__cache_release_all(tdm__cache_device *d, tdm_stream stream)
     tdm__cache_complete_pending(d, 1, 0);
     release_pool(d, &d->large);
     release_pool(d, &d->small);
+    tdm__cache_expand_release(d, &d->large);
+    tdm__cache_expand_release(d, &d->small);
 }
 
 /* PyTorch's release_available_cached_blocks: with max_split_size set,
@@ -286,6 +319,13 @@ static void garbage_collect(tdm__cache_device *d)
 
 /* ---- malloc ------------------------------------------------------------- */
 
+/* What an expandable segment's block can grow to: itself and the
+ * unmapped range after it. */
+static uint64_t expandable_size(const cblock *b)
+{
+    return b->size + (b->next && !b->next->mapped ? b->next->size : 0);
+}
+
 static cblock *get_free_block(cpool *p, uint64_t size, uint64_t stream)
 {
     p->calls++;
@@ -302,6 +342,16 @@ static cblock *get_free_block(cpool *p, uint64_t size, uint64_t stream)
     uint64_t ms = max_split();
     if (b->stream != stream)
         return NULL;
+    /* PyTorch's best fit among expandable blocks: a larger block that can
+     * grow less is taken first, keeping the segment's growing end free. */
+    while (b->seg->expandable) {
+        tdm__tnode *nx = tdm__tree_next(&p->tree, n);
+        cblock *c = nx ? TDM__CONTAINER_OF(nx, cblock, node) : NULL;
+        if (c == NULL || c->stream != stream || expandable_size(c) >= expandable_size(b))
+            break;
+        n = nx;
+        b = c;
+    }
     /* No oversize block for a small request, and no much-too-large block
      * for an oversize one (PyTorch's rules with max_split_size). */
     if (size < ms && b->size >= ms)
@@ -312,7 +362,7 @@ static cblock *get_free_block(cpool *p, uint64_t size, uint64_t stream)
     return b;
 }
 
-static void cache_block(tdm__cache_device *d, cblock *b)
+void tdm__cache_block(tdm__cache_device *d, cblock *b)
 {
     cpool *p = tdm__cache_pool(d, b->seg->pool);
     b->gc_base = p->calls;
@@ -326,8 +376,11 @@ static void use_block(tdm__cache_device *d, cblock *b, uint64_t size,
 {
     int kind = b->seg->pool;
     uint64_t rest = b->size - size;
-    int split = kind == TDM_POOL_SMALL ? rest >= TDM__MIN_BLOCK
-                                       : (size < max_split() && rest > TDM__SMALL_SIZE);
+    /* Expandable segments split every pool at 512 bytes, as PyTorch's
+     * should_split does with them on. */
+    int split = kind == TDM_POOL_SMALL || b->seg->expandable
+                    ? rest >= TDM__MIN_BLOCK
+                    : (size < max_split() && rest > TDM__SMALL_SIZE);
     if (split) {
         cblock *r = tdm__objpool_get(&d->block_pool);
         /* Without host memory for a record, hand out the whole block. */
@@ -337,13 +390,14 @@ static void use_block(tdm__cache_device *d, cblock *b, uint64_t size,
             r->size = rest;
             r->stream = b->stream;
             r->state = TDM_BLOCK_INACTIVE;
+            r->mapped = 1;
             r->prev = b;
             r->next = b->next;
             if (b->next)
                 b->next->prev = r;
             b->next = r;
             b->size = size;
-            cache_block(d, r);
+            tdm__cache_block(d, r);
         }
     }
     b->state = TDM_BLOCK_ACTIVE_ALLOCATED;
@@ -356,7 +410,7 @@ static void use_block(tdm__cache_device *d, cblock *b, uint64_t size,
     tdm__stat_add(&d->stats, kind, TDM__ST_ACTIVE_BYTES, (int64_t)b->size);
     tdm__stat_add(&d->stats, kind, TDM__ST_REQUESTED_BYTES, (int64_t)req->size);
     tdm__rec_event(TDM_ACTION_ALLOC, d->index, b->addr, req->size, req->size,
-                   b->stream, event_stack(req->stack_id));
+                   b->stream, tdm__cache_event_stack(req->stack_id));
 }
 
 static __attribute__((noinline)) tdm_status
@@ -367,7 +421,7 @@ cache_oom(tdm__cache_device *d, const tdm__alloc_req *req, uint64_t rounded)
     g->prov->mem_info(g->prov, d->index, &free_bytes, NULL);
     d->stats.num_ooms++;
     tdm__rec_event(TDM_ACTION_OOM, d->index, free_bytes, rounded, req->size,
-                   req->stream, event_stack(req->stack_id));
+                   req->stream, tdm__cache_event_stack(req->stack_id));
     tdm__oom_sites *sites = tdm__oom_sites_begin();
     for (cseg *s = d->segs; s != NULL; s = s->next)
         for (cblock *b = s->first; b != NULL; b = b->next)
@@ -377,6 +431,17 @@ cache_oom(tdm__cache_device *d, const tdm__alloc_req *req, uint64_t rounded)
     tdm__oom_report(d->index, g->device_names[d->index], req->size, rounded,
                     free_bytes, sites);
     return TDM_OUT_OF_MEMORY;
+}
+
+/* A block of at least `size` for a request that no cached block served:
+ * pages mapped into an expandable segment (as many as the rounded size
+ * needs, as PyTorch maps), or a new segment of seg_bytes. */
+static cblock *new_memory(tdm__cache_device *d, int kind, uint64_t size, uint64_t seg_bytes,
+                          const tdm__alloc_req *req, int is_retry, tdm_status *st)
+{
+    if (tdm__cache_expandable(d, kind))
+        return tdm__cache_expand_alloc(d, kind, size, req, is_retry, st);
+    return alloc_segment(d, kind, seg_bytes, req, is_retry, st);
 }
 
 tdm_status tdm__cache_malloc(const tdm__alloc_req *req, void **out)
@@ -400,13 +465,13 @@ tdm_status tdm__cache_malloc(const tdm__alloc_req *req, void **out)
         if (g->cfg.garbage_collection_threshold > 0.0 &&
             !tdm__cache_capturing(d, req->stream))
             garbage_collect(d);
-        b = alloc_segment(d, kind, seg_bytes, req, 0, &st);
+        b = new_memory(d, kind, size, seg_bytes, req, 0, &st);
         if (b == NULL && st == TDM_OUT_OF_MEMORY &&
             release_oversize(d, p, size, req->stream))
-            b = alloc_segment(d, kind, seg_bytes, req, 0, &st);
+            b = new_memory(d, kind, size, seg_bytes, req, 0, &st);
         if (b == NULL && st == TDM_OUT_OF_MEMORY && !tdm__cache_capturing(d, req->stream)) {
             tdm__cache_release_all(d, req->stream);
-            b = alloc_segment(d, kind, seg_bytes, req, 1, &st);
+            b = new_memory(d, kind, size, seg_bytes, req, 1, &st);
         }
         if (b == NULL && st == TDM_OUT_OF_MEMORY)
             return cache_oom(d, req, size);
@@ -437,10 +502,11 @@ tdm_status tdm__cache_malloc(const tdm__alloc_req *req, void **out)
 
 /* ---- free ---------------------------------------------------------------- */
 
-/* Merges inactive neighbour `n` into `b`; n is unlinked and recycled. */
-static void merge_into(tdm__cache_device *d, cblock *b, cblock *n)
+/* n is unlinked and recycled; it leaves the tree of its kind. */
+void tdm__cache_merge_into(tdm__cache_device *d, cblock *b, cblock *n)
 {
-    tdm__tree_remove(&tdm__cache_pool(d, n->seg->pool)->tree, &n->node);
+    cpool *p = tdm__cache_pool(d, n->seg->pool);
+    tdm__tree_remove(n->mapped ? &p->tree : &p->unmapped, &n->node);
     if (n == b->prev) {
         b->addr = n->addr;
         b->prev = n->prev;
@@ -471,11 +537,12 @@ void tdm__cache_free_block(tdm__cache_device *d, cblock *b, uint32_t es)
     b->alloc_time_ns = 0;
     atomic_store_explicit(&b->category, 0, memory_order_relaxed);
     tdm__cache_drop_uses(d, b);
-    if (b->prev && b->prev->state == TDM_BLOCK_INACTIVE)
-        merge_into(d, b, b->prev);
-    if (b->next && b->next->state == TDM_BLOCK_INACTIVE)
-        merge_into(d, b, b->next);
-    cache_block(d, b);
+    /* Never with an unmapped range: that has no memory behind it. */
+    if (b->prev && b->prev->state == TDM_BLOCK_INACTIVE && b->prev->mapped)
+        tdm__cache_merge_into(d, b, b->prev);
+    if (b->next && b->next->state == TDM_BLOCK_INACTIVE && b->next->mapped)
+        tdm__cache_merge_into(d, b, b->next);
+    tdm__cache_block(d, b);
 }
 
 int tdm__cache_owns(uint64_t ptr, int device)

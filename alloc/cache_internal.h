@@ -7,6 +7,10 @@
  * prev/next.  A block is allocated (in the pointer map), pending free
  * (freed while other streams still use it; on the device's pending list)
  * or inactive (cached: in its pool's tree keyed (stream, size, address)).
+ * An expandable segment (alloc/cache_expand.c) is a reserved address range
+ * whose blocks tile all of it: mapped ones as above, and unmapped ones
+ * (inactive, page-aligned, in their pool's `unmapped` tree keyed
+ * (stream, address)) where no physical page is behind the range.
  * Lock: everything here is guarded by the device's mutex; the pointer-map
  * entries of a device's blocks change only while that mutex is held.
  */
@@ -45,6 +49,7 @@ typedef struct cblock {
     _Atomic uint8_t category;    /* tdm_category; tdm_tag_ptr may set it */
     uint8_t state;               /* tdm_block_state */
     uint8_t wait;                /* TDM__WAIT_*: what a pending block awaits */
+    uint8_t mapped;              /* 0: unmapped range of an expandable segment */
 } cblock;
 
 /* What a pending-free block waits for.  `uses` holds stream ids, except
@@ -64,10 +69,15 @@ struct cseg {
     uint64_t stream;
     uint32_t stack_id;           /* stack that made it */
     uint8_t pool;                /* TDM_POOL_SMALL / TDM_POOL_LARGE */
+    uint8_t expandable;          /* addr/size: the reserved range */
+    uint64_t page;               /* expandable: bytes per physical page */
+    uint64_t mapped;             /* expandable: bytes mapped (reserved stat) */
+    uint64_t *handles;           /* expandable: page i's handle, 0 = unmapped */
 };
 
 typedef struct cpool {
     tdm__tree tree;              /* inactive blocks, (stream, size, addr) */
+    tdm__tree unmapped;          /* unmapped blocks, (stream, addr) */
     uint64_t calls;              /* get_free_block calls: the GC's clock */
     uint8_t kind;                /* TDM_POOL_SMALL / TDM_POOL_LARGE */
 } cpool;
@@ -84,6 +94,9 @@ struct tdm__cache_device {
     void *spare[16];
     tdm__stats_acc stats;
     tdm__objpool block_pool, seg_pool;
+    /* Expandable segments' page sizes per pool (small, large); 0 when
+     * segments are normal ones. */
+    uint64_t page[2];
 } __attribute__((aligned(64)));
 
 static inline cpool *tdm__cache_pool(tdm__cache_device *d, int kind)
@@ -91,8 +104,35 @@ static inline cpool *tdm__cache_pool(tdm__cache_device *d, int kind)
     return kind == TDM_POOL_SMALL ? &d->small : &d->large;
 }
 
+static inline int tdm__cache_expandable(const tdm__cache_device *d, int kind)
+{
+    return d->page[kind == TDM_POOL_LARGE] != 0;
+}
+
 /* cache.c */
 void tdm__cache_free_block(tdm__cache_device *d, cblock *b, uint32_t es);
+/* Puts inactive mapped block b (in no tree) into its pool's tree. */
+void tdm__cache_block(tdm__cache_device *d, cblock *b);
+/* Merges inactive neighbour `n` (in its tree) into `b` (in none). */
+void tdm__cache_merge_into(tdm__cache_device *d, cblock *b, cblock *n);
+uint32_t tdm__cache_event_stack(uint32_t sid);
+
+/* cache_expand.c: expandable segments */
+/* Sets d->page from the provider; 0 when it lacks virtual memory
+ * management for the device. */
+int tdm__cache_expand_init(tdm__cache_device *d);
+/* A mapped inactive block of at least `size` bytes (in no tree), from
+ * the stream's expandable segments with pages mapped as needed, or a new
+ * segment; NULL with *st set when the device is full. */
+cblock *tdm__cache_expand_alloc(tdm__cache_device *d, int kind, uint64_t size,
+                                const tdm__alloc_req *req, int is_retry, tdm_status *st);
+/* Unmaps every whole free page of the pool's expandable segments and
+ * releases the segments left with none mapped. */
+void tdm__cache_expand_release(tdm__cache_device *d, cpool *p);
+/* Gives segment s back whatever its blocks (the allocator's end). */
+void tdm__cache_expand_destroy(tdm__cache_device *d, cseg *s);
+/* Segments the snapshot shows for s: one per run of mapped blocks. */
+size_t tdm__cache_expand_runs(const cseg *s);
 /* Completes pending frees (waiting on markers), then releases every cached
  * whole segment; nothing while a graph capture is underway. */
 void tdm__cache_release_all(tdm__cache_device *d, tdm_stream stream);

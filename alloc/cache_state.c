@@ -122,7 +122,9 @@ static int by_addr(const void *a, const void *b)
 /* Copies device i (its lock held). */
 static void copy_device(int i, tdm__cache_device *d, dev_copy *c)
 {
-    c->seg_room = d->nsegs;
+    c->seg_room = 0;
+    for (cseg *s = d->segs; s != NULL; s = s->next)
+        c->seg_room += s->expandable ? tdm__cache_expand_runs(s) : 1;
     c->blk_room = d->block_pool.live;
     c->segs = c->seg_room ? tdm__meta_map(c->seg_room * sizeof *c->segs) : NULL;
     c->blks = c->blk_room ? tdm__meta_map(c->blk_room * sizeof *c->blks) : NULL;
@@ -138,14 +140,24 @@ static void copy_device(int i, tdm__cache_device *d, dev_copy *c)
     if ((c->seg_room && !c->segs) || (c->blk_room && !c->blks))
         return;
     size_t si = 0, bi = 0;
-    for (cseg *s = d->segs; s != NULL; s = s->next, si++) {
-        c->segs[si].seg = (tdm_snap_segment){
-            .device = i, .pool = s->pool, .is_expandable = 0,
-            .address = s->addr, .total_size = s->size,
-            .stream = s->stream, .stack_id = s->stack_id};
-        c->segs[si].first = bi;
-        for (cblock *b = s->first; b != NULL; b = b->next, bi++) {
-            c->blks[bi] = (tdm_snap_block){
+    /* An expandable segment shows as one segment per run of mapped
+     * blocks, as PyTorch's snapshot shows it; unmapped ranges not at all. */
+    for (cseg *s = d->segs; s != NULL; s = s->next) {
+        for (cblock *b = s->first; b != NULL; b = b->next) {
+            if (!b->mapped)
+                continue;
+            if (b->prev == NULL || !b->prev->mapped) {
+                if (si > 0)
+                    c->segs[si - 1].count = bi - c->segs[si - 1].first;
+                c->segs[si].seg = (tdm_snap_segment){
+                    .device = i, .pool = s->pool, .is_expandable = s->expandable,
+                    .address = b->addr, .total_size = 0,
+                    .stream = s->stream, .stack_id = s->stack_id};
+                c->segs[si].first = bi;
+                si++;
+            }
+            c->segs[si - 1].seg.total_size += b->size;
+            c->blks[bi++] = (tdm_snap_block){
                 .address = b->addr, .size = b->size,
                 .requested_size = b->requested,
                 .alloc_time_ns = b->alloc_time_ns,
@@ -153,8 +165,9 @@ static void copy_device(int i, tdm__cache_device *d, dev_copy *c)
                 .category = atomic_load_explicit(&b->category,
                                                  memory_order_relaxed)};
         }
-        c->segs[si].count = bi - c->segs[si].first;
     }
+    if (si > 0)
+        c->segs[si - 1].count = bi - c->segs[si - 1].first;
     c->nseg = si;
 }
 
@@ -214,20 +227,26 @@ static tdm_status check_cache(int device, char *msg, size_t msg_len)
     tdm_status st = TDM_OK;
     int64_t sum[3][TDM__ST_COUNT];
     memset(sum, 0, sizeof sum);
-    size_t inactive[2] = {0, 0}, nsegs = 0, nblocks = 0, npending = 0;
+    size_t inactive[2] = {0, 0}, unmapped[2] = {0, 0}, nsegs = 0, nblocks = 0, npending = 0;
     pthread_mutex_lock(&d->lock);
     for (cseg *s = d->segs; s != NULL; s = s->next) {
         int pk = s->pool == TDM_POOL_SMALL ? 1 : 2;
         nsegs++;
         if (s->next && s->next->prev != s)
             FAIL("segment list broken at %#llx", (unsigned long long)s->addr);
-        if (s->pool == TDM_POOL_SMALL && s->size != TDM__SMALL_BUFFER)
+        if (s->pool == TDM_POOL_SMALL && s->size != TDM__SMALL_BUFFER && !s->expandable)
             FAIL("small segment %#llx is %llu bytes", (unsigned long long)s->addr,
                  (unsigned long long)s->size);
+        if (s->expandable && (s->page == 0 || s->size % s->page != 0 || s->mapped == 0))
+            FAIL("expandable segment %#llx: %llu bytes in pages of %llu, %llu mapped",
+                 (unsigned long long)s->addr, (unsigned long long)s->size,
+                 (unsigned long long)s->page, (unsigned long long)s->mapped);
+        /* Reserved memory is what is mapped: all of a normal segment. */
+        uint64_t reserved = s->expandable ? s->mapped : s->size, mapped = 0;
         sum[0][TDM__ST_SEGMENT]++;
         sum[pk][TDM__ST_SEGMENT]++;
-        sum[0][TDM__ST_RESERVED_BYTES] += (int64_t)s->size;
-        sum[pk][TDM__ST_RESERVED_BYTES] += (int64_t)s->size;
+        sum[0][TDM__ST_RESERVED_BYTES] += (int64_t)reserved;
+        sum[pk][TDM__ST_RESERVED_BYTES] += (int64_t)reserved;
         if (s->first == NULL || s->first->prev != NULL || s->first->addr != s->addr)
             FAIL("segment %#llx does not start with its first block",
                  (unsigned long long)s->addr);
@@ -241,9 +260,35 @@ static tdm_status check_cache(int device, char *msg, size_t msg_len)
             if (b->next && b->next->prev != b)
                 FAIL("block links broken at %#llx", (unsigned long long)b->addr);
             end += b->size;
+            if (!b->mapped) {
+                uint64_t off = b->addr - s->addr;
+                unmapped[pk - 1]++;
+                if (!s->expandable || b->state != TDM_BLOCK_INACTIVE || off % s->page ||
+                    b->size % s->page || (b->next && !b->next->mapped))
+                    FAIL("unmapped block %#llx is not whole free pages apart",
+                         (unsigned long long)b->addr);
+                for (uint64_t pg = off / s->page; pg < (off + b->size) / s->page; pg++)
+                    if (s->handles[pg] != 0)
+                        FAIL("unmapped block %#llx has page %llu mapped",
+                             (unsigned long long)b->addr, (unsigned long long)pg);
+                cblock key = *b;
+                if (tdm__tree_find_ge(&tdm__cache_pool(d, s->pool)->unmapped, &key.node) !=
+                    &b->node)
+                    FAIL("unmapped block %#llx missing from its pool",
+                         (unsigned long long)b->addr);
+                continue;
+            }
+            mapped += b->size;
+            if (s->expandable) {
+                uint64_t off = b->addr - s->addr;
+                for (uint64_t pg = off / s->page; pg * s->page < off + b->size; pg++)
+                    if (s->handles[pg] == 0)
+                        FAIL("block %#llx lies on unmapped page %llu",
+                             (unsigned long long)b->addr, (unsigned long long)pg);
+            }
             if (b->state == TDM_BLOCK_INACTIVE) {
                 inactive[pk - 1]++;
-                if (b->next && b->next->state == TDM_BLOCK_INACTIVE)
+                if (b->next && b->next->state == TDM_BLOCK_INACTIVE && b->next->mapped)
                     FAIL("free neighbours %#llx and %#llx not merged",
                          (unsigned long long)b->addr, (unsigned long long)b->next->addr);
                 if (b->requested != 0 || b->nuses != 0)
@@ -285,6 +330,10 @@ static tdm_status check_cache(int device, char *msg, size_t msg_len)
                 sum[pk][r] += one[r];
             }
         }
+        if (s->expandable && mapped != s->mapped)
+            FAIL("expandable segment %#llx maps %llu bytes, its blocks %llu",
+                 (unsigned long long)s->addr, (unsigned long long)s->mapped,
+                 (unsigned long long)mapped);
         if (end != s->addr + s->size)
             FAIL("blocks of segment %#llx cover %llu of %llu bytes",
                  (unsigned long long)s->addr, (unsigned long long)(end - s->addr),
@@ -297,6 +346,9 @@ static tdm_status check_cache(int device, char *msg, size_t msg_len)
     if (d->small.tree.count != inactive[0] || d->large.tree.count != inactive[1])
         FAIL("pool trees hold %zu+%zu blocks, segments %zu+%zu inactive",
              d->small.tree.count, d->large.tree.count, inactive[0], inactive[1]);
+    if (d->small.unmapped.count != unmapped[0] || d->large.unmapped.count != unmapped[1])
+        FAIL("unmapped trees hold %zu+%zu blocks, segments %zu+%zu",
+             d->small.unmapped.count, d->large.unmapped.count, unmapped[0], unmapped[1]);
     size_t listed = 0, waiting = 0;
     for (cblock *b = d->pending; b != NULL; b = b->pend_next, listed++) {
         if (b->state != TDM_BLOCK_ACTIVE_PENDING_FREE)

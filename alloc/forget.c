@@ -24,10 +24,13 @@
 
 static void cache_forget(tdm__cache_device *d)
 {
-    for (cseg *s = d->segs; s != NULL; s = s->next)
+    for (cseg *s = d->segs; s != NULL; s = s->next) {
         for (cblock *b = s->first; b != NULL; b = b->next)
             if (b->uses != NULL && b->uses != b->uses_inline)
                 tdm__meta_unmap(b->uses, b->uses_cap * sizeof(uint64_t));
+        if (s->expandable) /* the copy of its page table */
+            tdm__meta_unmap(s->handles, (size_t)(s->size / s->page) * sizeof(uint64_t));
+    }
     /* The records are the child's copy-on-write copies of the parent's
      * bookkeeping; the pools give their chunks back and start empty. */
     tdm__objpool_destroy(&d->block_pool);
@@ -36,6 +39,8 @@ static void cache_forget(tdm__cache_device *d)
     tdm__objpool_init(&d->seg_pool, sizeof(cseg));
     tdm__tree_init(&d->small.tree, d->small.tree.cmp);
     tdm__tree_init(&d->large.tree, d->large.tree.cmp);
+    tdm__tree_init(&d->small.unmapped, d->small.unmapped.cmp);
+    tdm__tree_init(&d->large.unmapped, d->large.unmapped.cmp);
     d->small.calls = 0;
     d->large.calls = 0;
     d->segs = NULL;

@@ -10,6 +10,7 @@
  * reports an OOM), which is what PyTorch does when a request would exceed
  * the allowed fraction.  Free and total bytes are the inner provider's.
  *
+ * Physical pages of the virtual memory ops count as held bytes too.
  * Invariants: used[d] == bytes handed out on device d and not yet freed;
  * limit[d] == UINT64_MAX until a fraction is set.
  * Lock: locks[d] is held around every call into the inner provider for
@@ -79,6 +80,102 @@ static void frac_device_name(tdm_provider *p, int device, char *buf, size_t len)
     frac_impl *f = p->impl;
     f->inner->device_name(f->inner, device, buf, len);
 }
+
+/* ---- virtual memory ops: physical pages count as bytes held ---------- */
+
+static tdm_status frac_granularity(tdm_provider *p, int device, size_t *bytes)
+{
+    frac_impl *f = p->impl;
+    pthread_mutex_lock(&f->locks[device]);
+    tdm_status st = f->inner->vmm->granularity(f->inner, device, bytes);
+    pthread_mutex_unlock(&f->locks[device]);
+    return st;
+}
+
+static tdm_status frac_reserve(tdm_provider *p, int device, size_t size, void **base)
+{
+    frac_impl *f = p->impl;
+    pthread_mutex_lock(&f->locks[device]);
+    tdm_status st = f->inner->vmm->reserve(f->inner, device, size, base);
+    pthread_mutex_unlock(&f->locks[device]);
+    return st;
+}
+
+static tdm_status frac_free_range(tdm_provider *p, int device, void *base, size_t size)
+{
+    frac_impl *f = p->impl;
+    pthread_mutex_lock(&f->locks[device]);
+    tdm_status st = f->inner->vmm->free_range(f->inner, device, base, size);
+    pthread_mutex_unlock(&f->locks[device]);
+    return st;
+}
+
+static tdm_status frac_create(tdm_provider *p, int device, size_t size, uint64_t *handle)
+{
+    frac_impl *f = p->impl;
+    uint64_t limit = atomic_load_explicit(&f->limit[device], memory_order_relaxed);
+    if (limit != UINT64_MAX &&
+        atomic_load_explicit(&f->used[device], memory_order_relaxed) + size > limit) {
+        *handle = 0;
+        return TDM_OUT_OF_MEMORY;
+    }
+    pthread_mutex_lock(&f->locks[device]);
+    tdm_status st = f->inner->vmm->create(f->inner, device, size, handle);
+    pthread_mutex_unlock(&f->locks[device]);
+    if (st == TDM_OK)
+        atomic_fetch_add_explicit(&f->used[device], size, memory_order_relaxed);
+    return st;
+}
+
+static tdm_status frac_release(tdm_provider *p, int device, uint64_t handle, size_t size)
+{
+    frac_impl *f = p->impl;
+    pthread_mutex_lock(&f->locks[device]);
+    tdm_status st = f->inner->vmm->release(f->inner, device, handle, size);
+    pthread_mutex_unlock(&f->locks[device]);
+    if (st == TDM_OK)
+        atomic_fetch_sub_explicit(&f->used[device], size, memory_order_relaxed);
+    return st;
+}
+
+static tdm_status frac_map(tdm_provider *p, int device, void *addr, size_t size,
+                           uint64_t handle)
+{
+    frac_impl *f = p->impl;
+    pthread_mutex_lock(&f->locks[device]);
+    tdm_status st = f->inner->vmm->map(f->inner, device, addr, size, handle);
+    pthread_mutex_unlock(&f->locks[device]);
+    return st;
+}
+
+static tdm_status frac_set_access(tdm_provider *p, int device, void *addr, size_t size)
+{
+    frac_impl *f = p->impl;
+    pthread_mutex_lock(&f->locks[device]);
+    tdm_status st = f->inner->vmm->set_access(f->inner, device, addr, size);
+    pthread_mutex_unlock(&f->locks[device]);
+    return st;
+}
+
+static tdm_status frac_unmap(tdm_provider *p, int device, void *addr, size_t size)
+{
+    frac_impl *f = p->impl;
+    pthread_mutex_lock(&f->locks[device]);
+    tdm_status st = f->inner->vmm->unmap(f->inner, device, addr, size);
+    pthread_mutex_unlock(&f->locks[device]);
+    return st;
+}
+
+static const tdm_vmm_ops frac_vmm = {
+    .granularity = frac_granularity,
+    .reserve = frac_reserve,
+    .free_range = frac_free_range,
+    .create = frac_create,
+    .release = frac_release,
+    .map = frac_map,
+    .set_access = frac_set_access,
+    .unmap = frac_unmap,
+};
 
 /* One region holds the three per-device tables. */
 static size_t tables_bytes(int device_count)
@@ -151,6 +248,7 @@ tdm_status tdm__fraction_wrap(tdm_provider *inner, tdm_provider **out)
         /* Streams are the device's: nothing to count or limit there. */
         .streams = inner->streams,
         .streams_ctx = inner->streams_ctx,
+        .vmm = inner->vmm ? &frac_vmm : NULL,
     };
     *out = &f->pub;
     return TDM_OK;

@@ -42,6 +42,32 @@ typedef struct tdm_stream_ops {
     void (*device_sync)(void *ctx, int device);
 } tdm_stream_ops;
 
+/* Virtual memory management, for expandable segments (docs/allocator.md,
+ * "Expandable segments"): an address range is reserved once, then
+ * physical memory is created in pages and mapped into it, and unmapped
+ * again, as the cache grows and shrinks.  Every op takes the provider
+ * itself (as alloc does); sizes and addresses are multiples of the
+ * granularity.  A provider without them leaves `vmm` NULL. */
+typedef struct tdm_vmm_ops {
+    /* The granularity of mappings on `device` (the vendor's minimum);
+     * TDM_NOT_AVAILABLE when the device has no virtual memory management. */
+    tdm_status (*granularity)(tdm_provider *p, int device, size_t *bytes);
+    /* Reserves `size` bytes of the device's address space, nothing
+     * behind them yet. */
+    tdm_status (*reserve)(tdm_provider *p, int device, size_t size, void **base);
+    tdm_status (*free_range)(tdm_provider *p, int device, void *base, size_t size);
+    /* Physical memory of `size` bytes: TDM_OUT_OF_MEMORY when the device
+     * has not that much left (mapped bytes count as used). */
+    tdm_status (*create)(tdm_provider *p, int device, size_t size, uint64_t *handle);
+    tdm_status (*release)(tdm_provider *p, int device, uint64_t handle, size_t size);
+    /* Maps the whole of `handle` at addr, inside a reserved range. */
+    tdm_status (*map)(tdm_provider *p, int device, void *addr, size_t size,
+                      uint64_t handle);
+    /* Lets the device read and write [addr, addr+size). */
+    tdm_status (*set_access)(tdm_provider *p, int device, void *addr, size_t size);
+    tdm_status (*unmap)(tdm_provider *p, int device, void *addr, size_t size);
+} tdm_vmm_ops;
+
 struct tdm_provider {
     const char *vendor; /* "sim", "cuda", "hip", "ze" */
     int device_count;
@@ -59,6 +85,9 @@ struct tdm_provider {
      * tdm_stream_synchronize / tdm_device_synchronize instead. */
     const tdm_stream_ops *streams;
     void *streams_ctx;
+    /* NULL where the vendor (or its library here) has no virtual memory
+     * management: expandable segments then fall back to normal ones. */
+    const tdm_vmm_ops *vmm;
 };
 
 typedef struct tdm_sim_config {
@@ -69,7 +98,10 @@ typedef struct tdm_sim_config {
 
 /* The sim device: each device owns a reserved address range of its
  * capacity (PROT_NONE unless host_accessible), hands out 512-byte aligned
- * ranges from it and fails with TDM_OUT_OF_MEMORY past its capacity. */
+ * ranges from it and fails with TDM_OUT_OF_MEMORY past its capacity.  Its
+ * virtual memory ops reserve ranges of their own (outside that one), with
+ * a 2 MiB granularity; created physical pages count against the capacity
+ * like handed-out ranges. */
 tdm_status tdm__provider_sim_create(const tdm_sim_config *cfg,
                                     tdm_provider **out);
 

@@ -239,6 +239,154 @@ static const tdm_stream_ops cuda_stream_ops = {
     .device_sync = cuda_device_sync,
 };
 
+/* ---- virtual memory management (expandable segments) ---------------------- */
+
+static tdm_status cuda_vmm_prop(cuda_impl *c, int device, tdm__cu_mem_prop *prop)
+{
+    int dev = 0;
+    int r = c->fns.device_get(&dev, device);
+    if (r != TDM__CU_SUCCESS)
+        return fail(r);
+    memset(prop, 0, sizeof *prop);
+    prop->type = TDM__CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop->location.type = TDM__CU_MEM_LOCATION_TYPE_DEVICE;
+    prop->location.id = dev;
+    return TDM_OK;
+}
+
+static tdm_status cuda_vmm_granularity(tdm_provider *p, int device, size_t *bytes)
+{
+    cuda_impl *c = p->impl;
+    tdm__cu_mem_prop prop;
+    if (device < 0 || device >= p->device_count)
+        return TDM_NO_SUCH_DEVICE;
+    tdm_status st = cuda_vmm_prop(c, device, &prop);
+    if (st != TDM_OK)
+        return st;
+    /* A device without virtual memory management refuses this (PyTorch
+     * asks the same question to decide). */
+    int r = c->fns.mem_get_allocation_granularity(bytes, &prop,
+                                                  TDM__CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (r != TDM__CU_SUCCESS || *bytes == 0) {
+        tdm__provider_set_vendor_error(r);
+        return TDM_NOT_AVAILABLE;
+    }
+    return TDM_OK;
+}
+
+static tdm_status cuda_vmm_reserve(tdm_provider *p, int device, size_t size, void **base)
+{
+    cuda_impl *c = p->impl;
+    tdm__cu_deviceptr d = 0;
+    int pushed;
+    int r = enter_ctx(c, device, &pushed);
+    if (r == TDM__CU_SUCCESS)
+        r = c->fns.mem_address_reserve(&d, size, 0, 0, 0);
+    leave_ctx(c, pushed);
+    *base = (void *)(uintptr_t)d;
+    return r == TDM__CU_SUCCESS ? TDM_OK : fail(r);
+}
+
+static tdm_status cuda_vmm_free_range(tdm_provider *p, int device, void *base, size_t size)
+{
+    cuda_impl *c = p->impl;
+    int pushed;
+    int r = enter_ctx(c, device, &pushed);
+    if (r == TDM__CU_SUCCESS)
+        r = c->fns.mem_address_free((tdm__cu_deviceptr)(uintptr_t)base, size);
+    leave_ctx(c, pushed);
+    return r == TDM__CU_SUCCESS ? TDM_OK : fail(r);
+}
+
+static tdm_status cuda_vmm_create(tdm_provider *p, int device, size_t size, uint64_t *handle)
+{
+    cuda_impl *c = p->impl;
+    tdm__cu_mem_prop prop;
+    tdm__cu_mem_handle h = 0;
+    *handle = 0;
+    tdm_status st = cuda_vmm_prop(c, device, &prop);
+    if (st != TDM_OK)
+        return st;
+    int pushed;
+    int r = enter_ctx(c, device, &pushed);
+    if (r == TDM__CU_SUCCESS)
+        r = c->fns.mem_create(&h, size, &prop, 0);
+    leave_ctx(c, pushed);
+    if (r != TDM__CU_SUCCESS)
+        return fail(r);
+    *handle = h;
+    return TDM_OK;
+}
+
+static tdm_status cuda_vmm_release(tdm_provider *p, int device, uint64_t handle, size_t size)
+{
+    (void)size;
+    cuda_impl *c = p->impl;
+    int pushed;
+    int r = enter_ctx(c, device, &pushed);
+    if (r == TDM__CU_SUCCESS)
+        r = c->fns.mem_release(handle);
+    leave_ctx(c, pushed);
+    return r == TDM__CU_SUCCESS ? TDM_OK : fail(r);
+}
+
+static tdm_status cuda_vmm_map(tdm_provider *p, int device, void *addr, size_t size,
+                               uint64_t handle)
+{
+    cuda_impl *c = p->impl;
+    int pushed;
+    int r = enter_ctx(c, device, &pushed);
+    if (r == TDM__CU_SUCCESS)
+        r = c->fns.mem_map((tdm__cu_deviceptr)(uintptr_t)addr, size, 0, handle, 0);
+    leave_ctx(c, pushed);
+    return r == TDM__CU_SUCCESS ? TDM_OK : fail(r);
+}
+
+static tdm_status cuda_vmm_set_access(tdm_provider *p, int device, void *addr, size_t size)
+{
+    cuda_impl *c = p->impl;
+    tdm__cu_mem_prop prop;
+    tdm_status st = cuda_vmm_prop(c, device, &prop);
+    if (st != TDM_OK)
+        return st;
+    tdm__cu_access_desc desc = {.location = prop.location,
+                                .flags = TDM__CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    int pushed;
+    int r = enter_ctx(c, device, &pushed);
+    if (r == TDM__CU_SUCCESS)
+        r = c->fns.mem_set_access((tdm__cu_deviceptr)(uintptr_t)addr, size, &desc, 1);
+    leave_ctx(c, pushed);
+    return r == TDM__CU_SUCCESS ? TDM_OK : fail(r);
+}
+
+static tdm_status cuda_vmm_unmap(tdm_provider *p, int device, void *addr, size_t size)
+{
+    cuda_impl *c = p->impl;
+    int pushed;
+    int r = enter_ctx(c, device, &pushed);
+    if (r == TDM__CU_SUCCESS)
+        r = c->fns.mem_unmap((tdm__cu_deviceptr)(uintptr_t)addr, size);
+    leave_ctx(c, pushed);
+    return r == TDM__CU_SUCCESS ? TDM_OK : fail(r);
+}
+
+static const tdm_vmm_ops cuda_vmm = {
+    .granularity = cuda_vmm_granularity,
+    .reserve = cuda_vmm_reserve,
+    .free_range = cuda_vmm_free_range,
+    .create = cuda_vmm_create,
+    .release = cuda_vmm_release,
+    .map = cuda_vmm_map,
+    .set_access = cuda_vmm_set_access,
+    .unmap = cuda_vmm_unmap,
+};
+
+static int has_vmm(const struct tdm_cuda_fns *f)
+{
+    return f->mem_address_reserve && f->mem_address_free && f->mem_create && f->mem_release &&
+           f->mem_map && f->mem_unmap && f->mem_set_access && f->mem_get_allocation_granularity;
+}
+
 static int has_events(const struct tdm_cuda_fns *f)
 {
     return f->event_create && f->event_record && f->event_query && f->event_synchronize &&
@@ -305,6 +453,22 @@ static int resolve(void *lib, struct tdm_cuda_fns *f)
     f->event_destroy = (int (*)(tdm__cu_event))o[4];
     f->ctx_synchronize = (int (*)(void))o[5];
     f->stream_is_capturing = (int (*)(tdm__cu_stream, int *))o[6];
+    static const char *const vmm[] = {TDM__CUDA_FNS_VMM_NAMES};
+    void *v[sizeof vmm / sizeof vmm[0]];
+    for (size_t i = 0; i < sizeof vmm / sizeof vmm[0]; i++)
+        v[i] = dlsym(lib, vmm[i]);
+    f->mem_address_reserve = (int (*)(tdm__cu_deviceptr *, size_t, size_t, tdm__cu_deviceptr,
+                                      unsigned long long))v[0];
+    f->mem_address_free = (int (*)(tdm__cu_deviceptr, size_t))v[1];
+    f->mem_create = (int (*)(tdm__cu_mem_handle *, size_t, const tdm__cu_mem_prop *,
+                             unsigned long long))v[2];
+    f->mem_release = (int (*)(tdm__cu_mem_handle))v[3];
+    f->mem_map = (int (*)(tdm__cu_deviceptr, size_t, size_t, tdm__cu_mem_handle,
+                          unsigned long long))v[4];
+    f->mem_unmap = (int (*)(tdm__cu_deviceptr, size_t))v[5];
+    f->mem_set_access = (int (*)(tdm__cu_deviceptr, size_t, const tdm__cu_access_desc *,
+                                 size_t))v[6];
+    f->mem_get_allocation_granularity = (int (*)(size_t *, const tdm__cu_mem_prop *, int))v[7];
     return 1;
 }
 
@@ -362,6 +526,7 @@ tdm_status tdm__provider_cuda_create(const tdm_cuda_fns *fns, tdm_provider **out
         .impl = c,
         .streams = has_events(&c->fns) ? &cuda_stream_ops : NULL,
         .streams_ctx = c,
+        .vmm = has_vmm(&c->fns) ? &cuda_vmm : NULL,
     };
     *out = &c->pub;
     return TDM_OK;

@@ -27,6 +27,34 @@ typedef unsigned long long tdm__cu_deviceptr; /* CUdeviceptr */
 typedef void *tdm__cu_context;                /* CUcontext */
 typedef void *tdm__cu_event;                  /* CUevent */
 typedef void *tdm__cu_stream;                 /* CUstream */
+typedef unsigned long long tdm__cu_mem_handle; /* CUmemGenericAllocationHandle */
+
+/* CUmemLocation, CUmemAllocationProp and CUmemAccessDesc, with the only
+ * values the provider sets. */
+enum {
+    TDM__CU_MEM_ALLOCATION_TYPE_PINNED = 1,
+    TDM__CU_MEM_LOCATION_TYPE_DEVICE = 1,
+    TDM__CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3,
+    TDM__CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0,
+};
+typedef struct tdm__cu_mem_location {
+    int type;
+    int id;
+} tdm__cu_mem_location;
+typedef struct tdm__cu_mem_prop {
+    int type;
+    int requested_handle_types;
+    tdm__cu_mem_location location;
+    void *win32_handle_meta_data;
+    unsigned char compression_type;
+    unsigned char gpu_direct_rdma_capable;
+    unsigned short usage;
+    unsigned char reserved[4];
+} tdm__cu_mem_prop;
+typedef struct tdm__cu_access_desc {
+    tdm__cu_mem_location location;
+    int flags;
+} tdm__cu_access_desc;
 
 struct tdm_cuda_fns {
     int (*init)(unsigned int flags);                          /* cuInit */
@@ -56,6 +84,21 @@ struct tdm_cuda_fns {
      * cudaStreamEndCapture: nonzero while a capture is underway anywhere
      * in the process. */
     int (*captures_underway)(void);
+    /* Optional, all eight or none: virtual memory management, for
+     * expandable segments (without it they fall back to normal ones). */
+    int (*mem_address_reserve)(tdm__cu_deviceptr *ptr, size_t size, size_t align,
+                               tdm__cu_deviceptr addr, unsigned long long flags);
+    int (*mem_address_free)(tdm__cu_deviceptr ptr, size_t size);     /* cuMemAddressFree */
+    int (*mem_create)(tdm__cu_mem_handle *handle, size_t size, const tdm__cu_mem_prop *prop,
+                      unsigned long long flags);                     /* cuMemCreate */
+    int (*mem_release)(tdm__cu_mem_handle handle);                   /* cuMemRelease */
+    int (*mem_map)(tdm__cu_deviceptr ptr, size_t size, size_t offset, tdm__cu_mem_handle handle,
+                   unsigned long long flags);                        /* cuMemMap */
+    int (*mem_unmap)(tdm__cu_deviceptr ptr, size_t size);            /* cuMemUnmap */
+    int (*mem_set_access)(tdm__cu_deviceptr ptr, size_t size, const tdm__cu_access_desc *desc,
+                          size_t count);                             /* cuMemSetAccess */
+    int (*mem_get_allocation_granularity)(size_t *granularity, const tdm__cu_mem_prop *prop,
+                                          int option); /* cuMemGetAllocationGranularity */
 };
 
 /* The driver's names of the fields above, in field order (for resolving
@@ -70,5 +113,9 @@ struct tdm_cuda_fns {
 #define TDM__CUDA_FNS_OPTIONAL_NAMES                                           \
     "cuEventCreate", "cuEventRecord", "cuEventQuery", "cuEventSynchronize",    \
         "cuEventDestroy_v2", "cuCtxSynchronize", "cuStreamIsCapturing"
+/* And of the virtual memory ones, from mem_address_reserve on. */
+#define TDM__CUDA_FNS_VMM_NAMES                                                \
+    "cuMemAddressReserve", "cuMemAddressFree", "cuMemCreate", "cuMemRelease",  \
+        "cuMemMap", "cuMemUnmap", "cuMemSetAccess", "cuMemGetAllocationGranularity"
 
 #endif

@@ -8,7 +8,9 @@
  * Invariants: free ranges are disjoint, never adjacent (freeing coalesces
  * with both neighbours), 512-byte aligned, and each sits in both trees
  * (by (size, start) for best fit, by start for neighbours); used bytes =
- * capacity - sum of free range sizes.  Freed pages of a host-accessible
+ * capacity - sum of free range sizes + physical pages made by the virtual
+ * memory ops (reservations, outside the range, are listed per device).
+ * Freed pages of a host-accessible
  * device are given back with madvise(MADV_DONTNEED), so they read as zero.
  *
  * Lock: one mutex per device around its trees and counters; the provider
@@ -36,11 +38,20 @@ typedef struct sim_range {
     uint64_t size;      /* bytes, multiple of SIM_ALIGN */
 } sim_range;
 
+/* An address range reserved by the virtual memory ops. */
+typedef struct sim_reservation {
+    struct sim_reservation *next;
+    uint64_t start, size;
+} sim_reservation;
+
 typedef struct sim_device {
     pthread_mutex_t lock;
     char *base;         /* reserved range */
     uint64_t capacity;  /* bytes */
-    uint64_t used;      /* bytes handed out */
+    uint64_t used;      /* bytes handed out, physical pages included */
+    uint64_t handles;   /* physical pages made so far: their ids */
+    sim_reservation *reserved;
+    tdm__objpool reservations;
     tdm__tree by_size;
     tdm__tree by_addr;
     tdm__objpool ranges; /* sim_range records */
@@ -92,7 +103,9 @@ static tdm_status sim_alloc(tdm_provider *p, int device, size_t size,
     sim_range probe = {.start = 0, .size = need};
     pthread_mutex_lock(&d->lock);
     tdm__tnode *n = tdm__tree_find_ge(&d->by_size, &probe.by_size);
-    if (n == NULL) {
+    /* Physical pages of the virtual memory ops use capacity outside the
+     * free ranges. */
+    if (n == NULL || need > d->capacity - d->used) {
         pthread_mutex_unlock(&d->lock);
         return TDM_OUT_OF_MEMORY;
     }
@@ -209,6 +222,171 @@ static void sim_device_name(tdm_provider *p, int device, char *buf, size_t len)
         snprintf(buf, len, "sim%d", device);
 }
 
+/* ---- virtual memory ops ----------------------------------------------------
+ * A reservation is an address range of its own (PROT_NONE, MAP_NORESERVE),
+ * so that its size may exceed the capacity, as a vendor's address space
+ * does; physical pages are only counted, and on a host-accessible device
+ * mapping makes the range readable and writable. */
+
+#define SIM_GRANULARITY ((uint64_t)2 << 20)
+
+static tdm_status sim_vmm_granularity(tdm_provider *p, int device, size_t *bytes)
+{
+    if (sim_dev(p, device) == NULL)
+        return TDM_NO_SUCH_DEVICE;
+    *bytes = (size_t)SIM_GRANULARITY;
+    return TDM_OK;
+}
+
+static tdm_status sim_vmm_reserve(tdm_provider *p, int device, size_t size, void **base)
+{
+    sim_device *d = sim_dev(p, device);
+    *base = NULL;
+    if (d == NULL)
+        return TDM_NO_SUCH_DEVICE;
+    if (size == 0 || size % SIM_GRANULARITY != 0)
+        return TDM_INVALID_ARGUMENT;
+    /* Aligned to the granularity: reserve one more granule and trim. */
+    size_t span = size + (size_t)SIM_GRANULARITY;
+    char *m = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
+        return TDM_OUT_OF_MEMORY;
+    uint64_t lo = ((uint64_t)(uintptr_t)m + SIM_GRANULARITY - 1) & ~(SIM_GRANULARITY - 1);
+    char *start = (char *)(uintptr_t)lo;
+    if (start > m)
+        munmap(m, (size_t)(start - m));
+    if (start + size < m + span)
+        munmap(start + size, (size_t)(m + span - (start + size)));
+    pthread_mutex_lock(&d->lock);
+    sim_reservation *r = tdm__objpool_get(&d->reservations);
+    if (r != NULL) {
+        r->start = lo;
+        r->size = size;
+        r->next = d->reserved;
+        d->reserved = r;
+    }
+    pthread_mutex_unlock(&d->lock);
+    if (r == NULL) {
+        munmap(start, size);
+        return TDM_HOST_OUT_OF_MEMORY;
+    }
+    *base = start;
+    return TDM_OK;
+}
+
+/* Whether [addr, addr+size) lies in one reservation (device lock held). */
+static int sim_reserved(const sim_device *d, uint64_t addr, uint64_t size)
+{
+    for (const sim_reservation *r = d->reserved; r != NULL; r = r->next)
+        if (addr >= r->start && size <= r->size && addr - r->start <= r->size - size)
+            return 1;
+    return 0;
+}
+
+static tdm_status sim_vmm_free_range(tdm_provider *p, int device, void *base, size_t size)
+{
+    sim_device *d = sim_dev(p, device);
+    if (d == NULL)
+        return TDM_NO_SUCH_DEVICE;
+    pthread_mutex_lock(&d->lock);
+    sim_reservation **at = &d->reserved;
+    while (*at && ((*at)->start != (uint64_t)(uintptr_t)base || (*at)->size != size))
+        at = &(*at)->next;
+    sim_reservation *r = *at;
+    if (r != NULL)
+        *at = r->next;
+    tdm__objpool_put(&d->reservations, r);
+    pthread_mutex_unlock(&d->lock);
+    if (r == NULL)
+        return TDM_INVALID_ARGUMENT;
+    munmap(base, size);
+    return TDM_OK;
+}
+
+static tdm_status sim_vmm_create(tdm_provider *p, int device, size_t size, uint64_t *handle)
+{
+    sim_device *d = sim_dev(p, device);
+    *handle = 0;
+    if (d == NULL)
+        return TDM_NO_SUCH_DEVICE;
+    if (size == 0 || size % SIM_GRANULARITY != 0)
+        return TDM_INVALID_ARGUMENT;
+    tdm_status st = TDM_OUT_OF_MEMORY;
+    pthread_mutex_lock(&d->lock);
+    if (size <= d->capacity - d->used) {
+        d->used += size;
+        *handle = ++d->handles;
+        st = TDM_OK;
+    }
+    pthread_mutex_unlock(&d->lock);
+    return st;
+}
+
+static tdm_status sim_vmm_release(tdm_provider *p, int device, uint64_t handle, size_t size)
+{
+    sim_device *d = sim_dev(p, device);
+    if (d == NULL)
+        return TDM_NO_SUCH_DEVICE;
+    tdm_status st = TDM_INVALID_ARGUMENT;
+    pthread_mutex_lock(&d->lock);
+    if (handle != 0 && handle <= d->handles && size <= d->used) {
+        d->used -= size;
+        st = TDM_OK;
+    }
+    pthread_mutex_unlock(&d->lock);
+    return st;
+}
+
+/* Checks a range to map, unmap or open; with `prot` >= 0 on a
+ * host-accessible device, gives it that protection. */
+static tdm_status sim_vmm_range(tdm_provider *p, int device, void *addr, size_t size, int prot)
+{
+    sim_impl *s = p->impl;
+    sim_device *d = sim_dev(p, device);
+    if (d == NULL)
+        return TDM_NO_SUCH_DEVICE;
+    uint64_t a = (uint64_t)(uintptr_t)addr;
+    pthread_mutex_lock(&d->lock);
+    int ok = size != 0 && a % SIM_GRANULARITY == 0 && size % SIM_GRANULARITY == 0 &&
+             sim_reserved(d, a, size);
+    pthread_mutex_unlock(&d->lock);
+    if (!ok)
+        return TDM_INVALID_ARGUMENT;
+    if (s->host_accessible && prot >= 0) {
+        if (prot == PROT_NONE) /* unmapped pages read as zero once mapped again */
+            madvise(addr, size, MADV_DONTNEED);
+        mprotect(addr, size, prot);
+    }
+    return TDM_OK;
+}
+
+static tdm_status sim_vmm_map(tdm_provider *p, int device, void *addr, size_t size,
+                              uint64_t handle)
+{
+    return handle == 0 ? TDM_INVALID_ARGUMENT : sim_vmm_range(p, device, addr, size, -1);
+}
+
+static tdm_status sim_vmm_set_access(tdm_provider *p, int device, void *addr, size_t size)
+{
+    return sim_vmm_range(p, device, addr, size, PROT_READ | PROT_WRITE);
+}
+
+static tdm_status sim_vmm_unmap(tdm_provider *p, int device, void *addr, size_t size)
+{
+    return sim_vmm_range(p, device, addr, size, PROT_NONE);
+}
+
+static const tdm_vmm_ops sim_vmm = {
+    .granularity = sim_vmm_granularity,
+    .reserve = sim_vmm_reserve,
+    .free_range = sim_vmm_free_range,
+    .create = sim_vmm_create,
+    .release = sim_vmm_release,
+    .map = sim_vmm_map,
+    .set_access = sim_vmm_set_access,
+    .unmap = sim_vmm_unmap,
+};
+
 static void sim_destroy(tdm_provider *p)
 {
     sim_impl *s = p->impl;
@@ -216,6 +394,9 @@ static void sim_destroy(tdm_provider *p)
         sim_device *d = &s->devs[i];
         if (d->base != NULL)
             munmap(d->base, d->capacity);
+        for (sim_reservation *r = d->reserved; r != NULL; r = r->next)
+            munmap((void *)(uintptr_t)r->start, r->size);
+        tdm__objpool_destroy(&d->reservations);
         tdm__objpool_destroy(&d->ranges);
         pthread_mutex_destroy(&d->lock);
     }
@@ -252,6 +433,7 @@ tdm_status tdm__provider_sim_create(const tdm_sim_config *cfg,
     s->pub.mem_info = sim_mem_info;
     s->pub.device_name = sim_device_name;
     s->pub.destroy = sim_destroy;
+    s->pub.vmm = &sim_vmm;
     s->pub.impl = s;
 
     int prot = cfg->host_accessible ? PROT_READ | PROT_WRITE : PROT_NONE;
@@ -261,6 +443,7 @@ tdm_status tdm__provider_sim_create(const tdm_sim_config *cfg,
         tdm__tree_init(&d->by_size, cmp_size);
         tdm__tree_init(&d->by_addr, cmp_addr);
         tdm__objpool_init(&d->ranges, sizeof(sim_range));
+        tdm__objpool_init(&d->reservations, sizeof(sim_reservation));
         d->capacity = cap;
         void *base = mmap(NULL, cap, prot,
                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

@@ -461,6 +461,12 @@ static const tdm__conf_key keys[] = {
      "the cached segments that have waited longest before taking a new one; "
      "0 = off",
      tdm__config_parse_threshold, FIELD(alloc.garbage_collection_threshold), NULL},
+    {"expandable_segments", "0|1", "0",
+     "cache: 1 makes segments expandable, as PyTorch's expandable_segments: "
+     "per stream and pool one address range is reserved and physical pages "
+     "are mapped into it as the cache grows and unmapped by empty_cache; a "
+     "device without virtual memory management keeps normal segments",
+     parse_bool, FIELD(alloc.expandable_segments), NULL},
     {"mode", "observe|cache", "observe",
      "what libtidemark_preload.so does with vendor allocations: observe "
      "(the vendor serves them, tidemark records each as its own segment) or "

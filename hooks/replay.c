@@ -2,7 +2,10 @@
  * replay`: parses the settings with TIDEMARK_CONF's own parser, then
  * drives the caching allocator over a counting wrapper of the sim
  * provider, so that device calls and the segment timeline are seen
- * without changing the allocator.
+ * without changing the allocator.  With expandable segments a device
+ * call is a physical page made, a "segment" one mapping (the allocator
+ * opens each mapping's range in one set_access call) and a free one
+ * unmapping (the pages of one, unmapped one after another, adjoin).
  *
  * Lock: none of its own; the caller owns the allocator for the call
  * (the tool, single-threaded).  Recording stays off.
@@ -23,12 +26,25 @@ typedef struct counting_provider {
     tdm_replay_result *out;
     tdm_replay_segment_fn on_segment;
     void *ctx;
+    uint64_t unmap_end, unmap_bytes; /* the unmapping being told */
 } counting_provider;
+
+/* Tells the unmapping of adjoining pages seen so far as one. */
+static void flush_unmap(counting_provider *c)
+{
+    if (c->unmap_bytes == 0)
+        return;
+    c->out->device_frees++;
+    if (c->on_segment)
+        c->on_segment(c->ctx, 1, c->unmap_bytes);
+    c->unmap_bytes = 0;
+}
 
 static tdm_status count_alloc(tdm_provider *p, int device, size_t size, tdm_stream stream,
                               void **out)
 {
     counting_provider *c = (counting_provider *)p;
+    flush_unmap(c);
     c->out->device_calls++;
     tdm_status st = c->inner->alloc(c->inner, device, size, stream, out);
     if (st == TDM_OK) {
@@ -42,6 +58,7 @@ static tdm_status count_alloc(tdm_provider *p, int device, size_t size, tdm_stre
 static tdm_status count_free(tdm_provider *p, int device, void *ptr, size_t size)
 {
     counting_provider *c = (counting_provider *)p;
+    flush_unmap(c);
     c->out->device_frees++;
     if (c->on_segment)
         c->on_segment(c->ctx, 1, size);
@@ -60,6 +77,82 @@ static void count_name(tdm_provider *p, int device, char *buf, size_t len)
     counting_provider *c = (counting_provider *)p;
     c->inner->device_name(c->inner, device, buf, len);
 }
+
+static tdm_status count_granularity(tdm_provider *p, int device, size_t *bytes)
+{
+    counting_provider *c = (counting_provider *)p;
+    return c->inner->vmm->granularity(c->inner, device, bytes);
+}
+
+static tdm_status count_reserve(tdm_provider *p, int device, size_t size, void **base)
+{
+    counting_provider *c = (counting_provider *)p;
+    flush_unmap(c);
+    return c->inner->vmm->reserve(c->inner, device, size, base);
+}
+
+static tdm_status count_free_range(tdm_provider *p, int device, void *base, size_t size)
+{
+    counting_provider *c = (counting_provider *)p;
+    flush_unmap(c);
+    return c->inner->vmm->free_range(c->inner, device, base, size);
+}
+
+static tdm_status count_create(tdm_provider *p, int device, size_t size, uint64_t *handle)
+{
+    counting_provider *c = (counting_provider *)p;
+    flush_unmap(c);
+    c->out->device_calls++;
+    return c->inner->vmm->create(c->inner, device, size, handle);
+}
+
+static tdm_status count_release(tdm_provider *p, int device, uint64_t handle, size_t size)
+{
+    counting_provider *c = (counting_provider *)p;
+    return c->inner->vmm->release(c->inner, device, handle, size);
+}
+
+static tdm_status count_map(tdm_provider *p, int device, void *addr, size_t size,
+                            uint64_t handle)
+{
+    counting_provider *c = (counting_provider *)p;
+    flush_unmap(c);
+    return c->inner->vmm->map(c->inner, device, addr, size, handle);
+}
+
+static tdm_status count_set_access(tdm_provider *p, int device, void *addr, size_t size)
+{
+    counting_provider *c = (counting_provider *)p;
+    tdm_status st = c->inner->vmm->set_access(c->inner, device, addr, size);
+    if (st == TDM_OK) {
+        c->out->segments++;
+        if (c->on_segment)
+            c->on_segment(c->ctx, 0, size);
+    }
+    return st;
+}
+
+static tdm_status count_unmap(tdm_provider *p, int device, void *addr, size_t size)
+{
+    counting_provider *c = (counting_provider *)p;
+    uint64_t a = (uint64_t)(uintptr_t)addr;
+    if (c->unmap_bytes != 0 && a != c->unmap_end)
+        flush_unmap(c);
+    c->unmap_bytes += size;
+    c->unmap_end = a + size;
+    return c->inner->vmm->unmap(c->inner, device, addr, size);
+}
+
+static const tdm_vmm_ops count_vmm = {
+    .granularity = count_granularity,
+    .reserve = count_reserve,
+    .free_range = count_free_range,
+    .create = count_create,
+    .release = count_release,
+    .map = count_map,
+    .set_access = count_set_access,
+    .unmap = count_unmap,
+};
 
 static void count_destroy(tdm_provider *p)
 {
@@ -96,6 +189,7 @@ TDM_API int tdm__replay(const char *conf, uint64_t capacity, const tdm_replay_op
     memcpy(cfg.roundup_power2_divisions, parsed->alloc.roundup_power2_divisions,
            sizeof cfg.roundup_power2_divisions);
     cfg.garbage_collection_threshold = parsed->alloc.garbage_collection_threshold;
+    cfg.expandable_segments = parsed->alloc.expandable_segments;
     free(parsed);
 
     void **slots = calloc(ids ? ids : 1, sizeof *slots);
@@ -112,6 +206,7 @@ TDM_API int tdm__replay(const char *conf, uint64_t capacity, const tdm_replay_op
     c->pub.mem_info = count_mem_info;
     c->pub.device_name = count_name;
     c->pub.destroy = count_destroy;
+    c->pub.vmm = &count_vmm;
     c->pub.impl = c;
     c->out = out;
     c->on_segment = on_segment;
@@ -164,6 +259,7 @@ TDM_API int tdm__replay(const char *conf, uint64_t capacity, const tdm_replay_op
         if (slots[i])
             tdm__alloc_free(slots[i], 0);
     free(slots);
+    flush_unmap(c);
     /* What reset gives back is not part of the replay's timeline. */
     tdm_replay_result kept = *out;
     c->on_segment = NULL;

@@ -27,6 +27,25 @@ _Static_assert(sizeof(CUresult) == sizeof(int), "CUresult is int-sized");
 _Static_assert(sizeof(CUdevice) == sizeof(int), "CUdevice is an int");
 _Static_assert(sizeof(CUdeviceptr) == sizeof(tdm__cu_deviceptr), "CUdeviceptr width");
 _Static_assert(sizeof(CUcontext) == sizeof(tdm__cu_context), "CUcontext is a pointer");
+/* The provider's copies of the virtual-memory structures. */
+_Static_assert(sizeof(CUmemAllocationProp) == sizeof(tdm__cu_mem_prop), "CUmemAllocationProp");
+_Static_assert(offsetof(CUmemAllocationProp, location) == offsetof(tdm__cu_mem_prop, location),
+               "CUmemAllocationProp.location");
+_Static_assert(offsetof(CUmemAllocationProp, allocFlags) ==
+                   offsetof(tdm__cu_mem_prop, compression_type),
+               "CUmemAllocationProp.allocFlags");
+_Static_assert(sizeof(CUmemAccessDesc) == sizeof(tdm__cu_access_desc), "CUmemAccessDesc");
+_Static_assert(offsetof(CUmemAccessDesc, flags) == offsetof(tdm__cu_access_desc, flags),
+               "CUmemAccessDesc.flags");
+_Static_assert(sizeof(CUmemGenericAllocationHandle) == sizeof(tdm__cu_mem_handle),
+               "CUmemGenericAllocationHandle width");
+_Static_assert((int)CU_MEM_ALLOCATION_TYPE_PINNED == (int)TDM__CU_MEM_ALLOCATION_TYPE_PINNED &&
+                   (int)CU_MEM_LOCATION_TYPE_DEVICE == (int)TDM__CU_MEM_LOCATION_TYPE_DEVICE &&
+                   (int)CU_MEM_ACCESS_FLAGS_PROT_READWRITE ==
+                       (int)TDM__CU_MEM_ACCESS_FLAGS_PROT_READWRITE &&
+                   (int)CU_MEM_ALLOC_GRANULARITY_MINIMUM ==
+                       (int)TDM__CU_MEM_ALLOC_GRANULARITY_MINIMUM,
+               "virtual-memory constants");
 
 TDM_CUDA_HIDDEN void *tdm__cuda_lib(void); /* cuda_lookup.c */
 
@@ -41,7 +60,8 @@ TDM_CUDA_HIDDEN void *tdm__cuda_lib(void); /* cuda_lookup.c */
     X(cuEventSynchronize) X(cuEventDestroy_v2) X(cuCtxSynchronize)             \
     X(cuMemPoolGetAttribute) X(cuDeviceGetMemPool)                             \
     X(cuDeviceGetDefaultMemPool) X(cuMemGetAddressRange_v2) X(cuPointerGetAttribute) \
-    X(cuMemGetAllocationPropertiesFromHandle)
+    X(cuMemGetAllocationPropertiesFromHandle) X(cuMemSetAccess)                  \
+    X(cuMemGetAllocationGranularity)
 /* From here on the provider can do without them (provider_cuda.h): older
  * drivers lack some. */
 #define H_FIRST_OPTIONAL H_cuStreamIsCapturing
@@ -192,6 +212,23 @@ static int fill_fns(struct tdm_cuda_fns *f)
     f->ctx_synchronize = (int (*)(void))h[H_cuCtxSynchronize];
     f->stream_is_capturing = (int (*)(tdm__cu_stream, int *))h[H_cuStreamIsCapturing];
     f->captures_underway = tdm__cuda_captures_underway;
+    /* Virtual memory: the un-hooked functions, so that the cache's own
+     * mappings are not recorded as the program's. */
+    f->mem_address_reserve =
+        (int (*)(tdm__cu_deviceptr *, size_t, size_t, tdm__cu_deviceptr, unsigned long long))
+            tdm__cuda_real(TDM__CV_cuMemAddressReserve);
+    f->mem_address_free =
+        (int (*)(tdm__cu_deviceptr, size_t))tdm__cuda_real(TDM__CV_cuMemAddressFree);
+    f->mem_create = (int (*)(tdm__cu_mem_handle *, size_t, const tdm__cu_mem_prop *,
+                             unsigned long long))tdm__cuda_real(TDM__CV_cuMemCreate);
+    f->mem_release = (int (*)(tdm__cu_mem_handle))tdm__cuda_real(TDM__CV_cuMemRelease);
+    f->mem_map = (int (*)(tdm__cu_deviceptr, size_t, size_t, tdm__cu_mem_handle,
+                          unsigned long long))tdm__cuda_real(TDM__CV_cuMemMap);
+    f->mem_unmap = (int (*)(tdm__cu_deviceptr, size_t))tdm__cuda_real(TDM__CV_cuMemUnmap);
+    f->mem_set_access = (int (*)(tdm__cu_deviceptr, size_t, const tdm__cu_access_desc *,
+                                 size_t))h[H_cuMemSetAccess];
+    f->mem_get_allocation_granularity =
+        (int (*)(size_t *, const tdm__cu_mem_prop *, int))h[H_cuMemGetAllocationGranularity];
     return 1;
 }
 

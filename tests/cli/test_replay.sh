@@ -11,7 +11,8 @@ MiB=1048576
 jget() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
 # ---- faithful: train_sim recorded under three settings -------------------
-for conf in "" ",max_split_size=20MiB" ",max_split_size=20MiB,device=sim:430MiB"; do
+for conf in ",expandable_segments=1" "" ",max_split_size=20MiB" \
+  ",max_split_size=20MiB,device=sim:430MiB"; do
   rm -f "$work/run.tdm"
   record "$work/run.tdm$conf" --steps 3 --compute-us 0
   expect 0 "replay of train_sim ($conf)" -- "$TIDEMARK" replay --json "$work/run.tdm"
@@ -20,6 +21,12 @@ for conf in "" ",max_split_size=20MiB" ",max_split_size=20MiB,device=sim:430MiB"
   [ "$got" = True ] || fail "recorded settings ($conf) do not reproduce the peak: $(cat "$work/run.json")"
   got=$(jget "$work/run.json" "d['segment_timeline']")
   [ "$got" = reproduced ] || fail "segment timeline ($conf): $got"
+  if [ "$conf" = ",expandable_segments=1" ]; then
+    # Segments grow by mapping: a recorded row that differs from the
+    # default one, and that says so.
+    got=$(jget "$work/run.json" "d['settings'][0]['conf']")
+    [ "$got" = expandable_segments=1 ] || fail "recorded expandable setting: $got"
+  fi
 done
 # The last one gave segments back (its device was small): the timeline
 # compared holds frees, not only allocations.
@@ -73,20 +80,40 @@ done
 # --sweep: the best is the least peak reserved among those that fit.
 expect 0 "sweep" -- "$TIDEMARK" replay --json --sweep --capacity 30MiB "$work/fill.csv"
 cp "$work/out" "$work/sweep.json"
-got=$(jget "$work/sweep.json" "len(d['settings']) == 15 and sum(s['best'] for s in d['settings']) == 1 and min((s['peak_reserved'] for s in d['settings'] if not s['oom'])) == [s for s in d['settings'] if s['best']][0]['peak_reserved'] and any(s['oom'] for s in d['settings'])")
+got=$(jget "$work/sweep.json" "len(d['settings']) == 16 and sum(s['best'] for s in d['settings']) == 1 and min((s['peak_reserved'] for s in d['settings'] if not s['oom'])) == [s for s in d['settings'] if s['best']][0]['peak_reserved'] and any(s['oom'] for s in d['settings'])")
 [ "$got" = True ] || fail "sweep's best: $(cat "$work/sweep.json")"
 expect 0 "sweep, text" -- "$TIDEMARK" replay --sweep --capacity 30MiB "$work/fill.csv"
 has_re out '^\* best: '
 has_re out 'roundup_power2_divisions=4 .* OOM'
 
 # ---- what replay refuses, in one line ------------------------------------
-for bad in "max_split_size=abc" "foo=1" "expandable_segments=1" "garbage_collection_threshold=1.5"; do
+for bad in "max_split_size=abc" "foo=1" "expandable_segments=2" "garbage_collection_threshold=1.5"; do
   expect 2 "--conf $bad" -- "$TIDEMARK" replay --conf "$bad" "$work/fill.csv"
   [ "$(wc -l <"$work/err")" -eq 1 ] || fail "--conf $bad: not one line: $(cat "$work/err")"
   has err "$bad"
 done
-expect 2 "expandable_segments" -- "$TIDEMARK" replay --conf expandable_segments=True "$work/fill.csv"
-has err "expandable segments are not in tidemark's caching allocator"
+
+# ---- expandable segments: known answers ------------------------------------
+# 30 MiB then 8 MiB then 15 MiB: normal segments of 30, 20 and 16 MiB; an
+# expandable segment maps two 20 MiB pages, serves 8 MiB from the tail,
+# then maps one more page: 60 MiB in three mappings.
+printf 'alloc,1,1,%d,\nalloc,2,2,%d,\nalloc,3,3,%d,\n' $((30 * MiB)) $((8 * MiB)) $((15 * MiB)) |
+  csv >"$work/grow.csv"
+expect 0 "expandable growth" -- "$TIDEMARK" replay --json --conf expandable_segments=1 "$work/grow.csv"
+cp "$work/out" "$work/grow.json"
+got=$(jget "$work/grow.json" "[(s['peak_reserved'] // $MiB, s['segments'], s['device_calls']) for s in d['settings']]")
+[ "$got" = "[(66, 3, 3), (60, 2, 3)]" ] || fail "expandable growth: $got"
+# Three 60 MiB blocks, the first and last freed, then 100 MiB on a 200 MiB
+# device: no 100 MiB hole in the device for normal segments, even after
+# the cache is freed; the expandable segment unmaps the two free ranges
+# (two unmappings) and maps 100 MiB after the middle block.
+printf 'alloc,1,1,%d,\nalloc,2,2,%d,\nalloc,3,3,%d,\nfree,4,1,,\nfree,5,3,,\nalloc,6,4,%d,\n' \
+  $((60 * MiB)) $((60 * MiB)) $((60 * MiB)) $((100 * MiB)) | csv >"$work/frag.csv"
+expect 0 "expandable fragmentation" -- "$TIDEMARK" replay --json --capacity 200MiB \
+  --conf expandable_segments=1 "$work/frag.csv"
+cp "$work/out" "$work/frag.json"
+got=$(jget "$work/frag.json" "[(s['oom'], s['peak_reserved'] // $MiB, s['segments'], s['device_frees'], s['retries']) for s in d['settings']]")
+[ "$got" = "[(True, 180, 3, 2, 1), (False, 180, 4, 2, 1)]" ] || fail "expandable fragmentation: $got"
 
 # ---- a recording that lacks what a faithful replay needs -------------------
 rm -f "$work/wrap.tdm"

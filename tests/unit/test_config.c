@@ -392,8 +392,8 @@ static void unknown_keys(void **state)
     parse_bad("recrod=all", "unknown key 'recrod'", "did you mean 'record'?");
     parse_bad("recrod=all", "valid keys: record, context, stacks, max_entries",
               "alloc_mode, sim_host_access, max_split_size, "
-              "roundup_power2_divisions, garbage_collection_threshold, mode, "
-              "fork");
+              "roundup_power2_divisions, garbage_collection_threshold, "
+              "expandable_segments, mode, fork");
     parse_bad("mdoe=cache", "unknown key 'mdoe'", "did you mean 'mode'?");
     parse_bad("colour=blue", "unknown key 'colour'", "valid keys");
     assert_null(strstr(err, "did you mean"));

@@ -66,7 +66,7 @@ void tdm__cli_replay_help(FILE *out)
           "would run out of memory at the capacity.\n"
           "  --conf K=V[,K=V]  a setting to try (repeatable): max_split_size,\n"
           "                    roundup_power2_divisions, garbage_collection_threshold,\n"
-          "                    with TIDEMARK_CONF's syntax\n"
+          "                    expandable_segments, with TIDEMARK_CONF's syntax\n"
           "  --sweep           also a built-in set of settings; marks the best\n"
           "  --capacity SIZE   device size for the OOM column (e.g. 40GiB; default the\n"
           "                    recorded device's, else unlimited)\n"
@@ -77,8 +77,8 @@ void tdm__cli_replay_help(FILE *out)
           out);
 }
 
-/* Checks one --conf: keys replay can change; expandable_segments is not in
- * the caching allocator.  Prints the line and returns -1 when refused. */
+/* Checks one --conf: keys replay can change.  Prints the line and returns
+ * -1 when refused. */
 static int check_conf_keys(const char *conf)
 {
     const char *p = conf, *b, *e;
@@ -92,17 +92,10 @@ static int check_conf_keys(const char *conf)
             k--;
         if (k == b && e == b)
             continue;
-        if ((size_t)(k - b) == strlen("expandable_segments") &&
-            memcmp(b, "expandable_segments", (size_t)(k - b)) == 0) {
-            fprintf(stderr, "tidemark replay: --conf %s: expandable segments are not in "
-                            "tidemark's caching allocator yet, so replay cannot try them\n",
-                    conf);
-            return -1;
-        }
         if (!eq || !tdm__replay_key_allowed(b, (size_t)(k - b))) {
             fprintf(stderr, "tidemark replay: --conf %s: '%.*s' is not a setting replay can "
                             "change (max_split_size, roundup_power2_divisions, "
-                            "garbage_collection_threshold; K=V)\n",
+                            "garbage_collection_threshold, expandable_segments; K=V)\n",
                     conf, (int)(k - b), b);
             return -1;
         }
@@ -128,7 +121,7 @@ static void add_sweep(setting *s, size_t *n)
         "roundup_power2_divisions=1", "roundup_power2_divisions=4",
         "roundup_power2_divisions=8", "roundup_power2_divisions=16",
         "garbage_collection_threshold=0.6", "garbage_collection_threshold=0.8",
-        "garbage_collection_threshold=0.95"};
+        "garbage_collection_threshold=0.95", "expandable_segments=1"};
     add_setting(s, n, "default", "");
     for (size_t i = 0; i < sizeof sweep / sizeof sweep[0]; i++)
         add_setting(s, n, sweep[i], sweep[i]);

@@ -99,7 +99,7 @@ static int busiest_device(const tdm_snap *snap)
 int tdm__replay_key_allowed(const char *key, size_t len)
 {
     static const char *const keys[] = {"max_split_size", "roundup_power2_divisions",
-                                       "garbage_collection_threshold"};
+                                       "garbage_collection_threshold", "expandable_segments"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (strlen(keys[i]) == len && memcmp(keys[i], key, len) == 0)
             return 1;
@@ -166,7 +166,8 @@ int tdm__replay_input_build(const tdm_snap *snap, int device, tdm_replay_input *
         if (e->device != in->device)
             continue;
         n += e->action == TDM_ACTION_ALLOC || e->action == TDM_ACTION_FREE_COMPLETED;
-        nseg += e->action == TDM_ACTION_SEGMENT_ALLOC || e->action == TDM_ACTION_SEGMENT_FREE;
+        nseg += e->action == TDM_ACTION_SEGMENT_ALLOC || e->action == TDM_ACTION_SEGMENT_FREE ||
+                e->action == TDM_ACTION_SEGMENT_MAP || e->action == TDM_ACTION_SEGMENT_UNMAP;
     }
     in->ops = malloc((n ? n : 1) * sizeof *in->ops);
     in->segs = malloc((nseg ? nseg : 1) * sizeof *in->segs);
@@ -180,9 +181,12 @@ int tdm__replay_input_build(const tdm_snap *snap, int device, tdm_replay_input *
         const tdm_event *e = &snap->events[i];
         if (e->device != in->device)
             continue;
-        if (e->action == TDM_ACTION_SEGMENT_ALLOC || e->action == TDM_ACTION_SEGMENT_FREE) {
+        if (e->action == TDM_ACTION_SEGMENT_ALLOC || e->action == TDM_ACTION_SEGMENT_FREE ||
+            e->action == TDM_ACTION_SEGMENT_MAP || e->action == TDM_ACTION_SEGMENT_UNMAP) {
+            /* Expandable segments grow and shrink by mapping. */
             in->segs[in->seg_count++] = (tdm_replay_seg_event){
-                .size = e->size, .freed = e->action == TDM_ACTION_SEGMENT_FREE};
+                .size = e->size, .freed = e->action == TDM_ACTION_SEGMENT_FREE ||
+                                          e->action == TDM_ACTION_SEGMENT_UNMAP};
         } else if (e->action == TDM_ACTION_ALLOC) {
             uint64_t id = in->ids++;
             if (map_put(&live, e->addr, id) != 0)

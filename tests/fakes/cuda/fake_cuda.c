@@ -77,6 +77,7 @@ static void cfg_load(void)
     cfg.probe_table = env_u64("FAKE_CUDA_PROBE_TABLE", 0) != 0;
     cfg.report = getenv("FAKE_CUDA_REPORT");
     cfg.capturing = env_u64("FAKE_CUDA_CAPTURING", 0) != 0;
+    cfg.no_vmm = env_u64("FAKE_CUDA_NO_VMM", 0) != 0;
 }
 
 CUresult fake__enter(int fc)
@@ -561,6 +562,24 @@ CUresult f_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *d
     (void)ptr;
     (void)size;
     return desc && count ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* 2 MiB, as on current GPUs; FAKE_CUDA_NO_VMM=1 plays a device without
+ * virtual memory management (CUDA_ERROR_NOT_SUPPORTED). */
+CUresult f_cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+                                         CUmemAllocationGranularity_flags option)
+{
+    ENTER(FC_cuMemGetAllocationGranularity);
+    NEED_INIT();
+    (void)option;
+    if (granularity == NULL || prop == NULL || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop->location.id < 0 ||
+        prop->location.id >= cfg.devices)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (cfg.no_vmm)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    *granularity = (size_t)2 << 20;
+    return CUDA_SUCCESS;
 }
 
 /* ---- counters for tests ----------------------------------------------------- */

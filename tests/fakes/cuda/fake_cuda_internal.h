@@ -65,7 +65,9 @@
     X(cuMemRelease, PFN_cuMemRelease_v10020, "cuMemRelease", 10020, 0, 0)      \
     X(cuMemMap, PFN_cuMemMap_v10020, "cuMemMap", 10020, 0, 0)                  \
     X(cuMemUnmap, PFN_cuMemUnmap_v10020, "cuMemUnmap", 10020, 0, 0)            \
-    X(cuMemSetAccess, PFN_cuMemSetAccess_v10020, "cuMemSetAccess", 10020, 0, 0)
+    X(cuMemSetAccess, PFN_cuMemSetAccess_v10020, "cuMemSetAccess", 10020, 0, 0) \
+    X(cuMemGetAllocationGranularity, PFN_cuMemGetAllocationGranularity_v10020,  \
+      "cuMemGetAllocationGranularity", 10020, 0, 0)
 
 /* Streams, events, captures (fake_cuda_stream.c). */
 #define FAKE_EVENTS(X)                                                         \
@@ -160,6 +162,7 @@ typedef struct fake_config {
     int probe_table;
     const char *report;
     int capturing;                /* every stream reports an active capture */
+    int no_vmm;                   /* devices without virtual memory management */
 } fake_config;
 FAKE_HIDDEN extern fake_config fake__cfg;
 

@@ -139,6 +139,18 @@ rt_cache | drv_cache)
     [ "$(count cache oom)" = $ooms ] || fail "$(count cache oom) oom events, not $ooms"
     if [ "$scenario" = rt_cache ]; then
         [ "$(counter cache rt_cudaMalloc)" = 0 ] || fail "the runtime's cudaMalloc was called"
+        # Expandable segments: the cache grows by the driver's virtual
+        # memory calls (cuMemCreate and cuMemMap), never cuMemAlloc.
+        traced expand mode=cache,expandable_segments=1 "$app" cache "$env1"
+        same_output plain expand
+        no_tidemark_errors expand
+        [ "$(count expand alloc)" = "$n" ] || fail "expandable: $(count expand alloc) allocs of $n"
+        [ "$(count expand segment_alloc)" = 0 ] || fail "expandable: segment_alloc events"
+        maps=$(count expand segment_map)
+        [ "$maps" -ge 1 ] && [ "$maps" -lt $((n / 10)) ] || fail "expandable: $maps segment_map"
+        [ "$(counter expand cuMemAlloc_v2)" = 0 ] || fail "expandable: cuMemAlloc reached"
+        [ "$(counter expand alloc_calls)" -ge "$maps" ] || fail "expandable: no cuMemCreate"
+        [ "$(count expand segment_unmap)" -ge 1 ] || fail "expandable: no segment_unmap"
     else
         # A stream being captured into a CUDA graph: its stream-ordered
         # allocations (50, and the 2 GiB one) are the driver's, not the cache's.

@@ -10,6 +10,9 @@
  *                               allocator over it
  *   test_provider_cuda noinit   the fake's cuInit fails (FAKE_CUDA_INIT_RESULT
  *                               =100): TDM_NOT_AVAILABLE, vendor code 100
+ *   test_provider_cuda novmm    the fake's devices lack virtual memory
+ *                               management (FAKE_CUDA_NO_VMM=1): expandable
+ *                               segments fall back, with one line on stderr
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -17,7 +20,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -219,6 +225,99 @@ static void test_cache_over_provider(void **state)
     assert_int_equal(fake.used(0) + fake.used(1), 0);
 }
 
+static void use_expandable(tdm_provider *p)
+{
+    tdm__alloc_config cfg;
+    tdm__alloc_config_defaults(&cfg);
+    cfg.expandable_segments = 1;
+    cfg.quiet_oom = 1;
+    tdm__alloc_reset_for_tests();
+    assert_int_equal(tdm__alloc_configure(&cfg), TDM_OK);
+    assert_int_equal(tdm__alloc_use_provider(p), TDM_OK);
+}
+
+/* Expandable segments over the driver's virtual memory management: one
+ * address range reserved, 20 MiB pages created and mapped as the cache
+ * grows, unmapped and released by empty_cache, and the range freed. */
+static void test_expandable_over_provider(void **state)
+{
+    (void)state;
+    tdm_provider *p = NULL;
+    assert_int_equal(tdm__provider_cuda_create(NULL, &p), TDM_OK);
+    assert_non_null(p->vmm);
+    load_fake();
+    use_expandable(p);
+    static const char *const fns[] = {"cuMemAddressReserve", "cuMemCreate", "cuMemMap",
+                                      "cuMemSetAccess", "cuMemUnmap", "cuMemRelease",
+                                      "cuMemAddressFree", "cuMemAlloc_v2"};
+    long before[8];
+    for (int i = 0; i < 8; i++)
+        before[i] = fake.calls(fns[i]);
+#define CALLS(i) (fake.calls(fns[i]) - before[i])
+    void *a = NULL, *b = NULL, *c = NULL;
+    assert_int_equal(tdm__alloc_malloc(&a, 30 * MIB, 0, 0, 0), TDM_OK);
+    assert_int_equal(fake.used(0), 40 * MIB);
+    assert_int_equal(tdm__alloc_malloc(&b, 8 * MIB, 0, 0, 0), TDM_OK); /* the mapped tail */
+    assert_ptr_equal(b, (char *)a + 30 * MIB);
+    assert_int_equal(CALLS(0), 1);
+    assert_int_equal(CALLS(1), 2);
+    assert_int_equal(CALLS(2), 2);
+    assert_int_equal(CALLS(3), 1);
+    assert_int_equal(CALLS(7), 0); /* no cuMemAlloc */
+    /* 64 MiB device: a third page fits, a fourth does not. */
+    assert_int_equal(tdm__alloc_malloc(&c, 30 * MIB, 0, 0, 0), TDM_OUT_OF_MEMORY);
+    assert_int_equal(tdm__alloc_malloc(&c, 20 * MIB, 0, 0, 0), TDM_OK);
+    assert_int_equal(fake.used(0), 60 * MIB);
+    char msg[256] = "";
+    assert_int_equal(tdm__alloc_check(0, msg, sizeof msg), TDM_OK);
+    assert_int_equal(tdm__alloc_free(a, 0), TDM_OK);
+    assert_int_equal(tdm__alloc_free(b, 0), TDM_OK);
+    assert_int_equal(tdm__alloc_free(c, 0), TDM_OK);
+    assert_int_equal(fake.used(0), 60 * MIB); /* freeing keeps the pages */
+    assert_int_equal(tdm_empty_cache(0), TDM_OK);
+    assert_int_equal(fake.used(0), 0);
+    assert_int_equal(CALLS(4), 3);
+    assert_int_equal(CALLS(5), 3 + 2); /* + the page made twice for the OOM */
+    assert_int_equal(CALLS(6), 1);
+#undef CALLS
+    tdm__alloc_reset_for_tests();
+}
+
+/* A device without virtual memory management: normal segments, one line. */
+static void test_expandable_fallback(void **state)
+{
+    (void)state;
+    tdm_provider *p = NULL;
+    assert_int_equal(tdm__provider_cuda_create(NULL, &p), TDM_OK);
+    load_fake();
+    use_expandable(p);
+    char path[] = "/tmp/tdm_cuda_stderr_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fd, 2);
+    long before = fake.calls("cuMemAlloc_v2");
+    void *a = NULL;
+    tdm_status st = tdm__alloc_malloc(&a, 30 * MIB, 0, 0, 0);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char text[512] = "";
+    ssize_t got = pread(fd, text, sizeof text - 1, 0);
+    close(fd);
+    unlink(path);
+    assert_int_equal(st, TDM_OK);
+    assert_true(got > 0);
+    text[got] = '\0';
+    assert_string_equal(text, "tidemark: expandable_segments=1: cuda device 0 has no virtual "
+                              "memory management; it uses normal segments\n");
+    assert_int_equal(fake.calls("cuMemAlloc_v2") - before, 1);
+    assert_int_equal(fake.calls("cuMemCreate"), 0);
+    assert_int_equal(tdm__alloc_free(a, 0), TDM_OK);
+    tdm__alloc_reset_for_tests();
+}
+
 static void test_init_fails(void **state)
 {
     (void)state;
@@ -241,12 +340,17 @@ int main(int argc, char **argv)
             cmocka_unit_test(test_contexts),
             cmocka_unit_test(test_given_table),
             cmocka_unit_test(test_cache_over_provider),
+            cmocka_unit_test(test_expandable_over_provider),
         };
         return cmocka_run_group_tests_name("provider_cuda fake", t, NULL, NULL);
     }
     if (strcmp(group, "noinit") == 0) {
         const struct CMUnitTest t[] = {cmocka_unit_test(test_init_fails)};
         return cmocka_run_group_tests_name("provider_cuda noinit", t, NULL, NULL);
+    }
+    if (strcmp(group, "novmm") == 0) {
+        const struct CMUnitTest t[] = {cmocka_unit_test(test_expandable_fallback)};
+        return cmocka_run_group_tests_name("provider_cuda novmm", t, NULL, NULL);
     }
     return 2;
 }
