@@ -10,6 +10,7 @@
  *     every timed event and hook call on this machine.
  * Targets (DESIGN.md): <= 50 ns per event without stacks, <= 500 ns with a
  * 30-frame native stack.  Usage: record_overhead [iterations] [--spill PATH]
+ * [--unwinder auto|cfi|libunwind|frame-pointer]
  * (--spill: the ring and stacks in a spill file at PATH, docs/spill.md;
  * compare with a run without it).
  */
@@ -22,6 +23,7 @@
 #include "tidemark.h"
 #include "recorder.h"
 #include "clock.h"
+#include "stack.h"
 #include "spill.h"
 
 static double now_ns(void)
@@ -110,6 +112,24 @@ static double malloc_free_pairs(int record, long n)
     return (now_ns() - t0) / n;
 }
 
+/* Recurses to `depth` frames, then times n recorded tdm_malloc+tdm_free
+ * pairs there (context=all: a stack at the alloc and at the free). */
+static __attribute__((noinline)) double pairs_at(int depth, long n)
+{
+    if (depth > 1) {
+        double r = pairs_at(depth - 1, n);
+        __asm__ __volatile__("" ::: "memory");
+        return r;
+    }
+    return malloc_free_pairs(1, n);
+}
+
+static double pairs_with_stack(int depth, long n)
+{
+    pairs_at(depth, n / 100 + 1); /* warm up: first captures intern */
+    return pairs_at(depth, n);
+}
+
 static void *thread_events(void *arg)
 {
     long n = *(long *)arg;
@@ -132,10 +152,12 @@ static double events_two_threads(long n)
 
 int main(int argc, char **argv)
 {
-    const char *spill = NULL;
+    const char *spill = NULL, *unwinder = "auto";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--spill") == 0 && i + 1 < argc)
             spill = argv[++i];
+        else if (strcmp(argv[i], "--unwinder") == 0 && i + 1 < argc)
+            unwinder = argv[++i];
         else
             iterations = atol(argv[i]);
     }
@@ -144,11 +166,28 @@ int main(int argc, char **argv)
         fprintf(stderr, "record_overhead: cannot make spill file %s: %s\n", spill, why);
         return 1;
     }
+    static const struct { const char *name; tdm__unwinder which; } unwinders[] = {
+        {"auto", TDM__UNWIND_AUTO}, {"cfi", TDM__UNWIND_CFI},
+        {"libunwind", TDM__UNWIND_LIBUNWIND}, {"frame-pointer", TDM__UNWIND_FRAME_POINTER}};
+    int known = 0;
+    for (size_t i = 0; i < sizeof unwinders / sizeof unwinders[0]; i++) {
+        if (strcmp(unwinder, unwinders[i].name) == 0) {
+            known = 1;
+            if (tdm__stack_set_unwinder(unwinders[i].which) != TDM_OK) {
+                fprintf(stderr, "record_overhead: unwinder %s is not available here\n", unwinder);
+                return 1;
+            }
+        }
+    }
+    if (!known) {
+        fprintf(stderr, "record_overhead: --unwinder: auto, cfi, libunwind or frame-pointer\n");
+        return 2;
+    }
     if (iterations < 1000)
         iterations = 1000;
     long n = iterations;
-    printf("tidemark record_overhead (%ld iterations per row%s%s)\n\n", n,
-           spill ? ", spill file " : "", spill ? spill : "");
+    printf("tidemark record_overhead (%ld iterations per row, unwinder %s%s%s)\n\n", n,
+           unwinder, spill ? ", spill file " : "", spill ? spill : "");
     printf("%-44s %10s %10s\n", "what", "ns/op", "target");
     printf("%-44s %10.1f %10s\n", "event, no stack", events_no_stack(n), "<= 50");
     printf("%-44s %10.1f %10s\n", "event, no stack, 2 threads at once", events_two_threads(n), "");
@@ -157,6 +196,7 @@ int main(int argc, char **argv)
     printf("%-44s %10.1f %10s\n", "event + native stack, 60 frames", events_with_stack(60, n / 4), "");
     printf("%-44s %10.1f %10s\n", "tdm_malloc+tdm_free, recording off", malloc_free_pairs(0, n / 4), "");
     printf("%-44s %10.1f %10s\n", "tdm_malloc+tdm_free, recording on (stacks)", malloc_free_pairs(1, n / 4), "");
+    printf("%-44s %10.1f %10s\n", "tdm_malloc+tdm_free, stacks, 30 frames deep", pairs_with_stack(30, n / 4), "<= 500");
     printf("%-44s %10.1f %10s\n", tdm__clock_uses_tsc() ? "clock read (TSC, interpolated)"
                                                         : "clock read (clock_gettime)",
            clock_reads(n), "");
