@@ -302,7 +302,7 @@ static void on_term_signal(int sig)
 {
     int saved = errno;
     int fd = atomic_load_explicit(&g.pipe_wr, memory_order_relaxed);
-    char byte = (char)sig; /* SIGINT, SIGTERM: never 's' or 'q' */
+    char byte = (char)sig; /* SIGINT, SIGTERM: never 's', 'q' or 'g' */
     if (atomic_exchange(&g.term_pending, 1) == 0 && fd >= 0 && g.reply_rd >= 0 &&
         write(fd, &byte, 1) == 1) {
         struct pollfd p = {.fd = g.reply_rd, .events = POLLIN};
@@ -347,6 +347,21 @@ static void dump_for_term_signal(void)
         return; /* the handler's wait runs out */
 }
 
+/* The spill file's waker (spill.h): a writer asks for file space ahead
+ * of the ring; the watcher reserves it, so that recording threads do not
+ * pay for the file system's page allocation.  One byte, never blocking:
+ * a full pipe already holds wake-ups. */
+static void wake_for_spill(void)
+{
+    int saved = errno;
+    int fd = atomic_load_explicit(&g.pipe_wr, memory_order_relaxed);
+    char grow = 'g';
+    if (fd >= 0 && write(fd, &grow, 1) < 0) {
+        /* full: the watcher has wake-ups to read */
+    }
+    errno = saved;
+}
+
 static void *watcher_main(void *arg)
 {
     (void)arg;
@@ -357,7 +372,9 @@ static void *watcher_main(void *arg)
             continue;
         if (n <= 0 || byte == 'q')
             break;
-        if (byte == SIGINT || byte == SIGTERM)
+        if (byte == 'g')
+            tdm__spill_ahead_work();
+        else if (byte == SIGINT || byte == SIGTERM)
             dump_for_term_signal();
         else
             dump_now(DUMP_SIGNAL);
@@ -418,6 +435,7 @@ static int start_signal_watch(void)
     pthread_setname_np(g.watcher, "tidemark-dump");
     g.watcher_started = 1;
     atomic_store(&g.pipe_wr, fds[1]);
+    tdm__spill_ahead_set_waker(wake_for_spill);
 
     if ((g.cfg.dump_on & TDM__DUMP_ON_EXIT) && g.cfg.stop_signals == TDM__CONF_STOP_SNAPSHOT)
         take_term_signals();
@@ -437,6 +455,7 @@ static void stop_watcher(void)
 {
     if (!g.watcher_started)
         return;
+    tdm__spill_ahead_set_waker(NULL);
     int fd = atomic_exchange(&g.pipe_wr, -1);
     char quit = 'q';
     /* If the pipe is full of wake-ups the watcher is busy with them and the

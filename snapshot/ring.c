@@ -188,7 +188,8 @@ void tdm__ring_destroy(tdm__ring *ring)
 
 /* Whether chunk c's slots are reserved in the spill file (reserving the
  * next 1 MiB or more when they are not).  Until the ring has wrapped the
- * spill's grower is asked to stay ahead, so this rarely reserves itself. */
+ * spill is asked to reserve ahead (spill_grow.c), so with a watcher this
+ * rarely reserves itself. */
 static int spill_room(tdm__ring *ring, uint64_t c)
 {
     uint64_t end = (uint64_t)((char *)&ring->slots[(c + 1) << ring->chunk_shift] -

@@ -60,7 +60,7 @@ typedef struct tdm__ring {
     _Atomic uint64_t spill_reserved; /* bytes of the mapping reserved in the
                                       * file: grown as chunks are first
                                       * claimed (tdm__ring_claim) */
-    int spill_ahead;             /* its handle with the spill's grower; -1 */
+    int spill_ahead;             /* its handle for reserving ahead; -1 */
 } tdm__ring;
 
 /* What this thread holds: events [next, end) of the ring numbered

@@ -56,10 +56,11 @@ int tdm__spill_write_zeros(uint64_t offset, uint64_t len);
 
 /* ---- growing a region ahead of its writers (spill_grow.c) --------------
  * A region reserved step by step (the ring's slots) is registered here.
- * Writers ask for room ahead of where they write; a thread of tidemark's
- * own (started with the first region, every signal blocked) reserves and
- * pre-faults it, so that the hot path does not pay for the file system's
- * page allocation.  A writer that overtakes it reserves synchronously. */
+ * Writers ask for room ahead of where they write; a thread that does not
+ * record (the preload's signal watcher) reserves it when woken through the
+ * registered waker, so that the hot path does not pay for the file
+ * system's page allocation.  Without a waker, or when a writer overtakes
+ * the reservation, writers reserve synchronously. */
 
 /* Registers the region mapped at `base` (file offset `offset`, `limit`
  * bytes), *reserved bytes of it reserved so far.  Returns its handle, or
@@ -69,15 +70,23 @@ int tdm__spill_ahead_add(void *base, uint64_t offset, _Atomic uint64_t *reserved
 /* Forgets a region; returns once the thread no longer touches it. */
 void tdm__spill_ahead_remove(int handle);
 /* A writer is about to write up to byte `end` of region `handle`: asks
- * the thread to keep a window ahead of it reserved.  A load and a compare
- * unless the window must move; async-signal-safe. */
+ * for a window ahead of it to be reserved.  A load and a compare unless
+ * the window must move (then the waker is called); async-signal-safe. */
 void tdm__spill_ahead_ask(int handle, uint64_t end);
+/* Sets the function an ask calls to have tdm__spill_ahead_work run soon
+ * on a thread that does not record (NULL: none; writers then reserve as
+ * they go).  It must be async-signal-safe (asks come from signal
+ * handlers' events too) and must not block: e.g. a byte into a pipe. */
+void tdm__spill_ahead_set_waker(void (*wake)(void));
+/* Reserves what writers asked for, 1 MiB at a time, until every region
+ * has its window; the thread woken by the waker calls it. */
+void tdm__spill_ahead_work(void);
 /* Reserves the region at `region_offset` up to at least byte `need` now
  * (in steps of 1 MiB, at most `limit`), *reserved being what is reserved
  * so far.  1 when reserved; 0 when the file system has no room. */
 int tdm__spill_grow(uint64_t region_offset, _Atomic uint64_t *reserved, uint64_t need,
                     uint64_t limit);
-/* In a forked child: the thread is gone; forget every region. */
+/* In a forked child: forget every region and the waker. */
 void tdm__spill_ahead_fork_child(void);
 
 /* Gives a region's pages back: they read as zeros afterwards. */

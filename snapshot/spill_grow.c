@@ -1,32 +1,31 @@
 /* snapshot/spill_grow.c: reserving a spill region's file space as its
- * writers reach it, ahead of them where a thread can.
+ * writers reach it, ahead of them where another thread can.
  *
  * The ring's slots are reserved in the spill file step by step (a store
  * into a page the file system has no room for would raise SIGBUS; the
  * whole ring at once would commit its memory in every recorded process).
  * On tmpfs a new page of a file costs more than a fresh anonymous page,
  * and while the ring's first lap is written that cost landed on the
- * recording thread: +30% on an event without a stack.  A thread of
- * tidemark's own (the "grower") now keeps a window of WINDOW bytes ahead
- * of the writers reserved, so they find the file's pages allocated.
- * Writers that overtake it (it is descheduled, or the machine has one
- * core) reserve synchronously as before: the grower only moves work off
- * the hot path, never adds a condition to it.
+ * recording thread: +27% on an event without a stack.  So writers ask for
+ * a window of WINDOW bytes ahead of them, and a thread that does not record
+ * reserves it (tdm__spill_ahead_work), woken by a callback the layer above
+ * registers: the preload's signal watcher, which a recorded program has
+ * whenever it writes an exit snapshot.  tidemark starts no thread for this
+ * alone: a second thread turns off glibc's single-thread fast paths (its
+ * mutexes and malloc stop skipping their atomic operations) in the whole
+ * program, which cost a single-threaded program far more (+30 ns per
+ * hooked call) than the pages do.  Without a waker, or when a writer
+ * overtakes the reservation, writers reserve synchronously as before: the
+ * window only moves work off the hot path, never adds a condition to it.
  *
- * Writers take no lock here.  One lock serialises the grower's steps with
- * the removal of a region, so the grower never reserves a region after
- * its ring was retired (which gave its pages back).
+ * Writers take no lock here.  One lock serialises the work steps with the
+ * removal of a region, so a region is never reserved after its ring was
+ * retired (which gave its pages back).
  */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "spill.h"
 
@@ -40,28 +39,17 @@ typedef struct {
     char *base; /* NULL: the entry is free */
     uint64_t offset, limit;
     _Atomic uint64_t *reserved;
-    _Atomic uint64_t want; /* the grower reserves up to here */
+    _Atomic uint64_t want; /* work() reserves up to here */
 } region;
 
 static region regions[MAX_REGIONS];
 static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t zeros_lock = PTHREAD_MUTEX_INITIALIZER; /* no fallocate */
-static _Atomic uint32_t wake_word; /* futex: bumped by each ask */
-static int grower_started;         /* under grow_lock */
-
-static void futex_wait(_Atomic uint32_t *word, uint32_t seen)
-{
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
-}
-
-static void futex_wake(_Atomic uint32_t *word)
-{
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
+static void (*_Atomic waker)(void); /* wakes a thread that calls work() */
 
 /* Publishes that a region is reserved up to `to`: the count only grows.
  * fallocate of a range already allocated is harmless, so writers and the
- * grower reserve without a lock between them and the largest end wins. */
+ * thread doing the work reserve without a lock between them and the largest end wins. */
 static void publish(_Atomic uint64_t *reserved, uint64_t to)
 {
     uint64_t cur = atomic_load_explicit(reserved, memory_order_relaxed);
@@ -73,7 +61,7 @@ static void publish(_Atomic uint64_t *reserved, uint64_t to)
 int tdm__spill_grow(uint64_t region_offset, _Atomic uint64_t *reserved, uint64_t need,
                     uint64_t limit)
 {
-    /* No lock: a writer that overtook the grower must not wait for it
+    /* No lock: a writer that overtook the work must not wait for it
      * (descheduled while holding a lock, it would stall every writer). */
     uint64_t have = atomic_load_explicit(reserved, memory_order_acquire);
     if (need <= have)
@@ -108,7 +96,7 @@ int tdm__spill_grow(uint64_t region_offset, _Atomic uint64_t *reserved, uint64_t
     return ok;
 }
 
-/* One step of work for the grower on region r, under grow_lock: 1 when
+/* One step of work on region r, under grow_lock: 1 when
  * it reserved something (there may be more), 0 when r is served. */
 static int grow_one(region *r)
 {
@@ -129,50 +117,28 @@ static int grow_one(region *r)
         return 0;
     }
     /* Only the file's pages: mapping them here too (MADV_POPULATE_WRITE)
-     * halves the grower's pace (4.3 -> 2.0 GB/s on tmpfs) below a
+     * halves the pace of the work (4.3 -> 2.0 GB/s on tmpfs) below a
      * writer's (~3 GB/s of events), and a writer's fault on an allocated
      * page costs less than one on fresh anonymous memory. */
     publish(r->reserved, to);
     return 1;
 }
 
-static void *grower(void *arg)
+void tdm__spill_ahead_set_waker(void (*wake)(void))
 {
-    (void)arg;
-    for (;;) {
-        uint32_t seen = atomic_load_explicit(&wake_word, memory_order_acquire);
-        int busy = 0;
+    atomic_store_explicit(&waker, wake, memory_order_release);
+}
+
+void tdm__spill_ahead_work(void)
+{
+    for (int busy = 1; busy;) {
+        busy = 0;
         for (int i = 0; i < MAX_REGIONS; i++) {
             pthread_mutex_lock(&grow_lock);
             busy |= grow_one(&regions[i]);
             pthread_mutex_unlock(&grow_lock);
         }
-        if (!busy)
-            futex_wait(&wake_word, seen);
     }
-    return NULL;
-}
-
-/* Under grow_lock.  The grower must never run a signal handler of the
- * program's (nor take SIGINT meant for a thread that can act on it). */
-static void start_grower(void)
-{
-    if (grower_started)
-        return;
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, PTHREAD_STACK_MIN > 65536 ? PTHREAD_STACK_MIN : 65536);
-    if (pthread_create(&t, &attr, grower, NULL) == 0) {
-        grower_started = 1;
-        pthread_setname_np(t, "tidemark-spill");
-    }
-    pthread_attr_destroy(&attr);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 int tdm__spill_ahead_add(void *base, uint64_t offset, _Atomic uint64_t *reserved,
@@ -190,8 +156,6 @@ int tdm__spill_ahead_add(void *base, uint64_t offset, _Atomic uint64_t *reserved
             handle = i;
         }
     }
-    if (handle >= 0)
-        start_grower();
     pthread_mutex_unlock(&grow_lock);
     return handle;
 }
@@ -213,8 +177,9 @@ void tdm__spill_ahead_ask(int handle, uint64_t end)
     if (want < atomic_load_explicit(&r->want, memory_order_relaxed) + STEP)
         return;
     atomic_store_explicit(&r->want, want, memory_order_relaxed);
-    atomic_fetch_add_explicit(&wake_word, 1, memory_order_release);
-    futex_wake(&wake_word);
+    void (*wake)(void) = atomic_load_explicit(&waker, memory_order_acquire);
+    if (wake)
+        wake();
 }
 
 void tdm__spill_ahead_fork_child(void)
@@ -224,5 +189,5 @@ void tdm__spill_ahead_fork_child(void)
     pthread_mutex_init(&zeros_lock, NULL);
     for (int i = 0; i < MAX_REGIONS; i++)
         regions[i].base = NULL;
-    grower_started = 0;
+    atomic_store(&waker, NULL);
 }

@@ -2,12 +2,16 @@
  * device memory through tdm_malloc (recorded under TIDEMARK_CONF), then
  * ends as argv[1] says: "exit" (normally), "segv" (a write to a page with no access), "abort",
  * "term" / "int" (raises SIGTERM / SIGINT), or "handler-term" (installs its
- * own SIGTERM handler first, which prints a line and exits 42). */
+ * own SIGTERM handler first, which prints a line and exits 42).  "ahead
+ * FILE" records 20,000 more pairs, waits 300 ms, prints how many bytes the
+ * file system has allocated to FILE (its spill file) and exits. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tidemark.h"
@@ -39,6 +43,23 @@ int main(int argc, char **argv)
         /* A page with no access (not address 0: some sandboxes map it). */
         volatile int *nowhere = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         *nowhere = 1;
+    }
+    if (strcmp(how, "ahead") == 0 && argc > 2) {
+        for (int i = 0; i < 20000; i++) {
+            void *q;
+            if (tdm_malloc(&q, 4096, 0, 0) != TDM_OK)
+                return 2;
+            tdm_free(q);
+        }
+        struct timespec wait = {0, 300 * 1000000};
+        nanosleep(&wait, NULL);
+        struct stat st;
+        if (stat(argv[2], &st) != 0) {
+            perror(argv[2]);
+            return 3;
+        }
+        printf("%lld\n", (long long)st.st_blocks * 512);
+        return 0;
     }
     if (strcmp(how, "abort") == 0)
         abort();
