@@ -7,6 +7,12 @@
  * HIP keeps the current device per thread and the program's own calls
  * must not see ours.
  *
+ * Expandable segments (alloc/cache_expand.c) go through HIP's virtual
+ * memory management (hipMemAddressReserve, hipMemCreate, hipMemMap,
+ * hipMemSetAccess, ...), given when the table has all eight functions; a
+ * device whose hipMemGetAllocationGranularity fails keeps normal segments.
+ * Errors our own calls leave as the thread's last error are taken back.
+ *
  * Stream markers (alloc/provider.h) are HIP events made and recorded with
  * the block's device current (an event belongs to the device current at
  * its creation, and stream 0 is that device's null stream); given only
@@ -62,6 +68,20 @@ static void leave_device(const struct tdm_hip_fns *f, int prev)
         f->set_device(prev);
 }
 
+/* HIP keeps the error of a call as the thread's last error until
+ * hipGetLastError: one that only our own call made (the thread had none
+ * before) is taken back, so the program sees what its calls did. */
+static int last_error_before(const hip_impl *h)
+{
+    return h->fns.peek_last_error ? h->fns.peek_last_error() : -1;
+}
+
+static void forget_own_error(const hip_impl *h, int before, int r)
+{
+    if (r != TDM__HIP_SUCCESS && before == TDM__HIP_SUCCESS && h->fns.get_last_error)
+        h->fns.get_last_error();
+}
+
 static tdm_status hip_alloc(tdm_provider *p, int device, size_t size, tdm_stream stream,
                             void **out)
 {
@@ -70,11 +90,16 @@ static tdm_status hip_alloc(tdm_provider *p, int device, size_t size, tdm_stream
     *out = NULL;
     if (device < 0 || device >= p->device_count)
         return TDM_NO_SUCH_DEVICE;
+    /* A segment that does not fit is retried after the cache gives back
+     * what it holds: the program must not find that first failure in
+     * hipGetLastError (a final one reaches it through the hook). */
+    int before = last_error_before(h);
     int prev;
     int r = enter_device(&h->fns, device, &prev);
     if (r == TDM__HIP_SUCCESS)
         r = h->fns.malloc(out, size);
     leave_device(&h->fns, prev);
+    forget_own_error(h, before, r);
     if (r != TDM__HIP_SUCCESS) {
         *out = NULL;
         return fail(r);
@@ -126,20 +151,6 @@ static tdm_status hip_marker_record(void *ctx, int device, tdm_stream stream, vo
         r = h->fns.event_record(*marker, (tdm__hip_stream)(uintptr_t)stream);
     leave_device(&h->fns, prev);
     return r == TDM__HIP_SUCCESS ? TDM_OK : fail(r);
-}
-
-/* HIP keeps the error of a call as the thread's last error until
- * hipGetLastError: one that only our own call made (the thread had none
- * before) is taken back, so the program sees what its calls did. */
-static int last_error_before(const hip_impl *h)
-{
-    return h->fns.peek_last_error ? h->fns.peek_last_error() : -1;
-}
-
-static void forget_own_error(const hip_impl *h, int before, int r)
-{
-    if (r != TDM__HIP_SUCCESS && before == TDM__HIP_SUCCESS && h->fns.get_last_error)
-        h->fns.get_last_error();
 }
 
 static int hip_marker_done(void *ctx, int device, void *marker)
@@ -206,6 +217,152 @@ static const tdm_stream_ops hip_stream_ops = {
     .device_sync = hip_device_sync,
 };
 
+/* ---- virtual memory management (expandable segments) ---------------------- */
+
+/* Each call runs with `device` current (as the segments' hipMalloc does),
+ * and an error it leaves as the thread's last error is taken back: the
+ * cache retries or falls back, and the status that ends a program's call
+ * reaches it through the hook. */
+static int vmm_begin(const hip_impl *h, int device, int *prev, int *before)
+{
+    *before = last_error_before(h);
+    return enter_device(&h->fns, device, prev);
+}
+
+static tdm_status vmm_end(const hip_impl *h, int prev, int before, int r)
+{
+    leave_device(&h->fns, prev);
+    forget_own_error(h, before, r);
+    return r == TDM__HIP_SUCCESS ? TDM_OK : fail(r);
+}
+
+static void vmm_prop(int device, tdm__hip_mem_prop *prop)
+{
+    memset(prop, 0, sizeof *prop);
+    prop->type = TDM__HIP_MEM_ALLOCATION_TYPE_PINNED;
+    prop->location.type = TDM__HIP_MEM_LOCATION_TYPE_DEVICE;
+    prop->location.id = device;
+}
+
+static tdm_status hip_vmm_granularity(tdm_provider *p, int device, size_t *bytes)
+{
+    hip_impl *h = p->impl;
+    if (device < 0 || device >= p->device_count)
+        return TDM_NO_SUCH_DEVICE;
+    tdm__hip_mem_prop prop;
+    vmm_prop(device, &prop);
+    /* A device without virtual memory management refuses this: the
+     * cache then keeps normal segments. */
+    int before = last_error_before(h);
+    int r = h->fns.mem_get_allocation_granularity(bytes, &prop,
+                                                  TDM__HIP_MEM_ALLOC_GRANULARITY_MINIMUM);
+    forget_own_error(h, before, r);
+    if (r != TDM__HIP_SUCCESS || *bytes == 0) {
+        tdm__provider_set_vendor_error(r);
+        return TDM_NOT_AVAILABLE;
+    }
+    return TDM_OK;
+}
+
+static tdm_status hip_vmm_reserve(tdm_provider *p, int device, size_t size, void **base)
+{
+    hip_impl *h = p->impl;
+    void *ptr = NULL;
+    int prev, before;
+    int r = vmm_begin(h, device, &prev, &before);
+    if (r == TDM__HIP_SUCCESS)
+        r = h->fns.mem_address_reserve(&ptr, size, 0, NULL, 0);
+    *base = r == TDM__HIP_SUCCESS ? ptr : NULL;
+    return vmm_end(h, prev, before, r);
+}
+
+static tdm_status hip_vmm_free_range(tdm_provider *p, int device, void *base, size_t size)
+{
+    hip_impl *h = p->impl;
+    int prev, before;
+    int r = vmm_begin(h, device, &prev, &before);
+    if (r == TDM__HIP_SUCCESS)
+        r = h->fns.mem_address_free(base, size);
+    return vmm_end(h, prev, before, r);
+}
+
+static tdm_status hip_vmm_create(tdm_provider *p, int device, size_t size, uint64_t *handle)
+{
+    hip_impl *h = p->impl;
+    tdm__hip_mem_prop prop;
+    vmm_prop(device, &prop);
+    tdm__hip_mem_handle made = NULL;
+    int prev, before;
+    int r = vmm_begin(h, device, &prev, &before);
+    if (r == TDM__HIP_SUCCESS)
+        r = h->fns.mem_create(&made, size, &prop, 0);
+    *handle = r == TDM__HIP_SUCCESS ? (uint64_t)(uintptr_t)made : 0;
+    return vmm_end(h, prev, before, r);
+}
+
+static tdm_status hip_vmm_release(tdm_provider *p, int device, uint64_t handle, size_t size)
+{
+    (void)size;
+    hip_impl *h = p->impl;
+    int prev, before;
+    int r = vmm_begin(h, device, &prev, &before);
+    if (r == TDM__HIP_SUCCESS)
+        r = h->fns.mem_release((tdm__hip_mem_handle)(uintptr_t)handle);
+    return vmm_end(h, prev, before, r);
+}
+
+static tdm_status hip_vmm_map(tdm_provider *p, int device, void *addr, size_t size,
+                              uint64_t handle)
+{
+    hip_impl *h = p->impl;
+    int prev, before;
+    int r = vmm_begin(h, device, &prev, &before);
+    if (r == TDM__HIP_SUCCESS)
+        r = h->fns.mem_map(addr, size, 0, (tdm__hip_mem_handle)(uintptr_t)handle, 0);
+    return vmm_end(h, prev, before, r);
+}
+
+static tdm_status hip_vmm_set_access(tdm_provider *p, int device, void *addr, size_t size)
+{
+    hip_impl *h = p->impl;
+    tdm__hip_access_desc desc = {
+        .location = {.type = TDM__HIP_MEM_LOCATION_TYPE_DEVICE, .id = device},
+        .flags = TDM__HIP_MEM_ACCESS_FLAGS_PROT_READWRITE,
+    };
+    int prev, before;
+    int r = vmm_begin(h, device, &prev, &before);
+    if (r == TDM__HIP_SUCCESS)
+        r = h->fns.mem_set_access(addr, size, &desc, 1);
+    return vmm_end(h, prev, before, r);
+}
+
+static tdm_status hip_vmm_unmap(tdm_provider *p, int device, void *addr, size_t size)
+{
+    hip_impl *h = p->impl;
+    int prev, before;
+    int r = vmm_begin(h, device, &prev, &before);
+    if (r == TDM__HIP_SUCCESS)
+        r = h->fns.mem_unmap(addr, size);
+    return vmm_end(h, prev, before, r);
+}
+
+static const tdm_vmm_ops hip_vmm = {
+    .granularity = hip_vmm_granularity,
+    .reserve = hip_vmm_reserve,
+    .free_range = hip_vmm_free_range,
+    .create = hip_vmm_create,
+    .release = hip_vmm_release,
+    .map = hip_vmm_map,
+    .set_access = hip_vmm_set_access,
+    .unmap = hip_vmm_unmap,
+};
+
+static int has_vmm(const struct tdm_hip_fns *f)
+{
+    return f->mem_address_reserve && f->mem_address_free && f->mem_create && f->mem_release &&
+           f->mem_map && f->mem_unmap && f->mem_set_access && f->mem_get_allocation_granularity;
+}
+
 static int has_events(const struct tdm_hip_fns *f)
 {
     return f->event_create && f->event_record && f->event_query && f->event_synchronize &&
@@ -271,6 +428,22 @@ static int resolve(void *lib, struct tdm_hip_fns *fns)
     fns->stream_is_capturing = (int (*)(tdm__hip_stream, int *))o[6];
     fns->peek_last_error = (int (*)(void))o[7];
     fns->get_last_error = (int (*)(void))o[8];
+    static const char *const vmm[] = {TDM__HIP_FNS_VMM_NAMES};
+    void *v[sizeof vmm / sizeof vmm[0]];
+    for (size_t i = 0; i < sizeof vmm / sizeof vmm[0]; i++)
+        v[i] = dlsym(lib, vmm[i]);
+    fns->mem_address_reserve =
+        (int (*)(void **, size_t, size_t, void *, unsigned long long))v[0];
+    fns->mem_address_free = (int (*)(void *, size_t))v[1];
+    fns->mem_create = (int (*)(tdm__hip_mem_handle *, size_t, const tdm__hip_mem_prop *,
+                               unsigned long long))v[2];
+    fns->mem_release = (int (*)(tdm__hip_mem_handle))v[3];
+    fns->mem_map =
+        (int (*)(void *, size_t, size_t, tdm__hip_mem_handle, unsigned long long))v[4];
+    fns->mem_unmap = (int (*)(void *, size_t))v[5];
+    fns->mem_set_access = (int (*)(void *, size_t, const tdm__hip_access_desc *, size_t))v[6];
+    fns->mem_get_allocation_granularity =
+        (int (*)(size_t *, const tdm__hip_mem_prop *, int))v[7];
     return 1;
 }
 
@@ -316,6 +489,7 @@ tdm_status tdm__provider_hip_create(const tdm_hip_fns *fns, tdm_provider **out)
         .impl = h,
         .streams = has_events(&h->fns) ? &hip_stream_ops : NULL,
         .streams_ctx = h,
+        .vmm = has_vmm(&h->fns) ? &hip_vmm : NULL,
     };
     *out = &h->pub;
     return TDM_OK;

@@ -22,8 +22,35 @@ enum {
     TDM__HIP_ERROR_NOT_READY = 600,   /* hipErrorNotReady */
 };
 
-typedef void *tdm__hip_event;  /* hipEvent_t */
-typedef void *tdm__hip_stream; /* hipStream_t */
+typedef void *tdm__hip_event;      /* hipEvent_t */
+typedef void *tdm__hip_stream;     /* hipStream_t */
+typedef void *tdm__hip_mem_handle; /* hipMemGenericAllocationHandle_t */
+
+/* hipMemLocation, hipMemAllocationProp and hipMemAccessDesc in the layout
+ * of the ROCm 5 headers (hooks/preload/hip_hooks.c checks it against the
+ * header it is built with), with the only values the provider sets. */
+enum {
+    TDM__HIP_MEM_ALLOCATION_TYPE_PINNED = 1,
+    TDM__HIP_MEM_LOCATION_TYPE_DEVICE = 1,
+    TDM__HIP_MEM_ACCESS_FLAGS_PROT_READWRITE = 3,
+    TDM__HIP_MEM_ALLOC_GRANULARITY_MINIMUM = 0,
+};
+typedef struct tdm__hip_mem_location {
+    int type;
+    int id;
+} tdm__hip_mem_location;
+typedef struct tdm__hip_mem_prop {
+    unsigned char compression_type;
+    tdm__hip_mem_location location;
+    int requested_handle_type;
+    int type;
+    unsigned short usage;
+    void *win32_handle_meta_data;
+} tdm__hip_mem_prop;
+typedef struct tdm__hip_access_desc {
+    tdm__hip_mem_location location;
+    int flags;
+} tdm__hip_access_desc;
 
 struct tdm_hip_fns {
     int (*get_device_count)(int *count);                  /* hipGetDeviceCount */
@@ -54,6 +81,27 @@ struct tdm_hip_fns {
      * error) does not reach the program's hipGetLastError. */
     int (*peek_last_error)(void);
     int (*get_last_error)(void);
+    /* Optional, all eight or none: virtual memory management, for
+     * expandable segments (without it they fall back to normal ones). */
+    int (*mem_address_reserve)(void **ptr, size_t size, size_t align, void *addr,
+                               unsigned long long flags);          /* hipMemAddressReserve */
+    int (*mem_address_free)(void *ptr, size_t size);               /* hipMemAddressFree */
+    int (*mem_create)(tdm__hip_mem_handle *handle, size_t size, const tdm__hip_mem_prop *prop,
+                      unsigned long long flags);                   /* hipMemCreate */
+    int (*mem_release)(tdm__hip_mem_handle handle);                /* hipMemRelease */
+    int (*mem_map)(void *ptr, size_t size, size_t offset, tdm__hip_mem_handle handle,
+                   unsigned long long flags);                      /* hipMemMap */
+    int (*mem_unmap)(void *ptr, size_t size);                      /* hipMemUnmap */
+    int (*mem_set_access)(void *ptr, size_t size, const tdm__hip_access_desc *desc,
+                          size_t count);                           /* hipMemSetAccess */
+    int (*mem_get_allocation_granularity)(size_t *granularity, const tdm__hip_mem_prop *prop,
+                                          int option); /* hipMemGetAllocationGranularity */
 };
+
+/* The library's names of the virtual memory functions, in field order
+ * from mem_address_reserve on (for resolving them by name). */
+#define TDM__HIP_FNS_VMM_NAMES                                                 \
+    "hipMemAddressReserve", "hipMemAddressFree", "hipMemCreate", "hipMemRelease", \
+        "hipMemMap", "hipMemUnmap", "hipMemSetAccess", "hipMemGetAllocationGranularity"
 
 #endif

@@ -8,8 +8,14 @@
  * the program's kernels.  Standalone, the provider makes its own context
  * on the first driver and destroys it with the provider.
  *
+ * Expandable segments (alloc/cache_expand.c) go through Level Zero's
+ * virtual memory (zeVirtualMemReserve, zePhysicalMemCreate,
+ * zeVirtualMemMap, ...), given when the table has all seven functions; a
+ * device whose zeVirtualMemQueryPageSize fails keeps normal segments.
+ *
  * Invariants: device_count >= 1 once created; held[d] = bytes of device d
- * allocated through this provider and not yet freed; capacity[d] = the
+ * allocated (or made as physical memory) through this provider and not
+ * yet freed; capacity[d] = the
  * device's memory size summed over its memory modules.
  *
  * Lock: none; held[] is atomic, everything else is immutable after
@@ -20,6 +26,7 @@
 
 #include <dlfcn.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -113,6 +120,118 @@ static tdm_status ze_mem_info(tdm_provider *p, int device, size_t *free_bytes,
     return TDM_OK;
 }
 
+/* ---- virtual memory (expandable segments) ---------------------------------- */
+
+/* The page size asked for: that of the cache's smallest page (2 MiB), so
+ * that every page the cache maps is a multiple of it. */
+#define ZE_VMM_PAGE_QUERY_BYTES ((size_t)2 << 20)
+
+static tdm_status ze_vmm_granularity(tdm_provider *p, int device, size_t *bytes)
+{
+    ze_impl *z = p->impl;
+    if (device < 0 || device >= p->device_count)
+        return TDM_NO_SUCH_DEVICE;
+    /* A driver without virtual memory support refuses this: the cache
+     * then keeps normal segments. */
+    int r = z->fns.virtual_mem_query_page_size(z->fns.context, z->fns.devices[device],
+                                               ZE_VMM_PAGE_QUERY_BYTES, bytes);
+    if (r != TDM__ZE_SUCCESS || *bytes == 0) {
+        tdm__provider_set_vendor_error(r);
+        return TDM_NOT_AVAILABLE;
+    }
+    return TDM_OK;
+}
+
+static tdm_status ze_vmm_reserve(tdm_provider *p, int device, size_t size, void **base)
+{
+    (void)device; /* address space belongs to the context */
+    ze_impl *z = p->impl;
+    void *ptr = NULL;
+    int r = z->fns.virtual_mem_reserve(z->fns.context, NULL, size, &ptr);
+    *base = r == TDM__ZE_SUCCESS ? ptr : NULL;
+    return r == TDM__ZE_SUCCESS ? TDM_OK : fail(r);
+}
+
+static tdm_status ze_vmm_free_range(tdm_provider *p, int device, void *base, size_t size)
+{
+    (void)device;
+    ze_impl *z = p->impl;
+    int r = z->fns.virtual_mem_free(z->fns.context, base, size);
+    return r == TDM__ZE_SUCCESS ? TDM_OK : fail(r);
+}
+
+static tdm_status ze_vmm_create(tdm_provider *p, int device, size_t size, uint64_t *handle)
+{
+    ze_impl *z = p->impl;
+    *handle = 0;
+    if (device < 0 || device >= p->device_count)
+        return TDM_NO_SUCH_DEVICE;
+    tdm__ze_physical_mem_desc desc = {.stype = TDM__ZE_STYPE_PHYSICAL_MEM_DESC, .size = size};
+    void *made = NULL;
+    int r = z->fns.physical_mem_create(z->fns.context, z->fns.devices[device], &desc, &made);
+    if (r != TDM__ZE_SUCCESS)
+        return fail(r);
+    atomic_fetch_add_explicit(&z->held[device], size, memory_order_relaxed);
+    *handle = (uint64_t)(uintptr_t)made;
+    return TDM_OK;
+}
+
+static tdm_status ze_vmm_release(tdm_provider *p, int device, uint64_t handle, size_t size)
+{
+    ze_impl *z = p->impl;
+    int r = z->fns.physical_mem_destroy(z->fns.context, (void *)(uintptr_t)handle);
+    if (r != TDM__ZE_SUCCESS)
+        return fail(r);
+    if (device >= 0 && device < p->device_count)
+        atomic_fetch_sub_explicit(&z->held[device], size, memory_order_relaxed);
+    return TDM_OK;
+}
+
+static tdm_status ze_vmm_map(tdm_provider *p, int device, void *addr, size_t size,
+                             uint64_t handle)
+{
+    (void)device;
+    ze_impl *z = p->impl;
+    int r = z->fns.virtual_mem_map(z->fns.context, addr, size, (void *)(uintptr_t)handle, 0,
+                                   TDM__ZE_MEMORY_ACCESS_ATTRIBUTE_READWRITE);
+    return r == TDM__ZE_SUCCESS ? TDM_OK : fail(r);
+}
+
+/* zeVirtualMemMap already gave the mapping read-write access (Level Zero
+ * takes it with the mapping); zeVirtualMemSetAccessAttribute would only
+ * say it again. */
+static tdm_status ze_vmm_set_access(tdm_provider *p, int device, void *addr, size_t size)
+{
+    (void)p, (void)device, (void)addr, (void)size;
+    return TDM_OK;
+}
+
+static tdm_status ze_vmm_unmap(tdm_provider *p, int device, void *addr, size_t size)
+{
+    (void)device;
+    ze_impl *z = p->impl;
+    int r = z->fns.virtual_mem_unmap(z->fns.context, addr, size);
+    return r == TDM__ZE_SUCCESS ? TDM_OK : fail(r);
+}
+
+static const tdm_vmm_ops ze_vmm = {
+    .granularity = ze_vmm_granularity,
+    .reserve = ze_vmm_reserve,
+    .free_range = ze_vmm_free_range,
+    .create = ze_vmm_create,
+    .release = ze_vmm_release,
+    .map = ze_vmm_map,
+    .set_access = ze_vmm_set_access,
+    .unmap = ze_vmm_unmap,
+};
+
+static int has_vmm(const struct tdm_ze_fns *f)
+{
+    return f->virtual_mem_reserve && f->virtual_mem_free && f->virtual_mem_query_page_size &&
+           f->physical_mem_create && f->physical_mem_destroy && f->virtual_mem_map &&
+           f->virtual_mem_unmap;
+}
+
 static void ze_device_name(tdm_provider *p, int device, char *buf, size_t len)
 {
     ze_impl *z = p->impl;
@@ -162,6 +281,18 @@ static int open_loader(ze_impl *z)
         (int (*)(void *, uint32_t *, void **))dlsym(z->lib, "zesDeviceEnumMemoryModules");
     f->sysman_memory_get_state =
         (int (*)(void *, tdm__zes_mem_state *))dlsym(z->lib, "zesMemoryGetState");
+    f->virtual_mem_reserve =
+        (int (*)(void *, const void *, size_t, void **))dlsym(z->lib, "zeVirtualMemReserve");
+    f->virtual_mem_free = (int (*)(void *, const void *, size_t))dlsym(z->lib, "zeVirtualMemFree");
+    f->virtual_mem_query_page_size =
+        (int (*)(void *, void *, size_t, size_t *))dlsym(z->lib, "zeVirtualMemQueryPageSize");
+    f->physical_mem_create = (int (*)(void *, void *, tdm__ze_physical_mem_desc *, void **))dlsym(
+        z->lib, "zePhysicalMemCreate");
+    f->physical_mem_destroy = (int (*)(void *, void *))dlsym(z->lib, "zePhysicalMemDestroy");
+    f->virtual_mem_map = (int (*)(void *, const void *, size_t, void *, size_t, int))dlsym(
+        z->lib, "zeVirtualMemMap");
+    f->virtual_mem_unmap =
+        (int (*)(void *, const void *, size_t))dlsym(z->lib, "zeVirtualMemUnmap");
     if (!init || !driver_get || !device_get || !context_create || !z->context_destroy)
         return TDM__ZE_ERROR_UNINITIALIZED;
     int r = init(0);
@@ -228,6 +359,7 @@ tdm_status tdm__provider_ze_create(const tdm_ze_fns *fns, tdm_provider **out)
         .device_name = ze_device_name,
         .destroy = ze_destroy,
         .impl = z,
+        .vmm = has_vmm(f) ? &ze_vmm : NULL,
     };
     *out = &z->pub;
     return TDM_OK;

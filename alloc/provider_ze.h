@@ -35,7 +35,19 @@ enum {
     TDM__ZE_STYPE_CONTEXT_DESC = 0xd,
     TDM__ZE_STYPE_DEVICE_MEM_ALLOC_DESC = 0x15,
     TDM__ZES_STYPE_MEM_STATE = 0x1e,
+    TDM__ZE_STYPE_PHYSICAL_MEM_DESC = 0x20,
 };
+
+/* ze_memory_access_attribute_t: what a mapping lets the device do. */
+enum { TDM__ZE_MEMORY_ACCESS_ATTRIBUTE_READWRITE = 1 };
+
+/* ze_physical_mem_desc_t */
+typedef struct tdm__ze_physical_mem_desc {
+    uint32_t stype;
+    const void *pNext;
+    uint32_t flags;
+    size_t size; /* bytes */
+} tdm__ze_physical_mem_desc;
 
 /* ze_device_mem_alloc_desc_t */
 typedef struct tdm__ze_mem_alloc_desc {
@@ -98,6 +110,19 @@ struct tdm_ze_fns {
      * provider holds) */
     int (*sysman_enum_memory_modules)(void *device, uint32_t *count, void **modules);
     int (*sysman_memory_get_state)(void *module, tdm__zes_mem_state *state);
+    /* optional, all seven or none: virtual memory, for expandable
+     * segments (without it they fall back to normal ones) */
+    int (*virtual_mem_reserve)(void *context, const void *start, size_t size,
+                               void **ptr);                      /* zeVirtualMemReserve */
+    int (*virtual_mem_free)(void *context, const void *ptr, size_t size); /* zeVirtualMemFree */
+    int (*virtual_mem_query_page_size)(void *context, void *device, size_t size,
+                                       size_t *pagesize); /* zeVirtualMemQueryPageSize */
+    int (*physical_mem_create)(void *context, void *device, tdm__ze_physical_mem_desc *desc,
+                               void **physical);                 /* zePhysicalMemCreate */
+    int (*physical_mem_destroy)(void *context, void *physical); /* zePhysicalMemDestroy */
+    int (*virtual_mem_map)(void *context, const void *ptr, size_t size, void *physical,
+                           size_t offset, int access);           /* zeVirtualMemMap */
+    int (*virtual_mem_unmap)(void *context, const void *ptr, size_t size); /* zeVirtualMemUnmap */
     /* where to allocate */
     void *context;
     uint32_t device_count;              /* >= 1 */

@@ -48,9 +48,29 @@
 #include "hip_hooks.h"
 
 #include <dlfcn.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "provider_hip.h"
+
+/* The provider's copies of the virtual-memory structures (it builds
+ * without the HIP headers). */
+_Static_assert(sizeof(hipMemAllocationProp) == sizeof(tdm__hip_mem_prop), "hipMemAllocationProp");
+_Static_assert(offsetof(hipMemAllocationProp, location) == offsetof(tdm__hip_mem_prop, location) &&
+                   offsetof(hipMemAllocationProp, type) == offsetof(tdm__hip_mem_prop, type),
+               "hipMemAllocationProp layout");
+_Static_assert(sizeof(hipMemAccessDesc) == sizeof(tdm__hip_access_desc) &&
+                   offsetof(hipMemAccessDesc, flags) == offsetof(tdm__hip_access_desc, flags),
+               "hipMemAccessDesc layout");
+_Static_assert(sizeof(hipMemGenericAllocationHandle_t) == sizeof(tdm__hip_mem_handle),
+               "hipMemGenericAllocationHandle_t width");
+_Static_assert((int)hipMemAllocationTypePinned == (int)TDM__HIP_MEM_ALLOCATION_TYPE_PINNED &&
+                   (int)hipMemLocationTypeDevice == (int)TDM__HIP_MEM_LOCATION_TYPE_DEVICE &&
+                   (int)hipMemAccessFlagsProtReadWrite ==
+                       (int)TDM__HIP_MEM_ACCESS_FLAGS_PROT_READWRITE &&
+                   (int)hipMemAllocationGranularityMinimum ==
+                       (int)TDM__HIP_MEM_ALLOC_GRANULARITY_MINIMUM,
+               "virtual-memory constants");
 
 TDM_HIP_HIDDEN struct tdm__hip_real_fns tdm__hip_real;
 TDM_HIP_HIDDEN _Atomic int tdm__hip_real_ready;
@@ -190,6 +210,21 @@ static void cache_setup(void)
     fns.captures_underway = captures_underway;
     fns.peek_last_error = (int (*)(void))(void *)real.hipPeekAtLastError;
     fns.get_last_error = (int (*)(void))(void *)real.hipGetLastError;
+    /* Virtual memory (expandable segments): the un-hooked functions, so
+     * that the cache's own mappings are not recorded as the program's. */
+    fns.mem_address_reserve = (int (*)(void **, size_t, size_t, void *, unsigned long long))(
+        void *)real.hipMemAddressReserve;
+    fns.mem_address_free = (int (*)(void *, size_t))(void *)real.hipMemAddressFree;
+    fns.mem_create = (int (*)(tdm__hip_mem_handle *, size_t, const tdm__hip_mem_prop *,
+                              unsigned long long))(void *)real.hipMemCreate;
+    fns.mem_release = (int (*)(tdm__hip_mem_handle))(void *)real.hipMemRelease;
+    fns.mem_map = (int (*)(void *, size_t, size_t, tdm__hip_mem_handle, unsigned long long))(
+        void *)real.hipMemMap;
+    fns.mem_unmap = (int (*)(void *, size_t))(void *)real.hipMemUnmap;
+    fns.mem_set_access = (int (*)(void *, size_t, const tdm__hip_access_desc *, size_t))(
+        void *)real.hipMemSetAccess;
+    fns.mem_get_allocation_granularity = (int (*)(size_t *, const tdm__hip_mem_prop *, int))(
+        void *)real.hipMemGetAllocationGranularity;
     tdm_provider *p = NULL;
     if (tdm__provider_hip_create(&fns, &p) != TDM_OK)
         return; /* no device: every call passes through and fails as HIP says */

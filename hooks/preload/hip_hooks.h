@@ -47,6 +47,8 @@
     X(hipMemCreate, "hip_5.1") X(hipMemRelease, "hip_5.1")                     \
     X(hipMemMap, "hip_5.1") X(hipMemUnmap, "hip_5.1")                          \
     X(hipMemGetAllocationPropertiesFromHandle, "hip_5.1")                      \
+    X(hipMemAddressReserve, "hip_5.1") X(hipMemAddressFree, "hip_5.1")         \
+    X(hipMemSetAccess, "hip_5.1") X(hipMemGetAllocationGranularity, "hip_5.1") \
     X(hipGetDevice, "hip_4.2") X(hipSetDevice, "hip_4.2")                      \
     X(hipGetDeviceCount, "hip_4.2") X(hipMemGetInfo, "hip_4.2")                \
     X(hipDeviceGetName, "hip_4.2") X(hipDeviceTotalMem, "hip_4.2")             \

@@ -71,6 +71,10 @@ static void resolve_all(void)
     real.physical_mem_create = (ze_pfnPhysicalMemCreate_t)tdm__hook_real("zePhysicalMemCreate");
     real.physical_mem_destroy =
         (ze_pfnPhysicalMemDestroy_t)tdm__hook_real("zePhysicalMemDestroy");
+    real.virtual_mem_reserve = (ze_pfnVirtualMemReserve_t)tdm__hook_real("zeVirtualMemReserve");
+    real.virtual_mem_free = (ze_pfnVirtualMemFree_t)tdm__hook_real("zeVirtualMemFree");
+    real.virtual_mem_query_page_size =
+        (ze_pfnVirtualMemQueryPageSize_t)tdm__hook_real("zeVirtualMemQueryPageSize");
     real.sysman_enum_memory_modules =
         (zes_pfnDeviceEnumMemoryModules_t)tdm__hook_real("zesDeviceEnumMemoryModules");
     real.sysman_memory_get_state = (zes_pfnMemoryGetState_t)tdm__hook_real("zesMemoryGetState");

@@ -39,12 +39,19 @@ SAME_OFFSET(tdm__ze_mem_alloc_desc, ze_device_mem_alloc_desc_t, ordinal);
 SAME_OFFSET(tdm__ze_context_desc, ze_context_desc_t, flags);
 SAME_OFFSET(tdm__zes_mem_state, zes_mem_state_t, free);
 SAME_OFFSET(tdm__zes_mem_state, zes_mem_state_t, size);
+SAME_OFFSET(tdm__ze_physical_mem_desc, ze_physical_mem_desc_t, flags);
+SAME_OFFSET(tdm__ze_physical_mem_desc, ze_physical_mem_desc_t, size);
+_Static_assert(sizeof(tdm__ze_physical_mem_desc) == sizeof(ze_physical_mem_desc_t),
+               "physical mem desc size");
+_Static_assert(sizeof(ze_memory_access_attribute_t) == sizeof(int), "access attribute width");
 #define SAME_VALUE(ours, theirs) _Static_assert((int)(ours) == (int)(theirs), #ours)
 SAME_VALUE(TDM__ZE_STYPE_DEVICE_MEM_ALLOC_DESC, ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC);
 SAME_VALUE(TDM__ZE_STYPE_DEVICE_PROPERTIES, ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES);
 SAME_VALUE(TDM__ZE_STYPE_DEVICE_MEMORY_PROPERTIES, ZE_STRUCTURE_TYPE_DEVICE_MEMORY_PROPERTIES);
 SAME_VALUE(TDM__ZE_STYPE_CONTEXT_DESC, ZE_STRUCTURE_TYPE_CONTEXT_DESC);
 SAME_VALUE(TDM__ZES_STYPE_MEM_STATE, ZES_STRUCTURE_TYPE_MEM_STATE);
+SAME_VALUE(TDM__ZE_STYPE_PHYSICAL_MEM_DESC, ZE_STRUCTURE_TYPE_PHYSICAL_MEM_DESC);
+SAME_VALUE(TDM__ZE_MEMORY_ACCESS_ATTRIBUTE_READWRITE, ZE_MEMORY_ACCESS_ATTRIBUTE_READWRITE);
 SAME_VALUE(TDM__ZE_ERROR_OUT_OF_DEVICE_MEMORY, ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY);
 SAME_VALUE(TDM__ZE_ERROR_OUT_OF_HOST_MEMORY, ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY);
 SAME_VALUE(TDM__ZE_ERROR_UNINITIALIZED, ZE_RESULT_ERROR_UNINITIALIZED);
@@ -245,6 +252,20 @@ static void cache_setup(const tdm__ze_real *r, ze_context_handle_t ctx)
         (int (*)(void *, uint32_t *, void **))(void *)r->sysman_enum_memory_modules;
     fns.sysman_memory_get_state =
         (int (*)(void *, tdm__zes_mem_state *))(void *)r->sysman_memory_get_state;
+    /* Expandable segments: the un-hooked functions, so that the cache's
+     * own mappings are not recorded as the program's. */
+    fns.virtual_mem_reserve =
+        (int (*)(void *, const void *, size_t, void **))(void *)r->virtual_mem_reserve;
+    fns.virtual_mem_free = (int (*)(void *, const void *, size_t))(void *)r->virtual_mem_free;
+    fns.virtual_mem_query_page_size =
+        (int (*)(void *, void *, size_t, size_t *))(void *)r->virtual_mem_query_page_size;
+    fns.physical_mem_create = (int (*)(void *, void *, tdm__ze_physical_mem_desc *, void **))(
+        void *)r->physical_mem_create;
+    fns.physical_mem_destroy = (int (*)(void *, void *))(void *)r->physical_mem_destroy;
+    /* ze_memory_access_attribute_t is an int-sized enum. */
+    fns.virtual_mem_map = (int (*)(void *, const void *, size_t, void *, size_t, int))(void *)
+                              r->virtual_mem_map;
+    fns.virtual_mem_unmap = (int (*)(void *, const void *, size_t))(void *)r->virtual_mem_unmap;
     fns.context = ctx;
     tdm_provider *p = NULL;
     int ok = fns.device_count > 0 && tdm__provider_ze_create(&fns, &p) == TDM_OK;

@@ -69,6 +69,10 @@ typedef struct tdm__ze_real {
     ze_pfnVirtualMemUnmap_t virtual_mem_unmap;
     ze_pfnPhysicalMemCreate_t physical_mem_create;
     ze_pfnPhysicalMemDestroy_t physical_mem_destroy;
+    /* optional: what the cache's expandable segments also need */
+    ze_pfnVirtualMemReserve_t virtual_mem_reserve;
+    ze_pfnVirtualMemFree_t virtual_mem_free;
+    ze_pfnVirtualMemQueryPageSize_t virtual_mem_query_page_size;
     zes_pfnDeviceEnumMemoryModules_t sysman_enum_memory_modules; /* optional */
     zes_pfnMemoryGetState_t sysman_memory_get_state;             /* optional */
 } tdm__ze_real;

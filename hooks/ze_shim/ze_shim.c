@@ -264,6 +264,11 @@ EXPORT ze_result_t ZE_APICALL zeGetVirtualMemProcAddrTable(ze_api_version_t vers
                                                            ze_virtual_mem_dditable_t *table)
 {
     CALL_REAL_GETTER(ze_virtual_mem_dditable_t, "zeGetVirtualMemProcAddrTable", version, table);
+    /* Read, not wrapped (a reservation holds no memory): the cache's
+     * expandable segments call them. */
+    real.virtual_mem_reserve = table->pfnReserve;
+    real.virtual_mem_free = table->pfnFree;
+    real.virtual_mem_query_page_size = table->pfnQueryPageSize;
     WRAP(table, pfnMap, virtual_mem_map, s_virtual_map);
     WRAP(table, pfnUnmap, virtual_mem_unmap, s_virtual_unmap);
     return ZE_RESULT_SUCCESS;

@@ -22,6 +22,9 @@
  *   FAKE_HIP_CAPACITY=n    bytes per device (default 1 GiB)
  *   FAKE_HIP_FAIL=name=code[,name=code]  that entry point returns `code`
  *                          without doing anything (error injection)
+ *   FAKE_HIP_NO_VMM=1      devices without virtual memory management:
+ *                          hipMemGetAllocationGranularity answers
+ *                          hipErrorNotSupported (fake_hip_vmm.c)
  *
  * Lock: one mutex around the allocation table, mappings and byte counts;
  * call counters are atomics.  The current device is per thread, as in HIP.
@@ -44,6 +47,7 @@ static int fail_code[F_COUNT]; /* 0 = no injected failure */
 static pthread_once_t conf_once = PTHREAD_ONCE_INIT;
 static int n_devices = 1;
 static size_t capacity = (size_t)1 << 30;
+int fake_no_vmm;
 
 static void read_conf(void)
 {
@@ -53,6 +57,8 @@ static void read_conf(void)
     s = getenv("FAKE_HIP_CAPACITY");
     if (s && *s)
         capacity = (size_t)strtoull(s, NULL, 0);
+    s = getenv("FAKE_HIP_NO_VMM");
+    fake_no_vmm = s && *s && atoi(s) != 0;
     s = getenv("FAKE_HIP_FAIL");
     while (s && *s) {
         const char *eq = strchr(s, '=');

@@ -72,7 +72,8 @@ struct ihipMemGenericAllocationHandle {
     X(hipMemPoolSetAttribute) X(hipMemPoolTrimTo) X(hipIpcGetMemHandle)        \
     X(hipIpcOpenMemHandle) X(hipIpcCloseMemHandle) X(hipMemGetAddressRange)    \
     X(hipPointerGetAttribute) X(hipMemExportToShareableHandle)                 \
-    X(hipMemImportFromShareableHandle)
+    X(hipMemImportFromShareableHandle) X(hipMemSetAccess)                      \
+    X(hipMemGetAllocationGranularity)
 
 enum {
 #define FAKE_ENUM(n) F_##n,
@@ -89,6 +90,8 @@ hipError_t fake_last(hipError_t e);
 hipError_t check_device(int device);
 /* This thread's current device (hipSetDevice). */
 extern __thread int cur_device;
+/* FAKE_HIP_NO_VMM=1: devices without virtual memory management. */
+extern int fake_no_vmm;
 
 /* ---- streams (fake_hip_stream.c) ---- */
 

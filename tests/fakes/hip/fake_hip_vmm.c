@@ -1,6 +1,7 @@
 /* tests/fakes/hip/fake_hip_vmm.c: the fake libamdhip64's virtual memory
  * (hipMemAddressReserve / Free, hipMemCreate / Release, hipMemMap /
- * Unmap, hipMemGetAllocationPropertiesFromHandle).  Reserved ranges are
+ * Unmap, hipMemSetAccess, hipMemGetAllocationGranularity,
+ * hipMemGetAllocationPropertiesFromHandle).  Reserved ranges are
  * PROT_NONE mappings; a mapped range becomes read-write; a physical handle
  * counts as device memory in the allocation table (K_PHYS).
  *
@@ -130,6 +131,16 @@ EXPORT hipError_t hipMemRelease(hipMemGenericAllocationHandle_t handle)
     return fake_last(hipSuccess);
 }
 
+/* [ptr, ptr+size) lies in one reservation.  Called with mu held. */
+static int in_reservation(const void *ptr, size_t size)
+{
+    for (int i = 0; i < MAX_MAPS; i++)
+        if (reserved[i].va && (const char *)ptr >= reserved[i].va &&
+            (const char *)ptr + size <= reserved[i].va + reserved[i].size)
+            return 1;
+    return 0;
+}
+
 EXPORT hipError_t hipMemMap(void *ptr, size_t size, size_t offset,
                             hipMemGenericAllocationHandle_t handle, unsigned long long flags)
 {
@@ -141,12 +152,8 @@ EXPORT hipError_t hipMemMap(void *ptr, size_t size, size_t offset,
         return fake_last(hipErrorInvalidValue);
     hipError_t r = hipErrorInvalidValue;
     pthread_mutex_lock(&mu);
-    int in_reservation = 0;
-    for (int i = 0; i < MAX_MAPS; i++)
-        if (reserved[i].va && (char *)ptr >= reserved[i].va &&
-            (char *)ptr + size <= reserved[i].va + reserved[i].size)
-            in_reservation = 1;
-    for (int i = 0; in_reservation && i < MAX_MAPS; i++)
+    int inside = in_reservation(ptr, size);
+    for (int i = 0; inside && i < MAX_MAPS; i++)
         if (!maps[i].va) {
             maps[i].va = ptr;
             maps[i].size = size;
@@ -180,4 +187,51 @@ EXPORT hipError_t hipMemUnmap(void *ptr, size_t size)
     if (dead)
         release_handle(dead);
     return fake_last(r);
+}
+
+/* Access to a mapped range: every byte of it must be mapped, and the
+ * descriptors must name devices that exist. */
+EXPORT hipError_t hipMemSetAccess(void *ptr, size_t size, const hipMemAccessDesc *desc,
+                                  size_t count)
+{
+    int e = enter(F_hipMemSetAccess);
+    if (e)
+        return fake_last((hipError_t)e);
+    if (!ptr || size == 0 || !desc || count == 0)
+        return fake_last(hipErrorInvalidValue);
+    for (size_t i = 0; i < count; i++)
+        if (desc[i].location.type != hipMemLocationTypeDevice ||
+            check_device(desc[i].location.id) != hipSuccess)
+            return fake_last(hipErrorInvalidValue);
+    size_t covered = 0;
+    pthread_mutex_lock(&mu);
+    int ok = in_reservation(ptr, size);
+    for (int i = 0; ok && i < MAX_MAPS; i++)
+        if (maps[i].va && maps[i].va >= (char *)ptr &&
+            maps[i].va + maps[i].size <= (char *)ptr + size)
+            covered += maps[i].size;
+    pthread_mutex_unlock(&mu);
+    return fake_last(ok && covered == size ? hipSuccess : hipErrorInvalidValue);
+}
+
+/* 2 MiB, as on current AMD GPUs; FAKE_HIP_NO_VMM=1 plays a device without
+ * virtual memory management (hipErrorNotSupported). */
+EXPORT hipError_t hipMemGetAllocationGranularity(size_t *granularity,
+                                                 const hipMemAllocationProp *prop,
+                                                 hipMemAllocationGranularity_flags option)
+{
+    int e = enter(F_hipMemGetAllocationGranularity);
+    if (e)
+        return fake_last((hipError_t)e);
+    (void)option;
+    if (!granularity || !prop || prop->type != hipMemAllocationTypePinned ||
+        prop->location.type != hipMemLocationTypeDevice)
+        return fake_last(hipErrorInvalidValue);
+    hipError_t r = check_device(prop->location.id);
+    if (r != hipSuccess)
+        return fake_last(r);
+    if (fake_no_vmm)
+        return fake_last(hipErrorNotSupported);
+    *granularity = (size_t)2 << 20;
+    return fake_last(hipSuccess);
 }

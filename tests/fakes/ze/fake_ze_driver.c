@@ -26,6 +26,9 @@
  *   FAKE_ZE_CAPACITY=n   bytes per device (default 1 GiB)
  *   FAKE_ZE_FAIL=name=code[,name=code]  that entry returns `code`
  *   FAKE_ZE_DDI_HANDLES=0  the extension is not offered
+ *   FAKE_ZE_NO_VMM=1     no virtual memory support: zeVirtualMemQueryPageSize
+ *                        answers ZE_RESULT_ERROR_UNSUPPORTED_FEATURE
+ * Virtual and physical memory: fake_ze_vmm.c.
  *
  * Lock: one mutex around the allocation table and byte counts; counters
  * are atomics.
@@ -50,7 +53,6 @@
 
 #define EXPORT __attribute__((visibility("default")))
 #define MAX_DEVICES 8
-#define PAGE_SIZE_VM ((size_t)64 << 10) /* virtual memory page, bytes */
 
 /* The opaque handle types, given a body here; each starts with the head
  * of the DDI handles extension (fake_ze_ddi_handles.c). */
@@ -66,11 +68,6 @@ struct _ze_context_handle_t {
     fake_ze_handle_head head;
     int tag;
 };
-struct _ze_physical_mem_handle_t {
-    fake_ze_handle_head head;
-    int device;
-    size_t size; /* bytes */
-};
 struct _zes_mem_handle_t {
     int device;
 };
@@ -81,21 +78,6 @@ static struct _zes_mem_handle_t mem_modules[MAX_DEVICES];
 
 /* ---- counters and knobs ------------------------------------------------ */
 
-#define FAKE_FUNCS(X)                                                          \
-    X(zeInit) X(zeDriverGet) X(zeDeviceGet) X(zeDeviceGetProperties)          \
-    X(zeDeviceGetMemoryProperties) X(zeContextCreate) X(zeContextDestroy)      \
-    X(zeMemAllocDevice) X(zeMemAllocHost) X(zeMemAllocShared) X(zeMemFree)     \
-    X(zeMemFreeExt) X(zeMemGetAllocProperties) X(zeVirtualMemReserve)         \
-    X(zeVirtualMemFree) X(zeVirtualMemQueryPageSize) X(zeVirtualMemMap)        \
-    X(zeVirtualMemUnmap) X(zePhysicalMemCreate) X(zePhysicalMemDestroy)        \
-    X(zesDeviceEnumMemoryModules) X(zesMemoryGetState)
-
-enum {
-#define FAKE_ENUM(n) F_##n,
-    FAKE_FUNCS(FAKE_ENUM)
-#undef FAKE_ENUM
-    F_COUNT
-};
 static const char *const func_names[F_COUNT] = {
 #define FAKE_NAME(n) #n,
     FAKE_FUNCS(FAKE_NAME)
@@ -107,6 +89,7 @@ static ze_result_t fail_code[F_COUNT];
 static pthread_once_t conf_once = PTHREAD_ONCE_INIT;
 static int n_devices = 1;
 static size_t capacity = (size_t)1 << 30;
+int fake_ze_no_vmm;
 
 static void read_conf(void)
 {
@@ -122,6 +105,8 @@ static void read_conf(void)
         devices[i].index = i;
         mem_modules[i].device = i;
     }
+    s = getenv("FAKE_ZE_NO_VMM");
+    fake_ze_no_vmm = s && *s && atoi(s) != 0;
     s = getenv("FAKE_ZE_FAIL");
     while (s && *s) {
         const char *eq = strchr(s, '=');
@@ -148,21 +133,14 @@ static void set_heads(void)
         devices[i].head = the_driver.head;
 }
 
-static ze_result_t enter(int f)
+ze_result_t fake_ze_enter(int f)
 {
     pthread_once(&conf_once, read_conf);
     atomic_fetch_add_explicit(&calls[f], 1, memory_order_relaxed);
     return fail_code[f];
 }
 
-#define ENTER(f)                                                               \
-    do {                                                                       \
-        ze_result_t e_ = enter(f);                                             \
-        if (e_ != ZE_RESULT_SUCCESS)                                           \
-            return e_;                                                         \
-    } while (0)
-
-static int device_index(ze_device_handle_t d)
+int fake_ze_device_index(ze_device_handle_t d)
 {
     if (d < devices || d >= devices + n_devices)
         return -1;
@@ -171,7 +149,6 @@ static int device_index(ze_device_handle_t d)
 
 /* ---- allocation table (linear probing, backward-shift deletion) -------- */
 
-enum kind { K_DEVICE = 1, K_HOST, K_SHARED, K_PHYS };
 
 typedef struct entry {
     void *ptr;   /* NULL: empty slot */
@@ -255,6 +232,16 @@ static int untrack(const void *p, unsigned mask, entry *out)
     }
     pthread_mutex_unlock(&mu);
     return found;
+}
+
+ze_result_t fake_ze_track_phys(void *h, size_t size, int device)
+{
+    return track(h, size, device, K_PHYS, 0);
+}
+
+int fake_ze_untrack_phys(void *h)
+{
+    return untrack(h, 1u << K_PHYS, NULL);
 }
 
 /* The allocation holding address p (any kind but physical); 0 if none. */
@@ -389,7 +376,7 @@ static ze_result_t ZE_APICALL f_zeDeviceGetProperties(ze_device_handle_t h,
                                                       ze_device_properties_t *p)
 {
     ENTER(F_zeDeviceGetProperties);
-    int d = device_index(h);
+    int d = fake_ze_device_index(h);
     if (d < 0)
         return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
     p->type = ZE_DEVICE_TYPE_GPU;
@@ -404,7 +391,7 @@ static ze_result_t ZE_APICALL f_zeDeviceGetMemoryProperties(ze_device_handle_t h
                                                             ze_device_memory_properties_t *props)
 {
     ENTER(F_zeDeviceGetMemoryProperties);
-    if (device_index(h) < 0)
+    if (fake_ze_device_index(h) < 0)
         return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
     if (*pCount > 0 && props) {
         props[0].flags = 0;
@@ -450,7 +437,7 @@ static ze_result_t ZE_APICALL f_zeMemAllocDevice(ze_context_handle_t c,
                                                  void **pptr)
 {
     ENTER(F_zeMemAllocDevice);
-    int d = device_index(dev);
+    int d = fake_ze_device_index(dev);
     if (!c || d < 0)
         return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
     if (!dd)
@@ -481,7 +468,7 @@ static ze_result_t ZE_APICALL f_zeMemAllocShared(ze_context_handle_t c,
         return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
     if (!dd || !hd)
         return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-    int d = dev ? device_index(dev) : -1;
+    int d = dev ? fake_ze_device_index(dev) : -1;
     if (dev && d < 0)
         return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
     return fake_alloc(size, alignment, d, K_SHARED, pptr);
@@ -534,119 +521,13 @@ static ze_result_t ZE_APICALL f_zeMemGetAllocProperties(ze_context_handle_t c, c
     return ZE_RESULT_SUCCESS;
 }
 
-/* ---- virtual and physical memory ------------------------------------------ */
-
-static ze_result_t ZE_APICALL f_zeVirtualMemReserve(ze_context_handle_t c, const void *pStart,
-                                                    size_t size, void **pptr)
-{
-    ENTER(F_zeVirtualMemReserve);
-    (void)pStart;
-    if (!c)
-        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
-    if (!pptr)
-        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-    if (size == 0 || size % PAGE_SIZE_VM)
-        return ZE_RESULT_ERROR_UNSUPPORTED_SIZE;
-    void *va = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (va == MAP_FAILED)
-        return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
-    *pptr = va;
-    return ZE_RESULT_SUCCESS;
-}
-
-static ze_result_t ZE_APICALL f_zeVirtualMemFree(ze_context_handle_t c, const void *ptr, size_t size)
-{
-    ENTER(F_zeVirtualMemFree);
-    if (!c)
-        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
-    if (!ptr)
-        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-    return munmap((void *)ptr, size) == 0 ? ZE_RESULT_SUCCESS : ZE_RESULT_ERROR_INVALID_ARGUMENT;
-}
-
-static ze_result_t ZE_APICALL f_zeVirtualMemQueryPageSize(ze_context_handle_t c,
-                                                          ze_device_handle_t dev, size_t size,
-                                                          size_t *pagesize)
-{
-    ENTER(F_zeVirtualMemQueryPageSize);
-    (void)size;
-    if (!c || device_index(dev) < 0)
-        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
-    *pagesize = PAGE_SIZE_VM;
-    return ZE_RESULT_SUCCESS;
-}
-
-static ze_result_t ZE_APICALL f_zeVirtualMemMap(ze_context_handle_t c, const void *ptr, size_t size,
-                                                ze_physical_mem_handle_t phys, size_t offset,
-                                                ze_memory_access_attribute_t access)
-{
-    ENTER(F_zeVirtualMemMap);
-    (void)access;
-    if (!c || !phys)
-        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
-    if (!ptr)
-        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-    if (size == 0 || size % PAGE_SIZE_VM || offset + size > phys->size)
-        return ZE_RESULT_ERROR_UNSUPPORTED_SIZE;
-    return ZE_RESULT_SUCCESS;
-}
-
-static ze_result_t ZE_APICALL f_zeVirtualMemUnmap(ze_context_handle_t c, const void *ptr, size_t size)
-{
-    ENTER(F_zeVirtualMemUnmap);
-    if (!c)
-        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
-    if (!ptr)
-        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-    return size && size % PAGE_SIZE_VM == 0 ? ZE_RESULT_SUCCESS : ZE_RESULT_ERROR_UNSUPPORTED_SIZE;
-}
-
-static ze_result_t ZE_APICALL f_zePhysicalMemCreate(ze_context_handle_t c, ze_device_handle_t dev,
-                                                    ze_physical_mem_desc_t *desc,
-                                                    ze_physical_mem_handle_t *phPhysicalMemory)
-{
-    ENTER(F_zePhysicalMemCreate);
-    int d = device_index(dev);
-    if (!c || d < 0)
-        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
-    if (!desc || !phPhysicalMemory)
-        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-    if (desc->size == 0 || desc->size % PAGE_SIZE_VM)
-        return ZE_RESULT_ERROR_UNSUPPORTED_SIZE;
-    ze_physical_mem_handle_t h = calloc(1, sizeof *h);
-    if (!h)
-        return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
-    h->head = fake_ze_head();
-    h->device = d;
-    h->size = desc->size;
-    ze_result_t r = track(h, desc->size, d, K_PHYS, 0);
-    if (r != ZE_RESULT_SUCCESS) {
-        free(h);
-        return r;
-    }
-    *phPhysicalMemory = h;
-    return ZE_RESULT_SUCCESS;
-}
-
-static ze_result_t ZE_APICALL f_zePhysicalMemDestroy(ze_context_handle_t c,
-                                                     ze_physical_mem_handle_t h)
-{
-    ENTER(F_zePhysicalMemDestroy);
-    if (!c || !h)
-        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
-    if (!untrack(h, 1u << K_PHYS, NULL))
-        return ZE_RESULT_ERROR_INVALID_ARGUMENT;
-    free(h);
-    return ZE_RESULT_SUCCESS;
-}
-
 /* ---- sysman: free device memory -------------------------------------------- */
 
 static ze_result_t ZE_APICALL f_zesDeviceEnumMemoryModules(zes_device_handle_t h, uint32_t *pCount,
                                                            zes_mem_handle_t *phMemory)
 {
     ENTER(F_zesDeviceEnumMemoryModules);
-    int d = device_index((ze_device_handle_t)h);
+    int d = fake_ze_device_index((ze_device_handle_t)h);
     if (d < 0)
         return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
     if (*pCount > 0 && phMemory)
@@ -732,11 +613,11 @@ EXPORT ze_result_t ZE_APICALL zeGetVirtualMemProcAddrTable(ze_api_version_t vers
                                                            ze_virtual_mem_dditable_t *t)
 {
     TABLE_HEAD(t);
-    t->pfnReserve = f_zeVirtualMemReserve;
-    t->pfnFree = f_zeVirtualMemFree;
-    t->pfnQueryPageSize = f_zeVirtualMemQueryPageSize;
-    t->pfnMap = f_zeVirtualMemMap;
-    t->pfnUnmap = f_zeVirtualMemUnmap;
+    t->pfnReserve = fake_ze_virtual_mem_reserve;
+    t->pfnFree = fake_ze_virtual_mem_free;
+    t->pfnQueryPageSize = fake_ze_virtual_mem_query_page_size;
+    t->pfnMap = fake_ze_virtual_mem_map;
+    t->pfnUnmap = fake_ze_virtual_mem_unmap;
     return ZE_RESULT_SUCCESS;
 }
 
@@ -744,8 +625,8 @@ EXPORT ze_result_t ZE_APICALL zeGetPhysicalMemProcAddrTable(ze_api_version_t ver
                                                             ze_physical_mem_dditable_t *t)
 {
     TABLE_HEAD(t);
-    t->pfnCreate = f_zePhysicalMemCreate;
-    t->pfnDestroy = f_zePhysicalMemDestroy;
+    t->pfnCreate = fake_ze_physical_mem_create;
+    t->pfnDestroy = fake_ze_physical_mem_destroy;
     return ZE_RESULT_SUCCESS;
 }
 

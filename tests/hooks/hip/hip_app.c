@@ -13,6 +13,9 @@
  *   hip_app oom       runs the device out of memory (FAKE_HIP_CAPACITY)
  *   hip_app cache     many small allocations and frees (cache mode test)
  *   hip_app threads   4 threads allocating and freeing at once
+ *   hip_app expand    30 + 8 MiB freed on the null stream, then 50 MiB on
+ *                     another stream (of a 64 MiB device: expandable
+ *                     segments must give back the first stream's pages)
  *   hip_app nogpu     what a program does first on a machine without GPU
  *   hip_app pools     stream-ordered pools that keep freed memory: the
  *                     default pool (threshold raised, as PyTorch does), a
@@ -284,6 +287,25 @@ static void cache(void)
     say("hipStreamDestroy", hipStreamDestroy(s));
 }
 
+/* ---- expand ------------------------------------------------------------------------ */
+
+static void expand(void)
+{
+    void *first = NULL, *second = NULL;
+    hipStream_t s;
+    say("hipStreamCreate", hipStreamCreate(&s));
+    say("hipMalloc(30 MiB)", hipMalloc(&first, 30 << 20));
+    say("hipMalloc(8 MiB)", hipMalloc(&second, 8 << 20));
+    say("hipFree(30 MiB)", hipFree(first));
+    say("hipFree(8 MiB)", hipFree(second));
+    say("hipMallocAsync(50 MiB)", hipMallocAsync(&first, 50 << 20, s));
+    say("hipFreeAsync(50 MiB)", hipFreeAsync(first, s));
+    say("hipStreamSynchronize", hipStreamSynchronize(s));
+    /* Whatever failed inside a cache that then succeeded is not ours. */
+    say("hipGetLastError", hipGetLastError());
+    say("hipStreamDestroy", hipStreamDestroy(s));
+}
+
 /* ---- threads -------------------------------------------------------------------------- */
 
 #define THREADS 4
@@ -442,6 +464,8 @@ int main(int argc, char **argv)
         cache();
     else if (strcmp(what, "threads") == 0)
         threads();
+    else if (strcmp(what, "expand") == 0)
+        expand();
     else if (strcmp(what, "nogpu") == 0)
         nogpu();
     else if (strcmp(what, "pools") == 0)
@@ -458,9 +482,12 @@ int main(int argc, char **argv)
     if (calls && live) {
         /* stderr: the stdout of runs with and without the preload must be
          * equal, and these counts differ in cache mode. */
-        fprintf(stderr, "fake: hipMalloc=%ld hipMallocAsync=%ld hipFree=%ld hipFreeAsync=%ld live=%ld\n",
+        fprintf(stderr,
+                "fake: hipMalloc=%ld hipMallocAsync=%ld hipFree=%ld hipFreeAsync=%ld "
+                "hipMemCreate=%ld hipMemMap=%ld hipMemUnmap=%ld hipMemRelease=%ld live=%ld\n",
                 calls("hipMalloc"), calls("hipMallocAsync"), calls("hipFree"),
-                calls("hipFreeAsync"), live());
+                calls("hipFreeAsync"), calls("hipMemCreate"), calls("hipMemMap"),
+                calls("hipMemUnmap"), calls("hipMemRelease"), live());
     }
     return 0;
 }

@@ -12,7 +12,13 @@
 #   errors   failing calls: codes unchanged, only the OOM-coded one booked
 #   oom      the device runs out: oom events with the device's free bytes
 #   cache    mode=cache: fewer vendor calls than allocations
-#   threads  4 threads at once, observe and cache mode: nothing lost
+#   threads  4 threads at once, observe and cache mode (also with
+#            expandable segments): nothing lost
+#   expand   mode=cache,expandable_segments=1: the cache grows by HIP's
+#            virtual memory calls, never hipMalloc, and its out-of-memory
+#            retry unmaps one stream's pages for another
+#   expand_novmm  the same on a device without virtual memory management
+#            (FAKE_HIP_NO_VMM=1): one line says so, normal segments
 #   real     the real libamdhip64 with no GPU: codes unchanged, no crash
 #   stream_free  stream_app free, cache mode: hipFreeAsync on another
 #            stream waits for that stream's work (fake streams run only
@@ -110,13 +116,46 @@ cache)
     ;;
 threads)
     app_arg=threads
-    for mode in observe cache; do
-        run_preloaded $mode "mode=$mode,dump=$T/$mode.tdm,max_entries=100000"
+    for mode in observe cache expandable; do
+        conf=mode=$mode
+        [ $mode = expandable ] && conf=mode=cache,expandable_segments=1
+        run_preloaded $mode "$conf,dump=$T/$mode.tdm,max_entries=100000"
         grep -q "thread failures: 0" "$T/$mode.out" || fail "calls failed ($mode)"
         [ "$(count "$T/$mode.tdm" alloc)" = 2000 ] || fail "alloc events != 2000 ($mode)"
         [ "$(count "$T/$mode.tdm" free_completed)" = 2000 ] || fail "free_completed != 2000 ($mode)"
     done
     [ "$(fake_counter live "$T/observe.err")" = 0 ] || fail "allocations left in the fake"
+    ;;
+expand)
+    app_arg=expand
+    cap=FAKE_HIP_CAPACITY=67108864
+    run_fake plain $cap
+    run_preloaded expand "mode=cache,expandable_segments=1,dump=$T/expand.tdm" $cap
+    same_output plain expand
+    grep "tidemark:" "$T/expand.err" | grep -v "wrote snapshot" && fail "unexpected tidemark message"
+    [ "$(count "$T/expand.tdm" alloc)" = 3 ] || fail "$(count "$T/expand.tdm" alloc) allocs of 3"
+    [ "$(count "$T/expand.tdm" segment_alloc)" = 0 ] || fail "segment_alloc events"
+    maps=$(count "$T/expand.tdm" segment_map)
+    [ "$maps" -ge 2 ] || fail "$maps segment_map events"
+    [ "$(count "$T/expand.tdm" segment_unmap)" -ge 1 ] || fail "no segment_unmap"
+    for call in hipMalloc hipMallocAsync; do
+        [ "$(fake_counter $call "$T/expand.err")" = 0 ] || fail "$call reached"
+    done
+    [ "$(fake_counter hipMemCreate "$T/expand.err")" -ge "$maps" ] || fail "no hipMemCreate"
+    [ "$(fake_counter hipMemUnmap "$T/expand.err")" -ge 1 ] || fail "no hipMemUnmap"
+    ;;
+expand_novmm)
+    app_arg=expand
+    cap=FAKE_HIP_CAPACITY=67108864
+    run_fake plain $cap
+    run_preloaded novmm "mode=cache,expandable_segments=1,dump=$T/novmm.tdm" $cap FAKE_HIP_NO_VMM=1
+    same_output plain novmm
+    [ "$(grep "tidemark:" "$T/novmm.err" | grep -v "wrote snapshot")" = \
+      "tidemark: expandable_segments=1: hip device 0 has no virtual memory management; it uses normal segments" ] ||
+        fail "not the one line about the fallback"
+    [ "$(count "$T/novmm.tdm" segment_alloc)" -ge 1 ] || fail "no normal segment"
+    [ "$(count "$T/novmm.tdm" segment_map)" = 0 ] || fail "segment_map events"
+    [ "$(fake_counter hipMemCreate "$T/novmm.err")" = 0 ] || fail "hipMemCreate reached"
     ;;
 real)
     [ "$HIP_APP_LINKED_REAL" = 1 ] || { echo "SKIP: the real libamdhip64 is not installed"; exit 77; }

@@ -10,7 +10,8 @@
 #   errors      failing calls: codes unchanged, only OOM codes booked
 #   oom         the device runs out: oom events with Sysman's free bytes
 #   cache       mode=cache: fewer vendor calls than allocations
-#   threads     4 threads at once, observe and cache mode
+#   threads     4 threads at once, observe and cache mode (also with
+#               expandable segments)
 #   shim        the shim driver alone, the shim with the preload (booked
 #               once), and a program that only uses the loader's DDI tables
 #   shim_cache  mode=cache through the shim, for the DDI-table program
@@ -19,6 +20,12 @@
 #               driver offers DDI handles (as Intel's does) and the loader
 #               intercepts (several drivers, or ZE_ENABLE_LOADER_INTERCEPT=1)
 #   real        the real loader with no driver at all: codes unchanged
+#   expand      mode=cache,expandable_segments=1 (preload, then the shim
+#               alone): the cache grows by zePhysicalMemCreate and
+#               zeVirtualMemMap, never zeMemAllocDevice, and its
+#               out-of-memory retry unmaps the small pool's pages
+#   expand_novmm  the same on a driver without virtual memory
+#               (FAKE_ZE_NO_VMM=1): one line says so, normal segments
 #
 # Environment (from CMake): ZE_APP, ZE_DDI_APP, SNAPCHECK, PRELOAD, SHIM,
 # FAKE_ZE, FAKE_LOADER_DIR, EXPECT_DIR.
@@ -87,15 +94,52 @@ cache)
         fail "alloc stacks do not start at the program's function"
     ;;
 threads)
-    for mode in observe cache; do
+    for mode in observe cache expandable; do
+        conf=mode=$mode
+        [ $mode = expandable ] && conf=mode=cache,expandable_segments=1
         on_fake $mode "$ZE_APP" threads LD_PRELOAD="$PRELOAD" \
-            TIDEMARK_CONF="mode=$mode,dump=$T/$mode.tdm,max_entries=100000"
+            TIDEMARK_CONF="$conf,dump=$T/$mode.tdm,max_entries=100000"
         have_snapshot $mode
         grep -q "thread failures: 0" "$T/$mode.out" || fail "calls failed ($mode)"
         [ "$(count "$T/$mode.tdm" alloc)" = 2000 ] || fail "alloc events != 2000 ($mode)"
         [ "$(count "$T/$mode.tdm" free_completed)" = 2000 ] || fail "free_completed != 2000 ($mode)"
     done
     [ "$(fake_counter live "$T/observe.err")" = 0 ] || fail "allocations left in the driver"
+    ;;
+expand)
+    cap=FAKE_ZE_CAPACITY=67108864
+    on_fake plain "$ZE_APP" expand $cap
+    on_fake expand "$ZE_APP" expand $cap LD_PRELOAD="$PRELOAD" \
+        TIDEMARK_CONF="mode=cache,expandable_segments=1,dump=$T/expand.tdm"
+    on_shim shim "$ZE_APP" expand $cap TIDEMARK_CONF="mode=cache,expandable_segments=1,dump=$T/shim.tdm"
+    for run in expand shim; do
+        have_snapshot $run
+        same_output plain $run
+        grep "tidemark:" "$T/$run.err" | grep -v "wrote snapshot" && fail "unexpected tidemark message ($run)"
+        [ "$(count "$T/$run.tdm" alloc)" = 11 ] || fail "$(count "$T/$run.tdm" alloc) allocs of 11 ($run)"
+        [ "$(count "$T/$run.tdm" segment_alloc)" = 0 ] || fail "segment_alloc events ($run)"
+        maps=$(count "$T/$run.tdm" segment_map)
+        [ "$maps" -ge 2 ] || fail "$maps segment_map events ($run)"
+        [ "$(count "$T/$run.tdm" segment_unmap)" -ge 1 ] || fail "no segment_unmap ($run)"
+        [ "$(fake_counter zeMemAllocDevice "$T/$run.err")" = 0 ] || fail "zeMemAllocDevice reached ($run)"
+        [ "$(fake_counter zePhysicalMemCreate "$T/$run.err")" -ge "$maps" ] ||
+            fail "no zePhysicalMemCreate ($run)"
+        [ "$(fake_counter zeVirtualMemUnmap "$T/$run.err")" -ge 1 ] || fail "no zeVirtualMemUnmap ($run)"
+    done
+    ;;
+expand_novmm)
+    cap=FAKE_ZE_CAPACITY=67108864
+    on_fake plain "$ZE_APP" expand $cap
+    on_fake novmm "$ZE_APP" expand $cap FAKE_ZE_NO_VMM=1 LD_PRELOAD="$PRELOAD" \
+        TIDEMARK_CONF="mode=cache,expandable_segments=1,dump=$T/novmm.tdm"
+    have_snapshot novmm
+    same_output plain novmm
+    [ "$(grep "tidemark:" "$T/novmm.err" | grep -v "wrote snapshot")" = \
+      "tidemark: expandable_segments=1: ze device 0 has no virtual memory management; it uses normal segments" ] ||
+        fail "not the one line about the fallback"
+    [ "$(count "$T/novmm.tdm" segment_alloc)" -ge 1 ] || fail "no normal segment"
+    [ "$(count "$T/novmm.tdm" segment_map)" = 0 ] || fail "segment_map events"
+    [ "$(fake_counter zePhysicalMemCreate "$T/novmm.err")" = 0 ] || fail "zePhysicalMemCreate reached"
     ;;
 shim)
     on_fake plain "$ZE_APP" pattern

@@ -11,6 +11,9 @@
  *   ze_app oom       runs the device out of memory (FAKE_ZE_CAPACITY)
  *   ze_app cache     many small device allocations and frees
  *   ze_app threads   4 threads allocating and freeing at once
+ *   ze_app expand    10 small blocks of 1 MiB freed, then 60 MiB (of a
+ *                    64 MiB device: expandable segments must give back the
+ *                    small pool's pages)
  *   ze_app nodriver  what a program does first when no driver is there
  *
  * With the fake driver it also prints the fake's counters on stderr.
@@ -267,6 +270,21 @@ static void threads(void)
     printf("thread failures: %ld\n", failures);
 }
 
+/* ---- expand ------------------------------------------------------------------------------ */
+
+#define SMALL_BLOCKS 10
+
+static void expand(void)
+{
+    void *small[SMALL_BLOCKS], *big = NULL;
+    for (int i = 0; i < SMALL_BLOCKS; i++)
+        say("zeMemAllocDevice(1 MiB)", zeMemAllocDevice(ctx, &dd, 1 << 20, 0, dev, &small[i]));
+    for (int i = 0; i < SMALL_BLOCKS; i++)
+        say("zeMemFree(1 MiB)", zeMemFree(ctx, small[i]));
+    say("zeMemAllocDevice(60 MiB)", zeMemAllocDevice(ctx, &dd, 60 << 20, 0, dev, &big));
+    say("zeMemFree(60 MiB)", zeMemFree(ctx, big));
+}
+
 /* ---- no driver ---------------------------------------------------------------------------- */
 
 static void nodriver(void)
@@ -300,6 +318,8 @@ int main(int argc, char **argv)
         cache();
     else if (strcmp(what, "threads") == 0)
         threads();
+    else if (strcmp(what, "expand") == 0)
+        expand();
     else {
         fprintf(stderr, "ze_app: unknown scenario %s\n", what);
         return 2;
@@ -312,8 +332,11 @@ int main(int argc, char **argv)
         fake_ze_live_allocations_fn live =
             (fake_ze_live_allocations_fn)dlsym(fake, "fake_ze_live_allocations");
         if (calls && live)
-            fprintf(stderr, "fake: zeMemAllocDevice=%ld zeMemFree=%ld live=%ld\n",
-                    calls("zeMemAllocDevice"), calls("zeMemFree"), live());
+            fprintf(stderr,
+                    "fake: zeMemAllocDevice=%ld zeMemFree=%ld zePhysicalMemCreate=%ld "
+                    "zeVirtualMemMap=%ld zeVirtualMemUnmap=%ld live=%ld\n",
+                    calls("zeMemAllocDevice"), calls("zeMemFree"), calls("zePhysicalMemCreate"),
+                    calls("zeVirtualMemMap"), calls("zeVirtualMemUnmap"), live());
         dlclose(fake);
     }
     return 0;
