@@ -11,14 +11,30 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* What a request does (tdm_replay_op.is_free). */
+enum tdm_replay_kind {
+    TDM_REPLAY_ALLOC = 0, /* allocate `size` bytes on `stream` as `id` */
+    TDM_REPLAY_FREE = 1,  /* free `id`, its block reusable at once */
+    /* Free `id` while another stream may still use it (tdm_record_stream):
+     * the block waits, unusable, until its completion below. */
+    TDM_REPLAY_FREE_DEFERRED = 2,
+    /* A deferred free of `id` completes here (a stream or device sync). */
+    TDM_REPLAY_COMPLETE = 3,
+    /* A deferred free of `id` completed inside the next allocation: its
+     * out-of-memory path waited for pending frees before giving cached
+     * memory back.  The replay leaves it to that allocation's own path
+     * and completes it after the allocation if it is still waiting. */
+    TDM_REPLAY_COMPLETE_IN_ALLOC = 4,
+};
+
 /* One request of the stream: an allocation of `size` bytes on `stream`
- * known afterwards as `id` (dense, < the id count given), or the free of
- * allocation `id`. */
+ * known afterwards as `id` (dense, < the id count given), or a free or
+ * free completion of allocation `id` (enum tdm_replay_kind). */
 typedef struct tdm_replay_op {
     uint64_t id;
     uint64_t size;
     uint64_t stream;
-    uint32_t is_free;
+    uint32_t is_free; /* enum tdm_replay_kind */
     uint32_t reserved_;
 } tdm_replay_op;
 
