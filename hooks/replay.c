@@ -18,6 +18,7 @@
 #include "alloc.h"
 #include "config.h"
 #include "provider.h"
+#include "replay_save.h"
 #include "tidemark.h"
 
 typedef struct counting_provider {
@@ -204,13 +205,10 @@ static void complete_wait(uint64_t id)
     tdm_stream_synchronize(wait_stream(id));
 }
 
-TDM_API int tdm__replay(const char *conf, uint64_t capacity, const tdm_replay_op *ops, size_t n,
-                        uint64_t ids, tdm_replay_segment_fn on_segment, void *ctx,
-                        tdm_replay_result *out, char *why, size_t why_len);
-
-TDM_API int tdm__replay(const char *conf, uint64_t capacity, const tdm_replay_op *ops, size_t n,
-                        uint64_t ids, tdm_replay_segment_fn on_segment, void *ctx,
-                        tdm_replay_result *out, char *why, size_t why_len)
+static int replay(const char *conf, uint64_t capacity, const tdm_replay_op *ops, size_t n,
+                  uint64_t ids, tdm_replay_segment_fn on_segment, void *ctx,
+                  tdm_replay_result *out, char *why, size_t why_len,
+                  const tdm_replay_save *save)
 {
     memset(out, 0, sizeof *out);
     if (why && why_len)
@@ -264,10 +262,19 @@ TDM_API int tdm__replay(const char *conf, uint64_t capacity, const tdm_replay_op
         free(slots);
         return st;
     }
+    tdm__replay_rec rec = {0};
+    if (save && (st = tdm__replay_rec_begin(&rec, save, conf, n)) != TDM_OK) {
+        count_destroy(&c->pub);
+        free(slots);
+        tdm__alloc_reset_for_tests();
+        return st;
+    }
     int64_t best_allocated = 0;
     replay_waits w = {0};
     for (size_t i = 0; i < n; i++) {
         const tdm_replay_op *o = &ops[i];
+        if (save)
+            tdm__replay_rec_op(&rec, i);
         if (o->id >= ids)
             continue;
         switch (o->is_free) {
@@ -320,6 +327,9 @@ TDM_API int tdm__replay(const char *conf, uint64_t capacity, const tdm_replay_op
             out->reserved_at_peak = (uint64_t)s.reserved_bytes.current;
         }
     }
+    /* The file shows the state where the recording ended: what is live
+     * and what still waits for another stream. */
+    tdm_status saved = save ? tdm__replay_rec_end(&rec, 1) : TDM_OK;
     /* Frees still waiting complete before the end's frees. */
     tdm_device_synchronize(0);
     free(w.after_alloc);
@@ -338,5 +348,29 @@ TDM_API int tdm__replay(const char *conf, uint64_t capacity, const tdm_replay_op
     c->on_segment = NULL;
     tdm__alloc_reset_for_tests();
     *out = kept;
-    return TDM_OK;
+    return saved;
+}
+
+TDM_API int tdm__replay(const char *conf, uint64_t capacity, const tdm_replay_op *ops, size_t n,
+                        uint64_t ids, tdm_replay_segment_fn on_segment, void *ctx,
+                        tdm_replay_result *out, char *why, size_t why_len);
+
+TDM_API int tdm__replay(const char *conf, uint64_t capacity, const tdm_replay_op *ops, size_t n,
+                        uint64_t ids, tdm_replay_segment_fn on_segment, void *ctx,
+                        tdm_replay_result *out, char *why, size_t why_len)
+{
+    return replay(conf, capacity, ops, n, ids, on_segment, ctx, out, why, why_len, NULL);
+}
+
+TDM_API int tdm__replay_save(const char *conf, uint64_t capacity, const tdm_replay_op *ops,
+                             size_t n, uint64_t ids, tdm_replay_segment_fn on_segment,
+                             void *ctx, tdm_replay_result *out, char *why, size_t why_len,
+                             const tdm_replay_save *save);
+
+TDM_API int tdm__replay_save(const char *conf, uint64_t capacity, const tdm_replay_op *ops,
+                             size_t n, uint64_t ids, tdm_replay_segment_fn on_segment,
+                             void *ctx, tdm_replay_result *out, char *why, size_t why_len,
+                             const tdm_replay_save *save)
+{
+    return replay(conf, capacity, ops, n, ids, on_segment, ctx, out, why, why_len, save);
 }

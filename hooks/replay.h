@@ -68,4 +68,26 @@ typedef int (*tdm_replay_fn)(const char *conf, uint64_t capacity,
                              tdm_replay_result *out, char *why, size_t why_len);
 #define TDM_REPLAY_SYMBOL "tdm__replay"
 
+/* What tdm__replay_save writes besides: the replayed run as a .tdm, made
+ * by tidemark's recorder (events without stacks, the allocator's state
+ * where the ops end, stats), with the header's configuration the
+ * setting replayed. */
+typedef struct tdm_replay_save {
+    const char *path;         /* the .tdm to write */
+    const uint64_t *op_times; /* [n] each op's recorded time (ns); every
+                               * event the op caused is stamped with it.
+                               * NULL: the replay's own clock */
+    int replace;              /* replace a file at path; else refused */
+} tdm_replay_save;
+
+/* tdm__replay, and `save` (NULL: nothing) written once the ops are done.
+ * A failed write returns its status (TDM_IO_ERROR with errno set) and
+ * leaves nothing at save->path; *out is complete either way. */
+typedef int (*tdm_replay_save_fn)(const char *conf, uint64_t capacity,
+                                  const tdm_replay_op *ops, size_t n, uint64_t ids,
+                                  tdm_replay_segment_fn on_segment, void *ctx,
+                                  tdm_replay_result *out, char *why, size_t why_len,
+                                  const tdm_replay_save *save);
+#define TDM_REPLAY_SAVE_SYMBOL "tdm__replay_save"
+
 #endif

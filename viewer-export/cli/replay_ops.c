@@ -154,7 +154,7 @@ void tdm__replay_conf_pick(const char *conf, char *out, size_t cap)
         if (!tdm__replay_key_allowed(b, (size_t)(k - b)))
             continue;
         size_t n = (size_t)(e - b);
-        if (len + n + 2 > cap)
+        if (len + (len ? 1 : 0) + n + 1 > cap) /* a comma, the item, its NUL */
             break;
         if (len)
             out[len++] = ',';
@@ -228,9 +228,10 @@ int tdm__replay_input_build(const tdm_snap *snap, int device, tdm_replay_input *
     }
     /* A free whose block waited (on another stream) is two requests. */
     in->ops = malloc((n ? 2 * n : 1) * sizeof *in->ops);
+    in->op_times = malloc((n ? 2 * n : 1) * sizeof *in->op_times);
     in->segs = malloc((nseg ? nseg : 1) * sizeof *in->segs);
     uint8_t *deferred = calloc(n ? n : 1, 1); /* per id: its free waits */
-    if (!in->recorded_conf || !in->ops || !in->segs || !deferred) {
+    if (!in->recorded_conf || !in->ops || !in->op_times || !in->segs || !deferred) {
         free(deferred);
         tdm__replay_input_free(in);
         return -1;
@@ -253,6 +254,7 @@ int tdm__replay_input_build(const tdm_snap *snap, int device, tdm_replay_input *
             uint64_t id = in->ids++;
             if (map_put(&live, e->addr, id) != 0)
                 goto oom;
+            in->op_times[in->op_count] = e->time_ns;
             in->ops[in->op_count++] = (tdm_replay_op){
                 .id = id, .size = e->requested ? e->requested : e->size, .stream = e->stream};
             in->allocs++;
@@ -267,6 +269,7 @@ int tdm__replay_input_build(const tdm_snap *snap, int device, tdm_replay_input *
                 map_get(&live, e->addr, &id) != 0 || deferred[id])
                 continue;
             deferred[id] = 1;
+            in->op_times[in->op_count] = e->time_ns;
             in->ops[in->op_count++] =
                 (tdm_replay_op){.id = id, .is_free = TDM_REPLAY_FREE_DEFERRED};
         } else if (e->action == TDM_ACTION_FREE_COMPLETED) {
@@ -281,6 +284,7 @@ int tdm__replay_input_build(const tdm_snap *snap, int device, tdm_replay_input *
                     run_in_alloc = completed_in_alloc(snap, i, in->device, &run_end);
                 kind = run_in_alloc ? TDM_REPLAY_COMPLETE_IN_ALLOC : TDM_REPLAY_COMPLETE;
             }
+            in->op_times[in->op_count] = e->time_ns;
             in->ops[in->op_count++] = (tdm_replay_op){.id = id, .is_free = kind};
         }
     }
@@ -299,6 +303,7 @@ oom:
 void tdm__replay_input_free(tdm_replay_input *in)
 {
     free(in->ops);
+    free(in->op_times);
     free(in->segs);
     free(in->recorded_conf);
     memset(in, 0, sizeof *in);
