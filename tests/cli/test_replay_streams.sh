@@ -34,4 +34,20 @@ for conf in "" ",max_split_size=24MiB" ",roundup_power2_divisions=4" \
   grep -E "^segment timeline" "$work/out"
 done
 
+# A trace CSV's optional stream column: a block freed on stream 1 is not
+# reused by an allocation on stream 2 (a segment of its own), but is on
+# stream 1 again.
+MiB=1048576
+{
+  echo "action,time_ns,id,size,category,stream"
+  printf 'alloc,1,1,%d,,1\nfree,2,1,,,\nalloc,3,2,%d,,2\nalloc,4,3,%d,,1\n' \
+    $((10 * MiB)) $((10 * MiB)) $((10 * MiB))
+} >"$work/streams.csv"
+expect 0 "trace with streams" -- "$TIDEMARK" replay --json "$work/streams.csv"
+got=$(jget "$work/out" "(d['settings'][0]['peak_reserved'] // $MiB, d['settings'][0]['segments'])")
+[ "$got" = "(20, 2)" ] || fail "streams of a trace CSV: $got"
+printf 'action,time_ns,id,size,category,stream\nalloc,1,1,512,,s1\n' >"$work/bad.csv"
+expect 2 "a stream that is not a number" -- "$TIDEMARK" replay "$work/bad.csv"
+has err "stream 's1' is not a number"
+
 finish "tidemark replay with streams"
