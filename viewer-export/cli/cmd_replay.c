@@ -140,7 +140,36 @@ typedef struct replayer {
     int replace;                /* --force */
     const tdm_replay_input *in;
     uint64_t roomy; /* a device size tried first for "unlimited" */
+    uint64_t live_floor; /* most requested bytes live at once */
 } replayer;
+
+/* The most requested bytes live at once: no device smaller holds the run,
+ * whatever the setting (blocks are at least their request, and segments
+ * hold the blocks).  A free counts from its request, a waiting one too:
+ * too early, never too late, so this stays a lower bound. */
+static uint64_t live_floor(const tdm_replay_input *in)
+{
+    uint64_t *size = calloc(in->ids ? in->ids : 1, sizeof *size);
+    if (!size)
+        return 0;
+    uint64_t live = 0, most = 0;
+    for (size_t i = 0; i < in->op_count; i++) {
+        const tdm_replay_op *o = &in->ops[i];
+        if (o->id >= in->ids)
+            continue;
+        if (o->is_free == TDM_REPLAY_ALLOC) {
+            live -= size[o->id]; /* an id allocated twice: the older one ends */
+            size[o->id] = o->size;
+            live += o->size;
+            most = live > most ? live : most;
+        } else if (o->is_free == TDM_REPLAY_FREE || o->is_free == TDM_REPLAY_FREE_DEFERRED) {
+            live -= size[o->id];
+            size[o->id] = 0;
+        }
+    }
+    free(size);
+    return most;
+}
 
 /* A device the replay is unlikely to fill: four times every byte the
  * trace asks for, at least 1 GiB.  "Unlimited" is tried on it first and
@@ -246,7 +275,12 @@ static int min_capacity(const replayer *rp, setting *s, uint64_t *out)
         }
         hi *= 2;
     }
-    uint64_t lo = 0; /* a device of 0 bytes fits nothing */
+    /* A device that cannot hold the bytes live at once fits nothing: the
+     * search starts below the most requested bytes live, not at 0. */
+    uint64_t lo = (rp->live_floor + BISECT_STEP - 1) / BISECT_STEP;
+    lo = lo > 0 ? lo - 1 : 0;
+    if (lo >= hi)
+        lo = hi - 1;
     while (hi - lo > 1) {
         uint64_t mid = lo + (hi - lo) / 2;
         int rc = run_one(rp, s->conf, mid * BISECT_STEP, &r, NULL, NULL);
@@ -313,7 +347,11 @@ static void print_text(const char *path, const tdm_replay_input *in, const setti
                                                                    : "differs");
     if (timeline)
         printf("segment timeline under the recorded settings: %s\n", timeline);
-    printf("\n%-36s %13s %13s %9s %9s %9s %8s %6s", "setting", "peak reserved",
+    int width = 36; /* the label column: as wide as its longest label */
+    for (size_t i = 0; i < n; i++)
+        if ((int)strlen(s[i].label) + 2 > width)
+            width = (int)strlen(s[i].label) + 2;
+    printf("\n%-*s %13s %13s %9s %9s %9s %8s %6s", width, "setting", "peak reserved",
            "peak alloc", "res/alloc", "segments", "dev calls", "retries", "OOM");
     if (o->find_min)
         printf(" %13s", "min capacity");
@@ -325,7 +363,7 @@ static void print_text(const char *path, const tdm_replay_input *in, const setti
         double ratio = r->reserved_at_peak && r->peak_allocated
                            ? (double)r->reserved_at_peak / (double)r->peak_allocated
                            : 0.0;
-        printf("%-36s %13s %13s %9.3f %9llu %9llu %8llu %6s", label,
+        printf("%-*s %13s %13s %9.3f %9llu %9llu %8llu %6s", width, label,
                tdm__fmt_bytes(a, sizeof a, r->peak_reserved),
                tdm__fmt_bytes(b, sizeof b, r->peak_allocated), ratio,
                (unsigned long long)r->segments, (unsigned long long)r->device_calls,
@@ -543,6 +581,8 @@ static int replay_file(const char *path, replay_opts *o)
         add_setting(s, &n, o->confs[i], o->confs[i]);
 
     replayer rp = {.in = &in, .roomy = roomy_capacity(&in), .replace = o->force};
+    if (o->find_min)
+        rp.live_floor = live_floor(&in);
     rp.fn = load_replayer(&rp.save_fn);
     char timeline[256] = "";
     int timeline_ok = 0;
