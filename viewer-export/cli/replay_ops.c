@@ -212,9 +212,15 @@ int tdm__replay_input_build(const tdm_snap *snap, int device, tdm_replay_input *
     for (size_t d = 0; d < snap->device_count; d++)
         if (snap->devices[d].index == in->device)
             in->capacity = snap->devices[d].capacity;
+    /* Without a retry in the recording, no free completed inside an
+     * allocation's out-of-memory path: completions followed by segments
+     * freed are a sync's, then garbage collection's or empty_cache's. */
+    int retried = 1; /* unknown without stats */
     for (size_t i = 0; i < snap->stats_count; i++)
-        if (snap->stats[i].device == in->device && snap->stats[i].pool == 0)
+        if (snap->stats[i].device == in->device && snap->stats[i].pool == 0) {
             in->recorded_peak_reserved = (uint64_t)snap->stats[i].stats.reserved_bytes.peak;
+            retried = snap->stats[i].stats.num_alloc_retries > 0;
+        }
     size_t cap = strlen(snap->header.config ? snap->header.config : "") + 1;
     in->recorded_conf = calloc(1, cap);
     size_t n = 0, nseg = 0;
@@ -281,7 +287,7 @@ int tdm__replay_input_build(const tdm_snap *snap, int device, tdm_replay_input *
             uint32_t kind = TDM_REPLAY_FREE;
             if (deferred[id]) {
                 if (i >= run_end)
-                    run_in_alloc = completed_in_alloc(snap, i, in->device, &run_end);
+                    run_in_alloc = retried && completed_in_alloc(snap, i, in->device, &run_end);
                 kind = run_in_alloc ? TDM_REPLAY_COMPLETE_IN_ALLOC : TDM_REPLAY_COMPLETE;
             }
             in->op_times[in->op_count] = e->time_ns;
