@@ -40,7 +40,7 @@ done
 MiB=1048576
 {
   echo "action,time_ns,id,size,category,stream"
-  printf 'alloc,1,1,%d,,1\nfree,2,1,,,\nalloc,3,2,%d,,2\nalloc,4,3,%d,,1\n' \
+  printf 'alloc,1,1,%d,,1\nfree,2,1,,,\nalloc,3,2,%d,,2\nfree,4,2,,,\nalloc,5,3,%d,,1\n' \
     $((10 * MiB)) $((10 * MiB)) $((10 * MiB))
 } >"$work/streams.csv"
 expect 0 "trace with streams" -- "$TIDEMARK" replay --json "$work/streams.csv"
