@@ -18,6 +18,7 @@
 #include "alloc.h"
 #include "config.h"
 #include "provider.h"
+#include "replay_save.h"
 #include "tidemark.h"
 
 typedef struct counting_provider {
@@ -161,13 +162,53 @@ static void count_destroy(tdm_provider *p)
     free(c);
 }
 
-TDM_API int tdm__replay(const char *conf, uint64_t capacity, const tdm_replay_op *ops, size_t n,
-                        uint64_t ids, tdm_replay_segment_fn on_segment, void *ctx,
-                        tdm_replay_result *out, char *why, size_t why_len);
+/* A deferred free waits on a stream of its own, never one the recording
+ * used (streams are small numbers or pointers: the top bit is free), so
+ * that its completion completes it and nothing else. */
+static tdm_stream wait_stream(uint64_t id)
+{
+    return (tdm_stream)(((uint64_t)1 << 63) | id);
+}
 
-TDM_API int tdm__replay(const char *conf, uint64_t capacity, const tdm_replay_op *ops, size_t n,
-                        uint64_t ids, tdm_replay_segment_fn on_segment, void *ctx,
-                        tdm_replay_result *out, char *why, size_t why_len)
+typedef struct replay_waits {
+    uint64_t *after_alloc; /* ids to complete after the next allocation */
+    size_t after_n, after_cap;
+} replay_waits;
+
+static int after_alloc_add(replay_waits *w, uint64_t id)
+{
+    if (w->after_n == w->after_cap) {
+        size_t cap = w->after_cap ? w->after_cap * 2 : 64;
+        uint64_t *a = realloc(w->after_alloc, cap * sizeof *a);
+        if (!a)
+            return -1;
+        w->after_alloc = a;
+        w->after_cap = cap;
+    }
+    w->after_alloc[w->after_n++] = id;
+    return 0;
+}
+
+/* Frees `ptr` (allocation `id`) so that it waits, as a block used on
+ * another stream does; -1 (nothing done) without host memory for it. */
+static int wait_on_own_stream(void *ptr, uint64_t id)
+{
+    if (tdm_record_stream(ptr, wait_stream(id)) != TDM_OK)
+        return -1;
+    return tdm__alloc_free(ptr, 0) == TDM_OK ? 0 : -1;
+}
+
+/* Completes the deferred free of `id`; nothing when the allocator already
+ * did (its out-of-memory path completes every waiting free). */
+static void complete_wait(uint64_t id)
+{
+    tdm_stream_synchronize(wait_stream(id));
+}
+
+static int replay(const char *conf, uint64_t capacity, const tdm_replay_op *ops, size_t n,
+                  uint64_t ids, tdm_replay_segment_fn on_segment, void *ctx,
+                  tdm_replay_result *out, char *why, size_t why_len,
+                  const tdm_replay_save *save)
 {
     memset(out, 0, sizeof *out);
     if (why && why_len)
@@ -221,21 +262,57 @@ TDM_API int tdm__replay(const char *conf, uint64_t capacity, const tdm_replay_op
         free(slots);
         return st;
     }
+    tdm__replay_rec rec = {0};
+    if (save && (st = tdm__replay_rec_begin(&rec, save, conf, n)) != TDM_OK) {
+        count_destroy(&c->pub);
+        free(slots);
+        tdm__alloc_reset_for_tests();
+        return st;
+    }
     int64_t best_allocated = 0;
+    replay_waits w = {0};
     for (size_t i = 0; i < n; i++) {
         const tdm_replay_op *o = &ops[i];
+        if (save)
+            tdm__replay_rec_op(&rec, i);
         if (o->id >= ids)
             continue;
-        if (o->is_free) {
+        switch (o->is_free) {
+        case TDM_REPLAY_ALLOC:
+            break;
+        case TDM_REPLAY_FREE_DEFERRED:
+            if (slots[o->id] && wait_on_own_stream(slots[o->id], o->id) == 0) {
+                slots[o->id] = NULL;
+                continue;
+            }
+            /* no host memory to wait with: freed at once */
+            __attribute__((fallthrough));
+        case TDM_REPLAY_FREE:
             if (slots[o->id])
                 tdm__alloc_free(slots[o->id], 0);
             slots[o->id] = NULL;
+            continue;
+        case TDM_REPLAY_COMPLETE:
+            complete_wait(o->id);
+            continue;
+        case TDM_REPLAY_COMPLETE_IN_ALLOC:
+            if (after_alloc_add(&w, o->id) != 0)
+                complete_wait(o->id);
+            continue;
+        default:
             continue;
         }
         if (slots[o->id]) /* an id allocated twice: the older one ends here */
             tdm__alloc_free(slots[o->id], 0);
         slots[o->id] = NULL;
-        if (tdm__alloc_malloc(&slots[o->id], (size_t)o->size, 0, (tdm_stream)o->stream, 0) != TDM_OK) {
+        tdm_status ast = tdm__alloc_malloc(&slots[o->id], (size_t)o->size, 0,
+                                           (tdm_stream)o->stream, 0);
+        /* Frees the recording completed inside this allocation, which the
+         * replay's did not need to wait for. */
+        for (size_t k = 0; k < w.after_n; k++)
+            complete_wait(w.after_alloc[k]);
+        w.after_n = 0;
+        if (ast != TDM_OK) {
             slots[o->id] = NULL;
             if (out->ooms++ == 0) {
                 out->first_oom_op = i;
@@ -250,6 +327,12 @@ TDM_API int tdm__replay(const char *conf, uint64_t capacity, const tdm_replay_op
             out->reserved_at_peak = (uint64_t)s.reserved_bytes.current;
         }
     }
+    /* The file shows the state where the recording ended: what is live
+     * and what still waits for another stream. */
+    tdm_status saved = save ? tdm__replay_rec_end(&rec, 1) : TDM_OK;
+    /* Frees still waiting complete before the end's frees. */
+    tdm_device_synchronize(0);
+    free(w.after_alloc);
     tdm_stats s = {.size = sizeof s};
     tdm_memory_stats(0, &s);
     out->peak_reserved = (uint64_t)s.reserved_bytes.peak;
@@ -265,5 +348,29 @@ TDM_API int tdm__replay(const char *conf, uint64_t capacity, const tdm_replay_op
     c->on_segment = NULL;
     tdm__alloc_reset_for_tests();
     *out = kept;
-    return TDM_OK;
+    return saved;
+}
+
+TDM_API int tdm__replay(const char *conf, uint64_t capacity, const tdm_replay_op *ops, size_t n,
+                        uint64_t ids, tdm_replay_segment_fn on_segment, void *ctx,
+                        tdm_replay_result *out, char *why, size_t why_len);
+
+TDM_API int tdm__replay(const char *conf, uint64_t capacity, const tdm_replay_op *ops, size_t n,
+                        uint64_t ids, tdm_replay_segment_fn on_segment, void *ctx,
+                        tdm_replay_result *out, char *why, size_t why_len)
+{
+    return replay(conf, capacity, ops, n, ids, on_segment, ctx, out, why, why_len, NULL);
+}
+
+TDM_API int tdm__replay_save(const char *conf, uint64_t capacity, const tdm_replay_op *ops,
+                             size_t n, uint64_t ids, tdm_replay_segment_fn on_segment,
+                             void *ctx, tdm_replay_result *out, char *why, size_t why_len,
+                             const tdm_replay_save *save);
+
+TDM_API int tdm__replay_save(const char *conf, uint64_t capacity, const tdm_replay_op *ops,
+                             size_t n, uint64_t ids, tdm_replay_segment_fn on_segment,
+                             void *ctx, tdm_replay_result *out, char *why, size_t why_len,
+                             const tdm_replay_save *save)
+{
+    return replay(conf, capacity, ops, n, ids, on_segment, ctx, out, why, why_len, save);
 }

@@ -11,14 +11,30 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* What a request does (tdm_replay_op.is_free). */
+enum tdm_replay_kind {
+    TDM_REPLAY_ALLOC = 0, /* allocate `size` bytes on `stream` as `id` */
+    TDM_REPLAY_FREE = 1,  /* free `id`, its block reusable at once */
+    /* Free `id` while another stream may still use it (tdm_record_stream):
+     * the block waits, unusable, until its completion below. */
+    TDM_REPLAY_FREE_DEFERRED = 2,
+    /* A deferred free of `id` completes here (a stream or device sync). */
+    TDM_REPLAY_COMPLETE = 3,
+    /* A deferred free of `id` completed inside the next allocation: its
+     * out-of-memory path waited for pending frees before giving cached
+     * memory back.  The replay leaves it to that allocation's own path
+     * and completes it after the allocation if it is still waiting. */
+    TDM_REPLAY_COMPLETE_IN_ALLOC = 4,
+};
+
 /* One request of the stream: an allocation of `size` bytes on `stream`
- * known afterwards as `id` (dense, < the id count given), or the free of
- * allocation `id`. */
+ * known afterwards as `id` (dense, < the id count given), or a free or
+ * free completion of allocation `id` (enum tdm_replay_kind). */
 typedef struct tdm_replay_op {
     uint64_t id;
     uint64_t size;
     uint64_t stream;
-    uint32_t is_free;
+    uint32_t is_free; /* enum tdm_replay_kind */
     uint32_t reserved_;
 } tdm_replay_op;
 
@@ -51,5 +67,27 @@ typedef int (*tdm_replay_fn)(const char *conf, uint64_t capacity,
                              tdm_replay_segment_fn on_segment, void *ctx,
                              tdm_replay_result *out, char *why, size_t why_len);
 #define TDM_REPLAY_SYMBOL "tdm__replay"
+
+/* What tdm__replay_save writes besides: the replayed run as a .tdm, made
+ * by tidemark's recorder (events without stacks, the allocator's state
+ * where the ops end, stats), with the header's configuration the
+ * setting replayed. */
+typedef struct tdm_replay_save {
+    const char *path;         /* the .tdm to write */
+    const uint64_t *op_times; /* [n] each op's recorded time (ns); every
+                               * event the op caused is stamped with it.
+                               * NULL: the replay's own clock */
+    int replace;              /* replace a file at path; else refused */
+} tdm_replay_save;
+
+/* tdm__replay, and `save` (NULL: nothing) written once the ops are done.
+ * A failed write returns its status (TDM_IO_ERROR with errno set) and
+ * leaves nothing at save->path; *out is complete either way. */
+typedef int (*tdm_replay_save_fn)(const char *conf, uint64_t capacity,
+                                  const tdm_replay_op *ops, size_t n, uint64_t ids,
+                                  tdm_replay_segment_fn on_segment, void *ctx,
+                                  tdm_replay_result *out, char *why, size_t why_len,
+                                  const tdm_replay_save *save);
+#define TDM_REPLAY_SAVE_SYMBOL "tdm__replay_save"
 
 #endif

@@ -14,11 +14,13 @@
 #include "run.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #define MAX_SETTINGS 64
@@ -28,6 +30,7 @@
 typedef struct setting {
     char label[64];
     char conf[512];
+    char *save_path; /* --save: where its replay goes; NULL without */
     tdm_replay_result r;
     uint64_t min_capacity; /* 0: not searched */
     int best;
@@ -72,6 +75,10 @@ void tdm__cli_replay_help(FILE *out)
           "                    recorded device's, else unlimited)\n"
           "  --min-capacity    also the smallest device each setting fits on (1 MiB steps)\n"
           "  --device N        the recorded device to replay (default: the busiest)\n"
+          "  --save DIR        also write each setting's replay as a .tdm in DIR\n"
+          "                    (recorded.tdm, default.tdm, max_split_size=64MiB.tdm...),\n"
+          "                    for summary, view, diff and gate\n"
+          "  --force           with --save, replace files that exist (refused otherwise)\n"
           "  --json            one JSON object on stdout\n"
           "  -h, --help        this text\n",
           out);
@@ -129,9 +136,40 @@ static void add_sweep(setting *s, size_t *n)
 
 typedef struct replayer {
     tdm_replay_fn fn;
+    tdm_replay_save_fn save_fn; /* NULL: the library has none */
+    int replace;                /* --force */
     const tdm_replay_input *in;
     uint64_t roomy; /* a device size tried first for "unlimited" */
+    uint64_t live_floor; /* most requested bytes live at once */
 } replayer;
+
+/* The most requested bytes live at once: no device smaller holds the run,
+ * whatever the setting (blocks are at least their request, and segments
+ * hold the blocks).  A free counts from its request, a waiting one too:
+ * too early, never too late, so this stays a lower bound. */
+static uint64_t live_floor(const tdm_replay_input *in)
+{
+    uint64_t *size = calloc(in->ids ? in->ids : 1, sizeof *size);
+    if (!size)
+        return 0;
+    uint64_t live = 0, most = 0;
+    for (size_t i = 0; i < in->op_count; i++) {
+        const tdm_replay_op *o = &in->ops[i];
+        if (o->id >= in->ids)
+            continue;
+        if (o->is_free == TDM_REPLAY_ALLOC) {
+            live -= size[o->id]; /* an id allocated twice: the older one ends */
+            size[o->id] = o->size;
+            live += o->size;
+            most = live > most ? live : most;
+        } else if (o->is_free == TDM_REPLAY_FREE || o->is_free == TDM_REPLAY_FREE_DEFERRED) {
+            live -= size[o->id];
+            size[o->id] = 0;
+        }
+    }
+    free(size);
+    return most;
+}
 
 /* A device the replay is unlikely to fill: four times every byte the
  * trace asks for, at least 1 GiB.  "Unlimited" is tried on it first and
@@ -150,25 +188,39 @@ static uint64_t roomy_capacity(const tdm_replay_input *in)
     return sum < ((uint64_t)1 << 30) ? (uint64_t)1 << 30 : sum;
 }
 
+/* One replay; with `save_path`, its run written there too. */
+static int replay_call(const replayer *rp, const char *conf, uint64_t capacity,
+                       tdm_replay_result *r, seg_log *log, char *why, size_t why_len,
+                       const char *save_path, int replace)
+{
+    if (!save_path)
+        return rp->fn(conf, capacity, rp->in->ops, rp->in->op_count, rp->in->ids,
+                      log ? log_segment : NULL, log, r, why, why_len);
+    tdm_replay_save save = {.path = save_path, .op_times = rp->in->op_times,
+                            .replace = replace};
+    return rp->save_fn(conf, capacity, rp->in->ops, rp->in->op_count, rp->in->ids,
+                       log ? log_segment : NULL, log, r, why, why_len, &save);
+}
+
 static int run_one(const replayer *rp, const char *conf, uint64_t capacity,
-                   tdm_replay_result *r, seg_log *log)
+                   tdm_replay_result *r, seg_log *log, const char *save_path)
 {
     char why[512];
     int st;
+    int replace = rp->replace;
     if (capacity == UNLIMITED && rp->roomy < UNLIMITED) {
         size_t mark_n = log ? log->n : 0;
         int mark_failed = log ? log->failed : 0;
-        st = rp->fn(conf, rp->roomy, rp->in->ops, rp->in->op_count, rp->in->ids,
-                    log ? log_segment : NULL, log, r, why, sizeof why);
+        st = replay_call(rp, conf, rp->roomy, r, log, why, sizeof why, save_path, replace);
         if (st != TDM_OK || r->ooms == 0)
             goto done;
         if (log) { /* the segments of the try are not the replay's */
             log->n = mark_n;
             log->failed = mark_failed;
         }
+        replace = 1; /* the try's file, written a moment ago */
     }
-    st = rp->fn(conf, capacity, rp->in->ops, rp->in->op_count, rp->in->ids,
-                log ? log_segment : NULL, log, r, why, sizeof why);
+    st = replay_call(rp, conf, capacity, r, log, why, sizeof why, save_path, replace);
 done:
     if (st == TDM_BAD_CONFIG) {
         /* The parser words its line for TIDEMARK_CONF in a running
@@ -188,8 +240,16 @@ done:
         fprintf(stderr, "tidemark replay: --conf %s: %.*s\n", conf, (int)len, reason);
         return TDM_EXIT_BAD_INPUT;
     }
+    if (st == TDM_IO_ERROR && save_path) {
+        fprintf(stderr, "tidemark replay: cannot write %s: %s\n", save_path,
+                errno == EEXIST ? "it appeared meanwhile; use --force to replace it"
+                                : strerror(errno));
+        return TDM_EXIT_TOOL_ERROR;
+    }
     if (st != TDM_OK) {
-        fprintf(stderr, "tidemark replay: the replay failed: %s\n", tdm_strerror(st));
+        fprintf(stderr, "tidemark replay: the replay failed%s%s: %s\n",
+                save_path ? " or could not be saved to " : "", save_path ? save_path : "",
+                tdm_strerror(st));
         return TDM_EXIT_TOOL_ERROR;
     }
     return TDM_EXIT_OK;
@@ -204,7 +264,7 @@ static int min_capacity(const replayer *rp, setting *s, uint64_t *out)
     if (hi == 0)
         hi = 1;
     for (;;) {
-        int rc = run_one(rp, s->conf, hi * BISECT_STEP, &r, NULL);
+        int rc = run_one(rp, s->conf, hi * BISECT_STEP, &r, NULL, NULL);
         if (rc)
             return rc;
         if (r.ooms == 0)
@@ -215,10 +275,15 @@ static int min_capacity(const replayer *rp, setting *s, uint64_t *out)
         }
         hi *= 2;
     }
-    uint64_t lo = 0; /* a device of 0 bytes fits nothing */
+    /* A device that cannot hold the bytes live at once fits nothing: the
+     * search starts below the most requested bytes live, not at 0. */
+    uint64_t lo = (rp->live_floor + BISECT_STEP - 1) / BISECT_STEP;
+    lo = lo > 0 ? lo - 1 : 0;
+    if (lo >= hi)
+        lo = hi - 1;
     while (hi - lo > 1) {
         uint64_t mid = lo + (hi - lo) / 2;
-        int rc = run_one(rp, s->conf, mid * BISECT_STEP, &r, NULL);
+        int rc = run_one(rp, s->conf, mid * BISECT_STEP, &r, NULL, NULL);
         if (rc)
             return rc;
         if (r.ooms == 0)
@@ -259,7 +324,8 @@ static int compare_timeline(const tdm_replay_input *in, const seg_log *log, char
 typedef struct replay_opts {
     char *confs[MAX_SETTINGS];
     size_t conf_count;
-    int sweep, find_min, json, device;
+    const char *save_dir; /* --save */
+    int sweep, find_min, json, device, force;
     uint64_t capacity; /* 0: the recorded device's, else unlimited */
 } replay_opts;
 
@@ -281,7 +347,11 @@ static void print_text(const char *path, const tdm_replay_input *in, const setti
                                                                    : "differs");
     if (timeline)
         printf("segment timeline under the recorded settings: %s\n", timeline);
-    printf("\n%-36s %13s %13s %9s %9s %9s %8s %6s", "setting", "peak reserved",
+    int width = 36; /* the label column: as wide as its longest label */
+    for (size_t i = 0; i < n; i++)
+        if ((int)strlen(s[i].label) + 2 > width)
+            width = (int)strlen(s[i].label) + 2;
+    printf("\n%-*s %13s %13s %9s %9s %9s %8s %6s", width, "setting", "peak reserved",
            "peak alloc", "res/alloc", "segments", "dev calls", "retries", "OOM");
     if (o->find_min)
         printf(" %13s", "min capacity");
@@ -293,7 +363,7 @@ static void print_text(const char *path, const tdm_replay_input *in, const setti
         double ratio = r->reserved_at_peak && r->peak_allocated
                            ? (double)r->reserved_at_peak / (double)r->peak_allocated
                            : 0.0;
-        printf("%-36s %13s %13s %9.3f %9llu %9llu %8llu %6s", label,
+        printf("%-*s %13s %13s %9.3f %9llu %9llu %8llu %6s", width, label,
                tdm__fmt_bytes(a, sizeof a, r->peak_reserved),
                tdm__fmt_bytes(b, sizeof b, r->peak_allocated), ratio,
                (unsigned long long)r->segments, (unsigned long long)r->device_calls,
@@ -359,6 +429,8 @@ static int print_json(const char *path, const tdm_replay_input *in, const settin
         }
         if (s[i].min_capacity)
             tdm__jw_ku64(&w, "min_capacity", s[i].min_capacity);
+        if (s[i].save_path)
+            tdm__jw_kstr(&w, "saved", s[i].save_path);
         tdm__jw_key(&w, "best");
         tdm__jw_lit(&w, s[i].best ? "true" : "false");
         tdm__jw_close(&w, '}');
@@ -369,7 +441,7 @@ static int print_json(const char *path, const tdm_replay_input *in, const settin
     return tdm__jw_finish(&w) == TDM_OK ? TDM_EXIT_OK : TDM_EXIT_TOOL_ERROR;
 }
 
-static tdm_replay_fn load_replayer(void)
+static tdm_replay_fn load_replayer(tdm_replay_save_fn *save_fn)
 {
     char lib[PATH_MAX];
     /* The library must not start recording this tool on load. */
@@ -382,12 +454,75 @@ static tdm_replay_fn load_replayer(void)
     }
     void *h = dlopen(lib, RTLD_LOCAL | RTLD_NOW);
     tdm_replay_fn fn = NULL;
-    if (h)
+    if (h) {
         *(void **)&fn = dlsym(h, TDM_REPLAY_SYMBOL);
+        *(void **)save_fn = dlsym(h, TDM_REPLAY_SAVE_SYMBOL);
+    }
     if (!fn)
         fprintf(stderr, "tidemark replay: %s: %s\n", lib,
                 h ? "has no replay entry point (an older library?)" : dlerror());
     return fn;
+}
+
+/* A file name for a setting: its text with what a file name or a shell
+ * would trip on replaced ("," by "+", anything else but letters, digits,
+ * ".", "_", "=", "-" by "_"; no leading "."), at most 200 bytes. */
+static void safe_name(const char *label, char *out, size_t cap)
+{
+    size_t k = 0;
+    for (const char *p = label; *p && k + 1 < cap && k < 200; p++) {
+        char c = *p;
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '.' || c == '_' || c == '=' || c == '-';
+        out[k] = c == ',' ? '+' : ok && !(k == 0 && c == '.') ? c : '_';
+        k++;
+    }
+    out[k] = '\0';
+    if (k == 0)
+        snprintf(out, cap, "default");
+}
+
+/* --save: makes the folder, names each setting's file (the recorded row
+ * is "recorded"; a name taken twice gets "-2", "-3"...) and checks that
+ * each may be written, before any replay runs: nothing is written when
+ * one is refused. */
+static int plan_saves(const replay_opts *o, setting *s, size_t n)
+{
+    size_t dlen = strlen(o->save_dir);
+    char *probe = malloc(dlen + 3);
+    if (!probe)
+        return TDM_EXIT_TOOL_ERROR;
+    snprintf(probe, dlen + 3, "%s/x", o->save_dir);
+    int rc = tdm__cli_make_parents("replay", probe);
+    free(probe);
+    struct stat st;
+    if (rc == TDM_EXIT_OK && (stat(o->save_dir, &st) != 0 || !S_ISDIR(st.st_mode))) {
+        fprintf(stderr, "tidemark replay: --save %s: not a folder\n", o->save_dir);
+        return TDM_EXIT_USAGE;
+    }
+    for (size_t i = 0; i < n && rc == TDM_EXIT_OK; i++) {
+        char base[256], name[272];
+        safe_name(i == 0 ? "recorded" : s[i].label, base, sizeof base);
+        snprintf(name, sizeof name, "%s", base);
+        for (unsigned dup = 2;; dup++) {
+            int taken = 0;
+            for (size_t j = 0; j < i && !taken; j++) {
+                const char *b = strrchr(s[j].save_path, '/');
+                taken = strncmp(b + 1, name, strlen(name)) == 0 &&
+                        strcmp(b + 1 + strlen(name), ".tdm") == 0;
+            }
+            if (!taken)
+                break;
+            snprintf(name, sizeof name, "%s-%u", base, dup);
+        }
+        size_t len = dlen + strlen(name) + 6;
+        s[i].save_path = malloc(len);
+        if (!s[i].save_path)
+            return TDM_EXIT_TOOL_ERROR;
+        snprintf(s[i].save_path, len, "%s/%s.tdm", o->save_dir, name);
+        rc = tdm__cli_output_check("replay", s[i].save_path, o->force, 1);
+    }
+    return rc;
 }
 
 static int replay_file(const char *path, replay_opts *o)
@@ -445,13 +580,27 @@ static int replay_file(const char *path, replay_opts *o)
     for (size_t i = 0; i < o->conf_count; i++)
         add_setting(s, &n, o->confs[i], o->confs[i]);
 
-    replayer rp = {.fn = load_replayer(), .in = &in, .roomy = roomy_capacity(&in)};
+    replayer rp = {.in = &in, .roomy = roomy_capacity(&in), .replace = o->force};
+    if (o->find_min)
+        rp.live_floor = live_floor(&in);
+    rp.fn = load_replayer(&rp.save_fn);
     char timeline[256] = "";
     int timeline_ok = 0;
     if (!rp.fn)
         rc = TDM_EXIT_TOOL_ERROR;
-    for (size_t i = 0; i < n && rp.fn && rc != TDM_EXIT_TOOL_ERROR; i++) {
-        int r = run_one(&rp, s[i].conf, capacity, &s[i].r, i == 0 && faithful ? &log : NULL);
+    if (rp.fn && o->save_dir && !rp.save_fn) {
+        fprintf(stderr, "tidemark replay: --save: the library has no replay recorder (an "
+                        "older library?)\n");
+        rc = TDM_EXIT_TOOL_ERROR;
+    }
+    if (rp.fn && rc != TDM_EXIT_TOOL_ERROR && o->save_dir) {
+        int prc = plan_saves(o, s, n);
+        if (prc != TDM_EXIT_OK)
+            rc = prc;
+    }
+    for (size_t i = 0; i < n && rp.fn && rc != TDM_EXIT_TOOL_ERROR && rc != TDM_EXIT_USAGE; i++) {
+        int r = run_one(&rp, s[i].conf, capacity, &s[i].r, i == 0 && faithful ? &log : NULL,
+                        s[i].save_path);
         if (r != TDM_EXIT_OK) {
             rc = r;
             break;
@@ -461,6 +610,10 @@ static int replay_file(const char *path, replay_opts *o)
             break;
         }
     }
+    for (size_t i = 0; i < n && (rc == TDM_EXIT_OK || (rc == TDM_EXIT_BAD_INPUT && truncated));
+         i++)
+        if (s[i].save_path)
+            fprintf(stderr, "tidemark replay: wrote %s\n", s[i].save_path);
     if (rc == TDM_EXIT_OK || (rc == TDM_EXIT_BAD_INPUT && truncated)) {
         if (faithful && !log.failed)
             timeline_ok = compare_timeline(&in, &log, timeline, sizeof timeline);
@@ -481,6 +634,8 @@ static int replay_file(const char *path, replay_opts *o)
         rc = tdm__exit_worse(rc, prc);
     }
     free(log.ev);
+    for (size_t i = 0; i < n; i++)
+        free(s[i].save_path);
     free(s);
     free(notes);
     tdm__replay_input_free(&in);
@@ -497,6 +652,8 @@ int tdm__cli_replay(int argc, char **argv)
         {"min-capacity", no_argument, NULL, 'm'},
         {"device", required_argument, NULL, 'd'},
         {"json", no_argument, NULL, 'j'},
+        {"save", required_argument, NULL, 'S'},
+        {"force", no_argument, NULL, 'f'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -535,6 +692,16 @@ int tdm__cli_replay(int argc, char **argv)
             break;
         case 'j':
             o.json = 1;
+            break;
+        case 'S':
+            if (!optarg[0]) {
+                fprintf(stderr, "tidemark replay: --save needs a folder\n");
+                goto usage;
+            }
+            o.save_dir = optarg;
+            break;
+        case 'f':
+            o.force = 1;
             break;
         case 'h':
             tdm__cli_replay_help(stdout);

@@ -62,6 +62,22 @@ static int map_put(addr_map *m, uint64_t addr, uint64_t val)
     return 0;
 }
 
+/* addr's value in *val, or -1 when absent. */
+static int map_get(const addr_map *m, uint64_t addr, uint64_t *val)
+{
+    if (!m->cap)
+        return -1;
+    uint64_t key = addr + 1;
+    for (size_t j = slot_of(key, m->cap);; j = (j + 1) & (m->cap - 1)) {
+        if (m->keys[j] == 0)
+            return -1;
+        if (m->keys[j] == key) {
+            *val = m->vals[j];
+            return 0;
+        }
+    }
+}
+
 /* Removes addr; its value in *val, or -1 when absent. */
 static int map_take(addr_map *m, uint64_t addr, uint64_t *val)
 {
@@ -138,7 +154,7 @@ void tdm__replay_conf_pick(const char *conf, char *out, size_t cap)
         if (!tdm__replay_key_allowed(b, (size_t)(k - b)))
             continue;
         size_t n = (size_t)(e - b);
-        if (len + n + 2 > cap)
+        if (len + (len ? 1 : 0) + n + 1 > cap) /* a comma, the item, its NUL */
             break;
         if (len)
             out[len++] = ',';
@@ -148,6 +164,47 @@ void tdm__replay_conf_pick(const char *conf, char *out, size_t cap)
     }
 }
 
+/* Whether e is something the allocator did to memory on `device` (not a
+ * phase, step, tag or snapshot mark, which may come between). */
+static int memory_event(const tdm_event *e, int device)
+{
+    return e->device == device && e->action <= TDM_ACTION_OOM;
+}
+
+static size_t next_memory_event(const tdm_snap *snap, size_t i, int device)
+{
+    for (i++; i < snap->event_count; i++)
+        if (memory_event(&snap->events[i], device))
+            break;
+    return i;
+}
+
+/* Whether the completions of waiting frees that start at event i happened
+ * inside an allocation: the allocator completes every waiting free when
+ * the device is out of memory, before it gives its cached segments back
+ * and tries again.  The run of completions is then followed by segments
+ * freed or unmapped and the retried allocation, with no request between.
+ * *end gets the index where the run and what follows it end. */
+static int completed_in_alloc(const tdm_snap *snap, size_t i, int device, size_t *end)
+{
+    int released = 0;
+    for (; i < snap->event_count; i = next_memory_event(snap, i, device)) {
+        unsigned a = snap->events[i].action;
+        if (!memory_event(&snap->events[i], device))
+            continue;
+        if (a == TDM_ACTION_SEGMENT_FREE || a == TDM_ACTION_SEGMENT_UNMAP)
+            released = 1;
+        else if (a != TDM_ACTION_FREE_COMPLETED)
+            break;
+    }
+    *end = i;
+    if (i >= snap->event_count)
+        return 0;
+    unsigned a = snap->events[i].action;
+    return released && (a == TDM_ACTION_ALLOC || a == TDM_ACTION_SEGMENT_ALLOC ||
+                        a == TDM_ACTION_SEGMENT_MAP);
+}
+
 int tdm__replay_input_build(const tdm_snap *snap, int device, tdm_replay_input *in)
 {
     memset(in, 0, sizeof *in);
@@ -155,9 +212,15 @@ int tdm__replay_input_build(const tdm_snap *snap, int device, tdm_replay_input *
     for (size_t d = 0; d < snap->device_count; d++)
         if (snap->devices[d].index == in->device)
             in->capacity = snap->devices[d].capacity;
+    /* Without a retry in the recording, no free completed inside an
+     * allocation's out-of-memory path: completions followed by segments
+     * freed are a sync's, then garbage collection's or empty_cache's. */
+    int retried = 1; /* unknown without stats */
     for (size_t i = 0; i < snap->stats_count; i++)
-        if (snap->stats[i].device == in->device && snap->stats[i].pool == 0)
+        if (snap->stats[i].device == in->device && snap->stats[i].pool == 0) {
             in->recorded_peak_reserved = (uint64_t)snap->stats[i].stats.reserved_bytes.peak;
+            retried = snap->stats[i].stats.num_alloc_retries > 0;
+        }
     size_t cap = strlen(snap->header.config ? snap->header.config : "") + 1;
     in->recorded_conf = calloc(1, cap);
     size_t n = 0, nseg = 0;
@@ -169,14 +232,20 @@ int tdm__replay_input_build(const tdm_snap *snap, int device, tdm_replay_input *
         nseg += e->action == TDM_ACTION_SEGMENT_ALLOC || e->action == TDM_ACTION_SEGMENT_FREE ||
                 e->action == TDM_ACTION_SEGMENT_MAP || e->action == TDM_ACTION_SEGMENT_UNMAP;
     }
-    in->ops = malloc((n ? n : 1) * sizeof *in->ops);
+    /* A free whose block waited (on another stream) is two requests. */
+    in->ops = malloc((n ? 2 * n : 1) * sizeof *in->ops);
+    in->op_times = malloc((n ? 2 * n : 1) * sizeof *in->op_times);
     in->segs = malloc((nseg ? nseg : 1) * sizeof *in->segs);
-    if (!in->recorded_conf || !in->ops || !in->segs) {
+    uint8_t *deferred = calloc(n ? n : 1, 1); /* per id: its free waits */
+    if (!in->recorded_conf || !in->ops || !in->op_times || !in->segs || !deferred) {
+        free(deferred);
         tdm__replay_input_free(in);
         return -1;
     }
     tdm__replay_conf_pick(snap->header.config, in->recorded_conf, cap);
     addr_map live = {0};
+    size_t run_end = 0; /* the run of completions judged last, and how */
+    int run_in_alloc = 0;
     for (size_t i = 0; i < snap->event_count; i++) {
         const tdm_event *e = &snap->events[i];
         if (e->device != in->device)
@@ -191,22 +260,46 @@ int tdm__replay_input_build(const tdm_snap *snap, int device, tdm_replay_input *
             uint64_t id = in->ids++;
             if (map_put(&live, e->addr, id) != 0)
                 goto oom;
+            in->op_times[in->op_count] = e->time_ns;
             in->ops[in->op_count++] = (tdm_replay_op){
                 .id = id, .size = e->requested ? e->requested : e->size, .stream = e->stream};
             in->allocs++;
+        } else if (e->action == TDM_ACTION_FREE_REQUESTED) {
+            /* A free completes at once (the next event of the device) or
+             * waits for another stream's work: then the block is held,
+             * unusable, until its completion. */
+            size_t j = next_memory_event(snap, i, in->device);
+            uint64_t id;
+            if ((j < snap->event_count && snap->events[j].action == TDM_ACTION_FREE_COMPLETED &&
+                 snap->events[j].addr == e->addr) ||
+                map_get(&live, e->addr, &id) != 0 || deferred[id])
+                continue;
+            deferred[id] = 1;
+            in->op_times[in->op_count] = e->time_ns;
+            in->ops[in->op_count++] =
+                (tdm_replay_op){.id = id, .is_free = TDM_REPLAY_FREE_DEFERRED};
         } else if (e->action == TDM_ACTION_FREE_COMPLETED) {
             uint64_t id;
             if (map_take(&live, e->addr, &id) != 0) {
                 in->unmatched_frees++;
                 continue;
             }
-            in->ops[in->op_count++] = (tdm_replay_op){.id = id, .is_free = 1};
+            uint32_t kind = TDM_REPLAY_FREE;
+            if (deferred[id]) {
+                if (i >= run_end)
+                    run_in_alloc = retried && completed_in_alloc(snap, i, in->device, &run_end);
+                kind = run_in_alloc ? TDM_REPLAY_COMPLETE_IN_ALLOC : TDM_REPLAY_COMPLETE;
+            }
+            in->op_times[in->op_count] = e->time_ns;
+            in->ops[in->op_count++] = (tdm_replay_op){.id = id, .is_free = kind};
         }
     }
+    free(deferred);
     free(live.keys);
     free(live.vals);
     return 0;
 oom:
+    free(deferred);
     free(live.keys);
     free(live.vals);
     tdm__replay_input_free(in);
@@ -216,6 +309,7 @@ oom:
 void tdm__replay_input_free(tdm_replay_input *in)
 {
     free(in->ops);
+    free(in->op_times);
     free(in->segs);
     free(in->recorded_conf);
     memset(in, 0, sizeof *in);

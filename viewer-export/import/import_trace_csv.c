@@ -7,7 +7,8 @@
  * one (512-byte aligned, as PyTorch rounds blocks): addresses stay
  * unique, so every consumer's address-keyed replay sees exactly the
  * file's lifetimes.  Columns are found by their header names; `category`
- * may be absent.  Invariants: an id is live at most once; a free names a
+ * and `stream` (an allocation's stream, a number; its free is on the
+ * same) may be absent.  Invariants: an id is live at most once; a free names a
  * live id.  No state, no locks.
  */
 #include "import_csv.h"
@@ -27,14 +28,15 @@
 #define TRACE_BASE_ADDR 0x7f0000000000ull
 #define TRACE_ALIGN 512ull
 
-enum { COL_ACTION, COL_TIME, COL_ID, COL_SIZE, COL_CATEGORY, COL_COUNT };
+enum { COL_ACTION, COL_TIME, COL_ID, COL_SIZE, COL_CATEGORY, COL_STREAM, COL_COUNT };
 static const char *const col_names[COL_COUNT] = {"action", "time_ns", "id",
-                                                 "size", "category"};
+                                                 "size", "category", "stream"};
 
 /* id → index into the alloc table, for the ids now live. */
 typedef struct id_slot {
     uint64_t id;
-    size_t idx; /* SIZE_MAX = empty */
+    size_t idx;      /* SIZE_MAX = empty */
+    uint64_t stream; /* the allocation's, for its free */
 } id_slot;
 
 typedef struct idmap {
@@ -133,7 +135,7 @@ static tdm_status read_trace(tdm_csv r, const char *base, const tdm_trace_csv_op
     while (st == TDM_OK && tdm__csv_next(&r, &st)) {
         if (!have_header) {
             int missing = tdm__csv_header(&r, col_names, COL_COUNT,
-                                          1u << COL_CATEGORY, col);
+                                          1u << COL_CATEGORY | 1u << COL_STREAM, col);
             if (missing >= 0)
                 st = tdm__csv_fail(&r, "the header lacks a '%s' column "
                                        "(want action,time_ns,id,size,category)",
@@ -143,7 +145,7 @@ static tdm_status read_trace(tdm_csv r, const char *base, const tdm_trace_csv_op
         }
         const char *v[COL_COUNT];
         tdm__csv_row(&r, col, COL_COUNT, v);
-        uint64_t t, id, size = 0;
+        uint64_t t, id, size = 0, stream = 0;
         if (parse_u64(v[COL_TIME], &t) != 0) {
             st = tdm__csv_fail(&r, "time_ns '%s' is not a number", v[COL_TIME]);
             break;
@@ -172,6 +174,10 @@ static tdm_status read_trace(tdm_csv r, const char *base, const tdm_trace_csv_op
             st = tdm__csv_fail(&r, "size '%s' is not a number", v[COL_SIZE]);
             break;
         }
+        if (is_alloc && *v[COL_STREAM] && parse_u64(v[COL_STREAM], &stream) != 0) {
+            st = tdm__csv_fail(&r, "stream '%s' is not a number", v[COL_STREAM]);
+            break;
+        }
         size_t slot = id_find(&ids, id);
         if (is_alloc) {
             if (ids.s[slot].idx != SIZE_MAX) {
@@ -187,7 +193,7 @@ static tdm_status read_trace(tdm_csv r, const char *base, const tdm_trace_csv_op
                                            : TDM_CATEGORY_UNKNOWN;
             allocs[nallocs] = (tdm_trace_alloc){id, next_addr, size, t,
                                                 UINT64_MAX, cat};
-            st = tdm__ibuild_alloc(b, t, 0, next_addr, size, 0,
+            st = tdm__ibuild_alloc(b, t, 0, next_addr, size, stream,
                                    opts->tag_with_category ? cat : 0);
             uint64_t step = size ? (size + TRACE_ALIGN - 1) & ~(TRACE_ALIGN - 1)
                                  : TRACE_ALIGN;
@@ -199,7 +205,7 @@ static tdm_status read_trace(tdm_csv r, const char *base, const tdm_trace_csv_op
                 }
                 slot = id_find(&ids, id);
             }
-            ids.s[slot] = (id_slot){id, nallocs++};
+            ids.s[slot] = (id_slot){id, nallocs++, stream};
             ids.used++;
         } else {
             if (ids.s[slot].idx == SIZE_MAX) {
@@ -209,8 +215,9 @@ static tdm_status read_trace(tdm_csv r, const char *base, const tdm_trace_csv_op
             }
             tdm_trace_alloc *a = &allocs[ids.s[slot].idx];
             a->free_ns = t;
+            stream = ids.s[slot].stream;
             id_del(&ids, slot);
-            st = tdm__ibuild_free(b, t, 0, a->addr, a->size, 0);
+            st = tdm__ibuild_free(b, t, 0, a->addr, a->size, stream);
         }
     }
     if (st == TDM_OK && !have_header)
