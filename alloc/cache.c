@@ -128,6 +128,28 @@ void tdm__cache_destroy(void)
 
 /* ---- segments ---------------------------------------------------------- */
 
+void tdm__cache_seg_link(tdm__cache_device *d, cseg *s, cblock *b, uint64_t addr,
+                         uint64_t bytes, int kind, const tdm__alloc_req *req)
+{
+    s->addr = addr;
+    s->size = bytes;
+    s->stream = req->stream;
+    s->stack_id = req->stack_id;
+    s->pool = (uint8_t)kind;
+    s->first = b;
+    s->next = d->segs;
+    if (d->segs)
+        d->segs->prev = s;
+    d->segs = s;
+    d->nsegs++;
+    b->seg = s;
+    b->addr = addr;
+    b->size = bytes;
+    b->stream = req->stream;
+    b->state = TDM_BLOCK_INACTIVE;
+    tdm__stat_add(&d->stats, kind, TDM__ST_SEGMENT, 1);
+}
+
 /* A new segment of `bytes` from the provider, as one inactive block that
  * is in no tree yet.  NULL with *st set when the provider refuses. */
 static cblock *alloc_segment(tdm__cache_device *d, int kind, uint64_t bytes,
@@ -150,24 +172,8 @@ static cblock *alloc_segment(tdm__cache_device *d, int kind, uint64_t bytes,
         *st = TDM_HOST_OUT_OF_MEMORY;
         return NULL;
     }
-    s->addr = (uint64_t)(uintptr_t)p;
-    s->size = bytes;
-    s->stream = req->stream;
-    s->stack_id = req->stack_id;
-    s->pool = (uint8_t)kind;
-    s->first = b;
-    s->next = d->segs;
-    if (d->segs)
-        d->segs->prev = s;
-    d->segs = s;
-    d->nsegs++;
-    b->seg = s;
-    b->addr = s->addr;
-    b->size = bytes;
-    b->stream = req->stream;
-    b->state = TDM_BLOCK_INACTIVE;
+    tdm__cache_seg_link(d, s, b, (uint64_t)(uintptr_t)p, bytes, kind, req);
     b->mapped = 1;
-    tdm__stat_add(&d->stats, kind, TDM__ST_SEGMENT, 1);
     tdm__stat_add(&d->stats, kind, TDM__ST_RESERVED_BYTES, (int64_t)bytes);
     tdm__rec_event(TDM_ACTION_SEGMENT_ALLOC, d->index, s->addr, bytes, bytes,
                    s->stream, tdm__cache_event_stack(req->stack_id));

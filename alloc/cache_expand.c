@@ -62,27 +62,11 @@ static cblock *new_segment(tdm__cache_device *d, int kind, const tdm__alloc_req 
         tdm__meta_unmap(handles, (size_t)(bytes / page) * sizeof *handles);
         return NULL;
     }
-    s->addr = (uint64_t)(uintptr_t)base;
-    s->size = bytes;
-    s->stream = req->stream;
-    s->stack_id = req->stack_id;
-    s->pool = (uint8_t)kind;
     s->expandable = 1;
     s->page = page;
     s->handles = handles;
-    s->first = b;
-    s->next = d->segs;
-    if (d->segs)
-        d->segs->prev = s;
-    d->segs = s;
-    d->nsegs++;
-    b->seg = s;
-    b->addr = s->addr;
-    b->size = bytes;
-    b->stream = req->stream;
-    b->state = TDM_BLOCK_INACTIVE;
+    tdm__cache_seg_link(d, s, b, (uint64_t)(uintptr_t)base, bytes, kind, req);
     tdm__tree_insert(&tdm__cache_pool(d, kind)->unmapped, &b->node);
-    tdm__stat_add(&d->stats, kind, TDM__ST_SEGMENT, 1);
     return b;
 }
 

@@ -116,6 +116,11 @@ void tdm__cache_block(tdm__cache_device *d, cblock *b);
 /* Merges inactive neighbour `n` (in its tree) into `b` (in none). */
 void tdm__cache_merge_into(tdm__cache_device *d, cblock *b, cblock *n);
 uint32_t tdm__cache_event_stack(uint32_t sid);
+/* Makes s (at addr, bytes) the device's newest segment, held whole by the
+ * inactive block b (in no tree), for req's stream in pool `kind`, and
+ * counts it. */
+void tdm__cache_seg_link(tdm__cache_device *d, cseg *s, cblock *b, uint64_t addr,
+                         uint64_t bytes, int kind, const tdm__alloc_req *req);
 
 /* cache_expand.c: expandable segments */
 /* Sets d->page from the provider; 0 when it lacks virtual memory
