@@ -145,13 +145,13 @@ static int ready_locked(void)
         table_failed = 1;
         return -1;
     }
-    table = mem;
+    __atomic_store_n(&table, (live_slot *)mem, __ATOMIC_RELEASE);
     const char *align = getenv("TDM_CAPTURE_ALIGNMENT");
     if (align && *align)
         want_alignment = (size_t)strtoull(align, NULL, 10);
     snprintf(out_path, sizeof out_path, "%s", path);
     snprintf(tmp_path, sizeof tmp_path, "%s.tmp", path);
-    out_fd = open(tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    out_fd = open(tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (out_fd < 0) {
         out_disabled = 1;
         return -1;
@@ -212,9 +212,13 @@ static void forget_locked(void *p)
 
 SHIM_EXPORT int posix_memalign(void **out, size_t alignment, size_t size)
 {
-    static posix_memalign_fn real;
-    if (!real)
+    /* Threads may race to resolve it; they all store the same pointer. */
+    static posix_memalign_fn resolved;
+    posix_memalign_fn real = __atomic_load_n(&resolved, __ATOMIC_ACQUIRE);
+    if (!real) {
         real = (posix_memalign_fn)dlsym(RTLD_NEXT, "posix_memalign");
+        __atomic_store_n(&resolved, real, __ATOMIC_RELEASE);
+    }
     if (!real)
         return ENOMEM;
     int rc = real(out, alignment, size);
@@ -229,7 +233,8 @@ SHIM_EXPORT int posix_memalign(void **out, size_t alignment, size_t size)
 
 SHIM_EXPORT void free(void *p)
 {
-    if (p && table) {
+    /* Before the first logged allocation no pointer can be ours: skip the lock. */
+    if (p && __atomic_load_n(&table, __ATOMIC_ACQUIRE)) {
         pthread_mutex_lock(&shim_lock);
         if (out_fd >= 0)
             forget_locked(p);
