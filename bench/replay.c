@@ -6,7 +6,9 @@
  *     mimalloc (dlopen()ed; see replay_peers.c for how each is set up so
  *     that none pays for mmap/munmap or purging on the hot path),
  * all in one process, in interleaved rounds (replay_run.c).  It prints, per
- * trace, ns per alloc+free pair (median, min–max over the rounds), the
+ * trace, tidemark's reserved ÷ allocated when allocated peaks under the
+ * default rules and under the fragmentation policy (expandable_segments=1,
+ * docs/allocator.md), ns per alloc+free pair (median, min–max over the rounds), the
  * ratio to the best host allocator and minor page faults per pass; the
  * pure hit path (the same size freed and taken again) for every column;
  * and 1, 2 and 4 threads replaying the same trace at once (each its own
@@ -14,6 +16,8 @@
  *
  * Memory is never touched: this times the allocators, not page faults.
  * Build with the default RelWithDebInfo (or Release) before reading it.
+ * Traces: the files named, else TDM_TRACES_DIR's, else those of
+ * shared/traces and bench/traces.
  * Environment: TDM_TRACES_DIR (traces), TDM_BENCH_ROUNDS (default 15),
  * TDM_BENCH_HIT_ITERS (pairs per hit sample, default 200000).
  */
@@ -27,10 +31,11 @@
 #include "replay.h"
 #include "tidemark.h"
 
-/* Reserved ÷ allocated: peak over peak, and at the moment allocated peaks. */
-static void ratios(const trace *t, double *peak_ratio, double *at_peak_ratio)
+/* Reserved ÷ allocated: peak over peak, and at the moment allocated peaks;
+ * under PyTorch's rules (expandable 0) or the fragmentation policy (1). */
+static void ratios(const trace *t, int expandable, double *peak_ratio, double *at_peak_ratio)
 {
-    use_cache();
+    use_cache_with(expandable);
     void **slots = calloc(t->ids, sizeof *slots);
     int64_t best_alloc = 0, reserved_then = 0;
     for (size_t i = 0; i < t->n; i++) {
@@ -92,25 +97,8 @@ static int env_int(const char *name, int fallback)
     return v && atoi(v) > 0 ? atoi(v) : fallback;
 }
 
-static int load_traces(int argc, char **argv, trace *traces, int max)
+static int load_dir(const char *dir, trace *traces, int nt, int max)
 {
-    int nt = 0;
-    if (argc > 1) {
-        for (int i = 1; i < argc && nt < max; i++)
-            if (load_trace(argv[i], &traces[nt]) == 0)
-                nt++;
-            else
-                fprintf(stderr, "replay: cannot read a trace from %s\n", argv[i]);
-        return nt;
-    }
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s", __FILE__);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        *slash = '\0';
-    strncat(dir, "/../../shared/traces", sizeof dir - strlen(dir) - 1);
-    if (getenv("TDM_TRACES_DIR"))
-        snprintf(dir, sizeof dir, "%s", getenv("TDM_TRACES_DIR"));
     DIR *dp = opendir(dir);
     struct dirent *e;
     while (dp && (e = readdir(dp)) != NULL && nt < max) {
@@ -124,9 +112,40 @@ static int load_traces(int argc, char **argv, trace *traces, int max)
     }
     if (dp)
         closedir(dp);
+    return nt;
+}
+
+static int load_traces(int argc, char **argv, trace *traces, int max)
+{
+    int nt = 0;
+    if (argc > 1) {
+        for (int i = 1; i < argc && nt < max; i++)
+            if (load_trace(argv[i], &traces[nt]) == 0)
+                nt++;
+            else
+                fprintf(stderr, "replay: cannot read a trace from %s\n", argv[i]);
+        return nt;
+    }
+    if (getenv("TDM_TRACES_DIR")) {
+        nt = load_dir(getenv("TDM_TRACES_DIR"), traces, nt, max);
+        if (nt == 0)
+            fprintf(stderr, "replay: no traces in %s\n", getenv("TDM_TRACES_DIR"));
+        return nt;
+    }
+    /* The real traces beside the checkout, then those captured in bench/traces. */
+    char here[1024], dir[1200];
+    snprintf(here, sizeof here, "%s", __FILE__);
+    char *slash = strrchr(here, '/');
+    if (slash)
+        *slash = '\0';
+    snprintf(dir, sizeof dir, "%s/../../shared/traces", here);
+    nt = load_dir(dir, traces, nt, max);
+    snprintf(dir, sizeof dir, "%s/traces", here);
+    nt = load_dir(dir, traces, nt, max);
     if (nt == 0)
-        fprintf(stderr, "replay: no traces (give files, or set TDM_TRACES_DIR; looked in %s)\n",
-                dir);
+        fprintf(stderr, "replay: no traces (give files, or set TDM_TRACES_DIR; looked in "
+                        "%s/../../shared/traces and %s)\n",
+                here, dir);
     return nt;
 }
 
@@ -148,10 +167,20 @@ int main(int argc, char **argv)
     printf("ns per alloc+free pair: median and min-max of %d interleaved rounds,\n"
            "ratio = median / best host allocator's median.\n%s\n",
            rounds, peers_policy_text);
+    printf("\nfragmentation: tidemark's reserved/allocated when allocated peaks\n"
+           "  %-24s %10s %24s\n",
+           "trace", "default", "expandable_segments=1");
+    for (int i = 0; i < nt; i++) {
+        double peaks = 0, policy_peaks = 0, at_peak = 0, policy_at_peak = 0;
+        ratios(&traces[i], 0, &peaks, &at_peak);
+        ratios(&traces[i], 1, &policy_peaks, &policy_at_peak);
+        printf("  %-24s %10.3f %24.3f\n", traces[i].name, at_peak, policy_at_peak);
+    }
+
     for (int i = 0; i < nt; i++) {
         trace *t = &traces[i];
         double r1 = 0, r2 = 0;
-        ratios(t, &r1, &r2);
+        ratios(t, 0, &r1, &r2);
         use_cache();
         spread s[COL_COUNT];
         run_trace_rounds(cols, t, rounds, s);

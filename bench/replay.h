@@ -38,6 +38,9 @@ enum { COL_CACHE, COL_CACHE_REC, COL_GLIBC, COL_JEMALLOC, COL_MIMALLOC, COL_COUN
 void peers_prepare_process(char **argv); /* before anything allocates much */
 void peers_fill(backend cols[COL_COUNT]);
 void use_cache(void);                    /* fresh tidemark cache, recording off */
+/* The same with expandable_segments set: the fragmentation policy
+ * (docs/allocator.md, "Fragmentation"). */
+void use_cache_with(int expandable_segments);
 void cache_set_stream_ctx(backend *b, uintptr_t stream);
 extern const char *peers_policy_text;    /* how requests are treated */
 

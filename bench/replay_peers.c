@@ -70,16 +70,19 @@ static void set_recording(int on)
 static void recording_off(void) { set_recording(0); }
 static void recording_on(void) { set_recording(1); }
 
-void use_cache(void)
+void use_cache_with(int expandable_segments)
 {
     tdm__alloc_reset_for_tests();
     tdm__alloc_config cfg;
     tdm__alloc_config_defaults(&cfg);
     strcpy(cfg.mode, "cache");
     cfg.device_capacity = (uint64_t)64 << 30;
+    cfg.expandable_segments = expandable_segments;
     tdm__alloc_configure(&cfg);
     set_recording(0);
 }
+
+void use_cache(void) { use_cache_with(0); }
 
 void cache_set_stream_ctx(backend *b, uintptr_t stream)
 {
