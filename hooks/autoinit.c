@@ -274,12 +274,17 @@ static void on_signal(int sig, siginfo_t *info, void *uctx)
  * the watcher writes the exit snapshot, so the interrupted thread goes no
  * further; then it puts SIG_DFL back and sends the signal again, so the
  * program still ends "killed by signal N" (exit status 128+N in a shell).
- * It waits at most TERM_WAIT_MS (the interrupted thread may hold a lock
- * the dump needs); a second signal meanwhile ends the process at once
- * (SA_NODEFER), as does the first where no watcher is (a forked child
- * without one).  The spill file stays when no snapshot was written. */
+ * It holds the thread at most TERM_HOLD_MS: the signal may have stopped it
+ * inside tidemark, holding a lock the dump needs (an allocation's device
+ * lock), and the dump would wait for it forever.  Then the handler lets
+ * the thread go on (it leaves tidemark and lets the lock go), and the
+ * watcher, once the snapshot is written, puts SIG_DFL back and sends the
+ * signal to the process itself.  A second signal meanwhile ends the
+ * process at once (SA_NODEFER), as does the first where no watcher is (a
+ * forked child without one).  The spill file stays when no snapshot was
+ * written. */
 
-#define TERM_WAIT_MS 20000
+#define TERM_HOLD_MS 2000
 
 static const int term_signals[] = {SIGINT, SIGTERM};
 
@@ -306,8 +311,15 @@ static void on_term_signal(int sig)
     if (atomic_exchange(&g.term_pending, 1) == 0 && fd >= 0 && g.reply_rd >= 0 &&
         write(fd, &byte, 1) == 1) {
         struct pollfd p = {.fd = g.reply_rd, .events = POLLIN};
-        while (poll(&p, 1, TERM_WAIT_MS) < 0 && errno == EINTR)
+        int ready;
+        while ((ready = poll(&p, 1, TERM_HOLD_MS)) < 0 && errno == EINTR)
             ;
+        if (ready == 0) {
+            /* Not written yet: this thread may hold what the dump waits
+             * for.  It goes on; the watcher ends the process after. */
+            errno = saved;
+            return;
+        }
     }
     die_by(sig);
     errno = saved;
@@ -334,17 +346,27 @@ static int take_term_signals(void)
 }
 
 /* The exit snapshot, once, for a stopping signal; then the waiting
- * handler is woken.  If the program exits meanwhile (another thread), its
- * exit path waits for this dump (at_exit takes g.lock) and writes none of
- * its own. */
-static void dump_for_term_signal(void)
+ * handler is woken, and the process ended by the signal in case the
+ * handler stopped waiting (its thread went on, see TERM_HOLD_MS): SIG_DFL
+ * and the signal sent to the process, which a thread that does not block
+ * it takes (this one blocks every signal).  If the program exits
+ * meanwhile (another thread), its exit path waits for this dump (at_exit
+ * takes g.lock) and writes none of its own. */
+static void dump_for_term_signal(int sig)
 {
     int expected = 0;
     if (atomic_compare_exchange_strong(&g.exit_done, &expected, 1))
         dump_now(DUMP_EXIT);
     char done = 'd';
-    if (write(g.reply_wr, &done, 1) < 0)
-        return; /* the handler's wait runs out */
+    if (write(g.reply_wr, &done, 1) < 0) {
+        /* the handler ends the process itself when it sees no reply */
+    }
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, NULL);
+    kill(getpid(), sig);
 }
 
 /* The spill file's waker (spill.h): a writer asks for file space ahead
@@ -375,7 +397,7 @@ static void *watcher_main(void *arg)
         if (byte == 'g')
             tdm__spill_ahead_work();
         else if (byte == SIGINT || byte == SIGTERM)
-            dump_for_term_signal();
+            dump_for_term_signal(byte);
         else
             dump_now(DUMP_SIGNAL);
     }

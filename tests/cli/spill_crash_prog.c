@@ -2,9 +2,13 @@
  * device memory through tdm_malloc (recorded under TIDEMARK_CONF), then
  * ends as argv[1] says: "exit" (normally), "segv" (a write to a page with no access), "abort",
  * "term" / "int" (raises SIGTERM / SIGINT), or "handler-term" (installs its
- * own SIGTERM handler first, which prints a line and exits 42).  "ahead
+ * own SIGTERM handler first, which prints a line and exits 42).
+ * "int-busy" allocates and frees in a loop while a second thread sends
+ * the main thread SIGINT after 50 ms (likely inside tidemark, holding the
+ * device's lock).  "ahead
  * FILE" records 20,000 more pairs, waits 300 ms, prints how many bytes the
  * file system has allocated to FILE (its spill file) and exits. */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +29,17 @@ static void own_term(int sig)
     _exit(42);
 }
 
+static pthread_t main_thread;
+
+static void *send_int(void *arg)
+{
+    (void)arg;
+    struct timespec wait = {0, 50 * 1000000};
+    nanosleep(&wait, NULL);
+    pthread_kill(main_thread, SIGINT);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     const char *how = argc > 1 ? argv[1] : "exit";
@@ -43,6 +58,18 @@ int main(int argc, char **argv)
         /* A page with no access (not address 0: some sandboxes map it). */
         volatile int *nowhere = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         *nowhere = 1;
+    }
+    if (strcmp(how, "int-busy") == 0) {
+        main_thread = pthread_self();
+        pthread_t t;
+        if (pthread_create(&t, NULL, send_int, NULL) != 0)
+            return 4;
+        for (;;) {
+            void *q;
+            if (tdm_malloc(&q, 4096, 0, 0) != TDM_OK)
+                return 2;
+            tdm_free(q);
+        }
     }
     if (strcmp(how, "ahead") == 0 && argc > 2) {
         for (int i = 0; i < 20000; i++) {
