@@ -150,6 +150,18 @@ void tdm__cache_seg_link(tdm__cache_device *d, cseg *s, cblock *b, uint64_t addr
     tdm__stat_add(&d->stats, kind, TDM__ST_SEGMENT, 1);
 }
 
+void tdm__cache_seg_unlink(tdm__cache_device *d, cseg *s)
+{
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        d->segs = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    d->nsegs--;
+    tdm__stat_add(&d->stats, s->pool, TDM__ST_SEGMENT, -1);
+}
+
 /* A new segment of `bytes` from the provider, as one inactive block that
  * is in no tree yet.  NULL with *st set when the provider refuses. */
 static cblock *alloc_segment(tdm__cache_device *d, int kind, uint64_t bytes,
@@ -186,17 +198,10 @@ static void release_segment(tdm__cache_device *d, cblock *b)
     tdm__alloc_global *g = &tdm__alloc_g;
     cseg *s = b->seg;
     tdm__tree_remove(&tdm__cache_pool(d, s->pool)->tree, &b->node);
-    if (s->prev)
-        s->prev->next = s->next;
-    else
-        d->segs = s->next;
-    if (s->next)
-        s->next->prev = s->prev;
-    d->nsegs--;
+    tdm__cache_seg_unlink(d, s);
     tdm__rec_event(TDM_ACTION_SEGMENT_FREE, d->index, s->addr, s->size, s->size,
                    s->stream, tdm__cache_event_stack(s->stack_id));
     g->prov->free(g->prov, d->index, (void *)(uintptr_t)s->addr, s->size);
-    tdm__stat_add(&d->stats, s->pool, TDM__ST_SEGMENT, -1);
     tdm__stat_add(&d->stats, s->pool, TDM__ST_RESERVED_BYTES, -(int64_t)s->size);
     tdm__objpool_put(&d->block_pool, b);
     tdm__objpool_put(&d->seg_pool, s);

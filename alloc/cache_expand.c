@@ -223,16 +223,9 @@ static void release_range(tdm__cache_device *d, cseg *s)
     tdm_provider *pv = tdm__alloc_g.prov;
     cblock *b = s->first;
     tdm__tree_remove(&tdm__cache_pool(d, s->pool)->unmapped, &b->node);
-    if (s->prev)
-        s->prev->next = s->next;
-    else
-        d->segs = s->next;
-    if (s->next)
-        s->next->prev = s->prev;
-    d->nsegs--;
+    tdm__cache_seg_unlink(d, s);
     pv->vmm->free_range(pv, d->index, (void *)(uintptr_t)s->addr, (size_t)s->size);
     tdm__meta_unmap(s->handles, page_table_bytes(s));
-    tdm__stat_add(&d->stats, s->pool, TDM__ST_SEGMENT, -1);
     tdm__objpool_put(&d->block_pool, b);
     tdm__objpool_put(&d->seg_pool, s);
 }

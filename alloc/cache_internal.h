@@ -121,6 +121,8 @@ uint32_t tdm__cache_event_stack(uint32_t sid);
  * counts it. */
 void tdm__cache_seg_link(tdm__cache_device *d, cseg *s, cblock *b, uint64_t addr,
                          uint64_t bytes, int kind, const tdm__alloc_req *req);
+/* Takes s out of the device's list and uncounts it. */
+void tdm__cache_seg_unlink(tdm__cache_device *d, cseg *s);
 
 /* cache_expand.c: expandable segments */
 /* Sets d->page from the provider; 0 when it lacks virtual memory

@@ -62,8 +62,8 @@ static int map_put(addr_map *m, uint64_t addr, uint64_t val)
     return 0;
 }
 
-/* addr's value in *val, or -1 when absent. */
-static int map_get(const addr_map *m, uint64_t addr, uint64_t *val)
+/* The slot holding addr, or -1 when absent. */
+static long map_find(const addr_map *m, uint64_t addr)
 {
     if (!m->cap)
         return -1;
@@ -71,28 +71,30 @@ static int map_get(const addr_map *m, uint64_t addr, uint64_t *val)
     for (size_t j = slot_of(key, m->cap);; j = (j + 1) & (m->cap - 1)) {
         if (m->keys[j] == 0)
             return -1;
-        if (m->keys[j] == key) {
-            *val = m->vals[j];
-            return 0;
-        }
+        if (m->keys[j] == key)
+            return (long)j;
     }
+}
+
+/* addr's value in *val, or -1 when absent. */
+static int map_get(const addr_map *m, uint64_t addr, uint64_t *val)
+{
+    long j = map_find(m, addr);
+    if (j < 0)
+        return -1;
+    *val = m->vals[j];
+    return 0;
 }
 
 /* Removes addr; its value in *val, or -1 when absent. */
 static int map_take(addr_map *m, uint64_t addr, uint64_t *val)
 {
-    if (!m->cap)
+    long j = map_find(m, addr);
+    if (j < 0)
         return -1;
-    uint64_t key = addr + 1;
-    for (size_t j = slot_of(key, m->cap);; j = (j + 1) & (m->cap - 1)) {
-        if (m->keys[j] == 0)
-            return -1;
-        if (m->keys[j] == key) {
-            *val = m->vals[j];
-            m->keys[j] = UINT64_MAX;
-            return 0;
-        }
-    }
+    *val = m->vals[j];
+    m->keys[j] = UINT64_MAX;
+    return 0;
 }
 
 static int busiest_device(const tdm_snap *snap)
