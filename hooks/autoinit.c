@@ -597,14 +597,6 @@ static void pin_self(void)
 
 /* ---- applying a configuration ------------------------------------------------ */
 
-static int is_blank_text(const char *s)
-{
-    for (; *s; s++)
-        if (!strchr(" \t\n\r\v\f", *s))
-            return 0;
-    return 1;
-}
-
 /* Opens the spill file (spill_path.c) and says what it has to say. */
 static void start_spill(const char *text)
 {
@@ -618,92 +610,11 @@ static void start_spill(const char *text)
         say("%s", line);
 }
 
-/* The device line, for a configuration the allocator refused with st. */
-static void device_error(char *err, size_t err_len, const tdm__config *cfg, tdm_status st)
-{
-    snprintf(err, err_len,
-             "tidemark: TIDEMARK_CONF: cannot set up device %s (%d x %llu "
-             "bytes, alloc_mode %s): %s; recording is off",
-             cfg->alloc.device_kind, cfg->alloc.device_count,
-             (unsigned long long)cfg->alloc.device_capacity, cfg->alloc.mode,
-             tdm_strerror(st));
-}
-
-/* Everything applying `text` checks before it changes anything; the
- * constructor and tdm_conf_check both run exactly this.  Parses into
- * *cfg; unless cfg->help, also makes the dump template absolute into
- * tmpl[0..TDM__CONF_PATH_MAX), checks that it expands for this process
- * (with start time start_us), and that the allocator takes the device
- * settings.  On failure err gets the one line and the status is not
- * TDM_OK. */
-static tdm_status prepare(const char *text, tdm__config *cfg, char *tmpl, uint64_t start_us,
-                          char *err, size_t err_len)
-{
-    if (tdm__config_parse(text, cfg, err, err_len) != TDM_OK)
-        return TDM_BAD_CONFIG;
-    if (cfg->help)
-        return TDM_OK;
-    char probe[TDM__CONF_PATH_MAX];
-    if (tdm__dump_template_absolute(cfg->dump, tmpl, TDM__CONF_PATH_MAX) != 0 ||
-        tdm__dump_path_for_process(tmpl, start_us, probe, sizeof probe) != TDM_OK) {
-        snprintf(err, err_len,
-                 "tidemark: TIDEMARK_CONF: dump path '%s' is too long once expanded; "
-                 "recording is off", cfg->dump);
-        return TDM_BAD_CONFIG;
-    }
-    tdm_status st = tdm__alloc_config_check(&cfg->alloc);
-    if (st != TDM_OK) {
-        device_error(err, err_len, cfg, st);
-        return st;
-    }
-    return TDM_OK;
-}
-
-tdm_status tdm_conf_check(const char *conf, char *message, size_t message_len)
-{
-    if (message && message_len)
-        message[0] = '\0';
-    if (!conf || is_blank_text(conf))
-        return TDM_OK;
-    /* 13 KiB and more: off the caller's stack. */
-    struct {
-        tdm__config cfg;
-        char tmpl[TDM__CONF_PATH_MAX];
-        char err[MESSAGE_MAX];
-    } *w = malloc(sizeof *w);
-    if (!w)
-        return TDM_HOST_OUT_OF_MEMORY;
-    w->err[0] = '\0';
-    tdm_status st = prepare(conf, &w->cfg, w->tmpl, tdm__now_us(), w->err, sizeof w->err);
-    if (st != TDM_OK && message && message_len)
-        snprintf(message, message_len, "%s", w->err);
-    free(w);
-    return st;
-}
-
-static void print_help(void)
-{
-    size_t need = tdm__config_format_help(NULL, 0);
-    char *text = malloc(need + 1);
-    if (!text)
-        return;
-    tdm__config_format_help(text, need + 1);
-    for (size_t off = 0; off < need;) {
-        ssize_t w = write(STDERR_FILENO, text + off, need - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            break;
-        off += (size_t)w;
-    }
-    free(text);
-}
-
 static tdm_status apply_once(const char *text);
 
 tdm_status tdm__autoinit_apply(const char *text)
 {
-    if (!text || is_blank_text(text)) {
+    if (!text || tdm__config_blank(text)) {
         if (!atomic_load(&g.applied))
             atomic_store(&g.decided, 1); /* off, unless later text says else */
         return TDM_OK;
@@ -734,13 +645,13 @@ static tdm_status apply_once(const char *text)
     char err[MESSAGE_MAX];
     g.start_time_us = tdm__now_us();
     g.job_start_us = tdm__dump_path_group_start_us(g.start_time_us);
-    tdm_status st = prepare(text, &g.cfg, g.tmpl, g.start_time_us, err, sizeof err);
+    tdm_status st = tdm__config_prepare(text, &g.cfg, g.tmpl, g.start_time_us, err, sizeof err);
     if (st != TDM_OK) {
         say("%s", err);
         return st;
     }
     if (g.cfg.help) {
-        print_help();
+        tdm__config_print_help();
         return TDM_OK;
     }
     tdm_procinfo who;
@@ -758,7 +669,7 @@ static tdm_status apply_once(const char *text)
         g.cfg.alloc.on_oom = on_oom;
     st = tdm__alloc_configure(&g.cfg.alloc);
     if (st != TDM_OK) {
-        device_error(err, sizeof err, &g.cfg, st);
+        tdm__config_device_error(err, sizeof err, &g.cfg, st);
         say("%s", err);
         return st;
     }

@@ -118,6 +118,25 @@ tdm_status tdm__config_parse(const char *text, tdm__config *cfg, char *err,
  * the length it needed, like snprintf. */
 size_t tdm__config_format_help(char *buf, size_t len);
 
+/* config_check.c */
+/* Whether s is empty or only blanks (TIDEMARK_CONF then means: off). */
+int tdm__config_blank(const char *s);
+/* Everything applying `text` checks before it changes anything; the
+ * constructor and tdm_conf_check both run exactly this.  Parses into
+ * *cfg; unless cfg->help, also makes the dump template absolute into
+ * tmpl[0..TDM__CONF_PATH_MAX), checks that it expands for this process
+ * (with start time start_us), and that the allocator takes the device
+ * settings.  On failure err gets the one line and the status is not
+ * TDM_OK. */
+tdm_status tdm__config_prepare(const char *text, tdm__config *cfg, char *tmpl,
+                               uint64_t start_us, char *err, size_t err_len);
+/* Writes the help text (help=1) to stderr. */
+void tdm__config_print_help(void);
+/* The one line for a configuration whose device the allocator refused
+ * with st. */
+void tdm__config_device_error(char *err, size_t err_len, const tdm__config *cfg,
+                              tdm_status st);
+
 /* ---- what the value parsers of config*.c share (config.c) -------------- */
 
 /* A blank as isspace() says in the C locale, whatever the program's
