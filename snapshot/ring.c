@@ -130,8 +130,7 @@ tdm_status tdm__ring_create(uint64_t capacity, tdm__ring **out)
     r->map_bytes = bytes;
     r->spill_offset = spill_offset;
     atomic_init(&r->spill_reserved, head + state_bytes);
-    r->spill_ahead = spill_offset ? tdm__spill_ahead_add(r, spill_offset, &r->spill_reserved,
-                                                         bytes)
+    r->spill_ahead = spill_offset ? tdm__spill_ahead_add(spill_offset, &r->spill_reserved, bytes)
                                   : -1;
     atomic_init(&r->claims, 0);
     atomic_init(&r->given_back, 0);

@@ -62,11 +62,10 @@ int tdm__spill_write_zeros(uint64_t offset, uint64_t len);
  * system's page allocation.  Without a waker, or when a writer overtakes
  * the reservation, writers reserve synchronously. */
 
-/* Registers the region mapped at `base` (file offset `offset`, `limit`
- * bytes), *reserved bytes of it reserved so far.  Returns its handle, or
- * -1 (no room in the table: the writers grow it synchronously). */
-int tdm__spill_ahead_add(void *base, uint64_t offset, _Atomic uint64_t *reserved,
-                         uint64_t limit);
+/* Registers the region at file offset `offset` (`limit` bytes long),
+ * *reserved bytes of it reserved so far.  Returns its handle, or -1 (no
+ * room in the table: the writers grow it synchronously). */
+int tdm__spill_ahead_add(uint64_t offset, _Atomic uint64_t *reserved, uint64_t limit);
 /* Forgets a region; returns once the thread no longer touches it. */
 void tdm__spill_ahead_remove(int handle);
 /* A writer is about to write up to byte `end` of region `handle`: asks

@@ -36,9 +36,8 @@
 #define MAX_REGIONS 8
 
 typedef struct {
-    char *base; /* NULL: the entry is free */
+    _Atomic uint64_t *reserved; /* NULL: the entry is free */
     uint64_t offset, limit;
-    _Atomic uint64_t *reserved;
     _Atomic uint64_t want; /* work() reserves up to here */
 } region;
 
@@ -49,13 +48,22 @@ static void (*_Atomic waker)(void); /* wakes a thread that calls work() */
 
 /* Publishes that a region is reserved up to `to`: the count only grows.
  * fallocate of a range already allocated is harmless, so writers and the
- * thread doing the work reserve without a lock between them and the largest end wins. */
+ * thread doing the work reserve without a lock between them, and the
+ * largest end wins. */
 static void publish(_Atomic uint64_t *reserved, uint64_t to)
 {
     uint64_t cur = atomic_load_explicit(reserved, memory_order_relaxed);
     while (cur < to && !atomic_compare_exchange_weak_explicit(
                            reserved, &cur, to, memory_order_release, memory_order_relaxed))
         ;
+}
+
+/* Where a reservation from `have` ends: one step on, or `need` if further,
+ * never past `limit`. */
+static uint64_t step_end(uint64_t have, uint64_t need, uint64_t limit)
+{
+    uint64_t to = have + STEP < need ? need : have + STEP;
+    return to < limit ? to : limit;
 }
 
 int tdm__spill_grow(uint64_t region_offset, _Atomic uint64_t *reserved, uint64_t need,
@@ -66,11 +74,7 @@ int tdm__spill_grow(uint64_t region_offset, _Atomic uint64_t *reserved, uint64_t
     uint64_t have = atomic_load_explicit(reserved, memory_order_acquire);
     if (need <= have)
         return 1;
-    uint64_t want = have + STEP;
-    if (want < need)
-        want = need;
-    if (want > limit)
-        want = limit;
+    uint64_t want = step_end(have, need, limit);
     int rc = tdm__spill_fallocate(region_offset + have, want - have);
     if (rc == 0) {
         publish(reserved, want);
@@ -85,9 +89,7 @@ int tdm__spill_grow(uint64_t region_offset, _Atomic uint64_t *reserved, uint64_t
     int ok = 1;
     have = atomic_load_explicit(reserved, memory_order_acquire);
     if (need > have) {
-        want = have + STEP < need ? need : have + STEP;
-        if (want > limit)
-            want = limit;
+        want = step_end(have, need, limit);
         ok = tdm__spill_write_zeros(region_offset + have, want - have) == 0;
         if (ok)
             publish(reserved, want);
@@ -100,7 +102,7 @@ int tdm__spill_grow(uint64_t region_offset, _Atomic uint64_t *reserved, uint64_t
  * it reserved something (there may be more), 0 when r is served. */
 static int grow_one(region *r)
 {
-    if (!r->base)
+    if (!r->reserved)
         return 0;
     uint64_t have = atomic_load_explicit(r->reserved, memory_order_relaxed);
     uint64_t want = atomic_load_explicit(&r->want, memory_order_relaxed);
@@ -141,18 +143,16 @@ void tdm__spill_ahead_work(void)
     }
 }
 
-int tdm__spill_ahead_add(void *base, uint64_t offset, _Atomic uint64_t *reserved,
-                         uint64_t limit)
+int tdm__spill_ahead_add(uint64_t offset, _Atomic uint64_t *reserved, uint64_t limit)
 {
     int handle = -1;
     pthread_mutex_lock(&grow_lock);
     for (int i = 0; i < MAX_REGIONS && handle < 0; i++) {
-        if (!regions[i].base) {
+        if (!regions[i].reserved) {
             regions[i].offset = offset;
             regions[i].limit = limit;
-            regions[i].reserved = reserved;
             atomic_store_explicit(&regions[i].want, 0, memory_order_relaxed);
-            regions[i].base = base;
+            regions[i].reserved = reserved;
             handle = i;
         }
     }
@@ -165,7 +165,7 @@ void tdm__spill_ahead_remove(int handle)
     if (handle < 0 || handle >= MAX_REGIONS)
         return;
     pthread_mutex_lock(&grow_lock);
-    regions[handle].base = NULL;
+    regions[handle].reserved = NULL;
     pthread_mutex_unlock(&grow_lock);
 }
 
@@ -188,6 +188,6 @@ void tdm__spill_ahead_fork_child(void)
     pthread_mutex_init(&grow_lock, NULL);
     pthread_mutex_init(&zeros_lock, NULL);
     for (int i = 0; i < MAX_REGIONS; i++)
-        regions[i].base = NULL;
+        regions[i].reserved = NULL;
     atomic_store(&waker, NULL);
 }

@@ -199,6 +199,14 @@ static NOINLINE void thread_bounds_init(thread_stack *t)
     pthread_attr_destroy(&attr);
 }
 
+/* Whether this thread's stack bounds are known (asked the first time). */
+static ALWAYS_INLINE int thread_bounds(thread_stack *t)
+{
+    if (UNLIKELY(t->bounds == 0))
+        thread_bounds_init(t);
+    return t->bounds > 0;
+}
+
 /* Follows the chain of saved frame pointers from `fp`: each frame record
  * is {caller's frame pointer, return address}.  Stops at a link that
  * leaves the stack, is misaligned or does not move toward the stack's
@@ -208,9 +216,7 @@ static ALWAYS_INLINE NO_ASAN unsigned fp_walk(uintptr_t fp, void **buf,
                                               unsigned cap)
 {
     thread_stack *t = &tls;
-    if (UNLIKELY(t->bounds == 0))
-        thread_bounds_init(t);
-    if (t->bounds < 0)
+    if (!thread_bounds(t))
         return 0;
     const uintptr_t lo = t->lo, hi = t->hi;
     uintptr_t code_lo = 1, code_hi = 0; /* the last code range hit */
@@ -253,16 +259,14 @@ static NOINLINE NO_ASAN int raw_unwind(void **buf, unsigned cap, int how)
         n = -1;
 #if defined(__x86_64__)
         thread_stack *t = &tls;
-        if (UNLIKELY(t->bounds == 0))
-            thread_bounds_init(t);
-        if (t->bounds > 0) {
+        if (thread_bounds(t)) {
             /* This frame's registers at one instruction: the walk starts
              * from the rule of that instruction. */
             uintptr_t pc, sp, bp;
             __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
                              : "=r"(pc), "=r"(sp), "=r"(bp));
             if (sp >= t->lo && sp < t->hi)
-                n = tdm__cfi_walk(pc, sp, bp, t->lo, t->hi, buf, cap);
+                n = tdm__cfi_walk(pc, sp, bp, t->hi, buf, cap);
         }
 #endif
     } else {

@@ -140,10 +140,11 @@ static uint64_t fixed(reader *r, unsigned bytes)
 
 /* A pointer in encoding `enc`; `datarel` is the base of DW_EH_PE_datarel
  * (the .eh_frame_hdr).  Indirect pointers are not followed (the walker
- * needs none of them); `deref` 0 reads past them. */
+ * needs none of them): one fails the read (a caller that only skips a
+ * field clears the bit first). */
 static uintptr_t pointer(reader *r, uint8_t enc, uintptr_t datarel)
 {
-    if (enc == PE_OMIT) {
+    if (enc == PE_OMIT || (enc & PE_INDIRECT)) {
         r->bad = 1;
         return 0;
     }
@@ -541,8 +542,8 @@ static inline uint64_t rule_at(cache_set *sets, uintptr_t pc)
 
 /* ---- the walk ----------------------------------------------------------- */
 
-NO_ASAN int tdm__cfi_walk(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t lo, uintptr_t hi,
-                          void **buf, unsigned cap)
+NO_ASAN int tdm__cfi_walk(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t hi, void **buf,
+                          unsigned cap)
 {
     cache_set *sets = tc.sets;
     if (UNLIKELY(!sets) && !(sets = cache_map()))
@@ -574,7 +575,6 @@ NO_ASAN int tdm__cfi_walk(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t lo
         sp = cfa;
         key = ra - 1;
     }
-    (void)lo;
     return (int)n;
 }
 
@@ -582,10 +582,10 @@ uint64_t tdm__cfi_rules_read(void) { return tc.misses; }
 
 #else /* !HAVE_CFI */
 
-int tdm__cfi_walk(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t lo, uintptr_t hi,
-                  void **buf, unsigned cap)
+int tdm__cfi_walk(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t hi, void **buf,
+                  unsigned cap)
 {
-    (void)pc, (void)sp, (void)bp, (void)lo, (void)hi, (void)buf, (void)cap;
+    (void)pc, (void)sp, (void)bp, (void)hi, (void)buf, (void)cap;
     return -1;
 }
 

@@ -19,14 +19,14 @@
 /* Whether this build has the walker (x86-64 with _dl_find_object). */
 int tdm__cfi_available(void);
 
-/* Walks from a frame whose registers are (pc, sp, bp), the stack lying in
- * [lo, hi): buf gets the return addresses, innermost first (buf[0]: the
+/* Walks from a frame whose registers are (pc, sp, bp), sp inside the
+ * thread's stack, whose base is hi: buf gets the return addresses, innermost first (buf[0]: the
  * return address of the frame at pc), at most cap.  Returns the count, or
  * -1 when a frame could not be unwound (nothing in buf is to be used).
  * Reaching the stack's outermost frame or cap is success.  No lock, no
  * allocation but the thread's cache at its first walk. */
-int tdm__cfi_walk(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t lo, uintptr_t hi,
-                  void **buf, unsigned cap);
+int tdm__cfi_walk(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t hi, void **buf,
+                  unsigned cap);
 
 /* Tests: how many rules this thread read from the tables (cache misses). */
 uint64_t tdm__cfi_rules_read(void);
