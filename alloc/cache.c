@@ -380,6 +380,22 @@ void tdm__cache_block(tdm__cache_device *d, cblock *b)
     tdm__tree_insert(&p->tree, &b->node);
 }
 
+void tdm__cache_split_after(cblock *b, cblock *r, uint64_t size)
+{
+    r->seg = b->seg;
+    r->addr = b->addr + size;
+    r->size = b->size - size;
+    r->stream = b->stream;
+    r->state = TDM_BLOCK_INACTIVE;
+    r->mapped = b->mapped;
+    r->prev = b;
+    r->next = b->next;
+    if (b->next)
+        b->next->prev = r;
+    b->next = r;
+    b->size = size;
+}
+
 /* Hands out `b` (in no tree) for `req`, splitting off the rest when
  * PyTorch would. */
 static void use_block(tdm__cache_device *d, cblock *b, uint64_t size,
@@ -396,18 +412,7 @@ static void use_block(tdm__cache_device *d, cblock *b, uint64_t size,
         cblock *r = tdm__objpool_get(&d->block_pool);
         /* Without host memory for a record, hand out the whole block. */
         if (r != NULL) {
-            r->seg = b->seg;
-            r->addr = b->addr + size;
-            r->size = rest;
-            r->stream = b->stream;
-            r->state = TDM_BLOCK_INACTIVE;
-            r->mapped = 1;
-            r->prev = b;
-            r->next = b->next;
-            if (b->next)
-                b->next->prev = r;
-            b->next = r;
-            b->size = size;
+            tdm__cache_split_after(b, r, size);
             tdm__cache_block(d, r);
         }
     }

@@ -52,14 +52,15 @@ static cblock *new_segment(tdm__cache_device *d, int kind, const tdm__alloc_req 
     uint64_t bytes = round_up((uint64_t)total + (uint64_t)total / SEGMENT_SLACK_DIVISOR, page);
     cseg *s = tdm__objpool_get(&d->seg_pool);
     cblock *b = tdm__objpool_get(&d->block_pool);
-    uint64_t *handles = tdm__meta_map((size_t)(bytes / page) * sizeof *handles);
+    size_t table = (size_t)(bytes / page) * sizeof(uint64_t);
+    uint64_t *handles = tdm__meta_map(table);
     void *base = NULL;
     *st = s && b && handles ? pv->vmm->reserve(pv, d->index, (size_t)bytes, &base)
                             : TDM_HOST_OUT_OF_MEMORY;
     if (*st != TDM_OK) {
         tdm__objpool_put(&d->seg_pool, s);
         tdm__objpool_put(&d->block_pool, b);
-        tdm__meta_unmap(handles, (size_t)(bytes / page) * sizeof *handles);
+        tdm__meta_unmap(handles, table);
         return NULL;
     }
     s->expandable = 1;
@@ -68,6 +69,18 @@ static cblock *new_segment(tdm__cache_device *d, int kind, const tdm__alloc_req 
     tdm__cache_seg_link(d, s, b, (uint64_t)(uintptr_t)base, bytes, kind, req);
     tdm__tree_insert(&tdm__cache_pool(d, kind)->unmapped, &b->node);
     return b;
+}
+
+/* Releases the physical pages of s's page slots [first, first+n) that
+ * hold one (none of them mapped). */
+static void release_handles(tdm__cache_device *d, cseg *s, uint64_t first, uint64_t n)
+{
+    tdm_provider *pv = tdm__alloc_g.prov;
+    for (uint64_t i = first; i < first + n; i++) {
+        if (s->handles[i] != 0)
+            pv->vmm->release(pv, d->index, s->handles[i], (size_t)s->page);
+        s->handles[i] = 0;
+    }
 }
 
 /* Unmaps and releases pages [first, first+n) of s. */
@@ -107,11 +120,9 @@ static cblock *map_block(tdm__cache_device *d, cblock *u, uint64_t want, tdm_sta
     for (*st = TDM_OK; made < n && *st == TDM_OK; made++)
         *st = pv->vmm->create(pv, d->index, (size_t)s->page, &s->handles[first + made]);
     if (*st != TDM_OK) {
-        for (uint64_t i = first; i + 1 < first + made; i++) {
-            pv->vmm->release(pv, d->index, s->handles[i], (size_t)s->page);
-            s->handles[i] = 0;
-        }
+        /* The last create failed: its slot is cleared without a release. */
         s->handles[first + made - 1] = 0;
+        release_handles(d, s, first, made - 1);
         tdm__objpool_put(&d->block_pool, rest);
         return NULL;
     }
@@ -125,26 +136,13 @@ static cblock *map_block(tdm__cache_device *d, cblock *u, uint64_t want, tdm_sta
         *st = pv->vmm->set_access(pv, d->index, (void *)(uintptr_t)u->addr, (size_t)bytes);
     if (*st != TDM_OK) { /* the vendor failed: none of them */
         drop_pages(d, s, first, mapped);
-        for (uint64_t i = first + mapped; i < first + n; i++) {
-            pv->vmm->release(pv, d->index, s->handles[i], (size_t)s->page);
-            s->handles[i] = 0;
-        }
+        release_handles(d, s, first + mapped, n - mapped);
         tdm__objpool_put(&d->block_pool, rest);
         return NULL;
     }
     tdm__tree_remove(&p->unmapped, &u->node);
     if (rest != NULL) {
-        rest->seg = s;
-        rest->addr = u->addr + bytes;
-        rest->size = u->size - bytes;
-        rest->stream = u->stream;
-        rest->state = TDM_BLOCK_INACTIVE;
-        rest->prev = u;
-        rest->next = u->next;
-        if (u->next)
-            u->next->prev = rest;
-        u->next = rest;
-        u->size = bytes;
+        tdm__cache_split_after(u, rest, bytes);
         tdm__tree_insert(&p->unmapped, &rest->node);
     }
     u->mapped = 1;
@@ -165,9 +163,8 @@ static void release_range(tdm__cache_device *d, cseg *s);
 /* Where `size` bytes fit in a segment of the stream: a run of inactive
  * blocks, mapped or not, starting at an unmapped block or the free block
  * just before one (PyTorch's find_expandable_block).  NULL if none. */
-static cblock *find_room(tdm__cache_device *d, cpool *p, uint64_t size, uint64_t stream)
+static cblock *find_room(cpool *p, uint64_t size, uint64_t stream)
 {
-    (void)d;
     cblock key;
     key.stream = stream;
     key.addr = 0;
@@ -193,7 +190,7 @@ cblock *tdm__cache_expand_alloc(tdm__cache_device *d, int kind, uint64_t size,
     cpool *p = tdm__cache_pool(d, kind);
     if (is_retry)
         d->stats.num_alloc_retries++;
-    cblock *c = find_room(d, p, size, req->stream), *fresh = NULL;
+    cblock *c = find_room(p, size, req->stream), *fresh = NULL;
     if (c == NULL && (c = fresh = new_segment(d, kind, req, st)) == NULL)
         return NULL;
     if (!c->mapped && (c = map_block(d, c, size, st)) == NULL) {
@@ -237,14 +234,14 @@ static int cut_free(tdm__cache_device *d, cblock *b, uint64_t size, int low)
     cblock *r = tdm__objpool_get(&d->block_pool);
     if (r == NULL)
         return 0;
-    r->seg = b->seg;
-    r->stream = b->stream;
-    r->state = TDM_BLOCK_INACTIVE;
-    r->mapped = 1;
-    r->size = size;
-    b->size -= size;
     if (low) {
+        r->seg = b->seg;
+        r->stream = b->stream;
+        r->state = TDM_BLOCK_INACTIVE;
+        r->mapped = 1;
+        r->size = size;
         r->addr = b->addr;
+        b->size -= size;
         b->addr += size;
         r->prev = b->prev;
         r->next = b;
@@ -254,12 +251,7 @@ static int cut_free(tdm__cache_device *d, cblock *b, uint64_t size, int low)
             b->seg->first = r;
         b->prev = r;
     } else {
-        r->addr = b->addr + b->size;
-        r->prev = b;
-        r->next = b->next;
-        if (b->next)
-            b->next->prev = r;
-        b->next = r;
+        tdm__cache_split_after(b, r, b->size - size);
     }
     tdm__cache_block(d, r);
     return 1;

@@ -123,6 +123,10 @@ void tdm__cache_seg_link(tdm__cache_device *d, cseg *s, cblock *b, uint64_t addr
                          uint64_t bytes, int kind, const tdm__alloc_req *req);
 /* Takes s out of the device's list and uncounts it. */
 void tdm__cache_seg_unlink(tdm__cache_device *d, cseg *s);
+/* Keeps b's first `size` bytes in b and makes r (a fresh record, in no
+ * tree) the inactive block of the rest, linked after b, mapped or not as
+ * b is. */
+void tdm__cache_split_after(cblock *b, cblock *r, uint64_t size);
 
 /* cache_expand.c: expandable segments */
 /* Sets d->page from the provider; 0 when it lacks virtual memory
