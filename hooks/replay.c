@@ -277,7 +277,7 @@ static int replay(const char *conf, uint64_t capacity, const tdm_replay_op *ops,
             tdm__replay_rec_op(&rec, i);
         if (o->id >= ids)
             continue;
-        switch (o->is_free) {
+        switch (o->kind) {
         case TDM_REPLAY_ALLOC:
             break;
         case TDM_REPLAY_FREE_DEFERRED:

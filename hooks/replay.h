@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* What a request does (tdm_replay_op.is_free). */
+/* What a request does (tdm_replay_op.kind). */
 enum tdm_replay_kind {
     TDM_REPLAY_ALLOC = 0, /* allocate `size` bytes on `stream` as `id` */
     TDM_REPLAY_FREE = 1,  /* free `id`, its block reusable at once */
@@ -34,7 +34,7 @@ typedef struct tdm_replay_op {
     uint64_t id;
     uint64_t size;
     uint64_t stream;
-    uint32_t is_free; /* enum tdm_replay_kind */
+    uint32_t kind; /* enum tdm_replay_kind */
     uint32_t reserved_;
 } tdm_replay_op;
 

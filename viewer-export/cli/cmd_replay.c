@@ -157,12 +157,12 @@ static uint64_t live_floor(const tdm_replay_input *in)
         const tdm_replay_op *o = &in->ops[i];
         if (o->id >= in->ids)
             continue;
-        if (o->is_free == TDM_REPLAY_ALLOC) {
+        if (o->kind == TDM_REPLAY_ALLOC) {
             live -= size[o->id]; /* an id allocated twice: the older one ends */
             size[o->id] = o->size;
             live += o->size;
             most = live > most ? live : most;
-        } else if (o->is_free == TDM_REPLAY_FREE || o->is_free == TDM_REPLAY_FREE_DEFERRED) {
+        } else if (o->kind == TDM_REPLAY_FREE || o->kind == TDM_REPLAY_FREE_DEFERRED) {
             live -= size[o->id];
             size[o->id] = 0;
         }
@@ -180,7 +180,7 @@ static uint64_t roomy_capacity(const tdm_replay_input *in)
 {
     uint64_t sum = 0;
     for (size_t i = 0; i < in->op_count; i++)
-        if (!in->ops[i].is_free)
+        if (in->ops[i].kind == TDM_REPLAY_ALLOC)
             sum += in->ops[i].size < UNLIMITED ? in->ops[i].size : UNLIMITED;
     if (sum > UNLIMITED / 4)
         return UNLIMITED;

@@ -279,7 +279,7 @@ int tdm__replay_input_build(const tdm_snap *snap, int device, tdm_replay_input *
             deferred[id] = 1;
             in->op_times[in->op_count] = e->time_ns;
             in->ops[in->op_count++] =
-                (tdm_replay_op){.id = id, .is_free = TDM_REPLAY_FREE_DEFERRED};
+                (tdm_replay_op){.id = id, .kind = TDM_REPLAY_FREE_DEFERRED};
         } else if (e->action == TDM_ACTION_FREE_COMPLETED) {
             uint64_t id;
             if (map_take(&live, e->addr, &id) != 0) {
@@ -293,7 +293,7 @@ int tdm__replay_input_build(const tdm_snap *snap, int device, tdm_replay_input *
                 kind = run_in_alloc ? TDM_REPLAY_COMPLETE_IN_ALLOC : TDM_REPLAY_COMPLETE;
             }
             in->op_times[in->op_count] = e->time_ns;
-            in->ops[in->op_count++] = (tdm_replay_op){.id = id, .is_free = kind};
+            in->ops[in->op_count++] = (tdm_replay_op){.id = id, .kind = kind};
         }
     }
     free(deferred);
