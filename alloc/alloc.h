@@ -45,6 +45,10 @@ typedef struct tdm__alloc_config {
      * e.g. to write a snapshot when dump_on includes oom.  May be NULL. */
     void (*on_oom)(int device, size_t requested);
     int quiet_oom;            /* nonzero: no OOM line on stderr */
+    /* Tests only: cached blocks kept in one ordered tree per pool (the
+     * former index) instead of size bins; every choice must be the same
+     * (tests/unit/test_alloc_bins.c replays traces through both). */
+    int reference_index;
 } tdm__alloc_config;
 
 void tdm__alloc_config_defaults(tdm__alloc_config *cfg);

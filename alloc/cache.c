@@ -7,8 +7,8 @@
  * are those of PyTorch's CUDACachingAllocator (docs/allocator.md).
  *
  * Invariants (checked by tdm__alloc_check after every test operation):
- * blocks tile each segment; no two inactive neighbours; a pool tree holds
- * exactly its inactive blocks; stats equal the sums over blocks.
+ * blocks tile each segment; no two inactive neighbours; a pool's bins hold
+ * exactly its inactive mapped blocks; stats equal the sums over blocks.
  * Lock: the device mutex, held for the whole of malloc and free (the
  * provider's own lock nests inside it; pointer-map shard locks too).
  * Stacks are captured before it is taken.
@@ -18,17 +18,6 @@
 
 #include "cache_internal.h"
 #include "recorder.h"
-
-static int cmp_block(const tdm__tnode *a, const tdm__tnode *b)
-{
-    const cblock *x = TDM__CONTAINER_OF(a, cblock, node);
-    const cblock *y = TDM__CONTAINER_OF(b, cblock, node);
-    if (x->stream != y->stream)
-        return x->stream < y->stream ? -1 : 1;
-    if (x->size != y->size)
-        return x->size < y->size ? -1 : 1;
-    return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
 
 /* Unmapped ranges of expandable segments: by stream, then address. */
 static int cmp_unmapped(const tdm__tnode *a, const tdm__tnode *b)
@@ -71,8 +60,8 @@ tdm_status tdm__cache_create(void)
         }
         pthread_mutex_init(&d->lock, NULL);
         d->index = i;
-        tdm__tree_init(&d->small.tree, cmp_block);
-        tdm__tree_init(&d->large.tree, cmp_block);
+        tdm__bins_init(&d->small.bins, g->cfg.reference_index);
+        tdm__bins_init(&d->large.bins, g->cfg.reference_index);
         tdm__tree_init(&d->small.unmapped, cmp_unmapped);
         tdm__tree_init(&d->large.unmapped, cmp_unmapped);
         d->small.kind = TDM_POOL_SMALL;
@@ -117,6 +106,8 @@ void tdm__cache_destroy(void)
         }
         for (uint32_t k = 0; k < d->nspare; k++)
             g->prov->streams->marker_destroy(g->prov->streams_ctx, i, d->spare[k]);
+        tdm__bins_destroy(&d->small.bins);
+        tdm__bins_destroy(&d->large.bins);
         tdm__objpool_destroy(&d->block_pool);
         tdm__objpool_destroy(&d->seg_pool);
         pthread_mutex_destroy(&d->lock);
@@ -197,7 +188,7 @@ static void release_segment(tdm__cache_device *d, cblock *b)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
     cseg *s = b->seg;
-    tdm__tree_remove(&tdm__cache_pool(d, s->pool)->tree, &b->node);
+    tdm__bins_remove(&tdm__cache_pool(d, s->pool)->bins, b);
     tdm__cache_seg_unlink(d, s);
     tdm__rec_event(TDM_ACTION_SEGMENT_FREE, d->index, s->addr, s->size, s->size,
                    s->stream, tdm__cache_event_stack(s->stack_id));
@@ -216,13 +207,12 @@ static int whole_segment(const cblock *b)
 /* Releases every cached whole segment of one pool. */
 static void release_pool(tdm__cache_device *d, cpool *p)
 {
-    tdm__tnode *n = tdm__tree_first(&p->tree);
-    while (n != NULL) {
-        tdm__tnode *next = tdm__tree_next(&p->tree, n);
-        cblock *b = TDM__CONTAINER_OF(n, cblock, node);
+    cblock *b = tdm__bins_first(&p->bins);
+    while (b != NULL) {
+        cblock *next = tdm__bins_next(&p->bins, b);
         if (whole_segment(b))
             release_segment(d, b);
-        n = next;
+        b = next;
     }
 }
 
@@ -250,30 +240,24 @@ static int release_oversize(tdm__cache_device *d, cpool *p, uint64_t size,
     uint64_t ms = max_split(), want = size < ms ? ms : size;
     if (ms == UINT64_MAX || tdm__cache_capturing(d, stream))
         return 0;
-    cblock key;
-    key.stream = stream;
-    key.size = want;
-    key.addr = 0;
-    tdm__tnode *n = tdm__tree_find_ge(&p->tree, &key.node);
-    cblock *b = n ? TDM__CONTAINER_OF(n, cblock, node) : NULL;
-    if (b != NULL && b->stream == stream) {
+    cblock *b = tdm__bins_find_ge(&p->bins, stream, want);
+    if (b != NULL) {
         if (!whole_segment(b))
             return 0;
         release_segment(d, b);
         return 1;
     }
     uint64_t released = 0;
-    n = tdm__tree_find_lt(&p->tree, &key.node);
-    while (n != NULL && released < want) {
-        b = TDM__CONTAINER_OF(n, cblock, node);
-        if (b->size < ms || b->stream != stream)
+    b = tdm__bins_find_lt(&p->bins, stream, want);
+    while (b != NULL && released < want) {
+        if (b->size < ms)
             break;
-        tdm__tnode *prev = tdm__tree_prev(&p->tree, n);
+        cblock *prev = tdm__bins_prev_in_stream(&p->bins, b);
         if (whole_segment(b)) {
             released += b->size;
             release_segment(d, b);
         }
-        n = prev;
+        b = prev;
     }
     return released >= want;
 }
@@ -300,8 +284,7 @@ static void garbage_collect(tdm__cache_device *d)
     cpool *p = &d->large;
     double total_age = 0.0;
     size_t freeable = 0;
-    for (tdm__tnode *n = tdm__tree_first(&p->tree); n; n = tdm__tree_next(&p->tree, n)) {
-        cblock *b = TDM__CONTAINER_OF(n, cblock, node);
+    for (cblock *b = tdm__bins_first(&p->bins); b; b = tdm__bins_next(&p->bins, b)) {
         if (whole_segment(b)) {
             total_age += (double)(p->calls - b->gc_base);
             freeable++;
@@ -311,10 +294,9 @@ static void garbage_collect(tdm__cache_device *d)
     while (reclaimed < target && freed && freeable > 0) {
         double age_threshold = total_age / (double)freeable;
         freed = 0;
-        tdm__tnode *n = tdm__tree_first(&p->tree);
-        while (n != NULL) { /* a whole pass, as PyTorch does */
-            tdm__tnode *next = tdm__tree_next(&p->tree, n);
-            cblock *b = TDM__CONTAINER_OF(n, cblock, node);
+        cblock *b = tdm__bins_first(&p->bins);
+        while (b != NULL) { /* a whole pass, as PyTorch does */
+            cblock *next = tdm__bins_next(&p->bins, b);
             double age = (double)(p->calls - b->gc_base);
             if (whole_segment(b) && age >= age_threshold) {
                 freed = 1;
@@ -323,7 +305,7 @@ static void garbage_collect(tdm__cache_device *d)
                 freeable--;
                 release_segment(d, b);
             }
-            n = next;
+            b = next;
         }
     }
 }
@@ -340,27 +322,16 @@ static uint64_t expandable_size(const cblock *b)
 static cblock *get_free_block(cpool *p, uint64_t size, uint64_t stream)
 {
     p->calls++;
-    /* Only the key fields: zeroing a whole block record costs more than
-     * the search on a hit. */
-    cblock key;
-    key.stream = stream;
-    key.size = size;
-    key.addr = 0;
-    tdm__tnode *n = tdm__tree_find_ge(&p->tree, &key.node);
-    if (n == NULL)
+    cblock *b = tdm__bins_find_ge(&p->bins, stream, size);
+    if (b == NULL)
         return NULL;
-    cblock *b = TDM__CONTAINER_OF(n, cblock, node);
     uint64_t ms = max_split();
-    if (b->stream != stream)
-        return NULL;
     /* PyTorch's best fit among expandable blocks: a larger block that can
      * grow less is taken first, keeping the segment's growing end free. */
     while (b->seg->expandable) {
-        tdm__tnode *nx = tdm__tree_next(&p->tree, n);
-        cblock *c = nx ? TDM__CONTAINER_OF(nx, cblock, node) : NULL;
-        if (c == NULL || c->stream != stream || expandable_size(c) >= expandable_size(b))
+        cblock *c = tdm__bins_next_in_stream(&p->bins, b);
+        if (c == NULL || expandable_size(c) >= expandable_size(b))
             break;
-        n = nx;
         b = c;
     }
     /* No oversize block for a small request, and no much-too-large block
@@ -369,7 +340,7 @@ static cblock *get_free_block(cpool *p, uint64_t size, uint64_t stream)
         return NULL;
     if (size >= ms && b->size >= size + TDM__LARGE_BUFFER)
         return NULL;
-    tdm__tree_remove(&p->tree, n);
+    tdm__bins_remove(&p->bins, b);
     return b;
 }
 
@@ -377,7 +348,7 @@ void tdm__cache_block(tdm__cache_device *d, cblock *b)
 {
     cpool *p = tdm__cache_pool(d, b->seg->pool);
     b->gc_base = p->calls;
-    tdm__tree_insert(&p->tree, &b->node);
+    tdm__bins_insert(&p->bins, b);
 }
 
 void tdm__cache_split_after(cblock *b, cblock *r, uint64_t size)
@@ -478,6 +449,11 @@ tdm_status tdm__cache_malloc(const tdm__alloc_req *req, void **out)
     cblock *b = get_free_block(p, size, req->stream);
     tdm_status st = TDM_OK;
     if (b == NULL) {
+        /* The stream's first blocks in this pool need its bins. */
+        if (!tdm__bins_prepare(&p->bins, req->stream)) {
+            pthread_mutex_unlock(&d->lock);
+            return TDM_HOST_OUT_OF_MEMORY;
+        }
         if (g->cfg.garbage_collection_threshold > 0.0 &&
             !tdm__cache_capturing(d, req->stream))
             garbage_collect(d);
@@ -522,7 +498,10 @@ tdm_status tdm__cache_malloc(const tdm__alloc_req *req, void **out)
 void tdm__cache_merge_into(tdm__cache_device *d, cblock *b, cblock *n)
 {
     cpool *p = tdm__cache_pool(d, n->seg->pool);
-    tdm__tree_remove(n->mapped ? &p->tree : &p->unmapped, &n->node);
+    if (n->mapped)
+        tdm__bins_remove(&p->bins, n);
+    else
+        tdm__tree_remove(&p->unmapped, &n->node);
     if (n == b->prev) {
         b->addr = n->addr;
         b->prev = n->prev;

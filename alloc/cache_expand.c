@@ -210,7 +210,7 @@ cblock *tdm__cache_expand_alloc(tdm__cache_device *d, int kind, uint64_t size,
         if ((c = map_block(d, u, need < u->size ? need : u->size, st)) == NULL)
             return NULL; /* pages mapped so far stay cached, as in PyTorch */
     }
-    tdm__tree_remove(&p->tree, &c->node);
+    tdm__bins_remove(&p->bins, c);
     return c;
 }
 
@@ -272,7 +272,7 @@ static void unmap_block(tdm__cache_device *d, cblock *b)
      * (PyTorch synchronizes before unmapping too). */
     if (pv->streams != NULL)
         pv->streams->device_sync(pv->streams_ctx, d->index);
-    tdm__tree_remove(&p->tree, &b->node);
+    tdm__bins_remove(&p->bins, b);
     int low = lo > b->addr;
     if ((low && !cut_free(d, b, lo - b->addr, 1)) ||
         (hi < b->addr + b->size && !cut_free(d, b, b->addr + b->size - hi, 0))) {
@@ -299,15 +299,14 @@ static void unmap_block(tdm__cache_device *d, cblock *b)
 
 void tdm__cache_expand_release(tdm__cache_device *d, cpool *p)
 {
-    tdm__tnode *n = tdm__tree_first(&p->tree);
-    while (n != NULL) {
-        /* Unmapping adds blocks to the tree, but only ones holding no
+    cblock *b = tdm__bins_first(&p->bins);
+    while (b != NULL) {
+        /* Unmapping adds blocks to the bins, but only ones holding no
          * whole page, and removes none but this one. */
-        tdm__tnode *next = tdm__tree_next(&p->tree, n);
-        cblock *b = TDM__CONTAINER_OF(n, cblock, node);
+        cblock *next = tdm__bins_next(&p->bins, b);
         if (b->seg->expandable)
             unmap_block(d, b);
-        n = next;
+        b = next;
     }
 }
 

@@ -6,7 +6,8 @@
  * the large pool); a segment is tiled by blocks in address order, linked
  * prev/next.  A block is allocated (in the pointer map), pending free
  * (freed while other streams still use it; on the device's pending list)
- * or inactive (cached: in its pool's tree keyed (stream, size, address)).
+ * or inactive (cached: in its pool's bins, cache_bins.c, ordered by
+ * (stream, size, address)).
  * An expandable segment (alloc/cache_expand.c) is a reserved address range
  * whose blocks tile all of it: mapped ones as above, and unmapped ones
  * (inactive, page-aligned, in their pool's `unmapped` tree keyed
@@ -75,8 +76,21 @@ struct cseg {
     uint64_t *handles;           /* expandable: page i's handle, 0 = unmapped */
 };
 
+typedef struct cbin_stream cbin_stream;
+
+/* A pool's cached blocks by (stream, size, address): per stream, size
+ * bins with a bitmap (cache_bins.c). */
+typedef struct cbins {
+    cbin_stream **streams;       /* sorted by stream id */
+    uint32_t nstreams, cap;
+    cbin_stream *last;           /* the stream looked up last */
+    size_t count;                /* blocks held */
+    int reference;               /* the tree below holds them instead */
+    tdm__tree ref;
+} cbins;
+
 typedef struct cpool {
-    tdm__tree tree;              /* inactive blocks, (stream, size, addr) */
+    cbins bins;                  /* inactive mapped blocks */
     tdm__tree unmapped;          /* unmapped blocks, (stream, addr) */
     uint64_t calls;              /* get_free_block calls: the GC's clock */
     uint8_t kind;                /* TDM_POOL_SMALL / TDM_POOL_LARGE */
@@ -108,6 +122,27 @@ static inline int tdm__cache_expandable(const tdm__cache_device *d, int kind)
 {
     return d->page[kind == TDM_POOL_LARGE] != 0;
 }
+
+/* cache_bins.c: the (stream, size, address) order of cached blocks */
+void tdm__bins_init(cbins *bs, int reference);
+void tdm__bins_destroy(cbins *bs);
+/* Makes room for the stream's blocks; 0 without host memory.  Must
+ * precede the first insert of a block of that stream. */
+int tdm__bins_prepare(cbins *bs, uint64_t stream);
+void tdm__bins_insert(cbins *bs, cblock *b);
+void tdm__bins_remove(cbins *bs, cblock *b);
+/* The stream's first block at or after (size, address 0): best fit. */
+cblock *tdm__bins_find_ge(cbins *bs, uint64_t stream, uint64_t size);
+/* The stream's last block before (size, address 0). */
+cblock *tdm__bins_find_lt(cbins *bs, uint64_t stream, uint64_t size);
+/* The neighbours of b (which may have left the bins) in its stream. */
+cblock *tdm__bins_next_in_stream(cbins *bs, const cblock *b);
+cblock *tdm__bins_prev_in_stream(cbins *bs, const cblock *b);
+/* Every block, streams in ascending order. */
+cblock *tdm__bins_first(cbins *bs);
+cblock *tdm__bins_next(cbins *bs, const cblock *b);
+/* Whether b is in the bins, where its key says. */
+int tdm__bins_holds(cbins *bs, const cblock *b);
 
 /* cache.c */
 void tdm__cache_free_block(tdm__cache_device *d, cblock *b, uint32_t es);

@@ -294,10 +294,7 @@ static tdm_status check_cache(int device, char *msg, size_t msg_len)
                 if (b->requested != 0 || b->nuses != 0)
                     FAIL("inactive block %#llx keeps a request or uses",
                          (unsigned long long)b->addr);
-                cblock key = *b;
-                tdm__tnode *n = tdm__tree_find_ge(&tdm__cache_pool(d, s->pool)->tree,
-                                                  &key.node);
-                if (n != &b->node)
+                if (!tdm__bins_holds(&tdm__cache_pool(d, s->pool)->bins, b))
                     FAIL("inactive block %#llx missing from its pool",
                          (unsigned long long)b->addr);
                 continue;
@@ -343,9 +340,9 @@ static tdm_status check_cache(int device, char *msg, size_t msg_len)
         FAIL("segment count %zu, list holds %zu", d->nsegs, nsegs);
     if (nblocks != d->block_pool.live)
         FAIL("%zu block records out, %zu in segments", d->block_pool.live, nblocks);
-    if (d->small.tree.count != inactive[0] || d->large.tree.count != inactive[1])
+    if (d->small.bins.count != inactive[0] || d->large.bins.count != inactive[1])
         FAIL("pool trees hold %zu+%zu blocks, segments %zu+%zu inactive",
-             d->small.tree.count, d->large.tree.count, inactive[0], inactive[1]);
+             d->small.bins.count, d->large.bins.count, inactive[0], inactive[1]);
     if (d->small.unmapped.count != unmapped[0] || d->large.unmapped.count != unmapped[1])
         FAIL("unmapped trees hold %zu+%zu blocks, segments %zu+%zu",
              d->small.unmapped.count, d->large.unmapped.count, unmapped[0], unmapped[1]);

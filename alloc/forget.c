@@ -37,8 +37,8 @@ static void cache_forget(tdm__cache_device *d)
     tdm__objpool_destroy(&d->seg_pool);
     tdm__objpool_init(&d->block_pool, sizeof(cblock));
     tdm__objpool_init(&d->seg_pool, sizeof(cseg));
-    tdm__tree_init(&d->small.tree, d->small.tree.cmp);
-    tdm__tree_init(&d->large.tree, d->large.tree.cmp);
+    tdm__bins_destroy(&d->small.bins); /* the child's copies of the bins */
+    tdm__bins_destroy(&d->large.bins);
     tdm__tree_init(&d->small.unmapped, d->small.unmapped.cmp);
     tdm__tree_init(&d->large.unmapped, d->large.unmapped.cmp);
     d->small.calls = 0;
