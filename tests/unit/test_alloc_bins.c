@@ -1,0 +1,283 @@
+/* tests/unit/test_alloc_bins.c: the caching allocator's size bins make
+ * exactly the choices of the ordered tree they replaced.
+ *
+ * Every trace of shared/traces and bench/traces, and a seeded random
+ * workload, run twice — once through the bins, once with
+ * `reference_index` (the one (stream, size, address) tree per pool) —
+ * under several settings (default; several streams; max_split_size with
+ * garbage collection on a small device, so that oversize release, GC and
+ * the out-of-memory retry run; expandable segments; roundup divisions).
+ * After every operation both runs must agree on the status, the address
+ * handed out (as an offset from the run's first), reserved and allocated
+ * bytes and the segment count.
+ *
+ * Traces: $TDM_TRACES_DIR, else ../shared/traces beside the repository,
+ * and the repository's bench/traces.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+
+#include "alloc.h"
+
+#define MiB ((uint64_t)1 << 20)
+#define GiB ((uint64_t)1 << 30)
+
+typedef struct request {
+    uint32_t id;
+    uint8_t kind; /* 0 alloc, 1 free, 2 empty_cache */
+    uint64_t size;
+} request;
+
+typedef struct workload {
+    request *r;
+    size_t n, cap;
+    uint32_t ids;
+} workload;
+
+/* What one operation left behind. */
+typedef struct step {
+    int status;
+    uint64_t offset; /* address handed out - the run's first address */
+    int64_t reserved, allocated, segments;
+} step;
+
+typedef struct setting {
+    const char *name;
+    uint64_t capacity;
+    int streams; /* requests spread over this many streams */
+    uint64_t max_split_size;
+    double gc;
+    int expandable;
+    uint32_t divisions;
+} setting;
+
+static void push(workload *w, uint32_t id, uint8_t kind, uint64_t size)
+{
+    if (w->n == w->cap) {
+        w->cap = w->cap ? w->cap * 2 : 1024;
+        w->r = realloc(w->r, w->cap * sizeof *w->r);
+        assert_non_null(w->r);
+    }
+    w->r[w->n++] = (request){.id = id, .kind = kind, .size = size};
+    if (id + 1 > w->ids)
+        w->ids = id + 1;
+}
+
+/* A trace CSV's alloc and free rows, ids made dense. */
+static int load_trace(const char *path, workload *w)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    size_t cap = 1 << 16;
+    uint32_t *dense = calloc(cap, sizeof *dense), next = 0;
+    assert_non_null(dense);
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        char action[16];
+        unsigned long long t, id, size;
+        if (line[0] == '#' || sscanf(line, "%15[^,],%llu,%llu,%llu", action, &t, &id,
+                                     &size) != 4)
+            continue;
+        while (id >= cap) {
+            dense = realloc(dense, cap * 2 * sizeof *dense);
+            assert_non_null(dense);
+            memset(dense + cap, 0, cap * sizeof *dense);
+            cap *= 2;
+        }
+        if (strcmp(action, "alloc") == 0) {
+            dense[id] = ++next;
+            push(w, dense[id] - 1, 0, size);
+        } else if (strcmp(action, "free") == 0 && dense[id] != 0) {
+            push(w, dense[id] - 1, 1, 0);
+            dense[id] = 0;
+        }
+    }
+    fclose(f);
+    free(dense);
+    return 1;
+}
+
+/* Seeded: sizes log-uniform over 1 B .. 256 MiB, frees of random live
+ * ids, an empty_cache now and then. */
+static void random_workload(workload *w, unsigned seed, size_t ops)
+{
+    enum { SLOTS = 200 };
+    int live[SLOTS] = {0};
+    uint32_t id_of[SLOTS], next = 0;
+    for (size_t i = 0; i < ops; i++) {
+        unsigned k = (unsigned)rand_r(&seed) % SLOTS;
+        unsigned r = (unsigned)rand_r(&seed) % 100;
+        if (r == 0) {
+            push(w, 0, 2, 0);
+        } else if (!live[k]) {
+            unsigned bits = (unsigned)rand_r(&seed) % 29;
+            uint64_t size = ((uint64_t)1 << bits) + (uint64_t)rand_r(&seed) % ((uint64_t)1 << bits);
+            id_of[k] = next++;
+            push(w, id_of[k], 0, size);
+            live[k] = 1;
+        } else {
+            push(w, id_of[k], 1, 0);
+            live[k] = 0;
+        }
+    }
+}
+
+static step *run(const workload *w, const setting *set, int reference)
+{
+    tdm__alloc_config cfg;
+    tdm__alloc_config_defaults(&cfg);
+    cfg.device_capacity = set->capacity;
+    cfg.max_split_size = set->max_split_size;
+    cfg.garbage_collection_threshold = set->gc;
+    cfg.expandable_segments = set->expandable;
+    for (int i = 0; i < TDM_ROUNDUP_INTERVALS; i++)
+        cfg.roundup_power2_divisions[i] = set->divisions;
+    cfg.quiet_oom = 1;
+    cfg.reference_index = reference;
+    tdm__alloc_reset_for_tests();
+    assert_int_equal(tdm__alloc_configure(&cfg), TDM_OK);
+    step *out = calloc(w->n, sizeof *out);
+    void **ptr = calloc(w->ids, sizeof *ptr);
+    assert_non_null(out);
+    assert_non_null(ptr);
+    uint64_t first = 0;
+    for (size_t i = 0; i < w->n; i++) {
+        const request *r = &w->r[i];
+        step *s = &out[i];
+        if (r->kind == 0) {
+            tdm_stream stream = (tdm_stream)(uintptr_t)(r->id % (uint32_t)set->streams);
+            s->status = tdm_malloc(&ptr[r->id], r->size, 0, stream);
+            if (s->status == TDM_OK) {
+                if (first == 0)
+                    first = (uint64_t)(uintptr_t)ptr[r->id];
+                s->offset = (uint64_t)(uintptr_t)ptr[r->id] - first;
+            }
+        } else if (r->kind == 1) {
+            s->status = ptr[r->id] != NULL ? tdm_free(ptr[r->id]) : TDM_OK;
+            ptr[r->id] = NULL;
+        } else {
+            s->status = tdm_empty_cache(0);
+        }
+        tdm_stats st = {.size = sizeof st};
+        assert_int_equal(tdm_memory_stats(0, &st), TDM_OK);
+        s->reserved = st.reserved_bytes.current;
+        s->allocated = st.allocated_bytes.current;
+        s->segments = st.segment.current;
+    }
+    char msg[256] = "";
+    if (tdm__alloc_check(0, msg, sizeof msg) != TDM_OK)
+        fail_msg("%s (%s): %s", set->name, reference ? "tree" : "bins", msg);
+    free(ptr);
+    tdm__alloc_reset_for_tests();
+    return out;
+}
+
+/* Both indexes, step by step; returns the OOMs seen (to show the
+ * settings reach the paths they are meant to). */
+static size_t compare(const char *what, const workload *w, const setting *set)
+{
+    step *bins = run(w, set, 0);
+    step *tree = run(w, set, 1);
+    size_t ooms = 0;
+    for (size_t i = 0; i < w->n; i++) {
+        const step *a = &bins[i], *b = &tree[i];
+        if (a->status != b->status || a->offset != b->offset || a->reserved != b->reserved ||
+            a->allocated != b->allocated || a->segments != b->segments)
+            fail_msg("%s, %s, step %zu: bins status %d offset %#llx reserved %lld allocated "
+                     "%lld segments %lld; tree status %d offset %#llx reserved %lld "
+                     "allocated %lld segments %lld",
+                     what, set->name, i, a->status, (unsigned long long)a->offset,
+                     (long long)a->reserved, (long long)a->allocated, (long long)a->segments,
+                     b->status, (unsigned long long)b->offset, (long long)b->reserved,
+                     (long long)b->allocated, (long long)b->segments);
+        ooms += a->status == TDM_OUT_OF_MEMORY;
+    }
+    free(bins);
+    free(tree);
+    return ooms;
+}
+
+static const setting settings[] = {
+    {"default", 16 * GiB, 1, 0, 0.0, 0, 0},
+    {"3 streams", 16 * GiB, 3, 0, 0.0, 0, 0},
+    {"max_split_size 40 MiB, gc 0.5, 1 GiB device", 1 * GiB, 2, 40 * MiB, 0.5, 0, 0},
+    {"expandable segments, 2 streams", 16 * GiB, 2, 0, 0.0, 1, 0},
+    {"roundup_power2_divisions 4, 512 MiB device", 512 * MiB, 1, 0, 0.0, 0, 4},
+};
+#define NSETTINGS (sizeof settings / sizeof settings[0])
+
+static int replay_dir(const char *dir)
+{
+    DIR *dp = opendir(dir);
+    if (dp == NULL)
+        return 0;
+    int traces = 0;
+    struct dirent *e;
+    while ((e = readdir(dp)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (n < 5 || strcmp(e->d_name + n - 4, ".csv") != 0)
+            continue;
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        workload w = {0};
+        assert_true(load_trace(path, &w));
+        assert_true(w.n > 0);
+        for (size_t s = 0; s < NSETTINGS; s++)
+            compare(e->d_name, &w, &settings[s]);
+        print_message("%s: %zu operations, the same under %zu settings\n", e->d_name, w.n,
+                      NSETTINGS);
+        free(w.r);
+        traces++;
+    }
+    closedir(dp);
+    return traces;
+}
+
+static void test_traces(void **state)
+{
+    (void)state;
+    char buf[1024];
+    const char *env = getenv("TDM_TRACES_DIR");
+    int traces = 0;
+    if (env && *env) {
+        traces += replay_dir(env);
+    } else {
+        snprintf(buf, sizeof buf, "%s/../../../shared/traces", TDM_TEST_DATA_DIR);
+        traces += replay_dir(buf);
+    }
+    snprintf(buf, sizeof buf, "%s/../../bench/traces", TDM_TEST_DATA_DIR);
+    int own = replay_dir(buf);
+    assert_true(own > 0); /* the repository's own traces are always there */
+    print_message("%d traces\n", traces + own);
+}
+
+static void test_random(void **state)
+{
+    (void)state;
+    workload w = {0};
+    random_workload(&w, 12345, 30000);
+    size_t ooms = 0;
+    for (size_t s = 0; s < NSETTINGS; s++)
+        ooms += compare("random", &w, &settings[s]);
+    print_message("random: %zu operations, %zu out of memory\n", w.n, ooms);
+    assert_true(ooms > 0); /* the small devices did run out */
+    free(w.r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_traces),
+        cmocka_unit_test(test_random),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
