@@ -573,12 +573,14 @@ TDM_API tdm_status tdm_record_stream(void *ptr, tdm_stream stream)
         return TDM_INVALID_ARGUMENT;
     if (!atomic_load_explicit(&tdm__alloc_g.ready, memory_order_acquire))
         return TDM_UNKNOWN_POINTER;
-    tdm__ptr_rec rec;
     uint64_t key = (uint64_t)(uintptr_t)ptr;
-    tdm_status st = tdm__ptrmap_get(&tdm__alloc_g.map, key, &rec);
-    if (st != TDM_OK || tdm__alloc_g.mode != TDM__MODE_CACHE)
-        return st; /* pass-through memory is freed at once: nothing to wait on */
-    return tdm__cache_record_stream(key, &rec, stream);
+    if (tdm__alloc_g.mode != TDM__MODE_CACHE) {
+        /* pass-through memory is freed at once: nothing to wait on */
+        tdm__ptr_rec rec;
+        return tdm__ptrmap_get(&tdm__alloc_g.map, key, &rec);
+    }
+    int device = tdm__cache_device_of(key);
+    return device < 0 ? TDM_UNKNOWN_POINTER : tdm__cache_record_stream(key, device, stream);
 }
 
 TDM_API tdm_status tdm_stream_synchronize(tdm_stream stream)
@@ -613,9 +615,8 @@ static tdm_status alloc_tag(uint64_t key, uint8_t category)
     if (!atomic_load_explicit(&tdm__alloc_g.ready, memory_order_acquire))
         return TDM_UNKNOWN_POINTER;
     if (tdm__alloc_g.mode == TDM__MODE_CACHE) {
-        tdm__ptr_rec rec;
-        tdm_status st = tdm__ptrmap_get(&tdm__alloc_g.map, key, &rec);
-        return st != TDM_OK ? st : tdm__cache_tag(&rec, category);
+        int device = tdm__cache_device_of(key);
+        return device < 0 ? TDM_UNKNOWN_POINTER : tdm__cache_tag(key, device, category);
     }
     return tdm__ptrmap_set_category(&tdm__alloc_g.map, key, category);
 }

@@ -164,10 +164,12 @@ void tdm__cache_reset_peaks(int device);
 /* pool_stats (may be NULL) gets each device's small and large pool stats,
  * with visitor->ctx, right after visitor->stats. */
 void tdm__cache_visit(const tdm__state_visitor *visitor, tdm__pool_stats_fn pool_stats);
-tdm_status tdm__cache_tag(const tdm__ptr_rec *rec, uint8_t category);
+/* The device of live allocation ptr, -1 if none (looked up again under
+ * the device lock by the two below). */
+int tdm__cache_device_of(uint64_t ptr);
+tdm_status tdm__cache_tag(uint64_t ptr, int device, uint8_t category);
 tdm_status tdm__cache_empty(int device);
-tdm_status tdm__cache_record_stream(uint64_t ptr, const tdm__ptr_rec *rec,
-                                    tdm_stream stream);
+tdm_status tdm__cache_record_stream(uint64_t ptr, int device, tdm_stream stream);
 void tdm__cache_sync(int device, int all_streams, tdm_stream stream);
 /* The device lock of `device` (fork handlers). */
 pthread_mutex_t *tdm__cache_lock_of(int device);

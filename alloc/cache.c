@@ -58,7 +58,10 @@ tdm_status tdm__cache_create(void)
             tdm__cache_destroy();
             return TDM_HOST_OUT_OF_MEMORY;
         }
-        pthread_mutex_init(&d->lock, NULL);
+        pthread_mutexattr_t ma;
+        pthread_mutexattr_init(&ma);
+        pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+        pthread_mutex_init(&d->lock, &ma);
         d->index = i;
         tdm__bins_init(&d->small.bins, g->cfg.reference_index);
         tdm__bins_init(&d->large.bins, g->cfg.reference_index);
@@ -108,6 +111,7 @@ void tdm__cache_destroy(void)
             g->prov->streams->marker_destroy(g->prov->streams_ctx, i, d->spare[k]);
         tdm__bins_destroy(&d->small.bins);
         tdm__bins_destroy(&d->large.bins);
+        tdm__cmap_destroy(&d->map);
         tdm__objpool_destroy(&d->block_pool);
         tdm__objpool_destroy(&d->seg_pool);
         pthread_mutex_destroy(&d->lock);
@@ -400,6 +404,18 @@ static void use_block(tdm__cache_device *d, cblock *b, uint64_t size,
                    b->stream, tdm__cache_event_stack(req->stack_id));
 }
 
+/* With several devices, the process-wide pointer map tells tdm_free
+ * which device a pointer is on; 0 without host memory for it. */
+static int index_device(const cblock *b, int device)
+{
+    tdm__alloc_global *g = &tdm__alloc_g;
+    if (g->device_count == 1)
+        return 1;
+    tdm__ptr_rec rec = {.size = b->size, .requested = b->requested, .stream = b->stream,
+                        .block = (void *)b, .device = (int16_t)device};
+    return tdm__ptrmap_insert(&g->map, b->addr, &rec) == TDM_OK;
+}
+
 static __attribute__((noinline)) tdm_status
 cache_oom(tdm__cache_device *d, const tdm__alloc_req *req, uint64_t rounded)
 {
@@ -473,19 +489,16 @@ tdm_status tdm__cache_malloc(const tdm__alloc_req *req, void **out)
         }
     }
     use_block(d, b, size, req);
-    tdm__ptr_rec rec = {.size = b->size, .requested = req->size,
-                        .stream = req->stream, .block = b,
-                        .device = (int16_t)req->device};
-    st = tdm__ptrmap_insert(&g->map, b->addr, &rec);
-    if (st != TDM_OK) {
+    if (!tdm__cmap_put(&d->map, b) || !index_device(b, req->device)) {
         /* No host memory for the map: undo, as if never handed out. */
+        tdm__cmap_take(&d->map, b->addr);
         tdm__rec_event(TDM_ACTION_FREE_REQUESTED, d->index, b->addr, req->size,
                        req->size, b->stream, 0);
         tdm__stat_add(&d->stats, b->seg->pool, TDM__ST_ALLOCATION, -1);
         tdm__stat_add(&d->stats, b->seg->pool, TDM__ST_ALLOCATED_BYTES, -(int64_t)b->size);
         tdm__cache_free_block(d, b, 0);
         pthread_mutex_unlock(&d->lock);
-        return st == TDM_INVALID_ARGUMENT ? TDM_INTERNAL : st;
+        return TDM_HOST_OUT_OF_MEMORY;
     }
     pthread_mutex_unlock(&d->lock);
     *out = (void *)(uintptr_t)b->addr;
@@ -559,18 +572,16 @@ tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack, int on
     tdm__alloc_global *g = &tdm__alloc_g;
     tdm__cache_device *d = g->cache[device];
     pthread_mutex_lock(&d->lock);
-    /* Under the device lock the map is authoritative for this device: a
-     * racing free of the same pointer finds it gone here. */
-    tdm__ptr_rec rec;
-    if (tdm__ptrmap_remove(&g->map, ptr, &rec) != TDM_OK) {
+    /* Under the device lock its map is authoritative: a racing free of
+     * the same pointer finds it gone here. */
+    cblock *b = tdm__cmap_take(&d->map, ptr);
+    if (b == NULL) {
         pthread_mutex_unlock(&d->lock);
         return TDM_UNKNOWN_POINTER;
     }
-    cblock *b = rec.block;
-    if (rec.device != device) { /* cannot happen: the caller looked it up */
-        tdm__ptrmap_insert(&g->map, ptr, &rec);
-        pthread_mutex_unlock(&d->lock);
-        return TDM_INTERNAL;
+    if (g->device_count > 1) {
+        tdm__ptr_rec rec;
+        tdm__ptrmap_remove(&g->map, ptr, &rec);
     }
     int kind = b->seg->pool;
     uint32_t es = 0;

@@ -89,6 +89,14 @@ typedef struct cbins {
     tdm__tree ref;
 } cbins;
 
+typedef struct cmap_slot cmap_slot;
+
+/* A device's allocated blocks by address (cache_map.c). */
+typedef struct cmap {
+    cmap_slot *slots;            /* [cap], a power of two; NULL when empty */
+    size_t cap, count;
+} cmap;
+
 typedef struct cpool {
     cbins bins;                  /* inactive mapped blocks */
     tdm__tree unmapped;          /* unmapped blocks, (stream, addr) */
@@ -100,6 +108,7 @@ struct tdm__cache_device {
     pthread_mutex_t lock;
     int index;
     cpool small, large;
+    cmap map;                    /* allocated blocks by address */
     cseg *segs;                  /* all segments, newest first */
     size_t nsegs;
     cblock *pending;             /* pending-free blocks */
@@ -143,6 +152,14 @@ cblock *tdm__bins_first(cbins *bs);
 cblock *tdm__bins_next(cbins *bs, const cblock *b);
 /* Whether b is in the bins, where its key says. */
 int tdm__bins_holds(cbins *bs, const cblock *b);
+
+/* cache_map.c: allocated blocks by address */
+/* 0 without host memory for a larger table. */
+int tdm__cmap_put(cmap *m, cblock *b);
+cblock *tdm__cmap_get(const cmap *m, uint64_t addr);
+/* Removes and returns the block at addr; NULL if none. */
+cblock *tdm__cmap_take(cmap *m, uint64_t addr);
+void tdm__cmap_destroy(cmap *m);
 
 /* cache.c */
 void tdm__cache_free_block(tdm__cache_device *d, cblock *b, uint32_t es);

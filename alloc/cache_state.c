@@ -51,35 +51,37 @@ void tdm__cache_sync(int device, int all_streams, tdm_stream stream)
     pthread_mutex_unlock(&d->lock);
 }
 
-/* The block of live allocation `ptr`, looked up again under the device
- * lock (only then is the map authoritative); NULL if it is not live. */
-static cblock *live_block(uint64_t ptr)
+int tdm__cache_device_of(uint64_t ptr)
 {
-    tdm__ptr_rec rec;
-    if (tdm__ptrmap_get(&tdm__alloc_g.map, ptr, &rec) != TDM_OK)
-        return NULL;
-    return rec.block;
+    tdm__alloc_global *g = &tdm__alloc_g;
+    if (g->device_count > 1) {
+        tdm__ptr_rec rec;
+        return tdm__ptrmap_get(&g->map, ptr, &rec) == TDM_OK ? rec.device : -1;
+    }
+    tdm__cache_device *d = dev(0);
+    pthread_mutex_lock(&d->lock);
+    int live = tdm__cmap_get(&d->map, ptr) != NULL;
+    pthread_mutex_unlock(&d->lock);
+    return live ? 0 : -1;
 }
 
-tdm_status tdm__cache_tag(const tdm__ptr_rec *seen, uint8_t category)
+tdm_status tdm__cache_tag(uint64_t ptr, int device, uint8_t category)
 {
-    tdm__cache_device *d = dev(seen->device);
-    cblock *b = seen->block;
+    tdm__cache_device *d = dev(device);
     pthread_mutex_lock(&d->lock);
-    /* The block may have been freed since the caller looked: check. */
-    tdm_status st = live_block(b->addr) == b ? TDM_OK : TDM_UNKNOWN_POINTER;
-    if (st == TDM_OK)
+    /* The block may have been freed since the caller looked: look again. */
+    cblock *b = tdm__cmap_get(&d->map, ptr);
+    if (b != NULL)
         atomic_store_explicit(&b->category, category, memory_order_relaxed);
     pthread_mutex_unlock(&d->lock);
-    return st;
+    return b != NULL ? TDM_OK : TDM_UNKNOWN_POINTER;
 }
 
-tdm_status tdm__cache_record_stream(uint64_t ptr, const tdm__ptr_rec *seen,
-                                    tdm_stream stream)
+tdm_status tdm__cache_record_stream(uint64_t ptr, int device, tdm_stream stream)
 {
-    tdm__cache_device *d = dev(seen->device);
+    tdm__cache_device *d = dev(device);
     pthread_mutex_lock(&d->lock);
-    cblock *b = live_block(ptr);
+    cblock *b = tdm__cmap_get(&d->map, ptr);
     tdm_status st = TDM_OK;
     if (b == NULL) {
         st = TDM_UNKNOWN_POINTER;
@@ -227,7 +229,8 @@ static tdm_status check_cache(int device, char *msg, size_t msg_len)
     tdm_status st = TDM_OK;
     int64_t sum[3][TDM__ST_COUNT];
     memset(sum, 0, sizeof sum);
-    size_t inactive[2] = {0, 0}, unmapped[2] = {0, 0}, nsegs = 0, nblocks = 0, npending = 0;
+    size_t inactive[2] = {0, 0}, unmapped[2] = {0, 0}, nsegs = 0, nblocks = 0, npending = 0,
+           nallocated = 0;
     pthread_mutex_lock(&d->lock);
     for (cseg *s = d->segs; s != NULL; s = s->next) {
         int pk = s->pool == TDM_POOL_SMALL ? 1 : 2;
@@ -305,9 +308,12 @@ static tdm_status check_cache(int device, char *msg, size_t msg_len)
             if (b->state == TDM_BLOCK_ACTIVE_ALLOCATED) {
                 one[TDM__ST_ALLOCATION] = 1;
                 one[TDM__ST_ALLOCATED_BYTES] = (int64_t)b->size;
+                nallocated++;
                 tdm__ptr_rec rec;
-                if (tdm__ptrmap_get(&g->map, b->addr, &rec) != TDM_OK ||
-                    rec.block != b || rec.device != device)
+                if (tdm__cmap_get(&d->map, b->addr) != b ||
+                    (g->device_count > 1 &&
+                     (tdm__ptrmap_get(&g->map, b->addr, &rec) != TDM_OK ||
+                      rec.block != b || rec.device != device)))
                     FAIL("allocated block %#llx not in the pointer map",
                          (unsigned long long)b->addr);
                 if (b->requested > b->size)
@@ -355,6 +361,8 @@ static tdm_status check_cache(int device, char *msg, size_t msg_len)
     }
     if (listed != npending)
         FAIL("pending list holds %zu, segments %zu", listed, npending);
+    if (d->map.count != nallocated)
+        FAIL("pointer map holds %zu blocks, segments %zu allocated", d->map.count, nallocated);
     if (waiting != d->nwaiting)
         FAIL("%zu pending blocks wait on markers, counted %u", waiting, d->nwaiting);
     for (int p = 0; p < 3; p++)

@@ -211,12 +211,12 @@ __attribute__((noinline)) tdm_status tdm__alloc_free_on_stream(void *ptr, tdm_st
 __attribute__((noinline)) tdm_status tdm__alloc_free_synchronized(void *ptr, unsigned skip)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
-    tdm__ptr_rec rec;
+    int device = -1;
     if (ptr != NULL && atomic_load_explicit(&g->ready, memory_order_acquire) &&
         g->mode == TDM__MODE_CACHE && g->prov->streams != NULL &&
-        tdm__ptrmap_get(&g->map, (uint64_t)(uintptr_t)ptr, &rec) == TDM_OK &&
-        !tdm__cache_capturing(g->cache[rec.device], 0))
-        g->prov->streams->device_sync(g->prov->streams_ctx, rec.device);
+        (device = tdm__cache_device_of((uint64_t)(uintptr_t)ptr)) >= 0 &&
+        !tdm__cache_capturing(g->cache[device], 0))
+        g->prov->streams->device_sync(g->prov->streams_ctx, device);
     tdm_status st = tdm__alloc_free_as(ptr, skip + 1, 0, 0);
     __asm__ volatile("" ::: "memory");
     return st;

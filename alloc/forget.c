@@ -39,6 +39,7 @@ static void cache_forget(tdm__cache_device *d)
     tdm__objpool_init(&d->seg_pool, sizeof(cseg));
     tdm__bins_destroy(&d->small.bins); /* the child's copies of the bins */
     tdm__bins_destroy(&d->large.bins);
+    tdm__cmap_destroy(&d->map);
     tdm__tree_init(&d->small.unmapped, d->small.unmapped.cmp);
     tdm__tree_init(&d->large.unmapped, d->large.unmapped.cmp);
     d->small.calls = 0;

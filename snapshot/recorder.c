@@ -259,9 +259,8 @@ void tdm__rec_event_at(uint64_t time_ns, uint8_t category, unsigned action,
                          (uint8_t)action, category));
 }
 
-void tdm__rec_event(unsigned action, int device, uint64_t addr,
-                    uint64_t size, uint64_t requested, uint64_t stream,
-                    uint32_t stack_id)
+void tdm__rec_event_now(unsigned action, int device, uint64_t addr, uint64_t size,
+                        uint64_t requested, uint64_t stream, uint32_t stack_id)
 {
     tdm__rec_event_at(0, current_category(), action, device, addr, size,
                       requested, stream, stack_id);

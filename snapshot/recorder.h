@@ -73,12 +73,19 @@ static inline int tdm__rec_events_carry_stacks(void)
            TDM_CONTEXT_ALLOC;
 }
 
+void tdm__rec_event_now(unsigned action, int device, uint64_t addr, uint64_t size,
+                        uint64_t requested, uint64_t stream, uint32_t stack_id);
 /* Records one event now: a tdm_action, or a compound ring entry
  * (TDM__ACTION_SEGMENT_ALLOC_ALLOC, TDM__ACTION_FREE_SEGMENT_FREE).  A no-op
- * when recording is off. */
-void tdm__rec_event(unsigned action, int device, uint64_t addr,
-                    uint64_t size, uint64_t requested, uint64_t stream,
-                    uint32_t stack_id);
+ * when no history is kept (only TDM_RECORD_ALL has a ring): inline, so
+ * that an allocator that records nothing makes no call per event. */
+static inline void tdm__rec_event(unsigned action, int device, uint64_t addr,
+                                  uint64_t size, uint64_t requested, uint64_t stream,
+                                  uint32_t stack_id)
+{
+    if (atomic_load_explicit(&tdm__rec.mode, memory_order_relaxed) == TDM_RECORD_ALL)
+        tdm__rec_event_now(action, device, addr, size, requested, stream, stack_id);
+}
 /* The same with the time and category the caller already has (an
  * allocation's record holds both): one clock read and one thread-local
  * lookup fewer on the hooks' hot path. */

@@ -603,9 +603,14 @@ static void test_checker_catches_corruption(void **state)
     assert_non_null(strstr(msg, "stat"));
     d->stats.st[0][TDM__ST_ALLOCATED_BYTES].current -= 512;
     check();
-    tdm__ptr_rec rec;
-    assert_int_equal(tdm__ptrmap_get(&tdm__alloc_g.map, (uintptr_t)b, &rec), TDM_OK);
-    cblock *blk = rec.block;
+    cblock *blk = tdm__cmap_get(&d->map, (uintptr_t)b);
+    assert_non_null(blk);
+    /* An allocated block missing from the device's pointer map. */
+    assert_ptr_equal(tdm__cmap_take(&d->map, (uintptr_t)b), blk);
+    assert_int_equal(tdm__alloc_check(0, msg, sizeof msg), TDM_INTERNAL);
+    assert_non_null(strstr(msg, "pointer map"));
+    assert_int_equal(tdm__cmap_put(&d->map, blk), 1);
+    check();
     blk->size += 512;
     assert_int_equal(tdm__alloc_check(0, msg, sizeof msg), TDM_INTERNAL);
     assert_non_null(strstr(msg, "tile"));
