@@ -657,9 +657,12 @@ static void lock_all(void)
     pthread_mutex_lock(&g->init_lock);
     int ready = atomic_load_explicit(&g->ready, memory_order_relaxed);
     if (ready) {
-        for (int i = 0; i < g->device_count; i++)
-            pthread_mutex_lock(g->mode == TDM__MODE_CACHE ? tdm__cache_lock_of(i)
-                                                          : tdm__pt_lock_of(i));
+        for (int i = 0; i < g->device_count; i++) {
+            if (g->mode == TDM__MODE_CACHE)
+                tdm__cache_lock_device(i, 1);
+            else
+                pthread_mutex_lock(tdm__pt_lock_of(i));
+        }
         tdm__fraction_lock_all(g->prov);
     }
     /* After the device locks, as the dump's cut takes observe mode's. */
@@ -670,14 +673,18 @@ static void lock_all(void)
     tdm__obs_fork_sweep();
 }
 
-static void unlock_held(void)
+static void unlock_held(int child)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
     if (atomic_load_explicit(&g->ready, memory_order_relaxed)) {
         tdm__fraction_unlock_all(g->prov);
-        for (int i = g->device_count - 1; i >= 0; i--)
-            pthread_mutex_unlock(g->mode == TDM__MODE_CACHE ? tdm__cache_lock_of(i)
-                                                            : tdm__pt_lock_of(i));
+        for (int i = g->device_count - 1; i >= 0; i--) {
+            if (g->mode == TDM__MODE_CACHE)
+                /* The child has none of the parent's sleepers. */
+                tdm__cache_lock_device(i, child ? -1 : 0);
+            else
+                pthread_mutex_unlock(tdm__pt_lock_of(i));
+        }
     }
 }
 
@@ -685,7 +692,7 @@ static void unlock_all(void)
 {
     atomic_store(&tdm__fork_pending, 0);
     tdm__obs_fork_unlock();
-    unlock_held();
+    unlock_held(0);
     pthread_mutex_unlock(&tdm__alloc_g.init_lock);
 }
 
@@ -696,7 +703,7 @@ static void unlock_all_child(void)
     if (atomic_load_explicit(&g->ready, memory_order_relaxed))
         tdm__ptrmap_fork_child(&g->map);
     tdm__obs_fork_child();
-    unlock_held();
+    unlock_held(1);
     pthread_mutex_unlock(&g->init_lock);
 }
 

@@ -171,8 +171,9 @@ tdm_status tdm__cache_tag(uint64_t ptr, int device, uint8_t category);
 tdm_status tdm__cache_empty(int device);
 tdm_status tdm__cache_record_stream(uint64_t ptr, int device, tdm_stream stream);
 void tdm__cache_sync(int device, int all_streams, tdm_stream stream);
-/* The device lock of `device` (fork handlers). */
-pthread_mutex_t *tdm__cache_lock_of(int device);
+/* Takes (take > 0) or gives back (0) the device lock of `device`, or
+ * (-1) makes it anew, free, in a forked child (fork handlers). */
+void tdm__cache_lock_device(int device, int take);
 
 /* ---- one allocation, one segment: its ring entries ----
  * Pass-through and observe modes record an allocation and its segment in

@@ -41,9 +41,15 @@ uint32_t tdm__cache_event_stack(uint32_t sid)
     return tdm__rec_events_carry_stacks() ? sid : 0;
 }
 
-pthread_mutex_t *tdm__cache_lock_of(int device)
+void tdm__cache_lock_device(int device, int take)
 {
-    return &tdm__alloc_g.cache[device]->lock;
+    tdm__lock *l = &tdm__alloc_g.cache[device]->lock;
+    if (take > 0)
+        tdm__lock_take(l);
+    else if (take == 0)
+        tdm__lock_give(l);
+    else
+        tdm__lock_init(l);
 }
 
 tdm_status tdm__cache_create(void)
@@ -58,10 +64,7 @@ tdm_status tdm__cache_create(void)
             tdm__cache_destroy();
             return TDM_HOST_OUT_OF_MEMORY;
         }
-        pthread_mutexattr_t ma;
-        pthread_mutexattr_init(&ma);
-        pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
-        pthread_mutex_init(&d->lock, &ma);
+        tdm__lock_init(&d->lock);
         d->index = i;
         tdm__bins_init(&d->small.bins, g->cfg.reference_index);
         tdm__bins_init(&d->large.bins, g->cfg.reference_index);
@@ -114,7 +117,6 @@ void tdm__cache_destroy(void)
         tdm__cmap_destroy(&d->map);
         tdm__objpool_destroy(&d->block_pool);
         tdm__objpool_destroy(&d->seg_pool);
-        pthread_mutex_destroy(&d->lock);
         tdm__meta_unmap(d, sizeof *d);
     }
     tdm__meta_unmap(g->cache, sizeof(tdm__cache_device *) * (size_t)g->device_count);
@@ -430,7 +432,7 @@ cache_oom(tdm__cache_device *d, const tdm__alloc_req *req, uint64_t rounded)
         for (cblock *b = s->first; b != NULL; b = b->next)
             if (b->state != TDM_BLOCK_INACTIVE)
                 tdm__oom_site_add(sites, b->stack_id, b->size);
-    pthread_mutex_unlock(&d->lock);
+    tdm__lock_give(&d->lock);
     tdm__oom_report(d->index, g->device_names[d->index], req->size, rounded,
                     free_bytes, sites);
     return TDM_OUT_OF_MEMORY;
@@ -456,7 +458,7 @@ tdm_status tdm__cache_malloc(const tdm__alloc_req *req, void **out)
     uint64_t seg_bytes = kind == TDM_POOL_SMALL ? TDM__SMALL_BUFFER
                          : size < TDM__MIN_LARGE_ALLOC ? TDM__LARGE_BUFFER
                          : (size + TDM__ROUND_LARGE - 1) & ~(TDM__ROUND_LARGE - 1);
-    pthread_mutex_lock(&d->lock);
+    tdm__lock_take(&d->lock);
     if (size == 0 || seg_bytes < size) /* too large to even round */
         return cache_oom(d, req, req->size);
     if (d->nwaiting > 0) /* frees waiting on other streams: done yet? */
@@ -467,7 +469,7 @@ tdm_status tdm__cache_malloc(const tdm__alloc_req *req, void **out)
     if (b == NULL) {
         /* The stream's first blocks in this pool need its bins. */
         if (!tdm__bins_prepare(&p->bins, req->stream)) {
-            pthread_mutex_unlock(&d->lock);
+            tdm__lock_give(&d->lock);
             return TDM_HOST_OUT_OF_MEMORY;
         }
         if (g->cfg.garbage_collection_threshold > 0.0 &&
@@ -484,7 +486,7 @@ tdm_status tdm__cache_malloc(const tdm__alloc_req *req, void **out)
         if (b == NULL && st == TDM_OUT_OF_MEMORY)
             return cache_oom(d, req, size);
         if (b == NULL) {
-            pthread_mutex_unlock(&d->lock);
+            tdm__lock_give(&d->lock);
             return st;
         }
     }
@@ -497,10 +499,10 @@ tdm_status tdm__cache_malloc(const tdm__alloc_req *req, void **out)
         tdm__stat_add(&d->stats, b->seg->pool, TDM__ST_ALLOCATION, -1);
         tdm__stat_add(&d->stats, b->seg->pool, TDM__ST_ALLOCATED_BYTES, -(int64_t)b->size);
         tdm__cache_free_block(d, b, 0);
-        pthread_mutex_unlock(&d->lock);
+        tdm__lock_give(&d->lock);
         return TDM_HOST_OUT_OF_MEMORY;
     }
-    pthread_mutex_unlock(&d->lock);
+    tdm__lock_give(&d->lock);
     *out = (void *)(uintptr_t)b->addr;
     return TDM_OK;
 }
@@ -559,10 +561,10 @@ int tdm__cache_owns(uint64_t ptr, int device)
     int owns = 0;
     if (!d)
         return 0;
-    pthread_mutex_lock(&d->lock);
+    tdm__lock_take(&d->lock);
     for (const cseg *s = d->segs; s && !owns; s = s->next)
         owns = ptr - s->addr < s->size;
-    pthread_mutex_unlock(&d->lock);
+    tdm__lock_give(&d->lock);
     return owns;
 }
 
@@ -571,12 +573,12 @@ tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack, int on
 {
     tdm__alloc_global *g = &tdm__alloc_g;
     tdm__cache_device *d = g->cache[device];
-    pthread_mutex_lock(&d->lock);
+    tdm__lock_take(&d->lock);
     /* Under the device lock its map is authoritative: a racing free of
      * the same pointer finds it gone here. */
     cblock *b = tdm__cmap_take(&d->map, ptr);
     if (b == NULL) {
-        pthread_mutex_unlock(&d->lock);
+        tdm__lock_give(&d->lock);
         return TDM_UNKNOWN_POINTER;
     }
     if (g->device_count > 1) {
@@ -604,7 +606,7 @@ tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack, int on
     } else {
         tdm__cache_free_block(d, b, es);
     }
-    pthread_mutex_unlock(&d->lock);
+    tdm__lock_give(&d->lock);
     return TDM_OK;
 }
 

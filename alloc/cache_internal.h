@@ -19,6 +19,7 @@
 #define TDM_ALLOC_CACHE_INTERNAL_H
 
 #include "alloc_internal.h"
+#include "lock.h"
 #include "meta.h"
 #include "tree.h"
 
@@ -105,7 +106,7 @@ typedef struct cpool {
 } cpool;
 
 struct tdm__cache_device {
-    pthread_mutex_t lock;
+    tdm__lock lock;
     int index;
     cpool small, large;
     cmap map;                    /* allocated blocks by address */

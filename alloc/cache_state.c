@@ -21,34 +21,34 @@ static tdm__cache_device *dev(int device)
 void tdm__cache_stats(int device, int pool, tdm_stats *out)
 {
     tdm__cache_device *d = dev(device);
-    pthread_mutex_lock(&d->lock);
+    tdm__lock_take(&d->lock);
     tdm__stats_export(&d->stats, pool, out);
-    pthread_mutex_unlock(&d->lock);
+    tdm__lock_give(&d->lock);
 }
 
 void tdm__cache_reset_peaks(int device)
 {
     tdm__cache_device *d = dev(device);
-    pthread_mutex_lock(&d->lock);
+    tdm__lock_take(&d->lock);
     tdm__stats_reset_peaks(&d->stats);
-    pthread_mutex_unlock(&d->lock);
+    tdm__lock_give(&d->lock);
 }
 
 tdm_status tdm__cache_empty(int device)
 {
     tdm__cache_device *d = dev(device);
-    pthread_mutex_lock(&d->lock);
+    tdm__lock_take(&d->lock);
     tdm__cache_release_all(d, 0);
-    pthread_mutex_unlock(&d->lock);
+    tdm__lock_give(&d->lock);
     return TDM_OK;
 }
 
 void tdm__cache_sync(int device, int all_streams, tdm_stream stream)
 {
     tdm__cache_device *d = dev(device);
-    pthread_mutex_lock(&d->lock);
+    tdm__lock_take(&d->lock);
     tdm__cache_complete_pending(d, all_streams, stream);
-    pthread_mutex_unlock(&d->lock);
+    tdm__lock_give(&d->lock);
 }
 
 int tdm__cache_device_of(uint64_t ptr)
@@ -59,28 +59,28 @@ int tdm__cache_device_of(uint64_t ptr)
         return tdm__ptrmap_get(&g->map, ptr, &rec) == TDM_OK ? rec.device : -1;
     }
     tdm__cache_device *d = dev(0);
-    pthread_mutex_lock(&d->lock);
+    tdm__lock_take(&d->lock);
     int live = tdm__cmap_get(&d->map, ptr) != NULL;
-    pthread_mutex_unlock(&d->lock);
+    tdm__lock_give(&d->lock);
     return live ? 0 : -1;
 }
 
 tdm_status tdm__cache_tag(uint64_t ptr, int device, uint8_t category)
 {
     tdm__cache_device *d = dev(device);
-    pthread_mutex_lock(&d->lock);
+    tdm__lock_take(&d->lock);
     /* The block may have been freed since the caller looked: look again. */
     cblock *b = tdm__cmap_get(&d->map, ptr);
     if (b != NULL)
         atomic_store_explicit(&b->category, category, memory_order_relaxed);
-    pthread_mutex_unlock(&d->lock);
+    tdm__lock_give(&d->lock);
     return b != NULL ? TDM_OK : TDM_UNKNOWN_POINTER;
 }
 
 tdm_status tdm__cache_record_stream(uint64_t ptr, int device, tdm_stream stream)
 {
     tdm__cache_device *d = dev(device);
-    pthread_mutex_lock(&d->lock);
+    tdm__lock_take(&d->lock);
     cblock *b = tdm__cmap_get(&d->map, ptr);
     tdm_status st = TDM_OK;
     if (b == NULL) {
@@ -88,7 +88,7 @@ tdm_status tdm__cache_record_stream(uint64_t ptr, int device, tdm_stream stream)
     } else if (stream != b->stream && !tdm__cache_add_use(b, stream)) {
         st = TDM_HOST_OUT_OF_MEMORY;
     }
-    pthread_mutex_unlock(&d->lock);
+    tdm__lock_give(&d->lock);
     return st;
 }
 
@@ -182,13 +182,13 @@ void tdm__cache_visit(const tdm__state_visitor *v, tdm__pool_stats_fn pool_stats
         return; /* out of host memory: the state shows nothing */
     memset(copies, 0, (size_t)n * sizeof *copies);
     for (int i = 0; i < n; i++)
-        pthread_mutex_lock(&dev(i)->lock);
+        tdm__lock_take(&dev(i)->lock);
     for (int i = 0; i < n; i++)
         copy_device(i, dev(i), &copies[i]);
     if (v->at_cut)
         v->at_cut(v->ctx);
     for (int i = n - 1; i >= 0; i--)
-        pthread_mutex_unlock(&dev(i)->lock);
+        tdm__lock_give(&dev(i)->lock);
     for (int i = 0; i < n; i++) {
         dev_copy *c = &copies[i];
         if (v->device)
@@ -231,7 +231,7 @@ static tdm_status check_cache(int device, char *msg, size_t msg_len)
     memset(sum, 0, sizeof sum);
     size_t inactive[2] = {0, 0}, unmapped[2] = {0, 0}, nsegs = 0, nblocks = 0, npending = 0,
            nallocated = 0;
-    pthread_mutex_lock(&d->lock);
+    tdm__lock_take(&d->lock);
     for (cseg *s = d->segs; s != NULL; s = s->next) {
         int pk = s->pool == TDM_POOL_SMALL ? 1 : 2;
         nsegs++;
@@ -376,7 +376,7 @@ static tdm_status check_cache(int device, char *msg, size_t msg_len)
         FAIL("provider has %zu bytes out, segments %lld", total - free_bytes,
              (long long)sum[0][TDM__ST_RESERVED_BYTES]);
 out:
-    pthread_mutex_unlock(&d->lock);
+    tdm__lock_give(&d->lock);
     return st;
 }
 

@@ -1,0 +1,53 @@
+/* alloc/lock.c: the slow paths of tdm__lock (see lock.h). */
+#define _GNU_SOURCE
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lock.h"
+
+#define SPINS 48    /* looks before yielding: ~1 ms of backing off */
+#define MAX_BACKOFF 1024u /* most pauses between looks (~24 us here) */
+#define YIELDS 16   /* sched_yield rounds before sleeping */
+#define SLEEP_NS 1000000L /* longest sleep without a wake (1 ms) */
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+void tdm__lock_wait(tdm__lock *l)
+{
+    unsigned backoff = 4;
+    for (unsigned round = 0;; round++) {
+        if (tdm__lock_try(l))
+            return;
+        if (round < SPINS) {
+            for (unsigned i = 0; i < backoff; i++)
+                cpu_relax();
+            if (backoff < MAX_BACKOFF)
+                backoff *= 2;
+        } else if (round < SPINS + YIELDS) {
+            sched_yield();
+        } else {
+            /* The holder is in a long operation (a provider call, a
+             * dump's copy): sleep until it gives the lock back. */
+            atomic_fetch_add_explicit(&l->sleepers, 1, memory_order_seq_cst);
+            struct timespec ts = {0, SLEEP_NS};
+            if (atomic_load_explicit(&l->held, memory_order_seq_cst) != 0)
+                syscall(SYS_futex, &l->held, FUTEX_WAIT_PRIVATE, 1, &ts, NULL, 0);
+            atomic_fetch_sub_explicit(&l->sleepers, 1, memory_order_relaxed);
+        }
+    }
+}
+
+void tdm__lock_wake(tdm__lock *l)
+{
+    syscall(SYS_futex, &l->held, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}

@@ -1,0 +1,107 @@
+/* tests/unit/test_lock.c: the device lock (alloc/lock.h) excludes, lets a
+ * sleeping waiter in, and leaves no sleeper count behind. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <time.h>
+
+#include "lock.h"
+
+static tdm__lock lock = TDM__LOCK_INIT;
+static long counter; /* plain: only the lock keeps increments whole */
+
+enum { THREADS = 4, ROUNDS = 200000 };
+
+static void *hammer(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < ROUNDS; i++) {
+        tdm__lock_take(&lock);
+        long c = counter;
+        __asm__ __volatile__("" ::: "memory");
+        counter = c + 1;
+        tdm__lock_give(&lock);
+    }
+    return NULL;
+}
+
+static void test_excludes(void **state)
+{
+    (void)state;
+    counter = 0;
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        pthread_create(&t[i], NULL, hammer, NULL);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(t[i], NULL);
+    assert_int_equal(counter, (long)THREADS * ROUNDS);
+    assert_int_equal(atomic_load(&lock.held), 0);
+    assert_int_equal(atomic_load(&lock.sleepers), 0);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double got_at;
+
+static void *waiter(void *arg)
+{
+    (void)arg;
+    tdm__lock_take(&lock);
+    got_at = now_s();
+    tdm__lock_give(&lock);
+    return NULL;
+}
+
+/* A holder in a long operation: the waiter goes to sleep, gets the lock
+ * once it is given back, never before, and leaves no sleeper count. */
+static void test_sleeper_gets_it(void **state)
+{
+    (void)state;
+    tdm__lock_take(&lock);
+    pthread_t t;
+    pthread_create(&t, NULL, waiter, NULL);
+    double deadline = now_s() + 5.0;
+    while (atomic_load(&lock.sleepers) == 0 && now_s() < deadline) {
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(atomic_load(&lock.sleepers), 1);
+    struct timespec hold = {0, 30000000}; /* 30 ms, well past the spins */
+    nanosleep(&hold, NULL);
+    double given = now_s();
+    tdm__lock_give(&lock);
+    pthread_join(t, NULL);
+    assert_true(got_at >= given);
+    assert_int_equal(atomic_load(&lock.sleepers), 0);
+    assert_int_equal(atomic_load(&lock.held), 0);
+}
+
+static void test_try(void **state)
+{
+    (void)state;
+    assert_true(tdm__lock_try(&lock));
+    assert_false(tdm__lock_try(&lock));
+    tdm__lock_give(&lock);
+    assert_true(tdm__lock_try(&lock));
+    tdm__lock_give(&lock);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_excludes),
+        cmocka_unit_test(test_sleeper_gets_it),
+        cmocka_unit_test(test_try),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
