@@ -24,26 +24,30 @@ static inline void cpu_relax(void)
 
 void tdm__lock_wait(tdm__lock *l)
 {
-    unsigned backoff = 4;
-    for (unsigned round = 0;; round++) {
-        if (tdm__lock_try(l))
-            return;
-        if (round < SPINS) {
-            for (unsigned i = 0; i < backoff; i++)
-                cpu_relax();
-            if (backoff < MAX_BACKOFF)
-                backoff *= 2;
-        } else if (round < SPINS + YIELDS) {
-            sched_yield();
-        } else {
-            /* The holder is in a long operation (a provider call, a
-             * dump's copy): sleep until it gives the lock back. */
-            atomic_fetch_add_explicit(&l->sleepers, 1, memory_order_seq_cst);
-            struct timespec ts = {0, SLEEP_NS};
-            if (atomic_load_explicit(&l->held, memory_order_seq_cst) != 0)
-                syscall(SYS_futex, &l->held, FUTEX_WAIT_PRIVATE, 1, &ts, NULL, 0);
-            atomic_fetch_sub_explicit(&l->sleepers, 1, memory_order_relaxed);
+    for (;;) {
+        unsigned backoff = 4;
+        for (unsigned round = 0; round < SPINS + YIELDS; round++) {
+            if (tdm__lock_try(l))
+                return;
+            if (round < SPINS) {
+                for (unsigned i = 0; i < backoff; i++)
+                    cpu_relax();
+                if (backoff < MAX_BACKOFF)
+                    backoff *= 2;
+            } else {
+                sched_yield();
+            }
         }
+        /* The holder is in a long operation (a provider call, a dump's
+         * copy), or keeps taking the lock again: sleep until a give wakes
+         * us, then back off again from the start.  Only sleepers cost the
+         * holder a wake, so a waiter that sleeps again at once after each
+         * wake would make the holder pay a system call per give. */
+        atomic_fetch_add_explicit(&l->sleepers, 1, memory_order_seq_cst);
+        struct timespec ts = {0, SLEEP_NS};
+        if (atomic_load_explicit(&l->held, memory_order_seq_cst) != 0)
+            syscall(SYS_futex, &l->held, FUTEX_WAIT_PRIVATE, 1, &ts, NULL, 0);
+        atomic_fetch_sub_explicit(&l->sleepers, 1, memory_order_relaxed);
     }
 }
 
