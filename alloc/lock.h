@@ -20,6 +20,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/single_threaded.h>
 
 typedef struct tdm__lock {
     _Atomic uint32_t held;     /* 0 free, 1 taken */
@@ -33,6 +34,13 @@ void tdm__lock_wake(tdm__lock *l);
 
 static inline void tdm__lock_take(tdm__lock *l)
 {
+    /* While the process has one thread (glibc's flag, cleared before a
+     * second thread starts) nobody else can hold it: no atomic needed,
+     * as glibc's own locks do. */
+    if (__libc_single_threaded) {
+        atomic_store_explicit(&l->held, 1, memory_order_relaxed);
+        return;
+    }
     if (atomic_exchange_explicit(&l->held, 1, memory_order_acquire) != 0)
         tdm__lock_wait(l);
 }

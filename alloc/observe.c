@@ -57,7 +57,7 @@ typedef struct obs_counts {
 } obs_counts;
 
 typedef struct obs_device {
-    pthread_mutex_t lock;     /* counts, description, its records' changes */
+    tdm__lock lock;           /* counts, description, its records' changes */
     obs_counts counts;
     _Atomic int seen;         /* described, or something was booked on it;
                                * set under init_lock */
@@ -91,7 +91,7 @@ static __attribute__((noinline)) void obs_init_slow(void)
         tdm__ptrmap_init(&obs.maps);
         for (int i = 0; i < OBS_SLOTS; i++) {
             memset(&obs.dev[i], 0, sizeof obs.dev[i]);
-            pthread_mutex_init(&obs.dev[i].lock, NULL);
+            tdm__lock_init(&obs.dev[i].lock);
         }
         tdm__alloc_attach_recorder(1);
         atomic_store_explicit(&obs.ready, 1, memory_order_release);
@@ -127,10 +127,10 @@ static void see_locked(obs_device *d, int device)
 {
     if (atomic_load_explicit(&d->seen, memory_order_relaxed))
         return;
-    pthread_mutex_lock(&d->lock);
+    tdm__lock_take(&d->lock);
     strcpy(d->vendor, "unknown");
     default_name(d, device);
-    pthread_mutex_unlock(&d->lock);
+    tdm__lock_give(&d->lock);
     int count = atomic_load_explicit(&obs.seen_count, memory_order_relaxed);
     if (count == 0)
         atomic_store_explicit(&obs.first_seen, device, memory_order_relaxed);
@@ -159,14 +159,14 @@ void tdm__alloc_observe_device(int device, const char *vendor,
     obs_device *d = &obs.dev[s];
     pthread_mutex_lock(&obs.init_lock);
     see_locked(d, device);
-    pthread_mutex_lock(&d->lock);
+    tdm__lock_take(&d->lock);
     snprintf(d->vendor, sizeof d->vendor, "%s", vendor ? vendor : "unknown");
     if (name && *name)
         snprintf(d->name, sizeof d->name, "%s", name);
     else
         default_name(d, device);
     d->capacity = capacity;
-    pthread_mutex_unlock(&d->lock);
+    tdm__lock_give(&d->lock);
     pthread_mutex_unlock(&obs.init_lock);
 }
 
@@ -178,12 +178,12 @@ void tdm__obs_use_device(int device)
 
 void tdm__obs_lock(int device)
 {
-    pthread_mutex_lock(&dev_of(device)->lock);
+    tdm__lock_take(&dev_of(device)->lock);
 }
 
 void tdm__obs_unlock(int device)
 {
-    pthread_mutex_unlock(&dev_of(device)->lock);
+    tdm__lock_give(&dev_of(device)->lock);
 }
 
 int tdm__obs_lock_any(void)
@@ -262,11 +262,11 @@ static obs_device *lock_removing(tdm__ptrmap *m, uint64_t key, tdm__ptr_rec *rec
         return NULL;
     for (int tries = 0; tries < 4; tries++) {
         obs_device *d = dev_of(device);
-        pthread_mutex_lock(&d->lock);
+        tdm__lock_take(&d->lock);
         tdm_status st = tdm__ptrmap_remove_on(m, key, device, rec);
         if (st == TDM_OK)
             return d;
-        pthread_mutex_unlock(&d->lock);
+        tdm__lock_give(&d->lock);
         if (st != TDM_INVALID_ARGUMENT)
             return NULL;
         device = rec->device;
@@ -310,10 +310,12 @@ static tdm_status insert_locked(tdm__ptrmap *m, uint64_t key, const tdm__ptr_rec
 static void insert_new(tdm__ptrmap *m, uint64_t key, tdm__ptr_rec *rec, int is_map)
 {
     obs_device *d = dev_of(rec->device);
-    last_device_plus2 = rec->device + 2;
+    /* Only read with several devices seen (lock_removing). */
+    if (atomic_load_explicit(&obs.seen_count, memory_order_relaxed) != 1)
+        last_device_plus2 = rec->device + 2;
     for (int tries = 0; tries < 4; tries++) {
         int other;
-        pthread_mutex_lock(&d->lock);
+        tdm__lock_take(&d->lock);
         /* Stamped under the lock: with the time of the call's start, a
          * free on the same device booked meanwhile would come later in
          * time than this allocation, and the replayed history would
@@ -328,17 +330,17 @@ static void insert_new(tdm__ptrmap *m, uint64_t key, tdm__ptr_rec *rec, int is_m
             else
                 tdm__rec_segment_alloc(key, rec);
         }
-        pthread_mutex_unlock(&d->lock);
+        tdm__lock_give(&d->lock);
         if (st != TDM_INVALID_ARGUMENT || other == -2)
             return;
         /* Another device's stale record: closed under its own lock (never
          * two device locks at once here), then the insert again. */
         obs_device *od = dev_of(other);
         tdm__ptr_rec stale;
-        pthread_mutex_lock(&od->lock);
+        tdm__lock_take(&od->lock);
         if (tdm__ptrmap_remove_on(m, key, other, &stale) == TDM_OK)
             book_end_locked(od, key, &stale, is_map, 0, 0);
-        pthread_mutex_unlock(&od->lock);
+        tdm__lock_give(&od->lock);
     }
 }
 
@@ -392,7 +394,7 @@ tdm__alloc_observe_free(const void *ptr, tdm_stream stream, unsigned skip)
     if (d == NULL)
         return TDM_UNKNOWN_POINTER;
     book_end_locked(d, addr, &rec, 0, stream, free_stack);
-    pthread_mutex_unlock(&d->lock);
+    tdm__lock_give(&d->lock);
     __asm__ volatile("" ::: "memory");
     return TDM_OK;
 }
@@ -408,13 +410,13 @@ tdm__alloc_observe_oom(int device, size_t size, size_t free_bytes,
     obs_device *d = &obs.dev[s];
     mark_seen(d, device);
     uint32_t stack = tdm__rec_on() ? tdm__rec_alloc_stack(skip + 1) : 0;
-    pthread_mutex_lock(&d->lock);
+    tdm__lock_take(&d->lock);
     d->counts.num_ooms++;
     char name[64];
     memcpy(name, d->name, sizeof name);
     tdm__rec_event(TDM_ACTION_OOM, device, free_bytes, size, size, stream,
                    event_stack(stack));
-    pthread_mutex_unlock(&d->lock);
+    tdm__lock_give(&d->lock);
     /* The largest live sites of this device, for the one-line report. */
     tdm__oom_sites *sites = tdm__oom_sites_begin();
     tdm__oom_sites_from_map(sites, &obs.allocs, device);
@@ -468,11 +470,11 @@ tdm__alloc_observe_unmap(const void *va, size_t size, unsigned skip)
             if (tdm__rec_on())
                 tdm__rec_event(TDM_ACTION_SEGMENT_UNMAP, rec.device, at, gone, gone, 0,
                                event_stack(stack ? stack : rec.stack_id));
-            pthread_mutex_unlock(&d->lock);
+            tdm__lock_give(&d->lock);
             break;
         }
         book_end_locked(d, at, &rec, 1, 0, stack);
-        pthread_mutex_unlock(&d->lock);
+        tdm__lock_give(&d->lock);
         if (rec.size == 0)
             break;
         at += rec.size;
@@ -509,21 +511,21 @@ void tdm__obs_stats(int device, int pool, tdm_stats *out)
 {
     obs_device *d = dev_of(device);
     obs_counts c;
-    pthread_mutex_lock(&d->lock);
+    tdm__lock_take(&d->lock);
     c = d->counts;
-    pthread_mutex_unlock(&d->lock);
+    tdm__lock_give(&d->lock);
     counts_export(&c, pool, out);
 }
 
 void tdm__obs_reset_peaks(int device)
 {
     obs_device *d = dev_of(device);
-    pthread_mutex_lock(&d->lock);
+    tdm__lock_take(&d->lock);
     d->counts.alloc_bytes.peak = d->counts.alloc_bytes.current;
     d->counts.allocs.peak = d->counts.allocs.current;
     d->counts.reserved.peak = d->counts.reserved.current;
     d->counts.segments.peak = d->counts.segments.current;
-    pthread_mutex_unlock(&d->lock);
+    tdm__lock_give(&d->lock);
 }
 
 tdm_status tdm__obs_tag(uint64_t addr, uint8_t category)
@@ -559,14 +561,21 @@ static void lock_seen(void)
 {
     for (int s = 0; s < OBS_SLOTS; s++)
         if (atomic_load_explicit(&obs.dev[s].seen, memory_order_relaxed))
-            pthread_mutex_lock(&obs.dev[s].lock);
+            tdm__lock_take(&obs.dev[s].lock);
 }
 
-static void unlock_seen(void)
+/* child: in a forked child, made anew instead (it has none of the
+ * parent's sleepers). */
+static void unlock_seen(int child)
 {
-    for (int s = OBS_SLOTS - 1; s >= 0; s--)
-        if (atomic_load_explicit(&obs.dev[s].seen, memory_order_relaxed))
-            pthread_mutex_unlock(&obs.dev[s].lock);
+    for (int s = OBS_SLOTS - 1; s >= 0; s--) {
+        if (!atomic_load_explicit(&obs.dev[s].seen, memory_order_relaxed))
+            continue;
+        if (child)
+            tdm__lock_init(&obs.dev[s].lock);
+        else
+            tdm__lock_give(&obs.dev[s].lock);
+    }
 }
 
 /* The copy, every lock held. */
@@ -606,7 +615,7 @@ tdm__obs_cut *tdm__obs_cut_take(void (*at_cut)(void *ctx), void *ctx)
         copy_state(c);
     if (at_cut)
         at_cut(ctx);
-    unlock_seen();
+    unlock_seen(0);
     pthread_mutex_unlock(&obs.init_lock);
     return c;
 }
@@ -685,7 +694,7 @@ void tdm__obs_fork_sweep(void)
 void tdm__obs_fork_unlock(void)
 {
     if (atomic_load_explicit(&obs.ready, memory_order_relaxed))
-        unlock_seen();
+        unlock_seen(0);
     pthread_mutex_unlock(&obs.init_lock);
 }
 
@@ -698,7 +707,7 @@ void tdm__obs_fork_child(void)
         tdm__ptrmap_fork_child(&obs.allocs);
         tdm__ptrmap_fork_child(&obs.maps);
         tdm__obs_import_fork(1);
-        unlock_seen();
+        unlock_seen(1);
     }
     pthread_mutex_unlock(&obs.init_lock);
 }
@@ -725,11 +734,11 @@ void tdm__obs_reset_for_tests(void)
         tdm__obs_pool_forget();
         tdm__obs_import_forget();
         for (int i = 0; i < OBS_SLOTS; i++) {
-            pthread_mutex_lock(&obs.dev[i].lock);
+            tdm__lock_take(&obs.dev[i].lock);
             memset(&obs.dev[i].counts, 0, sizeof obs.dev[i].counts);
             atomic_store(&obs.dev[i].seen, 0);
             obs.dev[i].capacity = 0;
-            pthread_mutex_unlock(&obs.dev[i].lock);
+            tdm__lock_give(&obs.dev[i].lock);
         }
         atomic_store(&obs.seen_count, 0);
     }

@@ -3,7 +3,7 @@
  * Invariants: within a shard, every key sits at or after its home slot
  * with no empty slot between (linear probing, no tombstones: deletion
  * shifts later entries back); count <= cap / 2 after every insert.
- * Lock: each shard's mutex guards its table, cap and count; every
+ * Lock: each shard's lock (lock.h) guards its table, cap and count; every
  * operation takes it through the fork gate (ptrmap.h).
  */
 #include "ptrmap.h"
@@ -43,19 +43,19 @@ void tdm__ptrmap_init(tdm__ptrmap *m)
 {
     memset(m, 0, sizeof *m);
     for (int i = 0; i < TDM__PTRMAP_SHARDS; i++)
-        pthread_mutex_init(&m->shards[i].lock, NULL);
+        tdm__lock_init(&m->shards[i].lock);
 }
 
 void tdm__ptrmap_clear(tdm__ptrmap *m)
 {
     for (int i = 0; i < TDM__PTRMAP_SHARDS; i++) {
         tdm__ptrmap_shard *s = &m->shards[i];
-        pthread_mutex_lock(&s->lock);
+        tdm__lock_take(&s->lock);
         tdm__meta_unmap(s->slots, s->cap * sizeof(tdm__ptrmap_entry));
         s->slots = NULL;
         s->cap = 0;
         s->count = 0;
-        pthread_mutex_unlock(&s->lock);
+        tdm__lock_give(&s->lock);
     }
 }
 
@@ -100,13 +100,13 @@ tdm_status tdm__ptrmap_insert(tdm__ptrmap *m, uint64_t key,
     tdm__ptrmap_shard *s = shard_of(m, h);
     tdm__gate_lock(&s->lock);
     if ((s->count + 1) * 2 > s->cap && !grow(s)) {
-        pthread_mutex_unlock(&s->lock);
+        tdm__lock_give(&s->lock);
         return TDM_HOST_OUT_OF_MEMORY;
     }
     size_t i = home_of(s, h);
     while (s->slots[i].key != 0) {
         if (s->slots[i].key == key) {
-            pthread_mutex_unlock(&s->lock);
+            tdm__lock_give(&s->lock);
             return TDM_INVALID_ARGUMENT;
         }
         i = (i + 1) & (s->cap - 1);
@@ -114,7 +114,7 @@ tdm_status tdm__ptrmap_insert(tdm__ptrmap *m, uint64_t key,
     s->slots[i].key = key;
     s->slots[i].rec = *rec;
     s->count++;
-    pthread_mutex_unlock(&s->lock);
+    tdm__lock_give(&s->lock);
     return TDM_OK;
 }
 
@@ -130,13 +130,13 @@ static tdm_status remove_if(tdm__ptrmap *m, uint64_t key, int device,
     tdm__gate_lock(&s->lock);
     size_t i = find(s, key, h);
     if (i == SIZE_MAX) {
-        pthread_mutex_unlock(&s->lock);
+        tdm__lock_give(&s->lock);
         return TDM_UNKNOWN_POINTER;
     }
     if (out)
         *out = s->slots[i].rec;
     if (device != INT_MIN && s->slots[i].rec.device != device) {
-        pthread_mutex_unlock(&s->lock);
+        tdm__lock_give(&s->lock);
         return TDM_INVALID_ARGUMENT;
     }
     /* Backward shift: move every later entry of the run whose home is not
@@ -151,7 +151,7 @@ static tdm_status remove_if(tdm__ptrmap *m, uint64_t key, int device,
     }
     s->slots[hole].key = 0;
     s->count--;
-    pthread_mutex_unlock(&s->lock);
+    tdm__lock_give(&s->lock);
     return TDM_OK;
 }
 
@@ -176,7 +176,7 @@ tdm_status tdm__ptrmap_get(tdm__ptrmap *m, uint64_t key, tdm__ptr_rec *out)
     size_t i = find(s, key, h);
     if (i != SIZE_MAX && out)
         *out = s->slots[i].rec;
-    pthread_mutex_unlock(&s->lock);
+    tdm__lock_give(&s->lock);
     return i == SIZE_MAX ? TDM_UNKNOWN_POINTER : TDM_OK;
 }
 
@@ -191,7 +191,7 @@ tdm_status tdm__ptrmap_set_category(tdm__ptrmap *m, uint64_t key,
     size_t i = find(s, key, h);
     if (i != SIZE_MAX)
         s->slots[i].rec.category = category;
-    pthread_mutex_unlock(&s->lock);
+    tdm__lock_give(&s->lock);
     return i == SIZE_MAX ? TDM_UNKNOWN_POINTER : TDM_OK;
 }
 
@@ -206,7 +206,7 @@ void tdm__ptrmap_each(tdm__ptrmap *m,
         for (size_t j = 0; j < s->cap; j++)
             if (s->slots[j].key != 0)
                 fn(ctx, s->slots[j].key, &s->slots[j].rec);
-        pthread_mutex_unlock(&s->lock);
+        tdm__lock_give(&s->lock);
     }
 }
 
@@ -216,7 +216,7 @@ size_t tdm__ptrmap_count(tdm__ptrmap *m)
     for (int i = 0; i < TDM__PTRMAP_SHARDS; i++) {
         tdm__gate_lock(&m->shards[i].lock);
         n += m->shards[i].count;
-        pthread_mutex_unlock(&m->shards[i].lock);
+        tdm__lock_give(&m->shards[i].lock);
     }
     return n;
 }
@@ -225,27 +225,27 @@ size_t tdm__ptrmap_count(tdm__ptrmap *m)
 
 _Atomic int tdm__fork_pending;
 
-void tdm__fork_gate_slow(pthread_mutex_t *m)
+void tdm__fork_gate_slow(tdm__lock *m)
 {
     while (atomic_load_explicit(&tdm__fork_pending, memory_order_acquire)) {
-        pthread_mutex_unlock(m);
+        tdm__lock_give(m);
         /* A fork takes a millisecond or so: yielding is enough. */
         while (atomic_load_explicit(&tdm__fork_pending, memory_order_acquire))
             sched_yield();
-        pthread_mutex_lock(m);
+        tdm__lock_take(m);
     }
 }
 
 void tdm__ptrmap_fork_sweep(tdm__ptrmap *m)
 {
     for (int i = 0; i < TDM__PTRMAP_SHARDS; i++) {
-        pthread_mutex_lock(&m->shards[i].lock);
-        pthread_mutex_unlock(&m->shards[i].lock);
+        tdm__lock_take(&m->shards[i].lock);
+        tdm__lock_give(&m->shards[i].lock);
     }
 }
 
 void tdm__ptrmap_fork_child(tdm__ptrmap *m)
 {
     for (int i = 0; i < TDM__PTRMAP_SHARDS; i++)
-        pthread_mutex_init(&m->shards[i].lock, NULL);
+        tdm__lock_init(&m->shards[i].lock);
 }

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lock.h"
 #include "tidemark.h"
 
 /* What tidemark remembers about one live allocation.  In pass-through
@@ -39,7 +40,7 @@ typedef struct tdm__ptrmap_entry {
 } tdm__ptrmap_entry;
 
 typedef struct tdm__ptrmap_shard {
-    pthread_mutex_t lock;
+    tdm__lock lock;
     tdm__ptrmap_entry *slots; /* [cap], or NULL before first use */
     size_t cap;               /* slots, a power of two */
     size_t count;             /* used slots */
@@ -94,10 +95,10 @@ size_t tdm__ptrmap_count(tdm__ptrmap *m);
  * Holding every shard lock across fork() instead would be hundreds of
  * locks at once (more than ThreadSanitizer's deadlock detector takes). */
 extern _Atomic int tdm__fork_pending;
-void tdm__fork_gate_slow(pthread_mutex_t *m);
-static inline void tdm__gate_lock(pthread_mutex_t *m)
+void tdm__fork_gate_slow(tdm__lock *m);
+static inline void tdm__gate_lock(tdm__lock *m)
 {
-    pthread_mutex_lock(m);
+    tdm__lock_take(m);
     if (__builtin_expect(atomic_load_explicit(&tdm__fork_pending,
                                               memory_order_relaxed), 0))
         tdm__fork_gate_slow(m);

@@ -206,9 +206,15 @@ uint32_t tdm__rec_capture(unsigned skip)
 #define TDM_TAG_DEPTH 16
 static __thread uint8_t tag_stack[TDM_TAG_DEPTH];
 static __thread int tag_depth;
+/* Set at the first tdm_tag_push of any thread: until then no thread has a
+ * tag, and an event needs no thread-local lookup (a call through the TLS
+ * descriptor of a dlopen()able library, on every event). */
+static _Atomic int tags_used;
 
 static inline uint8_t current_category(void)
 {
+    if (!atomic_load_explicit(&tags_used, memory_order_relaxed))
+        return TDM_CATEGORY_UNKNOWN;
     int d = tag_depth;
     return d > 0 ? tag_stack[(d > TDM_TAG_DEPTH ? TDM_TAG_DEPTH : d) - 1]
                  : TDM_CATEGORY_UNKNOWN;
@@ -222,6 +228,8 @@ tdm_status tdm_tag_push(tdm_category category)
         return TDM_INVALID_ARGUMENT;
     if (tag_depth >= TDM_TAG_DEPTH)
         return TDM_INVALID_ARGUMENT;
+    if (!atomic_load_explicit(&tags_used, memory_order_relaxed))
+        atomic_store_explicit(&tags_used, 1, memory_order_relaxed);
     tag_stack[tag_depth++] = (uint8_t)category;
     return TDM_OK;
 }
