@@ -140,6 +140,8 @@ void tdm__cache_seg_link(tdm__cache_device *d, cseg *s, cblock *b, uint64_t addr
     d->segs = s;
     d->nsegs++;
     b->seg = s;
+    b->pool = s->pool;
+    b->expandable = s->expandable;
     b->addr = addr;
     b->size = bytes;
     b->stream = req->stream;
@@ -207,7 +209,7 @@ static void release_segment(tdm__cache_device *d, cblock *b)
 /* Expandable segments give memory back by unmapping pages instead. */
 static int whole_segment(const cblock *b)
 {
-    return b->prev == NULL && b->next == NULL && !b->seg->expandable;
+    return b->prev == NULL && b->next == NULL && !b->expandable;
 }
 
 /* Releases every cached whole segment of one pool. */
@@ -334,7 +336,7 @@ static cblock *get_free_block(cpool *p, uint64_t size, uint64_t stream)
     uint64_t ms = max_split();
     /* PyTorch's best fit among expandable blocks: a larger block that can
      * grow less is taken first, keeping the segment's growing end free. */
-    while (b->seg->expandable) {
+    while (b->expandable) {
         cblock *c = tdm__bins_next_in_stream(&p->bins, b);
         if (c == NULL || expandable_size(c) >= expandable_size(b))
             break;
@@ -352,7 +354,7 @@ static cblock *get_free_block(cpool *p, uint64_t size, uint64_t stream)
 
 void tdm__cache_block(tdm__cache_device *d, cblock *b)
 {
-    cpool *p = tdm__cache_pool(d, b->seg->pool);
+    cpool *p = tdm__cache_pool(d, b->pool);
     b->gc_base = p->calls;
     tdm__bins_insert(&p->bins, b);
 }
@@ -360,6 +362,8 @@ void tdm__cache_block(tdm__cache_device *d, cblock *b)
 void tdm__cache_split_after(cblock *b, cblock *r, uint64_t size)
 {
     r->seg = b->seg;
+    r->pool = b->pool;
+    r->expandable = b->expandable;
     r->addr = b->addr + size;
     r->size = b->size - size;
     r->stream = b->stream;
@@ -378,11 +382,11 @@ void tdm__cache_split_after(cblock *b, cblock *r, uint64_t size)
 static void use_block(tdm__cache_device *d, cblock *b, uint64_t size,
                       const tdm__alloc_req *req)
 {
-    int kind = b->seg->pool;
+    int kind = b->pool;
     uint64_t rest = b->size - size;
     /* Expandable segments split every pool at 512 bytes, as PyTorch's
      * should_split does with them on. */
-    int split = kind == TDM_POOL_SMALL || b->seg->expandable
+    int split = kind == TDM_POOL_SMALL || b->expandable
                     ? rest >= TDM__MIN_BLOCK
                     : (size < max_split() && rest > TDM__SMALL_SIZE);
     if (split) {
@@ -496,8 +500,8 @@ tdm_status tdm__cache_malloc(const tdm__alloc_req *req, void **out)
         tdm__cmap_take(&d->map, b->addr);
         tdm__rec_event(TDM_ACTION_FREE_REQUESTED, d->index, b->addr, req->size,
                        req->size, b->stream, 0);
-        tdm__stat_add(&d->stats, b->seg->pool, TDM__ST_ALLOCATION, -1);
-        tdm__stat_add(&d->stats, b->seg->pool, TDM__ST_ALLOCATED_BYTES, -(int64_t)b->size);
+        tdm__stat_add(&d->stats, b->pool, TDM__ST_ALLOCATION, -1);
+        tdm__stat_add(&d->stats, b->pool, TDM__ST_ALLOCATED_BYTES, -(int64_t)b->size);
         tdm__cache_free_block(d, b, 0);
         tdm__lock_give(&d->lock);
         return TDM_HOST_OUT_OF_MEMORY;
@@ -512,7 +516,7 @@ tdm_status tdm__cache_malloc(const tdm__alloc_req *req, void **out)
 /* n is unlinked and recycled; it leaves the tree of its kind. */
 void tdm__cache_merge_into(tdm__cache_device *d, cblock *b, cblock *n)
 {
-    cpool *p = tdm__cache_pool(d, n->seg->pool);
+    cpool *p = tdm__cache_pool(d, n->pool);
     if (n->mapped)
         tdm__bins_remove(&p->bins, n);
     else
@@ -535,7 +539,7 @@ void tdm__cache_merge_into(tdm__cache_device *d, cblock *b, cblock *n)
 
 void tdm__cache_free_block(tdm__cache_device *d, cblock *b, uint32_t es)
 {
-    int kind = b->seg->pool;
+    int kind = b->pool;
     tdm__rec_event(TDM_ACTION_FREE_COMPLETED, d->index, b->addr, b->requested,
                    b->requested, b->stream, es);
     tdm__stat_add(&d->stats, kind, TDM__ST_ACTIVE_BYTES, -(int64_t)b->size);
@@ -585,7 +589,7 @@ tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack, int on
         tdm__ptr_rec rec;
         tdm__ptrmap_remove(&g->map, ptr, &rec);
     }
-    int kind = b->seg->pool;
+    int kind = b->pool;
     uint32_t es = 0;
     if (tdm__rec_events_carry_stacks())
         es = free_stack ? free_stack : b->stack_id;

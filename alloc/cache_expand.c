@@ -236,6 +236,8 @@ static int cut_free(tdm__cache_device *d, cblock *b, uint64_t size, int low)
         return 0;
     if (low) {
         r->seg = b->seg;
+        r->pool = b->pool;
+        r->expandable = b->expandable;
         r->stream = b->stream;
         r->state = TDM_BLOCK_INACTIVE;
         r->mapped = 1;
@@ -304,7 +306,7 @@ void tdm__cache_expand_release(tdm__cache_device *d, cpool *p)
         /* Unmapping adds blocks to the bins, but only ones holding no
          * whole page, and removes none but this one. */
         cblock *next = tdm__bins_next(&p->bins, b);
-        if (b->seg->expandable)
+        if (b->expandable)
             unmap_block(d, b);
         b = next;
     }

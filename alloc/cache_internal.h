@@ -33,25 +33,29 @@
 typedef struct cseg cseg;
 
 typedef struct cblock {
-    tdm__tnode node;             /* pool tree link while inactive */
-    struct cblock *prev, *next;  /* address neighbours in the segment */
-    struct cblock *pend_prev, *pend_next; /* pending list while pending */
-    cseg *seg;
+    /* First cache line: what best fit, split and merge read. */
+    tdm__tnode node;             /* pool bins link while inactive */
     uint64_t addr;               /* device address */
     uint64_t size;               /* bytes, multiple of 512 */
-    uint64_t requested;          /* bytes asked for; 0 while inactive */
+    struct cblock *prev, *next;  /* address neighbours in the segment */
+    uint8_t state;               /* tdm_block_state */
+    uint8_t mapped;              /* 0: unmapped range of an expandable segment */
+    uint8_t pool;                /* its segment's pool and expandable flag */
+    uint8_t expandable;          /* (copied: no trip to the segment) */
+    uint8_t wait;                /* TDM__WAIT_*: what a pending block awaits */
+    _Atomic uint8_t category;    /* tdm_category; tdm_tag_ptr may set it */
+    /* The rest. */
     uint64_t stream;             /* the segment's stream */
+    cseg *seg;
+    uint64_t requested;          /* bytes asked for; 0 while inactive */
     uint64_t alloc_time_ns;      /* 0 unless recorded */
     uint64_t gc_base;            /* pool's call count when it was cached */
+    uint32_t stack_id;           /* allocation stack while active */
+    uint32_t free_stack;         /* stack of the pending free's events */
+    struct cblock *pend_prev, *pend_next; /* pending list while pending */
     uint64_t *uses;              /* other streams using it: inline or mapped */
     uint64_t uses_inline[4];
     uint32_t nuses, uses_cap;    /* entries used / room in `uses` */
-    uint32_t stack_id;           /* allocation stack while active */
-    uint32_t free_stack;         /* stack of the pending free's events */
-    _Atomic uint8_t category;    /* tdm_category; tdm_tag_ptr may set it */
-    uint8_t state;               /* tdm_block_state */
-    uint8_t wait;                /* TDM__WAIT_*: what a pending block awaits */
-    uint8_t mapped;              /* 0: unmapped range of an expandable segment */
 } cblock;
 
 /* What a pending-free block waits for.  `uses` holds stream ids, except

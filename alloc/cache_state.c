@@ -257,7 +257,8 @@ static tdm_status check_cache(int device, char *msg, size_t msg_len)
         for (cblock *b = s->first; b != NULL; b = b->next) {
             nblocks++;
             if (b->seg != s || b->addr != end || b->size == 0 ||
-                b->size % TDM__MIN_BLOCK != 0 || b->stream != s->stream)
+                b->size % TDM__MIN_BLOCK != 0 || b->stream != s->stream ||
+                b->pool != s->pool || b->expandable != s->expandable)
                 FAIL("block %#llx does not tile segment %#llx",
                      (unsigned long long)b->addr, (unsigned long long)s->addr);
             if (b->next && b->next->prev != b)
