@@ -32,7 +32,8 @@ void tdm__dump_after_fork_child(void)
 
 /* Everything a built snapshot owns besides its arrays. */
 typedef struct dump_owner {
-    tdm_symbolizer *symbolizer;
+    tdm__symbolizer_ref *symref; /* the shared symbolizer (its strings) */
+    tdm_symbolizer *symbolizer;  /* used while building the stacks only */
     tdm__str_pool strings; /* copies of visitor strings, header strings */
     uint32_t *stack_frames;
     const char **phase_names;
@@ -309,8 +310,8 @@ static tdm_status build_stacks(tdm_snap *snap, dump_owner *o)
         goto out;
     }
     snap->stack_count = (size_t)nstacks + 1;
-    if (captured && tdm__symbolizer_open(&o->symbolizer) != TDM_OK)
-        o->symbolizer = NULL;
+    if (captured && (o->symref = tdm__symbolizer_acquire()) != NULL)
+        o->symbolizer = tdm__symbolizer_of(o->symref);
     for (uint32_t id = 1; id <= nstacks && st == TDM_OK; id++) {
         const uintptr_t *pcs;
         unsigned depth = tdm__stack_get(id, &pcs);
@@ -339,6 +340,9 @@ static tdm_status build_stacks(tdm_snap *snap, dump_owner *o)
     for (uint32_t id = 1; id <= nstacks && st == TDM_OK; id++)
         snap->stacks[id].frames = o->stack_frames + starts[id];
 out:
+    if (o->symbolizer != NULL)
+        tdm__symbolizer_unlock();
+    o->symbolizer = NULL;
     free(starts);
     free(map.keys);
     free(map.vals);
@@ -423,8 +427,7 @@ void tdm__rec_snapshot_free(tdm_snap *snap)
         return;
     dump_owner *o = snap->owner_;
     if (o) {
-        if (o->symbolizer)
-            tdm__symbolizer_close(o->symbolizer);
+        tdm__symbolizer_release(o->symref);
         tdm__str_pool_free(&o->strings);
         free(o->stack_frames);
         free(o);

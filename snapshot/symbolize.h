@@ -43,4 +43,18 @@ void tdm__symbolizer_close(tdm_symbolizer *s);
  * indexes: the reference that tests and bench/symbolize.c compare with. */
 void tdm__symbolizer_use_reference(tdm_symbolizer *s, int on);
 
+/* The symbolizer that successive dumps share (symbolize_shared.c).
+ * Returns a reference, with the symbolizer's lock held until
+ * tdm__symbolizer_unlock (lookups only in between); the strings it hands
+ * out live until tdm__symbolizer_release of that reference.  NULL (lock
+ * not held) when out of host memory. */
+typedef struct tdm__symbolizer_ref tdm__symbolizer_ref;
+tdm__symbolizer_ref *tdm__symbolizer_acquire(void);
+tdm_symbolizer *tdm__symbolizer_of(const tdm__symbolizer_ref *r);
+void tdm__symbolizer_unlock(void);
+void tdm__symbolizer_release(tdm__symbolizer_ref *r);
+/* Drops the kept symbolizer: the next dump opens a fresh one (tests,
+ * benchmarks of a first dump). */
+void tdm__symbolizer_forget_shared(void);
+
 #endif

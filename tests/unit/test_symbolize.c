@@ -236,6 +236,64 @@ static void library_loaded_after_open_resolves(void **state)
     dlclose(h);
 }
 
+/* Successive dumps share one symbolizer; an unloaded object makes the
+ * next one fresh; references keep a replaced one alive for their strings;
+ * a forked child never waits for the parent's lock nor uses its
+ * symbolizer. */
+static void dumps_share_a_symbolizer(void **state)
+{
+    (void)state;
+    tdm__symbolizer_forget_shared();
+    tdm__symbolizer_ref *a = tdm__symbolizer_acquire();
+    assert_non_null(a);
+    tdm_symbol sym;
+    tdm__symbolize(tdm__symbolizer_of(a), (uintptr_t)&dumps_share_a_symbolizer + 1, &sym);
+    const char *name = sym.function;
+    assert_string_equal(name, "dumps_share_a_symbolizer");
+    tdm__symbolizer_unlock();
+    tdm__symbolizer_ref *b = tdm__symbolizer_acquire();
+    assert_ptr_equal(b, a);
+    tdm__symbolizer_unlock();
+    tdm__symbolizer_release(b);
+
+    /* A forked child while this thread holds the lock: the child gets a
+     * symbolizer of its own at once. */
+    tdm__symbolizer_ref *held = tdm__symbolizer_acquire();
+    assert_ptr_equal(held, a);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(20); /* a deadlock fails the test instead of hanging it */
+        tdm__symbolizer_ref *c = tdm__symbolizer_acquire();
+        int ok = c != NULL && c != held;
+        if (c != NULL) {
+            tdm__symbolizer_unlock();
+            tdm__symbolizer_release(c);
+        }
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    tdm__symbolizer_unlock();
+    tdm__symbolizer_release(held);
+
+#ifdef TDM_DEBUGLINK_LIB
+    void *h = dlopen(TDM_DEBUGLINK_LIB, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(h);
+    assert_int_equal(dlclose(h), 0);
+    tdm__symbolizer_ref *c = tdm__symbolizer_acquire();
+    assert_non_null(c);
+    assert_ptr_not_equal(tdm__symbolizer_of(c), tdm__symbolizer_of(a));
+    tdm__symbolizer_unlock();
+    /* The replaced one still serves the reference kept on it. */
+    assert_string_equal(name, "dumps_share_a_symbolizer");
+    tdm__symbolizer_release(c);
+#endif
+    tdm__symbolizer_release(a);
+    tdm__symbolizer_forget_shared();
+}
+
 static void unknown_addresses(void **state)
 {
     (void)state;
@@ -360,6 +418,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(repeated_pc_is_resolved_once),
         cmocka_unit_test(library_addresses_resolve),
         cmocka_unit_test(library_loaded_after_open_resolves),
+        cmocka_unit_test(dumps_share_a_symbolizer),
         cmocka_unit_test(unknown_addresses),
         cmocka_unit_test(debuglink_file_gives_lines),
         cmocka_unit_test(debuginfod_is_never_asked),
