@@ -25,7 +25,7 @@ static inline void cpu_relax(void)
 void tdm__lock_wait(tdm__lock *l)
 {
     for (;;) {
-        unsigned backoff = 4;
+        unsigned backoff = 64; /* ~1.5 us: a holder that just took it back keeps it a while */
         for (unsigned round = 0; round < SPINS + YIELDS; round++) {
             if (tdm__lock_try(l))
                 return;
