@@ -537,11 +537,10 @@ void tdm__cache_merge_into(tdm__cache_device *d, cblock *b, cblock *n)
     tdm__objpool_put(&d->block_pool, n);
 }
 
-void tdm__cache_free_block(tdm__cache_device *d, cblock *b, uint32_t es)
+/* Back into the pool: stats, fields, merge, bins; no event. */
+static void release_block(tdm__cache_device *d, cblock *b)
 {
     int kind = b->pool;
-    tdm__rec_event(TDM_ACTION_FREE_COMPLETED, d->index, b->addr, b->requested,
-                   b->requested, b->stream, es);
     tdm__stat_add(&d->stats, kind, TDM__ST_ACTIVE_BYTES, -(int64_t)b->size);
     tdm__stat_add(&d->stats, kind, TDM__ST_REQUESTED_BYTES, -(int64_t)b->requested);
     b->state = TDM_BLOCK_INACTIVE;
@@ -557,6 +556,13 @@ void tdm__cache_free_block(tdm__cache_device *d, cblock *b, uint32_t es)
     if (b->next && b->next->state == TDM_BLOCK_INACTIVE && b->next->mapped)
         tdm__cache_merge_into(d, b, b->next);
     tdm__cache_block(d, b);
+}
+
+void tdm__cache_free_block(tdm__cache_device *d, cblock *b, uint32_t es)
+{
+    tdm__rec_event(TDM_ACTION_FREE_COMPLETED, d->index, b->addr, b->requested,
+                   b->requested, b->stream, es);
+    release_block(d, b);
 }
 
 int tdm__cache_owns(uint64_t ptr, int device)
@@ -595,8 +601,6 @@ tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack, int on
         es = free_stack ? free_stack : b->stack_id;
     tdm__stat_add(&d->stats, kind, TDM__ST_ALLOCATION, -1);
     tdm__stat_add(&d->stats, kind, TDM__ST_ALLOCATED_BYTES, -(int64_t)b->size);
-    tdm__rec_event(TDM_ACTION_FREE_REQUESTED, d->index, b->addr, b->requested,
-                   b->requested, b->stream, es);
     /* A free on another stream: work queued there may still use the
      * block, as with record_stream.  Without host memory to note the
      * stream, the device's work is waited for now instead. */
@@ -605,10 +609,16 @@ tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack, int on
         g->prov->streams->device_sync(g->prov->streams_ctx, d->index);
     if (b->nuses > 0) {
         /* Other streams may still be using it: it waits for them. */
+        tdm__rec_event(TDM_ACTION_FREE_REQUESTED, d->index, b->addr, b->requested,
+                       b->requested, b->stream, es);
         b->free_stack = es;
         tdm__cache_pend(d, b);
     } else {
-        tdm__cache_free_block(d, b, es);
+        /* free_requested and free_completed at one instant: one ring
+         * entry (event.h). */
+        tdm__rec_event(TDM__ACTION_FREE_FREE, d->index, b->addr, b->requested,
+                       b->requested, b->stream, es);
+        release_block(d, b);
     }
     tdm__lock_give(&d->lock);
     return TDM_OK;

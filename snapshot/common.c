@@ -93,6 +93,12 @@ unsigned tdm__event_expand(const tdm_event *in, tdm_event *out)
         out[2] = *in;
         out[2].action = TDM_ACTION_SEGMENT_FREE;
         return 3;
+    case TDM__ACTION_FREE_FREE:
+        out[0] = *in;
+        out[0].action = TDM_ACTION_FREE_REQUESTED;
+        out[1] = *in;
+        out[1].action = TDM_ACTION_FREE_COMPLETED;
+        return 2;
     default:
         out[0] = *in;
         return 1;

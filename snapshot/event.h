@@ -52,14 +52,19 @@ typedef enum tdm_action {
  *                        + alloc(addr, requested, requested)
  *   FREE_SEGMENT_FREE:   free_requested(addr, requested, requested)
  *                        + free_completed(addr, requested, requested)
- *                        + segment_free(addr, size, requested) */
+ *                        + segment_free(addr, size, requested)
+ *   FREE_FREE:           free_requested(addr, requested, requested)
+ *                        + free_completed(addr, requested, requested)
+ *                        (the caching allocator's free that waits on no
+ *                        other stream) */
 #define TDM__ACTION_SEGMENT_ALLOC_ALLOC 250
 #define TDM__ACTION_FREE_SEGMENT_FREE 251
+#define TDM__ACTION_FREE_FREE 252
 
 /* Plain events an entry stands for (1 for plain actions). */
 static inline unsigned tdm__action_expanded_count(unsigned action)
 {
-    return action == TDM__ACTION_SEGMENT_ALLOC_ALLOC ? 2
+    return action == TDM__ACTION_SEGMENT_ALLOC_ALLOC || action == TDM__ACTION_FREE_FREE ? 2
          : action == TDM__ACTION_FREE_SEGMENT_FREE ? 3 : 1;
 }
 

@@ -74,7 +74,7 @@ static int key_cmp(const void *a, const void *b)
 static int action_known(unsigned action)
 {
     return action < TDM_ACTION_COUNT_ || action == TDM__ACTION_SEGMENT_ALLOC_ALLOC ||
-           action == TDM__ACTION_FREE_SEGMENT_FREE;
+           action == TDM__ACTION_FREE_SEGMENT_FREE || action == TDM__ACTION_FREE_FREE;
 }
 
 static tdm_status read_ring(const unsigned char *p, size_t len, tdm_spill_data *d,

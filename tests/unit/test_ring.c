@@ -274,18 +274,20 @@ static void compound_entries_expand_in_copies(void **state)
     tdm__rec_event(TDM__ACTION_SEGMENT_ALLOC_ALLOC, 1, 0x2000, 4096, 1000, 5, 7);
     tdm__rec_event(TDM_ACTION_SNAPSHOT, -1, 0, 0, 0, 0, 0);
     tdm__rec_event(TDM__ACTION_FREE_SEGMENT_FREE, 1, 0x2000, 4096, 1000, 5, 8);
+    tdm__rec_event(TDM__ACTION_FREE_FREE, 1, 0x2000, 1000, 1000, 5, 9);
     assert_int_equal(tdm_tag_pop(), TDM_OK);
     tdm_event *ev;
     size_t n;
     uint64_t dropped;
     assert_int_equal(tdm__rec_copy_events(&ev, &n, &dropped), TDM_OK);
-    assert_int_equal(n, 6);
+    assert_int_equal(n, 8);
     assert_int_equal(dropped, 0);
     static const struct { uint8_t action; uint64_t size, requested; uint32_t stack; } want[] = {
         {TDM_ACTION_SEGMENT_ALLOC, 4096, 1000, 7}, {TDM_ACTION_ALLOC, 1000, 1000, 7},
         {TDM_ACTION_SNAPSHOT, 0, 0, 0},
         {TDM_ACTION_FREE_REQUESTED, 1000, 1000, 8}, {TDM_ACTION_FREE_COMPLETED, 1000, 1000, 8},
         {TDM_ACTION_SEGMENT_FREE, 4096, 1000, 8},
+        {TDM_ACTION_FREE_REQUESTED, 1000, 1000, 9}, {TDM_ACTION_FREE_COMPLETED, 1000, 1000, 9},
     };
     for (size_t i = 0; i < n; i++) {
         assert_int_equal(ev[i].action, want[i].action);
@@ -302,6 +304,7 @@ static void compound_entries_expand_in_copies(void **state)
     /* the pieces of one entry share its time stamp */
     assert_int_equal(ev[0].time_ns, ev[1].time_ns);
     assert_int_equal(ev[3].time_ns, ev[5].time_ns);
+    assert_int_equal(ev[6].time_ns, ev[7].time_ns);
     free(ev);
     record_off();
 }
