@@ -65,9 +65,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "dump: cannot start recording\n");
         return 1;
     }
-    /* Events are counted as the snapshot will: 2 per pair, plus the
-     * segment the first allocation maps. */
-    long pairs = events / 2;
+    /* Events are counted as the snapshot will: 3 per pair (alloc,
+     * free_requested, free_completed), plus the segment the first
+     * allocation maps; the ring keeps them all (a free is one entry). */
+    long pairs = events / 3;
     for (int s = 1; s <= stacks; s++)
         pairs_at(s, pairs / stacks + (s <= pairs % stacks));
     char path[4096];
