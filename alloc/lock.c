@@ -8,8 +8,8 @@
 
 #include "lock.h"
 
-#define SPINS 48    /* looks before yielding: ~1 ms of backing off */
-#define MAX_BACKOFF 1024u /* most pauses between looks (~24 us here) */
+#define SPINS 12    /* looks before yielding: ~1 ms of backing off */
+#define MAX_BACKOFF 8192u /* most pauses between looks (~190 us here) */
 #define YIELDS 16   /* sched_yield rounds before sleeping */
 #define SLEEP_NS 1000000L /* longest sleep without a wake (1 ms) */
 
