@@ -119,10 +119,14 @@ static double events_with_stack(int depth, long n)
     return at_depth(depth, n);
 }
 
+/* record: 0 off, 1 on with native stacks (context=all), 2 on without
+ * stacks. */
 static double malloc_free_pairs(int record, long n)
 {
-    if (record)
+    if (record == 1)
         start(TDM_CONTEXT_ALL, TDM_STACKS_NATIVE);
+    else if (record == 2)
+        start(TDM_CONTEXT_ALL, TDM_STACKS_NONE);
     else
         tdm_record_memory_history(&(tdm_history_options){
             .size = sizeof(tdm_history_options), .enabled = TDM_RECORD_OFF,
@@ -229,6 +233,7 @@ int main(int argc, char **argv)
     printf("%-44s %10.1f %10s\n", "event + native stack, 30 frames", events_with_stack(30, n / 4), "<= 500");
     printf("%-44s %10.1f %10s\n", "event + native stack, 60 frames", events_with_stack(60, n / 4), "");
     printf("%-44s %10.1f %10s\n", "tdm_malloc+tdm_free, recording off", malloc_free_pairs(0, n / 4), "");
+    printf("%-44s %10.1f %10s\n", "tdm_malloc+tdm_free, recording on, no stacks", malloc_free_pairs(2, n / 4), "");
     printf("%-44s %10.1f %10s\n", "tdm_malloc+tdm_free, recording on (stacks)", malloc_free_pairs(1, n / 4), "");
     printf("%-44s %10.1f %10s\n", "tdm_malloc+tdm_free, stacks, 30 frames deep", pairs_with_stack(30, n / 4), "<= 500");
     printf("%-44s %10.1f %10s\n", tdm__clock_uses_tsc() ? "clock read (TSC, interpolated)"
