@@ -57,23 +57,12 @@ static inline int before(uint64_t size, uint64_t addr, const cblock *b)
     return size != b->size ? size < b->size : addr < b->addr;
 }
 
-static uint32_t node_prio(const void *n)
-{
-    uint64_t x = (uint64_t)(uintptr_t)n;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return (uint32_t)x;
-}
-
 /* ---- one bin: a treap by (size, address) ------------------------------- */
 
 static void bin_insert(tdm__tnode **root, cblock *b)
 {
     tdm__tnode *n = &b->node;
-    n->prio = node_prio(n);
+    n->prio = tdm__tree_prio(n);
     tdm__tnode **link = root;
     while (*link != NULL && (*link)->prio >= n->prio)
         link = before(b->size, b->addr, blk(*link)) ? &(*link)->left : &(*link)->right;

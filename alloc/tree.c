@@ -12,17 +12,6 @@ void tdm__tree_init(tdm__tree *t, tdm__tcmp cmp)
     t->count = 0;
 }
 
-static uint32_t node_prio(const tdm__tnode *n)
-{
-    uint64_t x = (uint64_t)(uintptr_t)n;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return (uint32_t)x;
-}
-
 /* Splits `t` into nodes < key (*l) and nodes > key (*r). */
 static void split(tdm__tnode *t, const tdm__tnode *key, tdm__tcmp cmp,
                   tdm__tnode **l, tdm__tnode **r)
@@ -64,7 +53,7 @@ static tdm__tnode *join(tdm__tnode *a, tdm__tnode *b)
 
 void tdm__tree_insert(tdm__tree *t, tdm__tnode *n)
 {
-    n->prio = node_prio(n);
+    n->prio = tdm__tree_prio(n);
     tdm__tnode **link = &t->root;
     while (*link != NULL && (*link)->prio >= n->prio)
         link = t->cmp(n, *link) < 0 ? &(*link)->left : &(*link)->right;

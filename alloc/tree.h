@@ -27,6 +27,19 @@ typedef struct tdm__tree {
     size_t count; /* nodes in the tree */
 } tdm__tree;
 
+/* A node's treap priority: a hash of its address (random-like, no state).
+ * Shared with the caching allocator's bins (cache_bins.c). */
+static inline uint32_t tdm__tree_prio(const void *node)
+{
+    uint64_t x = (uint64_t)(uintptr_t)node;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return (uint32_t)x;
+}
+
 void tdm__tree_init(tdm__tree *t, tdm__tcmp cmp);
 void tdm__tree_insert(tdm__tree *t, tdm__tnode *n);
 /* `n` must be in the tree. */
