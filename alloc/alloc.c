@@ -339,7 +339,7 @@ tdm__alloc_malloc(void **ptr, size_t size, int device, tdm_stream stream,
         /* Unwind before any allocator lock is taken. */
         req.stack_id = tdm__rec_alloc_stack(skip + 1);
         req.category = tdm__rec_current_category();
-        req.time_ns = tdm__alloc_now_ns();
+        req.time_ns = 1; /* stamped under the device lock (the modes) */
     }
     if (tdm__alloc_g.mode == TDM__MODE_CACHE)
         st = tdm__cache_malloc(&req, ptr);

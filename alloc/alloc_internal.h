@@ -130,7 +130,9 @@ typedef struct tdm__alloc_req {
     tdm_stream stream;
     uint32_t stack_id;  /* 0 unless recording */
     uint8_t category;
-    uint64_t time_ns;   /* 0 unless recording */
+    uint64_t time_ns;   /* 0 unless recording; then 1 until the mode stamps
+                           it under its device lock, so that the events'
+                           times follow the order the lock gave them */
 } tdm__alloc_req;
 
 /* ---- pass-through mode (passthrough.c) ---- */

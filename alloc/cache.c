@@ -400,14 +400,17 @@ static void use_block(tdm__cache_device *d, cblock *b, uint64_t size,
     b->state = TDM_BLOCK_ACTIVE_ALLOCATED;
     b->requested = req->size;
     b->stack_id = req->stack_id;
-    b->alloc_time_ns = req->time_ns;
+    /* One clock read, under the lock, for the block and its event. */
+    b->alloc_time_ns = req->time_ns ? tdm__alloc_now_ns() : 0;
     atomic_store_explicit(&b->category, req->category, memory_order_relaxed);
     tdm__stat_add(&d->stats, kind, TDM__ST_ALLOCATION, 1);
     tdm__stat_add(&d->stats, kind, TDM__ST_ALLOCATED_BYTES, (int64_t)b->size);
     tdm__stat_add(&d->stats, kind, TDM__ST_ACTIVE_BYTES, (int64_t)b->size);
     tdm__stat_add(&d->stats, kind, TDM__ST_REQUESTED_BYTES, (int64_t)req->size);
-    tdm__rec_event(TDM_ACTION_ALLOC, d->index, b->addr, req->size, req->size,
-                   b->stream, tdm__cache_event_stack(req->stack_id));
+    if (b->alloc_time_ns != 0)
+        tdm__rec_event_at(b->alloc_time_ns, req->category, TDM_ACTION_ALLOC, d->index,
+                          b->addr, req->size, req->size, b->stream,
+                          tdm__cache_event_stack(req->stack_id));
 }
 
 /* With several devices, the process-wide pointer map tells tdm_free
