@@ -8,10 +8,23 @@
 
 #include "lock.h"
 
-#define SPINS 12    /* looks before yielding: ~1 ms of backing off */
-#define MAX_BACKOFF 8192u /* most pauses between looks (~190 us here) */
+/* Backing off is measured in time, not in pauses: a pause lasts ~10 ns
+ * on some CPUs and ~40 on others, and the best delays (found with
+ * bench/replay's thread rows) are times: long enough that a holder keeps
+ * the lock for a run of calls, short enough that a lock given up for good
+ * is not left idle for long. */
+#define FIRST_DELAY_NS 1500u     /* first look after ~1.5 us */
+#define MAX_DELAY_NS 200000u     /* then doubling, up to 200 us between looks */
+#define SPIN_NS 1000000u         /* ~1 ms of backing off before yielding */
 #define YIELDS 16   /* sched_yield rounds before sleeping */
 #define SLEEP_NS 1000000L /* longest sleep without a wake (1 ms) */
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static inline void cpu_relax(void)
 {
@@ -25,18 +38,23 @@ static inline void cpu_relax(void)
 void tdm__lock_wait(tdm__lock *l)
 {
     for (;;) {
-        unsigned backoff = 64; /* ~1.5 us: a holder that just took it back keeps it a while */
-        for (unsigned round = 0; round < SPINS + YIELDS; round++) {
+        uint64_t delay = FIRST_DELAY_NS, spent = 0;
+        while (spent < SPIN_NS) {
+            uint64_t t0 = now_ns();
+            do {
+                for (int i = 0; i < 16; i++)
+                    cpu_relax();
+            } while (now_ns() - t0 < delay);
             if (tdm__lock_try(l))
                 return;
-            if (round < SPINS) {
-                for (unsigned i = 0; i < backoff; i++)
-                    cpu_relax();
-                if (backoff < MAX_BACKOFF)
-                    backoff *= 2;
-            } else {
-                sched_yield();
-            }
+            spent += delay;
+            if (delay < MAX_DELAY_NS)
+                delay *= 2;
+        }
+        for (unsigned i = 0; i < YIELDS; i++) {
+            sched_yield();
+            if (tdm__lock_try(l))
+                return;
         }
         /* The holder is in a long operation (a provider call, a dump's
          * copy), or keeps taking the lock again: sleep until a give wakes

@@ -4,8 +4,9 @@
  * mostly do not contend, so taking it is one atomic exchange and giving it
  * back one release store (a pthread mutex costs two atomic operations and
  * a call each way: a third of a cached malloc+free pair).  A thread that
- * finds it taken looks again after pauses that double from 64 to 8192 (the
- * holder is almost always about to give it back), then yields, then
+ * finds it taken looks again after delays that double from 1.5 us to
+ * 200 us (the holder is almost always about to give it back), for about
+ * a millisecond, then yields, then
  * sleeps on a futex that the holder wakes when it sees sleepers; the
  * sleep has a timeout, so a wake missed in the instant between the
  * holder's store and its look at the sleepers costs at most that timeout,
