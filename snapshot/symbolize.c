@@ -344,6 +344,26 @@ static const char *intern_function(tdm_symbolizer *s, const char *function)
     return intern_strn(s, function, flen, "??");
 }
 
+/* The C runtime's entry points of a process or thread, at the bottom of
+ * every stack.  They get no file:line: for them that means inflating
+ * glibc's separate debug file (~30 ms at a first dump, most of it) for a
+ * line nobody reads. */
+static int runtime_entry(const char *function)
+{
+    static const char *const names[] = {
+        "_start", "__libc_start_main", "__libc_start_main_impl",
+        "__libc_start_call_main", "start_thread", "clone", "clone3",
+        "__clone", "__clone3", "__clone_internal",
+    };
+    if (function == NULL)
+        return 0;
+    size_t n = strcspn(function, "@"); /* "name@@VERSION" */
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i]) == n && strncmp(function, names[i], n) == 0)
+            return 1;
+    return 0;
+}
+
 /* Fills out[] with pc's frames, innermost first; returns how many. */
 static size_t resolve(tdm_symbolizer *s, uintptr_t pc, tdm_symbol *out)
 {
@@ -366,11 +386,13 @@ static size_t resolve(tdm_symbolizer *s, uintptr_t pc, tdm_symbol *out)
         module = dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, NULL,
                                   NULL);
         function = function_name(s, mod, addr);
-        ninl = tdm__inline_chain(s->inlines, mod, addr, s->reference, calls,
-                                 TDM__INLINE_MAX);
-        Dwfl_Line *l = dwfl_module_getsrc(mod, addr);
-        if (l)
-            file = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
+        if (!runtime_entry(function)) {
+            ninl = tdm__inline_chain(s->inlines, mod, addr, s->reference, calls,
+                                     TDM__INLINE_MAX);
+            Dwfl_Line *l = dwfl_module_getsrc(mod, addr);
+            if (l)
+                file = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
+        }
     }
     if (!function || !module) {
         Dl_info info;

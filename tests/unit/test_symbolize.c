@@ -294,6 +294,40 @@ static void dumps_share_a_symbolizer(void **state)
     tdm__symbolizer_forget_shared();
 }
 
+/* Named like glibc's thread entry point: the symbolizer gives the C
+ * runtime's entry frames their function but no file:line (it would mean
+ * inflating glibc's debug file on the first dump). */
+static __attribute__((noinline)) uintptr_t start_thread(void)
+{
+    __asm__ __volatile__("" ::: "memory");
+    return (uintptr_t)__builtin_return_address(0);
+}
+
+static __attribute__((noinline)) uintptr_t ordinary_function(void)
+{
+    __asm__ __volatile__("" ::: "memory");
+    return (uintptr_t)__builtin_return_address(0);
+}
+
+static void runtime_entry_frames_have_no_line(void **state)
+{
+    (void)state;
+    tdm_symbolizer *s;
+    assert_int_equal(tdm__symbolizer_open(&s), TDM_OK);
+    tdm_symbol sym;
+    tdm__symbolize(s, (uintptr_t)&start_thread + 1, &sym);
+    assert_string_equal(sym.function, "start_thread");
+    assert_string_equal(sym.file, "");
+    assert_int_equal(sym.line, 0);
+    /* The same kind of function under another name keeps its line. */
+    tdm__symbolize(s, (uintptr_t)&ordinary_function + 1, &sym);
+    assert_string_equal(sym.function, "ordinary_function");
+    assert_non_null(strstr(sym.file, "test_symbolize.c"));
+    assert_true(sym.line > 0);
+    assert_true(start_thread() != 0 && ordinary_function() != 0);
+    tdm__symbolizer_close(s);
+}
+
 static void unknown_addresses(void **state)
 {
     (void)state;
@@ -419,6 +453,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(library_addresses_resolve),
         cmocka_unit_test(library_loaded_after_open_resolves),
         cmocka_unit_test(dumps_share_a_symbolizer),
+        cmocka_unit_test(runtime_entry_frames_have_no_line),
         cmocka_unit_test(unknown_addresses),
         cmocka_unit_test(debuglink_file_gives_lines),
         cmocka_unit_test(debuginfod_is_never_asked),
