@@ -9,8 +9,9 @@
  * Invariants (checked by tdm__alloc_check after every test operation):
  * blocks tile each segment; no two inactive neighbours; a pool's bins hold
  * exactly its inactive mapped blocks; stats equal the sums over blocks.
- * Lock: the device mutex, held for the whole of malloc and free (the
- * provider's own lock nests inside it; pointer-map shard locks too).
+ * Lock: the device lock (lock.h), held for the whole of malloc and free
+ * (the provider's own lock nests inside it; with several devices, the
+ * process-wide pointer map's shard locks too).
  * Stacks are captured before it is taken.
  */
 #include <stdio.h>

@@ -12,7 +12,7 @@
  * no page mapped goes back to the provider.  Events: segment_map and
  * segment_unmap with the range's address and bytes (no segment_alloc).
  *
- * Lock: the device mutex, held by every caller (provider locks nest
+ * Lock: the device lock, held by every caller (provider locks nest
  * inside).  Page handles live in a table per segment from tdm__meta_map.
  */
 #include "cache_internal.h"

@@ -12,8 +12,8 @@
  * whose blocks tile all of it: mapped ones as above, and unmapped ones
  * (inactive, page-aligned, in their pool's `unmapped` tree keyed
  * (stream, address)) where no physical page is behind the range.
- * Lock: everything here is guarded by the device's mutex; the pointer-map
- * entries of a device's blocks change only while that mutex is held.
+ * Lock: everything here is guarded by the device's lock (lock.h); the
+ * pointer-map entries of a device's blocks change only while it is held.
  */
 #ifndef TDM_ALLOC_CACHE_INTERNAL_H
 #define TDM_ALLOC_CACHE_INTERNAL_H

@@ -2,9 +2,9 @@
  * empty_cache, record_stream and stream sync, re-tagging, the state handed
  * to a snapshot, and the invariant checker.
  *
- * Lock: each function takes the device mutex for as long as it reads or
+ * Lock: each function takes the device lock for as long as it reads or
  * changes that device; the snapshot copy is made under every device's
- * mutex at once (one cut) and the visitor is called after they are
+ * lock at once (one cut) and the visitor is called after they are
  * released.
  */
 #include <stdio.h>

@@ -21,7 +21,7 @@
  * Also the entry points for hooks: tdm__alloc_free_on_stream and
  * tdm__alloc_free_synchronized.
  *
- * Lock: everything on a device runs under its mutex (markers are recorded
+ * Lock: everything on a device runs under its lock (markers are recorded
  * and queried under it, as PyTorch does: neither call blocks), except the
  * device-wide wait of tdm__alloc_free_synchronized, made with no lock.
  */

@@ -22,7 +22,7 @@
  * count == live allocations + live mappings.  Sizes are what the vendor
  * was asked for (no rounding).
  *
- * Locks: one mutex per device around its stats, its description, the
+ * Locks: one lock (lock.h) per device around its stats, its description, the
  * insertion and removal of its records in the maps, and the events that
  * book them, so that a dump copies the three at one instant (the maps'
  * shard locks are taken inside it); none is global, and the hot path of
