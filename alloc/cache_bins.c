@@ -51,10 +51,16 @@ static inline cblock *blk(tdm__tnode *n)
     return n ? TDM__CONTAINER_OF(n, cblock, node) : NULL;
 }
 
-/* (size, addr) order within a bin. */
-static inline int before(uint64_t size, uint64_t addr, const cblock *b)
+/* (size, addr) order within a bin: whether key (s1, a1) is before (s2, a2). */
+static inline int key_before(uint64_t s1, uint64_t a1, uint64_t s2, uint64_t a2)
 {
-    return size != b->size ? size < b->size : addr < b->addr;
+    return s1 != s2 ? s1 < s2 : a1 < a2;
+}
+
+/* Whether block x is before block y. */
+static inline int before(const cblock *x, const cblock *y)
+{
+    return key_before(x->size, x->addr, y->size, y->addr);
 }
 
 /* ---- one bin: a treap by (size, address) ------------------------------- */
@@ -65,11 +71,11 @@ static void bin_insert(tdm__tnode **root, cblock *b)
     n->prio = tdm__tree_prio(n);
     tdm__tnode **link = root;
     while (*link != NULL && (*link)->prio >= n->prio)
-        link = before(b->size, b->addr, blk(*link)) ? &(*link)->left : &(*link)->right;
+        link = before(b, blk(*link)) ? &(*link)->left : &(*link)->right;
     /* Split what hangs below into the nodes before b and after it. */
     tdm__tnode *t = *link, **l = &n->left, **r = &n->right;
     while (t != NULL) {
-        if (before(blk(t)->size, blk(t)->addr, b)) {
+        if (before(blk(t), b)) {
             *l = t;
             l = &t->right;
             t = t->right;
@@ -87,22 +93,10 @@ static void bin_remove(tdm__tnode **root, cblock *b)
 {
     tdm__tnode **link = root;
     while (*link != &b->node && *link != NULL)
-        link = before(b->size, b->addr, blk(*link)) ? &(*link)->left : &(*link)->right;
+        link = before(b, blk(*link)) ? &(*link)->left : &(*link)->right;
     if (*link == NULL)
         return; /* not there: a caller bug, but never corrupt the bin */
-    tdm__tnode *a = b->node.left, *c = b->node.right, **out = link;
-    while (a != NULL && c != NULL) { /* join: every node of a is before c's */
-        if (a->prio >= c->prio) {
-            *out = a;
-            out = &a->right;
-            a = a->right;
-        } else {
-            *out = c;
-            out = &c->left;
-            c = c->left;
-        }
-    }
-    *out = a != NULL ? a : c;
+    *link = tdm__tree_join(b->node.left, b->node.right);
     b->node.left = b->node.right = NULL;
 }
 
@@ -112,7 +106,8 @@ static cblock *bin_ge(tdm__tnode *t, uint64_t size, uint64_t addr, int gt)
     cblock *best = NULL;
     while (t != NULL) {
         cblock *c = blk(t);
-        int after = c->size != size ? c->size > size : gt ? c->addr > addr : c->addr >= addr;
+        int after = gt ? key_before(size, addr, c->size, c->addr)
+                       : !key_before(c->size, c->addr, size, addr);
         if (after) {
             best = c;
             t = t->left;
@@ -129,7 +124,7 @@ static cblock *bin_lt(tdm__tnode *t, uint64_t size, uint64_t addr)
     cblock *best = NULL;
     while (t != NULL) {
         cblock *c = blk(t);
-        if (before(c->size, c->addr, &(cblock){.size = size, .addr = addr})) {
+        if (key_before(c->size, c->addr, size, addr)) {
             best = c;
             t = t->right;
         } else {

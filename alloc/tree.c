@@ -31,26 +31,6 @@ static void split(tdm__tnode *t, const tdm__tnode *key, tdm__tcmp cmp,
     *r = NULL;
 }
 
-/* Joins two treaps where every node of `a` is below every node of `b`. */
-static tdm__tnode *join(tdm__tnode *a, tdm__tnode *b)
-{
-    tdm__tnode *root = NULL;
-    tdm__tnode **link = &root;
-    while (a != NULL && b != NULL) {
-        if (a->prio >= b->prio) {
-            *link = a;
-            link = &a->right;
-            a = a->right;
-        } else {
-            *link = b;
-            link = &b->left;
-            b = b->left;
-        }
-    }
-    *link = a != NULL ? a : b;
-    return root;
-}
-
 void tdm__tree_insert(tdm__tree *t, tdm__tnode *n)
 {
     n->prio = tdm__tree_prio(n);
@@ -69,7 +49,7 @@ void tdm__tree_remove(tdm__tree *t, tdm__tnode *n)
         link = t->cmp(n, *link) < 0 ? &(*link)->left : &(*link)->right;
     if (*link == NULL)
         return; /* not in the tree: a caller bug, but never corrupt it */
-    *link = join(n->left, n->right);
+    *link = tdm__tree_join(n->left, n->right);
     n->left = n->right = NULL;
     t->count--;
 }
