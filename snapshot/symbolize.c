@@ -132,17 +132,30 @@ static const Dwfl_Callbacks proc_callbacks = {
     .find_debuginfo = find_debuginfo_local,
 };
 
-static int loads_cb(struct dl_phdr_info *info, size_t size, void *data)
+static int counts_cb(struct dl_phdr_info *info, size_t size, void *data)
 {
-    *(unsigned long long *)data = info->dlpi_adds;
-    return 1; /* every entry carries the same count: one is enough */
+    (void)size;
+    unsigned long long *c = data;
+    c[0] = info->dlpi_adds;
+    c[1] = info->dlpi_subs;
+    return 1; /* every entry carries the same counts: one is enough */
+}
+
+void tdm__dl_counts(unsigned long long *loads, unsigned long long *unloads)
+{
+    unsigned long long c[2] = {0, 0};
+    dl_iterate_phdr(counts_cb, c);
+    if (loads)
+        *loads = c[0];
+    if (unloads)
+        *unloads = c[1];
 }
 
 /* How many objects the dynamic linker has loaded since the start. */
 static unsigned long long loads_so_far(void)
 {
-    unsigned long long adds = 0;
-    dl_iterate_phdr(loads_cb, &adds);
+    unsigned long long adds;
+    tdm__dl_counts(&adds, NULL);
     return adds;
 }
 

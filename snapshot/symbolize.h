@@ -43,6 +43,10 @@ void tdm__symbolizer_close(tdm_symbolizer *s);
  * indexes: the reference that tests and bench/symbolize.c compare with. */
 void tdm__symbolizer_use_reference(tdm_symbolizer *s, int on);
 
+/* The dynamic linker's counts of objects loaded and unloaded since the
+ * start (either pointer may be NULL). */
+void tdm__dl_counts(unsigned long long *loads, unsigned long long *unloads);
+
 /* The symbolizer that successive dumps share (symbolize_shared.c).
  * Returns a reference, with the symbolizer's lock held until
  * tdm__symbolizer_unlock (lookups only in between); the strings it hands

@@ -14,8 +14,6 @@
  * tdm__symbolizer_unlock (the symbolizer serves one user at a time) and
  * around the reference counts.
  */
-#define _GNU_SOURCE
-#include <link.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -30,20 +28,6 @@ struct tdm__symbolizer_ref {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static tdm__symbolizer_ref *current;
-
-static int unloads_cb(struct dl_phdr_info *info, size_t size, void *data)
-{
-    (void)size;
-    *(unsigned long long *)data = info->dlpi_subs;
-    return 1; /* every entry carries the same count: one is enough */
-}
-
-static unsigned long long unloads_so_far(void)
-{
-    unsigned long long subs = 0;
-    dl_iterate_phdr(unloads_cb, &subs);
-    return subs;
-}
 
 /* The child of a fork: another thread may have held the lock, and the
  * parent's symbolizer (its open files, its libdwfl state) is not ours to
@@ -73,7 +57,8 @@ tdm__symbolizer_ref *tdm__symbolizer_acquire(void)
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, register_once);
     pthread_mutex_lock(&lock);
-    unsigned long long unloads = unloads_so_far();
+    unsigned long long unloads;
+    tdm__dl_counts(NULL, &unloads);
     if (current != NULL && current->unloads != unloads) {
         drop(current);
         current = NULL;
