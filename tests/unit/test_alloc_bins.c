@@ -23,9 +23,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include <dirent.h>
-
 #include "alloc.h"
+#include "trace_fixtures.h"
 
 #define MiB ((uint64_t)1 << 20)
 #define GiB ((uint64_t)1 << 30)
@@ -215,49 +214,26 @@ static const setting settings[] = {
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 
-static int replay_dir(const char *dir)
+static void compare_trace(const char *path, const char *name, void *ctx)
 {
-    DIR *dp = opendir(dir);
-    if (dp == NULL)
-        return 0;
-    int traces = 0;
-    struct dirent *e;
-    while ((e = readdir(dp)) != NULL) {
-        size_t n = strlen(e->d_name);
-        if (n < 5 || strcmp(e->d_name + n - 4, ".csv") != 0)
-            continue;
-        char path[2048];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        workload w = {0};
-        assert_true(load_trace(path, &w));
-        assert_true(w.n > 0);
-        for (size_t s = 0; s < NSETTINGS; s++)
-            compare(e->d_name, &w, &settings[s]);
-        print_message("%s: %zu operations, the same under %zu settings\n", e->d_name, w.n,
-                      NSETTINGS);
-        free(w.r);
-        traces++;
-    }
-    closedir(dp);
-    return traces;
+    (void)ctx;
+    workload w = {0};
+    assert_true(load_trace(path, &w));
+    assert_true(w.n > 0);
+    for (size_t s = 0; s < NSETTINGS; s++)
+        compare(name, &w, &settings[s]);
+    print_message("%s: %zu operations, the same under %zu settings\n", name, w.n, NSETTINGS);
+    free(w.r);
 }
 
 static void test_traces(void **state)
 {
     (void)state;
     char buf[1024];
-    const char *env = getenv("TDM_TRACES_DIR");
-    int traces = 0;
-    if (env && *env) {
-        traces += replay_dir(env);
-    } else {
-        snprintf(buf, sizeof buf, "%s/../../../shared/traces", TDM_TEST_DATA_DIR);
-        traces += replay_dir(buf);
-    }
-    snprintf(buf, sizeof buf, "%s/../../bench/traces", TDM_TEST_DATA_DIR);
-    int own = replay_dir(buf);
+    int shared = tdm_test_each_trace(tdm_test_shared_traces(buf, sizeof buf), compare_trace, NULL);
+    int own = tdm_test_each_trace(tdm_test_own_traces(buf, sizeof buf), compare_trace, NULL);
     assert_true(own > 0); /* the repository's own traces are always there */
-    print_message("%d traces\n", traces + own);
+    print_message("%d traces\n", (shared > 0 ? shared : 0) + own);
 }
 
 static void test_random(void **state)

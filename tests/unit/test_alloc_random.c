@@ -15,9 +15,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include <dirent.h>
-
 #include "alloc.h"
+#include "trace_fixtures.h"
 
 #define MiB ((size_t)1 << 20)
 #define GiB ((size_t)1 << 30)
@@ -169,15 +168,6 @@ static void test_random_knobs(void **state)
 
 /* ---- trace replay ----------------------------------------------------------- */
 
-static const char *traces_dir(char *buf, size_t len)
-{
-    const char *env = getenv("TDM_TRACES_DIR");
-    if (env && *env)
-        return env;
-    snprintf(buf, len, "%s/../../../shared/traces", TDM_TEST_DATA_DIR);
-    return buf;
-}
-
 static size_t replay(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -222,39 +212,32 @@ static size_t replay(const char *path)
     return ops;
 }
 
+static void replay_one(const char *path, const char *name, void *ctx)
+{
+    (void)ctx;
+    tdm__alloc_config cfg = cfg_of(1, 16 * GiB);
+    tdm__alloc_reset_for_tests();
+    assert_int_equal(tdm__alloc_configure(&cfg), TDM_OK);
+    size_t ops = replay(path);
+    assert_true(ops > 0);
+    tdm_stats s = {.size = sizeof s};
+    assert_int_equal(tdm_memory_stats(0, &s), TDM_OK);
+    assert_int_equal(s.allocated_bytes.current, 0);
+    print_message("%s: %zu operations, peak reserved / peak allocated = %.3f\n", name, ops,
+                  (double)s.reserved_bytes.peak / (double)s.allocated_bytes.peak);
+    tdm__alloc_reset_for_tests();
+}
+
 static void test_replay_traces(void **state)
 {
     (void)state;
     char buf[1024];
-    const char *dir = traces_dir(buf, sizeof buf);
-    DIR *dp = opendir(dir);
-    if (dp == NULL) {
+    const char *dir = tdm_test_shared_traces(buf, sizeof buf);
+    int traces = tdm_test_each_trace(dir, replay_one, NULL);
+    if (traces < 0) {
         print_message("no traces at %s: skipped\n", dir);
         skip();
     }
-    int traces = 0;
-    struct dirent *e;
-    while ((e = readdir(dp)) != NULL) {
-        size_t n = strlen(e->d_name);
-        if (n < 5 || strcmp(e->d_name + n - 4, ".csv") != 0)
-            continue;
-        char path[2048];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        tdm__alloc_config cfg = cfg_of(1, 16 * GiB);
-        tdm__alloc_reset_for_tests();
-        assert_int_equal(tdm__alloc_configure(&cfg), TDM_OK);
-        size_t ops = replay(path);
-        assert_true(ops > 0);
-        tdm_stats s = {.size = sizeof s};
-        assert_int_equal(tdm_memory_stats(0, &s), TDM_OK);
-        assert_int_equal(s.allocated_bytes.current, 0);
-        print_message("%s: %zu operations, peak reserved / peak allocated = %.3f\n",
-                      e->d_name, ops,
-                      (double)s.reserved_bytes.peak / (double)s.allocated_bytes.peak);
-        traces++;
-        tdm__alloc_reset_for_tests();
-    }
-    closedir(dp);
     assert_true(traces > 0);
 }
 
