@@ -82,9 +82,8 @@ static int load_trace(const char *path, workload *w)
     char line[512];
     while (fgets(line, sizeof line, f)) {
         char action[16];
-        unsigned long long t, id, size;
-        if (line[0] == '#' || sscanf(line, "%15[^,],%llu,%llu,%llu", action, &t, &id,
-                                     &size) != 4)
+        unsigned long long id, size;
+        if (!tdm_test_trace_row(line, action, &id, &size))
             continue;
         while (id >= cap) {
             dense = realloc(dense, cap * 2 * sizeof *dense);

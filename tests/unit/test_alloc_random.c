@@ -178,9 +178,8 @@ static size_t replay(const char *path)
     char line[512];
     while (fgets(line, sizeof line, f)) {
         char action[16];
-        unsigned long long t, id, size;
-        if (line[0] == '#' || sscanf(line, "%15[^,],%llu,%llu,%llu", action, &t, &id,
-                                     &size) != 4)
+        unsigned long long id, size;
+        if (!tdm_test_trace_row(line, action, &id, &size))
             continue; /* comments, the header, phase rows */
         if (id >= cap) {
             size_t ncap = cap;

@@ -26,6 +26,16 @@ static inline const char *tdm_test_own_traces(char *buf, size_t len)
     return buf;
 }
 
+/* One line of a trace CSV: 1 with its action, id and size for a row of
+ * the file's format (action,time_ns,id,size,...), 0 for comments, the
+ * header and rows of any other shape. */
+static inline int tdm_test_trace_row(const char *line, char action[16], unsigned long long *id,
+                                     unsigned long long *size)
+{
+    unsigned long long t;
+    return line[0] != '#' && sscanf(line, "%15[^,],%llu,%llu,%llu", action, &t, id, size) == 4;
+}
+
 /* Calls fn(path, name, ctx) for each *.csv file in dir; returns how many,
  * -1 when dir cannot be opened. */
 static inline int tdm_test_each_trace(const char *dir,
