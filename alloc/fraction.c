@@ -36,43 +36,59 @@ typedef struct frac_impl {
     pthread_mutex_t *locks;  /* [device_count] around inner calls */
 } frac_impl;
 
+/* `call` (an inner provider call for `device`) under the device's lock;
+ * its status. */
+#define UNDER_LOCK(f, device, call)                                            \
+    ({                                                                         \
+        pthread_mutex_lock(&(f)->locks[device]);                               \
+        tdm_status st_ = (call);                                               \
+        pthread_mutex_unlock(&(f)->locks[device]);                             \
+        st_;                                                                   \
+    })
+
+/* Whether `size` more bytes on `device` would pass its limit. */
+static int over_limit(frac_impl *f, int device, size_t size)
+{
+    uint64_t limit = atomic_load_explicit(&f->limit[device], memory_order_relaxed);
+    return limit != UINT64_MAX &&
+           atomic_load_explicit(&f->used[device], memory_order_relaxed) + size > limit;
+}
+
+/* Books `size` bytes taken (sign +1) or given back (-1) once the inner
+ * call that moved them succeeded; returns its status. */
+static tdm_status booked(frac_impl *f, int device, tdm_status st, int sign, size_t size)
+{
+    if (st == TDM_OK && sign > 0)
+        atomic_fetch_add_explicit(&f->used[device], size, memory_order_relaxed);
+    else if (st == TDM_OK)
+        atomic_fetch_sub_explicit(&f->used[device], size, memory_order_relaxed);
+    return st;
+}
+
 static tdm_status frac_alloc(tdm_provider *p, int device, size_t size,
                              tdm_stream stream, void **out)
 {
     frac_impl *f = p->impl;
-    uint64_t limit = atomic_load_explicit(&f->limit[device], memory_order_relaxed);
-    if (limit != UINT64_MAX &&
-        atomic_load_explicit(&f->used[device], memory_order_relaxed) + size > limit) {
+    if (over_limit(f, device, size)) {
         *out = NULL;
         return TDM_OUT_OF_MEMORY;
     }
-    pthread_mutex_lock(&f->locks[device]);
-    tdm_status st = f->inner->alloc(f->inner, device, size, stream, out);
-    pthread_mutex_unlock(&f->locks[device]);
-    if (st == TDM_OK)
-        atomic_fetch_add_explicit(&f->used[device], size, memory_order_relaxed);
-    return st;
+    tdm_status st = UNDER_LOCK(f, device, f->inner->alloc(f->inner, device, size, stream, out));
+    return booked(f, device, st, +1, size);
 }
 
 static tdm_status frac_free(tdm_provider *p, int device, void *ptr, size_t size)
 {
     frac_impl *f = p->impl;
-    pthread_mutex_lock(&f->locks[device]);
-    tdm_status st = f->inner->free(f->inner, device, ptr, size);
-    pthread_mutex_unlock(&f->locks[device]);
-    if (st == TDM_OK)
-        atomic_fetch_sub_explicit(&f->used[device], size, memory_order_relaxed);
-    return st;
+    tdm_status st = UNDER_LOCK(f, device, f->inner->free(f->inner, device, ptr, size));
+    return booked(f, device, st, -1, size);
 }
 
 static tdm_status frac_mem_info(tdm_provider *p, int device, size_t *free_bytes,
                                 size_t *total_bytes)
 {
     frac_impl *f = p->impl;
-    pthread_mutex_lock(&f->locks[device]);
-    tdm_status st = f->inner->mem_info(f->inner, device, free_bytes, total_bytes);
-    pthread_mutex_unlock(&f->locks[device]);
-    return st;
+    return UNDER_LOCK(f, device, f->inner->mem_info(f->inner, device, free_bytes, total_bytes));
 }
 
 static void frac_device_name(tdm_provider *p, int device, char *buf, size_t len)
@@ -83,88 +99,44 @@ static void frac_device_name(tdm_provider *p, int device, char *buf, size_t len)
 
 /* ---- virtual memory ops: physical pages count as bytes held ---------- */
 
-static tdm_status frac_granularity(tdm_provider *p, int device, size_t *bytes)
-{
-    frac_impl *f = p->impl;
-    pthread_mutex_lock(&f->locks[device]);
-    tdm_status st = f->inner->vmm->granularity(f->inner, device, bytes);
-    pthread_mutex_unlock(&f->locks[device]);
-    return st;
-}
-
-static tdm_status frac_reserve(tdm_provider *p, int device, size_t size, void **base)
-{
-    frac_impl *f = p->impl;
-    pthread_mutex_lock(&f->locks[device]);
-    tdm_status st = f->inner->vmm->reserve(f->inner, device, size, base);
-    pthread_mutex_unlock(&f->locks[device]);
-    return st;
-}
-
-static tdm_status frac_free_range(tdm_provider *p, int device, void *base, size_t size)
-{
-    frac_impl *f = p->impl;
-    pthread_mutex_lock(&f->locks[device]);
-    tdm_status st = f->inner->vmm->free_range(f->inner, device, base, size);
-    pthread_mutex_unlock(&f->locks[device]);
-    return st;
-}
-
 static tdm_status frac_create(tdm_provider *p, int device, size_t size, uint64_t *handle)
 {
     frac_impl *f = p->impl;
-    uint64_t limit = atomic_load_explicit(&f->limit[device], memory_order_relaxed);
-    if (limit != UINT64_MAX &&
-        atomic_load_explicit(&f->used[device], memory_order_relaxed) + size > limit) {
+    if (over_limit(f, device, size)) {
         *handle = 0;
         return TDM_OUT_OF_MEMORY;
     }
-    pthread_mutex_lock(&f->locks[device]);
-    tdm_status st = f->inner->vmm->create(f->inner, device, size, handle);
-    pthread_mutex_unlock(&f->locks[device]);
-    if (st == TDM_OK)
-        atomic_fetch_add_explicit(&f->used[device], size, memory_order_relaxed);
-    return st;
+    tdm_status st = UNDER_LOCK(f, device, f->inner->vmm->create(f->inner, device, size, handle));
+    return booked(f, device, st, +1, size);
 }
 
 static tdm_status frac_release(tdm_provider *p, int device, uint64_t handle, size_t size)
 {
     frac_impl *f = p->impl;
-    pthread_mutex_lock(&f->locks[device]);
-    tdm_status st = f->inner->vmm->release(f->inner, device, handle, size);
-    pthread_mutex_unlock(&f->locks[device]);
-    if (st == TDM_OK)
-        atomic_fetch_sub_explicit(&f->used[device], size, memory_order_relaxed);
-    return st;
+    tdm_status st = UNDER_LOCK(f, device, f->inner->vmm->release(f->inner, device, handle, size));
+    return booked(f, device, st, -1, size);
 }
 
-static tdm_status frac_map(tdm_provider *p, int device, void *addr, size_t size,
-                           uint64_t handle)
-{
-    frac_impl *f = p->impl;
-    pthread_mutex_lock(&f->locks[device]);
-    tdm_status st = f->inner->vmm->map(f->inner, device, addr, size, handle);
-    pthread_mutex_unlock(&f->locks[device]);
-    return st;
-}
+/* The ops that only add the lock: frac_<op>(p, device, ...) calls the
+ * inner provider's <op> with the same arguments. */
+#define FORWARD_VMM(op, params, args)                                          \
+    static tdm_status frac_##op params                                         \
+    {                                                                          \
+        frac_impl *f = p->impl;                                                \
+        return UNDER_LOCK(f, device, f->inner->vmm->op args);                  \
+    }
 
-static tdm_status frac_set_access(tdm_provider *p, int device, void *addr, size_t size)
-{
-    frac_impl *f = p->impl;
-    pthread_mutex_lock(&f->locks[device]);
-    tdm_status st = f->inner->vmm->set_access(f->inner, device, addr, size);
-    pthread_mutex_unlock(&f->locks[device]);
-    return st;
-}
-
-static tdm_status frac_unmap(tdm_provider *p, int device, void *addr, size_t size)
-{
-    frac_impl *f = p->impl;
-    pthread_mutex_lock(&f->locks[device]);
-    tdm_status st = f->inner->vmm->unmap(f->inner, device, addr, size);
-    pthread_mutex_unlock(&f->locks[device]);
-    return st;
-}
+FORWARD_VMM(granularity, (tdm_provider *p, int device, size_t *bytes), (f->inner, device, bytes))
+FORWARD_VMM(reserve, (tdm_provider *p, int device, size_t size, void **base),
+            (f->inner, device, size, base))
+FORWARD_VMM(free_range, (tdm_provider *p, int device, void *base, size_t size),
+            (f->inner, device, base, size))
+FORWARD_VMM(map, (tdm_provider *p, int device, void *addr, size_t size, uint64_t handle),
+            (f->inner, device, addr, size, handle))
+FORWARD_VMM(set_access, (tdm_provider *p, int device, void *addr, size_t size),
+            (f->inner, device, addr, size))
+FORWARD_VMM(unmap, (tdm_provider *p, int device, void *addr, size_t size),
+            (f->inner, device, addr, size))
 
 static const tdm_vmm_ops frac_vmm = {
     .granularity = frac_granularity,
