@@ -649,16 +649,7 @@ void tdm__cache_complete_pending(tdm__cache_device *d, int all, uint64_t stream)
             }
         }
         if (all || b->nuses == 0) {
-            if (b->pend_prev)
-                b->pend_prev->pend_next = b->pend_next;
-            else
-                d->pending = b->pend_next;
-            if (b->pend_next)
-                b->pend_next->pend_prev = b->pend_prev;
-            b->pend_prev = b->pend_next = NULL;
-            if (b->wait != TDM__WAIT_SYNC)
-                d->nwaiting--;
-            b->wait = TDM__WAIT_SYNC;
+            tdm__cache_unpend(d, b);
             tdm__cache_free_block(d, b, b->free_stack);
         }
         b = next;

@@ -216,6 +216,9 @@ void tdm__cache_drop_uses(tdm__cache_device *d, cblock *b);
  * markers recorded on each stream, or deferred during a capture, or
  * waiting for tdm_stream_synchronize on a device without markers. */
 void tdm__cache_pend(tdm__cache_device *d, cblock *b);
+/* Takes b off the pending list (its wait done): the counterpart of
+ * tdm__cache_pend. */
+void tdm__cache_unpend(tdm__cache_device *d, cblock *b);
 /* Malloc's first step while frees wait on markers: completes those whose
  * markers are done (never blocks). */
 void tdm__cache_poll(tdm__cache_device *d, tdm_stream stream);

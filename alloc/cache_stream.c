@@ -150,7 +150,7 @@ static int markers_done(tdm__cache_device *d, cblock *b)
     return b->nuses == 0;
 }
 
-static void unlink_pending(tdm__cache_device *d, cblock *b)
+void tdm__cache_unpend(tdm__cache_device *d, cblock *b)
 {
     if (b->pend_prev)
         b->pend_prev->pend_next = b->pend_next;
@@ -159,7 +159,8 @@ static void unlink_pending(tdm__cache_device *d, cblock *b)
     if (b->pend_next)
         b->pend_next->pend_prev = b->pend_prev;
     b->pend_prev = b->pend_next = NULL;
-    d->nwaiting--;
+    if (b->wait != TDM__WAIT_SYNC)
+        d->nwaiting--;
     b->wait = TDM__WAIT_SYNC;
 }
 
@@ -173,7 +174,7 @@ void tdm__cache_poll(tdm__cache_device *d, tdm_stream stream)
         if (b->wait == TDM__WAIT_DEFERRED)
             record_markers(d, b);
         if (b->wait == TDM__WAIT_MARKERS && markers_done(d, b)) {
-            unlink_pending(d, b);
+            tdm__cache_unpend(d, b);
             tdm__cache_free_block(d, b, b->free_stack);
         }
         b = next;
