@@ -16,21 +16,10 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include <cmocka.h>
-
-#include "alloc.h"
+#include "provider_common.h"
 #include "provider_cuda.h"
-
-#define MIB ((size_t)1 << 20)
 
 /* The fake driver, as the provider loaded it. */
 static struct {
@@ -50,6 +39,38 @@ static void load_fake(void)
     assert_non_null(fake.used);
     assert_non_null(fake.calls);
     assert_non_null(fake.set_oom_above);
+}
+
+/* The shared scenarios read bytes as size_t; the fake counts them in
+ * unsigned long long. */
+static size_t used_bytes(int device)
+{
+    return (size_t)fake.used(device);
+}
+
+/* The provider over the fake driver, and the fake described in *v for
+ * provider_common.h. */
+static tdm_provider *create_over_fake(provider_test_vendor *v)
+{
+    tdm_provider *p = NULL;
+    assert_int_equal(tdm__provider_cuda_create(NULL, &p), TDM_OK);
+    load_fake();
+    *v = (provider_test_vendor){
+        .name = "cuda",
+        .calls = fake.calls,
+        .used = used_bytes,
+        .fn = {[VENDOR_RESERVE] = "cuMemAddressReserve",
+               [VENDOR_CREATE] = "cuMemCreate",
+               [VENDOR_MAP] = "cuMemMap",
+               [VENDOR_SET_ACCESS] = "cuMemSetAccess",
+               [VENDOR_UNMAP] = "cuMemUnmap",
+               [VENDOR_RELEASE] = "cuMemRelease",
+               [VENDOR_ADDRESS_FREE] = "cuMemAddressFree",
+               [VENDOR_PLAIN_ALLOC] = "cuMemAlloc_v2"},
+        /* Device 0 only: empty_cache is also checked for one device. */
+        .second_device = false,
+    };
+    return p;
 }
 
 static void test_absent(void **state)
@@ -72,47 +93,40 @@ static void test_devices_and_memory(void **state)
     tdm_provider *p = NULL;
     assert_int_equal(tdm__provider_cuda_create(NULL, &p), TDM_OK);
     load_fake();
-    assert_string_equal(p->vendor, "cuda");
-    assert_int_equal(p->device_count, 2);
-    char name[64];
-    p->device_name(p, 1, name, sizeof name);
-    assert_string_equal(name, "Fake CUDA Device 1");
-    size_t fr = 0, total = 0;
-    assert_int_equal(p->mem_info(p, 1, &fr, &total), TDM_OK);
-    assert_int_equal(total, 64 * MIB);
-    assert_int_equal(fr, 64 * MIB);
+    provider_check_two_fake_devices(p, "cuda", "Fake CUDA Device 1");
+    size_t fr = 0;
 
     void *a = NULL, *b = NULL;
-    assert_int_equal(p->alloc(p, 1, 3 * MIB, 0, &a), TDM_OK);
+    assert_int_equal(p->alloc(p, 1, 3 * MiB, 0, &a), TDM_OK);
     assert_non_null(a);
-    assert_int_equal(fake.used(1), 3 * MIB);
+    assert_int_equal(fake.used(1), 3 * MiB);
     assert_int_equal(fake.used(0), 0);
-    assert_int_equal(p->alloc(p, 0, MIB, 0, &b), TDM_OK);
-    assert_int_equal(fake.used(0), MIB);
+    assert_int_equal(p->alloc(p, 0, MiB, 0, &b), TDM_OK);
+    assert_int_equal(fake.used(0), MiB);
     assert_int_equal(p->mem_info(p, 1, &fr, NULL), TDM_OK);
-    assert_int_equal(fr, 61 * MIB);
+    assert_int_equal(fr, 61 * MiB);
 
     /* Past the capacity: out of memory, the driver's code kept. */
     void *c = (void *)0x1;
-    assert_int_equal(p->alloc(p, 1, 62 * MIB, 0, &c), TDM_OUT_OF_MEMORY);
+    assert_int_equal(p->alloc(p, 1, 62 * MiB, 0, &c), TDM_OUT_OF_MEMORY);
     assert_null(c);
     assert_int_equal(tdm__provider_last_vendor_error(), TDM__CU_ERROR_OUT_OF_MEMORY);
-    assert_int_equal(p->alloc(p, 2, MIB, 0, &c), TDM_NO_SUCH_DEVICE);
+    assert_int_equal(p->alloc(p, 2, MiB, 0, &c), TDM_NO_SUCH_DEVICE);
     /* Out of memory on demand (the fake's knob), well under capacity. */
-    fake.set_oom_above(2 * MIB);
-    assert_int_equal(p->alloc(p, 0, 3 * MIB, 0, &c), TDM_OUT_OF_MEMORY);
+    fake.set_oom_above(2 * MiB);
+    assert_int_equal(p->alloc(p, 0, 3 * MiB, 0, &c), TDM_OUT_OF_MEMORY);
     assert_int_equal(tdm__provider_last_vendor_error(), TDM__CU_ERROR_OUT_OF_MEMORY);
     fake.set_oom_above(0);
-    assert_int_equal(p->alloc(p, 0, 3 * MIB, 0, &c), TDM_OK);
-    assert_int_equal(p->free(p, 0, c, 3 * MIB), TDM_OK);
+    assert_int_equal(p->alloc(p, 0, 3 * MiB, 0, &c), TDM_OK);
+    assert_int_equal(p->free(p, 0, c, 3 * MiB), TDM_OK);
 
     /* A bad free is the driver's error, as a vendor error. */
     int x;
     assert_int_equal(p->free(p, 1, &x, 4), TDM_VENDOR_ERROR);
     assert_int_equal(tdm__provider_last_vendor_error(), 1 /* CUDA_ERROR_INVALID_VALUE */);
 
-    assert_int_equal(p->free(p, 1, a, 3 * MIB), TDM_OK);
-    assert_int_equal(p->free(p, 0, b, MIB), TDM_OK);
+    assert_int_equal(p->free(p, 1, a, 3 * MiB), TDM_OK);
+    assert_int_equal(p->free(p, 0, b, MiB), TDM_OK);
     assert_int_equal(fake.used(0) + fake.used(1), 0);
     p->destroy(p);
 }
@@ -133,7 +147,7 @@ static void test_contexts(void **state)
     assert_int_equal(get_current(&cur), 0);
     assert_null(cur);
     void *d = NULL;
-    assert_int_equal(p->alloc(p, 1, MIB, 0, &d), TDM_OK);
+    assert_int_equal(p->alloc(p, 1, MiB, 0, &d), TDM_OK);
     assert_int_equal(get_current(&cur), 0);
     assert_null(cur); /* pushed and popped */
 
@@ -144,18 +158,18 @@ static void test_contexts(void **state)
     assert_int_equal(set_current(ctx0), 0);
     long pushes = fake.calls("cuCtxPushCurrent_v2");
     void *e = NULL;
-    assert_int_equal(p->alloc(p, 1, MIB, 0, &e), TDM_OK);
+    assert_int_equal(p->alloc(p, 1, MiB, 0, &e), TDM_OK);
     assert_int_equal(fake.calls("cuCtxPushCurrent_v2"), pushes + 1);
     int dev = -1;
     assert_int_equal(ctx_device(&dev), 0);
     assert_int_equal(dev, 0);
     /* Same device as the current (primary) context: no push. */
     void *f = NULL;
-    assert_int_equal(p->alloc(p, 0, MIB, 0, &f), TDM_OK);
+    assert_int_equal(p->alloc(p, 0, MiB, 0, &f), TDM_OK);
     assert_int_equal(fake.calls("cuCtxPushCurrent_v2"), pushes + 1);
-    assert_int_equal(p->free(p, 1, d, MIB), TDM_OK);
-    assert_int_equal(p->free(p, 1, e, MIB), TDM_OK);
-    assert_int_equal(p->free(p, 0, f, MIB), TDM_OK);
+    assert_int_equal(p->free(p, 1, d, MiB), TDM_OK);
+    assert_int_equal(p->free(p, 1, e, MiB), TDM_OK);
+    assert_int_equal(p->free(p, 0, f, MiB), TDM_OK);
     assert_int_equal(set_current(NULL), 0);
     p->destroy(p);
 }
@@ -225,106 +239,28 @@ static void test_cache_over_provider(void **state)
     assert_int_equal(fake.used(0) + fake.used(1), 0);
 }
 
-static void use_expandable(tdm_provider *p)
-{
-    tdm__alloc_config cfg;
-    tdm__alloc_config_defaults(&cfg);
-    cfg.expandable_segments = 1;
-    cfg.quiet_oom = 1;
-    tdm__alloc_reset_for_tests();
-    assert_int_equal(tdm__alloc_configure(&cfg), TDM_OK);
-    assert_int_equal(tdm__alloc_use_provider(p), TDM_OK);
-}
-
-/* Expandable segments over the driver's virtual memory management: one
- * address range reserved, 20 MiB pages created and mapped as the cache
- * grows, unmapped and released by empty_cache, and the range freed. */
+/* Expandable segments over the driver's virtual memory management. */
 static void test_expandable_over_provider(void **state)
 {
     (void)state;
-    tdm_provider *p = NULL;
-    assert_int_equal(tdm__provider_cuda_create(NULL, &p), TDM_OK);
-    assert_non_null(p->vmm);
-    load_fake();
-    use_expandable(p);
-    static const char *const fns[] = {"cuMemAddressReserve", "cuMemCreate", "cuMemMap",
-                                      "cuMemSetAccess", "cuMemUnmap", "cuMemRelease",
-                                      "cuMemAddressFree", "cuMemAlloc_v2"};
-    long before[8];
-    for (int i = 0; i < 8; i++)
-        before[i] = fake.calls(fns[i]);
-#define CALLS(i) (fake.calls(fns[i]) - before[i])
-    void *a = NULL, *b = NULL, *c = NULL;
-    assert_int_equal(tdm__alloc_malloc(&a, 30 * MIB, 0, 0, 0), TDM_OK);
-    assert_int_equal(fake.used(0), 40 * MIB);
-    assert_int_equal(tdm__alloc_malloc(&b, 8 * MIB, 0, 0, 0), TDM_OK); /* the mapped tail */
-    assert_ptr_equal(b, (char *)a + 30 * MIB);
-    assert_int_equal(CALLS(0), 1);
-    assert_int_equal(CALLS(1), 2);
-    assert_int_equal(CALLS(2), 2);
-    assert_int_equal(CALLS(3), 1);
-    assert_int_equal(CALLS(7), 0); /* no cuMemAlloc */
-    /* 64 MiB device: a third page fits, a fourth does not. */
-    assert_int_equal(tdm__alloc_malloc(&c, 30 * MIB, 0, 0, 0), TDM_OUT_OF_MEMORY);
-    assert_int_equal(tdm__alloc_malloc(&c, 20 * MIB, 0, 0, 0), TDM_OK);
-    assert_int_equal(fake.used(0), 60 * MIB);
-    char msg[256] = "";
-    assert_int_equal(tdm__alloc_check(0, msg, sizeof msg), TDM_OK);
-    assert_int_equal(tdm__alloc_free(a, 0), TDM_OK);
-    assert_int_equal(tdm__alloc_free(b, 0), TDM_OK);
-    assert_int_equal(tdm__alloc_free(c, 0), TDM_OK);
-    assert_int_equal(fake.used(0), 60 * MIB); /* freeing keeps the pages */
-    assert_int_equal(tdm_empty_cache(0), TDM_OK);
-    assert_int_equal(fake.used(0), 0);
-    assert_int_equal(CALLS(4), 3);
-    assert_int_equal(CALLS(5), 3 + 2); /* + the page made twice for the OOM */
-    assert_int_equal(CALLS(6), 1);
-#undef CALLS
-    tdm__alloc_reset_for_tests();
+    provider_test_vendor cuda;
+    provider_expandable_scenario(create_over_fake(&cuda), &cuda);
 }
 
 /* A device without virtual memory management: normal segments, one line. */
 static void test_expandable_fallback(void **state)
 {
     (void)state;
-    tdm_provider *p = NULL;
-    assert_int_equal(tdm__provider_cuda_create(NULL, &p), TDM_OK);
-    load_fake();
-    use_expandable(p);
-    char path[] = "/tmp/tdm_cuda_stderr_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    fflush(stderr);
-    int saved = dup(2);
-    dup2(fd, 2);
-    long before = fake.calls("cuMemAlloc_v2");
-    void *a = NULL;
-    tdm_status st = tdm__alloc_malloc(&a, 30 * MIB, 0, 0, 0);
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    char text[512] = "";
-    ssize_t got = pread(fd, text, sizeof text - 1, 0);
-    close(fd);
-    unlink(path);
-    assert_int_equal(st, TDM_OK);
-    assert_true(got > 0);
-    text[got] = '\0';
-    assert_string_equal(text, "tidemark: expandable_segments=1: cuda device 0 has no virtual "
-                              "memory management; it uses normal segments\n");
-    assert_int_equal(fake.calls("cuMemAlloc_v2") - before, 1);
-    assert_int_equal(fake.calls("cuMemCreate"), 0);
-    assert_int_equal(tdm__alloc_free(a, 0), TDM_OK);
-    tdm__alloc_reset_for_tests();
+    provider_test_vendor cuda;
+    provider_expandable_fallback(create_over_fake(&cuda), &cuda);
 }
 
 static void test_init_fails(void **state)
 {
     (void)state;
     tdm_provider *p = (tdm_provider *)0x1;
-    assert_int_equal(tdm__provider_cuda_create(NULL, &p), TDM_NOT_AVAILABLE);
-    assert_null(p);
-    assert_int_equal(tdm__provider_last_vendor_error(), TDM__CU_ERROR_NO_DEVICE);
+    tdm_status st = tdm__provider_cuda_create(NULL, &p);
+    provider_check_not_available(st, p, false, TDM__CU_ERROR_NO_DEVICE);
 }
 
 int main(int argc, char **argv)

@@ -13,23 +13,11 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include <cmocka.h>
-
-#include "alloc.h"
 #include "fake_hip.h"
-#include "provider.h"
+#include "provider_common.h"
 #include "provider_hip.h"
-
-#define MiB ((size_t)1 << 20)
 
 /* The same libamdhip64 the provider opened (dlopen returns the loaded one). */
 static void *lib(void)
@@ -44,16 +32,8 @@ static void test_fake_device(void **state)
     (void)state;
     tdm_provider *p = NULL;
     assert_int_equal(tdm__provider_hip_create(NULL, &p), TDM_OK);
-    assert_string_equal(p->vendor, "hip");
-    assert_int_equal(p->device_count, 2);
-
-    char name[64];
-    p->device_name(p, 1, name, sizeof name);
-    assert_string_equal(name, "Fake AMD GPU 1");
-    size_t fr = 0, total = 0;
-    assert_int_equal(p->mem_info(p, 1, &fr, &total), TDM_OK);
-    assert_int_equal(total, 64 * MiB);
-    assert_int_equal(fr, 64 * MiB);
+    provider_check_two_fake_devices(p, "hip", "Fake AMD GPU 1");
+    size_t fr = 0;
 
     /* Allocating on device 1 must not move this thread off device 0. */
     void *h = lib();
@@ -112,75 +92,49 @@ static void load_fake(void)
     fake.get_last_error(); /* what earlier tests left */
 }
 
-static void use_expandable(tdm_provider *p)
+/* HIP keeps a current device and a last error per thread, both the
+ * program's: the provider must leave this thread on device 0 and must not
+ * leave its own failures for hipGetLastError. */
+static void check_device_and_last_error_kept(void)
 {
-    tdm__alloc_config cfg;
-    tdm__alloc_config_defaults(&cfg);
-    cfg.expandable_segments = 1;
-    cfg.quiet_oom = 1;
-    tdm__alloc_reset_for_tests();
-    assert_int_equal(tdm__alloc_configure(&cfg), TDM_OK);
-    assert_int_equal(tdm__alloc_use_provider(p), TDM_OK);
-}
-
-/* Expandable segments over HIP's virtual memory management: one address
- * range reserved, 20 MiB pages created and mapped as the cache grows,
- * unmapped and released by empty_cache, and the range freed; the
- * thread's device and last error stay the program's. */
-static void test_expandable_over_provider(void **state)
-{
-    (void)state;
-    tdm_provider *p = NULL;
-    assert_int_equal(tdm__provider_hip_create(NULL, &p), TDM_OK);
-    assert_non_null(p->vmm);
-    load_fake();
-    use_expandable(p);
-    static const char *const fns[] = {"hipMemAddressReserve", "hipMemCreate", "hipMemMap",
-                                      "hipMemSetAccess",      "hipMemUnmap",  "hipMemRelease",
-                                      "hipMemAddressFree",    "hipMalloc"};
-    long before[8];
-    for (int i = 0; i < 8; i++)
-        before[i] = fake.calls(fns[i]);
-#define CALLS(i) (fake.calls(fns[i]) - before[i])
-    void *a = NULL, *b = NULL, *c = NULL;
-    assert_int_equal(tdm__alloc_malloc(&a, 30 * MiB, 0, 0, 0), TDM_OK);
-    assert_int_equal(fake.used(0), 40 * MiB);
-    assert_int_equal(tdm__alloc_malloc(&b, 8 * MiB, 0, 0, 0), TDM_OK); /* the mapped tail */
-    assert_ptr_equal(b, (char *)a + 30 * MiB);
-    assert_int_equal(CALLS(0), 1);
-    assert_int_equal(CALLS(1), 2);
-    assert_int_equal(CALLS(2), 2);
-    assert_int_equal(CALLS(3), 1);
-    assert_int_equal(CALLS(7), 0); /* no hipMalloc */
-    /* 64 MiB device: a third page fits, a fourth does not.  The failed
-     * hipMemCreate is not left for the program's hipGetLastError. */
-    assert_int_equal(tdm__alloc_malloc(&c, 30 * MiB, 0, 0, 0), TDM_OUT_OF_MEMORY);
-    assert_int_equal(fake.peek_last_error(), 0);
-    assert_int_equal(tdm__alloc_malloc(&c, 20 * MiB, 0, 0, 0), TDM_OK);
-    assert_int_equal(fake.used(0), 60 * MiB);
-    /* Device 1 gets its own range; this thread stays on device 0. */
-    void *d = NULL;
-    assert_int_equal(tdm__alloc_malloc(&d, MiB, 1, 0, 0), TDM_OK);
-    assert_int_equal(fake.used(1), 2 * MiB);
     int cur = -1;
     assert_int_equal(fake.get_device(&cur), 0);
     assert_int_equal(cur, 0);
-    char msg[256] = "";
-    assert_int_equal(tdm__alloc_check(0, msg, sizeof msg), TDM_OK);
-    assert_int_equal(tdm__alloc_free(a, 0), TDM_OK);
-    assert_int_equal(tdm__alloc_free(b, 0), TDM_OK);
-    assert_int_equal(tdm__alloc_free(c, 0), TDM_OK);
-    assert_int_equal(tdm__alloc_free(d, 0), TDM_OK);
-    assert_int_equal(fake.used(0), 60 * MiB); /* freeing keeps the pages */
-    assert_int_equal(tdm_empty_cache(-1), TDM_OK);
-    assert_int_equal(fake.used(0), 0);
-    assert_int_equal(fake.used(1), 0);
-    assert_int_equal(CALLS(4), 3 + 1);
-    assert_int_equal(CALLS(5), 3 + 2 + 1); /* + the page made twice for the OOM */
-    assert_int_equal(CALLS(6), 2);
     assert_int_equal(fake.peek_last_error(), 0);
-#undef CALLS
-    tdm__alloc_reset_for_tests();
+}
+
+/* The provider over the fake, and the fake described in *v for
+ * provider_common.h. */
+static tdm_provider *create_over_fake(provider_test_vendor *v)
+{
+    tdm_provider *p = NULL;
+    assert_int_equal(tdm__provider_hip_create(NULL, &p), TDM_OK);
+    load_fake();
+    *v = (provider_test_vendor){
+        .name = "hip",
+        .calls = fake.calls,
+        .used = fake.used,
+        .fn = {[VENDOR_RESERVE] = "hipMemAddressReserve",
+               [VENDOR_CREATE] = "hipMemCreate",
+               [VENDOR_MAP] = "hipMemMap",
+               [VENDOR_SET_ACCESS] = "hipMemSetAccess",
+               [VENDOR_UNMAP] = "hipMemUnmap",
+               [VENDOR_RELEASE] = "hipMemRelease",
+               [VENDOR_ADDRESS_FREE] = "hipMemAddressFree",
+               [VENDOR_PLAIN_ALLOC] = "hipMalloc"},
+        .second_device = true,
+        .check_program_state = check_device_and_last_error_kept,
+    };
+    return p;
+}
+
+/* Expandable segments over HIP's virtual memory management; the thread's
+ * device and last error stay the program's. */
+static void test_expandable_over_provider(void **state)
+{
+    (void)state;
+    provider_test_vendor hip;
+    provider_expandable_scenario(create_over_fake(&hip), &hip);
 }
 
 /* A device without virtual memory management: normal segments, one line,
@@ -188,36 +142,8 @@ static void test_expandable_over_provider(void **state)
 static void test_expandable_fallback(void **state)
 {
     (void)state;
-    tdm_provider *p = NULL;
-    assert_int_equal(tdm__provider_hip_create(NULL, &p), TDM_OK);
-    load_fake();
-    char path[] = "/tmp/tdm_hip_stderr_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    fflush(stderr);
-    int saved = dup(2);
-    dup2(fd, 2);
-    long before = fake.calls("hipMalloc");
-    use_expandable(p);
-    void *a = NULL;
-    tdm_status st = tdm__alloc_malloc(&a, 30 * MiB, 0, 0, 0);
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    char text[512] = "";
-    ssize_t got = pread(fd, text, sizeof text - 1, 0);
-    close(fd);
-    unlink(path);
-    assert_int_equal(st, TDM_OK);
-    assert_true(got > 0);
-    text[got] = '\0';
-    assert_string_equal(text, "tidemark: expandable_segments=1: hip device 0 has no virtual "
-                              "memory management; it uses normal segments\n");
-    assert_int_equal(fake.calls("hipMalloc") - before, 1);
-    assert_int_equal(fake.calls("hipMemCreate"), 0);
-    assert_int_equal(fake.peek_last_error(), 0);
-    assert_int_equal(tdm__alloc_free(a, 0), TDM_OK);
-    tdm__alloc_reset_for_tests();
+    provider_test_vendor hip;
+    provider_expandable_fallback(create_over_fake(&hip), &hip);
 }
 
 /* Set for the run over the real vendor library: a device there is not an
@@ -229,14 +155,7 @@ static void test_no_device(void **state)
     (void)state;
     tdm_provider *p = (tdm_provider *)1;
     tdm_status st = tdm__provider_hip_create(NULL, &p);
-    if (st == TDM_OK && real_library) {
-        /* This machine has the device the test expects to be missing. */
-        p->destroy(p);
-        skip();
-    }
-    assert_int_equal(st, TDM_NOT_AVAILABLE);
-    assert_null(p);
-    assert_int_equal(tdm__provider_last_vendor_error(), TDM__HIP_ERROR_NO_DEVICE);
+    provider_check_not_available(st, p, real_library, TDM__HIP_ERROR_NO_DEVICE);
 }
 
 /* A table from the caller that lacks functions is refused, not used. */
