@@ -453,6 +453,17 @@ int tdm__fmt_row_end(tdm__fmt_reader *r, tdm__fmt_cur *c, const char *what, uint
     return 0;
 }
 
+int tdm__fmt_optional_range(tdm__fmt_reader *r, tdm__fmt_cur *c, const char *field, int64_t lo,
+                            int64_t hi, uint64_t *extra, int64_t *v)
+{
+    if (*extra == 0)
+        return 0;
+    if (tdm__fmt_range(r, c, field, lo, hi, v) != 0)
+        return -1;
+    (*extra)--;
+    return 0;
+}
+
 /* A table record: {"first": n, "rows": [...]}.  Points c at the first row. */
 int tdm__fmt_table_begin(tdm__fmt_reader *r, tdm__fmt_cur *c, size_t have, uint64_t *rows)
 {

@@ -158,6 +158,11 @@ int tdm__fmt_range_field(tdm__fmt_reader *r, const uint8_t *const pos[], enum td
 int tdm__fmt_row_begin(tdm__fmt_reader *r, tdm__fmt_cur *c, const char *what,
                        uint64_t fields, uint64_t *extra);
 int tdm__fmt_row_end(tdm__fmt_reader *r, tdm__fmt_cur *c, const char *what, uint64_t extra);
+/* A field a later minor version appended to a row: read into *v (an
+ * integer in [lo, hi]) when the row has it, counting it off *extra; an
+ * older row that stops before it leaves *v at the caller's default. */
+int tdm__fmt_optional_range(tdm__fmt_reader *r, tdm__fmt_cur *c, const char *field,
+                            int64_t lo, int64_t hi, uint64_t *extra, int64_t *v);
 /* {"first": have, "rows": [...]}: leaves c at the first row. */
 int tdm__fmt_table_begin(tdm__fmt_reader *r, tdm__fmt_cur *c, size_t have, uint64_t *rows);
 /* A string id, returned as the string. */

@@ -75,12 +75,27 @@ static int read_header(reader *r, cur *c)
     return 0;
 }
 
+/* Opens a table record and returns room for its *n rows of esize bytes at
+ * the end of v, or NULL with r's error set.  A table whose rows others
+ * refer to by a uint32_t id or index passes what to say when it would
+ * outgrow one (too_many); the others pass NULL. */
+static void *table_rows(reader *r, cur *c, tdm__fmt_vec *v, size_t esize,
+                        const char *too_many, uint64_t *n)
+{
+    if (tdm__fmt_table_begin(r, c, v->n, n))
+        return NULL;
+    /* Before allocating: a huge table is refused, not out of memory. */
+    if (too_many && *n > UINT32_MAX - v->n) {
+        tdm__fmt_bad(r, c->p, "rows", too_many);
+        return NULL;
+    }
+    return tdm__fmt_vec_more(r, v, esize, *n);
+}
+
 static int read_devices(reader *r, cur *c)
 {
     uint64_t n = 0, extra = 0;
-    if (tdm__fmt_table_begin(r, c, r->devices.n, &n))
-        return -1;
-    tdm_snap_device *d = tdm__fmt_vec_more(r, &r->devices, sizeof *d, n);
+    tdm_snap_device *d = table_rows(r, c, &r->devices, sizeof *d, NULL, &n);
     if (!d)
         return -1;
     for (uint64_t i = 0; i < n; i++, d++) {
@@ -107,9 +122,7 @@ static int read_devices(reader *r, cur *c)
 static int read_strings(reader *r, cur *c)
 {
     uint64_t n = 0;
-    if (tdm__fmt_table_begin(r, c, r->strings.n, &n))
-        return -1;
-    const char **s = tdm__fmt_vec_more(r, &r->strings, sizeof *s, n);
+    const char **s = table_rows(r, c, &r->strings, sizeof *s, NULL, &n);
     if (!s)
         return -1;
     for (uint64_t i = 0; i < n; i++, r->strings.n++)
@@ -121,9 +134,7 @@ static int read_strings(reader *r, cur *c)
 static int read_phases(reader *r, cur *c)
 {
     uint64_t n = 0;
-    if (tdm__fmt_table_begin(r, c, r->phases.n, &n))
-        return -1;
-    const char **s = tdm__fmt_vec_more(r, &r->phases, sizeof *s, n);
+    const char **s = table_rows(r, c, &r->phases, sizeof *s, NULL, &n);
     if (!s)
         return -1;
     for (uint64_t i = 0; i < n; i++, r->phases.n++) {
@@ -139,30 +150,21 @@ static int read_phases(reader *r, cur *c)
 static int read_frames(reader *r, cur *c)
 {
     uint64_t n = 0, extra = 0;
-    if (tdm__fmt_table_begin(r, c, r->frames.n, &n))
-        return -1;
-    if (n > UINT32_MAX - r->frames.n)
-        return tdm__fmt_bad(r, c->p, "rows", "too many frames");
-    tdm_snap_frame *f = tdm__fmt_vec_more(r, &r->frames, sizeof *f, n);
+    tdm_snap_frame *f = table_rows(r, c, &r->frames, sizeof *f, "too many frames", &n);
     if (!f)
         return -1;
     for (uint64_t i = 0; i < n; i++, f++, r->frames.n++) {
-        int64_t line = 0;
+        /* Format 1.2 appended the kind; a 1.0/1.1 row stops before it and
+         * is a native frame. */
+        int64_t line = 0, kind = TDM_FRAME_NATIVE;
         if (tdm__fmt_row_begin(r, c, "frames", TDM_FRM_FIELDS, &extra) ||
             tdm__fmt_u64(r, c, "pc", &f->pc) || tdm__fmt_sid(r, c, "function", &f->function) ||
             tdm__fmt_sid(r, c, "file", &f->file) ||
             tdm__fmt_range(r, c, "line", 0, UINT32_MAX, &line) ||
-            tdm__fmt_sid(r, c, "module", &f->module))
-            return -1;
-        /* Format 1.2 appended the kind; a 1.0/1.1 row stops before it and
-         * is a native frame. */
-        int64_t kind = TDM_FRAME_NATIVE;
-        if (extra > 0) {
-            if (tdm__fmt_range(r, c, "kind", TDM_FRAME_NATIVE, TDM_FRAME_KIND_MAX, &kind))
-                return -1;
-            extra--;
-        }
-        if (tdm__fmt_row_end(r, c, "frames", extra))
+            tdm__fmt_sid(r, c, "module", &f->module) ||
+            tdm__fmt_optional_range(r, c, "kind", TDM_FRAME_NATIVE, TDM_FRAME_KIND_MAX, &extra,
+                                    &kind) ||
+            tdm__fmt_row_end(r, c, "frames", extra))
             return -1;
         f->line = (uint32_t)line;
         f->kind = (uint8_t)kind;
@@ -173,11 +175,7 @@ static int read_frames(reader *r, cur *c)
 static int read_stacks(reader *r, cur *c)
 {
     uint64_t n = 0;
-    if (tdm__fmt_table_begin(r, c, r->stacks.n, &n))
-        return -1;
-    if (n > UINT32_MAX - r->stacks.n)
-        return tdm__fmt_bad(r, c->p, "rows", "too many stacks");
-    if (!tdm__fmt_vec_more(r, &r->stacks, sizeof(tdm_snap_stack), n) ||
+    if (!table_rows(r, c, &r->stacks, sizeof(tdm_snap_stack), "too many stacks", &n) ||
         !tdm__fmt_vec_more(r, &r->stack_off, sizeof(size_t), n))
         return -1;
     for (uint64_t i = 0; i < n; i++) {
@@ -256,11 +254,7 @@ static int read_blocks(reader *r, cur *c, tdm_snap_segment *g, const uint8_t *ro
 static int read_segments(reader *r, cur *c)
 {
     uint64_t n = 0, extra = 0;
-    if (tdm__fmt_table_begin(r, c, r->segments.n, &n))
-        return -1;
-    if (n > UINT32_MAX - r->segments.n)
-        return tdm__fmt_bad(r, c->p, "rows", "too many segments");
-    tdm_snap_segment *g = tdm__fmt_vec_more(r, &r->segments, sizeof *g, n);
+    tdm_snap_segment *g = table_rows(r, c, &r->segments, sizeof *g, "too many segments", &n);
     if (!g)
         return -1;
     for (uint64_t i = 0; i < n; i++, g++) {
@@ -290,13 +284,13 @@ static int read_segments(reader *r, cur *c)
 static int read_stats(reader *r, cur *c)
 {
     uint64_t n = 0, extra = 0;
-    if (tdm__fmt_table_begin(r, c, r->stats.n, &n))
-        return -1;
-    tdm_snap_device_stats *d = tdm__fmt_vec_more(r, &r->stats, sizeof *d, n);
+    tdm_snap_device_stats *d = table_rows(r, c, &r->stats, sizeof *d, NULL, &n);
     if (!d)
         return -1;
     for (uint64_t i = 0; i < n; i++, d++) {
-        int64_t device = 0;
+        /* Format 1.1 appended the pool; a 1.0 row stops before it and is
+         * the device's all-pool row. */
+        int64_t device = 0, pool = TDM_STAT_POOL_ALL;
         memset(d, 0, sizeof *d);
         tdm_stats *s = &d->stats;
         s->size = sizeof *s;
@@ -309,17 +303,10 @@ static int read_stats(reader *r, cur *c)
             tdm__fmt_stat(r, c, "allocation", &s->allocation) ||
             tdm__fmt_stat(r, c, "segment", &s->segment) ||
             tdm__fmt_u64(r, c, "num_alloc_retries", &s->num_alloc_retries) ||
-            tdm__fmt_u64(r, c, "num_ooms", &s->num_ooms))
-            return -1;
-        /* Format 1.1 appended the pool; a 1.0 row stops before it and is
-         * the device's all-pool row. */
-        int64_t pool = TDM_STAT_POOL_ALL;
-        if (extra > 0) {
-            if (tdm__fmt_range(r, c, "pool", TDM_STAT_POOL_ALL, TDM_STAT_POOL_LARGE, &pool))
-                return -1;
-            extra--;
-        }
-        if (tdm__fmt_row_end(r, c, "stats", extra))
+            tdm__fmt_u64(r, c, "num_ooms", &s->num_ooms) ||
+            tdm__fmt_optional_range(r, c, "pool", TDM_STAT_POOL_ALL, TDM_STAT_POOL_LARGE, &extra,
+                                    &pool) ||
+            tdm__fmt_row_end(r, c, "stats", extra))
             return -1;
         d->device = (int32_t)device;
         d->pool = (uint8_t)pool;
@@ -332,9 +319,7 @@ static int read_stats(reader *r, cur *c)
 static int read_imported(reader *r, cur *c)
 {
     uint64_t n = 0, extra = 0;
-    if (tdm__fmt_table_begin(r, c, r->imported.n, &n))
-        return -1;
-    tdm_snap_imported *m = tdm__fmt_vec_more(r, &r->imported, sizeof *m, n);
+    tdm_snap_imported *m = table_rows(r, c, &r->imported, sizeof *m, NULL, &n);
     if (!m)
         return -1;
     for (uint64_t i = 0; i < n; i++, m++) {
@@ -632,6 +617,21 @@ tdm_status tdm__snap_read_buffer(const void *data, size_t len, int partial_ok,
     return st;
 }
 
+/* read(2), again when a signal interrupts it: the bytes read, or 0 at the
+ * end of the file or on an error (then *why says which). */
+static size_t read_some(int fd, uint8_t *buf, size_t len, const char **why)
+{
+    for (;;) {
+        ssize_t got = read(fd, buf, len);
+        if (got >= 0)
+            return (size_t)got;
+        if (errno != EINTR) {
+            *why = strerror(errno);
+            return 0;
+        }
+    }
+}
+
 tdm_status tdm__snap_read_file(const char *path, int partial_ok, tdm_snap **out,
                                tdm_read_error *err)
 {
@@ -654,14 +654,10 @@ tdm_status tdm__snap_read_file(const char *path, int partial_ok, tdm_snap **out,
     uint8_t head[sizeof signature];
     size_t have = 0;
     while (!why && have < sizeof head) {
-        ssize_t got = read(fd, head + have, sizeof head - have);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0)
-            why = strerror(errno);
-        if (got <= 0)
+        size_t got = read_some(fd, head + have, sizeof head - have, &why);
+        if (got == 0)
             break;
-        have += (size_t)got;
+        have += got;
     }
     if (!why && memcmp(head, signature, have) != 0) {
         close(fd);
@@ -692,14 +688,10 @@ tdm_status tdm__snap_read_file(const char *path, int partial_ok, tdm_snap **out,
             buf = nb;
             cap *= 2;
         }
-        ssize_t got = read(fd, buf + n, cap - n);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0)
-            why = strerror(errno);
-        if (got <= 0)
+        size_t got = read_some(fd, buf + n, cap - n, &why);
+        if (got == 0)
             break;
-        n += (size_t)got;
+        n += got;
     }
     if (fd >= 0)
         close(fd);
