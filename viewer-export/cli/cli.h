@@ -61,6 +61,12 @@ int tdm__cli_is_dir_target(const char *o);
  * `def`: `def`'s last component inside `o` when `o` names a directory,
  * else `o` itself; malloc'd, NULL when out of memory. */
 char *tdm__cli_output_path(const char *o, const char *def);
+/* The one output of a command: -o `out_opt` (tdm__cli_output_path) if
+ * given, else the default name `def` (NULL: it could not be made, out of
+ * memory), checked by tdm__cli_output_check.  Sets *path (malloc'd, or
+ * NULL) and returns TDM_EXIT_OK or the exit code, having said why. */
+int tdm__cli_output_choose(const char *cmd, const char *out_opt, const char *def, int force,
+                           char **path);
 
 /* After getopt_long (opterr = 0, optstring starting with ':') returned
  * `c` for an option it could not take (':': its value is missing; else

@@ -28,6 +28,17 @@ int tdm__cli_output_check(const char *cmd, const char *path, int force, int name
     return TDM_EXIT_USAGE;
 }
 
+int tdm__cli_output_choose(const char *cmd, const char *out_opt, const char *def, int force,
+                           char **path)
+{
+    *path = !def ? NULL : out_opt ? tdm__cli_output_path(out_opt, def) : strdup(def);
+    if (!*path) {
+        fprintf(stderr, "tidemark %s: %s\n", cmd, tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+        return TDM_EXIT_TOOL_ERROR;
+    }
+    return tdm__cli_output_check(cmd, *path, force, out_opt != NULL);
+}
+
 FILE *tdm__cli_output_open(const char *cmd, const char *path, tdm__out_file *o)
 {
     int e = tdm__out_open(o, path);

@@ -163,14 +163,8 @@ int tdm__cli_import(int argc, char **argv)
         goto out;
     }
     def = default_output(!spooled ? input : strcmp(operand, "-") == 0 ? "stdin" : operand);
-    out_path = !def ? NULL : out_opt ? tdm__cli_output_path(out_opt, def) : strdup(def);
-    if (!out_path) {
-        fprintf(stderr, "tidemark " CMD ": %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
-        rc = TDM_EXIT_TOOL_ERROR;
-        goto out;
-    }
     /* Refused before the (possibly long) import, and again at the move. */
-    if ((rc = tdm__cli_output_check(CMD, out_path, force, out_opt != NULL)) != TDM_EXIT_OK)
+    if ((rc = tdm__cli_output_choose(CMD, out_opt, def, force, &out_path)) != TDM_EXIT_OK)
         goto out;
     if (!fmt) {
         unsigned char head[TDM_IMPORT_SNIFF_BYTES];

@@ -76,17 +76,12 @@ int tdm__cli_recover(int argc, char **argv)
     if (!input)
         return tdm__cli_usage(CMD, "no spill file given");
     char *def = default_output(input);
-    char *out_path = !def ? NULL : out_opt ? tdm__cli_output_path(out_opt, def) : strdup(def);
-    int rc = TDM_EXIT_OK;
+    char *out_path = NULL;
     tdm_spill_data *d = NULL;
     tdm_snap *snap = NULL;
     tdm_recover_symbols *sym = NULL;
-    if (!out_path) {
-        fprintf(stderr, "tidemark " CMD ": %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
-        rc = TDM_EXIT_TOOL_ERROR;
-        goto out;
-    }
-    if ((rc = tdm__cli_output_check(CMD, out_path, force, out_opt != NULL)) != TDM_EXIT_OK)
+    int rc = tdm__cli_output_choose(CMD, out_opt, def, force, &out_path);
+    if (rc != TDM_EXIT_OK)
         goto out;
     tdm_read_error err;
     tdm_status st = tdm__spill_read_file(input, &d, &err);

@@ -13,6 +13,7 @@
  */
 #include "categories.h"
 #include "export_formats.h"
+#include "snap_build.h" /* tdm__grow_array */
 #include "stack_display.h"
 
 #include <errno.h>
@@ -160,14 +161,8 @@ static int parse_at(const char *text, const tdm_model *m, int *at_peak,
 
 static int add_line(lines *ls, char *text, uint64_t bytes)
 {
-    if (ls->n == ls->cap) {
-        size_t cap = ls->cap ? ls->cap * 2 : 64;
-        line *g = realloc(ls->v, cap * sizeof *g);
-        if (!g)
-            return -1;
-        ls->v = g;
-        ls->cap = cap;
-    }
+    if (tdm__grow_array(&ls->v, &ls->cap, ls->n + 1, sizeof *ls->v) != 0)
+        return -1;
     ls->v[ls->n++] = (line){text, bytes};
     return 0;
 }

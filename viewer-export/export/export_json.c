@@ -53,6 +53,41 @@ static void v_str(tdm_jw *w, const char *s)
     tdm__jw_str(w, s);
 }
 
+static void v_bool(tdm_jw *w, int b)
+{
+    tdm__jw_sep(w);
+    tdm__jw_lit(w, b ? "true" : "false");
+}
+
+/* A free's position: null for an allocation still live at the dump. */
+static void v_free_seq(tdm_jw *w, int64_t seq)
+{
+    tdm__jw_sep(w);
+    if (seq == TDM_MODEL_SEQ_NEVER)
+        tdm__jw_lit(w, "null");
+    else
+        tdm__jw_i64(w, seq);
+}
+
+/* A free's time, read from its event: null as for v_free_seq. */
+static void v_free_time(tdm_jw *w, const tdm_snap *s, int64_t seq)
+{
+    tdm__jw_sep(w);
+    if (seq == TDM_MODEL_SEQ_NEVER)
+        tdm__jw_lit(w, "null");
+    else
+        tdm__jw_u64(w, s->events[seq].time_ns);
+}
+
+/* "key":[…], one value v(w, …) per pass of the loop header `rows`: the
+ * tables are written column by column, each column one such array. */
+#define ARRAY(w, key, rows, v, ...)                                            \
+    do {                                                                       \
+        arr_begin(w, key);                                                     \
+        rows v(w, __VA_ARGS__);                                                \
+        arr_end(w);                                                            \
+    } while (0)
+
 static void header(tdm_jw *w, const tdm_export_context *ctx)
 {
     const tdm_snap_header *h = &ctx->snap->header;
@@ -130,22 +165,12 @@ static void device(tdm_jw *w, const col *c, size_t d)
 
     tdm__jw_key(w, "timeline");
     tdm__jw_open(w, '{');
-    arr_begin(w, "seq");
-    for (size_t i = 0; i < dev->sample_count; i++)
-        v_i64(w, dev->samples[i].seq);
-    arr_end(w);
-    arr_begin(w, "time_ns");
-    for (size_t i = 0; i < dev->sample_count; i++)
-        v_u64(w, dev->samples[i].time_ns);
-    arr_end(w);
-    arr_begin(w, "allocated");
-    for (size_t i = 0; i < dev->sample_count; i++)
-        v_i64(w, dev->samples[i].allocated);
-    arr_end(w);
-    arr_begin(w, "reserved");
-    for (size_t i = 0; i < dev->sample_count; i++)
-        v_i64(w, dev->samples[i].reserved);
-    arr_end(w);
+#define SAMPLES for (size_t i = 0; i < dev->sample_count; i++)
+    ARRAY(w, "seq", SAMPLES, v_i64, dev->samples[i].seq);
+    ARRAY(w, "time_ns", SAMPLES, v_u64, dev->samples[i].time_ns);
+    ARRAY(w, "allocated", SAMPLES, v_i64, dev->samples[i].allocated);
+    ARRAY(w, "reserved", SAMPLES, v_i64, dev->samples[i].reserved);
+#undef SAMPLES
     tdm__jw_close(w, '}');
     tdm__jw_close(w, '}');
 }
@@ -157,55 +182,17 @@ static void allocations(tdm_jw *w, const col *c)
     tdm__jw_key(w, "allocations");
     tdm__jw_open(w, '{');
 #define EACH for (size_t i = 0; i < m->alloc_count; i++) if (c->keep[m->allocs[i].device_index])
-    arr_begin(w, "device");
-    EACH v_i64(w, m->devices[m->allocs[i].device_index].ordinal);
-    arr_end(w);
-    arr_begin(w, "addr");
-    EACH v_u64(w, m->allocs[i].addr);
-    arr_end(w);
-    arr_begin(w, "size");
-    EACH v_u64(w, m->allocs[i].size);
-    arr_end(w);
-    arr_begin(w, "alloc_seq");
-    EACH v_i64(w, m->allocs[i].alloc_seq);
-    arr_end(w);
-    arr_begin(w, "free_seq");
-    EACH {
-        tdm__jw_sep(w);
-        if (m->allocs[i].free_seq == TDM_MODEL_SEQ_NEVER)
-            tdm__jw_lit(w, "null");
-        else
-            tdm__jw_i64(w, m->allocs[i].free_seq);
-    }
-    arr_end(w);
-    arr_begin(w, "alloc_time_ns");
-    EACH v_u64(w, m->allocs[i].alloc_time_ns);
-    arr_end(w);
-    arr_begin(w, "free_time_ns");
-    EACH {
-        tdm__jw_sep(w);
-        int64_t f = m->allocs[i].free_seq;
-        if (f == TDM_MODEL_SEQ_NEVER)
-            tdm__jw_lit(w, "null");
-        else
-            tdm__jw_u64(w, s->events[f].time_ns);
-    }
-    arr_end(w);
-    arr_begin(w, "stack");
-    EACH v_u64(w, m->allocs[i].stack_id);
-    arr_end(w);
-    arr_begin(w, "category");
-    EACH v_str(w, tdm_category_name((tdm_category)c->cats[i]));
-    arr_end(w);
-    arr_begin(w, "tagged");
-    EACH {
-        tdm__jw_sep(w);
-        tdm__jw_lit(w, m->allocs[i].category != TDM_CATEGORY_UNKNOWN ? "true" : "false");
-    }
-    arr_end(w);
-    arr_begin(w, "flags");
-    EACH v_u64(w, m->allocs[i].flags);
-    arr_end(w);
+    ARRAY(w, "device", EACH, v_i64, m->devices[m->allocs[i].device_index].ordinal);
+    ARRAY(w, "addr", EACH, v_u64, m->allocs[i].addr);
+    ARRAY(w, "size", EACH, v_u64, m->allocs[i].size);
+    ARRAY(w, "alloc_seq", EACH, v_i64, m->allocs[i].alloc_seq);
+    ARRAY(w, "free_seq", EACH, v_free_seq, m->allocs[i].free_seq);
+    ARRAY(w, "alloc_time_ns", EACH, v_u64, m->allocs[i].alloc_time_ns);
+    ARRAY(w, "free_time_ns", EACH, v_free_time, s, m->allocs[i].free_seq);
+    ARRAY(w, "stack", EACH, v_u64, m->allocs[i].stack_id);
+    ARRAY(w, "category", EACH, v_str, tdm_category_name((tdm_category)c->cats[i]));
+    ARRAY(w, "tagged", EACH, v_bool, m->allocs[i].category != TDM_CATEGORY_UNKNOWN);
+    ARRAY(w, "flags", EACH, v_u64, m->allocs[i].flags);
 #undef EACH
     tdm__jw_close(w, '}');
 }
@@ -253,14 +240,10 @@ tdm_status tdm__export_json(FILE *out, const tdm_export_context *ctx)
     tdm__jw_open(&w, '{');
     tdm__jw_ku64(&w, "tidemark_json", JSON_VERSION);
     header(&w, ctx);
-    arr_begin(&w, "categories");
-    for (unsigned k = 0; k < TDM_CATEGORY_COUNT_; k++)
-        v_str(&w, tdm_category_name((tdm_category)k));
-    arr_end(&w);
-    arr_begin(&w, "phases");
-    for (size_t i = 0; i < ctx->snap->phase_count; i++)
-        v_str(&w, ctx->snap->phase_names[i]);
-    arr_end(&w);
+    ARRAY(&w, "categories", for (unsigned k = 0; k < TDM_CATEGORY_COUNT_; k++), v_str,
+          tdm_category_name((tdm_category)k));
+    ARRAY(&w, "phases", for (size_t i = 0; i < ctx->snap->phase_count; i++), v_str,
+          ctx->snap->phase_names[i]);
     arr_begin(&w, "devices");
     for (size_t d = 0; d < m->device_count; d++)
         if (keep[d])

@@ -36,6 +36,7 @@
 #include "categories.h"
 #include "export_formats.h"
 #include "json.h"
+#include "snap_build.h" /* tdm__grow_array */
 
 #include <errno.h>
 #include <stdlib.h>
@@ -681,14 +682,8 @@ tdm_status tdm__export_perfetto_ranks_add(tdm_perfetto_ranks *r, const tdm_expor
                 (int)MAX_PROCESSES);
         return r->status = TDM_INVALID_ARGUMENT;
     }
-    if (r->count == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 16;
-        pf_process *g = realloc(r->procs, cap * sizeof *g);
-        if (!g)
-            return r->status = TDM_HOST_OUT_OF_MEMORY;
-        r->procs = g;
-        r->cap = cap;
-    }
+    if (tdm__grow_array(&r->procs, &r->cap, r->count + 1, sizeof *r->procs) != 0)
+        return r->status = TDM_HOST_OUT_OF_MEMORY;
     const tdm_snap *s = ctx->snap;
     const char *host = s->header.host && s->header.host[0] ? s->header.host : "?";
     pf p = {.w = &r->w, .ctx = ctx, .s = s, .m = ctx->model, .base_ns = 0};

@@ -40,6 +40,16 @@
 
 #define KEY TDM_PKW_KEY
 
+/* A dict of a few fixed items, all in one MARK … SETITEMS batch (the
+ * batching tdm__pkw_dict_begin() is for dicts of any length). */
+static void dict_open(tdm_pkw *w)
+{
+    tdm__pkw_byte(w, TDM_PK_EMPTY_DICT);
+    tdm__pkw_byte(w, TDM_PK_MARK);
+}
+
+static void dict_close(tdm_pkw *w) { tdm__pkw_byte(w, TDM_PK_SETITEMS); }
+
 /* ---- frames, encoded once ---------------------------------------------- */
 
 #define NOT_YET UINT64_MAX
@@ -105,8 +115,7 @@ static const char *nonempty(const char *s) { return s && s[0] ? s : NULL; }
  * module, else "??"; the function, else "??". */
 static void encode_frame(tdm_pkw *w, const tdm_snap_frame *f)
 {
-    tdm__pkw_byte(w, TDM_PK_EMPTY_DICT);
-    tdm__pkw_byte(w, TDM_PK_MARK);
+    dict_open(w);
     KEY(w, "filename");
     const char *file = f ? nonempty(f->file) : NULL;
     if (!file && f)
@@ -117,7 +126,7 @@ static void encode_frame(tdm_pkw *w, const tdm_snap_frame *f)
     KEY(w, "name");
     const char *fn = f ? nonempty(f->function) : NULL;
     tdm__pkw_cstr(w, fn ? fn : "??");
-    tdm__pkw_byte(w, TDM_PK_SETITEMS);
+    dict_close(w);
 }
 
 static void frame_bytes(fcache *c, uint32_t fi)
@@ -234,8 +243,7 @@ static const char *const state_names[] = {"inactive", "active_allocated",
 
 static void put_block(tdm_pkw *w, fcache *c, const tdm_snap_block *b)
 {
-    tdm__pkw_byte(w, TDM_PK_EMPTY_DICT);
-    tdm__pkw_byte(w, TDM_PK_MARK);
+    dict_open(w);
     KEY(w, "address");
     tdm__pkw_int(w, (int64_t)b->address);
     KEY(w, "size");
@@ -246,7 +254,7 @@ static void put_block(tdm_pkw *w, fcache *c, const tdm_snap_block *b)
     tdm__pkw_cstr(w, state_names[b->state <= 2 ? b->state : 0]);
     KEY(w, "frames");
     put_frames(w, c, b->state == TDM_BLOCK_INACTIVE ? 0 : b->stack_id);
-    tdm__pkw_byte(w, TDM_PK_SETITEMS);
+    dict_close(w);
 }
 
 static void put_segment(tdm_pkw *w, fcache *c, const tdm_pt_state *st,
@@ -266,8 +274,7 @@ static void put_segment(tdm_pkw *w, fcache *c, const tdm_pt_state *st,
      * way the caching allocator would have. */
     int small = g->pool == TDM_POOL_SMALL ||
                 (g->pool == TDM_POOL_NONE && g->total_size <= (1u << 20));
-    tdm__pkw_byte(w, TDM_PK_EMPTY_DICT);
-    tdm__pkw_byte(w, TDM_PK_MARK);
+    dict_open(w);
     KEY(w, "device");
     tdm__pkw_int(w, g->device);
     KEY(w, "address");
@@ -300,13 +307,12 @@ static void put_segment(tdm_pkw *w, fcache *c, const tdm_pt_state *st,
         put_block(w, c, &blocks[k]);
     }
     tdm__pkw_list_end(w, &seq);
-    tdm__pkw_byte(w, TDM_PK_SETITEMS);
+    dict_close(w);
 }
 
 static void put_entry(tdm_pkw *w, fcache *c, const tdm_event *e, uint8_t cat)
 {
-    tdm__pkw_byte(w, TDM_PK_EMPTY_DICT);
-    tdm__pkw_byte(w, TDM_PK_MARK);
+    dict_open(w);
     KEY(w, "action");
     const char *action = tdm__action_name(e->action);
     tdm__pkw_str(w, action, strlen(action));
@@ -328,7 +334,7 @@ static void put_entry(tdm_pkw *w, fcache *c, const tdm_event *e, uint8_t cat)
     KEY(w, "category");
     const char *cn = tdm_category_name((tdm_category)cat);
     tdm__pkw_str(w, cn, strlen(cn));
-    tdm__pkw_byte(w, TDM_PK_SETITEMS);
+    dict_close(w);
 }
 
 /* A `snapshot` entry at dump time: added when the history would otherwise
@@ -347,8 +353,7 @@ static void put_annotation(tdm_pkw *w, tdm_pkw_seq *seq, const char *name,
                            const char *stage, int device, uint64_t time_ns)
 {
     tdm__pkw_list_item(w, seq);
-    tdm__pkw_byte(w, TDM_PK_EMPTY_DICT);
-    tdm__pkw_byte(w, TDM_PK_MARK);
+    dict_open(w);
     KEY(w, "name");
     tdm__pkw_cstr(w, name);
     KEY(w, "stage");
@@ -357,7 +362,7 @@ static void put_annotation(tdm_pkw *w, tdm_pkw_seq *seq, const char *name,
     tdm__pkw_int(w, device < 0 ? 0 : device);
     KEY(w, "time_us");
     tdm__pkw_int(w, (int64_t)(time_ns / 1000));
-    tdm__pkw_byte(w, TDM_PK_SETITEMS);
+    dict_close(w);
 }
 
 /* Phases as START/END pairs of their name, steps as ProfilerStep#N; a
@@ -417,89 +422,86 @@ static void put_json_int(tdm_pkw *w, int64_t v)
     tdm__pkw_int(w, v > lim ? lim : v < -lim ? -lim : v);
 }
 
-static void put_settings(tdm_pkw *w, const tdm_snap *snap, const tdm_pt_state *st,
-                         uint64_t left_out)
+/* The "key": value items of allocator_settings, one line each (KEY takes
+ * a literal, so these are macros). */
+#define STR_ITEM(w, key, s)                                                    \
+    do {                                                                       \
+        KEY(w, key);                                                           \
+        tdm__pkw_cstr(w, s);                                                   \
+    } while (0)
+#define JSON_INT_ITEM(w, key, v)                                               \
+    do {                                                                       \
+        KEY(w, key);                                                           \
+        put_json_int(w, v);                                                    \
+    } while (0)
+
+/* "devices": [{"index", "vendor", "name", "capacity"}, …] as recorded. */
+static void put_devices(tdm_pkw *w, const tdm_snap *snap)
 {
-    static const char *const rec[] = {"off", "state", "all"};
-    static const char *const ctxn[] = {"none", "state", "alloc", "all"};
-    static const char *const stk[] = {"none", "native", "python", "all"};
-    const tdm_snap_header *h = &snap->header;
-    int expandable = 0;
-    for (size_t i = 0; i < st->segment_count; i++)
-        expandable |= st->segments[i].is_expandable;
-    tdm__pkw_byte(w, TDM_PK_EMPTY_DICT);
-    tdm__pkw_byte(w, TDM_PK_MARK);
-    KEY(w, "expandable_segments");
-    tdm__pkw_bool(w, expandable);
-    /* The header, for `tidemark import` and for people reading the
-     * viewer's "Allocator Settings" tab.  Only str, bool and ints far
-     * below 2^53: the tab JSON.stringify()s this dict. */
-    KEY(w, "tidemark");
-    tdm__pkw_byte(w, TDM_PK_EMPTY_DICT);
-    tdm__pkw_byte(w, TDM_PK_MARK);
-    KEY(w, "exported_by");
-    tdm__pkw_cstr(w, "tidemark " TDM_VERSION_STRING);
-    KEY(w, "recorded_by");
-    tdm__pkw_cstr(w, h->tool_version);
-    KEY(w, "alloc_mode");
-    tdm__pkw_cstr(w, h->alloc_mode);
-    if (tdm__torch_segments_seen(snap)) {
-        KEY(w, "memory");
-        tdm__pkw_cstr(w, TDM_TORCH_SEGMENTS_NOTE);
-    }
-    KEY(w, "config");
-    tdm__pkw_cstr(w, h->config);
-    KEY(w, "metadata");
-    tdm__pkw_cstr(w, h->metadata);
-    KEY(w, "command");
-    tdm__pkw_cstr(w, h->command);
-    KEY(w, "host");
-    tdm__pkw_cstr(w, h->host);
-    KEY(w, "pid");
-    put_json_int(w, h->pid);
-    KEY(w, "rank");
-    put_json_int(w, h->rank);
-    KEY(w, "local_rank");
-    put_json_int(w, h->local_rank);
-    KEY(w, "world_size");
-    put_json_int(w, h->world_size);
-    KEY(w, "start_time_us");
-    put_json_int(w, (int64_t)h->start_time_us);
-    KEY(w, "dump_time_us");
-    put_json_int(w, (int64_t)h->dump_time_us);
-    KEY(w, "record");
-    tdm__pkw_cstr(w, mode_name(h->record_mode, rec, 3));
-    KEY(w, "context");
-    tdm__pkw_cstr(w, mode_name(h->context_mode, ctxn, 4));
-    KEY(w, "stacks");
-    tdm__pkw_cstr(w, mode_name(h->stacks_mode, stk, 4));
-    KEY(w, "max_entries");
-    put_json_int(w, h->max_entries > INT32_MAX ? -1 : (int64_t)h->max_entries);
-    KEY(w, "dropped_events");
-    put_json_int(w, snap->dropped_events > INT64_MAX ? INT64_MAX : (int64_t)snap->dropped_events);
-    KEY(w, "events_left_out");
-    put_json_int(w, (int64_t)left_out);
     KEY(w, "devices");
     tdm_pkw_seq seq;
     tdm__pkw_list_begin(w, &seq);
     for (size_t i = 0; i < snap->device_count; i++) {
         const tdm_snap_device *d = &snap->devices[i];
         tdm__pkw_list_item(w, &seq);
-        tdm__pkw_byte(w, TDM_PK_EMPTY_DICT);
-        tdm__pkw_byte(w, TDM_PK_MARK);
-        KEY(w, "index");
-        put_json_int(w, d->index);
-        KEY(w, "vendor");
-        tdm__pkw_cstr(w, d->vendor);
-        KEY(w, "name");
-        tdm__pkw_cstr(w, d->name);
-        KEY(w, "capacity");
-        put_json_int(w, (int64_t)d->capacity);
-        tdm__pkw_byte(w, TDM_PK_SETITEMS);
+        dict_open(w);
+        JSON_INT_ITEM(w, "index", d->index);
+        STR_ITEM(w, "vendor", d->vendor);
+        STR_ITEM(w, "name", d->name);
+        JSON_INT_ITEM(w, "capacity", (int64_t)d->capacity);
+        dict_close(w);
     }
     tdm__pkw_list_end(w, &seq);
-    tdm__pkw_byte(w, TDM_PK_SETITEMS);
-    tdm__pkw_byte(w, TDM_PK_SETITEMS);
+}
+
+/* The header, for `tidemark import` and for people reading the viewer's
+ * "Allocator Settings" tab.  Only str, bool and ints far below 2^53: the
+ * tab JSON.stringify()s this dict. */
+static void put_header(tdm_pkw *w, const tdm_snap *snap, uint64_t left_out)
+{
+    static const char *const rec[] = {"off", "state", "all"};
+    static const char *const ctxn[] = {"none", "state", "alloc", "all"};
+    static const char *const stk[] = {"none", "native", "python", "all"};
+    const tdm_snap_header *h = &snap->header;
+    dict_open(w);
+    STR_ITEM(w, "exported_by", "tidemark " TDM_VERSION_STRING);
+    STR_ITEM(w, "recorded_by", h->tool_version);
+    STR_ITEM(w, "alloc_mode", h->alloc_mode);
+    if (tdm__torch_segments_seen(snap))
+        STR_ITEM(w, "memory", TDM_TORCH_SEGMENTS_NOTE);
+    STR_ITEM(w, "config", h->config);
+    STR_ITEM(w, "metadata", h->metadata);
+    STR_ITEM(w, "command", h->command);
+    STR_ITEM(w, "host", h->host);
+    JSON_INT_ITEM(w, "pid", h->pid);
+    JSON_INT_ITEM(w, "rank", h->rank);
+    JSON_INT_ITEM(w, "local_rank", h->local_rank);
+    JSON_INT_ITEM(w, "world_size", h->world_size);
+    JSON_INT_ITEM(w, "start_time_us", (int64_t)h->start_time_us);
+    JSON_INT_ITEM(w, "dump_time_us", (int64_t)h->dump_time_us);
+    STR_ITEM(w, "record", mode_name(h->record_mode, rec, 3));
+    STR_ITEM(w, "context", mode_name(h->context_mode, ctxn, 4));
+    STR_ITEM(w, "stacks", mode_name(h->stacks_mode, stk, 4));
+    JSON_INT_ITEM(w, "max_entries", h->max_entries > INT32_MAX ? -1 : (int64_t)h->max_entries);
+    JSON_INT_ITEM(w, "dropped_events",
+                  snap->dropped_events > INT64_MAX ? INT64_MAX : (int64_t)snap->dropped_events);
+    JSON_INT_ITEM(w, "events_left_out", (int64_t)left_out);
+    put_devices(w, snap);
+    dict_close(w);
+}
+
+static void put_settings(tdm_pkw *w, const tdm_snap *snap, const tdm_pt_state *st,
+                         uint64_t left_out)
+{
+    int expandable = 0;
+    for (size_t i = 0; i < st->segment_count; i++)
+        expandable |= st->segments[i].is_expandable;
+    dict_open(w);
+    KEY(w, "expandable_segments");
+    tdm__pkw_bool(w, expandable);
+    KEY(w, "tidemark");
+    put_header(w, snap, left_out);
+    dict_close(w);
 }
 
 /* ---- the whole pickle --------------------------------------------------- */

@@ -24,6 +24,7 @@
  * No state, no locks.
  */
 #include "export_pytorch.h"
+#include "snap_build.h" /* tdm__grow_array */
 
 #include <stdlib.h>
 #include <string.h>
@@ -196,14 +197,8 @@ typedef struct blist {
 
 static int blist_push(blist *l, tdm_snap_block b)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 256;
-        tdm_snap_block *g = realloc(l->b, cap * sizeof *g);
-        if (!g)
-            return -1;
-        l->b = g;
-        l->cap = cap;
-    }
+    if (tdm__grow_array(&l->b, &l->cap, l->n + 1, sizeof *l->b) != 0)
+        return -1;
     l->b[l->n++] = b;
     return 0;
 }
@@ -457,14 +452,8 @@ static dev_maps *maps_of(replay *r, int32_t ordinal)
             r->last = i;
             return &r->d[i];
         }
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 4;
-        dev_maps *g = realloc(r->d, cap * sizeof *g);
-        if (!g)
-            return NULL;
-        r->d = g;
-        r->cap = cap;
-    }
+    if (tdm__grow_array(&r->d, &r->cap, r->n + 1, sizeof *r->d) != 0)
+        return NULL;
     dev_maps *m = &r->d[r->n];
     memset(m, 0, sizeof *m);
     m->ordinal = ordinal;
@@ -495,14 +484,8 @@ static void replay_destroy(replay *r)
 
 static int vs_insert(dev_maps *m, size_t at, vseg v)
 {
-    if (m->nvs == m->capvs) {
-        size_t cap = m->capvs ? m->capvs * 2 : 16;
-        vseg *g = realloc(m->vs, cap * sizeof *g);
-        if (!g)
-            return -1;
-        m->vs = g;
-        m->capvs = cap;
-    }
+    if (tdm__grow_array(&m->vs, &m->capvs, m->nvs + 1, sizeof *m->vs) != 0)
+        return -1;
     memmove(&m->vs[at + 1], &m->vs[at], (m->nvs - at) * sizeof *m->vs);
     m->vs[at] = v;
     m->nvs++;

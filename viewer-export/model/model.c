@@ -13,6 +13,7 @@
  * No locks: the model is built by one thread and then only read.
  */
 #include "model.h"
+#include "snap_build.h" /* tdm__grow_array */
 #include "stack_display.h"
 
 #include <stdio.h>
@@ -170,7 +171,8 @@ typedef struct builder {
     const tdm_snap *snap;
     tdm_model *m;
     dev_work *work;
-    size_t dev_cap;
+    size_t dev_cap;  /* room in m->devices */
+    size_t work_cap; /* room in work: grown beside m->devices */
     size_t alloc_cap;
     amap open; /* (device, addr) -> index of the open allocation */
     int last_ordinal;
@@ -181,14 +183,9 @@ static int add_sample(builder *b, size_t d, int64_t seq, uint64_t time_ns)
 {
     tdm_model_device *dev = &b->m->devices[d];
     dev_work *w = &b->work[d];
-    if (dev->sample_count == w->sample_cap) {
-        size_t cap = w->sample_cap ? w->sample_cap * 2 : 64;
-        tdm_model_sample *s = realloc(dev->samples, cap * sizeof *s);
-        if (!s)
-            return -1;
-        dev->samples = s;
-        w->sample_cap = cap;
-    }
+    if (tdm__grow_array(&dev->samples, &w->sample_cap, dev->sample_count + 1,
+                        sizeof *dev->samples) != 0)
+        return -1;
     tdm_model_sample *s = &dev->samples[dev->sample_count++];
     s->seq = seq;
     s->time_ns = time_ns;
@@ -201,18 +198,9 @@ static int add_device(builder *b, int32_t ordinal, const char *vendor,
                       const char *name, uint64_t capacity)
 {
     tdm_model *m = b->m;
-    if (m->device_count == b->dev_cap) {
-        size_t cap = b->dev_cap ? b->dev_cap * 2 : 4;
-        tdm_model_device *d = realloc(m->devices, cap * sizeof *d);
-        if (!d)
-            return -1;
-        m->devices = d;
-        dev_work *w = realloc(b->work, cap * sizeof *w);
-        if (!w)
-            return -1;
-        b->work = w;
-        b->dev_cap = cap;
-    }
+    if (tdm__grow_array(&m->devices, &b->dev_cap, m->device_count + 1, sizeof *m->devices) != 0 ||
+        tdm__grow_array(&b->work, &b->work_cap, m->device_count + 1, sizeof *b->work) != 0)
+        return -1;
     size_t i = m->device_count++;
     memset(&m->devices[i], 0, sizeof m->devices[i]);
     memset(&b->work[i], 0, sizeof b->work[i]);
@@ -246,14 +234,8 @@ static int64_t new_alloc(builder *b)
     tdm_model *m = b->m;
     if (m->alloc_count >= AMAP_EMPTY - 1)
         return -1;
-    if (m->alloc_count == b->alloc_cap) {
-        size_t cap = b->alloc_cap ? b->alloc_cap * 2 : 256;
-        tdm_model_alloc *a = realloc(m->allocs, cap * sizeof *a);
-        if (!a)
-            return -1;
-        m->allocs = a;
-        b->alloc_cap = cap;
-    }
+    if (tdm__grow_array(&m->allocs, &b->alloc_cap, m->alloc_count + 1, sizeof *m->allocs) != 0)
+        return -1;
     tdm_model_alloc *a = &m->allocs[m->alloc_count];
     memset(a, 0, sizeof *a);
     a->free_seq = TDM_MODEL_SEQ_NEVER;
@@ -638,14 +620,9 @@ tdm_status tdm__model_live_at(const tdm_model *model, size_t dev, int64_t seq,
         const tdm_model_alloc *a = &model->allocs[i];
         if (a->device_index != dev || !tdm__model_alloc_live_at(a, seq))
             continue;
-        if (n == cap) {
-            size_t *grown = realloc(out, 2 * cap * sizeof *out);
-            if (!grown) {
-                free(out);
-                return TDM_HOST_OUT_OF_MEMORY;
-            }
-            out = grown;
-            cap *= 2;
+        if (tdm__grow_array(&out, &cap, n + 1, sizeof *out) != 0) {
+            free(out);
+            return TDM_HOST_OUT_OF_MEMORY;
         }
         out[n++] = i;
     }
@@ -689,13 +666,8 @@ tdm_status tdm__model_sites_at(const tdm_model *model, size_t dev, int64_t seq,
         uint32_t site = tdm__stack_display_site(model->snap, a->stack_id);
         uint32_t k = amap_get(&by_stack, site, of_free);
         if (k == AMAP_EMPTY) {
-            if (n == cap) {
-                tdm_model_site *grown = realloc(out, 2 * cap * sizeof *out);
-                if (!grown)
-                    goto oom;
-                out = grown;
-                cap *= 2;
-            }
+            if (tdm__grow_array(&out, &cap, n + 1, sizeof *out) != 0)
+                goto oom;
             k = (uint32_t)n++;
             memset(&out[k], 0, sizeof out[k]);
             out[k].stack_id = site;

@@ -8,6 +8,7 @@
  * a single-process run sees no change at all.  No state, no locks.
  */
 #include "ranks.h"
+#include "snap_build.h" /* tdm__grow_array */
 
 #include <dirent.h>
 #include <errno.h>
@@ -21,15 +22,9 @@ static int push_path(tdm_rank_paths *p, size_t *cap, char *path)
 {
     if (!path)
         return -1;
-    if (p->count == *cap) {
-        size_t n = *cap ? *cap * 2 : 16;
-        char **grown = realloc(p->paths, n * sizeof *grown);
-        if (!grown) {
-            free(path);
-            return -1;
-        }
-        p->paths = grown;
-        *cap = n;
+    if (tdm__grow_array(&p->paths, cap, p->count + 1, sizeof *p->paths) != 0) {
+        free(path);
+        return -1;
     }
     p->paths[p->count++] = path;
     return 0;

@@ -6,6 +6,7 @@
 #include "names.h"
 #include "sites.h"
 #include "format_rules.h"
+#include "snap_build.h" /* tdm__grow_array */
 
 #include <regex.h>
 #include <stdio.h>
@@ -473,14 +474,9 @@ static tdm_status mark_focus(work *w)
 
 static prepared *registry_add(const tdm_snap *snap)
 {
-    if (registry.n == registry.cap) {
-        size_t cap = registry.cap ? 2 * registry.cap : 4;
-        prepared *grown = realloc(registry.items, cap * sizeof *grown);
-        if (!grown)
-            return NULL;
-        registry.items = grown;
-        registry.cap = cap;
-    }
+    if (tdm__grow_array(&registry.items, &registry.cap, registry.n + 1,
+                        sizeof *registry.items) != 0)
+        return NULL;
     prepared *p = &registry.items[registry.n++];
     memset(p, 0, sizeof *p);
     p->snap = snap;

@@ -15,6 +15,7 @@
  */
 #include "view_data.h"
 #include "hash.h"
+#include "snap_build.h" /* tdm__grow_array */
 
 #include <stdlib.h>
 #include <string.h>
@@ -115,14 +116,8 @@ static int64_t strtab_id(strtab *t, const char *s)
             return t->slots[j] - 1;
         j = (j + 1) & t->mask;
     }
-    if (t->count == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 256;
-        const char **l = realloc(t->list, cap * sizeof *l);
-        if (!l)
-            return -1;
-        t->list = l;
-        t->cap = cap;
-    }
+    if (tdm__grow_array(&t->list, &t->cap, t->count + 1, sizeof *t->list) != 0)
+        return -1;
     t->list[t->count] = s;
     t->slots[j] = (uint32_t)++t->count;
     return (int64_t)t->count - 1;
@@ -203,14 +198,8 @@ typedef struct seg_vec {
 
 static seg_row *seg_push(seg_vec *v)
 {
-    if (v->count == v->cap) {
-        size_t cap = v->cap ? v->cap * 2 : 64;
-        seg_row *r = realloc(v->rows, cap * sizeof *r);
-        if (!r)
-            return NULL;
-        v->rows = r;
-        v->cap = cap;
-    }
+    if (tdm__grow_array(&v->rows, &v->cap, v->count + 1, sizeof *v->rows) != 0)
+        return NULL;
     seg_row *r = &v->rows[v->count++];
     memset(r, 0, sizeof *r);
     r->close_seq = TDM_MODEL_SEQ_NEVER;
