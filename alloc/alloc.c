@@ -26,14 +26,10 @@
 #include "meta.h"
 #include "recorder.h"
 #include "stack.h"
-#include "clock.h"
 
 tdm__alloc_global tdm__alloc_g = {
     .init_lock = PTHREAD_MUTEX_INITIALIZER,
 };
-
-/* The recorder's clock, so block times and event times agree. */
-uint64_t tdm__alloc_now_ns(void) { return tdm__clock_ns(); }
 
 void tdm__alloc_config_defaults(tdm__alloc_config *cfg)
 {

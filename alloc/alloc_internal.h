@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "provider.h"
 #include "ptrmap.h"
 #include "recorder.h"
@@ -120,8 +121,12 @@ static inline tdm_status tdm__alloc_ready(void)
     return tdm__alloc_init_slow();
 }
 
-/* CLOCK_REALTIME in ns, the recorder's time base. */
-uint64_t tdm__alloc_now_ns(void);
+/* CLOCK_REALTIME in ns, the recorder's time base (inline: read under a
+ * lock at every recorded allocation). */
+static inline uint64_t tdm__alloc_now_ns(void)
+{
+    return tdm__clock_ns();
+}
 
 /* What an allocation call carries into a mode. */
 typedef struct tdm__alloc_req {

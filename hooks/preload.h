@@ -22,6 +22,7 @@
 #ifndef TDM_HOOKS_PRELOAD_H
 #define TDM_HOOKS_PRELOAD_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,8 +37,17 @@ typedef enum tdm__hook_mode {
     TDM__HOOK_CACHE = 2,
 } tdm__hook_mode;
 
-/* The mode in force (read once at load from TIDEMARK_CONF). */
-tdm__hook_mode tdm__hook_mode_get(void);
+/* The mode in force (read once at load from TIDEMARK_CONF).  Inline, as
+ * the guard below: every hooked call asks both, and a call into
+ * hooks/preload/common.c for each was a tenth of an observed call's cost
+ * (bench/hook_overhead). */
+extern _Atomic int tdm__hook_mode_known; /* tdm__hook_mode; -1 = not asked yet */
+tdm__hook_mode tdm__hook_mode_ask(void);
+static inline tdm__hook_mode tdm__hook_mode_get(void)
+{
+    int m = atomic_load_explicit(&tdm__hook_mode_known, memory_order_acquire);
+    return m >= 0 ? (tdm__hook_mode)m : tdm__hook_mode_ask();
+}
 
 /* libtidemark.so's side of it (hooks/autoinit.c), exported for this
  * library: TIDEMARK_CONF's `mode` as a tdm__hook_mode, applying
@@ -53,8 +63,21 @@ TDM_API int tdm__autoinit_hook_mode(void);
  * tdm__hook_leave).  A mark left by a hook that an exception (or
  * longjmp) unwound before its tdm__hook_leave is dropped at the thread's
  * next hook call made at the same stack depth or above. */
-int tdm__hook_enter(void);
-void tdm__hook_leave(void);
+extern __thread uintptr_t tdm__hook_inside_at __attribute__((tls_model("initial-exec")));
+/* Always inlined, so the frame it marks is the hook's own (see common.c). */
+static inline __attribute__((always_inline)) int tdm__hook_enter(void)
+{
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    uintptr_t at = tdm__hook_inside_at;
+    if (at != 0 && here < at)
+        return 0;
+    tdm__hook_inside_at = here;
+    return 1;
+}
+static inline void tdm__hook_leave(void)
+{
+    tdm__hook_inside_at = 0;
+}
 
 /* The next definition of `name` after the preload library (RTLD_NEXT),
  * through the real dlsym even though dlsym itself is interposed.  NULL

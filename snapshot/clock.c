@@ -25,36 +25,17 @@
  * re-anchor costs about five clock_gettime calls. */
 #define TDM_CLOCK_SPAN_NS 100000000u
 
-#if defined(__x86_64__)
-#include <x86intrin.h>
-#define TDM_HAVE_TSC 1
-static inline uint64_t read_tsc(void) { return __rdtsc(); }
-#else
-#define TDM_HAVE_TSC 0
-static inline uint64_t read_tsc(void) { return 0; }
-#endif
+/* The anchor and the method (clock.h: read inline on the hot path). */
+tdm__clock_shared tdm__clock_state;
+#define ANCHOR tdm__clock_state.anchor
 
-typedef struct anchor {
-    _Atomic uint64_t seq;    /* odd while being written */
-    _Atomic uint64_t tsc;    /* ticks at the anchor */
-    _Atomic uint64_t ns;     /* CLOCK_REALTIME ns given to that tick */
-    _Atomic uint64_t mult;   /* ns per tick, 32.32 fixed point */
-    _Atomic uint64_t span;   /* ticks after which to re-anchor (~100 ms) */
-    _Atomic uint64_t real_tsc; /* last real reading, for measuring mult */
-    _Atomic uint64_t real_ns;
-    _Atomic uint64_t rate;     /* measured ns per tick (32.32); mult is this
-                                  rate slewed to pull back a lead */
-} anchor;
-
-static anchor A;
-static _Atomic int use_tsc;   /* 0 until tdm__clock_init decides */
 static _Atomic int updating;
 /* A rate re-anchoring refused (far from the one in use); a second
  * measurement agreeing with it means the old rate was wrong, not a step. */
 static uint64_t refused_rate; /* guarded by `updating` */
 static _Atomic int initialized;
 
-static uint64_t real_ns(void)
+uint64_t tdm__clock_real_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -69,9 +50,9 @@ static void real_pair(uint64_t *tsc, uint64_t *ns)
     uint64_t best_width = UINT64_MAX;
     *tsc = *ns = 0; /* always replaced: b - a < UINT64_MAX */
     for (int i = 0; i < 5; i++) {
-        uint64_t a = read_tsc();
-        uint64_t n = real_ns();
-        uint64_t b = read_tsc();
+        uint64_t a = tdm__clock_tsc();
+        uint64_t n = tdm__clock_real_ns();
+        uint64_t b = tdm__clock_tsc();
         if (b - a < best_width) {
             best_width = b - a;
             *tsc = a + (b - a) / 2;
@@ -95,17 +76,17 @@ static int kernel_uses_tsc(void)
 static void publish(uint64_t tsc, uint64_t ns, uint64_t mult, uint64_t span,
                     uint64_t rtsc, uint64_t rns, uint64_t rate)
 {
-    uint64_t s = atomic_load_explicit(&A.seq, memory_order_relaxed);
-    atomic_store_explicit(&A.seq, s + 1, memory_order_relaxed);
+    uint64_t s = atomic_load_explicit(&ANCHOR.seq, memory_order_relaxed);
+    atomic_store_explicit(&ANCHOR.seq, s + 1, memory_order_relaxed);
     TDM_SEQ_FENCE_RELEASE();
-    atomic_store_explicit(&A.tsc, tsc, TDM_SEQ_DATA_STORE);
-    atomic_store_explicit(&A.ns, ns, TDM_SEQ_DATA_STORE);
-    atomic_store_explicit(&A.mult, mult, TDM_SEQ_DATA_STORE);
-    atomic_store_explicit(&A.span, span, TDM_SEQ_DATA_STORE);
-    atomic_store_explicit(&A.real_tsc, rtsc, TDM_SEQ_DATA_STORE);
-    atomic_store_explicit(&A.real_ns, rns, TDM_SEQ_DATA_STORE);
-    atomic_store_explicit(&A.rate, rate, TDM_SEQ_DATA_STORE);
-    atomic_store_explicit(&A.seq, s + 2, memory_order_release);
+    atomic_store_explicit(&ANCHOR.tsc, tsc, TDM_SEQ_DATA_STORE);
+    atomic_store_explicit(&ANCHOR.ns, ns, TDM_SEQ_DATA_STORE);
+    atomic_store_explicit(&ANCHOR.mult, mult, TDM_SEQ_DATA_STORE);
+    atomic_store_explicit(&ANCHOR.span, span, TDM_SEQ_DATA_STORE);
+    atomic_store_explicit(&ANCHOR.real_tsc, rtsc, TDM_SEQ_DATA_STORE);
+    atomic_store_explicit(&ANCHOR.real_ns, rns, TDM_SEQ_DATA_STORE);
+    atomic_store_explicit(&ANCHOR.rate, rate, TDM_SEQ_DATA_STORE);
+    atomic_store_explicit(&ANCHOR.seq, s + 2, memory_order_release);
 }
 
 /* ns per tick in 32.32 from two real readings; 0 if unusable. */
@@ -132,7 +113,7 @@ void tdm__clock_init(void)
         return;
     uint64_t span = (uint64_t)(((unsigned __int128)TDM_CLOCK_SPAN_NS << 32) / mult);
     publish(t1, n1, mult, span, t1, n1, mult);
-    atomic_store(&use_tsc, 1);
+    atomic_store(&tdm__clock_state.use_tsc, 1);
 }
 
 /* Re-anchors at the current tick, if no other thread is doing it.
@@ -141,9 +122,9 @@ static __attribute__((noinline)) void reanchor(uint64_t now_interp)
 {
     if (atomic_exchange_explicit(&updating, 1, memory_order_acquire))
         return;
-    uint64_t rtsc = atomic_load_explicit(&A.real_tsc, memory_order_relaxed);
-    uint64_t rns = atomic_load_explicit(&A.real_ns, memory_order_relaxed);
-    uint64_t old_rate = atomic_load_explicit(&A.rate, memory_order_relaxed);
+    uint64_t rtsc = atomic_load_explicit(&ANCHOR.real_tsc, memory_order_relaxed);
+    uint64_t rns = atomic_load_explicit(&ANCHOR.real_ns, memory_order_relaxed);
+    uint64_t old_rate = atomic_load_explicit(&ANCHOR.rate, memory_order_relaxed);
     uint64_t t, n;
     real_pair(&t, &n);
     /* The rate over the whole span since the last real reading (about a
@@ -176,35 +157,21 @@ static __attribute__((noinline)) void reanchor(uint64_t now_interp)
     atomic_store_explicit(&updating, 0, memory_order_release);
 }
 
-uint64_t tdm__clock_ns(void)
+uint64_t tdm__clock_reanchor(uint64_t now_interp)
 {
-    if (!atomic_load_explicit(&use_tsc, memory_order_relaxed))
-        return real_ns();
-    uint64_t s = atomic_load_explicit(&A.seq, memory_order_acquire);
-    uint64_t t = atomic_load_explicit(&A.tsc, TDM_SEQ_DATA_LOAD);
-    uint64_t n = atomic_load_explicit(&A.ns, TDM_SEQ_DATA_LOAD);
-    uint64_t m = atomic_load_explicit(&A.mult, TDM_SEQ_DATA_LOAD);
-    uint64_t span = atomic_load_explicit(&A.span, TDM_SEQ_DATA_LOAD);
-    TDM_SEQ_FENCE_ACQUIRE();
-    if ((s & 1) || atomic_load_explicit(&A.seq, memory_order_relaxed) != s)
-        return real_ns();
-    uint64_t now = read_tsc();
-    uint64_t d = now > t ? now - t : 0;
-    uint64_t ns = n + (uint64_t)(((unsigned __int128)d * m) >> 32);
-    if (__builtin_expect(d > span, 0))
-        reanchor(ns);
-    return ns;
+    reanchor(now_interp);
+    return now_interp;
 }
 
-int tdm__clock_uses_tsc(void) { return atomic_load(&use_tsc); }
+int tdm__clock_uses_tsc(void) { return atomic_load(&tdm__clock_state.use_tsc); }
 
 void tdm__clock_force_tsc(int on)
 {
     if (!on) {
-        atomic_store(&use_tsc, 0);
+        atomic_store(&tdm__clock_state.use_tsc, 0);
         return;
     }
     tdm__clock_init();
-    if (atomic_load(&A.mult))
-        atomic_store(&use_tsc, 1);
+    if (atomic_load(&ANCHOR.mult))
+        atomic_store(&tdm__clock_state.use_tsc, 1);
 }

@@ -206,21 +206,15 @@ uint32_t tdm__rec_capture(unsigned skip)
 #define TDM_TAG_DEPTH 16
 static __thread uint8_t tag_stack[TDM_TAG_DEPTH];
 static __thread int tag_depth;
-/* Set at the first tdm_tag_push of any thread: until then no thread has a
- * tag, and an event needs no thread-local lookup (a call through the TLS
- * descriptor of a dlopen()able library, on every event). */
-static _Atomic int tags_used;
+/* Set at the first tdm_tag_push of any thread (recorder.h). */
+_Atomic int tdm__rec_tags_used;
 
-static inline uint8_t current_category(void)
+uint8_t tdm__rec_tagged_category(void)
 {
-    if (!atomic_load_explicit(&tags_used, memory_order_relaxed))
-        return TDM_CATEGORY_UNKNOWN;
     int d = tag_depth;
     return d > 0 ? tag_stack[(d > TDM_TAG_DEPTH ? TDM_TAG_DEPTH : d) - 1]
                  : TDM_CATEGORY_UNKNOWN;
 }
-
-uint8_t tdm__rec_current_category(void) { return current_category(); }
 
 tdm_status tdm_tag_push(tdm_category category)
 {
@@ -228,8 +222,8 @@ tdm_status tdm_tag_push(tdm_category category)
         return TDM_INVALID_ARGUMENT;
     if (tag_depth >= TDM_TAG_DEPTH)
         return TDM_INVALID_ARGUMENT;
-    if (!atomic_load_explicit(&tags_used, memory_order_relaxed))
-        atomic_store_explicit(&tags_used, 1, memory_order_relaxed);
+    if (!atomic_load_explicit(&tdm__rec_tags_used, memory_order_relaxed))
+        atomic_store_explicit(&tdm__rec_tags_used, 1, memory_order_relaxed);
     tag_stack[tag_depth++] = (uint8_t)category;
     return TDM_OK;
 }
@@ -252,9 +246,12 @@ uint32_t tdm__rec_current_step(void)
     return atomic_load_explicit(&tdm__recorder_state.step, memory_order_relaxed);
 }
 
-void tdm__rec_event_at(uint64_t time_ns, uint8_t category, unsigned action,
-                       int device, uint64_t addr, uint64_t size,
-                       uint64_t requested, uint64_t stream, uint32_t stack_id)
+/* The body of both entry points below, inlined into each: an event is
+ * one call from the allocator, not a call and then another. */
+static inline __attribute__((always_inline)) void
+record_event(uint64_t time_ns, uint8_t category, unsigned action, int device,
+             uint64_t addr, uint64_t size, uint64_t requested, uint64_t stream,
+             uint32_t stack_id)
 {
     tdm__ring *ring = atomic_load_explicit(&tdm__recorder_state.ring,
                                            memory_order_acquire);
@@ -267,11 +264,19 @@ void tdm__rec_event_at(uint64_t time_ns, uint8_t category, unsigned action,
                          (uint8_t)action, category));
 }
 
+void tdm__rec_event_at(uint64_t time_ns, uint8_t category, unsigned action,
+                       int device, uint64_t addr, uint64_t size,
+                       uint64_t requested, uint64_t stream, uint32_t stack_id)
+{
+    record_event(time_ns, category, action, device, addr, size, requested, stream,
+                 stack_id);
+}
+
 void tdm__rec_event_now(unsigned action, int device, uint64_t addr, uint64_t size,
                         uint64_t requested, uint64_t stream, uint32_t stack_id)
 {
-    tdm__rec_event_at(0, current_category(), action, device, addr, size,
-                      requested, stream, stack_id);
+    record_event(0, tdm__rec_current_category(), action, device, addr, size, requested, stream,
+                 stack_id);
 }
 
 void tdm__rec_set_state_source(tdm__state_source_fn source)

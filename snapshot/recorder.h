@@ -97,8 +97,20 @@ void tdm__rec_event_at(uint64_t time_ns, uint8_t category, unsigned action,
 uint32_t tdm__rec_current_phase(void);
 uint32_t tdm__rec_current_step(void);
 
+/* Set at the first tdm_tag_push of any thread: until then no thread has a
+ * tag, and an event needs no thread-local lookup (a call through the TLS
+ * descriptor of a dlopen()able library, on every event). */
+extern _Atomic int tdm__rec_tags_used;
+/* The top of this thread's tag stack, TDM_CATEGORY_UNKNOWN if empty. */
+uint8_t tdm__rec_tagged_category(void);
+
 /* This thread's category tag (tdm_tag_push), TDM_CATEGORY_UNKNOWN if none. */
-uint8_t tdm__rec_current_category(void);
+static inline uint8_t tdm__rec_current_category(void)
+{
+    if (!atomic_load_explicit(&tdm__rec_tags_used, memory_order_relaxed))
+        return TDM_CATEGORY_UNKNOWN;
+    return tdm__rec_tagged_category();
+}
 
 /* ---- allocator state, visited at dump time ---------------------------- */
 

@@ -23,7 +23,8 @@
 #include <stdint.h>
 
 /* Where on its stack this thread entered the outermost hook (the frame of
- * tdm__hook_enter then), 0 when it is outside.  A nested call (tidemark
+ * the hook that called tdm__hook_enter, inlined there), 0 when it is
+ * outside.  A nested call (tidemark
  * calling the vendor, the vendor calling its own exported functions) is
  * always deeper on the same stack, at a lower address.  A call at the
  * same depth or above can only come after the entering hook's frame is
@@ -38,22 +39,7 @@
  * (hooks.infra.test_preload_dlopen: keep big objects out of its TLS).
  * libtidemark.so keeps the dynamic model: Python and PyTorch dlopen it,
  * among many other libraries. */
-static __thread uintptr_t inside_at __attribute__((tls_model("initial-exec")));
-
-int tdm__hook_enter(void)
-{
-    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
-    uintptr_t at = inside_at;
-    if (at != 0 && here < at)
-        return 0;
-    inside_at = here;
-    return 1;
-}
-
-void tdm__hook_leave(void)
-{
-    inside_at = 0;
-}
+__thread uintptr_t tdm__hook_inside_at __attribute__((tls_model("initial-exec")));
 
 /* ---- real symbols ------------------------------------------------------ */
 
@@ -100,9 +86,9 @@ void *tdm__hook_real_versioned(const char *name, const char *version)
 
 /* ---- the mode ---------------------------------------------------------- */
 
-static _Atomic int mode_cache = -1; /* tdm__hook_mode; -1 = not asked yet */
+_Atomic int tdm__hook_mode_known = -1;
 
-static __attribute__((noinline)) tdm__hook_mode mode_slow(void)
+__attribute__((noinline)) tdm__hook_mode tdm__hook_mode_ask(void)
 {
     /* libtidemark.so may have to apply TIDEMARK_CONF now (when a vendor
      * library's constructor calls a hook before libtidemark's constructor
@@ -113,14 +99,8 @@ static __attribute__((noinline)) tdm__hook_mode mode_slow(void)
         tdm__hook_leave();
     if (m < 0)
         return TDM__HOOK_OFF; /* being applied: pass this call through */
-    atomic_store_explicit(&mode_cache, m, memory_order_release);
+    atomic_store_explicit(&tdm__hook_mode_known, m, memory_order_release);
     return (tdm__hook_mode)m;
-}
-
-tdm__hook_mode tdm__hook_mode_get(void)
-{
-    int m = atomic_load_explicit(&mode_cache, memory_order_acquire);
-    return m >= 0 ? (tdm__hook_mode)m : mode_slow();
 }
 
 /* Asks once at load, so that the first hooked call pays nothing extra. */

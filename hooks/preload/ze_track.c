@@ -86,21 +86,6 @@ tdm__hook_mode tdm__ze_mode(void)
     }
     return (tdm__hook_mode)m;
 }
-#else
-int tdm__ze_enter(void)
-{
-    return tdm__hook_enter();
-}
-
-void tdm__ze_leave(void)
-{
-    tdm__hook_leave();
-}
-
-tdm__hook_mode tdm__ze_mode(void)
-{
-    return tdm__hook_mode_get();
-}
 #endif
 
 /* ---- devices -------------------------------------------------------------- */

@@ -79,11 +79,17 @@ typedef struct tdm__ze_real {
 
 /* ---- ze_track.c ---- */
 
-/* The consumer's recursion guard and mode: the preload's (preload.h), or
- * the shim's own when built with TDM_ZE_SHIM. */
+/* The consumer's recursion guard and mode: the shim's own when built with
+ * TDM_ZE_SHIM, else the preload's (preload.h, inline). */
+#ifdef TDM_ZE_SHIM
 int tdm__ze_enter(void);
 void tdm__ze_leave(void);
 tdm__hook_mode tdm__ze_mode(void);
+#else
+#define tdm__ze_enter() tdm__hook_enter()
+#define tdm__ze_leave() tdm__hook_leave()
+#define tdm__ze_mode() tdm__hook_mode_get()
+#endif
 
 /* The ordinal of device handle `dev` (described to the snapshot the first
  * time); -1 for NULL. */
