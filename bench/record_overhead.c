@@ -9,7 +9,8 @@
  *   - ns per read of the recorder's clock (tdm__clock_ns), the floor under
  *     every timed event and hook call on this machine.
  * Targets (DESIGN.md): <= 50 ns per event without stacks, <= 500 ns with a
- * 30-frame native stack.  Usage: record_overhead [iterations] [--spill PATH]
+ * 30-frame native stack; <= 500 ns for the two stacks of a pair 30 frames
+ * deep (context=all), over the same pair recorded without stacks.  Usage: record_overhead [iterations] [--spill PATH]
  * [--unwinder auto|cfi|libunwind|frame-pointer]
  * A second thread stands for the preload's signal watcher in both modes
  * (with --spill it reserves the file's space ahead of the ring, as the
@@ -233,9 +234,15 @@ int main(int argc, char **argv)
     printf("%-44s %10.1f %10s\n", "event + native stack, 30 frames", events_with_stack(30, n / 4), "<= 500");
     printf("%-44s %10.1f %10s\n", "event + native stack, 60 frames", events_with_stack(60, n / 4), "");
     printf("%-44s %10.1f %10s\n", "tdm_malloc+tdm_free, recording off", malloc_free_pairs(0, n / 4), "");
-    printf("%-44s %10.1f %10s\n", "tdm_malloc+tdm_free, recording on, no stacks", malloc_free_pairs(2, n / 4), "");
+    double no_stacks = malloc_free_pairs(2, n / 4);
+    printf("%-44s %10.1f %10s\n", "tdm_malloc+tdm_free, recording on, no stacks", no_stacks, "");
     printf("%-44s %10.1f %10s\n", "tdm_malloc+tdm_free, recording on (stacks)", malloc_free_pairs(1, n / 4), "");
-    printf("%-44s %10.1f %10s\n", "tdm_malloc+tdm_free, stacks, 30 frames deep", pairs_with_stack(30, n / 4), "<= 500");
+    double deep = pairs_with_stack(30, n / 4);
+    printf("%-44s %10.1f %10s\n", "tdm_malloc+tdm_free, stacks, 30 frames deep", deep, "");
+    /* The stacks' own cost (context=all: one at the allocation, one at the
+     * free), the figure the 500 ns target is about. */
+    printf("%-44s %10.1f %10s\n", "  of which the two stacks (over no stacks)", deep - no_stacks,
+           "<= 500");
     printf("%-44s %10.1f %10s\n", tdm__clock_uses_tsc() ? "clock read (TSC, interpolated)"
                                                         : "clock read (clock_gettime)",
            clock_reads(n), "");
