@@ -553,7 +553,8 @@ static void release_block(tdm__cache_device *d, cblock *b)
     b->free_stack = 0;
     b->alloc_time_ns = 0;
     atomic_store_explicit(&b->category, 0, memory_order_relaxed);
-    tdm__cache_drop_uses(d, b);
+    if (b->uses != NULL) /* markers or streams to let go (rare) */
+        tdm__cache_drop_uses(d, b);
     /* Never with an unmapped range: that has no memory behind it. */
     if (b->prev && b->prev->state == TDM_BLOCK_INACTIVE && b->prev->mapped)
         tdm__cache_merge_into(d, b, b->prev);
