@@ -42,12 +42,12 @@
 #include "recorder.h"
 
 /* Devices -1 (the host, for pinned memory) to 63 have a slot each. */
+#define OBS_SLOTS (TDM__OBS_MAX_DEVICE + 2)
 
 /* The booking steps of a hooked call, inlined into the hooks' entry
  * points below: a call level costs an observed call ~10 instructions of
  * its ~24 ns (bench/hook_overhead). */
 #define HOT_INLINE inline __attribute__((always_inline))
-#define OBS_SLOTS (TDM__OBS_MAX_DEVICE + 2)
 
 /* A device's stats, as observe mode keeps them: the allocated, active and
  * requested rows are all `alloc_bytes` (an observed allocation is wholly
@@ -286,8 +286,8 @@ static HOT_INLINE obs_device *lock_removing(tdm__ptrmap *m, uint64_t key, tdm__p
  * and *other gets that device (TDM_INVALID_ARGUMENT), for the caller to
  * close under its lock.  TDM_HOST_OUT_OF_MEMORY: nothing booked (the
  * allocation's free will be unknown); the program is not disturbed. */
-static HOT_INLINE tdm_status insert_locked(tdm__ptrmap *m, uint64_t key, const tdm__ptr_rec *rec,
-                                int is_map, int *other)
+static HOT_INLINE tdm_status insert_locked(tdm__ptrmap *m, uint64_t key,
+                                           const tdm__ptr_rec *rec, int is_map, int *other)
 {
     obs_device *d = dev_of(rec->device);
     *other = -2;

@@ -10,7 +10,8 @@
  *     every timed event and hook call on this machine.
  * Targets (DESIGN.md): <= 50 ns per event without stacks, <= 500 ns with a
  * 30-frame native stack; <= 500 ns for the two stacks of a pair 30 frames
- * deep (context=all), over the same pair recorded without stacks.  Usage: record_overhead [iterations] [--spill PATH]
+ * deep (context=all), over the same pair recorded without stacks.
+ * Usage: record_overhead [iterations] [--spill PATH]
  * [--unwinder auto|cfi|libunwind|frame-pointer]
  * A second thread stands for the preload's signal watcher in both modes
  * (with --spill it reserves the file's space ahead of the ring, as the

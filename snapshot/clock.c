@@ -116,12 +116,12 @@ void tdm__clock_init(void)
     atomic_store(&tdm__clock_state.use_tsc, 1);
 }
 
-/* Re-anchors at the current tick, if no other thread is doing it.
+/* Re-anchors at the current tick, if no other thread is doing it (clock.h).
  * `now_interp` is the interpolated time the caller computed. */
-static __attribute__((noinline)) void reanchor(uint64_t now_interp)
+__attribute__((noinline)) uint64_t tdm__clock_reanchor(uint64_t now_interp)
 {
     if (atomic_exchange_explicit(&updating, 1, memory_order_acquire))
-        return;
+        return now_interp;
     uint64_t rtsc = atomic_load_explicit(&ANCHOR.real_tsc, memory_order_relaxed);
     uint64_t rns = atomic_load_explicit(&ANCHOR.real_ns, memory_order_relaxed);
     uint64_t old_rate = atomic_load_explicit(&ANCHOR.rate, memory_order_relaxed);
@@ -155,11 +155,6 @@ static __attribute__((noinline)) void reanchor(uint64_t now_interp)
     }
     publish(t, ns, mult, span, t, n, rate);
     atomic_store_explicit(&updating, 0, memory_order_release);
-}
-
-uint64_t tdm__clock_reanchor(uint64_t now_interp)
-{
-    reanchor(now_interp);
     return now_interp;
 }
 
