@@ -184,20 +184,23 @@ void tdm__cache_lock_device(int device, int take);
 
 /* ---- one allocation, one segment: its ring entries ----
  * Pass-through and observe modes record an allocation and its segment in
- * one compound ring entry (event.h), and the same for the free. */
+ * one compound ring entry (event.h), and the same for the free.  The
+ * event's body is inline here: in these modes the booking is all a hooked
+ * call does. */
 
 /* segment_alloc + alloc of rec at addr. */
 static inline void tdm__rec_segment_alloc(uint64_t addr, const tdm__ptr_rec *rec)
 {
     if (tdm__rec_on())
-        tdm__rec_event_at(rec->alloc_time_ns, rec->category,
-                          TDM__ACTION_SEGMENT_ALLOC_ALLOC, rec->device, addr,
-                          rec->size, rec->requested, rec->stream,
-                          tdm__rec_events_carry_stacks() ? rec->stack_id : 0);
+        tdm__rec_event_inline(rec->alloc_time_ns, rec->category,
+                              TDM__ACTION_SEGMENT_ALLOC_ALLOC, rec->device, addr,
+                              rec->size, rec->requested, rec->stream,
+                              tdm__rec_events_carry_stacks() ? rec->stack_id : 0);
 }
 
 /* free_requested + free_completed + segment_free of rec at addr, on
- * `stream`, with the free's stack (else the allocation's). */
+ * `stream`, with the free's stack (else the allocation's), in the
+ * category of the freeing thread's tag. */
 static inline void tdm__rec_segment_free(uint64_t addr, const tdm__ptr_rec *rec,
                                          uint64_t stream, uint32_t free_stack)
 {
@@ -205,8 +208,9 @@ static inline void tdm__rec_segment_free(uint64_t addr, const tdm__ptr_rec *rec,
         uint32_t es = 0;
         if (tdm__rec_events_carry_stacks())
             es = free_stack ? free_stack : rec->stack_id;
-        tdm__rec_event(TDM__ACTION_FREE_SEGMENT_FREE, rec->device, addr,
-                       rec->size, rec->requested, stream, es);
+        tdm__rec_event_inline(0, tdm__rec_current_category(),
+                              TDM__ACTION_FREE_SEGMENT_FREE, rec->device, addr,
+                              rec->size, rec->requested, stream, es);
     }
 }
 

@@ -36,14 +36,14 @@ tdm_status tdm_phase(const char *name)
     pthread_mutex_unlock(&r->lock);
     if (id == 0)
         return TDM_HOST_OUT_OF_MEMORY;
-    atomic_store_explicit(&r->phase, id, memory_order_relaxed);
+    atomic_store_explicit(&tdm__rec.phase, id, memory_order_relaxed);
     tdm__rec_event(TDM_ACTION_PHASE, -1, 0, 0, 0, 0, 0);
     return TDM_OK;
 }
 
 tdm_status tdm_step(void)
 {
-    atomic_fetch_add_explicit(&tdm__recorder_state.step, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&tdm__rec.step, 1, memory_order_relaxed);
     tdm__rec_event(TDM_ACTION_STEP, -1, 0, 0, 0, 0, 0);
     return TDM_OK;
 }

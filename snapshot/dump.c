@@ -168,7 +168,7 @@ tdm_status tdm__rec_copy_events(tdm_event **events, size_t *count,
     *events = NULL;
     *count = 0;
     *dropped = 0;
-    if (tdm__ring_cut_init(&cut, atomic_load(&tdm__recorder_state.ring)) != 0)
+    if (tdm__ring_cut_init(&cut, atomic_load(&tdm__rec.ring)) != 0)
         return TDM_HOST_OUT_OF_MEMORY;
     uint64_t carried = atomic_load(&tdm__recorder_state.carried_drops);
     tdm__ring_cut_take(&cut);
@@ -472,7 +472,7 @@ tdm_status tdm__rec_build_snapshot(tdm_snap **out)
      * resolves. */
     cut_ctx c = {.b = {.snap = snap, .owner = o}};
     tdm_status st = TDM_OK;
-    if (tdm__ring_cut_init(&c.ring_cut, atomic_load(&tdm__recorder_state.ring)) != 0)
+    if (tdm__ring_cut_init(&c.ring_cut, atomic_load(&tdm__rec.ring)) != 0)
         st = TDM_HOST_OUT_OF_MEMORY;
     if (st == TDM_OK) {
         tdm__state_visitor v = {&c, visit_device, visit_segment, visit_stats,

@@ -62,7 +62,7 @@ static void fork_child(void)
     pthread_mutex_unlock(&tdm__recorder_state.lock);
     tdm__dump_after_fork_child();
     /* The chunks other threads held would stay held for ever. */
-    tdm__ring_fork_child(atomic_load(&tdm__recorder_state.ring));
+    tdm__ring_fork_child(atomic_load(&tdm__rec.ring));
 }
 
 static void register_atfork_once(void)
@@ -146,7 +146,7 @@ tdm_status tdm_record_memory_history(const tdm_history_options *in)
     }
 
     pthread_mutex_lock(&r->lock);
-    tdm__ring *old = atomic_load(&r->ring);
+    tdm__ring *old = atomic_load(&tdm__rec.ring);
     tdm__ring *ring = old;
     int fresh = opts.enabled != TDM_RECORD_ALL || !old || opts.clear_history ||
                 old->capacity != opts.max_entries;
@@ -166,7 +166,7 @@ tdm_status tdm_record_memory_history(const tdm_history_options *in)
         } else {
             atomic_store(&r->carried_drops, 0);
         }
-        atomic_store(&r->ring, ring);
+        atomic_store(&tdm__rec.ring, ring);
         tdm__ring_retire(old);
     }
     if (atomic_load(&tdm__rec.mode) == TDM_RECORD_OFF || fresh)
@@ -238,45 +238,27 @@ tdm_status tdm_tag_pop(void)
 
 uint32_t tdm__rec_current_phase(void)
 {
-    return atomic_load_explicit(&tdm__recorder_state.phase, memory_order_relaxed);
+    return atomic_load_explicit(&tdm__rec.phase, memory_order_relaxed);
 }
 
 uint32_t tdm__rec_current_step(void)
 {
-    return atomic_load_explicit(&tdm__recorder_state.step, memory_order_relaxed);
-}
-
-/* The body of both entry points below, inlined into each: an event is
- * one call from the allocator, not a call and then another. */
-static inline __attribute__((always_inline)) void
-record_event(uint64_t time_ns, uint8_t category, unsigned action, int device,
-             uint64_t addr, uint64_t size, uint64_t requested, uint64_t stream,
-             uint32_t stack_id)
-{
-    tdm__ring *ring = atomic_load_explicit(&tdm__recorder_state.ring,
-                                           memory_order_acquire);
-    if (!ring)
-        return;
-    tdm__ring_push_words(
-        ring, time_ns ? time_ns : tdm__clock_ns(), addr, size, requested, stream,
-        tdm__event_word5(stack_id, tdm__rec_current_phase()),
-        tdm__event_word6(tdm__rec_current_step(), (int16_t)device,
-                         (uint8_t)action, category));
+    return atomic_load_explicit(&tdm__rec.step, memory_order_relaxed);
 }
 
 void tdm__rec_event_at(uint64_t time_ns, uint8_t category, unsigned action,
                        int device, uint64_t addr, uint64_t size,
                        uint64_t requested, uint64_t stream, uint32_t stack_id)
 {
-    record_event(time_ns, category, action, device, addr, size, requested, stream,
-                 stack_id);
+    tdm__rec_event_inline(time_ns, category, action, device, addr, size, requested, stream,
+                          stack_id);
 }
 
 void tdm__rec_event_now(unsigned action, int device, uint64_t addr, uint64_t size,
                         uint64_t requested, uint64_t stream, uint32_t stack_id)
 {
-    record_event(0, tdm__rec_current_category(), action, device, addr, size, requested, stream,
-                 stack_id);
+    tdm__rec_event_inline(0, tdm__rec_current_category(), action, device, addr, size,
+                          requested, stream, stack_id);
 }
 
 void tdm__rec_set_state_source(tdm__state_source_fn source)

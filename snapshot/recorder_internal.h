@@ -15,13 +15,11 @@
 #define TDM_MAX_PHASES 1024
 #define TDM_PHASE_NAME_MAX 64
 
+/* The ring in use and the phase and step in force live in tdm__rec
+ * (recorder.h), beside the switches: every event reads them. */
 typedef struct tdm__recorder {
-    /* The ring in use, NULL when no history is kept (off, or state). */
-    _Atomic(tdm__ring *) ring;
     /* Events dropped by rings retired with clear_history=0. */
     _Atomic uint64_t carried_drops;
-    _Atomic uint32_t phase; /* current phase id, 0 = none */
-    _Atomic uint32_t step;  /* current step, 0 = before the first */
     _Atomic(tdm__state_source_fn) state_source;
     _Atomic(tdm__tag_listener_fn) tag_listener;
 
