@@ -409,9 +409,9 @@ static void use_block(tdm__cache_device *d, cblock *b, uint64_t size,
     tdm__stat_add(&d->stats, kind, TDM__ST_ACTIVE_BYTES, (int64_t)b->size);
     tdm__stat_add(&d->stats, kind, TDM__ST_REQUESTED_BYTES, (int64_t)req->size);
     if (b->alloc_time_ns != 0)
-        tdm__rec_event_at(b->alloc_time_ns, req->category, TDM_ACTION_ALLOC, d->index,
-                          b->addr, req->size, req->size, b->stream,
-                          tdm__cache_event_stack(req->stack_id));
+        tdm__rec_event_inline(b->alloc_time_ns, req->category, TDM_ACTION_ALLOC, d->index,
+                              b->addr, req->size, req->size, b->stream,
+                              tdm__cache_event_stack(req->stack_id));
 }
 
 /* With several devices, the process-wide pointer map tells tdm_free
@@ -621,8 +621,10 @@ tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack, int on
     } else {
         /* free_requested and free_completed at one instant: one ring
          * entry (event.h). */
-        tdm__rec_event(TDM__ACTION_FREE_FREE, d->index, b->addr, b->requested,
-                       b->requested, b->stream, es);
+        if (tdm__rec_on())
+            tdm__rec_event_inline(0, tdm__rec_current_category(), TDM__ACTION_FREE_FREE,
+                                  d->index, b->addr, b->requested, b->requested,
+                                  b->stream, es);
         release_block(d, b);
     }
     tdm__lock_give(&d->lock);
