@@ -82,10 +82,11 @@ static inline int tdm__rec_events_carry_stacks(void)
 
 /* Stores one event in the ring, stamped with `time_ns` (the clock now when
  * 0), the phase and the step; nothing when no history is kept.  The body of
- * tdm__rec_event_now and tdm__rec_event_at, and inline where one booking
- * per call is the whole of a hooked call's work (alloc_internal.h: observe
- * and pass-through mode), for there a call with its nine arguments cost
- * ~1.5 ns of a ~21 ns Level Zero call (bench/hook_overhead). */
+ * tdm__rec_event_now and tdm__rec_event_at, and used inline where an
+ * allocation or a free records its one entry: observe and pass-through
+ * mode (alloc_internal.h), where the call with its nine arguments cost
+ * ~1.5 ns of a ~21 ns Level Zero call (bench/hook_overhead), and the
+ * cache's allocation and plain free.  Rarer events keep the calls. */
 static inline __attribute__((always_inline)) void
 tdm__rec_event_inline(uint64_t time_ns, uint8_t category, unsigned action, int device,
                       uint64_t addr, uint64_t size, uint64_t requested, uint64_t stream,
