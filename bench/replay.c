@@ -223,6 +223,26 @@ int main(int argc, char **argv)
                 print_row(tnames[c], &s[c], best, 0);
         }
     }
+    printf("\nthreads each on a device of their own (4 sim devices), recording off: what\n"
+           "per-stream locks could reach, with nothing shared but the pointer map that\n"
+           "finds a pointer's device, and the same plus one lock per call around shared\n"
+           "stats, as exact device-wide stats would need (emulated around the call);\n"
+           "ratio = median / the same column's one-thread median\n");
+    backend dcols[DCOL_COUNT];
+    device_columns(dcols);
+    for (int i = 0; i < nt; i++) {
+        use_cache_devices(4);
+        spread one[DCOL_COUNT];
+        for (int threads = 1; threads <= 4; threads *= 2) {
+            spread s[DCOL_COUNT];
+            run_device_rounds(dcols, &traces[i], threads, rounds, s);
+            if (threads == 1)
+                memcpy(one, s, sizeof one);
+            printf("\n%s, %d thread%s\n", traces[i].name, threads, threads > 1 ? "s" : "");
+            for (int c = 0; c < DCOL_COUNT; c++)
+                print_row(dcols[c].name, &s[c], one[c].median, 0);
+        }
+    }
     tdm__alloc_reset_for_tests();
     for (int i = 0; i < nt; i++)
         free(traces[i].ops), free(traces[i].id_size);

@@ -38,10 +38,20 @@ enum { COL_CACHE, COL_CACHE_REC, COL_GLIBC, COL_JEMALLOC, COL_MIMALLOC, COL_COUN
 void peers_prepare_process(char **argv); /* before anything allocates much */
 void peers_fill(backend cols[COL_COUNT]);
 void use_cache(void);                    /* fresh tidemark cache, recording off */
+/* A fresh cache of `devices` sim devices (so the process-wide pointer map
+ * that finds a pointer's device is on), recording off. */
+void use_cache_devices(int devices);
 /* The same with expandable_segments set: the fragmentation policy
  * (docs/allocator.md, "Fragmentation"). */
 void use_cache_with(int expandable_segments);
 void cache_set_stream_ctx(backend *b, uintptr_t stream);
+/* Threads each on a device of their own: what per-stream locks could give
+ * (separate pools and locks, nothing shared but the pointer map), and the
+ * same with one lock per call around shared stats, which exact
+ * device-wide stats (allocated, active, requested bytes, allocations,
+ * their peaks) would need; emulated around the call (ctx = the device). */
+enum { DCOL_OWN_DEVICE, DCOL_OWN_DEVICE_SHARED_STATS, DCOL_COUNT };
+void device_columns(backend cols[DCOL_COUNT]);
 extern const char *peers_policy_text;    /* how requests are treated */
 
 /* replay_run.c */
@@ -60,5 +70,8 @@ void run_hit_rounds(backend cols[COL_COUNT], size_t size, long iters, int rounds
 enum { TCOL_CACHE_SAME, TCOL_CACHE_STREAMS, TCOL_GLIBC, TCOL_JEMALLOC, TCOL_MIMALLOC, TCOL_COUNT };
 void run_thread_rounds(backend cols[COL_COUNT], const trace *t, int threads, int rounds,
                        spread out[TCOL_COUNT]);
+/* The same for device_columns, thread i on device i. */
+void run_device_rounds(backend cols[DCOL_COUNT], const trace *t, int threads, int rounds,
+                       spread out[DCOL_COUNT]);
 
 #endif

@@ -221,11 +221,14 @@ typedef struct worker {
     double start, end; /* seconds, taken by the worker itself */
 } worker;
 
+/* What each thread of a pass gets of its own besides its ids. */
+enum { SHARE_ALL, OWN_STREAM, OWN_DEVICE };
+
 typedef struct team {
     pthread_barrier_t start, done;
     const trace *t;
     const backend *job; /* NULL: quit */
-    int per_thread_stream;
+    int own;            /* SHARE_ALL, OWN_STREAM (stream i + 1), OWN_DEVICE (device i) */
     int reps;
     worker w[4];
 } team;
@@ -239,8 +242,10 @@ static void *worker_main(void *arg)
         if (tm->job == NULL)
             return NULL;
         backend b = *tm->job;
-        if (tm->per_thread_stream)
+        if (tm->own == OWN_STREAM)
             cache_set_stream_ctx(&b, (uintptr_t)w->index + 1);
+        else if (tm->own == OWN_DEVICE)
+            b.ctx = (void *)(uintptr_t)w->index;
         w->start = now_s();
         for (int k = 0; k < tm->reps; k++)
             if (pass(&b, tm->t, w->slots) < 0)
@@ -250,10 +255,10 @@ static void *worker_main(void *arg)
     }
 }
 
-static double team_pass(team *tm, int threads, const backend *b, int per_thread_stream)
+static double team_pass(team *tm, int threads, const backend *b, int own)
 {
     tm->job = b;
-    tm->per_thread_stream = per_thread_stream;
+    tm->own = own;
     for (int i = 0; i < threads; i++)
         tm->w[i].failed = 0;
     pthread_barrier_wait(&tm->start);
@@ -270,13 +275,12 @@ static double team_pass(team *tm, int threads, const backend *b, int per_thread_
     return last - first;
 }
 
-void run_thread_rounds(backend cols[COL_COUNT], const trace *t, int threads, int rounds,
-                       spread out[TCOL_COUNT])
+/* `ncols` columns, column c run with cols[c] and each thread's own[c]. */
+static void run_team_rounds(const backend *cols, const int *own, int ncols, const trace *t,
+                            int threads, int rounds, spread *out)
 {
     if (threads > 4)
         threads = 4;
-    static const int col_of[TCOL_COUNT] = {COL_CACHE, COL_CACHE, COL_GLIBC, COL_JEMALLOC,
-                                           COL_MIMALLOC};
     team tm;
     memset(&tm, 0, sizeof tm);
     tm.t = t;
@@ -287,17 +291,14 @@ void run_thread_rounds(backend cols[COL_COUNT], const trace *t, int threads, int
         tm.w[i] = (worker){.index = i, .team = &tm, .slots = calloc(t->ids, sizeof(void *))};
         pthread_create(&tm.w[i].tid, NULL, worker_main, &tm.w[i]);
     }
-    if (cols[COL_CACHE].before)
-        cols[COL_CACHE].before();
-    double *ns = malloc(sizeof(double) * TCOL_COUNT * (size_t)rounds);
-    for (size_t i = 0; i < (size_t)TCOL_COUNT * (size_t)rounds; i++)
+    double *ns = malloc(sizeof(double) * (size_t)ncols * (size_t)rounds);
+    for (size_t i = 0; i < (size_t)ncols * (size_t)rounds; i++)
         ns[i] = -1;
     for (int r = -1; r < rounds; r++) {
-        for (int c = 0; c < TCOL_COUNT; c++) {
-            const backend *b = &cols[col_of[c]];
-            if (!b->available)
+        for (int c = 0; c < ncols; c++) {
+            if (!cols[c].available)
                 continue;
-            double s = team_pass(&tm, threads, b, c == TCOL_CACHE_STREAMS);
+            double s = team_pass(&tm, threads, &cols[c], own[c]);
             if (r >= 0)
                 ns[c * rounds + r] = s < 0 ? -1 : s * 1e9 / ((double)t->pairs * tm.reps);
         }
@@ -310,6 +311,27 @@ void run_thread_rounds(backend cols[COL_COUNT], const trace *t, int threads, int
     }
     pthread_barrier_destroy(&tm.start);
     pthread_barrier_destroy(&tm.done);
-    summarize(ns, NULL, TCOL_COUNT, rounds, out);
+    summarize(ns, NULL, ncols, rounds, out);
     free(ns);
+}
+
+void run_thread_rounds(backend cols[COL_COUNT], const trace *t, int threads, int rounds,
+                       spread out[TCOL_COUNT])
+{
+    static const int col_of[TCOL_COUNT] = {COL_CACHE, COL_CACHE, COL_GLIBC, COL_JEMALLOC,
+                                           COL_MIMALLOC};
+    static const int own[TCOL_COUNT] = {SHARE_ALL, OWN_STREAM, SHARE_ALL, SHARE_ALL, SHARE_ALL};
+    backend tcols[TCOL_COUNT];
+    for (int c = 0; c < TCOL_COUNT; c++)
+        tcols[c] = cols[col_of[c]];
+    if (cols[COL_CACHE].before)
+        cols[COL_CACHE].before();
+    run_team_rounds(tcols, own, TCOL_COUNT, t, threads, rounds, out);
+}
+
+void run_device_rounds(backend cols[DCOL_COUNT], const trace *t, int threads, int rounds,
+                       spread out[DCOL_COUNT])
+{
+    static const int own[DCOL_COUNT] = {OWN_DEVICE, OWN_DEVICE};
+    run_team_rounds(cols, own, DCOL_COUNT, t, threads, rounds, out);
 }
