@@ -10,11 +10,13 @@
  * gives) and the fork handlers that keep every allocator lock free across
  * fork().
  *
- * Invariants: every live allocation is in the pointer map exactly once;
+ * Invariants: every live allocation is in exactly one map: its device's
+ * block map in cache mode (cache_map.c), the pointer map otherwise;
  * the mode and device count never change between init and reset.
  * Locks: init_lock guards configuration and initialization only; the hot
  * path reads `ready` (acquire) and then the immutable global, and takes
- * only a pointer-map shard lock and the mode's per-device lock.
+ * the mode's per-device lock (pass-through mode with several devices, a
+ * pointer-map shard lock too).
  */
 #include "alloc_internal.h"
 
@@ -359,27 +361,32 @@ __attribute__((noinline)) tdm_status tdm__alloc_free_as(void *ptr, unsigned skip
         return TDM_OK;
     if (!atomic_load_explicit(&tdm__alloc_g.ready, memory_order_acquire))
         return TDM_UNKNOWN_POINTER;
-    tdm__ptr_rec rec;
     uint64_t key = (uint64_t)(uintptr_t)ptr;
     tdm_status st;
     uint32_t free_stack = 0;
-    /* The lookup only finds the device (one device: no need to look the
-     * pointer up twice); both modes remove the pointer under the device
-     * lock (tdm__cache_free, tdm__pt_free), so a block or record, its map
-     * entry, the stats and the events change together. */
-    int device = 0;
-    if (tdm__alloc_g.device_count > 1) {
-        st = tdm__ptrmap_get(&tdm__alloc_g.map, key, &rec);
-        if (st != TDM_OK)
-            return st;
-        device = rec.device;
-    }
-    if (tdm__rec_on())
-        free_stack = tdm__rec_free_stack(skip + 1);
-    if (tdm__alloc_g.mode == TDM__MODE_CACHE)
-        st = tdm__cache_free(key, device, free_stack, on_stream, stream);
-    else
+    /* Both modes remove the pointer under its device's lock
+     * (tdm__cache_free, tdm__pt_free), so a block or record, its map
+     * entry, the stats and the events change together.  The cache asks
+     * the devices whose segments cover the pointer; pass-through mode
+     * finds the device in the process-wide map (one device: no need to
+     * look the pointer up twice). */
+    if (tdm__alloc_g.mode == TDM__MODE_CACHE) {
+        if (tdm__rec_on())
+            free_stack = tdm__rec_free_stack(skip + 1);
+        st = tdm__cache_free_any(key, free_stack, on_stream, stream);
+    } else {
+        int device = 0;
+        if (tdm__alloc_g.device_count > 1) {
+            tdm__ptr_rec rec;
+            st = tdm__ptrmap_get(&tdm__alloc_g.map, key, &rec);
+            if (st != TDM_OK)
+                return st;
+            device = rec.device;
+        }
+        if (tdm__rec_on())
+            free_stack = tdm__rec_free_stack(skip + 1);
         st = tdm__pt_free(key, device, free_stack);
+    }
     __asm__ volatile("" ::: "memory");
     return st;
 }

@@ -163,6 +163,15 @@ tdm_status tdm__cache_malloc(const tdm__alloc_req *req, void **out);
  * ordered on `stream` (cache_stream.c). */
 tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack, int on_stream,
                            tdm_stream stream);
+/* Whether ptr lies in the addresses `device`'s segments have ever covered
+ * (a lock-free first guess: the device's block map decides). */
+int tdm__cache_may_hold(int device, uint64_t ptr);
+/* tdm__cache_free on the device that holds ptr: with several devices,
+ * each whose segments' addresses cover ptr is asked in turn (one, unless
+ * the vendor interleaves devices' address ranges), so no process-wide map
+ * is kept or locked per call.  TDM_UNKNOWN_POINTER when none has it. */
+tdm_status tdm__cache_free_any(uint64_t ptr, uint32_t free_stack, int on_stream,
+                               tdm_stream stream);
 /* Whether ptr lies in one of `device`'s segments (walks them: error paths
  * only). */
 int tdm__cache_owns(uint64_t ptr, int device);

@@ -10,8 +10,9 @@
  * blocks tile each segment; no two inactive neighbours; a pool's bins hold
  * exactly its inactive mapped blocks; stats equal the sums over blocks.
  * Lock: the device lock (lock.h), held for the whole of malloc and free
- * (the provider's own lock nests inside it; with several devices, the
- * process-wide pointer map's shard locks too).
+ * (the provider's own lock nests inside it).  No process-wide state is
+ * written per call: with several devices a free finds its device by the
+ * address spans of the devices' segments (tdm__cache_free_any).
  * Stacks are captured before it is taken.
  */
 #include <stdio.h>
@@ -67,6 +68,7 @@ tdm_status tdm__cache_create(void)
         }
         tdm__lock_init(&d->lock);
         d->index = i;
+        atomic_store_explicit(&d->span_lo, UINT64_MAX, memory_order_relaxed);
         tdm__bins_init(&d->small.bins, g->cfg.reference_index);
         tdm__bins_init(&d->large.bins, g->cfg.reference_index);
         tdm__tree_init(&d->small.unmapped, cmp_unmapped);
@@ -131,6 +133,10 @@ void tdm__cache_seg_link(tdm__cache_device *d, cseg *s, cblock *b, uint64_t addr
 {
     s->addr = addr;
     s->size = bytes;
+    if (addr < atomic_load_explicit(&d->span_lo, memory_order_relaxed))
+        atomic_store_explicit(&d->span_lo, addr, memory_order_relaxed);
+    if (addr + bytes > atomic_load_explicit(&d->span_hi, memory_order_relaxed))
+        atomic_store_explicit(&d->span_hi, addr + bytes, memory_order_relaxed);
     s->stream = req->stream;
     s->stack_id = req->stack_id;
     s->pool = (uint8_t)kind;
@@ -414,18 +420,6 @@ static void use_block(tdm__cache_device *d, cblock *b, uint64_t size,
                               tdm__cache_event_stack(req->stack_id));
 }
 
-/* With several devices, the process-wide pointer map tells tdm_free
- * which device a pointer is on; 0 without host memory for it. */
-static int index_device(const cblock *b, int device)
-{
-    tdm__alloc_global *g = &tdm__alloc_g;
-    if (g->device_count == 1)
-        return 1;
-    tdm__ptr_rec rec = {.size = b->size, .requested = b->requested, .stream = b->stream,
-                        .block = (void *)b, .device = (int16_t)device};
-    return tdm__ptrmap_insert(&g->map, b->addr, &rec) == TDM_OK;
-}
-
 static __attribute__((noinline)) tdm_status
 cache_oom(tdm__cache_device *d, const tdm__alloc_req *req, uint64_t rounded)
 {
@@ -499,7 +493,7 @@ tdm_status tdm__cache_malloc(const tdm__alloc_req *req, void **out)
         }
     }
     use_block(d, b, size, req);
-    if (!tdm__cmap_put(&d->map, b) || !index_device(b, req->device)) {
+    if (!tdm__cmap_put(&d->map, b)) {
         /* No host memory for the map: undo, as if never handed out. */
         tdm__cmap_take(&d->map, b->addr);
         tdm__rec_event(TDM_ACTION_FREE_REQUESTED, d->index, b->addr, req->size,
@@ -596,10 +590,6 @@ tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack, int on
         tdm__lock_give(&d->lock);
         return TDM_UNKNOWN_POINTER;
     }
-    if (g->device_count > 1) {
-        tdm__ptr_rec rec;
-        tdm__ptrmap_remove(&g->map, ptr, &rec);
-    }
     int kind = b->pool;
     uint32_t es = 0;
     if (tdm__rec_events_carry_stacks())
@@ -629,6 +619,29 @@ tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack, int on
     }
     tdm__lock_give(&d->lock);
     return TDM_OK;
+}
+
+int tdm__cache_may_hold(int device, uint64_t ptr)
+{
+    const tdm__cache_device *d = tdm__alloc_g.cache[device];
+    return ptr >= atomic_load_explicit(&d->span_lo, memory_order_relaxed) &&
+           ptr < atomic_load_explicit(&d->span_hi, memory_order_relaxed);
+}
+
+tdm_status tdm__cache_free_any(uint64_t ptr, uint32_t free_stack, int on_stream,
+                               tdm_stream stream)
+{
+    int n = tdm__alloc_g.device_count;
+    if (n == 1)
+        return tdm__cache_free(ptr, 0, free_stack, on_stream, stream);
+    for (int device = 0; device < n; device++) {
+        if (!tdm__cache_may_hold(device, ptr))
+            continue;
+        tdm_status st = tdm__cache_free(ptr, device, free_stack, on_stream, stream);
+        if (st != TDM_UNKNOWN_POINTER)
+            return st;
+    }
+    return TDM_UNKNOWN_POINTER;
 }
 
 void tdm__cache_complete_pending(tdm__cache_device *d, int all, uint64_t stream)

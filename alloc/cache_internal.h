@@ -112,6 +112,10 @@ typedef struct cpool {
 struct tdm__cache_device {
     tdm__lock lock;
     int index;
+    /* The addresses its segments have ever covered, [span_lo, span_hi):
+     * widened under the lock as segments come, read without it to find
+     * which devices a freed pointer can be on (tdm__cache_free_any). */
+    _Atomic uint64_t span_lo, span_hi;
     cpool small, large;
     cmap map;                    /* allocated blocks by address */
     cseg *segs;                  /* all segments, newest first */

@@ -7,9 +7,7 @@
  * trace's pair ~15 instructions more, ~6 % of its time).  The slot is the
  * top bits of a multiplicative hash of the address.  It lives under the
  * device's lock, like the blocks it points to, so a malloc or free takes
- * no lock beyond that one (the process-wide pointer map, with a lock per
- * shard, is kept only while there are several devices, to find a
- * pointer's device).
+ * no lock beyond that one.
  */
 #include "cache_internal.h"
 

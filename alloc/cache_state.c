@@ -54,15 +54,17 @@ void tdm__cache_sync(int device, int all_streams, tdm_stream stream)
 int tdm__cache_device_of(uint64_t ptr)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
-    if (g->device_count > 1) {
-        tdm__ptr_rec rec;
-        return tdm__ptrmap_get(&g->map, ptr, &rec) == TDM_OK ? rec.device : -1;
+    for (int device = 0; device < g->device_count; device++) {
+        if (g->device_count > 1 && !tdm__cache_may_hold(device, ptr))
+            continue;
+        tdm__cache_device *d = dev(device);
+        tdm__lock_take(&d->lock);
+        int live = tdm__cmap_get(&d->map, ptr) != NULL;
+        tdm__lock_give(&d->lock);
+        if (live)
+            return device;
     }
-    tdm__cache_device *d = dev(0);
-    tdm__lock_take(&d->lock);
-    int live = tdm__cmap_get(&d->map, ptr) != NULL;
-    tdm__lock_give(&d->lock);
-    return live ? 0 : -1;
+    return -1;
 }
 
 tdm_status tdm__cache_tag(uint64_t ptr, int device, uint8_t category)
@@ -310,11 +312,8 @@ static tdm_status check_cache(int device, char *msg, size_t msg_len)
                 one[TDM__ST_ALLOCATION] = 1;
                 one[TDM__ST_ALLOCATED_BYTES] = (int64_t)b->size;
                 nallocated++;
-                tdm__ptr_rec rec;
                 if (tdm__cmap_get(&d->map, b->addr) != b ||
-                    (g->device_count > 1 &&
-                     (tdm__ptrmap_get(&g->map, b->addr, &rec) != TDM_OK ||
-                      rec.block != b || rec.device != device)))
+                    !tdm__cache_may_hold(device, b->addr))
                     FAIL("allocated block %#llx not in the pointer map",
                          (unsigned long long)b->addr);
                 if (b->requested > b->size)

@@ -589,6 +589,44 @@ static void test_threads(void **state)
     assert_int_equal(s.reserved_bytes.current, 0);
 }
 
+/* With several devices a freed pointer is routed by the address span of
+ * each device's segments, and the device's own map decides.  Where spans
+ * overlap (a vendor may interleave its devices' address ranges), the next
+ * device whose span covers the pointer is asked: a free, a tag and a
+ * record_stream still reach the block on device 1 when device 0's span
+ * covers every address, and a pointer nobody holds stays unknown. */
+static void test_devices_with_overlapping_spans(void **state)
+{
+    (void)state;
+    tdm__alloc_config cfg = base_cfg(256 * MiB);
+    cfg.device_count = 2;
+    use(cfg);
+    void *on0 = NULL, *on1 = NULL;
+    assert_int_equal(tdm_malloc(&on0, 4096, 0, 0), TDM_OK);
+    assert_int_equal(tdm_malloc(&on1, 4096, 1, 0), TDM_OK);
+    /* Distinct spans first: each pointer is only in its own device's. */
+    assert_true(tdm__cache_may_hold(0, (uintptr_t)on0));
+    assert_false(tdm__cache_may_hold(0, (uintptr_t)on1));
+    assert_true(tdm__cache_may_hold(1, (uintptr_t)on1));
+    tdm__cache_device *d0 = tdm__alloc_g.cache[0];
+    atomic_store(&d0->span_lo, 0);
+    atomic_store(&d0->span_hi, UINT64_MAX);
+    assert_true(tdm__cache_may_hold(0, (uintptr_t)on1));
+    assert_int_equal(tdm__cache_device_of((uintptr_t)on1), 1);
+    assert_int_equal(tdm_tag_ptr(on1, TDM_CATEGORY_GRADIENT), TDM_OK);
+    assert_int_equal(tdm_record_stream(on1, 7), TDM_OK);
+    int x;
+    assert_int_equal(tdm_free(&x), TDM_UNKNOWN_POINTER);
+    assert_int_equal(tdm_free(on1), TDM_OK);
+    assert_int_equal(tdm_free(on1), TDM_UNKNOWN_POINTER);
+    assert_int_equal(tdm_free(on0), TDM_OK);
+    check();
+    tdm_stats s = {.size = sizeof s};
+    assert_int_equal(tdm_memory_stats(1, &s), TDM_OK);
+    assert_int_equal(s.allocation.current, 0);
+    assert_int_equal(s.allocation.freed, 1);
+}
+
 /* The checker itself must notice broken state, or every test above that
  * relies on it proves nothing. */
 static void test_checker_catches_corruption(void **state)
@@ -638,6 +676,7 @@ int main(void)
         cmocka_unit_test_teardown(test_garbage_collection_under_a_fraction, teardown),
         cmocka_unit_test_teardown(test_snapshot_state, teardown),
         cmocka_unit_test_teardown(test_threads, teardown),
+        cmocka_unit_test_teardown(test_devices_with_overlapping_spans, teardown),
         cmocka_unit_test_teardown(test_checker_catches_corruption, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
