@@ -26,15 +26,6 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 void tdm__lock_wait(tdm__lock *l)
 {
     for (;;) {
@@ -43,7 +34,7 @@ void tdm__lock_wait(tdm__lock *l)
             uint64_t t0 = now_ns();
             do {
                 for (int i = 0; i < 16; i++)
-                    cpu_relax();
+                    tdm__lock_relax();
             } while (now_ns() - t0 < delay);
             if (tdm__lock_try(l))
                 return;

@@ -30,6 +30,16 @@ typedef struct tdm__lock {
 
 #define TDM__LOCK_INIT {0, 0}
 
+/* One pause of a spinning wait (a hint to the CPU, nothing on others). */
+static inline void tdm__lock_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 void tdm__lock_wait(tdm__lock *l);
 void tdm__lock_wake(tdm__lock *l);
 

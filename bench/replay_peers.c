@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "lock.h"
 #include "replay.h"
 #include "tidemark.h"
 
@@ -187,18 +188,11 @@ static struct {
     int64_t current[4], peak[4];
 } __attribute__((aligned(64))) shared_stats;
 
-static inline void relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
-
 static void book_shared(int64_t bytes)
 {
     while (atomic_exchange_explicit(&shared_stats.held, 1, memory_order_acquire))
         while (atomic_load_explicit(&shared_stats.held, memory_order_relaxed))
-            relax();
+            tdm__lock_relax();
     int64_t delta[4] = {bytes, bytes, bytes, bytes > 0 ? 1 : -1};
     for (int i = 0; i < 4; i++) {
         shared_stats.current[i] += delta[i];
