@@ -368,25 +368,23 @@ __attribute__((noinline)) tdm_status tdm__alloc_free_as(void *ptr, unsigned skip
      * (tdm__cache_free, tdm__pt_free), so a block or record, its map
      * entry, the stats and the events change together.  The cache asks
      * the devices whose segments cover the pointer; pass-through mode
-     * finds the device in the process-wide map (one device: no need to
-     * look the pointer up twice). */
-    if (tdm__alloc_g.mode == TDM__MODE_CACHE) {
-        if (tdm__rec_on())
-            free_stack = tdm__rec_free_stack(skip + 1);
-        st = tdm__cache_free_any(key, free_stack, on_stream, stream);
-    } else {
-        int device = 0;
-        if (tdm__alloc_g.device_count > 1) {
-            tdm__ptr_rec rec;
-            st = tdm__ptrmap_get(&tdm__alloc_g.map, key, &rec);
-            if (st != TDM_OK)
-                return st;
-            device = rec.device;
-        }
-        if (tdm__rec_on())
-            free_stack = tdm__rec_free_stack(skip + 1);
-        st = tdm__pt_free(key, device, free_stack);
+     * finds the device in the process-wide map first (one device: no need
+     * to look the pointer up twice). */
+    int cache = tdm__alloc_g.mode == TDM__MODE_CACHE;
+    int device = 0;
+    if (!cache && tdm__alloc_g.device_count > 1) {
+        tdm__ptr_rec rec;
+        st = tdm__ptrmap_get(&tdm__alloc_g.map, key, &rec);
+        if (st != TDM_OK)
+            return st;
+        device = rec.device;
     }
+    if (tdm__rec_on())
+        free_stack = tdm__rec_free_stack(skip + 1);
+    if (cache)
+        st = tdm__cache_free_any(key, free_stack, on_stream, stream);
+    else
+        st = tdm__pt_free(key, device, free_stack);
     __asm__ volatile("" ::: "memory");
     return st;
 }

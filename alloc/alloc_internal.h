@@ -166,10 +166,10 @@ tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack, int on
 /* Whether ptr lies in the addresses `device`'s segments have ever covered
  * (a lock-free first guess: the device's block map decides). */
 int tdm__cache_may_hold(int device, uint64_t ptr);
-/* tdm__cache_free on the device that holds ptr: with several devices,
- * each whose segments' addresses cover ptr is asked in turn (one, unless
- * the vendor interleaves devices' address ranges), so no process-wide map
- * is kept or locked per call.  TDM_UNKNOWN_POINTER when none has it. */
+/* tdm__cache_free on the device that holds ptr: each device whose
+ * segments' addresses cover ptr is asked in turn (one, unless the vendor
+ * interleaves devices' address ranges), so no process-wide map is kept or
+ * locked per call.  TDM_UNKNOWN_POINTER when none has it. */
 tdm_status tdm__cache_free_any(uint64_t ptr, uint32_t free_stack, int on_stream,
                                tdm_stream stream);
 /* Whether ptr lies in one of `device`'s segments (walks them: error paths
@@ -217,9 +217,8 @@ static inline void tdm__rec_segment_free(uint64_t addr, const tdm__ptr_rec *rec,
         uint32_t es = 0;
         if (tdm__rec_events_carry_stacks())
             es = free_stack ? free_stack : rec->stack_id;
-        tdm__rec_event_inline(0, tdm__rec_current_category(),
-                              TDM__ACTION_FREE_SEGMENT_FREE, rec->device, addr,
-                              rec->size, rec->requested, stream, es);
+        tdm__rec_event_here(TDM__ACTION_FREE_SEGMENT_FREE, rec->device, addr, rec->size,
+                            rec->requested, stream, es);
     }
 }
 

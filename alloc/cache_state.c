@@ -55,7 +55,7 @@ int tdm__cache_device_of(uint64_t ptr)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
     for (int device = 0; device < g->device_count; device++) {
-        if (g->device_count > 1 && !tdm__cache_may_hold(device, ptr))
+        if (!tdm__cache_may_hold(device, ptr))
             continue;
         tdm__cache_device *d = dev(device);
         tdm__lock_take(&d->lock);

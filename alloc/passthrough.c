@@ -96,7 +96,6 @@ tdm_status tdm__pt_malloc(const tdm__alloc_req *req, void **out)
         .requested = req->size,
         .stream = req->stream,
         .alloc_time_ns = req->time_ns,
-        .block = NULL,
         .stack_id = req->stack_id,
         .device = (int16_t)req->device,
         .category = req->category,

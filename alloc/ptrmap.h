@@ -17,15 +17,14 @@
 #include "lock.h"
 #include "tidemark.h"
 
-/* What tidemark remembers about one live allocation.  In pass-through
- * mode the record is the whole state of the allocation; in cache mode
- * `block` points at the caching allocator's block, which owns the rest. */
+/* What tidemark remembers about one live allocation of pass-through or
+ * observe mode: the whole of its state.  (Cache mode keeps its blocks in
+ * each device's own map, cache_map.c.) */
 typedef struct tdm__ptr_rec {
     uint64_t size;          /* bytes handed out (rounded) */
     uint64_t requested;     /* bytes asked for */
     uint64_t stream;        /* stream handle */
     uint64_t alloc_time_ns; /* CLOCK_REALTIME ns; 0 when not recording */
-    void *block;            /* cache mode: the block; else NULL */
     uint32_t stack_id;      /* interned allocation stack, 0 = none */
     int16_t device;         /* device ordinal */
     uint8_t category;       /* tdm_category */

@@ -246,14 +246,6 @@ uint32_t tdm__rec_current_step(void)
     return atomic_load_explicit(&tdm__rec.step, memory_order_relaxed);
 }
 
-void tdm__rec_event_at(uint64_t time_ns, uint8_t category, unsigned action,
-                       int device, uint64_t addr, uint64_t size,
-                       uint64_t requested, uint64_t stream, uint32_t stack_id)
-{
-    tdm__rec_event_inline(time_ns, category, action, device, addr, size, requested, stream,
-                          stack_id);
-}
-
 void tdm__rec_event_now(unsigned action, int device, uint64_t addr, uint64_t size,
                         uint64_t requested, uint64_t stream, uint32_t stack_id)
 {

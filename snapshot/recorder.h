@@ -82,11 +82,11 @@ static inline int tdm__rec_events_carry_stacks(void)
 
 /* Stores one event in the ring, stamped with `time_ns` (the clock now when
  * 0), the phase and the step; nothing when no history is kept.  The body of
- * tdm__rec_event_now and tdm__rec_event_at, and used inline where an
- * allocation or a free records its one entry: observe and pass-through
- * mode (alloc_internal.h), where the call with its nine arguments cost
- * ~1.5 ns of a ~21 ns Level Zero call (bench/hook_overhead), and the
- * cache's allocation and plain free.  Rarer events keep the calls. */
+ * tdm__rec_event_now, and used inline where an allocation or a free
+ * records its one entry: observe and pass-through mode
+ * (alloc_internal.h), where a call with nine arguments cost ~1.5 ns of a
+ * ~21 ns Level Zero call (bench/hook_overhead), and the cache's allocation
+ * and plain free.  Rarer events keep the call (tdm__rec_event). */
 static inline __attribute__((always_inline)) void
 tdm__rec_event_inline(uint64_t time_ns, uint8_t category, unsigned action, int device,
                       uint64_t addr, uint64_t size, uint64_t requested, uint64_t stream,
@@ -115,12 +115,6 @@ static inline void tdm__rec_event(unsigned action, int device, uint64_t addr,
     if (atomic_load_explicit(&tdm__rec.mode, memory_order_relaxed) == TDM_RECORD_ALL)
         tdm__rec_event_now(action, device, addr, size, requested, stream, stack_id);
 }
-/* The same with the time and category the caller already has (an
- * allocation's record holds both): one clock read and one thread-local
- * lookup fewer on the hooks' hot path. */
-void tdm__rec_event_at(uint64_t time_ns, uint8_t category, unsigned action,
-                       int device, uint64_t addr, uint64_t size,
-                       uint64_t requested, uint64_t stream, uint32_t stack_id);
 
 /* The phase and step in force (0 before the first tdm_phase/tdm_step). */
 uint32_t tdm__rec_current_phase(void);
@@ -139,6 +133,17 @@ static inline uint8_t tdm__rec_current_category(void)
     if (!atomic_load_explicit(&tdm__rec_tags_used, memory_order_relaxed))
         return TDM_CATEGORY_UNKNOWN;
     return tdm__rec_tagged_category();
+}
+
+/* tdm__rec_event with the event's body inline (tdm__rec_event_inline):
+ * for the frees whose one entry is the whole of their recording. */
+static inline __attribute__((always_inline)) void
+tdm__rec_event_here(unsigned action, int device, uint64_t addr, uint64_t size,
+                    uint64_t requested, uint64_t stream, uint32_t stack_id)
+{
+    if (atomic_load_explicit(&tdm__rec.mode, memory_order_relaxed) == TDM_RECORD_ALL)
+        tdm__rec_event_inline(0, tdm__rec_current_category(), action, device, addr, size,
+                              requested, stream, stack_id);
 }
 
 /* ---- allocator state, visited at dump time ---------------------------- */
