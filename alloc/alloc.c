@@ -320,9 +320,13 @@ static int valid_device(int device)
     return device >= 0 && device < tdm__alloc_g.device_count;
 }
 
-__attribute__((noinline)) tdm_status
-tdm__alloc_malloc(void **ptr, size_t size, int device, tdm_stream stream,
-                  unsigned skip)
+/* The bodies of the entry points, inlined into each so that a call from
+ * the application is one frame deep (tdm_malloc, tdm_free) or two (the
+ * hooks, through tdm__alloc_malloc / _free): `skip` counts the frames
+ * between the stack capture and the application's, the capture's caller
+ * included. */
+static inline __attribute__((always_inline)) tdm_status
+alloc_malloc(void **ptr, size_t size, int device, tdm_stream stream, unsigned skip)
 {
     if (ptr == NULL)
         return TDM_INVALID_ARGUMENT;
@@ -335,34 +339,23 @@ tdm__alloc_malloc(void **ptr, size_t size, int device, tdm_stream stream,
     tdm__alloc_req req = {.size = size, .device = device, .stream = stream};
     if (tdm__rec_on()) {
         /* Unwind before any allocator lock is taken. */
-        req.stack_id = tdm__rec_alloc_stack(skip + 1);
+        req.stack_id = tdm__rec_alloc_stack(skip);
         req.category = tdm__rec_current_category();
         req.time_ns = 1; /* stamped under the device lock (the modes) */
     }
     if (tdm__alloc_g.mode == TDM__MODE_CACHE)
-        st = tdm__cache_malloc(&req, ptr);
-    else
-        st = tdm__pt_malloc(&req, ptr);
-    __asm__ volatile("" ::: "memory"); /* keep this frame out of tail calls */
-    return st;
+        return tdm__cache_malloc(&req, ptr);
+    return tdm__pt_malloc(&req, ptr);
 }
 
-__attribute__((noinline)) tdm_status tdm__alloc_free(void *ptr, unsigned skip)
-{
-    tdm_status st = tdm__alloc_free_as(ptr, skip + 1, 0, 0);
-    __asm__ volatile("" ::: "memory"); /* keep this frame out of tail calls */
-    return st;
-}
-
-__attribute__((noinline)) tdm_status tdm__alloc_free_as(void *ptr, unsigned skip, int on_stream,
-                                                        tdm_stream stream)
+static inline __attribute__((always_inline)) tdm_status
+alloc_free(void *ptr, unsigned skip, int on_stream, tdm_stream stream)
 {
     if (ptr == NULL)
         return TDM_OK;
     if (!atomic_load_explicit(&tdm__alloc_g.ready, memory_order_acquire))
         return TDM_UNKNOWN_POINTER;
     uint64_t key = (uint64_t)(uintptr_t)ptr;
-    tdm_status st;
     uint32_t free_stack = 0;
     /* Both modes remove the pointer under its device's lock
      * (tdm__cache_free, tdm__pt_free), so a block or record, its map
@@ -374,17 +367,38 @@ __attribute__((noinline)) tdm_status tdm__alloc_free_as(void *ptr, unsigned skip
     int device = 0;
     if (!cache && tdm__alloc_g.device_count > 1) {
         tdm__ptr_rec rec;
-        st = tdm__ptrmap_get(&tdm__alloc_g.map, key, &rec);
+        tdm_status st = tdm__ptrmap_get(&tdm__alloc_g.map, key, &rec);
         if (st != TDM_OK)
             return st;
         device = rec.device;
     }
     if (tdm__rec_on())
-        free_stack = tdm__rec_free_stack(skip + 1);
+        free_stack = tdm__rec_free_stack(skip);
     if (cache)
-        st = tdm__cache_free_any(key, free_stack, on_stream, stream);
-    else
-        st = tdm__pt_free(key, device, free_stack);
+        return tdm__cache_free_any(key, free_stack, on_stream, stream);
+    return tdm__pt_free(key, device, free_stack);
+}
+
+__attribute__((noinline)) tdm_status
+tdm__alloc_malloc(void **ptr, size_t size, int device, tdm_stream stream,
+                  unsigned skip)
+{
+    tdm_status st = alloc_malloc(ptr, size, device, stream, skip + 1);
+    __asm__ volatile("" ::: "memory"); /* keep this frame out of tail calls */
+    return st;
+}
+
+__attribute__((noinline)) tdm_status tdm__alloc_free(void *ptr, unsigned skip)
+{
+    tdm_status st = alloc_free(ptr, skip + 1, 0, 0);
+    __asm__ volatile("" ::: "memory"); /* keep this frame out of tail calls */
+    return st;
+}
+
+__attribute__((noinline)) tdm_status tdm__alloc_free_as(void *ptr, unsigned skip, int on_stream,
+                                                        tdm_stream stream)
+{
+    tdm_status st = alloc_free(ptr, skip + 1, on_stream, stream);
     __asm__ volatile("" ::: "memory");
     return st;
 }
@@ -403,14 +417,14 @@ TDM_API int tdm__alloc_owns(const void *ptr)
 TDM_API __attribute__((noinline)) tdm_status
 tdm_malloc(void **ptr, size_t size, int device, tdm_stream stream)
 {
-    tdm_status st = tdm__alloc_malloc(ptr, size, device, stream, 1);
+    tdm_status st = alloc_malloc(ptr, size, device, stream, 1);
     __asm__ volatile("" ::: "memory");
     return st;
 }
 
 TDM_API __attribute__((noinline)) tdm_status tdm_free(void *ptr)
 {
-    tdm_status st = tdm__alloc_free(ptr, 1);
+    tdm_status st = alloc_free(ptr, 1, 0, 0);
     __asm__ volatile("" ::: "memory");
     return st;
 }

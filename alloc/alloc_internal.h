@@ -59,6 +59,31 @@ static inline void tdm__stat_add(tdm__stats_acc *a, int pool_kind, int row,
         tdm__stat_one(&a->st[2][row], delta);
 }
 
+/* The cache's hot path: `v` up or down on one stat of a block's pool
+ * (TDM_POOL_SMALL or TDM_POOL_LARGE, nothing else) and on the all-pools
+ * row.  The direction is known where they are called, so unlike
+ * tdm__stat_add there is no branch on the sign or on the pool. */
+static inline void tdm__stat_up(tdm__stats_acc *a, int block_pool, int row, uint64_t v)
+{
+    tdm_stat *rows[2] = {&a->st[0][row], &a->st[2 - block_pool][row]};
+    for (int i = 0; i < 2; i++) {
+        tdm_stat *s = rows[i];
+        s->current += (int64_t)v;
+        s->allocated += (int64_t)v;
+        if (s->current > s->peak)
+            s->peak = s->current;
+    }
+}
+
+static inline void tdm__stat_down(tdm__stats_acc *a, int block_pool, int row, uint64_t v)
+{
+    tdm_stat *rows[2] = {&a->st[0][row], &a->st[2 - block_pool][row]};
+    for (int i = 0; i < 2; i++) {
+        rows[i]->current -= (int64_t)v;
+        rows[i]->freed += (int64_t)v;
+    }
+}
+
 /* One allocation that is its own segment (pass-through and observe
  * modes), booked `sign` (+1 / -1) times: a segment of `size` reserved
  * bytes and, when `allocation`, an allocation of all of them of which
@@ -170,8 +195,17 @@ int tdm__cache_may_hold(int device, uint64_t ptr);
  * segments' addresses cover ptr is asked in turn (one, unless the vendor
  * interleaves devices' address ranges), so no process-wide map is kept or
  * locked per call.  TDM_UNKNOWN_POINTER when none has it. */
-tdm_status tdm__cache_free_any(uint64_t ptr, uint32_t free_stack, int on_stream,
-                               tdm_stream stream);
+tdm_status tdm__cache_free_many(uint64_t ptr, uint32_t free_stack, int on_stream,
+                                tdm_stream stream);
+/* (Inline: with one device, the common case, it is one more call on
+ * every free otherwise.) */
+static inline tdm_status tdm__cache_free_any(uint64_t ptr, uint32_t free_stack,
+                                             int on_stream, tdm_stream stream)
+{
+    if (tdm__alloc_g.device_count == 1) /* no span test: ~0.7 ns a pair */
+        return tdm__cache_free(ptr, 0, free_stack, on_stream, stream);
+    return tdm__cache_free_many(ptr, free_stack, on_stream, stream);
+}
 /* Whether ptr lies in one of `device`'s segments (walks them: error paths
  * only). */
 int tdm__cache_owns(uint64_t ptr, int device);
