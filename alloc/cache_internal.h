@@ -94,12 +94,16 @@ typedef struct cbins {
     tdm__tree ref;
 } cbins;
 
-typedef struct cmap_slot cmap_slot;
+typedef struct cmap_slot {
+    uint64_t addr; /* TDM__CMAP_EMPTY, TDM__CMAP_GONE or a block's address */
+    cblock *block;
+} cmap_slot;
 
 /* A device's allocated blocks by address (cache_map.c). */
 typedef struct cmap {
     cmap_slot *slots;            /* [cap], a power of two; NULL when empty */
     size_t cap, count;
+    size_t used;                 /* slots not empty: count + those gone */
 } cmap;
 
 typedef struct cpool {
@@ -162,12 +166,66 @@ cblock *tdm__bins_next(cbins *bs, const cblock *b);
 /* Whether b is in the bins, where its key says. */
 int tdm__bins_holds(cbins *bs, const cblock *b);
 
-/* cache_map.c: allocated blocks by address */
+/* cache_map.c: allocated blocks by address.
+ *
+ * Open addressing, linear probing; a taken entry's slot is marked gone
+ * (or emptied, when the run ends after it), and a put reuses the first
+ * free or gone slot on its way: block addresses are unique in the map, so
+ * it never needs to look further.  The table is rebuilt (purging what is
+ * gone, doubling when a fair share is live) once a quarter of it is not
+ * empty.  Put and take are inline: each runs once per call of the
+ * allocator, and the call cost a third of their instructions. */
+#define TDM__CMAP_EMPTY 0u
+#define TDM__CMAP_GONE 1u /* never an address: blocks are 512-byte aligned */
+
+/* Rebuilds the table for one more entry; 0 without host memory. */
+int tdm__cmap_rebuild(cmap *m);
+
+static inline size_t tdm__cmap_slot_of(const cmap *m, uint64_t addr)
+{
+    /* Blocks are 512-byte aligned: the low bits carry nothing. */
+    return (size_t)(((addr >> 9) * 0x9e3779b97f4a7c15ULL) >> (64 - __builtin_ctzll(m->cap)));
+}
+
 /* 0 without host memory for a larger table. */
-int tdm__cmap_put(cmap *m, cblock *b);
+static inline int tdm__cmap_put(cmap *m, cblock *b)
+{
+    if ((m->used + 1) * 4 > m->cap && !tdm__cmap_rebuild(m))
+        return 0;
+    size_t i = tdm__cmap_slot_of(m, b->addr);
+    while (m->slots[i].addr > TDM__CMAP_GONE)
+        i = (i + 1) & (m->cap - 1);
+    m->used += m->slots[i].addr == TDM__CMAP_EMPTY;
+    m->slots[i] = (cmap_slot){b->addr, b};
+    m->count++;
+    return 1;
+}
+
 cblock *tdm__cmap_get(const cmap *m, uint64_t addr);
+
 /* Removes and returns the block at addr; NULL if none. */
-cblock *tdm__cmap_take(cmap *m, uint64_t addr);
+static inline cblock *tdm__cmap_take(cmap *m, uint64_t addr)
+{
+    if (m->count == 0 || addr <= TDM__CMAP_GONE)
+        return NULL;
+    size_t mask = m->cap - 1, i = tdm__cmap_slot_of(m, addr);
+    while (m->slots[i].addr != addr) {
+        if (m->slots[i].addr == TDM__CMAP_EMPTY)
+            return NULL;
+        i = (i + 1) & mask;
+    }
+    cblock *b = m->slots[i].block;
+    /* The last of its run: no probe passes it, so it can be empty again. */
+    if (m->slots[(i + 1) & mask].addr == TDM__CMAP_EMPTY) {
+        m->slots[i].addr = TDM__CMAP_EMPTY;
+        m->used--;
+    } else {
+        m->slots[i].addr = TDM__CMAP_GONE;
+    }
+    m->count--;
+    return b;
+}
+
 void tdm__cmap_destroy(cmap *m);
 
 /* cache.c */

@@ -595,6 +595,57 @@ static void test_threads(void **state)
  * device whose span covers the pointer is asked: a free, a tag and a
  * record_stream still reach the block on device 1 when device 0's span
  * covers every address, and a pointer nobody holds stays unknown. */
+/* The block map under churn: entries taken leave marks behind that puts
+ * reuse and rebuilds purge; every lookup, present or absent, stays right
+ * against a plain array, and the table stays small. */
+static void test_block_map_churn(void **state)
+{
+    (void)state;
+    enum { N = 6000, STEPS = 400000 };
+    cblock *blocks = calloc(N, sizeof *blocks);
+    int *in = calloc(N, sizeof *in);
+    assert_non_null(blocks);
+    assert_non_null(in);
+    cmap m;
+    memset(&m, 0, sizeof m);
+    uint64_t x = 88172645463325252ULL;
+    size_t live = 0, max_cap = 0;
+    for (int i = 0; i < N; i++) /* clustered addresses, as segments give */
+        blocks[i].addr = 0x7f0000000000ULL + (uint64_t)(i / 64) * (2u << 20) +
+                         (uint64_t)(i % 64) * 512u;
+    for (int step = 0; step < STEPS; step++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        /* Live entries swing between a few and a few thousand. */
+        size_t want = (size_t)step / 20000 % 2 ? 3000 : 40;
+        int k = (int)(x % N);
+        if (!in[k] && live < want) {
+            assert_int_equal(tdm__cmap_put(&m, &blocks[k]), 1);
+            in[k] = 1;
+            live++;
+        } else if (in[k]) {
+            assert_ptr_equal(tdm__cmap_take(&m, blocks[k].addr), &blocks[k]);
+            in[k] = 0;
+            live--;
+        } else {
+            assert_null(tdm__cmap_take(&m, blocks[k].addr));
+        }
+        assert_int_equal(m.count, live);
+        assert_true(m.used * 4 <= m.cap);
+        if (m.cap > max_cap)
+            max_cap = m.cap;
+        if (step % 50000 == 0)
+            for (int i = 0; i < N; i++)
+                assert_ptr_equal(tdm__cmap_get(&m, blocks[i].addr), in[i] ? &blocks[i] : NULL);
+    }
+    /* Live entries never pass 3000: the table need not pass 8 * 4096. */
+    assert_true(max_cap <= 32768);
+    assert_null(tdm__cmap_get(&m, TDM__CMAP_GONE));
+    assert_null(tdm__cmap_take(&m, TDM__CMAP_GONE));
+    tdm__cmap_destroy(&m);
+    free(blocks);
+    free(in);
+}
+
 static void test_devices_with_overlapping_spans(void **state)
 {
     (void)state;
@@ -677,6 +728,7 @@ int main(void)
         cmocka_unit_test_teardown(test_snapshot_state, teardown),
         cmocka_unit_test_teardown(test_threads, teardown),
         cmocka_unit_test_teardown(test_devices_with_overlapping_spans, teardown),
+        cmocka_unit_test(test_block_map_churn),
         cmocka_unit_test_teardown(test_checker_catches_corruption, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
