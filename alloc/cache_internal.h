@@ -151,10 +151,6 @@ void tdm__bins_destroy(cbins *bs);
 /* Makes room for the stream's blocks; 0 without host memory.  Must
  * precede the first insert of a block of that stream. */
 int tdm__bins_prepare(cbins *bs, uint64_t stream);
-void tdm__bins_insert(cbins *bs, cblock *b);
-void tdm__bins_remove(cbins *bs, cblock *b);
-/* The stream's first block at or after (size, address 0): best fit. */
-cblock *tdm__bins_find_ge(cbins *bs, uint64_t stream, uint64_t size);
 /* The stream's last block before (size, address 0). */
 cblock *tdm__bins_find_lt(cbins *bs, uint64_t stream, uint64_t size);
 /* The neighbours of b (which may have left the bins) in its stream. */
@@ -289,5 +285,7 @@ int tdm__cache_wait_markers(tdm__cache_device *d, cblock *b);
 /* Whether a graph capture forbids freeing memory or touching markers now
  * (the provider's answer; 0 without stream ops). */
 int tdm__cache_capturing(const tdm__cache_device *d, tdm_stream stream);
+
+#include "cache_bins.h"
 
 #endif

@@ -1,0 +1,226 @@
+/* alloc/cache_bins.h: the hot half of a pool's bins (cache_bins.c has
+ * the rest and says how they work): insert, remove and best fit, inline,
+ * since a pair of allocator calls makes about four of them and the calls
+ * cost as much as a small bin's work.  Included by cache_internal.h.
+ */
+#ifndef TDM_ALLOC_CACHE_BINS_H
+#define TDM_ALLOC_CACHE_BINS_H
+
+#define TDM__BINS_SMALL 2048u /* sizes 512 B .. 1 MiB, one bin per 512 B */
+#define TDM__BINS_SUB_BITS 6u /* 64 bins per power of two above 1 MiB */
+#define TDM__BINS_N (TDM__BINS_SMALL + (64u - 20u) * (1u << TDM__BINS_SUB_BITS))
+#define TDM__BINS_WORDS ((TDM__BINS_N + 63u) / 64u)
+#define TDM__BINS_SUMMARY ((TDM__BINS_WORDS + 63u) / 64u)
+
+struct cbin_stream {
+    uint64_t stream;
+    uint64_t summary[TDM__BINS_SUMMARY]; /* bit w: bits[w] is not zero */
+    uint64_t bits[TDM__BINS_WORDS];      /* bit i: root[i] holds blocks */
+    tdm__tnode *root[TDM__BINS_N];
+};
+
+/* Monotonic in size: a larger size never has a lower bin. */
+static inline unsigned tdm__bin_of(uint64_t size)
+{
+    if (size <= ((uint64_t)1 << 20))
+        return size == 0 ? 0 : (unsigned)((size - 1) >> 9);
+    unsigned e = 63u - (unsigned)__builtin_clzll(size);
+    unsigned sub = (unsigned)(size >> (e - TDM__BINS_SUB_BITS)) & ((1u << TDM__BINS_SUB_BITS) - 1);
+    return TDM__BINS_SMALL + ((e - 20u) << TDM__BINS_SUB_BITS) + sub;
+}
+
+static inline cblock *tdm__bin_blk(tdm__tnode *n)
+{
+    return n ? TDM__CONTAINER_OF(n, cblock, node) : NULL;
+}
+
+/* (size, addr) order within a bin: whether key (s1, a1) is before (s2, a2). */
+static inline int tdm__bin_key_before(uint64_t s1, uint64_t a1, uint64_t s2, uint64_t a2)
+{
+    return s1 != s2 ? s1 < s2 : a1 < a2;
+}
+
+/* Whether block x is before block y. */
+static inline int tdm__bin_before(const cblock *x, const cblock *y)
+{
+    return tdm__bin_key_before(x->size, x->addr, y->size, y->addr);
+}
+
+/* ---- one bin: a treap by (size, address) ------------------------------- */
+
+static inline void tdm__bin_insert(tdm__tnode **root, cblock *b)
+{
+    tdm__tnode *n = &b->node;
+    /* The priority hashes the record's address, so a record that kept it
+     * (0: fresh from the pool, zeroed) need not hash it again. */
+    if (n->prio == 0)
+        n->prio = tdm__tree_prio(n);
+    tdm__tnode **link = root;
+    while (*link != NULL && (*link)->prio >= n->prio)
+        link = tdm__bin_before(b, tdm__bin_blk(*link)) ? &(*link)->left : &(*link)->right;
+    /* Split what hangs below into the nodes before b and after it. */
+    tdm__tnode *t = *link, **l = &n->left, **r = &n->right;
+    while (t != NULL) {
+        if (tdm__bin_before(tdm__bin_blk(t), b)) {
+            *l = t;
+            l = &t->right;
+            t = t->right;
+        } else {
+            *r = t;
+            r = &t->left;
+            t = t->left;
+        }
+    }
+    *l = *r = NULL;
+    *link = n;
+}
+
+static inline void tdm__bin_remove(tdm__tnode **root, cblock *b)
+{
+    tdm__tnode **link = root;
+    while (*link != &b->node && *link != NULL)
+        link = tdm__bin_before(b, tdm__bin_blk(*link)) ? &(*link)->left : &(*link)->right;
+    if (*link == NULL)
+        return; /* not there: a caller bug, but never corrupt the bin */
+    *link = tdm__tree_join(b->node.left, b->node.right);
+    b->node.left = b->node.right = NULL;
+}
+
+/* First node at or after (size, addr) (gt: strictly after). */
+static inline cblock *tdm__bin_ge(tdm__tnode *t, uint64_t size, uint64_t addr, int gt)
+{
+    cblock *best = NULL;
+    while (t != NULL) {
+        cblock *c = tdm__bin_blk(t);
+        int after = gt ? tdm__bin_key_before(size, addr, c->size, c->addr)
+                       : !tdm__bin_key_before(c->size, c->addr, size, addr);
+        if (after) {
+            best = c;
+            t = t->left;
+        } else {
+            t = t->right;
+        }
+    }
+    return best;
+}
+
+
+static inline cblock *tdm__bin_first(tdm__tnode *t)
+{
+    while (t != NULL && t->left != NULL)
+        t = t->left;
+    return tdm__bin_blk(t);
+}
+
+
+/* ---- the bitmap ------------------------------------------------------------ */
+
+static inline void tdm__bin_mark(cbin_stream *s, unsigned i)
+{
+    s->bits[i / 64] |= (uint64_t)1 << (i % 64);
+    s->summary[i / 4096] |= (uint64_t)1 << ((i / 64) % 64);
+}
+
+static inline void tdm__bin_unmark(cbin_stream *s, unsigned i)
+{
+    s->bits[i / 64] &= ~((uint64_t)1 << (i % 64));
+    if (s->bits[i / 64] == 0)
+        s->summary[i / 4096] &= ~((uint64_t)1 << ((i / 64) % 64));
+}
+
+/* The first bin >= i holding blocks; TDM__BINS_N if none. */
+static inline unsigned tdm__bin_next_used(const cbin_stream *s, unsigned i)
+{
+    if (i >= TDM__BINS_N)
+        return TDM__BINS_N;
+    unsigned w = i / 64;
+    uint64_t m = s->bits[w] & (~(uint64_t)0 << (i % 64));
+    if (m != 0)
+        return w * 64 + (unsigned)__builtin_ctzll(m);
+    for (unsigned sw = (w + 1) / 64; sw < TDM__BINS_SUMMARY; sw++) {
+        uint64_t sm = s->summary[sw];
+        if (sw == (w + 1) / 64)
+            sm &= (w + 1) % 64 == 0 ? ~(uint64_t)0 : ~(uint64_t)0 << ((w + 1) % 64);
+        if (sm != 0) {
+            unsigned ww = sw * 64 + (unsigned)__builtin_ctzll(sm);
+            return ww * 64 + (unsigned)__builtin_ctzll(s->bits[ww]);
+        }
+    }
+    return TDM__BINS_N;
+}
+
+/* ---- streams ------------------------------------------------------------ */
+
+cbin_stream *tdm__bins_stream_slow(cbins *bs, uint64_t stream);
+
+/* The stream's bins; NULL if it never had any (tdm__bins_prepare). */
+static inline cbin_stream *tdm__bins_stream(cbins *bs, uint64_t stream)
+{
+    if (bs->last != NULL && bs->last->stream == stream)
+        return bs->last;
+    return tdm__bins_stream_slow(bs, stream);
+}
+
+/* ---- the pool's index ------------------------------------------------------ */
+
+/* The reference mode (one tree: cache_bins.c), for the test that replays
+ * traces through both. */
+void tdm__bins_ref_insert(cbins *bs, cblock *b);
+void tdm__bins_ref_remove(cbins *bs, cblock *b);
+cblock *tdm__bins_ref_find_ge(cbins *bs, uint64_t stream, uint64_t size);
+
+static inline void tdm__bins_insert(cbins *bs, cblock *b)
+{
+    bs->count++;
+    if (bs->reference) {
+        tdm__bins_ref_insert(bs, b);
+        return;
+    }
+    /* tdm__bins_prepare made the stream's bins before its first block. */
+    cbin_stream *s = tdm__bins_stream(bs, b->stream);
+    unsigned i = tdm__bin_of(b->size);
+    tdm__bin_insert(&s->root[i], b);
+    tdm__bin_mark(s, i);
+}
+
+static inline void tdm__bins_remove(cbins *bs, cblock *b)
+{
+    bs->count--;
+    if (bs->reference) {
+        tdm__bins_ref_remove(bs, b);
+        return;
+    }
+    cbin_stream *s = tdm__bins_stream(bs, b->stream);
+    unsigned i = tdm__bin_of(b->size);
+    tdm__bin_remove(&s->root[i], b);
+    if (s->root[i] == NULL)
+        tdm__bin_unmark(s, i);
+}
+
+/* First block of the stream at or after (size, addr) (gt: after), bins
+ * only. */
+static inline cblock *tdm__bins_key_ge(cbins *bs, uint64_t stream, uint64_t size,
+                                       uint64_t addr, int gt)
+{
+    cbin_stream *s = tdm__bins_stream(bs, stream);
+    if (s == NULL)
+        return NULL;
+    unsigned i = tdm__bin_of(size);
+    if (s->root[i] != NULL) {
+        cblock *b = tdm__bin_ge(s->root[i], size, addr, gt);
+        if (b != NULL)
+            return b;
+    }
+    i = tdm__bin_next_used(s, i + 1);
+    return i < TDM__BINS_N ? tdm__bin_first(s->root[i]) : NULL;
+}
+
+/* The stream's first block at or after (size, address 0): best fit. */
+static inline cblock *tdm__bins_find_ge(cbins *bs, uint64_t stream, uint64_t size)
+{
+    if (bs->reference)
+        return tdm__bins_ref_find_ge(bs, stream, size);
+    return tdm__bins_key_ge(bs, stream, size, 0, 0);
+}
+
+#endif
