@@ -452,17 +452,26 @@ TDM_API tdm_status tdm_mem_get_info(int device, size_t *free_bytes,
                                        total_bytes);
 }
 
+/* A kept stat as callers see it: the sum of increments is what is there
+ * now plus what went (tdm__stats_acc keeps no `allocated`). */
+static tdm_stat stat_out(const tdm_stat *kept)
+{
+    tdm_stat s = *kept;
+    s.allocated = s.current + s.freed;
+    return s;
+}
+
 void tdm__stats_export(const tdm__stats_acc *a, int pool, tdm_stats *out)
 {
     tdm_stats s;
     memset(&s, 0, sizeof s);
     s.size = sizeof s;
-    s.allocated_bytes = a->st[pool][TDM__ST_ALLOCATED_BYTES];
-    s.reserved_bytes = a->st[pool][TDM__ST_RESERVED_BYTES];
-    s.active_bytes = a->st[pool][TDM__ST_ACTIVE_BYTES];
-    s.requested_bytes = a->st[pool][TDM__ST_REQUESTED_BYTES];
-    s.allocation = a->st[pool][TDM__ST_ALLOCATION];
-    s.segment = a->st[pool][TDM__ST_SEGMENT];
+    s.allocated_bytes = stat_out(&a->st[pool][TDM__ST_ALLOCATED_BYTES]);
+    s.reserved_bytes = stat_out(&a->st[pool][TDM__ST_RESERVED_BYTES]);
+    s.active_bytes = stat_out(&a->st[pool][TDM__ST_ACTIVE_BYTES]);
+    s.requested_bytes = stat_out(&a->st[pool][TDM__ST_REQUESTED_BYTES]);
+    s.allocation = stat_out(&a->st[pool][TDM__ST_ALLOCATION]);
+    s.segment = stat_out(&a->st[pool][TDM__ST_SEGMENT]);
     s.num_alloc_retries = a->num_alloc_retries;
     s.num_ooms = a->num_ooms;
     /* An older caller's struct is shorter: copy only what it has room for. */

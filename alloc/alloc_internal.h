@@ -30,7 +30,10 @@ enum { TDM__ST_ALLOCATED_BYTES, TDM__ST_RESERVED_BYTES, TDM__ST_ACTIVE_BYTES,
        TDM__ST_COUNT };
 
 typedef struct tdm__stats_acc {
-    tdm_stat st[3][TDM__ST_COUNT]; /* [TDM_STAT_POOL_*][TDM__ST_*] */
+    /* [TDM_STAT_POOL_*][TDM__ST_*].  `allocated` (the sum of increments)
+     * is not kept here: it is current + freed, and tdm__stats_export
+     * says so, which spares every booking a store. */
+    tdm_stat st[3][TDM__ST_COUNT];
     uint64_t num_alloc_retries;
     uint64_t num_ooms;
 } tdm__stats_acc;
@@ -41,7 +44,6 @@ static inline void tdm__stat_one(tdm_stat *s, int64_t delta)
 {
     s->current += delta;
     if (delta >= 0) {
-        s->allocated += delta;
         if (s->current > s->peak)
             s->peak = s->current;
     } else {
@@ -69,7 +71,6 @@ static inline void tdm__stat_up(tdm__stats_acc *a, int block_pool, int row, uint
     for (int i = 0; i < 2; i++) {
         tdm_stat *s = rows[i];
         s->current += (int64_t)v;
-        s->allocated += (int64_t)v;
         if (s->current > s->peak)
             s->peak = s->current;
     }
