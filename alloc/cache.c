@@ -374,6 +374,7 @@ void tdm__cache_split_after(cblock *b, cblock *r, uint64_t size)
     r->addr = b->addr + size;
     r->size = b->size - size;
     r->stream = b->stream;
+    r->bins = b->bins;
     r->state = TDM_BLOCK_INACTIVE;
     r->mapped = b->mapped;
     r->prev = b;

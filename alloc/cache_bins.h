@@ -169,15 +169,21 @@ void tdm__bins_ref_insert(cbins *bs, cblock *b);
 void tdm__bins_ref_remove(cbins *bs, cblock *b);
 cblock *tdm__bins_ref_find_ge(cbins *bs, uint64_t stream, uint64_t size);
 
+/* A block remembers its stream's bins (b->bins) from its first insert,
+ * and a split passes them on: no lookup, and no test of the reference
+ * mode, where it has none, on the way in or out. */
 static inline void tdm__bins_insert(cbins *bs, cblock *b)
 {
     bs->count++;
-    if (bs->reference) {
-        tdm__bins_ref_insert(bs, b);
-        return;
+    cbin_stream *s = b->bins;
+    if (s == NULL) {
+        if (bs->reference) {
+            tdm__bins_ref_insert(bs, b);
+            return;
+        }
+        /* tdm__bins_prepare made the stream's bins before its first block. */
+        s = b->bins = tdm__bins_stream(bs, b->stream);
     }
-    /* tdm__bins_prepare made the stream's bins before its first block. */
-    cbin_stream *s = tdm__bins_stream(bs, b->stream);
     unsigned i = tdm__bin_of(b->size);
     tdm__bin_insert(&s->root[i], b);
     tdm__bin_mark(s, i);
@@ -186,11 +192,11 @@ static inline void tdm__bins_insert(cbins *bs, cblock *b)
 static inline void tdm__bins_remove(cbins *bs, cblock *b)
 {
     bs->count--;
-    if (bs->reference) {
+    cbin_stream *s = b->bins;
+    if (s == NULL) { /* never inserted but in the reference mode */
         tdm__bins_ref_remove(bs, b);
         return;
     }
-    cbin_stream *s = tdm__bins_stream(bs, b->stream);
     unsigned i = tdm__bin_of(b->size);
     tdm__bin_remove(&s->root[i], b);
     if (s->root[i] == NULL)

@@ -32,6 +32,8 @@
 
 typedef struct cseg cseg;
 
+typedef struct cbin_stream cbin_stream;
+
 typedef struct cblock {
     /* First cache line: what best fit, split and merge read. */
     tdm__tnode node;             /* pool bins link while inactive */
@@ -46,6 +48,8 @@ typedef struct cblock {
     _Atomic uint8_t category;    /* tdm_category; tdm_tag_ptr may set it */
     /* The rest. */
     uint64_t stream;             /* the segment's stream */
+    struct cbin_stream *bins;    /* the bins of that stream in its pool, once
+                                    known (cache_bins.h); NULL: look up */
     cseg *seg;
     uint64_t requested;          /* bytes asked for; 0 while inactive */
     uint64_t alloc_time_ns;      /* 0 unless recorded */
@@ -81,7 +85,6 @@ struct cseg {
     uint64_t *handles;           /* expandable: page i's handle, 0 = unmapped */
 };
 
-typedef struct cbin_stream cbin_stream;
 
 /* A pool's cached blocks by (stream, size, address): per stream, size
  * bins with a bitmap (cache_bins.c). */
