@@ -31,11 +31,14 @@ static int cmp_unmapped(const tdm__tnode *a, const tdm__tnode *b)
     return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
-static uint64_t max_split(void)
+/* The configuration's max_split_size as the rules use it, worked out once
+ * by tdm__cache_create (before the allocator is published as ready):
+ * every allocation asks for it. */
+static uint64_t max_split_bytes = UINT64_MAX;
+
+static inline uint64_t max_split(void)
 {
-    uint64_t m = tdm__alloc_g.cfg.max_split_size;
-    /* PyTorch clamps max_split_size_mb to at least the 20 MiB segment. */
-    return m == 0 ? UINT64_MAX : m < TDM__LARGE_BUFFER ? TDM__LARGE_BUFFER : m;
+    return max_split_bytes;
 }
 
 uint32_t tdm__cache_event_stack(uint32_t sid)
@@ -57,6 +60,9 @@ void tdm__cache_lock_device(int device, int take)
 tdm_status tdm__cache_create(void)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
+    uint64_t m = g->cfg.max_split_size;
+    /* PyTorch clamps max_split_size_mb to at least the 20 MiB segment. */
+    max_split_bytes = m == 0 ? UINT64_MAX : m < TDM__LARGE_BUFFER ? TDM__LARGE_BUFFER : m;
     g->cache = tdm__meta_map(sizeof(tdm__cache_device *) * (size_t)g->device_count);
     if (g->cache == NULL)
         return TDM_HOST_OUT_OF_MEMORY;
@@ -385,6 +391,33 @@ void tdm__cache_split_after(cblock *b, cblock *r, uint64_t size)
     b->size = size;
 }
 
+/* A block record with every field zero, as tdm__objpool_get gives, but
+ * written field by field: the compiler's memset of the whole record (a
+ * `rep stos`) cost more than the rest of a split.  The treap priority
+ * stays: it hashes the record's own address (cache_bins.h). */
+static inline cblock *new_block(tdm__cache_device *d)
+{
+    _Static_assert(sizeof(cblock) == 184, "a field was added to cblock: zero it here");
+    cblock *r = tdm__objpool_get_dirty(&d->block_pool);
+    if (r == NULL)
+        return NULL;
+    r->node.left = r->node.right = NULL;
+    r->addr = r->size = 0;
+    r->prev = r->next = NULL;
+    r->state = r->mapped = r->pool = r->expandable = r->wait = 0;
+    atomic_store_explicit(&r->category, 0, memory_order_relaxed);
+    r->stream = 0;
+    r->bins = NULL;
+    r->seg = NULL;
+    r->requested = r->alloc_time_ns = r->gc_base = 0;
+    r->stack_id = r->free_stack = 0;
+    r->pend_prev = r->pend_next = NULL;
+    r->uses = NULL;
+    memset(r->uses_inline, 0, sizeof r->uses_inline);
+    r->nuses = r->uses_cap = 0;
+    return r;
+}
+
 /* Hands out `b` (in no tree) for `req`, splitting off the rest when
  * PyTorch would. */
 static void use_block(tdm__cache_device *d, cblock *b, uint64_t size,
@@ -398,7 +431,7 @@ static void use_block(tdm__cache_device *d, cblock *b, uint64_t size,
                     ? rest >= TDM__MIN_BLOCK
                     : (size < max_split() && rest > TDM__SMALL_SIZE);
     if (split) {
-        cblock *r = tdm__objpool_get(&d->block_pool);
+        cblock *r = new_block(d);
         /* Without host memory for a record, hand out the whole block. */
         if (r != NULL) {
             tdm__cache_split_after(b, r, size);
