@@ -308,9 +308,7 @@ size_t tdm__alloc_round_size(size_t size)
         size_t down = size & ~(step - 1);
         return down == size ? size : down + step;
     }
-    if (size > SIZE_MAX - min_block)
-        return 0; /* cannot be rounded: the caller reports out of memory */
-    return (size + min_block - 1) & ~(min_block - 1);
+    return tdm__alloc_round_plain(size);
 }
 
 /* ---- public entry points ------------------------------------------------ */

@@ -100,6 +100,20 @@ tdm_status tdm__alloc_check(int device, char *msg, size_t msg_len);
 /* PyTorch's round_size for the configuration in force (tests, bench). */
 size_t tdm__alloc_round_size(size_t size);
 
+/* round_size without roundup_power2_divisions: 512-byte multiples, at
+ * least 512; 0 when the size cannot be rounded (the caller reports out of
+ * memory).  Inline and without a branch on the size: the cache rounds
+ * every request, and which side of 512 bytes a request falls was a
+ * mispredicted branch in one of three. */
+static inline size_t tdm__alloc_round_plain(size_t size)
+{
+    const size_t min_block = 512;
+    if (__builtin_expect(size > SIZE_MAX - min_block, 0))
+        return 0;
+    size_t r = (size + min_block - 1) & ~(min_block - 1);
+    return r < min_block ? min_block : r;
+}
+
 /* Calls the state source the allocator gave the recorder, as a dump does
  * (tests). */
 struct tdm__state_visitor;

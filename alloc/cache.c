@@ -35,6 +35,9 @@ static int cmp_unmapped(const tdm__tnode *a, const tdm__tnode *b)
  * by tdm__cache_create (before the allocator is published as ready):
  * every allocation asks for it. */
 static uint64_t max_split_bytes = UINT64_MAX;
+/* Whether no roundup_power2_divisions apply (the default): requests are
+ * rounded inline (tdm__alloc_round_plain). */
+static int plain_rounding;
 
 static inline uint64_t max_split(void)
 {
@@ -63,6 +66,10 @@ tdm_status tdm__cache_create(void)
     uint64_t m = g->cfg.max_split_size;
     /* PyTorch clamps max_split_size_mb to at least the 20 MiB segment. */
     max_split_bytes = m == 0 ? UINT64_MAX : m < TDM__LARGE_BUFFER ? TDM__LARGE_BUFFER : m;
+    plain_rounding = 1;
+    for (int i = 0; i < TDM_ROUNDUP_INTERVALS; i++)
+        if (g->cfg.roundup_power2_divisions[i] > 1)
+            plain_rounding = 0;
     g->cache = tdm__meta_map(sizeof(tdm__cache_device *) * (size_t)g->device_count);
     if (g->cache == NULL)
         return TDM_HOST_OUT_OF_MEMORY;
@@ -489,7 +496,8 @@ tdm_status tdm__cache_malloc(const tdm__alloc_req *req, void **out)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
     tdm__cache_device *d = g->cache[req->device];
-    uint64_t size = tdm__alloc_round_size(req->size);
+    uint64_t size = plain_rounding ? tdm__alloc_round_plain(req->size)
+                                   : tdm__alloc_round_size(req->size);
     int kind = size != 0 && size <= TDM__SMALL_SIZE ? TDM_POOL_SMALL : TDM_POOL_LARGE;
     uint64_t seg_bytes = kind == TDM_POOL_SMALL ? TDM__SMALL_BUFFER
                          : size < TDM__MIN_LARGE_ALLOC ? TDM__LARGE_BUFFER
