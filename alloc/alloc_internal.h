@@ -64,25 +64,37 @@ static inline void tdm__stat_add(tdm__stats_acc *a, int pool_kind, int row,
 /* The cache's hot path: `v` up or down on one stat of a block's pool
  * (TDM_POOL_SMALL or TDM_POOL_LARGE, nothing else) and on the all-pools
  * row.  The direction is known where they are called, so unlike
- * tdm__stat_add there is no branch on the sign or on the pool. */
-static inline void tdm__stat_up(tdm__stats_acc *a, int block_pool, int row, uint64_t v)
+ * tdm__stat_add there is no branch on the sign or on the pool; the rows
+ * are found once per call (`all`, `pool`: tdm__stat_rows). */
+typedef struct tdm__stat_rows {
+    tdm_stat *all, *pool;
+} tdm__stat_rows;
+
+static inline tdm__stat_rows tdm__stat_rows_of(tdm__stats_acc *a, int block_pool)
 {
-    tdm_stat *rows[2] = {&a->st[0][row], &a->st[2 - block_pool][row]};
-    for (int i = 0; i < 2; i++) {
-        tdm_stat *s = rows[i];
-        s->current += (int64_t)v;
-        if (s->current > s->peak)
-            s->peak = s->current;
-    }
+    return (tdm__stat_rows){a->st[0], a->st[2 - block_pool]};
 }
 
-static inline void tdm__stat_down(tdm__stats_acc *a, int block_pool, int row, uint64_t v)
+static inline void tdm__stat_up1(tdm_stat *s, uint64_t v)
 {
-    tdm_stat *rows[2] = {&a->st[0][row], &a->st[2 - block_pool][row]};
-    for (int i = 0; i < 2; i++) {
-        rows[i]->current -= (int64_t)v;
-        rows[i]->freed += (int64_t)v;
-    }
+    int64_t now = s->current + (int64_t)v;
+    s->current = now;
+    if (now > s->peak)
+        s->peak = now;
+}
+
+static inline void tdm__stat_up(tdm__stat_rows r, int row, uint64_t v)
+{
+    tdm__stat_up1(&r.all[row], v);
+    tdm__stat_up1(&r.pool[row], v);
+}
+
+static inline void tdm__stat_down(tdm__stat_rows r, int row, uint64_t v)
+{
+    r.all[row].current -= (int64_t)v;
+    r.all[row].freed += (int64_t)v;
+    r.pool[row].current -= (int64_t)v;
+    r.pool[row].freed += (int64_t)v;
 }
 
 /* One allocation that is its own segment (pass-through and observe

@@ -451,10 +451,11 @@ static void use_block(tdm__cache_device *d, cblock *b, uint64_t size,
     /* One clock read, under the lock, for the block and its event. */
     b->alloc_time_ns = req->time_ns ? tdm__alloc_now_ns() : 0;
     atomic_store_explicit(&b->category, req->category, memory_order_relaxed);
-    tdm__stat_up(&d->stats, kind, TDM__ST_ALLOCATION, 1);
-    tdm__stat_up(&d->stats, kind, TDM__ST_ALLOCATED_BYTES, b->size);
-    tdm__stat_up(&d->stats, kind, TDM__ST_ACTIVE_BYTES, b->size);
-    tdm__stat_up(&d->stats, kind, TDM__ST_REQUESTED_BYTES, req->size);
+    tdm__stat_rows rows = tdm__stat_rows_of(&d->stats, kind);
+    tdm__stat_up(rows, TDM__ST_ALLOCATION, 1);
+    tdm__stat_up(rows, TDM__ST_ALLOCATED_BYTES, b->size);
+    tdm__stat_up(rows, TDM__ST_ACTIVE_BYTES, b->size);
+    tdm__stat_up(rows, TDM__ST_REQUESTED_BYTES, req->size);
     if (b->alloc_time_ns != 0)
         tdm__rec_event_inline(b->alloc_time_ns, req->category, TDM_ACTION_ALLOC, d->index,
                               b->addr, req->size, req->size, b->stream,
@@ -581,8 +582,9 @@ void tdm__cache_merge_into(tdm__cache_device *d, cblock *b, cblock *n)
 static void release_block(tdm__cache_device *d, cblock *b)
 {
     int kind = b->pool;
-    tdm__stat_down(&d->stats, kind, TDM__ST_ACTIVE_BYTES, b->size);
-    tdm__stat_down(&d->stats, kind, TDM__ST_REQUESTED_BYTES, b->requested);
+    tdm__stat_rows rows = tdm__stat_rows_of(&d->stats, kind);
+    tdm__stat_down(rows, TDM__ST_ACTIVE_BYTES, b->size);
+    tdm__stat_down(rows, TDM__ST_REQUESTED_BYTES, b->requested);
     b->state = TDM_BLOCK_INACTIVE;
     b->requested = 0;
     b->stack_id = 0;
@@ -636,8 +638,9 @@ tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack, int on
     uint32_t es = 0;
     if (tdm__rec_events_carry_stacks())
         es = free_stack ? free_stack : b->stack_id;
-    tdm__stat_down(&d->stats, kind, TDM__ST_ALLOCATION, 1);
-    tdm__stat_down(&d->stats, kind, TDM__ST_ALLOCATED_BYTES, b->size);
+    tdm__stat_rows rows = tdm__stat_rows_of(&d->stats, kind);
+    tdm__stat_down(rows, TDM__ST_ALLOCATION, 1);
+    tdm__stat_down(rows, TDM__ST_ALLOCATED_BYTES, b->size);
     /* A free on another stream: work queued there may still use the
      * block, as with record_stream.  Without host memory to note the
      * stream, the device's work is waited for now instead. */
