@@ -404,7 +404,7 @@ void tdm__cache_split_after(cblock *b, cblock *r, uint64_t size)
  * stays: it hashes the record's own address (cache_bins.h). */
 static inline cblock *new_block(tdm__cache_device *d)
 {
-    _Static_assert(sizeof(cblock) == 184, "a field was added to cblock: zero it here");
+    _Static_assert(sizeof(cblock) == 192, "a field was added to cblock: zero it here");
     cblock *r = tdm__objpool_get_dirty(&d->block_pool);
     if (r == NULL)
         return NULL;
@@ -415,6 +415,7 @@ static inline cblock *new_block(tdm__cache_device *d)
     atomic_store_explicit(&r->category, 0, memory_order_relaxed);
     r->stream = 0;
     r->bins = NULL;
+    r->bin_link = NULL;
     r->seg = NULL;
     r->requested = r->alloc_time_ns = r->gc_base = 0;
     r->stack_id = r->free_stack = 0;

@@ -50,6 +50,7 @@ typedef struct cblock {
     uint64_t stream;             /* the segment's stream */
     struct cbin_stream *bins;    /* the bins of that stream in its pool, once
                                     known (cache_bins.h); NULL: look up */
+    tdm__tnode **bin_link;       /* while in a bin: the slot holding `node` */
     cseg *seg;
     uint64_t requested;          /* bytes asked for; 0 while inactive */
     uint64_t alloc_time_ns;      /* 0 unless recorded */

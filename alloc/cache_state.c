@@ -300,8 +300,12 @@ static tdm_status check_cache(int device, char *msg, size_t msg_len)
                 if (b->requested != 0 || b->nuses != 0)
                     FAIL("inactive block %#llx keeps a request or uses",
                          (unsigned long long)b->addr);
-                if (!tdm__bins_holds(&tdm__cache_pool(d, s->pool)->bins, b))
+                cbins *bins = &tdm__cache_pool(d, s->pool)->bins;
+                if (!tdm__bins_holds(bins, b))
                     FAIL("inactive block %#llx missing from its pool",
+                         (unsigned long long)b->addr);
+                if (!bins->reference && (b->bin_link == NULL || *b->bin_link != &b->node))
+                    FAIL("cached block %#llx does not know its slot in its bin",
                          (unsigned long long)b->addr);
                 continue;
             }
