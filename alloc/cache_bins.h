@@ -156,11 +156,14 @@ static inline void tdm__bin_mark(cbin_stream *s, unsigned i)
     s->summary[i / 4096] |= (uint64_t)1 << ((i / 64) % 64);
 }
 
-static inline void tdm__bin_unmark(cbin_stream *s, unsigned i)
+/* Clears bin i's bit when its tree is empty, without a branch: whether a
+ * removal empties its bin is as good as random to the CPU. */
+static inline void tdm__bin_unmark_if_empty(cbin_stream *s, unsigned i)
 {
-    s->bits[i / 64] &= ~((uint64_t)1 << (i % 64));
-    if (s->bits[i / 64] == 0)
-        s->summary[i / 4096] &= ~((uint64_t)1 << ((i / 64) % 64));
+    uint64_t empty = s->root[i] == NULL;
+    uint64_t word = s->bits[i / 64] & ~(empty << (i % 64));
+    s->bits[i / 64] = word;
+    s->summary[i / 4096] &= ~((uint64_t)(word == 0) << ((i / 64) % 64));
 }
 
 /* The first bin >= i holding blocks; TDM__BINS_N if none. */
@@ -234,8 +237,7 @@ static inline void tdm__bins_remove(cbins *bs, cblock *b)
     }
     unsigned i = tdm__bin_of(b->size);
     tdm__bin_remove(&s->root[i], b);
-    if (s->root[i] == NULL)
-        tdm__bin_unmark(s, i);
+    tdm__bin_unmark_if_empty(s, i);
 }
 
 /* First block of the stream at or after (size, addr) (gt: after), bins
