@@ -87,7 +87,7 @@ static inline void tdm__bin_insert(tdm__tnode **root, cblock *b)
 }
 
 /* Joins treaps a and b (every key of a before every key of b) into the
- * slot `at`, keeping the blocks' slots (tdm__tree_join, with them). */
+ * slot `at`, keeping the blocks' slots (as tree.c's join, with them). */
 static inline void tdm__bin_join(tdm__tnode **at, tdm__tnode *a, tdm__tnode *b)
 {
     while (a != NULL && b != NULL) {

@@ -42,6 +42,27 @@ void tdm__tree_insert(tdm__tree *t, tdm__tnode *n)
     t->count++;
 }
 
+/* Joins two treaps where every node of `a` is below every node of `b`
+ * (no comparison needed: priorities only); returns the root. */
+static tdm__tnode *join(tdm__tnode *a, tdm__tnode *b)
+{
+    tdm__tnode *root = NULL;
+    tdm__tnode **link = &root;
+    while (a != NULL && b != NULL) {
+        if (a->prio >= b->prio) {
+            *link = a;
+            link = &a->right;
+            a = a->right;
+        } else {
+            *link = b;
+            link = &b->left;
+            b = b->left;
+        }
+    }
+    *link = a != NULL ? a : b;
+    return root;
+}
+
 void tdm__tree_remove(tdm__tree *t, tdm__tnode *n)
 {
     tdm__tnode **link = &t->root;
@@ -49,7 +70,7 @@ void tdm__tree_remove(tdm__tree *t, tdm__tnode *n)
         link = t->cmp(n, *link) < 0 ? &(*link)->left : &(*link)->right;
     if (*link == NULL)
         return; /* not in the tree: a caller bug, but never corrupt it */
-    *link = tdm__tree_join(n->left, n->right);
+    *link = join(n->left, n->right);
     n->left = n->right = NULL;
     t->count--;
 }

@@ -28,7 +28,7 @@ typedef struct tdm__tree {
 } tdm__tree;
 
 /* A node's treap priority: a hash of its address (random-like, no state).
- * Shared with the caching allocator's bins (cache_bins.c). */
+ * Shared with the caching allocator's bins (cache_bins.h). */
 static inline uint32_t tdm__tree_prio(const void *node)
 {
     uint64_t x = (uint64_t)(uintptr_t)node;
@@ -41,28 +41,6 @@ static inline uint32_t tdm__tree_prio(const void *node)
 }
 
 void tdm__tree_init(tdm__tree *t, tdm__tcmp cmp);
-/* Joins two treaps where every node of `a` is below every node of `b`
- * (no comparison needed: priorities only); returns the root.  Inline: the
- * bins' remove (cache_bins.c) is on the allocator's hot path. */
-static inline tdm__tnode *tdm__tree_join(tdm__tnode *a, tdm__tnode *b)
-{
-    tdm__tnode *root = NULL;
-    tdm__tnode **link = &root;
-    while (a != NULL && b != NULL) {
-        if (a->prio >= b->prio) {
-            *link = a;
-            link = &a->right;
-            a = a->right;
-        } else {
-            *link = b;
-            link = &b->left;
-            b = b->left;
-        }
-    }
-    *link = a != NULL ? a : b;
-    return root;
-}
-
 void tdm__tree_insert(tdm__tree *t, tdm__tnode *n);
 /* `n` must be in the tree. */
 void tdm__tree_remove(tdm__tree *t, tdm__tnode *n);
