@@ -86,7 +86,6 @@ struct cseg {
     uint64_t *handles;           /* expandable: page i's handle, 0 = unmapped */
 };
 
-
 /* A pool's cached blocks by (stream, size, address): per stream, size
  * bins with a bitmap (cache_bins.c). */
 typedef struct cbins {
