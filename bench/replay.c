@@ -224,9 +224,9 @@ int main(int argc, char **argv)
         }
     }
     printf("\nthreads each on a device of their own (4 sim devices), recording off: what\n"
-           "per-stream locks could reach, with nothing shared but the pointer map that\n"
-           "finds a pointer's device, and the same plus one lock per call around shared\n"
-           "stats, as exact device-wide stats would need (emulated around the call);\n"
+           "per-stream locks could reach, with nothing shared (a free finds its device\n"
+           "by the devices' address spans), and the same plus one lock per call around\n"
+           "shared stats, as exact device-wide stats would need (emulated around the call);\n"
            "ratio = median / the same column's one-thread median\n");
     backend dcols[DCOL_COUNT];
     device_columns(dcols);

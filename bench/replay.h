@@ -38,15 +38,15 @@ enum { COL_CACHE, COL_CACHE_REC, COL_GLIBC, COL_JEMALLOC, COL_MIMALLOC, COL_COUN
 void peers_prepare_process(char **argv); /* before anything allocates much */
 void peers_fill(backend cols[COL_COUNT]);
 void use_cache(void);                    /* fresh tidemark cache, recording off */
-/* A fresh cache of `devices` sim devices (so the process-wide pointer map
- * that finds a pointer's device is on), recording off. */
+/* A fresh cache of `devices` sim devices (a free then finds its device by
+ * the devices' address spans), recording off. */
 void use_cache_devices(int devices);
 /* The same with expandable_segments set: the fragmentation policy
  * (docs/allocator.md, "Fragmentation"). */
 void use_cache_with(int expandable_segments);
 void cache_set_stream_ctx(backend *b, uintptr_t stream);
 /* Threads each on a device of their own: what per-stream locks could give
- * (separate pools and locks, nothing shared but the pointer map), and the
+ * (separate pools, locks and block maps, nothing shared), and the
  * same with one lock per call around shared stats, which exact
  * device-wide stats (allocated, active, requested bytes, allocations,
  * their peaks) would need; emulated around the call (ctx = the device). */
