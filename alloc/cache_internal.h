@@ -200,19 +200,29 @@ static inline int tdm__cmap_put(cmap *m, cblock *b)
     return 1;
 }
 
+/* The slot holding addr; SIZE_MAX if none. */
+static inline size_t tdm__cmap_find(const cmap *m, uint64_t addr)
+{
+    if (m->count == 0 || addr <= TDM__CMAP_GONE)
+        return SIZE_MAX;
+    size_t i = tdm__cmap_slot_of(m, addr);
+    while (m->slots[i].addr != addr) {
+        if (m->slots[i].addr == TDM__CMAP_EMPTY)
+            return SIZE_MAX;
+        i = (i + 1) & (m->cap - 1);
+    }
+    return i;
+}
+
 cblock *tdm__cmap_get(const cmap *m, uint64_t addr);
 
 /* Removes and returns the block at addr; NULL if none. */
 static inline cblock *tdm__cmap_take(cmap *m, uint64_t addr)
 {
-    if (m->count == 0 || addr <= TDM__CMAP_GONE)
+    size_t i = tdm__cmap_find(m, addr);
+    if (i == SIZE_MAX)
         return NULL;
-    size_t mask = m->cap - 1, i = tdm__cmap_slot_of(m, addr);
-    while (m->slots[i].addr != addr) {
-        if (m->slots[i].addr == TDM__CMAP_EMPTY)
-            return NULL;
-        i = (i + 1) & mask;
-    }
+    size_t mask = m->cap - 1;
     cblock *b = m->slots[i].block;
     /* The last of its run: no probe passes it, so it can be empty again. */
     if (m->slots[(i + 1) & mask].addr == TDM__CMAP_EMPTY) {

@@ -41,14 +41,8 @@ __attribute__((noinline)) int tdm__cmap_rebuild(cmap *m)
 
 cblock *tdm__cmap_get(const cmap *m, uint64_t addr)
 {
-    if (m->count == 0 || addr <= TDM__CMAP_GONE)
-        return NULL;
-    for (size_t i = tdm__cmap_slot_of(m, addr);; i = (i + 1) & (m->cap - 1)) {
-        if (m->slots[i].addr == addr)
-            return m->slots[i].block;
-        if (m->slots[i].addr == TDM__CMAP_EMPTY)
-            return NULL;
-    }
+    size_t i = tdm__cmap_find(m, addr);
+    return i == SIZE_MAX ? NULL : m->slots[i].block;
 }
 
 void tdm__cmap_destroy(cmap *m)

@@ -236,16 +236,6 @@ tdm_status tdm_tag_pop(void)
     return TDM_OK;
 }
 
-uint32_t tdm__rec_current_phase(void)
-{
-    return atomic_load_explicit(&tdm__rec.phase, memory_order_relaxed);
-}
-
-uint32_t tdm__rec_current_step(void)
-{
-    return atomic_load_explicit(&tdm__rec.step, memory_order_relaxed);
-}
-
 void tdm__rec_event_now(unsigned action, int device, uint64_t addr, uint64_t size,
                         uint64_t requested, uint64_t stream, uint32_t stack_id)
 {

@@ -80,6 +80,17 @@ static inline int tdm__rec_events_carry_stacks(void)
            TDM_CONTEXT_ALLOC;
 }
 
+/* The phase and step in force (0 before the first tdm_phase/tdm_step). */
+static inline uint32_t tdm__rec_current_phase(void)
+{
+    return atomic_load_explicit(&tdm__rec.phase, memory_order_relaxed);
+}
+
+static inline uint32_t tdm__rec_current_step(void)
+{
+    return atomic_load_explicit(&tdm__rec.step, memory_order_relaxed);
+}
+
 /* Stores one event in the ring, stamped with `time_ns` (the clock now when
  * 0), the phase and the step; nothing when no history is kept.  The body of
  * tdm__rec_event_now, and used inline where an allocation or a free
@@ -97,9 +108,8 @@ tdm__rec_event_inline(uint64_t time_ns, uint8_t category, unsigned action, int d
         return;
     tdm__ring_push_words(
         ring, time_ns ? time_ns : tdm__clock_ns(), addr, size, requested, stream,
-        tdm__event_word5(stack_id, atomic_load_explicit(&tdm__rec.phase, memory_order_relaxed)),
-        tdm__event_word6(atomic_load_explicit(&tdm__rec.step, memory_order_relaxed),
-                         (int16_t)device, (uint8_t)action, category));
+        tdm__event_word5(stack_id, tdm__rec_current_phase()),
+        tdm__event_word6(tdm__rec_current_step(), (int16_t)device, (uint8_t)action, category));
 }
 
 void tdm__rec_event_now(unsigned action, int device, uint64_t addr, uint64_t size,
@@ -116,9 +126,6 @@ static inline void tdm__rec_event(unsigned action, int device, uint64_t addr,
         tdm__rec_event_now(action, device, addr, size, requested, stream, stack_id);
 }
 
-/* The phase and step in force (0 before the first tdm_phase/tdm_step). */
-uint32_t tdm__rec_current_phase(void);
-uint32_t tdm__rec_current_step(void);
 
 /* Set at the first tdm_tag_push of any thread: until then no thread has a
  * tag, and an event needs no thread-local lookup (a call through the TLS
