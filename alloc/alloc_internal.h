@@ -197,6 +197,9 @@ pthread_mutex_t *tdm__pt_lock_of(int device);
 tdm_status tdm__cache_create(void);
 void tdm__cache_destroy(void);
 tdm_status tdm__cache_malloc(const tdm__alloc_req *req, void **out);
+/* tdm__cache_malloc of a request that records nothing (no stack, no
+ * category, no event), for the entries' quiet path (alloc.c). */
+tdm_status tdm__cache_malloc_quiet(void **out, size_t size, int device, tdm_stream stream);
 /* Looks ptr up itself, under the device lock.  `on_stream`: a free
  * ordered on `stream` (cache_stream.c). */
 tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack, int on_stream,
@@ -204,6 +207,8 @@ tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack, int on
 /* Whether ptr lies in the addresses `device`'s segments have ever covered
  * (a lock-free first guess: the device's block map decides). */
 int tdm__cache_may_hold(int device, uint64_t ptr);
+/* tdm__cache_free(ptr, 0, 0, 0, 0): a plain free on the only device. */
+tdm_status tdm__cache_free_quiet(uint64_t ptr);
 /* tdm__cache_free on the device that holds ptr: each device whose
  * segments' addresses cover ptr is asked in turn (one, unless the vendor
  * interleaves devices' address ranges), so no process-wide map is kept or

@@ -347,7 +347,8 @@ static uint64_t expandable_size(const cblock *b)
     return b->size + (b->next && !b->next->mapped ? b->next->size : 0);
 }
 
-static cblock *get_free_block(cpool *p, uint64_t size, uint64_t stream)
+static inline __attribute__((always_inline)) cblock *
+get_free_block(cpool *p, uint64_t size, uint64_t stream)
 {
     p->calls++;
     cblock *b = tdm__bins_find_ge(&p->bins, stream, size);
@@ -428,8 +429,8 @@ static inline cblock *new_block(tdm__cache_device *d)
 
 /* Hands out `b` (in no tree) for `req`, splitting off the rest when
  * PyTorch would. */
-static void use_block(tdm__cache_device *d, cblock *b, uint64_t size,
-                      const tdm__alloc_req *req)
+static inline __attribute__((always_inline)) void
+use_block(tdm__cache_device *d, cblock *b, uint64_t size, const tdm__alloc_req *req)
 {
     int kind = b->pool;
     uint64_t rest = b->size - size;
@@ -494,7 +495,11 @@ static cblock *new_memory(tdm__cache_device *d, int kind, uint64_t size, uint64_
     return alloc_segment(d, kind, seg_bytes, req, is_retry, st);
 }
 
-tdm_status tdm__cache_malloc(const tdm__alloc_req *req, void **out)
+/* The body of both entries: inline in each, so that the quiet one
+ * (nothing recorded) is compiled with the recording's branches folded
+ * away. */
+static inline __attribute__((always_inline)) tdm_status
+cache_malloc(const tdm__alloc_req *req, void **out)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
     tdm__cache_device *d = g->cache[req->device];
@@ -551,6 +556,17 @@ tdm_status tdm__cache_malloc(const tdm__alloc_req *req, void **out)
     tdm__lock_give(&d->lock);
     *out = (void *)(uintptr_t)b->addr;
     return TDM_OK;
+}
+
+tdm_status tdm__cache_malloc(const tdm__alloc_req *req, void **out)
+{
+    return cache_malloc(req, out);
+}
+
+tdm_status tdm__cache_malloc_quiet(void **out, size_t size, int device, tdm_stream stream)
+{
+    tdm__alloc_req req = {.size = size, .device = device, .stream = stream};
+    return cache_malloc(&req, out);
 }
 
 /* ---- free ---------------------------------------------------------------- */
@@ -631,8 +647,8 @@ int tdm__cache_owns(uint64_t ptr, int device)
     return owns;
 }
 
-tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack, int on_stream,
-                          tdm_stream stream)
+static inline __attribute__((always_inline)) tdm_status
+cache_free(uint64_t ptr, int device, uint32_t free_stack, int on_stream, tdm_stream stream)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
     tdm__cache_device *d = g->cache[device];
@@ -672,6 +688,17 @@ tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack, int on
     }
     tdm__lock_give(&d->lock);
     return TDM_OK;
+}
+
+tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack, int on_stream,
+                          tdm_stream stream)
+{
+    return cache_free(ptr, device, free_stack, on_stream, stream);
+}
+
+tdm_status tdm__cache_free_quiet(uint64_t ptr)
+{
+    return cache_free(ptr, 0, 0, 0, 0);
 }
 
 int tdm__cache_may_hold(int device, uint64_t ptr)
