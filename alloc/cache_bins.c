@@ -8,14 +8,16 @@
  * of a pool has size bins: one per 512-byte size up to 1 MiB (a small
  * pool's bins each hold one size), then 64 per power of two; a bitmap of
  * the bins that hold blocks (with a summary word over it) finds the first
- * bin with a block large enough in a few instructions, and each bin is a
- * small treap ordered by (size, address), compared inline.  The order
+ * bin with a block large enough in a few instructions.  A bin of up to
+ * TDM__BIN_LIST_MAX blocks is an unordered list, searched whole (most
+ * bins hold one block or none); a fuller one is a treap ordered by (size,
+ * address) until it empties (cache_bins.h says why).  The order
  * seen through tdm__bins_find_ge / _next / _prev is exactly the tree's,
  * so every choice is the same (cache_bins' reference mode keeps the tree
  * itself, for the test that replays traces through both).
  *
  * Streams of a pool sit in an array sorted by stream id; a stream's bins
- * (40 KiB, mmap'd) are made by tdm__bins_prepare before the first block
+ * (45 KiB, mmap'd) are made by tdm__bins_prepare before the first block
  * of the stream can be cached, so inserting never needs memory.
  * Lock: the device's (as for everything in a cpool).
  */
@@ -39,8 +41,34 @@ static unsigned prev_bin(const cbin_stream *s, unsigned i)
 
 /* ---- one bin, the way back (cache_bins.h has the rest) ---------------- */
 
-/* Last node strictly before (size, addr). */
-static cblock *bin_lt(tdm__tnode *t, uint64_t size, uint64_t addr)
+void tdm__bin_to_tree(cbin_stream *s, unsigned i)
+{
+    tdm__tnode *t = s->root[i];
+    s->root[i] = NULL;
+    while (t != NULL) {
+        tdm__tnode *next = t->right;
+        t->left = t->right = NULL;
+        tdm__bin_insert(&s->root[i], tdm__bin_blk(t));
+        t = next;
+    }
+    s->len[i] = TDM__BIN_TREE;
+}
+
+/* A list's last block strictly before (size, addr). */
+static cblock *binl_lt(tdm__tnode *t, uint64_t size, uint64_t addr)
+{
+    cblock *best = NULL;
+    for (; t != NULL; t = t->right) {
+        cblock *c = tdm__bin_blk(t);
+        if (tdm__bin_key_before(c->size, c->addr, size, addr) &&
+            (best == NULL || tdm__bin_before(best, c)))
+            best = c;
+    }
+    return best;
+}
+
+/* A treap's last node strictly before (size, addr). */
+static cblock *bint_lt(tdm__tnode *t, uint64_t size, uint64_t addr)
 {
     cblock *best = NULL;
     while (t != NULL) {
@@ -55,8 +83,19 @@ static cblock *bin_lt(tdm__tnode *t, uint64_t size, uint64_t addr)
     return best;
 }
 
-static cblock *bin_last(tdm__tnode *t)
+/* Bin i's last block strictly before (size, addr). */
+static cblock *bin_lt(const cbin_stream *s, unsigned i, uint64_t size, uint64_t addr)
 {
+    return s->len[i] != TDM__BIN_TREE ? binl_lt(s->root[i], size, addr)
+                                      : bint_lt(s->root[i], size, addr);
+}
+
+/* Bin i's last block. */
+static cblock *bin_last(const cbin_stream *s, unsigned i)
+{
+    if (s->len[i] != TDM__BIN_TREE)
+        return binl_lt(s->root[i], UINT64_MAX, UINT64_MAX);
+    tdm__tnode *t = s->root[i];
     while (t != NULL && t->right != NULL)
         t = t->right;
     return tdm__bin_blk(t);
@@ -198,14 +237,14 @@ static cblock *key_lt(cbins *bs, uint64_t stream, uint64_t size, uint64_t addr)
         return NULL;
     unsigned i = tdm__bin_of(size);
     if (s->root[i] != NULL) {
-        cblock *b = bin_lt(s->root[i], size, addr);
+        cblock *b = bin_lt(s, i, size, addr);
         if (b != NULL)
             return b;
     }
     if (i == 0)
         return NULL;
     i = prev_bin(s, i - 1);
-    return i < TDM__BINS_N ? bin_last(s->root[i]) : NULL;
+    return i < TDM__BINS_N ? bin_last(s, i) : NULL;
 }
 
 cblock *tdm__bins_find_lt(cbins *bs, uint64_t stream, uint64_t size)
@@ -227,7 +266,7 @@ cblock *tdm__bins_prev_in_stream(cbins *bs, const cblock *b)
 static cblock *stream_first(const cbin_stream *s)
 {
     unsigned i = tdm__bin_next_used(s, 0);
-    return i < TDM__BINS_N ? tdm__bin_first(s->root[i]) : NULL;
+    return i < TDM__BINS_N ? tdm__bin_min(s, i) : NULL;
 }
 
 cblock *tdm__bins_first(cbins *bs)
@@ -258,4 +297,25 @@ cblock *tdm__bins_next(cbins *bs, const cblock *b)
 int tdm__bins_holds(cbins *bs, const cblock *b)
 {
     return key_ge(bs, b->stream, b->size, b->addr, 0) == b;
+}
+
+int tdm__bins_lengths_ok(const cbins *bs, unsigned *bad)
+{
+    for (uint32_t k = 0; k < bs->nstreams; k++) {
+        const cbin_stream *s = bs->streams[k];
+        for (unsigned i = 0; i < TDM__BINS_N; i++) {
+            *bad = i;
+            if (s->len[i] == TDM__BIN_TREE) {
+                if (s->root[i] == NULL)
+                    return 0;
+                continue;
+            }
+            unsigned n = 0;
+            for (const tdm__tnode *t = s->root[i]; t != NULL && n <= TDM__BIN_LIST_MAX; t = t->right)
+                n++;
+            if (n != s->len[i] || n > TDM__BIN_LIST_MAX)
+                return 0;
+        }
+    }
+    return 1;
 }

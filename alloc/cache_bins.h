@@ -12,11 +12,18 @@
 #define TDM__BINS_WORDS ((TDM__BINS_N + 63u) / 64u)
 #define TDM__BINS_SUMMARY ((TDM__BINS_WORDS + 63u) / 64u)
 
+/* A bin holds up to this many blocks as a list, more as a treap. */
+#define TDM__BIN_LIST_MAX 32u
+#define TDM__BIN_TREE 0xffu /* len[i] of a bin that is a treap */
+
 struct cbin_stream {
     uint64_t stream;
     uint64_t summary[TDM__BINS_SUMMARY]; /* bit w: bits[w] is not zero */
     uint64_t bits[TDM__BINS_WORDS];      /* bit i: root[i] holds blocks */
     tdm__tnode *root[TDM__BINS_N];
+    uint8_t len[TDM__BINS_N];            /* a list's blocks, or TDM__BIN_TREE */
+    tdm__tnode **scratch;                /* written instead of a missing
+                                            neighbour's slot (lists) */
 };
 
 /* Monotonic in size: a larger size never has a lower bin. */
@@ -147,6 +154,139 @@ static inline cblock *tdm__bin_first(tdm__tnode *t)
     return tdm__bin_blk(t);
 }
 
+/* ---- one bin: a short list ------------------------------------------------- */
+
+/* Most bins hold one block or none, and a treap's insert decides on its
+ * random priorities where the CPU cannot predict it (a pair's largest
+ * cost after the rules' own decisions).  A bin of up to TDM__BIN_LIST_MAX
+ * blocks is an unordered list instead (linked by node.right; bin_link is
+ * the slot holding the block: the bin's root or the block before's
+ * node.right): a block joins and leaves it without a comparison, and the
+ * best fit is one pass over a few blocks that selects without branching.
+ * A list that would grow past the bound becomes a treap (cache_bins.c),
+ * which stays one until the bin is empty. */
+
+/* Where a write to n's bin_link goes: n's, or the scratch slot when there
+ * is no n (selected, not branched on). */
+static inline tdm__tnode ***tdm__binl_link_of(cbin_stream *s, tdm__tnode *n)
+{
+    /* In integers: no pointer is made from NULL plus an offset. */
+    uintptr_t at = (uintptr_t)n - offsetof(cblock, node) + offsetof(cblock, bin_link);
+    return n != NULL ? (tdm__tnode ***)at : &s->scratch;
+}
+
+static inline void tdm__binl_push(cbin_stream *s, unsigned i, cblock *b)
+{
+    tdm__tnode *old = s->root[i];
+    b->node.left = NULL;
+    b->node.right = old;
+    *tdm__binl_link_of(s, old) = &b->node.right;
+    s->root[i] = &b->node;
+    b->bin_link = &s->root[i];
+}
+
+/* 0 when b is not in the list. */
+static inline int tdm__binl_unlink(cbin_stream *s, unsigned i, cblock *b)
+{
+    tdm__tnode **at = b->bin_link;
+    if (__builtin_expect(at == NULL || *at != &b->node, 0)) {
+        /* Never wrong where the bins alone move blocks; searched anyway
+         * rather than trusted, so that a stale slot cannot corrupt a bin. */
+        at = &s->root[i];
+        while (*at != &b->node && *at != NULL)
+            at = &(*at)->right;
+        if (*at == NULL)
+            return 0; /* not there: a caller bug, but never corrupt the bin */
+    }
+    tdm__tnode *next = b->node.right;
+    *at = next;
+    *tdm__binl_link_of(s, next) = at;
+    b->node.right = NULL;
+    b->bin_link = NULL;
+    return 1;
+}
+
+/* The list's first block at or after (size, addr) (gt: after); every
+ * block is looked at, the best kept without a branch. */
+static inline cblock *tdm__binl_ge(tdm__tnode *t, uint64_t size, uint64_t addr, int gt)
+{
+    cblock *best = NULL;
+    uint64_t bs = UINT64_MAX, ba = UINT64_MAX;
+    for (; t != NULL; t = t->right) {
+        cblock *c = TDM__CONTAINER_OF(t, cblock, node);
+        uint64_t cs = c->size, ca = c->addr;
+        int after = gt ? (size < cs) | ((size == cs) & (addr < ca))
+                       : (size < cs) | ((size == cs) & (addr <= ca));
+        int better = (cs < bs) | ((cs == bs) & (ca < ba));
+        int take = after & better;
+        best = take ? c : best;
+        bs = take ? cs : bs;
+        ba = take ? ca : ba;
+    }
+    return best;
+}
+
+/* The list's lowest address: its first block where all have one size
+ * (a small pool's bins). */
+static inline cblock *tdm__binl_lowest(tdm__tnode *t)
+{
+    cblock *best = NULL;
+    uint64_t ba = UINT64_MAX;
+    for (; t != NULL; t = t->right) {
+        cblock *c = TDM__CONTAINER_OF(t, cblock, node);
+        int take = c->addr < ba;
+        best = take ? c : best;
+        ba = take ? c->addr : ba;
+    }
+    return best;
+}
+
+/* ---- one bin, either kind ---------------------------------------------------- */
+
+void tdm__bin_to_tree(cbin_stream *s, unsigned i);
+
+static inline void tdm__bin_add(cbin_stream *s, unsigned i, cblock *b)
+{
+    unsigned n = s->len[i];
+    if (__builtin_expect(n < TDM__BIN_LIST_MAX, 1)) {
+        tdm__binl_push(s, i, b);
+        s->len[i] = (uint8_t)(n + 1);
+        return;
+    }
+    if (n == TDM__BIN_LIST_MAX)
+        tdm__bin_to_tree(s, i);
+    tdm__bin_insert(&s->root[i], b);
+}
+
+static inline void tdm__bin_del(cbin_stream *s, unsigned i, cblock *b)
+{
+    if (__builtin_expect(s->len[i] != TDM__BIN_TREE, 1)) {
+        s->len[i] = (uint8_t)(s->len[i] - tdm__binl_unlink(s, i, b));
+        return;
+    }
+    tdm__bin_remove(&s->root[i], b);
+    if (s->root[i] == NULL)
+        s->len[i] = 0; /* empty: a list again */
+}
+
+/* Bin i's first block at or after (size, addr) (gt: after). */
+static inline cblock *tdm__bin_find(const cbin_stream *s, unsigned i, uint64_t size,
+                                    uint64_t addr, int gt)
+{
+    if (__builtin_expect(s->len[i] != TDM__BIN_TREE, 1))
+        return tdm__binl_ge(s->root[i], size, addr, gt);
+    return tdm__bin_ge(s->root[i], size, addr, gt);
+}
+
+/* Bin i's first block (NULL: none). */
+static inline cblock *tdm__bin_min(const cbin_stream *s, unsigned i)
+{
+    if (__builtin_expect(s->len[i] != TDM__BIN_TREE, 1))
+        return i < TDM__BINS_SMALL ? tdm__binl_lowest(s->root[i])
+                                   : tdm__binl_ge(s->root[i], 0, 0, 0);
+    return tdm__bin_first(s->root[i]);
+}
+
 
 /* ---- the bitmap ------------------------------------------------------------ */
 
@@ -223,7 +363,7 @@ static inline void tdm__bins_insert(cbins *bs, cblock *b)
         s = b->bins = tdm__bins_stream(bs, b->stream);
     }
     unsigned i = tdm__bin_of(b->size);
-    tdm__bin_insert(&s->root[i], b);
+    tdm__bin_add(s, i, b);
     tdm__bin_mark(s, i);
 }
 
@@ -236,7 +376,7 @@ static inline void tdm__bins_remove(cbins *bs, cblock *b)
         return;
     }
     unsigned i = tdm__bin_of(b->size);
-    tdm__bin_remove(&s->root[i], b);
+    tdm__bin_del(s, i, b);
     tdm__bin_unmark_if_empty(s, i);
 }
 
@@ -250,12 +390,15 @@ static inline cblock *tdm__bins_key_ge(cbins *bs, uint64_t stream, uint64_t size
         return NULL;
     unsigned i = tdm__bin_of(size);
     if (s->root[i] != NULL) {
-        cblock *b = tdm__bin_ge(s->root[i], size, addr, gt);
+        /* A small bin's blocks all have its size: the best fit in it
+         * (addr 0) is its lowest address. */
+        cblock *b = !gt && addr == 0 && i < TDM__BINS_SMALL ? tdm__bin_min(s, i)
+                                                            : tdm__bin_find(s, i, size, addr, gt);
         if (b != NULL)
             return b;
     }
     i = tdm__bin_next_used(s, i + 1);
-    return i < TDM__BINS_N ? tdm__bin_first(s->root[i]) : NULL;
+    return i < TDM__BINS_N ? tdm__bin_min(s, i) : NULL;
 }
 
 /* The stream's first block at or after (size, address 0): best fit. */

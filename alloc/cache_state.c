@@ -353,6 +353,13 @@ static tdm_status check_cache(int device, char *msg, size_t msg_len)
     if (d->small.bins.count != inactive[0] || d->large.bins.count != inactive[1])
         FAIL("pool trees hold %zu+%zu blocks, segments %zu+%zu inactive",
              d->small.bins.count, d->large.bins.count, inactive[0], inactive[1]);
+    for (int k = 0; k < 2; k++) {
+        cbins *bins = k == 0 ? &d->small.bins : &d->large.bins;
+        unsigned bin;
+        if (!tdm__bins_lengths_ok(bins, &bin))
+            FAIL("%s pool's bin %u: its length is wrong or its list too long",
+                 k == 0 ? "small" : "large", bin);
+    }
     if (d->small.unmapped.count != unmapped[0] || d->large.unmapped.count != unmapped[1])
         FAIL("unmapped trees hold %zu+%zu blocks, segments %zu+%zu",
              d->small.unmapped.count, d->large.unmapped.count, unmapped[0], unmapped[1]);

@@ -1,8 +1,8 @@
 /* tests/unit/test_alloc_bins.c: the caching allocator's size bins make
  * exactly the choices of the ordered tree they replaced.
  *
- * Every trace of shared/traces and bench/traces, and a seeded random
- * workload, run twice — once through the bins, once with
+ * Every trace of shared/traces and bench/traces, a seeded random workload
+ * and one that crowds a few bins (lists that become treaps), run twice — once through the bins, once with
  * `reference_index` (the one (stream, size, address) tree per pool) —
  * under several settings (default; several streams; max_split_size with
  * garbage collection on a small device, so that oversize release, GC and
@@ -129,6 +129,69 @@ static void random_workload(workload *w, unsigned seed, size_t ops)
     }
 }
 
+/* Seeded: four sizes only (two small; two large ones that share a bin),
+ * up to 1500 live, filled and drained in turns and freed in random order:
+ * bins of hundreds of blocks, which turn from lists into treaps and back
+ * to lists as they fill and empty (cache_bins.h). */
+static void crowded_workload(workload *w, unsigned seed, size_t ops)
+{
+    enum { SLOTS = 1500 };
+    static const uint64_t sizes[] = {512, 1536, MiB + 4096, MiB + 12288};
+    int live[SLOTS] = {0};
+    uint32_t id_of[SLOTS], next = 0;
+    for (size_t i = 0; i < ops; i++) {
+        unsigned k = (unsigned)rand_r(&seed) % SLOTS;
+        int filling = (i / 4000) % 2 == 0;
+        unsigned r = (unsigned)rand_r(&seed) % 100;
+        if (r < (filling ? 20u : 80u)) { /* a free, if k is live */
+            if (live[k]) {
+                push(w, id_of[k], 1, 0);
+                live[k] = 0;
+            }
+        } else if (!live[k]) {
+            id_of[k] = next++;
+            push(w, id_of[k], 0, sizes[(unsigned)rand_r(&seed) % 4]);
+            live[k] = 1;
+        }
+    }
+}
+
+/* Seeded, for an 8 GiB device with max_split_size 40 MiB: rounds of
+ * twelve oversize blocks of 512 to 518 MiB (segments of four sizes and
+ * one bin), freed in random order and cached, then a request that only
+ * fits once some are released: which ones, found walking back from the
+ * request's place in the order (tdm__bins_find_lt, _prev_in_stream),
+ * decides what the next round is handed. */
+static const setting oversize_setting = {"max_split_size 40 MiB, 8 GiB device", 8 * GiB, 1,
+                                         40 * MiB, 0.0, 0, 0};
+
+static void oversize_workload(workload *w, unsigned seed, int rounds)
+{
+    enum { N = 12 };
+    uint32_t next = 0;
+    for (int round = 0; round < rounds; round++) {
+        uint32_t ids[N];
+        for (int k = 0; k < N; k++) {
+            ids[k] = next++;
+            push(w, ids[k], 0, 512 * MiB + ((unsigned)rand_r(&seed) % 4) * 2 * MiB - 4096);
+        }
+        for (int k = N; k > 1; k--) {
+            int j = (int)((unsigned)rand_r(&seed) % (unsigned)k);
+            uint32_t t = ids[j];
+            ids[j] = ids[k - 1];
+            ids[k - 1] = t;
+        }
+        for (int k = 0; k < N; k++)
+            push(w, ids[k], 1, 0);
+        uint32_t big = next++;
+        push(w, big, 0, (2048 + (unsigned)rand_r(&seed) % 1536) * MiB);
+        push(w, big, 1, 0);
+    }
+}
+
+/* Nonzero: run() checks the allocator's invariants every this many steps. */
+static size_t check_every;
+
 static step *run(const workload *w, const setting *set, int reference)
 {
     tdm__alloc_config cfg;
@@ -170,6 +233,10 @@ static step *run(const workload *w, const setting *set, int reference)
         s->reserved = st.reserved_bytes.current;
         s->allocated = st.allocated_bytes.current;
         s->segments = st.segment.current;
+        char msg[256] = "";
+        if (check_every != 0 && i % check_every == 0 &&
+            tdm__alloc_check(0, msg, sizeof msg) != TDM_OK)
+            fail_msg("%s (%s), step %zu: %s", set->name, reference ? "tree" : "bins", i, msg);
     }
     char msg[256] = "";
     if (tdm__alloc_check(0, msg, sizeof msg) != TDM_OK)
@@ -248,11 +315,36 @@ static void test_random(void **state)
     free(w.r);
 }
 
+static void test_crowded(void **state)
+{
+    (void)state;
+    workload w = {0};
+    crowded_workload(&w, 777, 40000);
+    check_every = 61;
+    for (size_t s = 0; s < NSETTINGS; s++)
+        compare("crowded", &w, &settings[s]);
+    check_every = 0;
+    print_message("crowded: %zu operations\n", w.n);
+    free(w.r);
+}
+
+static void test_oversize(void **state)
+{
+    (void)state;
+    workload w = {0};
+    oversize_workload(&w, 4242, 40);
+    size_t ooms = compare("oversize", &w, &oversize_setting);
+    print_message("oversize: %zu operations, %zu out of memory\n", w.n, ooms);
+    free(w.r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_traces),
         cmocka_unit_test(test_random),
+        cmocka_unit_test(test_crowded),
+        cmocka_unit_test(test_oversize),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
