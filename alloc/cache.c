@@ -414,6 +414,7 @@ static inline cblock *new_block(tdm__cache_device *d)
     r->prev = r->next = NULL;
     r->state = r->mapped = r->pool = r->expandable = r->wait = 0;
     atomic_store_explicit(&r->category, 0, memory_order_relaxed);
+    r->bin = 0;
     r->stream = 0;
     r->bins = NULL;
     r->bin_link = NULL;

@@ -9,6 +9,7 @@
 #define TDM__BINS_SMALL 2048u /* sizes 512 B .. 1 MiB, one bin per 512 B */
 #define TDM__BINS_SUB_BITS 6u /* 64 bins per power of two above 1 MiB */
 #define TDM__BINS_N (TDM__BINS_SMALL + (64u - 20u) * (1u << TDM__BINS_SUB_BITS))
+_Static_assert(TDM__BINS_N <= 65536, "a block keeps its bin in 16 bits");
 #define TDM__BINS_WORDS ((TDM__BINS_N + 63u) / 64u)
 #define TDM__BINS_SUMMARY ((TDM__BINS_WORDS + 63u) / 64u)
 
@@ -363,6 +364,7 @@ static inline void tdm__bins_insert(cbins *bs, cblock *b)
         s = b->bins = tdm__bins_stream(bs, b->stream);
     }
     unsigned i = tdm__bin_of(b->size);
+    b->bin = (uint16_t)i;
     tdm__bin_add(s, i, b);
     tdm__bin_mark(s, i);
 }
@@ -375,7 +377,7 @@ static inline void tdm__bins_remove(cbins *bs, cblock *b)
         tdm__bins_ref_remove(bs, b);
         return;
     }
-    unsigned i = tdm__bin_of(b->size);
+    unsigned i = b->bin; /* its size has not changed since it came in */
     tdm__bin_del(s, i, b);
     tdm__bin_unmark_if_empty(s, i);
 }

@@ -46,6 +46,7 @@ typedef struct cblock {
     uint8_t expandable;          /* (copied: no trip to the segment) */
     uint8_t wait;                /* TDM__WAIT_*: what a pending block awaits */
     _Atomic uint8_t category;    /* tdm_category; tdm_tag_ptr may set it */
+    uint16_t bin;                /* while in its stream's bins: which one */
     /* The rest. */
     uint64_t stream;             /* the segment's stream */
     struct cbin_stream *bins;    /* the bins of that stream in its pool, once
