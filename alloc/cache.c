@@ -496,62 +496,78 @@ static cblock *new_memory(tdm__cache_device *d, int kind, uint64_t size, uint64_
     return alloc_segment(d, kind, seg_bytes, req, is_retry, st);
 }
 
+/* No cached block served the request: pages mapped or a new segment,
+ * after garbage collection, and with the releases PyTorch tries before it
+ * reports out of memory.  Out of line: the hit path's frame stays small.
+ * NULL with *st set and the lock given back when nothing came. */
+static __attribute__((noinline)) cblock *
+cache_miss(tdm__cache_device *d, cpool *p, int kind, uint64_t size, uint64_t seg_bytes,
+           const tdm__alloc_req *req, tdm_status *st)
+{
+    tdm__alloc_global *g = &tdm__alloc_g;
+    /* The stream's first blocks in this pool need its bins. */
+    if (!tdm__bins_prepare(&p->bins, req->stream)) {
+        tdm__lock_give(&d->lock);
+        *st = TDM_HOST_OUT_OF_MEMORY;
+        return NULL;
+    }
+    if (g->cfg.garbage_collection_threshold > 0.0 && !tdm__cache_capturing(d, req->stream))
+        garbage_collect(d);
+    cblock *b = new_memory(d, kind, size, seg_bytes, req, 0, st);
+    if (b == NULL && *st == TDM_OUT_OF_MEMORY && release_oversize(d, p, size, req->stream))
+        b = new_memory(d, kind, size, seg_bytes, req, 0, st);
+    if (b == NULL && *st == TDM_OUT_OF_MEMORY && !tdm__cache_capturing(d, req->stream)) {
+        tdm__cache_release_all(d, req->stream);
+        b = new_memory(d, kind, size, seg_bytes, req, 1, st);
+    }
+    if (b == NULL && *st == TDM_OUT_OF_MEMORY) {
+        *st = cache_oom(d, req, size);
+        return NULL;
+    }
+    if (b == NULL)
+        tdm__lock_give(&d->lock);
+    return b;
+}
+
 /* The body of both entries: inline in each, so that the quiet one
  * (nothing recorded) is compiled with the recording's branches folded
- * away. */
+ * away.  `in` is only read: the request lives in `hit`, whose address
+ * goes nowhere (the calls off the hit path get copies), so the quiet
+ * body's constants fold and nothing of it is stored on the way. */
 static inline __attribute__((always_inline)) tdm_status
-cache_malloc(const tdm__alloc_req *req, void **out)
+cache_malloc(const tdm__alloc_req *in, void **out)
 {
-    /* A copy taken before any call, whose address goes nowhere: the quiet
-     * body's constants (nothing recorded) fold in use_block even after
-     * the miss path's calls, which are given `req`. */
-    const tdm__alloc_req hit = *req;
+    const tdm__alloc_req hit = *in;
     tdm__alloc_global *g = &tdm__alloc_g;
-    tdm__cache_device *d = g->cache[req->device];
-    uint64_t size = plain_rounding ? tdm__alloc_round_plain(req->size)
-                                   : tdm__alloc_round_size(req->size);
+    tdm__cache_device *d = g->cache[hit.device];
+    uint64_t size = plain_rounding ? tdm__alloc_round_plain(hit.size)
+                                   : tdm__alloc_round_size(hit.size);
     int kind = size != 0 && size <= TDM__SMALL_SIZE ? TDM_POOL_SMALL : TDM_POOL_LARGE;
     uint64_t seg_bytes = kind == TDM_POOL_SMALL ? TDM__SMALL_BUFFER
                          : size < TDM__MIN_LARGE_ALLOC ? TDM__LARGE_BUFFER
                          : (size + TDM__ROUND_LARGE - 1) & ~(TDM__ROUND_LARGE - 1);
     tdm__lock_take(&d->lock);
-    if (size == 0 || seg_bytes < size) /* too large to even round */
-        return cache_oom(d, req, req->size);
+    if (size == 0 || seg_bytes < size) { /* too large to even round */
+        tdm__alloc_req req = hit;
+        return cache_oom(d, &req, hit.size);
+    }
     if (d->nwaiting > 0) /* frees waiting on other streams: done yet? */
-        tdm__cache_poll(d, req->stream);
+        tdm__cache_poll(d, hit.stream);
     cpool *p = tdm__cache_pool(d, kind);
-    cblock *b = get_free_block(p, size, req->stream);
-    tdm_status st = TDM_OK;
+    cblock *b = get_free_block(p, size, hit.stream);
     if (b == NULL) {
-        /* The stream's first blocks in this pool need its bins. */
-        if (!tdm__bins_prepare(&p->bins, req->stream)) {
-            tdm__lock_give(&d->lock);
-            return TDM_HOST_OUT_OF_MEMORY;
-        }
-        if (g->cfg.garbage_collection_threshold > 0.0 &&
-            !tdm__cache_capturing(d, req->stream))
-            garbage_collect(d);
-        b = new_memory(d, kind, size, seg_bytes, req, 0, &st);
-        if (b == NULL && st == TDM_OUT_OF_MEMORY &&
-            release_oversize(d, p, size, req->stream))
-            b = new_memory(d, kind, size, seg_bytes, req, 0, &st);
-        if (b == NULL && st == TDM_OUT_OF_MEMORY && !tdm__cache_capturing(d, req->stream)) {
-            tdm__cache_release_all(d, req->stream);
-            b = new_memory(d, kind, size, seg_bytes, req, 1, &st);
-        }
-        if (b == NULL && st == TDM_OUT_OF_MEMORY)
-            return cache_oom(d, req, size);
-        if (b == NULL) {
-            tdm__lock_give(&d->lock);
+        tdm__alloc_req req = hit;
+        tdm_status st = TDM_OK;
+        b = cache_miss(d, p, kind, size, seg_bytes, &req, &st);
+        if (b == NULL)
             return st;
-        }
     }
     use_block(d, b, size, &hit);
     if (!tdm__cmap_put(&d->map, b)) {
         /* No host memory for the map: undo, as if never handed out. */
         tdm__cmap_take(&d->map, b->addr);
-        tdm__rec_event(TDM_ACTION_FREE_REQUESTED, d->index, b->addr, req->size,
-                       req->size, b->stream, 0);
+        tdm__rec_event(TDM_ACTION_FREE_REQUESTED, d->index, b->addr, hit.size, hit.size,
+                       b->stream, 0);
         tdm__stat_add(&d->stats, b->pool, TDM__ST_ALLOCATION, -1);
         tdm__stat_add(&d->stats, b->pool, TDM__ST_ALLOCATED_BYTES, -(int64_t)b->size);
         tdm__cache_free_block(d, b, 0);
