@@ -263,7 +263,7 @@ cblock *tdm__bins_prev_in_stream(cbins *bs, const cblock *b)
 }
 
 /* The stream's first block (NULL: none cached). */
-static cblock *stream_first(const cbin_stream *s)
+static cblock *stream_first(cbin_stream *s)
 {
     unsigned i = tdm__bin_next_used(s, 0);
     return i < TDM__BINS_N ? tdm__bin_min(s, i) : NULL;
@@ -299,12 +299,16 @@ int tdm__bins_holds(cbins *bs, const cblock *b)
     return key_ge(bs, b->stream, b->size, b->addr, 0) == b;
 }
 
-int tdm__bins_lengths_ok(const cbins *bs, unsigned *bad)
+int tdm__bins_shape_ok(const cbins *bs, unsigned *bad)
 {
     for (uint32_t k = 0; k < bs->nstreams; k++) {
         const cbin_stream *s = bs->streams[k];
         for (unsigned i = 0; i < TDM__BINS_N; i++) {
             *bad = i;
+            int used = (s->bits[i / 64] >> (i % 64)) & 1;
+            int listed = (s->summary[i / 4096] >> ((i / 64) % 64)) & 1;
+            if (used != (s->root[i] != NULL) || (used && !listed))
+                return 0;
             if (s->len[i] == TDM__BIN_TREE) {
                 if (s->root[i] == NULL)
                     return 0;

@@ -297,18 +297,38 @@ static inline void tdm__bin_mark(cbin_stream *s, unsigned i)
     s->summary[i / 4096] |= (uint64_t)1 << ((i / 64) % 64);
 }
 
-/* Clears bin i's bit when its tree is empty, without a branch: whether a
- * removal empties its bin is as good as random to the CPU. */
+/* Clears bin i's bit when it is empty, without a branch: whether a
+ * removal empties its bin is as good as random to the CPU.  The summary
+ * is left as it is (half the instructions): a summary bit may stand over
+ * a word gone empty, and tdm__bin_next_used_far clears it when it finds
+ * one; a clear summary bit always means an empty word. */
 static inline void tdm__bin_unmark_if_empty(cbin_stream *s, unsigned i)
 {
     uint64_t empty = s->root[i] == NULL;
-    uint64_t word = s->bits[i / 64] & ~(empty << (i % 64));
-    s->bits[i / 64] = word;
-    s->summary[i / 4096] &= ~((uint64_t)(word == 0) << ((i / 64) % 64));
+    s->bits[i / 64] &= ~(empty << (i % 64));
+}
+
+/* The first bin holding blocks in words >= w of the bitmap; TDM__BINS_N
+ * if none. */
+static inline unsigned tdm__bin_next_used_far(cbin_stream *s, unsigned w)
+{
+    for (unsigned sw = w / 64; sw < TDM__BINS_SUMMARY; sw++) {
+        uint64_t sm = s->summary[sw];
+        if (sw == w / 64)
+            sm &= ~(uint64_t)0 << (w % 64);
+        while (sm != 0) {
+            unsigned ww = sw * 64 + (unsigned)__builtin_ctzll(sm);
+            if (s->bits[ww] != 0)
+                return ww * 64 + (unsigned)__builtin_ctzll(s->bits[ww]);
+            s->summary[sw] &= ~((uint64_t)1 << (ww % 64)); /* its bins emptied */
+            sm &= sm - 1;
+        }
+    }
+    return TDM__BINS_N;
 }
 
 /* The first bin >= i holding blocks; TDM__BINS_N if none. */
-static inline unsigned tdm__bin_next_used(const cbin_stream *s, unsigned i)
+static inline unsigned tdm__bin_next_used(cbin_stream *s, unsigned i)
 {
     if (i >= TDM__BINS_N)
         return TDM__BINS_N;
@@ -316,16 +336,7 @@ static inline unsigned tdm__bin_next_used(const cbin_stream *s, unsigned i)
     uint64_t m = s->bits[w] & (~(uint64_t)0 << (i % 64));
     if (m != 0)
         return w * 64 + (unsigned)__builtin_ctzll(m);
-    for (unsigned sw = (w + 1) / 64; sw < TDM__BINS_SUMMARY; sw++) {
-        uint64_t sm = s->summary[sw];
-        if (sw == (w + 1) / 64)
-            sm &= (w + 1) % 64 == 0 ? ~(uint64_t)0 : ~(uint64_t)0 << ((w + 1) % 64);
-        if (sm != 0) {
-            unsigned ww = sw * 64 + (unsigned)__builtin_ctzll(sm);
-            return ww * 64 + (unsigned)__builtin_ctzll(s->bits[ww]);
-        }
-    }
-    return TDM__BINS_N;
+    return tdm__bin_next_used_far(s, w + 1);
 }
 
 /* ---- streams ------------------------------------------------------------ */

@@ -165,9 +165,11 @@ cblock *tdm__bins_first(cbins *bs);
 cblock *tdm__bins_next(cbins *bs, const cblock *b);
 /* Whether b is in the bins, where its key says. */
 int tdm__bins_holds(cbins *bs, const cblock *b);
-/* Whether each list bin's length is its blocks' count, within the bound,
- * and each treap bin holds blocks; *bad gets the first bin that fails. */
-int tdm__bins_lengths_ok(const cbins *bs, unsigned *bad);
+/* Whether each bin's bit says whether it holds blocks (and the summary
+ * bit over it is set when it does), each list bin's length is its
+ * blocks' count, within the bound, and each treap bin holds blocks;
+ * *bad gets the first bin that fails. */
+int tdm__bins_shape_ok(const cbins *bs, unsigned *bad);
 
 /* cache_map.c: allocated blocks by address.
  *

@@ -356,8 +356,8 @@ static tdm_status check_cache(int device, char *msg, size_t msg_len)
     for (int k = 0; k < 2; k++) {
         cbins *bins = k == 0 ? &d->small.bins : &d->large.bins;
         unsigned bin;
-        if (!tdm__bins_lengths_ok(bins, &bin))
-            FAIL("%s pool's bin %u: its length is wrong or its list too long",
+        if (!tdm__bins_shape_ok(bins, &bin))
+            FAIL("%s pool's bin %u: its bitmap bits, length or list are wrong",
                  k == 0 ? "small" : "large", bin);
     }
     if (d->small.unmapped.count != unmapped[0] || d->large.unmapped.count != unmapped[1])
