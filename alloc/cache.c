@@ -364,10 +364,10 @@ get_free_block(cpool *p, uint64_t size, uint64_t stream)
         b = c;
     }
     /* No oversize block for a small request, and no much-too-large block
-     * for an oversize one (PyTorch's rules with max_split_size). */
-    if (size < ms && b->size >= ms)
-        return NULL;
-    if (size >= ms && b->size >= size + TDM__LARGE_BUFFER)
+     * for an oversize one (PyTorch's rules with max_split_size; nothing is
+     * oversize without it). */
+    if (__builtin_expect(ms != UINT64_MAX, 0) &&
+        (size < ms ? b->size >= ms : b->size >= size + TDM__LARGE_BUFFER))
         return NULL;
     tdm__bins_remove(&p->bins, b);
     return b;

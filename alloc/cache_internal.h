@@ -108,6 +108,7 @@ typedef struct cmap {
     cmap_slot *slots;            /* [cap], a power of two; NULL when empty */
     size_t cap, count;
     size_t used;                 /* slots not empty: count + those gone */
+    unsigned shift;              /* 64 - log2(cap): the hash's top bits */
 } cmap;
 
 typedef struct cpool {
@@ -189,7 +190,7 @@ int tdm__cmap_rebuild(cmap *m);
 static inline size_t tdm__cmap_slot_of(const cmap *m, uint64_t addr)
 {
     /* Blocks are 512-byte aligned: the low bits carry nothing. */
-    return (size_t)(((addr >> 9) * 0x9e3779b97f4a7c15ULL) >> (64 - __builtin_ctzll(m->cap)));
+    return (size_t)(((addr >> 9) * 0x9e3779b97f4a7c15ULL) >> m->shift);
 }
 
 /* 0 without host memory for a larger table. */

@@ -25,6 +25,7 @@ __attribute__((noinline)) int tdm__cmap_rebuild(cmap *m)
     cmap old = *m;
     m->slots = s;
     m->cap = cap;
+    m->shift = 64u - (unsigned)__builtin_ctzll(cap);
     m->used = m->count;
     for (size_t i = 0; i < old.cap; i++) {
         if (old.slots[i].addr <= TDM__CMAP_GONE)
@@ -51,4 +52,5 @@ void tdm__cmap_destroy(cmap *m)
         tdm__meta_unmap(m->slots, m->cap * sizeof *m->slots);
     m->slots = NULL;
     m->cap = m->count = m->used = 0;
+    m->shift = 0;
 }
