@@ -501,10 +501,13 @@ static cblock *new_memory(tdm__cache_device *d, int kind, uint64_t size, uint64_
  * reports out of memory.  Out of line: the hit path's frame stays small.
  * NULL with *st set and the lock given back when nothing came. */
 static __attribute__((noinline)) cblock *
-cache_miss(tdm__cache_device *d, cpool *p, int kind, uint64_t size, uint64_t seg_bytes,
-           const tdm__alloc_req *req, tdm_status *st)
+cache_miss(tdm__cache_device *d, cpool *p, int kind, uint64_t size, const tdm__alloc_req *req,
+           tdm_status *st)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
+    uint64_t seg_bytes = kind == TDM_POOL_SMALL ? TDM__SMALL_BUFFER
+                         : size < TDM__MIN_LARGE_ALLOC ? TDM__LARGE_BUFFER
+                         : (size + TDM__ROUND_LARGE - 1) & ~(TDM__ROUND_LARGE - 1);
     /* The stream's first blocks in this pool need its bins. */
     if (!tdm__bins_prepare(&p->bins, req->stream)) {
         tdm__lock_give(&d->lock);
@@ -543,11 +546,10 @@ cache_malloc(const tdm__alloc_req *in, void **out)
     uint64_t size = plain_rounding ? tdm__alloc_round_plain(hit.size)
                                    : tdm__alloc_round_size(hit.size);
     int kind = size != 0 && size <= TDM__SMALL_SIZE ? TDM_POOL_SMALL : TDM_POOL_LARGE;
-    uint64_t seg_bytes = kind == TDM_POOL_SMALL ? TDM__SMALL_BUFFER
-                         : size < TDM__MIN_LARGE_ALLOC ? TDM__LARGE_BUFFER
-                         : (size + TDM__ROUND_LARGE - 1) & ~(TDM__ROUND_LARGE - 1);
     tdm__lock_take(&d->lock);
-    if (size == 0 || seg_bytes < size) { /* too large to even round */
+    /* Too large to even round (0: rounding overflowed), or to round up to
+     * a whole large segment (cache_miss). */
+    if (size - 1 > UINT64_MAX - TDM__ROUND_LARGE) {
         tdm__alloc_req req = hit;
         return cache_oom(d, &req, hit.size);
     }
@@ -558,7 +560,7 @@ cache_malloc(const tdm__alloc_req *in, void **out)
     if (b == NULL) {
         tdm__alloc_req req = hit;
         tdm_status st = TDM_OK;
-        b = cache_miss(d, p, kind, size, seg_bytes, &req, &st);
+        b = cache_miss(d, p, kind, size, &req, &st);
         if (b == NULL)
             return st;
     }

@@ -117,6 +117,36 @@ static void test_round_size(void **state)
 }
 
 /* The reference's pool and segment-size table, row by row. */
+/* Requests too large to round or to fit: out of memory, nothing handed
+ * out, nothing booked, whether recording or not (the two entry paths). */
+static void test_huge_requests(void **state)
+{
+    (void)state;
+    use(base_cfg(64 * MiB));
+    static const size_t sizes[] = {SIZE_MAX, SIZE_MAX - 511, SIZE_MAX - 512,
+                                   SIZE_MAX - 2 * MiB + 1, SIZE_MAX - 2 * MiB,
+                                   SIZE_MAX - 2 * MiB - 512, SIZE_MAX / 2, 65 * MiB};
+    for (int rec = 0; rec < 2; rec++) {
+        tdm_history_options o;
+        tdm_history_options_init(&o);
+        o.enabled = rec ? TDM_RECORD_ALL : TDM_RECORD_OFF;
+        o.stacks = TDM_STACKS_NONE;
+        tdm_record_memory_history(&o);
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            void *p = (void *)&p;
+            assert_int_equal(tdm_malloc(&p, sizes[i], 0, 0), TDM_OUT_OF_MEMORY);
+            assert_null(p);
+            check();
+        }
+    }
+    tdm_stats st = pool_stats(TDM_STAT_POOL_ALL);
+    assert_int_equal(st.reserved_bytes.current, 0);
+    assert_int_equal(st.allocation.current, 0);
+    assert_int_equal(st.num_ooms, 16);
+    void *p = get(MiB, 0); /* and the device still serves */
+    put(p);
+}
+
 static void test_pool_table(void **state)
 {
     (void)state;
@@ -716,6 +746,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_round_size, teardown),
+        cmocka_unit_test_teardown(test_huge_requests, teardown),
         cmocka_unit_test_teardown(test_pool_table, teardown),
         cmocka_unit_test_teardown(test_split_merge_best_fit, teardown),
         cmocka_unit_test_teardown(test_streams_do_not_share, teardown),
