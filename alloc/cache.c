@@ -452,15 +452,16 @@ use_block(tdm__cache_device *d, cblock *b, uint64_t size, const tdm__alloc_req *
     b->requested = req->size;
     b->stack_id = req->stack_id;
     /* One clock read, under the lock, for the block and its event. */
-    b->alloc_time_ns = req->time_ns ? tdm__alloc_now_ns() : 0;
+    uint64_t now = req->time_ns ? tdm__alloc_now_ns() : 0;
+    b->alloc_time_ns = now;
     atomic_store_explicit(&b->category, req->category, memory_order_relaxed);
     tdm__stat_rows rows = tdm__stat_rows_of(&d->stats, kind);
     tdm__stat_up(rows, TDM__ST_ALLOCATION, 1);
     tdm__stat_up(rows, TDM__ST_ALLOCATED_BYTES, b->size);
     tdm__stat_up(rows, TDM__ST_ACTIVE_BYTES, b->size);
     tdm__stat_up(rows, TDM__ST_REQUESTED_BYTES, req->size);
-    if (b->alloc_time_ns != 0)
-        tdm__rec_event_inline(b->alloc_time_ns, req->category, TDM_ACTION_ALLOC, d->index,
+    if (now != 0) /* (not b's copy: the stores above may alias it) */
+        tdm__rec_event_inline(now, req->category, TDM_ACTION_ALLOC, d->index,
                               b->addr, req->size, req->size, b->stream,
                               tdm__cache_event_stack(req->stack_id));
 }
