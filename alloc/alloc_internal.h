@@ -23,6 +23,7 @@
 #include "ptrmap.h"
 #include "recorder.h"
 #include "snap_model.h"
+#include "visibility.h"
 
 /* Stat rows, and the pools a stat is kept for (PyTorch's StatType). */
 enum { TDM__ST_ALLOCATED_BYTES, TDM__ST_RESERVED_BYTES, TDM__ST_ACTIVE_BYTES,
@@ -142,7 +143,7 @@ typedef struct tdm__alloc_global {
     tdm__cache_device **cache;    /* [device_count] in cache mode */
 } tdm__alloc_global;
 
-extern tdm__alloc_global tdm__alloc_g;
+extern tdm__alloc_global tdm__alloc_g TDM__HIDDEN;
 
 /* Every free's body (alloc.c): `skip` counts the frames above this one;
  * `on_stream` makes it a free ordered on `stream` (cache mode waits for

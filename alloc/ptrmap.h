@@ -16,6 +16,7 @@
 
 #include "lock.h"
 #include "tidemark.h"
+#include "visibility.h"
 
 /* What tidemark remembers about one live allocation of pass-through or
  * observe mode: the whole of its state.  (Cache mode keeps its blocks in
@@ -93,7 +94,7 @@ size_t tdm__ptrmap_count(tdm__ptrmap *m);
  * child handler makes every gated lock anew (tdm__ptrmap_fork_child).
  * Holding every shard lock across fork() instead would be hundreds of
  * locks at once (more than ThreadSanitizer's deadlock detector takes). */
-extern _Atomic int tdm__fork_pending;
+extern _Atomic int tdm__fork_pending TDM__HIDDEN;
 void tdm__fork_gate_slow(tdm__lock *m);
 static inline void tdm__gate_lock(tdm__lock *m)
 {

@@ -28,6 +28,7 @@
 
 #include "alloc.h"
 #include "tidemark.h"
+#include "visibility.h"
 
 #define TDM_HOOK_API __attribute__((visibility("default")))
 
@@ -41,7 +42,7 @@ typedef enum tdm__hook_mode {
  * the guard below: every hooked call asks both, and a call into
  * hooks/preload/common.c for each was a tenth of an observed call's cost
  * (bench/hook_overhead). */
-extern _Atomic int tdm__hook_mode_known; /* tdm__hook_mode; -1 = not asked yet */
+extern _Atomic int tdm__hook_mode_known TDM__HIDDEN; /* tdm__hook_mode; -1 = not asked yet */
 tdm__hook_mode tdm__hook_mode_ask(void);
 static inline tdm__hook_mode tdm__hook_mode_get(void)
 {

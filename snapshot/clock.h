@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "seqlock.h"
+#include "visibility.h"
 
 #if defined(__x86_64__)
 #include <x86intrin.h>
@@ -42,7 +43,7 @@ typedef struct tdm__clock_shared {
     _Atomic int use_tsc;           /* 0 until tdm__clock_init decides */
 } tdm__clock_shared;
 
-extern tdm__clock_shared tdm__clock_state;
+extern tdm__clock_shared tdm__clock_state TDM__HIDDEN;
 
 /* Decides the method and takes the first anchors (about 2 ms the first
  * time).  Idempotent and thread-safe; tdm__clock_ns works before it too. */

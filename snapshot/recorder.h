@@ -22,6 +22,7 @@
 #include "event.h"
 #include "ring.h"
 #include "snap_model.h"
+#include "visibility.h"
 
 /* What every event reads, with relaxed loads: the recording switches, the
  * ring and the phase and step in force.  Written by recorder.c and
@@ -34,7 +35,7 @@ typedef struct tdm__rec_switches {
     _Atomic uint32_t step;    /* current step, 0 = before the first */
     _Atomic(tdm__ring *) ring; /* NULL when no history is kept (off, state) */
 } tdm__rec_switches;
-extern tdm__rec_switches tdm__rec;
+extern tdm__rec_switches tdm__rec TDM__HIDDEN;
 
 static inline int tdm__rec_on(void)
 {
@@ -130,7 +131,7 @@ static inline void tdm__rec_event(unsigned action, int device, uint64_t addr,
 /* Set at the first tdm_tag_push of any thread: until then no thread has a
  * tag, and an event needs no thread-local lookup (a call through the TLS
  * descriptor of a dlopen()able library, on every event). */
-extern _Atomic int tdm__rec_tags_used;
+extern _Atomic int tdm__rec_tags_used TDM__HIDDEN;
 /* The top of this thread's tag stack, TDM_CATEGORY_UNKNOWN if empty. */
 uint8_t tdm__rec_tagged_category(void);
 
@@ -220,7 +221,7 @@ enum tdm__rec_note {
      * at capture, the graph's memory nodes at launch are not seen */
     TDM__NOTE_GRAPH_MEMORY = 1u << 0,
 };
-extern _Atomic unsigned tdm__rec_notes;
+extern _Atomic unsigned tdm__rec_notes TDM__HIDDEN;
 /* What the hooks read again just before a snapshot is built, for state
  * they cannot follow event by event (how much a vendor's stream-ordered
  * pool holds after a synchronization they do not hook).  Up to

@@ -34,7 +34,7 @@ typedef struct tdm__recorder {
     char phase_names[TDM_MAX_PHASES][TDM_PHASE_NAME_MAX];
 } tdm__recorder;
 
-extern tdm__recorder tdm__recorder_state;
+extern tdm__recorder tdm__recorder_state TDM__HIDDEN;
 
 /* dump.c: a child starts with no dump in progress. */
 void tdm__dump_after_fork_child(void);

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include "visibility.h"
 
 /* The executable segments of every loaded object, sorted, so that the
  * walker can stop at the first "return address" that points at no code:
@@ -32,7 +33,7 @@ typedef struct tdm__text_table {
     uintptr_t (*scratch)[2];/* TDM_TEXT_MAX pairs, rebuild workspace (lock) */
     unsigned long long adds;/* dlpi_adds of the last rebuild (lock) */
 } tdm__text_table;
-extern tdm__text_table tdm__text;
+extern tdm__text_table tdm__text TDM__HIDDEN;
 
 /* Maps the table and fills it; once, from the unwinder's setup. */
 void tdm__text_setup(void);
