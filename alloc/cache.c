@@ -597,10 +597,9 @@ tdm_status tdm__cache_malloc_quiet(void **out, size_t size, int device, tdm_stre
 
 /* n is unlinked and recycled; it leaves the tree of its kind.  Inline in
  * release_block (a free merges in two pairs of five on real traces). */
-static inline __attribute__((always_inline)) void merge_into(tdm__cache_device *d, cblock *b,
-                                                             cblock *n)
+static inline __attribute__((always_inline)) void merge_into(tdm__cache_device *d, cpool *p,
+                                                             cblock *b, cblock *n)
 {
-    cpool *p = tdm__cache_pool(d, n->pool);
     if (n->mapped)
         tdm__bins_remove(&p->bins, n);
     else
@@ -623,7 +622,7 @@ static inline __attribute__((always_inline)) void merge_into(tdm__cache_device *
 
 void tdm__cache_merge_into(tdm__cache_device *d, cblock *b, cblock *n)
 {
-    merge_into(d, b, n);
+    merge_into(d, tdm__cache_pool(d, n->pool), b, n);
 }
 
 /* Back into the pool: stats, fields, merge, bins; no event.  Inline
@@ -632,6 +631,8 @@ void tdm__cache_merge_into(tdm__cache_device *d, cblock *b, cblock *n)
 static inline __attribute__((always_inline)) void release_block(tdm__cache_device *d, cblock *b)
 {
     int kind = b->pool;
+    /* Its neighbours are in its segment, so in its pool too. */
+    cpool *p = tdm__cache_pool(d, kind);
     tdm__stat_rows rows = tdm__stat_rows_of(&d->stats, kind);
     tdm__stat_down(rows, TDM__ST_ACTIVE_BYTES, b->size);
     tdm__stat_down(rows, TDM__ST_REQUESTED_BYTES, b->requested);
@@ -645,10 +646,11 @@ static inline __attribute__((always_inline)) void release_block(tdm__cache_devic
         tdm__cache_drop_uses(d, b);
     /* Never with an unmapped range: that has no memory behind it. */
     if (b->prev && b->prev->state == TDM_BLOCK_INACTIVE && b->prev->mapped)
-        merge_into(d, b, b->prev);
+        merge_into(d, p, b, b->prev);
     if (b->next && b->next->state == TDM_BLOCK_INACTIVE && b->next->mapped)
-        merge_into(d, b, b->next);
-    tdm__cache_block(d, b);
+        merge_into(d, p, b, b->next);
+    b->gc_base = p->calls;
+    tdm__bins_insert(&p->bins, b);
 }
 
 void tdm__cache_free_block(tdm__cache_device *d, cblock *b, uint32_t es)
