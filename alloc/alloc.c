@@ -318,13 +318,10 @@ static int valid_device(int device)
     return device >= 0 && device < tdm__alloc_g.device_count;
 }
 
-/* The bodies of the entry points, inlined into each so that a call from
- * the application is one frame deep (tdm_malloc, tdm_free) or two (the
- * hooks, through tdm__alloc_malloc / _free): `skip` counts the frames
- * between the stack capture and the application's, the capture's caller
- * included. */
+/* The bodies of the entry points' loud paths (below), given the stack
+ * their entry captured. */
 static inline __attribute__((always_inline)) tdm_status
-alloc_malloc(void **ptr, size_t size, int device, tdm_stream stream, unsigned skip)
+alloc_malloc(void **ptr, size_t size, int device, tdm_stream stream, uint32_t stack_id)
 {
     if (ptr == NULL)
         return TDM_INVALID_ARGUMENT;
@@ -336,8 +333,7 @@ alloc_malloc(void **ptr, size_t size, int device, tdm_stream stream, unsigned sk
         return TDM_NO_SUCH_DEVICE;
     tdm__alloc_req req = {.size = size, .device = device, .stream = stream};
     if (tdm__rec_on()) {
-        /* Unwind before any allocator lock is taken. */
-        req.stack_id = tdm__rec_alloc_stack(skip);
+        req.stack_id = stack_id;
         req.category = tdm__rec_current_category();
         req.time_ns = 1; /* stamped under the device lock (the modes) */
     }
@@ -347,14 +343,13 @@ alloc_malloc(void **ptr, size_t size, int device, tdm_stream stream, unsigned sk
 }
 
 static inline __attribute__((always_inline)) tdm_status
-alloc_free(void *ptr, unsigned skip, int on_stream, tdm_stream stream)
+alloc_free(void *ptr, uint32_t free_stack, int on_stream, tdm_stream stream)
 {
     if (ptr == NULL)
         return TDM_OK;
     if (!atomic_load_explicit(&tdm__alloc_g.ready, memory_order_acquire))
         return TDM_UNKNOWN_POINTER;
     uint64_t key = (uint64_t)(uintptr_t)ptr;
-    uint32_t free_stack = 0;
     /* Both modes remove the pointer under its device's lock
      * (tdm__cache_free, tdm__pt_free), so a block or record, its map
      * entry, the stats and the events change together.  The cache asks
@@ -370,8 +365,6 @@ alloc_free(void *ptr, unsigned skip, int on_stream, tdm_stream stream)
             return st;
         device = rec.device;
     }
-    if (tdm__rec_on())
-        free_stack = tdm__rec_free_stack(skip);
     if (cache)
         return tdm__cache_free_any(key, free_stack, on_stream, stream);
     return tdm__pt_free(key, device, free_stack);
@@ -399,43 +392,40 @@ static inline int quiet_free(void *ptr)
 }
 
 /* The loud bodies (every other case) out of line, so that the entries
- * need no frame of their own on the quiet path.  An entry keeps its frame
- * when it calls one (the barrier after the call: no tail call), so the
- * loud body sees one frame more above it: `skip` counts the entry's. */
+ * need no frame of their own on the quiet path.  The stack is captured
+ * before them, in the entry's own frame (`skip` counts it), so that the
+ * unwinder does not walk one frame more. */
 static __attribute__((noinline)) tdm_status
-malloc_loud(void **ptr, size_t size, int device, tdm_stream stream, unsigned skip)
+malloc_loud(void **ptr, size_t size, int device, tdm_stream stream, uint32_t stack_id)
 {
-    tdm_status st = alloc_malloc(ptr, size, device, stream, skip + 1);
-    __asm__ volatile("" ::: "memory"); /* keep this frame out of tail calls */
-    return st;
+    return alloc_malloc(ptr, size, device, stream, stack_id);
 }
 
-static __attribute__((noinline)) tdm_status free_loud(void *ptr, unsigned skip)
+static __attribute__((noinline)) tdm_status free_loud(void *ptr, uint32_t free_stack)
 {
-    tdm_status st = alloc_free(ptr, skip + 1, 0, 0);
-    __asm__ volatile("" ::: "memory");
-    return st;
+    return alloc_free(ptr, free_stack, 0, 0);
 }
 
-/* `skip`: the frames above the loud body, the entry's own included. */
-#define TDM__MALLOC_ENTRY(skip)                                            \
-    do {                                                                  \
-        if (quiet_malloc(ptr, device)) {                                  \
-            *ptr = NULL;                                                  \
-            return tdm__cache_malloc_quiet(ptr, size, device, stream);    \
-        }                                                                 \
-        tdm_status st_ = malloc_loud(ptr, size, device, stream, (skip));  \
-        __asm__ volatile("" ::: "memory");                                \
-        return st_;                                                       \
+/* The stacks of a call that is not quiet: captured even when the call
+ * turns out invalid (a stack then kept for nothing, rarely). */
+#define TDM__ALLOC_STACK(skip) (ptr != NULL && tdm__rec_on() ? tdm__rec_alloc_stack(skip) : 0)
+#define TDM__FREE_STACK(skip) (ptr != NULL && tdm__rec_on() ? tdm__rec_free_stack(skip) : 0)
+
+/* `skip`: the frames above the capture, the entry's own included. */
+#define TDM__MALLOC_ENTRY(skip)                                              \
+    do {                                                                    \
+        if (quiet_malloc(ptr, device))                                      \
+            return tdm__cache_malloc_quiet(ptr, size, device, stream);      \
+        uint32_t sid_ = TDM__ALLOC_STACK(skip);                             \
+        return malloc_loud(ptr, size, device, stream, sid_);                \
     } while (0)
 
-#define TDM__FREE_ENTRY(skip)                                             \
-    do {                                                                  \
-        if (quiet_free(ptr))                                              \
-            return tdm__cache_free_quiet((uint64_t)(uintptr_t)ptr);       \
-        tdm_status st_ = free_loud(ptr, (skip));                          \
-        __asm__ volatile("" ::: "memory");                                \
-        return st_;                                                       \
+#define TDM__FREE_ENTRY(skip)                                               \
+    do {                                                                    \
+        if (quiet_free(ptr))                                                \
+            return tdm__cache_free_quiet((uint64_t)(uintptr_t)ptr);         \
+        uint32_t fs_ = TDM__FREE_STACK(skip);                               \
+        return free_loud(ptr, fs_);                                         \
     } while (0)
 
 __attribute__((noinline)) tdm_status
@@ -453,9 +443,7 @@ __attribute__((noinline)) tdm_status tdm__alloc_free(void *ptr, unsigned skip)
 __attribute__((noinline)) tdm_status tdm__alloc_free_as(void *ptr, unsigned skip, int on_stream,
                                                         tdm_stream stream)
 {
-    tdm_status st = alloc_free(ptr, skip + 1, on_stream, stream);
-    __asm__ volatile("" ::: "memory");
-    return st;
+    return alloc_free(ptr, TDM__FREE_STACK(skip + 1), on_stream, stream);
 }
 
 TDM_API int tdm__alloc_owns(const void *ptr)

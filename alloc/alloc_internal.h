@@ -199,7 +199,8 @@ tdm_status tdm__cache_create(void);
 void tdm__cache_destroy(void);
 tdm_status tdm__cache_malloc(const tdm__alloc_req *req, void **out);
 /* tdm__cache_malloc of a request that records nothing (no stack, no
- * category, no event), for the entries' quiet path (alloc.c). */
+ * category, no event), for the entries' quiet path (alloc.c); *out is
+ * NULL when it fails. */
 tdm_status tdm__cache_malloc_quiet(void **out, size_t size, int device, tdm_stream stream);
 /* Looks ptr up itself, under the device lock.  `on_stream`: a free
  * ordered on `stream` (cache_stream.c). */

@@ -590,7 +590,10 @@ tdm_status tdm__cache_malloc(const tdm__alloc_req *req, void **out)
 tdm_status tdm__cache_malloc_quiet(void **out, size_t size, int device, tdm_stream stream)
 {
     tdm__alloc_req req = {.size = size, .device = device, .stream = stream};
-    return cache_malloc(&req, out);
+    tdm_status st = cache_malloc(&req, out);
+    if (__builtin_expect(st != TDM_OK, 0))
+        *out = NULL;
+    return st;
 }
 
 /* ---- free ---------------------------------------------------------------- */

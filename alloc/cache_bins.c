@@ -41,8 +41,11 @@ static unsigned prev_bin(const cbin_stream *s, unsigned i)
 
 /* ---- one bin, the way back (cache_bins.h has the rest) ---------------- */
 
+uint64_t tdm__bins_trees_made;
+
 void tdm__bin_to_tree(cbin_stream *s, unsigned i)
 {
+    tdm__bins_trees_made++;
     tdm__tnode *t = s->root[i];
     s->root[i] = NULL;
     while (t != NULL) {

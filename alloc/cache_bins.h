@@ -19,7 +19,7 @@ _Static_assert(TDM__BINS_N <= 65536, "a block keeps its bin in 16 bits");
 
 struct cbin_stream {
     uint64_t stream;
-    uint64_t summary[TDM__BINS_SUMMARY]; /* bit w: bits[w] is not zero */
+    uint64_t summary[TDM__BINS_SUMMARY]; /* bit w clear: bits[w] is zero */
     uint64_t bits[TDM__BINS_WORDS];      /* bit i: root[i] holds blocks */
     tdm__tnode *root[TDM__BINS_N];
     uint8_t len[TDM__BINS_N];            /* a list's blocks, or TDM__BIN_TREE */
@@ -245,6 +245,8 @@ static inline cblock *tdm__binl_lowest(tdm__tnode *t)
 /* ---- one bin, either kind ---------------------------------------------------- */
 
 void tdm__bin_to_tree(cbin_stream *s, unsigned i);
+/* Lists turned into treaps since the process started (tests). */
+extern uint64_t tdm__bins_trees_made TDM__HIDDEN;
 
 static inline void tdm__bin_add(cbin_stream *s, unsigned i, cblock *b)
 {

@@ -1,8 +1,9 @@
 /* tests/unit/test_alloc_bins.c: the caching allocator's size bins make
  * exactly the choices of the ordered tree they replaced.
  *
- * Every trace of shared/traces and bench/traces, a seeded random workload
- * and one that crowds a few bins (lists that become treaps), run twice — once through the bins, once with
+ * Every trace of shared/traces and bench/traces and seeded workloads
+ * (random; crowding a few bins, lists that become treaps; oversize blocks
+ * released from full bins) run twice — once through the bins, once with
  * `reference_index` (the one (stream, size, address) tree per pool) —
  * under several settings (default; several streams; max_split_size with
  * garbage collection on a small device, so that oversize release, GC and
@@ -24,6 +25,7 @@
 #include <cmocka.h>
 
 #include "alloc.h"
+#include "cache_internal.h"
 #include "trace_fixtures.h"
 
 #define MiB ((uint64_t)1 << 20)
@@ -156,21 +158,23 @@ static void crowded_workload(workload *w, unsigned seed, size_t ops)
     }
 }
 
-/* Seeded, for an 8 GiB device with max_split_size 40 MiB: rounds of
- * twelve oversize blocks of 512 to 518 MiB (segments of four sizes and
- * one bin), freed in random order and cached, then a request that only
- * fits once some are released: which ones, found walking back from the
- * request's place in the order (tdm__bins_find_lt, _prev_in_stream),
- * decides what the next round is handed. */
-static const setting oversize_setting = {"max_split_size 40 MiB, 8 GiB device", 8 * GiB, 1,
+/* Seeded, for a 24 GiB device with max_split_size 40 MiB: rounds of
+ * twelve or forty oversize blocks of 512 to 518 MiB (segments of four
+ * sizes and one bin: a list, or a treap past 32), freed in random order
+ * and cached, then a request that only fits once some are released:
+ * which ones, found walking back from the request's place in the order
+ * (tdm__bins_find_lt, _prev_in_stream), decides what the next round is
+ * handed. */
+static const setting oversize_setting = {"max_split_size 40 MiB, 24 GiB device", 24 * GiB, 1,
                                          40 * MiB, 0.0, 0, 0};
 
 static void oversize_workload(workload *w, unsigned seed, int rounds)
 {
-    enum { N = 12 };
+    enum { MAXN = 40 };
     uint32_t next = 0;
     for (int round = 0; round < rounds; round++) {
-        uint32_t ids[N];
+        const int N = round % 2 ? MAXN : 12;
+        uint32_t ids[MAXN];
         for (int k = 0; k < N; k++) {
             ids[k] = next++;
             push(w, ids[k], 0, 512 * MiB + ((unsigned)rand_r(&seed) % 4) * 2 * MiB - 4096);
@@ -184,7 +188,7 @@ static void oversize_workload(workload *w, unsigned seed, int rounds)
         for (int k = 0; k < N; k++)
             push(w, ids[k], 1, 0);
         uint32_t big = next++;
-        push(w, big, 0, (2048 + (unsigned)rand_r(&seed) % 1536) * MiB);
+        push(w, big, 0, (4096 + (unsigned)rand_r(&seed) % 4096) * MiB);
         push(w, big, 1, 0);
     }
 }
@@ -321,9 +325,11 @@ static void test_crowded(void **state)
     workload w = {0};
     crowded_workload(&w, 777, 40000);
     check_every = 61;
+    uint64_t trees = tdm__bins_trees_made;
     for (size_t s = 0; s < NSETTINGS; s++)
         compare("crowded", &w, &settings[s]);
     check_every = 0;
+    assert_true(tdm__bins_trees_made > trees); /* lists did turn into treaps */
     print_message("crowded: %zu operations\n", w.n);
     free(w.r);
 }
@@ -333,7 +339,9 @@ static void test_oversize(void **state)
     (void)state;
     workload w = {0};
     oversize_workload(&w, 4242, 40);
+    uint64_t trees = tdm__bins_trees_made;
     size_t ooms = compare("oversize", &w, &oversize_setting);
+    assert_true(tdm__bins_trees_made > trees); /* the forty did make a treap */
     print_message("oversize: %zu operations, %zu out of memory\n", w.n, ooms);
     free(w.r);
 }

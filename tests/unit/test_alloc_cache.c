@@ -116,7 +116,6 @@ static void test_round_size(void **state)
     assert_int_equal(tdm__alloc_round_size(2 * MiB + 1), 2 * MiB + 512);
 }
 
-/* The reference's pool and segment-size table, row by row. */
 /* Requests too large to round or to fit: out of memory, nothing handed
  * out, nothing booked, whether recording or not (the two entry paths). */
 static void test_huge_requests(void **state)
@@ -147,6 +146,7 @@ static void test_huge_requests(void **state)
     put(p);
 }
 
+/* The reference's pool and segment-size table, row by row. */
 static void test_pool_table(void **state)
 {
     (void)state;
