@@ -318,8 +318,14 @@ int tdm__bins_shape_ok(const cbins *bs, unsigned *bad)
                 continue;
             }
             unsigned n = 0;
-            for (const tdm__tnode *t = s->root[i]; t != NULL && n <= TDM__BIN_LIST_MAX; t = t->right)
+            for (const tdm__tnode *t = s->root[i]; t != NULL && n <= TDM__BIN_LIST_MAX; t = t->right) {
+                /* A small bin holds one size: its best fit is its lowest
+                 * address (tdm__binl_lowest). */
+                const cblock *c = tdm__bin_blk((tdm__tnode *)t);
+                if (i < TDM__BINS_SMALL && c->size != (uint64_t)(i + 1) * TDM__MIN_BLOCK)
+                    return 0;
                 n++;
+            }
             if (n != s->len[i] || n > TDM__BIN_LIST_MAX)
                 return 0;
         }
