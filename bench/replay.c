@@ -8,8 +8,9 @@
  * all in one process, in interleaved rounds (replay_run.c).  It prints, per
  * trace, tidemark's reserved ÷ allocated when allocated peaks under the
  * default rules and under the fragmentation policy (expandable_segments=1,
- * docs/allocator.md), ns per alloc+free pair (median, min–max over the rounds), the
- * ratio to the best host allocator and minor page faults per pass; the
+ * docs/allocator.md; results in docs/allocator-performance.md), ns per
+ * alloc+free pair (median, min–max over the rounds), the ratio to the
+ * best host allocator and minor page faults per pass; the
  * pure hit path (the same size freed and taken again) for every column;
  * and 1, 2 and 4 threads replaying the same trace at once (each its own
  * ids), tidemark on one stream and on streams 1..N.
