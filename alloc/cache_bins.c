@@ -41,11 +41,11 @@ static unsigned prev_bin(const cbin_stream *s, unsigned i)
 
 /* ---- one bin, the way back (cache_bins.h has the rest) ---------------- */
 
-uint64_t tdm__bins_trees_made;
+_Atomic uint64_t tdm__bins_trees_made;
 
 void tdm__bin_to_tree(cbin_stream *s, unsigned i)
 {
-    tdm__bins_trees_made++;
+    atomic_fetch_add_explicit(&tdm__bins_trees_made, 1, memory_order_relaxed);
     tdm__tnode *t = s->root[i];
     s->root[i] = NULL;
     while (t != NULL) {

@@ -245,8 +245,9 @@ static inline cblock *tdm__binl_lowest(tdm__tnode *t)
 /* ---- one bin, either kind ---------------------------------------------------- */
 
 void tdm__bin_to_tree(cbin_stream *s, unsigned i);
-/* Lists turned into treaps since the process started (tests). */
-extern uint64_t tdm__bins_trees_made TDM__HIDDEN;
+/* Lists turned into treaps since the process started (tests; atomic:
+ * devices convert under their own locks). */
+extern _Atomic uint64_t tdm__bins_trees_made TDM__HIDDEN;
 
 static inline void tdm__bin_add(cbin_stream *s, unsigned i, cblock *b)
 {
