@@ -66,25 +66,7 @@ run_tests() {
 
 demo() {
   build build
-  local out=build/demo
-  mkdir -p "$out"
-  rm -f "$out/train.tdm"
-  echo "== running examples/train_sim on the sim device, recorded through TIDEMARK_CONF"
-  TIDEMARK_CONF="dump=$out/train.tdm" build/examples/train_sim --steps 5
-  echo
-  echo "== exporting: memory_viz pickle, Perfetto trace, offline HTML viewer"
-  build/tidemark export --format pytorch "$out/train.tdm" -o "$out/train.pickle"
-  build/tidemark export --format perfetto "$out/train.tdm" -o "$out/train.perfetto.json"
-  build/tidemark view "$out/train.tdm" -o "$out/train.html"
-  echo
-  echo "== tidemark categories $out/train.tdm"
-  build/tidemark categories "$out/train.tdm" | head -n 20
-  echo
-  echo "== tidemark summary $out/train.tdm"
-  build/tidemark summary "$out/train.tdm"
-  echo
-  echo "dev.sh: open $out/train.html in a browser, drop $out/train.pickle on"
-  echo "        pytorch.org/memory_viz, or $out/train.perfetto.json on ui.perfetto.dev"
+  scripts/demo.sh build/tidemark build/examples/train_sim build/demo
 }
 
 tests() {
