@@ -39,19 +39,31 @@ typedef struct tdm__stats_acc {
     uint64_t num_ooms;
 } tdm__stats_acc;
 
-/* Adds `delta` (bytes or a count) to one stat of pool `pool_kind`
- * (tdm_pool_kind) and of the all-pools row. */
-static inline void tdm__stat_one(tdm_stat *s, int64_t delta)
+/* `v` up on one stat (its peak follows) or down (counted as freed). */
+static inline void tdm__stat_up1(tdm_stat *s, uint64_t v)
 {
-    s->current += delta;
-    if (delta >= 0) {
-        if (s->current > s->peak)
-            s->peak = s->current;
-    } else {
-        s->freed -= delta;
-    }
+    int64_t now = s->current + (int64_t)v;
+    s->current = now;
+    if (now > s->peak)
+        s->peak = now;
 }
 
+static inline void tdm__stat_down1(tdm_stat *s, uint64_t v)
+{
+    s->current -= (int64_t)v;
+    s->freed += (int64_t)v;
+}
+
+static inline void tdm__stat_one(tdm_stat *s, int64_t delta)
+{
+    if (delta >= 0)
+        tdm__stat_up1(s, (uint64_t)delta);
+    else
+        tdm__stat_down1(s, 0 - (uint64_t)delta);
+}
+
+/* Adds `delta` (bytes or a count) to one stat of pool `pool_kind`
+ * (tdm_pool_kind) and of the all-pools row. */
 static inline void tdm__stat_add(tdm__stats_acc *a, int pool_kind, int row,
                                  int64_t delta)
 {
@@ -76,14 +88,6 @@ static inline tdm__stat_rows tdm__stat_rows_of(tdm__stats_acc *a, int block_pool
     return (tdm__stat_rows){a->st[0], a->st[2 - block_pool]};
 }
 
-static inline void tdm__stat_up1(tdm_stat *s, uint64_t v)
-{
-    int64_t now = s->current + (int64_t)v;
-    s->current = now;
-    if (now > s->peak)
-        s->peak = now;
-}
-
 static inline void tdm__stat_up(tdm__stat_rows r, int row, uint64_t v)
 {
     tdm__stat_up1(&r.all[row], v);
@@ -92,10 +96,8 @@ static inline void tdm__stat_up(tdm__stat_rows r, int row, uint64_t v)
 
 static inline void tdm__stat_down(tdm__stat_rows r, int row, uint64_t v)
 {
-    r.all[row].current -= (int64_t)v;
-    r.all[row].freed += (int64_t)v;
-    r.pool[row].current -= (int64_t)v;
-    r.pool[row].freed += (int64_t)v;
+    tdm__stat_down1(&r.all[row], v);
+    tdm__stat_down1(&r.pool[row], v);
 }
 
 /* One allocation that is its own segment (pass-through and observe

@@ -373,11 +373,16 @@ get_free_block(cpool *p, uint64_t size, uint64_t stream)
     return b;
 }
 
-void tdm__cache_block(tdm__cache_device *d, cblock *b)
+/* Caches b (inactive, mapped, in no tree) in pool p, its own. */
+static inline void cache_in(cpool *p, cblock *b)
 {
-    cpool *p = tdm__cache_pool(d, b->pool);
     b->gc_base = p->calls;
     tdm__bins_insert(&p->bins, b);
+}
+
+void tdm__cache_block(tdm__cache_device *d, cblock *b)
+{
+    cache_in(tdm__cache_pool(d, b->pool), b);
 }
 
 void tdm__cache_split_after(cblock *b, cblock *r, uint64_t size)
@@ -652,8 +657,7 @@ static inline __attribute__((always_inline)) void release_block(tdm__cache_devic
         merge_into(d, p, b, b->prev);
     if (b->next && b->next->state == TDM_BLOCK_INACTIVE && b->next->mapped)
         merge_into(d, p, b, b->next);
-    b->gc_base = p->calls;
-    tdm__bins_insert(&p->bins, b);
+    cache_in(p, b);
 }
 
 void tdm__cache_free_block(tdm__cache_device *d, cblock *b, uint32_t es)

@@ -42,10 +42,11 @@ static inline cblock *tdm__bin_blk(tdm__tnode *n)
     return n ? TDM__CONTAINER_OF(n, cblock, node) : NULL;
 }
 
-/* (size, addr) order within a bin: whether key (s1, a1) is before (s2, a2). */
+/* (size, addr) order within a bin: whether key (s1, a1) is before (s2, a2).
+ * In bit operations: a list's pass selects with it without a branch. */
 static inline int tdm__bin_key_before(uint64_t s1, uint64_t a1, uint64_t s2, uint64_t a2)
 {
-    return s1 != s2 ? s1 < s2 : a1 < a2;
+    return (s1 < s2) | ((s1 == s2) & (a1 < a2));
 }
 
 /* Whether block x is before block y. */
@@ -216,9 +217,9 @@ static inline cblock *tdm__binl_ge(tdm__tnode *t, uint64_t size, uint64_t addr, 
     for (; t != NULL; t = t->right) {
         cblock *c = TDM__CONTAINER_OF(t, cblock, node);
         uint64_t cs = c->size, ca = c->addr;
-        int after = gt ? (size < cs) | ((size == cs) & (addr < ca))
-                       : (size < cs) | ((size == cs) & (addr <= ca));
-        int better = (cs < bs) | ((cs == bs) & (ca < ba));
+        int after = gt ? tdm__bin_key_before(size, addr, cs, ca)
+                       : !tdm__bin_key_before(cs, ca, size, addr);
+        int better = tdm__bin_key_before(cs, ca, bs, ba);
         int take = after & better;
         best = take ? c : best;
         bs = take ? cs : bs;
