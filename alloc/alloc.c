@@ -388,7 +388,7 @@ static inline int quiet_malloc(void **ptr, int device)
 
 static inline int quiet_free(void *ptr)
 {
-    return ptr != NULL && quiet_cache() && tdm__alloc_g.device_count == 1;
+    return ptr != NULL && quiet_cache();
 }
 
 /* The loud bodies (every other case) out of line, so that the entries

@@ -211,7 +211,8 @@ tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack, int on
 /* Whether ptr lies in the addresses `device`'s segments have ever covered
  * (a lock-free first guess: the device's block map decides). */
 int tdm__cache_may_hold(int device, uint64_t ptr);
-/* tdm__cache_free(ptr, 0, 0, 0, 0): a plain free on the only device. */
+/* tdm__cache_free_any(ptr, 0, 0, 0): a plain free that records nothing,
+ * for the entries' quiet path (alloc.c). */
 tdm_status tdm__cache_free_quiet(uint64_t ptr);
 /* tdm__cache_free on the device that holds ptr: each device whose
  * segments' addresses cover ptr is asked in turn (one, unless the vendor

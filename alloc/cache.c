@@ -731,7 +731,9 @@ tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack, int on
 
 tdm_status tdm__cache_free_quiet(uint64_t ptr)
 {
-    return cache_free(ptr, 0, 0, 0, 0);
+    if (tdm__alloc_g.device_count == 1) /* as tdm__cache_free_any */
+        return cache_free(ptr, 0, 0, 0, 0);
+    return tdm__cache_free_many(ptr, 0, 0, 0);
 }
 
 int tdm__cache_may_hold(int device, uint64_t ptr)
