@@ -9,15 +9,16 @@
  * pool's bins each hold one size), then 64 per power of two; a bitmap of
  * the bins that hold blocks (with a summary word over it) finds the first
  * bin with a block large enough in a few instructions.  A bin of up to
- * TDM__BIN_LIST_MAX blocks is an unordered list, searched whole (most
- * bins hold one block or none); a fuller one is a treap ordered by (size,
- * address) until it empties (cache_bins.h says why).  The order
+ * TDM__BIN_LIST_MAX blocks is a list in (size, address) order, but for
+ * blocks set aside until the bin's next search (most bins hold one block
+ * or none); a fuller one is a treap in that order until it empties
+ * (cache_bins.h says why).  The order
  * seen through tdm__bins_find_ge / _next / _prev is exactly the tree's,
  * so every choice is the same (cache_bins' reference mode keeps the tree
  * itself, for the test that replays traces through both).
  *
  * Streams of a pool sit in an array sorted by stream id; a stream's bins
- * (45 KiB, mmap'd) are made by tdm__bins_prepare before the first block
+ * (81 KiB, mmap'd) are made by tdm__bins_prepare before the first block
  * of the stream can be cached, so inserting never needs memory.
  * Lock: the device's (as for everything in a cpool).
  */
@@ -46,19 +47,58 @@ _Atomic uint64_t tdm__bins_trees_made;
 void tdm__bin_to_tree(cbin_stream *s, unsigned i)
 {
     atomic_fetch_add_explicit(&tdm__bins_trees_made, 1, memory_order_relaxed);
-    tdm__tnode *t = s->root[i];
-    s->root[i] = NULL;
-    while (t != NULL) {
-        tdm__tnode *next = t->right;
-        t->left = t->right = NULL;
-        tdm__bin_insert(&s->root[i], tdm__bin_blk(t));
-        t = next;
+    tdm__tnode *lists[2] = {s->root[i], s->aside[i]};
+    s->root[i] = s->aside[i] = NULL;
+    for (int k = 0; k < 2; k++) {
+        for (tdm__tnode *t = lists[k]; t != NULL;) {
+            tdm__tnode *next = t->right;
+            t->left = t->right = NULL;
+            tdm__bin_insert(&s->root[i], tdm__bin_blk(t));
+            t = next;
+        }
     }
     s->len[i] = TDM__BIN_TREE;
 }
 
-/* A list's last block strictly before (size, addr). */
-static cblock *binl_lt(tdm__tnode *t, uint64_t size, uint64_t addr)
+void tdm__bin_order(cbin_stream *s, unsigned i)
+{
+    if (s->len[i] == TDM__BIN_TREE)
+        return;
+    s->len[i] = (uint8_t)(s->len[i] & TDM__BIN_COUNT);
+    tdm__tnode *t = s->aside[i];
+    s->aside[i] = NULL;
+    while (t != NULL) {
+        tdm__tnode *next = t->right;
+        cblock *b = tdm__bin_blk(t);
+        tdm__tnode **at = &s->root[i];
+        while (*at != NULL && tdm__bin_before(tdm__bin_blk(*at), b))
+            at = &(*at)->right;
+        tdm__binl_link(s, at, b);
+        t = next;
+    }
+}
+
+/* The walks below (next, previous, first, last: releases, the checker,
+ * the snapshot) leave the bins as they are, blocks set aside included,
+ * so that looking never changes what later calls do. */
+
+/* The first block at or after (size, addr) (gt: after) of a list in any
+ * order (a bin's blocks set aside). */
+static cblock *binl_ge_any(tdm__tnode *t, uint64_t size, uint64_t addr, int gt)
+{
+    cblock *best = NULL;
+    for (; t != NULL; t = t->right) {
+        cblock *c = tdm__bin_blk(t);
+        int after = gt ? tdm__bin_key_before(size, addr, c->size, c->addr)
+                       : !tdm__bin_key_before(c->size, c->addr, size, addr);
+        if (after && (best == NULL || tdm__bin_before(c, best)))
+            best = c;
+    }
+    return best;
+}
+
+/* The last block strictly before (size, addr) of a list in any order. */
+static cblock *binl_lt_any(tdm__tnode *t, uint64_t size, uint64_t addr)
 {
     cblock *best = NULL;
     for (; t != NULL; t = t->right) {
@@ -86,22 +126,33 @@ static cblock *bint_lt(tdm__tnode *t, uint64_t size, uint64_t addr)
     return best;
 }
 
+/* The earlier, or the later, of two blocks (either may be NULL: the
+ * other). */
+static cblock *earlier(cblock *a, cblock *b)
+{
+    return a == NULL || (b != NULL && tdm__bin_before(b, a)) ? b : a;
+}
+
+static cblock *later(cblock *a, cblock *b)
+{
+    return a == NULL || (b != NULL && tdm__bin_before(a, b)) ? b : a;
+}
+
+/* Bin i's first block at or after (size, addr) (gt: after). */
+static cblock *bin_ge(const cbin_stream *s, unsigned i, uint64_t size, uint64_t addr, int gt)
+{
+    if (s->len[i] == TDM__BIN_TREE)
+        return tdm__bin_ge(s->root[i], size, addr, gt);
+    return earlier(tdm__binl_ge(s->root[i], size, addr, gt),
+                   binl_ge_any(s->aside[i], size, addr, gt));
+}
+
 /* Bin i's last block strictly before (size, addr). */
 static cblock *bin_lt(const cbin_stream *s, unsigned i, uint64_t size, uint64_t addr)
 {
-    return s->len[i] != TDM__BIN_TREE ? binl_lt(s->root[i], size, addr)
-                                      : bint_lt(s->root[i], size, addr);
-}
-
-/* Bin i's last block. */
-static cblock *bin_last(const cbin_stream *s, unsigned i)
-{
-    if (s->len[i] != TDM__BIN_TREE)
-        return binl_lt(s->root[i], UINT64_MAX, UINT64_MAX);
-    tdm__tnode *t = s->root[i];
-    while (t != NULL && t->right != NULL)
-        t = t->right;
-    return tdm__bin_blk(t);
+    if (s->len[i] == TDM__BIN_TREE)
+        return bint_lt(s->root[i], size, addr);
+    return later(binl_lt_any(s->root[i], size, addr), binl_lt_any(s->aside[i], size, addr));
 }
 
 /* ---- streams ----------------------------------------------------------------- */
@@ -227,7 +278,15 @@ static cblock *key_ge(cbins *bs, uint64_t stream, uint64_t size, uint64_t addr, 
 {
     if (bs->reference)
         return ref_key_ge(bs, stream, size, addr, gt);
-    return tdm__bins_key_ge(bs, stream, size, addr, gt);
+    cbin_stream *s = tdm__bins_stream(bs, stream);
+    if (s == NULL)
+        return NULL;
+    unsigned i = tdm__bin_of(size);
+    cblock *b = bin_ge(s, i, size, addr, gt);
+    if (b != NULL)
+        return b;
+    i = tdm__bin_next_used(s, i + 1);
+    return i < TDM__BINS_N ? bin_ge(s, i, 0, 0, 0) : NULL;
 }
 
 /* Last block of the stream strictly before (size, addr). */
@@ -239,15 +298,13 @@ static cblock *key_lt(cbins *bs, uint64_t stream, uint64_t size, uint64_t addr)
     if (s == NULL)
         return NULL;
     unsigned i = tdm__bin_of(size);
-    if (s->root[i] != NULL) {
-        cblock *b = bin_lt(s, i, size, addr);
-        if (b != NULL)
-            return b;
-    }
+    cblock *b = bin_lt(s, i, size, addr);
+    if (b != NULL)
+        return b;
     if (i == 0)
         return NULL;
     i = prev_bin(s, i - 1);
-    return i < TDM__BINS_N ? bin_last(s, i) : NULL;
+    return i < TDM__BINS_N ? bin_lt(s, i, UINT64_MAX, UINT64_MAX) : NULL;
 }
 
 cblock *tdm__bins_find_lt(cbins *bs, uint64_t stream, uint64_t size)
@@ -269,7 +326,7 @@ cblock *tdm__bins_prev_in_stream(cbins *bs, const cblock *b)
 static cblock *stream_first(cbin_stream *s)
 {
     unsigned i = tdm__bin_next_used(s, 0);
-    return i < TDM__BINS_N ? tdm__bin_min(s, i) : NULL;
+    return i < TDM__BINS_N ? bin_ge(s, i, 0, 0, 0) : NULL;
 }
 
 cblock *tdm__bins_first(cbins *bs)
@@ -310,23 +367,34 @@ int tdm__bins_shape_ok(const cbins *bs, unsigned *bad)
             *bad = i;
             int used = (s->bits[i / 64] >> (i % 64)) & 1;
             int listed = (s->summary[i / 4096] >> ((i / 64) % 64)) & 1;
-            if (used != (s->root[i] != NULL) || (used && !listed))
+            int holds = s->root[i] != NULL || s->aside[i] != NULL;
+            if (used != holds || (used && !listed))
                 return 0;
             if (s->len[i] == TDM__BIN_TREE) {
-                if (s->root[i] == NULL)
+                if (s->root[i] == NULL || s->aside[i] != NULL)
                     return 0;
                 continue;
             }
+            /* A small bin holds one size (its best fit is its first
+             * block), and a list is in (size, address) order but for the
+             * blocks set aside. */
             unsigned n = 0;
-            for (const tdm__tnode *t = s->root[i]; t != NULL && n <= TDM__BIN_LIST_MAX; t = t->right) {
-                /* A small bin holds one size: its best fit is its lowest
-                 * address (tdm__binl_lowest). */
-                const cblock *c = tdm__bin_blk((tdm__tnode *)t);
-                if (i < TDM__BINS_SMALL && c->size != (uint64_t)(i + 1) * TDM__MIN_BLOCK)
-                    return 0;
-                n++;
+            const tdm__tnode *lists[2] = {s->root[i], s->aside[i]};
+            for (int l = 0; l < 2; l++) {
+                const cblock *before = NULL;
+                for (const tdm__tnode *t = lists[l]; t != NULL && n <= TDM__BIN_LIST_MAX; t = t->right) {
+                    const cblock *c = tdm__bin_blk((tdm__tnode *)t);
+                    if (i < TDM__BINS_SMALL && c->size != (uint64_t)(i + 1) * TDM__MIN_BLOCK)
+                        return 0;
+                    if (l == 0 && before != NULL && !tdm__bin_before(before, c))
+                        return 0;
+                    before = c;
+                    n++;
+                }
             }
-            if (n != s->len[i] || n > TDM__BIN_LIST_MAX)
+            if (n != (s->len[i] & TDM__BIN_COUNT) || n > TDM__BIN_LIST_MAX ||
+                (s->len[i] & ~(TDM__BIN_COUNT | TDM__BIN_ASIDE)) != 0 ||
+                (s->aside[i] != NULL && !(s->len[i] & TDM__BIN_ASIDE)))
                 return 0;
         }
     }

@@ -15,14 +15,22 @@ _Static_assert(TDM__BINS_N <= 65536, "a block keeps its bin in 16 bits");
 
 /* A bin holds up to this many blocks as a list, more as a treap. */
 #define TDM__BIN_LIST_MAX 32u
-#define TDM__BIN_TREE 0xffu /* len[i] of a bin that is a treap */
+/* len[i]: a list's blocks (the low six bits, both lists), with
+ * TDM__BIN_ASIDE while `aside` may hold some; or TDM__BIN_TREE for a
+ * treap. */
+#define TDM__BIN_COUNT 0x3fu
+#define TDM__BIN_ASIDE 0x40u
+#define TDM__BIN_TREE 0xffu
+/* An insert walks past at most this many blocks of a list. */
+#define TDM__BIN_WALK_MAX 2u
 
 struct cbin_stream {
     uint64_t stream;
     uint64_t summary[TDM__BINS_SUMMARY]; /* bit w clear: bits[w] is zero */
-    uint64_t bits[TDM__BINS_WORDS];      /* bit i: root[i] holds blocks */
+    uint64_t bits[TDM__BINS_WORDS];      /* bit i: bin i holds blocks */
     tdm__tnode *root[TDM__BINS_N];
-    uint8_t len[TDM__BINS_N];            /* a list's blocks, or TDM__BIN_TREE */
+    tdm__tnode *aside[TDM__BINS_N];      /* a list's blocks not yet in order */
+    uint8_t len[TDM__BINS_N];            /* see TDM__BIN_COUNT */
     tdm__tnode **scratch;                /* written instead of a missing
                                             neighbour's slot (lists) */
 };
@@ -161,12 +169,23 @@ static inline cblock *tdm__bin_first(tdm__tnode *t)
 /* Most bins hold one block or none, and a treap's insert decides on its
  * random priorities where the CPU cannot predict it (a pair's largest
  * cost after the rules' own decisions).  A bin of up to TDM__BIN_LIST_MAX
- * blocks is an unordered list instead (linked by node.right; bin_link is
- * the slot holding the block: the bin's root or the block before's
- * node.right): a block joins and leaves it without a comparison, and the
- * best fit is one pass over a few blocks that selects without branching.
- * A list that would grow past the bound becomes a treap (cache_bins.c),
- * which stays one until the bin is empty. */
+ * blocks is a list instead (linked by node.right; bin_link is the slot
+ * holding the block: the bin's root or the block before's node.right).
+ *
+ * The list is kept in (size, address) order, so that the best fit is the
+ * first block at or after the request and a small bin's is its first: on
+ * real traces nine inserts in ten go first (a freed block usually has the
+ * lowest address of its size, as when it was taken) and most others
+ * second, tests the CPU predicts, where a pass over every block to find
+ * the lowest ended at a different length each time.  Some bins fill with
+ * blocks that merges, not allocations, take out again (a long tail of
+ * sizes), where walking to each one's place cost more than the passes
+ * did: an insert that would walk past TDM__BIN_WALK_MAX blocks puts the
+ * block on the bin's second list, `aside`, instead, which the bin's next
+ * search merges into the order (tdm__bin_order); merges take blocks out
+ * of either list alike.  A bin whose lists would hold more than the bound
+ * becomes a treap (cache_bins.c), which stays one until the bin is
+ * empty. */
 
 /* Where a write to n's bin_link goes: n's, or the scratch slot when there
  * is no n (selected, not branched on). */
@@ -177,14 +196,42 @@ static inline tdm__tnode ***tdm__binl_link_of(cbin_stream *s, tdm__tnode *n)
     return n != NULL ? (tdm__tnode ***)at : &s->scratch;
 }
 
-static inline void tdm__binl_push(cbin_stream *s, unsigned i, cblock *b)
+/* Links b into the slot `at` of a list (before what it holds). */
+static inline void tdm__binl_link(cbin_stream *s, tdm__tnode **at, cblock *b)
 {
-    tdm__tnode *old = s->root[i];
+    tdm__tnode *next = *at;
     b->node.left = NULL;
-    b->node.right = old;
-    *tdm__binl_link_of(s, old) = &b->node.right;
-    s->root[i] = &b->node;
-    b->bin_link = &s->root[i];
+    b->node.right = next;
+    *tdm__binl_link_of(s, next) = &b->node.right;
+    *at = &b->node;
+    b->bin_link = at;
+}
+
+/* Whether b goes after the block in slot `at` (none: no). */
+static inline int tdm__binl_after(tdm__tnode *const *at, const cblock *b)
+{
+    return *at != NULL && tdm__bin_before(tdm__bin_blk(*at), b);
+}
+
+/* Returns TDM__BIN_ASIDE when b went aside, else 0.  The walk is spelt
+ * out: its first test is the common case's only one. */
+static inline unsigned tdm__binl_insert(cbin_stream *s, unsigned i, cblock *b)
+{
+    _Static_assert(TDM__BIN_WALK_MAX == 2, "the walk below passes two blocks");
+    tdm__tnode **at = &s->root[i];
+    unsigned aside = 0;
+    if (tdm__binl_after(at, b)) {
+        at = &(*at)->right;
+        if (tdm__binl_after(at, b)) {
+            at = &(*at)->right;
+            if (__builtin_expect(tdm__binl_after(at, b), 0)) {
+                at = &s->aside[i];
+                aside = TDM__BIN_ASIDE;
+            }
+        }
+    }
+    tdm__binl_link(s, at, b);
+    return aside;
 }
 
 /* 0 when b is not in the list. */
@@ -198,6 +245,9 @@ static inline int tdm__binl_unlink(cbin_stream *s, unsigned i, cblock *b)
         while (*at != &b->node && *at != NULL)
             at = &(*at)->right;
         if (*at == NULL)
+            for (at = &s->aside[i]; *at != &b->node && *at != NULL;)
+                at = &(*at)->right;
+        if (*at == NULL)
             return 0; /* not there: a caller bug, but never corrupt the bin */
     }
     tdm__tnode *next = b->node.right;
@@ -208,44 +258,24 @@ static inline int tdm__binl_unlink(cbin_stream *s, unsigned i, cblock *b)
     return 1;
 }
 
-/* The list's first block at or after (size, addr) (gt: after); every
- * block is looked at, the best kept without a branch. */
+/* The (ordered) list's first block at or after (size, addr) (gt: after). */
 static inline cblock *tdm__binl_ge(tdm__tnode *t, uint64_t size, uint64_t addr, int gt)
 {
-    cblock *best = NULL;
-    uint64_t bs = UINT64_MAX, ba = UINT64_MAX;
     for (; t != NULL; t = t->right) {
-        cblock *c = TDM__CONTAINER_OF(t, cblock, node);
-        uint64_t cs = c->size, ca = c->addr;
-        int after = gt ? tdm__bin_key_before(size, addr, cs, ca)
-                       : !tdm__bin_key_before(cs, ca, size, addr);
-        int better = tdm__bin_key_before(cs, ca, bs, ba);
-        int take = after & better;
-        best = take ? c : best;
-        bs = take ? cs : bs;
-        ba = take ? ca : ba;
+        const cblock *c = tdm__bin_blk(t);
+        int after = gt ? tdm__bin_key_before(size, addr, c->size, c->addr)
+                       : !tdm__bin_key_before(c->size, c->addr, size, addr);
+        if (after)
+            break;
     }
-    return best;
-}
-
-/* The list's lowest address: its first block where all have one size
- * (a small pool's bins). */
-static inline cblock *tdm__binl_lowest(tdm__tnode *t)
-{
-    cblock *best = NULL;
-    uint64_t ba = UINT64_MAX;
-    for (; t != NULL; t = t->right) {
-        cblock *c = TDM__CONTAINER_OF(t, cblock, node);
-        int take = c->addr < ba;
-        best = take ? c : best;
-        ba = take ? c->addr : ba;
-    }
-    return best;
+    return tdm__bin_blk(t);
 }
 
 /* ---- one bin, either kind ---------------------------------------------------- */
 
 void tdm__bin_to_tree(cbin_stream *s, unsigned i);
+/* Merges list i's blocks set aside into its order. */
+void tdm__bin_order(cbin_stream *s, unsigned i);
 /* Lists turned into treaps since the process started (tests; atomic:
  * devices convert under their own locks). */
 extern _Atomic uint64_t tdm__bins_trees_made TDM__HIDDEN;
@@ -253,20 +283,21 @@ extern _Atomic uint64_t tdm__bins_trees_made TDM__HIDDEN;
 static inline void tdm__bin_add(cbin_stream *s, unsigned i, cblock *b)
 {
     unsigned n = s->len[i];
-    if (__builtin_expect(n < TDM__BIN_LIST_MAX, 1)) {
-        tdm__binl_push(s, i, b);
-        s->len[i] = (uint8_t)(n + 1);
+    /* (A treap's TDM__BIN_TREE has every count bit set.) */
+    if (__builtin_expect((n & TDM__BIN_COUNT) < TDM__BIN_LIST_MAX, 1)) {
+        s->len[i] = (uint8_t)((n + 1) | tdm__binl_insert(s, i, b));
         return;
     }
-    if (n == TDM__BIN_LIST_MAX)
+    if (n != TDM__BIN_TREE)
         tdm__bin_to_tree(s, i);
     tdm__bin_insert(&s->root[i], b);
 }
 
 static inline void tdm__bin_del(cbin_stream *s, unsigned i, cblock *b)
 {
-    if (__builtin_expect(s->len[i] != TDM__BIN_TREE, 1)) {
-        s->len[i] = (uint8_t)(s->len[i] - tdm__binl_unlink(s, i, b));
+    unsigned n = s->len[i];
+    if (__builtin_expect(n != TDM__BIN_TREE, 1)) {
+        s->len[i] = (uint8_t)(n - (unsigned)tdm__binl_unlink(s, i, b));
         return;
     }
     tdm__bin_remove(&s->root[i], b);
@@ -275,20 +306,27 @@ static inline void tdm__bin_del(cbin_stream *s, unsigned i, cblock *b)
 }
 
 /* Bin i's first block at or after (size, addr) (gt: after). */
-static inline cblock *tdm__bin_find(const cbin_stream *s, unsigned i, uint64_t size,
-                                    uint64_t addr, int gt)
+static inline cblock *tdm__bin_find(cbin_stream *s, unsigned i, uint64_t size, uint64_t addr,
+                                    int gt)
 {
-    if (__builtin_expect(s->len[i] != TDM__BIN_TREE, 1))
+    unsigned n = s->len[i];
+    if (__builtin_expect(n != TDM__BIN_TREE, 1)) {
+        if (__builtin_expect(n & TDM__BIN_ASIDE, 0))
+            tdm__bin_order(s, i);
         return tdm__binl_ge(s->root[i], size, addr, gt);
+    }
     return tdm__bin_ge(s->root[i], size, addr, gt);
 }
 
 /* Bin i's first block (NULL: none). */
-static inline cblock *tdm__bin_min(const cbin_stream *s, unsigned i)
+static inline cblock *tdm__bin_min(cbin_stream *s, unsigned i)
 {
-    if (__builtin_expect(s->len[i] != TDM__BIN_TREE, 1))
-        return i < TDM__BINS_SMALL ? tdm__binl_lowest(s->root[i])
-                                   : tdm__binl_ge(s->root[i], 0, 0, 0);
+    unsigned n = s->len[i];
+    if (__builtin_expect(n != TDM__BIN_TREE, 1)) {
+        if (__builtin_expect(n & TDM__BIN_ASIDE, 0))
+            tdm__bin_order(s, i);
+        return tdm__bin_blk(s->root[i]);
+    }
     return tdm__bin_first(s->root[i]);
 }
 
@@ -301,14 +339,15 @@ static inline void tdm__bin_mark(cbin_stream *s, unsigned i)
     s->summary[i / 4096] |= (uint64_t)1 << ((i / 64) % 64);
 }
 
-/* Clears bin i's bit when it is empty, without a branch: whether a
- * removal empties its bin is as good as random to the CPU.  The summary
+/* Clears bin i's bit when it is empty (as tdm__bin_del counted), without
+ * a branch: whether a removal empties its bin is as good as random to the
+ * CPU.  The summary
  * is left as it is (half the instructions): a summary bit may stand over
  * a word gone empty, and tdm__bin_next_used_far clears it when it finds
  * one; a clear summary bit always means an empty word. */
 static inline void tdm__bin_unmark_if_empty(cbin_stream *s, unsigned i)
 {
-    uint64_t empty = s->root[i] == NULL;
+    uint64_t empty = (s->len[i] & TDM__BIN_COUNT) == 0;
     s->bits[i / 64] &= ~(empty << (i % 64));
 }
 
@@ -406,7 +445,7 @@ static inline cblock *tdm__bins_key_ge(cbins *bs, uint64_t stream, uint64_t size
     if (s == NULL)
         return NULL;
     unsigned i = tdm__bin_of(size);
-    if (s->root[i] != NULL) {
+    if (s->len[i] != 0) { /* (its ordered list may be empty, its aside not) */
         /* A small bin's blocks all have its size: the best fit in it
          * (addr 0) is its lowest address. */
         cblock *b = !gt && addr == 0 && i < TDM__BINS_SMALL ? tdm__bin_min(s, i)

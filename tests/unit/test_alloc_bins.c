@@ -2,8 +2,9 @@
  * exactly the choices of the ordered tree they replaced.
  *
  * Every trace of shared/traces and bench/traces and seeded workloads
- * (random; crowding a few bins, lists that become treaps; oversize blocks
- * released from full bins) run twice — once through the bins, once with
+ * (random; crowding a few bins, lists that become treaps and set blocks
+ * aside; blocks set aside outliving the bin's ordered ones; oversize
+ * blocks released from full bins) run twice — once through the bins, once with
  * `reference_index` (the one (stream, size, address) tree per pool) —
  * under several settings (default; several streams; max_split_size with
  * garbage collection on a small device, so that oversize release, GC and
@@ -159,9 +160,10 @@ static void crowded_workload(workload *w, unsigned seed, size_t ops)
 }
 
 /* Seeded, for a 24 GiB device with max_split_size 40 MiB: rounds of
- * twelve or forty oversize blocks of 512 to 518 MiB (segments of four
- * sizes and one bin: a list, or a treap past 32), freed in random order
- * and cached, then a request that only fits once some are released:
+ * twelve, forty or twenty-four oversize blocks of 512 to 518 MiB
+ * (segments of four sizes and one bin: a list, with blocks set aside, or
+ * a treap past 32), freed in random order and cached, then a request
+ * that only fits once some are released (after forty or twenty-four):
  * which ones, found walking back from the request's place in the order
  * (tdm__bins_find_lt, _prev_in_stream), decides what the next round is
  * handed. */
@@ -171,9 +173,10 @@ static const setting oversize_setting = {"max_split_size 40 MiB, 24 GiB device",
 static void oversize_workload(workload *w, unsigned seed, int rounds)
 {
     enum { MAXN = 40 };
+    static const int counts[] = {12, MAXN, 24};
     uint32_t next = 0;
     for (int round = 0; round < rounds; round++) {
-        const int N = round % 2 ? MAXN : 12;
+        const int N = counts[round % 3];
         uint32_t ids[MAXN];
         for (int k = 0; k < N; k++) {
             ids[k] = next++;
@@ -188,13 +191,58 @@ static void oversize_workload(workload *w, unsigned seed, int rounds)
         for (int k = 0; k < N; k++)
             push(w, ids[k], 1, 0);
         uint32_t big = next++;
-        push(w, big, 0, (4096 + (unsigned)rand_r(&seed) % 4096) * MiB);
+        /* Twenty-four blocks leave less than 12 GiB free. */
+        uint64_t least = N == 24 ? 12288 : 4096;
+        push(w, big, 0, (least + (unsigned)rand_r(&seed) % 4096) * MiB);
         push(w, big, 1, 0);
     }
 }
 
-/* Nonzero: run() checks the allocator's invariants every this many steps. */
+/* Blocks of one small bin freed in rising address order, so that every
+ * one after the first three is set aside (a list's insert walks past at
+ * most two: cache_bins.h), kept apart by live blocks between them; then
+ * the live ones freed from the low end, merging the bin's first blocks
+ * away until only the blocks set aside are left in it, and the bin asked
+ * for its best fit: rounds of `n` pairs, the bin's size changing. */
+static void aside_workload(workload *w, int rounds, int n)
+{
+    uint32_t next = 0;
+    for (int round = 0; round < rounds; round++) {
+        uint64_t size = 512 * (uint64_t)(1 + round % 7);
+        uint32_t first = next;
+        for (int k = 0; k < 2 * n; k++)
+            push(w, next++, 0, size);
+        for (int k = 0; k < 2 * n; k += 2) /* the even ones, low to high */
+            push(w, first + (uint32_t)k, 1, 0);
+        for (int k = 1; k < 8; k += 2) /* the odd ones at the low end */
+            push(w, first + (uint32_t)k, 1, 0);
+        uint32_t again = next++;
+        push(w, again, 0, size); /* from the blocks set aside */
+        push(w, again, 1, 0);
+        for (int k = 9; k < 2 * n; k += 2)
+            push(w, first + (uint32_t)k, 1, 0);
+    }
+}
+
+/* Nonzero: run() checks the allocator's invariants every this many steps
+ * (and counts the blocks set aside then: aside_seen). */
 static size_t check_every;
+static uint64_t aside_seen;
+
+/* Blocks device 0's bins hold set aside (cache_bins.h): inserts that
+ * would have walked too far into a list's order. */
+static uint64_t blocks_aside(void)
+{
+    tdm__cache_device *d = tdm__alloc_g.cache[0];
+    cbins *pools[2] = {&d->small.bins, &d->large.bins};
+    uint64_t n = 0;
+    for (int p = 0; p < 2; p++)
+        for (uint32_t k = 0; k < pools[p]->nstreams; k++)
+            for (unsigned i = 0; i < TDM__BINS_N; i++)
+                for (const tdm__tnode *t = pools[p]->streams[k]->aside[i]; t != NULL; t = t->right)
+                    n++;
+    return n;
+}
 
 static step *run(const workload *w, const setting *set, int reference)
 {
@@ -238,9 +286,15 @@ static step *run(const workload *w, const setting *set, int reference)
         s->allocated = st.allocated_bytes.current;
         s->segments = st.segment.current;
         char msg[256] = "";
-        if (check_every != 0 && i % check_every == 0 &&
-            tdm__alloc_check(0, msg, sizeof msg) != TDM_OK)
-            fail_msg("%s (%s), step %zu: %s", set->name, reference ? "tree" : "bins", i, msg);
+        if (check_every != 0 && i % check_every == 0) {
+            /* (Counted first: the check's walk over the bins in order puts
+             * the blocks set aside in their places.) */
+            if (!reference)
+                aside_seen += blocks_aside();
+            if (tdm__alloc_check(0, msg, sizeof msg) != TDM_OK)
+                fail_msg("%s (%s), step %zu: %s", set->name, reference ? "tree" : "bins", i,
+                         msg);
+        }
     }
     char msg[256] = "";
     if (tdm__alloc_check(0, msg, sizeof msg) != TDM_OK)
@@ -325,12 +379,29 @@ static void test_crowded(void **state)
     workload w = {0};
     crowded_workload(&w, 777, 40000);
     check_every = 61;
+    aside_seen = 0;
     uint64_t trees = tdm__bins_trees_made;
     for (size_t s = 0; s < NSETTINGS; s++)
         compare("crowded", &w, &settings[s]);
     check_every = 0;
     assert_true(tdm__bins_trees_made > trees); /* lists did turn into treaps */
+    assert_true(aside_seen > 0);               /* and set blocks aside */
     print_message("crowded: %zu operations\n", w.n);
+    free(w.r);
+}
+
+static void test_aside(void **state)
+{
+    (void)state;
+    workload w = {0};
+    aside_workload(&w, 14, 12);
+    check_every = 1;
+    aside_seen = 0;
+    for (size_t s = 0; s < NSETTINGS; s++)
+        compare("aside", &w, &settings[s]);
+    check_every = 0;
+    assert_true(aside_seen > 0);
+    print_message("aside: %zu operations\n", w.n);
     free(w.r);
 }
 
@@ -339,9 +410,14 @@ static void test_oversize(void **state)
     (void)state;
     workload w = {0};
     oversize_workload(&w, 4242, 40);
+    check_every = 7;
+    aside_seen = 0;
     uint64_t trees = tdm__bins_trees_made;
     size_t ooms = compare("oversize", &w, &oversize_setting);
+    check_every = 0;
     assert_true(tdm__bins_trees_made > trees); /* the forty did make a treap */
+    /* The twelve were a list with blocks set aside when released. */
+    assert_true(aside_seen > 0);
     print_message("oversize: %zu operations, %zu out of memory\n", w.n, ooms);
     free(w.r);
 }
@@ -352,6 +428,7 @@ int main(void)
         cmocka_unit_test(test_traces),
         cmocka_unit_test(test_random),
         cmocka_unit_test(test_crowded),
+        cmocka_unit_test(test_aside),
         cmocka_unit_test(test_oversize),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
