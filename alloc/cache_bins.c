@@ -62,8 +62,6 @@ void tdm__bin_to_tree(cbin_stream *s, unsigned i)
 
 void tdm__bin_order(cbin_stream *s, unsigned i)
 {
-    if (s->len[i] == TDM__BIN_TREE)
-        return;
     s->len[i] = (uint8_t)(s->len[i] & TDM__BIN_COUNT);
     tdm__tnode *t = s->aside[i];
     s->aside[i] = NULL;
@@ -375,16 +373,16 @@ int tdm__bins_shape_ok(const cbins *bs, unsigned *bad)
                     return 0;
                 continue;
             }
-            /* A small bin holds one size (its best fit is its first
-             * block), and a list is in (size, address) order but for the
-             * blocks set aside. */
+            /* A bin holds its size class (a small bin one size: its best
+             * fit is its first block), and a list is in (size, address)
+             * order but for the blocks set aside. */
             unsigned n = 0;
             const tdm__tnode *lists[2] = {s->root[i], s->aside[i]};
             for (int l = 0; l < 2; l++) {
                 const cblock *before = NULL;
                 for (const tdm__tnode *t = lists[l]; t != NULL && n <= TDM__BIN_LIST_MAX; t = t->right) {
                     const cblock *c = tdm__bin_blk((tdm__tnode *)t);
-                    if (i < TDM__BINS_SMALL && c->size != (uint64_t)(i + 1) * TDM__MIN_BLOCK)
+                    if (tdm__bin_of(c->size) != i || t->left != NULL)
                         return 0;
                     if (l == 0 && before != NULL && !tdm__bin_before(before, c))
                         return 0;

@@ -274,7 +274,7 @@ static inline cblock *tdm__binl_ge(tdm__tnode *t, uint64_t size, uint64_t addr, 
 /* ---- one bin, either kind ---------------------------------------------------- */
 
 void tdm__bin_to_tree(cbin_stream *s, unsigned i);
-/* Merges list i's blocks set aside into its order. */
+/* Merges the blocks set aside into list i's order (a list, not a treap). */
 void tdm__bin_order(cbin_stream *s, unsigned i);
 /* Lists turned into treaps since the process started (tests; atomic:
  * devices convert under their own locks). */

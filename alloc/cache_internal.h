@@ -178,8 +178,10 @@ cblock *tdm__bins_next(cbins *bs, const cblock *b);
 int tdm__bins_holds(cbins *bs, const cblock *b);
 /* Whether each bin's bit says whether it holds blocks (and the summary
  * bit over it is set when it does), each list bin's length is its
- * blocks' count, within the bound, a small bin's blocks all its size,
- * and each treap bin holds blocks;
+ * blocks' count (its ordered list and those set aside), within the
+ * bound, with its flag set while blocks are set aside; every block of a
+ * list is of the bin's size class, none has a left link, the ordered
+ * list is in order; and each treap bin holds blocks, none set aside;
  * *bad gets the first bin that fails. */
 int tdm__bins_shape_ok(const cbins *bs, unsigned *bad);
 

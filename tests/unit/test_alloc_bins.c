@@ -225,7 +225,8 @@ static void aside_workload(workload *w, int rounds, int n)
 }
 
 /* Nonzero: run() checks the allocator's invariants every this many steps
- * (and counts the blocks set aside then: aside_seen). */
+ * (and adds the blocks set aside then to aside_seen: a block that stays
+ * aside is counted at each check). */
 static size_t check_every;
 static uint64_t aside_seen;
 
@@ -287,8 +288,6 @@ static step *run(const workload *w, const setting *set, int reference)
         s->segments = st.segment.current;
         char msg[256] = "";
         if (check_every != 0 && i % check_every == 0) {
-            /* (Counted first: the check's walk over the bins in order puts
-             * the blocks set aside in their places.) */
             if (!reference)
                 aside_seen += blocks_aside();
             if (tdm__alloc_check(0, msg, sizeof msg) != TDM_OK)
