@@ -359,14 +359,26 @@ static void test_traces(void **state)
     print_message("%d traces\n", (shared > 0 ? shared : 0) + own);
 }
 
+/* compare() under every setting, checking every `every` steps (0: at the
+ * end only) and counting the blocks set aside from zero; returns the
+ * OOMs seen. */
+static size_t compare_settings(const char *what, const workload *w, size_t every)
+{
+    check_every = every;
+    aside_seen = 0;
+    size_t ooms = 0;
+    for (size_t s = 0; s < NSETTINGS; s++)
+        ooms += compare(what, w, &settings[s]);
+    check_every = 0;
+    return ooms;
+}
+
 static void test_random(void **state)
 {
     (void)state;
     workload w = {0};
     random_workload(&w, 12345, 30000);
-    size_t ooms = 0;
-    for (size_t s = 0; s < NSETTINGS; s++)
-        ooms += compare("random", &w, &settings[s]);
+    size_t ooms = compare_settings("random", &w, 0);
     print_message("random: %zu operations, %zu out of memory\n", w.n, ooms);
     assert_true(ooms > 0); /* the small devices did run out */
     free(w.r);
@@ -377,12 +389,8 @@ static void test_crowded(void **state)
     (void)state;
     workload w = {0};
     crowded_workload(&w, 777, 40000);
-    check_every = 61;
-    aside_seen = 0;
     uint64_t trees = tdm__bins_trees_made;
-    for (size_t s = 0; s < NSETTINGS; s++)
-        compare("crowded", &w, &settings[s]);
-    check_every = 0;
+    compare_settings("crowded", &w, 61);
     assert_true(tdm__bins_trees_made > trees); /* lists did turn into treaps */
     assert_true(aside_seen > 0);               /* and set blocks aside */
     print_message("crowded: %zu operations\n", w.n);
@@ -394,11 +402,7 @@ static void test_aside(void **state)
     (void)state;
     workload w = {0};
     aside_workload(&w, 14, 12);
-    check_every = 1;
-    aside_seen = 0;
-    for (size_t s = 0; s < NSETTINGS; s++)
-        compare("aside", &w, &settings[s]);
-    check_every = 0;
+    compare_settings("aside", &w, 1);
     assert_true(aside_seen > 0);
     print_message("aside: %zu operations\n", w.n);
     free(w.r);
