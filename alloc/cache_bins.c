@@ -69,7 +69,7 @@ void tdm__bin_order(cbin_stream *s, unsigned i)
         tdm__tnode *next = t->right;
         cblock *b = tdm__bin_blk(t);
         tdm__tnode **at = &s->root[i];
-        while (*at != NULL && tdm__bin_before(tdm__bin_blk(*at), b))
+        while (tdm__binl_after(at, b))
             at = &(*at)->right;
         tdm__binl_link(s, at, b);
         t = next;
@@ -87,9 +87,8 @@ static cblock *binl_ge_any(tdm__tnode *t, uint64_t size, uint64_t addr, int gt)
     cblock *best = NULL;
     for (; t != NULL; t = t->right) {
         cblock *c = tdm__bin_blk(t);
-        int after = gt ? tdm__bin_key_before(size, addr, c->size, c->addr)
-                       : !tdm__bin_key_before(c->size, c->addr, size, addr);
-        if (after && (best == NULL || tdm__bin_before(c, best)))
+        if (tdm__bin_at_or_after(c, size, addr, gt) &&
+            (best == NULL || tdm__bin_before(c, best)))
             best = c;
     }
     return best;

@@ -51,10 +51,18 @@ static inline cblock *tdm__bin_blk(tdm__tnode *n)
 }
 
 /* (size, addr) order within a bin: whether key (s1, a1) is before (s2, a2).
- * In bit operations: a list's pass selects with it without a branch. */
+ * In bit operations: no branch of its own on whether the sizes differ. */
 static inline int tdm__bin_key_before(uint64_t s1, uint64_t a1, uint64_t s2, uint64_t a2)
 {
     return (s1 < s2) | ((s1 == s2) & (a1 < a2));
+}
+
+/* Whether block c's key is at or after (size, addr) (gt: strictly after):
+ * the test of every search for the first such block. */
+static inline int tdm__bin_at_or_after(const cblock *c, uint64_t size, uint64_t addr, int gt)
+{
+    return gt ? tdm__bin_key_before(size, addr, c->size, c->addr)
+              : !tdm__bin_key_before(c->size, c->addr, size, addr);
 }
 
 /* Whether block x is before block y. */
@@ -144,9 +152,7 @@ static inline cblock *tdm__bin_ge(tdm__tnode *t, uint64_t size, uint64_t addr, i
     cblock *best = NULL;
     while (t != NULL) {
         cblock *c = tdm__bin_blk(t);
-        int after = gt ? tdm__bin_key_before(size, addr, c->size, c->addr)
-                       : !tdm__bin_key_before(c->size, c->addr, size, addr);
-        if (after) {
+        if (tdm__bin_at_or_after(c, size, addr, gt)) {
             best = c;
             t = t->left;
         } else {
@@ -261,13 +267,8 @@ static inline int tdm__binl_unlink(cbin_stream *s, unsigned i, cblock *b)
 /* The (ordered) list's first block at or after (size, addr) (gt: after). */
 static inline cblock *tdm__binl_ge(tdm__tnode *t, uint64_t size, uint64_t addr, int gt)
 {
-    for (; t != NULL; t = t->right) {
-        const cblock *c = tdm__bin_blk(t);
-        int after = gt ? tdm__bin_key_before(size, addr, c->size, c->addr)
-                       : !tdm__bin_key_before(c->size, c->addr, size, addr);
-        if (after)
-            break;
-    }
+    while (t != NULL && !tdm__bin_at_or_after(tdm__bin_blk(t), size, addr, gt))
+        t = t->right;
     return tdm__bin_blk(t);
 }
 
@@ -341,10 +342,9 @@ static inline void tdm__bin_mark(cbin_stream *s, unsigned i)
 
 /* Clears bin i's bit when it is empty (as tdm__bin_del counted), without
  * a branch: whether a removal empties its bin is as good as random to the
- * CPU.  The summary
- * is left as it is (half the instructions): a summary bit may stand over
- * a word gone empty, and tdm__bin_next_used_far clears it when it finds
- * one; a clear summary bit always means an empty word. */
+ * CPU.  The summary is left as it is (half the instructions): a summary
+ * bit may stand over a word gone empty, and tdm__bin_next_used_far clears
+ * it when it finds one; a clear summary bit always means an empty word. */
 static inline void tdm__bin_unmark_if_empty(cbin_stream *s, unsigned i)
 {
     uint64_t empty = (s->len[i] & TDM__BIN_COUNT) == 0;

@@ -359,18 +359,25 @@ static void test_traces(void **state)
     print_message("%d traces\n", (shared > 0 ? shared : 0) + own);
 }
 
-/* compare() under every setting, checking every `every` steps (0: at the
- * end only) and counting the blocks set aside from zero; returns the
- * OOMs seen. */
-static size_t compare_settings(const char *what, const workload *w, size_t every)
+/* compare() under each of `n` settings, checking every `every` steps (0:
+ * at the end only) and counting the blocks set aside from zero; returns
+ * the OOMs seen. */
+static size_t compare_under(const char *what, const workload *w, const setting *sets, size_t n,
+                            size_t every)
 {
     check_every = every;
     aside_seen = 0;
     size_t ooms = 0;
-    for (size_t s = 0; s < NSETTINGS; s++)
-        ooms += compare(what, w, &settings[s]);
+    for (size_t s = 0; s < n; s++)
+        ooms += compare(what, w, &sets[s]);
     check_every = 0;
     return ooms;
+}
+
+/* The same under every setting of `settings`. */
+static size_t compare_settings(const char *what, const workload *w, size_t every)
+{
+    return compare_under(what, w, settings, NSETTINGS, every);
 }
 
 static void test_random(void **state)
@@ -413,13 +420,10 @@ static void test_oversize(void **state)
     (void)state;
     workload w = {0};
     oversize_workload(&w, 4242, 40);
-    check_every = 7;
-    aside_seen = 0;
     uint64_t trees = tdm__bins_trees_made;
-    size_t ooms = compare("oversize", &w, &oversize_setting);
-    check_every = 0;
+    size_t ooms = compare_under("oversize", &w, &oversize_setting, 1, 7);
     assert_true(tdm__bins_trees_made > trees); /* the forty did make a treap */
-    /* The twelve were a list with blocks set aside when released. */
+    /* The twelve and the twenty-four were lists with blocks set aside. */
     assert_true(aside_seen > 0);
     print_message("oversize: %zu operations, %zu out of memory\n", w.n, ooms);
     free(w.r);
