@@ -39,6 +39,10 @@ static uint64_t max_split_bytes = UINT64_MAX;
  * rounded inline (tdm__alloc_round_plain). */
 static int plain_rounding;
 
+/* Caches made since the process started: a thread's memo of the shard
+ * that serves a stream is good for the cache it was taken from. */
+static _Atomic unsigned cache_epoch;
+
 static inline uint64_t max_split(void)
 {
     return max_split_bytes;
@@ -49,15 +53,42 @@ uint32_t tdm__cache_event_stack(uint32_t sid)
     return tdm__rec_events_carry_stacks() ? sid : 0;
 }
 
+uint64_t tdm__cache_max_split(void)
+{
+    return max_split_bytes;
+}
+
 void tdm__cache_lock_device(int device, int take)
 {
-    tdm__lock *l = &tdm__alloc_g.cache[device]->lock;
-    if (take > 0)
-        tdm__lock_take(l);
-    else if (take == 0)
-        tdm__lock_give(l);
-    else
-        tdm__lock_init(l);
+    tdm__cache_group *grp = tdm__alloc_g.cache[device]->group;
+    if (take > 0) {
+        tdm__cache_lock_all(grp);
+    } else if (take == 0) {
+        tdm__cache_unlock_all(grp);
+    } else {
+        for (int i = 0; i < tdm__cache_nshards(grp); i++)
+            tdm__lock_init(&tdm__cache_shard(grp, i)->lock);
+    }
+}
+
+void tdm__cache_init_shard(tdm__cache_device *d, int index, int shard, tdm__cache_group *grp)
+{
+    tdm__alloc_global *g = &tdm__alloc_g;
+    tdm__lock_init(&d->lock);
+    d->index = index;
+    d->shard = (uint8_t)shard;
+    d->group = grp;
+    atomic_store_explicit(&d->solo, shard == 0 ? TDM__SOLO_NEW : TDM__SOLO_SHARDS,
+                          memory_order_relaxed);
+    atomic_store_explicit(&d->span_lo, UINT64_MAX, memory_order_relaxed);
+    tdm__bins_init(&d->small.bins, g->cfg.reference_index);
+    tdm__bins_init(&d->large.bins, g->cfg.reference_index);
+    tdm__tree_init(&d->small.unmapped, cmp_unmapped);
+    tdm__tree_init(&d->large.unmapped, cmp_unmapped);
+    d->small.kind = TDM_POOL_SMALL;
+    d->large.kind = TDM_POOL_LARGE;
+    tdm__objpool_init(&d->block_pool, sizeof(cblock));
+    tdm__objpool_init(&d->seg_pool, sizeof(cseg));
 }
 
 tdm_status tdm__cache_create(void)
@@ -67,6 +98,7 @@ tdm_status tdm__cache_create(void)
     /* PyTorch clamps max_split_size_mb to at least the 20 MiB segment. */
     max_split_bytes = m == 0 ? UINT64_MAX : m < TDM__LARGE_BUFFER ? TDM__LARGE_BUFFER : m;
     plain_rounding = 1;
+    atomic_fetch_add_explicit(&cache_epoch, 1, memory_order_relaxed);
     for (int i = 0; i < TDM_ROUNDUP_INTERVALS; i++)
         if (g->cfg.roundup_power2_divisions[i] > 1)
             plain_rounding = 0;
@@ -75,21 +107,21 @@ tdm_status tdm__cache_create(void)
         return TDM_HOST_OUT_OF_MEMORY;
     for (int i = 0; i < g->device_count; i++) {
         tdm__cache_device *d = tdm__meta_map(sizeof *d);
-        if (d == NULL) {
+        tdm__cache_group *grp = tdm__meta_map(sizeof *grp);
+        if (d == NULL || grp == NULL) {
+            if (d != NULL)
+                tdm__meta_unmap(d, sizeof *d);
+            if (grp != NULL)
+                tdm__meta_unmap(grp, sizeof *grp);
             tdm__cache_destroy();
             return TDM_HOST_OUT_OF_MEMORY;
         }
-        tdm__lock_init(&d->lock);
-        d->index = i;
-        atomic_store_explicit(&d->span_lo, UINT64_MAX, memory_order_relaxed);
-        tdm__bins_init(&d->small.bins, g->cfg.reference_index);
-        tdm__bins_init(&d->large.bins, g->cfg.reference_index);
-        tdm__tree_init(&d->small.unmapped, cmp_unmapped);
-        tdm__tree_init(&d->large.unmapped, cmp_unmapped);
-        d->small.kind = TDM_POOL_SMALL;
-        d->large.kind = TDM_POOL_LARGE;
-        tdm__objpool_init(&d->block_pool, sizeof(cblock));
-        tdm__objpool_init(&d->seg_pool, sizeof(cseg));
+        /* PyTorch's garbage collection ages blocks by the whole device's
+         * calls: one shard keeps that clock. */
+        grp->max_shards = g->cfg.garbage_collection_threshold > 0.0 ? 1 : TDM__SHARDS_MAX;
+        tdm__cache_init_shard(d, i, 0, grp);
+        atomic_store_explicit(&grp->shard[0], d, memory_order_relaxed);
+        atomic_store_explicit(&grp->nshards, 1, memory_order_release);
         g->cache[i] = d;
     }
     if (g->cfg.expandable_segments) {
@@ -107,33 +139,43 @@ tdm_status tdm__cache_create(void)
     return TDM_OK;
 }
 
+static void destroy_shard(tdm__cache_device *d)
+{
+    tdm__alloc_global *g = &tdm__alloc_g;
+    int i = d->index;
+    /* Every segment back to the provider, whatever its blocks. */
+    for (cseg *s = d->segs, *next; s != NULL; s = next) {
+        next = s->next;
+        for (cblock *b = s->first; b != NULL; b = b->next)
+            tdm__cache_drop_uses(d, b);
+        if (s->expandable)
+            tdm__cache_expand_destroy(d, s);
+        else
+            g->prov->free(g->prov, i, (void *)(uintptr_t)s->addr, s->size);
+    }
+    for (uint32_t k = 0; k < d->nspare; k++)
+        g->prov->streams->marker_destroy(g->prov->streams_ctx, i, d->spare[k]);
+    tdm__bins_destroy(&d->small.bins);
+    tdm__bins_destroy(&d->large.bins);
+    tdm__cmap_destroy(&d->map);
+    tdm__objpool_destroy(&d->block_pool);
+    tdm__objpool_destroy(&d->seg_pool);
+    tdm__meta_unmap(d, sizeof *d);
+}
+
 void tdm__cache_destroy(void)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
     if (g->cache == NULL)
         return;
     for (int i = 0; i < g->device_count; i++) {
-        tdm__cache_device *d = g->cache[i];
-        if (d == NULL)
+        tdm__cache_device *d0 = g->cache[i];
+        if (d0 == NULL)
             continue;
-        /* Every segment back to the provider, whatever its blocks. */
-        for (cseg *s = d->segs, *next; s != NULL; s = next) {
-            next = s->next;
-            for (cblock *b = s->first; b != NULL; b = b->next)
-                tdm__cache_drop_uses(d, b);
-            if (s->expandable)
-                tdm__cache_expand_destroy(d, s);
-            else
-                g->prov->free(g->prov, i, (void *)(uintptr_t)s->addr, s->size);
-        }
-        for (uint32_t k = 0; k < d->nspare; k++)
-            g->prov->streams->marker_destroy(g->prov->streams_ctx, i, d->spare[k]);
-        tdm__bins_destroy(&d->small.bins);
-        tdm__bins_destroy(&d->large.bins);
-        tdm__cmap_destroy(&d->map);
-        tdm__objpool_destroy(&d->block_pool);
-        tdm__objpool_destroy(&d->seg_pool);
-        tdm__meta_unmap(d, sizeof *d);
+        tdm__cache_group *grp = d0->group;
+        for (int k = tdm__cache_nshards(grp) - 1; k >= 0; k--)
+            destroy_shard(tdm__cache_shard(grp, k));
+        tdm__meta_unmap(grp, sizeof *grp);
     }
     tdm__meta_unmap(g->cache, sizeof(tdm__cache_device *) * (size_t)g->device_count);
     g->cache = NULL;
@@ -150,6 +192,15 @@ void tdm__cache_seg_link(tdm__cache_device *d, cseg *s, cblock *b, uint64_t addr
         atomic_store_explicit(&d->span_lo, addr, memory_order_relaxed);
     if (addr + bytes > atomic_load_explicit(&d->span_hi, memory_order_relaxed))
         atomic_store_explicit(&d->span_hi, addr + bytes, memory_order_relaxed);
+    /* Shard 0's span is the device's (tdm__cache_may_hold); a shard's
+     * segments come under every lock, shard 0's included. */
+    tdm__cache_device *d0 = tdm__cache_shard(d->group, 0);
+    if (d0 != d) {
+        if (addr < atomic_load_explicit(&d0->span_lo, memory_order_relaxed))
+            atomic_store_explicit(&d0->span_lo, addr, memory_order_relaxed);
+        if (addr + bytes > atomic_load_explicit(&d0->span_hi, memory_order_relaxed))
+            atomic_store_explicit(&d0->span_hi, addr + bytes, memory_order_relaxed);
+    }
     s->stream = req->stream;
     s->stack_id = req->stack_id;
     s->pool = (uint8_t)kind;
@@ -211,133 +262,6 @@ static cblock *alloc_segment(tdm__cache_device *d, int kind, uint64_t bytes,
     return b;
 }
 
-/* Gives a cached whole-segment block's segment back to the provider. */
-static void release_segment(tdm__cache_device *d, cblock *b)
-{
-    tdm__alloc_global *g = &tdm__alloc_g;
-    cseg *s = b->seg;
-    tdm__bins_remove(&tdm__cache_pool(d, s->pool)->bins, b);
-    tdm__cache_seg_unlink(d, s);
-    tdm__rec_event(TDM_ACTION_SEGMENT_FREE, d->index, s->addr, s->size, s->size,
-                   s->stream, tdm__cache_event_stack(s->stack_id));
-    g->prov->free(g->prov, d->index, (void *)(uintptr_t)s->addr, s->size);
-    tdm__stat_add(&d->stats, s->pool, TDM__ST_RESERVED_BYTES, -(int64_t)s->size);
-    tdm__objpool_put(&d->block_pool, b);
-    tdm__objpool_put(&d->seg_pool, s);
-}
-
-/* Expandable segments give memory back by unmapping pages instead. */
-static int whole_segment(const cblock *b)
-{
-    return b->prev == NULL && b->next == NULL && !b->expandable;
-}
-
-/* Releases every cached whole segment of one pool. */
-static void release_pool(tdm__cache_device *d, cpool *p)
-{
-    cblock *b = tdm__bins_first(&p->bins);
-    while (b != NULL) {
-        cblock *next = tdm__bins_next(&p->bins, b);
-        if (whole_segment(b))
-            release_segment(d, b);
-        b = next;
-    }
-}
-
-void tdm__cache_release_all(tdm__cache_device *d, tdm_stream stream)
-{
-    /* Freeing device memory, or waiting, is illegal during a graph
-     * capture, and the graph may use cached blocks (PyTorch skips it too). */
-    if (tdm__cache_capturing(d, stream))
-        return;
-    /* Frees that wait on other streams complete first (PyTorch's
-     * synchronize_and_free_events); on the sim device that is a sync. */
-    tdm__cache_complete_pending(d, 1, 0);
-    release_pool(d, &d->large);
-    release_pool(d, &d->small);
-    tdm__cache_expand_release(d, &d->large);
-    tdm__cache_expand_release(d, &d->small);
-}
-
-/* PyTorch's release_available_cached_blocks: with max_split_size set,
- * free oversize cached segments of this stream, one big enough or the
- * largest first until enough bytes are back. */
-static int release_oversize(tdm__cache_device *d, cpool *p, uint64_t size,
-                            uint64_t stream)
-{
-    uint64_t ms = max_split(), want = size < ms ? ms : size;
-    if (ms == UINT64_MAX || tdm__cache_capturing(d, stream))
-        return 0;
-    cblock *b = tdm__bins_find_ge(&p->bins, stream, want);
-    if (b != NULL) {
-        if (!whole_segment(b))
-            return 0;
-        release_segment(d, b);
-        return 1;
-    }
-    uint64_t released = 0;
-    b = tdm__bins_find_lt(&p->bins, stream, want);
-    while (b != NULL && released < want) {
-        if (b->size < ms)
-            break;
-        cblock *prev = tdm__bins_prev_in_stream(&p->bins, b);
-        if (whole_segment(b)) {
-            released += b->size;
-            release_segment(d, b);
-        }
-        b = prev;
-    }
-    return released >= want;
-}
-
-/* PyTorch's garbage_collect_cached_blocks: once reserved memory passes
- * threshold x the allowed memory, free cached whole segments of the large
- * pool that have waited longer than average, until under the threshold.
- * The allowed memory is the memory fraction's limit when one is set, as in
- * PyTorch; without one (PyTorch then collects nothing) the device's
- * capacity, so that the key also works for programs that set no fraction. */
-static void garbage_collect(tdm__cache_device *d)
-{
-    tdm__alloc_global *g = &tdm__alloc_g;
-    size_t total = 0;
-    g->prov->mem_info(g->prov, d->index, NULL, &total);
-    uint64_t allowed = tdm__fraction_limit(g->prov, d->index);
-    if (allowed == UINT64_MAX || allowed > total)
-        allowed = total;
-    uint64_t limit = (uint64_t)(g->cfg.garbage_collection_threshold * (double)allowed);
-    uint64_t reserved = (uint64_t)d->stats.st[0][TDM__ST_RESERVED_BYTES].current;
-    if (reserved <= limit)
-        return;
-    uint64_t target = reserved - limit, reclaimed = 0;
-    cpool *p = &d->large;
-    double total_age = 0.0;
-    size_t freeable = 0;
-    for (cblock *b = tdm__bins_first(&p->bins); b; b = tdm__bins_next(&p->bins, b)) {
-        if (whole_segment(b)) {
-            total_age += (double)(p->calls - b->gc_base);
-            freeable++;
-        }
-    }
-    int freed = 1;
-    while (reclaimed < target && freed && freeable > 0) {
-        double age_threshold = total_age / (double)freeable;
-        freed = 0;
-        cblock *b = tdm__bins_first(&p->bins);
-        while (b != NULL) { /* a whole pass, as PyTorch does */
-            cblock *next = tdm__bins_next(&p->bins, b);
-            double age = (double)(p->calls - b->gc_base);
-            if (whole_segment(b) && age >= age_threshold) {
-                freed = 1;
-                reclaimed += b->size;
-                total_age -= age;
-                freeable--;
-                release_segment(d, b);
-            }
-            b = next;
-        }
-    }
-}
-
 /* ---- malloc ------------------------------------------------------------- */
 
 /* What an expandable segment's block can grow to: itself and the
@@ -347,10 +271,11 @@ static uint64_t expandable_size(const cblock *b)
     return b->size + (b->next && !b->next->mapped ? b->next->size : 0);
 }
 
+/* PyTorch's get_free_block without its side effects: the block best fit
+ * gives (still in the bins), or NULL. */
 static inline __attribute__((always_inline)) cblock *
-get_free_block(cpool *p, uint64_t size, uint64_t stream)
+find_free_block(cpool *p, uint64_t size, uint64_t stream)
 {
-    p->calls++;
     cblock *b = tdm__bins_find_ge(&p->bins, stream, size);
     if (b == NULL)
         return NULL;
@@ -369,7 +294,16 @@ get_free_block(cpool *p, uint64_t size, uint64_t stream)
     if (__builtin_expect(ms != UINT64_MAX, 0) &&
         (size < ms ? b->size >= ms : b->size >= size + TDM__LARGE_BUFFER))
         return NULL;
-    tdm__bins_remove(&p->bins, b);
+    return b;
+}
+
+static inline __attribute__((always_inline)) cblock *
+get_free_block(cpool *p, uint64_t size, uint64_t stream)
+{
+    p->calls++;
+    cblock *b = find_free_block(p, size, stream);
+    if (b != NULL)
+        tdm__bins_remove(&p->bins, b);
     return b;
 }
 
@@ -433,25 +367,25 @@ static inline cblock *new_block(tdm__cache_device *d)
     return r;
 }
 
-/* Hands out `b` (in no tree) for `req`, splitting off the rest when
- * PyTorch would. */
+/* Whether PyTorch splits b to serve `size` (should_split): expandable
+ * segments split every pool at 512 bytes. */
+static inline int splits(const cblock *b, uint64_t size)
+{
+    uint64_t rest = b->size - size;
+    return b->pool == TDM_POOL_SMALL || b->expandable
+               ? rest >= TDM__MIN_BLOCK
+               : (size < max_split() && rest > TDM__SMALL_SIZE);
+}
+
+/* Hands out `b` (in no tree) for `req`, splitting the rest off into r
+ * when there is one (splits(), and a record for it). */
 static inline __attribute__((always_inline)) void
-use_block(tdm__cache_device *d, cblock *b, uint64_t size, const tdm__alloc_req *req)
+hand_out(tdm__cache_device *d, cblock *b, cblock *r, uint64_t size, const tdm__alloc_req *req)
 {
     int kind = b->pool;
-    uint64_t rest = b->size - size;
-    /* Expandable segments split every pool at 512 bytes, as PyTorch's
-     * should_split does with them on. */
-    int split = kind == TDM_POOL_SMALL || b->expandable
-                    ? rest >= TDM__MIN_BLOCK
-                    : (size < max_split() && rest > TDM__SMALL_SIZE);
-    if (split) {
-        cblock *r = new_block(d);
-        /* Without host memory for a record, hand out the whole block. */
-        if (r != NULL) {
-            tdm__cache_split_after(b, r, size);
-            tdm__cache_block(d, r);
-        }
+    if (r != NULL) {
+        tdm__cache_split_after(b, r, size);
+        tdm__cache_block(d, r);
     }
     b->state = TDM_BLOCK_ACTIVE_ALLOCATED;
     b->requested = req->size;
@@ -471,8 +405,28 @@ use_block(tdm__cache_device *d, cblock *b, uint64_t size, const tdm__alloc_req *
                               tdm__cache_event_stack(req->stack_id));
 }
 
+/* hand_out, splitting as PyTorch would; without host memory for the
+ * rest's record, the whole block is handed out. */
+static inline __attribute__((always_inline)) void
+use_block(tdm__cache_device *d, cblock *b, uint64_t size, const tdm__alloc_req *req)
+{
+    hand_out(d, b, splits(b, size) ? new_block(d) : NULL, size, req);
+}
+
+/* Gives back what a malloc holds: its shard's lock, or (`all`) every
+ * shard's, the device's peaks settled first. */
+static void give_held(tdm__cache_device *d, int all)
+{
+    if (!all) {
+        tdm__lock_give(&d->lock);
+        return;
+    }
+    tdm__cache_peaks_rebase(d->group, d, 1);
+    tdm__cache_unlock_all(d->group);
+}
+
 static __attribute__((noinline)) tdm_status
-cache_oom(tdm__cache_device *d, const tdm__alloc_req *req, uint64_t rounded)
+cache_oom(tdm__cache_device *d, const tdm__alloc_req *req, uint64_t rounded, int all)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
     size_t free_bytes = 0;
@@ -481,11 +435,14 @@ cache_oom(tdm__cache_device *d, const tdm__alloc_req *req, uint64_t rounded)
     tdm__rec_event(TDM_ACTION_OOM, d->index, free_bytes, rounded, req->size,
                    req->stream, tdm__cache_event_stack(req->stack_id));
     tdm__oom_sites *sites = tdm__oom_sites_begin();
-    for (cseg *s = d->segs; s != NULL; s = s->next)
-        for (cblock *b = s->first; b != NULL; b = b->next)
-            if (b->state != TDM_BLOCK_INACTIVE)
-                tdm__oom_site_add(sites, b->stack_id, b->size);
-    tdm__lock_give(&d->lock);
+    /* With shards, every lock is held here (cache_miss). */
+    tdm__cache_group *grp = d->group;
+    for (int i = 0; i < tdm__cache_nshards(grp); i++)
+        for (cseg *s = tdm__cache_shard(grp, i)->segs; s != NULL; s = s->next)
+            for (cblock *b = s->first; b != NULL; b = b->next)
+                if (b->state != TDM_BLOCK_INACTIVE)
+                    tdm__oom_site_add(sites, b->stack_id, b->size);
+    give_held(d, all);
     tdm__oom_report(d->index, g->device_names[d->index], req->size, rounded,
                     free_bytes, sites);
     return TDM_OUT_OF_MEMORY;
@@ -502,13 +459,29 @@ static cblock *new_memory(tdm__cache_device *d, int kind, uint64_t size, uint64_
     return alloc_segment(d, kind, seg_bytes, req, is_retry, st);
 }
 
+/* tdm__cache_release_all of the shard that `all` (every lock held) says:
+ * d's alone, or every shard's, the device's peaks rebased after it. */
+static void release_held(tdm__cache_device *d, tdm_stream stream, int all)
+{
+    if (!all) {
+        tdm__cache_release_all(d, stream);
+        return;
+    }
+    tdm__cache_group *grp = d->group;
+    for (int i = 0; i < tdm__cache_nshards(grp); i++)
+        tdm__cache_release_all(tdm__cache_shard(grp, i), stream);
+    /* Only downs: the others' ceilings come down to their values, so what
+     * d reaches next is measured against the sum as it is now. */
+    tdm__cache_peaks_rebase(grp, d, 0);
+}
+
 /* No cached block served the request: pages mapped or a new segment,
  * after garbage collection, and with the releases PyTorch tries before it
  * reports out of memory.  Out of line: the hit path's frame stays small.
- * NULL with *st set and the lock given back when nothing came. */
+ * NULL with *st set and the lock(s) given back when nothing came. */
 static __attribute__((noinline)) cblock *
 cache_miss(tdm__cache_device *d, cpool *p, int kind, uint64_t size, const tdm__alloc_req *req,
-           tdm_status *st)
+           tdm_status *st, int all)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
     uint64_t seg_bytes = kind == TDM_POOL_SMALL ? TDM__SMALL_BUFFER
@@ -516,33 +489,206 @@ cache_miss(tdm__cache_device *d, cpool *p, int kind, uint64_t size, const tdm__a
                          : (size + TDM__ROUND_LARGE - 1) & ~(TDM__ROUND_LARGE - 1);
     /* The stream's first blocks in this pool need its bins. */
     if (!tdm__bins_prepare(&p->bins, req->stream)) {
-        tdm__lock_give(&d->lock);
+        give_held(d, all);
         *st = TDM_HOST_OUT_OF_MEMORY;
         return NULL;
     }
+    /* (With the threshold set the device has one shard.) */
     if (g->cfg.garbage_collection_threshold > 0.0 && !tdm__cache_capturing(d, req->stream))
-        garbage_collect(d);
+        tdm__cache_garbage_collect(d);
     cblock *b = new_memory(d, kind, size, seg_bytes, req, 0, st);
-    if (b == NULL && *st == TDM_OUT_OF_MEMORY && release_oversize(d, p, size, req->stream))
+    if (b == NULL && *st == TDM_OUT_OF_MEMORY &&
+        tdm__cache_release_oversize(d, p, size, req->stream))
         b = new_memory(d, kind, size, seg_bytes, req, 0, st);
     if (b == NULL && *st == TDM_OUT_OF_MEMORY && !tdm__cache_capturing(d, req->stream)) {
-        tdm__cache_release_all(d, req->stream);
+        release_held(d, req->stream, all);
         b = new_memory(d, kind, size, seg_bytes, req, 1, st);
     }
     if (b == NULL && *st == TDM_OUT_OF_MEMORY) {
-        *st = cache_oom(d, req, size);
+        *st = cache_oom(d, req, size, all);
         return NULL;
     }
     if (b == NULL)
-        tdm__lock_give(&d->lock);
+        give_held(d, all);
     return b;
+}
+
+/* The last step of a malloc: b into the pointer map, the lock(s) given
+ * back. */
+static inline __attribute__((always_inline)) tdm_status
+map_in(tdm__cache_device *d, cblock *b, const tdm__alloc_req *hit, void **out, int all)
+{
+    if (!tdm__cmap_put(&d->map, b)) {
+        /* No host memory for the map: undo, as if never handed out. */
+        tdm__cmap_take(&d->map, b->addr);
+        tdm__rec_event(TDM_ACTION_FREE_REQUESTED, d->index, b->addr, hit->size, hit->size,
+                       b->stream, 0);
+        tdm__stat_add(&d->stats, b->pool, TDM__ST_ALLOCATION, -1);
+        tdm__stat_add(&d->stats, b->pool, TDM__ST_ALLOCATED_BYTES, -(int64_t)b->size);
+        tdm__cache_free_block(d, b, 0);
+        give_held(d, all);
+        return TDM_HOST_OUT_OF_MEMORY;
+    }
+    give_held(d, all);
+    *out = (void *)(uintptr_t)b->addr;
+    return TDM_OK;
+}
+
+/* A malloc of `size` (rounded) in pool `kind` on shard d, its lock taken
+ * (`all`: every shard's).  `in` is only read: the request lives in
+ * `hit`, whose address goes nowhere (the calls off the hit path get
+ * copies), so the quiet body's constants fold and nothing of it is
+ * stored on the way. */
+static inline __attribute__((always_inline)) tdm_status
+malloc_held(tdm__cache_device *d, const tdm__alloc_req *in, uint64_t size, int kind,
+            void **out, int all)
+{
+    const tdm__alloc_req hit = *in;
+    /* Too large to even round (0: rounding overflowed), or to round up to
+     * a whole large segment (cache_miss). */
+    if (size - 1 > UINT64_MAX - TDM__ROUND_LARGE) {
+        tdm__alloc_req req = hit;
+        return cache_oom(d, &req, hit.size, all);
+    }
+    if (d->nwaiting > 0) /* frees waiting on other streams: done yet? */
+        tdm__cache_poll(d, hit.stream);
+    cpool *p = tdm__cache_pool(d, kind);
+    cblock *b = get_free_block(p, size, hit.stream);
+    if (b == NULL) {
+        tdm__alloc_req req = hit;
+        tdm_status st = TDM_OK;
+        b = cache_miss(d, p, kind, size, &req, &st, all);
+        if (b == NULL)
+            return st;
+    }
+    use_block(d, b, size, &hit);
+    return map_in(d, b, &hit, out, all);
+}
+
+/* The shard a thread last allocated on or freed from: its frees look
+ * there first. */
+static __thread uint8_t shard_hint;
+
+static __thread struct {
+    unsigned epoch;
+    tdm__cache_group *grp;
+    uint64_t stream;
+    tdm__cache_device *shard;
+} stream_memo;
+
+/* The shard serving `stream` on the device of group grp, NULL while none
+ * is given it: as the thread last found it (a stream keeps its shard). */
+static inline tdm__cache_device *shard_for(tdm__cache_group *grp, uint64_t stream)
+{
+    unsigned epoch = atomic_load_explicit(&cache_epoch, memory_order_relaxed);
+    if (stream_memo.grp == grp && stream_memo.stream == stream && stream_memo.epoch == epoch)
+        return stream_memo.shard;
+    tdm__cache_device *d = tdm__cache_shard_for(grp, stream);
+    if (d != NULL) {
+        stream_memo.epoch = epoch;
+        stream_memo.grp = grp;
+        stream_memo.stream = stream;
+        stream_memo.shard = d;
+    }
+    return d;
+}
+
+/* Whether a malloc that makes b (of which `bytes` stay, for a request of
+ * `req`) allocated stays under shard d's ceilings (cache_shard.c). */
+static inline int under_ceilings(const tdm__cache_device *d, int pool, uint64_t bytes,
+                                 uint64_t req)
+{
+    const tdm_stat *rows[2] = {d->stats.st[0], d->stats.st[2 - pool]};
+    for (int k = 0; k < 2; k++) {
+        const tdm_stat *r = rows[k];
+        if (r[TDM__ST_ALLOCATION].current + 1 > r[TDM__ST_ALLOCATION].peak ||
+            r[TDM__ST_ALLOCATED_BYTES].current + (int64_t)bytes >
+                r[TDM__ST_ALLOCATED_BYTES].peak ||
+            r[TDM__ST_ACTIVE_BYTES].current + (int64_t)bytes > r[TDM__ST_ACTIVE_BYTES].peak ||
+            r[TDM__ST_REQUESTED_BYTES].current + (int64_t)req >
+                r[TDM__ST_REQUESTED_BYTES].peak)
+            return 0;
+    }
+    return 1;
+}
+
+/* A sharded malloc on shard d alone (its lock held): a cached block that
+ * keeps the shard under its ceilings, with nothing pending anywhere.
+ * TDM_OK with the lock given back, or TDM_INTERNAL (nothing changed, the
+ * lock still held) when the call needs every lock. */
+static tdm_status malloc_one_shard(tdm__cache_device *d, const tdm__alloc_req *hit,
+                                   uint64_t size, int kind, void **out)
+{
+    if (size - 1 > UINT64_MAX - TDM__ROUND_LARGE ||
+        atomic_load_explicit(&d->group->waiting, memory_order_relaxed) != 0)
+        return TDM_INTERNAL;
+    cpool *p = tdm__cache_pool(d, kind);
+    cblock *b = find_free_block(p, size, hit->stream);
+    if (b == NULL)
+        return TDM_INTERNAL;
+    int split = splits(b, size);
+    cblock *r = split ? new_block(d) : NULL;
+    if (split && r == NULL)
+        return TDM_INTERNAL;
+    if (!under_ceilings(d, b->pool, split ? size : b->size, hit->size)) {
+        if (r != NULL)
+            tdm__objpool_put(&d->block_pool, r);
+        return TDM_INTERNAL;
+    }
+    p->calls++;
+    tdm__bins_remove(&p->bins, b);
+    hand_out(d, b, r, size, hit);
+    return map_in(d, b, hit, out, 0);
+}
+
+/* A malloc under every shard's lock: a stream's first, one that needs
+ * new memory or would pass a ceiling, or one while frees wait. */
+static __attribute__((noinline)) tdm_status
+malloc_all(tdm__cache_device *d0, const tdm__alloc_req *in, uint64_t size, int kind, void **out)
+{
+    tdm__cache_group *grp = d0->group;
+    tdm__cache_lock_all(grp);
+    tdm__cache_device *d = tdm__cache_shard_assign(grp, in->stream);
+    if (d == NULL) {
+        tdm__cache_unlock_all(grp);
+        return TDM_HOST_OUT_OF_MEMORY;
+    }
+    /* PyTorch's process_events: every stream's frees that are done. */
+    if (atomic_load_explicit(&grp->waiting, memory_order_relaxed) != 0)
+        for (int i = 0; i < tdm__cache_nshards(grp); i++)
+            if (tdm__cache_shard(grp, i)->nwaiting > 0)
+                tdm__cache_poll(tdm__cache_shard(grp, i), in->stream);
+    tdm__cache_peaks_rebase(grp, d, 0);
+    shard_hint = d->shard;
+    return malloc_held(d, in, size, kind, out, 1);
+}
+
+/* A malloc of a device that has shards, or of a stream that is not the
+ * one its only shard has served. */
+static __attribute__((noinline)) tdm_status
+malloc_sharded(tdm__cache_device *d0, const tdm__alloc_req *in, uint64_t size, int kind,
+               void **out)
+{
+    tdm__cache_device *d = shard_for(d0->group, in->stream);
+    if (d != NULL) {
+        tdm__lock_take(&d->lock);
+        /* One shard for every stream (cache_shard.c); stays so while its
+         * lock is held. */
+        if (tdm__cache_nshards(d0->group) == 1)
+            return malloc_held(d, in, size, kind, out, 0);
+        tdm_status st = malloc_one_shard(d, in, size, kind, out);
+        if (st != TDM_INTERNAL) {
+            shard_hint = d->shard;
+            return st;
+        }
+        tdm__lock_give(&d->lock);
+    }
+    return malloc_all(d0, in, size, kind, out);
 }
 
 /* The body of both entries: inline in each, so that the quiet one
  * (nothing recorded) is compiled with the recording's branches folded
- * away.  `in` is only read: the request lives in `hit`, whose address
- * goes nowhere (the calls off the hit path get copies), so the quiet
- * body's constants fold and nothing of it is stored on the way. */
+ * away. */
 static inline __attribute__((always_inline)) tdm_status
 cache_malloc(const tdm__alloc_req *in, void **out)
 {
@@ -552,39 +698,20 @@ cache_malloc(const tdm__alloc_req *in, void **out)
     uint64_t size = plain_rounding ? tdm__alloc_round_plain(hit.size)
                                    : tdm__alloc_round_size(hit.size);
     int kind = size != 0 && size <= TDM__SMALL_SIZE ? TDM_POOL_SMALL : TDM_POOL_LARGE;
+    if (__builtin_expect(atomic_load_explicit(&d->solo, memory_order_relaxed) == TDM__SOLO_SHARDS,
+                         0))
+        return malloc_sharded(d, &hit, size, kind, out);
     tdm__lock_take(&d->lock);
-    /* Too large to even round (0: rounding overflowed), or to round up to
-     * a whole large segment (cache_miss). */
-    if (size - 1 > UINT64_MAX - TDM__ROUND_LARGE) {
-        tdm__alloc_req req = hit;
-        return cache_oom(d, &req, hit.size);
-    }
-    if (d->nwaiting > 0) /* frees waiting on other streams: done yet? */
-        tdm__cache_poll(d, hit.stream);
-    cpool *p = tdm__cache_pool(d, kind);
-    cblock *b = get_free_block(p, size, hit.stream);
-    if (b == NULL) {
-        tdm__alloc_req req = hit;
-        tdm_status st = TDM_OK;
-        b = cache_miss(d, p, kind, size, &req, &st);
-        if (b == NULL)
-            return st;
-    }
-    use_block(d, b, size, &hit);
-    if (!tdm__cmap_put(&d->map, b)) {
-        /* No host memory for the map: undo, as if never handed out. */
-        tdm__cmap_take(&d->map, b->addr);
-        tdm__rec_event(TDM_ACTION_FREE_REQUESTED, d->index, b->addr, hit.size, hit.size,
-                       b->stream, 0);
-        tdm__stat_add(&d->stats, b->pool, TDM__ST_ALLOCATION, -1);
-        tdm__stat_add(&d->stats, b->pool, TDM__ST_ALLOCATED_BYTES, -(int64_t)b->size);
-        tdm__cache_free_block(d, b, 0);
+    /* The device's one shard, for the stream it serves: as ever.  (Both
+     * change only under its lock.) */
+    if (__builtin_expect(atomic_load_explicit(&d->solo, memory_order_relaxed) != TDM__SOLO_STREAM ||
+                             atomic_load_explicit(&d->solo_stream, memory_order_relaxed) !=
+                                 hit.stream,
+                         0)) {
         tdm__lock_give(&d->lock);
-        return TDM_HOST_OUT_OF_MEMORY;
+        return malloc_sharded(d, &hit, size, kind, out);
     }
-    tdm__lock_give(&d->lock);
-    *out = (void *)(uintptr_t)b->addr;
-    return TDM_OK;
+    return malloc_held(d, &hit, size, kind, out, 0);
 }
 
 tdm_status tdm__cache_malloc(const tdm__alloc_req *req, void **out)
@@ -669,30 +796,25 @@ void tdm__cache_free_block(tdm__cache_device *d, cblock *b, uint32_t es)
 
 int tdm__cache_owns(uint64_t ptr, int device)
 {
-    tdm__cache_device *d = tdm__alloc_g.cache ? tdm__alloc_g.cache[device] : NULL;
+    tdm__cache_device *d0 = tdm__alloc_g.cache ? tdm__alloc_g.cache[device] : NULL;
     int owns = 0;
-    if (!d)
+    if (!d0)
         return 0;
-    tdm__lock_take(&d->lock);
-    for (const cseg *s = d->segs; s && !owns; s = s->next)
-        owns = ptr - s->addr < s->size;
-    tdm__lock_give(&d->lock);
+    for (int i = 0; i < tdm__cache_nshards(d0->group) && !owns; i++) {
+        tdm__cache_device *d = tdm__cache_shard(d0->group, i);
+        tdm__lock_take(&d->lock);
+        for (const cseg *s = d->segs; s && !owns; s = s->next)
+            owns = ptr - s->addr < s->size;
+        tdm__lock_give(&d->lock);
+    }
     return owns;
 }
 
-static inline __attribute__((always_inline)) tdm_status
-cache_free(uint64_t ptr, int device, uint32_t free_stack, int on_stream, tdm_stream stream)
+/* A free of b, just taken from shard d's map (its lock held). */
+static inline __attribute__((always_inline)) void
+free_held(tdm__cache_device *d, cblock *b, uint32_t free_stack, int on_stream, tdm_stream stream)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
-    tdm__cache_device *d = g->cache[device];
-    tdm__lock_take(&d->lock);
-    /* Under the device lock its map is authoritative: a racing free of
-     * the same pointer finds it gone here. */
-    cblock *b = tdm__cmap_take(&d->map, ptr);
-    if (b == NULL) {
-        tdm__lock_give(&d->lock);
-        return TDM_UNKNOWN_POINTER;
-    }
     int kind = b->pool;
     uint32_t es = 0;
     if (tdm__rec_events_carry_stacks())
@@ -719,6 +841,62 @@ cache_free(uint64_t ptr, int device, uint32_t free_stack, int on_stream, tdm_str
                             b->requested, b->stream, es);
         release_block(d, b);
     }
+}
+
+/* Whether shard d's segments can hold ptr. */
+static int shard_may_hold(const tdm__cache_device *d, uint64_t ptr)
+{
+    return ptr >= atomic_load_explicit(&d->span_lo, memory_order_relaxed) &&
+           ptr < atomic_load_explicit(&d->span_hi, memory_order_relaxed);
+}
+
+/* A free on a device with shards: the shard this thread used last first,
+ * then the others.  A free only lowers stats, so one shard's lock does. */
+static __attribute__((noinline)) tdm_status
+free_sharded(tdm__cache_device *d0, uint64_t ptr, uint32_t free_stack, int on_stream,
+             tdm_stream stream)
+{
+    tdm__cache_group *grp = d0->group;
+    int n = tdm__cache_nshards(grp);
+    int first = shard_hint < n ? shard_hint : 0;
+    for (int k = 0; k < n; k++) {
+        int i = k == 0 ? first : k - 1 < first ? k - 1 : k;
+        tdm__cache_device *d = tdm__cache_shard(grp, i);
+        if (!shard_may_hold(d, ptr))
+            continue;
+        tdm__lock_take(&d->lock);
+        cblock *b = tdm__cmap_take(&d->map, ptr);
+        if (b != NULL) {
+            free_held(d, b, free_stack, on_stream, stream);
+            tdm__lock_give(&d->lock);
+            shard_hint = (uint8_t)i;
+            return TDM_OK;
+        }
+        tdm__lock_give(&d->lock);
+    }
+    return TDM_UNKNOWN_POINTER;
+}
+
+static inline __attribute__((always_inline)) tdm_status
+cache_free(uint64_t ptr, int device, uint32_t free_stack, int on_stream, tdm_stream stream)
+{
+    tdm__alloc_global *g = &tdm__alloc_g;
+    tdm__cache_device *d = g->cache[device];
+    if (__builtin_expect(atomic_load_explicit(&d->solo, memory_order_relaxed) == TDM__SOLO_SHARDS,
+                         0))
+        return free_sharded(d, ptr, free_stack, on_stream, stream);
+    tdm__lock_take(&d->lock);
+    /* Under the shard's lock its map is authoritative: a racing free of
+     * the same pointer finds it gone here. */
+    cblock *b = tdm__cmap_take(&d->map, ptr);
+    if (b == NULL) {
+        tdm__lock_give(&d->lock);
+        /* Shards may have come since the look above. */
+        if (atomic_load_explicit(&d->solo, memory_order_relaxed) == TDM__SOLO_SHARDS)
+            return free_sharded(d, ptr, free_stack, on_stream, stream);
+        return TDM_UNKNOWN_POINTER;
+    }
+    free_held(d, b, free_stack, on_stream, stream);
     tdm__lock_give(&d->lock);
     return TDM_OK;
 }

@@ -118,6 +118,27 @@ typedef struct cpool {
     uint8_t kind;                /* TDM_POOL_SMALL / TDM_POOL_LARGE */
 } cpool;
 
+/* A device's caching allocator is one shard or more (cache_shard.c):
+ * each is a tdm__cache_device of its own, with its own lock, segments,
+ * pools, pointer map and stats, and serves the streams given to it.
+ * Blocks never cross streams (best fit, split and merge stay within a
+ * stream, as in PyTorch), so two threads on streams of different shards
+ * share no lock and write no common cache line.  Shard 0 is the device
+ * (tdm__alloc_g.cache[device]); more shards come when a second stream
+ * allocates.  While a device has one shard (`solo`) its stats are kept
+ * exactly as before; with more, each shard's stat `peak` is a ceiling
+ * (its share of the device's peak, below which it may grow without the
+ * others), and the device's peaks live in the group (cache_shard.c). */
+#define TDM__SHARDS_MAX 8
+
+typedef struct tdm__cache_group tdm__cache_group;
+
+enum {
+    TDM__SOLO_SHARDS = 0, /* the device has shards */
+    TDM__SOLO_NEW = 1,    /* one shard, no stream served yet */
+    TDM__SOLO_STREAM = 2, /* one shard, serving solo_stream (and maybe more) */
+};
+
 struct tdm__cache_device {
     /* The addresses its segments have ever covered, [span_lo, span_hi):
      * widened under the lock as segments come, read without it to find
@@ -126,9 +147,17 @@ struct tdm__cache_device {
      * cache line to themselves: beside the lock and the pools, which the
      * device's own calls write every time, each free on another device
      * pulled the line away from this device's thread (two threads on
-     * devices of their own took 2.4x one thread's time per pair). */
+     * devices of their own took 2.4x one thread's time per pair).
+     * Shard 0's span covers all the device's shards. */
     _Atomic uint64_t span_lo, span_hi;
     int index;
+    uint8_t shard;               /* its number in the group */
+    /* Shard 0: TDM__SOLO_* (while the device has this one shard, the
+     * calls for `solo_stream` go straight to it; others go the sharded
+     * way). */
+    _Atomic uint8_t solo;
+    _Atomic uint64_t solo_stream;
+    tdm__cache_group *group;     /* the device's shards */
     tdm__lock lock __attribute__((aligned(64)));
     cpool small, large;
     cmap map;                    /* allocated blocks by address */
@@ -147,8 +176,34 @@ struct tdm__cache_device {
 
 _Static_assert(offsetof(struct tdm__cache_device, span_hi) + sizeof(uint64_t) <= 64 &&
                    offsetof(struct tdm__cache_device, index) + sizeof(int) <= 64 &&
+                   offsetof(struct tdm__cache_device, group) + sizeof(void *) <= 64 &&
                    offsetof(struct tdm__cache_device, lock) == 64,
                "the spans and index share no cache line with what the device's calls write");
+
+/* The stream table: which shard serves a stream (set once per stream,
+ * under every shard's lock; read without a lock). */
+#define TDM__STREAM_SLOTS 64
+
+struct tdm__cache_group {
+    /* Read by the sharded calls, written only when a shard or a stream
+     * comes. */
+    _Atomic(tdm__cache_device *) shard[TDM__SHARDS_MAX];
+    _Atomic int nshards;
+    int max_shards;              /* 1 when a setting needs one device-wide pool */
+    _Atomic uint64_t stream_key[TDM__STREAM_SLOTS];
+    _Atomic uint8_t stream_shard[TDM__STREAM_SLOTS]; /* shard + 1; 0: empty */
+    int nstreams;                /* streams given a shard (under all locks) */
+    /* Pending frees waiting on markers in all shards: a malloc completes
+     * those of every shard (PyTorch's process_events), so while some
+     * wait the sharded malloc takes every lock.  Changes rarely. */
+    _Atomic uint32_t waiting __attribute__((aligned(64)));
+    /* The device's peaks while it has shards (under all their locks):
+     * each stat's shard ceilings sum to it. */
+    int64_t peak[3][TDM__ST_COUNT];
+    /* During a call under every lock: the shares of the room below the
+     * peaks that the other shards had not used (tdm__cache_peaks_rebase). */
+    int64_t unused[TDM__SHARDS_MAX][3][TDM__ST_COUNT];
+};
 
 static inline cpool *tdm__cache_pool(tdm__cache_device *d, int kind)
 {
@@ -275,6 +330,50 @@ void tdm__cache_seg_unlink(tdm__cache_device *d, cseg *s);
  * tree) the inactive block of the rest, linked after b, mapped or not as
  * b is. */
 void tdm__cache_split_after(cblock *b, cblock *r, uint64_t size);
+
+/* Makes d (zeroed) shard `shard` of device `index` in group grp. */
+void tdm__cache_init_shard(tdm__cache_device *d, int index, int shard, tdm__cache_group *grp);
+/* The configuration's max_split_size as the rules use it. */
+uint64_t tdm__cache_max_split(void);
+
+/* cache_release.c: memory back to the provider (one shard, its lock held) */
+/* PyTorch's release_available_cached_blocks: with max_split_size set,
+ * frees oversize cached segments of this stream; 1 when enough did. */
+int tdm__cache_release_oversize(tdm__cache_device *d, cpool *p, uint64_t size,
+                                uint64_t stream);
+/* PyTorch's garbage_collect_cached_blocks. */
+void tdm__cache_garbage_collect(tdm__cache_device *d);
+
+/* cache_shard.c: a device's shards (see struct tdm__cache_group) */
+static inline tdm__cache_device *tdm__cache_shard(tdm__cache_group *grp, int i)
+{
+    return atomic_load_explicit(&grp->shard[i], memory_order_acquire);
+}
+
+static inline int tdm__cache_nshards(tdm__cache_group *grp)
+{
+    return atomic_load_explicit(&grp->nshards, memory_order_acquire);
+}
+
+/* The shard serving `stream`; NULL while none is given it. */
+tdm__cache_device *tdm__cache_shard_for(tdm__cache_group *grp, uint64_t stream);
+/* Every shard's lock, in order; how many. */
+int tdm__cache_lock_all(tdm__cache_group *grp);
+void tdm__cache_unlock_all(tdm__cache_group *grp);
+/* Every lock held: the shard serving `stream`, given one (a new shard
+ * while there are fewer than the most) if it has none; NULL without host
+ * memory for a shard. */
+tdm__cache_device *tdm__cache_shard_assign(tdm__cache_group *grp, uint64_t stream);
+/* Every lock held, with shards: folds what `mine` pushed its ceilings to
+ * into the device's peaks and sets every shard's ceilings again: the
+ * others' at their values (`final` 0, while `mine` goes on under every
+ * lock) or with a share of the room below the peaks (`final` 1). */
+void tdm__cache_peaks_rebase(tdm__cache_group *grp, const tdm__cache_device *mine, int final);
+/* Every lock held: peaks reset to the current values (each shard's and
+ * the device's). */
+void tdm__cache_peaks_reset(tdm__cache_group *grp);
+/* Every lock held: the device's stats, the shards' summed. */
+void tdm__cache_stats_of(tdm__cache_group *grp, tdm__stats_acc *out);
 
 /* cache_expand.c: expandable segments */
 /* Sets d->page from the provider; 0 when it lacks virtual memory

@@ -13,42 +13,66 @@
 
 #include "cache_internal.h"
 
-static tdm__cache_device *dev(int device)
+static tdm__cache_group *group(int device)
 {
-    return tdm__alloc_g.cache[device];
+    return tdm__alloc_g.cache[device]->group;
 }
 
 void tdm__cache_stats(int device, int pool, tdm_stats *out)
 {
-    tdm__cache_device *d = dev(device);
-    tdm__lock_take(&d->lock);
-    tdm__stats_export(&d->stats, pool, out);
-    tdm__lock_give(&d->lock);
+    tdm__cache_group *grp = group(device);
+    tdm__stats_acc sum;
+    tdm__cache_lock_all(grp);
+    tdm__cache_stats_of(grp, &sum);
+    tdm__cache_unlock_all(grp);
+    tdm__stats_export(&sum, pool, out);
 }
 
 void tdm__cache_reset_peaks(int device)
 {
-    tdm__cache_device *d = dev(device);
-    tdm__lock_take(&d->lock);
-    tdm__stats_reset_peaks(&d->stats);
-    tdm__lock_give(&d->lock);
+    tdm__cache_group *grp = group(device);
+    tdm__cache_lock_all(grp);
+    tdm__cache_peaks_reset(grp);
+    tdm__cache_unlock_all(grp);
 }
 
 tdm_status tdm__cache_empty(int device)
 {
-    tdm__cache_device *d = dev(device);
-    tdm__lock_take(&d->lock);
-    tdm__cache_release_all(d, 0);
-    tdm__lock_give(&d->lock);
+    tdm__cache_group *grp = group(device);
+    /* Only downs: every shard's ceilings stay above its values. */
+    tdm__cache_lock_all(grp);
+    for (int i = 0; i < tdm__cache_nshards(grp); i++)
+        tdm__cache_release_all(tdm__cache_shard(grp, i), 0);
+    tdm__cache_unlock_all(grp);
     return TDM_OK;
 }
 
 void tdm__cache_sync(int device, int all_streams, tdm_stream stream)
 {
-    tdm__cache_device *d = dev(device);
-    tdm__lock_take(&d->lock);
-    tdm__cache_complete_pending(d, all_streams, stream);
-    tdm__lock_give(&d->lock);
+    tdm__cache_group *grp = group(device);
+    for (int i = 0; i < tdm__cache_nshards(grp); i++) {
+        tdm__cache_device *d = tdm__cache_shard(grp, i);
+        tdm__lock_take(&d->lock);
+        tdm__cache_complete_pending(d, all_streams, stream);
+        tdm__lock_give(&d->lock);
+    }
+}
+
+/* The shard whose map holds ptr, its lock taken; NULL if none. */
+static tdm__cache_device *shard_holding(int device, uint64_t ptr, cblock **out)
+{
+    tdm__cache_group *grp = group(device);
+    for (int i = 0; i < tdm__cache_nshards(grp); i++) {
+        tdm__cache_device *d = tdm__cache_shard(grp, i);
+        tdm__lock_take(&d->lock);
+        cblock *b = tdm__cmap_get(&d->map, ptr);
+        if (b != NULL) {
+            *out = b;
+            return d;
+        }
+        tdm__lock_give(&d->lock);
+    }
+    return NULL;
 }
 
 int tdm__cache_device_of(uint64_t ptr)
@@ -57,39 +81,37 @@ int tdm__cache_device_of(uint64_t ptr)
     for (int device = 0; device < g->device_count; device++) {
         if (!tdm__cache_may_hold(device, ptr))
             continue;
-        tdm__cache_device *d = dev(device);
-        tdm__lock_take(&d->lock);
-        int live = tdm__cmap_get(&d->map, ptr) != NULL;
-        tdm__lock_give(&d->lock);
-        if (live)
+        cblock *b;
+        tdm__cache_device *d = shard_holding(device, ptr, &b);
+        if (d != NULL) {
+            tdm__lock_give(&d->lock);
             return device;
+        }
     }
     return -1;
 }
 
 tdm_status tdm__cache_tag(uint64_t ptr, int device, uint8_t category)
 {
-    tdm__cache_device *d = dev(device);
-    tdm__lock_take(&d->lock);
     /* The block may have been freed since the caller looked: look again. */
-    cblock *b = tdm__cmap_get(&d->map, ptr);
-    if (b != NULL)
-        atomic_store_explicit(&b->category, category, memory_order_relaxed);
+    cblock *b;
+    tdm__cache_device *d = shard_holding(device, ptr, &b);
+    if (d == NULL)
+        return TDM_UNKNOWN_POINTER;
+    atomic_store_explicit(&b->category, category, memory_order_relaxed);
     tdm__lock_give(&d->lock);
-    return b != NULL ? TDM_OK : TDM_UNKNOWN_POINTER;
+    return TDM_OK;
 }
 
 tdm_status tdm__cache_record_stream(uint64_t ptr, int device, tdm_stream stream)
 {
-    tdm__cache_device *d = dev(device);
-    tdm__lock_take(&d->lock);
-    cblock *b = tdm__cmap_get(&d->map, ptr);
+    cblock *b;
+    tdm__cache_device *d = shard_holding(device, ptr, &b);
+    if (d == NULL)
+        return TDM_UNKNOWN_POINTER;
     tdm_status st = TDM_OK;
-    if (b == NULL) {
-        st = TDM_UNKNOWN_POINTER;
-    } else if (stream != b->stream && !tdm__cache_add_use(b, stream)) {
+    if (stream != b->stream && !tdm__cache_add_use(b, stream))
         st = TDM_HOST_OUT_OF_MEMORY;
-    }
     tdm__lock_give(&d->lock);
     return st;
 }
@@ -123,30 +145,39 @@ static int by_addr(const void *a, const void *b)
     return x->seg.address < y->seg.address ? -1 : x->seg.address > y->seg.address;
 }
 
-/* Copies device i (its lock held). */
-static void copy_device(int i, tdm__cache_device *d, dev_copy *c)
+/* Copies device i (every shard's lock held). */
+static void copy_device(int i, tdm__cache_group *grp, dev_copy *c)
 {
+    int n = tdm__cache_nshards(grp);
     c->seg_room = 0;
-    for (cseg *s = d->segs; s != NULL; s = s->next)
-        c->seg_room += s->expandable ? tdm__cache_expand_runs(s) : 1;
-    c->blk_room = d->block_pool.live;
+    c->blk_room = 0;
+    for (int k = 0; k < n; k++) {
+        tdm__cache_device *d = tdm__cache_shard(grp, k);
+        for (cseg *s = d->segs; s != NULL; s = s->next)
+            c->seg_room += s->expandable ? tdm__cache_expand_runs(s) : 1;
+        c->blk_room += d->block_pool.live;
+    }
     c->segs = c->seg_room ? tdm__meta_map(c->seg_room * sizeof *c->segs) : NULL;
     c->blks = c->blk_room ? tdm__meta_map(c->blk_room * sizeof *c->blks) : NULL;
     /* All three pools under one lock hold, so small + large = all. */
     c->stats = (tdm_stats){.size = sizeof c->stats};
     c->small = (tdm_stats){.size = sizeof c->small};
     c->large = (tdm_stats){.size = sizeof c->large};
-    tdm__stats_export(&d->stats, TDM_STAT_POOL_ALL, &c->stats);
-    tdm__stats_export(&d->stats, TDM_STAT_POOL_SMALL, &c->small);
-    tdm__stats_export(&d->stats, TDM_STAT_POOL_LARGE, &c->large);
+    tdm__stats_acc sum;
+    tdm__cache_stats_of(grp, &sum);
+    tdm__stats_export(&sum, TDM_STAT_POOL_ALL, &c->stats);
+    tdm__stats_export(&sum, TDM_STAT_POOL_SMALL, &c->small);
+    tdm__stats_export(&sum, TDM_STAT_POOL_LARGE, &c->large);
     /* With no host memory for the copy, the device shows no segments
      * rather than a partial picture. */
     if ((c->seg_room && !c->segs) || (c->blk_room && !c->blks))
         return;
     size_t si = 0, bi = 0;
     /* An expandable segment shows as one segment per run of mapped
-     * blocks, as PyTorch's snapshot shows it; unmapped ranges not at all. */
-    for (cseg *s = d->segs; s != NULL; s = s->next) {
+     * blocks, as PyTorch's snapshot shows it; unmapped ranges not at all.
+     * Shards in turn: the visit sorts the segments by address. */
+    for (int k = 0; k < n; k++)
+    for (cseg *s = tdm__cache_shard(grp, k)->segs; s != NULL; s = s->next) {
         for (cblock *b = s->first; b != NULL; b = b->next) {
             if (!b->mapped)
                 continue;
@@ -184,13 +215,13 @@ void tdm__cache_visit(const tdm__state_visitor *v, tdm__pool_stats_fn pool_stats
         return; /* out of host memory: the state shows nothing */
     memset(copies, 0, (size_t)n * sizeof *copies);
     for (int i = 0; i < n; i++)
-        tdm__lock_take(&dev(i)->lock);
+        tdm__cache_lock_all(group(i));
     for (int i = 0; i < n; i++)
-        copy_device(i, dev(i), &copies[i]);
+        copy_device(i, group(i), &copies[i]);
     if (v->at_cut)
         v->at_cut(v->ctx);
     for (int i = n - 1; i >= 0; i--)
-        tdm__lock_give(&dev(i)->lock);
+        tdm__cache_unlock_all(group(i));
     for (int i = 0; i < n; i++) {
         dev_copy *c = &copies[i];
         if (v->device)
@@ -224,16 +255,16 @@ void tdm__cache_visit(const tdm__state_visitor *v, tdm__pool_stats_fn pool_stats
         goto out;                                                              \
     } while (0)
 
-static tdm_status check_cache(int device, char *msg, size_t msg_len)
+/* Shard d of `device` (its lock held); its reserved bytes added to
+ * *reserved_sum. */
+static tdm_status check_shard(int device, tdm__cache_device *d, int64_t *reserved_sum,
+                              char *msg, size_t msg_len)
 {
-    tdm__alloc_global *g = &tdm__alloc_g;
-    tdm__cache_device *d = dev(device);
     tdm_status st = TDM_OK;
     int64_t sum[3][TDM__ST_COUNT];
     memset(sum, 0, sizeof sum);
     size_t inactive[2] = {0, 0}, unmapped[2] = {0, 0}, nsegs = 0, nblocks = 0, npending = 0,
            nallocated = 0;
-    tdm__lock_take(&d->lock);
     for (cseg *s = d->segs; s != NULL; s = s->next) {
         int pk = s->pool == TDM_POOL_SMALL ? 1 : 2;
         nsegs++;
@@ -378,16 +409,53 @@ static tdm_status check_cache(int device, char *msg, size_t msg_len)
         FAIL("%zu pending blocks wait on markers, counted %u", waiting, d->nwaiting);
     for (int p = 0; p < 3; p++)
         for (int r = 0; r < TDM__ST_COUNT; r++)
-            if (d->stats.st[p][r].current != sum[p][r])
-                FAIL("stat %d of pool %d is %lld, blocks sum to %lld", r, p,
-                     (long long)d->stats.st[p][r].current, (long long)sum[p][r]);
+            if (d->stats.st[p][r].current != sum[p][r] ||
+                d->stats.st[p][r].peak < d->stats.st[p][r].current)
+                FAIL("stat %d of pool %d is %lld (peak or ceiling %lld), blocks sum to %lld",
+                     r, p, (long long)d->stats.st[p][r].current,
+                     (long long)d->stats.st[p][r].peak, (long long)sum[p][r]);
+    *reserved_sum += sum[0][TDM__ST_RESERVED_BYTES];
+out:
+    return st;
+}
+
+static tdm_status check_cache(int device, char *msg, size_t msg_len)
+{
+    tdm__alloc_global *g = &tdm__alloc_g;
+    tdm__cache_group *grp = group(device);
+    tdm_status st = TDM_OK;
+    int64_t reserved = 0;
+    int n = tdm__cache_lock_all(grp);
+    for (int i = 0; i < n && st == TDM_OK; i++) {
+        tdm__cache_device *d = tdm__cache_shard(grp, i);
+        if (d->shard != i || d->index != device || d->group != grp)
+            FAIL("shard %d of device %d is numbered %d of device %d", i, device, d->shard,
+                 d->index);
+        st = check_shard(device, d, &reserved, msg, msg_len);
+    }
+    if (st != TDM_OK)
+        goto out;
+    /* With shards, each stat's ceilings share out the device's peak. */
+    for (int p = 0; p < 3 && n > 1; p++) {
+        for (int r = 0; r < TDM__ST_COUNT; r++) {
+            int64_t ceilings = 0, cur = 0;
+            for (int i = 0; i < n; i++) {
+                ceilings += tdm__cache_shard(grp, i)->stats.st[p][r].peak;
+                cur += tdm__cache_shard(grp, i)->stats.st[p][r].current;
+            }
+            if (ceilings != grp->peak[p][r] || cur > grp->peak[p][r])
+                FAIL("stat %d of pool %d: shards' ceilings sum to %lld, their values to "
+                     "%lld, the device's peak is %lld",
+                     r, p, (long long)ceilings, (long long)cur, (long long)grp->peak[p][r]);
+        }
+    }
     size_t free_bytes = 0, total = 0;
     g->prov->mem_info(g->prov, device, &free_bytes, &total);
-    if ((int64_t)(total - free_bytes) != sum[0][TDM__ST_RESERVED_BYTES])
+    if ((int64_t)(total - free_bytes) != reserved)
         FAIL("provider has %zu bytes out, segments %lld", total - free_bytes,
-             (long long)sum[0][TDM__ST_RESERVED_BYTES]);
+             (long long)reserved);
 out:
-    tdm__lock_give(&d->lock);
+    tdm__cache_unlock_all(grp);
     return st;
 }
 

@@ -122,6 +122,7 @@ void tdm__cache_pend(tdm__cache_device *d, cblock *b)
     if (ops() != NULL) {
         b->wait = TDM__WAIT_DEFERRED;
         d->nwaiting++;
+        atomic_fetch_add_explicit(&d->group->waiting, 1, memory_order_relaxed);
         /* The free's own stream is b's: a capture there, or anywhere,
          * forbids recording now. */
         if (!tdm__cache_capturing(d, b->stream))
@@ -159,8 +160,10 @@ void tdm__cache_unpend(tdm__cache_device *d, cblock *b)
     if (b->pend_next)
         b->pend_next->pend_prev = b->pend_prev;
     b->pend_prev = b->pend_next = NULL;
-    if (b->wait != TDM__WAIT_SYNC)
+    if (b->wait != TDM__WAIT_SYNC) {
         d->nwaiting--;
+        atomic_fetch_sub_explicit(&d->group->waiting, 1, memory_order_relaxed);
+    }
     b->wait = TDM__WAIT_SYNC;
 }
 

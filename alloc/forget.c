@@ -52,6 +52,17 @@ static void cache_forget(tdm__cache_device *d)
     memset(&d->stats, 0, sizeof d->stats);
 }
 
+static void cache_forget_device(tdm__cache_group *grp)
+{
+    for (int i = 0; i < tdm__cache_nshards(grp); i++)
+        cache_forget(tdm__cache_shard(grp, i));
+    /* The shards and the streams they serve stay; the peaks go with the
+     * stats. */
+    memset(grp->peak, 0, sizeof grp->peak);
+    memset(grp->unused, 0, sizeof grp->unused);
+    atomic_store_explicit(&grp->waiting, 0, memory_order_relaxed);
+}
+
 void tdm__alloc_forget_inherited(void)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
@@ -59,7 +70,7 @@ void tdm__alloc_forget_inherited(void)
         tdm__ptrmap_clear(&g->map);
         for (int i = 0; i < g->device_count; i++) {
             if (g->mode == TDM__MODE_CACHE)
-                cache_forget(g->cache[i]);
+                cache_forget_device(g->cache[i]->group);
             else
                 tdm__pt_forget(i);
         }

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "alloc.h"
+#include "alloc_internal.h"
 #include "trace_fixtures.h"
 
 #define MiB ((size_t)1 << 20)
@@ -40,6 +41,42 @@ static tdm__alloc_config cfg_of(int devices, size_t capacity)
     return cfg;
 }
 
+/* Each stat's peak as PyTorch keeps it: the highest value it had after
+ * any operation (within one, each stat only goes up, or down, or down
+ * then up), restarting from the current one at a reset.  The device's
+ * shards (one per stream here) must report exactly that. */
+typedef struct peak_model {
+    int64_t peak[2][3][6];
+} peak_model;
+
+static tdm_stat *stat_field(tdm_stats *s, int k)
+{
+    tdm_stat *f[6] = {&s->allocated_bytes, &s->reserved_bytes, &s->active_bytes,
+                      &s->requested_bytes, &s->allocation, &s->segment};
+    return f[k];
+}
+
+static void check_peaks(peak_model *m, int devices, long op, int reset_device)
+{
+    static const int pools[3] = {TDM_STAT_POOL_ALL, TDM_STAT_POOL_SMALL, TDM_STAT_POOL_LARGE};
+    for (int d = 0; d < devices; d++) {
+        for (int p = 0; p < 3; p++) {
+            tdm_stats s = {.size = sizeof s};
+            tdm__cache_stats(d, pools[p], &s);
+            for (int k = 0; k < 6; k++) {
+                tdm_stat *f = stat_field(&s, k);
+                int64_t *want = &m->peak[d][p][k];
+                if (d == reset_device || f->current > *want)
+                    *want = f->current;
+                if (f->peak != *want)
+                    fail_msg("after operation %ld, device %d, pool %d, stat %d: peak %lld, "
+                             "the values' highest %lld",
+                             op, d, p, k, (long long)f->peak, (long long)*want);
+            }
+        }
+    }
+}
+
 typedef struct live {
     char *p;
     size_t size;
@@ -56,10 +93,13 @@ static void run_workload(const tdm__alloc_config *cfg, unsigned seed, long ops)
     memset(slot, 0, sizeof slot);
     int64_t requested[2] = {0, 0};
     long ooms = 0, pending_made = 0, allocs = 0;
+    peak_model peaks;
+    memset(&peaks, 0, sizeof peaks);
     /* Only operations actually made count towards `ops`. */
     for (long op = 0; op < ops;) {
         unsigned r = (unsigned)rand_r(&seed) % 100;
         int k = (int)((unsigned)rand_r(&seed) % SLOTS);
+        int reset = -1; /* the device whose peaks this operation resets */
         if (r < 50) {
             if (slot[k].p != NULL)
                 continue;
@@ -105,9 +145,11 @@ static void run_workload(const tdm__alloc_config *cfg, unsigned seed, long ops)
             assert_int_equal(tdm_empty_cache(rand_r(&seed) % 2 ? -1 : 0), TDM_OK);
         } else {
             assert_int_equal(tdm_reset_peak_stats(0), TDM_OK);
+            reset = 0;
         }
         op++;
         check_all(cfg->device_count, op);
+        check_peaks(&peaks, cfg->device_count, op, reset);
         /* The stats agree with the host's own count of live allocations
          * (pending frees aside, which still count as requested). */
         for (int d = 0; d < cfg->device_count; d++) {

@@ -1,0 +1,217 @@
+/* alloc/cache_shard.c: a device's caching allocator as shards by stream.
+ *
+ * Owns the group of a device's shards (cache_internal.h): which shard
+ * serves a stream, taking every shard's lock, and the device's exact
+ * peaks while it has more than one shard.
+ *
+ * Streams: the first stream a device allocates for is served by shard 0;
+ * each new stream after it gets a new shard while there are fewer than
+ * TDM__SHARDS_MAX, then shares one (round robin).  A stream keeps its
+ * shard for good, so its blocks (which never serve another stream) are
+ * all in one shard.  A setting that needs one device-wide pool
+ * (garbage_collection_threshold: PyTorch ages cached blocks by the calls
+ * of the whole device) keeps every stream in shard 0.
+ *
+ * Peaks (escrow): with shards, a stat's current value is the sum of the
+ * shards' and must never pass the device's peak unseen, yet no call may
+ * write a line that the other shards' calls write too.  So each shard's
+ * stat carries a ceiling (its `peak` field) and the shards' ceilings sum
+ * to the device's peak.  A malloc that stays under its shard's ceilings
+ * needs no other shard: the device's sum cannot have passed the peak.
+ * One that would pass one takes every lock (tdm__cache_peaks_rebase):
+ * the peak becomes the sum's true high-water mark, then the room below
+ * it is shared out again, half to the shard that ran short.  The peak is
+ * so exactly PyTorch's, the maximum of the device's sum over the calls in
+ * the order the locks gave them.
+ *
+ * Lock order: shards by number.  A call holding one shard's lock that
+ * needs them all gives it back first and takes them from shard 0.
+ */
+#include <string.h>
+
+#include "cache_internal.h"
+
+static unsigned stream_slot(uint64_t stream)
+{
+    return (unsigned)((stream * 0x9e3779b97f4a7c15ULL) >> 58); /* 64 slots */
+}
+
+tdm__cache_device *tdm__cache_shard_for(tdm__cache_group *grp, uint64_t stream)
+{
+    unsigned i = stream_slot(stream);
+    for (unsigned k = 0; k < TDM__STREAM_SLOTS; k++, i = (i + 1) % TDM__STREAM_SLOTS) {
+        unsigned s = atomic_load_explicit(&grp->stream_shard[i], memory_order_acquire);
+        if (s == 0)
+            return NULL;
+        if (atomic_load_explicit(&grp->stream_key[i], memory_order_relaxed) == stream)
+            return tdm__cache_shard(grp, (int)s - 1);
+    }
+    /* The table is full: later streams share shards by their hash. */
+    int n = tdm__cache_nshards(grp);
+    return tdm__cache_shard(grp, (int)(stream_slot(stream) % (unsigned)n));
+}
+
+int tdm__cache_lock_all(tdm__cache_group *grp)
+{
+    int n = 0;
+    /* Shards only come while every lock is held, so once shard 0's is,
+     * the count read after it is final. */
+    for (;;) {
+        int want = tdm__cache_nshards(grp);
+        for (; n < want; n++)
+            tdm__lock_take(&tdm__cache_shard(grp, n)->lock);
+        if (tdm__cache_nshards(grp) == n)
+            return n;
+    }
+}
+
+void tdm__cache_unlock_all(tdm__cache_group *grp)
+{
+    for (int i = tdm__cache_nshards(grp) - 1; i >= 0; i--)
+        tdm__lock_give(&tdm__cache_shard(grp, i)->lock);
+}
+
+/* A new shard like shard 0 (its lock taken); NULL without host memory. */
+static tdm__cache_device *new_shard(tdm__cache_group *grp, int i)
+{
+    tdm__cache_device *d0 = tdm__cache_shard(grp, 0);
+    tdm__cache_device *d = tdm__meta_map(sizeof *d);
+    if (d == NULL)
+        return NULL;
+    tdm__cache_init_shard(d, d0->index, i, grp);
+    memcpy(d->page, d0->page, sizeof d->page);
+    tdm__lock_take(&d->lock);
+    return d;
+}
+
+/* The device's stats were shard 0's alone: they become the peaks, and
+ * its peaks its ceilings (they already sum to the peaks). */
+static void begin_escrow(tdm__cache_group *grp)
+{
+    tdm__cache_device *d0 = tdm__cache_shard(grp, 0);
+    for (int p = 0; p < 3; p++)
+        for (int r = 0; r < TDM__ST_COUNT; r++)
+            grp->peak[p][r] = d0->stats.st[p][r].peak;
+}
+
+tdm__cache_device *tdm__cache_shard_assign(tdm__cache_group *grp, uint64_t stream)
+{
+    tdm__cache_device *d = tdm__cache_shard_for(grp, stream);
+    if (d != NULL)
+        return d;
+    int n = tdm__cache_nshards(grp), target;
+    if (grp->nstreams == 0 || grp->max_shards == 1) {
+        target = 0;
+    } else if (n < grp->max_shards) {
+        tdm__cache_device *s = new_shard(grp, n);
+        if (s == NULL)
+            return NULL;
+        if (n == 1)
+            begin_escrow(grp);
+        atomic_store_explicit(&grp->shard[n], s, memory_order_release);
+        atomic_store_explicit(&grp->nshards, n + 1, memory_order_release);
+        atomic_store_explicit(&tdm__cache_shard(grp, 0)->solo, TDM__SOLO_SHARDS,
+                              memory_order_release);
+        target = n;
+    } else {
+        target = grp->nstreams % n;
+    }
+    unsigned i = stream_slot(stream);
+    for (unsigned k = 0; k < TDM__STREAM_SLOTS; k++, i = (i + 1) % TDM__STREAM_SLOTS) {
+        if (atomic_load_explicit(&grp->stream_shard[i], memory_order_relaxed) == 0) {
+            atomic_store_explicit(&grp->stream_key[i], stream, memory_order_relaxed);
+            atomic_store_explicit(&grp->stream_shard[i], (uint8_t)(target + 1),
+                                  memory_order_release);
+            break;
+        }
+    }
+    if (grp->nstreams++ == 0) {
+        tdm__cache_device *d0 = tdm__cache_shard(grp, 0);
+        atomic_store_explicit(&d0->solo_stream, stream, memory_order_relaxed);
+        atomic_store_explicit(&d0->solo, TDM__SOLO_STREAM, memory_order_release);
+    }
+    return tdm__cache_shard_for(grp, stream);
+}
+
+void tdm__cache_peaks_rebase(tdm__cache_group *grp, const tdm__cache_device *mine, int final)
+{
+    int n = tdm__cache_nshards(grp);
+    if (n < 2)
+        return; /* one shard: its peaks are the device's */
+    for (int p = 0; p < 3; p++) {
+        for (int r = 0; r < TDM__ST_COUNT; r++) {
+            int64_t ceilings = 0, sum = 0;
+            for (int i = 0; i < n; i++) {
+                const tdm_stat *s = &tdm__cache_shard(grp, i)->stats.st[p][r];
+                ceilings += s->peak;
+                sum += s->current;
+            }
+            /* Since the last rebase only `mine` went up, the others' ceilings
+             * being their values then (or above, shares they did not use):
+             * a ceiling it pushed up (tdm__stat_up1) is its high-water mark,
+             * and the sum with the others' is the device's. */
+            int64_t *peak = &grp->peak[p][r];
+            if (ceilings > *peak)
+                *peak = ceilings;
+            int64_t room = *peak - sum;
+            for (int i = 0; i < n; i++) {
+                if (i == mine->shard)
+                    continue;
+                tdm_stat *s = &tdm__cache_shard(grp, i)->stats.st[p][r];
+                int64_t *kept = &grp->unused[i][p][r];
+                /* While `mine` goes on alone, the others may not grow: their
+                 * unused shares wait in `unused`.  At the end each gets half
+                 * of its back, and `mine` the rest of the room: a shard that
+                 * no longer allocates gives its share up over a few of the
+                 * others' rebases, one that does comes back for more. */
+                if (!final) {
+                    *kept += s->peak - s->current;
+                    s->peak = s->current;
+                } else {
+                    int64_t give = *kept / 2 < room ? *kept / 2 : room;
+                    s->peak = s->current + give;
+                    room -= give;
+                    *kept = 0;
+                }
+            }
+            tdm_stat *m = &tdm__cache_shard(grp, mine->shard)->stats.st[p][r];
+            m->peak = m->current + room;
+        }
+    }
+}
+
+void tdm__cache_peaks_reset(tdm__cache_group *grp)
+{
+    int n = tdm__cache_nshards(grp);
+    for (int i = 0; i < n; i++)
+        tdm__stats_reset_peaks(&tdm__cache_shard(grp, i)->stats);
+    for (int p = 0; p < 3; p++) {
+        for (int r = 0; r < TDM__ST_COUNT; r++) {
+            int64_t sum = 0;
+            for (int i = 0; i < n; i++)
+                sum += tdm__cache_shard(grp, i)->stats.st[p][r].current;
+            grp->peak[p][r] = sum;
+        }
+    }
+}
+
+void tdm__cache_stats_of(tdm__cache_group *grp, tdm__stats_acc *out)
+{
+    int n = tdm__cache_nshards(grp);
+    *out = tdm__cache_shard(grp, 0)->stats;
+    for (int i = 1; i < n; i++) {
+        const tdm__stats_acc *a = &tdm__cache_shard(grp, i)->stats;
+        for (int p = 0; p < 3; p++) {
+            for (int r = 0; r < TDM__ST_COUNT; r++) {
+                out->st[p][r].current += a->st[p][r].current;
+                out->st[p][r].freed += a->st[p][r].freed;
+            }
+        }
+        out->num_alloc_retries += a->num_alloc_retries;
+        out->num_ooms += a->num_ooms;
+    }
+    if (n > 1)
+        for (int p = 0; p < 3; p++)
+            for (int r = 0; r < TDM__ST_COUNT; r++)
+                out->st[p][r].peak = grp->peak[p][r];
+}
