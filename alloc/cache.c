@@ -421,7 +421,7 @@ static void give_held(tdm__cache_device *d, int all)
         tdm__lock_give(&d->lock);
         return;
     }
-    tdm__cache_peaks_rebase(d->group, d, 1);
+    tdm__cache_peaks_rebase(d->group, d, TDM__REBASE_END);
     tdm__cache_unlock_all(d->group);
 }
 
@@ -472,7 +472,7 @@ static void release_held(tdm__cache_device *d, tdm_stream stream, int all)
         tdm__cache_release_all(tdm__cache_shard(grp, i), stream);
     /* Only downs: the others' ceilings come down to their values, so what
      * d reaches next is measured against the sum as it is now. */
-    tdm__cache_peaks_rebase(grp, d, 0);
+    tdm__cache_peaks_rebase(grp, d, TDM__REBASE_MID);
 }
 
 /* No cached block served the request: pages mapped or a new segment,
@@ -616,8 +616,9 @@ static inline int under_ceilings(const tdm__cache_device *d, int pool, uint64_t 
  * keeps the shard under its ceilings, with nothing pending anywhere.
  * TDM_OK with the lock given back, or TDM_INTERNAL (nothing changed, the
  * lock still held) when the call needs every lock. */
-static tdm_status malloc_one_shard(tdm__cache_device *d, const tdm__alloc_req *hit,
-                                   uint64_t size, int kind, void **out)
+static inline __attribute__((always_inline)) tdm_status
+malloc_one_shard(tdm__cache_device *d, const tdm__alloc_req *hit, uint64_t size, int kind,
+                 void **out)
 {
     if (size - 1 > UINT64_MAX - TDM__ROUND_LARGE ||
         atomic_load_explicit(&d->group->waiting, memory_order_relaxed) != 0)
@@ -658,7 +659,7 @@ malloc_all(tdm__cache_device *d0, const tdm__alloc_req *in, uint64_t size, int k
         for (int i = 0; i < tdm__cache_nshards(grp); i++)
             if (tdm__cache_shard(grp, i)->nwaiting > 0)
                 tdm__cache_poll(tdm__cache_shard(grp, i), in->stream);
-    tdm__cache_peaks_rebase(grp, d, 0);
+    tdm__cache_peaks_rebase(grp, d, TDM__REBASE_BEGIN);
     shard_hint = d->shard;
     return malloc_held(d, in, size, kind, out, 1);
 }
@@ -676,12 +677,7 @@ malloc_sharded(tdm__cache_device *d0, const tdm__alloc_req *in, uint64_t size, i
          * lock is held. */
         if (tdm__cache_nshards(d0->group) == 1)
             return malloc_held(d, in, size, kind, out, 0);
-        tdm_status st = malloc_one_shard(d, in, size, kind, out);
-        if (st != TDM_INTERNAL) {
-            shard_hint = d->shard;
-            return st;
-        }
-        tdm__lock_give(&d->lock);
+        tdm__lock_give(&d->lock); /* shards came meanwhile */
     }
     return malloc_all(d0, in, size, kind, out);
 }
@@ -699,8 +695,19 @@ cache_malloc(const tdm__alloc_req *in, void **out)
                                    : tdm__alloc_round_size(hit.size);
     int kind = size != 0 && size <= TDM__SMALL_SIZE ? TDM_POOL_SMALL : TDM_POOL_LARGE;
     if (__builtin_expect(atomic_load_explicit(&d->solo, memory_order_relaxed) == TDM__SOLO_SHARDS,
-                         0))
-        return malloc_sharded(d, &hit, size, kind, out);
+                         0)) {
+        tdm__cache_device *s = shard_for(d->group, hit.stream);
+        if (s != NULL) {
+            tdm__lock_take(&s->lock);
+            tdm_status st = malloc_one_shard(s, &hit, size, kind, out);
+            if (st != TDM_INTERNAL) {
+                shard_hint = s->shard;
+                return st;
+            }
+            tdm__lock_give(&s->lock);
+        }
+        return malloc_all(d, &hit, size, kind, out);
+    }
     tdm__lock_take(&d->lock);
     /* The device's one shard, for the stream it serves: as ever.  (Both
      * change only under its lock.) */
@@ -883,8 +890,21 @@ cache_free(uint64_t ptr, int device, uint32_t free_stack, int on_stream, tdm_str
     tdm__alloc_global *g = &tdm__alloc_g;
     tdm__cache_device *d = g->cache[device];
     if (__builtin_expect(atomic_load_explicit(&d->solo, memory_order_relaxed) == TDM__SOLO_SHARDS,
-                         0))
+                         0)) {
+        /* Shards: the one this thread used last, most often the one. */
+        tdm__cache_device *h = tdm__cache_shard(d->group, shard_hint);
+        if (h != NULL && shard_may_hold(h, ptr)) {
+            tdm__lock_take(&h->lock);
+            cblock *b = tdm__cmap_take(&h->map, ptr);
+            if (b != NULL) {
+                free_held(h, b, free_stack, on_stream, stream);
+                tdm__lock_give(&h->lock);
+                return TDM_OK;
+            }
+            tdm__lock_give(&h->lock);
+        }
         return free_sharded(d, ptr, free_stack, on_stream, stream);
+    }
     tdm__lock_take(&d->lock);
     /* Under the shard's lock its map is authoritative: a racing free of
      * the same pointer finds it gone here. */

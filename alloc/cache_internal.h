@@ -203,7 +203,12 @@ struct tdm__cache_group {
     /* During a call under every lock: the shares of the room below the
      * peaks that the other shards had not used (tdm__cache_peaks_rebase). */
     int64_t unused[TDM__SHARDS_MAX][3][TDM__ST_COUNT];
+    /* ... and the ceilings of the shard that made it (at its start). */
+    int64_t mine_had[3][TDM__ST_COUNT];
 };
+
+/* The moments of a call under every lock, for tdm__cache_peaks_rebase. */
+enum { TDM__REBASE_BEGIN, TDM__REBASE_MID, TDM__REBASE_END };
 
 static inline cpool *tdm__cache_pool(tdm__cache_device *d, int kind)
 {
@@ -366,9 +371,10 @@ void tdm__cache_unlock_all(tdm__cache_group *grp);
 tdm__cache_device *tdm__cache_shard_assign(tdm__cache_group *grp, uint64_t stream);
 /* Every lock held, with shards: folds what `mine` pushed its ceilings to
  * into the device's peaks and sets every shard's ceilings again: the
- * others' at their values (`final` 0, while `mine` goes on under every
- * lock) or with a share of the room below the peaks (`final` 1). */
-void tdm__cache_peaks_rebase(tdm__cache_group *grp, const tdm__cache_device *mine, int final);
+ * others' at their values while `mine` goes on under every lock (`when`
+ * TDM__REBASE_BEGIN, then _MID after the others' values went down), or
+ * with their shares of the room below the peaks (_END). */
+void tdm__cache_peaks_rebase(tdm__cache_group *grp, const tdm__cache_device *mine, int when);
 /* Every lock held: peaks reset to the current values (each shard's and
  * the device's). */
 void tdm__cache_peaks_reset(tdm__cache_group *grp);

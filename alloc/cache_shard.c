@@ -59,7 +59,7 @@ int tdm__cache_lock_all(tdm__cache_group *grp)
     for (;;) {
         int want = tdm__cache_nshards(grp);
         for (; n < want; n++)
-            tdm__lock_take(&tdm__cache_shard(grp, n)->lock);
+            tdm__lock_take_sweep(&tdm__cache_shard(grp, n)->lock);
         if (tdm__cache_nshards(grp) == n)
             return n;
     }
@@ -133,11 +133,19 @@ tdm__cache_device *tdm__cache_shard_assign(tdm__cache_group *grp, uint64_t strea
     return tdm__cache_shard_for(grp, stream);
 }
 
-void tdm__cache_peaks_rebase(tdm__cache_group *grp, const tdm__cache_device *mine, int final)
+void tdm__cache_peaks_rebase(tdm__cache_group *grp, const tdm__cache_device *mine, int when)
 {
     int n = tdm__cache_nshards(grp);
     if (n < 2)
         return; /* one shard: its peaks are the device's */
+    const tdm__stats_acc *ms = &tdm__cache_shard(grp, mine->shard)->stats;
+    /* The stats rise together (bytes, counts, requests): when `mine`
+     * outgrew its ceiling of one, it gets a share of every one. */
+    int outgrew = 0;
+    if (when == TDM__REBASE_END)
+        for (int p = 0; p < 3; p++)
+            for (int r = 0; r < TDM__ST_COUNT; r++)
+                outgrew |= ms->st[p][r].current > grp->mine_had[p][r];
     for (int p = 0; p < 3; p++) {
         for (int r = 0; r < TDM__ST_COUNT; r++) {
             int64_t ceilings = 0, sum = 0;
@@ -154,27 +162,33 @@ void tdm__cache_peaks_rebase(tdm__cache_group *grp, const tdm__cache_device *min
             if (ceilings > *peak)
                 *peak = ceilings;
             int64_t room = *peak - sum;
+            tdm_stat *m = &tdm__cache_shard(grp, mine->shard)->stats.st[p][r];
+            if (when == TDM__REBASE_BEGIN)
+                grp->mine_had[p][r] = m->peak;
+            /* `mine` outgrew its ceilings of before: the others give it half
+             * of the shares they did not use; else they get them back as
+             * they were.  So a shard that stopped allocating gives its
+             * shares up over a few of the others' calls, one that still
+             * allocates comes back for more, and a call under every lock
+             * for another reason (a new segment) moves nothing. */
             for (int i = 0; i < n; i++) {
                 if (i == mine->shard)
                     continue;
                 tdm_stat *s = &tdm__cache_shard(grp, i)->stats.st[p][r];
                 int64_t *kept = &grp->unused[i][p][r];
                 /* While `mine` goes on alone, the others may not grow: their
-                 * unused shares wait in `unused`.  At the end each gets half
-                 * of its back, and `mine` the rest of the room: a shard that
-                 * no longer allocates gives its share up over a few of the
-                 * others' rebases, one that does comes back for more. */
-                if (!final) {
+                 * unused shares wait in `unused`. */
+                if (when != TDM__REBASE_END) {
                     *kept += s->peak - s->current;
                     s->peak = s->current;
                 } else {
-                    int64_t give = *kept / 2 < room ? *kept / 2 : room;
+                    int64_t want = outgrew ? *kept / 2 : *kept;
+                    int64_t give = want < room ? want : room;
                     s->peak = s->current + give;
                     room -= give;
                     *kept = 0;
                 }
             }
-            tdm_stat *m = &tdm__cache_shard(grp, mine->shard)->stats.st[p][r];
             m->peak = m->current + room;
         }
     }
