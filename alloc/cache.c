@@ -631,15 +631,22 @@ malloc_one_shard(tdm__cache_device *d, const tdm__alloc_req *hit, uint64_t size,
     cblock *r = split ? new_block(d) : NULL;
     if (split && r == NULL)
         return TDM_INTERNAL;
+    int all = 0;
     if (!under_ceilings(d, b->pool, split ? size : b->size, hit->size)) {
-        if (r != NULL)
-            tdm__objpool_put(&d->block_pool, r);
-        return TDM_INTERNAL;
+        /* The others' locks if they are free now: the call goes on under
+         * every lock (cache_shard.c), without starting again. */
+        all = tdm__cache_try_lock_others(d->group, d);
+        if (!all) {
+            if (r != NULL)
+                tdm__objpool_put(&d->block_pool, r);
+            return TDM_INTERNAL;
+        }
+        tdm__cache_peaks_rebase(d->group, d, TDM__REBASE_BEGIN);
     }
     p->calls++;
     tdm__bins_remove(&p->bins, b);
     hand_out(d, b, r, size, hit);
-    return map_in(d, b, hit, out, 0);
+    return map_in(d, b, hit, out, all);
 }
 
 /* A malloc under every shard's lock: a stream's first, one that needs

@@ -365,6 +365,9 @@ tdm__cache_device *tdm__cache_shard_for(tdm__cache_group *grp, uint64_t stream);
 /* Every shard's lock, in order; how many. */
 int tdm__cache_lock_all(tdm__cache_group *grp);
 void tdm__cache_unlock_all(tdm__cache_group *grp);
+/* With `mine`'s lock held: every other shard's lock if each is free now
+ * (1), else none (0). */
+int tdm__cache_try_lock_others(tdm__cache_group *grp, const tdm__cache_device *mine);
 /* Every lock held: the shard serving `stream`, given one (a new shard
  * while there are fewer than the most) if it has none; NULL without host
  * memory for a shard. */

@@ -65,6 +65,20 @@ int tdm__cache_lock_all(tdm__cache_group *grp)
     }
 }
 
+int tdm__cache_try_lock_others(tdm__cache_group *grp, const tdm__cache_device *mine)
+{
+    int n = tdm__cache_nshards(grp);
+    for (int i = 0; i < n; i++) {
+        if (i == mine->shard || tdm__lock_try(&tdm__cache_shard(grp, i)->lock))
+            continue;
+        while (--i >= 0)
+            if (i != mine->shard)
+                tdm__lock_give(&tdm__cache_shard(grp, i)->lock);
+        return 0;
+    }
+    return 1;
+}
+
 void tdm__cache_unlock_all(tdm__cache_group *grp)
 {
     for (int i = tdm__cache_nshards(grp) - 1; i >= 0; i--)
