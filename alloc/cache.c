@@ -21,16 +21,6 @@
 #include "cache_internal.h"
 #include "recorder.h"
 
-/* Unmapped ranges of expandable segments: by stream, then address. */
-static int cmp_unmapped(const tdm__tnode *a, const tdm__tnode *b)
-{
-    const cblock *x = TDM__CONTAINER_OF(a, cblock, node);
-    const cblock *y = TDM__CONTAINER_OF(b, cblock, node);
-    if (x->stream != y->stream)
-        return x->stream < y->stream ? -1 : 1;
-    return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
-
 /* The configuration's max_split_size as the rules use it, worked out once
  * by tdm__cache_create (before the allocator is published as ready):
  * every allocation asks for it. */
@@ -56,39 +46,6 @@ uint32_t tdm__cache_event_stack(uint32_t sid)
 uint64_t tdm__cache_max_split(void)
 {
     return max_split_bytes;
-}
-
-void tdm__cache_lock_device(int device, int take)
-{
-    tdm__cache_group *grp = tdm__alloc_g.cache[device]->group;
-    if (take > 0) {
-        tdm__cache_lock_all(grp);
-    } else if (take == 0) {
-        tdm__cache_unlock_all(grp);
-    } else {
-        for (int i = 0; i < tdm__cache_nshards(grp); i++)
-            tdm__lock_init(&tdm__cache_shard(grp, i)->lock);
-    }
-}
-
-void tdm__cache_init_shard(tdm__cache_device *d, int index, int shard, tdm__cache_group *grp)
-{
-    tdm__alloc_global *g = &tdm__alloc_g;
-    tdm__lock_init(&d->lock);
-    d->index = index;
-    d->shard = (uint8_t)shard;
-    d->group = grp;
-    atomic_store_explicit(&d->solo, shard == 0 ? TDM__SOLO_NEW : TDM__SOLO_SHARDS,
-                          memory_order_relaxed);
-    atomic_store_explicit(&d->span_lo, UINT64_MAX, memory_order_relaxed);
-    tdm__bins_init(&d->small.bins, g->cfg.reference_index);
-    tdm__bins_init(&d->large.bins, g->cfg.reference_index);
-    tdm__tree_init(&d->small.unmapped, cmp_unmapped);
-    tdm__tree_init(&d->large.unmapped, cmp_unmapped);
-    d->small.kind = TDM_POOL_SMALL;
-    d->large.kind = TDM_POOL_LARGE;
-    tdm__objpool_init(&d->block_pool, sizeof(cblock));
-    tdm__objpool_init(&d->seg_pool, sizeof(cseg));
 }
 
 tdm_status tdm__cache_create(void)
@@ -137,129 +94,6 @@ tdm_status tdm__cache_create(void)
                     g->prov->vendor, lacking);
     }
     return TDM_OK;
-}
-
-static void destroy_shard(tdm__cache_device *d)
-{
-    tdm__alloc_global *g = &tdm__alloc_g;
-    int i = d->index;
-    /* Every segment back to the provider, whatever its blocks. */
-    for (cseg *s = d->segs, *next; s != NULL; s = next) {
-        next = s->next;
-        for (cblock *b = s->first; b != NULL; b = b->next)
-            tdm__cache_drop_uses(d, b);
-        if (s->expandable)
-            tdm__cache_expand_destroy(d, s);
-        else
-            g->prov->free(g->prov, i, (void *)(uintptr_t)s->addr, s->size);
-    }
-    for (uint32_t k = 0; k < d->nspare; k++)
-        g->prov->streams->marker_destroy(g->prov->streams_ctx, i, d->spare[k]);
-    tdm__bins_destroy(&d->small.bins);
-    tdm__bins_destroy(&d->large.bins);
-    tdm__cmap_destroy(&d->map);
-    tdm__objpool_destroy(&d->block_pool);
-    tdm__objpool_destroy(&d->seg_pool);
-    tdm__meta_unmap(d, sizeof *d);
-}
-
-void tdm__cache_destroy(void)
-{
-    tdm__alloc_global *g = &tdm__alloc_g;
-    if (g->cache == NULL)
-        return;
-    for (int i = 0; i < g->device_count; i++) {
-        tdm__cache_device *d0 = g->cache[i];
-        if (d0 == NULL)
-            continue;
-        tdm__cache_group *grp = d0->group;
-        for (int k = tdm__cache_nshards(grp) - 1; k >= 0; k--)
-            destroy_shard(tdm__cache_shard(grp, k));
-        tdm__meta_unmap(grp, sizeof *grp);
-    }
-    tdm__meta_unmap(g->cache, sizeof(tdm__cache_device *) * (size_t)g->device_count);
-    g->cache = NULL;
-}
-
-/* ---- segments ---------------------------------------------------------- */
-
-void tdm__cache_seg_link(tdm__cache_device *d, cseg *s, cblock *b, uint64_t addr,
-                         uint64_t bytes, int kind, const tdm__alloc_req *req)
-{
-    s->addr = addr;
-    s->size = bytes;
-    if (addr < atomic_load_explicit(&d->span_lo, memory_order_relaxed))
-        atomic_store_explicit(&d->span_lo, addr, memory_order_relaxed);
-    if (addr + bytes > atomic_load_explicit(&d->span_hi, memory_order_relaxed))
-        atomic_store_explicit(&d->span_hi, addr + bytes, memory_order_relaxed);
-    /* Shard 0's span is the device's (tdm__cache_may_hold); a shard's
-     * segments come under every lock, shard 0's included. */
-    tdm__cache_device *d0 = tdm__cache_shard(d->group, 0);
-    if (d0 != d) {
-        if (addr < atomic_load_explicit(&d0->span_lo, memory_order_relaxed))
-            atomic_store_explicit(&d0->span_lo, addr, memory_order_relaxed);
-        if (addr + bytes > atomic_load_explicit(&d0->span_hi, memory_order_relaxed))
-            atomic_store_explicit(&d0->span_hi, addr + bytes, memory_order_relaxed);
-    }
-    s->stream = req->stream;
-    s->stack_id = req->stack_id;
-    s->pool = (uint8_t)kind;
-    s->first = b;
-    s->next = d->segs;
-    if (d->segs)
-        d->segs->prev = s;
-    d->segs = s;
-    d->nsegs++;
-    b->seg = s;
-    b->pool = s->pool;
-    b->expandable = s->expandable;
-    b->addr = addr;
-    b->size = bytes;
-    b->stream = req->stream;
-    b->state = TDM_BLOCK_INACTIVE;
-    tdm__stat_add(&d->stats, kind, TDM__ST_SEGMENT, 1);
-}
-
-void tdm__cache_seg_unlink(tdm__cache_device *d, cseg *s)
-{
-    if (s->prev)
-        s->prev->next = s->next;
-    else
-        d->segs = s->next;
-    if (s->next)
-        s->next->prev = s->prev;
-    d->nsegs--;
-    tdm__stat_add(&d->stats, s->pool, TDM__ST_SEGMENT, -1);
-}
-
-/* A new segment of `bytes` from the provider, as one inactive block that
- * is in no tree yet.  NULL with *st set when the provider refuses. */
-static cblock *alloc_segment(tdm__cache_device *d, int kind, uint64_t bytes,
-                             const tdm__alloc_req *req, int is_retry,
-                             tdm_status *st)
-{
-    tdm__alloc_global *g = &tdm__alloc_g;
-    if (is_retry)
-        d->stats.num_alloc_retries++;
-    void *p = NULL;
-    *st = g->prov->alloc(g->prov, d->index, bytes, req->stream, &p);
-    if (*st != TDM_OK)
-        return NULL;
-    cseg *s = tdm__objpool_get(&d->seg_pool);
-    cblock *b = tdm__objpool_get(&d->block_pool);
-    if (s == NULL || b == NULL) {
-        tdm__objpool_put(&d->seg_pool, s);
-        tdm__objpool_put(&d->block_pool, b);
-        g->prov->free(g->prov, d->index, p, bytes);
-        *st = TDM_HOST_OUT_OF_MEMORY;
-        return NULL;
-    }
-    tdm__cache_seg_link(d, s, b, (uint64_t)(uintptr_t)p, bytes, kind, req);
-    b->mapped = 1;
-    tdm__stat_add(&d->stats, kind, TDM__ST_RESERVED_BYTES, (int64_t)bytes);
-    tdm__rec_event(TDM_ACTION_SEGMENT_ALLOC, d->index, s->addr, bytes, bytes,
-                   s->stream, tdm__cache_event_stack(req->stack_id));
-    return b;
 }
 
 /* ---- malloc ------------------------------------------------------------- */
@@ -456,7 +290,7 @@ static cblock *new_memory(tdm__cache_device *d, int kind, uint64_t size, uint64_
 {
     if (tdm__cache_expandable(d, kind))
         return tdm__cache_expand_alloc(d, kind, size, req, is_retry, st);
-    return alloc_segment(d, kind, seg_bytes, req, is_retry, st);
+    return tdm__cache_alloc_segment(d, kind, seg_bytes, req, is_retry, st);
 }
 
 /* tdm__cache_release_all of the shard that `all` (every lock held) says:
@@ -808,22 +642,6 @@ void tdm__cache_free_block(tdm__cache_device *d, cblock *b, uint32_t es)
     release_block(d, b);
 }
 
-int tdm__cache_owns(uint64_t ptr, int device)
-{
-    tdm__cache_device *d0 = tdm__alloc_g.cache ? tdm__alloc_g.cache[device] : NULL;
-    int owns = 0;
-    if (!d0)
-        return 0;
-    for (int i = 0; i < tdm__cache_nshards(d0->group) && !owns; i++) {
-        tdm__cache_device *d = tdm__cache_shard(d0->group, i);
-        tdm__lock_take(&d->lock);
-        for (const cseg *s = d->segs; s && !owns; s = s->next)
-            owns = ptr - s->addr < s->size;
-        tdm__lock_give(&d->lock);
-    }
-    return owns;
-}
-
 /* A free of b, just taken from shard d's map (its lock held). */
 static inline __attribute__((always_inline)) void
 free_held(tdm__cache_device *d, cblock *b, uint32_t free_stack, int on_stream, tdm_stream stream)
@@ -960,32 +778,4 @@ tdm_status tdm__cache_free_many(uint64_t ptr, uint32_t free_stack, int on_stream
             return st;
     }
     return TDM_UNKNOWN_POINTER;
-}
-
-void tdm__cache_complete_pending(tdm__cache_device *d, int all, uint64_t stream)
-{
-    cblock *b = d->pending;
-    while (b != NULL) {
-        cblock *next = b->pend_next;
-        if (b->wait != TDM__WAIT_SYNC) {
-            /* Markers: a stream sync of the sim API says nothing of them;
-             * a device-wide completion waits for them (unless capturing). */
-            if (!all || !tdm__cache_wait_markers(d, b)) {
-                b = next;
-                continue;
-            }
-        } else if (!all) {
-            for (uint32_t i = 0; i < b->nuses; i++) {
-                if (b->uses[i] == stream) {
-                    b->uses[i] = b->uses[--b->nuses];
-                    break;
-                }
-            }
-        }
-        if (all || b->nuses == 0) {
-            tdm__cache_unpend(d, b);
-            tdm__cache_free_block(d, b, b->free_stack);
-        }
-        b = next;
-    }
 }

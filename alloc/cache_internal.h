@@ -341,7 +341,12 @@ void tdm__cache_init_shard(tdm__cache_device *d, int index, int shard, tdm__cach
 /* The configuration's max_split_size as the rules use it. */
 uint64_t tdm__cache_max_split(void);
 
-/* cache_release.c: memory back to the provider (one shard, its lock held) */
+/* cache_segment.c: segments from and back to the provider (one shard, its
+ * lock held) */
+/* A new segment of `bytes` from the provider, as one inactive block that
+ * is in no tree yet.  NULL with *st set when the provider refuses. */
+cblock *tdm__cache_alloc_segment(tdm__cache_device *d, int kind, uint64_t bytes,
+                                 const tdm__alloc_req *req, int is_retry, tdm_status *st);
 /* PyTorch's release_available_cached_blocks: with max_split_size set,
  * frees oversize cached segments of this stream; 1 when enough did. */
 int tdm__cache_release_oversize(tdm__cache_device *d, cpool *p, uint64_t size,

@@ -1,8 +1,8 @@
 /* alloc/cache_shard.c: a device's caching allocator as shards by stream.
  *
  * Owns the group of a device's shards (cache_internal.h): which shard
- * serves a stream, taking every shard's lock, and the device's exact
- * peaks while it has more than one shard.
+ * serves a stream, taking every shard's lock, the device's exact peaks
+ * while it has more than one shard, and the shards' making and end.
  *
  * Streams: the first stream a device allocates for is served by shard 0;
  * each new stream after it gets a new shard while there are fewer than
@@ -242,4 +242,91 @@ void tdm__cache_stats_of(tdm__cache_group *grp, tdm__stats_acc *out)
         for (int p = 0; p < 3; p++)
             for (int r = 0; r < TDM__ST_COUNT; r++)
                 out->st[p][r].peak = grp->peak[p][r];
+}
+
+/* ---- a device's shards made and given back ---------------------------- */
+
+/* Unmapped ranges of expandable segments: by stream, then address. */
+static int cmp_unmapped(const tdm__tnode *a, const tdm__tnode *b)
+{
+    const cblock *x = TDM__CONTAINER_OF(a, cblock, node);
+    const cblock *y = TDM__CONTAINER_OF(b, cblock, node);
+    if (x->stream != y->stream)
+        return x->stream < y->stream ? -1 : 1;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+void tdm__cache_lock_device(int device, int take)
+{
+    tdm__cache_group *grp = tdm__alloc_g.cache[device]->group;
+    if (take > 0) {
+        tdm__cache_lock_all(grp);
+    } else if (take == 0) {
+        tdm__cache_unlock_all(grp);
+    } else {
+        for (int i = 0; i < tdm__cache_nshards(grp); i++)
+            tdm__lock_init(&tdm__cache_shard(grp, i)->lock);
+    }
+}
+
+void tdm__cache_init_shard(tdm__cache_device *d, int index, int shard, tdm__cache_group *grp)
+{
+    tdm__alloc_global *g = &tdm__alloc_g;
+    tdm__lock_init(&d->lock);
+    d->index = index;
+    d->shard = (uint8_t)shard;
+    d->group = grp;
+    atomic_store_explicit(&d->solo, shard == 0 ? TDM__SOLO_NEW : TDM__SOLO_SHARDS,
+                          memory_order_relaxed);
+    atomic_store_explicit(&d->span_lo, UINT64_MAX, memory_order_relaxed);
+    tdm__bins_init(&d->small.bins, g->cfg.reference_index);
+    tdm__bins_init(&d->large.bins, g->cfg.reference_index);
+    tdm__tree_init(&d->small.unmapped, cmp_unmapped);
+    tdm__tree_init(&d->large.unmapped, cmp_unmapped);
+    d->small.kind = TDM_POOL_SMALL;
+    d->large.kind = TDM_POOL_LARGE;
+    tdm__objpool_init(&d->block_pool, sizeof(cblock));
+    tdm__objpool_init(&d->seg_pool, sizeof(cseg));
+}
+
+static void destroy_shard(tdm__cache_device *d)
+{
+    tdm__alloc_global *g = &tdm__alloc_g;
+    int i = d->index;
+    /* Every segment back to the provider, whatever its blocks. */
+    for (cseg *s = d->segs, *next; s != NULL; s = next) {
+        next = s->next;
+        for (cblock *b = s->first; b != NULL; b = b->next)
+            tdm__cache_drop_uses(d, b);
+        if (s->expandable)
+            tdm__cache_expand_destroy(d, s);
+        else
+            g->prov->free(g->prov, i, (void *)(uintptr_t)s->addr, s->size);
+    }
+    for (uint32_t k = 0; k < d->nspare; k++)
+        g->prov->streams->marker_destroy(g->prov->streams_ctx, i, d->spare[k]);
+    tdm__bins_destroy(&d->small.bins);
+    tdm__bins_destroy(&d->large.bins);
+    tdm__cmap_destroy(&d->map);
+    tdm__objpool_destroy(&d->block_pool);
+    tdm__objpool_destroy(&d->seg_pool);
+    tdm__meta_unmap(d, sizeof *d);
+}
+
+void tdm__cache_destroy(void)
+{
+    tdm__alloc_global *g = &tdm__alloc_g;
+    if (g->cache == NULL)
+        return;
+    for (int i = 0; i < g->device_count; i++) {
+        tdm__cache_device *d0 = g->cache[i];
+        if (d0 == NULL)
+            continue;
+        tdm__cache_group *grp = d0->group;
+        for (int k = tdm__cache_nshards(grp) - 1; k >= 0; k--)
+            destroy_shard(tdm__cache_shard(grp, k));
+        tdm__meta_unmap(grp, sizeof *grp);
+    }
+    tdm__meta_unmap(g->cache, sizeof(tdm__cache_device *) * (size_t)g->device_count);
+    g->cache = NULL;
 }

@@ -116,6 +116,22 @@ tdm_status tdm__cache_record_stream(uint64_t ptr, int device, tdm_stream stream)
     return st;
 }
 
+int tdm__cache_owns(uint64_t ptr, int device)
+{
+    tdm__cache_device *d0 = tdm__alloc_g.cache ? tdm__alloc_g.cache[device] : NULL;
+    int owns = 0;
+    if (!d0)
+        return 0;
+    for (int i = 0; i < tdm__cache_nshards(d0->group) && !owns; i++) {
+        tdm__cache_device *d = tdm__cache_shard(d0->group, i);
+        tdm__lock_take(&d->lock);
+        for (const cseg *s = d->segs; s && !owns; s = s->next)
+            owns = ptr - s->addr < s->size;
+        tdm__lock_give(&d->lock);
+    }
+    return owns;
+}
+
 /* ---- snapshot state ----------------------------------------------------
  * One cut over every device: all device locks are taken (in index order,
  * as the fork handlers take them), each device's segments, blocks and
@@ -159,7 +175,7 @@ static void copy_device(int i, tdm__cache_group *grp, dev_copy *c)
     }
     c->segs = c->seg_room ? tdm__meta_map(c->seg_room * sizeof *c->segs) : NULL;
     c->blks = c->blk_room ? tdm__meta_map(c->blk_room * sizeof *c->blks) : NULL;
-    /* All three pools under one lock hold, so small + large = all. */
+    /* Every shard under its lock at once, so small + large = all. */
     c->stats = (tdm_stats){.size = sizeof c->stats};
     c->small = (tdm_stats){.size = sizeof c->small};
     c->large = (tdm_stats){.size = sizeof c->large};
@@ -176,29 +192,30 @@ static void copy_device(int i, tdm__cache_group *grp, dev_copy *c)
     /* An expandable segment shows as one segment per run of mapped
      * blocks, as PyTorch's snapshot shows it; unmapped ranges not at all.
      * Shards in turn: the visit sorts the segments by address. */
-    for (int k = 0; k < n; k++)
-    for (cseg *s = tdm__cache_shard(grp, k)->segs; s != NULL; s = s->next) {
-        for (cblock *b = s->first; b != NULL; b = b->next) {
-            if (!b->mapped)
-                continue;
-            if (b->prev == NULL || !b->prev->mapped) {
-                if (si > 0)
-                    c->segs[si - 1].count = bi - c->segs[si - 1].first;
-                c->segs[si].seg = (tdm_snap_segment){
-                    .device = i, .pool = s->pool, .is_expandable = s->expandable,
-                    .address = b->addr, .total_size = 0,
-                    .stream = s->stream, .stack_id = s->stack_id};
-                c->segs[si].first = bi;
-                si++;
+    for (int k = 0; k < n; k++) {
+        for (cseg *s = tdm__cache_shard(grp, k)->segs; s != NULL; s = s->next) {
+            for (cblock *b = s->first; b != NULL; b = b->next) {
+                if (!b->mapped)
+                    continue;
+                if (b->prev == NULL || !b->prev->mapped) {
+                    if (si > 0)
+                        c->segs[si - 1].count = bi - c->segs[si - 1].first;
+                    c->segs[si].seg = (tdm_snap_segment){
+                        .device = i, .pool = s->pool, .is_expandable = s->expandable,
+                        .address = b->addr, .total_size = 0,
+                        .stream = s->stream, .stack_id = s->stack_id};
+                    c->segs[si].first = bi;
+                    si++;
+                }
+                c->segs[si - 1].seg.total_size += b->size;
+                c->blks[bi++] = (tdm_snap_block){
+                    .address = b->addr, .size = b->size,
+                    .requested_size = b->requested,
+                    .alloc_time_ns = b->alloc_time_ns,
+                    .stack_id = b->stack_id, .state = b->state,
+                    .category = atomic_load_explicit(&b->category,
+                                                     memory_order_relaxed)};
             }
-            c->segs[si - 1].seg.total_size += b->size;
-            c->blks[bi++] = (tdm_snap_block){
-                .address = b->addr, .size = b->size,
-                .requested_size = b->requested,
-                .alloc_time_ns = b->alloc_time_ns,
-                .stack_id = b->stack_id, .state = b->state,
-                .category = atomic_load_explicit(&b->category,
-                                                 memory_order_relaxed)};
         }
     }
     if (si > 0)

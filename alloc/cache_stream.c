@@ -202,6 +202,34 @@ int tdm__cache_wait_markers(tdm__cache_device *d, cblock *b)
     return 1;
 }
 
+void tdm__cache_complete_pending(tdm__cache_device *d, int all, uint64_t stream)
+{
+    cblock *b = d->pending;
+    while (b != NULL) {
+        cblock *next = b->pend_next;
+        if (b->wait != TDM__WAIT_SYNC) {
+            /* Markers: a stream sync of the sim API says nothing of them;
+             * a device-wide completion waits for them (unless capturing). */
+            if (!all || !tdm__cache_wait_markers(d, b)) {
+                b = next;
+                continue;
+            }
+        } else if (!all) {
+            for (uint32_t i = 0; i < b->nuses; i++) {
+                if (b->uses[i] == stream) {
+                    b->uses[i] = b->uses[--b->nuses];
+                    break;
+                }
+            }
+        }
+        if (all || b->nuses == 0) {
+            tdm__cache_unpend(d, b);
+            tdm__cache_free_block(d, b, b->free_stack);
+        }
+        b = next;
+    }
+}
+
 /* ---- entry points for hooks ------------------------------------------------ */
 
 __attribute__((noinline)) tdm_status tdm__alloc_free_on_stream(void *ptr, tdm_stream stream,

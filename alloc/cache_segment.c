@@ -1,14 +1,95 @@
-/* alloc/cache_release.c: the caching allocator gives memory back.
+/* alloc/cache_segment.c: the caching allocator's segments come and go.
  *
- * Owns the paths that return cached segments to the provider: a whole
- * segment, every cached one (empty_cache, and malloc's last try before it
- * reports out of memory), oversize ones of a stream (PyTorch's
+ * Owns a shard's segment list (a new segment from the provider, linked and
+ * counted) and the paths that give memory back: a whole segment, every
+ * cached one (empty_cache, and malloc's last try before it reports out of
+ * memory), oversize ones of a stream (PyTorch's
  * release_available_cached_blocks) and the garbage collection of old ones
  * (garbage_collection_threshold).  Each works on one shard, its lock held
  * (cache.c's callers take them); the rules are PyTorch's.
  */
 #include "cache_internal.h"
 #include "recorder.h"
+
+/* ---- segments ---------------------------------------------------------- */
+
+void tdm__cache_seg_link(tdm__cache_device *d, cseg *s, cblock *b, uint64_t addr,
+                         uint64_t bytes, int kind, const tdm__alloc_req *req)
+{
+    s->addr = addr;
+    s->size = bytes;
+    if (addr < atomic_load_explicit(&d->span_lo, memory_order_relaxed))
+        atomic_store_explicit(&d->span_lo, addr, memory_order_relaxed);
+    if (addr + bytes > atomic_load_explicit(&d->span_hi, memory_order_relaxed))
+        atomic_store_explicit(&d->span_hi, addr + bytes, memory_order_relaxed);
+    /* Shard 0's span is the device's (tdm__cache_may_hold); a shard's
+     * segments come under every lock, shard 0's included. */
+    tdm__cache_device *d0 = tdm__cache_shard(d->group, 0);
+    if (d0 != d) {
+        if (addr < atomic_load_explicit(&d0->span_lo, memory_order_relaxed))
+            atomic_store_explicit(&d0->span_lo, addr, memory_order_relaxed);
+        if (addr + bytes > atomic_load_explicit(&d0->span_hi, memory_order_relaxed))
+            atomic_store_explicit(&d0->span_hi, addr + bytes, memory_order_relaxed);
+    }
+    s->stream = req->stream;
+    s->stack_id = req->stack_id;
+    s->pool = (uint8_t)kind;
+    s->first = b;
+    s->next = d->segs;
+    if (d->segs)
+        d->segs->prev = s;
+    d->segs = s;
+    d->nsegs++;
+    b->seg = s;
+    b->pool = s->pool;
+    b->expandable = s->expandable;
+    b->addr = addr;
+    b->size = bytes;
+    b->stream = req->stream;
+    b->state = TDM_BLOCK_INACTIVE;
+    tdm__stat_add(&d->stats, kind, TDM__ST_SEGMENT, 1);
+}
+
+void tdm__cache_seg_unlink(tdm__cache_device *d, cseg *s)
+{
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        d->segs = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    d->nsegs--;
+    tdm__stat_add(&d->stats, s->pool, TDM__ST_SEGMENT, -1);
+}
+
+/* A new segment of `bytes` from the provider, as one inactive block that
+ * is in no tree yet.  NULL with *st set when the provider refuses. */
+cblock *tdm__cache_alloc_segment(tdm__cache_device *d, int kind, uint64_t bytes,
+                                 const tdm__alloc_req *req, int is_retry, tdm_status *st)
+{
+    tdm__alloc_global *g = &tdm__alloc_g;
+    if (is_retry)
+        d->stats.num_alloc_retries++;
+    void *p = NULL;
+    *st = g->prov->alloc(g->prov, d->index, bytes, req->stream, &p);
+    if (*st != TDM_OK)
+        return NULL;
+    cseg *s = tdm__objpool_get(&d->seg_pool);
+    cblock *b = tdm__objpool_get(&d->block_pool);
+    if (s == NULL || b == NULL) {
+        tdm__objpool_put(&d->seg_pool, s);
+        tdm__objpool_put(&d->block_pool, b);
+        g->prov->free(g->prov, d->index, p, bytes);
+        *st = TDM_HOST_OUT_OF_MEMORY;
+        return NULL;
+    }
+    tdm__cache_seg_link(d, s, b, (uint64_t)(uintptr_t)p, bytes, kind, req);
+    b->mapped = 1;
+    tdm__stat_add(&d->stats, kind, TDM__ST_RESERVED_BYTES, (int64_t)bytes);
+    tdm__rec_event(TDM_ACTION_SEGMENT_ALLOC, d->index, s->addr, bytes, bytes,
+                   s->stream, tdm__cache_event_stack(req->stack_id));
+    return b;
+}
 
 /* Gives a cached whole-segment block's segment back to the provider. */
 static void release_segment(tdm__cache_device *d, cblock *b)
