@@ -255,7 +255,7 @@ static void give_held(tdm__cache_device *d, int all)
         tdm__lock_give(&d->lock);
         return;
     }
-    tdm__cache_peaks_rebase(d->group, d, TDM__REBASE_END);
+    tdm__cache_peaks_rebase(d->group, d, TDM__REBASE_END, -1);
     tdm__cache_unlock_all(d->group);
 }
 
@@ -306,7 +306,7 @@ static void release_held(tdm__cache_device *d, tdm_stream stream, int all)
         tdm__cache_release_all(tdm__cache_shard(grp, i), stream);
     /* Only downs: the others' ceilings come down to their values, so what
      * d reaches next is measured against the sum as it is now. */
-    tdm__cache_peaks_rebase(grp, d, TDM__REBASE_MID);
+    tdm__cache_peaks_rebase(grp, d, TDM__REBASE_MID, -1);
 }
 
 /* No cached block served the request: pages mapped or a new segment,
@@ -475,7 +475,7 @@ malloc_one_shard(tdm__cache_device *d, const tdm__alloc_req *hit, uint64_t size,
                 tdm__objpool_put(&d->block_pool, r);
             return TDM_INTERNAL;
         }
-        tdm__cache_peaks_rebase(d->group, d, TDM__REBASE_BEGIN);
+        tdm__cache_peaks_rebase(d->group, d, TDM__REBASE_BEGIN, b->pool);
     }
     p->calls++;
     tdm__bins_remove(&p->bins, b);
@@ -500,7 +500,7 @@ malloc_all(tdm__cache_device *d0, const tdm__alloc_req *in, uint64_t size, int k
         for (int i = 0; i < tdm__cache_nshards(grp); i++)
             if (tdm__cache_shard(grp, i)->nwaiting > 0)
                 tdm__cache_poll(tdm__cache_shard(grp, i), in->stream);
-    tdm__cache_peaks_rebase(grp, d, TDM__REBASE_BEGIN);
+    tdm__cache_peaks_rebase(grp, d, TDM__REBASE_BEGIN, -1);
     shard_hint = d->shard;
     return malloc_held(d, in, size, kind, out, 1);
 }

@@ -203,8 +203,10 @@ struct tdm__cache_group {
     /* During a call under every lock: the shares of the room below the
      * peaks that the other shards had not used (tdm__cache_peaks_rebase). */
     int64_t unused[TDM__SHARDS_MAX][3][TDM__ST_COUNT];
-    /* ... and the ceilings of the shard that made it (at its start). */
+    /* ... and the ceilings of the shard that made it (at its start), and
+     * which stats it rebases (tdm__cache_peaks_rebase's `pool`). */
     int64_t mine_had[3][TDM__ST_COUNT];
+    int8_t rebase_pool;
 };
 
 /* The moments of a call under every lock, for tdm__cache_peaks_rebase. */
@@ -381,8 +383,11 @@ tdm__cache_device *tdm__cache_shard_assign(tdm__cache_group *grp, uint64_t strea
  * into the device's peaks and sets every shard's ceilings again: the
  * others' at their values while `mine` goes on under every lock (`when`
  * TDM__REBASE_BEGIN, then _MID after the others' values went down), or
- * with their shares of the room below the peaks (_END). */
-void tdm__cache_peaks_rebase(tdm__cache_group *grp, const tdm__cache_device *mine, int when);
+ * with their shares of the room below the peaks (_END).  `pool` (at
+ * _BEGIN; the others repeat it): -1, every stat, or a pool whose cached
+ * block the call hands out: the stats that moves. */
+void tdm__cache_peaks_rebase(tdm__cache_group *grp, const tdm__cache_device *mine, int when,
+                             int pool);
 /* Every lock held: peaks reset to the current values (each shard's and
  * the device's). */
 void tdm__cache_peaks_reset(tdm__cache_group *grp);

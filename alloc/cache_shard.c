@@ -147,11 +147,27 @@ tdm__cache_device *tdm__cache_shard_assign(tdm__cache_group *grp, uint64_t strea
     return tdm__cache_shard_for(grp, stream);
 }
 
-void tdm__cache_peaks_rebase(tdm__cache_group *grp, const tdm__cache_device *mine, int when)
+/* Whether stat r of row p is one a rebase of `pool` (-1: every stat)
+ * looks at: a cached block handed out in that pool moves only the
+ * allocation's four stats of its pool's row and of the all-pools row. */
+static int rebased(int pool, int p, int r)
+{
+    if (pool < 0)
+        return 1;
+    return (p == 0 || p == 2 - pool) &&
+           (r == TDM__ST_ALLOCATED_BYTES || r == TDM__ST_ACTIVE_BYTES ||
+            r == TDM__ST_REQUESTED_BYTES || r == TDM__ST_ALLOCATION);
+}
+
+void tdm__cache_peaks_rebase(tdm__cache_group *grp, const tdm__cache_device *mine, int when,
+                             int pool)
 {
     int n = tdm__cache_nshards(grp);
     if (n < 2)
         return; /* one shard: its peaks are the device's */
+    if (when == TDM__REBASE_BEGIN)
+        grp->rebase_pool = (int8_t)pool;
+    pool = grp->rebase_pool;
     const tdm__stats_acc *ms = &tdm__cache_shard(grp, mine->shard)->stats;
     /* The stats rise together (bytes, counts, requests): when `mine`
      * outgrew its ceiling of one, it gets a share of every one. */
@@ -159,9 +175,12 @@ void tdm__cache_peaks_rebase(tdm__cache_group *grp, const tdm__cache_device *min
     if (when == TDM__REBASE_END)
         for (int p = 0; p < 3; p++)
             for (int r = 0; r < TDM__ST_COUNT; r++)
-                outgrew |= ms->st[p][r].current > grp->mine_had[p][r];
+                if (rebased(pool, p, r))
+                    outgrew |= ms->st[p][r].current > grp->mine_had[p][r];
     for (int p = 0; p < 3; p++) {
         for (int r = 0; r < TDM__ST_COUNT; r++) {
+            if (!rebased(pool, p, r))
+                continue;
             int64_t ceilings = 0, sum = 0;
             for (int i = 0; i < n; i++) {
                 const tdm_stat *s = &tdm__cache_shard(grp, i)->stats.st[p][r];
