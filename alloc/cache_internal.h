@@ -207,6 +207,8 @@ struct tdm__cache_group {
      * which stats it rebases (tdm__cache_peaks_rebase's `pool`). */
     int64_t mine_had[3][TDM__ST_COUNT];
     int8_t rebase_pool;
+    /* Each shard's highest values that rebases saw: what it may need. */
+    int64_t most[TDM__SHARDS_MAX][3][TDM__ST_COUNT];
 };
 
 /* The moments of a call under every lock, for tdm__cache_peaks_rebase. */

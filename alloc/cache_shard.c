@@ -186,6 +186,9 @@ void tdm__cache_peaks_rebase(tdm__cache_group *grp, const tdm__cache_device *min
                 const tdm_stat *s = &tdm__cache_shard(grp, i)->stats.st[p][r];
                 ceilings += s->peak;
                 sum += s->current;
+                int64_t *most = &grp->most[i][p][r];
+                if (s->current > *most)
+                    *most = s->current;
             }
             /* Since the last rebase only `mine` went up, the others' ceilings
              * being their values then (or above, shares they did not use):
@@ -215,7 +218,14 @@ void tdm__cache_peaks_rebase(tdm__cache_group *grp, const tdm__cache_device *min
                     *kept += s->peak - s->current;
                     s->peak = s->current;
                 } else {
-                    int64_t want = outgrew ? *kept / 2 : *kept;
+                    int64_t want = *kept;
+                    if (outgrew) {
+                        /* Half, and no more than it ever needed to reach
+                         * its highest (as far as rebases saw it): shards
+                         * that peak together keep just their own peaks. */
+                        int64_t need = grp->most[i][p][r] - s->current;
+                        want = *kept / 2 < need ? *kept / 2 : need > 0 ? need : 0;
+                    }
                     int64_t give = want < room ? want : room;
                     s->peak = s->current + give;
                     room -= give;
@@ -230,6 +240,7 @@ void tdm__cache_peaks_rebase(tdm__cache_group *grp, const tdm__cache_device *min
 void tdm__cache_peaks_reset(tdm__cache_group *grp)
 {
     int n = tdm__cache_nshards(grp);
+    memset(grp->most, 0, sizeof grp->most);
     for (int i = 0; i < n; i++)
         tdm__stats_reset_peaks(&tdm__cache_shard(grp, i)->stats);
     for (int p = 0; p < 3; p++) {

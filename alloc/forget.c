@@ -60,6 +60,7 @@ static void cache_forget_device(tdm__cache_group *grp)
      * stats. */
     memset(grp->peak, 0, sizeof grp->peak);
     memset(grp->unused, 0, sizeof grp->unused);
+    memset(grp->most, 0, sizeof grp->most);
     atomic_store_explicit(&grp->waiting, 0, memory_order_relaxed);
 }
 
