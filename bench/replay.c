@@ -13,7 +13,8 @@
  * best host allocator and minor page faults per pass; the
  * pure hit path (the same size freed and taken again) for every column;
  * and 1, 2 and 4 threads replaying the same trace at once (each its own
- * ids), tidemark on one stream and on streams 1..N.
+ * ids), tidemark on one stream and on streams 1..N (a shard each), and on
+ * devices of their own, each with its ratio to one thread.
  *
  * Memory is never touched: this times the allocators, not page faults.
  * Build with the default RelWithDebInfo (or Release) before reading it.
@@ -208,27 +209,28 @@ int main(int argc, char **argv)
     }
 
     printf("\nthreads replaying the same trace at once (each its own ids), recording off;\n"
-           "ns per pair per thread = wall time until the last thread ends / pairs\n");
+           "ns per pair per thread = wall time until the last thread ends / pairs;\n"
+           "ratio = median / the same column's one-thread median (the columns share\n"
+           "one allocator, so with one thread its device already serves two streams)\n");
     static const char *tnames[TCOL_COUNT] = {"tidemark, one stream", "tidemark, streams 1..N",
                                              "glibc", "jemalloc", "mimalloc"};
-    static const int tcol_of[TCOL_COUNT] = {COL_CACHE, COL_CACHE, COL_GLIBC, COL_JEMALLOC,
-                                            COL_MIMALLOC};
     for (int i = 0; i < nt; i++) {
+        spread one[TCOL_COUNT];
         for (int threads = 1; threads <= 4; threads *= 2) {
             use_cache();
             spread s[TCOL_COUNT];
             run_thread_rounds(cols, &traces[i], threads, rounds, s);
-            double best = best_peer(cols, s, tcol_of, TCOL_COUNT);
+            if (threads == 1)
+                memcpy(one, s, sizeof one);
             printf("\n%s, %d thread%s\n", traces[i].name, threads, threads > 1 ? "s" : "");
             for (int c = 0; c < TCOL_COUNT; c++)
-                print_row(tnames[c], &s[c], best, 0);
+                print_row(tnames[c], &s[c], one[c].median, 0);
         }
     }
-    printf("\nthreads each on a device of their own (4 sim devices), recording off: what\n"
-           "per-stream locks could reach, with nothing shared (a free finds its device\n"
-           "by the devices' address spans), and the same plus one lock per call around\n"
-           "shared stats, as exact device-wide stats would need (emulated around the call);\n"
-           "ratio = median / the same column's one-thread median\n");
+    printf("\nthreads each on a device of their own (4 sim devices), recording off: nothing\n"
+           "shared (a free finds its device by the devices' address spans), each device\n"
+           "serving one stream, as a device with one stream does; the reference for the\n"
+           "shards of the rows above; ratio = median / the one-thread median\n");
     backend dcols[DCOL_COUNT];
     device_columns(dcols);
     for (int i = 0; i < nt; i++) {

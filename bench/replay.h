@@ -50,7 +50,7 @@ void cache_set_stream_ctx(backend *b, uintptr_t stream);
  * same with one lock per call around shared stats, which exact
  * device-wide stats (allocated, active, requested bytes, allocations,
  * their peaks) would need; emulated around the call (ctx = the device). */
-enum { DCOL_OWN_DEVICE, DCOL_OWN_DEVICE_SHARED_STATS, DCOL_COUNT };
+enum { DCOL_OWN_DEVICE, DCOL_COUNT };
 void device_columns(backend cols[DCOL_COUNT]);
 extern const char *peers_policy_text;    /* how requests are treated */
 

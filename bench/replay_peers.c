@@ -178,48 +178,9 @@ static int dev_a(void *ctx, void **p, size_t size)
     return tdm_malloc(p, size, (int)(uintptr_t)ctx, 0) == TDM_OK ? 0 : -1;
 }
 
-/* The shared stats a per-stream design would keep exact: one lock per
- * call around four numbers and their peaks, on a cache line of their own.
- * A plain spinning lock (tidemark's device lock backs off for
- * microseconds, too long for a section this short): the cheapest way to
- * keep them, so the column is the best such a design could do. */
-static struct {
-    _Atomic int held;
-    int64_t current[4], peak[4];
-} __attribute__((aligned(64))) shared_stats;
-
-static void book_shared(int64_t bytes)
-{
-    while (atomic_exchange_explicit(&shared_stats.held, 1, memory_order_acquire))
-        while (atomic_load_explicit(&shared_stats.held, memory_order_relaxed))
-            tdm__lock_relax();
-    int64_t delta[4] = {bytes, bytes, bytes, bytes > 0 ? 1 : -1};
-    for (int i = 0; i < 4; i++) {
-        shared_stats.current[i] += delta[i];
-        if (shared_stats.current[i] > shared_stats.peak[i])
-            shared_stats.peak[i] = shared_stats.current[i];
-    }
-    atomic_store_explicit(&shared_stats.held, 0, memory_order_release);
-}
-
-static int dev_shared_a(void *ctx, void **p, size_t size)
-{
-    if (dev_a(ctx, p, size) != 0)
-        return -1;
-    book_shared((int64_t)size);
-    return 0;
-}
-static void dev_shared_f(void *ctx, void *p, size_t size)
-{
-    tdm_f(ctx, p, size);
-    book_shared(-(int64_t)size);
-}
-
 void device_columns(backend cols[DCOL_COUNT])
 {
     cols[DCOL_OWN_DEVICE] = (backend){"tidemark, devices 1..N", dev_a, tdm_f, NULL, NULL, 1, 0};
-    cols[DCOL_OWN_DEVICE_SHARED_STATS] =
-        (backend){"  + a shared stats lock", dev_shared_a, dev_shared_f, NULL, NULL, 1, 0};
 }
 
 void peers_fill(backend cols[COL_COUNT])

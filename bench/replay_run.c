@@ -332,6 +332,6 @@ void run_thread_rounds(backend cols[COL_COUNT], const trace *t, int threads, int
 void run_device_rounds(backend cols[DCOL_COUNT], const trace *t, int threads, int rounds,
                        spread out[DCOL_COUNT])
 {
-    static const int own[DCOL_COUNT] = {OWN_DEVICE, OWN_DEVICE};
+    static const int own[DCOL_COUNT] = {OWN_DEVICE};
     run_team_rounds(cols, own, DCOL_COUNT, t, threads, rounds, out);
 }
