@@ -547,7 +547,8 @@ cache_malloc(const tdm__alloc_req *in, void **out)
             }
             tdm__lock_give(&s->lock);
         }
-        return malloc_all(d, &hit, size, kind, out);
+        tdm__alloc_req req = hit; /* (a copy: hit's address goes nowhere) */
+        return malloc_all(d, &req, size, kind, out);
     }
     tdm__lock_take(&d->lock);
     /* The device's one shard, for the stream it serves: as ever.  (Both
@@ -557,7 +558,8 @@ cache_malloc(const tdm__alloc_req *in, void **out)
                                  hit.stream,
                          0)) {
         tdm__lock_give(&d->lock);
-        return malloc_sharded(d, &hit, size, kind, out);
+        tdm__alloc_req req = hit;
+        return malloc_sharded(d, &req, size, kind, out);
     }
     return malloc_held(d, &hit, size, kind, out, 0);
 }
