@@ -198,8 +198,10 @@ struct tdm__cache_group {
      * wait the sharded malloc takes every lock.  Changes rarely. */
     _Atomic uint32_t waiting __attribute__((aligned(64)));
     /* The device's peaks while it has shards (under all their locks):
-     * each stat's shard ceilings sum to it. */
-    int64_t peak[3][TDM__ST_COUNT];
+     * each stat's shard ceilings sum to it.  From here on, what only the
+     * calls under every lock write: off the line of `waiting`, which every
+     * sharded malloc reads. */
+    int64_t peak[3][TDM__ST_COUNT] __attribute__((aligned(64)));
     /* During a call under every lock: the shares of the room below the
      * peaks that the other shards had not used (tdm__cache_peaks_rebase). */
     int64_t unused[TDM__SHARDS_MAX][3][TDM__ST_COUNT];
@@ -207,9 +209,14 @@ struct tdm__cache_group {
      * which stats it rebases (tdm__cache_peaks_rebase's `pool`). */
     int64_t mine_had[3][TDM__ST_COUNT];
     int8_t rebase_pool;
-    /* Each shard's highest values that rebases saw: what it may need. */
+    /* Each shard's highest values that rebases saw: what it may need;
+     * and how many of the others' rebases ran since it last ran short
+     * (up to TDM__IDLE_REBASES: it has gone quiet). */
     int64_t most[TDM__SHARDS_MAX][3][TDM__ST_COUNT];
+    uint8_t idle[TDM__SHARDS_MAX];
 };
+
+#define TDM__IDLE_REBASES 8
 
 /* The moments of a call under every lock, for tdm__cache_peaks_rebase. */
 enum { TDM__REBASE_BEGIN, TDM__REBASE_MID, TDM__REBASE_END };

@@ -177,6 +177,13 @@ void tdm__cache_peaks_rebase(tdm__cache_group *grp, const tdm__cache_device *min
             for (int r = 0; r < TDM__ST_COUNT; r++)
                 if (rebased(pool, p, r))
                     outgrew |= ms->st[p][r].current > grp->mine_had[p][r];
+    int busy = 0; /* other shards that have not gone quiet */
+    for (int i = 0; outgrew && i < n && i < TDM__SHARDS_MAX; i++) {
+        if (i == mine->shard)
+            grp->idle[i] = 0;
+        else if (grp->idle[i] < TDM__IDLE_REBASES)
+            busy += ++grp->idle[i] < TDM__IDLE_REBASES;
+    }
     for (int p = 0; p < 3; p++) {
         for (int r = 0; r < TDM__ST_COUNT; r++) {
             if (!rebased(pool, p, r))
@@ -197,7 +204,7 @@ void tdm__cache_peaks_rebase(tdm__cache_group *grp, const tdm__cache_device *min
             int64_t *peak = &grp->peak[p][r];
             if (ceilings > *peak)
                 *peak = ceilings;
-            int64_t room = *peak - sum;
+            int64_t room = *peak - sum, room_then = room;
             tdm_stat *m = &tdm__cache_shard(grp, mine->shard)->stats.st[p][r];
             if (when == TDM__REBASE_BEGIN)
                 grp->mine_had[p][r] = m->peak;
@@ -219,12 +226,18 @@ void tdm__cache_peaks_rebase(tdm__cache_group *grp, const tdm__cache_device *min
                     s->peak = s->current;
                 } else {
                     int64_t want = *kept;
-                    if (outgrew) {
-                        /* Half, and no more than it ever needed to reach
-                         * its highest (as far as rebases saw it): shards
-                         * that peak together keep just their own peaks. */
+                    if (outgrew && grp->idle[i] >= TDM__IDLE_REBASES) {
+                        want = *kept / 2; /* gone quiet: half, each time */
+                    } else if (outgrew) {
+                        /* What it needs to reach its highest so far (as far
+                         * as rebases saw it), and no more than its part of
+                         * half the room: shards that peak together keep
+                         * their own peaks, shards that take turns share. */
                         int64_t need = grp->most[i][p][r] - s->current;
-                        want = *kept / 2 < need ? *kept / 2 : need > 0 ? need : 0;
+                        int64_t part = room_then / (2 * (busy > 0 ? busy : 1));
+                        want = need < want ? need : want;
+                        want = part < want ? part : want;
+                        want = want > 0 ? want : 0;
                     }
                     int64_t give = want < room ? want : room;
                     s->peak = s->current + give;
