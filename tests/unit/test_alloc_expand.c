@@ -24,26 +24,18 @@
 #include "cache_internal.h"
 #include "provider.h"
 #include "recorder.h"
+#include "alloc_fixtures.h"
 
 #define MiB ((size_t)1 << 20)
 
 static void check(void)
 {
-    char msg[256] = "";
-    int n = 0;
-    assert_int_equal(tdm_device_count(&n), TDM_OK);
-    for (int d = 0; d < n; d++)
-        if (tdm__alloc_check(d, msg, sizeof msg) != TDM_OK)
-            fail_msg("invariant broken on device %d: %s", d, msg);
+    tdm_test_check_devices();
 }
 
 static tdm__alloc_config cfg_of(size_t capacity, int expandable)
 {
-    tdm__alloc_config cfg;
-    tdm__alloc_config_defaults(&cfg);
-    strcpy(cfg.mode, "cache");
-    cfg.device_capacity = capacity;
-    cfg.quiet_oom = 1;
+    tdm__alloc_config cfg = tdm_test_cache_config(capacity);
     cfg.expandable_segments = expandable;
     return cfg;
 }

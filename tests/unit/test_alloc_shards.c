@@ -20,26 +20,13 @@
 
 #include "alloc.h"
 #include "cache_internal.h"
+#include "alloc_fixtures.h"
 
 #define MiB ((size_t)1 << 20)
 
-static void check(void)
-{
-    char msg[256] = "";
-    int n = 0;
-    assert_int_equal(tdm_device_count(&n), TDM_OK);
-    for (int d = 0; d < n; d++)
-        if (tdm__alloc_check(d, msg, sizeof msg) != TDM_OK)
-            fail_msg("invariant broken on device %d: %s", d, msg);
-}
-
 static void use(size_t capacity, double gc_threshold)
 {
-    tdm__alloc_config cfg;
-    tdm__alloc_config_defaults(&cfg);
-    strcpy(cfg.mode, "cache");
-    cfg.device_capacity = capacity;
-    cfg.quiet_oom = 1;
+    tdm__alloc_config cfg = tdm_test_cache_config(capacity);
     cfg.garbage_collection_threshold = gc_threshold;
     tdm__alloc_reset_for_tests();
     assert_int_equal(tdm__alloc_configure(&cfg), TDM_OK);
@@ -82,7 +69,7 @@ static void test_streams_get_shards(void **state)
             assert_int_equal(tdm_malloc(&p[s][k], 512 * (size_t)(1 + s + k), 0,
                                         (tdm_stream)(1000 + s)),
                              TDM_OK);
-    check();
+    tdm_test_check_devices();
     assert_int_equal(tdm__cache_nshards(group0()), TDM__SHARDS_MAX);
     assert_int_equal(tdm__alloc_g.cache[0]->solo, TDM__SOLO_SHARDS);
     /* Every block sits in the shard that serves its stream. */
@@ -102,12 +89,12 @@ static void test_streams_get_shards(void **state)
     assert_int_equal(allocated_now(), 0);
     int x = 0;
     assert_int_equal(tdm_free(&x), TDM_UNKNOWN_POINTER);
-    check();
+    tdm_test_check_devices();
     assert_int_equal(tdm_empty_cache(0), TDM_OK);
     tdm_stats s = {.size = sizeof s};
     assert_int_equal(tdm_memory_stats(0, &s), TDM_OK);
     assert_int_equal(s.reserved_bytes.current, 0);
-    check();
+    tdm_test_check_devices();
 }
 
 /* Garbage collection ages blocks by the device's calls: with it on, every
@@ -120,10 +107,10 @@ static void test_gc_keeps_one_shard(void **state)
     for (int s = 0; s < 6; s++)
         assert_int_equal(tdm_malloc(&p[s], 3 * MiB, 0, (tdm_stream)s), TDM_OK);
     assert_int_equal(tdm__cache_nshards(group0()), 1);
-    check();
+    tdm_test_check_devices();
     for (int s = 0; s < 6; s++)
         assert_int_equal(tdm_free(p[s]), TDM_OK);
-    check();
+    tdm_test_check_devices();
 }
 
 /* Peaks with shards, single-threaded: the highest sum reached, not the
@@ -151,7 +138,7 @@ static void test_peak_is_the_sums(void **state)
     assert_int_equal(tdm_reset_peak_stats(0), TDM_OK);
     assert_int_equal(tdm_memory_stats(0, &s), TDM_OK);
     assert_int_equal(s.allocated_bytes.peak, 2 * MiB);
-    check();
+    tdm_test_check_devices();
     /* Within the shards' shares again: a block from stream 2's cache. */
     assert_int_equal(tdm_malloc(&b, 1 * MiB, 0, (tdm_stream)2), TDM_OK);
     assert_int_equal(tdm_memory_stats(0, &s), TDM_OK);
@@ -159,7 +146,7 @@ static void test_peak_is_the_sums(void **state)
     assert_int_equal(s.allocated_bytes.peak, 3 * MiB);
     assert_int_equal(tdm_free(a), TDM_OK);
     assert_int_equal(tdm_free(b), TDM_OK);
-    check();
+    tdm_test_check_devices();
 }
 
 /* ---- threads ---------------------------------------------------------------- */
@@ -263,7 +250,7 @@ static void test_threads_on_streams(void **state)
         for (int k = 0; k < SLOTS; k++)
             if (shared[i][k] != NULL)
                 assert_int_equal(tdm_free(shared[i][k]), TDM_OK);
-    check();
+    tdm_test_check_devices();
     tdm_stats s = {.size = sizeof s};
     assert_int_equal(tdm_memory_stats(0, &s), TDM_OK);
     assert_int_equal(s.allocated_bytes.current, 0);
