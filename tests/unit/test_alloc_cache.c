@@ -19,30 +19,19 @@
 #include "alloc.h"
 #include "cache_internal.h"
 #include "recorder.h"
+#include "alloc_fixtures.h"
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
 
 static void check(void)
 {
-    char msg[256] = "";
-    int n = 0;
-    assert_int_equal(tdm_device_count(&n), TDM_OK);
-    for (int d = 0; d < n; d++) {
-        tdm_status st = tdm__alloc_check(d, msg, sizeof msg);
-        if (st != TDM_OK)
-            fail_msg("invariant broken on device %d: %s", d, msg);
-    }
+    tdm_test_check_devices();
 }
 
 static tdm__alloc_config base_cfg(size_t capacity)
 {
-    tdm__alloc_config cfg;
-    tdm__alloc_config_defaults(&cfg);
-    strcpy(cfg.mode, "cache");
-    cfg.device_capacity = capacity;
-    cfg.quiet_oom = 1;
-    return cfg;
+    return tdm_test_cache_config(capacity);
 }
 
 static void use(tdm__alloc_config cfg)
