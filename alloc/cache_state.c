@@ -285,6 +285,11 @@ static tdm_status check_shard(int device, tdm__cache_device *d, int64_t *reserve
     for (cseg *s = d->segs; s != NULL; s = s->next) {
         int pk = s->pool == TDM_POOL_SMALL ? 1 : 2;
         nsegs++;
+        if (tdm__cache_shard_for(d->group, s->stream) != d || s->addr < d->span_lo ||
+            s->addr + s->size > d->span_hi)
+            FAIL("segment %#llx of stream %llu is in shard %d, not its stream's, or "
+                 "outside the shard's span",
+                 (unsigned long long)s->addr, (unsigned long long)s->stream, d->shard);
         if (s->next && s->next->prev != s)
             FAIL("segment list broken at %#llx", (unsigned long long)s->addr);
         if (s->pool == TDM_POOL_SMALL && s->size != TDM__SMALL_BUFFER && !s->expandable)
@@ -442,16 +447,21 @@ static tdm_status check_cache(int device, char *msg, size_t msg_len)
     tdm__cache_group *grp = group(device);
     tdm_status st = TDM_OK;
     int64_t reserved = 0;
+    uint32_t waiting = 0;
     int n = tdm__cache_lock_all(grp);
     for (int i = 0; i < n && st == TDM_OK; i++) {
         tdm__cache_device *d = tdm__cache_shard(grp, i);
         if (d->shard != i || d->index != device || d->group != grp)
             FAIL("shard %d of device %d is numbered %d of device %d", i, device, d->shard,
                  d->index);
+        waiting += d->nwaiting;
         st = check_shard(device, d, &reserved, msg, msg_len);
     }
     if (st != TDM_OK)
         goto out;
+    if (waiting != atomic_load_explicit(&grp->waiting, memory_order_relaxed))
+        FAIL("shards' pending blocks waiting on markers: %u, the device counts %u", waiting,
+             atomic_load_explicit(&grp->waiting, memory_order_relaxed));
     /* With shards, each stat's ceilings share out the device's peak. */
     for (int p = 0; p < 3 && n > 1; p++) {
         for (int r = 0; r < TDM__ST_COUNT; r++) {

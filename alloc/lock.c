@@ -26,22 +26,7 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Spins while l is held by a sweep, up to about SWEEP_SPIN_NS; whether it
- * is still held by one. */
-#define SWEEP_SPIN_NS 50000u
-static int spin_past_sweep(tdm__lock *l)
-{
-    if (atomic_load_explicit(&l->held, memory_order_relaxed) != TDM__LOCK_SWEEP)
-        return 0;
-    uint64_t t0 = now_ns();
-    do {
-        for (int i = 0; i < 8; i++)
-            tdm__lock_relax();
-        if (atomic_load_explicit(&l->held, memory_order_relaxed) != TDM__LOCK_SWEEP)
-            return 0;
-    } while (now_ns() - t0 < SWEEP_SPIN_NS);
-    return 1;
-}
+#define SWEEP_SPIN_NS 50000u /* a sweep's spin for one lock */
 
 void tdm__lock_take_sweep(tdm__lock *l)
 {
@@ -49,7 +34,7 @@ void tdm__lock_take_sweep(tdm__lock *l)
     uint64_t t0 = now_ns();
     for (;;) {
         uint32_t v = atomic_load_explicit(&l->held, memory_order_relaxed);
-        if (v == 0 && atomic_compare_exchange_weak_explicit(&l->held, &v, TDM__LOCK_SWEEP,
+        if (v == 0 && atomic_compare_exchange_weak_explicit(&l->held, &v, 1,
                                                             memory_order_acquire,
                                                             memory_order_relaxed))
             return;
@@ -60,17 +45,12 @@ void tdm__lock_take_sweep(tdm__lock *l)
     }
     /* A holder in a long operation (a provider call, a dump's copy). */
     tdm__lock_take(l);
-    atomic_store_explicit(&l->held, TDM__LOCK_SWEEP, memory_order_relaxed);
 }
 
 void tdm__lock_wait(tdm__lock *l)
 {
     for (;;) {
         uint64_t delay = FIRST_DELAY_NS, spent = 0;
-        /* (Behind a sweep: one look as soon as it is gone.) */
-        if (atomic_load_explicit(&l->held, memory_order_relaxed) == TDM__LOCK_SWEEP &&
-            !spin_past_sweep(l) && tdm__lock_try(l))
-            return;
         while (spent < SPIN_NS) {
             uint64_t t0 = now_ns();
             do {

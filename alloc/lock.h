@@ -24,7 +24,7 @@
 #include <sys/single_threaded.h>
 
 typedef struct tdm__lock {
-    _Atomic uint32_t held;     /* 0 free, 1 taken, TDM__LOCK_SWEEP taken by a sweep */
+    _Atomic uint32_t held;     /* 0 free, 1 taken */
     _Atomic uint32_t sleepers; /* threads asleep (or about to be) on `held` */
 } tdm__lock;
 
@@ -40,16 +40,12 @@ static inline void tdm__lock_relax(void)
 #endif
 }
 
-/* Taken by a sweep: a call that holds every shard's lock of a device for
- * a moment (alloc/cache_shard.c).  It gives them back within a
- * microsecond or two, so a thread waiting for one spins instead of backing
- * off, and a sweep waiting for one spins too: the holder of a shard's lock
- * is in one short call. */
-#define TDM__LOCK_SWEEP 2u
-
 void tdm__lock_wait(tdm__lock *l);
 void tdm__lock_wake(tdm__lock *l);
-/* Takes l for a sweep. */
+/* Takes l for a sweep: a call that takes every shard's lock of a device
+ * (alloc/cache_shard.c).  The holder of a shard's lock is in one short
+ * call, so a sweep looks again every few pauses instead of backing off,
+ * for up to 50 us (then as tdm__lock_take). */
 void tdm__lock_take_sweep(tdm__lock *l);
 
 static inline void tdm__lock_take(tdm__lock *l)

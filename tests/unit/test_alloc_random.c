@@ -43,8 +43,9 @@ static tdm__alloc_config cfg_of(int devices, size_t capacity)
 
 /* Each stat's peak as PyTorch keeps it: the highest value it had after
  * any operation (within one, each stat only goes up, or down, or down
- * then up), restarting from the current one at a reset.  The device's
- * shards (one per stream here) must report exactly that. */
+ * then up: no expandable segments here, whose calls may map pages and
+ * give some back), restarting from the current one at a reset.  The
+ * device's shards (one per stream here) must report exactly that. */
 typedef struct peak_model {
     int64_t peak[2][3][6];
 } peak_model;

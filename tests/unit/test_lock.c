@@ -1,5 +1,6 @@
-/* tests/unit/test_lock.c: the device lock (alloc/lock.h) excludes, lets a
- * sleeping waiter in, and leaves no sleeper count behind. */
+/* tests/unit/test_lock.c: the shard lock (alloc/lock.h) excludes, with
+ * sweeps' takes among the others, lets a sleeping waiter in, and leaves
+ * no sleeper count behind. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,9 +20,12 @@ enum { THREADS = 4, ROUNDS = 200000 };
 
 static void *hammer(void *arg)
 {
-    (void)arg;
+    int sweeps = arg != NULL; /* every other take is a sweep's */
     for (int i = 0; i < ROUNDS; i++) {
-        tdm__lock_take(&lock);
+        if (sweeps && i % 2)
+            tdm__lock_take_sweep(&lock);
+        else
+            tdm__lock_take(&lock);
         long c = counter;
         __asm__ __volatile__("" ::: "memory");
         counter = c + 1;
@@ -36,7 +40,7 @@ static void test_excludes(void **state)
     counter = 0;
     pthread_t t[THREADS];
     for (int i = 0; i < THREADS; i++)
-        pthread_create(&t[i], NULL, hammer, NULL);
+        pthread_create(&t[i], NULL, hammer, i % 2 ? &lock : NULL);
     for (int i = 0; i < THREADS; i++)
         pthread_join(t[i], NULL);
     assert_int_equal(counter, (long)THREADS * ROUNDS);
@@ -55,8 +59,10 @@ static double got_at;
 
 static void *waiter(void *arg)
 {
-    (void)arg;
-    tdm__lock_take(&lock);
+    if (arg != NULL)
+        tdm__lock_take_sweep(&lock);
+    else
+        tdm__lock_take(&lock);
     got_at = now_s();
     tdm__lock_give(&lock);
     return NULL;
@@ -86,6 +92,26 @@ static void test_sleeper_gets_it(void **state)
     assert_int_equal(atomic_load(&lock.held), 0);
 }
 
+/* A sweep behind a holder in a long operation stops spinning, waits as
+ * any other taker, and gets the lock once it is given back, never
+ * before. */
+static void test_sweep_waits(void **state)
+{
+    (void)state;
+    tdm__lock_take(&lock);
+    pthread_t t;
+    got_at = 0;
+    pthread_create(&t, NULL, waiter, &lock);
+    struct timespec hold = {0, 30000000}; /* 30 ms, past the sweep's spin */
+    nanosleep(&hold, NULL);
+    double given = now_s();
+    tdm__lock_give(&lock);
+    pthread_join(t, NULL);
+    assert_true(got_at >= given);
+    assert_int_equal(atomic_load(&lock.held), 0);
+    assert_int_equal(atomic_load(&lock.sleepers), 0);
+}
+
 static void test_try(void **state)
 {
     (void)state;
@@ -101,6 +127,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_excludes),
         cmocka_unit_test(test_sleeper_gets_it),
+        cmocka_unit_test(test_sweep_waits),
         cmocka_unit_test(test_try),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
