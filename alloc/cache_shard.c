@@ -18,11 +18,12 @@
  * stat carries a ceiling (its `peak` field) and the shards' ceilings sum
  * to the device's peak.  A malloc that stays under its shard's ceilings
  * needs no other shard: the device's sum cannot have passed the peak.
- * One that would pass one takes every lock (tdm__cache_peaks_rebase):
- * the peak becomes the sum's true high-water mark, then the room below
- * it is shared out again, half to the shard that ran short.  The peak is
- * so exactly PyTorch's, the maximum of the device's sum over the calls in
- * the order the locks gave them.
+ * One that would pass one takes every lock (a sweep): the peak becomes
+ * the sum's true high-water mark, then the room below it is shared out
+ * again, to the shard that ran short what the others do not keep
+ * (tdm__cache_peaks_rebase).  The peak is so exactly PyTorch's, the
+ * maximum of the device's sum over the calls in the order the locks gave
+ * them.
  *
  * Lock order: shards by number.  A call holding one shard's lock that
  * needs them all gives it back first and takes them from shard 0.
@@ -208,12 +209,10 @@ void tdm__cache_peaks_rebase(tdm__cache_group *grp, const tdm__cache_device *min
             tdm_stat *m = &tdm__cache_shard(grp, mine->shard)->stats.st[p][r];
             if (when == TDM__REBASE_BEGIN)
                 grp->mine_had[p][r] = m->peak;
-            /* `mine` outgrew its ceilings of before: the others give it half
-             * of the shares they did not use; else they get them back as
-             * they were.  So a shard that stopped allocating gives its
-             * shares up over a few of the others' calls, one that still
-             * allocates comes back for more, and a call under every lock
-             * for another reason (a new segment) moves nothing. */
+            /* `mine` outgrew its ceilings of before: the others keep part
+             * of the shares they did not use (below) and it gets the rest;
+             * else they get them back as they were, so a call under every
+             * lock for another reason (a new segment) moves nothing. */
             for (int i = 0; i < n; i++) {
                 if (i == mine->shard)
                     continue;
