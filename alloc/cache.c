@@ -302,8 +302,7 @@ static void release_held(tdm__cache_device *d, tdm_stream stream, int all)
         return;
     }
     tdm__cache_group *grp = d->group;
-    for (int i = 0; i < tdm__cache_nshards(grp); i++)
-        tdm__cache_release_all(tdm__cache_shard(grp, i), stream);
+    tdm__cache_release_every_shard(grp, stream);
     /* Only downs: the others' ceilings come down to their values, so what
      * d reaches next is measured against the sum as it is now. */
     tdm__cache_peaks_rebase(grp, d, TDM__REBASE_MID, -1);
@@ -678,35 +677,43 @@ free_held(tdm__cache_device *d, cblock *b, uint32_t free_stack, int on_stream, t
 }
 
 /* Whether shard d's segments can hold ptr. */
-static int shard_may_hold(const tdm__cache_device *d, uint64_t ptr)
+static inline int shard_may_hold(const tdm__cache_device *d, uint64_t ptr)
 {
     return ptr >= atomic_load_explicit(&d->span_lo, memory_order_relaxed) &&
            ptr < atomic_load_explicit(&d->span_hi, memory_order_relaxed);
 }
 
-/* A free on a device with shards: the shard this thread used last first,
- * then the others.  A free only lowers stats, so one shard's lock does. */
+/* A free of ptr if shard d holds it, under d's lock: whether it did.
+ * Under the shard's lock its map is authoritative: a racing free of the
+ * same pointer finds it gone here. */
+static inline __attribute__((always_inline)) int
+free_in(tdm__cache_device *d, uint64_t ptr, uint32_t free_stack, int on_stream,
+        tdm_stream stream)
+{
+    tdm__lock_take(&d->lock);
+    cblock *b = tdm__cmap_take(&d->map, ptr);
+    if (b != NULL)
+        free_held(d, b, free_stack, on_stream, stream);
+    tdm__lock_give(&d->lock);
+    return b != NULL;
+}
+
+/* A free on a device with shards, in the shards other than `tried` (the
+ * one already asked, or -1) whose span covers ptr.  A free only lowers
+ * stats, so one shard's lock does. */
 static __attribute__((noinline)) tdm_status
 free_sharded(tdm__cache_device *d0, uint64_t ptr, uint32_t free_stack, int on_stream,
-             tdm_stream stream)
+             tdm_stream stream, int tried)
 {
     tdm__cache_group *grp = d0->group;
     int n = tdm__cache_nshards(grp);
-    int first = shard_hint < n ? shard_hint : 0;
-    for (int k = 0; k < n; k++) {
-        int i = k == 0 ? first : k - 1 < first ? k - 1 : k;
+    for (int i = 0; i < n; i++) {
         tdm__cache_device *d = tdm__cache_shard(grp, i);
-        if (!shard_may_hold(d, ptr))
+        if (i == tried || !shard_may_hold(d, ptr) ||
+            !free_in(d, ptr, free_stack, on_stream, stream))
             continue;
-        tdm__lock_take(&d->lock);
-        cblock *b = tdm__cmap_take(&d->map, ptr);
-        if (b != NULL) {
-            free_held(d, b, free_stack, on_stream, stream);
-            tdm__lock_give(&d->lock);
-            shard_hint = (uint8_t)i;
-            return TDM_OK;
-        }
-        tdm__lock_give(&d->lock);
+        shard_hint = (uint8_t)i;
+        return TDM_OK;
     }
     return TDM_UNKNOWN_POINTER;
 }
@@ -718,34 +725,21 @@ cache_free(uint64_t ptr, int device, uint32_t free_stack, int on_stream, tdm_str
     tdm__cache_device *d = g->cache[device];
     if (__builtin_expect(atomic_load_explicit(&d->solo, memory_order_relaxed) == TDM__SOLO_SHARDS,
                          0)) {
-        /* Shards: the one this thread used last, most often the one. */
+        /* Shards: the one this thread used last first, most often the
+         * one. */
         tdm__cache_device *h = tdm__cache_shard(d->group, shard_hint);
-        if (h != NULL && shard_may_hold(h, ptr)) {
-            tdm__lock_take(&h->lock);
-            cblock *b = tdm__cmap_take(&h->map, ptr);
-            if (b != NULL) {
-                free_held(h, b, free_stack, on_stream, stream);
-                tdm__lock_give(&h->lock);
-                return TDM_OK;
-            }
-            tdm__lock_give(&h->lock);
-        }
-        return free_sharded(d, ptr, free_stack, on_stream, stream);
+        if (h == NULL || !shard_may_hold(h, ptr))
+            return free_sharded(d, ptr, free_stack, on_stream, stream, -1);
+        if (free_in(h, ptr, free_stack, on_stream, stream))
+            return TDM_OK;
+        return free_sharded(d, ptr, free_stack, on_stream, stream, h->shard);
     }
-    tdm__lock_take(&d->lock);
-    /* Under the shard's lock its map is authoritative: a racing free of
-     * the same pointer finds it gone here. */
-    cblock *b = tdm__cmap_take(&d->map, ptr);
-    if (b == NULL) {
-        tdm__lock_give(&d->lock);
-        /* Shards may have come since the look above. */
-        if (atomic_load_explicit(&d->solo, memory_order_relaxed) == TDM__SOLO_SHARDS)
-            return free_sharded(d, ptr, free_stack, on_stream, stream);
-        return TDM_UNKNOWN_POINTER;
-    }
-    free_held(d, b, free_stack, on_stream, stream);
-    tdm__lock_give(&d->lock);
-    return TDM_OK;
+    if (free_in(d, ptr, free_stack, on_stream, stream))
+        return TDM_OK;
+    /* Shards may have come since the look above (shard 0, d, was asked). */
+    if (atomic_load_explicit(&d->solo, memory_order_relaxed) == TDM__SOLO_SHARDS)
+        return free_sharded(d, ptr, free_stack, on_stream, stream, 0);
+    return TDM_UNKNOWN_POINTER;
 }
 
 tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack, int on_stream,
@@ -763,9 +757,7 @@ tdm_status tdm__cache_free_quiet(uint64_t ptr)
 
 int tdm__cache_may_hold(int device, uint64_t ptr)
 {
-    const tdm__cache_device *d = tdm__alloc_g.cache[device];
-    return ptr >= atomic_load_explicit(&d->span_lo, memory_order_relaxed) &&
-           ptr < atomic_load_explicit(&d->span_hi, memory_order_relaxed);
+    return shard_may_hold(tdm__alloc_g.cache[device], ptr); /* shard 0: the device's span */
 }
 
 tdm_status tdm__cache_free_many(uint64_t ptr, uint32_t free_stack, int on_stream,

@@ -422,6 +422,8 @@ size_t tdm__cache_expand_runs(const cseg *s);
 /* Completes pending frees (waiting on markers), then releases every cached
  * whole segment; nothing while a graph capture is underway. */
 void tdm__cache_release_all(tdm__cache_device *d, tdm_stream stream);
+/* tdm__cache_release_all of every shard of a device (every lock held). */
+void tdm__cache_release_every_shard(tdm__cache_group *grp, tdm_stream stream);
 void tdm__cache_complete_pending(tdm__cache_device *d, int all, uint64_t stream);
 
 /* cache_stream.c: frees ordered after other streams' work */

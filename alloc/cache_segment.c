@@ -139,6 +139,12 @@ void tdm__cache_release_all(tdm__cache_device *d, tdm_stream stream)
     tdm__cache_expand_release(d, &d->small);
 }
 
+void tdm__cache_release_every_shard(tdm__cache_group *grp, tdm_stream stream)
+{
+    for (int i = 0; i < tdm__cache_nshards(grp); i++)
+        tdm__cache_release_all(tdm__cache_shard(grp, i), stream);
+}
+
 /* PyTorch's release_available_cached_blocks: with max_split_size set,
  * free oversize cached segments of this stream, one big enough or the
  * largest first until enough bytes are back. */

@@ -41,8 +41,7 @@ tdm_status tdm__cache_empty(int device)
     tdm__cache_group *grp = group(device);
     /* Only downs: every shard's ceilings stay above its values. */
     tdm__cache_lock_all(grp);
-    for (int i = 0; i < tdm__cache_nshards(grp); i++)
-        tdm__cache_release_all(tdm__cache_shard(grp, i), 0);
+    tdm__cache_release_every_shard(grp, 0);
     tdm__cache_unlock_all(grp);
     return TDM_OK;
 }
