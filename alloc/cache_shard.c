@@ -37,19 +37,27 @@ static unsigned stream_slot(uint64_t stream)
     return (unsigned)((stream * 0x9e3779b97f4a7c15ULL) >> 58); /* 64 slots */
 }
 
-tdm__cache_device *tdm__cache_shard_for(tdm__cache_group *grp, uint64_t stream)
+/* The stream table's slot of `stream`, or the empty slot where it would
+ * go; -1 when the table is full without it. */
+static int slot_of(tdm__cache_group *grp, uint64_t stream)
 {
     unsigned i = stream_slot(stream);
-    for (unsigned k = 0; k < TDM__STREAM_SLOTS; k++, i = (i + 1) % TDM__STREAM_SLOTS) {
-        unsigned s = atomic_load_explicit(&grp->stream_shard[i], memory_order_acquire);
-        if (s == 0)
-            return NULL;
-        if (atomic_load_explicit(&grp->stream_key[i], memory_order_relaxed) == stream)
-            return tdm__cache_shard(grp, (int)s - 1);
+    for (unsigned k = 0; k < TDM__STREAM_SLOTS; k++, i = (i + 1) % TDM__STREAM_SLOTS)
+        if (atomic_load_explicit(&grp->stream_shard[i], memory_order_acquire) == 0 ||
+            atomic_load_explicit(&grp->stream_key[i], memory_order_relaxed) == stream)
+            return (int)i;
+    return -1;
+}
+
+tdm__cache_device *tdm__cache_shard_for(tdm__cache_group *grp, uint64_t stream)
+{
+    int i = slot_of(grp, stream);
+    if (i < 0) { /* the table is full: later streams share shards by their hash */
+        int n = tdm__cache_nshards(grp);
+        return tdm__cache_shard(grp, (int)(stream_slot(stream) % (unsigned)n));
     }
-    /* The table is full: later streams share shards by their hash. */
-    int n = tdm__cache_nshards(grp);
-    return tdm__cache_shard(grp, (int)(stream_slot(stream) % (unsigned)n));
+    unsigned s = atomic_load_explicit(&grp->stream_shard[i], memory_order_acquire);
+    return s == 0 ? NULL : tdm__cache_shard(grp, (int)s - 1);
 }
 
 int tdm__cache_lock_all(tdm__cache_group *grp)
@@ -131,14 +139,11 @@ tdm__cache_device *tdm__cache_shard_assign(tdm__cache_group *grp, uint64_t strea
     } else {
         target = grp->nstreams % n;
     }
-    unsigned i = stream_slot(stream);
-    for (unsigned k = 0; k < TDM__STREAM_SLOTS; k++, i = (i + 1) % TDM__STREAM_SLOTS) {
-        if (atomic_load_explicit(&grp->stream_shard[i], memory_order_relaxed) == 0) {
-            atomic_store_explicit(&grp->stream_key[i], stream, memory_order_relaxed);
-            atomic_store_explicit(&grp->stream_shard[i], (uint8_t)(target + 1),
-                                  memory_order_release);
-            break;
-        }
+    int i = slot_of(grp, stream); /* an empty one, or none */
+    if (i >= 0) {
+        atomic_store_explicit(&grp->stream_key[i], stream, memory_order_relaxed);
+        atomic_store_explicit(&grp->stream_shard[i], (uint8_t)(target + 1),
+                              memory_order_release);
     }
     if (grp->nstreams++ == 0) {
         tdm__cache_device *d0 = tdm__cache_shard(grp, 0);
