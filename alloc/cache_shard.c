@@ -78,7 +78,7 @@ int tdm__cache_try_lock_others(tdm__cache_group *grp, const tdm__cache_device *m
 {
     int n = tdm__cache_nshards(grp);
     for (int i = 0; i < n; i++) {
-        if (i == mine->shard || tdm__lock_try(&tdm__cache_shard(grp, i)->lock))
+        if (i == mine->shard || tdm__lock_try_as(&tdm__cache_shard(grp, i)->lock, TDM__LOCK_SWEEP))
             continue;
         while (--i >= 0)
             if (i != mine->shard)

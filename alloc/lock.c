@@ -26,38 +26,45 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-#define SWEEP_SPIN_NS 50000u /* a sweep's spin for one lock */
+#define SWEEP_SPIN_NS 50000u /* a sweep's spin for one lock; a wait behind one */
 
-void tdm__lock_take_sweep(tdm__lock *l)
+/* Looks at l every few pauses, for up to SWEEP_SPIN_NS or until it is
+ * held by a call (which may keep it for a run of calls), and takes it
+ * as `as`: whether it did. */
+static int poll_take(tdm__lock *l, uint32_t as)
 {
-    /* The holder is in one call: look again every few pauses. */
     uint64_t t0 = now_ns();
     for (;;) {
         uint32_t v = atomic_load_explicit(&l->held, memory_order_relaxed);
-        if (v == 0 && atomic_compare_exchange_weak_explicit(&l->held, &v, 1,
-                                                            memory_order_acquire,
-                                                            memory_order_relaxed))
-            return;
+        if (v == TDM__LOCK_FREE && atomic_compare_exchange_weak_explicit(&l->held, &v, as,
+                                                                      memory_order_acquire,
+                                                                      memory_order_relaxed))
+            return 1;
+        if (v == TDM__LOCK_CALL && as == TDM__LOCK_CALL)
+            return 0;
         if (now_ns() - t0 > SWEEP_SPIN_NS)
-            break;
+            return 0;
         for (int i = 0; i < 8; i++)
             tdm__lock_relax();
     }
-    /* A holder in a long operation (a provider call, a dump's copy). */
-    tdm__lock_take(l);
 }
 
-void tdm__lock_wait(tdm__lock *l)
+/* Backs off, yields, then sleeps (lock.h), until l is taken as `as`. */
+static void wait_as(tdm__lock *l, uint32_t as)
 {
     for (;;) {
         uint64_t delay = FIRST_DELAY_NS, spent = 0;
         while (spent < SPIN_NS) {
+            /* Behind a sweep: it gives the lock back in a moment. */
+            if (atomic_load_explicit(&l->held, memory_order_relaxed) == TDM__LOCK_SWEEP &&
+                poll_take(l, as))
+                return;
             uint64_t t0 = now_ns();
             do {
                 for (int i = 0; i < 16; i++)
                     tdm__lock_relax();
             } while (now_ns() - t0 < delay);
-            if (tdm__lock_try(l))
+            if (tdm__lock_try_as(l, as))
                 return;
             spent += delay;
             if (delay < MAX_DELAY_NS)
@@ -65,7 +72,7 @@ void tdm__lock_wait(tdm__lock *l)
         }
         for (unsigned i = 0; i < YIELDS; i++) {
             sched_yield();
-            if (tdm__lock_try(l))
+            if (tdm__lock_try_as(l, as))
                 return;
         }
         /* The holder is in a long operation (a provider call, a dump's
@@ -75,10 +82,27 @@ void tdm__lock_wait(tdm__lock *l)
          * wake would make the holder pay a system call per give. */
         atomic_fetch_add_explicit(&l->sleepers, 1, memory_order_seq_cst);
         struct timespec ts = {0, SLEEP_NS};
-        if (atomic_load_explicit(&l->held, memory_order_seq_cst) != 0)
-            syscall(SYS_futex, &l->held, FUTEX_WAIT_PRIVATE, 1, &ts, NULL, 0);
+        uint32_t held = atomic_load_explicit(&l->held, memory_order_seq_cst);
+        if (held != TDM__LOCK_FREE)
+            syscall(SYS_futex, &l->held, FUTEX_WAIT_PRIVATE, held, &ts, NULL, 0);
         atomic_fetch_sub_explicit(&l->sleepers, 1, memory_order_relaxed);
     }
+}
+
+void tdm__lock_take_sweep(tdm__lock *l)
+{
+    /* The holder is in one call: look again every few pauses; a holder
+     * in a long operation (a provider call, a dump's copy) is waited for
+     * as any taker waits. */
+    if (!poll_take(l, TDM__LOCK_SWEEP))
+        wait_as(l, TDM__LOCK_SWEEP);
+}
+
+void tdm__lock_wait(tdm__lock *l, uint32_t seen)
+{
+    if (seen == TDM__LOCK_SWEEP && poll_take(l, TDM__LOCK_CALL))
+        return;
+    wait_as(l, TDM__LOCK_CALL);
 }
 
 void tdm__lock_wake(tdm__lock *l)

@@ -15,6 +15,13 @@
  * keeps it, and the device's data stays in its core's cache; handing it
  * over at every call moved that data between cores each time and made two
  * threads 5x slower per call than one (bench/replay's thread rows).
+ *
+ * A sweep (a call that takes every shard's lock of a device for a moment,
+ * alloc/cache_shard.c) marks the locks it holds: a thread that finds its
+ * shard's lock held by a sweep looks again every few pauses, since the
+ * sweep gives it back within a microsecond and does not take it again.
+ * Backing off 1.5 us behind every sweep cost two threads on streams of
+ * their own a tenth of their time.
  */
 #ifndef TDM_ALLOC_LOCK_H
 #define TDM_ALLOC_LOCK_H
@@ -23,8 +30,11 @@
 #include <stdint.h>
 #include <sys/single_threaded.h>
 
+/* tdm__lock.held */
+enum { TDM__LOCK_FREE = 0, TDM__LOCK_CALL = 1, TDM__LOCK_SWEEP = 2 };
+
 typedef struct tdm__lock {
-    _Atomic uint32_t held;     /* 0 free, 1 taken */
+    _Atomic uint32_t held;     /* TDM__LOCK_FREE, _CALL (taken) or _SWEEP */
     _Atomic uint32_t sleepers; /* threads asleep (or about to be) on `held` */
 } tdm__lock;
 
@@ -40,12 +50,13 @@ static inline void tdm__lock_relax(void)
 #endif
 }
 
-void tdm__lock_wait(tdm__lock *l);
+/* Waits for l, found held as `seen` (TDM__LOCK_CALL or _SWEEP), and
+ * takes it. */
+void tdm__lock_wait(tdm__lock *l, uint32_t seen);
 void tdm__lock_wake(tdm__lock *l);
-/* Takes l for a sweep: a call that takes every shard's lock of a device
- * (alloc/cache_shard.c).  The holder of a shard's lock is in one short
- * call, so a sweep looks again every few pauses instead of backing off,
- * for up to 50 us (then as tdm__lock_take). */
+/* Takes l for a sweep, marked TDM__LOCK_SWEEP.  The holder of a shard's
+ * lock is in one short call, so a sweep looks again every few pauses
+ * instead of backing off, for up to 50 us (then as tdm__lock_take). */
 void tdm__lock_take_sweep(tdm__lock *l);
 
 static inline void tdm__lock_take(tdm__lock *l)
@@ -57,19 +68,31 @@ static inline void tdm__lock_take(tdm__lock *l)
         atomic_store_explicit(&l->held, 1, memory_order_relaxed);
         return;
     }
-    if (atomic_exchange_explicit(&l->held, 1, memory_order_acquire) != 0)
-        tdm__lock_wait(l);
+    /* A compare-exchange, not an exchange: a sweep's mark stays for the
+     * other waiters to see. */
+    uint32_t seen = TDM__LOCK_FREE;
+    if (!atomic_compare_exchange_strong_explicit(&l->held, &seen, TDM__LOCK_CALL,
+                                                 memory_order_acquire, memory_order_relaxed))
+        tdm__lock_wait(l, seen);
+}
+
+/* Takes l as `as` (TDM__LOCK_CALL or _SWEEP) if it is free. */
+static inline int tdm__lock_try_as(tdm__lock *l, uint32_t as)
+{
+    uint32_t v = atomic_load_explicit(&l->held, memory_order_relaxed);
+    return v == TDM__LOCK_FREE &&
+           atomic_compare_exchange_strong_explicit(&l->held, &v, as, memory_order_acquire,
+                                                   memory_order_relaxed);
 }
 
 static inline int tdm__lock_try(tdm__lock *l)
 {
-    return atomic_load_explicit(&l->held, memory_order_relaxed) == 0 &&
-           atomic_exchange_explicit(&l->held, 1, memory_order_acquire) == 0;
+    return tdm__lock_try_as(l, TDM__LOCK_CALL);
 }
 
 static inline void tdm__lock_give(tdm__lock *l)
 {
-    atomic_store_explicit(&l->held, 0, memory_order_release);
+    atomic_store_explicit(&l->held, TDM__LOCK_FREE, memory_order_release);
     if (atomic_load_explicit(&l->sleepers, memory_order_relaxed) != 0)
         tdm__lock_wake(l);
 }

@@ -1,6 +1,6 @@
 /* tests/unit/test_lock.c: the shard lock (alloc/lock.h) excludes, with
- * sweeps' takes among the others, lets a sleeping waiter in, and leaves
- * no sleeper count behind. */
+ * sweeps' takes among the others, marks a sweep's hold, lets a sleeping
+ * waiter in, and leaves no sleeper count behind. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -112,11 +112,44 @@ static void test_sweep_waits(void **state)
     assert_int_equal(atomic_load(&lock.sleepers), 0);
 }
 
+/* A call behind a sweep's long hold ends up asleep like any waiter,
+ * leaves the sweep's mark as it is (other waiters look at it to poll
+ * rather than back off), and gets the lock once it is given back. */
+static void test_call_behind_sweep(void **state)
+{
+    (void)state;
+    tdm__lock_take_sweep(&lock);
+    assert_int_equal(atomic_load(&lock.held), TDM__LOCK_SWEEP);
+    pthread_t t;
+    got_at = 0;
+    pthread_create(&t, NULL, waiter, NULL);
+    double deadline = now_s() + 5.0;
+    while (atomic_load(&lock.sleepers) == 0 && now_s() < deadline) {
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(atomic_load(&lock.sleepers), 1);
+    assert_int_equal(atomic_load(&lock.held), TDM__LOCK_SWEEP);
+    double given = now_s();
+    tdm__lock_give(&lock);
+    pthread_join(t, NULL);
+    assert_true(got_at >= given);
+    assert_int_equal(atomic_load(&lock.held), TDM__LOCK_FREE);
+    assert_int_equal(atomic_load(&lock.sleepers), 0);
+}
+
 static void test_try(void **state)
 {
     (void)state;
     assert_true(tdm__lock_try(&lock));
+    assert_int_equal(atomic_load(&lock.held), TDM__LOCK_CALL);
     assert_false(tdm__lock_try(&lock));
+    assert_false(tdm__lock_try_as(&lock, TDM__LOCK_SWEEP));
+    tdm__lock_give(&lock);
+    assert_true(tdm__lock_try_as(&lock, TDM__LOCK_SWEEP));
+    assert_int_equal(atomic_load(&lock.held), TDM__LOCK_SWEEP);
+    assert_false(tdm__lock_try(&lock));
+    assert_int_equal(atomic_load(&lock.held), TDM__LOCK_SWEEP);
     tdm__lock_give(&lock);
     assert_true(tdm__lock_try(&lock));
     tdm__lock_give(&lock);
@@ -128,6 +161,7 @@ int main(void)
         cmocka_unit_test(test_excludes),
         cmocka_unit_test(test_sleeper_gets_it),
         cmocka_unit_test(test_sweep_waits),
+        cmocka_unit_test(test_call_behind_sweep),
         cmocka_unit_test(test_try),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
