@@ -14,7 +14,9 @@
  * pure hit path (the same size freed and taken again) for every column;
  * and 1, 2 and 4 threads replaying the same trace at once (each its own
  * ids), tidemark on one stream and on streams 1..N (a shard each), and on
- * devices of their own, each with its ratio to one thread.
+ * devices of their own, each with its ratio to one thread; and the work
+ * of N threads on one stream done by one thread (their copies of the
+ * trace interleaved), the floor of any lock that serves them in turn.
  *
  * Memory is never touched: this times the allocators, not page faults.
  * Build with the default RelWithDebInfo (or Release) before reading it.
@@ -211,9 +213,17 @@ int main(int argc, char **argv)
     printf("\nthreads replaying the same trace at once (each its own ids), recording off;\n"
            "ns per pair per thread = wall time until the last thread ends / pairs;\n"
            "ratio = median / the same column's one-thread median (the columns share\n"
-           "one allocator, so with one thread its device already serves two streams)\n");
-    static const char *tnames[TCOL_COUNT] = {"tidemark, one stream", "tidemark, streams 1..N",
-                                             "glibc", "jemalloc", "mimalloc"};
+           "one allocator, so with one thread its device already serves two streams);\n"
+           "\"same work, one thread\": the N threads' copies of the trace on one stream,\n"
+           "interleaved in runs of %d calls by one thread (ratio to one stream's one\n"
+           "thread): N threads on one stream served one after the other by a lock\n"
+           "that costs nothing (one pool holding N copies' blocks costs each call\n"
+           "more than one copy does)\n",
+           INTERLEAVE_CALLS);
+    static const char *tnames[TCOL_COUNT] = {"tidemark, one stream",
+                                             "  same work, one thread",
+                                             "tidemark, streams 1..N", "glibc", "jemalloc",
+                                             "mimalloc"};
     for (int i = 0; i < nt; i++) {
         spread one[TCOL_COUNT];
         for (int threads = 1; threads <= 4; threads *= 2) {
@@ -224,7 +234,9 @@ int main(int argc, char **argv)
                 memcpy(one, s, sizeof one);
             printf("\n%s, %d thread%s\n", traces[i].name, threads, threads > 1 ? "s" : "");
             for (int c = 0; c < TCOL_COUNT; c++)
-                print_row(tnames[c], &s[c], one[c].median, 0);
+                if (c != TCOL_CACHE_SERIAL || threads > 1)
+                    print_row(tnames[c], &s[c],
+                              one[c == TCOL_CACHE_SERIAL ? TCOL_CACHE_SAME : c].median, 0);
         }
     }
     printf("\nthreads each on a device of their own (4 sim devices), recording off: nothing\n"

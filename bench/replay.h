@@ -67,7 +67,14 @@ void run_hit_rounds(backend cols[COL_COUNT], size_t size, long iters, int rounds
 /* `threads` threads replay `t` at once, each with its own ids; ns per pair
  * per thread = wall time until the slowest thread is done ÷ the trace's
  * pairs (so perfect scaling keeps it flat).  Recording is off. */
-enum { TCOL_CACHE_SAME, TCOL_CACHE_STREAMS, TCOL_GLIBC, TCOL_JEMALLOC, TCOL_MIMALLOC, TCOL_COUNT };
+/* TCOL_CACHE_SERIAL: the work of N threads on one stream done by one
+ * thread, their copies of `t` interleaved in runs of INTERLEAVE_CALLS
+ * calls: N threads served one after the other by a lock that costs
+ * nothing.  One pool then holds every copy's blocks, which costs each
+ * call more than one copy alone does. */
+#define INTERLEAVE_CALLS 4096
+enum { TCOL_CACHE_SAME, TCOL_CACHE_SERIAL, TCOL_CACHE_STREAMS, TCOL_GLIBC, TCOL_JEMALLOC,
+       TCOL_MIMALLOC, TCOL_COUNT };
 void run_thread_rounds(backend cols[COL_COUNT], const trace *t, int threads, int rounds,
                        spread out[TCOL_COUNT]);
 /* The same for device_columns, thread i on device i. */

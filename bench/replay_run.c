@@ -210,6 +210,57 @@ void run_hit_rounds(backend cols[COL_COUNT], size_t size, long iters, int rounds
     free(ns);
 }
 
+/* ---- one stream's work, one thread ---- */
+
+/* One copy's place in the replay of interleaved copies. */
+typedef struct copy_cursor {
+    void **slots;
+    size_t i;  /* next op */
+    int rep;   /* passes done */
+} copy_cursor;
+
+/* Up to `calls` of the copy's calls; at the end of a pass, what the trace
+ * left live is freed, as pass() does.  Returns -1 when a malloc failed. */
+static int copy_steps(const backend *b, const trace *t, copy_cursor *c, int reps, size_t calls)
+{
+    for (; calls > 0 && c->rep < reps; calls--) {
+        const op *o = &t->ops[c->i];
+        if (o->free) {
+            b->free(b->ctx, c->slots[o->id], o->size);
+            c->slots[o->id] = NULL;
+        } else if (b->alloc(b->ctx, &c->slots[o->id], o->size) != 0) {
+            return -1;
+        }
+        if (++c->i < t->n)
+            continue;
+        c->i = 0;
+        c->rep++;
+        for (size_t k = 0; k < t->ids; k++)
+            if (c->slots[k]) {
+                b->free(b->ctx, c->slots[k], t->id_size[k]);
+                c->slots[k] = NULL;
+            }
+    }
+    return 0;
+}
+
+/* The copies of a trace, each its own ids, interleaved in runs of
+ * INTERLEAVE_CALLS calls by one thread.  Returns -1 when a malloc failed. */
+static int interleave(const backend *b, const trace *t, copy_cursor *cur, int copies, int reps)
+{
+    for (int k = 0; k < copies; k++)
+        cur[k].i = 0, cur[k].rep = 0;
+    for (int busy = 1; busy;) {
+        busy = 0;
+        for (int k = 0; k < copies; k++) {
+            if (copy_steps(b, t, &cur[k], reps, INTERLEAVE_CALLS) < 0)
+                return -1;
+            busy |= cur[k].rep < reps;
+        }
+    }
+    return 0;
+}
+
 /* ---- threads ---- */
 
 typedef struct worker {
@@ -221,16 +272,19 @@ typedef struct worker {
     double start, end; /* seconds, taken by the worker itself */
 } worker;
 
-/* What each thread of a pass gets of its own besides its ids. */
-enum { SHARE_ALL, OWN_STREAM, OWN_DEVICE };
+/* What each thread of a pass gets of its own besides its ids; SERIAL:
+ * thread 0 does every thread's work (interleave), the others nothing. */
+enum { SHARE_ALL, OWN_STREAM, OWN_DEVICE, SERIAL };
 
 typedef struct team {
     pthread_barrier_t start, done;
     const trace *t;
     const backend *job; /* NULL: quit */
-    int own;            /* SHARE_ALL, OWN_STREAM (stream i + 1), OWN_DEVICE (device i) */
+    int own;            /* SHARE_ALL, OWN_STREAM (stream i + 1), OWN_DEVICE (device i), SERIAL */
     int reps;
+    int threads;
     worker w[4];
+    copy_cursor cur[4]; /* SERIAL's copies (thread 0's) */
 } team;
 
 static void *worker_main(void *arg)
@@ -247,9 +301,12 @@ static void *worker_main(void *arg)
         else if (tm->own == OWN_DEVICE)
             b.ctx = (void *)(uintptr_t)w->index;
         w->start = now_s();
-        for (int k = 0; k < tm->reps; k++)
-            if (pass(&b, tm->t, w->slots) < 0)
-                w->failed = 1;
+        if (tm->own != SERIAL)
+            for (int k = 0; k < tm->reps; k++)
+                if (pass(&b, tm->t, w->slots) < 0)
+                    w->failed = 1;
+        if (tm->own == SERIAL && w->index == 0)
+            w->failed = interleave(&b, tm->t, tm->cur, tm->threads, tm->reps) < 0;
         w->end = now_s();
         pthread_barrier_wait(&tm->done);
     }
@@ -285,6 +342,9 @@ static void run_team_rounds(const backend *cols, const int *own, int ncols, cons
     memset(&tm, 0, sizeof tm);
     tm.t = t;
     tm.reps = reps_for(t);
+    tm.threads = threads;
+    for (int i = 0; i < threads; i++)
+        tm.cur[i].slots = calloc(t->ids, sizeof(void *));
     pthread_barrier_init(&tm.start, NULL, (unsigned)threads + 1);
     pthread_barrier_init(&tm.done, NULL, (unsigned)threads + 1);
     for (int i = 0; i < threads; i++) {
@@ -308,6 +368,7 @@ static void run_team_rounds(const backend *cols, const int *own, int ncols, cons
     for (int i = 0; i < threads; i++) {
         pthread_join(tm.w[i].tid, NULL);
         free(tm.w[i].slots);
+        free(tm.cur[i].slots);
     }
     pthread_barrier_destroy(&tm.start);
     pthread_barrier_destroy(&tm.done);
@@ -318,9 +379,10 @@ static void run_team_rounds(const backend *cols, const int *own, int ncols, cons
 void run_thread_rounds(backend cols[COL_COUNT], const trace *t, int threads, int rounds,
                        spread out[TCOL_COUNT])
 {
-    static const int col_of[TCOL_COUNT] = {COL_CACHE, COL_CACHE, COL_GLIBC, COL_JEMALLOC,
-                                           COL_MIMALLOC};
-    static const int own[TCOL_COUNT] = {SHARE_ALL, OWN_STREAM, SHARE_ALL, SHARE_ALL, SHARE_ALL};
+    static const int col_of[TCOL_COUNT] = {COL_CACHE, COL_CACHE, COL_CACHE, COL_GLIBC,
+                                           COL_JEMALLOC, COL_MIMALLOC};
+    static const int own[TCOL_COUNT] = {SHARE_ALL, SERIAL, OWN_STREAM,
+                                        SHARE_ALL, SHARE_ALL, SHARE_ALL};
     backend tcols[TCOL_COUNT];
     for (int c = 0; c < TCOL_COUNT; c++)
         tcols[c] = cols[col_of[c]];
