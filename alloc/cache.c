@@ -214,7 +214,8 @@ static inline int splits(const cblock *b, uint64_t size)
 /* Hands out `b` (in no tree) for `req`, splitting the rest off into r
  * when there is one (splits(), and a record for it). */
 static inline __attribute__((always_inline)) void
-hand_out(tdm__cache_device *d, cblock *b, cblock *r, uint64_t size, const tdm__alloc_req *req)
+hand_out_booked(tdm__cache_device *d, cblock *b, cblock *r, uint64_t size,
+                const tdm__alloc_req *req, int booked)
 {
     int kind = b->pool;
     if (r != NULL) {
@@ -228,15 +229,24 @@ hand_out(tdm__cache_device *d, cblock *b, cblock *r, uint64_t size, const tdm__a
     uint64_t now = req->time_ns ? tdm__alloc_now_ns() : 0;
     b->alloc_time_ns = now;
     atomic_store_explicit(&b->category, req->category, memory_order_relaxed);
-    tdm__stat_rows rows = tdm__stat_rows_of(&d->stats, kind);
-    tdm__stat_up(rows, TDM__ST_ALLOCATION, 1);
-    tdm__stat_up(rows, TDM__ST_ALLOCATED_BYTES, b->size);
-    tdm__stat_up(rows, TDM__ST_ACTIVE_BYTES, b->size);
-    tdm__stat_up(rows, TDM__ST_REQUESTED_BYTES, req->size);
+    if (!booked) {
+        tdm__stat_rows rows = tdm__stat_rows_of(&d->stats, kind);
+        tdm__stat_up(rows, TDM__ST_ALLOCATION, 1);
+        tdm__stat_up(rows, TDM__ST_ALLOCATED_BYTES, b->size);
+        tdm__stat_up(rows, TDM__ST_ACTIVE_BYTES, b->size);
+        tdm__stat_up(rows, TDM__ST_REQUESTED_BYTES, req->size);
+    }
     if (now != 0) /* (not b's copy: the stores above may alias it) */
         tdm__rec_event_inline(now, req->category, TDM_ACTION_ALLOC, d->index,
                               b->addr, req->size, req->size, b->stream,
                               tdm__cache_event_stack(req->stack_id));
+}
+
+/* Hands out `b` with its stats booked here. */
+static inline __attribute__((always_inline)) void
+hand_out(tdm__cache_device *d, cblock *b, cblock *r, uint64_t size, const tdm__alloc_req *req)
+{
+    hand_out_booked(d, b, r, size, req, 0);
 }
 
 /* hand_out, splitting as PyTorch would; without host memory for the
@@ -426,23 +436,41 @@ static inline tdm__cache_device *shard_for(tdm__cache_group *grp, uint64_t strea
     return d;
 }
 
-/* Whether a malloc that makes b (of which `bytes` stay, for a request of
- * `req`) allocated stays under shard d's ceilings (cache_shard.c). */
-static inline int under_ceilings(const tdm__cache_device *d, int pool, uint64_t bytes,
-                                 uint64_t req)
+/* One stat up by v: whether it passed its ceiling (a shard's stat `peak`
+ * while the device has shards, cache_shard.c). */
+static inline int up_past_ceiling(tdm_stat *s, uint64_t v)
 {
-    const tdm_stat *rows[2] = {d->stats.st[0], d->stats.st[2 - pool]};
+    int64_t now = s->current + (int64_t)v;
+    s->current = now;
+    return now > s->peak;
+}
+
+/* Books on shard d the stats of a malloc that makes a block of `bytes`
+ * allocated in pool `pool` for a request of `req` (hand_out's four, both
+ * rows) if they all stay under their ceilings: whether they did; if not,
+ * nothing is booked.  Booking and testing at once: a test first and the
+ * booking after read every stat twice. */
+static inline int book_under_ceilings(tdm__cache_device *d, int pool, uint64_t bytes,
+                                      uint64_t req)
+{
+    tdm__stat_rows rows = tdm__stat_rows_of(&d->stats, pool);
+    tdm_stat *r[2] = {rows.all, rows.pool};
+    int past = 0;
     for (int k = 0; k < 2; k++) {
-        const tdm_stat *r = rows[k];
-        if (r[TDM__ST_ALLOCATION].current + 1 > r[TDM__ST_ALLOCATION].peak ||
-            r[TDM__ST_ALLOCATED_BYTES].current + (int64_t)bytes >
-                r[TDM__ST_ALLOCATED_BYTES].peak ||
-            r[TDM__ST_ACTIVE_BYTES].current + (int64_t)bytes > r[TDM__ST_ACTIVE_BYTES].peak ||
-            r[TDM__ST_REQUESTED_BYTES].current + (int64_t)req >
-                r[TDM__ST_REQUESTED_BYTES].peak)
-            return 0;
+        past |= up_past_ceiling(&r[k][TDM__ST_ALLOCATION], 1);
+        past |= up_past_ceiling(&r[k][TDM__ST_ALLOCATED_BYTES], bytes);
+        past |= up_past_ceiling(&r[k][TDM__ST_ACTIVE_BYTES], bytes);
+        past |= up_past_ceiling(&r[k][TDM__ST_REQUESTED_BYTES], req);
     }
-    return 1;
+    if (__builtin_expect(past, 0)) {
+        for (int k = 0; k < 2; k++) {
+            r[k][TDM__ST_ALLOCATION].current -= 1;
+            r[k][TDM__ST_ALLOCATED_BYTES].current -= (int64_t)bytes;
+            r[k][TDM__ST_ACTIVE_BYTES].current -= (int64_t)bytes;
+            r[k][TDM__ST_REQUESTED_BYTES].current -= (int64_t)req;
+        }
+    }
+    return !past;
 }
 
 /* A sharded malloc on shard d alone (its lock held): a cached block that
@@ -465,7 +493,7 @@ malloc_one_shard(tdm__cache_device *d, const tdm__alloc_req *hit, uint64_t size,
     if (split && r == NULL)
         return TDM_INTERNAL;
     int all = 0;
-    if (!under_ceilings(d, b->pool, split ? size : b->size, hit->size)) {
+    if (!book_under_ceilings(d, b->pool, split ? size : b->size, hit->size)) {
         /* The others' locks if they are free now: the call goes on under
          * every lock (cache_shard.c), without starting again. */
         all = tdm__cache_try_lock_others(d->group, d);
@@ -478,7 +506,9 @@ malloc_one_shard(tdm__cache_device *d, const tdm__alloc_req *hit, uint64_t size,
     }
     p->calls++;
     tdm__bins_remove(&p->bins, b);
-    hand_out(d, b, r, size, hit);
+    /* Under every lock the stats are booked as ever, their ceilings
+     * pushed up, which the rebase at its end reads. */
+    hand_out_booked(d, b, r, size, hit, !all);
     return map_in(d, b, hit, out, all);
 }
 
