@@ -141,6 +141,15 @@ static int reps_for(const trace *t)
     return t->pairs >= 20000 ? 1 : (int)(20000 / (t->pairs ? t->pairs : 1));
 }
 
+/* The same for a team of threads, whose samples are longer: a sample of
+ * about a millisecond (ResNet's one pass) swung with the threads' wake-up
+ * and a moment of the machine's, 1.2x to 2x between runs on a two-core
+ * machine. */
+static int team_reps_for(const trace *t)
+{
+    return t->pairs >= 100000 ? 1 : (int)(100000 / (t->pairs ? t->pairs : 1));
+}
+
 void run_trace_rounds(backend cols[COL_COUNT], const trace *t, int rounds, spread out[COL_COUNT])
 {
     const int reps = reps_for(t);
@@ -341,7 +350,7 @@ static void run_team_rounds(const backend *cols, const int *own, int ncols, cons
     team tm;
     memset(&tm, 0, sizeof tm);
     tm.t = t;
-    tm.reps = reps_for(t);
+    tm.reps = team_reps_for(t);
     tm.threads = threads;
     for (int i = 0; i < threads; i++)
         tm.cur[i].slots = calloc(t->ids, sizeof(void *));
