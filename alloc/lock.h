@@ -1,9 +1,9 @@
 /* alloc/lock.h: the caching allocator's device lock.
  *
  * Held for a few dozen nanoseconds per malloc or free, by threads that
- * mostly do not contend, so taking it is one atomic exchange and giving it
- * back one release store (a pthread mutex costs two atomic operations and
- * a call each way: a third of a cached malloc+free pair).  A thread that
+ * mostly do not contend, so taking it is one atomic compare-exchange and
+ * giving it back one release store (a pthread mutex costs two atomic
+ * operations and a call each way: a third of a cached malloc+free pair).  A thread that
  * finds it taken looks again after delays that double from 1.5 us to
  * 200 us (the holder is almost always about to give it back), for about
  * a millisecond, then yields, then
