@@ -57,6 +57,17 @@ static double now_s(void)
 
 static double got_at;
 
+/* The lock's sleeper count once a waiter has gone to sleep (or after 5 s). */
+static unsigned sleepers_within_5s(void)
+{
+    double deadline = now_s() + 5.0;
+    while (atomic_load(&lock.sleepers) == 0 && now_s() < deadline) {
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    return atomic_load(&lock.sleepers);
+}
+
 static void *waiter(void *arg)
 {
     if (arg != NULL)
@@ -76,12 +87,7 @@ static void test_sleeper_gets_it(void **state)
     tdm__lock_take(&lock);
     pthread_t t;
     pthread_create(&t, NULL, waiter, NULL);
-    double deadline = now_s() + 5.0;
-    while (atomic_load(&lock.sleepers) == 0 && now_s() < deadline) {
-        struct timespec ts = {0, 100000};
-        nanosleep(&ts, NULL);
-    }
-    assert_int_equal(atomic_load(&lock.sleepers), 1);
+    assert_int_equal(sleepers_within_5s(), 1);
     struct timespec hold = {0, 30000000}; /* 30 ms, well past the spins */
     nanosleep(&hold, NULL);
     double given = now_s();
@@ -123,12 +129,7 @@ static void test_call_behind_sweep(void **state)
     pthread_t t;
     got_at = 0;
     pthread_create(&t, NULL, waiter, NULL);
-    double deadline = now_s() + 5.0;
-    while (atomic_load(&lock.sleepers) == 0 && now_s() < deadline) {
-        struct timespec ts = {0, 100000};
-        nanosleep(&ts, NULL);
-    }
-    assert_int_equal(atomic_load(&lock.sleepers), 1);
+    assert_int_equal(sleepers_within_5s(), 1);
     assert_int_equal(atomic_load(&lock.held), TDM__LOCK_SWEEP);
     double given = now_s();
     tdm__lock_give(&lock);
