@@ -212,7 +212,8 @@ static inline int splits(const cblock *b, uint64_t size)
 }
 
 /* Hands out `b` (in no tree) for `req`, splitting the rest off into r
- * when there is one (splits(), and a record for it). */
+ * when there is one (splits(), and a record for it); `booked`: its stats
+ * are booked already (book_under_ceilings). */
 static inline __attribute__((always_inline)) void
 hand_out_booked(tdm__cache_device *d, cblock *b, cblock *r, uint64_t size,
                 const tdm__alloc_req *req, int booked)

@@ -3,10 +3,10 @@
  * Held for a few dozen nanoseconds per malloc or free, by threads that
  * mostly do not contend, so taking it is one atomic compare-exchange and
  * giving it back one release store (a pthread mutex costs two atomic
- * operations and a call each way: a third of a cached malloc+free pair).  A thread that
- * finds it taken looks again after delays that double from 1.5 us to
- * 200 us (the holder is almost always about to give it back), for about
- * a millisecond, then yields, then
+ * operations and a call each way: a third of a cached malloc+free pair).
+ * A thread that finds it taken looks again after delays that double from
+ * 1.5 us to 200 us (the holder is almost always about to give it back),
+ * for about a millisecond, then yields, then
  * sleeps on a futex that the holder wakes when it sees sleepers; the
  * sleep has a timeout, so a wake missed in the instant between the
  * holder's store and its look at the sleepers costs at most that timeout,
@@ -56,7 +56,8 @@ void tdm__lock_wait(tdm__lock *l, uint32_t seen);
 void tdm__lock_wake(tdm__lock *l);
 /* Takes l for a sweep, marked TDM__LOCK_SWEEP.  The holder of a shard's
  * lock is in one short call, so a sweep looks again every few pauses
- * instead of backing off, for up to 50 us (then as tdm__lock_take). */
+ * instead of backing off, for up to 50 us (then it waits as any taker
+ * does). */
 void tdm__lock_take_sweep(tdm__lock *l);
 
 static inline void tdm__lock_take(tdm__lock *l)
