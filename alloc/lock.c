@@ -54,11 +54,16 @@ static void wait_as(tdm__lock *l, uint32_t as)
 {
     for (;;) {
         uint64_t delay = FIRST_DELAY_NS, spent = 0;
+        int polled = 0;
         while (spent < SPIN_NS) {
-            /* Behind a sweep: it gives the lock back in a moment. */
-            if (atomic_load_explicit(&l->held, memory_order_relaxed) == TDM__LOCK_SWEEP &&
-                poll_take(l, as))
-                return;
+            /* Behind a sweep: it gives the lock back in a moment (once per
+             * round: one that keeps it longer is in a provider call). */
+            if (!polled && atomic_load_explicit(&l->held, memory_order_relaxed) ==
+                               TDM__LOCK_SWEEP) {
+                polled = 1;
+                if (poll_take(l, as))
+                    return;
+            }
             uint64_t t0 = now_ns();
             do {
                 for (int i = 0; i < 16; i++)
