@@ -1,10 +1,10 @@
 /* alloc/cache.c: mode=cache, PyTorch's caching allocator over a provider.
  *
  * Owns the malloc and free paths of the caching allocator: rounding, pool
- * choice, best fit per stream, split, merge, new segments, and the
- * out-of-memory path (garbage collection, releasing oversize then all
- * cached segments, retry, oom event and report).  The rules and constants
- * are those of PyTorch's CUDACachingAllocator (docs/allocator.md).
+ * choice, best fit per stream, split and merge, on one shard or with every
+ * shard's lock; a malloc that no cached block serves goes on in
+ * cache_miss.c.  The rules and constants are those of PyTorch's
+ * CUDACachingAllocator (docs/allocator.md).
  *
  * Invariants (checked by tdm__alloc_check after every test operation):
  * blocks tile each segment; no two inactive neighbours; a pool's bins hold
@@ -258,105 +258,6 @@ use_block(tdm__cache_device *d, cblock *b, uint64_t size, const tdm__alloc_req *
     hand_out(d, b, splits(b, size) ? new_block(d) : NULL, size, req);
 }
 
-/* Gives back what a malloc holds: its shard's lock, or (`all`) every
- * shard's, the device's peaks settled first. */
-static void give_held(tdm__cache_device *d, int all)
-{
-    if (!all) {
-        tdm__lock_give(&d->lock);
-        return;
-    }
-    tdm__cache_peaks_rebase(d->group, d, TDM__REBASE_END, -1);
-    tdm__cache_unlock_all(d->group);
-}
-
-static __attribute__((noinline)) tdm_status
-cache_oom(tdm__cache_device *d, const tdm__alloc_req *req, uint64_t rounded, int all)
-{
-    tdm__alloc_global *g = &tdm__alloc_g;
-    size_t free_bytes = 0;
-    g->prov->mem_info(g->prov, d->index, &free_bytes, NULL);
-    d->stats.num_ooms++;
-    tdm__rec_event(TDM_ACTION_OOM, d->index, free_bytes, rounded, req->size,
-                   req->stream, tdm__cache_event_stack(req->stack_id));
-    tdm__oom_sites *sites = tdm__oom_sites_begin();
-    /* With shards, every lock is held here (cache_miss). */
-    tdm__cache_group *grp = d->group;
-    for (int i = 0; i < tdm__cache_nshards(grp); i++)
-        for (cseg *s = tdm__cache_shard(grp, i)->segs; s != NULL; s = s->next)
-            for (cblock *b = s->first; b != NULL; b = b->next)
-                if (b->state != TDM_BLOCK_INACTIVE)
-                    tdm__oom_site_add(sites, b->stack_id, b->size);
-    give_held(d, all);
-    tdm__oom_report(d->index, g->device_names[d->index], req->size, rounded,
-                    free_bytes, sites);
-    return TDM_OUT_OF_MEMORY;
-}
-
-/* A block of at least `size` for a request that no cached block served:
- * pages mapped into an expandable segment (as many as the rounded size
- * needs, as PyTorch maps), or a new segment of seg_bytes. */
-static cblock *new_memory(tdm__cache_device *d, int kind, uint64_t size, uint64_t seg_bytes,
-                          const tdm__alloc_req *req, int is_retry, tdm_status *st)
-{
-    if (tdm__cache_expandable(d, kind))
-        return tdm__cache_expand_alloc(d, kind, size, req, is_retry, st);
-    return tdm__cache_alloc_segment(d, kind, seg_bytes, req, is_retry, st);
-}
-
-/* tdm__cache_release_all of the shard that `all` (every lock held) says:
- * d's alone, or every shard's, the device's peaks rebased after it. */
-static void release_held(tdm__cache_device *d, tdm_stream stream, int all)
-{
-    if (!all) {
-        tdm__cache_release_all(d, stream);
-        return;
-    }
-    tdm__cache_group *grp = d->group;
-    tdm__cache_release_every_shard(grp, stream);
-    /* Only downs: the others' ceilings come down to their values, so what
-     * d reaches next is measured against the sum as it is now. */
-    tdm__cache_peaks_rebase(grp, d, TDM__REBASE_MID, -1);
-}
-
-/* No cached block served the request: pages mapped or a new segment,
- * after garbage collection, and with the releases PyTorch tries before it
- * reports out of memory.  Out of line: the hit path's frame stays small.
- * NULL with *st set and the lock(s) given back when nothing came. */
-static __attribute__((noinline)) cblock *
-cache_miss(tdm__cache_device *d, cpool *p, int kind, uint64_t size, const tdm__alloc_req *req,
-           tdm_status *st, int all)
-{
-    tdm__alloc_global *g = &tdm__alloc_g;
-    uint64_t seg_bytes = kind == TDM_POOL_SMALL ? TDM__SMALL_BUFFER
-                         : size < TDM__MIN_LARGE_ALLOC ? TDM__LARGE_BUFFER
-                         : (size + TDM__ROUND_LARGE - 1) & ~(TDM__ROUND_LARGE - 1);
-    /* The stream's first blocks in this pool need its bins. */
-    if (!tdm__bins_prepare(&p->bins, req->stream)) {
-        give_held(d, all);
-        *st = TDM_HOST_OUT_OF_MEMORY;
-        return NULL;
-    }
-    /* (With the threshold set the device has one shard.) */
-    if (g->cfg.garbage_collection_threshold > 0.0 && !tdm__cache_capturing(d, req->stream))
-        tdm__cache_garbage_collect(d);
-    cblock *b = new_memory(d, kind, size, seg_bytes, req, 0, st);
-    if (b == NULL && *st == TDM_OUT_OF_MEMORY &&
-        tdm__cache_release_oversize(d, p, size, req->stream))
-        b = new_memory(d, kind, size, seg_bytes, req, 0, st);
-    if (b == NULL && *st == TDM_OUT_OF_MEMORY && !tdm__cache_capturing(d, req->stream)) {
-        release_held(d, req->stream, all);
-        b = new_memory(d, kind, size, seg_bytes, req, 1, st);
-    }
-    if (b == NULL && *st == TDM_OUT_OF_MEMORY) {
-        *st = cache_oom(d, req, size, all);
-        return NULL;
-    }
-    if (b == NULL)
-        give_held(d, all);
-    return b;
-}
-
 /* The last step of a malloc: b into the pointer map, the lock(s) given
  * back. */
 static inline __attribute__((always_inline)) tdm_status
@@ -370,10 +271,10 @@ map_in(tdm__cache_device *d, cblock *b, const tdm__alloc_req *hit, void **out, i
         tdm__stat_add(&d->stats, b->pool, TDM__ST_ALLOCATION, -1);
         tdm__stat_add(&d->stats, b->pool, TDM__ST_ALLOCATED_BYTES, -(int64_t)b->size);
         tdm__cache_free_block(d, b, 0);
-        give_held(d, all);
+        tdm__cache_give_held(d, all);
         return TDM_HOST_OUT_OF_MEMORY;
     }
-    give_held(d, all);
+    tdm__cache_give_held(d, all);
     *out = (void *)(uintptr_t)b->addr;
     return TDM_OK;
 }
@@ -389,10 +290,10 @@ malloc_held(tdm__cache_device *d, const tdm__alloc_req *in, uint64_t size, int k
 {
     const tdm__alloc_req hit = *in;
     /* Too large to even round (0: rounding overflowed), or to round up to
-     * a whole large segment (cache_miss). */
+     * a whole large segment (tdm__cache_miss). */
     if (size - 1 > UINT64_MAX - TDM__ROUND_LARGE) {
         tdm__alloc_req req = hit;
-        return cache_oom(d, &req, hit.size, all);
+        return tdm__cache_oom(d, &req, hit.size, all);
     }
     if (d->nwaiting > 0) /* frees waiting on other streams: done yet? */
         tdm__cache_poll(d, hit.stream);
@@ -401,7 +302,7 @@ malloc_held(tdm__cache_device *d, const tdm__alloc_req *in, uint64_t size, int k
     if (b == NULL) {
         tdm__alloc_req req = hit;
         tdm_status st = TDM_OK;
-        b = cache_miss(d, p, kind, size, &req, &st, all);
+        b = tdm__cache_miss(d, p, kind, size, &req, &st, all);
         if (b == NULL)
             return st;
     }

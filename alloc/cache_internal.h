@@ -335,6 +335,29 @@ void tdm__cache_block(tdm__cache_device *d, cblock *b);
 /* Merges inactive neighbour `n` (in its tree) into `b` (in none). */
 void tdm__cache_merge_into(tdm__cache_device *d, cblock *b, cblock *n);
 uint32_t tdm__cache_event_stack(uint32_t sid);
+/* Keeps b's first `size` bytes in b and makes r (a fresh record, in no
+ * tree) the inactive block of the rest, linked after b, mapped or not as
+ * b is. */
+void tdm__cache_split_after(cblock *b, cblock *r, uint64_t size);
+
+/* The configuration's max_split_size as the rules use it. */
+uint64_t tdm__cache_max_split(void);
+
+/* cache_miss.c: a malloc that no cached block served (shard d's lock
+ * held, or `all`: every shard's) */
+/* A block of at least `size` (rounded, in pool p of kind `kind`): new
+ * memory, after garbage collection, and with the releases PyTorch tries
+ * before it reports out of memory.  NULL with *st set and the lock(s)
+ * given back when nothing came. */
+cblock *tdm__cache_miss(tdm__cache_device *d, cpool *p, int kind, uint64_t size,
+                        const tdm__alloc_req *req, tdm_status *st, int all);
+/* The out-of-memory event and report for req (`rounded`: its rounded
+ * size); gives the lock(s) back; TDM_OUT_OF_MEMORY. */
+tdm_status tdm__cache_oom(tdm__cache_device *d, const tdm__alloc_req *req, uint64_t rounded,
+                          int all);
+
+/* cache_segment.c: segments from and back to the provider (one shard, its
+ * lock held) */
 /* Makes s (at addr, bytes) the device's newest segment, held whole by the
  * inactive block b (in no tree), for req's stream in pool `kind`, and
  * counts it. */
@@ -342,18 +365,6 @@ void tdm__cache_seg_link(tdm__cache_device *d, cseg *s, cblock *b, uint64_t addr
                          uint64_t bytes, int kind, const tdm__alloc_req *req);
 /* Takes s out of the device's list and uncounts it. */
 void tdm__cache_seg_unlink(tdm__cache_device *d, cseg *s);
-/* Keeps b's first `size` bytes in b and makes r (a fresh record, in no
- * tree) the inactive block of the rest, linked after b, mapped or not as
- * b is. */
-void tdm__cache_split_after(cblock *b, cblock *r, uint64_t size);
-
-/* Makes d (zeroed) shard `shard` of device `index` in group grp. */
-void tdm__cache_init_shard(tdm__cache_device *d, int index, int shard, tdm__cache_group *grp);
-/* The configuration's max_split_size as the rules use it. */
-uint64_t tdm__cache_max_split(void);
-
-/* cache_segment.c: segments from and back to the provider (one shard, its
- * lock held) */
 /* A new segment of `bytes` from the provider, as one inactive block that
  * is in no tree yet.  NULL with *st set when the provider refuses. */
 cblock *tdm__cache_alloc_segment(tdm__cache_device *d, int kind, uint64_t bytes,
@@ -402,6 +413,20 @@ void tdm__cache_peaks_rebase(tdm__cache_group *grp, const tdm__cache_device *min
 void tdm__cache_peaks_reset(tdm__cache_group *grp);
 /* Every lock held: the device's stats, the shards' summed. */
 void tdm__cache_stats_of(tdm__cache_group *grp, tdm__stats_acc *out);
+/* Makes d (zeroed) shard `shard` of device `index` in group grp. */
+void tdm__cache_init_shard(tdm__cache_device *d, int index, int shard, tdm__cache_group *grp);
+
+/* Gives back what a malloc holds: shard d's lock, or (`all`) every
+ * shard's, the device's peaks settled first. */
+static inline void tdm__cache_give_held(tdm__cache_device *d, int all)
+{
+    if (!all) {
+        tdm__lock_give(&d->lock);
+        return;
+    }
+    tdm__cache_peaks_rebase(d->group, d, TDM__REBASE_END, -1);
+    tdm__cache_unlock_all(d->group);
+}
 
 /* cache_expand.c: expandable segments */
 /* Sets d->page from the provider; 0 when it lacks virtual memory
