@@ -13,24 +13,26 @@
 
 /* ---- segments ---------------------------------------------------------- */
 
+/* Widens shard d's span to cover [lo, hi) (its lock held). */
+static void widen_span(tdm__cache_device *d, uint64_t lo, uint64_t hi)
+{
+    if (lo < atomic_load_explicit(&d->span_lo, memory_order_relaxed))
+        atomic_store_explicit(&d->span_lo, lo, memory_order_relaxed);
+    if (hi > atomic_load_explicit(&d->span_hi, memory_order_relaxed))
+        atomic_store_explicit(&d->span_hi, hi, memory_order_relaxed);
+}
+
 void tdm__cache_seg_link(tdm__cache_device *d, cseg *s, cblock *b, uint64_t addr,
                          uint64_t bytes, int kind, const tdm__alloc_req *req)
 {
     s->addr = addr;
     s->size = bytes;
-    if (addr < atomic_load_explicit(&d->span_lo, memory_order_relaxed))
-        atomic_store_explicit(&d->span_lo, addr, memory_order_relaxed);
-    if (addr + bytes > atomic_load_explicit(&d->span_hi, memory_order_relaxed))
-        atomic_store_explicit(&d->span_hi, addr + bytes, memory_order_relaxed);
+    widen_span(d, addr, addr + bytes);
     /* Shard 0's span is the device's (tdm__cache_may_hold); a shard's
      * segments come under every lock, shard 0's included. */
     tdm__cache_device *d0 = tdm__cache_shard(d->group, 0);
-    if (d0 != d) {
-        if (addr < atomic_load_explicit(&d0->span_lo, memory_order_relaxed))
-            atomic_store_explicit(&d0->span_lo, addr, memory_order_relaxed);
-        if (addr + bytes > atomic_load_explicit(&d0->span_hi, memory_order_relaxed))
-            atomic_store_explicit(&d0->span_hi, addr + bytes, memory_order_relaxed);
-    }
+    if (d0 != d)
+        widen_span(d0, addr, addr + bytes);
     s->stream = req->stream;
     s->stack_id = req->stack_id;
     s->pool = (uint8_t)kind;
