@@ -68,6 +68,18 @@ static unsigned sleepers_within_5s(void)
     return atomic_load(&lock.sleepers);
 }
 
+/* Gives the lock back to the waiter t: it got it after the give, never
+ * before, and gave it back leaving no sleeper count. */
+static void give_to_waiter(pthread_t t)
+{
+    double given = now_s();
+    tdm__lock_give(&lock);
+    pthread_join(t, NULL);
+    assert_true(got_at >= given);
+    assert_int_equal(atomic_load(&lock.held), TDM__LOCK_FREE);
+    assert_int_equal(atomic_load(&lock.sleepers), 0);
+}
+
 static void *waiter(void *arg)
 {
     if (arg != NULL)
@@ -90,12 +102,7 @@ static void test_sleeper_gets_it(void **state)
     assert_int_equal(sleepers_within_5s(), 1);
     struct timespec hold = {0, 30000000}; /* 30 ms, well past the spins */
     nanosleep(&hold, NULL);
-    double given = now_s();
-    tdm__lock_give(&lock);
-    pthread_join(t, NULL);
-    assert_true(got_at >= given);
-    assert_int_equal(atomic_load(&lock.sleepers), 0);
-    assert_int_equal(atomic_load(&lock.held), 0);
+    give_to_waiter(t);
 }
 
 /* A sweep behind a holder in a long operation stops spinning, waits as
@@ -110,12 +117,7 @@ static void test_sweep_waits(void **state)
     pthread_create(&t, NULL, waiter, &lock);
     struct timespec hold = {0, 30000000}; /* 30 ms, past the sweep's spin */
     nanosleep(&hold, NULL);
-    double given = now_s();
-    tdm__lock_give(&lock);
-    pthread_join(t, NULL);
-    assert_true(got_at >= given);
-    assert_int_equal(atomic_load(&lock.held), 0);
-    assert_int_equal(atomic_load(&lock.sleepers), 0);
+    give_to_waiter(t);
 }
 
 /* A call behind a sweep's long hold ends up asleep like any waiter,
@@ -131,12 +133,7 @@ static void test_call_behind_sweep(void **state)
     pthread_create(&t, NULL, waiter, NULL);
     assert_int_equal(sleepers_within_5s(), 1);
     assert_int_equal(atomic_load(&lock.held), TDM__LOCK_SWEEP);
-    double given = now_s();
-    tdm__lock_give(&lock);
-    pthread_join(t, NULL);
-    assert_true(got_at >= given);
-    assert_int_equal(atomic_load(&lock.held), TDM__LOCK_FREE);
-    assert_int_equal(atomic_load(&lock.sleepers), 0);
+    give_to_waiter(t);
 }
 
 static void test_try(void **state)
