@@ -67,8 +67,8 @@ void tdm__run_find_library(const char *name, const char *first, char *path, size
 static int has_autostart(const char *dir, char *path, size_t len)
 {
     char file[PATH_MAX + 32];
-    snprintf(file, sizeof file, "%s/autostart/sitecustomize.py", dir);
-    if (access(file, R_OK) != 0 || strlen(file) >= len)
+    int n = snprintf(file, sizeof file, "%s/autostart/sitecustomize.py", dir);
+    if (n < 0 || (size_t)n >= sizeof file || access(file, R_OK) != 0 || strlen(file) >= len)
         return 0;
     *strrchr(file, '/') = '\0';
     return realpath(file, path) && strlen(path) < len;
