@@ -44,7 +44,7 @@ static inline void tdm__stat_up1(tdm_stat *s, uint64_t v)
 {
     int64_t now = s->current + (int64_t)v;
     s->current = now;
-    if (now > s->peak)
+    if (__builtin_expect(now > s->peak, 0)) /* (the common case falls through) */
         s->peak = now;
 }
 

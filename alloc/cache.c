@@ -14,6 +14,15 @@
  * written per call: with several devices a free finds its device by the
  * address spans of the devices' segments (tdm__cache_free_any).
  * Stacks are captured before it is taken.
+ *
+ * Layout: the branches of the hot path whose usual outcome holds on any
+ * workload (a cached block's map slot found at the first probe, no other
+ * stream using it, a peak not passed, a small request, no option changing
+ * the rules) say so with __builtin_expect, so that the compiler lays the
+ * usual path out straight.  A pair of calls took ~33 taken branches
+ * (ResNet trace) and now ~12: at ~6 instructions a cycle the front end's
+ * redirects, not the instructions, had become the cost
+ * (docs/allocator-performance.md, change 29).
  */
 #include <stdio.h>
 #include <string.h>
@@ -116,7 +125,7 @@ find_free_block(cpool *p, uint64_t size, uint64_t stream)
     uint64_t ms = max_split();
     /* PyTorch's best fit among expandable blocks: a larger block that can
      * grow less is taken first, keeping the segment's growing end free. */
-    while (b->expandable) {
+    while (__builtin_expect(b->expandable, 0)) {
         cblock *c = tdm__bins_next_in_stream(&p->bins, b);
         if (c == NULL || expandable_size(c) >= expandable_size(b))
             break;
@@ -463,7 +472,7 @@ cache_malloc(const tdm__alloc_req *in, void **out)
     const tdm__alloc_req hit = *in;
     tdm__alloc_global *g = &tdm__alloc_g;
     tdm__cache_device *d = g->cache[hit.device];
-    uint64_t size = plain_rounding ? tdm__alloc_round_plain(hit.size)
+    uint64_t size = __builtin_expect(plain_rounding, 1) ? tdm__alloc_round_plain(hit.size)
                                    : tdm__alloc_round_size(hit.size);
     int kind = size != 0 && size <= TDM__SMALL_SIZE ? TDM_POOL_SMALL : TDM_POOL_LARGE;
     if (__builtin_expect(atomic_load_explicit(&d->solo, memory_order_relaxed) == TDM__SOLO_SHARDS,
@@ -558,7 +567,7 @@ static inline __attribute__((always_inline)) void release_block(tdm__cache_devic
     b->free_stack = 0;
     b->alloc_time_ns = 0;
     atomic_store_explicit(&b->category, 0, memory_order_relaxed);
-    if (b->uses != NULL) /* markers or streams to let go (rare) */
+    if (__builtin_expect(b->uses != NULL, 0)) /* markers or streams to let go (rare) */
         tdm__cache_drop_uses(d, b);
     /* Never with an unmapped range: that has no memory behind it. */
     if (b->prev && b->prev->state == TDM_BLOCK_INACTIVE && b->prev->mapped)
@@ -582,7 +591,7 @@ free_held(tdm__cache_device *d, cblock *b, uint32_t free_stack, int on_stream, t
     tdm__alloc_global *g = &tdm__alloc_g;
     int kind = b->pool;
     uint32_t es = 0;
-    if (tdm__rec_events_carry_stacks())
+    if (__builtin_expect(tdm__rec_events_carry_stacks(), 0))
         es = free_stack ? free_stack : b->stack_id;
     tdm__stat_rows rows = tdm__stat_rows_of(&d->stats, kind);
     tdm__stat_down(rows, TDM__ST_ALLOCATION, 1);
@@ -593,7 +602,7 @@ free_held(tdm__cache_device *d, cblock *b, uint32_t free_stack, int on_stream, t
     if (on_stream && stream != b->stream && !tdm__cache_add_use(b, stream) &&
         g->prov->streams != NULL && !tdm__cache_capturing(d, stream))
         g->prov->streams->device_sync(g->prov->streams_ctx, d->index);
-    if (b->nuses > 0) {
+    if (__builtin_expect(b->nuses > 0, 0)) {
         /* Other streams may still be using it: it waits for them. */
         tdm__rec_event(TDM_ACTION_FREE_REQUESTED, d->index, b->addr, b->requested,
                        b->requested, b->stream, es);
@@ -682,7 +691,7 @@ tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack, int on
 
 tdm_status tdm__cache_free_quiet(uint64_t ptr)
 {
-    if (tdm__alloc_g.device_count == 1) /* as tdm__cache_free_any */
+    if (__builtin_expect(tdm__alloc_g.device_count == 1, 1)) /* as tdm__cache_free_any */
         return cache_free(ptr, 0, 0, 0, 0);
     return tdm__cache_free_many(ptr, 0, 0, 0);
 }

@@ -38,8 +38,8 @@ struct cbin_stream {
 /* Monotonic in size: a larger size never has a lower bin. */
 static inline unsigned tdm__bin_of(uint64_t size)
 {
-    if (size <= ((uint64_t)1 << 20))
-        return size == 0 ? 0 : (unsigned)((size - 1) >> 9);
+    if (__builtin_expect(size <= ((uint64_t)1 << 20), 1)) /* most requests are */
+        return (unsigned)((size - (size != 0)) >> 9); /* (no branch on size 0) */
     unsigned e = 63u - (unsigned)__builtin_clzll(size);
     unsigned sub = (unsigned)(size >> (e - TDM__BINS_SUB_BITS)) & ((1u << TDM__BINS_SUB_BITS) - 1);
     return TDM__BINS_SMALL + ((e - 20u) << TDM__BINS_SUB_BITS) + sub;
@@ -389,7 +389,7 @@ cbin_stream *tdm__bins_stream_slow(cbins *bs, uint64_t stream);
 /* The stream's bins; NULL if it never had any (tdm__bins_prepare). */
 static inline cbin_stream *tdm__bins_stream(cbins *bs, uint64_t stream)
 {
-    if (bs->last != NULL && bs->last->stream == stream)
+    if (__builtin_expect(bs->last != NULL && bs->last->stream == stream, 1))
         return bs->last;
     return tdm__bins_stream_slow(bs, stream);
 }
@@ -409,7 +409,7 @@ static inline void tdm__bins_insert(cbins *bs, cblock *b)
 {
     bs->count++;
     cbin_stream *s = b->bins;
-    if (s == NULL) {
+    if (__builtin_expect(s == NULL, 0)) {
         if (bs->reference) {
             tdm__bins_ref_insert(bs, b);
             return;

@@ -280,10 +280,10 @@ static inline size_t tdm__cmap_slot_of(const cmap *m, uint64_t addr)
 /* 0 without host memory for a larger table. */
 static inline int tdm__cmap_put(cmap *m, cblock *b)
 {
-    if ((m->used + 1) * 4 > m->cap && !tdm__cmap_rebuild(m))
+    if (__builtin_expect((m->used + 1) * 4 > m->cap, 0) && !tdm__cmap_rebuild(m))
         return 0;
     size_t i = tdm__cmap_slot_of(m, b->addr);
-    while (m->slots[i].addr > TDM__CMAP_GONE)
+    while (__builtin_expect(m->slots[i].addr > TDM__CMAP_GONE, 0))
         i = (i + 1) & (m->cap - 1);
     m->used += m->slots[i].addr == TDM__CMAP_EMPTY;
     m->slots[i] = (cmap_slot){b->addr, b};
@@ -297,7 +297,7 @@ static inline size_t tdm__cmap_find(const cmap *m, uint64_t addr)
     if (m->count == 0 || addr <= TDM__CMAP_GONE)
         return SIZE_MAX;
     size_t i = tdm__cmap_slot_of(m, addr);
-    while (m->slots[i].addr != addr) {
+    while (__builtin_expect(m->slots[i].addr != addr, 0)) {
         if (m->slots[i].addr == TDM__CMAP_EMPTY)
             return SIZE_MAX;
         i = (i + 1) & (m->cap - 1);
@@ -316,7 +316,7 @@ static inline cblock *tdm__cmap_take(cmap *m, uint64_t addr)
     size_t mask = m->cap - 1;
     cblock *b = m->slots[i].block;
     /* The last of its run: no probe passes it, so it can be empty again. */
-    if (m->slots[(i + 1) & mask].addr == TDM__CMAP_EMPTY) {
+    if (__builtin_expect(m->slots[(i + 1) & mask].addr == TDM__CMAP_EMPTY, 1)) {
         m->slots[i].addr = TDM__CMAP_EMPTY;
         m->used--;
     } else {
