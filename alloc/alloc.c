@@ -377,13 +377,18 @@ alloc_free(void *ptr, uint32_t free_stack, int on_stream, tdm_stream stream)
  * trace: 676 -> 613 instructions a pair. */
 static inline int quiet_cache(void)
 {
-    return atomic_load_explicit(&tdm__alloc_g.ready, memory_order_acquire) &&
-           tdm__alloc_g.mode == TDM__MODE_CACHE && !tdm__rec_on();
+    /* What `ready` publishes is read after it; the rest is tested at once
+     * (&, not &&), so that the quiet path is one branch the entry falls
+     * through, not a chain the compiler lays out around the loud one. */
+    if (__builtin_expect(!atomic_load_explicit(&tdm__alloc_g.ready, memory_order_acquire), 0))
+        return 0;
+    return (tdm__alloc_g.mode == TDM__MODE_CACHE) & !tdm__rec_on();
 }
 
 static inline int quiet_malloc(void **ptr, int device)
 {
-    return ptr != NULL && quiet_cache() && valid_device(device);
+    return ptr != NULL && quiet_cache() &
+                              ((unsigned)device < (unsigned)tdm__alloc_g.device_count);
 }
 
 static inline int quiet_free(void *ptr)

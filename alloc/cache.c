@@ -215,7 +215,7 @@ static inline cblock *new_block(tdm__cache_device *d)
 static inline int splits(const cblock *b, uint64_t size)
 {
     uint64_t rest = b->size - size;
-    return b->pool == TDM_POOL_SMALL || b->expandable
+    return __builtin_expect(b->pool == TDM_POOL_SMALL || b->expandable, 1) /* (as most are) */
                ? rest >= TDM__MIN_BLOCK
                : (size < max_split() && rest > TDM__SMALL_SIZE);
 }
