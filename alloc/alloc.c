@@ -332,12 +332,13 @@ alloc_malloc(void **ptr, size_t size, int device, tdm_stream stream, uint32_t st
     if (!valid_device(device))
         return TDM_NO_SUCH_DEVICE;
     tdm__alloc_req req = {.size = size, .device = device, .stream = stream};
-    if (tdm__rec_on()) {
+    /* (The loud path is, in cache mode, the recording one.) */
+    if (__builtin_expect(tdm__rec_on(), 1)) {
         req.stack_id = stack_id;
         req.category = tdm__rec_current_category();
         req.time_ns = 1; /* stamped under the device lock (the modes) */
     }
-    if (tdm__alloc_g.mode == TDM__MODE_CACHE)
+    if (__builtin_expect(tdm__alloc_g.mode == TDM__MODE_CACHE, 1))
         return tdm__cache_malloc(&req, ptr);
     return tdm__pt_malloc(&req, ptr);
 }
@@ -358,14 +359,14 @@ alloc_free(void *ptr, uint32_t free_stack, int on_stream, tdm_stream stream)
      * to look the pointer up twice). */
     int cache = tdm__alloc_g.mode == TDM__MODE_CACHE;
     int device = 0;
-    if (!cache && tdm__alloc_g.device_count > 1) {
+    if (__builtin_expect(!cache, 0) && tdm__alloc_g.device_count > 1) {
         tdm__ptr_rec rec;
         tdm_status st = tdm__ptrmap_get(&tdm__alloc_g.map, key, &rec);
         if (st != TDM_OK)
             return st;
         device = rec.device;
     }
-    if (cache)
+    if (__builtin_expect(cache, 1))
         return tdm__cache_free_any(key, free_stack, on_stream, stream);
     return tdm__pt_free(key, device, free_stack);
 }

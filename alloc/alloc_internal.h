@@ -225,7 +225,7 @@ tdm_status tdm__cache_free_many(uint64_t ptr, uint32_t free_stack, int on_stream
 static inline tdm_status tdm__cache_free_any(uint64_t ptr, uint32_t free_stack,
                                              int on_stream, tdm_stream stream)
 {
-    if (tdm__alloc_g.device_count == 1) /* no span test: ~0.7 ns a pair */
+    if (__builtin_expect(tdm__alloc_g.device_count == 1, 1)) /* no span test: ~0.7 ns a pair */
         return tdm__cache_free(ptr, 0, free_stack, on_stream, stream);
     return tdm__cache_free_many(ptr, free_stack, on_stream, stream);
 }
@@ -257,7 +257,7 @@ void tdm__cache_lock_device(int device, int take);
 /* segment_alloc + alloc of rec at addr. */
 static inline void tdm__rec_segment_alloc(uint64_t addr, const tdm__ptr_rec *rec)
 {
-    if (tdm__rec_on())
+    if (__builtin_expect(tdm__rec_on(), 1))
         tdm__rec_event_inline(rec->alloc_time_ns, rec->category,
                               TDM__ACTION_SEGMENT_ALLOC_ALLOC, rec->device, addr,
                               rec->size, rec->requested, rec->stream,
@@ -270,7 +270,7 @@ static inline void tdm__rec_segment_alloc(uint64_t addr, const tdm__ptr_rec *rec
 static inline void tdm__rec_segment_free(uint64_t addr, const tdm__ptr_rec *rec,
                                          uint64_t stream, uint32_t free_stack)
 {
-    if (tdm__rec_on()) {
+    if (__builtin_expect(tdm__rec_on(), 1)) {
         uint32_t es = 0;
         if (tdm__rec_events_carry_stacks())
             es = free_stack ? free_stack : rec->stack_id;

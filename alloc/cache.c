@@ -584,9 +584,12 @@ void tdm__cache_free_block(tdm__cache_device *d, cblock *b, uint32_t es)
     release_block(d, b);
 }
 
-/* A free of b, just taken from shard d's map (its lock held). */
+/* A free of b, just taken from shard d's map (its lock held); `record`:
+ * 0 in the quiet entry (nothing recorded when it was called), whose free
+ * then has no event to look at. */
 static inline __attribute__((always_inline)) void
-free_held(tdm__cache_device *d, cblock *b, uint32_t free_stack, int on_stream, tdm_stream stream)
+free_held(tdm__cache_device *d, cblock *b, uint32_t free_stack, int on_stream, tdm_stream stream,
+          int record)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
     int kind = b->pool;
@@ -611,8 +614,9 @@ free_held(tdm__cache_device *d, cblock *b, uint32_t free_stack, int on_stream, t
     } else {
         /* free_requested and free_completed at one instant: one ring
          * entry (event.h). */
-        tdm__rec_event_here(TDM__ACTION_FREE_FREE, d->index, b->addr, b->requested,
-                            b->requested, b->stream, es);
+        if (record)
+            tdm__rec_event_here(TDM__ACTION_FREE_FREE, d->index, b->addr, b->requested,
+                                b->requested, b->stream, es);
         release_block(d, b);
     }
 }
@@ -629,12 +633,12 @@ static inline int shard_may_hold(const tdm__cache_device *d, uint64_t ptr)
  * same pointer finds it gone here. */
 static inline __attribute__((always_inline)) int
 free_in(tdm__cache_device *d, uint64_t ptr, uint32_t free_stack, int on_stream,
-        tdm_stream stream)
+        tdm_stream stream, int record)
 {
     tdm__lock_take(&d->lock);
     cblock *b = tdm__cmap_take(&d->map, ptr);
     if (b != NULL)
-        free_held(d, b, free_stack, on_stream, stream);
+        free_held(d, b, free_stack, on_stream, stream, record);
     tdm__lock_give(&d->lock);
     return b != NULL;
 }
@@ -651,7 +655,7 @@ free_sharded(tdm__cache_device *d0, uint64_t ptr, uint32_t free_stack, int on_st
     for (int i = 0; i < n; i++) {
         tdm__cache_device *d = tdm__cache_shard(grp, i);
         if (i == tried || !shard_may_hold(d, ptr) ||
-            !free_in(d, ptr, free_stack, on_stream, stream))
+            !free_in(d, ptr, free_stack, on_stream, stream, 1))
             continue;
         shard_hint = (uint8_t)i;
         return TDM_OK;
@@ -659,8 +663,10 @@ free_sharded(tdm__cache_device *d0, uint64_t ptr, uint32_t free_stack, int on_st
     return TDM_UNKNOWN_POINTER;
 }
 
+/* `record`: as free_held's (the shards' path records as ever). */
 static inline __attribute__((always_inline)) tdm_status
-cache_free(uint64_t ptr, int device, uint32_t free_stack, int on_stream, tdm_stream stream)
+cache_free(uint64_t ptr, int device, uint32_t free_stack, int on_stream, tdm_stream stream,
+           int record)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
     tdm__cache_device *d = g->cache[device];
@@ -671,11 +677,11 @@ cache_free(uint64_t ptr, int device, uint32_t free_stack, int on_stream, tdm_str
         tdm__cache_device *h = tdm__cache_shard(d->group, shard_hint);
         if (h == NULL || !shard_may_hold(h, ptr))
             return free_sharded(d, ptr, free_stack, on_stream, stream, -1);
-        if (free_in(h, ptr, free_stack, on_stream, stream))
+        if (free_in(h, ptr, free_stack, on_stream, stream, record))
             return TDM_OK;
         return free_sharded(d, ptr, free_stack, on_stream, stream, h->shard);
     }
-    if (free_in(d, ptr, free_stack, on_stream, stream))
+    if (free_in(d, ptr, free_stack, on_stream, stream, record))
         return TDM_OK;
     /* Shards may have come since the look above (shard 0, d, was asked). */
     if (atomic_load_explicit(&d->solo, memory_order_relaxed) == TDM__SOLO_SHARDS)
@@ -686,13 +692,13 @@ cache_free(uint64_t ptr, int device, uint32_t free_stack, int on_stream, tdm_str
 tdm_status tdm__cache_free(uint64_t ptr, int device, uint32_t free_stack, int on_stream,
                           tdm_stream stream)
 {
-    return cache_free(ptr, device, free_stack, on_stream, stream);
+    return cache_free(ptr, device, free_stack, on_stream, stream, 1);
 }
 
 tdm_status tdm__cache_free_quiet(uint64_t ptr)
 {
     if (__builtin_expect(tdm__alloc_g.device_count == 1, 1)) /* as tdm__cache_free_any */
-        return cache_free(ptr, 0, 0, 0, 0);
+        return cache_free(ptr, 0, 0, 0, 0, 0);
     return tdm__cache_free_many(ptr, 0, 0, 0);
 }
 

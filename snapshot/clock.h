@@ -58,7 +58,7 @@ uint64_t tdm__clock_reanchor(uint64_t now_interp);
 static inline uint64_t tdm__clock_ns(void)
 {
     tdm__clock_shared *c = &tdm__clock_state;
-    if (!atomic_load_explicit(&c->use_tsc, memory_order_relaxed))
+    if (__builtin_expect(!atomic_load_explicit(&c->use_tsc, memory_order_relaxed), 0))
         return tdm__clock_real_ns();
     uint64_t s = atomic_load_explicit(&c->anchor.seq, memory_order_acquire);
     uint64_t t = atomic_load_explicit(&c->anchor.tsc, TDM_SEQ_DATA_LOAD);
@@ -66,10 +66,11 @@ static inline uint64_t tdm__clock_ns(void)
     uint64_t m = atomic_load_explicit(&c->anchor.mult, TDM_SEQ_DATA_LOAD);
     uint64_t span = atomic_load_explicit(&c->anchor.span, TDM_SEQ_DATA_LOAD);
     TDM_SEQ_FENCE_ACQUIRE();
-    if ((s & 1) || atomic_load_explicit(&c->anchor.seq, memory_order_relaxed) != s)
+    if (__builtin_expect((s & 1) || atomic_load_explicit(&c->anchor.seq, memory_order_relaxed) != s,
+                         0))
         return tdm__clock_real_ns();
     uint64_t now = tdm__clock_tsc();
-    uint64_t d = now > t ? now - t : 0;
+    uint64_t d = __builtin_expect(now > t, 1) ? now - t : 0;
     uint64_t ns = n + (uint64_t)(((unsigned __int128)d * m) >> 32);
     if (__builtin_expect(d > span, 0))
         return tdm__clock_reanchor(ns);

@@ -105,7 +105,7 @@ tdm__rec_event_inline(uint64_t time_ns, uint8_t category, unsigned action, int d
                       uint32_t stack_id)
 {
     tdm__ring *ring = atomic_load_explicit(&tdm__rec.ring, memory_order_acquire);
-    if (!ring)
+    if (__builtin_expect(!ring, 0))
         return;
     tdm__ring_push_words(
         ring, time_ns ? time_ns : tdm__clock_ns(), addr, size, requested, stream,
@@ -138,7 +138,7 @@ uint8_t tdm__rec_tagged_category(void);
 /* This thread's category tag (tdm_tag_push), TDM_CATEGORY_UNKNOWN if none. */
 static inline uint8_t tdm__rec_current_category(void)
 {
-    if (!atomic_load_explicit(&tdm__rec_tags_used, memory_order_relaxed))
+    if (__builtin_expect(!atomic_load_explicit(&tdm__rec_tags_used, memory_order_relaxed), 1))
         return TDM_CATEGORY_UNKNOWN;
     return tdm__rec_tagged_category();
 }
@@ -149,7 +149,9 @@ static inline __attribute__((always_inline)) void
 tdm__rec_event_here(unsigned action, int device, uint64_t addr, uint64_t size,
                     uint64_t requested, uint64_t stream, uint32_t stack_id)
 {
-    if (atomic_load_explicit(&tdm__rec.mode, memory_order_relaxed) == TDM_RECORD_ALL)
+    if (__builtin_expect(atomic_load_explicit(&tdm__rec.mode, memory_order_relaxed) ==
+                             TDM_RECORD_ALL,
+                         1))
         tdm__rec_event_inline(0, tdm__rec_current_category(), action, device, addr, size,
                               requested, stream, stack_id);
 }

@@ -132,7 +132,7 @@ static inline void tdm__ring_push_words(tdm__ring *ring, uint64_t w0,
     tdm__ring_slot *slot = me->at;
     me->next = i + 1;
     me->at = slot + 1;
-    if (w0 < me->last_ns)
+    if (__builtin_expect(w0 < me->last_ns, 0))
         w0 = me->last_ns;
     me->last_ns = w0;
     me->extra += plain - 1;
