@@ -313,9 +313,10 @@ size_t tdm__alloc_round_size(size_t size)
 
 /* ---- public entry points ------------------------------------------------ */
 
-static int valid_device(int device)
+/* (One unsigned test: the quiet entry tests it with the mode at once.) */
+static inline int valid_device(int device)
 {
-    return device >= 0 && device < tdm__alloc_g.device_count;
+    return (unsigned)device < (unsigned)tdm__alloc_g.device_count;
 }
 
 /* The bodies of the entry points' loud paths (below), given the stack
@@ -388,8 +389,7 @@ static inline int quiet_cache(void)
 
 static inline int quiet_malloc(void **ptr, int device)
 {
-    return ptr != NULL && quiet_cache() &
-                              ((unsigned)device < (unsigned)tdm__alloc_g.device_count);
+    return ptr != NULL && quiet_cache() & valid_device(device);
 }
 
 static inline int quiet_free(void *ptr)

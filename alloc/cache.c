@@ -20,7 +20,7 @@
  * stream using it, a peak not passed, a small request, no option changing
  * the rules) say so with __builtin_expect, so that the compiler lays the
  * usual path out straight.  A pair of calls took ~33 taken branches
- * (ResNet trace) and now ~12: at ~6 instructions a cycle the front end's
+ * (ResNet trace) and now ~9: at ~6 instructions a cycle the front end's
  * redirects, not the instructions, had become the cost
  * (docs/allocator-performance.md, change 29).
  */

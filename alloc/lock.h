@@ -66,7 +66,7 @@ static inline void tdm__lock_take(tdm__lock *l)
      * second thread starts) nobody else can hold it: no atomic needed,
      * as glibc's own locks do. */
     if (__libc_single_threaded) {
-        atomic_store_explicit(&l->held, 1, memory_order_relaxed);
+        atomic_store_explicit(&l->held, TDM__LOCK_CALL, memory_order_relaxed);
         return;
     }
     /* A compare-exchange, not an exchange: a sweep's mark stays for the

@@ -73,24 +73,35 @@ int load_trace(const char *path, trace *t)
 
 /* One pass over the trace; what the trace leaves live is freed at the end
  * so every pass starts from the same state.  Returns seconds, or < 0. */
-static double pass(const backend *b, const trace *t, void **slots)
+/* One call of a trace: its free, or its malloc (-1 when that failed). */
+static inline int replay_op(const backend *b, const op *o, void **slots)
 {
-    double t0 = now_s();
-    for (size_t i = 0; i < t->n; i++) {
-        const op *o = &t->ops[i];
-        if (o->free) {
-            b->free(b->ctx, slots[o->id], o->size);
-            slots[o->id] = NULL;
-        } else if (b->alloc(b->ctx, &slots[o->id], o->size) != 0) {
-            return -1;
-        }
+    if (o->free) {
+        b->free(b->ctx, slots[o->id], o->size);
+        slots[o->id] = NULL;
+        return 0;
     }
+    return b->alloc(b->ctx, &slots[o->id], o->size) != 0 ? -1 : 0;
+}
+
+/* Frees what a pass of the trace left live. */
+static void free_live(const backend *b, const trace *t, void **slots)
+{
     for (size_t i = 0; i < t->ids; i++) {
         if (slots[i]) {
             b->free(b->ctx, slots[i], t->id_size[i]);
             slots[i] = NULL;
         }
     }
+}
+
+static double pass(const backend *b, const trace *t, void **slots)
+{
+    double t0 = now_s();
+    for (size_t i = 0; i < t->n; i++)
+        if (replay_op(b, &t->ops[i], slots) < 0)
+            return -1;
+    free_live(b, t, slots);
     return now_s() - t0;
 }
 
@@ -233,22 +244,13 @@ typedef struct copy_cursor {
 static int copy_steps(const backend *b, const trace *t, copy_cursor *c, int reps, size_t calls)
 {
     for (; calls > 0 && c->rep < reps; calls--) {
-        const op *o = &t->ops[c->i];
-        if (o->free) {
-            b->free(b->ctx, c->slots[o->id], o->size);
-            c->slots[o->id] = NULL;
-        } else if (b->alloc(b->ctx, &c->slots[o->id], o->size) != 0) {
+        if (replay_op(b, &t->ops[c->i], c->slots) < 0)
             return -1;
-        }
         if (++c->i < t->n)
             continue;
         c->i = 0;
         c->rep++;
-        for (size_t k = 0; k < t->ids; k++)
-            if (c->slots[k]) {
-                b->free(b->ctx, c->slots[k], t->id_size[k]);
-                c->slots[k] = NULL;
-            }
+        free_live(b, t, c->slots);
     }
     return 0;
 }
