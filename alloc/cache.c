@@ -169,7 +169,6 @@ void tdm__cache_split_after(cblock *b, cblock *r, uint64_t size)
     r->expandable = b->expandable;
     r->addr = b->addr + size;
     r->size = b->size - size;
-    r->stream = b->stream;
     r->bins = b->bins;
     r->state = TDM_BLOCK_INACTIVE;
     r->mapped = b->mapped;
@@ -187,7 +186,7 @@ void tdm__cache_split_after(cblock *b, cblock *r, uint64_t size)
  * stays: it hashes the record's own address (cache_bins.h). */
 static inline cblock *new_block(tdm__cache_device *d)
 {
-    _Static_assert(sizeof(cblock) == 192, "a field was added to cblock: zero it here");
+    _Static_assert(sizeof(cblock) == 128, "a field was added to cblock: zero it here");
     cblock *r = tdm__objpool_get_dirty(&d->block_pool);
     if (r == NULL)
         return NULL;
@@ -197,16 +196,13 @@ static inline cblock *new_block(tdm__cache_device *d)
     r->state = r->mapped = r->pool = r->expandable = r->wait = 0;
     atomic_store_explicit(&r->category, 0, memory_order_relaxed);
     r->bin = 0;
-    r->stream = 0;
     r->bins = NULL;
     r->bin_link = NULL;
     r->seg = NULL;
     r->requested = r->alloc_time_ns = r->gc_base = 0;
-    r->stack_id = r->free_stack = 0;
-    r->pend_prev = r->pend_next = NULL;
-    r->uses = NULL;
-    memset(r->uses_inline, 0, sizeof r->uses_inline);
-    r->nuses = r->uses_cap = 0;
+    r->stack_id = 0;
+    r->nuses = 0;
+    r->cold = NULL;
     return r;
 }
 
@@ -248,7 +244,7 @@ hand_out_booked(tdm__cache_device *d, cblock *b, cblock *r, uint64_t size,
     }
     if (now != 0) /* (not b's copy: the stores above may alias it) */
         tdm__rec_event_inline(now, req->category, TDM_ACTION_ALLOC, d->index,
-                              b->addr, req->size, req->size, b->stream,
+                              b->addr, req->size, req->size, req->stream, /* (b's) */
                               tdm__cache_event_stack(req->stack_id));
 }
 
@@ -276,7 +272,7 @@ map_in(tdm__cache_device *d, cblock *b, const tdm__alloc_req *hit, void **out, i
         /* No host memory for the map: undo, as if never handed out. */
         tdm__cmap_take(&d->map, b->addr);
         tdm__rec_event(TDM_ACTION_FREE_REQUESTED, d->index, b->addr, hit->size, hit->size,
-                       b->stream, 0);
+                       tdm__cblock_stream(b), 0);
         tdm__stat_add(&d->stats, b->pool, TDM__ST_ALLOCATION, -1);
         tdm__stat_add(&d->stats, b->pool, TDM__ST_ALLOCATED_BYTES, -(int64_t)b->size);
         tdm__cache_free_block(d, b, 0);
@@ -564,10 +560,9 @@ static inline __attribute__((always_inline)) void release_block(tdm__cache_devic
     b->state = TDM_BLOCK_INACTIVE;
     b->requested = 0;
     b->stack_id = 0;
-    b->free_stack = 0;
     b->alloc_time_ns = 0;
     atomic_store_explicit(&b->category, 0, memory_order_relaxed);
-    if (__builtin_expect(b->uses != NULL, 0)) /* markers or streams to let go (rare) */
+    if (__builtin_expect(b->cold != NULL, 0)) /* markers or streams to let go (rare) */
         tdm__cache_drop_uses(d, b);
     /* Never with an unmapped range: that has no memory behind it. */
     if (b->prev && b->prev->state == TDM_BLOCK_INACTIVE && b->prev->mapped)
@@ -580,7 +575,7 @@ static inline __attribute__((always_inline)) void release_block(tdm__cache_devic
 void tdm__cache_free_block(tdm__cache_device *d, cblock *b, uint32_t es)
 {
     tdm__rec_event(TDM_ACTION_FREE_COMPLETED, d->index, b->addr, b->requested,
-                   b->requested, b->stream, es);
+                   b->requested, tdm__cblock_stream(b), es);
     release_block(d, b);
 }
 
@@ -602,21 +597,21 @@ free_held(tdm__cache_device *d, cblock *b, uint32_t free_stack, int on_stream, t
     /* A free on another stream: work queued there may still use the
      * block, as with record_stream.  Without host memory to note the
      * stream, the device's work is waited for now instead. */
-    if (on_stream && stream != b->stream && !tdm__cache_add_use(b, stream) &&
+    if (on_stream && stream != tdm__cblock_stream(b) && !tdm__cache_add_use(d, b, stream) &&
         g->prov->streams != NULL && !tdm__cache_capturing(d, stream))
         g->prov->streams->device_sync(g->prov->streams_ctx, d->index);
     if (__builtin_expect(b->nuses > 0, 0)) {
         /* Other streams may still be using it: it waits for them. */
         tdm__rec_event(TDM_ACTION_FREE_REQUESTED, d->index, b->addr, b->requested,
-                       b->requested, b->stream, es);
-        b->free_stack = es;
+                       b->requested, tdm__cblock_stream(b), es);
+        b->cold->free_stack = es; /* (uses: it has its cold part) */
         tdm__cache_pend(d, b);
     } else {
         /* free_requested and free_completed at one instant: one ring
          * entry (event.h). */
         if (record)
             tdm__rec_event_here(TDM__ACTION_FREE_FREE, d->index, b->addr, b->requested,
-                                b->requested, b->stream, es);
+                                b->requested, tdm__cblock_stream(b), es);
         release_block(d, b);
     }
 }

@@ -182,8 +182,9 @@ cbin_stream *tdm__bins_stream_slow(cbins *bs, uint64_t stream)
 static int cmp_block(const tdm__tnode *a, const tdm__tnode *b)
 {
     const cblock *x = tdm__bin_blk((tdm__tnode *)a), *y = tdm__bin_blk((tdm__tnode *)b);
-    if (x->stream != y->stream)
-        return x->stream < y->stream ? -1 : 1;
+    uint64_t xs = tdm__cblock_stream(x), ys = tdm__cblock_stream(y);
+    if (xs != ys)
+        return xs < ys ? -1 : 1;
     if (x->size != y->size)
         return x->size < y->size ? -1 : 1;
     return x->addr < y->addr ? -1 : x->addr > y->addr;
@@ -191,23 +192,19 @@ static int cmp_block(const tdm__tnode *a, const tdm__tnode *b)
 
 static cblock *ref_key_ge(const cbins *bs, uint64_t stream, uint64_t size, uint64_t addr, int gt)
 {
-    cblock key;
-    key.stream = stream;
-    key.size = size;
-    key.addr = addr;
+    cseg key_seg = {.stream = stream};
+    cblock key = {.seg = &key_seg, .size = size, .addr = addr};
     cblock *b = tdm__bin_blk(gt ? tdm__tree_find_gt(&bs->ref, &key.node)
                        : tdm__tree_find_ge(&bs->ref, &key.node));
-    return b != NULL && b->stream == stream ? b : NULL;
+    return b != NULL && tdm__cblock_stream(b) == stream ? b : NULL;
 }
 
 static cblock *ref_key_lt(const cbins *bs, uint64_t stream, uint64_t size, uint64_t addr)
 {
-    cblock key;
-    key.stream = stream;
-    key.size = size;
-    key.addr = addr;
+    cseg key_seg = {.stream = stream};
+    cblock key = {.seg = &key_seg, .size = size, .addr = addr};
     cblock *b = tdm__bin_blk(tdm__tree_find_lt(&bs->ref, &key.node));
-    return b != NULL && b->stream == stream ? b : NULL;
+    return b != NULL && tdm__cblock_stream(b) == stream ? b : NULL;
 }
 
 /* ---- the pool's index -------------------------------------------------------- */
@@ -311,12 +308,12 @@ cblock *tdm__bins_find_lt(cbins *bs, uint64_t stream, uint64_t size)
 
 cblock *tdm__bins_next_in_stream(cbins *bs, const cblock *b)
 {
-    return key_ge(bs, b->stream, b->size, b->addr, 1);
+    return key_ge(bs, tdm__cblock_stream(b), b->size, b->addr, 1);
 }
 
 cblock *tdm__bins_prev_in_stream(cbins *bs, const cblock *b)
 {
-    return key_lt(bs, b->stream, b->size, b->addr);
+    return key_lt(bs, tdm__cblock_stream(b), b->size, b->addr);
 }
 
 /* The stream's first block (NULL: none cached). */
@@ -345,7 +342,7 @@ cblock *tdm__bins_next(cbins *bs, const cblock *b)
     cblock *n = tdm__bins_next_in_stream(bs, b);
     if (n != NULL)
         return n;
-    for (uint32_t i = stream_pos(bs, b->stream) + 1; i < bs->nstreams; i++)
+    for (uint32_t i = stream_pos(bs, tdm__cblock_stream(b)) + 1; i < bs->nstreams; i++)
         if ((n = stream_first(bs->streams[i])) != NULL)
             return n;
     return NULL;
@@ -353,7 +350,7 @@ cblock *tdm__bins_next(cbins *bs, const cblock *b)
 
 int tdm__bins_holds(cbins *bs, const cblock *b)
 {
-    return key_ge(bs, b->stream, b->size, b->addr, 0) == b;
+    return key_ge(bs, tdm__cblock_stream(b), b->size, b->addr, 0) == b;
 }
 
 int tdm__bins_shape_ok(const cbins *bs, unsigned *bad)

@@ -415,7 +415,7 @@ static inline void tdm__bins_insert(cbins *bs, cblock *b)
             return;
         }
         /* tdm__bins_prepare made the stream's bins before its first block. */
-        s = b->bins = tdm__bins_stream(bs, b->stream);
+        s = b->bins = tdm__bins_stream(bs, tdm__cblock_stream(b));
     }
     unsigned i = tdm__bin_of(b->size);
     b->bin = (uint16_t)i;

@@ -165,13 +165,12 @@ static void release_range(tdm__cache_device *d, cseg *s);
  * just before one (PyTorch's find_expandable_block).  NULL if none. */
 static cblock *find_room(cpool *p, uint64_t size, uint64_t stream)
 {
-    cblock key;
-    key.stream = stream;
-    key.addr = 0;
+    cseg key_seg = {.stream = stream};
+    cblock key = {.seg = &key_seg, .addr = 0};
     for (tdm__tnode *n = tdm__tree_find_ge(&p->unmapped, &key.node); n != NULL;
          n = tdm__tree_next(&p->unmapped, n)) {
         cblock *c = TDM__CONTAINER_OF(n, cblock, node);
-        if (c->stream != stream)
+        if (tdm__cblock_stream(c) != stream)
             break;
         if (c->prev && c->prev->state == TDM_BLOCK_INACTIVE)
             c = c->prev;
@@ -238,7 +237,6 @@ static int cut_free(tdm__cache_device *d, cblock *b, uint64_t size, int low)
         r->seg = b->seg;
         r->pool = b->pool;
         r->expandable = b->expandable;
-        r->stream = b->stream;
         r->state = TDM_BLOCK_INACTIVE;
         r->mapped = 1;
         r->size = size;

@@ -34,6 +34,17 @@ typedef struct cseg cseg;
 
 typedef struct cbin_stream cbin_stream;
 
+/* What only a block that other streams use, or a pending one, needs:
+ * apart, so that a block is two cache lines (a split writes every field
+ * of its new block, a malloc and a free read both lines). */
+typedef struct cblock_cold {
+    struct cblock *pend_prev, *pend_next; /* pending list while pending */
+    uint64_t *uses;              /* other streams using it: inline or mapped */
+    uint64_t uses_inline[4];
+    uint32_t uses_cap;           /* room in `uses` */
+    uint32_t free_stack;         /* stack of the pending free's events */
+} cblock_cold;
+
 typedef struct cblock {
     /* First cache line: what best fit, split and merge read. */
     tdm__tnode node;             /* pool bins link while inactive */
@@ -47,8 +58,8 @@ typedef struct cblock {
     uint8_t wait;                /* TDM__WAIT_*: what a pending block awaits */
     _Atomic uint8_t category;    /* tdm_category; tdm_tag_ptr may set it */
     uint16_t bin;                /* while in its stream's bins: which one */
-    /* The rest. */
-    uint64_t stream;             /* the segment's stream */
+    /* Second cache line: the rest a malloc and a free touch.  (Its stream
+     * is its segment's: tdm__cblock_stream.) */
     struct cbin_stream *bins;    /* the bins of that stream in its pool, once
                                     known (cache_bins.h); NULL: look up */
     tdm__tnode **bin_link;       /* while in a bin: the slot holding `node` */
@@ -57,12 +68,12 @@ typedef struct cblock {
     uint64_t alloc_time_ns;      /* 0 unless recorded */
     uint64_t gc_base;            /* pool's call count when it was cached */
     uint32_t stack_id;           /* allocation stack while active */
-    uint32_t free_stack;         /* stack of the pending free's events */
-    struct cblock *pend_prev, *pend_next; /* pending list while pending */
-    uint64_t *uses;              /* other streams using it: inline or mapped */
-    uint64_t uses_inline[4];
-    uint32_t nuses, uses_cap;    /* entries used / room in `uses` */
+    uint32_t nuses;              /* entries used in cold->uses */
+    cblock_cold *cold;           /* NULL until another stream uses it
+                                    (tdm__cache_add_use); back to NULL when
+                                    it is cached again */
 } cblock;
+_Static_assert(sizeof(cblock) == 128, "a block is two cache lines");
 
 /* What a pending-free block waits for.  `uses` holds stream ids, except
  * under TDM__WAIT_MARKERS, where it holds the provider's markers (one per
@@ -86,6 +97,12 @@ struct cseg {
     uint64_t mapped;             /* expandable: bytes mapped (reserved stat) */
     uint64_t *handles;           /* expandable: page i's handle, 0 = unmapped */
 };
+
+/* A block's stream: its segment's (blocks never cross streams). */
+static inline uint64_t tdm__cblock_stream(const cblock *b)
+{
+    return b->seg->stream;
+}
 
 /* A pool's cached blocks by (stream, size, address): per stream, size
  * bins with a bitmap (cache_bins.c). */
@@ -169,6 +186,7 @@ struct tdm__cache_device {
     void *spare[16];
     tdm__stats_acc stats;
     tdm__objpool block_pool, seg_pool;
+    tdm__objpool cold_pool;      /* blocks' cold parts (cblock_cold) */
     /* Expandable segments' page sizes per pool (small, large); 0 when
      * segments are normal ones. */
     uint64_t page[2];
@@ -454,8 +472,9 @@ void tdm__cache_complete_pending(tdm__cache_device *d, int all, uint64_t stream)
 /* cache_stream.c: frees ordered after other streams' work */
 /* Adds `stream` to the streams using b (record_stream); 0 when out of
  * host memory. */
-int tdm__cache_add_use(cblock *b, uint64_t stream);
-/* Frees b's list of streams or markers (markers back to the spares). */
+int tdm__cache_add_use(tdm__cache_device *d, cblock *b, uint64_t stream);
+/* Frees b's list of streams or markers (markers back to the spares) and
+ * its cold part. */
 void tdm__cache_drop_uses(tdm__cache_device *d, cblock *b);
 /* Puts b (freed, with uses) on the pending list: with the provider's
  * markers recorded on each stream, or deferred during a capture, or

@@ -47,7 +47,6 @@ void tdm__cache_seg_link(tdm__cache_device *d, cseg *s, cblock *b, uint64_t addr
     b->expandable = s->expandable;
     b->addr = addr;
     b->size = bytes;
-    b->stream = req->stream;
     b->state = TDM_BLOCK_INACTIVE;
     tdm__stat_add(&d->stats, kind, TDM__ST_SEGMENT, 1);
 }

@@ -298,8 +298,9 @@ static int cmp_unmapped(const tdm__tnode *a, const tdm__tnode *b)
 {
     const cblock *x = TDM__CONTAINER_OF(a, cblock, node);
     const cblock *y = TDM__CONTAINER_OF(b, cblock, node);
-    if (x->stream != y->stream)
-        return x->stream < y->stream ? -1 : 1;
+    uint64_t xs = tdm__cblock_stream(x), ys = tdm__cblock_stream(y);
+    if (xs != ys)
+        return xs < ys ? -1 : 1;
     return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
@@ -334,6 +335,7 @@ void tdm__cache_init_shard(tdm__cache_device *d, int index, int shard, tdm__cach
     d->large.kind = TDM_POOL_LARGE;
     tdm__objpool_init(&d->block_pool, sizeof(cblock));
     tdm__objpool_init(&d->seg_pool, sizeof(cseg));
+    tdm__objpool_init(&d->cold_pool, sizeof(cblock_cold));
 }
 
 static void destroy_shard(tdm__cache_device *d)
@@ -357,6 +359,7 @@ static void destroy_shard(tdm__cache_device *d)
     tdm__cmap_destroy(&d->map);
     tdm__objpool_destroy(&d->block_pool);
     tdm__objpool_destroy(&d->seg_pool);
+    tdm__objpool_destroy(&d->cold_pool);
     tdm__meta_unmap(d, sizeof *d);
 }
 

@@ -109,7 +109,7 @@ tdm_status tdm__cache_record_stream(uint64_t ptr, int device, tdm_stream stream)
     if (d == NULL)
         return TDM_UNKNOWN_POINTER;
     tdm_status st = TDM_OK;
-    if (stream != b->stream && !tdm__cache_add_use(b, stream))
+    if (stream != tdm__cblock_stream(b) && !tdm__cache_add_use(d, b, stream))
         st = TDM_HOST_OUT_OF_MEMORY;
     tdm__lock_give(&d->lock);
     return st;
@@ -280,7 +280,7 @@ static tdm_status check_shard(int device, tdm__cache_device *d, int64_t *reserve
     int64_t sum[3][TDM__ST_COUNT];
     memset(sum, 0, sizeof sum);
     size_t inactive[2] = {0, 0}, unmapped[2] = {0, 0}, nsegs = 0, nblocks = 0, npending = 0,
-           nallocated = 0;
+           nallocated = 0, ncold = 0;
     for (cseg *s = d->segs; s != NULL; s = s->next) {
         int pk = s->pool == TDM_POOL_SMALL ? 1 : 2;
         nsegs++;
@@ -311,12 +311,20 @@ static tdm_status check_shard(int device, tdm__cache_device *d, int64_t *reserve
         for (cblock *b = s->first; b != NULL; b = b->next) {
             nblocks++;
             if (b->seg != s || b->addr != end || b->size == 0 ||
-                b->size % TDM__MIN_BLOCK != 0 || b->stream != s->stream ||
+                b->size % TDM__MIN_BLOCK != 0 ||
                 b->pool != s->pool || b->expandable != s->expandable)
                 FAIL("block %#llx does not tile segment %#llx",
                      (unsigned long long)b->addr, (unsigned long long)s->addr);
             if (b->next && b->next->prev != b)
                 FAIL("block links broken at %#llx", (unsigned long long)b->addr);
+            ncold += b->cold != NULL;
+            /* A cold part comes with another stream's use and goes when
+             * the block is cached again. */
+            if (b->cold != NULL && b->state == TDM_BLOCK_INACTIVE)
+                FAIL("cached block %#llx keeps its cold part", (unsigned long long)b->addr);
+            if (b->nuses != 0 && b->cold == NULL)
+                FAIL("block %#llx has %u uses and no cold part to hold them",
+                     (unsigned long long)b->addr, b->nuses);
             end += b->size;
             if (!b->mapped) {
                 uint64_t off = b->addr - s->addr;
@@ -402,6 +410,8 @@ static tdm_status check_shard(int device, tdm__cache_device *d, int64_t *reserve
         FAIL("segment count %zu, list holds %zu", d->nsegs, nsegs);
     if (nblocks != d->block_pool.live)
         FAIL("%zu block records out, %zu in segments", d->block_pool.live, nblocks);
+    if (ncold != d->cold_pool.live)
+        FAIL("%zu cold parts out, %zu blocks with one", d->cold_pool.live, ncold);
     if (d->small.bins.count != inactive[0] || d->large.bins.count != inactive[1])
         FAIL("pool trees hold %zu+%zu blocks, segments %zu+%zu inactive",
              d->small.bins.count, d->large.bins.count, inactive[0], inactive[1]);
@@ -416,10 +426,10 @@ static tdm_status check_shard(int device, tdm__cache_device *d, int64_t *reserve
         FAIL("unmapped trees hold %zu+%zu blocks, segments %zu+%zu",
              d->small.unmapped.count, d->large.unmapped.count, unmapped[0], unmapped[1]);
     size_t listed = 0, waiting = 0;
-    for (cblock *b = d->pending; b != NULL; b = b->pend_next, listed++) {
-        if (b->state != TDM_BLOCK_ACTIVE_PENDING_FREE)
-            FAIL("pending list holds block %#llx in state %d",
-                 (unsigned long long)b->addr, b->state);
+    for (cblock *b = d->pending; b != NULL; b = b->cold->pend_next, listed++) {
+        if (b->state != TDM_BLOCK_ACTIVE_PENDING_FREE || b->cold == NULL)
+            FAIL("pending list holds block %#llx in state %d%s",
+                 (unsigned long long)b->addr, b->state, b->cold ? "" : " without a cold part");
         waiting += b->wait != TDM__WAIT_SYNC;
     }
     if (listed != npending)

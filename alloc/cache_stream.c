@@ -45,27 +45,32 @@ int tdm__cache_capturing(const tdm__cache_device *d, tdm_stream stream)
     return o != NULL && o->capturing(ops_ctx(), d->index, stream);
 }
 
-int tdm__cache_add_use(cblock *b, uint64_t stream)
+int tdm__cache_add_use(tdm__cache_device *d, cblock *b, uint64_t stream)
 {
-    for (uint32_t i = 0; i < b->nuses; i++)
-        if (b->uses[i] == stream)
-            return 1;
-    if (b->uses == NULL) {
-        b->uses = b->uses_inline;
-        b->uses_cap = 4;
+    cblock_cold *c = b->cold;
+    if (c == NULL) {
+        c = tdm__objpool_get(&d->cold_pool);
+        if (c == NULL)
+            return 0;
+        c->uses = c->uses_inline;
+        c->uses_cap = 4;
+        b->cold = c;
     }
-    if (b->nuses == b->uses_cap) {
-        uint32_t ncap = b->uses_cap * 2;
+    for (uint32_t i = 0; i < b->nuses; i++)
+        if (c->uses[i] == stream)
+            return 1;
+    if (b->nuses == c->uses_cap) {
+        uint32_t ncap = c->uses_cap * 2;
         uint64_t *n = tdm__meta_map(ncap * sizeof *n);
         if (n == NULL)
             return 0;
-        memcpy(n, b->uses, b->nuses * sizeof *n);
-        if (b->uses != b->uses_inline)
-            tdm__meta_unmap(b->uses, b->uses_cap * sizeof *n);
-        b->uses = n;
-        b->uses_cap = ncap;
+        memcpy(n, c->uses, b->nuses * sizeof *n);
+        if (c->uses != c->uses_inline)
+            tdm__meta_unmap(c->uses, c->uses_cap * sizeof *n);
+        c->uses = n;
+        c->uses_cap = ncap;
     }
-    b->uses[b->nuses++] = stream;
+    c->uses[b->nuses++] = stream;
     return 1;
 }
 
@@ -80,14 +85,17 @@ static void put_marker(tdm__cache_device *d, void *m)
 
 void tdm__cache_drop_uses(tdm__cache_device *d, cblock *b)
 {
+    cblock_cold *c = b->cold;
+    if (c == NULL) /* no other stream ever used it */
+        return;
     if (b->wait == TDM__WAIT_MARKERS)
         for (uint32_t i = 0; i < b->nuses; i++)
-            put_marker(d, (void *)(uintptr_t)b->uses[i]);
-    if (b->uses != NULL && b->uses != b->uses_inline)
-        tdm__meta_unmap(b->uses, b->uses_cap * sizeof(uint64_t));
-    b->uses = NULL;
+            put_marker(d, (void *)(uintptr_t)c->uses[i]);
+    if (c->uses != c->uses_inline)
+        tdm__meta_unmap(c->uses, c->uses_cap * sizeof(uint64_t));
+    tdm__objpool_put(&d->cold_pool, c);
+    b->cold = NULL;
     b->nuses = 0;
-    b->uses_cap = 0;
 }
 
 /* Replaces b's streams by markers recorded on them; 0 (b unchanged) when
@@ -100,7 +108,7 @@ static int record_markers(tdm__cache_device *d, cblock *b)
     for (; n < b->nuses; n++) {
         void *m = d->nspare > 0 ? d->spare[--d->nspare] : NULL;
         if (n == sizeof made / sizeof made[0] ||
-            o->marker_record(ops_ctx(), d->index, b->uses[n], &m) != TDM_OK) {
+            o->marker_record(ops_ctx(), d->index, b->cold->uses[n], &m) != TDM_OK) {
             if (m != NULL)
                 put_marker(d, m);
             while (n > 0)
@@ -110,7 +118,7 @@ static int record_markers(tdm__cache_device *d, cblock *b)
         made[n] = m;
     }
     for (uint32_t i = 0; i < n; i++)
-        b->uses[i] = (uint64_t)(uintptr_t)made[i];
+        b->cold->uses[i] = (uint64_t)(uintptr_t)made[i];
     b->wait = TDM__WAIT_MARKERS;
     return 1;
 }
@@ -125,13 +133,13 @@ void tdm__cache_pend(tdm__cache_device *d, cblock *b)
         atomic_fetch_add_explicit(&d->group->waiting, 1, memory_order_relaxed);
         /* The free's own stream is b's: a capture there, or anywhere,
          * forbids recording now. */
-        if (!tdm__cache_capturing(d, b->stream))
+        if (!tdm__cache_capturing(d, tdm__cblock_stream(b)))
             record_markers(d, b);
     }
-    b->pend_prev = NULL;
-    b->pend_next = d->pending;
+    b->cold->pend_prev = NULL;
+    b->cold->pend_next = d->pending;
     if (d->pending)
-        d->pending->pend_prev = b;
+        d->pending->cold->pend_prev = b;
     d->pending = b;
 }
 
@@ -139,11 +147,12 @@ void tdm__cache_pend(tdm__cache_device *d, cblock *b)
 static int markers_done(tdm__cache_device *d, cblock *b)
 {
     const tdm_stream_ops *o = ops();
+    uint64_t *uses = b->cold->uses;
     for (uint32_t i = 0; i < b->nuses;) {
-        void *m = (void *)(uintptr_t)b->uses[i];
+        void *m = (void *)(uintptr_t)uses[i];
         if (o->marker_done(ops_ctx(), d->index, m)) {
             put_marker(d, m);
-            b->uses[i] = b->uses[--b->nuses];
+            uses[i] = uses[--b->nuses];
         } else {
             i++;
         }
@@ -153,13 +162,14 @@ static int markers_done(tdm__cache_device *d, cblock *b)
 
 void tdm__cache_unpend(tdm__cache_device *d, cblock *b)
 {
-    if (b->pend_prev)
-        b->pend_prev->pend_next = b->pend_next;
+    cblock_cold *c = b->cold;
+    if (c->pend_prev)
+        c->pend_prev->cold->pend_next = c->pend_next;
     else
-        d->pending = b->pend_next;
-    if (b->pend_next)
-        b->pend_next->pend_prev = b->pend_prev;
-    b->pend_prev = b->pend_next = NULL;
+        d->pending = c->pend_next;
+    if (c->pend_next)
+        c->pend_next->cold->pend_prev = c->pend_prev;
+    c->pend_prev = c->pend_next = NULL;
     if (b->wait != TDM__WAIT_SYNC) {
         d->nwaiting--;
         atomic_fetch_sub_explicit(&d->group->waiting, 1, memory_order_relaxed);
@@ -173,12 +183,12 @@ void tdm__cache_poll(tdm__cache_device *d, tdm_stream stream)
         return;
     cblock *b = d->pending;
     while (b != NULL) {
-        cblock *next = b->pend_next;
+        cblock *next = b->cold->pend_next;
         if (b->wait == TDM__WAIT_DEFERRED)
             record_markers(d, b);
         if (b->wait == TDM__WAIT_MARKERS && markers_done(d, b)) {
             tdm__cache_unpend(d, b);
-            tdm__cache_free_block(d, b, b->free_stack);
+            tdm__cache_free_block(d, b, b->cold->free_stack);
         }
         b = next;
     }
@@ -186,7 +196,7 @@ void tdm__cache_poll(tdm__cache_device *d, tdm_stream stream)
 
 int tdm__cache_wait_markers(tdm__cache_device *d, cblock *b)
 {
-    if (tdm__cache_capturing(d, b->stream))
+    if (tdm__cache_capturing(d, tdm__cblock_stream(b)))
         return 0;
     if (b->wait == TDM__WAIT_DEFERRED && !record_markers(d, b)) {
         /* No marker to wait on: the whole device's work is. */
@@ -195,9 +205,9 @@ int tdm__cache_wait_markers(tdm__cache_device *d, cblock *b)
         return 1;
     }
     for (uint32_t i = 0; i < b->nuses; i++)
-        ops()->marker_wait(ops_ctx(), d->index, (void *)(uintptr_t)b->uses[i]);
+        ops()->marker_wait(ops_ctx(), d->index, (void *)(uintptr_t)b->cold->uses[i]);
     for (uint32_t i = 0; i < b->nuses; i++)
-        put_marker(d, (void *)(uintptr_t)b->uses[i]);
+        put_marker(d, (void *)(uintptr_t)b->cold->uses[i]);
     b->nuses = 0;
     return 1;
 }
@@ -206,7 +216,7 @@ void tdm__cache_complete_pending(tdm__cache_device *d, int all, uint64_t stream)
 {
     cblock *b = d->pending;
     while (b != NULL) {
-        cblock *next = b->pend_next;
+        cblock *next = b->cold->pend_next;
         if (b->wait != TDM__WAIT_SYNC) {
             /* Markers: a stream sync of the sim API says nothing of them;
              * a device-wide completion waits for them (unless capturing). */
@@ -215,16 +225,17 @@ void tdm__cache_complete_pending(tdm__cache_device *d, int all, uint64_t stream)
                 continue;
             }
         } else if (!all) {
+            uint64_t *uses = b->cold->uses;
             for (uint32_t i = 0; i < b->nuses; i++) {
-                if (b->uses[i] == stream) {
-                    b->uses[i] = b->uses[--b->nuses];
+                if (uses[i] == stream) {
+                    uses[i] = uses[--b->nuses];
                     break;
                 }
             }
         }
         if (all || b->nuses == 0) {
             tdm__cache_unpend(d, b);
-            tdm__cache_free_block(d, b, b->free_stack);
+            tdm__cache_free_block(d, b, b->cold->free_stack);
         }
         b = next;
     }

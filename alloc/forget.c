@@ -26,8 +26,8 @@ static void cache_forget(tdm__cache_device *d)
 {
     for (cseg *s = d->segs; s != NULL; s = s->next) {
         for (cblock *b = s->first; b != NULL; b = b->next)
-            if (b->uses != NULL && b->uses != b->uses_inline)
-                tdm__meta_unmap(b->uses, b->uses_cap * sizeof(uint64_t));
+            if (b->cold != NULL && b->cold->uses != b->cold->uses_inline)
+                tdm__meta_unmap(b->cold->uses, b->cold->uses_cap * sizeof(uint64_t));
         if (s->expandable) /* the copy of its page table */
             tdm__meta_unmap(s->handles, (size_t)(s->size / s->page) * sizeof(uint64_t));
     }
@@ -35,8 +35,10 @@ static void cache_forget(tdm__cache_device *d)
      * bookkeeping; the pools give their chunks back and start empty. */
     tdm__objpool_destroy(&d->block_pool);
     tdm__objpool_destroy(&d->seg_pool);
+    tdm__objpool_destroy(&d->cold_pool);
     tdm__objpool_init(&d->block_pool, sizeof(cblock));
     tdm__objpool_init(&d->seg_pool, sizeof(cseg));
+    tdm__objpool_init(&d->cold_pool, sizeof(cblock_cold));
     tdm__bins_destroy(&d->small.bins); /* the child's copies of the bins */
     tdm__bins_destroy(&d->large.bins);
     tdm__cmap_destroy(&d->map);

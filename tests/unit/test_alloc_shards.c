@@ -79,7 +79,7 @@ static void test_streams_get_shards(void **state)
         for (int k = 0; k < PER; k++) {
             cblock *b = tdm__cmap_get(&d->map, (uint64_t)(uintptr_t)p[s][k]);
             assert_non_null(b);
-            assert_int_equal(b->stream, 1000 + s);
+            assert_int_equal(tdm__cblock_stream(b), 1000 + s);
         }
     }
     /* Freed in an order that crosses shards at every call. */
