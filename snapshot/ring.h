@@ -61,6 +61,10 @@ typedef struct tdm__ring {
                                       * file: grown as chunks are first
                                       * claimed (tdm__ring_claim) */
     int spill_ahead;             /* its handle for reserving ahead; -1 */
+    _Atomic uint64_t populated;  /* bytes of the mapping whose pages are in
+                                  * place (from its start; page multiple),
+                                  * grown a step ahead of the first lap's
+                                  * claims; map_bytes once done or given up */
 } tdm__ring;
 
 /* What this thread holds: events [next, end) of the ring numbered
