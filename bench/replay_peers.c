@@ -37,6 +37,7 @@
 
 #include "alloc.h"
 #include "lock.h"
+#include "recorder.h"
 #include "replay.h"
 #include "tidemark.h"
 
@@ -66,8 +67,15 @@ static void set_recording(int on)
     o.enabled = on ? TDM_RECORD_ALL : TDM_RECORD_OFF;
     o.stacks = TDM_STACKS_NONE;
     o.context = TDM_CONTEXT_NONE;
-    o.max_entries = 1 << 12; /* wraps within every pass, as in a long run: no first-touch faults */
+    o.max_entries = 1 << 12; /* wraps within every pass, as in a long run */
     tdm_record_memory_history(&o);
+    /* Turning recording off gives the ring back, and on makes a fresh
+     * one: its first lap's page faults (64 pages; 12 us each on some
+     * VMs) would land in the timed pass, where a long run has none.  Two
+     * laps of events here, untimed, put every page of the ring in place. */
+    if (on)
+        for (uint64_t i = 0; i < 2 * (uint64_t)o.max_entries; i++)
+            tdm__rec_event(TDM_ACTION_ALLOC, 0, (i + 1) << 9, 512, 512, 0, 0);
 }
 static void recording_off(void) { set_recording(0); }
 static void recording_on(void) { set_recording(1); }
