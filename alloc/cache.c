@@ -107,13 +107,6 @@ tdm_status tdm__cache_create(void)
 
 /* ---- malloc ------------------------------------------------------------- */
 
-/* The stats rows a block of pool `kind` books on: the device's and its
- * pool's. */
-static inline tdm__stat_rows cache_rows(tdm__cache_device *d, int kind)
-{
-    return (tdm__stat_rows){d->stats.st[TDM_STAT_POOL_ALL], d->pool_stats[kind]};
-}
-
 /* What an expandable segment's block can grow to: itself and the
  * unmapped range after it. */
 static uint64_t expandable_size(const cblock *b)
@@ -243,7 +236,7 @@ hand_out_booked(tdm__cache_device *d, cblock *b, cblock *r, uint64_t size,
     b->alloc_time_ns = now;
     atomic_store_explicit(&b->category, req->category, memory_order_relaxed);
     if (!booked) {
-        tdm__stat_rows rows = cache_rows(d, kind);
+        tdm__stat_rows rows = tdm__stat_rows_of(&d->stats, kind);
         tdm__stat_up(rows, TDM__ST_ALLOCATION, 1);
         tdm__stat_up(rows, TDM__ST_ALLOCATED_BYTES, b->size);
         tdm__stat_up(rows, TDM__ST_ACTIVE_BYTES, b->size);
@@ -367,7 +360,7 @@ static inline int up_past_ceiling(tdm_stat *s, uint64_t v)
 static inline int book_under_ceilings(tdm__cache_device *d, int pool, uint64_t bytes,
                                       uint64_t req)
 {
-    tdm__stat_rows rows = cache_rows(d, pool);
+    tdm__stat_rows rows = tdm__stat_rows_of(&d->stats, pool);
     tdm_stat *r[2] = {rows.all, rows.pool};
     int past = 0;
     for (int k = 0; k < 2; k++) {
@@ -561,7 +554,7 @@ static inline __attribute__((always_inline)) void release_block(tdm__cache_devic
     int kind = b->pool;
     /* Its neighbours are in its segment, so in its pool too. */
     cpool *p = tdm__cache_pool(d, kind);
-    tdm__stat_rows rows = cache_rows(d, kind);
+    tdm__stat_rows rows = tdm__stat_rows_of(&d->stats, kind);
     tdm__stat_down(rows, TDM__ST_ACTIVE_BYTES, b->size);
     tdm__stat_down(rows, TDM__ST_REQUESTED_BYTES, b->requested);
     b->state = TDM_BLOCK_INACTIVE;
@@ -598,7 +591,7 @@ free_held(tdm__cache_device *d, cblock *b, uint32_t free_stack, int on_stream, t
     uint32_t es = 0;
     if (__builtin_expect(tdm__rec_events_carry_stacks(), 0))
         es = free_stack ? free_stack : b->stack_id;
-    tdm__stat_rows rows = cache_rows(d, kind);
+    tdm__stat_rows rows = tdm__stat_rows_of(&d->stats, kind);
     tdm__stat_down(rows, TDM__ST_ALLOCATION, 1);
     tdm__stat_down(rows, TDM__ST_ALLOCATED_BYTES, b->size);
     /* A free on another stream: work queued there may still use the

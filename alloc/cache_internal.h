@@ -185,10 +185,6 @@ struct tdm__cache_device {
     uint32_t nspare;             /* markers kept for reuse */
     void *spare[16];
     tdm__stats_acc stats;
-    /* [kind]: the stats row of pool kind (TDM_POOL_SMALL / _LARGE) in
-     * `stats`, looked up instead of computed (its index times the row's
-     * size cost ~6 instructions at each of a pair's three bookings). */
-    tdm_stat *pool_stats[2];
     tdm__objpool block_pool, seg_pool;
     tdm__objpool cold_pool;      /* blocks' cold parts (cblock_cold) */
     /* Expandable segments' page sizes per pool (small, large); 0 when

@@ -336,8 +336,6 @@ void tdm__cache_init_shard(tdm__cache_device *d, int index, int shard, tdm__cach
     tdm__objpool_init(&d->block_pool, sizeof(cblock));
     tdm__objpool_init(&d->seg_pool, sizeof(cseg));
     tdm__objpool_init(&d->cold_pool, sizeof(cblock_cold));
-    for (int kind = TDM_POOL_LARGE; kind <= TDM_POOL_SMALL; kind++)
-        d->pool_stats[kind] = tdm__stat_rows_of(&d->stats, kind).pool;
 }
 
 static void destroy_shard(tdm__cache_device *d)
