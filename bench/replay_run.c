@@ -71,8 +71,6 @@ int load_trace(const char *path, trace *t)
     return t->n ? 0 : -1;
 }
 
-/* One pass over the trace; what the trace leaves live is freed at the end
- * so every pass starts from the same state.  Returns seconds, or < 0. */
 /* One call of a trace: its free, or its malloc (-1 when that failed). */
 static inline int replay_op(const backend *b, const op *o, void **slots)
 {
@@ -95,6 +93,8 @@ static void free_live(const backend *b, const trace *t, void **slots)
     }
 }
 
+/* One pass over the trace; what the trace leaves live is freed at the end
+ * so every pass starts from the same state.  Returns seconds, or < 0. */
 static double pass(const backend *b, const trace *t, void **slots)
 {
     double t0 = now_s();

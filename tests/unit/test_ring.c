@@ -86,6 +86,10 @@ static void ring_retired_stays_writable(void **state)
     tdm__ring_destroy(r);
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 (as ring.c) */
+#endif
+
 /* Whether the page at p is resident. */
 static int resident(const void *p)
 {
@@ -102,7 +106,7 @@ static void ring_pages_come_ahead_of_writers(void **state)
     (void)state;
     void *probe = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     assert_true(probe != MAP_FAILED);
-    int supported = madvise(probe, 4096, 23 /* MADV_POPULATE_WRITE */) == 0;
+    int supported = madvise(probe, 4096, MADV_POPULATE_WRITE) == 0;
     munmap(probe, 4096);
     if (!supported)
         skip(); /* Linux before 5.14: the pages come by faults */
