@@ -214,6 +214,15 @@ tdm_status tdm__spill_read_buffer(const void *data, size_t len, tdm_spill_data *
                        h->header_bytes)) {
         st = fail(err, TDM_FORMAT_ERROR, offsetof(tdm_spill_header, config_offset),
                   "config or module table outside the header area");
+    } else if (h->record_mode > TDM_RECORD_ALL) {
+        st = fail(err, TDM_FORMAT_ERROR, offsetof(tdm_spill_header, record_mode),
+                  "record mode %u", h->record_mode);
+    } else if (h->context_mode > TDM_CONTEXT_ALL) {
+        st = fail(err, TDM_FORMAT_ERROR, offsetof(tdm_spill_header, context_mode),
+                  "context mode %u", h->context_mode);
+    } else if (h->stacks_mode > TDM_STACKS_ALL) {
+        st = fail(err, TDM_FORMAT_ERROR, offsetof(tdm_spill_header, stacks_mode),
+                  "stacks mode %u", h->stacks_mode);
     }
     if (st != TDM_OK)
         goto bad;

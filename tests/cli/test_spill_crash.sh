@@ -116,5 +116,17 @@ cp "$work/abort.spill" "$work/ver.spill"
 printf '\x63\x00\x00\x00' | dd of="$work/ver.spill" bs=1 seek=8 conv=notrunc status=none
 expect 2 "recover another version" -- "$TIDEMARK" recover "$work/ver.spill" -o "$work/v.tdm"
 has err "at byte 8"
-[ ! -e "$work/cut.tdm" ] && [ ! -e "$work/half.tdm" ] || fail "a refused spill left a snapshot"
+# The header's record, context and stacks modes (bytes 832-834 of the
+# header, snapshot/spill_layout.h): a bad one is the file's fault, at its
+# byte, not a failure to write the output (it was copied into the snapshot
+# header, whose writer refused it).
+for off in 832 833 834; do
+  cp "$work/abort.spill" "$work/mode.spill"
+  printf '\xff' | dd of="$work/mode.spill" bs=1 seek=$off conv=notrunc status=none
+  expect 2 "recover a bad mode at byte $off" -- "$TIDEMARK" recover "$work/mode.spill" -o "$work/mode.tdm"
+  has err "at byte $off"
+  lacks err "cannot write"
+done
+[ ! -e "$work/cut.tdm" ] && [ ! -e "$work/half.tdm" ] && [ ! -e "$work/mode.tdm" ] ||
+  fail "a refused spill left a snapshot"
 finish "SIGSEGV and abort() leave recoverable histories; torn slots and bad files handled"
