@@ -572,13 +572,27 @@ int tdm__config_parse_size(const char *text, uint64_t *out, char *why,
 
 /* ---- the parser -------------------------------------------------------- */
 
-/* Copies [b, e) into dst for quoting in a message: at most `max` bytes,
- * control characters shown as '?', so the message stays one line. */
+/* Copies [b, e) into dst for quoting in a message, as much as fits,
+ * control characters written as \xNN (as every tidemark message does), so
+ * the message stays one line and shows what was there. */
 static void quote(char *dst, size_t dst_len, const char *b, const char *e)
 {
+    static const char hex[] = "0123456789abcdef";
     size_t n = 0;
-    for (; b < e && n + 4 < dst_len; b++)
-        dst[n++] = (unsigned char)*b < 0x20 || *b == 0x7f ? '?' : *b;
+    for (; b < e; b++) {
+        unsigned char c = (unsigned char)*b;
+        int ctl = c < 0x20 || c == 0x7f;
+        if (n + (ctl ? 4 : 1) + 4 > dst_len) /* (room for "..." and the NUL) */
+            break;
+        if (ctl) {
+            dst[n++] = '\\';
+            dst[n++] = 'x';
+            dst[n++] = hex[c >> 4];
+            dst[n++] = hex[c & 15];
+        } else {
+            dst[n++] = (char)c;
+        }
+    }
     if (b < e && dst_len >= 4) {
         memcpy(dst + n, "...", 3);
         n += 3;

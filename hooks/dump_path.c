@@ -44,9 +44,13 @@ int tdm__dump_path_check(const char *tmpl, char *why, size_t why_len)
             return -1;
         }
         if (!strchr("phrlt%", *p)) {
-            snprintf(why, why_len,
-                     "unknown code '%%%c'; codes are %%p %%h %%r %%l %%t %%%%",
-                     (unsigned char)*p < 0x20 ? '?' : *p);
+            unsigned char c = (unsigned char)*p;
+            if (c < 0x20 || c == 0x7f) /* (as \xNN, as every message does) */
+                snprintf(why, why_len,
+                         "unknown code '%%\\x%02x'; codes are %%p %%h %%r %%l %%t %%%%", c);
+            else
+                snprintf(why, why_len,
+                         "unknown code '%%%c'; codes are %%p %%h %%r %%l %%t %%%%", c);
             return -1;
         }
     }

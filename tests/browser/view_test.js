@@ -30,7 +30,7 @@
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const {execFileSync, spawn} = require('child_process');
+const {execFileSync, spawn, spawnSync} = require('child_process');
 
 let chromium;
 try {
@@ -56,6 +56,15 @@ function check(ok, what, detail) {
 
 function run(prog, args, env) {
   return execFileSync(prog, args, {env: {...process.env, TIDEMARK_CONF: '', ...env}, encoding: 'utf8'});
+}
+
+/* `tidemark view ARGS`: what it said (its "wrote" line is a diagnostic,
+ * on stderr) and its stdout; a failed view throws, as run() does. */
+function viewSaid(args) {
+  const r = spawnSync(TIDEMARK, ['view', ...args], {env: {...process.env, TIDEMARK_CONF: ''}, encoding: 'utf8'});
+  if (r.status !== 0)
+    throw new Error('tidemark view ' + args.join(' ') + ': exit ' + r.status + ': ' + r.stderr);
+  return {said: r.stderr, stdout: r.stdout};
 }
 
 /* Runs ranks 0..n-1 of a job side by side, as a launcher would. */
@@ -231,7 +240,9 @@ async function main() {
   run(TRAIN_SIM, ['--steps', '3', '--layers', '4', '--hidden', '1024'], {TIDEMARK_CONF: 'mode=cache,dump=' + b});
   const sa = summaryOf(a), sb = summaryOf(b);
   const html = path.join(work, 'view.html');
-  const said = run(TIDEMARK, ['view', a, '-o', html]);
+  const viewed = viewSaid([a, '-o', html]);
+  const said = viewed.said;
+  check(viewed.stdout === '', 'tidemark view prints nothing on stdout', viewed.stdout);
   check(/wrote .*view\.html .*bytes per event/.test(said), 'tidemark view reports what it wrote', said.trim());
   const text = fs.readFileSync(html, 'utf8');
   check(!/<(script|link|img|iframe)[^>]+(src|href)=/i.test(text), 'the page loads no external resource');
@@ -358,7 +369,7 @@ async function main() {
     const files = [0, 1, 2, 3].map(r => path.join(job, 'r' + r + '.tdm'));
     const sums = files.map(summaryOf);
     const rhtml = path.join(work, 'ranks.html');
-    const rsaid = run(TIDEMARK, ['view', job, '-o', rhtml]);
+    const rsaid = viewSaid([job, '-o', rhtml]).said;
     check(/4 ranks on one time axis/.test(rsaid), 'tidemark view DIR lays out ranks', rsaid.trim());
     const rk = await openPage(browser, rhtml);
     const rp = rk.page;

@@ -112,7 +112,7 @@ expect 1 "view DIR onto an existing default name" -- "$TIDEMARK" view "$work/job
 said "tidemark view: $work/job.html exists; use -o to choose another name or --force to replace it"
 # -o DIR/ and -o DIR (existing): DIR/a.html
 expect 0 "view -o DIR/" -- "$TIDEMARK" view "$work/a.tdm" -o "$work/pages/"
-has out "wrote $work/pages/a.html"
+has err "wrote $work/pages/a.html"
 [ -s "$work/pages/a.html" ] || fail "view -o pages/ did not write pages/a.html"
 expect 0 "view -o an existing DIR" -- "$TIDEMARK" view "$work/keep.tdm" -o "$work/pages"
 [ -s "$work/pages/keep.html" ] || fail "view -o pages did not write pages/keep.html"

@@ -25,7 +25,8 @@ expect 2 "missing file" -- "$TIDEMARK" view "$work/nope.tdm" -o "$work/nope.html
 # default output: FILE.tdm -> FILE.html, next to it
 expect 0 "default output" -- "$TIDEMARK" view "$work/train.tdm"
 [ -s "$work/train.html" ] || fail "no $work/train.html"
-has out "wrote $work/train.html"; has out "bytes per event"
+has err "wrote $work/train.html"; has err "bytes per event"
+lacks out "wrote" # (diagnostics go to stderr)
 grep -q '<script type="application/json" id="tdm-data">{"generator":"tidemark' "$work/train.html" ||
   fail "page lacks its data"
 [ "$(stat -c %a "$work/train.html")" = 600 ] || fail "page is not private (0600)"
@@ -76,7 +77,7 @@ done
 ranks_of() { grep -o '"header":{"format_version":[0-9]*,"tool":"[^"]*","host":"[^"]*","pid":[0-9]*,"rank":-\?[0-9]*' "$1" |
   sed 's/.*"rank"://' | tr '\n' ' '; }
 expect 0 "a directory" -- "$TIDEMARK" view "$work/job"
-has out "wrote $work/job.html"; has out "3 ranks on one time axis"
+has err "wrote $work/job.html"; has err "3 ranks on one time axis"
 grep -q '"layout":"ranks"' "$work/job.html" || fail "job.html is not laid out as ranks"
 [ "$(ranks_of "$work/job.html")" = "1 2 10 " ] || fail "ranks not in rank order: $(ranks_of "$work/job.html")"
 expect 0 "a trailing slash" -- "$TIDEMARK" view "$work/job/" -o "$work/job2.html"

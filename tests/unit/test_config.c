@@ -419,8 +419,10 @@ static void items_without_equals(void **state)
 static void control_characters_stay_on_one_line(void **state)
 {
     (void)state;
-    parse_bad("record=a\x01" "b", "'a?b'", NULL);
-    parse_bad("rec\x02ord=all", "unknown key 'rec?ord'", NULL);
+    /* Written as \xNN, as every tidemark message writes them. */
+    parse_bad("record=a\x01" "b", "'a\\x01b'", NULL);
+    parse_bad("rec\x02ord=all", "unknown key 'rec\\x02ord'", NULL);
+    parse_bad("dump=a%\x1b.tdm", "unknown code '%\\x1b'", NULL);
 }
 
 static void duplicate_keys_last_wins(void **state)

@@ -31,6 +31,13 @@ static void unknown_long(const char *cmd, const char *arg, const char *const *na
         prefixed += len && strncmp(bare[nb], word, len) == 0;
         nb++;
     }
+    for (size_t i = 0; word[len] == '=' && i < nb; i++)
+        if (strcmp(bare[i], key) == 0) {
+            /* A known name, refused with a value: a flag (the parsers take
+             * "--name=value" for every option that has one). */
+            fprintf(stderr, "tidemark %s: option '--%s' takes no value\n", cmd, key);
+            return;
+        }
     if (prefixed > 1) { /* getopt_long takes a prefix of one name only */
         fprintf(stderr, "tidemark %s: option '--%s' is ambiguous (", cmd, key);
         const char *sep = "";
@@ -60,15 +67,41 @@ void tdm__cli_unknown_option(const char *cmd, const char *arg, const char *const
     fprintf(stderr, "Try 'tidemark help %s'.\n", cmd);
 }
 
+/* The option of `longopts` that long option `arg` ("--name=value") names,
+ * as getopt_long finds it (the name, or the one name it abbreviates);
+ * NULL for none or several. */
+static const struct option *long_named(const char *arg, const struct option *longopts)
+{
+    const char *word = arg + 2;
+    size_t len = strcspn(word, "=");
+    const struct option *hit = NULL;
+    for (const struct option *o = longopts; o && o->name; o++) {
+        if (strncmp(o->name, word, len) != 0)
+            continue;
+        if (o->name[len] == '\0')
+            return o; /* the whole name */
+        if (hit)
+            return NULL; /* ambiguous */
+        hit = o;
+    }
+    return hit;
+}
+
 void tdm__cli_bad_option_in(const char *cmd, int c, char **argv,
                             const struct option *longopts)
 {
     const char *arg = argv[optind - 1];
+    int is_long = strncmp(arg, "--", 2) == 0 && arg[2];
+    const struct option *named = is_long ? long_named(arg, longopts) : NULL;
     if (c == ':') {
         fprintf(stderr, "tidemark %s: option '%s' needs a value\n", cmd, arg);
-    } else if (optopt) {
+    } else if (named && named->has_arg == no_argument && strchr(arg, '=')) {
+        /* getopt_long's '?' for "--flag=value", with optopt the flag's
+         * code (not a short option of the user's). */
+        fprintf(stderr, "tidemark %s: option '--%s' takes no value\n", cmd, named->name);
+    } else if (optopt && !is_long) {
         fprintf(stderr, "tidemark %s: unknown option '-%c'\n", cmd, optopt);
-    } else if (longopts && strncmp(arg, "--", 2) == 0 && arg[2]) {
+    } else if (longopts && is_long) {
         char names[64][66];
         const char *list[64];
         size_t n = 0;

@@ -97,7 +97,8 @@ static void print_help(FILE *out)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].brief);
     fputs("\n"
           "exit codes: 0 ok, 1 usage error, 2 missing/unreadable/corrupt/truncated\n"
-          "input, 3 a gate failed, 4 internal error.  See docs/cli.md.\n",
+          "input, 3 a gate failed, 4 internal error, 5 nothing measured (gate, run).\n"
+          "See docs/cli.md.\n",
           out);
 }
 

@@ -15,6 +15,12 @@
 int tdm__cli_output_check(const char *cmd, const char *path, int force, int named)
 {
     struct stat st;
+    if (strcmp(path, "-") == 0) {
+        /* export alone streams; elsewhere "-" would be a file named "-". */
+        fprintf(stderr, "tidemark %s: cannot write to standard output ('-o -'); name a file\n",
+                cmd);
+        return TDM_EXIT_USAGE;
+    }
     int kind = tdm__out_target_check(path);
     if (kind) {
         fprintf(stderr, "tidemark %s: cannot write %s: %s\n", cmd, path,

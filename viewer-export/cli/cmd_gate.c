@@ -112,12 +112,18 @@ int tdm__cli_gate(int argc, char **argv)
     if (st == TDM_OK)
         st = tdm__gate_evaluate(&o, inputs, n, o.baseline ? &baseline : NULL, &rep);
     if (st == TDM_OK) {
-        const char *then = o.allow_empty ? "; passing, as --allow-empty asks"
-                                         : "; exit 5 (--allow-empty passes it)";
-        if (tdm__gate_nothing_measured(&rep) && n == 1)
+        /* The exit it leads to, unless a worse one (a file not read) was
+         * said already. */
+        const char *then = rc != TDM_EXIT_OK ? ""
+                           : o.allow_empty   ? "; passing, as --allow-empty asks"
+                                             : "; exit 5 (--allow-empty passes it)";
+        int nothing = tdm__gate_nothing_measured(&rep);
+        if (nothing && n == 0) {
+            /* No file to read: why was said. */
+        } else if (nothing && n == 1)
             fprintf(stderr, "tidemark gate: nothing measured: %s records no device memory "
                             "used%s\n", inputs[0].path, then);
-        else if (tdm__gate_nothing_measured(&rep))
+        else if (nothing)
             fprintf(stderr, "tidemark gate: nothing measured: none of the %zu files records "
                             "device memory used%s\n", n, then);
         else

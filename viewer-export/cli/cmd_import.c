@@ -152,7 +152,7 @@ int tdm__cli_import(int argc, char **argv)
         input = found;
     /* Standard input or a pipe, held in a file of its own: messages and
      * the default output name go by what the user named. */
-    int spooled = found && strncmp(found, "/proc/self/fd/", 14) == 0;
+    int spooled = found && tdm__input_is_spooled(found);
     const char *shown = !spooled ? input : strcmp(operand, "-") == 0 ? "standard input" : operand;
     char *def = NULL, *out_path = NULL;
     tdm_snap *snap = NULL;

@@ -525,6 +525,31 @@ static int plan_saves(const replay_opts *o, setting *s, size_t n)
     return rc;
 }
 
+/* --device N: a device of the recording (in its device table, or named
+ * by an event), else the line every command gives and exit 2. */
+static int check_device(const char *path, const tdm_snap *snap, int device)
+{
+    size_t n = 0, cap = snap->device_count + 64; /* (the list shown is short) */
+    int *have = calloc(cap, sizeof *have);
+    if (!have) {
+        fprintf(stderr, "tidemark replay: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+        return TDM_EXIT_TOOL_ERROR;
+    }
+    for (size_t i = 0; i < snap->device_count + snap->event_count; i++) {
+        int d = i < snap->device_count ? snap->devices[i].index
+                                       : snap->events[i - snap->device_count].device;
+        size_t k = 0;
+        while (k < n && have[k] != d)
+            k++;
+        if (k == n && n < cap && d >= 0) /* (-1: events of no device, as markers) */
+            have[n++] = d;
+    }
+    int rc = tdm__input_say_no_device(
+        "replay", strcmp(path, "-") == 0 ? "standard input" : path, device, have, n);
+    free(have);
+    return rc;
+}
+
 static int replay_file(const char *path, replay_opts *o)
 {
     tdm_snap *snap = NULL;
@@ -533,6 +558,10 @@ static int replay_file(const char *path, replay_opts *o)
     int rc = tdm__input_read_snapshot("replay", path, &snap, &truncated, &truncated_at);
     if (!snap)
         return rc;
+    if (o->device >= 0 && (rc = check_device(path, snap, o->device)) != TDM_EXIT_OK) {
+        tdm__input_snap_free(snap);
+        return rc;
+    }
     tdm_replay_input in;
     setting *s = calloc(MAX_SETTINGS, sizeof *s);
     char(*notes)[256] = calloc(8, sizeof *notes);
@@ -710,6 +739,11 @@ int tdm__cli_replay(int argc, char **argv)
             tdm__cli_bad_option_in("replay", c, argv, longopts);
             goto usage;
         }
+    }
+    if (o.force && !o.save_dir) {
+        fprintf(stderr, "tidemark replay: --force replaces the files of --save; give --save "
+                        "DIR\n");
+        goto usage;
     }
     if (optind != argc - 1) {
         fprintf(stderr, "tidemark replay: %s\n",

@@ -300,8 +300,9 @@ void tdm__cli_run_help(FILE *out)
           "Exit code: the command's own (128+N when signal N killed it; 127/126 when it\n"
           "cannot be started; --command-failed N for all of those), unless a gate failed\n"
           "(3) or tidemark failed (4: cannot fork or write a report, a snapshot it cannot\n"
-          "read).  5 nothing measured: no snapshot, or only of processes that used no\n"
-          "device memory (unless --allow-empty).  2 the --baseline file is bad, or a\n"
+          "read).  5 gates given and nothing measured: no snapshot, or only of processes\n"
+          "that used no device memory (unless --allow-empty; without gates such a run\n"
+          "exits with the command's code).  2 the --baseline file is bad, or a\n"
           "snapshot lacks the --device asked for.  1 usage error or a bad TIDEMARK_CONF.\n",
           out);
 }
@@ -609,11 +610,14 @@ static void print_count(run_state *r, int failed)
     fputc('\n', stderr);
 }
 
-/* The one line when gates measured nothing. */
-static void print_nothing(const run_state *r)
+/* The one line when gates measured nothing; `other`: the run exits with
+ * another code, said on its own line (the command's, a snapshot
+ * unread), so this one names none. */
+static void print_nothing(const run_state *r, int other)
 {
-    const char *then = r->o.allow_empty ? "; passing, as --allow-empty asks"
-                                        : "; exit 5 (--allow-empty passes it)";
+    const char *then = other            ? ""
+                       : r->o.allow_empty ? "; passing, as --allow-empty asks"
+                                          : "; exit 5 (--allow-empty passes it)";
     if (!r->npaths && r->preloaded)
         fprintf(stderr, "tidemark run: nothing measured: no process of the command used "
                         "device memory (one that never touches it writes no snapshot)%s\n",
@@ -676,7 +680,7 @@ static void report(run_state *r, int cmd_rc, int read_rc, verdict *v)
         return;
     tdm_status st = TDM_OK;
     if (v->nothing) {
-        print_nothing(r);
+        print_nothing(r, cmd_rc != 0 || v->device || v->soft || v->hard);
     } else {
         if (!v->failed)
             fputc('\n', stderr);

@@ -388,13 +388,14 @@ int tdm__cli_view(int argc, char **argv)
         char a[TDM_FMT_LEN], b[TDM_FMT_LEN];
         for (size_t i = 0; i < used; i++)
             events += gin[i].snap->event_count;
-        printf("tidemark view: wrote %s (%s; data %s", output,
-               tdm__fmt_bytes(a, sizeof a, page_bytes), tdm__fmt_bytes(b, sizeof b, data_bytes));
+        /* On stderr, as every command's diagnostics and "wrote" lines. */
+        fprintf(stderr, "tidemark view: wrote %s (%s; data %s", output,
+                tdm__fmt_bytes(a, sizeof a, page_bytes), tdm__fmt_bytes(b, sizeof b, data_bytes));
         if (events)
-            printf(", %.1f bytes per event", (double)data_bytes / (double)events);
+            fprintf(stderr, ", %.1f bytes per event", (double)data_bytes / (double)events);
         if (layout == TDM_VIEW_RANKS)
-            printf("; %zu rank%s on one time axis", used, used == 1 ? "" : "s");
-        printf(")\n");
+            fprintf(stderr, "; %zu rank%s on one time axis", used, used == 1 ? "" : "s");
+        fputs(")\n", stderr);
     }
 out:
     for (size_t i = 0; gin && i < n; i++) {

@@ -162,6 +162,29 @@ static int check_head(const char *cmd, const char *path, int any_content)
     return TDM_EXIT_OK;
 }
 
+/* The streams copied so far (their copies' names and what the user
+ * named), for tdm__input_shown; a command reads a handful of inputs. */
+#define SPOOLED_MAX 64
+static struct {
+    char file[32];
+    char *shown;
+    int stdin_; /* the copy of standard input */
+} spooled[SPOOLED_MAX];
+static size_t spooled_n;
+
+const char *tdm__input_shown(const char *file)
+{
+    for (size_t i = 0; file && i < spooled_n; i++)
+        if (strcmp(spooled[i].file, file) == 0)
+            return spooled[i].shown;
+    return file;
+}
+
+int tdm__input_is_spooled(const char *file)
+{
+    return tdm__input_shown(file) != file;
+}
+
 int tdm__input_resolve(const char *cmd, const char *path, char **file)
 {
     return tdm__input_resolve_as(cmd, path, file, 0);
@@ -178,13 +201,27 @@ int tdm__input_resolve_as(const char *cmd, const char *path, char **file, int an
         return TDM_EXIT_BAD_INPUT;
     }
     if (stream || S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISSOCK(st.st_mode)) {
+        for (size_t i = 0; stream && i < spooled_n; i++)
+            if (spooled[i].stdin_) {
+                /* Read once already: a second `-` would read nothing. */
+                fprintf(stderr, "tidemark %s: '-' is given twice; standard input can be "
+                                "read once\n", cmd);
+                return TDM_EXIT_USAGE;
+            }
         int fd = spool(cmd, path, any_content);
         if (fd < 0)
             return TDM_EXIT_BAD_INPUT;
-        char name[64];
+        char name[sizeof spooled[0].file];
         snprintf(name, sizeof name, "/proc/self/fd/%d", fd);
         *file = strdup(name);
-        return *file ? TDM_EXIT_OK : TDM_EXIT_TOOL_ERROR;
+        if (!*file)
+            return TDM_EXIT_TOOL_ERROR;
+        if (spooled_n < SPOOLED_MAX &&
+            (spooled[spooled_n].shown = strdup(stream ? "standard input" : path)) != NULL) {
+            spooled[spooled_n].stdin_ = stream;
+            memcpy(spooled[spooled_n++].file, name, sizeof name);
+        }
+        return TDM_EXIT_OK;
     }
     if (!S_ISDIR(st.st_mode))
         return check_head(cmd, path, any_content);
@@ -263,6 +300,7 @@ void tdm__input_snap_free(tdm_snap *snap)
  * .tdm file), else a TDM_EXIT_* code (*snap set only on TDM_EXIT_OK). */
 static int try_import(const char *cmd, const char *path, tdm_snap **snap)
 {
+    const char *shown = tdm__input_shown(path);
     unsigned char head[TDM_IMPORT_SNIFF_BYTES];
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -284,7 +322,7 @@ static int try_import(const char *cmd, const char *path, tdm_snap **snap)
     }
     if (got)
         fmt->free(got);
-    fprintf(stderr, "tidemark %s: %s: %s (importing it as %s)%s%s\n", cmd, path,
+    fprintf(stderr, "tidemark %s: %s: %s (importing it as %s)%s%s\n", cmd, shown,
             s == TDM_OK ? "import failed" : tdm_strerror(s), fmt->name, err[0] ? ": " : "",
             err);
     return s == TDM_HOST_OUT_OF_MEMORY || s == TDM_INTERNAL || s == TDM_OK
@@ -311,6 +349,7 @@ static void note_unmerged_history(const char *cmd, const char *path, const tdm_s
 static int read_file(const char *cmd, const char *path, tdm_snap **snap, int *truncated,
                      uint64_t *truncated_at)
 {
+    const char *shown = tdm__input_shown(path);
     int rc = try_import(cmd, path, snap);
     if (rc >= 0)
         return rc;
@@ -319,15 +358,15 @@ static int read_file(const char *cmd, const char *path, tdm_snap **snap, int *tr
     memset(&err, 0, sizeof err);
     tdm_status s = tdm__snap_read_file(path, 1, snap, &err);
     if (s == TDM_HOST_OUT_OF_MEMORY || s == TDM_INTERNAL) {
-        fprintf(stderr, "tidemark %s: %s: %s\n", cmd, path, tdm_strerror(s));
+        fprintf(stderr, "tidemark %s: %s: %s\n", cmd, shown, tdm_strerror(s));
         return TDM_EXIT_TOOL_ERROR;
     }
     if (s != TDM_OK || !*snap) {
         if (err.message[0])
             fprintf(stderr, "tidemark %s: %s: %s at byte %" PRIu64 ": %s\n", cmd,
-                    path, tdm_strerror(s), err.offset, err.message);
+                    shown, tdm_strerror(s), err.offset, err.message);
         else
-            fprintf(stderr, "tidemark %s: %s: %s at byte %" PRIu64 "\n", cmd, path,
+            fprintf(stderr, "tidemark %s: %s: %s at byte %" PRIu64 "\n", cmd, shown,
                     tdm_strerror(s), err.offset);
         if (*snap)
             tdm__snap_free(*snap);
@@ -351,11 +390,11 @@ static int read_file(const char *cmd, const char *path, tdm_snap **snap, int *tr
     if (err.message[0])
         fprintf(stderr, "tidemark %s: warning: %s is truncated at byte %" PRIu64
                         " (%s); showing what could be read\n",
-                cmd, path, err.offset, err.message);
+                cmd, shown, err.offset, err.message);
     else
         fprintf(stderr, "tidemark %s: warning: %s is truncated at byte %" PRIu64
                         "; showing what could be read\n",
-                cmd, path, err.offset);
+                cmd, shown, err.offset);
     return TDM_EXIT_BAD_INPUT;
 }
 
@@ -371,7 +410,7 @@ static int read_for_display(const char *cmd, const char *path, tdm_snap **snap,
     tdm_status s = tdm__stack_display_apply(*snap);
     if (s == TDM_OK)
         return rc;
-    fprintf(stderr, "tidemark %s: %s: %s\n", cmd, path, tdm_strerror(s));
+    fprintf(stderr, "tidemark %s: %s: %s\n", cmd, tdm__input_shown(path), tdm_strerror(s));
     tdm__input_snap_free(*snap);
     *snap = NULL;
     return TDM_EXIT_TOOL_ERROR;
@@ -409,9 +448,10 @@ int tdm__input_load(const char *cmd, const char *path, tdm_input *in)
     in->path = in->operand = path;
     int rc = tdm__input_resolve(cmd, path, &in->found);
     if (rc == TDM_EXIT_OK) {
-        if (in->found)
-            in->path = in->found;
-        rc = read_for_display(cmd, in->path, &in->snap, &in->truncated, &in->truncated_at);
+        const char *file = in->found ? in->found : path;
+        /* A stream's copy is read; reports name what the user named. */
+        in->path = tdm__input_shown(file);
+        rc = read_for_display(cmd, file, &in->snap, &in->truncated, &in->truncated_at);
     }
     if (!in->snap) {
         in->error = rc == TDM_EXIT_TOOL_ERROR ? "tidemark could not read it"

@@ -42,6 +42,13 @@ int tdm__input_resolve(const char *cmd, const char *path, char **file);
  * TDM_IMPORT_SNIFF_BYTES bytes before more is read, unless `any_content`
  * (`import --format`, whose reader is named). */
 int tdm__input_resolve_as(const char *cmd, const char *path, char **file, int any_content);
+/* The name messages and reports give the file `file` (a path
+ * tdm__input_resolve returned or any other): for the copy of a stream,
+ * what the user named ("standard input" for `-`, or the FIFO's or
+ * device's path), never the copy's /proc/self/fd name; else `file`. */
+const char *tdm__input_shown(const char *file);
+/* Whether `file` is the copy of a stream (standard input, a pipe). */
+int tdm__input_is_spooled(const char *file);
 /* tdm__input_resolve without the name: TDM_EXIT_OK when `path` is a file
  * or a directory of one snapshot, else the code after printing why not. */
 int tdm__input_check_file(const char *cmd, const char *path);

@@ -30,7 +30,8 @@ static inline int tdm__exit_worse(int a, int b) { return a > b ? a : b; }
 
 /* One file read for a gate, a diff, a view or a summary, with its model. */
 typedef struct tdm_input {
-    const char *path;        /* the file read: `operand`, or `found` */
+    const char *path;        /* the file read, `operand` or `found`, by the name
+                              * reports give it (tdm__input_shown) */
     const char *operand;     /* as given, borrowed from argv */
     char *found;             /* the snapshot a directory operand stood for
                               * (malloc'd, freed by tdm__input_free) */
@@ -54,5 +55,9 @@ typedef struct tdm_input_loader {
  * TDM_EXIT_OK, or TDM_EXIT_BAD_INPUT after printing, the same in every
  * command, "tidemark CMD: PATH has no device N (its devices: 0, 1)". */
 int tdm__input_check_device(const char *cmd, const tdm_input *in, int ordinal);
+/* The same for a file whose devices are `have` (n of them): TDM_EXIT_OK
+ * when `ordinal` is one, else TDM_EXIT_BAD_INPUT after the same line. */
+int tdm__input_say_no_device(const char *cmd, const char *path, int ordinal, const int *have,
+                             size_t n);
 
 #endif

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# What a new user meets at the edges of the commands (each was wrong once):
+#  - a flag given a value ("--verbose=1") is refused as such, by its name
+#    (it read "unknown option '-v'", or "'--quiet' (did you mean
+#    '--quiet'?)", or a control character);
+#  - standard input, a pipe or /dev/null is named as the user named it,
+#    never by its copy's /proc/self/fd name, and '-' twice is refused;
+#  - `replay --device N` of a device the recording lacks is the one line
+#    and exit 2 of every command (it replayed nothing and said "fits");
+#  - `-o -` where a command cannot write to standard output is refused
+#    (it wrote a file named "-"), and `view` says what it wrote on stderr;
+#  - a gate or run that measured nothing names the exit it leads to only
+#    when that is the exit (the command's failure or an unread file
+#    comes first), and says nothing more for a folder with no snapshot.
+. "${BASH_SOURCE[0]%/*}/lib.sh" TIDEMARK TRAIN_SIM
+
+record "$work/t.tdm" --steps 2 --layers 2 --hidden 64 --batch 8 --compute-us 0
+cd "$work" || exit 1
+
+# ---- flags with a value -----------------------------------------------------------------
+for c in "summary --verbose=1 t.tdm:verbose" "diff --help=1 t.tdm t.tdm:help" \
+         "summary --verb=1 t.tdm:verbose" "gate --github=1 --max-peak 1G t.tdm:github" \
+         "view --ranks=1 t.tdm:ranks" "run --allow-empty=1 -- true:allow-empty" \
+         "export --quiet=1 t.tdm:quiet" "import --force=1 t.tdm:force" \
+         "recover --force=1 t.spill:force"; do
+  args=${c%:*} flag=${c##*:}
+  # shellcheck disable=SC2086 # (the words of the command line)
+  expect 1 "$args" -- "$TIDEMARK" $args
+  sub=${args%% *}
+  [ "$(head -n 1 err)" = "tidemark $sub: option '--$flag' takes no value" ] ||
+    fail "$args: $(head -n 1 err | od -c | head -3)"
+done
+expect 1 "a misspelt flag with a value still gets its guess" -- "$TIDEMARK" export --qiet=1 t.tdm
+has err "unknown option '--qiet' (did you mean '--quiet'?)"
+
+# ---- streams by the names the user gave --------------------------------------------------
+head -c 3000 t.tdm >cut.tdm
+expect 2 "summary of a cut file on stdin" -- "$TIDEMARK" summary - <cut.tdm
+has err "warning: standard input is truncated at byte"
+expect 2 "summary of /dev/null" -- "$TIDEMARK" summary /dev/null
+has err "tidemark summary: /dev/null: "
+expect 0 "diff with stdin" -- "$TIDEMARK" diff - t.tdm <t.tdm
+has out "A  standard input: "
+expect 1 "diff - -" -- "$TIDEMARK" diff - - <t.tdm
+has err "'-' is given twice"
+for f in out err; do lacks $f "/proc/self/fd"; done
+expect 2 "replay of stdin, a device it lacks" -- "$TIDEMARK" replay --device 3 - <t.tdm
+has err "tidemark replay: standard input has no device 3 (its devices: 0)"
+
+# ---- replay --device --------------------------------------------------------------------
+expect 2 "replay --device of a device the file lacks" -- "$TIDEMARK" replay --device 3 t.tdm
+[ "$(cat err)" = "tidemark replay: t.tdm has no device 3 (its devices: 0)" ] || fail "$(cat err)"
+lacks out "fits"
+expect 0 "replay --device 0" -- "$TIDEMARK" replay --device 0 t.tdm
+has out "device 0:"
+expect 1 "replay --force without --save" -- "$TIDEMARK" replay --force t.tdm
+has err "--force replaces the files of --save"
+
+# ---- outputs --------------------------------------------------------------------------------
+expect 1 "view -o -" -- "$TIDEMARK" view t.tdm -o -
+has err "cannot write to standard output"
+expect 0 "a pickle to import" -- "$TIDEMARK" export -q --format pytorch -o p.pickle t.tdm
+expect 1 "import -o -" -- "$TIDEMARK" import -q -o - p.pickle
+has err "cannot write to standard output"
+[ ! -e ./- ] || fail "a file named '-' was written"
+expect 0 "view" -- "$TIDEMARK" view t.tdm -o page.html
+[ -s out ] && fail "view wrote to stdout: $(head -c 200 out)"
+has err "tidemark view: wrote page.html"
+
+# ---- nothing measured --------------------------------------------------------------------
+mkdir empty
+expect 2 "gate on a folder with no snapshot" -- "$TIDEMARK" gate --max-peak 1G empty
+has err "no .tdm snapshot"
+lacks err "nothing measured"
+expect 7 "run: a failing command that measured nothing" -- "$TIDEMARK" run --max-peak 1G -- sh -c 'exit 7'
+has err "the command exited with 7"
+has err "nothing measured"
+lacks err "exit 5"
+expect 5 "run: nothing measured" -- "$TIDEMARK" run --max-peak 1G -- true
+has err "exit 5 (--allow-empty passes it)"
+finish "the commands' manners at their edges"
