@@ -346,11 +346,12 @@ int tdm__category_rules_load(tdm_category_rules *rules, const char *path, char *
     char *text = malloc(RULES_FILE_MAX + 1);
     size_t n = text ? fread(text, 1, RULES_FILE_MAX + 1, f) : 0;
     int failed = text && ferror(f);
+    int e = failed ? errno : 0; /* the cause, e.g. a directory's EISDIR */
     fclose(f);
     if (!text || failed || n > RULES_FILE_MAX || memchr(text, '\0', n)) {
         say(err, err_len, "%s: %s", path,
             !text ? "out of memory"
-            : failed ? "read error"
+            : failed ? (e ? strerror(e) : "read error")
             : n > RULES_FILE_MAX ? "larger than 1 MiB: not a rules file"
                                  : "holds a NUL byte: not a rules file");
         free(text);

@@ -183,6 +183,8 @@ tdm_status tdm__spill_read_buffer(const void *data, size_t len, tdm_spill_data *
         err->offset = 0;
         err->message[0] = '\0';
     }
+    if (len < 8 && memcmp(p, TDM_SPILL_MAGIC, len) == 0) /* (an empty file too) */
+        return fail(err, TDM_TRUNCATED, len, "file ends at byte %zu, inside its signature", len);
     if (len < 8 || memcmp(p, TDM_SPILL_MAGIC, 8) != 0)
         return fail(err, TDM_FORMAT_ERROR, 0, "not a tidemark spill file (no %s signature)",
                     TDM_SPILL_MAGIC);
@@ -276,7 +278,10 @@ tdm_status tdm__spill_read_file(const char *path, tdm_spill_data **out, tdm_read
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat sb;
-    if (fd < 0 || fstat(fd, &sb) != 0) {
+    int ok = fd >= 0 && fstat(fd, &sb) == 0;
+    if (ok && S_ISDIR(sb.st_mode)) /* (mmap would say "No such device") */
+        ok = 0, errno = EISDIR;
+    if (!ok) {
         if (err) {
             err->offset = 0;
             snprintf(err->message, sizeof err->message, "cannot open: %s", strerror(errno));

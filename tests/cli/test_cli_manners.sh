@@ -11,7 +11,10 @@
 #    (it wrote a file named "-"), and `view` says what it wrote on stderr;
 #  - a gate or run that measured nothing names the exit it leads to only
 #    when that is the exit (the command's failure or an unread file
-#    comes first), and says nothing more for a folder with no snapshot.
+#    comes first), and says nothing more for a folder with no snapshot;
+#  - messages name their cause (a directory, an empty file, the option
+#    given), --frames 0 is refused rather than read as 1, and --junit
+#    makes its folder as -o does.
 . "${BASH_SOURCE[0]%/*}/lib.sh" TIDEMARK TRAIN_SIM
 
 record "$work/t.tdm" --steps 2 --layers 2 --hidden 64 --batch 8 --compute-us 0
@@ -78,4 +81,27 @@ has err "nothing measured"
 lacks err "exit 5"
 expect 5 "run: nothing measured" -- "$TIDEMARK" run --max-peak 1G -- true
 has err "exit 5 (--allow-empty passes it)"
+
+# ---- messages that name the problem -------------------------------------------------------
+expect 2 "categories --rules DIR" -- "$TIDEMARK" categories --rules empty t.tdm
+has err "empty: Is a directory"
+expect 2 "recover DIR" -- "$TIDEMARK" recover empty -o r.tdm
+has err "Is a directory"
+expect 2 "import DIR" -- "$TIDEMARK" import empty
+has err "empty is a directory; import reads one file"
+: >zero.spill
+expect 2 "recover an empty file" -- "$TIDEMARK" recover zero.spill -o r.tdm
+has err "truncated"
+expect 1 "categories --min-score without --trace" -- "$TIDEMARK" categories --min-score 50 t.tdm
+has err "--min-score needs --trace"; has err "Try 'tidemark help categories'."
+expect 1 "categories --samples -1" -- "$TIDEMARK" categories --samples -1 t.tdm
+has err "Try 'tidemark help categories'."
+expect 1 "summary --frames 0" -- "$TIDEMARK" summary --frames 0 t.tdm
+has err "--frames wants 1..1000"
+expect 0 "gate --junit into a folder to make" -- "$TIDEMARK" gate --max-peak 1G --junit reports/mem.xml t.tdm
+[ -s reports/mem.xml ] || fail "--junit reports/mem.xml was not written"
+record "$work/u.tdm" --steps 1 --layers 2 --hidden 64 --batch 8 --compute-us 0
+expect 0 "summary of two runs with no rank" -- "$TIDEMARK" summary t.tdm u.tdm
+has_re out "^tidemark summary of 2 snapshots on 1 host$"
+has out "2 files with no rank in their headers"
 finish "the commands' manners at their edges"

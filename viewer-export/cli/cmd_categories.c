@@ -592,25 +592,20 @@ int tdm__cli_categories(int argc, char **argv)
         case 'm':
             min_score = strtod(optarg, &end);
             if (*end || end == optarg || min_score < 0 || min_score > 100) {
-                fprintf(stderr, "tidemark categories: --min-score wants a percentage, got '%s'\n",
-                        optarg);
-                return TDM_EXIT_USAGE;
+                return tdm__cli_usage("categories", "--min-score wants a percentage, got '%s'",
+                                      optarg);
             }
             break;
         case 'n':
             samples = strtoul(optarg, &end, 10);
             if (*end || end == optarg || optarg[0] == '-' || samples > 10000) {
-                fprintf(stderr, "tidemark categories: --samples wants 0..10000, got '%s'\n",
-                        optarg);
-                return TDM_EXIT_USAGE;
+                return tdm__cli_usage("categories", "--samples wants 0..10000, got '%s'", optarg);
             }
             break;
         case 'd':
             device = (int)strtol(optarg, &end, 10);
             if (*end || end == optarg || device < 0 || device > 32767) {
-                fprintf(stderr, "tidemark categories: --device wants an ordinal, got '%s'\n",
-                        optarg);
-                return TDM_EXIT_USAGE;
+                return tdm__cli_usage("categories", "--device wants an ordinal, got '%s'", optarg);
             }
             break;
         case 'r':
@@ -618,8 +613,7 @@ int tdm__cli_categories(int argc, char **argv)
             break;
         case 'e':
             if (!optarg[0]) {
-                fprintf(stderr, "tidemark categories: --explain wants an address or a site\n");
-                return TDM_EXIT_USAGE;
+                return tdm__cli_usage("categories", "--explain wants an address or a site");
             }
             explain = optarg;
             break;
@@ -648,16 +642,13 @@ int tdm__cli_categories(int argc, char **argv)
     }
     if (trace) {
         if (optind != argc) {
-            fprintf(stderr, "tidemark categories: --trace takes no snapshot too ('%s')\n",
-                    argv[optind]);
-            return TDM_EXIT_USAGE;
+            return tdm__cli_usage("categories", "--trace takes no snapshot too ('%s')",
+                                  argv[optind]);
         }
         return run_trace(trace, score, min_score);
     }
-    if (score || min_score >= 0) {
-        fprintf(stderr, "tidemark categories: --score needs --trace\n");
-        return TDM_EXIT_USAGE;
-    }
+    if (score || min_score >= 0)
+        return tdm__cli_usage("categories", "%s needs --trace", score ? "--score" : "--min-score");
     if (optind >= argc) {
         fprintf(stderr, "tidemark categories: no snapshot given\n"
                         "Try 'tidemark help categories'.\n");

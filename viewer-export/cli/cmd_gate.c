@@ -131,7 +131,11 @@ int tdm__cli_gate(int argc, char **argv)
         if (st == TDM_OK && o.github)
             tdm__gate_print_github(stdout, inputs, &rep);
         if (st == TDM_OK && o.junit) {
-            st = tdm__junit_write("gate", o.junit, "tidemark gate", 0.0, &o, inputs, n, &rep);
+            /* Its folder made as -o's are (e.g. --junit reports/mem.xml). */
+            st = tdm__cli_make_parents("gate", o.junit) != TDM_EXIT_OK
+                     ? TDM_IO_ERROR
+                     : tdm__junit_write("gate", o.junit, "tidemark gate", 0.0, &o, inputs, n,
+                                        &rep);
             if (st == TDM_IO_ERROR) /* already explained */
                 rc = tdm__gate_exit_worse(rc, TDM_EXIT_TOOL_ERROR), st = TDM_OK;
         }

@@ -21,6 +21,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define CMD "import"
@@ -143,6 +144,13 @@ int tdm__cli_import(int argc, char **argv)
         return TDM_EXIT_USAGE;
     }
 
+    struct stat dir_st;
+    if (strcmp(input, "-") != 0 && stat(input, &dir_st) == 0 && S_ISDIR(dir_st.st_mode)) {
+        /* (The other commands read a directory's snapshots; import none.) */
+        fprintf(stderr, "tidemark " CMD ": %s is a directory; import reads one file (a PyTorch "
+                        "snapshot pickle, an RMM log, a trace CSV)\n", input);
+        return TDM_EXIT_BAD_INPUT;
+    }
     char *found = NULL; /* the one snapshot of a directory operand, or a stream's copy */
     const char *operand = input;
     int rc = tdm__input_resolve_as(CMD, input, &found, fmt != NULL);

@@ -694,8 +694,11 @@ static void report(run_state *r, int cmd_rc, int read_rc, verdict *v)
     if (st == TDM_OK && r->o.github)
         tdm__gate_print_github(stdout, r->inputs + first, &rep);
     if (st == TDM_OK && r->o.junit) {
-        st = tdm__junit_write("run", r->o.junit, "tidemark run", r->child.seconds, &r->o,
-                              r->inputs + first, count, &rep);
+        /* Its folder made as -o's is. */
+        st = tdm__cli_make_parents("run", r->o.junit) != TDM_EXIT_OK
+                 ? TDM_IO_ERROR
+                 : tdm__junit_write("run", r->o.junit, "tidemark run", r->child.seconds, &r->o,
+                                    r->inputs + first, count, &rep);
         if (st == TDM_IO_ERROR) /* said already */
             v->hard = 1, st = TDM_OK;
     }

@@ -127,7 +127,11 @@ int tdm__cli_summary(int argc, char **argv)
         case 'f':
             if (parse_count("--frames", optarg, 1000, &v))
                 goto usage;
-            o.frames = v ? (unsigned)v : 1;
+            if (v == 0) { /* (a site is named by its frames: one at least) */
+                fprintf(stderr, "tidemark summary: --frames wants 1..1000, got '%s'\n", optarg);
+                goto usage;
+            }
+            o.frames = (unsigned)v;
             break;
         case 'd':
             if (parse_count("--device", optarg, 32767, &v))

@@ -269,9 +269,13 @@ static void print_heading(FILE *out, const rank_row *rows, size_t n, size_t read
             hosts += i == 0 || strcmp(names[i], names[i - 1]) != 0;
     }
     free(names);
-    fprintf(out, "tidemark summary of %zu snapshot%s: %zu rank%s on %zu host%s\n", readable,
-            readable == 1 ? "" : "s", ranked, ranked == 1 ? "" : "s", hosts,
-            hosts == 1 ? "" : "s");
+    if (ranked) /* (none: files of separate runs, "0 ranks" says nothing) */
+        fprintf(out, "tidemark summary of %zu snapshot%s: %zu rank%s on %zu host%s\n", readable,
+                readable == 1 ? "" : "s", ranked, ranked == 1 ? "" : "s", hosts,
+                hosts == 1 ? "" : "s");
+    else
+        fprintf(out, "tidemark summary of %zu snapshot%s on %zu host%s\n", readable,
+                readable == 1 ? "" : "s", hosts, hosts == 1 ? "" : "s");
     if (ranks && ranked) {
         qsort(ranks, ranked, sizeof *ranks, cmp_i32);
         size_t distinct = 0, dups = 0;
@@ -308,8 +312,9 @@ static void print_heading(FILE *out, const rank_row *rows, size_t n, size_t read
     }
     free(ranks);
     if (unranked)
-        fprintf(out, "  unranked   %zu file%s with no rank in its header (not from a "
-                     "multi-rank job)\n", unranked, unranked == 1 ? "" : "s");
+        fprintf(out, "  unranked   %zu file%s with no rank in %s header%s (not from a "
+                     "multi-rank job)\n", unranked, unranked == 1 ? "" : "s",
+                unranked == 1 ? "its" : "their", unranked == 1 ? "" : "s");
     if (segments)
         fprintf(out, "  segments   %zu of the %zu files: %s; their peaks are of reserved "
                      "bytes\n", segments, readable, TDM_TORCH_SEGMENTS_NOTE);
