@@ -118,8 +118,12 @@ expect 2 "truncated before the events" -- "$TIDEMARK" gate --max-peak 1G "$work/
 has out "ERROR max-peak"; has out "1 could not be checked"
 
 # ---- tool error: exit 4 -------------------------------------------------------
-expect 4 "unwritable --junit" -- "$TIDEMARK" gate --max-peak 1G --junit "$work/no/such/dir/j.xml" "$small"
+# (A missing folder is made, as -o's; a path through a file cannot be.)
+: >"$work/afile"
+expect 4 "unwritable --junit" -- "$TIDEMARK" gate --max-peak 1G --junit "$work/afile/j.xml" "$small"
 has err "cannot write"
+expect 0 "--junit into folders to make" -- "$TIDEMARK" gate --max-peak 1G --junit "$work/no/such/dir/j.xml" "$small"
+[ -s "$work/no/such/dir/j.xml" ] || fail "--junit no/such/dir/j.xml was not written"
 
 # ---- JUnit XML ----------------------------------------------------------------
 odd="$work/a&b<c> \"q\".tdm"

@@ -192,8 +192,10 @@ TIDEMARK_PRELOAD="$work/none.so" expect 4 "TIDEMARK_PRELOAD missing" -- "$TIDEMA
 has err "TIDEMARK_PRELOAD=$work/none.so"
 expect 5 "gates, but no snapshot" -- "$TIDEMARK" run -o "$work/t" --max-peak 1G -- true
 has err "nothing measured: no snapshot was written"
+# (A missing folder is made, as -o's; a path through a file cannot be.)
+: >"$work/afile"
 expect 4 "unwritable junit" -- "$TIDEMARK" run -o "$work/t" --max-peak 1G \
-  --junit "$work/no/dir/j.xml" -- "$TRAIN_SIM" --steps 1
-has err "cannot write $work/no/dir/j.xml"
+  --junit "$work/afile/j.xml" -- "$TRAIN_SIM" --steps 1
+has err "cannot write $work/afile/j.xml"
 
 finish "tidemark run"
