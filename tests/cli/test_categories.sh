@@ -30,7 +30,7 @@ expect 1 "unknown option" -- "$TIDEMARK" categories --frobnicate x.tdm
 expect 2 "missing snapshot" -- "$TIDEMARK" categories "$work/none.tdm"
 printf 'action,time_ns,id,size,category\nfree,1,5,10,\n' >"$work/bad.csv"
 expect 2 "bad trace" -- "$TIDEMARK" categories --trace "$work/bad.csv"
-has err "line 2: free of id 5"
+has err "line 2 (at byte 32): free of id 5"
 
 # ---- the demo: every kind of memory train_sim makes ---------------------------
 L=2 S=3 H=256 B=128

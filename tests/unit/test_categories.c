@@ -398,9 +398,9 @@ static void trace_csv_errors(void **state)
     expect_trace_error("", "no header");
     expect_trace_error("action,time,id,size\n", "'time_ns'");
     snprintf(buf, sizeof buf, "%salloc,1,1,10,\nalloc,2,1,10,\n", hdr);
-    expect_trace_error(buf, "line 3: id 1 is allocated again");
+    expect_trace_error(buf, "line 3 (at byte 46): id 1 is allocated again");
     snprintf(buf, sizeof buf, "%sfree,1,9,10,\n", hdr);
-    expect_trace_error(buf, "line 2: free of id 9");
+    expect_trace_error(buf, "line 2 (at byte 32): free of id 9");
     snprintf(buf, sizeof buf, "%smalloc,1,1,10,\n", hdr);
     expect_trace_error(buf, "unknown action 'malloc'");
     snprintf(buf, sizeof buf, "%salloc,x,1,10,\n", hdr);
@@ -458,7 +458,7 @@ static void rmm_log(void **state)
                       "1,1634567890.123456,allocate,0x10,16,0\n"
                       "1,1634567890.5,resize,0x10,16,0\n");
     assert_int_equal(tdm__import_rmm_csv(path, &s, err, sizeof err), TDM_FORMAT_ERROR);
-    assert_non_null(strstr(err, "line 3: unknown Action 'resize'"));
+    assert_non_null(strstr(err, "line 3 (at byte 78): unknown Action 'resize'"));
     unlink(path);
     free(path);
     path = write_temp("a,b,c\n1,2,3\n");

@@ -4,6 +4,7 @@
 #include "csv_read.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,8 @@ int tdm__csv_next(tdm_csv *c, tdm_status *st)
             return 0;
         }
         c->line_no++;
+        c->line_at = c->next_at;
+        c->next_at += (uint64_t)len;
         char *l = c->line;
         if (c->flags & TDM_CSV_TRIM) {
             l = trim(l);
@@ -120,7 +123,9 @@ void tdm__csv_row(const tdm_csv *c, const int *col, int count, const char **v)
 tdm_status tdm__csv_fail(tdm_csv *c, const char *fmt, ...)
 {
     if (c->err && c->errlen) {
-        int n = snprintf(c->err, c->errlen, "line %lu: ", c->line_no);
+        /* The byte offset every reader's error gives, and the line. */
+        int n = snprintf(c->err, c->errlen, "line %lu (at byte %" PRIu64 "): ", c->line_no,
+                         c->line_at);
         va_list ap;
         va_start(ap, fmt);
         if (n >= 0 && (size_t)n < c->errlen)
@@ -133,7 +138,8 @@ tdm_status tdm__csv_fail(tdm_csv *c, const char *fmt, ...)
 tdm_status tdm__csv_close(tdm_csv *c, tdm_status st)
 {
     if (st == TDM_IO_ERROR && c->err && c->errlen && !c->err[0])
-        snprintf(c->err, c->errlen, "read error after line %lu", c->line_no);
+        snprintf(c->err, c->errlen, "read error after line %lu (at byte %" PRIu64 ")",
+                 c->line_no, c->next_at);
     free(c->line);
     c->line = NULL;
     if (c->f)

@@ -13,6 +13,7 @@
 #define TDM_VIEWER_CSV_READ_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "tidemark.h"
@@ -34,6 +35,8 @@ typedef struct tdm_csv {
     char *line;             /* getline's buffer, cut into the fields */
     size_t cap;             /* its size, bytes */
     unsigned long line_no;  /* the line last read, counted from 1 */
+    uint64_t line_at;       /* the byte offset where it starts */
+    uint64_t next_at;       /* and where the next one does */
     char *err;              /* the caller's message buffer (may be NULL) */
     size_t errlen;          /* its size, bytes */
     char *field[TDM_CSV_MAX_FIELDS]; /* the last line's fields, in order */
