@@ -135,7 +135,9 @@ static tdm_status copy_events_before(const tdm__ring_cut *cut, uint64_t carried,
     tdm__ring *ring = cut->ring;
     if (!ring)
         return TDM_OK;
-    size_t cap = (size_t)ring->capacity;
+    /* No more entries than the chunks written so far hold. */
+    uint64_t written = tdm__ring_used_chunks(ring) << ring->chunk_shift;
+    size_t cap = (size_t)(written < ring->capacity ? written : ring->capacity);
     tdm_event *ev = malloc((cap ? cap : 1) * sizeof *ev);
     if (!ev)
         return TDM_HOST_OUT_OF_MEMORY;

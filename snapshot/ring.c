@@ -310,7 +310,8 @@ uint64_t tdm__ring_events(tdm__ring *ring)
 {
     uint64_t total = atomic_load_explicit(&ring->given_back, memory_order_acquire) +
                      atomic_load_explicit(&ring->refused, memory_order_relaxed);
-    for (uint64_t c = 0; c < ring->chunks; c++) {
+    uint64_t used = tdm__ring_used_chunks(ring);
+    for (uint64_t c = 0; c < used; c++) {
         uint64_t s = atomic_load_explicit(&ring->chunk_state[c], memory_order_acquire);
         if (s & 1)
             total += held_written(ring, c, s >> 1);
@@ -353,7 +354,8 @@ void tdm__ring_fork_child(tdm__ring *ring)
     uint64_t mine = UINT64_MAX;
     if (me->ring_id == ring->id && me->next != me->end)
         mine = ((me->end >> ring->chunk_shift) - 1) % ring->chunks;
-    for (uint64_t c = 0; c < ring->chunks; c++) {
+    uint64_t used = tdm__ring_used_chunks(ring);
+    for (uint64_t c = 0; c < used; c++) {
         uint64_t s = atomic_load_explicit(&ring->chunk_state[c], memory_order_relaxed);
         if ((s & 1) && c != mine) {
             uint64_t n = s >> 1;
@@ -439,9 +441,9 @@ static int read_slot(tdm__ring_slot *s, uint64_t *index, uint64_t w[7])
 static size_t copy_entries(tdm__ring *ring, const uint64_t *before, tdm_event *out,
                            size_t max, uint64_t *plain)
 {
-    uint64_t slots = ring->chunks << ring->chunk_shift;
-    ring_key *keys = malloc((size_t)slots * sizeof *keys);
-    ring_key *tmp = malloc((size_t)slots * sizeof *tmp);
+    uint64_t slots = tdm__ring_used_chunks(ring) << ring->chunk_shift;
+    ring_key *keys = malloc((size_t)(slots ? slots : 1) * sizeof *keys);
+    ring_key *tmp = malloc((size_t)(slots ? slots : 1) * sizeof *tmp);
     ring_key *sorted = NULL;
     size_t n = 0;
     if (keys && tmp) {

@@ -177,6 +177,17 @@ static inline uint64_t tdm__event_word6(uint32_t step, int16_t device,
            (uint64_t)action << 48 | (uint64_t)category << 56;
 }
 
+/* Chunks [0, this) are all a reader need look at: claim n takes chunk
+ * n % chunks, so until the first lap is done the chunks past the claims
+ * made were never written.  Reading them would cost a page fault each
+ * (and a file's pages, for a ring in the spill file): a dump would cost
+ * what max_entries allows, not what was recorded. */
+static inline uint64_t tdm__ring_used_chunks(tdm__ring *ring)
+{
+    uint64_t claims = atomic_load_explicit(&ring->claims, memory_order_acquire);
+    return claims < ring->chunks ? claims : ring->chunks;
+}
+
 /* Plain events stored in the ring so far (kept, overwritten or refused):
  * a compound entry counts as the 2 or 3 events a dump expands it into,
  * so that recorded - kept = dropped holds in files of every mode. */

@@ -50,7 +50,9 @@ void tdm__ring_cut_take(tdm__ring_cut *cut)
     if (!ring)
         return;
     cut->stored = tdm__ring_events(ring);
-    for (uint64_t c = 0; c < ring->chunks; c++) {
+    /* (before[] of the chunks never claimed stays 0, from calloc.) */
+    uint64_t used = tdm__ring_used_chunks(ring);
+    for (uint64_t c = 0; c < used; c++) {
         uint64_t s = atomic_load_explicit(&ring->chunk_state[c], memory_order_acquire);
         uint64_t n = s >> 1;
         if (s & 1) {
