@@ -100,6 +100,15 @@ tdm_status tdm__alloc_config_check(const tdm__alloc_config *cfg)
         !(cfg->garbage_collection_threshold >= 0.0 &&
           cfg->garbage_collection_threshold < 1.0))
         return TDM_BAD_CONFIG;
+    if (strcmp(cfg->device_kind, "sim") == 0) {
+        /* The provider comes at the first allocation: a device the machine
+         * cannot reserve is refused now, while the caller can still say so
+         * and leave recording off. */
+        tdm_sim_config sc = {.device_count = cfg->device_count,
+                             .capacity = cfg->device_capacity,
+                             .host_accessible = cfg->host_accessible};
+        return tdm__provider_sim_check(&sc);
+    }
     return TDM_OK;
 }
 

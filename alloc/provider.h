@@ -104,6 +104,12 @@ typedef struct tdm_sim_config {
  * like handed-out ranges. */
 tdm_status tdm__provider_sim_create(const tdm_sim_config *cfg,
                                     tdm_provider **out);
+/* Whether tdm__provider_sim_create could set `cfg`'s devices up: its
+ * address ranges are reserved for a moment and given back (the provider
+ * itself is made at the first allocation, too late to say no).
+ * TDM_BAD_CONFIG for a capacity that wraps when rounded to pages,
+ * TDM_HOST_OUT_OF_MEMORY for ranges the process cannot reserve. */
+tdm_status tdm__provider_sim_check(const tdm_sim_config *cfg);
 
 /* ---- vendor providers (alloc/provider_cuda.c, provider_hip.c, provider_ze.c)
  * Each calls the vendor's real functions through a table resolved once:

@@ -404,6 +404,35 @@ static void sim_destroy(tdm_provider *p)
     tdm__meta_unmap(s, sizeof *s);
 }
 
+/* Capacity in whole pages keeps every mapping operation page-exact; 0
+ * when it does not fit in a mapping's size. */
+static uint64_t whole_pages(uint64_t capacity, size_t page)
+{
+    if (capacity == 0 || capacity > SIZE_MAX - page)
+        return 0;
+    return (capacity + page - 1) & ~((uint64_t)page - 1);
+}
+
+tdm_status tdm__provider_sim_check(const tdm_sim_config *cfg)
+{
+    if (cfg == NULL || cfg->device_count < 1 || cfg->device_count > 64)
+        return TDM_INVALID_ARGUMENT;
+    uint64_t cap = whole_pages(cfg->capacity, (size_t)sysconf(_SC_PAGESIZE));
+    if (cap == 0)
+        return TDM_BAD_CONFIG;
+    /* Every device's range at once, as the provider holds them. */
+    void *base[64];
+    int n = 0;
+    for (; n < cfg->device_count; n++) {
+        base[n] = mmap(NULL, cap, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (base[n] == MAP_FAILED)
+            break;
+    }
+    for (int i = 0; i < n; i++)
+        munmap(base[i], cap);
+    return n == cfg->device_count ? TDM_OK : TDM_HOST_OUT_OF_MEMORY;
+}
+
 tdm_status tdm__provider_sim_create(const tdm_sim_config *cfg,
                                     tdm_provider **out)
 {
@@ -411,8 +440,7 @@ tdm_status tdm__provider_sim_create(const tdm_sim_config *cfg,
     if (cfg == NULL || cfg->device_count < 1 || cfg->device_count > 64)
         return TDM_INVALID_ARGUMENT;
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    /* Capacity in whole pages keeps every mapping operation page-exact. */
-    uint64_t cap = (cfg->capacity + page - 1) & ~((uint64_t)page - 1);
+    uint64_t cap = whole_pages(cfg->capacity, page);
     if (cap == 0)
         return TDM_INVALID_ARGUMENT;
 

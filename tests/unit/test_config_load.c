@@ -240,6 +240,36 @@ static void conf_check_refuses_with_the_line_loading_prints(void **state)
     }
 }
 
+/* A sim device the machine cannot reserve (2^62 bytes: no address space
+ * holds it) or whose size wraps when rounded to pages: one line at start
+ * and recording off, as for any setting the machine cannot honour.  Both
+ * were taken, recording said on, and every allocation then failed. */
+static void conf_check_refuses_a_device_it_cannot_set_up(void **state)
+{
+    (void)state;
+    static const struct { const char *text; tdm_status st; } bad[] = {
+        {"device=sim:4194304TiB", TDM_HOST_OUT_OF_MEMORY},
+        {"device=sim:2x4194304TiB", TDM_HOST_OUT_OF_MEMORY},
+        {"device=sim:18446744073709551615", TDM_BAD_CONFIG},
+    };
+    char msg[TDM_CONF_MESSAGE_MAX];
+    static char buf[16384];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tdm_status st = tdm_conf_check(bad[i].text, msg, sizeof msg);
+        if (st != bad[i].st)
+            fail_msg("'%s': got %s: %s", bad[i].text, tdm_status_name(st), msg);
+        assert_non_null(strstr(msg, "tidemark: TIDEMARK_CONF: cannot set up device sim"));
+        assert_non_null(strstr(msg, "; recording is off"));
+        int rec = -1;
+        int rc = run_apply_in_child(bad[i].text, buf, sizeof buf, &rec);
+        assert_int_equal(rc, 10 + (int)st);
+        assert_int_equal(rec, 0);
+        size_t n = strlen(msg);
+        if (strlen(buf) != n + 1 || memcmp(buf, msg, n) != 0)
+            fail_msg("'%s': loading printed\n%s\ncheck said\n%s", bad[i].text, buf, msg);
+    }
+}
+
 static void conf_check_message_buffer(void **state)
 {
     (void)state;
@@ -453,6 +483,7 @@ int main(void)
         cmocka_unit_test(autoinit_records_and_dumps_at_exit),
         cmocka_unit_test(conf_check_accepts_what_loading_accepts),
         cmocka_unit_test(conf_check_refuses_with_the_line_loading_prints),
+        cmocka_unit_test(conf_check_refuses_a_device_it_cannot_set_up),
         cmocka_unit_test(conf_check_message_buffer),
         cmocka_unit_test(conf_check_changes_nothing),
         cmocka_unit_test(ranks_take_lists_and_ranges),
