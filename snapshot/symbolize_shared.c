@@ -38,7 +38,12 @@ static void forget_in_child(void)
     current = NULL;
 }
 
-static void register_once(void)
+/* At load, before any thread can hold the lock: the C library runs in a
+ * child only the handlers registered before its fork began, so one
+ * registered at the first use (as this was) missed a fork that was
+ * running its other handlers meanwhile, and the child kept the lock of a
+ * thread it does not have (its exit dump waited for ever). */
+__attribute__((constructor)) static void register_at_load(void)
 {
     pthread_atfork(NULL, NULL, forget_in_child);
 }
@@ -54,8 +59,6 @@ static void drop(tdm__symbolizer_ref *r)
 
 tdm__symbolizer_ref *tdm__symbolizer_acquire(void)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, register_once);
     pthread_mutex_lock(&lock);
     unsigned long long unloads;
     tdm__dl_counts(NULL, &unloads);
