@@ -577,21 +577,16 @@ int tdm__config_parse_size(const char *text, uint64_t *out, char *why,
  * the message stays one line and shows what was there. */
 static void quote(char *dst, size_t dst_len, const char *b, const char *e)
 {
-    static const char hex[] = "0123456789abcdef";
     size_t n = 0;
     for (; b < e; b++) {
         unsigned char c = (unsigned char)*b;
         int ctl = c < 0x20 || c == 0x7f;
         if (n + (ctl ? 4 : 1) + 4 > dst_len) /* (room for "..." and the NUL) */
             break;
-        if (ctl) {
-            dst[n++] = '\\';
-            dst[n++] = 'x';
-            dst[n++] = hex[c >> 4];
-            dst[n++] = hex[c & 15];
-        } else {
+        if (ctl)
+            n += tdm__hex_escape(dst + n, c);
+        else
             dst[n++] = (char)c;
-        }
     }
     if (b < e && dst_len >= 4) {
         memcpy(dst + n, "...", 3);

@@ -2,8 +2,9 @@
  * that every layer and the command-line tool share, for messages.
  *
  * "Did you mean": TIDEMARK_CONF's unknown keys (hooks/config.c) and the
- * tool's subcommands and options name the closest known word.  Pure
- * functions: no allocation, no globals, any thread.
+ * tool's subcommands and options name the closest known word; control
+ * characters in messages are written as \xNN.  Pure functions: no
+ * allocation, no globals, any thread.
  */
 #ifndef TDM_SNAPSHOT_COMMON_H
 #define TDM_SNAPSHOT_COMMON_H
@@ -23,5 +24,17 @@ size_t tdm__edit_distance(const char *a, const char *b);
  * candidates the one closer in exact case wins, then the first.  NULL
  * entries of `candidates` are skipped; a NULL word matches nothing. */
 const char *tdm__did_you_mean(const char *word, const char *const *candidates, size_t n);
+
+/* Writes byte `b` as the four characters \xNN (lower-case hex) at `out`,
+ * as every message writes a control character; returns 4. */
+static inline size_t tdm__hex_escape(char *out, unsigned char b)
+{
+    static const char hex[] = "0123456789abcdef";
+    out[0] = '\\';
+    out[1] = 'x';
+    out[2] = hex[b >> 4];
+    out[3] = hex[b & 15];
+    return 4;
+}
 
 #endif

@@ -129,7 +129,7 @@ has out "peak allocated"
 printf 'Thread,Time,Action,Pointer,Size,Stream\n1,1.5,\x1b[31mred\x1b]0;title\x07,0x10,5,0\n' \
   >"$work/escape.csv"
 expect 2 "a CSV with escape sequences" -- "$TIDEMARK" summary "$work/escape.csv"
-has err 'line 2: unknown Action'
+has err 'line 2 (at byte 39): unknown Action'
 has err '\x1b[31mred\x1b]0;title\x07'
 ! grep -q $'[\x01-\x08\x0b-\x1f\x7f]' "$work/err" || fail "a control character of the CSV reached stderr"
 expect 2 "a file name with an escape sequence" -- "$TIDEMARK" summary "$work/a"$'\x1b[2J\x9b'".tdm"

@@ -11,6 +11,7 @@
  * threaded. */
 #define _GNU_SOURCE /* fopencookie */
 #include "cli.h"
+#include "common.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -32,22 +33,16 @@ static void put_all(const char *buf, size_t n)
 
 size_t tdm__cli_escape_controls(const char *in, size_t n, char *out, size_t cap)
 {
-    static const char hex[] = "0123456789abcdef";
     size_t o = 0;
     for (size_t i = 0; i < n && o + 9 <= cap; i++) {
         unsigned char b = (unsigned char)in[i];
         unsigned char next = i + 1 < n ? (unsigned char)in[i + 1] : 0;
         if (b == 0xc2 && next >= 0x80 && next <= 0x9f) { /* U+0080..U+009F: C1 controls */
-            memcpy(out + o, "\\xc2\\x", 6);
-            out[o + 6] = hex[next >> 4];
-            out[o + 7] = hex[next & 15];
-            o += 8;
+            o += tdm__hex_escape(out + o, b);
+            o += tdm__hex_escape(out + o, next);
             i++;
         } else if ((b < 0x20 && b != '\n' && b != '\t') || b == 0x7f) {
-            out[o++] = '\\';
-            out[o++] = 'x';
-            out[o++] = hex[b >> 4];
-            out[o++] = hex[b & 15];
+            o += tdm__hex_escape(out + o, b);
         } else {
             out[o++] = (char)b;
         }
