@@ -18,6 +18,9 @@
 . "${BASH_SOURCE[0]%/*}/lib.sh" TIDEMARK TRAIN_SIM
 
 record "$work/t.tdm" --steps 2 --layers 2 --hidden 64 --batch 8 --compute-us 0
+# `run` without the preload library: the commands below use no device, and
+# a sanitizer build's library cannot be preloaded into them.
+export TIDEMARK_PRELOAD=
 cd "$work" || exit 1
 
 # ---- flags with a value -----------------------------------------------------------------
