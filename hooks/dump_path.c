@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common.h"
 #include "procinfo.h"
 
 int tdm__dump_path_check(const char *tmpl, char *why, size_t why_len)
@@ -45,12 +46,11 @@ int tdm__dump_path_check(const char *tmpl, char *why, size_t why_len)
         }
         if (!strchr("phrlt%", *p)) {
             unsigned char c = (unsigned char)*p;
+            char code[5] = {(char)c, '\0'};
             if (c < 0x20 || c == 0x7f) /* (as \xNN, as every message does) */
-                snprintf(why, why_len,
-                         "unknown code '%%\\x%02x'; codes are %%p %%h %%r %%l %%t %%%%", c);
-            else
-                snprintf(why, why_len,
-                         "unknown code '%%%c'; codes are %%p %%h %%r %%l %%t %%%%", c);
+                code[tdm__hex_escape(code, c)] = '\0';
+            snprintf(why, why_len, "unknown code '%%%s'; codes are %%p %%h %%r %%l %%t %%%%",
+                     code);
             return -1;
         }
     }

@@ -117,17 +117,14 @@ int tdm__cli_gate(int argc, char **argv)
         const char *then = rc != TDM_EXIT_OK ? ""
                            : o.allow_empty   ? "; passing, as --allow-empty asks"
                                              : "; exit 5 (--allow-empty passes it)";
-        int nothing = tdm__gate_nothing_measured(&rep);
-        if (nothing && n == 0) {
-            /* No file to read: why was said. */
-        } else if (nothing && n == 1)
+        if (!tdm__gate_nothing_measured(&rep))
+            st = tdm__gate_print(stdout, &o, inputs, &rep);
+        else if (n == 1)
             fprintf(stderr, "tidemark gate: nothing measured: %s records no device memory "
                             "used%s\n", inputs[0].path, then);
-        else if (nothing)
+        else if (n > 1) /* (none: no file to read, and why was said) */
             fprintf(stderr, "tidemark gate: nothing measured: none of the %zu files records "
                             "device memory used%s\n", n, then);
-        else
-            st = tdm__gate_print(stdout, &o, inputs, &rep);
         if (st == TDM_OK && o.github)
             tdm__gate_print_github(stdout, inputs, &rep);
         if (st == TDM_OK && o.junit) {

@@ -161,7 +161,7 @@ int tdm__cli_import(int argc, char **argv)
     /* Standard input or a pipe, held in a file of its own: messages and
      * the default output name go by what the user named. */
     int spooled = found && tdm__input_is_spooled(found);
-    const char *shown = !spooled ? input : strcmp(operand, "-") == 0 ? "standard input" : operand;
+    const char *shown = tdm__input_shown(input);
     char *def = NULL, *out_path = NULL;
     tdm_snap *snap = NULL;
     if (is_tdm(input)) {

@@ -544,8 +544,7 @@ static int check_device(const char *path, const tdm_snap *snap, int device)
         if (k == n && n < cap && d >= 0) /* (-1: events of no device, as markers) */
             have[n++] = d;
     }
-    int rc = tdm__input_say_no_device(
-        "replay", strcmp(path, "-") == 0 ? "standard input" : path, device, have, n);
+    int rc = tdm__input_say_no_device("replay", tdm__input_operand_name(path), device, have, n);
     free(have);
     return rc;
 }

@@ -83,7 +83,7 @@ static int write_all(int fd, const unsigned char *buf, size_t n)
  * the life of the command), or -1 after saying why. */
 static int spool(const char *cmd, const char *path, int any_content)
 {
-    const char *shown = strcmp(path, "-") == 0 ? "standard input" : path;
+    const char *shown = tdm__input_operand_name(path);
     int in = strcmp(path, "-") == 0 ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
     if (in < 0) {
         fprintf(stderr, "tidemark %s: %s: %s\n", cmd, path, strerror(errno));
@@ -180,6 +180,11 @@ const char *tdm__input_shown(const char *file)
     return file;
 }
 
+const char *tdm__input_operand_name(const char *operand)
+{
+    return strcmp(operand, "-") == 0 ? "standard input" : operand;
+}
+
 int tdm__input_is_spooled(const char *file)
 {
     return tdm__input_shown(file) != file;
@@ -217,7 +222,7 @@ int tdm__input_resolve_as(const char *cmd, const char *path, char **file, int an
         if (!*file)
             return TDM_EXIT_TOOL_ERROR;
         if (spooled_n < SPOOLED_MAX &&
-            (spooled[spooled_n].shown = strdup(stream ? "standard input" : path)) != NULL) {
+            (spooled[spooled_n].shown = strdup(tdm__input_operand_name(path))) != NULL) {
             spooled[spooled_n].stdin_ = stream;
             memcpy(spooled[spooled_n++].file, name, sizeof name);
         }

@@ -47,6 +47,8 @@ int tdm__input_resolve_as(const char *cmd, const char *path, char **file, int an
  * what the user named ("standard input" for `-`, or the FIFO's or
  * device's path), never the copy's /proc/self/fd name; else `file`. */
 const char *tdm__input_shown(const char *file);
+/* What messages call an operand: "standard input" for `-`, else itself. */
+const char *tdm__input_operand_name(const char *operand);
 /* Whether `file` is the copy of a stream (standard input, a pipe). */
 int tdm__input_is_spooled(const char *file);
 /* tdm__input_resolve without the name: TDM_EXIT_OK when `path` is a file
