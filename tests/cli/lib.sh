@@ -71,6 +71,33 @@ skip_in_sanitizer_build() {
   fi
 }
 
+# gone PID: the process has ended (bash reaps its own background jobs, so
+# an ended child is no longer there for kill -0).
+gone() { ! kill -0 "$1" 2>/dev/null; }
+
+# signal_until SECONDS SIG PID CMD...: sends SIG to PID (a negative PID: to
+# that process group) and waits up to SECONDS for CMD to succeed: 0 once it
+# does, 1 if it never did.  In a ThreadSanitizer build the signal goes once
+# more when CMD has not succeeded by half the time: TSan's runtime takes
+# every asynchronous signal and hands it to the program later, and now and
+# then it loses one (2 in 500 in a plain C program with no tidemark code,
+# on a loaded 2-core machine).  Elsewhere a signal goes once: a lost one is
+# a defect the test must see.
+signal_until() {
+  local secs=$1 sig=$2 pid=$3 i
+  shift 3
+  kill -s "$sig" -- "$pid" 2>/dev/null
+  for ((i = 0; i < secs * 10; i++)); do
+    "$@" && return 0
+    if [ "${TDM_SANITIZE:-}" = thread ] && [ "$i" -eq $((secs * 5)) ]; then
+      echo "note: SIG$sig to $pid had no effect after $((secs / 2)) s under TSan; sent again"
+      kill -s "$sig" -- "$pid" 2>/dev/null
+    fi
+    sleep 0.1
+  done
+  "$@"
+}
+
 # finish WHAT: the test's verdict from $fails.
 finish() {
   [ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }

@@ -219,11 +219,11 @@ run_signal_case() {
     TIDEMARK_CONF="dump=$work/sig/s.tdm,$conf" "$PROG" --ready ready --stop stop 2> err &
     local pid=$!
     wait_for ready || { fail "$label: program never got ready"; kill "$pid"; return; }
-    kill -s "$sig" "$pid"
-    wait_for sig/s-1.tdm || fail "$label: no sig/s-1.tdm after $sig: $(cat err)"
+    signal_until 30 "$sig" "$pid" test -e sig/s-1.tdm ||
+        fail "$label: no sig/s-1.tdm after $sig: $(cat err)"
     kill -0 "$pid" 2>/dev/null || fail "$label: program died after $sig"
-    kill -s "$sig" "$pid"
-    wait_for sig/s-2.tdm || fail "$label: no sig/s-2.tdm after a second $sig"
+    signal_until 30 "$sig" "$pid" test -e sig/s-2.tdm ||
+        fail "$label: no sig/s-2.tdm after a second $sig"
     kill -0 "$pid" 2>/dev/null || fail "$label: program died after the second $sig"
     touch stop
     wait "$pid"; local rc=$?

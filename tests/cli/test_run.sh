@@ -71,7 +71,7 @@ expect 1 "--command-failed 200" -- "$TIDEMARK" run --command-failed 200 -- true
   >"$work/out" 2>"$work/err" &
 pid=$!
 for _ in $(seq 100); do [ -e "$work/started" ] && break; sleep 0.1; done
-kill -TERM "$pid"
+signal_until 20 TERM "$pid" gone "$pid"
 wait "$pid"
 rc=$?
 [ "$rc" -eq 143 ] || fail "SIGTERM to tidemark run: exit $rc, wanted 143"

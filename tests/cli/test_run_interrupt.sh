@@ -52,12 +52,12 @@ stopped() {
 
 # ^C at a terminal: SIGINT to the whole process group.
 if start "$work/i1"; then
-  kill -INT -- "-$(ps -o pgid= "$pid" | tr -d ' ')"
+  signal_until 20 INT "-$(ps -o pgid= "$pid" | tr -d ' ')" gone "$pid"
   stopped "$work/i1" 130 2 SIGINT
 fi
 # SIGTERM to tidemark alone.
 if start "$work/i2"; then
-  kill -TERM "$pid"
+  signal_until 20 TERM "$pid" gone "$pid"
   stopped "$work/i2" 143 15 SIGTERM
 fi
 

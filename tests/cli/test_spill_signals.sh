@@ -33,7 +33,7 @@ for sig in TERM INT; do
   pid=$!
   for _ in $(seq 200); do [ -n "$(ls "$spills" 2>/dev/null)" ] && break; sleep 0.02; done
   sleep 0.3
-  kill -$sig $pid
+  signal_until 40 $sig $pid test -e "$work/tidemark-$pid.tdm"
   wait $pid
   rc=$?
   want=$([ $sig = TERM ] && echo 143 || echo 130)
