@@ -125,6 +125,18 @@ cp "$TDM_SOURCE_DIR/tests/fuzz/corpus/rmm_csv/size-sum-overflow.csv" "$work/huge
 expect 0 "an RMM log of 2**63 and 2**64 byte allocations" -- "$TIDEMARK" summary "$work/huge-sizes.csv"
 has out "peak allocated"
 
+# ---- a CSV cut short ---------------------------------------------------------
+# Its last line has no newline: truncated, with the line and its byte offset.
+printf 'action,time_ns,id,size,category\nalloc,1,1,10,\nalloc,2' >"$work/cut.csv"
+expect 2 "import of a trace CSV cut short" -- "$TIDEMARK" import "$work/cut.csv" -o "$work/cut-csv.tdm"
+has err "truncated"
+has err "line 3 (at byte 46), the last, ends without a newline"
+[ ! -e "$work/cut-csv.tdm" ] || fail "a truncated CSV was imported"
+printf 'Thread,Time,Action,Pointer,Size,Stream\n1,1.5,allocate,0x10,16,0\n1,1.6,fr' >"$work/cut-rmm.csv"
+expect 2 "summary of an RMM log cut short" -- "$TIDEMARK" summary "$work/cut-rmm.csv"
+has err "truncated (importing it as rmm)"
+has err "line 3 (at byte 64), the last, ends without a newline"
+
 # ---- no control character reaches the terminal ------------------------------
 printf 'Thread,Time,Action,Pointer,Size,Stream\n1,1.5,\x1b[31mred\x1b]0;title\x07,0x10,5,0\n' \
   >"$work/escape.csv"

@@ -73,6 +73,7 @@ int tdm__csv_next(tdm_csv *c, tdm_status *st)
         c->line_no++;
         c->line_at = c->next_at;
         c->next_at += (uint64_t)len;
+        c->cut = len > 0 && c->line[len - 1] != '\n';
         char *l = c->line;
         if (c->flags & TDM_CSV_TRIM) {
             l = trim(l);
@@ -124,15 +125,15 @@ tdm_status tdm__csv_fail(tdm_csv *c, const char *fmt, ...)
 {
     if (c->err && c->errlen) {
         /* The byte offset every reader's error gives, and the line. */
-        int n = snprintf(c->err, c->errlen, "line %lu (at byte %" PRIu64 "): ", c->line_no,
-                         c->line_at);
+        int n = snprintf(c->err, c->errlen, "line %lu (at byte %" PRIu64 ")%s: ", c->line_no,
+                         c->line_at, c->cut ? ", the last, ends without a newline" : "");
         va_list ap;
         va_start(ap, fmt);
         if (n >= 0 && (size_t)n < c->errlen)
             vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
         va_end(ap);
     }
-    return TDM_FORMAT_ERROR;
+    return c->cut ? TDM_TRUNCATED : TDM_FORMAT_ERROR;
 }
 
 tdm_status tdm__csv_close(tdm_csv *c, tdm_status st)

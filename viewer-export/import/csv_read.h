@@ -37,6 +37,8 @@ typedef struct tdm_csv {
     unsigned long line_no;  /* the line last read, counted from 1 */
     uint64_t line_at;       /* the byte offset where it starts */
     uint64_t next_at;       /* and where the next one does */
+    int cut;                /* it ends without a newline: the file's last
+                             * line, most likely cut short */
     char *err;              /* the caller's message buffer (may be NULL) */
     size_t errlen;          /* its size, bytes */
     char *field[TDM_CSV_MAX_FIELDS]; /* the last line's fields, in order */
@@ -67,7 +69,10 @@ int tdm__csv_header(const tdm_csv *c, const char *const *names, int count,
  * the column is absent or the row is short. */
 void tdm__csv_row(const tdm_csv *c, const int *col, int count, const char **v);
 
-/* Writes "line N: " and the message to err; returns TDM_FORMAT_ERROR. */
+/* Writes "line N (at byte B): " and the message to err; returns
+ * TDM_FORMAT_ERROR, or TDM_TRUNCATED where the line is the file's last and
+ * no newline ends it (a file cut short while it was written or copied:
+ * the message says so). */
 __attribute__((format(printf, 2, 3)))
 tdm_status tdm__csv_fail(tdm_csv *c, const char *fmt, ...);
 
