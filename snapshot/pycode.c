@@ -77,6 +77,15 @@ tdm__py_code_memo *tdm__py_code_memo_this_thread(void)
 static void atfork_prepare(void) { pthread_mutex_lock(&codes.lock); }
 static void atfork_release(void) { pthread_mutex_unlock(&codes.lock); }
 
+/* At load: the C library runs in a child only the handlers registered
+ * before its fork began, so handlers registered when the table is first
+ * made (under its lock) missed a fork made meanwhile, and the child got
+ * the lock held by a thread it does not have (test_pycode_fork). */
+__attribute__((constructor)) static void register_atfork_at_load(void)
+{
+    pthread_atfork(atfork_prepare, atfork_release, atfork_release);
+}
+
 int tdm__py_code_init(const tdm__py_text_layout *layout)
 {
     int r = atomic_load_explicit(&codes.ready, memory_order_acquire);
@@ -101,7 +110,6 @@ int tdm__py_code_init(const tdm__py_text_layout *layout)
             codes.recs = (code_rec *)((char *)map + slot_bytes);
             codes.pool = (char *)map + slot_bytes + rec_bytes;
             codes.pool_used = 1; /* offset 0 is the empty string */
-            pthread_atfork(atfork_prepare, atfork_release, atfork_release);
             atomic_store_explicit(&codes.ready, 1, memory_order_release);
         }
     }
