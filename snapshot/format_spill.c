@@ -17,6 +17,7 @@
 
 #include "format_spill.h"
 #include "recorder_internal.h" /* TDM_MAX_PHASES */
+#include "ring.h"              /* the ring's header, for its claim count */
 
 /* Stack depth the recorder keeps (stack.h's TDM_STACK_MAX_DEPTH). */
 #define SPILL_STACK_DEPTH_MAX 64u
@@ -77,6 +78,28 @@ static int action_known(unsigned action)
            action == TDM__ACTION_FREE_SEGMENT_FREE || action == TDM__ACTION_FREE_FREE;
 }
 
+/* How many of the ring's slots can hold events: those of the chunks
+ * claimed so far while the first lap lasts (claim n takes chunk n, ring.h),
+ * read from the ring's own header in the file; every slot otherwise.  The
+ * slots past them were never written, and a large max_entries makes them
+ * most of the file (holes of a sparse file, which would cost a page fault
+ * each to read and a sort key each).  A header that does not add up, or a
+ * written slot just past the bound, means every slot is read. */
+static uint64_t used_slots(const unsigned char *p, size_t len, const tdm_spill_header *h)
+{
+    uint64_t count = h->ring_slot_count, at = h->ring_slots_offset;
+    if (!inside(h->ring_offset, sizeof(tdm__ring), len))
+        return count;
+    uint64_t claims = u64_at(p, h->ring_offset + offsetof(tdm__ring, claims));
+    uint64_t chunk = u64_at(p, h->ring_offset + offsetof(tdm__ring, chunk));
+    uint64_t chunks = u64_at(p, h->ring_offset + offsetof(tdm__ring, chunks));
+    if (chunk == 0 || chunks == 0 || count / chunk != chunks || count % chunk ||
+        claims >= chunks)
+        return count;
+    uint64_t used = claims * chunk;
+    return u64_at(p, at + used * 64) == 0 ? used : count;
+}
+
 static tdm_status read_ring(const unsigned char *p, size_t len, tdm_spill_data *d,
                             tdm_read_error *err)
 {
@@ -92,12 +115,13 @@ static tdm_status read_ring(const unsigned char *p, size_t len, tdm_spill_data *
     if (!inside(at, count * 64, len))
         return fail(err, TDM_TRUNCATED, len, "ring slots [%llu, %llu) cut",
                     (unsigned long long)at, (unsigned long long)(at + count * 64));
-    spill_key *keys = malloc((size_t)count * sizeof *keys);
+    uint64_t scan = used_slots(p, len, h);
+    spill_key *keys = malloc((size_t)scan * sizeof *keys + 1);
     if (!keys)
         return fail(err, TDM_HOST_OUT_OF_MEMORY, at, "no memory for %llu slots",
-                    (unsigned long long)count);
+                    (unsigned long long)scan);
     size_t n = 0;
-    for (uint64_t s = 0; s < count; s++) {
+    for (uint64_t s = 0; s < scan; s++) {
         uint64_t off = at + s * 64, seq = u64_at(p, off);
         if (seq == 0)
             continue;
