@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "child_watch.h"
 #include "pyframes.h"
 
 void *__real_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
@@ -91,22 +92,21 @@ static void child_gets_a_usable_table(void **state)
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        alarm(10); /* a lock held by nobody here: killed, not hung */
+        child_watch(10); /* a lock held by nobody here: fails, not hangs */
         _exit(tdm__py_code_init(&layout) ? 0 : 3);
     }
     in_fork = 0;
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
+    int status = child_wait(pid, 15);
     pthread_mutex_lock(&state_lock);
     while (made < 0)
         pthread_cond_wait(&state_cond, &state_lock);
     pthread_mutex_unlock(&state_lock);
     assert_int_equal(made, 1); /* (the parent's use went on) */
-    if (WIFSIGNALED(status))
-        fail_msg("the child was killed by signal %d (SIGALRM: it waited for the "
-                 "code table's lock, held by a thread of the parent)", WTERMSIG(status));
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    char why[64];
+    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("the child failed (%s): its first Python stack waited for the code "
+                 "table's lock, held by a thread of the parent",
+                 child_describe(status, why, sizeof why));
 }
 
 int main(void)
