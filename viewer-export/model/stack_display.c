@@ -16,8 +16,8 @@
 /* Calls that only pass a request for device memory on: a site starts
  * below them.  Matched against demangled names. */
 static const char *const known_wrappers[] = {
-    "^(cuda|cu)(Malloc|Free|MemAlloc|MemFree|MemCreate|MemMap|MemRelease|"
-    "MemAddressReserve|HostAlloc|MallocHost|FreeHost)",
+    ("^(cuda|cu)(Malloc|Free|MemAlloc|MemFree|MemCreate|MemMap|MemRelease|"
+     "MemAddressReserve|HostAlloc|MallocHost|FreeHost)"), /* one pattern, two lines */
     "^hip(Malloc|ExtMalloc|Free|MemCreate|MemMap|MemRelease|HostMalloc|HostFree)",
     "^ze(MemAlloc|MemFree|VirtualMem|PhysicalMem)",
     "^c10::(cuda|hip|xpu)::[A-Za-z]*CachingAllocator::",
