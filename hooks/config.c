@@ -135,8 +135,10 @@ static int parse_template(const tdm__conf_key *key, const char *value,
 static int parse_spill(const tdm__conf_key *key, const char *value, void *field,
                        char *why, size_t why_len)
 {
-    if (strcmp(value, "off") == 0 || value[0] == '\0') {
-        memcpy(field, value, strlen(value) + 1); /* "": the default place */
+    if (strcasecmp(value, "off") == 0 || value[0] == '\0') {
+        /* "off" as readers test it, in whatever case it was written;
+         * "": the default place. */
+        memcpy(field, value[0] ? "off" : "", value[0] ? 4 : 1);
         return 0;
     }
     return parse_template(key, value, field, why, why_len);
@@ -316,7 +318,7 @@ static int parse_device(const tdm__conf_key *key, const char *value,
     size_t k;
     for (k = 0; device_kinds[k]; k++)
         if (strlen(device_kinds[k]) == kind_len &&
-            strncmp(value, device_kinds[k], kind_len) == 0)
+            strncasecmp(value, device_kinds[k], kind_len) == 0)
             break;
     if (!device_kinds[k]) {
         tdm__config_why(why, why_len, "unknown device kind '%.*s'; expected %s",

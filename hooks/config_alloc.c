@@ -67,8 +67,12 @@ static int roundup_entry(const char *b, const char *e, uint32_t *div,
                         "or >:divisions", shown, b);
         return -1;
     }
-    if (parse_pow2(vb, ve, &v) != 0 || v > DIV_MAX) {
-        tdm__config_why(why, why_len, "entry '%.*s': divisions must be a power of two",
+    /* 0 turns rounding off for the entry's intervals (PyTorch's "power of
+     * 2 or 0"). */
+    int zero = ve - vb == 1 && *vb == '0';
+    if (!zero && (parse_pow2(vb, ve, &v) != 0 || v > DIV_MAX)) {
+        tdm__config_why(why, why_len,
+                        "entry '%.*s': divisions must be a power of two, or 0 for none",
                         shown, b);
         return -1;
     }

@@ -53,6 +53,8 @@ def _say(what):
 
 
 def _conf_items(conf):
+    """TIDEMARK_CONF's (key, value) pairs in order; a key given twice keeps
+    its last value (docs/configuration.md), so readers take the last."""
     for item in (conf or "").split(","):
         key, _, value = item.partition("=")
         yield key.strip(), value.strip()
@@ -64,13 +66,13 @@ def mode_from_conf(conf):
     or record=off), as there is no snapshot to go beside."""
     if not (conf or "").strip():
         return "off"
-    mode = "history"
+    mode, record = "history", "all"
     for key, value in _conf_items(conf):
-        if key == "record" and value.lower() == "off":
-            return "off"
+        if key == "record":
+            record = value.lower()
         if key == "torch_tensors" and value.lower() in MODES:
             mode = value.lower()
-    return mode
+    return "off" if record == "off" else mode
 
 
 def _has(obj, name):
@@ -178,13 +180,14 @@ def _history_call(record, max_entries):
 
 
 def _max_entries(conf):
+    entries = 1000000
     for key, value in _conf_items(conf):
         if key == "max_entries":
             try:
-                return max(int(value), 1)
+                entries = max(int(value), 1)
             except ValueError:
                 pass
-    return 1000000
+    return entries
 
 
 def _start_history(cuda, version, conf):

@@ -287,9 +287,11 @@ def install_when_imported():
 
 def enabled_by_conf(conf):
     """Whether TIDEMARK_CONF leaves automatic phases on (torch_phases=on,
-    the default, or off)."""
+    the default, or off).  A key given twice keeps its last value, as the
+    C library reads it."""
+    on = True
     for item in (conf or "").split(","):
         key, _, value = item.partition("=")
         if key.strip() == "torch_phases":
-            return value.strip().lower() not in ("off", "0", "false", "no")
-    return True
+            on = value.strip().lower() not in ("off", "0", "false", "no")
+    return on

@@ -162,10 +162,27 @@ for conf, want in (("dump=out/run-%p.tdm", "/w/out/run-%d.torch.pickle" % pid),
     if got != want:
         fail("pickle_path(%r): %s, want %s" % (conf, got, want))
 for conf, want in (("", "off"), ("dump=x.tdm", "history"), ("torch_tensors=pluggable", "pluggable"),
-                   ("torch_tensors=off", "off"), ("record=off,torch_tensors=pluggable", "off")):
+                   ("torch_tensors=off", "off"), ("record=off,torch_tensors=pluggable", "off"),
+                   # A key given twice keeps its last value, as the C library reads it.
+                   ("record=off,record=all", "history"), ("record=all,record=OFF", "off"),
+                   ("torch_tensors=pluggable,torch_tensors=history", "history"),
+                   ("torch_tensors=off,torch_tensors=pluggable", "pluggable")):
     if tidemark_tensors.mode_from_conf(conf) != want:
         fail("mode_from_conf(%r): %s, want %s"
              % (conf, tidemark_tensors.mode_from_conf(conf), want))
+
+import tidemark_torch  # noqa: E402
+for conf, want in ((None, True), ("", True), ("torch_phases=off", False),
+                   ("torch_phases=on,torch_phases=off", False),
+                   ("torch_phases=off,torch_phases=on", True),
+                   ("torch_phases=OFF,record=all", False)):
+    if tidemark_torch.enabled_by_conf(conf) != want:
+        fail("enabled_by_conf(%r): %s, want %s"
+             % (conf, tidemark_torch.enabled_by_conf(conf), want))
+for conf, want in (("max_entries=5", 5), ("max_entries=5,max_entries=7", 7), ("", 1000000)):
+    if tidemark_tensors._max_entries(conf) != want:
+        fail("_max_entries(%r): %s, want %s"
+             % (conf, tidemark_tensors._max_entries(conf), want))
 
 # ---- tensor events ---------------------------------------------------------------
 # `tidemark run` merges PyTorch's history into the .tdm: one file.

@@ -219,6 +219,13 @@ static void dump_accepts_templates(void **state)
     assert_string_equal(cfg.dump, "/tmp/a b/%p-%l-%t-100%%.tdm");
     parse_ok("dump=plain");
     assert_string_equal(cfg.dump, "plain");
+    /* spill: a template too; "off" in any case is off, not a file. */
+    parse_ok("spill=run-%p.spill");
+    assert_string_equal(cfg.spill, "run-%p.spill");
+    parse_ok("spill=OFF");
+    assert_string_equal(cfg.spill, "off");
+    parse_ok("spill=Off");
+    assert_string_equal(cfg.spill, "off");
 }
 
 static void device_accepts_sim_forms(void **state)

@@ -15,6 +15,12 @@ static void vendor_device_kinds(void **state)
     assert_string_equal(cfg.alloc.device_kind, "cuda");
     parse_ok("device=hip");
     assert_string_equal(cfg.alloc.device_kind, "hip");
+    /* Values ignore case, the device kind too. */
+    parse_ok("device=CUDA");
+    assert_string_equal(cfg.alloc.device_kind, "cuda");
+    parse_ok("device=Sim:2x1G");
+    assert_string_equal(cfg.alloc.device_kind, "sim");
+    assert_int_equal(cfg.alloc.device_count, 2);
     parse_ok("device=ze,device=sim:2x1G");
     assert_string_equal(cfg.alloc.device_kind, "sim");
     assert_int_equal(cfg.alloc.device_count, 2);
@@ -61,6 +67,11 @@ static void cache_knobs_take_pytorch_values(void **state)
     assert_int_equal(d[0], 16);
     assert_int_equal(d[1], 0);
     assert_int_equal(d[TDM_ROUNDUP_INTERVALS - 1], 2);
+    /* 0 in an entry turns rounding off there, as PyTorch allows. */
+    parse_ok("roundup_power2_divisions=[256:0,512:2,>:0]");
+    assert_int_equal(d[8], 0);
+    assert_int_equal(d[9], 2);
+    assert_int_equal(d[10], 0);
 
     /* The allocator rounds as configured: 1200 KiB with 4 divisions of
      * [1 MiB, 2 MiB) is 1280 KiB. */
