@@ -417,7 +417,8 @@ static const tdm__conf_key keys[] = {
      "kill-safe history: the ring and stacks live in this file (shared "
      "memory the kernel keeps when the process is killed or crashes), read "
      "back by `tidemark recover`; removed after the exit snapshot; empty: "
-     "$TMPDIR (else /tmp)/tidemark-UID/ + the dump's name + .spill; codes as dump",
+     "$TMPDIR if absolute, else /dev/shm, else /tmp; then /tidemark-UID/ + "
+     "the dump's name + .spill; codes as dump",
      parse_spill, FIELD(spill), NULL},
     {"dump_on", "exit|signal|oom|none, joined by + or |", "exit",
      "when to write a snapshot: exit (normal process exit), signal (on "
@@ -476,7 +477,7 @@ static const tdm__conf_key keys[] = {
      parse_enum, FIELD(mode), hook_mode_names},
     {"fork", "follow|stop", "follow",
      "after fork(): follow (the child records into its own snapshot, named "
-     "with its own pid) or stop (the child records and writes nothing)",
+     "with its own pid) or stop (the child stops recording and writes nothing)",
      parse_enum, FIELD(fork), fork_names},
     {"ranks", "all|LIST|local:LIST (LIST as 0,8-15)", "all",
      "which ranks of a job record: all, or ranks and ranges A-B (local: for "

@@ -1,10 +1,12 @@
-/* tests/unit/test_format_kinds.c: the frame kind of format 1.2.  Native,
- * inlined and Python frames round-trip; a row without the kind (every 1.0
- * and 1.1 file) reads as a native frame; an unknown kind is refused; the
- * committed sample-v1.2.tdm keeps parsing with its known values.
+/* tests/unit/test_format_kinds.c: the frame kind of format 1.2 and the
+ * imported table of 1.3.  Native, inlined and Python frames round-trip; a
+ * row without the kind (every 1.0 and 1.1 file) reads as a native frame;
+ * an unknown kind is refused; the committed sample-v1.2.tdm and
+ * sample-v1.3.tdm keep parsing with their known values.
  *
- * `test_format_kinds --write-sample PATH` writes the sample file (done once
- * for tests/data/sample-v1.2.tdm; see tests/data/README.md). */
+ * `test_format_kinds --write-sample PATH` and `--write-sample-1.3 PATH`
+ * write the sample files (done once for tests/data/sample-v1.2.tdm and
+ * sample-v1.3.tdm; see tests/data/README.md). */
 #include "format_fixtures.h"
 
 /* The 1.1 sample (per-pool stats) with stacks as a PyTorch program has
@@ -212,6 +214,73 @@ static void sample_v1_2_file_keeps_parsing(void **state)
     fx_free(&f);
 }
 
+/* The 1.3 sample (tests/data/sample-v1.3.tdm): the 1.2 sample with two
+ * imported rows and header notes.  The rows live in static storage:
+ * fx_free does not free them. */
+static tdm_snap_imported sample_imported[2] = {
+    {.device = 0, .source_device = 1, .kind = TDM_IMPORT_IPC, .address = 0x7f0000200000,
+     .size = 1 << 20, .stack_id = 4, .map_time_ns = 1700000000123456789ull},
+    {.device = -1, .source_device = TDM_IMPORT_SOURCE_UNKNOWN, .kind = TDM_IMPORT_PEER_MAPPING,
+     .address = 0x10, .size = 2 << 20},
+};
+
+static void build_sample_1_3(fx_snap *f)
+{
+    build_sample_kinds(f);
+    f->s.imported = sample_imported;
+    f->s.imported_count = 2;
+    f->s.header.notes = "stacks: 3 Python frames unreadable";
+}
+
+static void fx_free_1_3(fx_snap *f)
+{
+    f->s.imported = NULL;
+    f->s.imported_count = 0;
+    f->s.header.notes = NULL;
+    fx_free(f);
+}
+
+/* tests/data/sample-v1.3.tdm: the sample with imported memory. */
+static void sample_v1_3_file_keeps_parsing(void **state)
+{
+    (void)state;
+    size_t len;
+    uint8_t *bytes = fx_slurp(TDM_TEST_DATA_DIR "/sample-v1.3.tdm", &len);
+    assert_true(len > 12);
+    assert_int_equal(bytes[10], 1); /* major */
+    assert_int_equal(bytes[11], 3); /* minor */
+    tdm_snap *s = NULL;
+    tdm_read_error err;
+    tdm_status st = fx_read_exact(bytes, len, 0, &s, &err);
+    if (st != TDM_OK)
+        fail_msg("%s: %s", tdm_status_name(st), err.message);
+    /* Known values, spelled out (see tests/data/README.md). */
+    assert_int_equal(s->imported_count, 2);
+    assert_int_equal(s->imported[0].kind, TDM_IMPORT_IPC);
+    assert_int_equal(s->imported[0].address, 0x7f0000200000);
+    assert_int_equal(s->imported[0].size, 1 << 20);
+    assert_int_equal(s->imported[0].source_device, 1);
+    assert_int_equal(s->imported[1].device, -1);
+    assert_int_equal(s->imported[1].kind, TDM_IMPORT_PEER_MAPPING);
+    assert_string_equal(s->header.notes, "stacks: 3 Python frames unreadable");
+    assert_int_equal(s->frame_count, 8);
+    assert_int_equal(s->frames[7].kind, TDM_FRAME_PYTHON);
+    fx_snap f;
+    build_sample_1_3(&f);
+    fx_expect_same(&f.s, s);
+    tdm__snap_free(s);
+    /* While the format is 1.3 the writer still produces these exact bytes. */
+    if (TDM_FORMAT_VERSION == 1 && TDM_FMT_MINOR == 3) {
+        size_t now_len;
+        uint8_t *now = fx_write_bytes(&f.s, &now_len);
+        assert_int_equal(now_len, len);
+        assert_memory_equal(now, bytes, len);
+        free(now);
+    }
+    free(bytes);
+    fx_free_1_3(&f);
+}
+
 /* Format 1.3: the imported table goes through the file as written, and
  * the writer refuses what a reader would reject. */
 static void imported_round_trip(void **state)
@@ -262,12 +331,21 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: %s\n", argv[2], tdm_status_name(st));
         return st == TDM_OK ? 0 : 1;
     }
+    if (argc == 3 && strcmp(argv[1], "--write-sample-1.3") == 0) {
+        fx_snap f;
+        build_sample_1_3(&f);
+        tdm_status st = tdm__snap_write(&f.s, argv[2]);
+        fx_free_1_3(&f);
+        fprintf(stderr, "%s: %s\n", argv[2], tdm_status_name(st));
+        return st == TDM_OK ? 0 : 1;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(kinds_round_trip),
         cmocka_unit_test(older_samples_read_as_native_frames),
         cmocka_unit_test(kind_column_is_optional_and_checked),
         cmocka_unit_test(sample_v1_2_file_keeps_parsing),
         cmocka_unit_test(imported_round_trip),
+        cmocka_unit_test(sample_v1_3_file_keeps_parsing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
