@@ -14,6 +14,7 @@
 
 #include "recorder_internal.h"
 #include "procinfo.h"
+#include "spill.h"
 #include "stack.h"
 #include "pyframes.h"
 #include "clock.h"
@@ -258,6 +259,7 @@ void tdm__rec_set_alloc_mode(const char *mode)
     pthread_mutex_lock(&tdm__recorder_state.lock);
     tdm__recorder_state.alloc_mode = mode;
     pthread_mutex_unlock(&tdm__recorder_state.lock);
+    tdm__spill_set_alloc_mode(mode);
 }
 
 /* Replaces *slot with a copy of text (NULL clears).  Caller holds the lock. */

@@ -387,6 +387,18 @@ void tdm__spill_set_modes(int record, int context, int stacks)
     pthread_mutex_unlock(&sp.lock);
 }
 
+void tdm__spill_set_alloc_mode(const char *mode)
+{
+    pthread_mutex_lock(&sp.lock);
+    if (sp.head) {
+        /* Whole, then in place: the field is never without its NUL. */
+        char v[sizeof sp.head->alloc_mode] = {0};
+        snprintf(v, sizeof v, "%s", mode ? mode : "");
+        memcpy(sp.head->alloc_mode, v, sizeof v);
+    }
+    pthread_mutex_unlock(&sp.lock);
+}
+
 void tdm__spill_remove(void)
 {
     pthread_mutex_lock(&sp.lock);

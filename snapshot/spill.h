@@ -99,6 +99,10 @@ void tdm__spill_publish_stacks(uint64_t offset, uint64_t recs_offset,
                                uint64_t frames_offset, uint64_t stack_max,
                                uint64_t frame_max);
 void tdm__spill_set_modes(int record, int context, int stacks);
+/* The allocator's mode ("cache", "passthrough", "observe"), as the
+ * recorder learns it: the allocator starts after the file is opened (at
+ * its first allocation, for a vendor's runtime). */
+void tdm__spill_set_alloc_mode(const char *mode);
 
 /* A new stack was interned: modules loaded since the last look (dlopen)
  * are added when one of its pcs lies outside every recorded module. */

@@ -58,7 +58,8 @@ typedef struct tdm_spill_header {
     char host[128];
     char device_kind[32];   /* "sim", "cuda", "hip", "ze" */
     char command[512];      /* /proc/self/cmdline, spaces between args */
-    char alloc_mode[16];    /* "cache", "passthrough", "observe" at open */
+    char alloc_mode[16];    /* "cache", "passthrough", "observe": at open, again
+                               when the allocator starts */
     /* The ring in use (0: none).  ring_offset is stored last. */
     uint64_t ring_offset;
     uint64_t ring_slots_offset; /* absolute */
