@@ -31,4 +31,18 @@ cat "$work/p.pickle" | "$TIDEMARK" import -q -o "$work/back.tdm" - 2>"$work/err"
 [ -s "$work/stdin.tdm" ] || fail "import - without -o did not write stdin.tdm"
 printf 'nothing\x1b[2J here\n' | "$TIDEMARK" import -q -o "$work/x.tdm" - 2>"$work/err"
 grep -q $'\x1b' "$work/err" && fail "an escape character of the input reached stderr"
+# Without -o, what a snapshot from standard input makes is named after
+# `stdin`, as import's is, never `-`.
+mkdir "$work/d"
+(cd "$work/d" && "$TIDEMARK" export -q --format json - <"$work/t.tdm" 2>"$work/err") ||
+  { fail "export - without -o"; cat "$work/err"; }
+(cd "$work/d" && "$TIDEMARK" view - <"$work/t.tdm" 2>"$work/err") ||
+  { fail "view - without -o"; cat "$work/err"; }
+(cd "$work/d" && "$TIDEMARK" export -q --format json -o out/ - <"$work/t.tdm" 2>"$work/err") ||
+  { fail "export - -o DIR/"; cat "$work/err"; }
+ls -A "$work/d" "$work/d/out" >"$work/names"
+grep -q '^-' "$work/names" && fail "a file named after '-': $(tr '\n' ' ' <"$work/names")"
+[ -s "$work/d/stdin.model.json" ] || fail "export - wrote no stdin.model.json: $(tr '\n' ' ' <"$work/names")"
+[ -s "$work/d/stdin.html" ] || fail "view - wrote no stdin.html: $(tr '\n' ' ' <"$work/names")"
+[ -s "$work/d/out/stdin.model.json" ] || fail "export - -o out/ wrote no out/stdin.model.json"
 finish "inputs from pipes"

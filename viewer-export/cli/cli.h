@@ -55,6 +55,9 @@ FILE *tdm__cli_output_open(const char *cmd, const char *path, tdm__out_file *o);
  * an errno value / TDM__OUT_* code (tdm__out_strerror): EEXIST when the
  * path appeared meanwhile. */
 int tdm__cli_output_finish(tdm__out_file *o, FILE *f, int ok, int force);
+/* The name an input operand gives the files made from it without -o:
+ * "stdin" for `-` (standard input), else the operand. */
+const char *tdm__cli_input_name(const char *operand);
 /* Nonzero when -o `o` names a directory: it ends with '/' or is one. */
 int tdm__cli_is_dir_target(const char *o);
 /* The output -o `o` stands for when the command's default name would be

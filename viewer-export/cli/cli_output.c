@@ -80,6 +80,11 @@ int tdm__cli_output_finish(tdm__out_file *o, FILE *f, int ok, int force)
     return tdm__out_commit(o, force);
 }
 
+const char *tdm__cli_input_name(const char *operand)
+{
+    return strcmp(operand, "-") == 0 ? "stdin" : operand;
+}
+
 int tdm__cli_is_dir_target(const char *o)
 {
     size_t n = strlen(o);

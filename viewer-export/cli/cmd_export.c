@@ -216,6 +216,7 @@ static int needs_snapshot(const char *o)
  * when !needs_snapshot(o).  NULL when out of memory. */
 static char *output_for(const char *o, const char *input, const tdm_snap *snap, const char *ext)
 {
+    input = tdm__cli_input_name(input);
     size_t sl;
     const char *st = stem(input, &sl);
     sbuf b = {0};

@@ -170,7 +170,7 @@ int tdm__cli_import(int argc, char **argv)
         rc = TDM_EXIT_USAGE;
         goto out;
     }
-    def = default_output(!spooled ? input : strcmp(operand, "-") == 0 ? "stdin" : operand);
+    def = default_output(!spooled ? input : tdm__cli_input_name(operand));
     /* Refused before the (possibly long) import, and again at the move. */
     if ((rc = tdm__cli_output_choose(CMD, out_opt, def, force, &out_path)) != TDM_EXIT_OK)
         goto out;

@@ -293,7 +293,7 @@ int tdm__cli_view(int argc, char **argv)
     /* The page: -o (a file, or a directory for the default name) or the
      * default name beside the first operand. */
     const char *first = argv[optind];
-    char *def = default_output(first, is_directory(first));
+    char *def = default_output(tdm__cli_input_name(first), is_directory(first));
     char *output = NULL;
     if (!def && out_opt && !tdm__cli_is_dir_target(out_opt))
         output = strdup(out_opt);
