@@ -49,10 +49,11 @@ expect 1 "diff of a directory of two" -- "$TIDEMARK" diff "$work/job/" "$work/on
 said "tidemark diff: $work/job/ holds 2 snapshots; name the one to use ($work/job/r0.tdm, $work/job/r1.tdm)"
 expect 1 "diff of a directory of three" -- "$TIDEMARK" diff "$work/one" "$work/three"
 said "tidemark diff: $work/three holds 3 snapshots; name the one to use ($work/three/x.tdm, $work/three/y.tdm, ...)"
-# (gate goes on to report the gate it could not check: exit 2 outranks 1)
-expect 2 "gate --baseline a directory of two" -- "$TIDEMARK" gate --baseline "$work/job" --max-growth 10 \
+# (as run: a usage error, said before any gate is checked)
+expect 1 "gate --baseline a directory of two" -- "$TIDEMARK" gate --baseline "$work/job" --max-growth 10 \
   "$work/one"
 has err "tidemark gate: $work/job holds 2 snapshots; name the one to use ($work/job/r0.tdm, $work/job/r1.tdm)"
+lacks out "max-growth"
 expect 1 "run --baseline a directory of two" -- "$TIDEMARK" run -q --baseline "$work/job" --max-growth 10 \
   -o "$work/runC" -- "$TRAIN_SIM" --steps 1 --layers 2 --hidden 256 --compute-us 0
 has err "tidemark run: $work/job holds 2 snapshots; name the one to use"

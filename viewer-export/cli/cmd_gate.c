@@ -99,8 +99,15 @@ int tdm__cli_gate(int argc, char **argv)
         tdm__ranks_paths_free(&paths);
         return TDM_EXIT_TOOL_ERROR;
     }
-    if (o.baseline)
-        rc = tdm__exit_worse(rc, tdm__input_load("gate", o.baseline, &baseline));
+    if (o.baseline) {
+        int brc = tdm__input_load("gate", o.baseline, &baseline);
+        if (brc == TDM_EXIT_USAGE) { /* a folder of several: which one? (as run) */
+            free(inputs);
+            tdm__ranks_paths_free(&paths);
+            return brc;
+        }
+        rc = tdm__exit_worse(rc, brc);
+    }
     for (size_t i = 0; i < n; i++)
         rc = tdm__exit_worse(rc, tdm__input_load("gate", paths.paths[i], &inputs[i]));
     /* Results in rank order; files without ranks keep the given order. */
