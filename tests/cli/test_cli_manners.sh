@@ -107,4 +107,14 @@ record "$work/u.tdm" --steps 1 --layers 2 --hidden 64 --batch 8 --compute-us 0
 expect 0 "summary of two runs with no rank" -- "$TIDEMARK" summary t.tdm u.tdm
 has_re out "^tidemark summary of 2 snapshots on 1 host$"
 has out "2 files with no rank in their headers"
+# merge-torch looks at the snapshot before it looks for the pickle beside it.
+expect 2 "merge-torch of a missing snapshot" -- "$TIDEMARK" merge-torch nonexist.tdm
+has err "tidemark merge-torch: nonexist.tdm: No such file or directory"
+lacks err "pickle"
+printf 'not a snapshot\n' >junk.tdm
+expect 2 "merge-torch of a file that is no snapshot" -- "$TIDEMARK" merge-torch junk.tdm
+has err "junk.tdm is not a tidemark snapshot"
+expect 2 "merge-torch of a folder" -- "$TIDEMARK" merge-torch empty
+has err "empty is a directory"
+cmp -s junk.tdm <(printf 'not a snapshot\n') || fail "merge-torch changed junk.tdm"
 finish "the commands' manners at their edges"

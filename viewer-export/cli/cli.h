@@ -55,6 +55,8 @@ FILE *tdm__cli_output_open(const char *cmd, const char *path, tdm__out_file *o);
  * an errno value / TDM__OUT_* code (tdm__out_strerror): EEXIST when the
  * path appeared meanwhile. */
 int tdm__cli_output_finish(tdm__out_file *o, FILE *f, int ok, int force);
+/* Nonzero when the file at `path` begins with a .tdm snapshot's signature. */
+int tdm__cli_has_tdm_signature(const char *path);
 /* The name an input operand gives the files made from it without -o:
  * "stdin" for `-` (standard input), else the operand. */
 const char *tdm__cli_input_name(const char *operand);

@@ -80,6 +80,18 @@ int tdm__cli_output_finish(tdm__out_file *o, FILE *f, int ok, int force)
     return tdm__out_commit(o, force);
 }
 
+int tdm__cli_has_tdm_signature(const char *path)
+{
+    static const unsigned char sig[] = "\x93\xa8tidemark";
+    unsigned char head[sizeof sig - 1];
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    size_t n = fread(head, 1, sizeof head, f);
+    fclose(f);
+    return n == sizeof head && memcmp(head, sig, sizeof head) == 0;
+}
+
 const char *tdm__cli_input_name(const char *operand)
 {
     return strcmp(operand, "-") == 0 ? "stdin" : operand;

@@ -73,18 +73,6 @@ static int exit_for(tdm_status s)
 
 /* Nonzero when `path` starts as every .tdm file does: the msgpack array
  * ["tidemark", major, minor] (docs/format.md, "file signature"). */
-static int is_tdm(const char *path)
-{
-    static const unsigned char sig[] = "\x93\xa8tidemark";
-    unsigned char head[sizeof sig - 1];
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return 0;
-    size_t n = fread(head, 1, sizeof head, f);
-    fclose(f);
-    return n == sizeof head && memcmp(head, sig, sizeof head) == 0;
-}
-
 /* Writes `snap` to `out` through a temporary file beside it, moved into
  * place only when complete and, without `force`, only while `out` does
  * not exist.  Returns a TDM_EXIT_* code after saying what went wrong. */
@@ -164,7 +152,7 @@ int tdm__cli_import(int argc, char **argv)
     const char *shown = tdm__input_shown(input);
     char *def = NULL, *out_path = NULL;
     tdm_snap *snap = NULL;
-    if (is_tdm(input)) {
+    if (tdm__cli_has_tdm_signature(input)) {
         fprintf(stderr, "tidemark " CMD ": %s already is a tidemark snapshot; nothing to import\n",
                 shown);
         rc = TDM_EXIT_USAGE;

@@ -22,6 +22,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define CMD "merge-torch"
@@ -185,9 +186,23 @@ int tdm__cli_merge_torch(int argc, char **argv)
     char *pickle = files[1] ? strdup(files[1]) : tdm__merge_torch_pickle_path(files[0]);
     char *out = !out_opt ? strdup(files[0]) : tdm__cli_output_path(out_opt, files[0]);
     int rc;
+    struct stat st;
     if (!pickle || !out) {
         fprintf(stderr, "tidemark " CMD ": %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
         rc = TDM_EXIT_TOOL_ERROR;
+    } else if (stat(files[0], &st) != 0 || access(files[0], R_OK) != 0) {
+        /* The snapshot first: a pickle missing beside a missing snapshot
+         * is not the news. */
+        fprintf(stderr, "tidemark " CMD ": %s: %s\n", files[0], strerror(errno));
+        rc = TDM_EXIT_BAD_INPUT;
+    } else if (S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "tidemark " CMD ": %s is a directory; merge-torch takes one snapshot\n",
+                files[0]);
+        rc = TDM_EXIT_BAD_INPUT;
+    } else if (!tdm__cli_has_tdm_signature(files[0])) {
+        fprintf(stderr, "tidemark " CMD ": %s is not a tidemark snapshot (FILE.tdm comes first, "
+                        "then PICKLE); nothing merged\n", files[0]);
+        rc = TDM_EXIT_BAD_INPUT;
     } else if (access(pickle, R_OK) != 0) {
         fprintf(stderr, "tidemark " CMD ": no PyTorch history to merge: %s: %s; %s left as "
                         "it is\n", pickle, strerror(errno), files[0]);
