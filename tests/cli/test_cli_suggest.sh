@@ -18,6 +18,12 @@ expect 1 "another" -- "$TIDEMARK" veiw x.tdm
 first "tidemark: unknown command 'veiw' (did you mean 'view'?)"
 expect 1 "help of a misspelt command" -- "$TIDEMARK" help categores
 first "tidemark: unknown command 'categores' (did you mean 'categories'?)"
+# The start of one command's name: that command (options take unique
+# prefixes, so users try them for commands too); of several: none.
+expect 1 "an abbreviated command" -- "$TIDEMARK" sum x.tdm
+first "tidemark: unknown command 'sum' (did you mean 'summary'?)"
+expect 1 "an abbreviation of one command" -- "$TIDEMARK" cat x.tdm
+first "tidemark: unknown command 'cat' (did you mean 'categories'?)"
 expect 1 "a command far from all" -- "$TIDEMARK" frobnicate
 first "tidemark: unknown command 'frobnicate'"
 expect 1 "a misspelt global option" -- "$TIDEMARK" --verison

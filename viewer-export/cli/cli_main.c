@@ -72,7 +72,14 @@ static int unknown_command(const char *name)
     for (size_t i = 0; i < COMMAND_COUNT; i++)
         names[i] = commands[i].name;
     names[COMMAND_COUNT] = "help";
-    const char *near = tdm__did_you_mean(name, names, COMMAND_COUNT + 1);
+    /* The start of one name ("sum"): that one, before the nearest. */
+    const char *near = NULL;
+    size_t len = strlen(name), starts = 0;
+    for (size_t i = 0; len >= 2 && i < COMMAND_COUNT + 1; i++)
+        if (strncmp(names[i], name, len) == 0)
+            near = starts++ ? NULL : names[i];
+    if (starts != 1)
+        near = tdm__did_you_mean(name, names, COMMAND_COUNT + 1);
     if (near)
         return usage_error("unknown command '%s' (did you mean '%s'?)", name, near);
     return usage_error("unknown command '%s'", name);
