@@ -24,6 +24,12 @@ expect 1 "an abbreviated command" -- "$TIDEMARK" sum x.tdm
 first "tidemark: unknown command 'sum' (did you mean 'summary'?)"
 expect 1 "an abbreviation of one command" -- "$TIDEMARK" cat x.tdm
 first "tidemark: unknown command 'cat' (did you mean 'categories'?)"
+expect 1 "a short option with '='" -- "$TIDEMARK" summary -v=1 x.tdm
+first "tidemark summary: unknown option '-=' in '-v=1'"
+expect 1 "an unknown short option among others" -- "$TIDEMARK" summary -vx x.tdm
+first "tidemark summary: unknown option '-x' in '-vx'"
+expect 1 "an unknown short option alone" -- "$TIDEMARK" summary -x x.tdm
+first "tidemark summary: unknown option '-x'"
 expect 1 "a command far from all" -- "$TIDEMARK" frobnicate
 first "tidemark: unknown command 'frobnicate'"
 expect 1 "a misspelt global option" -- "$TIDEMARK" --verison

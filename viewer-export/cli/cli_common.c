@@ -100,7 +100,16 @@ void tdm__cli_bad_option_in(const char *cmd, int c, char **argv,
          * code (not a short option of the user's). */
         fprintf(stderr, "tidemark %s: option '--%s' takes no value\n", cmd, named->name);
     } else if (optopt && !is_long) {
-        fprintf(stderr, "tidemark %s: unknown option '-%c'\n", cmd, optopt);
+        /* The word it came in: getopt is still inside it (argv[optind])
+         * when more letters follow, past it when it was the last. */
+        const char *word = argv[optind] && argv[optind][0] == '-' &&
+                                   strchr(argv[optind] + 1, optopt)
+                               ? argv[optind]
+                               : arg;
+        if (word[0] == '-' && word[1] == optopt && word[2] == '\0')
+            fprintf(stderr, "tidemark %s: unknown option '-%c'\n", cmd, optopt);
+        else
+            fprintf(stderr, "tidemark %s: unknown option '-%c' in '%s'\n", cmd, optopt, word);
     } else if (longopts && is_long) {
         char names[64][66];
         const char *list[64];
