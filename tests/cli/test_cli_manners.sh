@@ -107,6 +107,24 @@ record "$work/u.tdm" --steps 1 --layers 2 --hidden 64 --batch 8 --compute-us 0
 expect 0 "summary of two runs with no rank" -- "$TIDEMARK" summary t.tdm u.tdm
 has_re out "^tidemark summary of 2 snapshots on 1 host$"
 has out "2 files with no rank in their headers"
+# categories --list-rules: the rules in force; with a snapshot, its
+# recording's rules file too (first after --rules); two snapshots: which?
+printf 'temporary  function=^my_scratch_pool$\n' >"$work/mine.rules"
+record "$work/r.tdm,category_rules=$work/mine.rules" --steps 1 --layers 2 --hidden 64 --batch 8 \
+  --compute-us 0
+expect 0 "categories --list-rules" -- "$TIDEMARK" categories --list-rules
+has out "optimizer_state"
+lacks out "my_scratch_pool"
+expect 0 "categories --list-rules SNAPSHOT" -- "$TIDEMARK" categories --list-rules "$work/r.tdm"
+has out "my_scratch_pool"
+has out "optimizer_state"
+expect 1 "categories --list-rules of two snapshots" -- "$TIDEMARK" categories --list-rules \
+  "$work/r.tdm" t.tdm
+has err "--list-rules takes one snapshot at most, got 't.tdm' too"
+expect 2 "categories --list-rules of a missing snapshot" -- "$TIDEMARK" categories --list-rules \
+  nonexist.tdm
+has err "nonexist.tdm"
+
 # merge-torch looks at the snapshot before it looks for the pickle beside it.
 expect 2 "merge-torch of a missing snapshot" -- "$TIDEMARK" merge-torch nonexist.tdm
 has err "tidemark merge-torch: nonexist.tdm: No such file or directory"

@@ -11,7 +11,9 @@
  *                                        allocations at an address or of
  *                                        a site;
  *   ... --rules FILE                     the user's stack rules first;
- *   ... --list-rules                     the stack rules in force.
+ *   ... --list-rules [FILE.tdm]          the stack rules in force (for
+ *                                        that snapshot: its recording's
+ *                                        rules file too).
  * The categories come from categories.c (tags, then rules over stacks,
  * then phases and lifetimes); this file only samples, scores, explains
  * and prints.  Snapshot operands
@@ -301,20 +303,35 @@ out:
     return rc;
 }
 
-static void list_rules(void)
+/* The stack rules in force: --rules and the defaults, and with a
+ * snapshot (`path`) also the rules its recording named. */
+static int list_rules(const char *path)
 {
-    tdm_snap none;
-    tdm_category_rules rules;
+    tdm_snap none, *snap = &none;
+    int truncated = 0, rc = TDM_EXIT_OK;
+    uint64_t cut = 0;
     memset(&none, 0, sizeof none);
     none.header.config = "";
-    if (tdm__categories_rules_for(&none, &rules) != TDM_OK) {
-        fprintf(stderr, "tidemark categories: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
-        return;
+    if (path) {
+        snap = NULL;
+        rc = tdm__input_read_snapshot("categories", path, &snap, &truncated, &cut);
+        if (!snap)
+            return rc;
     }
-    printf("# the first rule matching a frame of an allocation's stack decides\n");
-    for (size_t i = 0; i < rules.count; i++)
-        printf("%-40s # %s\n", rules.rule[i].text, rules.rule[i].where);
-    tdm__category_rules_free(&rules);
+    tdm_category_rules rules;
+    if (tdm__categories_rules_for(snap, &rules) != TDM_OK) {
+        fprintf(stderr, "tidemark categories: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+        rc = TDM_EXIT_TOOL_ERROR;
+    } else {
+        printf("# the first rule matching a frame of an allocation's stack decides%s%s\n",
+               path ? " in " : "", path ? path : "");
+        for (size_t i = 0; i < rules.count; i++)
+            printf("%-40s # %s\n", rules.rule[i].text, rules.rule[i].where);
+        tdm__category_rules_free(&rules);
+    }
+    if (path)
+        tdm__input_snap_free(snap);
+    return rc;
 }
 
 static int int64_cmp(const void *pa, const void *pb)
@@ -525,7 +542,7 @@ void tdm__cli_categories_help(FILE *out)
 {
     fputs("usage: tidemark categories [--rules FILE] [--samples N] [--device N] FILE.tdm|DIR...\n"
           "       tidemark categories [--rules FILE] --explain ADDR|SITE FILE.tdm|DIR...\n"
-          "       tidemark categories [--rules FILE] --list-rules\n"
+          "       tidemark categories [--rules FILE] --list-rules [SNAPSHOT]\n"
           "       tidemark categories --trace TRACE.csv [--score [--min-score PCT]]\n"
           "\n"
           "Says what kind of memory each allocation is: parameter,\n"
@@ -550,7 +567,8 @@ void tdm__cli_categories_help(FILE *out)
           "  --explain ADDR|SITE  say what decided the category of the allocations\n"
           "                  at address ADDR (0x...), or of those with a frame\n"
           "                  containing SITE ('Adam.step', 'train.py:41')\n"
-          "  --list-rules    print the stack rules in force, in order, and exit\n"
+          "  --list-rules    print the stack rules in force (with SNAPSHOT: for it,\n"
+          "                  its recording's category_rules too), in order, and exit\n"
           "  --samples N     evenly spaced times in the over-time table, each\n"
           "                  distinct state shown once (0 = only the peak)\n"
           "  --device N      only this device ordinal (a snapshot without it: exit 2)\n"
@@ -637,8 +655,10 @@ int tdm__cli_categories(int argc, char **argv)
         }
     }
     if (list) {
-        list_rules();
-        return tdm__cli_flush("categories", TDM_EXIT_OK);
+        if (argc - optind > 1)
+            return tdm__cli_usage("categories", "--list-rules takes one snapshot at most, got "
+                                  "'%s' too", argv[optind + 1]);
+        return tdm__cli_flush("categories", list_rules(optind < argc ? argv[optind] : NULL));
     }
     if (trace) {
         if (optind != argc) {
