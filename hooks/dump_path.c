@@ -35,6 +35,17 @@ int tdm__dump_path_check(const char *tmpl, char *why, size_t why_len)
         snprintf(why, why_len, "expected a path template");
         return -1;
     }
+    /* "run/", "run/.", "..": a folder, which the dump would make and then
+     * refuse to write over. */
+    const char *slash = strrchr(tmpl, '/');
+    const char *last = slash ? slash + 1 : tmpl;
+    if (!*last || strcmp(last, ".") == 0 || strcmp(last, "..") == 0) {
+        int keep = (int)strlen(tmpl) - (*last ? 0 : 1); /* without its last '/' */
+        snprintf(why, why_len, "names a folder, not a file: add a file name, such as "
+                               "%.*s/tidemark-%%p.tdm",
+                 keep > 200 ? 200 : keep, tmpl);
+        return -1;
+    }
     for (const char *p = tmpl; *p; p++) {
         if (*p != '%')
             continue;
