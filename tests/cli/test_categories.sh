@@ -148,6 +148,10 @@ has err "not valid JSON"
 expect 2 "merge a missing trace" -- "$TIDEMARK" export --format perfetto --merge "$work/none.json" \
   -o "$work/never.json" "$work/demo.tdm"
 has err "none.json"
+mkdir "$work/adir"
+expect 2 "merge into a folder" -- "$TIDEMARK" export --format perfetto --merge "$work/adir" \
+  -o "$work/never.json" "$work/demo.tdm"
+has err "--merge $work/adir: Is a directory"
 [ "$(wc -l < "$work/err")" -eq 1 ] || fail "a missing --merge input says more than one line"
 
 # ---- flamegraph and csv ---------------------------------------------------------------

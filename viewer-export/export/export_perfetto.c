@@ -349,6 +349,7 @@ static tdm_status read_all(const char *path, char **data, size_t *len)
     }
     size_t cap = 1 << 20, n = 0;
     char *buf = malloc(cap);
+    int read_errno = 0;
     while (buf) {
         if (n == cap) {
             char *g = realloc(buf, cap * 2);
@@ -360,17 +361,21 @@ static tdm_status read_all(const char *path, char **data, size_t *len)
             buf = g;
             cap *= 2;
         }
+        errno = 0;
         size_t k = fread(buf + n, 1, cap - n, f);
         n += k;
-        if (k == 0)
+        if (k == 0) {
+            read_errno = errno;
             break;
+        }
     }
     int bad = ferror(f);
     fclose(f);
     if (!buf)
         return TDM_HOST_OUT_OF_MEMORY;
     if (bad) {
-        fprintf(stderr, "tidemark export: --merge %s: read error\n", path);
+        fprintf(stderr, "tidemark export: --merge %s: %s\n", path,
+                read_errno ? strerror(read_errno) : "read error");
         free(buf);
         return TDM_FORMAT_ERROR;
     }
