@@ -308,7 +308,7 @@ tdm_status tdm__spill_read_file(const char *path, tdm_spill_data **out, tdm_read
     if (!ok) {
         if (err) {
             err->offset = 0;
-            snprintf(err->message, sizeof err->message, "cannot open: %s", strerror(errno));
+            snprintf(err->message, sizeof err->message, "%s", strerror(errno));
         }
         if (fd >= 0)
             close(fd);

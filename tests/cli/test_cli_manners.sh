@@ -89,7 +89,9 @@ has err "exit 5 (--allow-empty passes it)"
 expect 2 "categories --rules DIR" -- "$TIDEMARK" categories --rules empty t.tdm
 has err "empty: Is a directory"
 expect 2 "recover DIR" -- "$TIDEMARK" recover empty -o r.tdm
-has err "Is a directory"
+has err "tidemark recover: empty: Is a directory"
+expect 2 "recover a missing file" -- "$TIDEMARK" recover nonexist.spill -o r.tdm
+has err "tidemark recover: nonexist.spill: No such file or directory"
 expect 2 "import DIR" -- "$TIDEMARK" import empty
 has err "empty is a directory; import reads one file"
 : >zero.spill

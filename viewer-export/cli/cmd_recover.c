@@ -86,7 +86,11 @@ int tdm__cli_recover(int argc, char **argv)
     tdm_read_error err;
     tdm_status st = tdm__spill_read_file(input, &d, &err);
     if (st != TDM_OK) {
-        fprintf(stderr, "tidemark " CMD ": %s: %s: %s\n", input, tdm_strerror(st), err.message);
+        if (st == TDM_IO_ERROR) /* the system's word is the cause */
+            fprintf(stderr, "tidemark " CMD ": %s: %s\n", input, err.message);
+        else
+            fprintf(stderr, "tidemark " CMD ": %s: %s: %s\n", input, tdm_strerror(st),
+                    err.message);
         rc = st == TDM_HOST_OUT_OF_MEMORY ? TDM_EXIT_TOOL_ERROR : TDM_EXIT_BAD_INPUT;
         goto out;
     }
