@@ -632,6 +632,61 @@ static size_t read_some(int fd, uint8_t *buf, size_t len, const char **why)
     }
 }
 
+/* How far the record envelopes in buf[0, n) hold up, from *pos (0: the
+ * file's start): *pos moves past each whole envelope; 1 when one is
+ * certainly malformed (the signature, a version, a record's first byte,
+ * type, payload or checksum field), so that reading can stop there and
+ * tdm__snap_read_buffer say so, where the whole file would have been read
+ * first.  Only framing: checksums and payloads are the reader's. */
+static int envelopes_broken(const uint8_t *buf, size_t n, size_t *pos)
+{
+    const uint8_t *end = buf + n, *p = buf + *pos;
+    uint64_t v;
+    int neg;
+    if (*pos == 0) {
+        if (n < sizeof signature)
+            return 0;
+        if (memcmp(buf, signature, sizeof signature) != 0)
+            return 1;
+        p = buf + sizeof signature;
+        for (int i = 0; i < 2; i++) {
+            int rc = tdm__fmt_dec_int(&p, end, &v, &neg);
+            if (rc == TDM_FMT_DEC_SHORT)
+                return 0;
+            if (rc != TDM_FMT_DEC_OK || neg)
+                return 1;
+        }
+        *pos = (size_t)(p - buf);
+    }
+    for (;;) {
+        if (p == end)
+            return 0;
+        if (*p != 0x93)
+            return 1;
+        const uint8_t *q = p + 1;
+        uint64_t len;
+        int rc = tdm__fmt_dec_int(&q, end, &v, &neg);
+        if (rc == TDM_FMT_DEC_OK && (neg || v == 0 || v > UINT32_MAX))
+            return 1;
+        if (rc == TDM_FMT_DEC_OK)
+            rc = tdm__fmt_dec_len(&q, end, 'b', &len);
+        if (rc == TDM_FMT_DEC_OK && len >= (uint64_t)(end - q))
+            return 0; /* the payload and checksum are still to come */
+        if (rc == TDM_FMT_DEC_OK) {
+            q += len;
+            rc = tdm__fmt_dec_int(&q, end, &v, &neg);
+            if (rc == TDM_FMT_DEC_OK && (neg || v > UINT32_MAX))
+                return 1;
+        }
+        if (rc == TDM_FMT_DEC_SHORT)
+            return 0;
+        if (rc != TDM_FMT_DEC_OK)
+            return 1;
+        p = q;
+        *pos = (size_t)(p - buf);
+    }
+}
+
 tdm_status tdm__snap_read_file(const char *path, int partial_ok, tdm_snap **out,
                                tdm_read_error *err)
 {
@@ -664,12 +719,17 @@ tdm_status tdm__snap_read_file(const char *path, int partial_ok, tdm_snap **out,
         return tdm__snap_read_buffer(head, have, partial_ok, out, err);
     }
     /* Read the whole file (not mmap: a file cut while mapped would SIGBUS).
-     * The size is only a hint, so pipes and growing files work too. */
+     * The size is only a hint, so pipes and growing files work too.  In
+     * steps of at most READ_STEP, each followed by a look at the record
+     * envelopes read so far: junk after a signature (a file of zeros, a
+     * pipe that never ends) stops the reading at once.  The buffer grows
+     * as the data comes, not to the size the file claims. */
+    enum { READ_STEP = 1 << 20 };
     uint8_t *buf = NULL;
-    size_t n = 0, cap = 0;
+    size_t n = 0, cap = 0, scanned = 0;
     int oom = 0;
     if (!why) {
-        cap = sb.st_size > 0 ? (size_t)sb.st_size + 1 : 65536;
+        cap = sb.st_size > 0 && (size_t)sb.st_size < READ_STEP ? (size_t)sb.st_size + 1 : 65536;
         if (cap < sizeof head)
             cap = sizeof head;
         buf = malloc(cap);
@@ -688,10 +748,12 @@ tdm_status tdm__snap_read_file(const char *path, int partial_ok, tdm_snap **out,
             buf = nb;
             cap *= 2;
         }
-        size_t got = read_some(fd, buf + n, cap - n, &why);
+        size_t got = read_some(fd, buf + n, cap - n < READ_STEP ? cap - n : READ_STEP, &why);
         if (got == 0)
             break;
         n += got;
+        if (envelopes_broken(buf, n, &scanned))
+            break; /* the reader below says where and why */
     }
     if (fd >= 0)
         close(fd);

@@ -5,9 +5,17 @@
  * with partial_ok the whole records before it; any single changed byte is
  * caught (checksums); corrupt payloads with valid checksums are caught by
  * validation; whatever it does return honours the documented invariants;
- * and a lying length never turns into a huge allocation. */
+ * and a lying length never turns into a huge allocation.  A file (or a
+ * pipe) with a snapshot's signature and junk after it is refused at the
+ * junk, not read whole first. */
 #define _GNU_SOURCE /* memmem */
 #include "format_fixtures.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 static int error_status(tdm_status st)
 {
@@ -452,6 +460,66 @@ static void trailing_bytes_and_missing_header_are_errors(void **state)
     fx_free(&f);
 }
 
+/* The signature and version a 1.3 file starts with. */
+static const uint8_t good_head[12] = {0x93, 0xa8, 't', 'i', 'd', 'e', 'm', 'a', 'r', 'k', 1, 3};
+
+static long max_rss_kib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+static void *write_zeros(void *arg)
+{
+    int fd = *(int *)arg;
+    static uint8_t zeros[1 << 16];
+    (void)!write(fd, good_head, sizeof good_head);
+    /* Stops by itself after 256 MiB (a reader that reads on to the end
+     * still ends), or when the reader has gone (EPIPE). */
+    for (int i = 0; i < 4096; i++)
+        if (write(fd, zeros, sizeof zeros) < 0)
+            break;
+    close(fd);
+    return NULL;
+}
+
+static void signature_then_junk_is_refused_at_the_junk(void **state)
+{
+    (void)state;
+    long before = max_rss_kib();
+    /* A 1 GiB sparse file: the head, then zeros. */
+    char path[] = "/tmp/tdm-junk-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, good_head, sizeof good_head), (ssize_t)sizeof good_head);
+    assert_int_equal(ftruncate(fd, (off_t)1 << 30), 0);
+    close(fd);
+    tdm_snap *s = NULL;
+    tdm_read_error err;
+    assert_int_equal(tdm__snap_read_file(path, 1, &s, &err), TDM_FORMAT_ERROR);
+    unlink(path);
+    assert_int_equal(err.offset, 12);
+    assert_non_null(strstr(err.message, "expected a record at byte 12"));
+    /* The same through a pipe that goes on and on. */
+    signal(SIGPIPE, SIG_IGN);
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, write_zeros, &p[1]), 0);
+    char name[64];
+    snprintf(name, sizeof name, "/proc/self/fd/%d", p[0]);
+    assert_int_equal(tdm__snap_read_file(name, 1, &s, &err), TDM_FORMAT_ERROR);
+    assert_int_equal(err.offset, 12);
+    close(p[0]);
+    pthread_join(t, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    /* Neither was held in memory whole (read whole: +1 GiB, +256 MiB). */
+    long grew = max_rss_kib() - before;
+    if (grew > 64 * 1024)
+        fail_msg("reading junk after a signature grew the peak RSS by %ld KiB", grew);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -464,6 +532,7 @@ int main(void)
         cmocka_unit_test(lying_lengths_are_refused_not_allocated),
         cmocka_unit_test(errors_name_the_field_and_byte),
         cmocka_unit_test(trailing_bytes_and_missing_header_are_errors),
+        cmocka_unit_test(signature_then_junk_is_refused_at_the_junk),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
