@@ -73,6 +73,8 @@ struct tdm_symbolizer {
     unsigned long long loads; /* the dynamic linker's count of loads when
                                  the modules were last read */
     int reference;           /* libdwfl's own lookups, for comparison */
+    int offline;             /* another process's objects: this one's maps
+                                and dladdr know nothing of them */
     sym_entry *cache;        /* open addressing on pc, load <= 1/2 */
     size_t cache_cap;        /* slots, a power of two */
     size_t cache_len;        /* entries */
@@ -130,6 +132,12 @@ static int find_debuginfo_local(Dwfl_Module *mod, void **userdata,
 static const Dwfl_Callbacks proc_callbacks = {
     .find_elf = dwfl_linux_proc_find_elf,
     .find_debuginfo = find_debuginfo_local,
+};
+
+static const Dwfl_Callbacks offline_callbacks = {
+    .find_elf = dwfl_build_id_find_elf,
+    .find_debuginfo = find_debuginfo_local,
+    .section_address = dwfl_offline_section_address,
 };
 
 static int counts_cb(struct dl_phdr_info *info, size_t size, void *data)
@@ -389,7 +397,7 @@ static size_t resolve(tdm_symbolizer *s, uintptr_t pc, tdm_symbol *out)
     tdm__inlined_call calls[TDM__INLINE_MAX];
 
     Dwfl_Module *mod = find_module(s, addr);
-    if (!mod && s->dwfl && s->loads != loads_so_far()) {
+    if (!mod && s->dwfl && !s->offline && s->loads != loads_so_far()) {
         /* An object was loaded after we read the maps: read them again. */
         s->loads = loads_so_far();
         if (report_modules(s->dwfl, 1) == 0)
@@ -407,7 +415,7 @@ static size_t resolve(tdm_symbolizer *s, uintptr_t pc, tdm_symbol *out)
                 file = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
         }
     }
-    if (!function || !module) {
+    if ((!function || !module) && !s->offline) {
         Dl_info info;
         if (dladdr((void *)(uintptr_t)addr, &info)) {
             if (!function)
@@ -468,6 +476,29 @@ tdm_status tdm__symbolizer_open(tdm_symbolizer **out)
     if (s->dwfl && report_modules(s->dwfl, 0) != 0) {
         dwfl_end(s->dwfl);
         s->dwfl = NULL;
+    }
+    *out = s;
+    return TDM_OK;
+}
+
+tdm_status tdm__symbolizer_open_offline(const tdm_symbolizer_module *mods, size_t n,
+                                        tdm_symbolizer **out)
+{
+    if (!out || (n && !mods))
+        return TDM_INVALID_ARGUMENT;
+    *out = NULL;
+    tdm_symbolizer *s = calloc(1, sizeof *s);
+    if (!s)
+        return TDM_HOST_OUT_OF_MEMORY;
+    s->offline = 1;
+    s->inlines = tdm__inline_index_new();
+    s->dwfl = dwfl_begin(&offline_callbacks);
+    if (s->dwfl) {
+        dwfl_report_begin(s->dwfl);
+        for (size_t i = 0; i < n; i++)
+            dwfl_report_elf(s->dwfl, mods[i].path, mods[i].path, -1, (GElf_Addr)mods[i].bias,
+                            false);
+        dwfl_report_end(s->dwfl, NULL, NULL);
     }
     *out = s;
     return TDM_OK;

@@ -26,6 +26,19 @@ typedef struct tdm_symbol {
 } tdm_symbol;
 
 tdm_status tdm__symbolizer_open(tdm_symbolizer **out);
+
+/* An object file and the address it was loaded at less its own (the load
+ * bias), as a process had it. */
+typedef struct tdm_symbolizer_module {
+    const char *path;
+    uint64_t bias;
+} tdm_symbolizer_module;
+/* A symbolizer over another process's objects, read from their files as
+ * that process had them loaded (`tidemark recover`): the same frames,
+ * inline chains and names as a dump in that process gives; nothing of
+ * this process is consulted.  Modules that cannot be read are left out. */
+tdm_status tdm__symbolizer_open_offline(const tdm_symbolizer_module *mods, size_t n,
+                                        tdm_symbolizer **out);
 /* Resolves a return address.  The strings live as long as the
  * symbolizer.  A return address points after the call; the lookup uses
  * pc - 1 so the line is the call's own. */

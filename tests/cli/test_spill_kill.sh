@@ -83,4 +83,22 @@ has out "train_sim.c"
 # full run's snapshot says: the spill header learns it when the allocator
 # starts, after the file is opened.
 has out "; allocator cache"
+# Its stacks are the ones the full run's dump wrote, frame for frame (the
+# same symbolizer: inlined functions as frames of their own, the same
+# names and lines): each stack of the recovered snapshot is one of the
+# full run's.
+expect 0 "json of the full run" -- "$TIDEMARK" export --format json -o "$work/full.json" "$work/full.tdm"
+expect 0 "json of run $i" -- "$TIDEMARK" export --format json -o "$work/r$i.json" "$work/r$i.tdm"
+python3 - "$work/full.json" "$work/r$i.json" >"$work/stacks.log" 2>&1 <<'PY' || fail "recovered stacks: $(cat "$work/stacks.log")"
+import json, sys
+def stacks(path):
+    d = json.load(open(path))
+    fr = [(f["function"], f["file"], f["line"]) for f in d["frames"]]
+    return {tuple(fr[i] for i in s) for s in d["stacks"] if s}
+full, rec = stacks(sys.argv[1]), stacks(sys.argv[2])
+odd = rec - full
+if not rec or odd:
+    sys.exit("%d of %d recovered stacks are no stack of the full run, e.g. %s"
+             % (len(odd), len(rec), sorted(odd)[:1]))
+PY
 finish "SIGKILL at $kills points: recovered histories are prefixes of the full run"

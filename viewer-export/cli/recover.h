@@ -9,6 +9,7 @@
 
 #include "format_spill.h"
 #include "snap_model.h"
+#include "symbolize.h"
 
 typedef struct tdm_recover_symbols tdm_recover_symbols;
 
@@ -17,10 +18,11 @@ typedef struct tdm_recover_symbols tdm_recover_symbols;
  * raw addresses) and named on `warn`, one line each. */
 tdm_recover_symbols *tdm__recover_symbols_open(const tdm_spill_data *d, FILE *warn,
                                                size_t *changed, size_t *missing);
-/* Function, file, line and module of a return address ("??", "", 0, ""
- * when unknown).  Strings live as long as the symbolizer. */
-void tdm__recover_symbolize(tdm_recover_symbols *s, uint64_t pc, const char **function,
-                            const char **file, unsigned *line, const char **module);
+/* The frames of a return address, innermost first, as a dump gives them
+ * (snapshot/symbolize.h, tdm__symbolize_frames): the functions inlined at
+ * it, then the one holding them; one frame "??" when unknown (s NULL
+ * too).  They live as long as the symbolizer. */
+size_t tdm__recover_symbolize(tdm_recover_symbols *s, uint64_t pc, const tdm_symbol **frames);
 void tdm__recover_symbols_close(tdm_recover_symbols *s);
 
 /* The snapshot: header marked partial (notes), the events, the stacks

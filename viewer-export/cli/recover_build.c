@@ -189,65 +189,100 @@ static tdm_status build_state(tdm_snap *s, owner *o, live_set *segs, live_set *b
     return TDM_OK;
 }
 
-/* One frame per distinct pc; each stack lists its frames' indices. */
+/* The frames of each distinct pc, as a dump writes them: the functions
+ * inlined at it, then the one holding them (a Python frame's pc: one
+ * frame); each stack lists the frames of its pcs in order. */
+typedef struct pc_frames {
+    uint64_t key;   /* pc + 1; 0: empty slot */
+    uint32_t first; /* its frames: [first, first + count) */
+    uint32_t count;
+} pc_frames;
+
+static tdm_status add_frames(tdm_snap_frame **frames, size_t *n, size_t *cap, owner *o,
+                             tdm_recover_symbols *sym, uint64_t pc, pc_frames *slot)
+{
+    const tdm_symbol *sy = NULL;
+    tdm_symbol python = {"<python>", "", 0, "<python>", TDM_FRAME_PYTHON};
+    /* A Python frame: its code object lived in the process. */
+    size_t k = pc >> 63 ? (sy = &python, 1) : tdm__recover_symbolize(sym, pc, &sy);
+    if (*n + k > *cap) {
+        size_t c = *cap ? *cap * 2 : 256;
+        while (c < *n + k)
+            c *= 2;
+        tdm_snap_frame *g = realloc(*frames, c * sizeof *g);
+        if (!g)
+            return TDM_HOST_OUT_OF_MEMORY;
+        *frames = g;
+        *cap = c;
+    }
+    slot->key = pc + 1;
+    slot->first = (uint32_t)*n;
+    slot->count = (uint32_t)k;
+    for (size_t i = 0; i < k; i++) {
+        tdm_snap_frame *f = &(*frames)[(*n)++];
+        *f = (tdm_snap_frame){pc, keep_str(o, sy[i].function), keep_str(o, sy[i].file),
+                              sy[i].line, keep_str(o, sy[i].module), sy[i].kind};
+        if (!f->function || !f->file || !f->module)
+            return TDM_HOST_OUT_OF_MEMORY;
+    }
+    return TDM_OK;
+}
+
 static tdm_status build_stacks(tdm_snap *s, owner *o, const tdm_spill_data *d,
                                tdm_recover_symbols *sym)
 {
     size_t total = 0;
     for (size_t i = 1; i < d->stack_count; i++)
         total += d->stacks[i].depth;
-    s->frames = keep(o, calloc(total + 1, sizeof *s->frames));
-    s->stacks = keep(o, calloc(d->stack_count, sizeof *s->stacks));
-    uint32_t *idx = keep(o, calloc(total + 1, sizeof *idx));
-    if (!s->frames || !s->stacks || !idx)
+    s->stacks = keep(o, calloc(d->stack_count ? d->stack_count : 1, sizeof *s->stacks));
+    if (!s->stacks)
         return TDM_HOST_OUT_OF_MEMORY;
     s->stack_count = d->stack_count;
-    /* pc -> frame, open addressing over a power of two twice the frames. */
+    /* pc -> its frames, open addressing over a power of two twice the pcs. */
     size_t cap = 2;
     while (cap < 2 * total)
         cap *= 2;
-    uint64_t *keys = calloc(cap, sizeof *keys);
-    uint32_t *vals = calloc(cap, sizeof *vals);
-    if (!keys || !vals) {
-        free(keys);
-        free(vals);
-        return TDM_HOST_OUT_OF_MEMORY;
-    }
+    pc_frames *map = calloc(cap, sizeof *map);
+    tdm_snap_frame *frames = NULL;
+    size_t nframes = 0, frames_cap = 0, depth = 0;
+    tdm_status st = map ? TDM_OK : TDM_HOST_OUT_OF_MEMORY;
+    /* Each pc's frames once; the stacks' depth in frames. */
+    for (size_t i = 1; st == TDM_OK && i < d->stack_count; i++)
+        for (uint32_t k = 0; st == TDM_OK && k < d->stacks[i].depth; k++) {
+            uint64_t pc = d->stacks[i].pcs[k];
+            size_t h = (size_t)((pc * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
+            while (map[h].key && map[h].key != pc + 1)
+                h = (h + 1) & (cap - 1);
+            if (!map[h].key)
+                st = add_frames(&frames, &nframes, &frames_cap, o, sym, pc, &map[h]);
+            depth += map[h].count;
+        }
+    uint32_t *idx = st == TDM_OK ? keep(o, calloc(depth + 1, sizeof *idx)) : NULL;
+    if (st == TDM_OK && !idx)
+        st = TDM_HOST_OUT_OF_MEMORY;
     size_t used = 0;
-    for (size_t i = 1; i < d->stack_count; i++) {
-        s->stacks[i] = (tdm_snap_stack){d->stacks[i].depth, idx + used};
+    for (size_t i = 1; st == TDM_OK && i < d->stack_count; i++) {
+        uint32_t *at = idx + used;
         for (uint32_t k = 0; k < d->stacks[i].depth; k++) {
             uint64_t pc = d->stacks[i].pcs[k];
             size_t h = (size_t)((pc * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
-            while (keys[h] && keys[h] != pc + 1)
+            while (map[h].key != pc + 1)
                 h = (h + 1) & (cap - 1);
-            if (!keys[h]) {
-                keys[h] = pc + 1;
-                vals[h] = (uint32_t)s->frame_count;
-                tdm_snap_frame *f = &s->frames[s->frame_count++];
-                f->pc = pc;
-                if (pc >> 63) {
-                    /* A Python frame: its code object lived in the process. */
-                    *f = (tdm_snap_frame){pc, "<python>", "", 0, "<python>", TDM_FRAME_PYTHON};
-                } else {
-                    tdm__recover_symbolize(sym, pc, &f->function, &f->file, &f->line,
-                                           &f->module);
-                    f->function = keep_str(o, f->function);
-                    f->file = keep_str(o, f->file);
-                    f->module = keep_str(o, f->module);
-                    if (!f->function || !f->file || !f->module) {
-                        free(keys);
-                        free(vals);
-                        return TDM_HOST_OUT_OF_MEMORY;
-                    }
-                }
-            }
-            idx[used++] = vals[h];
+            for (uint32_t f = 0; f < map[h].count; f++)
+                idx[used++] = map[h].first + f;
         }
+        s->stacks[i] = (tdm_snap_stack){(uint32_t)(idx + used - at), at};
     }
-    free(keys);
-    free(vals);
-    return TDM_OK;
+    free(map);
+    if (st == TDM_OK) {
+        s->frames = keep(o, frames ? frames : calloc(1, sizeof *frames));
+        s->frame_count = nframes;
+        if (!s->frames)
+            st = TDM_HOST_OUT_OF_MEMORY;
+    } else {
+        free(frames);
+    }
+    return st;
 }
 
 static tdm_status build_header(tdm_snap *s, owner *o, const tdm_spill_data *d,

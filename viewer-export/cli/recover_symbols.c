@@ -1,8 +1,10 @@
 /* viewer-export/cli/recover_symbols.c: offline symbolizing for `tidemark
- * recover`: libdw's Dwfl over the module files the spill file names, each
- * reported at its recorded load address (dwfl_report_elf with the bias),
- * after its build-id was checked against the recorded one.  No state
- * beyond the symbolizer, no lock.
+ * recover`: the dump's own symbolizer (snapshot/symbolize.c) over the
+ * module files the spill file names, each at its recorded load address,
+ * after its build-id was checked against the recorded one, so that a
+ * recovered snapshot's frames (inline chains, names, lines) are the ones
+ * a dump of the same process writes.  No state beyond the symbolizer, no
+ * lock.
  */
 #include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
@@ -12,16 +14,10 @@
 #include <unistd.h>
 
 #include "recover.h"
+#include "symbolize.h"
 
 struct tdm_recover_symbols {
-    Dwfl *dwfl;
-    char *debuginfo_path;
-};
-
-static const Dwfl_Callbacks callbacks = {
-    .find_elf = dwfl_build_id_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
-    .section_address = dwfl_offline_section_address,
+    tdm_symbolizer *sym;
 };
 
 /* 1 when the file's build-id is the recorded one (or neither has one),
@@ -51,14 +47,13 @@ tdm_recover_symbols *tdm__recover_symbols_open(const tdm_spill_data *d, FILE *wa
 {
     *changed = *missing = 0;
     tdm_recover_symbols *s = calloc(1, sizeof *s);
-    if (!s)
-        return NULL;
-    s->dwfl = dwfl_begin(&callbacks);
-    if (!s->dwfl) {
+    tdm_symbolizer_module *mods = calloc(d->module_count + 1, sizeof *mods);
+    if (!s || !mods) {
         free(s);
+        free(mods);
         return NULL;
     }
-    dwfl_report_begin(s->dwfl);
+    size_t n = 0;
     for (size_t i = 0; i < d->module_count; i++) {
         const tdm_spill_module *m = &d->modules[i];
         if (!m->path[0])
@@ -71,45 +66,26 @@ tdm_recover_symbols *tdm__recover_symbols_open(const tdm_spill_data *d, FILE *wa
                         m->path, ok < 0 ? "is missing" : "changed since the run (build-id differs)");
             continue;
         }
-        dwfl_report_elf(s->dwfl, m->path, m->path, -1, m->bias, false);
+        mods[n++] = (tdm_symbolizer_module){m->path, m->bias};
     }
-    dwfl_report_end(s->dwfl, NULL, NULL);
+    tdm_status st = tdm__symbolizer_open_offline(mods, n, &s->sym);
+    free(mods);
+    if (st != TDM_OK) {
+        free(s);
+        return NULL;
+    }
     return s;
 }
 
-void tdm__recover_symbolize(tdm_recover_symbols *s, uint64_t pc, const char **function,
-                            const char **file, unsigned *line, const char **module)
+size_t tdm__recover_symbolize(tdm_recover_symbols *s, uint64_t pc, const tdm_symbol **frames)
 {
-    *function = "??";
-    *file = "";
-    *line = 0;
-    *module = "";
-    if (!s || pc == 0)
-        return;
-    /* A return address points after the call: look up the call itself. */
-    Dwarf_Addr at = pc - 1;
-    Dwfl_Module *m = dwfl_addrmodule(s->dwfl, at);
-    if (!m)
-        return;
-    const char *mod = dwfl_module_info(m, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
-    if (mod)
-        *module = mod;
-    const char *name = dwfl_module_addrname(m, at);
-    if (name)
-        *function = name;
-    Dwfl_Line *l = dwfl_module_getsrc(m, at);
-    int lineno = 0;
-    const char *src = l ? dwfl_lineinfo(l, NULL, &lineno, NULL, NULL, NULL) : NULL;
-    if (src) {
-        *file = src;
-        *line = lineno > 0 ? (unsigned)lineno : 0;
-    }
+    return tdm__symbolize_frames(s ? s->sym : NULL, (uintptr_t)pc, frames);
 }
 
 void tdm__recover_symbols_close(tdm_recover_symbols *s)
 {
     if (!s)
         return;
-    dwfl_end(s->dwfl);
+    tdm__symbolizer_close(s->sym);
     free(s);
 }
