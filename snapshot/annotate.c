@@ -8,6 +8,11 @@
 #include <string.h>
 
 #include "recorder_internal.h"
+#include "spill.h"
+#include "spill_layout.h"
+
+_Static_assert(TDM_SPILL_PHASE_MAX == TDM_MAX_PHASES, "the spill file keeps every phase");
+_Static_assert(TDM_SPILL_PHASE_NAME == TDM_PHASE_NAME_MAX, "and their names whole");
 
 /* The id of `name`, adding it if new; 0 when the table is full.  Caller
  * holds the recorder lock. */
@@ -33,9 +38,14 @@ tdm_status tdm_phase(const char *name)
     tdm__recorder *r = &tdm__recorder_state;
     pthread_mutex_lock(&r->lock);
     uint32_t id = intern_phase(name);
+    char kept[TDM_PHASE_NAME_MAX];
+    if (id != 0)
+        memcpy(kept, r->phase_names[id], sizeof kept);
     pthread_mutex_unlock(&r->lock);
     if (id == 0)
         return TDM_HOST_OUT_OF_MEMORY;
+    /* After the recorder's lock: the spill's is never taken inside it. */
+    tdm__spill_note_phase(id, kept);
     atomic_store_explicit(&tdm__rec.phase, id, memory_order_relaxed);
     tdm__rec_event(TDM_ACTION_PHASE, -1, 0, 0, 0, 0, 0);
     return TDM_OK;

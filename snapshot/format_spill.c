@@ -270,6 +270,26 @@ tdm_status tdm__spill_read_buffer(const void *data, size_t len, tdm_spill_data *
         m.path[sizeof m.path - 1] = '\0';
         d->modules[d->module_count++] = m;
     }
+    if (h->phases_offset) {
+        if (h->phase_max > TDM_SPILL_PHASE_MAX || h->phase_name_bytes != TDM_SPILL_PHASE_NAME ||
+            h->phases_offset < sizeof *h ||
+            !inside(h->phases_offset, (uint64_t)h->phase_max * TDM_SPILL_PHASE_NAME,
+                    h->header_bytes)) {
+            st = fail(err, TDM_FORMAT_ERROR, offsetof(tdm_spill_header, phases_offset),
+                      "phase names outside the header area");
+            goto bad;
+        }
+        d->phase_names = calloc(h->phase_max + 1, TDM_SPILL_PHASE_NAME);
+        if (!d->phase_names) {
+            st = TDM_HOST_OUT_OF_MEMORY;
+            goto bad;
+        }
+        memcpy(d->phase_names, p + h->phases_offset,
+               (size_t)h->phase_max * TDM_SPILL_PHASE_NAME);
+        for (uint32_t i = 0; i < h->phase_max; i++)
+            d->phase_names[i][TDM_SPILL_PHASE_NAME - 1] = '\0';
+        d->phase_count = h->phase_max;
+    }
     if (h->ring_offset) {
         d->has_ring = 1;
         if ((st = read_ring(p, len, d, err)) != TDM_OK)
@@ -339,5 +359,6 @@ void tdm__spill_data_free(tdm_spill_data *d)
     free(d->events);
     free(d->stacks);
     free(d->pcs);
+    free(d->phase_names);
     free(d);
 }

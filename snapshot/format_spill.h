@@ -37,6 +37,8 @@ typedef struct tdm_spill_data {
     uint64_t overwritten;      /* complete slots older than the newest
                                   `capacity` entries */
     int has_ring;              /* the header named a ring */
+    char (*phase_names)[TDM_SPILL_PHASE_NAME]; /* by phase id; "" unknown */
+    size_t phase_count;        /* 0: the file kept no names */
 } tdm_spill_data;
 
 /* Reads a spill file image.  TDM_OK with *out; else TDM_FORMAT_ERROR,

@@ -245,8 +245,9 @@ tdm_status tdm__spill_open(const char *path, const char *config_text,
     }
     size_t config_offset = ROUND_PAGE(sizeof(tdm_spill_header));
     size_t modules_offset = config_offset + TDM_SPILL_CONFIG_MAX;
-    size_t head_bytes = ROUND_PAGE(modules_offset +
-                                   (size_t)TDM_SPILL_MODULE_MAX * sizeof(tdm_spill_module));
+    size_t phases_offset = modules_offset + (size_t)TDM_SPILL_MODULE_MAX * sizeof(tdm_spill_module);
+    size_t head_bytes = ROUND_PAGE(phases_offset +
+                                   (size_t)TDM_SPILL_PHASE_MAX * TDM_SPILL_PHASE_NAME);
     sp.fd = fd;
     void *map = MAP_FAILED;
     if (ftruncate(fd, (off_t)head_bytes) != 0 || reserve_locked(0, head_bytes) != 0 ||
@@ -276,6 +277,9 @@ tdm_status tdm__spill_open(const char *path, const char *config_text,
     h->config_offset = config_offset;
     h->modules_offset = modules_offset;
     h->module_max = TDM_SPILL_MODULE_MAX;
+    h->phases_offset = phases_offset;
+    h->phase_max = TDM_SPILL_PHASE_MAX;
+    h->phase_name_bytes = TDM_SPILL_PHASE_NAME;
     snprintf((char *)map + config_offset, TDM_SPILL_CONFIG_MAX, "%s",
              config_text ? config_text : "");
     gethostname(h->host, sizeof h->host - 1);
@@ -383,6 +387,19 @@ void tdm__spill_set_modes(int record, int context, int stacks)
         sp.head->record_mode = (uint8_t)record;
         sp.head->context_mode = (uint8_t)context;
         sp.head->stacks_mode = (uint8_t)stacks;
+    }
+    pthread_mutex_unlock(&sp.lock);
+}
+
+void tdm__spill_note_phase(uint32_t id, const char *name)
+{
+    pthread_mutex_lock(&sp.lock);
+    if (sp.head && id > 0 && id < sp.head->phase_max) {
+        /* Whole, then in place: the slot's last byte stays NUL. */
+        char v[TDM_SPILL_PHASE_NAME] = {0};
+        snprintf(v, sizeof v, "%s", name);
+        memcpy((char *)sp.head + sp.head->phases_offset + (size_t)id * TDM_SPILL_PHASE_NAME, v,
+               sizeof v);
     }
     pthread_mutex_unlock(&sp.lock);
 }

@@ -99,6 +99,9 @@ void tdm__spill_publish_stacks(uint64_t offset, uint64_t recs_offset,
                                uint64_t frames_offset, uint64_t stack_max,
                                uint64_t frame_max);
 void tdm__spill_set_modes(int record, int context, int stacks);
+/* Phase `id` is named `name` (tdm_phase: each time a phase is entered, so
+ * that phases named before the file was opened are written too). */
+void tdm__spill_note_phase(uint32_t id, const char *name);
 /* The allocator's mode ("cache", "passthrough", "observe"), as the
  * recorder learns it: the allocator starts after the file is opened (at
  * its first allocation, for a vendor's runtime). */

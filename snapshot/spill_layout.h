@@ -6,8 +6,9 @@
  * size, which the header states so a mismatch is refused, not misread).
  *
  *   [0, header_bytes)   tdm_spill_header, then the config text at
- *                       config_offset and the module table at
- *                       modules_offset (module_max records)
+ *                       config_offset, the module table at
+ *                       modules_offset (module_max records) and the phase
+ *                       names at phases_offset
  *   regions             page-aligned, appended as the recorder asks:
  *     ring    the ring mapping as ring.c lays it out: its header, the
  *             chunk states, then chunks * chunk slots of 64 bytes
@@ -30,6 +31,8 @@
 #define TDM_SPILL_MODULE_MAX 2048u
 #define TDM_SPILL_BUILD_ID_MAX 64u
 #define TDM_SPILL_PATH_MAX 416u
+#define TDM_SPILL_PHASE_MAX 1024u   /* the recorder's TDM_MAX_PHASES */
+#define TDM_SPILL_PHASE_NAME 64u    /* its TDM_PHASE_NAME_MAX */
 
 typedef struct tdm_spill_module {
     uint64_t bias;         /* load address: dlpi_addr */
@@ -72,6 +75,14 @@ typedef struct tdm_spill_header {
     uint64_t stack_max;
     uint64_t frame_max;
     uint8_t record_mode, context_mode, stacks_mode, pad_[5];
+    /* Phase names: phase_max slots of phase_name_bytes in the header area,
+     * slot i the name of phase id i, NUL-terminated ("" until the phase
+     * is first entered while spilling).  Files written before these fields
+     * have zeros here (the header area is zero-filled up to config_offset):
+     * no names. */
+    uint64_t phases_offset;
+    uint32_t phase_max;
+    uint32_t phase_name_bytes;
 } tdm_spill_header;
 
 #endif

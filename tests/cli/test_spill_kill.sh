@@ -83,7 +83,7 @@ has out "train_sim.c"
 # full run's snapshot says: the spill header learns it when the allocator
 # starts, after the file is opened.
 has out "; allocator cache"
-# Its stacks are the ones the full run's dump wrote, frame for frame (the
+# Its stacks (and phases) are the ones the full run's dump wrote, frame for frame (the
 # same symbolizer: inlined functions as frames of their own, the same
 # names and lines): each stack of the recovered snapshot is one of the
 # full run's.
@@ -100,5 +100,10 @@ odd = rec - full
 if not rec or odd:
     sys.exit("%d of %d recovered stacks are no stack of the full run, e.g. %s"
              % (len(odd), len(rec), sorted(odd)[:1]))
+# Its phases are named as the program named them (the spill file keeps
+# the names), a prefix of the full run's.
+pf, pr = json.load(open(sys.argv[1]))["phases"], json.load(open(sys.argv[2]))["phases"]
+if len(pr) < 3 or pr != pf[:len(pr)]:
+    sys.exit("recovered phases %s are not a prefix of the full run's %s" % (pr, pf))
 PY
 finish "SIGKILL at $kills points: recovered histories are prefixes of the full run"

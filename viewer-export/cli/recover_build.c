@@ -6,8 +6,8 @@
  * allocated and not freed (free_requested marks one pending); gaps are
  * inactive blocks.  An allocation whose segment event was overwritten
  * gets a segment of its own.  Sizes are the requested ones (the rounded
- * sizes lived in the allocator's memory).  Phase names did not survive:
- * phase ids are named "phase N".  No statistics rows: readers replay them.
+ * sizes lived in the allocator's memory).  Phase names come from the
+ * file's table (older files: "phase N").  No statistics rows: readers replay them.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -326,8 +326,9 @@ static tdm_status build_header(tdm_snap *s, owner *o, const tdm_spill_data *d,
     return TDM_OK;
 }
 
-/* Phase names "phase N" up to the largest id the events use; devices
- * from the ordinals the events use. */
+/* Phase names up to the largest id the events use: as the spill file kept
+ * them, else (older files, a name unknown or given twice) "phase N";
+ * devices from the ordinals the events use. */
 static tdm_status build_names(tdm_snap *s, owner *o, const tdm_spill_data *d)
 {
     uint32_t max_phase = 0;
@@ -346,8 +347,12 @@ static tdm_status build_names(tdm_snap *s, owner *o, const tdm_spill_data *d)
     s->phase_names[0] = "";
     for (uint32_t p = 1; p <= max_phase; p++) {
         char name[32];
+        const char *kept = p < d->phase_count ? d->phase_names[p] : "";
+        for (uint32_t q = 1; kept[0] && q < p; q++)
+            if (strcmp(s->phase_names[q], kept) == 0)
+                kept = ""; /* a torn slot that reads as another's name */
         snprintf(name, sizeof name, "phase %u", p);
-        if (!(s->phase_names[p] = keep_str(o, name)))
+        if (!(s->phase_names[p] = keep_str(o, kept[0] ? kept : name)))
             return TDM_HOST_OUT_OF_MEMORY;
     }
     const char *vendor = d->header.device_kind[0] ? d->header.device_kind : "sim";
