@@ -72,14 +72,22 @@ fi
 
 # ---- out of host memory: exit 4 ---------------------------------------------
 # A file that starts as a snapshot and is 1 GiB long, read under a 300 MB
-# address-space limit.  Sanitizer runtimes reserve terabytes of shadow
-# address space and cannot start under such a limit.
+# address-space limit: its first record (a header, type 1) says its
+# payload is nearly 1 GiB, so the reader must hold it all.  (Zeros right
+# after the signature are refused at byte 12 instead: below.)  Sanitizer
+# runtimes reserve terabytes of shadow address space and cannot start
+# under such a limit.
 if [ -z "${TDM_SANITIZE:-}" ]; then
-  { printf '\x93\xa8tidemark\x01\x03'; } >"$work/huge.tdm"
+  { printf '\x93\xa8tidemark\x01\x03\x93\x01\xc6\x3f\xff\xff\x00'; } >"$work/huge.tdm"
   truncate -s 1G "$work/huge.tdm"
   expect 4 "out of host memory" -- bash -c "ulimit -v 300000; exec '$TIDEMARK' summary '$work/huge.tdm'"
   has err "out of host memory"
 fi
+{ printf '\x93\xa8tidemark\x01\x03'; } >"$work/zeros.tdm"
+truncate -s 1G "$work/zeros.tdm"
+expect 2 "a signature, then 1 GiB of zeros" -- "$TIDEMARK" summary "$work/zeros.tdm"
+has err "expected a record at byte 12"
+rm -f "$work/zeros.tdm" "$work/huge.tdm"
 
 # ---- pickle header fields are range-checked -----------------------------------
 "$TIDEMARK" export -q --format pytorch -o "$work/s.pickle" "$sample" || fail "export a pickle"

@@ -600,6 +600,37 @@ static inline tdm_status fx_read_exact(const uint8_t *data, size_t len, int part
     return st;
 }
 
+/* A committed sample of format 1.minor (tests/data/): its bytes in
+ * *bytes (free them), read exactly; the test fails if it does not read. */
+static inline tdm_snap *fx_read_sample(const char *path, unsigned minor, uint8_t **bytes,
+                                       size_t *len)
+{
+    *bytes = fx_slurp(path, len);
+    assert_true(*len > 12);
+    assert_int_equal((*bytes)[10], 1); /* major */
+    assert_int_equal((*bytes)[11], minor);
+    tdm_snap *s = NULL;
+    tdm_read_error err;
+    tdm_status st = fx_read_exact(*bytes, *len, 0, &s, &err);
+    if (st != TDM_OK)
+        fail_msg("%s: %s: %s", path, tdm_status_name(st), err.message);
+    return s;
+}
+
+/* While the writer is at format 1.minor, it writes a sample's exact bytes
+ * from the snapshot it was made of. */
+static inline void fx_expect_writer_bytes(const tdm_snap *made, unsigned minor,
+                                          const uint8_t *bytes, size_t len)
+{
+    if (TDM_FORMAT_VERSION != 1 || TDM_FMT_MINOR != minor)
+        return;
+    size_t now_len;
+    uint8_t *now = fx_write_bytes(made, &now_len);
+    assert_int_equal(now_len, len);
+    assert_memory_equal(now, bytes, len);
+    free(now);
+}
+
 /* A record's envelope, found by walking the file as the spec describes. */
 typedef struct fx_rec {
     size_t start;       /* first byte of [type, payload, crc] */
