@@ -3,11 +3,17 @@
 # terminal's ^C sends it) and SIGTERM to tidemark alone (as a CI timeout
 # may) both leave a readable snapshot of the history up to then, named on
 # stderr, and the exit status is still the command's (killed by the
-# signal: 128+N). A program reading the terminal still can.
+# signal: 128+N). A program reading the terminal still can.  The spill file
+# each process kept (the history again, for a kill) goes with it: nothing
+# is left at the spill files' default place ($TMPDIR here, /dev/shm when
+# unset).
 . "${BASH_SOURCE[0]%/*}/lib.sh" TIDEMARK TRAIN_SIM
 cd "$work" || exit 1
 unset TIDEMARK_CONF LD_PRELOAD
 export TIDEMARK_PRELOAD=
+export TMPDIR="$work/tmp"
+mkdir -p "$TMPDIR"
+spills="$TMPDIR/tidemark-$(id -u)"
 
 # start DIR: tidemark run of a long train_sim in a session of its own (so
 # that its process group is its pid), in the background; sets $pid and
@@ -48,6 +54,11 @@ stopped() {
   has err "tidemark run: 1 snapshot in $dir"
   "$TIDEMARK" summary "$snaps" >"$work/summary" 2>&1 || fail "$name: tidemark summary of $snaps failed"
   has summary "peak allocated"
+  [ -d "$spills" ] || fail "$name: the program made no spill file in $spills (the test checks nothing)"
+  local left
+  left=$(find "$spills" -name '*.spill' 2>/dev/null)
+  [ -z "$left" ] || fail "$name: spill files left: $left"
+  lacks err "tidemark recover"
 }
 
 # ^C at a terminal: SIGINT to the whole process group.

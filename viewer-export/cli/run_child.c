@@ -518,16 +518,57 @@ static void pass_on(pid_t pgid, pid_t pid, int sig)
 
 /* The command was killed: where its spill file is (the default place,
  * docs/spill.md, for the dump name run gives), if it is there. */
-static void say_spill(pid_t pid)
+/* The folder the library puts a spill file in when `spill` names none
+ * (hooks/spill_path.c, whose choice this follows): $TMPDIR when it is an
+ * absolute path, else /dev/shm, else /tmp; then tidemark-UID. */
+static char *spill_folder(void)
 {
     const char *tmp = getenv("TMPDIR");
-    char host[256] = "", *path = NULL;
+    struct stat shm;
+    char *dir = NULL;
     if (!tmp || tmp[0] != '/')
-        tmp = "/tmp";
-    if (gethostname(host, sizeof host - 1) != 0)
+        tmp = stat("/dev/shm", &shm) == 0 && S_ISDIR(shm.st_mode) && access("/dev/shm", W_OK) == 0
+                  ? "/dev/shm"
+                  : "/tmp";
+    return asprintf(&dir, "%s/tidemark-%lu", tmp, (unsigned long)getuid()) < 0 ? NULL : dir;
+}
+
+/* A process asked for its history wrote it, then the passed-on signal
+ * ended it: the spill file it leaves at the default place holds that
+ * history again (and the instants after), so it goes, once the process
+ * is gone; else an interrupted run would leave one in /dev/shm (memory)
+ * per process.  A snapshot asked for is named NAME-PID-N.tdm, the
+ * process's dump NAME-PID.tdm, its spill NAME-PID.spill. */
+static void drop_spills(const tdm_run_child *c)
+{
+    char *dir = spill_folder();
+    for (size_t i = 0; dir && i < c->interrupted_count; i++) {
+        const char *slash = strrchr(c->interrupted[i], '/');
+        const char *name = slash ? slash + 1 : c->interrupted[i];
+        const char *dash = strrchr(name, '-');
+        pid_t pid = signal_dump_pid(name);
+        char *path = NULL;
+        struct stat st;
+        if (!dash || !pid || !ended(pid) ||
+            asprintf(&path, "%s/%.*s.spill", dir, (int)(dash - name), name) < 0)
+            continue;
+        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid())
+            unlink(path);
+        free(path);
+    }
+    free(dir);
+}
+
+static void say_spill(pid_t pid)
+{
+    char host[256] = "", *path = NULL, *dir = spill_folder();
+    if (!dir || gethostname(host, sizeof host - 1) != 0) {
+        free(dir);
         return;
-    if (asprintf(&path, "%s/tidemark-%lu/tidemark-%s-%ld.spill", tmp,
-                 (unsigned long)getuid(), host, (long)pid) < 0)
+    }
+    int n = asprintf(&path, "%s/tidemark-%s-%ld.spill", dir, host, (long)pid);
+    free(dir);
+    if (n < 0)
         return;
     struct stat st;
     if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
@@ -657,6 +698,7 @@ int tdm__run_child(char **argv, tdm_run_child *c)
     sigprocmask(SIG_SETMASK, &saved_mask, NULL);
     sigaction(SIGCHLD, &saved_chld, NULL);
     drop_superseded(c);
+    drop_spills(c);
 
     if (WIFSIGNALED(status)) {
         int sig = WTERMSIG(status);
