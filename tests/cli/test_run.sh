@@ -99,6 +99,17 @@ expect 0 "orphan" -- "$TIDEMARK" run -o "$work/r7" --conf max_entries=1000 -- \
 has err "tidemark run: 1 snapshot in $work/r7"
 
 # ---- the preload library --------------------------------------------------------
+# One that cannot be a shared object is a tool error, exit 4, before the
+# command runs (ld.so would only print an error and run it unrecorded).
+mkdir -p "$work/notlib"
+printf 'not a library\n' >"$work/notlib/text.so"
+for bad in "$work/notlib" "$work/notlib/text.so" "$work/notlib/none.so"; do
+  TIDEMARK_PRELOAD="$bad" expect 4 "TIDEMARK_PRELOAD=$bad" -- "$TIDEMARK" run -o "$work/rp" -- \
+    sh -c 'echo ran'
+  has err "tidemark run: TIDEMARK_PRELOAD=$bad: "
+  lacks out "ran"
+done
+has err "TIDEMARK_PRELOAD=$work/notlib/none.so: No such file or directory"
 # A sanitizer-built library cannot be preloaded into uninstrumented programs.
 if ldd "$LIBTIDEMARK" 2>/dev/null | grep -qE 'lib(a|t)san' ||
    grep -qE '^TDM_SANITIZE:STRING=.+' "${TDM_BINARY_DIR:-/nonexistent}/CMakeCache.txt" 2>/dev/null; then

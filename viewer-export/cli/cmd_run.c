@@ -186,6 +186,21 @@ static int find_preload(char *path, size_t len)
             path[0] = '\0';
             return -1;
         }
+        /* A folder or a file of something else: the dynamic linker would
+         * print an error and run the command unrecorded. */
+        struct stat st = {0};
+        unsigned char magic[4] = {0};
+        FILE *f = stat(path, &st) == 0 && S_ISREG(st.st_mode) ? fopen(path, "rb") : NULL;
+        size_t got = f ? fread(magic, 1, sizeof magic, f) : 0;
+        if (f)
+            fclose(f);
+        if (got != sizeof magic || memcmp(magic, "\177ELF", 4) != 0) {
+            fprintf(stderr, "tidemark run: TIDEMARK_PRELOAD=%s: %s\n", env,
+                    S_ISDIR(st.st_mode) ? "is a directory, not a shared library"
+                                        : "not a shared library (no ELF header)");
+            path[0] = '\0';
+            return -1;
+        }
         return 0;
     }
     tdm__run_find_library(TDM_RUN_PRELOAD_NAME, NULL, path, len);
