@@ -33,6 +33,14 @@ expect 0 "import --force" -- "$TIDEMARK" import -q --force "$work/a.pickle"
 cmp -s "$work/a.tdm" "$work/keep.tdm" && fail "import --force did not replace a.tdm"
 expect 0 "summary of the replaced file" -- "$TIDEMARK" summary "$work/a.tdm"
 cp "$work/keep.tdm" "$work/a.tdm"
+# a pickle named .tdm: its default output is itself; refused, --force or not
+cp "$work/a.pickle" "$work/p.tdm"
+for f in "" --force; do
+  expect 1 "import of a pickle named .tdm $f" -- "$TIDEMARK" import $f "$work/p.tdm"
+  has err "tidemark import: $work/p.tdm is the file being imported; name the snapshot with -o"
+  cmp -s "$work/p.tdm" "$work/a.pickle" || fail "import $f replaced its own input"
+done
+expect 0 "import of a pickle named .tdm, -o" -- "$TIDEMARK" import -q "$work/p.tdm" -o "$work/p2.tdm"
 # -o naming an existing file: refused too, with the other hint
 expect 0 "import -o a new name" -- "$TIDEMARK" import -q "$work/a.pickle" -o "$work/b.tdm"
 cp "$work/b.tdm" "$work/b.keep"

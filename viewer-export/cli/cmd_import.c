@@ -159,6 +159,15 @@ int tdm__cli_import(int argc, char **argv)
         goto out;
     }
     def = default_output(!spooled ? input : tdm__cli_input_name(operand));
+    /* A file already named .tdm (a pickle so named): its default output is
+     * itself, which --force would replace with its own import. */
+    struct stat in_st, def_st;
+    if (!out_opt && def && stat(input, &in_st) == 0 && stat(def, &def_st) == 0 &&
+        in_st.st_dev == def_st.st_dev && in_st.st_ino == def_st.st_ino) {
+        rc = tdm__cli_usage(CMD, "%s is the file being imported; name the snapshot with -o",
+                            shown);
+        goto out;
+    }
     /* Refused before the (possibly long) import, and again at the move. */
     if ((rc = tdm__cli_output_choose(CMD, out_opt, def, force, &out_path)) != TDM_EXIT_OK)
         goto out;
