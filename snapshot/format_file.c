@@ -1,6 +1,7 @@
 /* snapshot/format_file.c: safe output files (format_file.h). */
 #define _GNU_SOURCE
 #include "format_file.h"
+#include "snap_model.h" /* TDM_SNAP_SIGNATURE */
 
 #include <dirent.h>
 #include <errno.h>
@@ -223,13 +224,13 @@ static long tmp_name_pid(const char *name)
  * ["tidemark", ...], docs/format.md). */
 static int looks_like_partial_snapshot(int dirfd, const char *name, off_t size)
 {
-    static const unsigned char sig[] = "\x93\xa8tidemark";
+    static const unsigned char sig[TDM_SNAP_SIGNATURE_LEN] = TDM_SNAP_SIGNATURE;
     if (size == 0)
         return 1;
     int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return 0;
-    unsigned char head[sizeof sig - 1];
+    unsigned char head[sizeof sig];
     ssize_t n = read(fd, head, sizeof head);
     close(fd);
     return n == (ssize_t)sizeof head && memcmp(head, sig, sizeof head) == 0;

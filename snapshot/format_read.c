@@ -375,7 +375,7 @@ static int read_end(reader *r, cur *c)
 
 /* ---- signature and envelopes -------------------------------------------- */
 
-static const uint8_t signature[] = {0x93, 0xa8, 't', 'i', 'd', 'e', 'm', 'a', 'r', 'k'};
+static const uint8_t signature[TDM_SNAP_SIGNATURE_LEN] = TDM_SNAP_SIGNATURE;
 
 static int read_signature(reader *r, const uint8_t **pp)
 {

@@ -202,6 +202,12 @@ tdm_status tdm__snap_write(const tdm_snap *snap, const char *path);
  * where nothing is: TDM_IO_ERROR with errno EEXIST when something is. */
 tdm_status tdm__snap_write_as(const tdm_snap *snap, const char *path, int replace);
 
+/* The first bytes of every .tdm file: a msgpack array of three, then the
+ * string "tidemark" (docs/format.md, "file signature"); the format's
+ * major and minor version follow. */
+#define TDM_SNAP_SIGNATURE "\x93\xa8tidemark"
+#define TDM_SNAP_SIGNATURE_LEN 10u
+
 /* Reads a .tdm file.  On TDM_FORMAT_ERROR / TDM_TRUNCATED /
  * TDM_UNSUPPORTED_VERSION / TDM_IO_ERROR, *err (when not NULL) says where
  * and why; *out is NULL.  A file cut after its last whole record is

@@ -82,8 +82,8 @@ int tdm__cli_output_finish(tdm__out_file *o, FILE *f, int ok, int force)
 
 int tdm__cli_has_tdm_signature(const char *path)
 {
-    static const unsigned char sig[] = "\x93\xa8tidemark";
-    unsigned char head[sizeof sig - 1];
+    static const unsigned char sig[TDM_SNAP_SIGNATURE_LEN] = TDM_SNAP_SIGNATURE;
+    unsigned char head[sizeof sig];
     FILE *f = fopen(path, "rb");
     if (!f)
         return 0;

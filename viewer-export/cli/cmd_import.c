@@ -71,8 +71,6 @@ static int exit_for(tdm_status s)
                                                             : TDM_EXIT_BAD_INPUT;
 }
 
-/* Nonzero when `path` starts as every .tdm file does: the msgpack array
- * ["tidemark", major, minor] (docs/format.md, "file signature"). */
 /* Writes `snap` to `out` through a temporary file beside it, moved into
  * place only when complete and, without `force`, only while `out` does
  * not exist.  Returns a TDM_EXIT_* code after saying what went wrong. */

@@ -22,8 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The first bytes of every .tdm file (docs/format.md, "file signature"). */
-static const unsigned char tdm_signature[] = {0x93, 0xa8, 't', 'i', 'd', 'e', 'm', 'a', 'r', 'k'};
+static const unsigned char tdm_signature[TDM_SNAP_SIGNATURE_LEN] = TDM_SNAP_SIGNATURE;
 
 /* Nonzero when a file starting with `head` (its first `n` bytes, fewer
  * only when the file is that short) may be read: a .tdm signature, or
