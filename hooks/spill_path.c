@@ -1,7 +1,8 @@
 /* hooks/spill_path.c: where the spill file of TIDEMARK_CONF's `spill` key
  * goes.
  *
- * Default place: $TMPDIR, else /dev/shm, else /tmp, in a folder
+ * Default place (format_spill.c, tdm__spill_default_folder, which `tidemark
+ * run` also reads): $TMPDIR, else /dev/shm, else /tmp, in a folder
  * tidemark-UID made 0700 and owned by this user.  All are node-local (the
  * dump folder may be a network file system, where the kernel's write-back
  * of the mapping would be network traffic), and /dev/shm is tmpfs: no
@@ -18,6 +19,7 @@
  * Lock: none; file system calls only (mkdir, lstat), and the spill's own.
  */
 #include "config.h"
+#include "format_spill.h" /* tdm__spill_default_folder */
 #include "spill.h"
 
 #include <errno.h>
@@ -32,17 +34,8 @@
  * folder of ours. */
 static int default_folder(char *dir, size_t len)
 {
-    const char *tmp = getenv("TMPDIR");
-    struct stat shm;
-    if (!tmp || tmp[0] != '/')
-        tmp = stat("/dev/shm", &shm) == 0 && S_ISDIR(shm.st_mode) && access("/dev/shm", W_OK) == 0
-                  ? "/dev/shm"
-                  : "/tmp";
-    int n = snprintf(dir, len, "%s/tidemark-%lu", tmp, (unsigned long)getuid());
-    if (n < 0 || (size_t)n >= len) {
-        errno = ENAMETOOLONG;
+    if (tdm__spill_default_folder(dir, len) != 0)
         return -1;
-    }
     if (mkdir(dir, 0700) != 0 && errno != EEXIST)
         return -1;
     struct stat st;

@@ -317,6 +317,22 @@ bad:
     return st;
 }
 
+int tdm__spill_default_folder(char *out, size_t len)
+{
+    const char *tmp = getenv("TMPDIR");
+    struct stat shm;
+    if (!tmp || tmp[0] != '/')
+        tmp = stat("/dev/shm", &shm) == 0 && S_ISDIR(shm.st_mode) && access("/dev/shm", W_OK) == 0
+                  ? "/dev/shm"
+                  : "/tmp";
+    int n = snprintf(out, len, "%s/tidemark-%lu", tmp, (unsigned long)getuid());
+    if (n < 0 || (size_t)n >= len) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return 0;
+}
+
 tdm_status tdm__spill_read_file(const char *path, tdm_spill_data **out, tdm_read_error *err)
 {
     *out = NULL;

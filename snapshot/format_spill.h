@@ -51,4 +51,11 @@ tdm_status tdm__spill_read_file(const char *path, tdm_spill_data **out,
                                 tdm_read_error *err);
 void tdm__spill_data_free(tdm_spill_data *d);
 
+/* The folder a spill file goes in when TIDEMARK_CONF's `spill` names
+ * none (docs/spill.md): $TMPDIR when it is an absolute path, else
+ * /dev/shm when it is a folder this user may write, else /tmp; then
+ * tidemark-UID.  The writer (hooks/spill_path.c) makes it; `tidemark run`
+ * looks in it.  -1 (errno ENAMETOOLONG) when it does not fit in `len`. */
+int tdm__spill_default_folder(char *out, size_t len);
+
 #endif

@@ -33,6 +33,7 @@
 #define _GNU_SOURCE /* strsignal, pipe2, asprintf, sigabbrev_np */
 #include "run.h"
 #include "input.h"
+#include "format_spill.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -518,19 +519,11 @@ static void pass_on(pid_t pgid, pid_t pid, int sig)
 
 /* The command was killed: where its spill file is (the default place,
  * docs/spill.md, for the dump name run gives), if it is there. */
-/* The folder the library puts a spill file in when `spill` names none
- * (hooks/spill_path.c, whose choice this follows): $TMPDIR when it is an
- * absolute path, else /dev/shm, else /tmp; then tidemark-UID. */
+/* The folder the library puts a spill file in when `spill` names none. */
 static char *spill_folder(void)
 {
-    const char *tmp = getenv("TMPDIR");
-    struct stat shm;
-    char *dir = NULL;
-    if (!tmp || tmp[0] != '/')
-        tmp = stat("/dev/shm", &shm) == 0 && S_ISDIR(shm.st_mode) && access("/dev/shm", W_OK) == 0
-                  ? "/dev/shm"
-                  : "/tmp";
-    return asprintf(&dir, "%s/tidemark-%lu", tmp, (unsigned long)getuid()) < 0 ? NULL : dir;
+    char dir[4096];
+    return tdm__spill_default_folder(dir, sizeof dir) == 0 ? strdup(dir) : NULL;
 }
 
 /* A process asked for its history wrote it, then the passed-on signal
