@@ -419,46 +419,100 @@ static int envelope_short(reader *r, uint64_t need)
                          "truncated record: the file ends at byte %zu inside it", r->len);
 }
 
+/* How a record envelope [type, payload, crc] at some p reads. */
+typedef enum envelope_status {
+    ENVELOPE_WHOLE,      /* every field there and well-formed */
+    ENVELOPE_SHORT,      /* the bytes end inside it */
+    ENVELOPE_NOT_RECORD, /* p holds no array of three */
+    ENVELOPE_BAD_TYPE,   /* the type is no integer in 1..2^32-1 */
+    ENVELOPE_NOT_BINARY, /* the payload is no msgpack bin */
+    ENVELOPE_BAD_CRC,    /* the checksum field is no 32-bit integer */
+} envelope_status;
+
+typedef struct envelope {
+    uint64_t type, len, crc;
+    int typed;              /* the type was read (it names the record) */
+    const uint8_t *payload; /* len bytes */
+    const uint8_t *at;      /* past the envelope when whole; else the field
+                               that is malformed */
+    uint64_t need;          /* ENVELOPE_SHORT once the payload's length is
+                               known: the bytes the envelope needs from p
+                               (with one of checksum at least); else 0 */
+} envelope;
+
+/* Reads the envelope at p (p < end): the reader's and the file reader's
+ * early look (envelopes_broken) share it.  Checksums are the caller's. */
+static envelope_status envelope_at(const uint8_t *p, const uint8_t *end, envelope *e)
+{
+    const uint8_t *start = p;
+    int neg = 0;
+    e->need = 0;
+    e->typed = 0;
+    e->at = p;
+    if (*p != 0x93)
+        return ENVELOPE_NOT_RECORD;
+    p++;
+    e->at = p;
+    int rc = tdm__fmt_dec_int(&p, end, &e->type, &neg);
+    if (rc == TDM_FMT_DEC_SHORT)
+        return ENVELOPE_SHORT;
+    if (rc != TDM_FMT_DEC_OK || neg || e->type == 0 || e->type > UINT32_MAX)
+        return ENVELOPE_BAD_TYPE;
+    e->typed = 1;
+    e->at = p;
+    rc = tdm__fmt_dec_len(&p, end, 'b', &e->len);
+    if (rc == TDM_FMT_DEC_SHORT)
+        return ENVELOPE_SHORT;
+    if (rc != TDM_FMT_DEC_OK)
+        return ENVELOPE_NOT_BINARY;
+    if (e->len > (uint64_t)(end - p)) { /* + at least one byte of checksum */
+        e->need = (uint64_t)(p - start) + e->len + 1;
+        return ENVELOPE_SHORT;
+    }
+    e->payload = p;
+    p += e->len;
+    e->at = p;
+    rc = tdm__fmt_dec_int(&p, end, &e->crc, &neg);
+    if (rc == TDM_FMT_DEC_SHORT)
+        return ENVELOPE_SHORT;
+    if (rc != TDM_FMT_DEC_OK || neg || e->crc > UINT32_MAX)
+        return ENVELOPE_BAD_CRC;
+    e->at = p;
+    return ENVELOPE_WHOLE;
+}
+
 /* One record [type, payload, crc] at *pp: checked, then read or skipped. */
 static int read_record(reader *r, const uint8_t **pp)
 {
     const uint8_t *p = *pp, *end = r->base + r->len;
     r->rec_off = tdm__fmt_off(r, p);
     r->rec_name = NULL;
-    if (*p != 0x93)
+    envelope e;
+    envelope_status es = envelope_at(p, end, &e);
+    if (e.typed)
+        r->rec_name = tdm__fmt_record_name(e.type);
+    unsigned long long at = (unsigned long long)tdm__fmt_off(r, e.at);
+    switch (es) {
+    case ENVELOPE_NOT_RECORD:
         return tdm__fmt_fail(r, TDM_FORMAT_ERROR, r->rec_off,
                              "expected a record at byte %llu, found 0x%02x",
                              (unsigned long long)r->rec_off, *p);
-    p++;
-    uint64_t type = 0, len = 0, crc = 0;
-    int neg = 0;
-    int rc = tdm__fmt_dec_int(&p, end, &type, &neg);
-    if (rc == TDM_FMT_DEC_SHORT)
-        return envelope_short(r, 0);
-    if (rc != TDM_FMT_DEC_OK || neg || type == 0 || type > UINT32_MAX)
+    case ENVELOPE_SHORT:
+        return envelope_short(r, e.need);
+    case ENVELOPE_BAD_TYPE:
         return tdm__fmt_fail(r, TDM_FORMAT_ERROR, r->rec_off + 1, "bad record type at byte %llu",
                              (unsigned long long)r->rec_off + 1);
-    r->rec_name = tdm__fmt_record_name(type);
-    const uint8_t *at = p;
-    rc = tdm__fmt_dec_len(&p, end, 'b', &len);
-    if (rc == TDM_FMT_DEC_SHORT)
-        return envelope_short(r, 0);
-    if (rc != TDM_FMT_DEC_OK)
-        return tdm__fmt_fail(r, TDM_FORMAT_ERROR, tdm__fmt_off(r, at),
-                             "expected the record's payload (binary data) at byte %llu",
-                             (unsigned long long)tdm__fmt_off(r, at));
-    if (len > (uint64_t)(end - p)) /* + at least one byte of checksum */
-        return envelope_short(r, (uint64_t)(p - r->base) + len + 1 - r->rec_off);
-    const uint8_t *payload = p;
-    p += len;
-    at = p;
-    rc = tdm__fmt_dec_int(&p, end, &crc, &neg);
-    if (rc == TDM_FMT_DEC_SHORT)
-        return envelope_short(r, 0);
-    if (rc != TDM_FMT_DEC_OK || neg || crc > UINT32_MAX)
-        return tdm__fmt_fail(r, TDM_FORMAT_ERROR, tdm__fmt_off(r, at),
-                             "bad checksum field at byte %llu",
-                             (unsigned long long)tdm__fmt_off(r, at));
+    case ENVELOPE_NOT_BINARY:
+        return tdm__fmt_fail(r, TDM_FORMAT_ERROR, at,
+                             "expected the record's payload (binary data) at byte %llu", at);
+    case ENVELOPE_BAD_CRC:
+        return tdm__fmt_fail(r, TDM_FORMAT_ERROR, at, "bad checksum field at byte %llu", at);
+    case ENVELOPE_WHOLE:
+        break;
+    }
+    uint64_t type = e.type, len = e.len, crc = e.crc;
+    const uint8_t *payload = e.payload;
+    p = e.at;
     if (tdm__format_crc32((uint32_t)type, payload, len) != crc)
         return tdm__fmt_fail(r, TDM_FORMAT_ERROR, r->rec_off, "checksum mismatch");
     if (!r->have_header && type != TDM_REC_HEADER)
@@ -661,28 +715,13 @@ static int envelopes_broken(const uint8_t *buf, size_t n, size_t *pos)
     for (;;) {
         if (p == end)
             return 0;
-        if (*p != 0x93)
+        envelope e;
+        envelope_status es = envelope_at(p, end, &e);
+        if (es == ENVELOPE_SHORT)
+            return 0; /* the rest is still to come */
+        if (es != ENVELOPE_WHOLE)
             return 1;
-        const uint8_t *q = p + 1;
-        uint64_t len;
-        int rc = tdm__fmt_dec_int(&q, end, &v, &neg);
-        if (rc == TDM_FMT_DEC_OK && (neg || v == 0 || v > UINT32_MAX))
-            return 1;
-        if (rc == TDM_FMT_DEC_OK)
-            rc = tdm__fmt_dec_len(&q, end, 'b', &len);
-        if (rc == TDM_FMT_DEC_OK && len >= (uint64_t)(end - q))
-            return 0; /* the payload and checksum are still to come */
-        if (rc == TDM_FMT_DEC_OK) {
-            q += len;
-            rc = tdm__fmt_dec_int(&q, end, &v, &neg);
-            if (rc == TDM_FMT_DEC_OK && (neg || v > UINT32_MAX))
-                return 1;
-        }
-        if (rc == TDM_FMT_DEC_SHORT)
-            return 0;
-        if (rc != TDM_FMT_DEC_OK)
-            return 1;
-        p = q;
+        p = e.at;
         *pos = (size_t)(p - buf);
     }
 }
