@@ -8,6 +8,11 @@
 #                          then every fuzz target for 30 s (scripts/fuzz.sh)
 #   scripts/dev.sh setup   only install the Debian packages
 #   scripts/dev.sh build   only build (build/)
+#
+# The Python side (a CUDA build of PyTorch 2.14 for the simulated GPU, and
+# pytest) lives in a venv made once from Debian's /usr/bin/python3 outside
+# the clone, so fresh clones on one machine (CI's) share its 5.5 GB:
+# $TIDEMARK_VENV, by default ~/.cache/tidemark/venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -15,7 +20,7 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 
 # Debian 12 packages tidemark builds and tests with.
 PACKAGES=(
-  build-essential cmake pkg-config git python3
+  build-essential cmake pkg-config git python3 python3-venv
   libunwind-dev libmsgpack-dev libjemalloc-dev libmimalloc-dev libdw-dev libelf-dev
   libcmocka-dev libze-dev libze1 libamdhip64-dev
   clang libclang-rt-14-dev
@@ -43,6 +48,24 @@ setup() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
+# The venv's packages, pinned: the symbol closure the simulated GPU provides
+# is that of this exact torch wheel.
+VENV=${TIDEMARK_VENV:-$HOME/.cache/tidemark/venv}
+VENV_PACKAGES=(torch==2.14.1 torchvision==0.29.1 pytest)
+
+venv() {
+  if "$VENV/bin/python" -c 'import torch, torchvision, pytest; assert torch.__version__.startswith("2.14.1")' 2>/dev/null; then
+    echo "dev.sh: venv $VENV ready (torch 2.14.1)"
+    return
+  fi
+  echo "dev.sh: making venv $VENV (torch 2.14.1, CUDA build, ~5.5 GB; once per machine)"
+  mkdir -p "$(dirname "$VENV")"
+  /usr/bin/python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q "${VENV_PACKAGES[@]}" 2>&1 | grep -v "^WARNING: Location" || true
+  "$VENV/bin/python" -c 'import torch, torchvision, pytest' ||
+    { echo "dev.sh: the venv $VENV could not be made; see the pip output above" >&2; exit 1; }
+}
+
 # The browser test's npm packages (tests/browser/package-lock.json); without
 # them (offline) that one test reports SKIPPED.
 browser_deps() {
@@ -53,7 +76,7 @@ browser_deps() {
 # build DIR [cmake options...]
 build() {
   local dir=$1; shift
-  cmake -S "$ROOT" -B "$dir" -DTDM_WERROR=ON "$@" >"$dir.cmake.log" 2>&1 ||
+  cmake -S "$ROOT" -B "$dir" -DTDM_WERROR=ON -DTDM_VENV_PYTHON="$VENV/bin/python" "$@" >"$dir.cmake.log" 2>&1 ||
     { cat "$dir.cmake.log"; exit 1; }
   cmake --build "$dir" -j"$JOBS"
 }
@@ -88,8 +111,8 @@ tests() {
 
 case "${1:-}" in
   setup) setup ;;
-  build) setup; build build ;;
-  demo)  setup; demo ;;
-  test)  setup; browser_deps; tests ;;
+  build) setup; venv; build build ;;
+  demo)  setup; venv; demo ;;
+  test)  setup; venv; browser_deps; tests ;;
   *) echo "usage: scripts/dev.sh demo|test|setup|build" >&2; exit 2 ;;
 esac
