@@ -663,6 +663,27 @@ TDM_API tdm_status tdm_record_stream(void *ptr, tdm_stream stream)
     return device < 0 ? TDM_UNKNOWN_POINTER : tdm__cache_record_stream(key, device, stream);
 }
 
+TDM_API tdm_status tdm__alloc_base_of(const void *ptr, void **base, size_t *size)
+{
+    if (ptr == NULL || !atomic_load_explicit(&tdm__alloc_g.ready, memory_order_acquire))
+        return TDM_UNKNOWN_POINTER;
+    uint64_t key = (uint64_t)(uintptr_t)ptr, at = key, bytes = 0;
+    if (tdm__alloc_g.mode != TDM__MODE_CACHE) {
+        tdm__ptr_rec rec;
+        tdm_status st = tdm__ptrmap_get(&tdm__alloc_g.map, key, &rec);
+        if (st != TDM_OK)
+            return st;
+        bytes = rec.size;
+    } else {
+        int device = tdm__cache_device_of(key);
+        if (device < 0 || !tdm__cache_base_of(key, device, &at, &bytes))
+            return TDM_UNKNOWN_POINTER;
+    }
+    *base = (void *)(uintptr_t)at;
+    *size = (size_t)bytes;
+    return TDM_OK;
+}
+
 TDM_API tdm_status tdm_stream_synchronize(tdm_stream stream)
 {
     tdm_status st = tdm__alloc_ready();

@@ -88,6 +88,14 @@ TDM_API tdm_status tdm__alloc_free_synchronized(void *ptr, unsigned skip);
  * report an error tidemark should give itself.  0 in pass-through mode. */
 TDM_API int tdm__alloc_owns(const void *ptr);
 
+/* The vendor allocation that holds live block ptr (an address tidemark
+ * handed out): its base and size, what an IPC handle of ptr names
+ * (cudaIpcGetMemHandle exports the whole allocation, and the peer maps it
+ * at its base).  In cache mode the block's segment; in pass-through mode
+ * the block itself.  A block of an expandable segment lies in no one
+ * allocation: the block itself.  TDM_UNKNOWN_POINTER for anything else. */
+TDM_API tdm_status tdm__alloc_base_of(const void *ptr, void **base, size_t *size);
+
 /* "cache" or "passthrough": the mode in force (after init). */
 TDM_API const char *tdm__alloc_mode_name(void);
 

@@ -243,6 +243,9 @@ int tdm__cache_device_of(uint64_t ptr);
 tdm_status tdm__cache_tag(uint64_t ptr, int device, uint8_t category);
 tdm_status tdm__cache_empty(int device);
 tdm_status tdm__cache_record_stream(uint64_t ptr, int device, tdm_stream stream);
+/* Live block ptr's segment on `device` (the block itself in an expandable
+ * one): 1 with base and size set, 0 when ptr is no live block there. */
+int tdm__cache_base_of(uint64_t ptr, int device, uint64_t *base, uint64_t *size);
 void tdm__cache_sync(int device, int all_streams, tdm_stream stream);
 /* Takes (take > 0) or gives back (0) the device lock of `device`, or
  * (-1) makes it anew, free, in a forked child (fork handlers). */

@@ -1,6 +1,6 @@
 /* alloc/cache_state.c: the caching allocator seen from outside: stats,
- * empty_cache, record_stream and stream sync, re-tagging, the state handed
- * to a snapshot, and the invariant checker.
+ * empty_cache, record_stream and stream sync, re-tagging, the segment a
+ * block lies in, the state handed to a snapshot, and the invariant checker.
  *
  * Lock: each function takes the device lock for as long as it reads or
  * changes that device; the snapshot copy is made under every device's
@@ -113,6 +113,20 @@ tdm_status tdm__cache_record_stream(uint64_t ptr, int device, tdm_stream stream)
         st = TDM_HOST_OUT_OF_MEMORY;
     tdm__lock_give(&d->lock);
     return st;
+}
+
+int tdm__cache_base_of(uint64_t ptr, int device, uint64_t *base, uint64_t *size)
+{
+    cblock *b;
+    tdm__cache_device *d = shard_holding(device, ptr, &b);
+    if (d == NULL)
+        return 0;
+    /* An expandable segment is a reserved range of separately created
+     * pages: no allocation holds more than the block's own. */
+    *base = b->expandable ? b->addr : b->seg->addr;
+    *size = b->expandable ? b->size : b->seg->size;
+    tdm__lock_give(&d->lock);
+    return 1;
 }
 
 int tdm__cache_owns(uint64_t ptr, int device)

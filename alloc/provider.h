@@ -134,5 +134,11 @@ TDM_API tdm_status tdm__provider_ze_create(const tdm_ze_fns *fns,
 TDM_API int tdm__provider_last_vendor_error(void);
 /* Vendor providers note that code here (alloc/provider_vendor.c). */
 void tdm__provider_set_vendor_error(int code);
+/* Function `name` of the vendor library `lib` (a dlopen handle), looked up
+ * with libc's own dlsym: with libtidemark_preload.so loaded, the dlsym the
+ * program sees hands out the preload's wrappers of hooked entry points,
+ * and a provider calling those would book its own segments a second time
+ * as the program's allocations.  NULL when `lib` lacks it. */
+void *tdm__provider_sym(void *lib, const char *name);
 
 #endif

@@ -3,7 +3,10 @@
  * Owns: the table of driver functions, resolved once (given by a hook, or
  * dlopen'ed here and never linked), the handle of the library when it
  * opened it, the device names (read once at creation) and, per device, the
- * primary context it retained on first use.
+ * primary context it retained on first use.  Functions are looked up with
+ * libc's dlsym (tdm__provider_sym): the one a preloaded
+ * libtidemark_preload.so puts before it hands out its wrappers, which
+ * would book each segment a second time as the program's.
  *
  * Segments live in the device's primary context, the one the CUDA runtime
  * uses, so the memory is valid for the program's kernels and outlives any
@@ -424,7 +427,7 @@ static int resolve(void *lib, struct tdm_cuda_fns *f)
     static const char *const names[] = {TDM__CUDA_FNS_NAMES};
     void *sym[sizeof names / sizeof names[0]];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        sym[i] = dlsym(lib, names[i]);
+        sym[i] = tdm__provider_sym(lib, names[i]);
         if (sym[i] == NULL)
             return 0;
     }
@@ -445,7 +448,7 @@ static int resolve(void *lib, struct tdm_cuda_fns *f)
     static const char *const optional[] = {TDM__CUDA_FNS_OPTIONAL_NAMES};
     void *o[sizeof optional / sizeof optional[0]];
     for (size_t i = 0; i < sizeof optional / sizeof optional[0]; i++)
-        o[i] = dlsym(lib, optional[i]);
+        o[i] = tdm__provider_sym(lib, optional[i]);
     f->event_create = (int (*)(tdm__cu_event *, unsigned int))o[0];
     f->event_record = (int (*)(tdm__cu_event, tdm__cu_stream))o[1];
     f->event_query = (int (*)(tdm__cu_event))o[2];
@@ -456,7 +459,7 @@ static int resolve(void *lib, struct tdm_cuda_fns *f)
     static const char *const vmm[] = {TDM__CUDA_FNS_VMM_NAMES};
     void *v[sizeof vmm / sizeof vmm[0]];
     for (size_t i = 0; i < sizeof vmm / sizeof vmm[0]; i++)
-        v[i] = dlsym(lib, vmm[i]);
+        v[i] = tdm__provider_sym(lib, vmm[i]);
     f->mem_address_reserve = (int (*)(tdm__cu_deviceptr *, size_t, size_t, tdm__cu_deviceptr,
                                       unsigned long long))v[0];
     f->mem_address_free = (int (*)(tdm__cu_deviceptr, size_t))v[1];

@@ -398,7 +398,7 @@ static int resolve(void *lib, struct tdm_hip_fns *fns)
     };
     void *sym[sizeof names / sizeof names[0]];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        sym[i] = dlsym(lib, names[i]);
+        sym[i] = tdm__provider_sym(lib, names[i]);
         if (sym[i] == NULL)
             return 0;
     }
@@ -418,7 +418,7 @@ static int resolve(void *lib, struct tdm_hip_fns *fns)
     };
     void *o[sizeof optional / sizeof optional[0]];
     for (size_t i = 0; i < sizeof optional / sizeof optional[0]; i++)
-        o[i] = dlsym(lib, optional[i]);
+        o[i] = tdm__provider_sym(lib, optional[i]);
     fns->event_create = (int (*)(tdm__hip_event *, unsigned))o[0];
     fns->event_record = (int (*)(tdm__hip_event, tdm__hip_stream))o[1];
     fns->event_query = (int (*)(tdm__hip_event))o[2];
@@ -431,7 +431,7 @@ static int resolve(void *lib, struct tdm_hip_fns *fns)
     static const char *const vmm[] = {TDM__HIP_FNS_VMM_NAMES};
     void *v[sizeof vmm / sizeof vmm[0]];
     for (size_t i = 0; i < sizeof vmm / sizeof vmm[0]; i++)
-        v[i] = dlsym(lib, vmm[i]);
+        v[i] = tdm__provider_sym(lib, vmm[i]);
     fns->mem_address_reserve =
         (int (*)(void **, size_t, size_t, void *, unsigned long long))v[0];
     fns->mem_address_free = (int (*)(void *, size_t))v[1];

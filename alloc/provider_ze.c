@@ -253,6 +253,12 @@ static void ze_destroy(tdm_provider *p)
     tdm__meta_unmap(z, sizeof *z);
 }
 
+/* The loader's function `name` (provider_vendor.c: never a preload's). */
+static void *sym(ze_impl *z, const char *name)
+{
+    return tdm__provider_sym(z->lib, name);
+}
+
 /* Standalone: the loader's functions, its first driver, all its devices
  * and a context of our own.  Returns the vendor code of what failed. */
 static int open_loader(ze_impl *z)
@@ -260,39 +266,39 @@ static int open_loader(ze_impl *z)
     z->lib = dlopen("libze_loader.so.1", RTLD_NOW | RTLD_LOCAL);
     if (z->lib == NULL)
         return TDM__ZE_ERROR_UNINITIALIZED;
-    int (*init)(unsigned) = (int (*)(unsigned))dlsym(z->lib, "zeInit");
+    int (*init)(unsigned) = (int (*)(unsigned))sym(z, "zeInit");
     int (*driver_get)(uint32_t *, void **) =
-        (int (*)(uint32_t *, void **))dlsym(z->lib, "zeDriverGet");
+        (int (*)(uint32_t *, void **))sym(z, "zeDriverGet");
     int (*device_get)(void *, uint32_t *, void **) =
-        (int (*)(void *, uint32_t *, void **))dlsym(z->lib, "zeDeviceGet");
+        (int (*)(void *, uint32_t *, void **))sym(z, "zeDeviceGet");
     int (*context_create)(void *, const tdm__ze_context_desc *, void **) =
-        (int (*)(void *, const tdm__ze_context_desc *, void **))dlsym(z->lib, "zeContextCreate");
-    z->context_destroy = (int (*)(void *))dlsym(z->lib, "zeContextDestroy");
+        (int (*)(void *, const tdm__ze_context_desc *, void **))sym(z, "zeContextCreate");
+    z->context_destroy = (int (*)(void *))sym(z, "zeContextDestroy");
     struct tdm_ze_fns *f = &z->fns;
     f->device_get_properties =
-        (int (*)(void *, tdm__ze_device_props *))dlsym(z->lib, "zeDeviceGetProperties");
-    f->device_get_memory_properties = (int (*)(void *, uint32_t *, tdm__ze_memory_props *))dlsym(
-        z->lib, "zeDeviceGetMemoryProperties");
+        (int (*)(void *, tdm__ze_device_props *))sym(z, "zeDeviceGetProperties");
+    f->device_get_memory_properties = (int (*)(void *, uint32_t *, tdm__ze_memory_props *))sym(
+        z, "zeDeviceGetMemoryProperties");
     f->mem_alloc_device =
-        (int (*)(void *, const tdm__ze_mem_alloc_desc *, size_t, size_t, void *, void **))dlsym(
-            z->lib, "zeMemAllocDevice");
-    f->mem_free = (int (*)(void *, void *))dlsym(z->lib, "zeMemFree");
+        (int (*)(void *, const tdm__ze_mem_alloc_desc *, size_t, size_t, void *, void **))sym(
+            z, "zeMemAllocDevice");
+    f->mem_free = (int (*)(void *, void *))sym(z, "zeMemFree");
     f->sysman_enum_memory_modules =
-        (int (*)(void *, uint32_t *, void **))dlsym(z->lib, "zesDeviceEnumMemoryModules");
+        (int (*)(void *, uint32_t *, void **))sym(z, "zesDeviceEnumMemoryModules");
     f->sysman_memory_get_state =
-        (int (*)(void *, tdm__zes_mem_state *))dlsym(z->lib, "zesMemoryGetState");
+        (int (*)(void *, tdm__zes_mem_state *))sym(z, "zesMemoryGetState");
     f->virtual_mem_reserve =
-        (int (*)(void *, const void *, size_t, void **))dlsym(z->lib, "zeVirtualMemReserve");
-    f->virtual_mem_free = (int (*)(void *, const void *, size_t))dlsym(z->lib, "zeVirtualMemFree");
+        (int (*)(void *, const void *, size_t, void **))sym(z, "zeVirtualMemReserve");
+    f->virtual_mem_free = (int (*)(void *, const void *, size_t))sym(z, "zeVirtualMemFree");
     f->virtual_mem_query_page_size =
-        (int (*)(void *, void *, size_t, size_t *))dlsym(z->lib, "zeVirtualMemQueryPageSize");
-    f->physical_mem_create = (int (*)(void *, void *, tdm__ze_physical_mem_desc *, void **))dlsym(
-        z->lib, "zePhysicalMemCreate");
-    f->physical_mem_destroy = (int (*)(void *, void *))dlsym(z->lib, "zePhysicalMemDestroy");
-    f->virtual_mem_map = (int (*)(void *, const void *, size_t, void *, size_t, int))dlsym(
-        z->lib, "zeVirtualMemMap");
+        (int (*)(void *, void *, size_t, size_t *))sym(z, "zeVirtualMemQueryPageSize");
+    f->physical_mem_create = (int (*)(void *, void *, tdm__ze_physical_mem_desc *, void **))sym(
+        z, "zePhysicalMemCreate");
+    f->physical_mem_destroy = (int (*)(void *, void *))sym(z, "zePhysicalMemDestroy");
+    f->virtual_mem_map = (int (*)(void *, const void *, size_t, void *, size_t, int))sym(
+        z, "zeVirtualMemMap");
     f->virtual_mem_unmap =
-        (int (*)(void *, const void *, size_t))dlsym(z->lib, "zeVirtualMemUnmap");
+        (int (*)(void *, const void *, size_t))sym(z, "zeVirtualMemUnmap");
     if (!init || !driver_get || !device_get || !context_create || !z->context_destroy)
         return TDM__ZE_ERROR_UNINITIALIZED;
     int r = init(0);

@@ -10,7 +10,8 @@
  *
  * Invariants: the entry points never raise errors at torch (it cannot
  * take a status): a failed allocation is NULL, which torch reports as out
- * of memory; a free of an unknown pointer does nothing.  Stacks start at
+ * of memory; a free of an unknown pointer does nothing; the base of an
+ * unknown pointer is the pointer itself (size 0).  Stacks start at
  * torch's frame that called us (skip = our one frame).
  * Lock: none of its own; `started` is an atomic flag, and a race of two
  * first calls is settled inside alloc/ (the first provider wins).
@@ -75,6 +76,17 @@ TDM_API void tdm_torch_memory_fraction(double fraction, int device)
 {
     start();
     (void)tdm__alloc_set_memory_fraction(fraction, device);
+}
+
+TDM_API void *tdm_torch_base_alloc(void *ptr, size_t *size)
+{
+    void *base = ptr;
+    size_t bytes = 0;
+    if (tdm__alloc_base_of(ptr, &base, &bytes) != TDM_OK)
+        base = ptr; /* torch's own answer without a base-alloc function */
+    if (size)
+        *size = bytes;
+    return base;
 }
 
 TDM_API void tdm_torch_record_stream(void *ptr, void *stream)

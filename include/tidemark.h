@@ -280,7 +280,7 @@ TDM_API tdm_status tdm_device_synchronize(int device);
  * (torch then raises its out-of-memory error); frees of pointers tidemark
  * did not hand out are ignored.  The optional hooks take the types of
  * CUDAPluggableAllocator's set_init_fn, set_reset_fn,
- * set_memory_fraction_fn and set_record_stream_fn. */
+ * set_memory_fraction_fn, set_base_alloc_fn and set_record_stream_fn. */
 
 TDM_API void *tdm_torch_alloc(size_t size, int device, void *stream);
 TDM_API void tdm_torch_free(void *ptr, size_t size, int device, void *stream);
@@ -291,6 +291,13 @@ TDM_API void tdm_torch_reset(void);
 /* torch.cuda.set_per_process_memory_fraction(fraction, device): the bytes
  * tidemark holds on `device` stay under fraction x its capacity. */
 TDM_API void tdm_torch_memory_fraction(double fraction, int device);
+/* getBaseAllocation(ptr, &size), what torch shares a CUDA tensor by
+ * (cudaIpcGetMemHandle of the base, plus ptr's offset in it): the device
+ * allocation that holds block `ptr` -- its segment's base, *size its bytes.
+ * A block of an expandable segment (no one allocation holds more) and a
+ * pointer tidemark did not hand out are their own base; *size is then the
+ * block's bytes, or 0.  `size` may be NULL. */
+TDM_API void *tdm_torch_base_alloc(void *ptr, size_t *size);
 /* Tensor.record_stream(stream): tdm_record_stream. */
 TDM_API void tdm_torch_record_stream(void *ptr, void *stream);
 
