@@ -513,10 +513,15 @@ def pluggable_allocator():
 def torch_hooks():
     """Addresses of the optional hooks, for the set_*_fn methods of a
     CUDAPluggableAllocator's _allocator: {"init": ..., "reset": ...,
-    "memory_fraction": ..., "record_stream": ...}."""
+    "memory_fraction": ..., "base_alloc": ..., "record_stream": ...}.
+    base_alloc is what torch shares a CUDA tensor with (its
+    getBaseAllocation: the segment a block lies in, which
+    cudaIpcGetMemHandle exports); without it torch takes the block for the
+    whole allocation and the receiving process maps the wrong memory."""
     lib = library()
     names = {"init": "tdm_torch_init", "reset": "tdm_torch_reset",
              "memory_fraction": "tdm_torch_memory_fraction",
+             "base_alloc": "tdm_torch_base_alloc",
              "record_stream": "tdm_torch_record_stream"}
     return {key: ctypes.cast(getattr(lib, sym), ctypes.c_void_p).value
             for key, sym in names.items()}
@@ -535,6 +540,7 @@ def use_with_torch(memory=None):
     inner = alloc._allocator
     for key, setter in (("init", "set_init_fn"), ("reset", "set_reset_fn"),
                         ("memory_fraction", "set_memory_fraction_fn"),
+                        ("base_alloc", "set_base_alloc_fn"),
                         ("record_stream", "set_record_stream_fn")):
         if hasattr(inner, setter):
             getattr(inner, setter)(hooks[key])

@@ -60,6 +60,22 @@ else
     fail "python check wrote no snapshot: $(cat py.out)"
 fi
 
+# use_with_torch() gives torch every hook, getBaseAllocation's included:
+# to a stand-in of torch.cuda.memory, and to the real allocator object of
+# a CUDA build of torch when there is one (TDM_VENV_PYTHON; no GPU needed).
+TIDEMARK_LIB=$LIBTIDEMARK py "$here/torch_hooks_check.py" > hooks.out 2>&1 ||
+    fail "torch_hooks_check.py: $(cat hooks.out)"
+ok "use_with_torch: $(tail -1 hooks.out)"
+if [[ -z $san_rt && -x ${TDM_VENV_PYTHON:-} ]]; then
+    TIDEMARK_LIB=$LIBTIDEMARK "$TDM_VENV_PYTHON" "$here/torch_hooks_check.py" torch \
+        > vhooks.out 2>&1
+    case $? in
+    0) ok "use_with_torch: $(tail -1 vhooks.out)" ;;
+    77) echo "$(tail -1 vhooks.out)" ;;
+    *) fail "torch_hooks_check.py torch: $(cat vhooks.out)" ;;
+    esac
+fi
+
 # The module finds the library next to itself, without TIDEMARK_LIB.
 mkdir -p alone
 cp "$TDM_SOURCE_DIR/python/tidemark.py" alone/

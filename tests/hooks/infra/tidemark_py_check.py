@@ -22,7 +22,7 @@ assert tidemark.library_path() == os.path.realpath(lib_env), tidemark.library_pa
 path, alloc_name, free_name = tidemark.pluggable_allocator()
 assert (alloc_name, free_name) == ("tdm_torch_alloc", "tdm_torch_free")
 hooks = tidemark.torch_hooks()
-assert sorted(hooks) == ["init", "memory_fraction", "record_stream", "reset"]
+assert sorted(hooks) == ["base_alloc", "init", "memory_fraction", "record_stream", "reset"]
 assert all(isinstance(v, int) and v for v in hooks.values())
 
 # What torch.cuda.memory.CUDAPluggableAllocator does with the triple.
@@ -51,6 +51,22 @@ with tidemark.tag("activation"):
 c = alloc(1000, 0, None)
 assert a and b and c
 tidemark.tag_pointer(c, "gradient")
+
+# getBaseAllocation: the segment each block lies in (a large 20 MiB one for
+# a, small 2 MiB ones for b and c: one per stream); anything else is its
+# own base, of no size.
+base_alloc = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p,
+                              ctypes.POINTER(ctypes.c_size_t))(hooks["base_alloc"])
+bases = {}
+for name, ptr, seg in (("a", a, 20 << 20), ("b", b, 2 << 20), ("c", c, 2 << 20)):
+    n = ctypes.c_size_t(7)
+    base = base_alloc(ptr, ctypes.byref(n))
+    assert n.value == seg and base <= ptr < base + seg, (name, hex(ptr), hex(base or 0), n.value)
+    bases[name] = base
+assert len(set(bases.values())) == 3, bases
+n = ctypes.c_size_t(7)
+assert base_alloc(0x1000, ctypes.byref(n)) == 0x1000 and n.value == 0, n.value
+assert base_alloc(c, None) == bases["c"]
 
 s = tidemark.memory_stats(0)
 assert s["allocation.all.current"] == 3, s["allocation.all.current"]
