@@ -173,6 +173,16 @@ TDM_RT_EXPORT cudaError_t CUDARTAPI cudaGetDriverEntryPoint(
     return tdm__rt_entry(TDM__RT_cudaGetDriverEntryPoint, symbol, fn, flags, st, 0);
 }
 
+/* cudaGetDriverEntryPointByVersion came with CUDA 12.5: the headers of
+ * 12.0-12.4 do not declare it.  It is hooked all the same, with 12.5's
+ * prototype: a tidemark built with them may run under a newer runtime
+ * (PyTorch brings its own, and asks it for cuMemCreate & co. by version). */
+#if CUDART_VERSION < 12050
+extern cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(
+    const char *symbol, void **fn, unsigned int version, unsigned long long flags,
+    enum cudaDriverEntryPointQueryResult *st);
+#endif
+
 TDM_RT_EXPORT cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(
     const char *symbol, void **fn, unsigned int version, unsigned long long flags,
     enum cudaDriverEntryPointQueryResult *st)

@@ -35,6 +35,16 @@ TDM_RT_EXPORT cudaError_t CUDARTAPI cudaGetDriverEntryPoint(
     return tdm__rt_entry(TDM__RT_cudaGetDriverEntryPoint_ptsz, symbol, fn, flags, st, 1);
 }
 
+/* Headers before CUDA 12.5 lack cudaGetDriverEntryPointByVersion and its
+ * renaming to _ptsz (cuda_runtime.c says why it is hooked anyway): both
+ * as 12.5's header has them. */
+#if CUDART_VERSION < 12050
+#define cudaGetDriverEntryPointByVersion cudaGetDriverEntryPointByVersion_ptsz
+extern cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(
+    const char *symbol, void **fn, unsigned int version, unsigned long long flags,
+    enum cudaDriverEntryPointQueryResult *st);
+#endif
+
 TDM_RT_EXPORT cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(
     const char *symbol, void **fn, unsigned int version, unsigned long long flags,
     enum cudaDriverEntryPointQueryResult *st)
