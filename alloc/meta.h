@@ -22,11 +22,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tidemark.h"
+
 /* A zeroed region of at least `bytes` (rounded up to pages); NULL when the
- * system refuses. */
-void *tdm__meta_map(size_t bytes);
+ * system refuses.  Exported for the preload's tables (hooks/preload/
+ * vmm_track.c), which must not take the program's malloc either. */
+TDM_API void *tdm__meta_map(size_t bytes);
 /* Gives back a region from tdm__meta_map; `bytes` as passed to it. */
-void tdm__meta_unmap(void *p, size_t bytes);
+TDM_API void tdm__meta_unmap(void *p, size_t bytes);
 
 typedef struct tdm__objpool {
     size_t obj_size;      /* bytes per record, >= sizeof(void *) */

@@ -3,14 +3,14 @@
  *
  * Owns: the driver functions tidemark calls but does not hook (resolved
  * once each from the loaded libcuda.so.1), the set of devices already
- * described to the allocator, the table of virtual-memory handles and
- * their devices, and whether cache mode could start (the cuda provider
+ * described to the allocator, the tracker of virtual-memory handles and
+ * mappings (vmm_track.h), and whether cache mode could start (the cuda provider
  * over the real driver, given to the allocator once).
  *
  * Invariants: nothing here records an event; everything runs inside a
  * wrapper (the recursion guard is held), so driver calls made here reach
- * the driver directly.  Locks: handle_lock around the handle table
- * (virtual-memory calls are rare); the rest are atomics (no lock is held
+ * the driver directly.  Locks: the tracker's own (vmm_track.h); the rest
+ * are atomics (no lock is held
  * while the loader or the driver is called).
  */
 #define _GNU_SOURCE
@@ -266,137 +266,27 @@ int tdm__cuda_cache_ready(void)
     return s >= 0 ? s : cache_setup();
 }
 
-/* ---- virtual-memory handles and mappings -----------------------------------------
- * Two tables, open addressing on the key, linear probing, deletion by
- * backward shift: physical handle -> (device, origin, live mappings), and
- * mapped address -> handle (cuMemUnmap names only the address).  A full
- * table forgets (a map then books on the context's device, as one whose
- * handle tidemark never saw). */
+/* ---- virtual-memory handles and mappings ----------------------------------------
+ * The tracker (vmm_track.c) with CUDA's one operation: the place of a
+ * handle made before tidemark was loaded, as the driver says, else the
+ * context's device. */
 
-#define KV_SLOTS 4096
-typedef struct kv_entry {
-    uint64_t key; /* 0 = empty */
-    uint64_t value;
-    int device, origin, maps;
-} kv_entry;
-typedef struct kv_table {
-    pthread_mutex_t lock;
-    kv_entry e[KV_SLOTS];
-    int count;
-} kv_table;
-static kv_table handles = {.lock = PTHREAD_MUTEX_INITIALIZER};
-static kv_table mappings = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-static size_t kv_home(uint64_t key)
+static int unseen_device(uint64_t h)
 {
-    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 52) & (KV_SLOTS - 1);
-}
-
-/* The entry of key (t->lock held), or the empty slot where it would go. */
-static kv_entry *kv_slot(kv_table *t, uint64_t key)
-{
-    size_t i = kv_home(key);
-    while (t->e[i].key != 0 && t->e[i].key != key)
-        i = (i + 1) & (KV_SLOTS - 1);
-    return &t->e[i];
-}
-
-/* The entry for key, made when absent (NULL when the table is full). */
-static kv_entry *kv_put(kv_table *t, uint64_t key)
-{
-    kv_entry *e = kv_slot(t, key);
-    if (e->key == 0) {
-        if (t->count >= KV_SLOTS - 1)
-            return NULL;
-        t->count++;
-        *e = (kv_entry){.key = key};
+    PFN_cuMemGetAllocationPropertiesFromHandle_v10020 props =
+        (PFN_cuMemGetAllocationPropertiesFromHandle_v10020)helper(
+            H_cuMemGetAllocationPropertiesFromHandle);
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    if (props != NULL && props(&prop, (CUmemGenericAllocationHandle)h) == CUDA_SUCCESS) {
+        if (prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE)
+            return prop.location.id;
+        if (prop.location.type != CU_MEM_LOCATION_TYPE_INVALID)
+            return -1; /* a host or host-NUMA location */
     }
-    return e;
+    int d = tdm__cuda_current_device();
+    return d < 0 ? 0 : d;
 }
 
-static void kv_drop(kv_table *t, kv_entry *e)
-{
-    size_t hole = (size_t)(e - t->e);
-    for (size_t j = (hole + 1) & (KV_SLOTS - 1); t->e[j].key != 0; j = (j + 1) & (KV_SLOTS - 1)) {
-        size_t home = kv_home(t->e[j].key);
-        if (((j - home) & (KV_SLOTS - 1)) >= ((j - hole) & (KV_SLOTS - 1))) {
-            t->e[hole] = t->e[j];
-            hole = j;
-        }
-    }
-    t->e[hole].key = 0;
-    t->count--;
-}
-
-void tdm__cuda_handle_put(CUmemGenericAllocationHandle h, int device, int origin)
-{
-    if (h == 0)
-        return;
-    pthread_mutex_lock(&handles.lock);
-    kv_entry *e = kv_put(&handles, h);
-    if (e) {
-        e->device = device;
-        e->origin = origin;
-        e->maps = 0;
-    }
-    pthread_mutex_unlock(&handles.lock);
-}
-
-int tdm__cuda_handle_device(CUmemGenericAllocationHandle h)
-{
-    pthread_mutex_lock(&handles.lock);
-    kv_entry *e = kv_slot(&handles, h);
-    int device = h != 0 && e->key == h ? e->device : -2;
-    pthread_mutex_unlock(&handles.lock);
-    return device;
-}
-
-void tdm__cuda_handle_drop(CUmemGenericAllocationHandle h)
-{
-    if (h == 0)
-        return;
-    pthread_mutex_lock(&handles.lock);
-    kv_entry *e = kv_slot(&handles, h);
-    if (e->key == h)
-        kv_drop(&handles, e);
-    pthread_mutex_unlock(&handles.lock);
-}
-
-int tdm__cuda_handle_map(CUmemGenericAllocationHandle h, CUdeviceptr va, int *device,
-                         int *origin)
-{
-    int prior = -1;
-    pthread_mutex_lock(&handles.lock);
-    kv_entry *e = kv_slot(&handles, h);
-    if (h != 0 && e->key == h) {
-        prior = e->maps++;
-        *device = e->device;
-        *origin = e->origin;
-    }
-    pthread_mutex_unlock(&handles.lock);
-    pthread_mutex_lock(&mappings.lock);
-    kv_entry *m = va ? kv_put(&mappings, va) : NULL;
-    if (m)
-        m->value = h;
-    pthread_mutex_unlock(&mappings.lock);
-    return prior;
-}
-
-void tdm__cuda_handle_unmap(CUdeviceptr va)
-{
-    CUmemGenericAllocationHandle h = 0;
-    pthread_mutex_lock(&mappings.lock);
-    kv_entry *m = kv_slot(&mappings, va);
-    if (va != 0 && m->key == va) {
-        h = m->value;
-        kv_drop(&mappings, m);
-    }
-    pthread_mutex_unlock(&mappings.lock);
-    if (h == 0)
-        return;
-    pthread_mutex_lock(&handles.lock);
-    kv_entry *e = kv_slot(&handles, h);
-    if (e->key == h && e->maps > 0)
-        e->maps--;
-    pthread_mutex_unlock(&handles.lock);
-}
+static const tdm__vmm_ops cuda_vmm_ops = {.unseen_device = unseen_device};
+tdm__vmm_track tdm__cuda_vmm = TDM__VMM_TRACK_INIT(&cuda_vmm_ops);

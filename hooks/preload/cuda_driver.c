@@ -290,7 +290,7 @@ static CUresult w_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
     CUresult r = real(h, size, prop, flags);
     int dev = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : -1;
     if (r == CUDA_SUCCESS) {
-        tdm__cuda_handle_put(*h, dev, TDM_CUDA_OWN);
+        tdm__vmm_created(&tdm__cuda_vmm, *h, dev, TDM_CUDA_OWN);
     } else if (r == CUDA_ERROR_OUT_OF_MEMORY && dev >= 0) {
         tdm__cuda_describe(dev);
         tdm__alloc_observe_oom(dev, size, tdm__cuda_free_bytes(), 0, TDM_HOOK_SKIP);
@@ -307,7 +307,7 @@ static CUresult w_cuMemRelease(CUmemGenericAllocationHandle h)
         return real ? real(h) : NO_DRIVER;
     CUresult r = real(h);
     if (r == CUDA_SUCCESS)
-        tdm__cuda_handle_drop(h);
+        tdm__vmm_released(&tdm__cuda_vmm, h);
     tdm__hook_leave();
     return r;
 }
@@ -321,20 +321,13 @@ static CUresult w_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
         return real ? real(ptr, size, offset, h, flags) : NO_DRIVER;
     CUresult r = real(ptr, size, offset, h, flags);
     if (r == CUDA_SUCCESS) {
-        int dev = -2, origin = TDM_CUDA_OWN;
-        int prior = tdm__cuda_handle_map(h, ptr, &dev, &origin);
-        if (prior < 0) { /* created before tidemark was there */
-            dev = ctx_device();
-            prior = 0;
-        }
-        if (origin == TDM_CUDA_OWN && prior == 0) {
-            tdm__cuda_describe(dev);
-            tdm__alloc_observe_map(dev, (void *)(uintptr_t)ptr, size, TDM_HOOK_SKIP);
+        tdm__vmm_booking b = tdm__vmm_mapped(&tdm__cuda_vmm, h, ptr);
+        if (b.kind == TDM_CUDA_OWN) {
+            tdm__cuda_describe(b.device);
+            tdm__alloc_observe_map(b.device, (void *)(uintptr_t)ptr, size, TDM_HOOK_SKIP);
         } else {
-            tdm__alloc_observe_import(ctx_device(), (void *)(uintptr_t)ptr, size, dev,
-                                      origin == TDM_CUDA_OWN ? TDM_IMPORT_PEER_MAPPING
-                                                             : origin,
-                                      TDM_HOOK_SKIP);
+            tdm__alloc_observe_import(ctx_device(), (void *)(uintptr_t)ptr, size, b.device,
+                                      b.kind, TDM_HOOK_SKIP);
         }
     }
     tdm__hook_leave();
@@ -347,7 +340,7 @@ static CUresult w_cuMemUnmap(CUdeviceptr ptr, size_t size)
     tdm__hook_mode m = open_hook(real);
     if (m == TDM__HOOK_OFF)
         return real ? real(ptr, size) : NO_DRIVER;
-    tdm__cuda_handle_unmap(ptr);
+    tdm__vmm_unmapped(&tdm__cuda_vmm, ptr);
     if (tdm__alloc_observe_unmap((void *)(uintptr_t)ptr, size, TDM_HOOK_SKIP) != TDM_OK)
         tdm__alloc_observe_unimport((void *)(uintptr_t)ptr);
     CUresult r = real(ptr, size);
@@ -370,7 +363,7 @@ static CUresult w_cuMulticastCreate(CUmemGenericAllocationHandle *mc,
         return real ? real(mc, prop) : NO_DRIVER;
     CUresult r = real(mc, prop);
     if (r == CUDA_SUCCESS && mc)
-        tdm__cuda_handle_put(*mc, TDM_IMPORT_SOURCE_UNKNOWN, TDM_IMPORT_MULTICAST);
+        tdm__vmm_created(&tdm__cuda_vmm, *mc, TDM_IMPORT_SOURCE_UNKNOWN, TDM_IMPORT_MULTICAST);
     tdm__hook_leave();
     return r;
 }

@@ -23,6 +23,7 @@
 
 #include "alloc.h"
 #include "preload.h"
+#include "vmm_track.h"
 
 #define TDM_CUDA_HIDDEN __attribute__((visibility("hidden")))
 
@@ -161,20 +162,11 @@ static inline tdm_stream tdm__cuda_stream(CUstream s, int ptsz)
                              : (tdm_stream)(uintptr_t)s;
 }
 
-/* Virtual memory: each physical allocation handle's device (-1 host),
- * its origin (TDM_CUDA_OWN: made here by cuMemCreate; else the
- * tdm_import_kind it maps as) and its live mappings. */
-#define TDM_CUDA_OWN (-1)
-TDM_CUDA_HIDDEN void tdm__cuda_handle_put(CUmemGenericAllocationHandle h, int device,
-                                          int origin);
-TDM_CUDA_HIDDEN int tdm__cuda_handle_device(CUmemGenericAllocationHandle h); /* -2: unknown */
-TDM_CUDA_HIDDEN void tdm__cuda_handle_drop(CUmemGenericAllocationHandle h);
-/* A mapping of h at va: its mappings before this one (-1: a handle
- * tidemark never saw made), with *device and *origin filled when known. */
-TDM_CUDA_HIDDEN int tdm__cuda_handle_map(CUmemGenericAllocationHandle h, CUdeviceptr va,
-                                         int *device, int *origin);
-/* The mapping at va goes: its handle has one mapping fewer. */
-TDM_CUDA_HIDDEN void tdm__cuda_handle_unmap(CUdeviceptr va);
+/* Virtual memory: the physical allocation handles (device, origin:
+ * TDM_CUDA_OWN when made here by cuMemCreate, else the tdm_import_kind
+ * they map as) and their mappings; cuda_common.c. */
+#define TDM_CUDA_OWN TDM_VMM_OWN
+TDM_CUDA_HIDDEN extern tdm__vmm_track tdm__cuda_vmm;
 
 /* ---- stream-ordered pools and shared memory (cuda_pool.c) -------------- */
 

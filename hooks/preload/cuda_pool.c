@@ -243,7 +243,7 @@ CUresult tdm__cuda_w_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle
             source = prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop.location.id
                      : prop.location.type == CU_MEM_LOCATION_TYPE_INVALID
                          ? TDM_IMPORT_SOURCE_UNKNOWN : -1;
-        tdm__cuda_handle_put(*h, source, TDM_IMPORT_SHAREABLE);
+        tdm__vmm_created(&tdm__cuda_vmm, *h, source, TDM_IMPORT_SHAREABLE);
     }
     tdm__hook_leave();
     return r;

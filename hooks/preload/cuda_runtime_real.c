@@ -4,33 +4,40 @@
  * error cache mode answered without the runtime (cuda_runtime.h).
  *
  * Owns: the runtimes' real functions, one slot each per runtime, resolved
- * once; which runtime each calling object linked (cached); each runtime's
- * version; per thread, the last error cache mode answered
- * without the runtime, which cudaGetLastError / cudaPeekAtLastError
- * (cuda_runtime.c) report as the runtime reports its own.  Lock: none
- * (atomics; a slot is written with the same value by whichever thread
- * gets there first).
+ * once; which runtime each calling object linked and each call site's
+ * answer (cached, in mmap'd tables that grow); each runtime's version;
+ * per thread, the last error cache mode answered without the runtime,
+ * which cudaGetLastError / cudaPeekAtLastError (cuda_runtime.c) report as
+ * the runtime reports its own.  Locks: none on the hot path (a call
+ * site seen before: one hash probe, acquire loads); callers_lock when a
+ * call site is new (never held while the loader is called).  A function
+ * slot is written with the same value by whichever thread gets there
+ * first.
  */
 #define _GNU_SOURCE
 #include "cuda_runtime.h"
 
 #include <dlfcn.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
+
+#include "meta.h"
 
 /* ---- real functions ------------------------------------------------------------
  * Runtime 0 is the default: the next definition after ours (RTLD_NEXT),
  * else whatever loaded object has it.  Runtimes 1.. are libcudart objects
  * that callers' objects depend on, one per object (libcudart.so.12 and
  * libcudart.so.13 are two), each with its own slots.  Which runtime a
- * caller gets is found once per calling object and cached by address
- * range; an object that does not depend on a libcudart (the program
- * itself, a tail call from elsewhere) gets the default. */
+ * caller gets is found once per calling object (a walk of the loaded
+ * objects) and kept by the object's address range, and each call site's
+ * answer is kept by its return address; an object that does not depend on
+ * a libcudart (the program itself, a tail call from elsewhere) gets the
+ * default. */
 
 #define MAX_RUNTIMES 8
-#define MAX_CALLERS 64
 
 static const char *const rt_names[TDM__RT_COUNT] = {
 #define RT_NAME(name) #name,
@@ -46,14 +53,6 @@ static struct {
     _Atomic(const void *) base;
 } runtimes[MAX_RUNTIMES];
 static _Atomic int n_runtimes = 1;
-
-/* Calling objects seen: [lo, hi) of their loaded segments -> runtime. */
-static struct {
-    uintptr_t lo, hi;
-    int runtime;
-    _Atomic int ready; /* set last */
-} callers[MAX_CALLERS];
-static _Atomic int n_callers;
 
 /* The loaded objects' names (the loader's strings, valid while loaded):
  * collected first, looked into after, so that no loader call is made
@@ -176,39 +175,194 @@ static int runtime_of_object(const char *path)
     return i;
 }
 
-/* First call from an object: find and cache its runtime.  No lock (the
- * loader's is taken inside; a library constructor running under it may
- * call a hook): threads racing here find the same answer. */
-static __attribute__((noinline)) int runtime_slow(const void *caller)
+/* ---- callers -------------------------------------------------------------------
+ * PyTorch asks cudaGetLastError after every kernel launch, from every
+ * extension and AOT-compiled library, so the answer for a caller must cost
+ * the same however many objects call: one probe of a hash of call sites
+ * (return address -> runtime; open addressing, grown by doubling into a
+ * new mmap'd table that is then published, the old one left mapped for
+ * readers still in it).  A call site not seen yet is looked up in the
+ * calling objects' ranges (sorted, binary search, under callers_lock);
+ * only an object not seen yet costs a walk of the loaded objects.  When
+ * the system refuses memory for either table (or a table reaches its
+ * limit), callers not remembered get the default runtime, with no walk:
+ * overflow never brings back a walk per call.  Not covered: an object
+ * unloaded and another loaded at its addresses keeps the first one's
+ * runtime. */
+
+#define SITES_FIRST ((size_t)1024)
+#define SITES_MAX ((size_t)1 << 22)  /* call sites: 64 MiB of slots */
+#define OBJECTS_FIRST ((size_t)256)
+#define OBJECTS_MAX ((size_t)1 << 16) /* calling objects */
+
+typedef struct site_slot {
+    _Atomic uintptr_t addr; /* 0: empty; set last */
+    int runtime;
+} site_slot;
+typedef struct site_table {
+    size_t cap, count; /* count: under callers_lock */
+    site_slot slot[];
+} site_table;
+typedef struct object_span {
+    uintptr_t lo, hi;
+    int runtime;
+} object_span;
+
+static pthread_mutex_t callers_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic(site_table *) sites;
+static object_span *objects_seen; /* sorted by lo; under callers_lock */
+static size_t n_objects, objects_cap;
+static _Atomic int callers_full; /* a table could not grow: the default */
+
+static size_t site_home(uintptr_t addr, size_t cap)
+{
+    return (size_t)(((uint64_t)addr * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
+}
+
+/* The runtime remembered for a call site; -1 when it is new. */
+static inline int site_runtime(uintptr_t a)
+{
+    site_table *t = atomic_load_explicit(&sites, memory_order_acquire);
+    if (t == NULL)
+        return -1;
+    for (size_t i = site_home(a, t->cap);; i = (i + 1) & (t->cap - 1)) {
+        uintptr_t k = atomic_load_explicit(&t->slot[i].addr, memory_order_acquire);
+        if (k == a)
+            return t->slot[i].runtime;
+        if (k == 0)
+            return -1;
+    }
+}
+
+static void site_place(site_table *t, uintptr_t a, int runtime)
+{
+    size_t i = site_home(a, t->cap);
+    while (atomic_load_explicit(&t->slot[i].addr, memory_order_relaxed) != 0)
+        i = (i + 1) & (t->cap - 1);
+    t->slot[i].runtime = runtime;
+    atomic_store_explicit(&t->slot[i].addr, a, memory_order_release);
+    t->count++;
+}
+
+/* Remembers a call site (callers_lock held); 0 when it cannot. */
+static int site_remember(uintptr_t a, int runtime)
+{
+    site_table *t = atomic_load_explicit(&sites, memory_order_relaxed);
+    if (t != NULL && site_runtime(a) >= 0)
+        return 1; /* another thread got there first */
+    if (t == NULL || 2 * (t->count + 1) > t->cap) {
+        size_t cap = t ? 2 * t->cap : SITES_FIRST;
+        site_table *g = cap <= SITES_MAX
+                            ? tdm__meta_map(sizeof *g + cap * sizeof g->slot[0])
+                            : NULL;
+        if (g == NULL)
+            return 0;
+        g->cap = cap;
+        for (size_t i = 0; t != NULL && i < t->cap; i++) {
+            uintptr_t k = atomic_load_explicit(&t->slot[i].addr, memory_order_relaxed);
+            if (k != 0)
+                site_place(g, k, t->slot[i].runtime);
+        }
+        /* The old table stays mapped: a reader may still be probing it. */
+        atomic_store_explicit(&sites, g, memory_order_release);
+        t = g;
+    }
+    site_place(t, a, runtime);
+    return 1;
+}
+
+/* The index of the first object whose lo is above a (callers_lock held). */
+static size_t object_after(uintptr_t a)
+{
+    size_t lo = 0, hi = n_objects;
+    while (lo < hi) {
+        size_t m = lo + (hi - lo) / 2;
+        if (objects_seen[m].lo <= a)
+            lo = m + 1;
+        else
+            hi = m;
+    }
+    return lo;
+}
+
+/* The runtime of the object holding a, when seen (callers_lock held); -1. */
+static int object_runtime(uintptr_t a)
+{
+    size_t i = object_after(a);
+    return i > 0 && a < objects_seen[i - 1].hi ? objects_seen[i - 1].runtime : -1;
+}
+
+/* Remembers an object's range (callers_lock held); 0 when it cannot. */
+static int object_remember(uintptr_t lo, uintptr_t hi, int runtime)
+{
+    if (object_runtime(lo) >= 0)
+        return 1;
+    if (n_objects == objects_cap) {
+        size_t cap = objects_cap ? 2 * objects_cap : OBJECTS_FIRST;
+        object_span *g = cap <= OBJECTS_MAX ? tdm__meta_map(cap * sizeof *g) : NULL;
+        if (g == NULL)
+            return 0;
+        if (n_objects)
+            memcpy(g, objects_seen, n_objects * sizeof *g);
+        tdm__meta_unmap(objects_seen, objects_cap * sizeof *objects_seen);
+        objects_seen = g;
+        objects_cap = cap;
+    }
+    size_t i = object_after(lo);
+    memmove(&objects_seen[i + 1], &objects_seen[i], (n_objects - i) * sizeof *objects_seen);
+    objects_seen[i] = (object_span){lo, hi, runtime};
+    n_objects++;
+    return 1;
+}
+
+/* The object holding `caller` and its runtime, by a walk of the loaded
+ * objects (no lock held: the loader's is taken inside, and a library
+ * constructor running under it may call a hook).  0 when `caller` lies
+ * in no object. */
+static int walk_for(const void *caller, uintptr_t *lo, uintptr_t *hi, int *runtime)
 {
     Dl_info info;
     object_range r = {.addr = (uintptr_t)caller};
-    if (caller == NULL || tdm__cuda_is_ours(caller) || !dladdr(caller, &info))
+    if (!dladdr(caller, &info))
         return 0;
     dl_iterate_phdr(find_range, &r);
     if (!r.found)
         return 0;
-    int rt = r.is_program || info.dli_fname == NULL ? 0 : runtime_of_object(info.dli_fname);
-    int i = atomic_fetch_add(&n_callers, 1);
-    if (i < MAX_CALLERS) {
-        callers[i].lo = r.lo;
-        callers[i].hi = r.hi;
-        callers[i].runtime = rt;
-        atomic_store_explicit(&callers[i].ready, 1, memory_order_release);
-    }
+    *lo = r.lo;
+    *hi = r.hi;
+    *runtime = r.is_program || info.dli_fname == NULL ? 0 : runtime_of_object(info.dli_fname);
+    return 1;
+}
+
+/* First call from a call site: its object's runtime, remembered. */
+static __attribute__((noinline)) int runtime_slow(const void *caller)
+{
+    uintptr_t a = (uintptr_t)caller;
+    if (caller == NULL || tdm__cuda_is_ours(caller) ||
+        atomic_load_explicit(&callers_full, memory_order_relaxed))
+        return 0;
+    pthread_mutex_lock(&callers_lock);
+    int rt = object_runtime(a);
+    if (rt >= 0 && !site_remember(a, rt))
+        atomic_store_explicit(&callers_full, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&callers_lock);
+    if (rt >= 0)
+        return rt;
+    uintptr_t lo = 0, hi = 0;
+    int in_object = walk_for(caller, &lo, &hi, &rt);
+    if (!in_object)
+        rt = 0; /* code in no object (generated at run time): the default */
+    pthread_mutex_lock(&callers_lock);
+    if ((in_object && !object_remember(lo, hi, rt)) || !site_remember(a, rt))
+        atomic_store_explicit(&callers_full, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&callers_lock);
     return rt;
 }
 
 static inline int runtime_of(const void *caller)
 {
-    uintptr_t a = (uintptr_t)caller;
-    int n = atomic_load_explicit(&n_callers, memory_order_acquire);
-    n = n < MAX_CALLERS ? n : MAX_CALLERS;
-    for (int i = 0; i < n; i++)
-        if (atomic_load_explicit(&callers[i].ready, memory_order_acquire) &&
-            a >= callers[i].lo && a < callers[i].hi)
-            return callers[i].runtime;
-    return runtime_slow(caller);
+    int rt = site_runtime((uintptr_t)caller);
+    return rt >= 0 ? rt : runtime_slow(caller);
 }
 
 void *tdm__cuda_rt_real_for(int f, const void *caller)

@@ -498,10 +498,10 @@ TDM_HOOK_API hipError_t hipMemCreate(hipMemGenericAllocationHandle_t *handle, si
     HOOK_PROLOGUE(hipMemCreate, handle, size, prop, flags);
     hipError_t r = CALL_REAL(hipMemCreate, handle, size, prop, flags);
     if (r == hipSuccess && handle != NULL && prop != NULL)
-        tdm__hip_handle_put(*handle,
-                            prop->location.type == hipMemLocationTypeDevice ? prop->location.id
-                                                                            : -1,
-                            TDM_HIP_OWN);
+        tdm__vmm_created(&tdm__hip_vmm, (uint64_t)(uintptr_t)*handle,
+                         prop->location.type == hipMemLocationTypeDevice ? prop->location.id
+                                                                         : -1,
+                         TDM_HIP_OWN);
     if (r == hipErrorOutOfMemory && prop != NULL) {
         int device = prop->location.id;
         size_t fr = 0;
@@ -527,25 +527,13 @@ TDM_HOOK_API hipError_t hipMemMap(void *ptr, size_t size, size_t offset,
     HOOK_PROLOGUE(hipMemMap, ptr, size, offset, handle, flags);
     hipError_t r = CALL_REAL(hipMemMap, ptr, size, offset, handle, flags);
     if (r == hipSuccess) {
-        int device = -2, origin = TDM_HIP_OWN;
-        int prior = tdm__hip_handle_map(handle, ptr, &device, &origin);
-        if (prior < 0) { /* made before tidemark was there: ask HIP */
-            hipMemAllocationProp prop;
-            memset(&prop, 0, sizeof prop);
-            if (real.hipMemGetAllocationPropertiesFromHandle &&
-                real.hipMemGetAllocationPropertiesFromHandle(&prop, handle) == hipSuccess &&
-                prop.location.type == hipMemLocationTypeDevice)
-                device = prop.location.id;
-            else
-                device = current_device();
-            prior = 0;
-        }
-        if (origin == TDM_HIP_OWN && prior == 0) {
-            tdm__hip_describe_once(device);
-            tdm__alloc_observe_map(device, ptr, size, TDM_HOOK_SKIP);
+        tdm__vmm_booking b =
+            tdm__vmm_mapped(&tdm__hip_vmm, (uint64_t)(uintptr_t)handle, (uint64_t)(uintptr_t)ptr);
+        if (b.kind == TDM_HIP_OWN) {
+            tdm__hip_describe_once(b.device);
+            tdm__alloc_observe_map(b.device, ptr, size, TDM_HOOK_SKIP);
         } else { /* imported, or a further mapping of memory counted once */
-            tdm__alloc_observe_import(current_device(), ptr, size, device,
-                                      origin == TDM_HIP_OWN ? TDM_IMPORT_PEER_MAPPING : origin,
+            tdm__alloc_observe_import(current_device(), ptr, size, b.device, b.kind,
                                       TDM_HOOK_SKIP);
         }
     }
@@ -556,7 +544,7 @@ TDM_HOOK_API hipError_t hipMemMap(void *ptr, size_t size, size_t offset,
 TDM_HOOK_API hipError_t hipMemUnmap(void *ptr, size_t size)
 {
     HOOK_PROLOGUE(hipMemUnmap, ptr, size);
-    tdm__hip_handle_unmap(ptr);
+    tdm__vmm_unmapped(&tdm__hip_vmm, (uint64_t)(uintptr_t)ptr);
     if (tdm__alloc_observe_unmap(ptr, size, TDM_HOOK_SKIP) != TDM_OK)
         tdm__alloc_observe_unimport(ptr);
     hipError_t r = CALL_REAL(hipMemUnmap, ptr, size);
@@ -569,7 +557,7 @@ TDM_HOOK_API hipError_t hipMemRelease(hipMemGenericAllocationHandle_t handle)
     HOOK_PROLOGUE(hipMemRelease, handle);
     hipError_t r = CALL_REAL(hipMemRelease, handle);
     if (r == hipSuccess)
-        tdm__hip_handle_drop(handle);
+        tdm__vmm_released(&tdm__hip_vmm, (uint64_t)(uintptr_t)handle);
     tdm__hook_leave();
     return r;
 }

@@ -27,6 +27,7 @@
 #include "alloc.h"
 #include "preload.h"
 #include "snap_model.h"
+#include "vmm_track.h"
 
 /* hipMallocHost / hipFreeHost are deprecated in the header but still
  * exported and used; programs that call them are hooked like the rest. */
@@ -151,18 +152,10 @@ INLINE void tdm__hip_pool_book_all(void)
 
 /* ---- virtual-memory handles (hip_pool.c) ----------------------------------- */
 
-/* Each physical allocation handle's device and origin (TDM_HIP_OWN: made
- * here by hipMemCreate; else the tdm_import_kind it maps as) and its live
+/* The physical allocation handles (device, origin: TDM_HIP_OWN when made
+ * here by hipMemCreate, else the tdm_import_kind they map as) and their
  * mappings. */
-#define TDM_HIP_OWN (-1)
-TDM_HIP_HIDDEN void tdm__hip_handle_put(hipMemGenericAllocationHandle_t h, int device,
-                                        int origin);
-TDM_HIP_HIDDEN void tdm__hip_handle_drop(hipMemGenericAllocationHandle_t h);
-/* A mapping of h at va: its mappings before this one (-1: a handle
- * tidemark never saw made), with *device and *origin filled when known. */
-TDM_HIP_HIDDEN int tdm__hip_handle_map(hipMemGenericAllocationHandle_t h, const void *va,
-                                       int *device, int *origin);
-/* The mapping at va goes: its handle has one mapping fewer. */
-TDM_HIP_HIDDEN void tdm__hip_handle_unmap(const void *va);
+#define TDM_HIP_OWN TDM_VMM_OWN
+TDM_HIP_HIDDEN extern tdm__vmm_track tdm__hip_vmm;
 
 #endif

@@ -20,12 +20,12 @@
  * further mapping of a physical allocation already counted are booked
  * apart as imported (alloc/observe_import.c), with the exporting device
  * where HIP says it; never on a device's own figures.  The handle tables
- * below say which is which at hipMemMap / hipMemUnmap (hip_hooks.c).
+ * tracker says which is which at hipMemMap / hipMemUnmap (hip_hooks.c).
  *
  * Owns: the known pools (a small lock-free table), each device's current
- * pool and whether the program set it; the handle and mapping tables.
- * Locks: none for pools (atomics); one mutex per handle table (virtual
- * memory calls are rare, and no HIP call is made while it is held).
+ * pool and whether the program set it; HIP's tracker of virtual-memory
+ * handles and mappings (vmm_track.h).  Locks: none for pools (atomics);
+ * the tracker's own mutex (no HIP call is made while it is held).
  */
 #include "hip_hooks.h"
 #include "pool_table.h"
@@ -228,139 +228,29 @@ TDM_HOOK_API hipError_t hipMemImportFromShareableHandle(hipMemGenericAllocationH
             tdm__hip_real.hipMemGetAllocationPropertiesFromHandle(&prop, *handle) == hipSuccess)
             source = prop.location.type == hipMemLocationTypeDevice ? prop.location.id
                                                                     : TDM_IMPORT_SOURCE_UNKNOWN;
-        tdm__hip_handle_put(*handle, source, TDM_IMPORT_SHAREABLE);
+        tdm__vmm_created(&tdm__hip_vmm, (uint64_t)(uintptr_t)*handle, source,
+                         TDM_IMPORT_SHAREABLE);
     }
     tdm__hook_leave();
     return r;
 }
 
-/* ---- virtual-memory handles and mappings -----------------------------------------
- * Two tables, open addressing on the key, linear probing, deletion by
- * backward shift: physical handle -> (device, origin, live mappings), and
- * mapped address -> handle (hipMemUnmap names only the address).  A full
- * table forgets (a map then books as one whose handle tidemark never saw
- * made: on the handle's device, as HIP says it). */
+/* ---- virtual-memory handles and mappings ----------------------------------------
+ * The tracker (vmm_track.c) with HIP's one operation: the place of a
+ * handle made before tidemark was loaded, as HIP says, else the current
+ * device. */
 
-#define SLOTS 4096
-typedef struct slot {
-    uint64_t key; /* 0 = empty */
-    uint64_t handle;
-    int device, origin, maps;
-} slot;
-typedef struct table {
-    pthread_mutex_t lock;
-    slot s[SLOTS];
-    int count;
-} table;
-static table handles = {.lock = PTHREAD_MUTEX_INITIALIZER};
-static table mappings = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-static size_t home_of(uint64_t key)
+static int unseen_device(uint64_t h)
 {
-    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 52) & (SLOTS - 1);
+    hipMemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    if (tdm__hip_real.hipMemGetAllocationPropertiesFromHandle &&
+        tdm__hip_real.hipMemGetAllocationPropertiesFromHandle(
+            &prop, (hipMemGenericAllocationHandle_t)(uintptr_t)h) == hipSuccess &&
+        prop.location.type == hipMemLocationTypeDevice)
+        return prop.location.id;
+    return tdm__hip_current_device();
 }
 
-/* The slot of key (t->lock held), or the empty one where it would go. */
-static slot *find(table *t, uint64_t key)
-{
-    size_t i = home_of(key);
-    while (t->s[i].key != 0 && t->s[i].key != key)
-        i = (i + 1) & (SLOTS - 1);
-    return &t->s[i];
-}
-
-/* The slot of key, made when absent (NULL when the table is full). */
-static slot *find_or_add(table *t, uint64_t key)
-{
-    slot *e = find(t, key);
-    if (e->key == 0) {
-        if (t->count >= SLOTS - 1)
-            return NULL;
-        t->count++;
-        *e = (slot){.key = key};
-    }
-    return e;
-}
-
-static void erase(table *t, slot *e)
-{
-    size_t hole = (size_t)(e - t->s);
-    for (size_t j = (hole + 1) & (SLOTS - 1); t->s[j].key != 0; j = (j + 1) & (SLOTS - 1)) {
-        size_t home = home_of(t->s[j].key);
-        if (((j - home) & (SLOTS - 1)) >= ((j - hole) & (SLOTS - 1))) {
-            t->s[hole] = t->s[j];
-            hole = j;
-        }
-    }
-    t->s[hole].key = 0;
-    t->count--;
-}
-
-static uint64_t key_of(const void *p)
-{
-    return (uint64_t)(uintptr_t)p;
-}
-
-void tdm__hip_handle_put(hipMemGenericAllocationHandle_t h, int device, int origin)
-{
-    if (h == NULL)
-        return;
-    pthread_mutex_lock(&handles.lock);
-    slot *e = find_or_add(&handles, key_of(h));
-    if (e) {
-        e->device = device;
-        e->origin = origin;
-        e->maps = 0;
-    }
-    pthread_mutex_unlock(&handles.lock);
-}
-
-void tdm__hip_handle_drop(hipMemGenericAllocationHandle_t h)
-{
-    if (h == NULL)
-        return;
-    pthread_mutex_lock(&handles.lock);
-    slot *e = find(&handles, key_of(h));
-    if (e->key == key_of(h))
-        erase(&handles, e);
-    pthread_mutex_unlock(&handles.lock);
-}
-
-int tdm__hip_handle_map(hipMemGenericAllocationHandle_t h, const void *va, int *device,
-                        int *origin)
-{
-    int prior = -1;
-    pthread_mutex_lock(&handles.lock);
-    slot *e = find(&handles, key_of(h));
-    if (h != NULL && e->key == key_of(h)) {
-        prior = e->maps++;
-        *device = e->device;
-        *origin = e->origin;
-    }
-    pthread_mutex_unlock(&handles.lock);
-    pthread_mutex_lock(&mappings.lock);
-    slot *m = va ? find_or_add(&mappings, key_of(va)) : NULL;
-    if (m)
-        m->handle = key_of(h);
-    pthread_mutex_unlock(&mappings.lock);
-    return prior;
-}
-
-void tdm__hip_handle_unmap(const void *va)
-{
-    uint64_t h = 0;
-    pthread_mutex_lock(&mappings.lock);
-    slot *m = find(&mappings, key_of(va));
-    if (va != NULL && m->key == key_of(va)) {
-        h = m->handle;
-        erase(&mappings, m);
-    }
-    pthread_mutex_unlock(&mappings.lock);
-    if (h == 0)
-        return;
-    pthread_mutex_lock(&handles.lock);
-    slot *e = find(&handles, h);
-    if (e->key == h && e->maps > 0)
-        e->maps--;
-    pthread_mutex_unlock(&handles.lock);
-}
+static const tdm__vmm_ops hip_vmm_ops = {.unseen_device = unseen_device};
+tdm__vmm_track tdm__hip_vmm = TDM__VMM_TRACK_INIT(&hip_vmm_ops);

@@ -106,7 +106,10 @@ typedef struct mapping {
 } mapping;
 
 #define NBUCKET 1024
-#define MAX_MAPS 256
+/* Mappings live at once: more than an H200's expandable segments make
+ * (~7000 pages of 20 MiB for 141 GB), so the hooks' tables can be tested
+ * past any fixed size of theirs. */
+#define MAX_MAPS 16384
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static rec *g_buckets[NBUCKET];
 static long g_live;

@@ -10,7 +10,10 @@
 
 /* ---- virtual memory ------------------------------------------------------- */
 
-#define MAX_MAPS 256
+/* Mappings and reservations live at once: more than an H200's expandable
+ * segments make (~7000 pages of 20 MiB), so the hooks' tables can be
+ * tested past any fixed size of theirs. */
+#define MAX_MAPS 16384
 static struct {
     char *va;    /* NULL: free slot */
     size_t size; /* bytes */

@@ -18,7 +18,13 @@
  *                     allocation mapped twice; and host-NUMA memory
  *   drv_app multicast a multicast object with a device's physical memory
  *                     bound to it, both mapped (NCCL's NVLS buffers)
- * (pools, shared and multicast leave memory live for the snapshot at exit.)
+ *   drv_app many_maps 4100 pages of 2 MiB made and mapped (more than a
+ *                     4096-entry table holds: an H200's expandable
+ *                     segments map ~7000 pages of 20 MiB), then one more
+ *                     mapping of the first page and an imported handle's
+ *                     (needs FAKE_CUDA_CAPACITY of 9 GiB or more)
+ * (pools, shared, multicast and many_maps leave memory live for the
+ * snapshot at exit.)
  * Functions are named app_* so snapshots can be checked for them.
  */
 #define _GNU_SOURCE
@@ -356,6 +362,40 @@ static NOINLINE int app_shared(void)
     return 0;
 }
 
+static NOINLINE int app_many_maps(void)
+{
+    enum { PAGES = 4100 };
+    const size_t page = (size_t)2 << 20;
+    CUdeviceptr va = 0;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    app_report("cuMemAddressReserve", cuMemAddressReserve(&va, (PAGES + 2) * page, 0, 0, 0));
+    CUmemGenericAllocationHandle first = 0, imported = 0;
+    int created = 0, mapped = 0;
+    for (int i = 0; i < PAGES; i++) {
+        CUmemGenericAllocationHandle h = 0;
+        created += cuMemCreate(&h, page, &prop, 0) == CUDA_SUCCESS;
+        mapped += cuMemMap(va + (CUdeviceptr)i * page, page, 0, h, 0) == CUDA_SUCCESS;
+        if (i == 0)
+            first = h;
+    }
+    printf("cuMemCreate x%d -> %d made, cuMemMap -> %d mapped\n", PAGES, created, mapped);
+    app_report("cuMemMap the first page again",
+               cuMemMap(va + (CUdeviceptr)PAGES * page, page, 0, first, 0));
+    int fd = -1;
+    app_report("cuMemExportToShareableHandle",
+               cuMemExportToShareableHandle(&fd, first, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    app_report("cuMemImportFromShareableHandle",
+               cuMemImportFromShareableHandle(&imported, (void *)(uintptr_t)fd,
+                                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    app_report("cuMemMap imported",
+               cuMemMap(va + (CUdeviceptr)(PAGES + 1) * page, page, 0, imported, 0));
+    return 0;
+}
+
 static NOINLINE int app_multicast(void)
 {
 #if CUDA_VERSION >= 12010
@@ -409,6 +449,8 @@ int main(int argc, char **argv)
         rc = app_shared();
     else if (strcmp(what, "multicast") == 0)
         rc = app_multicast();
+    else if (strcmp(what, "many_maps") == 0)
+        rc = app_many_maps();
     else
         return fprintf(stderr, "drv_app: unknown scenario %s\n", what), 2;
     app_report("cuStreamDestroy", cuStreamDestroy(s1));

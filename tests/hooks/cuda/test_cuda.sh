@@ -31,6 +31,10 @@
 #   drv_multicast      a multicast object mapped beside the physical memory
 #                      bound to it: the object's mapping listed as imported
 #                      (kind multicast), the memory counted once, on its device
+#   drv_many_maps      4100 physical pages made and mapped, then a second
+#                      mapping of the first and an imported handle's: every
+#                      page a segment of device 0, the two others imported
+#                      (peer_mapping, shareable): no table runs out
 #   real_shared        the REAL libcudart.so.13 over the fake driver, which
 #                      reports what cudart's table of driver functions holds
 #                      and calls through it: our wrappers, right variants
@@ -232,6 +236,26 @@ drv_pools | drv_shared | drv_multicast)
         grep -qx "mine after free: pool reserved 4194304 used 0" "$T/cache.out" ||
             fail "cache mode took the allocation from the program's pool"
     fi
+    ;;
+drv_many_maps)
+    big=FAKE_CUDA_CAPACITY=17179869184
+    run plain "$DRV_APP" many_maps "$big"
+    grep -qx "cuMemCreate x4100 -> 4100 made, cuMemMap -> 4100 mapped" "$T/plain.out" ||
+        fail "the fake did not make and map 4100 pages"
+    for mode in observe cache; do
+        traced $mode mode=$mode "$DRV_APP" many_maps "$big"
+        same_output plain $mode
+        no_tidemark_errors $mode
+        "$SNAPCHECK" "$T/$mode.tdm" state | sort | uniq -c | sed 's/^ *//' >"$T/$mode.state" ||
+            fail "cuda_snapcheck state"
+        cat >"$T/want.state" <<'STATE'
+1 imported dev=0 source=0 kind=peer_mapping size=2097152 fn=app_many_maps
+1 imported dev=0 source=0 kind=shareable size=2097152 fn=app_many_maps
+4100 segment dev=0 size=2097152 expandable=1 blocks=i
+1 stats dev=0 allocated=0 reserved=8598323200 reserved_peak=8598323200 segments=4100
+STATE
+        diff -u "$T/want.state" "$T/$mode.state" || fail "the state at the dump differs ($mode)"
+    done
     ;;
 real_shared | real_static)
     app=$REAL_RT_APP

@@ -23,7 +23,11 @@
  *   hip_app shared    memory mapped but not allocated here: an IPC handle
  *                     opened, a shareable handle imported, one physical
  *                     allocation mapped twice
- * (pools and shared leave memory live for the snapshot at exit.)
+ *   hip_app many_maps 4100 pages of 2 MiB made and mapped (more than a
+ *                     4096-entry table holds), then one more mapping of
+ *                     the first page and an imported handle's (needs
+ *                     FAKE_HIP_CAPACITY of 9 GiB or more)
+ * (pools, shared and many_maps leave memory live for the snapshot at exit.)
  *
  * With the fake library it also prints the fake's counters (looked up with
  * dlsym: they exist only in the fake).
@@ -67,6 +71,7 @@ void alloc_small_blocks(void **blocks, hipStream_t s);
 void free_small_blocks(void **blocks, hipStream_t s);
 void app_pools(void);
 void app_shared(void);
+void app_many_maps(void);
 
 static void say(const char *what, hipError_t r)
 {
@@ -436,6 +441,39 @@ NOINLINE void app_shared(void)
     KEEP_FRAME();
 }
 
+NOINLINE void app_many_maps(void)
+{
+    enum { PAGES = 4100 };
+    const size_t page = (size_t)2 << 20;
+    void *range = NULL;
+    hipMemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = hipMemAllocationTypePinned;
+    prop.location.type = hipMemLocationTypeDevice;
+    prop.location.id = 0;
+    say("hipMemAddressReserve", hipMemAddressReserve(&range, (PAGES + 2) * page, 0, NULL, 0));
+    char *base = range;
+    hipMemGenericAllocationHandle_t first = NULL, imported = NULL;
+    int created = 0, mapped = 0;
+    for (int i = 0; i < PAGES; i++) {
+        hipMemGenericAllocationHandle_t ph = NULL;
+        created += hipMemCreate(&ph, page, &prop, 0) == hipSuccess;
+        mapped += hipMemMap(base + (size_t)i * page, page, 0, ph, 0) == hipSuccess;
+        if (i == 0)
+            first = ph;
+    }
+    printf("hipMemCreate x%d -> %d made, hipMemMap -> %d mapped\n", PAGES, created, mapped);
+    say("hipMemMap the first page again", hipMemMap(base + (size_t)PAGES * page, page, 0, first, 0));
+    int fd = -1;
+    say("hipMemExportToShareableHandle",
+        hipMemExportToShareableHandle(&fd, first, hipMemHandleTypePosixFileDescriptor, 0));
+    say("hipMemImportFromShareableHandle",
+        hipMemImportFromShareableHandle(&imported, (void *)(uintptr_t)fd,
+                                        hipMemHandleTypePosixFileDescriptor));
+    say("hipMemMap imported", hipMemMap(base + (size_t)(PAGES + 1) * page, page, 0, imported, 0));
+    KEEP_FRAME();
+}
+
 /* ---- no GPU ------------------------------------------------------------------------------ */
 
 static void nogpu(void)
@@ -472,6 +510,8 @@ int main(int argc, char **argv)
         app_pools();
     else if (strcmp(what, "shared") == 0)
         app_shared();
+    else if (strcmp(what, "many_maps") == 0)
+        app_many_maps();
     else {
         fprintf(stderr, "hip_app: unknown scenario %s\n", what);
         return 2;

@@ -31,6 +31,9 @@
 #   shared   an IPC handle opened, a shareable handle imported, one physical
 #            allocation mapped twice: listed as imported, not in the
 #            device's bytes
+#   many_maps 4100 physical pages made and mapped, then a second mapping
+#            of the first and an imported handle's: every page a segment of
+#            device 0, the two others imported (no table runs out)
 #
 # Environment (from CMake): HIP_APP, STREAM_APP, SNAPCHECK, PRELOAD, FAKE_HIP_DIR,
 # HIP_APP_LINKED_REAL, EXPECT_DIR.
@@ -199,6 +202,27 @@ stream_free | capture)
     else
         [ -z "$notes" ] || fail "notes in a run without a capture: '$notes'"
     fi
+    ;;
+many_maps)
+    app_arg=many_maps
+    big=FAKE_HIP_CAPACITY=17179869184
+    run_fake plain "$big"
+    grep -qx "hipMemCreate x4100 -> 4100 made, hipMemMap -> 4100 mapped" "$T/plain.out" ||
+        fail "the fake did not make and map 4100 pages"
+    for mode in observe cache; do
+        run_preloaded $mode "mode=$mode,dump=$T/$mode.tdm" "$big"
+        same_output plain $mode
+        grep "tidemark:" "$T/$mode.err" | grep -v "wrote snapshot" && fail "unexpected tidemark message"
+        "$SNAPCHECK" "$T/$mode.tdm" state | sort | uniq -c | sed 's/^ *//' >"$T/$mode.state" ||
+            fail "snapcheck state"
+        cat >"$T/want.state" <<'STATE'
+1 imported dev=0 source=0 kind=peer_mapping size=2097152 fn=app_many_maps
+1 imported dev=0 source=0 kind=shareable size=2097152 fn=app_many_maps
+4100 segment dev=0 size=2097152 expandable=1 blocks=i
+1 stats dev=0 allocated=0 reserved=8598323200 reserved_peak=8598323200 segments=4100
+STATE
+        diff -u "$T/want.state" "$T/$mode.state" || fail "the state at the dump differs ($mode)"
+    done
     ;;
 pools | shared)
     app_arg=$scenario
