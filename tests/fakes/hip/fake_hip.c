@@ -475,6 +475,26 @@ EXPORT hipError_t hipHostMalloc(void **ptr, size_t size, unsigned int flags)
     return fake_last(fake_alloc(ptr, size, -1, K_HOST));
 }
 
+/* HIPIFY's cudaHostAlloc (deprecated in ROCm 5 for hipHostMalloc, still
+ * exported); the same pinned host memory. */
+EXPORT hipError_t hipHostAlloc(void **ptr, size_t size, unsigned int flags)
+{
+    ALLOC_PROLOGUE(F_hipHostAlloc);
+    (void)flags;
+    return fake_last(fake_alloc(ptr, size, -1, K_HOST));
+}
+
+#if FAKE_HIP_MAJOR >= 6
+/* ROCm 6: "Allocates device accessible page locked (pinned) host memory",
+ * freed by hipHostFree like hipHostMalloc's. */
+EXPORT hipError_t hipExtHostAlloc(void **ptr, size_t size, unsigned int flags)
+{
+    ALLOC_PROLOGUE(F_hipExtHostAlloc);
+    (void)flags;
+    return fake_last(fake_alloc(ptr, size, -1, K_HOST));
+}
+#endif
+
 EXPORT hipError_t hipMallocHost(void **ptr, size_t size)
 {
     ALLOC_PROLOGUE(F_hipMallocHost);
