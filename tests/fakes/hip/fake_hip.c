@@ -461,8 +461,10 @@ EXPORT hipError_t hipFree(void *ptr)
     ALLOC_PROLOGUE(F_hipFree);
     if ((r = fake_capture_check()) != hipSuccess)
         return fake_last(r);
+    /* HIP's documentation of hipFree (hip_runtime_api.h): "This API
+     * performs an implicit hipDeviceSynchronize() call." */
     if (ptr != NULL)
-        fake_device_idle(); /* hipFree synchronizes the device */
+        fake_device_idle();
     if (fake_pool_give(ptr))
         return fake_last(hipSuccess);
     return fake_last(fake_free(ptr, K_DEVICE));
