@@ -29,6 +29,7 @@
 #include "provider_hip.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -447,6 +448,51 @@ static int resolve(void *lib, struct tdm_hip_fns *fns)
     return 1;
 }
 
+/* ---- which libamdhip64 ------------------------------------------------------
+ * The one the process has loaded, wherever (a library's local scope
+ * included: JAX, CuPy, ctypes.CDLL load theirs RTLD_LOCAL, where a lookup
+ * by one soname misses it) and whatever its soname: ROCm 5's
+ * libamdhip64.so.5, ROCm 6's .so.6, ROCm 7's .so.7, or the bare
+ * libamdhip64.so PyTorch's wheels bundle.  Only when none is loaded, one
+ * is opened by name, newest ROCm first. */
+
+typedef struct loaded_names {
+    const char *name[512];
+    int n;
+} loaded_names;
+
+static int collect_hip(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    loaded_names *o = arg;
+    const char *path = info->dlpi_name;
+    const char *base = path ? strrchr(path, '/') : NULL;
+    base = base ? base + 1 : path;
+    if (base && strncmp(base, "libamdhip64.so", 14) == 0 && o->n < 512)
+        o->name[o->n++] = path;
+    return 0;
+}
+
+/* A handle on libamdhip64 (a reference of ours); NULL when there is none. */
+static void *open_hip(void)
+{
+    void *lib = NULL;
+    loaded_names *o = tdm__meta_map(sizeof *o);
+    if (o != NULL) {
+        /* Names collected first, opened after: no loader call while
+         * dl_iterate_phdr holds the loader's lock. */
+        dl_iterate_phdr(collect_hip, o);
+        for (int i = 0; i < o->n && lib == NULL; i++)
+            lib = dlopen(o->name[i], RTLD_NOW | RTLD_NOLOAD);
+        tdm__meta_unmap(o, sizeof *o);
+    }
+    static const char *const sonames[] = {"libamdhip64.so.7", "libamdhip64.so.6",
+                                          "libamdhip64.so.5", "libamdhip64.so"};
+    for (size_t i = 0; i < sizeof sonames / sizeof sonames[0] && lib == NULL; i++)
+        lib = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL);
+    return lib;
+}
+
 static int complete(const struct tdm_hip_fns *f)
 {
     return f->get_device_count && f->get_device && f->set_device && f->malloc && f->free &&
@@ -464,9 +510,7 @@ tdm_status tdm__provider_hip_create(const tdm_hip_fns *fns, tdm_provider **out)
     if (fns) {
         h->fns = *fns;
     } else {
-        h->lib = dlopen("libamdhip64.so.5", RTLD_NOW | RTLD_LOCAL);
-        if (h->lib == NULL)
-            h->lib = dlopen("libamdhip64.so", RTLD_NOW | RTLD_LOCAL);
+        h->lib = open_hip();
         if (h->lib == NULL || !resolve(h->lib, &h->fns))
             goto unavailable;
     }

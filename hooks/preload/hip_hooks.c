@@ -14,15 +14,17 @@
  *
  * What each call books:
  *   hipMalloc, hipMallocAsync   observe: alloc on the current device (the
- *                               stream for the Async form, and its pool's
- *                               reserve: hip_pool.c); cache: served from
+ *                               Async form: on the stream's device, with
+ *                               the stream, and its pool's reserve:
+ *                               hip_pool.c); cache: served from
  *                               tidemark's caching allocator (not an Async
  *                               one on a capturing stream, or on a device
  *                               whose current pool the program set)
  *   hipExtMallocWithFlags, hipMallocManaged, hipMallocFromPoolAsync
  *                               observe in both modes (their flags and
  *                               pools mean memory the cache cannot give)
- *   hipHostMalloc, hipMallocHost  observe on the host (device -1)
+ *   hipHostMalloc, hipMallocHost, hipHostAlloc, hipExtHostAlloc
+ *                               observe on the host (device -1)
  *   hipFree, hipFreeAsync, hipHostFree, hipFreeHost
  *                               the block back to the cache (hipFree after
  *                               the device's work, hipFreeAsync after the
@@ -33,7 +35,7 @@
  *                               one of an imported handle: imported memory
  *   hipMemCreate / hipMemRelease  the handle remembered / forgotten; a
  *                               failed create is an oom event
- *   hipStreamBeginCapture, hipStreamEndCapture
+ *   hipStreamBeginCapture, hipStreamBeginCaptureToGraph, hipStreamEndCapture
  *                               nothing; counted, so that cache mode
  *                               frees no segment and touches no event
  *                               while a graph is being captured
@@ -41,14 +43,17 @@
  * Errors go back unchanged; hipErrorOutOfMemory also books an `oom` event
  * with the device's free bytes (hipMemGetInfo).
  *
- * Lock: none.  The real pointers are written once under pthread_once; the
+ * Lock: resolve_mu, on the slow path only, until the real functions are
+ * found; they are then written once, before tdm__hip_real_ready.  The
  * described-device bits, the cache switch and the capture count are
  * atomics.
  */
 #include "hip_hooks.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "provider_hip.h"
@@ -74,44 +79,134 @@ _Static_assert((int)hipMemAllocationTypePinned == (int)TDM__HIP_MEM_ALLOCATION_T
 
 TDM_HIP_HIDDEN struct tdm__hip_real_fns tdm__hip_real;
 TDM_HIP_HIDDEN _Atomic int tdm__hip_real_ready;
-static pthread_once_t real_once = PTHREAD_ONCE_INIT;
 #define real tdm__hip_real /* this file's name for it */
 
 /* RTLD_NEXT finds libamdhip64 when it is in the global scope (linked, or
  * dlopen'ed RTLD_GLOBAL).  A copy dlopen'ed RTLD_LOCAL (a Python
- * extension's dependency) still binds its callers to us, but RTLD_NEXT
- * cannot see it: then ask it by name. */
+ * extension's dependency: JAX, CuPy, ctypes.CDLL) still binds its callers
+ * to us, but RTLD_NEXT cannot see it: then the loaded object is found by
+ * walking the loaded objects, whatever its soname (libamdhip64.so.5 for
+ * ROCm 5, .so.6 and .so.7 for ROCm 6 and 7, or the bare libamdhip64.so
+ * PyTorch's wheels bundle). */
 static void *lookup(const char *name, const char *version, void *local)
 {
-    void *p = tdm__hook_real_versioned(name, version);
-    if (p == NULL && local != NULL)
-        p = dlvsym(local, name, version);
-    if (p == NULL && local != NULL)
-        p = tdm__hook_real_dlsym(local, name);
-    return p;
+    if (local != NULL) {
+        void *p = version ? dlvsym(local, name, version) : NULL;
+        return p ? p : tdm__hook_real_dlsym(local, name);
+    }
+    return tdm__hook_real_versioned(name, version);
 }
 
-static void resolve_all(void)
+/* Whether p lies in this library (a lookup that found our own hook). */
+static int is_ours(const void *p)
 {
+    Dl_info self, info;
+    return dladdr((void *)is_ours, &self) && dladdr(p, &info) &&
+           info.dli_fbase == self.dli_fbase;
+}
+
+/* The loaded objects' names, collected first and opened after, so that no
+ * loader call is made while dl_iterate_phdr holds the loader's lock. */
+typedef struct loaded {
+    const char *name[512];
+    int n;
+    unsigned long long adds; /* objects ever loaded (glibc's count) */
+} loaded;
+
+static int collect(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    loaded *o = arg;
+    if (size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof info->dlpi_adds)
+        o->adds = info->dlpi_adds;
+    if (info->dlpi_name && info->dlpi_name[0] && o->n < 512)
+        o->name[o->n++] = info->dlpi_name;
+    return 0;
+}
+
+static int is_amdhip64(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    return strncmp(base, "libamdhip64.so", 14) == 0;
+}
+
+/* A handle (a reference kept) on the loaded libamdhip64: an object named
+ * libamdhip64.so*, else any object that gives a hipMalloc@hip_4.2 not
+ * ours; NULL when none is loaded. */
+static void *find_loaded(unsigned long long *adds)
+{
+    loaded *o = calloc(1, sizeof *o); /* 4 KiB, off the program's stack */
+    if (o == NULL)
+        return NULL;
+    dl_iterate_phdr(collect, o);
+    *adds = o->adds;
+    void *found = NULL;
+    for (int pass = 0; pass < 2 && found == NULL; pass++) {
+        for (int i = 0; i < o->n && found == NULL; i++) {
+            if ((pass == 0) != is_amdhip64(o->name[i]))
+                continue;
+            void *h = dlopen(o->name[i], RTLD_NOW | RTLD_NOLOAD);
+            if (h == NULL)
+                continue;
+            void *p = dlvsym(h, "hipMalloc", "hip_4.2");
+            if (p != NULL && !is_ours(p))
+                found = h;
+            else
+                dlclose(h);
+        }
+    }
+    free(o);
+    return found;
+}
+
+/* Resolution is done once HIP is found.  Until then (a hook called
+ * before any libamdhip64 is loaded, or in a process without one) a slow
+ * call looks again only when an object was loaded since the last look. */
+static pthread_mutex_t resolve_mu = PTHREAD_MUTEX_INITIALIZER;
+static unsigned long long looked_at_adds;
+static int looked;
+
+static int first_adds(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    if (size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof info->dlpi_adds)
+        *(unsigned long long *)arg = info->dlpi_adds;
+    return 1; /* the count is the same in every entry */
+}
+
+void tdm__hip_resolve_slow(void)
+{
+    pthread_mutex_lock(&resolve_mu);
+    if (atomic_load_explicit(&tdm__hip_real_ready, memory_order_acquire)) {
+        pthread_mutex_unlock(&resolve_mu);
+        return;
+    }
     void *local = NULL;
-    if (tdm__hook_real_versioned("hipMalloc", "hip_4.2") == NULL) {
-        local = dlopen("libamdhip64.so.5", RTLD_NOW | RTLD_NOLOAD);
-        if (local == NULL)
-            local = dlopen("libamdhip64.so", RTLD_NOW | RTLD_NOLOAD);
+    void *next = tdm__hook_real_versioned("hipMalloc", "hip_4.2");
+    if (next == NULL || is_ours(next)) {
+        unsigned long long adds = 0;
+        dl_iterate_phdr(first_adds, &adds);
+        if (looked && adds == looked_at_adds && adds != 0) {
+            pthread_mutex_unlock(&resolve_mu);
+            return;
+        }
+        local = find_loaded(&adds);
+        if (local == NULL) {
+            looked = 1;
+            looked_at_adds = adds;
+            pthread_mutex_unlock(&resolve_mu);
+            return;
+        }
     }
 #define REAL_LOOKUP(name, ver) real.name = (__typeof__(name) *)lookup(#name, ver, local);
     HIP_REAL_FUNCS(REAL_LOOKUP)
     HIP_STREAM_REAL_FUNCS(REAL_LOOKUP)
     HIP_SHARED_REAL_FUNCS(REAL_LOOKUP)
+    HIP_OPTIONAL_REAL_FUNCS(REAL_LOOKUP)
 #undef REAL_LOOKUP
     /* The handle (if any) is kept: it pins the library our pointers point
      * into, should the program dlclose its own. */
     atomic_store_explicit(&tdm__hip_real_ready, 1, memory_order_release);
-}
-
-void tdm__hip_resolve_slow(void)
-{
-    pthread_once(&real_once, resolve_all);
+    pthread_mutex_unlock(&resolve_mu);
 }
 
 /* ---- devices, streams, oom ----------------------------------------------- */
@@ -158,6 +253,24 @@ void tdm__hip_describe_once(int device)
 INLINE tdm_stream stream_of(hipStream_t s)
 {
     return (tdm_stream)(uintptr_t)s;
+}
+
+/* The device of stream `s`, described on first use: "The allocation
+ * comes from the memory pool associated with the stream's device"
+ * (hipMallocAsync), which need not be the current one.  hipStreamGetDevice
+ * where HIP has it, else hipGetStreamDeviceId (ROCm 5); the null stream
+ * and hipStreamPerThread are the current device's. */
+INLINE int stream_device(hipStream_t s)
+{
+    if (s == NULL || s == hipStreamPerThread)
+        return current_device();
+    hipDevice_t d = -1;
+    if (real.hipStreamGetDevice == NULL || real.hipStreamGetDevice(s, &d) != hipSuccess)
+        d = real.hipGetStreamDeviceId ? real.hipGetStreamDeviceId(s) : -1;
+    if (d < 0)
+        return current_device();
+    tdm__hip_describe_once(d);
+    return d;
 }
 
 static size_t free_bytes_now(void)
@@ -308,13 +421,6 @@ static hipError_t hip_error_of(tdm_status st)
     return served(hip_error_of_status(st));
 }
 
-/* Hooks start with this: resolve, then pass straight through when
- * tidemark is off or this thread is already inside it. */
-#define HOOK_PROLOGUE(name, ...)                                               \
-    resolve();                                                                 \
-    tdm__hook_mode mode = tdm__hook_mode_get();                                \
-    if (mode == TDM__HOOK_OFF || !tdm__hook_enter())                           \
-        return CALL_REAL(name, __VA_ARGS__)
 
 /* ---- device allocations ------------------------------------------------------ */
 
@@ -337,7 +443,7 @@ TDM_HOOK_API hipError_t hipMallocAsync(void **dev_ptr, size_t size, hipStream_t 
 {
     HOOK_PROLOGUE(hipMallocAsync, dev_ptr, size, stream);
     hipError_t r;
-    int device = current_device();
+    int device = stream_device(stream);
     if (dev_ptr != NULL && size > 0 && serve_from_cache(mode) && !stream_capturing(stream) &&
         !tdm__hip_program_pool(device)) {
         r = hip_error_of(
@@ -412,6 +518,28 @@ TDM_HOOK_API hipError_t hipHostMalloc(void **ptr, size_t size, unsigned int flag
     HOOK_PROLOGUE(hipHostMalloc, ptr, size, flags);
     describe_host();
     hipError_t r = CALL_REAL(hipHostMalloc, ptr, size, flags);
+    book_alloc(r, -1, ptr, size, 0);
+    tdm__hook_leave();
+    return r;
+}
+
+/* HIPIFY's cudaHostAlloc, recorded as the CUDA hook records that. */
+TDM_HOOK_API hipError_t hipHostAlloc(void **ptr, size_t size, unsigned int flags)
+{
+    HOOK_PROLOGUE(hipHostAlloc, ptr, size, flags);
+    describe_host();
+    hipError_t r = CALL_REAL(hipHostAlloc, ptr, size, flags);
+    book_alloc(r, -1, ptr, size, 0);
+    tdm__hook_leave();
+    return r;
+}
+
+/* ROCm 6's pinned host allocation (freed by hipHostFree). */
+TDM_HOOK_API hipError_t hipExtHostAlloc(void **ptr, size_t size, unsigned int flags)
+{
+    HOOK_PROLOGUE(hipExtHostAlloc, ptr, size, flags);
+    describe_host();
+    hipError_t r = CALL_REAL(hipExtHostAlloc, ptr, size, flags);
     book_alloc(r, -1, ptr, size, 0);
     tdm__hook_leave();
     return r;
@@ -579,6 +707,22 @@ TDM_HOOK_API hipError_t hipStreamBeginCapture(hipStream_t stream, hipStreamCaptu
 {
     resolve();
     hipError_t r = CALL_REAL(hipStreamBeginCapture, stream, mode);
+    if (r == hipSuccess)
+        atomic_fetch_add_explicit(&captures, 1, memory_order_acq_rel);
+    return r;
+}
+
+/* ROCm 6.1: a capture into a graph the program made, ended by
+ * hipStreamEndCapture like the other. */
+TDM_HOOK_API hipError_t hipStreamBeginCaptureToGraph(hipStream_t stream, hipGraph_t graph,
+                                                     const hipGraphNode_t *dependencies,
+                                                     const void *dependencyData,
+                                                     size_t numDependencies,
+                                                     hipStreamCaptureMode mode)
+{
+    resolve();
+    hipError_t r = CALL_REAL(hipStreamBeginCaptureToGraph, stream, graph, dependencies,
+                             dependencyData, numDependencies, mode);
     if (r == hipSuccess)
         atomic_fetch_add_explicit(&captures, 1, memory_order_acq_rel);
     return r;

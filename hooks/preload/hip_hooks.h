@@ -18,7 +18,16 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+/* What ROCm 6 added is declared below, not taken from the headers (the
+ * build may have ROCm 5's): a newer header's declarations are renamed out
+ * of the way, so that ours never conflict with them. */
+#define hipExtHostAlloc tdm__hip_header_hipExtHostAlloc
+#define hipStreamGetDevice tdm__hip_header_hipStreamGetDevice
+#define hipStreamBeginCaptureToGraph tdm__hip_header_hipStreamBeginCaptureToGraph
 #include <hip/hip_runtime_api.h>
+#undef hipExtHostAlloc
+#undef hipStreamGetDevice
+#undef hipStreamBeginCaptureToGraph
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -32,6 +41,16 @@
 /* hipMallocHost / hipFreeHost are deprecated in the header but still
  * exported and used; programs that call them are hooked like the rest. */
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+/* ROCm 6: pinned host memory (hipHostAlloc's successor), the device of a
+ * stream, and a capture into a graph the program made (dependencyData is
+ * a const hipGraphEdgeData *, passed through untouched). */
+hipError_t hipExtHostAlloc(void **ptr, size_t size, unsigned int flags);
+hipError_t hipStreamGetDevice(hipStream_t stream, hipDevice_t *device);
+hipError_t hipStreamBeginCaptureToGraph(hipStream_t stream, hipGraph_t graph,
+                                        const hipGraphNode_t *dependencies,
+                                        const void *dependencyData, size_t numDependencies,
+                                        hipStreamCaptureMode mode);
 
 #define INLINE static inline __attribute__((always_inline))
 #define TDM_HIP_HIDDEN __attribute__((visibility("hidden")))
@@ -74,14 +93,24 @@
     X(hipMemGetAddressRange, "hip_4.2") X(hipIpcOpenMemHandle, "hip_4.2")      \
     X(hipIpcCloseMemHandle, "hip_4.2") X(hipMemImportFromShareableHandle, "hip_5.1")
 
+/* What not every libamdhip64 has: ROCm 5.2 lacks hipStreamGetDevice
+ * (hipGetStreamDeviceId answers instead), ROCm 5 the ROCm 6 calls.  NULL:
+ * looked up by name (hipExtHostAlloc's version node is not known). */
+#define HIP_OPTIONAL_REAL_FUNCS(X)                                             \
+    X(hipHostAlloc, "hip_4.2") X(hipExtHostAlloc, NULL)                        \
+    X(hipStreamGetDevice, "hip_4.2") X(hipGetStreamDeviceId, "hip_4.2")        \
+    X(hipStreamBeginCaptureToGraph, "hip_6.1")
+
 struct tdm__hip_real_fns {
 #define REAL_FIELD(name, ver) __typeof__(name) *name;
     HIP_REAL_FUNCS(REAL_FIELD)
     HIP_STREAM_REAL_FUNCS(REAL_FIELD)
     HIP_SHARED_REAL_FUNCS(REAL_FIELD)
+    HIP_OPTIONAL_REAL_FUNCS(REAL_FIELD)
 #undef REAL_FIELD
 };
-/* Written once, under pthread_once, before tdm__hip_real_ready is set. */
+/* Written once, under a lock, before tdm__hip_real_ready is set: when a
+ * libamdhip64 is found (hip_hooks.c).  Read only once it is set. */
 TDM_HIP_HIDDEN extern struct tdm__hip_real_fns tdm__hip_real;
 TDM_HIP_HIDDEN extern _Atomic int tdm__hip_real_ready;
 TDM_HIP_HIDDEN void tdm__hip_resolve_slow(void);
@@ -95,14 +124,19 @@ INLINE void resolve(void)
 /* The call a hook makes when it has nothing to book, or when the real
  * function is missing (no libamdhip64 in the process: say so the HIP way). */
 #define CALL_REAL(name, ...)                                                   \
-    (tdm__hip_real.name ? tdm__hip_real.name(__VA_ARGS__) : hipErrorNotInitialized)
+    (atomic_load_explicit(&tdm__hip_real_ready, memory_order_acquire) &&       \
+             tdm__hip_real.name                                                \
+         ? tdm__hip_real.name(__VA_ARGS__)                                     \
+         : hipErrorNotInitialized)
 
 /* Hooks start with this: resolve, then pass straight through when
  * tidemark is off or this thread is already inside it. */
 #define HOOK_PROLOGUE(name, ...)                                               \
     resolve();                                                                 \
     tdm__hook_mode mode = tdm__hook_mode_get();                                \
-    if (mode == TDM__HOOK_OFF || !tdm__hook_enter())                           \
+    if (mode == TDM__HOOK_OFF ||                                               \
+        !atomic_load_explicit(&tdm__hip_real_ready, memory_order_acquire) ||   \
+        !tdm__hook_enter())                                                    \
         return CALL_REAL(name, __VA_ARGS__)
 
 /* The thread's current device (0 when HIP cannot say), described to the

@@ -275,6 +275,34 @@ int tdm__ze_cache_serves(const tdm__ze_real *r, ze_context_handle_t ctx)
     return s == 1 && atomic_load_explicit(&cache_ctx, memory_order_relaxed) == ctx;
 }
 
+/* ---- free policies ---------------------------------------------------------------
+ * ze_api.h (Level Zero 1.4): BLOCKING_FREE "blocks until all commands
+ * using the memory are complete before freeing", DEFER_FREE "schedules the
+ * memory to be freed but does not free immediately".  Either lets the
+ * program free memory a command in flight still uses; the driver then
+ * waits for those commands.  The cache does not see the command queues,
+ * so it cannot: a block freed so is never handed out again (its bytes stay
+ * booked as allocated), BLOCKING_FREE's wait is not given for it, and from
+ * then on device allocations go to the driver (as in observe mode), so
+ * that every later policy is the driver's to keep. */
+
+_Atomic int tdm__ze_policies_seen;
+
+ze_result_t tdm__ze_free_policy_cached(const ze_memory_free_ext_desc_t *desc, void *ptr)
+{
+    (void)ptr; /* kept out of use: not given back to the cache */
+    if (desc->freePolicy > (ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_BLOCKING_FREE |
+                            ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_DEFER_FREE))
+        return ZE_RESULT_ERROR_INVALID_ENUMERATION;
+    if (atomic_exchange_explicit(&tdm__ze_policies_seen, 1, memory_order_relaxed) == 0)
+        fprintf(stderr,
+                "tidemark: mode=cache: zeMemFreeExt with a free policy (DEFER_FREE or "
+                "BLOCKING_FREE) of a block the cache served; the device may still use it, so "
+                "the block stays out of use (without BLOCKING_FREE's wait) and later Level "
+                "Zero device allocations go to the driver\n");
+    return ZE_RESULT_SUCCESS;
+}
+
 /* ---- physical memory handles ------------------------------------------------- */
 
 #define PHYS_SLOTS 4096

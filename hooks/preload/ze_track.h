@@ -23,7 +23,11 @@
  *   zeMemAllocShared        observe on its device (host, -1, when none)
  *   zeMemAllocHost          observe on the host (-1)
  *   zeMemFree, zeMemFreeExt the block back to the cache, or the free
- *                           booked BEFORE the vendor call
+ *                           booked BEFORE the vendor call; zeMemFreeExt
+ *                           with a free policy (DEFER_FREE, BLOCKING_FREE)
+ *                           of a cached block keeps the block out of use
+ *                           and sends later device allocations to the
+ *                           driver (ze_track.c)
  *   zePhysicalMemCreate     remembers the memory's device; oom on failure
  *   zeVirtualMemMap/Unmap   segment_map / segment_unmap
  *   zePhysicalMemDestroy    forgets the handle; nothing booked
@@ -107,6 +111,15 @@ size_t tdm__ze_free_bytes(const tdm__ze_real *r, int ordinal);
  * (the first context seen becomes the cache's; set up once). */
 int tdm__ze_cache_serves(const tdm__ze_real *r, ze_context_handle_t ctx);
 
+/* zeMemFreeExt with a free policy (DEFER_FREE, BLOCKING_FREE) of a block
+ * the cache served: the block is kept out of use for good (the cache
+ * cannot know when the device is done with it), once said on stderr, and
+ * from then on device allocations go to the driver, which keeps the
+ * policies.  The result for the program (ZE_RESULT_ERROR_INVALID_ENUMERATION
+ * for a policy past the two flags, as the driver says). */
+extern _Atomic int tdm__ze_policies_seen;
+ze_result_t tdm__ze_free_policy_cached(const ze_memory_free_ext_desc_t *desc, void *ptr);
+
 /* Physical memory handle -> device ordinal (zePhysicalMemCreate .. Destroy). */
 void tdm__ze_phys_remember(ze_physical_mem_handle_t h, int ordinal);
 int tdm__ze_phys_device(ze_physical_mem_handle_t h); /* -1: unknown */
@@ -174,7 +187,8 @@ TDM__ZE_INLINE ze_result_t tdm__ze_alloc_device(const tdm__ze_real *r, unsigned 
     tdm_status st = TDM_NOT_AVAILABLE;
     if (mode_ == TDM__HOOK_CACHE && dd != NULL && dd->pNext == NULL && dd->ordinal == 0 &&
         (alignment & (alignment - 1)) == 0 && alignment <= 512 && pptr != NULL && size > 0 &&
-        device >= 0 && tdm__ze_cache_serves(r, c)) {
+        device >= 0 && !atomic_load_explicit(&tdm__ze_policies_seen, memory_order_relaxed) &&
+        tdm__ze_cache_serves(r, c)) {
         st = tdm__alloc_malloc(pptr, size, device, 0, skip);
         res = tdm__ze_result_of(st);
     }
@@ -239,9 +253,18 @@ TDM__ZE_INLINE ze_result_t tdm__ze_free_ext(const tdm__ze_real *r, unsigned skip
 {
     TDM__ZE_PROLOGUE(r->mem_free_ext(c, desc, ptr));
     ze_result_t res;
-    int cached = ptr != NULL && desc != NULL && mode_ == TDM__HOOK_CACHE &&
-                         tdm__ze_cache_serves(r, c)
-                     ? tdm__hook_cache_free(ptr, skip) : 0;
+    int ours = ptr != NULL && desc != NULL && mode_ == TDM__HOOK_CACHE &&
+               tdm__ze_cache_serves(r, c);
+    /* Policy 0 is zeMemFree's contract ("The application must ensure the
+     * device is not currently referencing the memory before it is
+     * freed"): the block may go back to the cache.  The others let the
+     * program free memory the device may still use. */
+    if (ours && desc->freePolicy != 0 && tdm__alloc_owns(ptr)) {
+        res = tdm__ze_free_policy_cached(desc, ptr);
+        tdm__ze_leave();
+        return res;
+    }
+    int cached = ours ? tdm__hook_cache_free(ptr, skip) : 0;
     if (cached > 0) {
         res = ZE_RESULT_SUCCESS;
     } else if (cached < 0) {

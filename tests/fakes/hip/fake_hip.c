@@ -461,8 +461,10 @@ EXPORT hipError_t hipFree(void *ptr)
     ALLOC_PROLOGUE(F_hipFree);
     if ((r = fake_capture_check()) != hipSuccess)
         return fake_last(r);
+    /* HIP's documentation of hipFree (hip_runtime_api.h): "This API
+     * performs an implicit hipDeviceSynchronize() call." */
     if (ptr != NULL)
-        fake_device_idle(); /* hipFree synchronizes the device */
+        fake_device_idle();
     if (fake_pool_give(ptr))
         return fake_last(hipSuccess);
     return fake_last(fake_free(ptr, K_DEVICE));
@@ -474,6 +476,26 @@ EXPORT hipError_t hipHostMalloc(void **ptr, size_t size, unsigned int flags)
     (void)flags;
     return fake_last(fake_alloc(ptr, size, -1, K_HOST));
 }
+
+/* HIPIFY's cudaHostAlloc (deprecated in ROCm 5 for hipHostMalloc, still
+ * exported); the same pinned host memory. */
+EXPORT hipError_t hipHostAlloc(void **ptr, size_t size, unsigned int flags)
+{
+    ALLOC_PROLOGUE(F_hipHostAlloc);
+    (void)flags;
+    return fake_last(fake_alloc(ptr, size, -1, K_HOST));
+}
+
+#if FAKE_HIP_MAJOR >= 6
+/* ROCm 6: "Allocates device accessible page locked (pinned) host memory",
+ * freed by hipHostFree like hipHostMalloc's. */
+EXPORT hipError_t hipExtHostAlloc(void **ptr, size_t size, unsigned int flags)
+{
+    ALLOC_PROLOGUE(F_hipExtHostAlloc);
+    (void)flags;
+    return fake_last(fake_alloc(ptr, size, -1, K_HOST));
+}
+#endif
 
 EXPORT hipError_t hipMallocHost(void **ptr, size_t size)
 {

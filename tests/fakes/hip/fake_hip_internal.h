@@ -12,7 +12,25 @@
 #define __HIP_PLATFORM_AMD__ 1
 #endif
 #define _GNU_SOURCE
+/* What ROCm 6 added is declared here, not by the (5.2) headers: a newer
+ * header's own declarations are renamed out of the way. */
+#define hipExtHostAlloc fake_hip_header_hipExtHostAlloc
+#define hipStreamGetDevice fake_hip_header_hipStreamGetDevice
+#define hipStreamBeginCaptureToGraph fake_hip_header_hipStreamBeginCaptureToGraph
 #include <hip/hip_runtime_api.h>
+#undef hipExtHostAlloc
+#undef hipStreamGetDevice
+#undef hipStreamBeginCaptureToGraph
+#ifndef FAKE_HIP_MAJOR
+#define FAKE_HIP_MAJOR 5
+#endif
+hipError_t hipExtHostAlloc(void **ptr, size_t size, unsigned int flags);
+hipError_t hipStreamGetDevice(hipStream_t stream, hipDevice_t *device);
+/* dependencyData: const hipGraphEdgeData * (ROCm 6.1), never read here. */
+hipError_t hipStreamBeginCaptureToGraph(hipStream_t stream, hipGraph_t graph,
+                                        const hipGraphNode_t *dependencies,
+                                        const void *dependencyData, size_t numDependencies,
+                                        hipStreamCaptureMode mode);
 
 #include "fake_hip.h"
 
@@ -73,7 +91,9 @@ struct ihipMemGenericAllocationHandle {
     X(hipIpcOpenMemHandle) X(hipIpcCloseMemHandle) X(hipMemGetAddressRange)    \
     X(hipPointerGetAttribute) X(hipMemExportToShareableHandle)                 \
     X(hipMemImportFromShareableHandle) X(hipMemSetAccess)                      \
-    X(hipMemGetAllocationGranularity)
+    X(hipMemGetAllocationGranularity) X(hipHostAlloc) X(hipExtHostAlloc)      \
+    X(hipGetStreamDeviceId) X(hipStreamGetDevice)                              \
+    X(hipStreamBeginCaptureToGraph)
 
 enum {
 #define FAKE_ENUM(n) F_##n,
@@ -101,6 +121,9 @@ extern int fake_no_vmm;
 hipError_t fake_capture_check(void);
 /* Completes the work queued on every stream (the device went idle). */
 void fake_device_idle(void);
+/* The device of stream handle `h` (0 and hipStreamPerThread: the calling
+ * thread's current device's). */
+int fake_stream_device(hipStream_t h);
 
 /* ---- pools (fake_hip_pool.c) ---- */
 

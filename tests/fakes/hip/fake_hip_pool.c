@@ -268,10 +268,15 @@ int fake_pool_give(void *ptr)
     return 1;
 }
 
+/* HIP's documentation of hipMallocAsync (hip_runtime_api.h): "The
+ * allocation comes from the memory pool associated with the stream's
+ * device."  So a stream made on device 1 allocates from device 1's current
+ * pool whichever device is current; the null stream and hipStreamPerThread
+ * are the current device's. */
 EXPORT hipError_t hipMallocAsync(void **dev_ptr, size_t size, hipStream_t stream)
 {
     ALLOC_PROLOGUE(F_hipMallocAsync);
-    return fake_last(pool_alloc(current_pool(stream ? stream->device : cur_device), dev_ptr, size));
+    return fake_last(pool_alloc(current_pool(fake_stream_device(stream)), dev_ptr, size));
 }
 
 EXPORT hipError_t hipMallocFromPoolAsync(void **dev_ptr, size_t size, hipMemPool_t mem_pool,

@@ -14,8 +14,13 @@
  * table, so that the ones a process never destroys (cache mode keeps its
  * markers for reuse) are not leaks under LeakSanitizer.
  *
- * Captures: hipStreamBeginCapture / hipStreamEndCapture per stream, with
- * the mode.  While a global or thread-local capture is underway, the calls
+ * A stream belongs to the device current at its creation; the null stream
+ * and hipStreamPerThread to the calling thread's current device.
+ * hipStreamGetDevice (ROCm 6) and hipGetStreamDeviceId answer it.
+ *
+ * Captures: hipStreamBeginCapture (or, ROCm 6.1, hipStreamBeginCaptureToGraph,
+ * which captures into a graph the program made) / hipStreamEndCapture per
+ * stream, with the mode.  While a global or thread-local capture is underway, the calls
  * HIP forbids then (hipMalloc, hipFree, event query and synchronize, device
  * and stream synchronize: fake_capture_check) fail with
  * hipErrorStreamCaptureUnsupported, invalidate every capture (its
@@ -184,6 +189,37 @@ EXPORT hipError_t hipDeviceSynchronize(void)
     return fake_last(r);
 }
 
+int fake_stream_device(hipStream_t h)
+{
+    if (h == NULL || h == hipStreamPerThread)
+        return cur_device;
+    pthread_mutex_lock(&stream_mu);
+    int d = h->device;
+    pthread_mutex_unlock(&stream_mu);
+    return d;
+}
+
+/* "Returns device ID on the stream." (HIP's hipGetStreamDeviceId); -1 for
+ * no stream the fake made, as HIP's answer for an invalid one. */
+EXPORT int hipGetStreamDeviceId(hipStream_t stream)
+{
+    if (enter(F_hipGetStreamDeviceId))
+        return -1;
+    return fake_stream_device(stream);
+}
+
+#if FAKE_HIP_MAJOR >= 6
+/* "Gets the device associated with the stream." (hipStreamGetDevice). */
+EXPORT hipError_t hipStreamGetDevice(hipStream_t stream, hipDevice_t *device)
+{
+    ENTER(F_hipStreamGetDevice);
+    if (!device)
+        return fake_last(hipErrorInvalidValue);
+    *device = fake_stream_device(stream);
+    return fake_last(hipSuccess);
+}
+#endif
+
 /* ---- graph captures -------------------------------------------------------------------- */
 
 EXPORT hipError_t hipStreamIsCapturing(hipStream_t stream, hipStreamCaptureStatus *status)
@@ -207,9 +243,8 @@ EXPORT hipError_t hipStreamIsCapturing(hipStream_t stream, hipStreamCaptureStatu
     return fake_last(r);
 }
 
-EXPORT hipError_t hipStreamBeginCapture(hipStream_t stream, hipStreamCaptureMode mode)
+static hipError_t begin_capture(hipStream_t stream, hipStreamCaptureMode mode)
 {
-    ENTER(F_hipStreamBeginCapture);
     if (stream == NULL)
         return fake_last(hipErrorStreamCaptureUnsupported); /* not the null stream */
     pthread_mutex_lock(&stream_mu);
@@ -224,6 +259,28 @@ EXPORT hipError_t hipStreamBeginCapture(hipStream_t stream, hipStreamCaptureMode
     pthread_mutex_unlock(&stream_mu);
     return fake_last(r);
 }
+
+EXPORT hipError_t hipStreamBeginCapture(hipStream_t stream, hipStreamCaptureMode mode)
+{
+    ENTER(F_hipStreamBeginCapture);
+    return begin_capture(stream, mode);
+}
+
+#if FAKE_HIP_MAJOR >= 6
+/* The capture goes into `graph` (after `dependencies`) instead of a new
+ * graph; for what the hooks see, a capture like the other. */
+EXPORT hipError_t hipStreamBeginCaptureToGraph(hipStream_t stream, hipGraph_t graph,
+                                               const hipGraphNode_t *dependencies,
+                                               const void *dependencyData,
+                                               size_t numDependencies, hipStreamCaptureMode mode)
+{
+    ENTER(F_hipStreamBeginCaptureToGraph);
+    (void)dependencyData;
+    if (graph == NULL || (numDependencies > 0 && dependencies == NULL))
+        return fake_last(hipErrorInvalidValue);
+    return begin_capture(stream, mode);
+}
+#endif
 
 EXPORT hipError_t hipStreamEndCapture(hipStream_t stream, hipGraph_t *graph)
 {

@@ -21,6 +21,9 @@
  *   fake_ze_calls(name)          calls of one entry ("zeMemAllocDevice")
  *   fake_ze_live_allocations()   allocations and physical memory not freed
  *   fake_ze_used_bytes(device)   device bytes in use
+ *   fake_ze_device_use(ptr), fake_ze_device_finish(), fake_ze_in_use(ptr, n),
+ *   fake_ze_free_violations()    the device's use of memory and the free
+ *                                policies (see "the device's use of memory")
  * Knobs (environment, read once):
  *   FAKE_ZE_DEVICES=n    devices (default 1, at most 8)
  *   FAKE_ZE_CAPACITY=n   bytes per device (default 1 GiB)
@@ -487,9 +490,105 @@ static ze_result_t mem_free(ze_context_handle_t c, void *ptr)
     return ZE_RESULT_SUCCESS;
 }
 
+/* ---- the device's use of memory, and the free policies ---------------------
+ * The fake runs no commands; a test says that a command in flight uses an
+ * allocation (fake_ze_device_use) and when every command has completed
+ * (fake_ze_device_finish).  The frees follow the specification's words
+ * (ze_api.h, Level Zero 1.4):
+ *   zeMemFree, and zeMemFreeExt with no policy: "The application must
+ *     ensure the device is not currently referencing the memory before it
+ *     is freed" -- freeing memory in use is the program's error: counted
+ *     (fake_ze_free_violations), then freed;
+ *   ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_BLOCKING_FREE: "blocks until all
+ *     commands using the memory are complete before freeing" -- the
+ *     commands using it complete (the wait), then it is freed;
+ *   ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_DEFER_FREE: "schedules the memory
+ *     to be freed but does not free immediately" -- memory in use is freed
+ *     when the commands complete (fake_ze_device_finish), not before, so
+ *     no allocation gets it meanwhile;
+ *   a policy past the two flags: ZE_RESULT_ERROR_INVALID_ENUMERATION
+ *     ("0x3 < pMemFreeDesc->freePolicy").
+ * Under `mu`, like the allocation table. */
+
+#define USE_SLOTS 64
+static struct {
+    const char *lo, *hi; /* an allocation a command in flight uses */
+} in_use[USE_SLOTS];
+static int n_in_use;
+static struct {
+    ze_context_handle_t c;
+    void *ptr;
+} deferred[USE_SLOTS];
+static int n_deferred;
+static long free_violations;
+
+/* Whether [p, p + n) overlaps memory a command in flight uses; mu held. */
+static int used_by_device(const void *p, size_t n)
+{
+    const char *lo = p, *hi = (const char *)p + (n ? n : 1);
+    for (int i = 0; i < n_in_use; i++)
+        if (lo < in_use[i].hi && in_use[i].lo < hi)
+            return 1;
+    return 0;
+}
+
+/* The size of the allocation at exactly p (0: none); mu held. */
+static size_t size_at(const void *p)
+{
+    for (size_t i = slot_of(p); table[i].ptr; i = (i + 1) & (TABLE_SIZE - 1))
+        if (table[i].ptr == p)
+            return table[i].size;
+    return 0;
+}
+
+EXPORT void fake_ze_device_use(const void *ptr)
+{
+    entry e;
+    if (!lookup(ptr, &e))
+        return;
+    pthread_mutex_lock(&mu);
+    if (n_in_use < USE_SLOTS) {
+        in_use[n_in_use].lo = e.ptr;
+        in_use[n_in_use].hi = (const char *)e.ptr + e.size;
+        n_in_use++;
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+EXPORT int fake_ze_in_use(const void *ptr, size_t size)
+{
+    pthread_mutex_lock(&mu);
+    int r = used_by_device(ptr, size);
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+EXPORT long fake_ze_free_violations(void)
+{
+    pthread_mutex_lock(&mu);
+    long v = free_violations;
+    pthread_mutex_unlock(&mu);
+    return v;
+}
+
+EXPORT void fake_ze_device_finish(void)
+{
+    pthread_mutex_lock(&mu);
+    n_in_use = 0;
+    int n = n_deferred;
+    n_deferred = 0;
+    pthread_mutex_unlock(&mu);
+    for (int i = 0; i < n; i++) /* the deferred frees happen now */
+        mem_free(deferred[i].c, deferred[i].ptr);
+}
+
 static ze_result_t ZE_APICALL f_zeMemFree(ze_context_handle_t c, void *ptr)
 {
     ENTER(F_zeMemFree);
+    pthread_mutex_lock(&mu);
+    if (ptr && used_by_device(ptr, size_at(ptr)))
+        free_violations++;
+    pthread_mutex_unlock(&mu);
     return mem_free(c, ptr);
 }
 
@@ -499,6 +598,35 @@ static ze_result_t ZE_APICALL f_zeMemFreeExt(ze_context_handle_t c,
     ENTER(F_zeMemFreeExt);
     if (!desc)
         return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    if (!c)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (!ptr)
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    if (desc->freePolicy > 0x3)
+        return ZE_RESULT_ERROR_INVALID_ENUMERATION;
+    pthread_mutex_lock(&mu);
+    size_t size = size_at(ptr);
+    int busy = size > 0 && used_by_device(ptr, size);
+    if (busy && (desc->freePolicy & ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_BLOCKING_FREE)) {
+        /* the wait: the commands using this memory complete */
+        const char *lo = ptr, *hi = (const char *)ptr + size;
+        for (int i = 0; i < n_in_use;)
+            if (lo < in_use[i].hi && in_use[i].lo < hi)
+                in_use[i] = in_use[--n_in_use];
+            else
+                i++;
+        busy = 0;
+    } else if (busy && (desc->freePolicy & ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_DEFER_FREE) &&
+               n_deferred < USE_SLOTS) {
+        deferred[n_deferred].c = c;
+        deferred[n_deferred].ptr = ptr;
+        n_deferred++;
+        pthread_mutex_unlock(&mu);
+        return ZE_RESULT_SUCCESS;
+    } else if (busy) {
+        free_violations++;
+    }
+    pthread_mutex_unlock(&mu);
     return mem_free(c, ptr);
 }
 

@@ -34,9 +34,19 @@
 #   many_maps 4100 physical pages made and mapped, then a second mapping
 #            of the first and an imported handle's: every page a segment of
 #            device 0, the two others imported (no table runs out)
+#   local5, local6, local7  a HIP extension module linked against the fake
+#            libamdhip64.so.5 / .so.6 / .so.7, loaded RTLD_LOCAL (JAX, CuPy,
+#            ctypes.CDLL): every HIP call works under the preload, with
+#            TIDEMARK_CONF unset and recording
+#   stream_device5, stream_device6  hipMallocAsync on a stream of device 1
+#            while device 0 is current: served and booked on device 1
+#            (hipGetStreamDeviceId on ROCm 5, hipStreamGetDevice on 6)
+#   rocm6    pinned memory from hipHostAlloc / hipExtHostAlloc booked on the
+#            host; a capture begun by hipStreamBeginCaptureToGraph counted
+#            (cache mode leaves its hipMallocAsync to HIP)
 #
 # Environment (from CMake): HIP_APP, STREAM_APP, SNAPCHECK, PRELOAD, FAKE_HIP_DIR,
-# HIP_APP_LINKED_REAL, EXPECT_DIR.
+# HIP_APP_LINKED_REAL, EXPECT_DIR, HIP_LOCAL, HIP_EXT5/6/7.
 . "${BASH_SOURCE[0]%/*}/../vendor_lib.sh" "$1"
 
 # run NAME [ENV=VALUE...]: hip_app $app_arg on the fake; stdout to $T/NAME.out,
@@ -53,7 +63,58 @@ run_preloaded() {
     [ -s "$T/$name.tdm" ] || { cat "$T/$name.err"; fail "no snapshot written ($name)"; }
 }
 
+# run_ext NAME EXT SCENARIO [ENV=VALUE...]: hip_local EXT SCENARIO, which
+# finds its libamdhip64 through EXT's own dependency only.
+run_ext() {
+    local name=$1 ext=$2 what=$3; shift 3
+    env "$@" "$HIP_LOCAL" "$ext" "$what" >"$T/$name.out" 2>"$T/$name.err" ||
+        { cat "$T/$name.out" "$T/$name.err"; fail "hip_local $what ($name) exited with $?"; }
+}
+
 case $scenario in
+local5 | local6 | local7)
+    ext_var=HIP_EXT${scenario#local}; ext=${!ext_var}
+    run_ext plain "$ext" local
+    grep -qx "hipMalloc -> 0" "$T/plain.out" || { cat "$T/plain.out"; fail "the fake failed on its own"; }
+    # TIDEMARK_CONF unset: loading tidemark changes nothing.
+    run_ext unset "$ext" local -u TIDEMARK_CONF LD_PRELOAD="$PRELOAD"
+    same_output plain unset
+    for mode in observe cache; do
+        run_ext $mode "$ext" local LD_PRELOAD="$PRELOAD" TIDEMARK_CONF="mode=$mode,dump=$T/$mode.tdm"
+        same_output plain $mode
+        [ "$(count "$T/$mode.tdm" alloc)" = 1 ] || fail "the allocation was not booked ($mode)"
+    done
+    ;;
+stream_device5 | stream_device6)
+    ext_var=HIP_EXT${scenario#stream_device}; ext=${!ext_var}
+    two=FAKE_HIP_DEVICES=2
+    run_ext plain "$ext" device $two
+    grep -qx "device 0 grew no, device 1 grew yes" "$T/plain.out" ||
+        { cat "$T/plain.out"; fail "the fake does not serve from the stream's device"; }
+    for mode in observe cache; do
+        run_ext $mode "$ext" device LD_PRELOAD="$PRELOAD" TIDEMARK_CONF="mode=$mode,dump=$T/$mode.tdm" $two
+        same_output plain $mode
+        "$SNAPCHECK" "$T/$mode.tdm" | grep -q '^alloc dev=1 size=4194304 stream=s1 fn=ext_alloc_on_stream$' ||
+            { "$SNAPCHECK" "$T/$mode.tdm"; fail "hipMallocAsync not booked on the stream's device ($mode)"; }
+    done
+    ;;
+rocm6)
+    run_ext plain "$HIP_EXT6" rocm6
+    grep -qx "captured hipMallocAsync reached HIP: yes" "$T/plain.out" || fail "the fake did not count the call"
+    for mode in observe cache; do
+        run_ext $mode "$HIP_EXT6" rocm6 LD_PRELOAD="$PRELOAD" TIDEMARK_CONF="mode=$mode,dump=$T/$mode.tdm"
+        same_output plain $mode
+        "$SNAPCHECK" "$T/$mode.tdm" >"$T/$mode.txt"
+        for size in 3000 5000; do
+            grep -q "^alloc dev=-1 size=$size stream=0 fn=ext_alloc_pinned$" "$T/$mode.txt" ||
+                { cat "$T/$mode.txt"; fail "pinned allocation of $size not booked on the host ($mode)"; }
+            grep -q "^free_completed dev=-1 size=$size " "$T/$mode.txt" ||
+                fail "pinned free of $size not booked ($mode)"
+        done
+    done
+    "$SNAPCHECK" "$T/cache.tdm" notes | grep -q "graph memory is not covered" ||
+        fail "the capture's allocation was not seen as graph memory"
+    ;;
 pattern)
     app_arg=pattern
     run_fake plain

@@ -10,6 +10,11 @@
  *   test_provider_hip novmm     the fake's devices lack virtual memory
  *                               management (FAKE_HIP_NO_VMM=1): expandable
  *                               segments fall back, with one line on stderr
+ *   test_provider_hip local EXT the fake libamdhip64.so.6 or .so.7, loaded
+ *                               only as the dependency of EXT dlopen'ed
+ *                               RTLD_LOCAL (no libamdhip64 on the search
+ *                               path but the real ROCm 5 one, if any): the
+ *                               provider uses the loaded library
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -169,6 +174,30 @@ static void test_incomplete_table(void **state)
     assert_null(p);
 }
 
+static const char *local_ext;
+
+/* ROCm 6 / 7 in a local scope: the provider finds the loaded object
+ * whatever its soname, and does not open another libamdhip64 (the real
+ * ROCm 5 one has no device here, nor the same allocations). */
+static void test_local_scope(void **state)
+{
+    (void)state;
+    void *ext = dlopen(local_ext, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(ext);
+    tdm_provider *p = NULL;
+    assert_int_equal(tdm__provider_hip_create(NULL, &p), TDM_OK);
+    provider_check_two_fake_devices(p, "hip", "Fake AMD GPU 1");
+    long (*live)(void) = (long (*)(void))dlsym(ext, "fake_hip_live_allocations");
+    assert_non_null(live);
+    long before = live();
+    void *ptr = NULL;
+    assert_int_equal(p->alloc(p, 1, MiB, 0, &ptr), TDM_OK);
+    assert_int_equal(live(), before + 1); /* the loaded library served it */
+    p->free(p, 1, ptr, MiB);
+    assert_int_equal(live(), before);
+    p->destroy(p);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest over_fake[] = {
@@ -181,6 +210,11 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_no_device),
         cmocka_unit_test(test_incomplete_table),
     };
+    const struct CMUnitTest local[] = {cmocka_unit_test(test_local_scope)};
+    if (argc > 2 && strcmp(argv[1], "local") == 0) {
+        local_ext = argv[2];
+        return cmocka_run_group_tests(local, NULL, NULL);
+    }
     real_library = argc > 1 && strcmp(argv[1], "real") == 0;
     if (argc > 1 && strcmp(argv[1], "novmm") == 0)
         return cmocka_run_group_tests(novmm, NULL, NULL);

@@ -26,6 +26,10 @@
 #               out-of-memory retry unmaps the small pool's pages
 #   expand_novmm  the same on a driver without virtual memory
 #               (FAKE_ZE_NO_VMM=1): one line says so, normal segments
+#   policies    zeMemFreeExt's DEFER_FREE / BLOCKING_FREE on memory a
+#               command in flight uses (observe, cache through the preload
+#               and through the shim): no block the device still uses is
+#               handed out again; cache mode says once what it does
 #
 # Environment (from CMake): ZE_APP, ZE_DDI_APP, SNAPCHECK, PRELOAD, SHIM,
 # FAKE_ZE, FAKE_LOADER_DIR, EXPECT_DIR.
@@ -45,6 +49,20 @@ have_snapshot() {
 }
 
 case $scenario in
+policies)
+    on_fake plain "$ZE_APP" policies
+    grep -q "memory the device still uses: yes" "$T/plain.out" && fail "the driver reused memory in use"
+    grep -qx "frees of memory in use: 0" "$T/plain.out" || fail "the fake counted a free it allowed"
+    on_fake observe "$ZE_APP" policies LD_PRELOAD="$PRELOAD" TIDEMARK_CONF="mode=observe,dump=$T/observe.tdm"
+    same_output plain observe
+    on_fake cache "$ZE_APP" policies LD_PRELOAD="$PRELOAD" TIDEMARK_CONF="mode=cache,dump=$T/cache.tdm"
+    on_shim shim "$ZE_APP" policies TIDEMARK_CONF="mode=cache,dump=$T/shim.tdm"
+    for mode in cache shim; do
+        same_output plain $mode
+        [ "$(grep -c "zeMemFreeExt" "$T/$mode.err")" = 1 ] ||
+            { cat "$T/$mode.err"; fail "not one line about the free policies ($mode)"; }
+    done
+    ;;
 pattern)
     on_fake plain "$ZE_APP" pattern
     on_fake obs "$ZE_APP" pattern LD_PRELOAD="$PRELOAD" TIDEMARK_CONF="dump=$T/obs.tdm"

@@ -15,6 +15,10 @@
  *                    64 MiB device: expandable segments must give back the
  *                    small pool's pages)
  *   ze_app nodriver  what a program does first when no driver is there
+ *   ze_app policies  zeMemFreeExt's free policies on memory a command in
+ *                    flight still uses (the fake driver's
+ *                    fake_ze_device_use): is memory the device still uses
+ *                    ever handed out again?
  *
  * With the fake driver it also prints the fake's counters on stderr.
  */
@@ -285,6 +289,66 @@ static void expand(void)
     say("zeMemFree(60 MiB)", zeMemFree(ctx, big));
 }
 
+/* ---- free policies ------------------------------------------------------------------------ */
+
+void alloc_policy_block(void **p);
+
+NOINLINE void alloc_policy_block(void **p)
+{
+    say("zeMemAllocDevice(1 MiB)", zeMemAllocDevice(ctx, &dd, 1 << 20, 0, dev, p));
+    KEEP_FRAME();
+}
+
+static void free_with(const char *what, ze_driver_memory_free_policy_ext_flags_t policy, void *p)
+{
+    ze_memory_free_ext_desc_t fd = {.stype = ZE_STRUCTURE_TYPE_MEMORY_FREE_EXT_DESC,
+                                    .freePolicy = policy};
+    say(what, zeMemFreeExt(ctx, &fd, p));
+}
+
+static void policies(void)
+{
+    void *fake = dlopen("libfake_ze_driver.so", RTLD_LAZY | RTLD_NOLOAD);
+    fake_ze_device_use_fn use = fake ? (fake_ze_device_use_fn)dlsym(fake, "fake_ze_device_use") : NULL;
+    fake_ze_device_finish_fn finish =
+        fake ? (fake_ze_device_finish_fn)dlsym(fake, "fake_ze_device_finish") : NULL;
+    fake_ze_in_use_fn in_use = fake ? (fake_ze_in_use_fn)dlsym(fake, "fake_ze_in_use") : NULL;
+    fake_ze_free_violations_fn violations =
+        fake ? (fake_ze_free_violations_fn)dlsym(fake, "fake_ze_free_violations") : NULL;
+    if (!use || !finish || !in_use || !violations) {
+        printf("policies: not the fake driver\n");
+        return;
+    }
+    static const struct {
+        const char *name;
+        ze_driver_memory_free_policy_ext_flags_t policy;
+    } order[] = {
+        {"DEFER_FREE", ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_DEFER_FREE},
+        {"BLOCKING_FREE", ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_BLOCKING_FREE},
+        {"DEFER_FREE again", ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_DEFER_FREE},
+    };
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        void *p = NULL, *q = NULL;
+        alloc_policy_block(&p);
+        use(p); /* a kernel still reads it */
+        free_with(order[i].name, order[i].policy, p);
+        alloc_policy_block(&q);
+        printf("%s: the next block is memory the device still uses: %s\n", order[i].name,
+               q && in_use(q, 1 << 20) ? "yes" : "no");
+        finish();
+        say("zeMemFree", zeMemFree(ctx, q));
+    }
+    /* Policy 0 is zeMemFree's contract: the program waited first. */
+    void *p = NULL;
+    alloc_policy_block(&p);
+    free_with("no policy", 0, p);
+    alloc_policy_block(&p);
+    free_with("policy 4 (none such)", 4, p);
+    free_with("no policy", 0, p);
+    printf("frees of memory in use: %ld\n", violations());
+    dlclose(fake);
+}
+
 /* ---- no driver ---------------------------------------------------------------------------- */
 
 static void nodriver(void)
@@ -320,6 +384,8 @@ int main(int argc, char **argv)
         threads();
     else if (strcmp(what, "expand") == 0)
         expand();
+    else if (strcmp(what, "policies") == 0)
+        policies();
     else {
         fprintf(stderr, "ze_app: unknown scenario %s\n", what);
         return 2;
