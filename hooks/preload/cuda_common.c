@@ -127,8 +127,41 @@ int tdm__cuda_capturing(tdm_stream stream)
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
     if (f == NULL)
         return 0; /* a driver without graphs */
-    return f((CUstream)(uintptr_t)stream, &st) != CUDA_SUCCESS ||
+    return f(tdm__cuda_vendor_stream(stream), &st) != CUDA_SUCCESS ||
            st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+__thread uint64_t tdm__cuda_ptds_key_t;
+
+/* A thread's per-thread stream id, at its first use: numbers are never
+ * reused, so a thread that exits leaves no id for a later one. */
+uint64_t tdm__cuda_ptds_key_slow(void)
+{
+    static _Atomic uint32_t next;
+    uint32_t n = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed) + 1;
+    if (n == 0) /* 2^32 threads later: skip the id that means "not yet" */
+        n = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed) + 1;
+    tdm__cuda_ptds_key_t = (uint64_t)n << 32 | TDM__CUDA_PTDS_TAG;
+    return tdm__cuda_ptds_key_t;
+}
+
+/* The provider's stream calls get recorded ids (cache markers, capture
+ * queries); the driver gets its handles. */
+static PFN_cuEventRecord_v2000 real_event_record;
+static PFN_cuStreamIsCapturing_v10000 real_stream_is_capturing;
+
+static int event_record_id(tdm__cu_event ev, tdm__cu_stream s)
+{
+    return (int)real_event_record((CUevent)ev,
+                                  tdm__cuda_vendor_stream((tdm_stream)(uintptr_t)s));
+}
+
+static int stream_is_capturing_id(tdm__cu_stream s, int *status)
+{
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = real_stream_is_capturing(tdm__cuda_vendor_stream((tdm_stream)(uintptr_t)s), &st);
+    *status = (int)st;
+    return (int)r;
 }
 
 static _Atomic unsigned long long described; /* bit d: device d; bit 63: host */
@@ -205,12 +238,14 @@ static int fill_fns(struct tdm_cuda_fns *f)
     f->mem_free = (int (*)(tdm__cu_deviceptr))release;
     f->mem_get_info = (int (*)(size_t *, size_t *))h[H_cuMemGetInfo_v2];
     f->event_create = (int (*)(tdm__cu_event *, unsigned int))h[H_cuEventCreate];
-    f->event_record = (int (*)(tdm__cu_event, tdm__cu_stream))h[H_cuEventRecord];
+    real_event_record = (PFN_cuEventRecord_v2000)h[H_cuEventRecord];
+    f->event_record = real_event_record ? event_record_id : NULL;
     f->event_query = (int (*)(tdm__cu_event))h[H_cuEventQuery];
     f->event_synchronize = (int (*)(tdm__cu_event))h[H_cuEventSynchronize];
     f->event_destroy = (int (*)(tdm__cu_event))h[H_cuEventDestroy_v2];
     f->ctx_synchronize = (int (*)(void))h[H_cuCtxSynchronize];
-    f->stream_is_capturing = (int (*)(tdm__cu_stream, int *))h[H_cuStreamIsCapturing];
+    real_stream_is_capturing = (PFN_cuStreamIsCapturing_v10000)h[H_cuStreamIsCapturing];
+    f->stream_is_capturing = real_stream_is_capturing ? stream_is_capturing_id : NULL;
     f->captures_underway = tdm__cuda_captures_underway;
     /* Virtual memory: the un-hooked functions, so that the cache's own
      * mappings are not recorded as the program's. */

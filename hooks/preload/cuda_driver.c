@@ -78,13 +78,23 @@ INLINE int cache_alloc(tdm__hook_mode m, CUresult *r, CUdeviceptr *dptr, size_t 
     return 1;
 }
 
-/* Cache mode: tdm__hook_cache_free's 1 / 0 / -1 (freed / not the cache's /
- * a bad pointer into the cache's memory); 0 in other modes. */
-INLINE int cache_free(tdm__hook_mode m, CUdeviceptr p)
+/* Cache mode: 1 / 0 / -1 (freed / not the cache's / a bad pointer into
+ * the cache's memory), as tdm__hook_cache_free; 0 in other modes.
+ * `ordered`: cuMemFreeAsync on `stream`, the block reused only after that
+ * stream's work so far.  Else cuMemFree, which "may perform implicit
+ * synchronization" (for memory not stream-ordered) and is what a
+ * statically linked cudart's cudaFree becomes: cudaFree's callers count
+ * on the wait, so the cache waits for the device as the runtime hook does. */
+INLINE int cache_free(tdm__hook_mode m, CUdeviceptr p, int ordered, tdm_stream stream)
 {
     if (m != TDM__HOOK_CACHE || p == 0 || !tdm__cuda_cache_ready())
         return 0;
-    return tdm__hook_cache_free((void *)(uintptr_t)p, TDM_HOOK_SKIP);
+    void *ptr = (void *)(uintptr_t)p;
+    tdm_status st = ordered ? tdm__alloc_free_on_stream(ptr, stream, TDM_HOOK_SKIP)
+                            : tdm__alloc_free_synchronized(ptr, TDM_HOOK_SKIP);
+    if (st == TDM_OK)
+        return 1;
+    return tdm__alloc_owns(ptr) ? -1 : 0;
 }
 
 /* Opens a wrapper: the real function must exist, and the thread must not
@@ -127,7 +137,7 @@ static CUresult w_cuMemFree_v2(CUdeviceptr p)
     if (m == TDM__HOOK_OFF)
         return real ? real(p) : NO_DRIVER;
     CUresult r = CUDA_SUCCESS;
-    int cached = cache_free(m, p);
+    int cached = cache_free(m, p, 0, 0);
     if (cached < 0) {
         r = CUDA_ERROR_INVALID_VALUE;
     } else if (cached == 0) {
@@ -230,7 +240,7 @@ ASYNC_ALLOC(cuMemAllocAsync_ptsz, PFN_cuMemAllocAsync_v11020_ptsz, 1)
         if (m == TDM__HOOK_OFF)                                                \
             return real ? real(p, s) : NO_DRIVER;                              \
         CUresult r = CUDA_SUCCESS;                                             \
-        int cached = cache_free(m, p);                                         \
+        int cached = cache_free(m, p, 1, tdm__cuda_stream(s, ptsz));           \
         if (cached < 0) {                                                      \
             r = CUDA_ERROR_INVALID_VALUE;                                      \
         } else if (cached == 0) {                                              \

@@ -133,8 +133,8 @@ TDM_CUDA_HIDDEN size_t tdm__cuda_free_bytes(void);
  * real driver is installed (made on first call; 0 for good when it cannot
  * be, e.g. no device, so the program's own calls go through). */
 TDM_CUDA_HIDDEN int tdm__cuda_cache_ready(void);
-/* Nonzero when work on `stream` (as recorded: CU_STREAM_PER_THREAD for a
- * _ptsz call's stream 0) is being captured into a CUDA graph, or the
+/* Nonzero when work on `stream` (as recorded: tdm__cuda_stream) is being
+ * captured into a CUDA graph, or the
  * driver cannot say: a stream-ordered allocation then belongs to the graph
  * and must be the driver's, even in cache mode. */
 TDM_CUDA_HIDDEN int tdm__cuda_capturing(tdm_stream stream);
@@ -153,12 +153,42 @@ static inline void tdm__cuda_note_capture(tdm_stream stream)
 }
 /* The CUresult for a failed tdm__alloc_malloc / _free. */
 TDM_CUDA_HIDDEN CUresult tdm__cuda_status_result(tdm_status st);
-/* Stream ids as recorded: a _ptsz call's stream 0 is the per-thread
- * default stream (CU_STREAM_PER_THREAD), not the legacy one. */
+
+/* Per-thread default streams.  CU_STREAM_PER_THREAD (2), or 0 in a _ptsz
+ * call, names the calling thread's own stream: "it gives each host thread
+ * its own default stream".  One id for all of them would let the cache
+ * hand a block freed on thread A's stream to thread B's at once, while
+ * A's work may still use it.  So each thread's is recorded as its own
+ * stream id, TDM__CUDA_PTDS_TAG in the low 32 bits (it still reads as 2
+ * there) and the thread's number above (no stream handle, a pointer
+ * aligned to 8, has those low bits).  tdm__cuda_vendor_stream turns an id
+ * back into a handle for the driver. */
+#define TDM__CUDA_PTDS_TAG ((uint64_t)(uintptr_t)CU_STREAM_PER_THREAD)
+TDM_CUDA_HIDDEN uint64_t tdm__cuda_ptds_key_slow(void);
+TDM_CUDA_HIDDEN extern __thread uint64_t tdm__cuda_ptds_key_t;
+static inline int tdm__cuda_is_ptds_key(tdm_stream st)
+{
+    return (st & 0xffffffffu) == TDM__CUDA_PTDS_TAG && (st >> 32) != 0;
+}
+/* Stream ids as recorded (and as the cache keeps blocks apart): a
+ * per-thread default stream is the calling thread's own id. */
 static inline tdm_stream tdm__cuda_stream(CUstream s, int ptsz)
 {
-    return ptsz && s == NULL ? (tdm_stream)(uintptr_t)CU_STREAM_PER_THREAD
-                             : (tdm_stream)(uintptr_t)s;
+    if (s == CU_STREAM_PER_THREAD || (ptsz && s == NULL)) {
+        uint64_t k = tdm__cuda_ptds_key_t;
+        return k ? k : tdm__cuda_ptds_key_slow();
+    }
+    return (tdm_stream)(uintptr_t)s;
+}
+/* The handle the driver knows for a recorded id: CU_STREAM_PER_THREAD for
+ * the calling thread's own per-thread stream; for another thread's (a
+ * marker recorded later, from elsewhere) the legacy stream, which waits
+ * for every blocking stream of the context, per-thread ones included. */
+static inline CUstream tdm__cuda_vendor_stream(tdm_stream st)
+{
+    if (!tdm__cuda_is_ptds_key(st))
+        return (CUstream)(uintptr_t)st;
+    return st == tdm__cuda_ptds_key_t ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
 }
 
 /* Virtual memory: each physical allocation handle's device (-1 host),

@@ -78,12 +78,11 @@ TDM_RT_INLINE int tdm__rt_cache_free(tdm__hook_mode m, void *p, int ordered, tdm
     return tdm__alloc_owns(p) ? -1 : 0;
 }
 
-/* Stream ids as recorded: stream 0 of a _ptsz call is the per-thread
- * default stream. */
+/* Stream ids as recorded (cuda_hooks.h): cudaStreamPerThread, or stream 0
+ * of a _ptsz call, is the calling thread's own per-thread stream. */
 TDM_RT_INLINE tdm_stream tdm__rt_stream(cudaStream_t s, int ptsz)
 {
-    return ptsz && s == NULL ? (tdm_stream)(uintptr_t)cudaStreamPerThread
-                             : (tdm_stream)(uintptr_t)s;
+    return tdm__cuda_stream((CUstream)s, ptsz);
 }
 
 typedef cudaError_t (*tdm__rt_malloc_async_fn)(void **, size_t, cudaStream_t);
