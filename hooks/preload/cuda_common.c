@@ -195,6 +195,11 @@ void tdm__cuda_describe(int device)
     atomic_fetch_or_explicit(&described, bit, memory_order_relaxed);
 }
 
+void tdm__cuda_say(const char *msg)
+{
+    fprintf(stderr, "tidemark: %s\n", msg);
+}
+
 CUresult tdm__cuda_status_result(tdm_status st)
 {
     switch (st) {

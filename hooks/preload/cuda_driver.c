@@ -412,6 +412,7 @@ static CUresult w_cuMemAddressFree(CUdeviceptr ptr, size_t size)
 #define w_cuDeviceSetMemPool tdm__cuda_w_cuDeviceSetMemPool
 #define w_cuStreamSynchronize tdm__cuda_w_cuStreamSynchronize
 #define w_cuStreamSynchronize_ptsz tdm__cuda_w_cuStreamSynchronize_ptsz
+#define w_cuIpcGetMemHandle tdm__cuda_w_cuIpcGetMemHandle
 #define w_cuIpcOpenMemHandle_v2 tdm__cuda_w_cuIpcOpenMemHandle_v2
 #define w_cuIpcCloseMemHandle tdm__cuda_w_cuIpcCloseMemHandle
 #define w_cuMemImportFromShareableHandle tdm__cuda_w_cuMemImportFromShareableHandle

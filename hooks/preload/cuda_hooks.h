@@ -60,6 +60,7 @@
     X(cuDeviceSetMemPool, "cuDeviceSetMemPool", 11020, 0, PFN_cuDeviceSetMemPool_v11020) \
     X(cuStreamSynchronize, "cuStreamSynchronize", 2000, 0, PFN_cuStreamSynchronize_v2000) \
     X(cuStreamSynchronize_ptsz, "cuStreamSynchronize", 7000, 1, PFN_cuStreamSynchronize_v7000_ptsz) \
+    X(cuIpcGetMemHandle, "cuIpcGetMemHandle", 4010, 0, PFN_cuIpcGetMemHandle_v4010) \
     X(cuIpcOpenMemHandle_v2, "cuIpcOpenMemHandle", 11000, 0, PFN_cuIpcOpenMemHandle_v11000) \
     X(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", 4010, 0, PFN_cuIpcCloseMemHandle_v4010) \
     X(cuMemImportFromShareableHandle, "cuMemImportFromShareableHandle", 10020, 0, PFN_cuMemImportFromShareableHandle_v10020) \
@@ -151,6 +152,9 @@ static inline void tdm__cuda_note_capture(tdm_stream stream)
     if (tdm__cuda_captures_underway() && tdm__cuda_capturing(stream))
         tdm__alloc_observe_graph_capture();
 }
+/* One line on stderr, "tidemark: " first: cache mode says where it could
+ * not keep CUDA's semantics and what it does instead (cold paths only). */
+TDM_CUDA_HIDDEN void tdm__cuda_say(const char *msg);
 /* The CUresult for a failed tdm__alloc_malloc / _free. */
 TDM_CUDA_HIDDEN CUresult tdm__cuda_status_result(tdm_status st);
 
@@ -215,6 +219,7 @@ TDM_CUDA_HIDDEN void tdm__cuda_handle_unmap(CUdeviceptr va);
     X(cuDeviceSetMemPool, PFN_cuDeviceSetMemPool_v11020)                       \
     X(cuStreamSynchronize, PFN_cuStreamSynchronize_v2000)                      \
     X(cuStreamSynchronize_ptsz, PFN_cuStreamSynchronize_v7000_ptsz)            \
+    X(cuIpcGetMemHandle, PFN_cuIpcGetMemHandle_v4010)                          \
     X(cuIpcOpenMemHandle_v2, PFN_cuIpcOpenMemHandle_v11000)                    \
     X(cuIpcCloseMemHandle, PFN_cuIpcCloseMemHandle_v4010)                      \
     X(cuMemImportFromShareableHandle, PFN_cuMemImportFromShareableHandle_v10020)

@@ -187,6 +187,45 @@ CUresult tdm__cuda_w_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
 STREAM_SYNC(cuStreamSynchronize, PFN_cuStreamSynchronize_v2000)
 STREAM_SYNC(cuStreamSynchronize_ptsz, PFN_cuStreamSynchronize_v7000_ptsz)
 
+/* ---- memory shared with other processes ------------------------------------------ */
+
+/* Cache mode: an IPC handle names the driver allocation containing the
+ * pointer, and the peer's cuIpcOpenMemHandle returns that allocation's
+ * base.  For a block of the cache that is the segment's base, so the peer
+ * would read and write the wrong memory (NCCL's legacy P2P buffers,
+ * PyTorch's tensor sharing: base + offset).  A block at its segment's
+ * base is exported as it is (the peer's pointer is the block); any other
+ * block's export is refused, with CUDA_ERROR_NOT_SUPPORTED and one line
+ * on stderr, since no handle could name it: a program that shares memory
+ * over CUDA IPC runs under mode=observe. */
+CUresult tdm__cuda_w_cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p)
+{
+    REAL(cuIpcGetMemHandle, PFN_cuIpcGetMemHandle_v4010);
+    tdm__hook_mode m = open_hook((void *)real);
+    if (m == TDM__HOOK_OFF)
+        return real ? real(h, p) : NO_DRIVER;
+    if (m == TDM__HOOK_CACHE && p != 0 && tdm__cuda_cache_ready() &&
+        tdm__alloc_owns((void *)(uintptr_t)p)) {
+        PFN_cuMemGetAddressRange_v3020 range =
+            (PFN_cuMemGetAddressRange_v3020)tdm__cuda_helper("cuMemGetAddressRange_v2");
+        CUdeviceptr base = 0;
+        size_t size = 0;
+        if (range == NULL || range(&base, &size, p) != CUDA_SUCCESS || base != p) {
+            static atomic_flag said = ATOMIC_FLAG_INIT;
+            if (!atomic_flag_test_and_set(&said))
+                tdm__cuda_say("mode=cache: cuIpcGetMemHandle of a block inside one of the "
+                              "cache's segments refused (CUDA_ERROR_NOT_SUPPORTED): the peer "
+                              "would map the segment, not the block; run programs that "
+                              "share memory over CUDA IPC with mode=observe");
+            tdm__hook_leave();
+            return CUDA_ERROR_NOT_SUPPORTED;
+        }
+    }
+    CUresult r = real(h, p);
+    tdm__hook_leave();
+    return r;
+}
+
 /* ---- memory other processes made ---------------------------------------------- */
 
 CUresult tdm__cuda_w_cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
