@@ -61,7 +61,7 @@ TDM_CUDA_HIDDEN void *tdm__cuda_lib(void); /* cuda_lookup.c */
     X(cuMemPoolGetAttribute) X(cuDeviceGetMemPool)                             \
     X(cuDeviceGetDefaultMemPool) X(cuMemGetAddressRange_v2) X(cuPointerGetAttribute) \
     X(cuMemGetAllocationPropertiesFromHandle) X(cuMemSetAccess)                  \
-    X(cuMemGetAllocationGranularity)
+    X(cuMemGetAllocationGranularity) X(cuStreamGetCtx) X(cuStreamGetDevice)
 /* From here on the provider can do without them (provider_cuda.h): older
  * drivers lack some. */
 #define H_FIRST_OPTIONAL H_cuStreamIsCapturing
@@ -109,6 +109,76 @@ int tdm__cuda_current_device(void)
     if (f == NULL || f(&d) != CUDA_SUCCESS)
         return -1;
     return d;
+}
+
+/* Each device's primary context, asked once (a retain and its release:
+ * called only while the cache's provider holds its own retain, so the
+ * pair creates and destroys nothing); NULL when unknown. */
+static _Atomic(void *) primary_ctx[64];
+
+static CUcontext primary_of(int dev)
+{
+    if (dev < 0 || dev >= 64)
+        return NULL;
+    CUcontext c = atomic_load_explicit(&primary_ctx[dev], memory_order_acquire);
+    if (c != NULL)
+        return c;
+    PFN_cuDevicePrimaryCtxRetain_v7000 retain =
+        (PFN_cuDevicePrimaryCtxRetain_v7000)helper(H_cuDevicePrimaryCtxRetain);
+    PFN_cuDevicePrimaryCtxRelease_v11000 release =
+        (PFN_cuDevicePrimaryCtxRelease_v11000)helper(H_cuDevicePrimaryCtxRelease_v2);
+    if (retain == NULL || release == NULL || retain(&c, dev) != CUDA_SUCCESS)
+        return NULL;
+    release(dev);
+    atomic_store_explicit(&primary_ctx[dev], (void *)c, memory_order_release);
+    return c;
+}
+
+static int is_default_stream(CUstream s)
+{
+    return s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
+}
+
+/* The device of context `ctx` (cuCtxGetDevice answers for the current
+ * one only: pushed and popped around it); -1 when unknown. */
+static int device_of_ctx(CUcontext ctx)
+{
+    PFN_cuCtxPushCurrent_v4000 push = (PFN_cuCtxPushCurrent_v4000)helper(H_cuCtxPushCurrent_v2);
+    PFN_cuCtxPopCurrent_v4000 pop = (PFN_cuCtxPopCurrent_v4000)helper(H_cuCtxPopCurrent_v2);
+    if (ctx == NULL || push == NULL || pop == NULL || push(ctx) != CUDA_SUCCESS)
+        return -1;
+    int d = tdm__cuda_current_device();
+    CUcontext popped;
+    pop(&popped);
+    return d;
+}
+
+int tdm__cuda_place(CUstream s, int ordered, int *primary)
+{
+    PFN_cuCtxGetCurrent_v4000 cur = (PFN_cuCtxGetCurrent_v4000)helper(H_cuCtxGetCurrent);
+    CUcontext ctx = NULL;
+    int dev = -1;
+    if (ordered && !is_default_stream(s)) {
+        /* "cuMemAllocAsync allocates from the current mempool of the
+         * provided stream's device" */
+        PFN_cuStreamGetCtx_v9020 get_ctx = (PFN_cuStreamGetCtx_v9020)helper(H_cuStreamGetCtx);
+        PFN_cuStreamGetDevice_v12080 get_dev =
+            (PFN_cuStreamGetDevice_v12080)helper(H_cuStreamGetDevice);
+        CUdevice d = -1;
+        if (get_ctx == NULL || get_ctx(s, &ctx) != CUDA_SUCCESS)
+            ctx = NULL;
+        if (get_dev != NULL && get_dev(s, &d) == CUDA_SUCCESS)
+            dev = d;
+        else
+            dev = device_of_ctx(ctx);
+    } else {
+        if (cur == NULL || cur(&ctx) != CUDA_SUCCESS)
+            ctx = NULL;
+        dev = tdm__cuda_current_device();
+    }
+    if (primary)
+        *primary = dev >= 0 && ctx != NULL && ctx == primary_of(dev);
+    return dev;
 }
 
 size_t tdm__cuda_free_bytes(void)
@@ -304,6 +374,20 @@ int tdm__cuda_cache_ready(void)
 {
     int s = atomic_load_explicit(&cache_state, memory_order_acquire);
     return s >= 0 ? s : cache_setup();
+}
+
+static atomic_int cache_aside;
+
+int tdm__cuda_cache_serves(void)
+{
+    return !atomic_load_explicit(&cache_aside, memory_order_relaxed) && tdm__cuda_cache_ready();
+}
+
+void tdm__cuda_cache_stand_aside(const char *why)
+{
+    if (atomic_exchange(&cache_aside, 1) == 0)
+        fprintf(stderr, "tidemark: mode=cache: %s; CUDA allocations are the driver's (observed) "
+                        "from here on\n", why);
 }
 
 /* ---- virtual-memory handles and mappings -----------------------------------------

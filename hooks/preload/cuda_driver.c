@@ -57,19 +57,22 @@ static int ctx_device(void)
 
 /* Cache mode: serves a device allocation; 0 when the call must go to the
  * driver instead (other mode, no provider, no context, size 0: the
- * driver's own answer is the right one). */
+ * driver's own answer is the right one; a context other than the
+ * device's primary one, whose address space the cache's segments are not
+ * in; a stream-ordered allocation the program's own pool serves). */
 INLINE int cache_alloc(tdm__hook_mode m, CUresult *r, CUdeviceptr *dptr, size_t size,
-                       tdm_stream stream, int ordered)
+                       CUstream s, tdm_stream stream, int ordered)
 {
-    if (m != TDM__HOOK_CACHE || size == 0 || dptr == NULL || !tdm__cuda_cache_ready())
+    if (m != TDM__HOOK_CACHE || size == 0 || dptr == NULL || !tdm__cuda_cache_serves())
         return 0;
     if (ordered && tdm__cuda_capturing(stream)) {
         tdm__alloc_observe_graph_capture(); /* the graph's: the driver serves it */
         return 0;
     }
-    int dev = tdm__cuda_current_device();
-    if (dev < 0 || (ordered && tdm__cuda_program_pool(dev)))
-        return 0; /* the program's own pool serves it */
+    int primary = 0;
+    int dev = tdm__cuda_place(s, ordered, &primary);
+    if (dev < 0 || !primary || (ordered && tdm__cuda_program_pool(dev)))
+        return 0;
     void *p = NULL;
     tdm_status st = tdm__alloc_malloc(&p, size, dev, stream, TDM_HOOK_SKIP);
     if (st == TDM_OK)
@@ -121,7 +124,7 @@ static CUresult w_cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
     if (m == TDM__HOOK_OFF)
         return real ? real(dptr, size) : NO_DRIVER;
     CUresult r;
-    if (!cache_alloc(m, &r, dptr, size, 0, 0)) {
+    if (!cache_alloc(m, &r, dptr, size, NULL, 0, 0)) {
         r = real(dptr, size);
         book_alloc(r, ctx_device(), r == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL,
                    size, 0);
@@ -216,9 +219,10 @@ static CUresult w_cuMemFreeHost(void *p)
             return real ? real(dptr, size, s) : NO_DRIVER;                     \
         tdm_stream st = tdm__cuda_stream(s, ptsz);                             \
         CUresult r;                                                            \
-        if (!cache_alloc(m, &r, dptr, size, st, 1)) {                          \
+        if (!cache_alloc(m, &r, dptr, size, s, st, 1)) {                       \
             r = real(dptr, size, s);                                           \
-            int dev = ctx_device();                                            \
+            int dev = tdm__cuda_place(s, 1, NULL);                             \
+            dev = dev < 0 ? 0 : dev;                                           \
             book_alloc(r, dev, r == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL, \
                        size, st);                                              \
             if (r == CUDA_SUCCESS) {                                           \

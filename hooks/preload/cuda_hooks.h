@@ -125,6 +125,14 @@ TDM_CUDA_HIDDEN void *tdm__cuda_helper(const char *name);
 /* The device of the calling thread's current context (0 when unknown),
  * described to the allocator on first sight. */
 TDM_CUDA_HIDDEN int tdm__cuda_current_device(void);
+/* Where a call's memory comes from: for a stream-ordered call (`ordered`)
+ * on a stream of its own, the stream's device ("cuMemAllocAsync allocates
+ * from the current mempool of the provided stream's device"); else the
+ * current context's.  -1 when unknown.  *primary (when not NULL): nonzero
+ * when that context is the device's primary context, the one cache
+ * mode's segments live in ("each context has its own distinct address
+ * space": memory of another context is no use to the program's). */
+TDM_CUDA_HIDDEN int tdm__cuda_place(CUstream s, int ordered, int *primary);
 /* Describes `device` to the allocator once ("cuda", name, total bytes). */
 TDM_CUDA_HIDDEN void tdm__cuda_describe(int device);
 /* Free bytes of the current context's device, for oom events (0 if
@@ -134,6 +142,14 @@ TDM_CUDA_HIDDEN size_t tdm__cuda_free_bytes(void);
  * real driver is installed (made on first call; 0 for good when it cannot
  * be, e.g. no device, so the program's own calls go through). */
 TDM_CUDA_HIDDEN int tdm__cuda_cache_ready(void);
+/* Nonzero when cache mode serves new allocations: ready, and not stood
+ * aside (tdm__cuda_cache_stand_aside).  Frees still ask
+ * tdm__cuda_cache_ready: a block the cache served goes back to it. */
+TDM_CUDA_HIDDEN int tdm__cuda_cache_serves(void);
+/* From now on CUDA allocations are the driver's (observed), because cache
+ * mode could not keep the driver's semantics; `why` goes to stderr, once
+ * for the process. */
+TDM_CUDA_HIDDEN void tdm__cuda_cache_stand_aside(const char *why);
 /* Nonzero when work on `stream` (as recorded: tdm__cuda_stream) is being
  * captured into a CUDA graph, or the
  * driver cannot say: a stream-ordered allocation then belongs to the graph

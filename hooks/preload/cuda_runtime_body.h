@@ -32,6 +32,23 @@ TDM_RT_INLINE tdm__hook_mode tdm__rt_open(void *real)
     return m;
 }
 
+/* The device a runtime call's memory comes from: the stream's for a
+ * stream-ordered call on a stream of its own, else the runtime's current
+ * device (cudaGetDevice).  *primary (when not NULL) cleared when the
+ * context current on the thread is not that device's primary one (none
+ * current yet: the runtime makes its primary one current). */
+#define tdm__cuda_rt_place(s, ordered, primary)                                \
+    tdm__rt_place((CUstream)(s), (ordered), (primary), tdm__cuda_rt_device())
+TDM_RT_INLINE int tdm__rt_place(CUstream s, int ordered, int *primary, int rt_device)
+{
+    int prim = 1;
+    int dev = tdm__cuda_place(s, ordered, &prim);
+    int own_stream = ordered && s != NULL && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD;
+    if (primary)
+        *primary = prim || dev < 0; /* no context current yet: the runtime's */
+    return own_stream && dev >= 0 ? dev : rt_device;
+}
+
 /* Books what an allocating runtime call did. */
 TDM_RT_INLINE void tdm__rt_book(cudaError_t r, int device, const void *ptr, size_t size,
                                 tdm_stream stream)
@@ -49,15 +66,23 @@ TDM_RT_INLINE void tdm__rt_book(cudaError_t r, int device, const void *ptr, size
 /* Cache mode: serves a device allocation (1), or leaves it to the runtime
  * (0: other mode, size 0, no provider). */
 TDM_RT_INLINE int tdm__rt_cache_alloc(tdm__hook_mode m, cudaError_t *r, void **p, size_t size,
-                                      tdm_stream stream, int ordered)
+                                      cudaStream_t s, tdm_stream stream, int ordered)
 {
-    if (m != TDM__HOOK_CACHE || size == 0 || p == NULL || !tdm__cuda_cache_ready())
+    if (m != TDM__HOOK_CACHE || size == 0 || p == NULL || !tdm__cuda_cache_serves())
         return 0;
     if (ordered && tdm__cuda_capturing(stream)) {
         tdm__alloc_observe_graph_capture(); /* the graph's: the driver serves it */
         return 0;
     }
-    tdm_status st = tdm__alloc_malloc(p, size, tdm__cuda_rt_device(), stream, TDM_HOOK_SKIP);
+    /* The runtime serves cudaMalloc in the context current on the thread
+     * (its device's primary one, made current at its first call); a
+     * stream-ordered call on the stream's device (tdm__cuda_place).  A
+     * context of the program's own is the runtime's to serve. */
+    int primary = 1;
+    int dev = tdm__cuda_rt_place(s, ordered, &primary);
+    if (!primary || (ordered && tdm__cuda_program_pool(dev)))
+        return 0;
+    tdm_status st = tdm__alloc_malloc(p, size, dev, stream, TDM_HOOK_SKIP);
     *r = st == TDM_OK ? cudaSuccess
                       : tdm__cuda_rt_served_error(tdm__cuda_rt_error(tdm__cuda_status_result(st)));
     return 1;
@@ -103,10 +128,9 @@ TDM_RT_INLINE cudaError_t tdm__rt_malloc_async(int f, void **p, size_t size, cud
         return real ? real(p, size, s) : TDM_RT_ABSENT;
     cudaError_t r;
     tdm_stream st = tdm__rt_stream(s, ptsz);
-    if (tdm__cuda_program_pool(tdm__cuda_rt_device()) || /* the program's pool serves it */
-        !tdm__rt_cache_alloc(m, &r, p, size, st, 1)) {
+    if (!tdm__rt_cache_alloc(m, &r, p, size, s, st, 1)) {
         r = real(p, size, s);
-        int dev = tdm__cuda_rt_device();
+        int dev = tdm__cuda_rt_place(s, 1, NULL);
         tdm__rt_book(r, dev, r == cudaSuccess && p ? *p : NULL, size, st);
         if (r == cudaSuccess) { /* pool reserve: cuda_pool.c */
             tdm__cuda_pool_book(tdm__cuda_pool_current(dev), dev);
