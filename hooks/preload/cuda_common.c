@@ -16,8 +16,10 @@
 #define _GNU_SOURCE
 #include "cuda_hooks.h"
 
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -342,6 +344,36 @@ static int fill_fns(struct tdm_cuda_fns *f)
     return 1;
 }
 
+/* A framework with a caching allocator of its own, by a library it loads
+ * (its file name starts with the pattern).  Under one, cache mode would
+ * cache the framework's cache: what its empty_cache gives back would stay
+ * in tidemark's segments, invisible to cuMemGetInfo (which vLLM sizes
+ * its KV cache from) and unavailable to what the cache never serves
+ * (NCCL's cuMemCreate, expandable segments, pools). */
+static const struct {
+    const char *file, *name;
+} frameworks[] = {
+    {"libc10_cuda", "PyTorch (libc10_cuda)"},
+    {"xla_extension", "JAX/XLA (xla_extension)"},
+    {"libtensorflow_framework", "TensorFlow (libtensorflow_framework)"},
+    {"cupy_backends", "CuPy"},
+};
+
+static int find_framework(struct dl_phdr_info *info, size_t size, void *out)
+{
+    (void)size;
+    const char *path = info->dlpi_name ? info->dlpi_name : "";
+    for (size_t i = 0; i < sizeof frameworks / sizeof frameworks[0]; i++) {
+        const char *hit = strstr(path, frameworks[i].file);
+        /* at the start of a file name, or (CuPy's modules) a folder */
+        if (hit && (hit == path || hit[-1] == '/')) {
+            *(const char **)out = frameworks[i].name;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* No lock: making the provider loads libraries and initializes the
  * driver, which take the loader's lock, under which a library constructor
  * may call a wrapper.  Threads racing here each make a provider; the
@@ -349,6 +381,22 @@ static int fill_fns(struct tdm_cuda_fns *f)
  * is the one that counts. */
 static __attribute__((noinline)) int cache_setup(void)
 {
+    const char *framework = NULL;
+    dl_iterate_phdr(find_framework, &framework);
+    /* PyTorch with its caching off asks the driver for each tensor: then
+     * tidemark's cache is the only one (tests/gpu/run.sh, "torch raw"). */
+    const char *uncached = getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
+    if (framework != NULL && strstr(framework, "PyTorch") && uncached && *uncached &&
+        strcmp(uncached, "0") != 0)
+        framework = NULL;
+    if (framework != NULL) {
+        int expected = -1;
+        if (atomic_compare_exchange_strong(&cache_state, &expected, 0))
+            fprintf(stderr, "tidemark: mode=cache: %s caches device memory itself; CUDA "
+                            "allocations are observed instead, so that what it frees is "
+                            "free for cuMemGetInfo\n", framework);
+        return atomic_load_explicit(&cache_state, memory_order_acquire);
+    }
     struct tdm_cuda_fns fns = {0};
     tdm_provider *p = NULL;
     tdm_status st = tdm__provider_cuda_create(fill_fns(&fns) ? &fns : NULL, &p);

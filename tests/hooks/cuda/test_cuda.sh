@@ -321,6 +321,12 @@ sem_*)
     framework)
         [ "$(grep -c "tidemark: mode=cache: .*caches device memory itself" "$T/cache.err")" = 1 ] ||
             fail "cache mode under a framework's allocator did not say it stands aside"
+        # PyTorch with its caching off: tidemark's cache is the only one.
+        env LD_PRELOAD="$preload_list" TIDEMARK_CONF=mode=cache PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
+            "$SEM_APP" framework >"$T/uncached.out" 2>"$T/uncached.err"
+        grep -q "caches device memory itself" "$T/uncached.err" &&
+            fail "cache mode stood aside for a PyTorch that does not cache"
+        grep -q "FAIL: cuMemGetInfo" "$T/uncached.out" || fail "the cache did not serve (uncached)"
         ;;
     reset)
         diff -u "$T/plain.out" "$T/cache.out" || fail "a return code changed (cache)"
