@@ -425,6 +425,13 @@ int tdm__cuda_cache_ready(void)
 }
 
 static atomic_int cache_aside;
+_Atomic unsigned long long tdm__cuda_reset_devices;
+
+void tdm__cuda_note_reset(int device)
+{
+    if (device >= 0 && device < 64)
+        atomic_fetch_or(&tdm__cuda_reset_devices, 1ull << device);
+}
 
 int tdm__cuda_cache_serves(void)
 {

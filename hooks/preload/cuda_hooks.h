@@ -34,6 +34,36 @@
 #define TDM__CUDA_MULTICAST_VARIANTS(X)
 #endif
 
+/* Graph captures begun through the driver (what a static cudart's
+ * cudaStreamBeginCapture becomes): the first variant, without a mode, has
+ * no public PFN type. */
+typedef CUresult (*tdm__PFN_cuStreamBeginCapture_v10000)(CUstream hStream);
+#if CUDA_VERSION >= 12030
+#define TDM__CUDA_TO_GRAPH_VARIANTS(X)                                         \
+    X(cuStreamBeginCaptureToGraph, "cuStreamBeginCaptureToGraph", 12030, 0, PFN_cuStreamBeginCaptureToGraph_v12030) \
+    X(cuStreamBeginCaptureToGraph_ptsz, "cuStreamBeginCaptureToGraph", 12030, 1, PFN_cuStreamBeginCaptureToGraph_v12030_ptsz)
+#else
+#define TDM__CUDA_TO_GRAPH_VARIANTS(X)
+#endif
+#define TDM__CUDA_CAPTURE_VARIANTS(X)                                          \
+    X(cuStreamBeginCapture, "cuStreamBeginCapture", 10000, 0, tdm__PFN_cuStreamBeginCapture_v10000) \
+    X(cuStreamBeginCapture_ptsz, "cuStreamBeginCapture", 10000, 1, tdm__PFN_cuStreamBeginCapture_v10000) \
+    X(cuStreamBeginCapture_v2, "cuStreamBeginCapture", 10010, 0, PFN_cuStreamBeginCapture_v10010) \
+    X(cuStreamBeginCapture_v2_ptsz, "cuStreamBeginCapture", 10010, 1, PFN_cuStreamBeginCapture_v10010_ptsz) \
+    TDM__CUDA_TO_GRAPH_VARIANTS(X)                                             \
+    X(cuStreamEndCapture, "cuStreamEndCapture", 10000, 0, PFN_cuStreamEndCapture_v10000) \
+    X(cuStreamEndCapture_ptsz, "cuStreamEndCapture", 10000, 1, PFN_cuStreamEndCapture_v10000_ptsz)
+
+/* CUDA 13's cuMemSetMemPool (a device's current pool, by location). */
+#if CUDA_VERSION >= 13000
+#define TDM__CUDA_SET_POOL_VARIANTS(X)                                         \
+    X(cuMemSetMemPool, "cuMemSetMemPool", 13000, 0, PFN_cuMemSetMemPool_v13000)
+#define TDM__CUDA_SET_POOL_WRAPPERS(X) X(cuMemSetMemPool, PFN_cuMemSetMemPool_v13000)
+#else
+#define TDM__CUDA_SET_POOL_VARIANTS(X)
+#define TDM__CUDA_SET_POOL_WRAPPERS(X)
+#endif
+
 /* X(variant name, base name, first version, is the _ptsz twin, PFN type) */
 #define TDM__CUDA_VARIANTS(X)                                                  \
     X(cuMemAlloc_v2, "cuMemAlloc", 3020, 0, PFN_cuMemAlloc_v3020)              \
@@ -58,6 +88,10 @@
     X(cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020, 0, PFN_cuMemPoolTrimTo_v11020) \
     X(cuMemPoolDestroy, "cuMemPoolDestroy", 11020, 0, PFN_cuMemPoolDestroy_v11020) \
     X(cuDeviceSetMemPool, "cuDeviceSetMemPool", 11020, 0, PFN_cuDeviceSetMemPool_v11020) \
+    TDM__CUDA_SET_POOL_VARIANTS(X)                                             \
+    TDM__CUDA_CAPTURE_VARIANTS(X)                                              \
+    X(cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset", 7000, 0, PFN_cuDevicePrimaryCtxReset_v11000) \
+    X(cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, 0, PFN_cuDevicePrimaryCtxReset_v11000) \
     X(cuStreamSynchronize, "cuStreamSynchronize", 2000, 0, PFN_cuStreamSynchronize_v2000) \
     X(cuStreamSynchronize_ptsz, "cuStreamSynchronize", 7000, 1, PFN_cuStreamSynchronize_v7000_ptsz) \
     X(cuIpcGetMemHandle, "cuIpcGetMemHandle", 4010, 0, PFN_cuIpcGetMemHandle_v4010) \
@@ -150,15 +184,32 @@ TDM_CUDA_HIDDEN int tdm__cuda_cache_serves(void);
  * mode could not keep the driver's semantics; `why` goes to stderr, once
  * for the process. */
 TDM_CUDA_HIDDEN void tdm__cuda_cache_stand_aside(const char *why);
+/* cuDevicePrimaryCtxReset destroyed `device`'s memory, the cache's
+ * segments on it with it: their blocks are no allocations any more. */
+TDM_CUDA_HIDDEN void tdm__cuda_note_reset(int device);
+TDM_CUDA_HIDDEN extern _Atomic unsigned long long tdm__cuda_reset_devices;
+/* Nonzero when `p` lies in a cache segment of a device since reset: its
+ * free is the driver's error for memory that is gone. */
+static inline int tdm__cuda_reset_block(const void *p)
+{
+    unsigned long long m = atomic_load_explicit(&tdm__cuda_reset_devices, memory_order_relaxed);
+    if (m == 0)
+        return 0;
+    int d = tdm__alloc_owner_device(p);
+    return d >= 0 && d < 64 && (m >> d & 1);
+}
 /* Nonzero when work on `stream` (as recorded: tdm__cuda_stream) is being
  * captured into a CUDA graph, or the
  * driver cannot say: a stream-ordered allocation then belongs to the graph
  * and must be the driver's, even in cache mode. */
 TDM_CUDA_HIDDEN int tdm__cuda_capturing(tdm_stream stream);
-/* Captures begun through the runtime (cudaStreamBeginCapture*) and not
- * yet ended: nonzero while one is underway (cuda_runtime_real.c).  Driver
- * API captures are seen per stream only (tdm__cuda_capturing). */
+/* Captures begun and not yet ended, through the runtime
+ * (cudaStreamBeginCapture*) or the driver (cuStreamBeginCapture*, which a
+ * static cudart calls): nonzero while one is underway
+ * (cuda_runtime_real.c).  tdm__cuda_capture_count: +1 for a capture
+ * begun, -1 for one ended (an invalidated one too). */
 TDM_CUDA_HIDDEN int tdm__cuda_captures_underway(void);
+TDM_CUDA_HIDDEN void tdm__cuda_capture_count(int delta);
 /* After a stream-ordered allocation on `stream`: when a runtime capture
  * is underway and the stream is being captured, the allocation belongs to
  * a graph, and the snapshot says that graph memory is not covered.  Costs
@@ -233,6 +284,7 @@ TDM_CUDA_HIDDEN void tdm__cuda_handle_unmap(CUdeviceptr va);
     X(cuMemPoolTrimTo, PFN_cuMemPoolTrimTo_v11020)                             \
     X(cuMemPoolDestroy, PFN_cuMemPoolDestroy_v11020)                           \
     X(cuDeviceSetMemPool, PFN_cuDeviceSetMemPool_v11020)                       \
+    TDM__CUDA_SET_POOL_WRAPPERS(X)                                             \
     X(cuStreamSynchronize, PFN_cuStreamSynchronize_v2000)                      \
     X(cuStreamSynchronize_ptsz, PFN_cuStreamSynchronize_v7000_ptsz)            \
     X(cuIpcGetMemHandle, PFN_cuIpcGetMemHandle_v4010)                          \

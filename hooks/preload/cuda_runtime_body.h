@@ -96,6 +96,8 @@ TDM_RT_INLINE int tdm__rt_cache_free(tdm__hook_mode m, void *p, int ordered, tdm
 {
     if (m != TDM__HOOK_CACHE || p == NULL || !tdm__cuda_cache_ready())
         return 0;
+    if (tdm__cuda_reset_block(p))
+        return -1;
     tdm_status st = ordered ? tdm__alloc_free_on_stream(p, stream, TDM_HOOK_SKIP)
                             : tdm__alloc_free_synchronized(p, TDM_HOOK_SKIP);
     if (st == TDM_OK)
@@ -180,7 +182,10 @@ TDM_RT_INLINE cudaError_t tdm__rt_from_pool(int f, void **p, size_t size, cudaMe
     return r;
 }
 
-/* Graph captures: counted, never changed (tdm__cuda_captures_underway). */
+/* Graph captures: counted, never changed (tdm__cuda_captures_underway).
+ * The runtime begins and ends them through the driver, whose wrappers
+ * count too (for a static cudart): the runtime's call runs inside
+ * tidemark's guard, so that one capture counts once. */
 typedef cudaError_t (*tdm__rt_begin_capture_fn)(cudaStream_t, enum cudaStreamCaptureMode);
 typedef cudaError_t (*tdm__rt_end_capture_fn)(cudaStream_t, cudaGraph_t *);
 
@@ -188,16 +193,24 @@ TDM_RT_INLINE cudaError_t tdm__rt_begin_capture(int f, cudaStream_t s,
                                                 enum cudaStreamCaptureMode mode)
 {
     tdm__rt_begin_capture_fn real = (tdm__rt_begin_capture_fn)tdm__cuda_rt_real(f);
+    int entered = tdm__hook_enter();
     cudaError_t r = real ? real(s, mode) : TDM_RT_ABSENT;
-    tdm__cuda_rt_capture_begun(r);
+    if (entered) {
+        tdm__cuda_rt_capture_begun(r);
+        tdm__hook_leave();
+    }
     return r;
 }
 
 TDM_RT_INLINE cudaError_t tdm__rt_end_capture(int f, cudaStream_t s, cudaGraph_t *graph)
 {
     tdm__rt_end_capture_fn real = (tdm__rt_end_capture_fn)tdm__cuda_rt_real(f);
+    int entered = tdm__hook_enter();
     cudaError_t r = real ? real(s, graph) : TDM_RT_ABSENT;
-    tdm__cuda_rt_capture_ended(r);
+    if (entered) {
+        tdm__cuda_rt_capture_ended(r);
+        tdm__hook_leave();
+    }
     return r;
 }
 
@@ -213,8 +226,12 @@ TDM_RT_INLINE cudaError_t tdm__rt_to_graph(int f, cudaStream_t s, cudaGraph_t gr
                                            enum cudaStreamCaptureMode mode)
 {
     tdm__rt_to_graph_fn real = (tdm__rt_to_graph_fn)tdm__cuda_rt_real(f);
+    int entered = tdm__hook_enter();
     cudaError_t r = real ? real(s, graph, deps, edges, n, mode) : TDM_RT_ABSENT;
-    tdm__cuda_rt_capture_begun(r);
+    if (entered) {
+        tdm__cuda_rt_capture_begun(r);
+        tdm__hook_leave();
+    }
     return r;
 }
 #endif
