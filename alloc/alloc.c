@@ -474,6 +474,17 @@ TDM_API int tdm__alloc_owns(const void *ptr)
     return 0;
 }
 
+TDM_API int tdm__alloc_owner_device(const void *ptr)
+{
+    if (ptr == NULL || !atomic_load_explicit(&tdm__alloc_g.ready, memory_order_acquire) ||
+        tdm__alloc_g.mode != TDM__MODE_CACHE)
+        return -1;
+    for (int d = 0; d < tdm__alloc_g.device_count; d++)
+        if (tdm__cache_owns((uint64_t)(uintptr_t)ptr, d))
+            return d;
+    return -1;
+}
+
 TDM_API __attribute__((noinline)) tdm_status
 tdm_malloc(void **ptr, size_t size, int device, tdm_stream stream)
 {

@@ -87,6 +87,8 @@ TDM_API tdm_status tdm__alloc_free_synchronized(void *ptr, unsigned skip);
  * a pointer into a block): the vendor would free the cache's segment, or
  * report an error tidemark should give itself.  0 in pass-through mode. */
 TDM_API int tdm__alloc_owns(const void *ptr);
+/* The device whose cache segment holds ptr; -1 when none does. */
+TDM_API int tdm__alloc_owner_device(const void *ptr);
 
 /* The vendor allocation that holds live block ptr (an address tidemark
  * handed out): its base and size, what an IPC handle of ptr names
@@ -163,6 +165,9 @@ TDM_API void tdm__alloc_observe_alloc(int device, const void *ptr,
 TDM_API tdm_status tdm__alloc_observe_free(const void *ptr, tdm_stream stream,
                                            unsigned skip);
 /* A vendor allocation that failed for lack of memory: an `oom` event. */
+/* The vendor destroyed every allocation of `device` (a context reset):
+ * each one observed and still live is booked as freed. */
+TDM_API void tdm__alloc_observe_reset_device(int device, unsigned skip);
 TDM_API void tdm__alloc_observe_oom(int device, size_t size,
                                     size_t free_bytes, tdm_stream stream,
                                     unsigned skip);

@@ -404,6 +404,36 @@ tdm__alloc_observe_free(const void *ptr, tdm_stream stream, unsigned skip)
     return TDM_OK;
 }
 
+/* The vendor destroyed every allocation of `device` (CUDA's
+ * cuDevicePrimaryCtxReset): each one still booked is booked as freed.
+ * Keys are gathered a chunk at a time (the map's walk must not call back
+ * into it), then freed as the program's frees are. */
+typedef struct {
+    int device;
+    size_t n;
+    uint64_t keys[128];
+} reset_pass;
+
+static void gather_device(void *ctx, uint64_t key, const tdm__ptr_rec *rec)
+{
+    reset_pass *p = ctx;
+    if (rec->device == p->device && p->n < sizeof p->keys / sizeof p->keys[0])
+        p->keys[p->n++] = key;
+}
+
+__attribute__((noinline)) void tdm__alloc_observe_reset_device(int device, unsigned skip)
+{
+    if (!atomic_load_explicit(&obs.ready, memory_order_acquire))
+        return;
+    reset_pass p = {.device = device};
+    do {
+        p.n = 0;
+        tdm__ptrmap_each(&obs.allocs, gather_device, &p);
+        for (size_t i = 0; i < p.n; i++)
+            tdm__alloc_observe_free((void *)(uintptr_t)p.keys[i], 0, skip + 1);
+    } while (p.n == sizeof p.keys / sizeof p.keys[0]);
+}
+
 __attribute__((noinline)) void
 tdm__alloc_observe_oom(int device, size_t size, size_t free_bytes,
                        tdm_stream stream, unsigned skip)

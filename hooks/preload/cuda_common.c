@@ -16,8 +16,10 @@
 #define _GNU_SOURCE
 #include "cuda_hooks.h"
 
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -61,7 +63,7 @@ TDM_CUDA_HIDDEN void *tdm__cuda_lib(void); /* cuda_lookup.c */
     X(cuMemPoolGetAttribute) X(cuDeviceGetMemPool)                             \
     X(cuDeviceGetDefaultMemPool) X(cuMemGetAddressRange_v2) X(cuPointerGetAttribute) \
     X(cuMemGetAllocationPropertiesFromHandle) X(cuMemSetAccess)                  \
-    X(cuMemGetAllocationGranularity)
+    X(cuMemGetAllocationGranularity) X(cuStreamGetCtx) X(cuStreamGetDevice)
 /* From here on the provider can do without them (provider_cuda.h): older
  * drivers lack some. */
 #define H_FIRST_OPTIONAL H_cuStreamIsCapturing
@@ -111,6 +113,76 @@ int tdm__cuda_current_device(void)
     return d;
 }
 
+/* Each device's primary context, asked once (a retain and its release:
+ * called only while the cache's provider holds its own retain, so the
+ * pair creates and destroys nothing); NULL when unknown. */
+static _Atomic(void *) primary_ctx[64];
+
+static CUcontext primary_of(int dev)
+{
+    if (dev < 0 || dev >= 64)
+        return NULL;
+    CUcontext c = atomic_load_explicit(&primary_ctx[dev], memory_order_acquire);
+    if (c != NULL)
+        return c;
+    PFN_cuDevicePrimaryCtxRetain_v7000 retain =
+        (PFN_cuDevicePrimaryCtxRetain_v7000)helper(H_cuDevicePrimaryCtxRetain);
+    PFN_cuDevicePrimaryCtxRelease_v11000 release =
+        (PFN_cuDevicePrimaryCtxRelease_v11000)helper(H_cuDevicePrimaryCtxRelease_v2);
+    if (retain == NULL || release == NULL || retain(&c, dev) != CUDA_SUCCESS)
+        return NULL;
+    release(dev);
+    atomic_store_explicit(&primary_ctx[dev], (void *)c, memory_order_release);
+    return c;
+}
+
+static int is_default_stream(CUstream s)
+{
+    return s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
+}
+
+/* The device of context `ctx` (cuCtxGetDevice answers for the current
+ * one only: pushed and popped around it); -1 when unknown. */
+static int device_of_ctx(CUcontext ctx)
+{
+    PFN_cuCtxPushCurrent_v4000 push = (PFN_cuCtxPushCurrent_v4000)helper(H_cuCtxPushCurrent_v2);
+    PFN_cuCtxPopCurrent_v4000 pop = (PFN_cuCtxPopCurrent_v4000)helper(H_cuCtxPopCurrent_v2);
+    if (ctx == NULL || push == NULL || pop == NULL || push(ctx) != CUDA_SUCCESS)
+        return -1;
+    int d = tdm__cuda_current_device();
+    CUcontext popped;
+    pop(&popped);
+    return d;
+}
+
+int tdm__cuda_place(CUstream s, int ordered, int *primary)
+{
+    PFN_cuCtxGetCurrent_v4000 cur = (PFN_cuCtxGetCurrent_v4000)helper(H_cuCtxGetCurrent);
+    CUcontext ctx = NULL;
+    int dev = -1;
+    if (ordered && !is_default_stream(s)) {
+        /* "cuMemAllocAsync allocates from the current mempool of the
+         * provided stream's device" */
+        PFN_cuStreamGetCtx_v9020 get_ctx = (PFN_cuStreamGetCtx_v9020)helper(H_cuStreamGetCtx);
+        PFN_cuStreamGetDevice_v12080 get_dev =
+            (PFN_cuStreamGetDevice_v12080)helper(H_cuStreamGetDevice);
+        CUdevice d = -1;
+        if (get_ctx == NULL || get_ctx(s, &ctx) != CUDA_SUCCESS)
+            ctx = NULL;
+        if (get_dev != NULL && get_dev(s, &d) == CUDA_SUCCESS)
+            dev = d;
+        else
+            dev = device_of_ctx(ctx);
+    } else {
+        if (cur == NULL || cur(&ctx) != CUDA_SUCCESS)
+            ctx = NULL;
+        dev = tdm__cuda_current_device();
+    }
+    if (primary)
+        *primary = dev >= 0 && ctx != NULL && ctx == primary_of(dev);
+    return dev;
+}
+
 size_t tdm__cuda_free_bytes(void)
 {
     PFN_cuMemGetInfo_v3020 f = (PFN_cuMemGetInfo_v3020)helper(H_cuMemGetInfo_v2);
@@ -127,8 +199,41 @@ int tdm__cuda_capturing(tdm_stream stream)
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
     if (f == NULL)
         return 0; /* a driver without graphs */
-    return f((CUstream)(uintptr_t)stream, &st) != CUDA_SUCCESS ||
+    return f(tdm__cuda_vendor_stream(stream), &st) != CUDA_SUCCESS ||
            st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+__thread uint64_t tdm__cuda_ptds_key_t;
+
+/* A thread's per-thread stream id, at its first use: numbers are never
+ * reused, so a thread that exits leaves no id for a later one. */
+uint64_t tdm__cuda_ptds_key_slow(void)
+{
+    static _Atomic uint32_t next;
+    uint32_t n = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed) + 1;
+    if (n == 0) /* 2^32 threads later: skip the id that means "not yet" */
+        n = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed) + 1;
+    tdm__cuda_ptds_key_t = (uint64_t)n << 32 | TDM__CUDA_PTDS_TAG;
+    return tdm__cuda_ptds_key_t;
+}
+
+/* The provider's stream calls get recorded ids (cache markers, capture
+ * queries); the driver gets its handles. */
+static PFN_cuEventRecord_v2000 real_event_record;
+static PFN_cuStreamIsCapturing_v10000 real_stream_is_capturing;
+
+static int event_record_id(tdm__cu_event ev, tdm__cu_stream s)
+{
+    return (int)real_event_record((CUevent)ev,
+                                  tdm__cuda_vendor_stream((tdm_stream)(uintptr_t)s));
+}
+
+static int stream_is_capturing_id(tdm__cu_stream s, int *status)
+{
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = real_stream_is_capturing(tdm__cuda_vendor_stream((tdm_stream)(uintptr_t)s), &st);
+    *status = (int)st;
+    return (int)r;
 }
 
 static _Atomic unsigned long long described; /* bit d: device d; bit 63: host */
@@ -160,6 +265,11 @@ void tdm__cuda_describe(int device)
         tdm__alloc_observe_device(device, "cuda", buf, bytes);
     }
     atomic_fetch_or_explicit(&described, bit, memory_order_relaxed);
+}
+
+void tdm__cuda_say(const char *msg)
+{
+    fprintf(stderr, "tidemark: %s\n", msg);
 }
 
 CUresult tdm__cuda_status_result(tdm_status st)
@@ -205,12 +315,14 @@ static int fill_fns(struct tdm_cuda_fns *f)
     f->mem_free = (int (*)(tdm__cu_deviceptr))release;
     f->mem_get_info = (int (*)(size_t *, size_t *))h[H_cuMemGetInfo_v2];
     f->event_create = (int (*)(tdm__cu_event *, unsigned int))h[H_cuEventCreate];
-    f->event_record = (int (*)(tdm__cu_event, tdm__cu_stream))h[H_cuEventRecord];
+    real_event_record = (PFN_cuEventRecord_v2000)h[H_cuEventRecord];
+    f->event_record = real_event_record ? event_record_id : NULL;
     f->event_query = (int (*)(tdm__cu_event))h[H_cuEventQuery];
     f->event_synchronize = (int (*)(tdm__cu_event))h[H_cuEventSynchronize];
     f->event_destroy = (int (*)(tdm__cu_event))h[H_cuEventDestroy_v2];
     f->ctx_synchronize = (int (*)(void))h[H_cuCtxSynchronize];
-    f->stream_is_capturing = (int (*)(tdm__cu_stream, int *))h[H_cuStreamIsCapturing];
+    real_stream_is_capturing = (PFN_cuStreamIsCapturing_v10000)h[H_cuStreamIsCapturing];
+    f->stream_is_capturing = real_stream_is_capturing ? stream_is_capturing_id : NULL;
     f->captures_underway = tdm__cuda_captures_underway;
     /* Virtual memory: the un-hooked functions, so that the cache's own
      * mappings are not recorded as the program's. */
@@ -232,6 +344,36 @@ static int fill_fns(struct tdm_cuda_fns *f)
     return 1;
 }
 
+/* A framework with a caching allocator of its own, by a library it loads
+ * (its file name starts with the pattern).  Under one, cache mode would
+ * cache the framework's cache: what its empty_cache gives back would stay
+ * in tidemark's segments, invisible to cuMemGetInfo (which vLLM sizes
+ * its KV cache from) and unavailable to what the cache never serves
+ * (NCCL's cuMemCreate, expandable segments, pools). */
+static const struct {
+    const char *file, *name;
+} frameworks[] = {
+    {"libc10_cuda", "PyTorch (libc10_cuda)"},
+    {"xla_extension", "JAX/XLA (xla_extension)"},
+    {"libtensorflow_framework", "TensorFlow (libtensorflow_framework)"},
+    {"cupy_backends", "CuPy"},
+};
+
+static int find_framework(struct dl_phdr_info *info, size_t size, void *out)
+{
+    (void)size;
+    const char *path = info->dlpi_name ? info->dlpi_name : "";
+    for (size_t i = 0; i < sizeof frameworks / sizeof frameworks[0]; i++) {
+        const char *hit = strstr(path, frameworks[i].file);
+        /* at the start of a file name, or (CuPy's modules) a folder */
+        if (hit && (hit == path || hit[-1] == '/')) {
+            *(const char **)out = frameworks[i].name;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* No lock: making the provider loads libraries and initializes the
  * driver, which take the loader's lock, under which a library constructor
  * may call a wrapper.  Threads racing here each make a provider; the
@@ -239,6 +381,22 @@ static int fill_fns(struct tdm_cuda_fns *f)
  * is the one that counts. */
 static __attribute__((noinline)) int cache_setup(void)
 {
+    const char *framework = NULL;
+    dl_iterate_phdr(find_framework, &framework);
+    /* PyTorch with its caching off asks the driver for each tensor: then
+     * tidemark's cache is the only one (tests/gpu/run.sh, "torch raw"). */
+    const char *uncached = getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
+    if (framework != NULL && strstr(framework, "PyTorch") && uncached && *uncached &&
+        strcmp(uncached, "0") != 0)
+        framework = NULL;
+    if (framework != NULL) {
+        int expected = -1;
+        if (atomic_compare_exchange_strong(&cache_state, &expected, 0))
+            fprintf(stderr, "tidemark: mode=cache: %s caches device memory itself; CUDA "
+                            "allocations are observed instead, so that what it frees is "
+                            "free for cuMemGetInfo\n", framework);
+        return atomic_load_explicit(&cache_state, memory_order_acquire);
+    }
     struct tdm_cuda_fns fns = {0};
     tdm_provider *p = NULL;
     tdm_status st = tdm__provider_cuda_create(fill_fns(&fns) ? &fns : NULL, &p);
@@ -264,6 +422,27 @@ int tdm__cuda_cache_ready(void)
 {
     int s = atomic_load_explicit(&cache_state, memory_order_acquire);
     return s >= 0 ? s : cache_setup();
+}
+
+static atomic_int cache_aside;
+_Atomic unsigned long long tdm__cuda_reset_devices;
+
+void tdm__cuda_note_reset(int device)
+{
+    if (device >= 0 && device < 64)
+        atomic_fetch_or(&tdm__cuda_reset_devices, 1ull << device);
+}
+
+int tdm__cuda_cache_serves(void)
+{
+    return !atomic_load_explicit(&cache_aside, memory_order_relaxed) && tdm__cuda_cache_ready();
+}
+
+void tdm__cuda_cache_stand_aside(const char *why)
+{
+    if (atomic_exchange(&cache_aside, 1) == 0)
+        fprintf(stderr, "tidemark: mode=cache: %s; CUDA allocations are the driver's (observed) "
+                        "from here on\n", why);
 }
 
 /* ---- virtual-memory handles and mappings ----------------------------------------

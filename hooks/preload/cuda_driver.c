@@ -57,19 +57,22 @@ static int ctx_device(void)
 
 /* Cache mode: serves a device allocation; 0 when the call must go to the
  * driver instead (other mode, no provider, no context, size 0: the
- * driver's own answer is the right one). */
+ * driver's own answer is the right one; a context other than the
+ * device's primary one, whose address space the cache's segments are not
+ * in; a stream-ordered allocation the program's own pool serves). */
 INLINE int cache_alloc(tdm__hook_mode m, CUresult *r, CUdeviceptr *dptr, size_t size,
-                       tdm_stream stream, int ordered)
+                       CUstream s, tdm_stream stream, int ordered)
 {
-    if (m != TDM__HOOK_CACHE || size == 0 || dptr == NULL || !tdm__cuda_cache_ready())
+    if (m != TDM__HOOK_CACHE || size == 0 || dptr == NULL || !tdm__cuda_cache_serves())
         return 0;
     if (ordered && tdm__cuda_capturing(stream)) {
         tdm__alloc_observe_graph_capture(); /* the graph's: the driver serves it */
         return 0;
     }
-    int dev = tdm__cuda_current_device();
-    if (dev < 0 || (ordered && tdm__cuda_program_pool(dev)))
-        return 0; /* the program's own pool serves it */
+    int primary = 0;
+    int dev = tdm__cuda_place(s, ordered, &primary);
+    if (dev < 0 || !primary || (ordered && tdm__cuda_program_pool(dev)))
+        return 0;
     void *p = NULL;
     tdm_status st = tdm__alloc_malloc(&p, size, dev, stream, TDM_HOOK_SKIP);
     if (st == TDM_OK)
@@ -78,13 +81,25 @@ INLINE int cache_alloc(tdm__hook_mode m, CUresult *r, CUdeviceptr *dptr, size_t 
     return 1;
 }
 
-/* Cache mode: tdm__hook_cache_free's 1 / 0 / -1 (freed / not the cache's /
- * a bad pointer into the cache's memory); 0 in other modes. */
-INLINE int cache_free(tdm__hook_mode m, CUdeviceptr p)
+/* Cache mode: 1 / 0 / -1 (freed / not the cache's / a bad pointer into
+ * the cache's memory), as tdm__hook_cache_free; 0 in other modes.
+ * `ordered`: cuMemFreeAsync on `stream`, the block reused only after that
+ * stream's work so far.  Else cuMemFree, which "may perform implicit
+ * synchronization" (for memory not stream-ordered) and is what a
+ * statically linked cudart's cudaFree becomes: cudaFree's callers count
+ * on the wait, so the cache waits for the device as the runtime hook does. */
+INLINE int cache_free(tdm__hook_mode m, CUdeviceptr p, int ordered, tdm_stream stream)
 {
     if (m != TDM__HOOK_CACHE || p == 0 || !tdm__cuda_cache_ready())
         return 0;
-    return tdm__hook_cache_free((void *)(uintptr_t)p, TDM_HOOK_SKIP);
+    void *ptr = (void *)(uintptr_t)p;
+    if (tdm__cuda_reset_block(ptr))
+        return -1;
+    tdm_status st = ordered ? tdm__alloc_free_on_stream(ptr, stream, TDM_HOOK_SKIP)
+                            : tdm__alloc_free_synchronized(ptr, TDM_HOOK_SKIP);
+    if (st == TDM_OK)
+        return 1;
+    return tdm__alloc_owns(ptr) ? -1 : 0;
 }
 
 /* Opens a wrapper: the real function must exist, and the thread must not
@@ -111,7 +126,7 @@ static CUresult w_cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
     if (m == TDM__HOOK_OFF)
         return real ? real(dptr, size) : NO_DRIVER;
     CUresult r;
-    if (!cache_alloc(m, &r, dptr, size, 0, 0)) {
+    if (!cache_alloc(m, &r, dptr, size, NULL, 0, 0)) {
         r = real(dptr, size);
         book_alloc(r, ctx_device(), r == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL,
                    size, 0);
@@ -127,7 +142,7 @@ static CUresult w_cuMemFree_v2(CUdeviceptr p)
     if (m == TDM__HOOK_OFF)
         return real ? real(p) : NO_DRIVER;
     CUresult r = CUDA_SUCCESS;
-    int cached = cache_free(m, p);
+    int cached = cache_free(m, p, 0, 0);
     if (cached < 0) {
         r = CUDA_ERROR_INVALID_VALUE;
     } else if (cached == 0) {
@@ -206,9 +221,10 @@ static CUresult w_cuMemFreeHost(void *p)
             return real ? real(dptr, size, s) : NO_DRIVER;                     \
         tdm_stream st = tdm__cuda_stream(s, ptsz);                             \
         CUresult r;                                                            \
-        if (!cache_alloc(m, &r, dptr, size, st, 1)) {                          \
+        if (!cache_alloc(m, &r, dptr, size, s, st, 1)) {                       \
             r = real(dptr, size, s);                                           \
-            int dev = ctx_device();                                            \
+            int dev = tdm__cuda_place(s, 1, NULL);                             \
+            dev = dev < 0 ? 0 : dev;                                           \
             book_alloc(r, dev, r == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL, \
                        size, st);                                              \
             if (r == CUDA_SUCCESS) {                                           \
@@ -230,7 +246,7 @@ ASYNC_ALLOC(cuMemAllocAsync_ptsz, PFN_cuMemAllocAsync_v11020_ptsz, 1)
         if (m == TDM__HOOK_OFF)                                                \
             return real ? real(p, s) : NO_DRIVER;                              \
         CUresult r = CUDA_SUCCESS;                                             \
-        int cached = cache_free(m, p);                                         \
+        int cached = cache_free(m, p, 1, tdm__cuda_stream(s, ptsz));           \
         if (cached < 0) {                                                      \
             r = CUDA_ERROR_INVALID_VALUE;                                      \
         } else if (cached == 0) {                                              \
@@ -269,6 +285,93 @@ ASYNC_FREE(cuMemFreeAsync_ptsz, PFN_cuMemFreeAsync_v11020_ptsz, 1)
     }
 POOL_ALLOC(cuMemAllocFromPoolAsync, PFN_cuMemAllocFromPoolAsync_v11020, 0)
 POOL_ALLOC(cuMemAllocFromPoolAsync_ptsz, PFN_cuMemAllocFromPoolAsync_v11020_ptsz, 1)
+
+/* ---- primary context reset -------------------------------------------------
+ * "Destroy all allocations and reset all state on the primary context"
+ * (cudaDeviceReset calls it too).  The cache's segments on the device go
+ * with the program's memory: before the reset the cache gives back what
+ * it holds idle; afterwards a free of a block it had served is the
+ * driver's error for memory that is gone, and cache mode stands aside
+ * (its remaining segments are dead; none is ever handed out again).
+ * Observed allocations of the device are booked as freed. */
+#define PRIMARY_RESET(name)                                                    \
+    static CUresult w_##name(CUdevice dev)                                     \
+    {                                                                          \
+        PFN_cuDevicePrimaryCtxReset_v11000 real =                              \
+            (PFN_cuDevicePrimaryCtxReset_v11000)tdm__cuda_real(TDM__CV_##name);\
+        tdm__hook_mode m = open_hook(real);                                    \
+        if (m == TDM__HOOK_OFF)                                                \
+            return real ? real(dev) : NO_DRIVER;                               \
+        int cached = m == TDM__HOOK_CACHE && tdm__cuda_cache_ready();          \
+        if (cached)                                                            \
+            tdm_empty_cache(dev);                                              \
+        CUresult r = real(dev);                                                \
+        if (r == CUDA_SUCCESS) {                                               \
+            tdm__alloc_observe_reset_device(dev, TDM_HOOK_SKIP);               \
+            if (cached) {                                                      \
+                tdm__cuda_note_reset(dev);                                     \
+                tdm__cuda_cache_stand_aside("cuDevicePrimaryCtxReset (or "     \
+                                            "cudaDeviceReset) destroyed the "  \
+                                            "cache's segments");               \
+            }                                                                  \
+        }                                                                      \
+        tdm__hook_leave();                                                     \
+        return r;                                                              \
+    }
+PRIMARY_RESET(cuDevicePrimaryCtxReset)
+PRIMARY_RESET(cuDevicePrimaryCtxReset_v2)
+
+/* ---- graph captures ---------------------------------------------------------
+ * Counted (tdm__cuda_captures_underway), never changed: while one is
+ * underway cache mode frees no segment and queries no marker, and a
+ * stream-ordered allocation on a capturing stream is the graph's.  A
+ * static cudart's captures arrive only here. */
+#define CAPTURE_BEGIN(name, pfn, params, args)                                 \
+    static CUresult w_##name params                                            \
+    {                                                                          \
+        pfn real = (pfn)tdm__cuda_real(TDM__CV_##name);                        \
+        tdm__hook_mode m = open_hook(real);                                    \
+        if (m == TDM__HOOK_OFF)                                                \
+            return real ? real args : NO_DRIVER;                               \
+        CUresult r = real args;                                                \
+        if (r == CUDA_SUCCESS)                                                 \
+            tdm__cuda_capture_count(1);                                        \
+        tdm__hook_leave();                                                     \
+        return r;                                                              \
+    }
+CAPTURE_BEGIN(cuStreamBeginCapture, tdm__PFN_cuStreamBeginCapture_v10000, (CUstream s), (s))
+CAPTURE_BEGIN(cuStreamBeginCapture_ptsz, tdm__PFN_cuStreamBeginCapture_v10000, (CUstream s), (s))
+CAPTURE_BEGIN(cuStreamBeginCapture_v2, PFN_cuStreamBeginCapture_v10010,
+              (CUstream s, CUstreamCaptureMode mode), (s, mode))
+CAPTURE_BEGIN(cuStreamBeginCapture_v2_ptsz, PFN_cuStreamBeginCapture_v10010_ptsz,
+              (CUstream s, CUstreamCaptureMode mode), (s, mode))
+#if CUDA_VERSION >= 12030
+CAPTURE_BEGIN(cuStreamBeginCaptureToGraph, PFN_cuStreamBeginCaptureToGraph_v12030,
+              (CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *edges,
+               size_t n, CUstreamCaptureMode mode),
+              (s, g, deps, edges, n, mode))
+CAPTURE_BEGIN(cuStreamBeginCaptureToGraph_ptsz, PFN_cuStreamBeginCaptureToGraph_v12030_ptsz,
+              (CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *edges,
+               size_t n, CUstreamCaptureMode mode),
+              (s, g, deps, edges, n, mode))
+#endif
+
+/* An invalidated capture ends too; other errors end nothing. */
+#define CAPTURE_END(name, pfn)                                                 \
+    static CUresult w_##name(CUstream s, CUgraph *graph)                       \
+    {                                                                          \
+        pfn real = (pfn)tdm__cuda_real(TDM__CV_##name);                        \
+        tdm__hook_mode m = open_hook(real);                                    \
+        if (m == TDM__HOOK_OFF)                                                \
+            return real ? real(s, graph) : NO_DRIVER;                          \
+        CUresult r = real(s, graph);                                           \
+        if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)   \
+            tdm__cuda_capture_count(-1);                                       \
+        tdm__hook_leave();                                                     \
+        return r;                                                              \
+    }
+CAPTURE_END(cuStreamEndCapture, PFN_cuStreamEndCapture_v10000)
+CAPTURE_END(cuStreamEndCapture_ptsz, PFN_cuStreamEndCapture_v10000_ptsz)
 
 /* ---- virtual memory ---------------------------------------------------------
  * Physical memory is used once it is mapped: cuMemMap books segment_map on
@@ -393,8 +496,10 @@ static CUresult w_cuMemAddressFree(CUdeviceptr ptr, size_t size)
 #define w_cuMemPoolTrimTo tdm__cuda_w_cuMemPoolTrimTo
 #define w_cuMemPoolDestroy tdm__cuda_w_cuMemPoolDestroy
 #define w_cuDeviceSetMemPool tdm__cuda_w_cuDeviceSetMemPool
+#define w_cuMemSetMemPool tdm__cuda_w_cuMemSetMemPool
 #define w_cuStreamSynchronize tdm__cuda_w_cuStreamSynchronize
 #define w_cuStreamSynchronize_ptsz tdm__cuda_w_cuStreamSynchronize_ptsz
+#define w_cuIpcGetMemHandle tdm__cuda_w_cuIpcGetMemHandle
 #define w_cuIpcOpenMemHandle_v2 tdm__cuda_w_cuIpcOpenMemHandle_v2
 #define w_cuIpcCloseMemHandle tdm__cuda_w_cuIpcCloseMemHandle
 #define w_cuMemImportFromShareableHandle tdm__cuda_w_cuMemImportFromShareableHandle
@@ -411,7 +516,11 @@ const tdm__cuda_variant tdm__cuda_variants[TDM__CV_COUNT] = {
 #undef W_ROW
 };
 
-/* Exported aliases (the resolvers are exported from cuda_lookup.c). */
+/* Exported aliases (the resolvers are exported from cuda_lookup.c).  The
+ * first variants of two functions share their names with cuda.h's macros
+ * for the newest ones. */
+#undef cuStreamBeginCapture
+#undef cuDevicePrimaryCtxReset
 #define W_ALIAS(name)                                                          \
     extern __typeof__(w_##name) name                                           \
         __attribute__((alias("w_" #name), visibility("default")));
@@ -433,6 +542,18 @@ W_ALIAS(cuMemMap)
 W_ALIAS(cuMemUnmap)
 W_ALIAS(cuMemAddressReserve)
 W_ALIAS(cuMemAddressFree)
+W_ALIAS(cuStreamBeginCapture)
+W_ALIAS(cuStreamBeginCapture_ptsz)
+W_ALIAS(cuStreamBeginCapture_v2)
+W_ALIAS(cuStreamBeginCapture_v2_ptsz)
+W_ALIAS(cuStreamEndCapture)
+W_ALIAS(cuStreamEndCapture_ptsz)
+W_ALIAS(cuDevicePrimaryCtxReset)
+W_ALIAS(cuDevicePrimaryCtxReset_v2)
+#if CUDA_VERSION >= 12030
+W_ALIAS(cuStreamBeginCaptureToGraph)
+W_ALIAS(cuStreamBeginCaptureToGraph_ptsz)
+#endif
 #if CUDA_VERSION >= 12010
 W_ALIAS(cuMulticastCreate)
 #endif

@@ -35,6 +35,36 @@
 #define TDM__CUDA_MULTICAST_VARIANTS(X)
 #endif
 
+/* Graph captures begun through the driver (what a static cudart's
+ * cudaStreamBeginCapture becomes): the first variant, without a mode, has
+ * no public PFN type. */
+typedef CUresult (*tdm__PFN_cuStreamBeginCapture_v10000)(CUstream hStream);
+#if CUDA_VERSION >= 12030
+#define TDM__CUDA_TO_GRAPH_VARIANTS(X)                                         \
+    X(cuStreamBeginCaptureToGraph, "cuStreamBeginCaptureToGraph", 12030, 0, PFN_cuStreamBeginCaptureToGraph_v12030) \
+    X(cuStreamBeginCaptureToGraph_ptsz, "cuStreamBeginCaptureToGraph", 12030, 1, PFN_cuStreamBeginCaptureToGraph_v12030_ptsz)
+#else
+#define TDM__CUDA_TO_GRAPH_VARIANTS(X)
+#endif
+#define TDM__CUDA_CAPTURE_VARIANTS(X)                                          \
+    X(cuStreamBeginCapture, "cuStreamBeginCapture", 10000, 0, tdm__PFN_cuStreamBeginCapture_v10000) \
+    X(cuStreamBeginCapture_ptsz, "cuStreamBeginCapture", 10000, 1, tdm__PFN_cuStreamBeginCapture_v10000) \
+    X(cuStreamBeginCapture_v2, "cuStreamBeginCapture", 10010, 0, PFN_cuStreamBeginCapture_v10010) \
+    X(cuStreamBeginCapture_v2_ptsz, "cuStreamBeginCapture", 10010, 1, PFN_cuStreamBeginCapture_v10010_ptsz) \
+    TDM__CUDA_TO_GRAPH_VARIANTS(X)                                             \
+    X(cuStreamEndCapture, "cuStreamEndCapture", 10000, 0, PFN_cuStreamEndCapture_v10000) \
+    X(cuStreamEndCapture_ptsz, "cuStreamEndCapture", 10000, 1, PFN_cuStreamEndCapture_v10000_ptsz)
+
+/* CUDA 13's cuMemSetMemPool (a device's current pool, by location). */
+#if CUDA_VERSION >= 13000
+#define TDM__CUDA_SET_POOL_VARIANTS(X)                                         \
+    X(cuMemSetMemPool, "cuMemSetMemPool", 13000, 0, PFN_cuMemSetMemPool_v13000)
+#define TDM__CUDA_SET_POOL_WRAPPERS(X) X(cuMemSetMemPool, PFN_cuMemSetMemPool_v13000)
+#else
+#define TDM__CUDA_SET_POOL_VARIANTS(X)
+#define TDM__CUDA_SET_POOL_WRAPPERS(X)
+#endif
+
 /* X(variant name, base name, first version, is the _ptsz twin, PFN type) */
 #define TDM__CUDA_VARIANTS(X)                                                  \
     X(cuMemAlloc_v2, "cuMemAlloc", 3020, 0, PFN_cuMemAlloc_v3020)              \
@@ -59,8 +89,13 @@
     X(cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020, 0, PFN_cuMemPoolTrimTo_v11020) \
     X(cuMemPoolDestroy, "cuMemPoolDestroy", 11020, 0, PFN_cuMemPoolDestroy_v11020) \
     X(cuDeviceSetMemPool, "cuDeviceSetMemPool", 11020, 0, PFN_cuDeviceSetMemPool_v11020) \
+    TDM__CUDA_SET_POOL_VARIANTS(X)                                             \
+    TDM__CUDA_CAPTURE_VARIANTS(X)                                              \
+    X(cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset", 7000, 0, PFN_cuDevicePrimaryCtxReset_v11000) \
+    X(cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, 0, PFN_cuDevicePrimaryCtxReset_v11000) \
     X(cuStreamSynchronize, "cuStreamSynchronize", 2000, 0, PFN_cuStreamSynchronize_v2000) \
     X(cuStreamSynchronize_ptsz, "cuStreamSynchronize", 7000, 1, PFN_cuStreamSynchronize_v7000_ptsz) \
+    X(cuIpcGetMemHandle, "cuIpcGetMemHandle", 4010, 0, PFN_cuIpcGetMemHandle_v4010) \
     X(cuIpcOpenMemHandle_v2, "cuIpcOpenMemHandle", 11000, 0, PFN_cuIpcOpenMemHandle_v11000) \
     X(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", 4010, 0, PFN_cuIpcCloseMemHandle_v4010) \
     X(cuMemImportFromShareableHandle, "cuMemImportFromShareableHandle", 10020, 0, PFN_cuMemImportFromShareableHandle_v10020) \
@@ -125,6 +160,14 @@ TDM_CUDA_HIDDEN void *tdm__cuda_helper(const char *name);
 /* The device of the calling thread's current context (0 when unknown),
  * described to the allocator on first sight. */
 TDM_CUDA_HIDDEN int tdm__cuda_current_device(void);
+/* Where a call's memory comes from: for a stream-ordered call (`ordered`)
+ * on a stream of its own, the stream's device ("cuMemAllocAsync allocates
+ * from the current mempool of the provided stream's device"); else the
+ * current context's.  -1 when unknown.  *primary (when not NULL): nonzero
+ * when that context is the device's primary context, the one cache
+ * mode's segments live in ("each context has its own distinct address
+ * space": memory of another context is no use to the program's). */
+TDM_CUDA_HIDDEN int tdm__cuda_place(CUstream s, int ordered, int *primary);
 /* Describes `device` to the allocator once ("cuda", name, total bytes). */
 TDM_CUDA_HIDDEN void tdm__cuda_describe(int device);
 /* Free bytes of the current context's device, for oom events (0 if
@@ -134,15 +177,40 @@ TDM_CUDA_HIDDEN size_t tdm__cuda_free_bytes(void);
  * real driver is installed (made on first call; 0 for good when it cannot
  * be, e.g. no device, so the program's own calls go through). */
 TDM_CUDA_HIDDEN int tdm__cuda_cache_ready(void);
-/* Nonzero when work on `stream` (as recorded: CU_STREAM_PER_THREAD for a
- * _ptsz call's stream 0) is being captured into a CUDA graph, or the
+/* Nonzero when cache mode serves new allocations: ready, and not stood
+ * aside (tdm__cuda_cache_stand_aside).  Frees still ask
+ * tdm__cuda_cache_ready: a block the cache served goes back to it. */
+TDM_CUDA_HIDDEN int tdm__cuda_cache_serves(void);
+/* From now on CUDA allocations are the driver's (observed), because cache
+ * mode could not keep the driver's semantics; `why` goes to stderr, once
+ * for the process. */
+TDM_CUDA_HIDDEN void tdm__cuda_cache_stand_aside(const char *why);
+/* cuDevicePrimaryCtxReset destroyed `device`'s memory, the cache's
+ * segments on it with it: their blocks are no allocations any more. */
+TDM_CUDA_HIDDEN void tdm__cuda_note_reset(int device);
+TDM_CUDA_HIDDEN extern _Atomic unsigned long long tdm__cuda_reset_devices;
+/* Nonzero when `p` lies in a cache segment of a device since reset: its
+ * free is the driver's error for memory that is gone. */
+static inline int tdm__cuda_reset_block(const void *p)
+{
+    unsigned long long m = atomic_load_explicit(&tdm__cuda_reset_devices, memory_order_relaxed);
+    if (m == 0)
+        return 0;
+    int d = tdm__alloc_owner_device(p);
+    return d >= 0 && d < 64 && (m >> d & 1);
+}
+/* Nonzero when work on `stream` (as recorded: tdm__cuda_stream) is being
+ * captured into a CUDA graph, or the
  * driver cannot say: a stream-ordered allocation then belongs to the graph
  * and must be the driver's, even in cache mode. */
 TDM_CUDA_HIDDEN int tdm__cuda_capturing(tdm_stream stream);
-/* Captures begun through the runtime (cudaStreamBeginCapture*) and not
- * yet ended: nonzero while one is underway (cuda_runtime_real.c).  Driver
- * API captures are seen per stream only (tdm__cuda_capturing). */
+/* Captures begun and not yet ended, through the runtime
+ * (cudaStreamBeginCapture*) or the driver (cuStreamBeginCapture*, which a
+ * static cudart calls): nonzero while one is underway
+ * (cuda_runtime_real.c).  tdm__cuda_capture_count: +1 for a capture
+ * begun, -1 for one ended (an invalidated one too). */
 TDM_CUDA_HIDDEN int tdm__cuda_captures_underway(void);
+TDM_CUDA_HIDDEN void tdm__cuda_capture_count(int delta);
 /* After a stream-ordered allocation on `stream`: when a runtime capture
  * is underway and the stream is being captured, the allocation belongs to
  * a graph, and the snapshot says that graph memory is not covered.  Costs
@@ -152,14 +220,47 @@ static inline void tdm__cuda_note_capture(tdm_stream stream)
     if (tdm__cuda_captures_underway() && tdm__cuda_capturing(stream))
         tdm__alloc_observe_graph_capture();
 }
+/* One line on stderr, "tidemark: " first: cache mode says where it could
+ * not keep CUDA's semantics and what it does instead (cold paths only). */
+TDM_CUDA_HIDDEN void tdm__cuda_say(const char *msg);
 /* The CUresult for a failed tdm__alloc_malloc / _free. */
 TDM_CUDA_HIDDEN CUresult tdm__cuda_status_result(tdm_status st);
-/* Stream ids as recorded: a _ptsz call's stream 0 is the per-thread
- * default stream (CU_STREAM_PER_THREAD), not the legacy one. */
+
+/* Per-thread default streams.  CU_STREAM_PER_THREAD (2), or 0 in a _ptsz
+ * call, names the calling thread's own stream: "it gives each host thread
+ * its own default stream".  One id for all of them would let the cache
+ * hand a block freed on thread A's stream to thread B's at once, while
+ * A's work may still use it.  So each thread's is recorded as its own
+ * stream id, TDM__CUDA_PTDS_TAG in the low 32 bits (it still reads as 2
+ * there) and the thread's number above (no stream handle, a pointer
+ * aligned to 8, has those low bits).  tdm__cuda_vendor_stream turns an id
+ * back into a handle for the driver. */
+#define TDM__CUDA_PTDS_TAG ((uint64_t)(uintptr_t)CU_STREAM_PER_THREAD)
+TDM_CUDA_HIDDEN uint64_t tdm__cuda_ptds_key_slow(void);
+TDM_CUDA_HIDDEN extern __thread uint64_t tdm__cuda_ptds_key_t;
+static inline int tdm__cuda_is_ptds_key(tdm_stream st)
+{
+    return (st & 0xffffffffu) == TDM__CUDA_PTDS_TAG && (st >> 32) != 0;
+}
+/* Stream ids as recorded (and as the cache keeps blocks apart): a
+ * per-thread default stream is the calling thread's own id. */
 static inline tdm_stream tdm__cuda_stream(CUstream s, int ptsz)
 {
-    return ptsz && s == NULL ? (tdm_stream)(uintptr_t)CU_STREAM_PER_THREAD
-                             : (tdm_stream)(uintptr_t)s;
+    if (s == CU_STREAM_PER_THREAD || (ptsz && s == NULL)) {
+        uint64_t k = tdm__cuda_ptds_key_t;
+        return k ? k : tdm__cuda_ptds_key_slow();
+    }
+    return (tdm_stream)(uintptr_t)s;
+}
+/* The handle the driver knows for a recorded id: CU_STREAM_PER_THREAD for
+ * the calling thread's own per-thread stream; for another thread's (a
+ * marker recorded later, from elsewhere) the legacy stream, which waits
+ * for every blocking stream of the context, per-thread ones included. */
+static inline CUstream tdm__cuda_vendor_stream(tdm_stream st)
+{
+    if (!tdm__cuda_is_ptds_key(st))
+        return (CUstream)(uintptr_t)st;
+    return st == tdm__cuda_ptds_key_t ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
 }
 
 /* Virtual memory: the physical allocation handles (device, origin:
@@ -175,8 +276,10 @@ TDM_CUDA_HIDDEN extern tdm__vmm_track tdm__cuda_vmm;
     X(cuMemPoolTrimTo, PFN_cuMemPoolTrimTo_v11020)                             \
     X(cuMemPoolDestroy, PFN_cuMemPoolDestroy_v11020)                           \
     X(cuDeviceSetMemPool, PFN_cuDeviceSetMemPool_v11020)                       \
+    TDM__CUDA_SET_POOL_WRAPPERS(X)                                             \
     X(cuStreamSynchronize, PFN_cuStreamSynchronize_v2000)                      \
     X(cuStreamSynchronize_ptsz, PFN_cuStreamSynchronize_v7000_ptsz)            \
+    X(cuIpcGetMemHandle, PFN_cuIpcGetMemHandle_v4010)                          \
     X(cuIpcOpenMemHandle_v2, PFN_cuIpcOpenMemHandle_v11000)                    \
     X(cuIpcCloseMemHandle, PFN_cuIpcCloseMemHandle_v4010)                      \
     X(cuMemImportFromShareableHandle, PFN_cuMemImportFromShareableHandle_v10020)

@@ -13,8 +13,8 @@
  * Reading them is two host-side driver calls with no device work, made
  * only once a pool was seen in use: a program without stream-ordered
  * allocations pays one atomic load per synchronize.
- * cuDeviceSetMemPool is watched so that cache mode leaves the program's
- * own pool alone.
+ * cuDeviceSetMemPool, and CUDA 13's cuMemSetMemPool, are watched so that
+ * cache mode leaves the program's own pool alone.
  *
  * Shared memory.  A mapping this process did not allocate (an IPC handle
  * opened, a physical allocation imported from a shareable handle) is
@@ -153,23 +153,50 @@ CUresult tdm__cuda_w_cuMemPoolDestroy(CUmemoryPool pool)
     return r;
 }
 
+/* `pool` is `dev`'s current pool now; the program's own unless it is the
+ * default one. */
+static void note_current_pool(int dev, CUmemoryPool pool)
+{
+    if (dev < 0 || dev >= MAX_DEVICES)
+        return;
+    PFN_cuDeviceGetDefaultMemPool_v11020 def =
+        (PFN_cuDeviceGetDefaultMemPool_v11020)tdm__cuda_helper("cuDeviceGetDefaultMemPool");
+    CUmemoryPool d = NULL;
+    int own = def == NULL || def(&d, dev) != CUDA_SUCCESS || d != pool;
+    atomic_store_explicit(&current_pool[dev], (void *)pool, memory_order_release);
+    atomic_store_explicit(&program_pool[dev], own, memory_order_relaxed);
+}
+
 CUresult tdm__cuda_w_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
 {
     REAL(cuDeviceSetMemPool, PFN_cuDeviceSetMemPool_v11020);
     if (open_hook((void *)real) == TDM__HOOK_OFF)
         return real ? real(dev, pool) : NO_DRIVER;
     CUresult r = real(dev, pool);
-    if (r == CUDA_SUCCESS && dev >= 0 && dev < MAX_DEVICES) {
-        PFN_cuDeviceGetDefaultMemPool_v11020 def =
-            (PFN_cuDeviceGetDefaultMemPool_v11020)tdm__cuda_helper("cuDeviceGetDefaultMemPool");
-        CUmemoryPool d = NULL;
-        int own = def == NULL || def(&d, dev) != CUDA_SUCCESS || d != pool;
-        atomic_store_explicit(&current_pool[dev], (void *)pool, memory_order_release);
-        atomic_store_explicit(&program_pool[dev], own, memory_order_relaxed);
-    }
+    if (r == CUDA_SUCCESS)
+        note_current_pool(dev, pool);
     tdm__hook_leave();
     return r;
 }
+
+#if CUDA_VERSION >= 13000
+/* CUDA 13's cuMemSetMemPool sets the current pool of a location for an
+ * allocation type: for a device's pinned memory, what cuDeviceSetMemPool
+ * sets, watched the same way. */
+CUresult tdm__cuda_w_cuMemSetMemPool(CUmemLocation *loc, CUmemAllocationType type,
+                                     CUmemoryPool pool)
+{
+    REAL(cuMemSetMemPool, PFN_cuMemSetMemPool_v13000);
+    if (open_hook((void *)real) == TDM__HOOK_OFF)
+        return real ? real(loc, type, pool) : NO_DRIVER;
+    CUresult r = real(loc, type, pool);
+    if (r == CUDA_SUCCESS && loc && loc->type == CU_MEM_LOCATION_TYPE_DEVICE &&
+        type == CU_MEM_ALLOCATION_TYPE_PINNED)
+        note_current_pool(loc->id, pool);
+    tdm__hook_leave();
+    return r;
+}
+#endif
 
 /* A synchronization lets the pools release what exceeds their threshold. */
 #define STREAM_SYNC(name, pfn)                                                 \
@@ -186,6 +213,45 @@ CUresult tdm__cuda_w_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
     }
 STREAM_SYNC(cuStreamSynchronize, PFN_cuStreamSynchronize_v2000)
 STREAM_SYNC(cuStreamSynchronize_ptsz, PFN_cuStreamSynchronize_v7000_ptsz)
+
+/* ---- memory shared with other processes ------------------------------------------ */
+
+/* Cache mode: an IPC handle names the driver allocation containing the
+ * pointer, and the peer's cuIpcOpenMemHandle returns that allocation's
+ * base.  For a block of the cache that is the segment's base, so the peer
+ * would read and write the wrong memory (NCCL's legacy P2P buffers,
+ * PyTorch's tensor sharing: base + offset).  A block at its segment's
+ * base is exported as it is (the peer's pointer is the block); any other
+ * block's export is refused, with CUDA_ERROR_NOT_SUPPORTED and one line
+ * on stderr, since no handle could name it: a program that shares memory
+ * over CUDA IPC runs under mode=observe. */
+CUresult tdm__cuda_w_cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p)
+{
+    REAL(cuIpcGetMemHandle, PFN_cuIpcGetMemHandle_v4010);
+    tdm__hook_mode m = open_hook((void *)real);
+    if (m == TDM__HOOK_OFF)
+        return real ? real(h, p) : NO_DRIVER;
+    if (m == TDM__HOOK_CACHE && p != 0 && tdm__cuda_cache_ready() &&
+        tdm__alloc_owns((void *)(uintptr_t)p)) {
+        PFN_cuMemGetAddressRange_v3020 range =
+            (PFN_cuMemGetAddressRange_v3020)tdm__cuda_helper("cuMemGetAddressRange_v2");
+        CUdeviceptr base = 0;
+        size_t size = 0;
+        if (range == NULL || range(&base, &size, p) != CUDA_SUCCESS || base != p) {
+            static atomic_flag said = ATOMIC_FLAG_INIT;
+            if (!atomic_flag_test_and_set(&said))
+                tdm__cuda_say("mode=cache: cuIpcGetMemHandle of a block inside one of the "
+                              "cache's segments refused (CUDA_ERROR_NOT_SUPPORTED): the peer "
+                              "would map the segment, not the block; run programs that "
+                              "share memory over CUDA IPC with mode=observe");
+            tdm__hook_leave();
+            return CUDA_ERROR_NOT_SUPPORTED;
+        }
+    }
+    CUresult r = real(h, p);
+    tdm__hook_leave();
+    return r;
+}
 
 /* ---- memory other processes made ---------------------------------------------- */
 

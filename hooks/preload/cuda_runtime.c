@@ -51,7 +51,7 @@ TDM_RT_EXPORT cudaError_t CUDARTAPI cudaMalloc(void **p, size_t size)
     if (m == TDM__HOOK_OFF)
         return real ? real(p, size) : TDM_RT_ABSENT;
     cudaError_t r;
-    if (!tdm__rt_cache_alloc(m, &r, p, size, 0, 0)) {
+    if (!tdm__rt_cache_alloc(m, &r, p, size, NULL, 0, 0)) {
         r = real(p, size);
         tdm__rt_book(r, tdm__cuda_rt_device(), r == cudaSuccess && p ? *p : NULL, size, 0);
     }

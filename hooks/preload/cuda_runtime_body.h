@@ -32,6 +32,23 @@ TDM_RT_INLINE tdm__hook_mode tdm__rt_open(void *real)
     return m;
 }
 
+/* The device a runtime call's memory comes from: the stream's for a
+ * stream-ordered call on a stream of its own, else the runtime's current
+ * device (cudaGetDevice).  *primary (when not NULL) cleared when the
+ * context current on the thread is not that device's primary one (none
+ * current yet: the runtime makes its primary one current). */
+#define tdm__cuda_rt_place(s, ordered, primary)                                \
+    tdm__rt_place((CUstream)(s), (ordered), (primary), tdm__cuda_rt_device())
+TDM_RT_INLINE int tdm__rt_place(CUstream s, int ordered, int *primary, int rt_device)
+{
+    int prim = 1;
+    int dev = tdm__cuda_place(s, ordered, &prim);
+    int own_stream = ordered && s != NULL && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD;
+    if (primary)
+        *primary = prim || dev < 0; /* no context current yet: the runtime's */
+    return own_stream && dev >= 0 ? dev : rt_device;
+}
+
 /* Books what an allocating runtime call did. */
 TDM_RT_INLINE void tdm__rt_book(cudaError_t r, int device, const void *ptr, size_t size,
                                 tdm_stream stream)
@@ -49,15 +66,23 @@ TDM_RT_INLINE void tdm__rt_book(cudaError_t r, int device, const void *ptr, size
 /* Cache mode: serves a device allocation (1), or leaves it to the runtime
  * (0: other mode, size 0, no provider). */
 TDM_RT_INLINE int tdm__rt_cache_alloc(tdm__hook_mode m, cudaError_t *r, void **p, size_t size,
-                                      tdm_stream stream, int ordered)
+                                      cudaStream_t s, tdm_stream stream, int ordered)
 {
-    if (m != TDM__HOOK_CACHE || size == 0 || p == NULL || !tdm__cuda_cache_ready())
+    if (m != TDM__HOOK_CACHE || size == 0 || p == NULL || !tdm__cuda_cache_serves())
         return 0;
     if (ordered && tdm__cuda_capturing(stream)) {
         tdm__alloc_observe_graph_capture(); /* the graph's: the driver serves it */
         return 0;
     }
-    tdm_status st = tdm__alloc_malloc(p, size, tdm__cuda_rt_device(), stream, TDM_HOOK_SKIP);
+    /* The runtime serves cudaMalloc in the context current on the thread
+     * (its device's primary one, made current at its first call); a
+     * stream-ordered call on the stream's device (tdm__cuda_place).  A
+     * context of the program's own is the runtime's to serve. */
+    int primary = 1;
+    int dev = tdm__cuda_rt_place(s, ordered, &primary);
+    if (!primary || (ordered && tdm__cuda_program_pool(dev)))
+        return 0;
+    tdm_status st = tdm__alloc_malloc(p, size, dev, stream, TDM_HOOK_SKIP);
     *r = st == TDM_OK ? cudaSuccess
                       : tdm__cuda_rt_served_error(tdm__cuda_rt_error(tdm__cuda_status_result(st)));
     return 1;
@@ -71,6 +96,8 @@ TDM_RT_INLINE int tdm__rt_cache_free(tdm__hook_mode m, void *p, int ordered, tdm
 {
     if (m != TDM__HOOK_CACHE || p == NULL || !tdm__cuda_cache_ready())
         return 0;
+    if (tdm__cuda_reset_block(p))
+        return -1;
     tdm_status st = ordered ? tdm__alloc_free_on_stream(p, stream, TDM_HOOK_SKIP)
                             : tdm__alloc_free_synchronized(p, TDM_HOOK_SKIP);
     if (st == TDM_OK)
@@ -78,12 +105,11 @@ TDM_RT_INLINE int tdm__rt_cache_free(tdm__hook_mode m, void *p, int ordered, tdm
     return tdm__alloc_owns(p) ? -1 : 0;
 }
 
-/* Stream ids as recorded: stream 0 of a _ptsz call is the per-thread
- * default stream. */
+/* Stream ids as recorded (cuda_hooks.h): cudaStreamPerThread, or stream 0
+ * of a _ptsz call, is the calling thread's own per-thread stream. */
 TDM_RT_INLINE tdm_stream tdm__rt_stream(cudaStream_t s, int ptsz)
 {
-    return ptsz && s == NULL ? (tdm_stream)(uintptr_t)cudaStreamPerThread
-                             : (tdm_stream)(uintptr_t)s;
+    return tdm__cuda_stream((CUstream)s, ptsz);
 }
 
 typedef cudaError_t (*tdm__rt_malloc_async_fn)(void **, size_t, cudaStream_t);
@@ -104,10 +130,9 @@ TDM_RT_INLINE cudaError_t tdm__rt_malloc_async(int f, void **p, size_t size, cud
         return real ? real(p, size, s) : TDM_RT_ABSENT;
     cudaError_t r;
     tdm_stream st = tdm__rt_stream(s, ptsz);
-    if (tdm__cuda_program_pool(tdm__cuda_rt_device()) || /* the program's pool serves it */
-        !tdm__rt_cache_alloc(m, &r, p, size, st, 1)) {
+    if (!tdm__rt_cache_alloc(m, &r, p, size, s, st, 1)) {
         r = real(p, size, s);
-        int dev = tdm__cuda_rt_device();
+        int dev = tdm__cuda_rt_place(s, 1, NULL);
         tdm__rt_book(r, dev, r == cudaSuccess && p ? *p : NULL, size, st);
         if (r == cudaSuccess) { /* pool reserve: cuda_pool.c */
             tdm__cuda_pool_book(tdm__cuda_pool_current(dev), dev);
@@ -157,7 +182,10 @@ TDM_RT_INLINE cudaError_t tdm__rt_from_pool(int f, void **p, size_t size, cudaMe
     return r;
 }
 
-/* Graph captures: counted, never changed (tdm__cuda_captures_underway). */
+/* Graph captures: counted, never changed (tdm__cuda_captures_underway).
+ * The runtime begins and ends them through the driver, whose wrappers
+ * count too (for a static cudart): the runtime's call runs inside
+ * tidemark's guard, so that one capture counts once. */
 typedef cudaError_t (*tdm__rt_begin_capture_fn)(cudaStream_t, enum cudaStreamCaptureMode);
 typedef cudaError_t (*tdm__rt_end_capture_fn)(cudaStream_t, cudaGraph_t *);
 
@@ -165,16 +193,24 @@ TDM_RT_INLINE cudaError_t tdm__rt_begin_capture(int f, cudaStream_t s,
                                                 enum cudaStreamCaptureMode mode)
 {
     tdm__rt_begin_capture_fn real = (tdm__rt_begin_capture_fn)tdm__cuda_rt_real(f);
+    int entered = tdm__hook_enter();
     cudaError_t r = real ? real(s, mode) : TDM_RT_ABSENT;
-    tdm__cuda_rt_capture_begun(r);
+    if (entered) {
+        tdm__cuda_rt_capture_begun(r);
+        tdm__hook_leave();
+    }
     return r;
 }
 
 TDM_RT_INLINE cudaError_t tdm__rt_end_capture(int f, cudaStream_t s, cudaGraph_t *graph)
 {
     tdm__rt_end_capture_fn real = (tdm__rt_end_capture_fn)tdm__cuda_rt_real(f);
+    int entered = tdm__hook_enter();
     cudaError_t r = real ? real(s, graph) : TDM_RT_ABSENT;
-    tdm__cuda_rt_capture_ended(r);
+    if (entered) {
+        tdm__cuda_rt_capture_ended(r);
+        tdm__hook_leave();
+    }
     return r;
 }
 
@@ -190,8 +226,12 @@ TDM_RT_INLINE cudaError_t tdm__rt_to_graph(int f, cudaStream_t s, cudaGraph_t gr
                                            enum cudaStreamCaptureMode mode)
 {
     tdm__rt_to_graph_fn real = (tdm__rt_to_graph_fn)tdm__cuda_rt_real(f);
+    int entered = tdm__hook_enter();
     cudaError_t r = real ? real(s, graph, deps, edges, n, mode) : TDM_RT_ABSENT;
-    tdm__cuda_rt_capture_begun(r);
+    if (entered) {
+        tdm__cuda_rt_capture_begun(r);
+        tdm__hook_leave();
+    }
     return r;
 }
 #endif

@@ -439,10 +439,23 @@ int tdm__cuda_captures_underway(void)
     return atomic_load_explicit(&captures, memory_order_acquire) > 0;
 }
 
+void tdm__cuda_capture_count(int delta)
+{
+    if (delta > 0) {
+        atomic_fetch_add_explicit(&captures, 1, memory_order_acq_rel);
+        return;
+    }
+    int n = atomic_load_explicit(&captures, memory_order_relaxed);
+    while (n > 0 && !atomic_compare_exchange_weak_explicit(&captures, &n, n - 1,
+                                                           memory_order_acq_rel,
+                                                           memory_order_relaxed))
+        ;
+}
+
 void tdm__cuda_rt_capture_begun(cudaError_t r)
 {
     if (r == cudaSuccess)
-        atomic_fetch_add_explicit(&captures, 1, memory_order_acq_rel);
+        tdm__cuda_capture_count(1);
 }
 
 void tdm__cuda_rt_capture_ended(cudaError_t r)
@@ -451,11 +464,7 @@ void tdm__cuda_rt_capture_ended(cudaError_t r)
      * wrong thread) end nothing. */
     if (r != cudaSuccess && r != cudaErrorStreamCaptureInvalidated)
         return;
-    int n = atomic_load_explicit(&captures, memory_order_relaxed);
-    while (n > 0 && !atomic_compare_exchange_weak_explicit(&captures, &n, n - 1,
-                                                           memory_order_acq_rel,
-                                                           memory_order_relaxed))
-        ;
+    tdm__cuda_capture_count(-1);
 }
 
 /* ---- the last error --------------------------------------------------------------------

@@ -14,6 +14,31 @@
  * (fake_cuda_internal.h; a prototype mismatch is a compile error) and is
  * exported under the driver's name by an alias.  Knobs: fake_cuda.h.
  *
+ * What the fake models, each with the sentence of NVIDIA's documentation
+ * it implements (tests/hooks/cuda/sem_app.c checks the fake against each):
+ *   - contexts: "each context has its own distinct address space ...
+ *     CUdeviceptr values from different contexts reference different
+ *     memory locations" (CUDA Programming Guide, Driver API, Context):
+ *     every device allocation records the context current when it was
+ *     made, and fake_cuda_ptr_usable says whether a kernel of the current
+ *     context could reach a pointer;
+ *   - cuMemFree: "This API will not perform any implicit synchronization
+ *     when the pointer was allocated with cuMemAllocAsync or
+ *     cuMemAllocFromPoolAsync ... For all other pointers, this API may
+ *     perform implicit synchronization" (Driver API, cuMemFree): the fake
+ *     does synchronize then (every stream's queued work completes first),
+ *     which is what cudaFree's callers rely on;
+ *   - stream-ordered allocation: "cuMemAllocAsync allocates from the
+ *     current mempool of the provided stream's device"
+ *     (cuDeviceSetMemPool): the stream's device, not the current one;
+ *   - cuDevicePrimaryCtxReset: "Destroy all allocations and reset all
+ *     state on the primary context" (fake_cuda_ctx.c);
+ *   - IPC: "Gets an interprocess memory handle for an existing device
+ *     memory allocation" and the peer's open "Maps memory exported from
+ *     another process" — the whole allocation: a handle names the
+ *     allocation containing the pointer, and the peer's pointer is that
+ *     allocation's base (fake_cuda_pool.c).
+ *
  * Invariants: used[d] is the sum of the sizes of live device, managed,
  * pitch and physical allocations of device d; a mapping lies inside one
  * reservation and refers to a live handle.  Lock: one mutex around the
@@ -96,7 +121,8 @@ typedef struct rec {
     size_t maplen;     /* bytes mmap'ed (0 for FAKE_K_PHYS) */
     int device;        /* -1 for host */
     int kind;          /* FAKE_K_* */
-    void *pool;        /* FAKE_K_POOLED: its fake_pool */
+    void *pool;        /* FAKE_K_POOLED: its fake_pool; FAKE_K_IPC: the exporter's base */
+    void *ctx;         /* the context current at the allocation (host: NULL) */
 } rec;
 
 typedef struct mapping {
@@ -173,6 +199,7 @@ static CUresult take(int kind, int device, size_t size, uintptr_t *out)
     r->size = size;
     r->device = device;
     r->kind = kind;
+    r->ctx = device >= 0 && !fake__is_phys(kind) ? fake__current_ctx() : NULL;
     rec **pp = find_locked(r->key);
     r->next = NULL;
     *pp = r;
@@ -197,13 +224,17 @@ static CUresult give_rec(uintptr_t key, unsigned kinds, fake_alloc *out)
     }
     if (out)
         *out = (fake_alloc){.size = r->size, .device = r->device, .kind = r->kind,
-                            .pool = r->pool};
+                            .pool = r->pool, .ctx = r->ctx};
     *pp = r->next;
     g_live--;
     if (counts_capacity(r->kind))
         g_used[r->device] -= r->size;
     pthread_mutex_unlock(&g_lock);
-    if (r->maplen)
+    /* A pool's free is stream-ordered: the driver hands the address out
+     * again only after the work queued before the free has completed.
+     * The fake never does (its pool memory stays reserved address space),
+     * so no reuse of it can be early. */
+    if (r->maplen && r->kind != FAKE_K_POOLED)
         munmap((void *)r->key, r->maplen);
     free(r);
     return CUDA_SUCCESS;
@@ -236,9 +267,45 @@ int fake__lookup(uintptr_t key, fake_alloc *out)
     rec *r = *find_locked(key);
     if (r)
         *out = (fake_alloc){.size = r->size, .device = r->device, .kind = r->kind,
-                            .pool = r->pool};
+                            .pool = r->pool, .ctx = r->ctx};
     pthread_mutex_unlock(&g_lock);
     return r != NULL;
+}
+
+/* The registry is keyed by base address; an interior pointer (a block
+ * some allocator carved out of one allocation) is found by a scan. */
+int fake__lookup_containing(uintptr_t addr, uintptr_t *base, fake_alloc *out)
+{
+    pthread_mutex_lock(&g_lock);
+    rec *found = *find_locked(addr);
+    for (size_t b = 0; b < NBUCKET && found == NULL; b++)
+        for (rec *q = g_buckets[b]; q && found == NULL; q = q->next)
+            if (!fake__is_phys(q->kind) && q->kind != FAKE_K_RESERVE && addr >= q->key &&
+                addr < q->key + q->size)
+                found = q;
+    if (found) {
+        *base = found->key;
+        *out = (fake_alloc){.size = found->size, .device = found->device, .kind = found->kind,
+                            .pool = found->pool, .ctx = found->ctx};
+    }
+    pthread_mutex_unlock(&g_lock);
+    return found != NULL;
+}
+
+void fake__give_context(void *ctx)
+{
+    for (;;) {
+        uintptr_t key = 0;
+        pthread_mutex_lock(&g_lock);
+        for (size_t b = 0; b < NBUCKET && key == 0; b++)
+            for (rec *q = g_buckets[b]; q && key == 0; q = q->next)
+                if (q->ctx == ctx && (q->kind == FAKE_K_DEVICE || q->kind == FAKE_K_MANAGED))
+                    key = q->key;
+        pthread_mutex_unlock(&g_lock);
+        if (key == 0)
+            return;
+        give(key, 1u << FAKE_K_DEVICE | 1u << FAKE_K_MANAGED);
+    }
 }
 
 CUresult fake__used_change(int device, long long bytes)
@@ -302,11 +369,18 @@ static CUresult dev_free(CUdeviceptr p)
     return give((uintptr_t)p, 1u << FAKE_K_DEVICE | 1u << FAKE_K_MANAGED);
 }
 
+/* "For all other pointers [than stream-ordered ones], this API may
+ * perform implicit synchronization": the fake's does, before it frees. */
 CUresult f_cuMemFree_v2(CUdeviceptr p)
 {
     ENTER(FC_cuMemFree_v2);
     CUresult r = fake__capture_check();
-    return r != CUDA_SUCCESS ? r : dev_free(p);
+    if (r != CUDA_SUCCESS)
+        return r;
+    fake_alloc a;
+    if (fake__lookup((uintptr_t)p, &a) && a.kind != FAKE_K_POOLED)
+        fake__complete_all();
+    return dev_free(p);
 }
 
 CUresult f_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
@@ -367,12 +441,15 @@ CUresult f_cuMemFreeHost(void *p)
 }
 
 /* Stream-ordered calls complete at once (the fake has no queued work):
- * memory comes from, and goes back to, a pool (fake_cuda_pool.c), the
- * current device's current one unless the program names one. */
-static CUresult async_alloc(CUdeviceptr *dptr, size_t size)
+ * memory comes from, and goes back to, a pool (fake_cuda_pool.c).
+ * "cuMemAllocAsync allocates from the current mempool of the provided
+ * stream's device" (cuDeviceSetMemPool): the stream's device, whichever
+ * context is current, unless the program names a pool. */
+static CUresult async_alloc(CUdeviceptr *dptr, size_t size, CUstream s, int ptsz)
 {
     int d;
-    CUresult r = fake__current_device(&d);
+    void *ctx;
+    CUresult r = fake__stream_place(s, ptsz, &ctx, &d);
     if (r != CUDA_SUCCESS)
         return r;
     CUmemoryPool pool;
@@ -384,15 +461,13 @@ static CUresult async_alloc(CUdeviceptr *dptr, size_t size)
 CUresult f_cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream s)
 {
     ENTER(FC_cuMemAllocAsync);
-    (void)s;
-    return async_alloc(dptr, size);
+    return async_alloc(dptr, size, s, 0);
 }
 
 CUresult f_cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream s)
 {
     ENTER(FC_cuMemAllocAsync_ptsz);
-    (void)s;
-    return async_alloc(dptr, size);
+    return async_alloc(dptr, size, s, 1);
 }
 
 static CUresult async_free(CUdeviceptr p)
@@ -620,6 +695,23 @@ FAKE_EXPORT unsigned long long fake_cuda_used_bytes(int device)
     unsigned long long n = g_used[device];
     pthread_mutex_unlock(&g_lock);
     return n;
+}
+
+/* Whether a kernel running in the current context could use `ptr`: it
+ * lies in a live allocation of that context (managed and host memory:
+ * of any context). */
+FAKE_EXPORT int fake_cuda_ptr_usable(const void *ptr)
+{
+    uintptr_t base;
+    fake_alloc a;
+    if (!fake__lookup_containing((uintptr_t)ptr, &base, &a))
+        return 0;
+    if (a.kind == FAKE_K_MANAGED || a.kind == FAKE_K_HOST || a.kind == FAKE_K_IPC)
+        return 1;
+    int d;
+    if (a.kind == FAKE_K_POOLED) /* a pool is its device's */
+        return fake__current_device(&d) == CUDA_SUCCESS && d == a.device;
+    return a.ctx != NULL && a.ctx == fake__current_ctx();
 }
 
 FAKE_EXPORT void fake_cuda_set_oom_above(unsigned long long bytes)

@@ -46,7 +46,8 @@ void fake_cuda_set_oom_above(unsigned long long bytes);
 
 /* Stream work, which completes only when the test says so: queue one item
  * on `stream` (a CUstream; 0 = the legacy stream), complete all queued
- * items, count those not completed.  Events and stream/context syncs
+ * items, count those not completed.  CU_STREAM_PER_THREAD (2) names the
+ * calling thread's own per-thread default stream.  Events and stream/context syncs
  * follow (fake_cuda_stream.c). */
 void fake_cuda_stream_enqueue(void *stream);
 void fake_cuda_stream_complete(void *stream);
@@ -54,6 +55,13 @@ long fake_cuda_stream_pending(void *stream);
 /* Calls made during a global/thread-local capture that CUDA forbids then
  * (each invalidated the capture). */
 long fake_cuda_capture_violations(void);
+/* Whether a kernel of the calling thread's current context could use
+ * `ptr` (it lies in a live allocation of that context; managed, host and
+ * pool memory of the device: yes). */
+int fake_cuda_ptr_usable(const void *ptr);
+/* The exporter's address that a range cuIpcOpenMemHandle returned stands
+ * for (the base of the exported allocation); 0 for any other pointer. */
+unsigned long long fake_cuda_ipc_source(unsigned long long opened);
 /* The pools give back what they hold above their release thresholds
  * through no call the hooks see (as at a cuCtxSynchronize). */
 void fake_cuda_pool_release_unseen(void);

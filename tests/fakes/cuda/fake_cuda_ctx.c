@@ -3,6 +3,14 @@
  * stack), streams, error names and export tables; the part of libcuda.so.1
  * that holds no memory (fake_cuda.c: allocations and their registry).
  *
+ * Contexts: the primary one of each device, and those cuCtxCreate makes.
+ * "Each context has its own distinct address space" (CUDA Programming
+ * Guide, Driver API, Context): allocations record their context
+ * (fake_cuda.c), and cuCtxDestroy frees what its context allocated.
+ * cuDevicePrimaryCtxReset: "Destroy all allocations and reset all state
+ * on the primary context" (Driver API, Primary Context Management):
+ * every allocation of that context goes, whatever the retain count.
+ *
  * Invariants: a context is current on a thread only between its push (or
  * set) and its pop; primary contexts are never freed.  Lock: none; the
  * context stack is per thread, the rest atomics.
@@ -47,6 +55,11 @@ CUresult fake__need_init(void)
 int fake__has_context(void)
 {
     return current() != NULL;
+}
+
+void *fake__current_ctx(void)
+{
+    return current();
 }
 
 CUresult fake__current_device(int *dev)
@@ -208,6 +221,71 @@ CUresult f_cuCtxGetDevice(CUdevice *dev)
     if (r == CUDA_SUCCESS)
         *dev = d;
     return r;
+}
+
+static CUresult ctx_create(CUcontext *pctx, CUdevice dev)
+{
+    NEED_INIT();
+    CHECK_DEVICE(dev);
+    if (pctx == NULL || t_depth == (int)(sizeof t_stack / sizeof t_stack[0]))
+        return CUDA_ERROR_INVALID_VALUE;
+    fake_ctx *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    c->device = dev;
+    atomic_store(&c->refs, 1);
+    t_stack[t_depth++] = c; /* "pushed onto the CPU thread's stack" */
+    *pctx = (CUcontext)c;
+    return CUDA_SUCCESS;
+}
+
+CUresult f_cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    ENTER(FC_cuCtxCreate_v2);
+    (void)flags;
+    return ctx_create(pctx, dev);
+}
+
+CUresult f_cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags,
+                          CUdevice dev)
+{
+    ENTER(FC_cuCtxCreate_v4);
+    (void)params;
+    (void)flags;
+    return ctx_create(pctx, dev);
+}
+
+static int is_primary(const fake_ctx *c)
+{
+    return c >= &g_primary[0] && c < &g_primary[MAX_DEV];
+}
+
+CUresult f_cuCtxDestroy_v2(CUcontext ctx)
+{
+    ENTER(FC_cuCtxDestroy_v2);
+    NEED_INIT();
+    fake_ctx *c = (fake_ctx *)ctx;
+    if (c == NULL || is_primary(c))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    fake__give_context(c);
+    for (int i = 0; i < t_depth; i++) /* no longer current on this thread */
+        if (t_stack[i] == c) {
+            memmove(&t_stack[i], &t_stack[i + 1], (size_t)(t_depth - i - 1) * sizeof t_stack[0]);
+            t_depth--;
+            i--;
+        }
+    free(c);
+    return CUDA_SUCCESS;
+}
+
+CUresult f_cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    ENTER(FC_cuDevicePrimaryCtxReset_v2);
+    NEED_INIT();
+    CHECK_DEVICE(dev);
+    fake__complete_all(); /* the device is idle before it is reset */
+    fake__give_context(&g_primary[dev]);
+    return CUDA_SUCCESS;
 }
 
 /* ---- errors, export tables ----------------------------------------- */

@@ -15,6 +15,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #undef cuGetProcAddress
@@ -41,7 +42,11 @@
     X(cuCtxSetCurrent, PFN_cuCtxSetCurrent_v4000, "cuCtxSetCurrent", 4000, 0, 0) \
     X(cuCtxPushCurrent_v2, PFN_cuCtxPushCurrent_v4000, "cuCtxPushCurrent", 4000, 0, 0) \
     X(cuCtxPopCurrent_v2, PFN_cuCtxPopCurrent_v4000, "cuCtxPopCurrent", 4000, 0, 0) \
-    X(cuCtxGetDevice, PFN_cuCtxGetDevice_v2000, "cuCtxGetDevice", 2000, 0, 0)
+    X(cuCtxGetDevice, PFN_cuCtxGetDevice_v2000, "cuCtxGetDevice", 2000, 0, 0) \
+    X(cuCtxCreate_v2, PFN_cuCtxCreate_v3020, "cuCtxCreate", 3020, 0, 0)       \
+    X(cuCtxCreate_v4, PFN_cuCtxCreate_v12050, "cuCtxCreate", 12050, 0, 0)     \
+    X(cuCtxDestroy_v2, PFN_cuCtxDestroy_v4000, "cuCtxDestroy", 4000, 0, 0)    \
+    X(cuDevicePrimaryCtxReset_v2, PFN_cuDevicePrimaryCtxReset_v11000, "cuDevicePrimaryCtxReset", 11000, 0, 0)
 
 /* Memory (fake_cuda.c). */
 #define FAKE_MEMORY(X)                                                         \
@@ -74,8 +79,12 @@
     X(cuStreamCreate, PFN_cuStreamCreate_v2000, "cuStreamCreate", 2000, 0, 0)  \
     X(cuStreamDestroy_v2, PFN_cuStreamDestroy_v4000, "cuStreamDestroy", 4000, 0, 0) \
     X(cuStreamIsCapturing, PFN_cuStreamIsCapturing_v10000, "cuStreamIsCapturing", 10000, 0, 0) \
+    X(cuStreamGetCtx, PFN_cuStreamGetCtx_v9020, "cuStreamGetCtx", 9020, 0, 0)  \
+    X(cuStreamGetDevice, PFN_cuStreamGetDevice_v12080, "cuStreamGetDevice", 12080, 0, 0) \
     X(cuStreamBeginCapture_v2, PFN_cuStreamBeginCapture_v10010, "cuStreamBeginCapture", 10010, 0, 0) \
+    X(cuStreamBeginCapture_v2_ptsz, PFN_cuStreamBeginCapture_v10010_ptsz, "cuStreamBeginCapture", 10010, 1, 0) \
     X(cuStreamEndCapture, PFN_cuStreamEndCapture_v10000, "cuStreamEndCapture", 10000, 0, 0) \
+    X(cuStreamEndCapture_ptsz, PFN_cuStreamEndCapture_v10000_ptsz, "cuStreamEndCapture", 10000, 1, 0) \
     X(cuStreamSynchronize, PFN_cuStreamSynchronize_v2000, "cuStreamSynchronize", 2000, 0, 0) \
     X(cuCtxSynchronize, PFN_cuCtxSynchronize_v2000, "cuCtxSynchronize", 2000, 0, 0) \
     X(cuEventCreate, PFN_cuEventCreate_v2000, "cuEventCreate", 2000, 0, 0)     \
@@ -95,6 +104,7 @@
 #define FAKE_POOLS(X)                                                          \
     X(cuDeviceGetMemPool, PFN_cuDeviceGetMemPool_v11020, "cuDeviceGetMemPool", 11020, 0, 0) \
     X(cuDeviceSetMemPool, PFN_cuDeviceSetMemPool_v11020, "cuDeviceSetMemPool", 11020, 0, 0) \
+    FAKE_SET_MEM_POOL(X)                                                       \
     X(cuMemPoolCreate, PFN_cuMemPoolCreate_v11020, "cuMemPoolCreate", 11020, 0, 0) \
     X(cuMemPoolDestroy, PFN_cuMemPoolDestroy_v11020, "cuMemPoolDestroy", 11020, 0, 0) \
     X(cuMemPoolSetAttribute, PFN_cuMemPoolSetAttribute_v11020, "cuMemPoolSetAttribute", 11020, 0, 0) \
@@ -109,6 +119,14 @@
     X(cuMemExportToShareableHandle, PFN_cuMemExportToShareableHandle_v10020, "cuMemExportToShareableHandle", 10020, 0, 0) \
     X(cuMemImportFromShareableHandle, PFN_cuMemImportFromShareableHandle_v10020, "cuMemImportFromShareableHandle", 10020, 0, 0) \
     X(cuMemGetAllocationPropertiesFromHandle, PFN_cuMemGetAllocationPropertiesFromHandle_v10020, "cuMemGetAllocationPropertiesFromHandle", 10020, 0, 0)
+
+/* CUDA 13's cuMemSetMemPool (fake_cuda_pool.c), with headers that have it. */
+#if CUDA_VERSION >= 13000
+#define FAKE_SET_MEM_POOL(X)                                                   \
+    X(cuMemSetMemPool, PFN_cuMemSetMemPool_v13000, "cuMemSetMemPool", 13000, 0, 0)
+#else
+#define FAKE_SET_MEM_POOL(X)
+#endif
 
 /* Multicast objects (fake_cuda_pool.c), with headers that have them. */
 #if CUDA_VERSION >= 12010
@@ -210,7 +228,8 @@ static inline int fake__is_phys(int kind)
 typedef struct fake_alloc {
     size_t size;
     int device, kind;
-    void *pool;
+    void *pool;  /* FAKE_K_POOLED: its fake_pool; FAKE_K_IPC: the exporter's base */
+    void *ctx;   /* the context current at the allocation (NULL: host memory) */
 } fake_alloc;
 /* The registry (fake_cuda.c): make (with the pool it came from), free if
  * its kind is in the mask, look up by exact key; and the device's used
@@ -224,8 +243,20 @@ FAKE_HIDDEN CUresult fake__pool_alloc(fake_pool *pool, CUdeviceptr *dptr, size_t
 FAKE_HIDDEN CUresult fake__pool_free(CUdeviceptr p);
 /* CUDA_ERROR_NOT_INITIALIZED before cuInit, else CUDA_SUCCESS. */
 FAKE_HIDDEN CUresult fake__need_init(void);
-/* Whether this thread has a current context. */
+/* Whether this thread has a current context; the context itself (NULL
+ * when none), which every device allocation records (fake_cuda_ctx.c). */
 FAKE_HIDDEN int fake__has_context(void);
+FAKE_HIDDEN void *fake__current_ctx(void);
+/* The context and device of stream `s` (a default stream: the current
+ * context's), or an error code (fake_cuda_stream.c). */
+FAKE_HIDDEN CUresult fake__stream_place(CUstream s, int ptsz, void **ctx, int *dev);
+/* Completes the work queued on every stream (fake_cuda_stream.c): what a
+ * call that synchronizes the device implicitly does. */
+FAKE_HIDDEN void fake__complete_all(void);
+/* Frees every device allocation made in context `ctx` (a reset). */
+FAKE_HIDDEN void fake__give_context(void *ctx);
+/* The live allocation containing `addr` (its key in *base); 0 if none. */
+FAKE_HIDDEN int fake__lookup_containing(uintptr_t addr, uintptr_t *base, fake_alloc *out);
 /* The device of the current context, or an error code. */
 FAKE_HIDDEN CUresult fake__current_device(int *dev);
 

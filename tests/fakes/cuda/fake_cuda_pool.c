@@ -11,10 +11,14 @@
  * Every device's default pool is fake_cuda_ctx.c's; the current pool
  * starts as the default one.
  *
- * IPC: cuIpcGetMemHandle writes the allocation's address into the
- * handle; cuIpcOpenMemHandle maps a new range (not the device's memory:
- * it does not count against capacity) of the same size, whose device
- * ordinal is the exporter's.  The fake lets a process open its own handle
+ * IPC: cuIpcGetMemHandle "Gets an interprocess memory handle for an
+ * existing device memory allocation": the allocation containing the
+ * pointer, so the handle holds that allocation's base (and the offset of
+ * the pointer in it, which the driver does not give the peer);
+ * cuIpcOpenMemHandle "Maps memory exported from another process" — that
+ * whole allocation: a new range (not the device's memory: it does not
+ * count against capacity) of its size, which stands for its base
+ * (fake_cuda_ipc_source), with the exporter's device ordinal.  The fake lets a process open its own handle
  * (CUDA refuses that), so one test program can play both sides.
  * Shareable handles: the "file descriptor" is the handle value; an import
  * makes a new handle for the same memory (not counted again).
@@ -69,6 +73,26 @@ CUresult f_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
     pthread_mutex_unlock(&pool_lock);
     return CUDA_SUCCESS;
 }
+
+#if CUDA_VERSION >= 13000
+/* CUDA 13: the current pool of a location, for an allocation type; a
+ * device's pinned memory is what cuDeviceSetMemPool sets. */
+CUresult f_cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool)
+{
+    ENTER(FC_cuMemSetMemPool);
+    NEED_INIT();
+    if (location == NULL || location->type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        type != CU_MEM_ALLOCATION_TYPE_PINNED)
+        return CUDA_ERROR_NOT_SUPPORTED; /* host pools: not modelled */
+    CUdevice dev = location->id;
+    if (pool == NULL || !device_ok(dev) || ((fake_pool *)pool)->device != dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&pool_lock);
+    current[dev] = pool;
+    pthread_mutex_unlock(&pool_lock);
+    return CUDA_SUCCESS;
+}
+#endif
 
 CUresult f_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
 {
@@ -244,7 +268,7 @@ void fake__pool_synchronize(void)
 CUresult f_cuStreamSynchronize_ptsz(CUstream s)
 {
     ENTER(FC_cuStreamSynchronize_ptsz);
-    return fake__stream_synchronize(s);
+    return fake__stream_synchronize(s == NULL ? CU_STREAM_PER_THREAD : s); /* 0: this thread's */
 }
 
 /* ---- pointers, IPC, shareable handles ------------------------------------------ */
@@ -254,8 +278,9 @@ CUresult f_cuPointerGetAttribute(void *data, CUpointer_attribute attr, CUdevicep
     ENTER(FC_cuPointerGetAttribute);
     NEED_INIT();
     fake_alloc a;
+    uintptr_t b;
     if (data == NULL || attr != CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL ||
-        !fake__lookup((uintptr_t)ptr, &a) || a.device < 0)
+        !fake__lookup_containing((uintptr_t)ptr, &b, &a) || a.device < 0)
         return CUDA_ERROR_INVALID_VALUE;
     *(int *)data = a.device;
     return CUDA_SUCCESS;
@@ -266,10 +291,11 @@ CUresult f_cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr 
     ENTER(FC_cuMemGetAddressRange_v2);
     NEED_INIT();
     fake_alloc a;
-    if (!fake__lookup((uintptr_t)ptr, &a) || fake__is_phys(a.kind))
+    uintptr_t b;
+    if (!fake__lookup_containing((uintptr_t)ptr, &b, &a))
         return CUDA_ERROR_NOT_FOUND;
     if (base)
-        *base = ptr;
+        *base = (CUdeviceptr)b;
     if (size)
         *size = a.size;
     return CUDA_SUCCESS;
@@ -280,11 +306,14 @@ CUresult f_cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr ptr)
     ENTER(FC_cuIpcGetMemHandle);
     NEED_INIT();
     fake_alloc a;
-    if (h == NULL || !fake__lookup((uintptr_t)ptr, &a) ||
+    uintptr_t base;
+    if (h == NULL || !fake__lookup_containing((uintptr_t)ptr, &base, &a) ||
         (a.kind != FAKE_K_DEVICE && a.kind != FAKE_K_POOLED))
         return CUDA_ERROR_INVALID_VALUE;
+    uint64_t offset = (uint64_t)ptr - base;
     memset(h, 0, sizeof *h);
-    memcpy(h->reserved, &ptr, sizeof ptr);
+    memcpy(h->reserved, &base, sizeof base);
+    memcpy(h->reserved + sizeof base, &offset, sizeof offset);
     return CUDA_SUCCESS;
 }
 
@@ -299,9 +328,19 @@ CUresult f_cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle h, unsigned 
     if (pdptr == NULL || !fake__lookup((uintptr_t)src, &a))
         return CUDA_ERROR_INVALID_VALUE;
     uintptr_t addr;
-    CUresult r = fake__take(FAKE_K_IPC, a.device, a.size, NULL, &addr);
+    CUresult r = fake__take(FAKE_K_IPC, a.device, a.size, (void *)(uintptr_t)src, &addr);
     *pdptr = r == CUDA_SUCCESS ? (CUdeviceptr)addr : 0;
     return r;
+}
+
+/* The exporter's address an opened IPC range stands for (its base in the
+ * exporting process); 0 when `opened` is not such a range. */
+FAKE_EXPORT unsigned long long fake_cuda_ipc_source(unsigned long long opened)
+{
+    fake_alloc a;
+    if (!fake__lookup((uintptr_t)opened, &a) || a.kind != FAKE_K_IPC)
+        return 0;
+    return (unsigned long long)(uintptr_t)a.pool;
 }
 
 CUresult f_cuIpcCloseMemHandle(CUdeviceptr ptr)

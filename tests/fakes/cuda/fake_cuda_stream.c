@@ -8,8 +8,16 @@
  * event recorded on a stream is done once the stream's completed count
  * reaches what was queued at the record; cuEventSynchronize,
  * cuStreamSynchronize and cuCtxSynchronize complete the work they wait
- * for (the GPU got there).  The default streams (0, CU_STREAM_LEGACY,
- * CU_STREAM_PER_THREAD) are static records.
+ * for (the GPU got there).  The legacy default stream (0,
+ * CU_STREAM_LEGACY) is one static record.  The per-thread default stream
+ * is one record per thread: "it gives each host thread its own default
+ * stream" (CUDA Programming Guide, Default Stream; Driver API, Stream
+ * synchronization behavior: "The per-thread default stream is not a
+ * non-blocking stream ... local to both the thread and the CUcontext"),
+ * named CU_STREAM_PER_THREAD, or 0 in a _ptsz call.  A stream made by
+ * cuStreamCreate belongs to the context current then, and so to its
+ * device (cuStreamGetCtx, cuStreamGetDevice); a default stream to the
+ * calling thread's current context.
  *
  * Captures: cuStreamBeginCapture_v2 / cuStreamEndCapture per stream, with
  * the mode.  While a global or thread-local capture is underway, the
@@ -36,6 +44,8 @@
 
 typedef struct fake_stream {
     unsigned long long queued, done; /* work items */
+    void *ctx;                       /* cuStreamCreate's: its context */
+    int device;                      /* ... and that context's device */
     int capturing;                   /* a capture is underway on it */
     int invalidated;                 /* ... and a forbidden call broke it */
     CUstreamCaptureMode mode;
@@ -54,25 +64,60 @@ typedef struct fake_event {
 static fake_event g_events[MAX_EVENTS];
 
 static pthread_mutex_t g_stream_lock = PTHREAD_MUTEX_INITIALIZER;
-static fake_stream g_default[2]; /* 0 / CU_STREAM_LEGACY, CU_STREAM_PER_THREAD */
+static fake_stream g_legacy; /* 0 / CU_STREAM_LEGACY */
 static fake_stream *g_streams[MAX_STREAMS];
+/* Per-thread default streams: each thread's record, made at its first
+ * use and kept (listed here) so that a context synchronize reaches it. */
+#define MAX_PTDS 256
+static fake_stream *g_ptds[MAX_PTDS];
+static int g_nptds;
+static __thread fake_stream *t_ptds;
 static atomic_long g_violations;
 static int g_graph; /* what a captured graph handle points at */
 
-/* The record of stream handle `h`; caller holds the lock. */
-static fake_stream *stream_of(CUstream h)
+static int is_default(CUstream h)
 {
+    return h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD;
+}
+
+/* The calling thread's per-thread default stream; caller holds the lock.
+ * Past MAX_PTDS threads the record still exists but a context
+ * synchronize does not reach it. */
+static fake_stream *ptds_locked(void)
+{
+    if (t_ptds == NULL) {
+        t_ptds = calloc(1, sizeof *t_ptds);
+        if (t_ptds == NULL)
+            abort(); /* a test double out of host memory: nothing to test */
+        if (g_nptds < MAX_PTDS)
+            g_ptds[g_nptds++] = t_ptds;
+    }
+    return t_ptds;
+}
+
+/* The record of stream handle `h` (`ptsz`: as a _ptsz entry point reads
+ * it, 0 being the per-thread stream); caller holds the lock. */
+static fake_stream *stream_of_pt(CUstream h, int ptsz)
+{
+    if (h == CU_STREAM_PER_THREAD || (h == NULL && ptsz))
+        return ptds_locked();
     if (h == NULL || h == CU_STREAM_LEGACY)
-        return &g_default[0];
-    if (h == CU_STREAM_PER_THREAD)
-        return &g_default[1];
+        return &g_legacy;
     return (fake_stream *)h;
 }
 
-/* Every stream, default ones first; caller holds the lock. */
+static fake_stream *stream_of(CUstream h)
+{
+    return stream_of_pt(h, 0);
+}
+
+/* Every stream, the legacy one first; caller holds the lock. */
 #define EACH_STREAM(v)                                                         \
-    for (int i_ = 0; i_ < 2 + MAX_STREAMS; i_++)                               \
-        for (fake_stream *v = i_ < 2 ? &g_default[i_] : g_streams[i_ - 2]; v; v = NULL)
+    for (int i_ = 0; i_ < 1 + MAX_STREAMS + MAX_PTDS; i_++)                    \
+        for (fake_stream *v = i_ == 0             ? &g_legacy                  \
+                              : i_ <= MAX_STREAMS ? g_streams[i_ - 1]          \
+                                                  : g_ptds[i_ - 1 - MAX_STREAMS]; \
+             v; v = NULL)
 
 /* Whether a capture forbids potentially unsafe calls now; caller holds
  * the lock. */
@@ -106,9 +151,14 @@ CUresult f_cuStreamCreate(CUstream *s, unsigned int flags)
     ENTER(FC_cuStreamCreate);
     (void)flags;
     NEED_INIT();
+    int dev;
+    if (fake__current_device(&dev) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_CONTEXT;
     fake_stream *n = calloc(1, sizeof *n);
     if (n == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    n->ctx = fake__current_ctx();
+    n->device = dev;
     pthread_mutex_lock(&g_stream_lock);
     int i = 0;
     while (i < MAX_STREAMS && g_streams[i] != NULL)
@@ -146,7 +196,7 @@ CUresult f_cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status)
     if (cfg.capturing || st->capturing) {
         *status = st->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
                                   : CU_STREAM_CAPTURE_STATUS_ACTIVE;
-    } else if (st == &g_default[0] && forbidding()) {
+    } else if (st == &g_legacy && forbidding()) {
         /* The legacy stream would join another stream's capture. */
         r = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     } else {
@@ -156,14 +206,13 @@ CUresult f_cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status)
     return r;
 }
 
-CUresult f_cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode)
+static CUresult begin_capture(CUstream s, CUstreamCaptureMode mode, int ptsz)
 {
-    ENTER(FC_cuStreamBeginCapture_v2);
     NEED_INIT();
-    if (s == NULL || s == CU_STREAM_LEGACY)
+    if ((s == NULL && !ptsz) || s == CU_STREAM_LEGACY)
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* as CUDA: not the legacy stream */
     pthread_mutex_lock(&g_stream_lock);
-    fake_stream *st = stream_of(s);
+    fake_stream *st = stream_of_pt(s, ptsz);
     CUresult r = CUDA_ERROR_ILLEGAL_STATE;
     if (!st->capturing) {
         st->capturing = 1;
@@ -175,12 +224,23 @@ CUresult f_cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode)
     return r;
 }
 
-CUresult f_cuStreamEndCapture(CUstream s, CUgraph *graph)
+CUresult f_cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode)
 {
-    ENTER(FC_cuStreamEndCapture);
+    ENTER(FC_cuStreamBeginCapture_v2);
+    return begin_capture(s, mode, 0);
+}
+
+CUresult f_cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode)
+{
+    ENTER(FC_cuStreamBeginCapture_v2_ptsz);
+    return begin_capture(s, mode, 1);
+}
+
+static CUresult end_capture(CUstream s, CUgraph *graph, int ptsz)
+{
     NEED_INIT();
     pthread_mutex_lock(&g_stream_lock);
-    fake_stream *st = stream_of(s);
+    fake_stream *st = stream_of_pt(s, ptsz);
     CUresult r = CUDA_ERROR_ILLEGAL_STATE;
     if (st->capturing) {
         r = st->invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
@@ -190,6 +250,71 @@ CUresult f_cuStreamEndCapture(CUstream s, CUgraph *graph)
     }
     pthread_mutex_unlock(&g_stream_lock);
     return r;
+}
+
+CUresult f_cuStreamEndCapture(CUstream s, CUgraph *graph)
+{
+    ENTER(FC_cuStreamEndCapture);
+    return end_capture(s, graph, 0);
+}
+
+CUresult f_cuStreamEndCapture_ptsz(CUstream s, CUgraph *graph)
+{
+    ENTER(FC_cuStreamEndCapture_ptsz);
+    return end_capture(s, graph, 1);
+}
+
+CUresult fake__stream_place(CUstream s, int ptsz, void **ctx, int *dev)
+{
+    (void)ptsz;
+    fake_stream *st = NULL;
+    pthread_mutex_lock(&g_stream_lock);
+    for (int i = 0; i < MAX_STREAMS && st == NULL && !is_default(s); i++)
+        if (g_streams[i] == (fake_stream *)s)
+            st = g_streams[i];
+    if (st) {
+        *ctx = st->ctx;
+        *dev = st->device;
+    }
+    pthread_mutex_unlock(&g_stream_lock);
+    if (st)
+        return CUDA_SUCCESS;
+    /* A default stream is the calling thread's current context's; so is a
+     * handle the fake never made (FAKE_CUDA_PROBE_TABLE's made-up one). */
+    CUresult r = fake__current_device(dev);
+    *ctx = fake__current_ctx();
+    return r;
+}
+
+CUresult f_cuStreamGetCtx(CUstream s, CUcontext *pctx)
+{
+    ENTER(FC_cuStreamGetCtx);
+    NEED_INIT();
+    int dev;
+    void *ctx;
+    if (pctx == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = fake__stream_place(s, 0, &ctx, &dev);
+    *pctx = (CUcontext)ctx;
+    return r;
+}
+
+CUresult f_cuStreamGetDevice(CUstream s, CUdevice *device)
+{
+    ENTER(FC_cuStreamGetDevice);
+    NEED_INIT();
+    void *ctx;
+    if (device == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    return fake__stream_place(s, 0, &ctx, device);
+}
+
+void fake__complete_all(void)
+{
+    pthread_mutex_lock(&g_stream_lock);
+    EACH_STREAM(st)
+    st->done = st->queued;
+    pthread_mutex_unlock(&g_stream_lock);
 }
 
 /* Completes the stream's queued work, then lets the pools give back

@@ -14,7 +14,8 @@
  *
  * Event lines, oldest first, memory actions only:
  *   ACTION dev=D size=S stream=X fn=F          (+ " free=N" for oom)
- * Streams 0, 1 (legacy) and 2 (per-thread) print as numbers; any other
+ * Streams 0, 1 (legacy) and 2 (per-thread: tidemark records each thread's
+ * as its own id, 2 in the low 32 bits) print as numbers; any other
  * handle as s1, s2, ... by first appearance, so the expected texts do not
  * depend on handle values.  fn is the innermost frame of the event's stack
  * whose function starts with PREFIX (default "app_"), without a compiler
@@ -69,6 +70,10 @@ static void stream_name(uint64_t s, char *buf, size_t len)
 {
     if (s <= 2) {
         snprintf(buf, len, "%" PRIu64, s);
+        return;
+    }
+    if ((s & 0xffffffffu) == 2) { /* one thread's per-thread default stream */
+        snprintf(buf, len, "2");
         return;
     }
     size_t i = 0;

@@ -47,6 +47,11 @@
 #                      memory said to be uncovered
 #   real_nodriver      the real libcudart (shared, static) and no driver at
 #                      all: cudaErrorInsufficientDriver unchanged, no crash
+#   sem_WHAT           sem_app WHAT checks CUDA's documented semantics
+#                      itself: alone (the fake driver against NVIDIA's
+#                      documentation), then under the preload in observe
+#                      and cache mode (tidemark changes nothing the program
+#                      computes); see sem_app.c for each WHAT
 #
 # Environment (from CMake): STREAM_APP, RT_APP, RT_APP_STATIC, DRV_APP, REAL_RT_APP,
 # REAL_RT_APP_STATIC, SNAPCHECK, PRELOAD, FAKE_CUDA_DIR, EXPECT_DIR.
@@ -316,6 +321,51 @@ rt_stream_free | rt_capture)
     else
         [ -z "$notes" ] || fail "notes in a run without a capture: '$notes'"
     fi
+    ;;
+sem_*)
+    what=${scenario#sem_}
+    env2=X=1
+    [ "$what" = async_device ] && env2=FAKE_CUDA_DEVICES=2
+    run plain "$SEM_APP" "$what" "$env2" FAKE_CUDA_CAPACITY=268435456
+    cat "$T/plain.out"
+    grep -qx ok "$T/plain.out" || fail "the fake driver breaks what CUDA documents ($what)"
+    for mode in observe cache; do
+        traced $mode mode=$mode "$SEM_APP" "$what" "$env2" FAKE_CUDA_CAPACITY=268435456
+        cat "$T/$mode.out"
+        grep -qx ok "$T/$mode.out" || fail "sem_app $what under mode=$mode"
+    done
+    case $what in
+    ipc) # refused only where cache mode could not name the block, and said so
+        grep -qx "ipc export second -> ok" "$T/plain.out" || fail "the fake refused an export"
+        if grep -q refused "$T/cache.out"; then
+            [ "$(grep -c "tidemark: mode=cache: .*cuIpcGetMemHandle" "$T/cache.err")" = 1 ] ||
+                fail "an export refused without one stderr line"
+        fi
+        ;;
+    framework)
+        [ "$(grep -c "tidemark: mode=cache: .*caches device memory itself" "$T/cache.err")" = 1 ] ||
+            fail "cache mode under a framework's allocator did not say it stands aside"
+        # PyTorch with its caching off: tidemark's cache is the only one.
+        env LD_PRELOAD="$preload_list" TIDEMARK_CONF=mode=cache PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
+            "$SEM_APP" framework >"$T/uncached.out" 2>"$T/uncached.err"
+        grep -q "caches device memory itself" "$T/uncached.err" &&
+            fail "cache mode stood aside for a PyTorch that does not cache"
+        grep -q "FAIL: cuMemGetInfo" "$T/uncached.out" || fail "the cache did not serve (uncached)"
+        ;;
+    reset)
+        diff -u "$T/plain.out" "$T/cache.out" || fail "a return code changed (cache)"
+        ;;
+    capture) # the graph's allocation node: the snapshot says what it misses
+        for mode in observe cache; do
+            "$SNAPCHECK" "$T/$mode.tdm" notes | grep -q "graph memory is not covered" ||
+                fail "$mode: a driver capture not noted"
+        done
+        ;;
+    esac
+    for mode in observe cache; do
+        [ "$what" = ipc ] || [ "$what" = framework ] || [ "$what" = reset ] ||
+            diff -u "$T/plain.out" "$T/$mode.out" || fail "the output changed ($mode)"
+    done
     ;;
 *)
     fail "unknown scenario"
