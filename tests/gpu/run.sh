@@ -4,7 +4,8 @@
 #
 #   (no GPU)     exits 77 at once with one line
 #   -o OUT       every program's stdout/stderr, snapshot, nvcc log and the
-#                final table (OUT/table.txt) are kept there; a new folder
+#                final table (OUT/table.txt, and table.tsv tab-separated)
+#                are kept there; a new folder
 #                (default ./tidemark-gpu-YYYYmmdd-HHMMSS); nothing is deleted
 #   -b BUILD     a tidemark build to use (the old positional BUILD_DIR works
 #                too); without it, SRC/build when complete, else a build
@@ -122,6 +123,11 @@ table() {
         done
         echo "gpu tests: $passed passed, $failed failed, $skipped skipped ($((SECONDS - t_start)) s; artifacts in $OUT)"
     } | tee "$OUT/table.txt"
+    # The same, tab-separated, for programs (tests/gpu/test_run_sh_fake.sh).
+    for i in "${!R_NAME[@]}"; do
+        printf '%s\t%s\t%s\t%s\t%s\n' "${R_NAME[$i]}" "${R_EXP[$i]}" "${R_GOT[$i]}" \
+            "${R_VERDICT[$i]}" "${R_NOTE[$i]}"
+    done >"$OUT/table.tsv"
 }
 finish() { # the table, and the exit code it gives
     echo
