@@ -23,9 +23,10 @@
                 LOCAL_RANK, WORLD_SIZE, MASTER_*): an all_reduce over NCCL
     profiled OUT.json   the training run (model built inside) under
                 torch.profiler with profile_memory: PyTorch's own memory
-                timeline by category, written as
-                {"time_ns": [...], "bytes": {category: [...]}} (the
-                categories named as tidemark names them)
+                timeline by category, written as {"time_us": [...],
+                "bytes": {category: [...]}, "window_ns": [begin, end]} (the
+                categories named as tidemark names them; window_ns is
+                time.time_ns() around the profiled block)
     bench WHAT  times the training step: WHAT is none, torch (PyTorch's
                 history with stacks="all") or pluggable LIB (tidemark's
                 allocator; run.sh sets the stacks in TIDEMARK_CONF)
@@ -237,9 +238,13 @@ TORCH_CATEGORIES = {"PARAMETER": "parameter", "OPTIMIZER_STATE": "optimizer_stat
 def run_profiled(out, path):
     from torch.profiler import ProfilerActivity, profile
     from torch.profiler import _memory_profiler as mp
+    # The block's edges on tidemark's clock (realtime nanoseconds), for
+    # compare_categories.py to check the profiler's times against.
+    begin = time.time_ns()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
                  profile_memory=True, record_shapes=True, with_stack=True) as prof:
         out["loss"] = round(train(steps=5), 4)
+    end = time.time_ns()
     timeline = mp.MemoryProfileTimeline(prof._memory_profile())
     times, sizes = timeline._coalesce_timeline("cuda:0")
     # sizes[i] has a column per category in _CATEGORY_TO_INDEX order, after
@@ -251,8 +256,11 @@ def run_profiled(out, path):
         column = [row[lead + index] for row in sizes]
         prev = series.get(name)
         series[name] = column if prev is None else [a + b for a, b in zip(prev, column)]
+    # _coalesce_timeline gives microseconds ("Convert timestamps from ns to
+    # us, to match trace events"), hence time_us.
     with open(path, "w") as f:
-        json.dump({"time_ns": [int(t) for t in times], "bytes": series}, f)
+        json.dump({"time_us": [int(t) for t in times], "bytes": series,
+                   "window_ns": [begin, end]}, f)
     out["timeline_points"] = len(times)
 
 
