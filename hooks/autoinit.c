@@ -11,10 +11,12 @@
  *  - The signal handler only writes one byte into a non-blocking pipe
  *    (async-signal-safe); the watcher thread reads it and writes the dump,
  *    so the program never runs tidemark's dump code inside a handler.
- *  - SIGINT and SIGTERM left at SIG_DFL when recording starts (and
- *    dump_on has exit) write the exit snapshot, then kill the process by
- *    the same signal (see dump_for_term_signal); handlers of the
- *    program's own, before or after, are never replaced or run over.
+ *  - SIGINT and SIGTERM still at SIG_DFL at the process's first recorded
+ *    event (and dump_on has exit) write the exit snapshot, then kill the
+ *    process by the same signal (see dump_for_term_signal); handlers of
+ *    the program's own, before or after, are never replaced or run over,
+ *    and until that event the program sees its signals as it would
+ *    without tidemark (take_term_at_first_event).
  *  - Spill (spill=): the ring and stacks live in a file that outlives the
  *    process; a successful exit snapshot, or a normal exit that wants
  *    none, removes it.
@@ -84,6 +86,9 @@ static struct {
     atomic_int decided;  /* apply finished (whatever it found) */
     atomic_int hook_mode;/* tdm__hook_mode, valid once decided */
     int forked;          /* a fork=follow child: its files carry its pid */
+    atomic_int first_event; /* the ring's first event was recorded */
+    atomic_int term_ready;  /* the watcher runs: SIGINT/SIGTERM may be taken */
+    atomic_int term_taken;  /* take_term_signals ran (once) */
 } g = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .pipe_wr = -1,
@@ -345,6 +350,27 @@ static int take_term_signals(void)
     return taken;
 }
 
+/* The ring's first event (tdm__ring_set_first_event_hook): the program
+ * has used device memory, and SIGINT and SIGTERM still at SIG_DFL now are
+ * taken.  Not at start: a program looks at its signals as it starts
+ * (Python installs its KeyboardInterrupt handler only over SIG_DFL, and
+ * reports any other as not its own), and a process that never uses device
+ * memory (a shell, a launcher) must see exactly what it would without
+ * tidemark.  Only in the process that started the watcher (a forked child
+ * has none: its signals stay the parent's). */
+static void take_term_once(void)
+{
+    if (atomic_load(&g.term_ready) && atomic_load(&g.first_event) &&
+        getpid() == g.owner_pid && !atomic_exchange(&g.term_taken, 1))
+        take_term_signals();
+}
+
+static void take_term_at_first_event(void)
+{
+    atomic_store(&g.first_event, 1);
+    take_term_once();
+}
+
 /* The exit snapshot, once, for a stopping signal; then the waiting
  * handler is woken, and the process ended by the signal in case the
  * handler stopped waiting (its thread went on, see TERM_HOLD_MS): SIG_DFL
@@ -459,8 +485,7 @@ static int start_signal_watch(void)
     atomic_store(&g.pipe_wr, fds[1]);
     tdm__spill_ahead_set_waker(wake_for_spill);
 
-    if ((g.cfg.dump_on & TDM__DUMP_ON_EXIT) && g.cfg.stop_signals == TDM__CONF_STOP_SNAPSHOT)
-        take_term_signals();
+    /* SIGINT and SIGTERM wait for the first event (take_term_at_first_event). */
     if (!(g.cfg.dump_on & TDM__DUMP_ON_SIGNAL))
         return 0;
     struct sigaction sa;
@@ -683,6 +708,8 @@ static tdm_status apply_once(const char *text)
     if (g.cfg.record == TDM_RECORD_OFF)
         return TDM_OK; /* devices configured; nothing recorded, nothing dumped */
 
+    /* Before recording starts, so that no first event goes unseen. */
+    tdm__ring_set_first_event_hook(take_term_at_first_event);
     start_spill(text);
     tdm_history_options opts;
     tdm__config_history_options(&g.cfg, &opts);
@@ -690,6 +717,7 @@ static tdm_status apply_once(const char *text)
     if (st != TDM_OK) {
         say("tidemark: cannot start recording (max_entries=%zu): %s; recording "
             "is off", g.cfg.max_entries, tdm_strerror(st));
+        tdm__spill_remove(); /* nothing will ever be in it */
         return st;
     }
 
@@ -698,9 +726,15 @@ static tdm_status apply_once(const char *text)
 
     if (wants_watcher()) {
         int e = start_signal_watch();
-        if (e != 0)
+        if (e != 0) {
             say("tidemark: cannot watch for SIG%s, SIGINT, SIGTERM: %s; snapshots "
                 "on those signals are off", signal_name(g.cfg.signal), strerror(e));
+        } else if ((g.cfg.dump_on & TDM__DUMP_ON_EXIT) &&
+                   g.cfg.stop_signals == TDM__CONF_STOP_SNAPSHOT) {
+            /* (an event recorded meanwhile by another thread is seen here) */
+            atomic_store(&g.term_ready, 1);
+            take_term_once();
+        }
     }
     /* After tidemark's own handlers, so that in the child this one runs
      * once their locks are free again.  Once: apply acts once. */

@@ -14,7 +14,9 @@
  *
  * tdm__spill_start opens it for autoinit.c (spill= on unless "off"; only
  * record=all keeps a ring of events; not under a file-size limit, which
- * would stop the file, as large as the ring, with SIGXFSZ).
+ * would stop the file, as large as the ring, with SIGXFSZ).  The file
+ * takes its name at the process's first event (snapshot/spill.c), so a
+ * process that records nothing leaves none.
  *
  * Lock: none; file system calls only (mkdir, lstat), and the spill's own.
  */
@@ -100,14 +102,13 @@ int tdm__spill_start(const tdm__config *cfg, const char *dump_tmpl, const char *
         return 1;
     }
     tdm__spill_set_modes(cfg->record, cfg->context, cfg->stacks);
-    /* Said on a terminal only: every process a launcher or shell starts
+    /* Said on a terminal only, and only once the file has its name (the
+     * process's first event): every process a launcher or shell starts
      * under the preload would otherwise add a line to the job's log,
      * though most never touch device memory.  Its place is predictable
      * (docs/spill.md) and `tidemark run` names it when the program is
      * killed. */
-    if (!isatty(STDERR_FILENO))
-        return 0;
-    snprintf(line, line_len, "tidemark: history spills to %s (if killed: tidemark recover "
-             "%s -o OUT.tdm)", path, path);
-    return 1;
+    if (isatty(STDERR_FILENO))
+        tdm__spill_announce();
+    return 0;
 }

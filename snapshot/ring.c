@@ -242,11 +242,36 @@ static __attribute__((noinline)) void populate_ahead(tdm__ring *ring, uint64_t c
     errno = saved;
 }
 
+/* The process's first event: until then it has recorded nothing, and a
+ * process that never records (a shell, a helper under the preload) must
+ * leave no trace.  The spill file gets its name now (spill.h), then the
+ * hook of the layer above runs (autoinit: SIGINT/SIGTERM).  Once, in the
+ * thread of that event, before it holds a chunk. */
+static _Atomic int first_claimed;
+static void (*_Atomic first_event_hook)(void);
+
+void tdm__ring_set_first_event_hook(void (*hook)(void))
+{
+    atomic_store(&first_event_hook, hook);
+}
+
+static __attribute__((noinline)) void first_claim(void)
+{
+    if (atomic_exchange(&first_claimed, 1))
+        return;
+    tdm__spill_publish();
+    void (*hook)(void) = atomic_load(&first_event_hook);
+    if (hook)
+        hook();
+}
+
 int tdm__ring_claim(tdm__ring *ring)
 {
     tdm__ring_writer *me = &tdm__ring_me;
     if (me->ring_id == ring->id && me->next != me->end)
         return 1;
+    if (__builtin_expect(!atomic_load_explicit(&first_claimed, memory_order_relaxed), 0))
+        first_claim();
     if (me->ring_id == 0 && exit_key_ok)
         pthread_setspecific(exit_key, me); /* any non-NULL value */
     /* Each chunk is looked at about once before giving up. */

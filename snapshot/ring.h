@@ -81,6 +81,11 @@ typedef struct tdm__ring_writer {
 } tdm__ring_writer;
 extern __thread tdm__ring_writer tdm__ring_me;
 
+/* `hook` runs once, at the process's first event (in its thread, before
+ * the event is stored), after the spill file got its name
+ * (tdm__spill_publish).  NULL: none. */
+void tdm__ring_set_first_event_hook(void (*hook)(void));
+
 /* Maps a ring of `capacity` (>= 1) events: from the spill file when one
  * is open (spill.h) and has room, else anonymous memory. */
 tdm_status tdm__ring_create(uint64_t capacity, tdm__ring **out);

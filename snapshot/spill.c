@@ -1,15 +1,29 @@
 /* snapshot/spill.c: the spill file's writer (see spill.h, spill_layout.h).
  *
- * Everything here runs on rare paths: opening at start, making a region
- * when the ring or the stack table is created, and adding a module record
- * when a new stack shows a pc outside the recorded modules.  Stores into
- * the shared header that a reader depends on are ordered: a record's
- * fields before its `valid` word, a region's fields before its offset.
+ * Everything here runs on rare paths: opening at start, naming the file
+ * at the first event, making a region when the ring or the stack table is
+ * created, and adding a module record when a new stack shows a pc outside
+ * the recorded modules.  Stores into the shared header that a reader
+ * depends on are ordered: a record's fields before its `valid` word, a
+ * region's fields before its offset.
+ *
+ * Naming: the file is made without a name (O_TMPFILE) and linked to its
+ * path at the process's first event (tdm__spill_publish), so a process
+ * that records nothing leaves nothing, however it ends (exit, _exit, a
+ * kill): the kernel frees a nameless file with its last descriptor.
+ * Where the file system has no O_TMPFILE the file is made under a
+ * temporary name and linked at once.  The owner holds an exclusive flock
+ * on its file for its life; a file at the path that nobody holds is a
+ * stale one (its process is gone) and is replaced, one that is held
+ * belongs to a running process and is left alone: this one takes
+ * PATH.PID beside it, and says so.  Removing checks that the path is
+ * still this process's file (device and inode) before unlinking.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <sys/file.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -34,10 +48,17 @@ static struct {
     size_t head_bytes;
     uint64_t end;            /* file size: where the next region goes */
     unsigned long long adds; /* dl_iterate_phdr's load count, last look */
-    char path[4096];
+    int unnamed;             /* made, not linked to its path yet */
+    int announce;            /* say the path once it has it */
+    char path[4096];         /* its name (or the one it will take) */
+    char alt[4096];          /* PATH.PID: its name when PATH is in use */
+    char tmp[4096];          /* without O_TMPFILE: the name it was made under */
+    char proc[64];           /* /proc/self/fd/N, for linkat */
 } sp = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
 
 static _Atomic int active;
+/* The file waits for its name (tdm__spill_publish). */
+static _Atomic int publish_pending;
 
 int tdm__spill_active(void) { return atomic_load_explicit(&active, memory_order_acquire); }
 
@@ -219,6 +240,148 @@ static void read_command(char *out, size_t len)
     out[n] = '\0';
 }
 
+/* Whether a running process holds the spill file at `name` (its flock):
+ * 0 when nothing is there or nobody holds it (a stale file, which may be
+ * replaced); 1 when held, or when it cannot be told (not ours to open). */
+static int held(const char *name)
+{
+    int fd = open(name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return errno != ENOENT;
+    struct stat st;
+    int busy = fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+               (flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK);
+    close(fd);
+    return busy;
+}
+
+/* Gives the open file the name `name`; 0 or an errno value (EEXIST:
+ * something is there). */
+static int link_as(const char *name)
+{
+    if (sp.tmp[0])
+        return link(sp.tmp, name) == 0 ? 0 : errno;
+    if (linkat(AT_FDCWD, sp.proc, AT_FDCWD, name, AT_SYMLINK_FOLLOW) == 0)
+        return 0;
+    int e = errno;
+    if (e == ENOENT && access("/proc/self/fd", X_OK) != 0) /* no /proc */
+        return linkat(sp.fd, "", AT_FDCWD, name, AT_EMPTY_PATH) == 0 ? 0 : errno;
+    return e;
+}
+
+/* link_as, replacing a stale spill file (nobody holds it) at `name`. */
+static int take(const char *name)
+{
+    int e = link_as(name);
+    if (e == EEXIST && !held(name)) {
+        struct stat st;
+        if (lstat(name, &st) == 0 && S_ISREG(st.st_mode))
+            unlink(name);
+        e = link_as(name);
+    }
+    return e;
+}
+
+static void say_raw(const char *a, const char *b, const char *c, const char *d,
+                    const char *e)
+{
+    /* One write: lines of several processes never interleave. */
+    char line[3 * 4096 + 256];
+    size_t n = 0;
+    const char *parts[] = {a, b, c, d, e, "\n"};
+    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
+        for (const char *p = parts[i]; p && *p && n < sizeof line; p++)
+            line[n++] = *p;
+    if (write(STDERR_FILENO, line, n) < 0) {
+        /* nowhere to say it */
+    }
+}
+
+/* Gives the file its name (under sp.lock): its path, or PATH.PID when a
+ * running process holds a spill file at its path. */
+static void name_locked(void)
+{
+    int e = take(sp.path);
+    int moved = 0;
+    if (e == EEXIST && sp.alt[0]) {
+        e = take(sp.alt);
+        moved = e == 0;
+    }
+    if (sp.tmp[0]) {
+        unlink(sp.tmp);
+        sp.tmp[0] = '\0';
+    }
+    if (e != 0) {
+        say_raw("tidemark: cannot create spill file ", sp.path, ": ", strerror(e),
+                "; a killed program leaves no history");
+        sp.path[0] = '\0';
+        return;
+    }
+    sp.unnamed = 0;
+    if (moved) {
+        say_raw("tidemark: spill file ", sp.path,
+                " belongs to a running process; this one's is ", sp.alt, "");
+        memcpy(sp.path, sp.alt, sizeof sp.path);
+    }
+    if (sp.announce)
+        say_raw("tidemark: history spills to ", sp.path, " (if killed: tidemark recover ",
+                sp.path, " -o OUT.tdm)");
+}
+
+void tdm__spill_publish(void)
+{
+    if (!atomic_load_explicit(&publish_pending, memory_order_relaxed) ||
+        !atomic_exchange(&publish_pending, 0))
+        return;
+    pthread_mutex_lock(&sp.lock);
+    if (sp.fd >= 0 && sp.unnamed && sp.path[0])
+        name_locked();
+    pthread_mutex_unlock(&sp.lock);
+}
+
+void tdm__spill_announce(void)
+{
+    pthread_mutex_lock(&sp.lock);
+    if (sp.fd >= 0 && sp.unnamed)
+        sp.announce = 1;
+    else if (sp.fd >= 0 && sp.path[0])
+        say_raw("tidemark: history spills to ", sp.path, " (if killed: tidemark recover ",
+                sp.path, " -o OUT.tdm)");
+    pthread_mutex_unlock(&sp.lock);
+}
+
+/* The file, without a name (O_TMPFILE in path's folder), or under a
+ * temporary name beside path (sp.tmp) where O_TMPFILE is not supported.
+ * -1 with errno set. */
+static int make_file(const char *path)
+{
+    sp.tmp[0] = '\0';
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash == path ? 1 : slash - path), path);
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        return fd;
+    if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
+        return -1;
+    if (snprintf(sp.tmp, sizeof sp.tmp, "%s.tmp.%ld", path, (long)getpid()) >=
+        (int)sizeof sp.tmp) {
+        sp.tmp[0] = '\0';
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    struct stat old;
+    if (lstat(sp.tmp, &old) == 0 && S_ISREG(old.st_mode))
+        unlink(sp.tmp); /* a previous program of this pid's */
+    fd = open(sp.tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        sp.tmp[0] = '\0';
+    return fd;
+}
+
 tdm_status tdm__spill_open(const char *path, const char *config_text,
                            const char *device_kind, char *why, size_t why_len)
 {
@@ -226,22 +389,36 @@ tdm_status tdm__spill_open(const char *path, const char *config_text,
     pthread_mutex_lock(&sp.lock);
     if (sp.fd >= 0)
         goto out;
-    if (strlen(path) >= sizeof sp.path) {
+    if (strlen(path) + 32 >= sizeof sp.path) {
         snprintf(why, why_len, "path too long");
         st = TDM_INVALID_ARGUMENT;
         goto out;
     }
-    /* A file of this name is a spill a previous program of this pid left
-     * (before an exec, or long ago): it is replaced.  Anything else there
-     * (a link, a folder) is refused by O_EXCL|O_NOFOLLOW. */
+    /* Anything but a regular file at the path (a link, a folder) is
+     * refused: the name is taken with link(2), which never follows one. */
     struct stat old;
-    if (lstat(path, &old) == 0 && S_ISREG(old.st_mode))
-        unlink(path);
-    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (lstat(path, &old) == 0 && !S_ISREG(old.st_mode)) {
+        snprintf(why, why_len, "%s", S_ISDIR(old.st_mode) ? strerror(EISDIR) : strerror(EEXIST));
+        st = TDM_IO_ERROR;
+        goto out;
+    }
+    int fd = make_file(path);
     if (fd < 0) {
         snprintf(why, why_len, "%s", strerror(errno));
         st = TDM_IO_ERROR;
         goto out;
+    }
+    /* Held for the life of the process: another process that finds the
+     * file at this path knows it is not stale. */
+    (void)flock(fd, LOCK_EX | LOCK_NB);
+    (void)fchmod(fd, 0600); /* whatever the umask */
+    snprintf(sp.proc, sizeof sp.proc, "/proc/self/fd/%d", fd);
+    {
+        /* PATH.PID, before the extension ".spill" when it has it. */
+        size_t len = strlen(path);
+        const char *ext = len > 6 && strcmp(path + len - 6, ".spill") == 0 ? ".spill" : "";
+        snprintf(sp.alt, sizeof sp.alt, "%.*s.%ld%s", (int)(len - strlen(ext)), path,
+                 (long)getpid(), ext);
     }
     size_t config_offset = ROUND_PAGE(sizeof(tdm_spill_header));
     size_t modules_offset = config_offset + TDM_SPILL_CONFIG_MAX;
@@ -257,12 +434,16 @@ tdm_status tdm__spill_open(const char *path, const char *config_text,
         if (map != MAP_FAILED)
             munmap(map, head_bytes);
         close(fd);
-        unlink(path);
+        if (sp.tmp[0])
+            unlink(sp.tmp);
+        sp.tmp[0] = '\0';
         sp.fd = -1;
         st = TDM_IO_ERROR;
         goto out;
     }
     snprintf(sp.path, sizeof sp.path, "%s", path);
+    sp.unnamed = 1;
+    sp.announce = 0;
     sp.head = map;
     sp.head_bytes = head_bytes;
     sp.end = head_bytes;
@@ -294,6 +475,10 @@ tdm_status tdm__spill_open(const char *path, const char *config_text,
     memcpy(&magic, TDM_SPILL_MAGIC, sizeof magic);
     __atomic_store_n((uint64_t *)(void *)h->magic, magic, __ATOMIC_RELEASE);
     atomic_store_explicit(&active, 1, memory_order_release);
+    if (sp.tmp[0])
+        name_locked(); /* it has a name already: the right one, at once */
+    else
+        atomic_store(&publish_pending, 1);
 out:
     pthread_mutex_unlock(&sp.lock);
     return st;
@@ -418,8 +603,14 @@ void tdm__spill_set_alloc_mode(const char *mode)
 
 void tdm__spill_remove(void)
 {
+    atomic_store(&publish_pending, 0); /* a file never named stays so */
     pthread_mutex_lock(&sp.lock);
-    if (sp.fd >= 0 && sp.path[0])
+    struct stat mine, there;
+    /* Only if the path is still this file: another process may have
+     * replaced it (it found it stale), and its file is not ours to remove. */
+    if (sp.fd >= 0 && sp.path[0] && !sp.unnamed && fstat(sp.fd, &mine) == 0 &&
+        lstat(sp.path, &there) == 0 && mine.st_dev == there.st_dev &&
+        mine.st_ino == there.st_ino)
         unlink(sp.path);
     sp.path[0] = '\0';
     pthread_mutex_unlock(&sp.lock);
@@ -433,6 +624,8 @@ void tdm__spill_fork_child(void)
     /* Another thread of the parent may have held the lock: it is not here. */
     pthread_mutex_init(&sp.lock, NULL);
     atomic_store_explicit(&active, 0, memory_order_release);
+    atomic_store(&publish_pending, 0);
+    sp.unnamed = 0;
     if (sp.head)
         munmap(sp.head, sp.head_bytes);
     sp.head = NULL;

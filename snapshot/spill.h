@@ -29,11 +29,20 @@
 
 #include "tidemark.h"
 
-/* Creates the spill file at `path` (a stale file there is replaced) and
- * records the loaded modules.  `device_kind` goes to the header.  On
- * failure `why` gets the cause (strerror) and nothing is left behind. */
+/* Creates the spill file for `path` and records the loaded modules.
+ * `device_kind` goes to the header.  The file takes its name at the
+ * process's first event (tdm__spill_publish; at once where the file
+ * system cannot make a file without a name): a stale file there (nobody
+ * holds it) is replaced; one a running process holds is left, and this
+ * one is named PATH.PID beside it, said on stderr.  On failure `why` gets
+ * the cause (strerror) and nothing is left behind. */
 tdm_status tdm__spill_open(const char *path, const char *config_text,
                            const char *device_kind, char *why, size_t why_len);
+/* The first event: the open file takes its name.  Once; cheap after. */
+void tdm__spill_publish(void);
+/* Say on stderr, once the file has its name, where it is and how to
+ * recover it (on a terminal: autoinit decides). */
+void tdm__spill_announce(void);
 /* Whether a spill file is open in this process. */
 int tdm__spill_active(void);
 /* The path of the open spill file ("" when none). */
@@ -140,8 +149,9 @@ void tdm__stack_spill_reset(tdm__stack_spill *s, void *map, size_t bytes);
 void tdm__stack_spill_detach(tdm__stack_spill *s, void *map, size_t bytes,
                              size_t recs_used, size_t frames_used);
 
-/* The history is safe elsewhere (a snapshot was written at exit): the
- * file is removed.  The mappings stay valid. */
+/* The history is safe elsewhere (a snapshot was written at exit), or the
+ * recording did not start: the file is removed (only if its path still
+ * names this process's file), or never named.  The mappings stay valid. */
 void tdm__spill_remove(void);
 
 /* In the child of fork(): forget the parent's file (close it, unmap the

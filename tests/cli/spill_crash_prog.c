@@ -7,7 +7,10 @@
  * the main thread SIGINT after 50 ms (likely inside tidemark, holding the
  * device's lock).  "ahead
  * FILE" records 20,000 more pairs, waits 300 ms, prints how many bytes the
- * file system has allocated to FILE (its spill file) and exits. */
+ * file system has allocated to FILE (its spill file) and exits.
+ * "probe" prints the dispositions of SIGINT and SIGTERM as the program
+ * sees them (sigaction) before its first allocation and after its last,
+ * then exits. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -40,9 +43,29 @@ static void *send_int(void *arg)
     return NULL;
 }
 
+static const char *disposition(int sig)
+{
+    struct sigaction old;
+    if (sigaction(sig, NULL, &old) != 0)
+        return "unknown";
+    if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL)
+        return "default";
+    if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_IGN)
+        return "ignored";
+    return "handled";
+}
+
+static void probe(const char *when)
+{
+    printf("%s: SIGINT %s, SIGTERM %s\n", when, disposition(SIGINT), disposition(SIGTERM));
+    fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
     const char *how = argc > 1 ? argv[1] : "exit";
+    if (strcmp(how, "probe") == 0)
+        probe("before");
     if (strcmp(how, "handler-term") == 0)
         signal(SIGTERM, own_term);
     void *p[8];
@@ -88,6 +111,8 @@ int main(int argc, char **argv)
         printf("%lld\n", (long long)st.st_blocks * 512);
         return 0;
     }
+    if (strcmp(how, "probe") == 0)
+        probe("after");
     if (strcmp(how, "abort") == 0)
         abort();
     if (strcmp(how, "term") == 0 || strcmp(how, "handler-term") == 0)

@@ -72,6 +72,36 @@ if start "$work/i2"; then
   stopped "$work/i2" 143 15 SIGTERM
 fi
 
+# SIGTERM to tidemark alone, twice at once: timeout(1), Slurm and CI
+# runners send the signal to the process they started, then to their own
+# process group, which tidemark is in.  One request, not "stop waiting".
+if start "$work/i3"; then
+  kill -TERM "$pid"; kill -TERM "$pid"
+  stopped "$work/i3" 143 15 SIGTERM
+  lacks err "wrote no snapshot"
+fi
+
+# timeout(1) itself, with its default SIGTERM and with -s INT: the history
+# up to the signal is kept, named, and no spill file stays.
+for sig in TERM INT; do
+  dir="$work/timeout-$sig"
+  rm -f "$spills"/*.spill
+  env --default-signal=INT,TERM timeout -s "$sig" 2 "$TIDEMARK" run -o "$dir" -- \
+    "$TRAIN_SIM" --steps 100000 >"$work/out" 2>"$work/err"
+  rc=$?
+  [ "$rc" -eq 124 ] || { fail "timeout -s $sig: exit $rc, wanted 124"; sed 's/^/  stderr: /' "$work/err" | head -n 20; }
+  snaps=$(find "$dir" -maxdepth 1 -name '*.tdm' 2>/dev/null)
+  [ "$(printf '%s\n' "$snaps" | grep -c .)" -eq 1 ] ||
+    { fail "timeout -s $sig: one snapshot expected in $dir: $snaps"; sed 's/^/  stderr: /' "$work/err" | head -n 20; continue; }
+  has err "tidemark run: SIG$sig: the history up to it is in $snaps"
+  lacks err "wrote no snapshot"
+  lacks err "tidemark recover"
+  "$TIDEMARK" summary "$snaps" >"$work/summary" 2>&1 || fail "timeout -s $sig: summary of $snaps failed"
+  has summary "peak allocated"
+  left=$(find "$spills" -name '*.spill' 2>/dev/null)
+  [ -z "$left" ] || fail "timeout -s $sig: spill files left: $left"
+done
+
 # The program still reads the terminal it runs in (the command gets it when
 # it asks: tidemark keeps it in a process group of its own).
 if command -v script >/dev/null; then

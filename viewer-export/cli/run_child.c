@@ -190,6 +190,8 @@ static int ended(pid_t pid)
 typedef struct interruption {
     int sig;                 /* the signal held back; 0 when none is */
     int done;                /* asked once already */
+    pid_t from;              /* who sent it (si_pid) */
+    int code;                /* and how (si_code) */
     struct timespec start;
     pid_t *pids;             /* processes asked, and not yet answered */
     size_t npids;
@@ -503,6 +505,19 @@ static pid_t start(char **argv, const sigset_t *saved_mask,
     return pid;
 }
 
+/* A second signal within REPEAT_MS of the one held back, of the same
+ * number from the same sender, is that request again, not a user asking
+ * to stop waiting: timeout(1) sends its signal to the process it started
+ * and then to its own process group, which tidemark is in, and launchers
+ * (Slurm, CI runners) may do likewise.  A user's second ^C comes later. */
+#define REPEAT_MS 500
+
+static int repeat_of(const interruption *it, int sig, const siginfo_t *si)
+{
+    return sig == it->sig && si->si_pid == it->from && si->si_code == it->code &&
+           ms_since(&it->start) < REPEAT_MS;
+}
+
 static int is_ending(int sig)
 {
     for (size_t i = 0; i < NENDING; i++)
@@ -665,10 +680,14 @@ int tdm__run_child(char **argv, tdm_run_child *c)
             pass_on(pgid, pid, sig);
             continue;
         }
-        if (it.sig) { /* again: stop waiting */
+        if (it.sig && repeat_of(&it, sig, &si)) {
+            continue; /* the same request, sent twice: still one */
+        } else if (it.sig) { /* again: stop waiting */
             answered(c, &it, pgid, pid);
             pass_on(pgid, pid, sig);
         } else if (!it.done && c->dump_signal && ask(c, &it, sig)) {
+            it.from = si.si_pid;
+            it.code = si.si_code;
             continue; /* held back until the snapshots are in */
         } else {
             it.sig = 0;
