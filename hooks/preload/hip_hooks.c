@@ -2,7 +2,9 @@
  *
  * Owns: the exported hip* allocation entry points (hip.syms), the real
  * libamdhip64 functions behind them (resolved once, by their versioned
- * names hip_4.2 / hip_5.1), the set of devices already described to the
+ * names hip_4.2 / hip_5.1, in whichever loaded libamdhip64 -- .so.5, .so.6,
+ * .so.7 -- the process has, local scopes included), the set of devices
+ * already described to the
  * snapshot, and in cache mode the HIP provider given to the allocator.
  *
  * libamdhip64 exports hipMalloc@@hip_4.2 and friends; our definitions are

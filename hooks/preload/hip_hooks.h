@@ -4,8 +4,9 @@
  * processes made).
  *
  * The real libamdhip64 functions are resolved once, all together, by
- * their versioned names (hip_hooks.c); a hook reaches them through
- * tdm__hip_real after resolve().  Bookkeeping helpers are always_inline so
+ * their versioned names, from the global scope or from the loaded
+ * libamdhip64 object wherever it is (hip_hooks.c); a hook reaches them
+ * through tdm__hip_real after resolve(), and only once they are found.  Bookkeeping helpers are always_inline so
  * that every hook is exactly one frame above the program's call, which is
  * what TDM_HOOK_SKIP tells the stack capture.
  */

@@ -115,8 +115,9 @@ int tdm__ze_cache_serves(const tdm__ze_real *r, ze_context_handle_t ctx);
  * the cache served: the block is kept out of use for good (the cache
  * cannot know when the device is done with it), once said on stderr, and
  * from then on device allocations go to the driver, which keeps the
- * policies.  The result for the program (ZE_RESULT_ERROR_INVALID_ENUMERATION
- * for a policy past the two flags, as the driver says). */
+ * policies.  Returns what the program gets: success, or
+ * ZE_RESULT_ERROR_INVALID_ENUMERATION for a policy past the two flags, as
+ * from the driver. */
 extern _Atomic int tdm__ze_policies_seen;
 ze_result_t tdm__ze_free_policy_cached(const ze_memory_free_ext_desc_t *desc, void *ptr);
 

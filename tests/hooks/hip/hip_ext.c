@@ -7,6 +7,8 @@
  * hip_ext_run(scenario) prints every HIP return code, so that a run under
  * the preload can be compared with one without it:
  *   local    hipMalloc / hipFree / hipGetLastError
+ *   pinned   pinned host memory: hipHostAlloc (and, EXT_MAJOR >= 6,
+ *            hipExtHostAlloc), freed by hipHostFree
  *   device   (2 devices) hipMallocAsync on a stream of device 1 while
  *            device 0 is current: which device's bytes grew
  *   rocm6    (EXT_MAJOR >= 6) pinned host memory from hipHostAlloc and
@@ -73,6 +75,15 @@ static void local_scope(void)
     say("hipGetLastError", hipGetLastError());
 }
 
+static void pinned(void)
+{
+    void *a = NULL, *b = NULL;
+    ext_alloc_pinned(&a, &b);
+    say("hipHostFree(a)", hipHostFree(a));
+    if (b != NULL)
+        say("hipHostFree(b)", hipHostFree(b));
+}
+
 static void stream_device(void)
 {
     hipStream_t s1 = NULL;
@@ -96,10 +107,7 @@ static void stream_device(void)
 static void rocm6(void)
 {
 #if EXT_MAJOR >= 6
-    void *a = NULL, *b = NULL;
-    ext_alloc_pinned(&a, &b);
-    say("hipHostFree(a)", hipHostFree(a));
-    say("hipHostFree(b)", hipHostFree(b));
+    pinned();
 
     hipStream_t s = NULL;
     say("hipStreamCreate", hipStreamCreate(&s));
@@ -126,6 +134,8 @@ EXT_API int hip_ext_run(const char *scenario)
 {
     if (strcmp(scenario, "local") == 0)
         local_scope();
+    else if (strcmp(scenario, "pinned") == 0)
+        pinned();
     else if (strcmp(scenario, "device") == 0)
         stream_device();
     else if (strcmp(scenario, "rocm6") == 0)

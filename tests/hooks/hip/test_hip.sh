@@ -37,7 +37,8 @@
 #   local5, local6, local7  a HIP extension module linked against the fake
 #            libamdhip64.so.5 / .so.6 / .so.7, loaded RTLD_LOCAL (JAX, CuPy,
 #            ctypes.CDLL): every HIP call works under the preload, with
-#            TIDEMARK_CONF unset and recording
+#            TIDEMARK_CONF unset and recording; hipHostAlloc is pinned host
+#            memory
 #   stream_device5, stream_device6  hipMallocAsync on a stream of device 1
 #            while device 0 is current: served and booked on device 1
 #            (hipGetStreamDeviceId on ROCm 5, hipStreamGetDevice on 6)
@@ -84,6 +85,12 @@ local5 | local6 | local7)
         same_output plain $mode
         [ "$(count "$T/$mode.tdm" alloc)" = 1 ] || fail "the allocation was not booked ($mode)"
     done
+    # hipHostAlloc (HIPIFY's cudaHostAlloc), in every ROCm: pinned host memory.
+    run_ext pinned_plain "$ext" pinned
+    run_ext pinned "$ext" pinned LD_PRELOAD="$PRELOAD" TIDEMARK_CONF="dump=$T/pinned.tdm"
+    same_output pinned_plain pinned
+    "$SNAPCHECK" "$T/pinned.tdm" | grep -q '^alloc dev=-1 size=3000 stream=0 fn=ext_alloc_pinned$' ||
+        { "$SNAPCHECK" "$T/pinned.tdm"; fail "hipHostAlloc not booked on the host"; }
     ;;
 stream_device5 | stream_device6)
     ext_var=HIP_EXT${scenario#stream_device}; ext=${!ext_var}
