@@ -16,11 +16,13 @@
 . "${BASH_SOURCE[0]%/*}/lib.sh" TIDEMARK TDM_SOURCE_DIR TDM_BINARY_DIR
 
 # run_path NAME TIDEMARK [ENV=VALUE...]: the PYTHONPATH the command gets,
-# in $work/NAME.out; run's stderr in $work/NAME.err.
+# in $work/NAME.out; run's stderr in $work/NAME.err.  No preload library:
+# only the environment is looked at (and a sanitizer build's could not
+# load into the shell).
 run_path() {
   local name=$1 tool=$2
   shift 2
-  env -u PYTHONPATH -u TIDEMARK_PYTHON_DIR "$@" "$tool" run -q -o "$work/$name.d" -- \
+  env -u PYTHONPATH -u TIDEMARK_PYTHON_DIR TIDEMARK_PRELOAD= "$@" "$tool" run -q -o "$work/$name.d" -- \
     sh -c 'echo "PYTHONPATH=${PYTHONPATH:-}"' >"$work/$name.out" 2>"$work/$name.err" ||
     fail "$name: tidemark run exited $?: $(cat "$work/$name.err")"
 }
@@ -31,11 +33,10 @@ grep -qx "PYTHONPATH=$(realpath "$TDM_SOURCE_DIR")/python/autostart" "$work/buil
   fail "built tree: $(cat "$work/built.out")"
 [ "$(notes built)" = 0 ] || fail "built tree: a note: $(cat "$work/built.err")"
 
-# A moved tree: the binary and its libraries in TREE/build, python/ beside.
+# A moved tree: the binary in TREE/build, python/ beside.
 tree=$work/moved
 mkdir -p "$tree/build"
 cp "$TIDEMARK" "$tree/build/tidemark"
-cp -P "$TDM_BINARY_DIR"/libtidemark.so* "$TDM_BINARY_DIR"/libtidemark_preload.so "$tree/build/" 2>/dev/null
 cp -r "$TDM_SOURCE_DIR/python" "$tree/python"
 run_path moved "$tree/build/tidemark"
 grep -qx "PYTHONPATH=$tree/python/autostart" "$work/moved.out" ||

@@ -90,8 +90,9 @@ echo "pass-through mode: each block its own base"
 
 # tidemark run --conf torch_tensors=pluggable: the preload in, the summary
 # from the snapshot.
-LD_LIBRARY_PATH="$FAKE_CUDA_DIR" "$TIDEMARK" run -o "$T/run" --conf torch_tensors=pluggable -- \
-    "$PLUG_APP" "$LIBTIDEMARK" > run.out 2> run.err ||
+# (A sanitizer build's runtime goes first: run keeps it there.)
+LD_LIBRARY_PATH="$FAKE_CUDA_DIR" LD_PRELOAD="$san" "$TIDEMARK" run -o "$T/run" \
+    --conf torch_tensors=pluggable -- "$PLUG_APP" "$LIBTIDEMARK" > run.out 2> run.err ||
     fail "tidemark run: exit $?: $(cat run.out run.err)"
 # The summary's peak counts the bytes asked for (1000 + 3 MiB), as
 # PyTorch's requested_bytes does; its stats line the rounded blocks.
