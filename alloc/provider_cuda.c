@@ -4,9 +4,10 @@
  * dlopen'ed here and never linked), the handle of the library when it
  * opened it, the device names (read once at creation) and, per device, the
  * primary context it retained on first use.  Functions are looked up with
- * libc's dlsym (tdm__provider_sym): the one a preloaded
- * libtidemark_preload.so puts before it hands out its wrappers, which
- * would book each segment a second time as the program's.
+ * libc's dlsym (tdm__provider_sym), not the one a preloaded
+ * libtidemark_preload.so puts in front of it: that one hands out the
+ * preload's wrappers, and calling them would book each segment a second
+ * time as the program's.
  *
  * Segments live in the device's primary context, the one the CUDA runtime
  * uses, so the memory is valid for the program's kernels and outlives any

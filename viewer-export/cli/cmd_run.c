@@ -255,14 +255,21 @@ static int set_preload_env(const char *lib)
 }
 
 /* Puts python/autostart first on PYTHONPATH, so that a Python program
- * gets automatic torch phases (its sitecustomize.py; TIDEMARK_CONF's
- * torch_phases=off leaves them out).  Nothing when it is not found. */
+ * gets automatic torch phases and torch_tensors (its sitecustomize.py;
+ * TIDEMARK_CONF's torch_phases=off leaves them out).  When it is not
+ * found, one line says so and where it was looked for: a Python program
+ * then runs with neither, which changes what its snapshot holds. */
 static int set_python_env(void)
 {
-    char dir[PATH_MAX];
-    tdm__run_find_autostart(dir, sizeof dir);
-    if (!dir[0])
+    char dir[PATH_MAX], looked[4 * PATH_MAX];
+    tdm__run_find_autostart(dir, sizeof dir, looked, sizeof looked);
+    if (!dir[0]) {
+        fprintf(stderr, "tidemark run: note: python/autostart not found (looked in %s); Python "
+                        "programs run without torch_phases and torch_tensors: set "
+                        "TIDEMARK_PYTHON_DIR to tidemark's python folder\n",
+                looked[0] ? looked : "no folder");
         return 0;
+    }
     const char *old = getenv("PYTHONPATH");
     char *v;
     if (old && old[0]) {

@@ -29,11 +29,14 @@
 void tdm__run_find_library(const char *name, const char *first, char *path, size_t len);
 
 /* Finds python/autostart (its sitecustomize.py starts tidemark's
- * automatic torch phases in every Python program run starts):
- * $TIDEMARK_PYTHON_DIR/autostart, else ../share/tidemark/python/autostart
- * beside this binary (an installed tree), else the source tree's.  Sets
- * path[0] = 0 when there is none. */
-void tdm__run_find_autostart(char *path, size_t len);
+ * automatic torch phases and torch_tensors in every Python program run
+ * starts): $TIDEMARK_PYTHON_DIR/autostart, else, beside this binary,
+ * ../share/tidemark/python/autostart (an installed tree) or
+ * ../python/autostart (a build folder in the source tree, wherever the
+ * tree is now), else the source tree's it was built from while the binary
+ * is still in its build folder.  Sets path[0] = 0 when there is none, and
+ * then `looked` (may be NULL) to the folders looked in, comma-separated. */
+void tdm__run_find_autostart(char *path, size_t len, char *looked, size_t looked_len);
 
 /* Refuses a --conf value that sets `dump` (run's to set): -1 after
  * printing why. */

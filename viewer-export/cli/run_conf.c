@@ -74,25 +74,49 @@ static int has_autostart(const char *dir, char *path, size_t len)
     return realpath(file, path) && strlen(path) < len;
 }
 
-void tdm__run_find_autostart(char *path, size_t len)
+/* Appends ", what" (or "what" first) to the list of places looked in. */
+static void looked_in(char *looked, size_t len, const char *what)
+{
+    size_t n = looked ? strlen(looked) : 0;
+    if (looked && n + 1 < len)
+        snprintf(looked + n, len - n, "%s%s", n ? ", " : "", what);
+}
+
+void tdm__run_find_autostart(char *path, size_t len, char *looked, size_t looked_len)
 {
     char self[PATH_MAX], dir[PATH_MAX + 64];
+    if (looked && looked_len)
+        looked[0] = '\0';
     const char *env = getenv("TIDEMARK_PYTHON_DIR");
-    if (env && env[0] && has_autostart(env, path, len))
-        return;
+    if (env && env[0]) {
+        if (has_autostart(env, path, len))
+            return;
+        snprintf(dir, sizeof dir, "TIDEMARK_PYTHON_DIR=%s", env);
+        looked_in(looked, looked_len, dir);
+    }
+    self[0] = '\0';
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n > 0) {
-        self[n] = '\0';
-        char *slash = strrchr(self, '/');
-        if (slash) {
-            *slash = '\0';
-            snprintf(dir, sizeof dir, "%s/../%s", self, TDM_INSTALL_PYTHON_DIR);
+    char *slash = n > 0 ? (self[n] = '\0', strrchr(self, '/')) : NULL;
+    if (slash) {
+        *slash = '\0';
+        /* An installed tree, then a build folder inside the source tree
+         * (which may have moved since it was built). */
+        const char *const rel[] = {"/../" TDM_INSTALL_PYTHON_DIR, "/../python"};
+        for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+            snprintf(dir, sizeof dir, "%s%s", self, rel[i]);
             if (has_autostart(dir, path, len))
                 return;
+            looked_in(looked, looked_len, dir);
         }
     }
-    if (has_autostart(TDM_SOURCE_PYTHON_DIR, path, len))
-        return;
+    /* The tree this binary was built from, only while the binary is still
+     * where it was built: a copy elsewhere may be of another version. */
+    char built[PATH_MAX];
+    if (slash && realpath(TDM_BINARY_DIR, built) && strcmp(built, self) == 0) {
+        if (has_autostart(TDM_SOURCE_PYTHON_DIR, path, len))
+            return;
+        looked_in(looked, looked_len, TDM_SOURCE_PYTHON_DIR);
+    }
     path[0] = '\0';
 }
 

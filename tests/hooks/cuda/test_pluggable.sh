@@ -11,11 +11,15 @@
 # allocation of the program's).  And tdm_torch_base_alloc names, for each
 # block, the allocation the driver made (what cudaIpcGetMemHandle needs).
 #
+# examples/torch_pluggable.py (its path without a CUDA torch: the calls
+# torch would make) reports the same statistics under `tidemark run
+# --conf torch_tensors=pluggable` as alone.
+#
 # Environment (from CMake): PLUG_APP, LIBTIDEMARK, PRELOAD, FAKE_CUDA_DIR,
-# SNAPCHECK, TIDEMARK.
+# SNAPCHECK, TIDEMARK, TDM_SOURCE_DIR.
 set -u
 : "${PLUG_APP:?}" "${LIBTIDEMARK:?}" "${PRELOAD:?}" "${FAKE_CUDA_DIR:?}" "${SNAPCHECK:?}"
-: "${TIDEMARK:?}"
+: "${TIDEMARK:?}" "${TDM_SOURCE_DIR:?}"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 export TMPDIR="$T"
@@ -86,8 +90,9 @@ echo "pass-through mode: each block its own base"
 
 # tidemark run --conf torch_tensors=pluggable: the preload in, the summary
 # from the snapshot.
-LD_LIBRARY_PATH="$FAKE_CUDA_DIR" "$TIDEMARK" run -o "$T/run" --conf torch_tensors=pluggable -- \
-    "$PLUG_APP" "$LIBTIDEMARK" > run.out 2> run.err ||
+# (A sanitizer build's runtime goes first: run keeps it there.)
+LD_LIBRARY_PATH="$FAKE_CUDA_DIR" LD_PRELOAD="$san" "$TIDEMARK" run -o "$T/run" \
+    --conf torch_tensors=pluggable -- "$PLUG_APP" "$LIBTIDEMARK" > run.out 2> run.err ||
     fail "tidemark run: exit $?: $(cat run.out run.err)"
 # The summary's peak counts the bytes asked for (1000 + 3 MiB), as
 # PyTorch's requested_bytes does; its stats line the rounded blocks.
@@ -96,3 +101,20 @@ grep -q "peak allocated 3.00 MiB ($((1000 + (3 << 20))) B)" run.err run.out ||
 grep -qE "reserved +22.00 MiB at the peak; highest 22.00 MiB" run.err run.out ||
     fail "tidemark run: the summary's reserved: $(grep -h 'reserved' run.err run.out)"
 echo "tidemark run --conf torch_tensors=pluggable: peak allocated 3.00 MiB, reserved 22 MiB"
+
+# The example, alone and under `tidemark run` (the preload in).
+if [[ -n $san ]] || ! command -v python3 > /dev/null; then
+    echo "no python3, or a sanitizer build: the example is skipped"
+    exit 0
+fi
+example=$TDM_SOURCE_DIR/examples/torch_pluggable.py
+LD_LIBRARY_PATH="$FAKE_CUDA_DIR" TIDEMARK_LIB="$LIBTIDEMARK" python3 "$example" ex_alone.tdm 3 \
+    > ex_alone.out 2>&1 || fail "example alone: $(cat ex_alone.out)"
+LD_LIBRARY_PATH="$FAKE_CUDA_DIR" TIDEMARK_LIB="$LIBTIDEMARK" "$TIDEMARK" run -q -o "$T/exrun" \
+    --conf torch_tensors=pluggable -- python3 "$example" ex_run.tdm 3 > ex_run.out 2>&1 ||
+    fail "example under tidemark run: $(cat ex_run.out)"
+want=$(grep '^peak allocated' ex_alone.out)
+[[ -n $want && $(grep '^peak allocated' ex_run.out) == "$want" ]] ||
+    fail "example: alone '$want', under tidemark run '$(grep '^peak allocated' ex_run.out)'"
+grep -q "^device 0 cuda " <("$SNAPCHECK" ex_run.tdm) || fail "example: not on the fake CUDA device"
+echo "examples/torch_pluggable.py under tidemark run: $want, as alone"
