@@ -16,11 +16,15 @@
  *     memory as segment_map / segment_unmap; CUDA_ERROR_OUT_OF_MEMORY is
  *     an oom event with the device's free bytes.  Frees and unmaps are
  *     booked before the driver call (the address may be reused at once);
- *   cache: cuMemAlloc_v2 and cuMemAllocAsync(_ptsz) are served from
- *     tidemark's caching allocator over the real driver (cuda provider),
- *     and their frees give blocks back to it; every other call is observed,
- *     and so is a stream-ordered allocation on a stream being captured
- *     into a CUDA graph (the graph must own it).
+ *   cache: cuMemAlloc_v2 and cuMemAllocAsync(_ptsz) made with a device's
+ *     primary context current are served from tidemark's caching
+ *     allocator over the real driver (cuda provider; stream-ordered ones
+ *     on the stream's device), and their frees give blocks back to it
+ *     (cuMemFree_v2 waiting for the device, as cudaFree does); every
+ *     other call is observed, and so is a stream-ordered allocation on a
+ *     stream being captured into a CUDA graph (the graph must own it).
+ *     Captures begun here are counted; a primary context reset makes
+ *     cache mode stand aside (cuDevicePrimaryCtxReset below).
  * The driver's result goes back unchanged, whatever tidemark did.
  *
  * Stacks: bookkeeping is called from the wrapper's own frame (helpers
