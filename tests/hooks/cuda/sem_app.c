@@ -255,13 +255,14 @@ static void app_reset(void)
     OK(cuMemFree(freed));
     OK(cuDevicePrimaryCtxReset(0));
     CHECK(!fake_cuda_ptr_usable((void *)(uintptr_t)live), "the reset left an allocation alive");
+    /* What the reset destroyed is no allocation any more (asked before
+     * anything new is allocated, which may get the same address). */
+    printf("cuMemFree of memory the reset destroyed -> %d\n", (int)cuMemFree(live));
     OK(cuDevicePrimaryCtxRetain(&c, 0));
     OK(cuCtxSetCurrent(c));
     OK(cuMemAlloc(&q, MiB));
     CHECK(fake_cuda_ptr_usable((void *)(uintptr_t)q),
           "memory allocated after the reset (%#llx) is not live", (unsigned long long)q);
-    /* What the reset destroyed is no allocation any more. */
-    printf("cuMemFree of memory the reset destroyed -> %d\n", (int)cuMemFree(live));
     OK(cuMemFree(q));
     OK(cuDevicePrimaryCtxRelease(0));
 }
