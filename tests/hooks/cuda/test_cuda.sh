@@ -337,6 +337,12 @@ sem_*)
     reset)
         diff -u "$T/plain.out" "$T/cache.out" || fail "a return code changed (cache)"
         ;;
+    reset_live) # what the reset destroyed is not live at exit
+        for mode in observe cache; do
+            "$SNAPCHECK" "$T/$mode.tdm" state | grep -q "^stats dev=0 allocated=0 " ||
+                fail "$mode: the reset's allocation still live: $("$SNAPCHECK" "$T/$mode.tdm" state | head -1)"
+        done
+        ;;
     capture) # the graph's allocation node: the snapshot says what it misses
         for mode in observe cache; do
             "$SNAPCHECK" "$T/$mode.tdm" notes | grep -q "graph memory is not covered" ||
