@@ -158,6 +158,15 @@ static int device_of_ctx(CUcontext ctx)
     return d;
 }
 
+int tdm__cuda_current_is_primary(int dev)
+{
+    PFN_cuCtxGetCurrent_v4000 cur = (PFN_cuCtxGetCurrent_v4000)helper(H_cuCtxGetCurrent);
+    CUcontext ctx = NULL;
+    if (cur == NULL || cur(&ctx) != CUDA_SUCCESS || ctx == NULL)
+        return 1; /* none current: the runtime makes its primary one current */
+    return ctx == primary_of(dev);
+}
+
 int tdm__cuda_place(CUstream s, int ordered, int *primary)
 {
     PFN_cuCtxGetCurrent_v4000 cur = (PFN_cuCtxGetCurrent_v4000)helper(H_cuCtxGetCurrent);
