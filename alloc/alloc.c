@@ -485,6 +485,14 @@ TDM_API int tdm__alloc_owner_device(const void *ptr)
     return -1;
 }
 
+TDM_API size_t tdm__alloc_live_blocks(int device, uint64_t *out, size_t max)
+{
+    if (!atomic_load_explicit(&tdm__alloc_g.ready, memory_order_acquire) ||
+        tdm__alloc_g.mode != TDM__MODE_CACHE || !valid_device(device))
+        return 0;
+    return tdm__cache_live_blocks(device, out, max);
+}
+
 TDM_API __attribute__((noinline)) tdm_status
 tdm_malloc(void **ptr, size_t size, int device, tdm_stream stream)
 {

@@ -89,6 +89,10 @@ TDM_API tdm_status tdm__alloc_free_synchronized(void *ptr, unsigned skip);
 TDM_API int tdm__alloc_owns(const void *ptr);
 /* The device whose cache segment holds ptr; -1 when none does. */
 TDM_API int tdm__alloc_owner_device(const void *ptr);
+/* Cache mode: up to max addresses of `device`'s blocks the program holds
+ * (walks every segment: for a vendor reset that destroys them, not for
+ * hot paths); 0 in other modes. */
+TDM_API size_t tdm__alloc_live_blocks(int device, uint64_t *out, size_t max);
 
 /* The vendor allocation that holds live block ptr (an address tidemark
  * handed out): its base and size, what an IPC handle of ptr names

@@ -232,6 +232,8 @@ static inline tdm_status tdm__cache_free_any(uint64_t ptr, uint32_t free_stack,
 /* Whether ptr lies in one of `device`'s segments (walks them: error paths
  * only). */
 int tdm__cache_owns(uint64_t ptr, int device);
+/* Up to max addresses of `device`'s allocated blocks (error paths only). */
+size_t tdm__cache_live_blocks(int device, uint64_t *out, size_t max);
 void tdm__cache_stats(int device, int pool, tdm_stats *out);
 void tdm__cache_reset_peaks(int device);
 /* pool_stats (may be NULL) gets each device's small and large pool stats,

@@ -145,6 +145,24 @@ int tdm__cache_owns(uint64_t ptr, int device)
     return owns;
 }
 
+size_t tdm__cache_live_blocks(int device, uint64_t *out, size_t max)
+{
+    tdm__cache_device *d0 = tdm__alloc_g.cache ? tdm__alloc_g.cache[device] : NULL;
+    size_t n = 0;
+    if (!d0)
+        return 0;
+    for (int i = 0; i < tdm__cache_nshards(d0->group) && n < max; i++) {
+        tdm__cache_device *d = tdm__cache_shard(d0->group, i);
+        tdm__lock_take(&d->lock);
+        for (const cseg *s = d->segs; s && n < max; s = s->next)
+            for (const cblock *b = s->first; b && n < max; b = b->next)
+                if (b->state == TDM_BLOCK_ACTIVE_ALLOCATED)
+                    out[n++] = b->addr;
+        tdm__lock_give(&d->lock);
+    }
+    return n;
+}
+
 /* ---- snapshot state ----------------------------------------------------
  * One cut over every device: all device locks are taken (in index order,
  * as the fork handlers take them), each device's segments, blocks and

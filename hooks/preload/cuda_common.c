@@ -4,8 +4,11 @@
  * Owns: the driver functions tidemark calls but does not hook (resolved
  * once each from the loaded libcuda.so.1), the set of devices already
  * described to the allocator, the tracker of virtual-memory handles and
- * mappings (vmm_track.h), and whether cache mode could start (the cuda provider
- * over the real driver, given to the allocator once).
+ * mappings (vmm_track.h), the per-thread default streams' ids, each
+ * device's primary context (where cache mode's segments live), and whether
+ * cache mode could start (the cuda provider over the real driver, given to
+ * the allocator once; not under a framework that caches itself) and still
+ * serves (it stands aside, once, where it cannot keep CUDA's semantics).
  *
  * Invariants: nothing here records an event; everything runs inside a
  * wrapper (the recursion guard is held), so driver calls made here reach
@@ -155,6 +158,15 @@ static int device_of_ctx(CUcontext ctx)
     return d;
 }
 
+int tdm__cuda_current_is_primary(int dev)
+{
+    PFN_cuCtxGetCurrent_v4000 cur = (PFN_cuCtxGetCurrent_v4000)helper(H_cuCtxGetCurrent);
+    CUcontext ctx = NULL;
+    if (cur == NULL || cur(&ctx) != CUDA_SUCCESS || ctx == NULL)
+        return 1; /* none current: the runtime makes its primary one current */
+    return ctx == primary_of(dev);
+}
+
 int tdm__cuda_place(CUstream s, int ordered, int *primary)
 {
     PFN_cuCtxGetCurrent_v4000 cur = (PFN_cuCtxGetCurrent_v4000)helper(H_cuCtxGetCurrent);
@@ -219,19 +231,21 @@ uint64_t tdm__cuda_ptds_key_slow(void)
 
 /* The provider's stream calls get recorded ids (cache markers, capture
  * queries); the driver gets its handles. */
-static PFN_cuEventRecord_v2000 real_event_record;
-static PFN_cuStreamIsCapturing_v10000 real_stream_is_capturing;
+static _Atomic(PFN_cuEventRecord_v2000) real_event_record;
+static _Atomic(PFN_cuStreamIsCapturing_v10000) real_stream_is_capturing;
 
 static int event_record_id(tdm__cu_event ev, tdm__cu_stream s)
 {
-    return (int)real_event_record((CUevent)ev,
-                                  tdm__cuda_vendor_stream((tdm_stream)(uintptr_t)s));
+    PFN_cuEventRecord_v2000 f = atomic_load_explicit(&real_event_record, memory_order_relaxed);
+    return (int)f((CUevent)ev, tdm__cuda_vendor_stream((tdm_stream)(uintptr_t)s));
 }
 
 static int stream_is_capturing_id(tdm__cu_stream s, int *status)
 {
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-    CUresult r = real_stream_is_capturing(tdm__cuda_vendor_stream((tdm_stream)(uintptr_t)s), &st);
+    PFN_cuStreamIsCapturing_v10000 f =
+        atomic_load_explicit(&real_stream_is_capturing, memory_order_relaxed);
+    CUresult r = f(tdm__cuda_vendor_stream((tdm_stream)(uintptr_t)s), &st);
     *status = (int)st;
     return (int)r;
 }
@@ -315,14 +329,17 @@ static int fill_fns(struct tdm_cuda_fns *f)
     f->mem_free = (int (*)(tdm__cu_deviceptr))release;
     f->mem_get_info = (int (*)(size_t *, size_t *))h[H_cuMemGetInfo_v2];
     f->event_create = (int (*)(tdm__cu_event *, unsigned int))h[H_cuEventCreate];
-    real_event_record = (PFN_cuEventRecord_v2000)h[H_cuEventRecord];
-    f->event_record = real_event_record ? event_record_id : NULL;
+    atomic_store_explicit(&real_event_record, (PFN_cuEventRecord_v2000)h[H_cuEventRecord],
+                          memory_order_relaxed);
+    f->event_record = h[H_cuEventRecord] ? event_record_id : NULL;
     f->event_query = (int (*)(tdm__cu_event))h[H_cuEventQuery];
     f->event_synchronize = (int (*)(tdm__cu_event))h[H_cuEventSynchronize];
     f->event_destroy = (int (*)(tdm__cu_event))h[H_cuEventDestroy_v2];
     f->ctx_synchronize = (int (*)(void))h[H_cuCtxSynchronize];
-    real_stream_is_capturing = (PFN_cuStreamIsCapturing_v10000)h[H_cuStreamIsCapturing];
-    f->stream_is_capturing = real_stream_is_capturing ? stream_is_capturing_id : NULL;
+    atomic_store_explicit(&real_stream_is_capturing,
+                          (PFN_cuStreamIsCapturing_v10000)h[H_cuStreamIsCapturing],
+                          memory_order_relaxed);
+    f->stream_is_capturing = h[H_cuStreamIsCapturing] ? stream_is_capturing_id : NULL;
     f->captures_underway = tdm__cuda_captures_underway;
     /* Virtual memory: the un-hooked functions, so that the cache's own
      * mappings are not recorded as the program's. */

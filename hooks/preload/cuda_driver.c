@@ -16,11 +16,15 @@
  *     memory as segment_map / segment_unmap; CUDA_ERROR_OUT_OF_MEMORY is
  *     an oom event with the device's free bytes.  Frees and unmaps are
  *     booked before the driver call (the address may be reused at once);
- *   cache: cuMemAlloc_v2 and cuMemAllocAsync(_ptsz) are served from
- *     tidemark's caching allocator over the real driver (cuda provider),
- *     and their frees give blocks back to it; every other call is observed,
- *     and so is a stream-ordered allocation on a stream being captured
- *     into a CUDA graph (the graph must own it).
+ *   cache: cuMemAlloc_v2 and cuMemAllocAsync(_ptsz) made with a device's
+ *     primary context current are served from tidemark's caching
+ *     allocator over the real driver (cuda provider; stream-ordered ones
+ *     on the stream's device), and their frees give blocks back to it
+ *     (cuMemFree_v2 waiting for the device, as cudaFree does); every
+ *     other call is observed, and so is a stream-ordered allocation on a
+ *     stream being captured into a CUDA graph (the graph must own it).
+ *     Captures begun here are counted; a primary context reset makes
+ *     cache mode stand aside (cuDevicePrimaryCtxReset below).
  * The driver's result goes back unchanged, whatever tidemark did.
  *
  * Stacks: bookkeeping is called from the wrapper's own frame (helpers
@@ -289,11 +293,26 @@ POOL_ALLOC(cuMemAllocFromPoolAsync_ptsz, PFN_cuMemAllocFromPoolAsync_v11020_ptsz
 /* ---- primary context reset -------------------------------------------------
  * "Destroy all allocations and reset all state on the primary context"
  * (cudaDeviceReset calls it too).  The cache's segments on the device go
- * with the program's memory: before the reset the cache gives back what
- * it holds idle; afterwards a free of a block it had served is the
- * driver's error for memory that is gone, and cache mode stands aside
- * (its remaining segments are dead; none is ever handed out again).
- * Observed allocations of the device are booked as freed. */
+ * with the program's memory: before the reset every block the program
+ * still holds there is booked as freed (the reset destroys it) and the
+ * cache gives its segments back to the driver while they exist;
+ * afterwards a free of a block it had served is the driver's error for
+ * memory that is gone, and cache mode stands aside (a segment it could
+ * not give back is dead; none is ever handed out again).  Observed
+ * allocations of the device are booked as freed. */
+INLINE void cache_before_reset(int dev)
+{
+    uint64_t live[128];
+    size_t n;
+    do {
+        n = tdm__alloc_live_blocks(dev, live, sizeof live / sizeof live[0]);
+        for (size_t i = 0; i < n; i++)
+            tdm__alloc_free((void *)(uintptr_t)live[i], TDM_HOOK_SKIP);
+    } while (n == sizeof live / sizeof live[0]);
+    tdm_device_synchronize(dev); /* frees waiting on other streams */
+    tdm_empty_cache(dev);
+}
+
 #define PRIMARY_RESET(name)                                                    \
     static CUresult w_##name(CUdevice dev)                                     \
     {                                                                          \
@@ -304,7 +323,7 @@ POOL_ALLOC(cuMemAllocFromPoolAsync_ptsz, PFN_cuMemAllocFromPoolAsync_v11020_ptsz
             return real ? real(dev) : NO_DRIVER;                               \
         int cached = m == TDM__HOOK_CACHE && tdm__cuda_cache_ready();          \
         if (cached)                                                            \
-            tdm_empty_cache(dev);                                              \
+            cache_before_reset(dev);                                           \
         CUresult r = real(dev);                                                \
         if (r == CUDA_SUCCESS) {                                               \
             tdm__alloc_observe_reset_device(dev, TDM_HOOK_SKIP);               \

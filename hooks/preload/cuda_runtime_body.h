@@ -41,12 +41,19 @@ TDM_RT_INLINE tdm__hook_mode tdm__rt_open(void *real)
     tdm__rt_place((CUstream)(s), (ordered), (primary), tdm__cuda_rt_device())
 TDM_RT_INLINE int tdm__rt_place(CUstream s, int ordered, int *primary, int rt_device)
 {
-    int prim = 1;
-    int dev = tdm__cuda_place(s, ordered, &prim);
     int own_stream = ordered && s != NULL && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD;
+    if (own_stream) {
+        int prim = 1;
+        int dev = tdm__cuda_place(s, 1, &prim);
+        if (dev >= 0) {
+            if (primary)
+                *primary = prim;
+            return dev;
+        }
+    }
     if (primary)
-        *primary = prim || dev < 0; /* no context current yet: the runtime's */
-    return own_stream && dev >= 0 ? dev : rt_device;
+        *primary = tdm__cuda_current_is_primary(rt_device);
+    return rt_device;
 }
 
 /* Books what an allocating runtime call did. */

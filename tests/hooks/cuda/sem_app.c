@@ -30,6 +30,8 @@
  *   sem_app reset       cuDevicePrimaryCtxReset: "Destroy all allocations":
  *                       memory allocated after it is live, memory freed
  *                       before it is never handed out again
+ *   sem_app reset_live  the same, the destroyed allocation never freed: the
+ *                       snapshot must not keep it live
  *   sem_app capture     during a relaxed stream capture begun through the
  *                       driver, an impossible cuMemAlloc frees no memory
  *                       the program did not free
@@ -255,14 +257,28 @@ static void app_reset(void)
     OK(cuMemFree(freed));
     OK(cuDevicePrimaryCtxReset(0));
     CHECK(!fake_cuda_ptr_usable((void *)(uintptr_t)live), "the reset left an allocation alive");
+    /* What the reset destroyed is no allocation any more (asked before
+     * anything new is allocated, which may get the same address). */
+    printf("cuMemFree of memory the reset destroyed -> %d\n", (int)cuMemFree(live));
     OK(cuDevicePrimaryCtxRetain(&c, 0));
     OK(cuCtxSetCurrent(c));
     OK(cuMemAlloc(&q, MiB));
     CHECK(fake_cuda_ptr_usable((void *)(uintptr_t)q),
           "memory allocated after the reset (%#llx) is not live", (unsigned long long)q);
-    /* What the reset destroyed is no allocation any more. */
-    printf("cuMemFree of memory the reset destroyed -> %d\n", (int)cuMemFree(live));
     OK(cuMemFree(q));
+    OK(cuDevicePrimaryCtxRelease(0));
+}
+
+/* The program never frees what the reset destroyed: its books must not
+ * keep it (test_cuda.sh reads the snapshot at exit). */
+static void app_reset_live(void)
+{
+    CUdeviceptr live;
+    CUcontext c;
+    OK(cuMemAlloc(&live, MiB));
+    OK(cuDevicePrimaryCtxReset(0));
+    CHECK(!fake_cuda_ptr_usable((void *)(uintptr_t)live), "the reset left an allocation alive");
+    OK(cuDevicePrimaryCtxRetain(&c, 0));
     OK(cuDevicePrimaryCtxRelease(0));
 }
 
@@ -359,6 +375,7 @@ int main(int argc, char **argv)
                 {"async_device", app_async_device},
                 {"ctx", app_ctx},
                 {"reset", app_reset},
+                {"reset_live", app_reset_live},
                 {"capture", app_capture},
                 {"setpool", app_setpool},
                 {"framework", app_framework}};
@@ -371,7 +388,7 @@ int main(int argc, char **argv)
             printf("%s\n", failed ? "failed" : "ok");
             return failed;
         }
-    printf("usage: sem_app ptds|stream_free|free_sync|ipc|async_device|ctx|reset|capture|"
+    printf("usage: sem_app ptds|stream_free|free_sync|ipc|async_device|ctx|reset|reset_live|capture|"
            "setpool|framework\n");
     return 2;
 }

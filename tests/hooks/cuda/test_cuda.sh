@@ -42,6 +42,9 @@
 #   rt_stream_free     stream_app free, cache mode: cudaFreeAsync on another
 #                      stream waits for that stream's work (fake streams
 #                      run only when told); cudaFree waits for the device
+#   rt_static_stream_free  the same with the runtime linked in statically:
+#                      its frees reach tidemark as cuMemFree_v2 and
+#                      cuMemFreeAsync only
 #   rt_capture         stream_app capture, cache mode: nothing CUDA forbids
 #                      during a graph capture, no segment freed, graph
 #                      memory said to be uncovered
@@ -305,12 +308,15 @@ real_nodriver)
         done
     done
     ;;
-rt_stream_free | rt_capture)
+rt_stream_free | rt_static_stream_free | rt_capture)
     # stream_app checks itself (FAIL: lines); the fake driver runs queued
-    # stream work only when the program says so.
-    what=${scenario#rt_}; what=${what%_free}
+    # stream work only when the program says so.  rt_static_stream_free:
+    # the runtime linked in statically, seen only through the driver.
+    what=${scenario#rt_}; what=${what#static_}; what=${what%_free}
     [ "$what" = stream ] && what=free
-    traced cache mode=cache "$STREAM_APP" "$what" "$fake" FAKE_CUDA_CAPACITY=67108864
+    app=$STREAM_APP
+    [ "$scenario" = rt_static_stream_free ] && app=$STREAM_APP_STATIC
+    traced cache mode=cache "$app" "$what" "$fake" FAKE_CUDA_CAPACITY=67108864
     cat "$T/cache.out"
     grep -qx ok "$T/cache.out" || fail "stream_app $what under cache mode"
     no_tidemark_errors cache
@@ -354,6 +360,12 @@ sem_*)
         ;;
     reset)
         diff -u "$T/plain.out" "$T/cache.out" || fail "a return code changed (cache)"
+        ;;
+    reset_live) # what the reset destroyed is not live at exit
+        for mode in observe cache; do
+            "$SNAPCHECK" "$T/$mode.tdm" state | grep -q "^stats dev=0 allocated=0 " ||
+                fail "$mode: the reset's allocation still live: $("$SNAPCHECK" "$T/$mode.tdm" state | head -1)"
+        done
         ;;
     capture) # the graph's allocation node: the snapshot says what it misses
         for mode in observe cache; do
