@@ -686,8 +686,10 @@ trun_tdm() {
 # requested_bytes peak: the two must be equal.  (max_memory_allocated()
 # counts whole blocks, rounded to 512 B and sometimes larger than asked
 # where a block is not split: it can never equal the trace's peak.)
+# It runs whenever a torch row does (GPU_ROWS or not): the others compare
+# with its loss and figures.
 ref_req="" ref_loss="" ref_maxalloc=""
-if want_row "torch reference"; then
+if GPU_ROWS="" want_row "torch reference"; then
     tcase ref 180 torch --
     rc=$?
     ref_req=$(json "$T/ref.out" requested_peak)
