@@ -452,6 +452,7 @@ nv_note=""
 if [ $fake = 0 ]; then
     arch=(-arch=native) # SASS for this GPU: no PTX JIT at start
     if [ -z "$nv_skip" ] && [ -n "$drv_cuda" ] && [ -n "$nv_cuda" ] &&
+        [ "$(major "$nv_cuda")" = "$(major "$drv_cuda")" ] &&
         [ "$(minor "$nv_cuda")" -gt "$(minor "$drv_cuda")" ]; then
         nv_note="nvcc $nv_cuda newer than the driver's CUDA $drv_cuda (minor-version compatibility)"
     fi
