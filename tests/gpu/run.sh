@@ -623,6 +623,9 @@ elif ! command -v "$PY" >/dev/null 2>&1; then
     torch_skip="no $PY"
 elif [ "$(left)" -lt 5 ]; then
     torch_skip="time limit reached (GPU_DEADLINE_S=$deadline s)"
+elif [ $fake = 1 ] && [ -n "$san" ]; then
+    # Its fake libcuda.so.1 wants the sanitizer's runtime loaded first.
+    torch_skip="a sanitizer build's fake driver cannot be loaded into $PY"
 else
     mkdir -p "$OUT/torch"
     trun "$OUT/torch/probe" 120 -- "$PY" -c '

@@ -22,7 +22,7 @@
 #   driver through the preload's interposed dlsym, so every segment of the
 #   pluggable cache is booked a second time (26 MiB allocated for 3 MiB).
 KNOWN_FAIL="pluggable under preload"
-# Environment (from CMake): RUN_SH, TDM_BINARY_DIR, PYTHON.
+# Environment (from CMake): RUN_SH, TDM_BINARY_DIR, PYTHON, TDM_SANITIZE.
 set -u
 W=$TDM_BINARY_DIR/tests/gpu/run_sh_fake
 rm -rf "$W" && mkdir -p "$W" || exit 1
@@ -81,7 +81,9 @@ while IFS= read -r r; do
     [ "$v" = SKIP ] || fail "'$r' is '$v', not SKIP on the fakes"
 done < <(each "$rows_torch")
 tn=$(note "$W/run" "torch reference")
-if [ -n "${PYTHON:-}" ]; then
+if [ -n "${TDM_SANITIZE:-}" ]; then
+    echo "$tn" | grep -q "sanitizer build's fake driver" || fail "torch rows: not the sanitizer reason: $tn"
+elif [ -n "${PYTHON:-}" ]; then
     echo "$tn" | grep -q "cannot start CUDA on the fake driver" ||
         fail "torch rows: not the fake-driver reason: $tn"
 else
