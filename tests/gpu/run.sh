@@ -3,10 +3,10 @@
 # on a machine with an NVIDIA GPU, in the ways users run them.
 #
 #   (no GPU)     exits 77 at once with one line
-#   -o OUT       every program's stdout/stderr, snapshot, nvcc log and the
-#                final table (OUT/table.txt, and table.tsv tab-separated)
-#                are kept there; a new folder
-#                (default ./tidemark-gpu-YYYYmmdd-HHMMSS); nothing is deleted
+#   -o OUT       every program's stdout/stderr and snapshots, the nvcc logs
+#                and the table (OUT/table.txt; table.tsv tab-separated) are
+#                kept there, nothing deleted; a new or empty folder (default
+#                ./tidemark-gpu-YYYYmmdd-HHMMSS)
 #   -b BUILD     a tidemark build to use (the old positional BUILD_DIR works
 #                too); without it, SRC/build when complete, else a build
 #                made into OUT/build (its needs checked first: cmake, cc,
@@ -17,9 +17,9 @@
 #                PASS.  ctest's gpu.run_sh_fake runs it.
 #
 # Output: one line per row as it ends (and the tail of its stderr when it
-# FAILs), then a table (row, expected, measured, verdict, note), a count,
-# and exit 0 when no row failed, 1 when one did, 77 when nothing could be
-# tested (no GPU; the build's needs missing), 2 on a usage error.
+# FAILs), then a table (row, expected, measured, verdict, seconds, note),
+# a count, and exit 0 when no row failed, 1 when one did, 77 when nothing
+# could be tested (no GPU; the build's needs missing), 2 on a usage error.
 # What the machine lacks (nvcc, a CUDA torch, headers, a second GPU, a
 # host compiler nvcc accepts) is a SKIP with its reason, not a failure.
 #
@@ -53,7 +53,7 @@
 # extended regex: only rows whose names match run, the others are SKIP).
 set -u
 
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
 fake=0 OUT="" B=""
 while [ $# -gt 0 ]; do
     case $1 in
@@ -90,12 +90,16 @@ export TIDEMARK_PYTHON_DIR=$src/python
 unset TIDEMARK_CONF TIDEMARK_PRELOAD
 
 # ---- the table -----------------------------------------------------------------
-passed=0 failed=0 skipped=0
-R_NAME=() R_EXP=() R_GOT=() R_VERDICT=() R_NOTE=()
+passed=0 failed=0 skipped=0 last_end=$SECONDS
+R_NAME=() R_EXP=() R_GOT=() R_VERDICT=() R_NOTE=() R_SECS=()
 # row NAME EXPECTED MEASURED VERDICT [NOTE [STDERR_FILE]]: one row of the
 # table, printed now too; a FAIL shows the last lines of STDERR_FILE.
+# The seconds column is the time since the row before ended (a group's
+# builds count to its first row).
 row() {
     R_NAME+=("$1") R_EXP+=("$2") R_GOT+=("$3") R_VERDICT+=("$4") R_NOTE+=("${5:-}")
+    R_SECS+=($((SECONDS - last_end)))
+    last_end=$SECONDS
     printf '%-36s %-4s expected %s, measured %s%s\n' "$1" "$4" "$2" "$3" "${5:+ ($5)}"
     case $4 in
     PASS) passed=$((passed + 1)) ;;
@@ -113,20 +117,20 @@ skip() { row "$1" - - SKIP "$2"; }
 table() {
     local i note prev=""
     {
-        printf '%-36s  %-28s  %-28s  %-7s  %s\n' row expected measured verdict note
+        printf '%-36s  %-28s  %-28s  %-7s  %4s  %s\n' row expected measured verdict s note
         for i in "${!R_NAME[@]}"; do
             note=${R_NOTE[$i]}
             [ -n "$note" ] && [ "$note" = "$prev" ] && note="(as above)"
             prev=${R_NOTE[$i]}
-            printf '%-36s  %-28s  %-28s  %-7s  %s\n' "${R_NAME[$i]}" "${R_EXP[$i]}" \
-                "${R_GOT[$i]}" "${R_VERDICT[$i]}" "$note"
+            printf '%-36s  %-28s  %-28s  %-7s  %4s  %s\n' "${R_NAME[$i]}" "${R_EXP[$i]}" \
+                "${R_GOT[$i]}" "${R_VERDICT[$i]}" "${R_SECS[$i]}" "$note"
         done
         echo "gpu tests: $passed passed, $failed failed, $skipped skipped ($((SECONDS - t_start)) s; artifacts in $OUT)"
     } | tee "$OUT/table.txt"
     # The same, tab-separated, for programs (tests/gpu/test_run_sh_fake.sh).
     for i in "${!R_NAME[@]}"; do
-        printf '%s\t%s\t%s\t%s\t%s\n' "${R_NAME[$i]}" "${R_EXP[$i]}" "${R_GOT[$i]}" \
-            "${R_VERDICT[$i]}" "${R_NOTE[$i]}"
+        printf '%s\t%s\t%s\t%s\t%s\t%s\n' "${R_NAME[$i]}" "${R_EXP[$i]}" "${R_GOT[$i]}" \
+            "${R_VERDICT[$i]}" "${R_NOTE[$i]}" "${R_SECS[$i]}"
     done >"$OUT/table.tsv"
 }
 finish() { # the table, and the exit code it gives
@@ -355,8 +359,8 @@ minor() { local m=${1#*.}; echo "${m%%.*}"; }
 if [ $fake = 1 ]; then
     gpu="the fake CUDA driver ($B/tests/fakes/cuda/lib)" ngpu=1 drv_cuda=""
 else
-    gpu=$(nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader | head -1)
-    ngpu=$(nvidia-smi -L | grep -c '^GPU ')
+    gpu=$(timeout 30 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader | head -1)
+    ngpu=$(timeout 30 nvidia-smi -L | grep -c '^GPU ')
     drv_cuda=$(timeout 30 nvidia-smi | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -1)
 fi
 nv_cuda=$([ -n "$NVCC" ] && "$NVCC" --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p')
@@ -448,6 +452,7 @@ nv_note=""
 if [ $fake = 0 ]; then
     arch=(-arch=native) # SASS for this GPU: no PTX JIT at start
     if [ -z "$nv_skip" ] && [ -n "$drv_cuda" ] && [ -n "$nv_cuda" ] &&
+        [ "$(major "$nv_cuda")" = "$(major "$drv_cuda")" ] &&
         [ "$(minor "$nv_cuda")" -gt "$(minor "$drv_cuda")" ]; then
         nv_note="nvcc $nv_cuda newer than the driver's CUDA $drv_cuda (minor-version compatibility)"
     fi
@@ -466,7 +471,7 @@ nvbuild() {
     local out=$1 srcf=$2 d=$OUT/nvcc cc; shift 2
     trun "$d/$out" 170 -- "$NVCC" -O2 ${arch[@]+"${arch[@]}"} "$@" -o "$d/$out" "$here/$srcf" && return 0
     if [ ${#arch[@]} -gt 0 ] && grep -q "native" "$d/$out.err"; then
-        cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
+        cc=$(timeout 30 nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
         trun "$d/$out" 170 -- "$NVCC" -O2 -arch="sm_$cc" "$@" -o "$d/$out" "$here/$srcf"
         return
     fi
@@ -618,6 +623,9 @@ elif ! command -v "$PY" >/dev/null 2>&1; then
     torch_skip="no $PY"
 elif [ "$(left)" -lt 5 ]; then
     torch_skip="time limit reached (GPU_DEADLINE_S=$deadline s)"
+elif [ $fake = 1 ] && [ -n "$san" ]; then
+    # Its fake libcuda.so.1 wants the sanitizer's runtime loaded first.
+    torch_skip="a sanitizer build's fake driver cannot be loaded into $PY"
 else
     mkdir -p "$OUT/torch"
     trun "$OUT/torch/probe" 120 -- "$PY" -c '
@@ -682,8 +690,10 @@ trun_tdm() {
 # requested_bytes peak: the two must be equal.  (max_memory_allocated()
 # counts whole blocks, rounded to 512 B and sometimes larger than asked
 # where a block is not split: it can never equal the trace's peak.)
+# It runs whenever a torch row does (GPU_ROWS or not): the others compare
+# with its loss and figures.
 ref_req="" ref_loss="" ref_maxalloc=""
-if want_row "torch reference"; then
+if GPU_ROWS="" want_row "torch reference"; then
     tcase ref 180 torch --
     rc=$?
     ref_req=$(json "$T/ref.out" requested_peak)

@@ -11,6 +11,9 @@
 #   3. no time left (GPU_DEADLINE_S=0): every row SKIP "time limit reached"
 #   4. usage: a non-empty -o folder refused (2); without --fake and without
 #      a GPU, one line and 77
+#   5. the GPU path (no --fake) with a stand-in nvidia-smi: an nvcc newer
+#      than the driver's CUDA is a SKIP saying so; programs failing alone
+#      SKIP; cuda_drv PASSes
 # Artifacts under $TDM_BINARY_DIR/tests/gpu/run_sh_fake (kept).
 #
 # KNOWN_FAIL: rows that FAIL on the fakes because of a library bug this
@@ -19,7 +22,7 @@
 #   driver through the preload's interposed dlsym, so every segment of the
 #   pluggable cache is booked a second time (26 MiB allocated for 3 MiB).
 KNOWN_FAIL="pluggable under preload"
-# Environment (from CMake): RUN_SH, TDM_BINARY_DIR, PYTHON.
+# Environment (from CMake): RUN_SH, TDM_BINARY_DIR, PYTHON, TDM_SANITIZE.
 set -u
 W=$TDM_BINARY_DIR/tests/gpu/run_sh_fake
 rm -rf "$W" && mkdir -p "$W" || exit 1
@@ -78,7 +81,9 @@ while IFS= read -r r; do
     [ "$v" = SKIP ] || fail "'$r' is '$v', not SKIP on the fakes"
 done < <(each "$rows_torch")
 tn=$(note "$W/run" "torch reference")
-if [ -n "${PYTHON:-}" ]; then
+if [ -n "${TDM_SANITIZE:-}" ]; then
+    echo "$tn" | grep -q "sanitizer build's fake driver" || fail "torch rows: not the sanitizer reason: $tn"
+elif [ -n "${PYTHON:-}" ]; then
     echo "$tn" | grep -q "cannot start CUDA on the fake driver" ||
         fail "torch rows: not the fake-driver reason: $tn"
 else
@@ -126,6 +131,41 @@ if ! command -v nvidia-smi >/dev/null 2>&1; then
     rc=$?
     [ $rc = 77 ] && [ "$(echo "$out" | wc -l)" = 1 ] || fail "no GPU: exit $rc, output '$out'"
     [ ! -e "$W/nogpu" ] || fail "no GPU: $W/nogpu made"
+fi
+
+# ---- 5. the GPU path, with an nvidia-smi that describes one -------------------------
+# run.sh without --fake, as on a GPU machine, over the fake driver: the
+# version check, the nvcc flags and the "fails alone" SKIP are exercised
+# before a GPU runs them.  (Only the drv and nvcc rows: torch's need a GPU.)
+mkdir -p "$W/smi"
+cat >"$W/smi/nvidia-smi" <<'EOF2'
+#!/bin/sh
+# describes one H200 whose driver speaks CUDA $SMI_CUDA
+case "$*" in
+-L) echo "GPU 0: NVIDIA H200 (UUID: GPU-0)" ;;
+*compute_cap*--format*) case "$*" in *name*) echo "NVIDIA H200, 580.00, 9.0" ;; *) echo 9.0 ;; esac ;;
+*) echo "| NVIDIA-SMI 580.00    Driver Version: 580.00    CUDA Version: $SMI_CUDA |" ;;
+esac
+EOF2
+chmod +x "$W/smi/nvidia-smi"
+gpu_run() { # NAME CUDA_VERSION
+    PATH="$W/smi:$PATH" SMI_CUDA=$2 LD_LIBRARY_PATH="$TDM_BINARY_DIR/tests/fakes/cuda/lib" \
+        GPU_ROWS='^cuda_' bash "$RUN_SH" -b "$TDM_BINARY_DIR" -o "$W/$1" >"$W/$1.stdout" 2>&1
+}
+gpu_run gpu12 12.8
+rc=$?
+[ $rc = 0 ] || fail "GPU path (driver CUDA 12.8): exit $rc"
+grep -q "NVIDIA H200.*driver CUDA 12.8" "$W/gpu12/machine.txt" || fail "GPU path: machine.txt: $(cat "$W/gpu12/machine.txt")"
+[ "$(verdict "$W/gpu12" "cuda_drv cache")" = PASS ] || fail "GPU path: cuda_drv cache not PASS"
+if [ "$nvcc_found" != none ]; then
+    note "$W/gpu12" "cuda_app static observe" | grep -q "is newer than the driver's CUDA 12.8" ||
+        fail "GPU path: an nvcc newer than the driver not said: $(note "$W/gpu12" "cuda_app static observe")"
+    nvmajor=$(sed -n 's/.*nvcc [^ ]* (\([0-9]*\)\..*/\1/p' "$W/gpu12/machine.txt")
+    gpu_run gpu_same "$nvmajor.9"
+    rc=$?
+    [ $rc = 0 ] || fail "GPU path (driver CUDA $nvmajor.9): exit $rc"
+    note "$W/gpu_same" "cuda_streams ptds cache" | grep -q "fails without tidemark" ||
+        fail "GPU path: a program failing alone not said: $(note "$W/gpu_same" "cuda_streams ptds cache")"
 fi
 
 [ $fails = 0 ] || { echo "$fails check(s) failed; artifacts in $W"; exit 1; }
