@@ -43,6 +43,14 @@ _started = False
 _pickle_path = None
 _memory = None     # torch.cuda.memory (or a test's stand-in)
 _cuda = None       # torch.cuda (or a test's stand-in)
+_entries = None    # the max_entries PyTorch's history was turned on with
+# PyTorch's history ring when TIDEMARK_CONF sets no max_entries: it holds
+# every tensor event (alloc, free_requested, free_completed), so it fills
+# far faster than tidemark's own ring, which then holds segments only.
+# Each entry costs PyTorch about 0.5 KiB of host memory with Python stacks
+# (about 2 GiB at 4 million); when it wraps anyway, the merged snapshot
+# says so (_with_ring below, merge_torch.c).
+TORCH_MAX_ENTRIES = 4000000
 
 
 def _say(what):
@@ -180,7 +188,9 @@ def _history_call(record, max_entries):
 
 
 def _max_entries(conf):
-    entries = 1000000
+    """The ring of PyTorch's history: TIDEMARK_CONF's max_entries when it
+    sets one (the user's word for both rings), else TORCH_MAX_ENTRIES."""
+    entries = TORCH_MAX_ENTRIES
     for key, value in _conf_items(conf):
         if key == "max_entries":
             try:
@@ -200,7 +210,9 @@ def _start_history(cuda, version, conf):
              "segments (reserved memory), not tensors"
              % (version, "_record_memory_history" if record is None else "_snapshot"))
         return False
-    turn_on = _history_call(record, _max_entries(conf))
+    global _entries
+    _entries = _max_entries(conf)
+    turn_on = _history_call(record, _entries)
     if turn_on is None:
         _say("this torch (%s) keeps no allocation trace (torch 2.0 or later does): "
              "tidemark sees PyTorch's segments (reserved memory), not tensors" % version)
@@ -269,6 +281,28 @@ def _with_stats(snap):
     return snap
 
 
+def _with_ring(snap):
+    """PyTorch's snapshot with what its history ring was: max_entries and,
+    per device, how many entries it held when that was max_entries or more
+    ("tidemark_history": {"max_entries": N, "full": {device: entries}}).
+    A full ring has likely wrapped, keeping only the newest entries without
+    a word (the parameters' allocations first among the lost); the merge
+    says so in the snapshot instead of losing their categories silently."""
+    traces = snap.get("device_traces") if isinstance(snap, dict) else None
+    if not isinstance(traces, list) or not _entries:
+        return snap
+    full = {d: len(t) for d, t in enumerate(traces)
+            if isinstance(t, list) and len(t) >= _entries}
+    snap["tidemark_history"] = {"max_entries": int(_entries), "full": full}
+    if full:
+        _say("PyTorch's memory history filled its ring of %d entries (max_entries) on "
+             "device%s %s: its oldest tensor events are lost, and with them the "
+             "categories of what was allocated first (parameters); a larger "
+             "max_entries in TIDEMARK_CONF keeps more"
+             % (_entries, "" if len(full) == 1 else "s", ", ".join(str(d) for d in full)))
+    return snap
+
+
 def _dump_history():
     """At exit: PyTorch's snapshot (with tidemark's marks) beside tidemark's
     own, written whole or not at all.  Nothing when CUDA never started."""
@@ -277,7 +311,7 @@ def _dump_history():
         if initialized is not None and not initialized():
             return
         import pickle
-        snap = _with_stats(_with_marks(_memory._snapshot()))
+        snap = _with_ring(_with_stats(_with_marks(_memory._snapshot())))
         folder = os.path.dirname(_pickle_path)
         if folder:
             os.makedirs(folder, exist_ok=True)

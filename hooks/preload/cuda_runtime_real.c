@@ -334,13 +334,31 @@ static int walk_for(const void *caller, uintptr_t *lo, uintptr_t *hi, int *runti
     return 1;
 }
 
+/* A fork while another thread holds callers_lock (a DataLoader forking
+ * while a thread makes its first runtime call) must not leave the child's
+ * copy taken: the forking thread holds it across fork. */
+static void callers_prepare(void)
+{
+    pthread_mutex_lock(&callers_lock);
+}
+static void callers_release(void)
+{
+    pthread_mutex_unlock(&callers_lock);
+}
+static void callers_atfork(void)
+{
+    pthread_atfork(callers_prepare, callers_release, callers_release);
+}
+
 /* First call from a call site: its object's runtime, remembered. */
 static __attribute__((noinline)) int runtime_slow(const void *caller)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
     uintptr_t a = (uintptr_t)caller;
     if (caller == NULL || tdm__cuda_is_ours(caller) ||
         atomic_load_explicit(&callers_full, memory_order_relaxed))
         return 0;
+    pthread_once(&once, callers_atfork);
     pthread_mutex_lock(&callers_lock);
     int rt = object_runtime(a);
     if (rt >= 0 && !site_remember(a, rt))

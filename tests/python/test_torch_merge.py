@@ -125,6 +125,10 @@ def check_merged(tdm, report, what):
         fail("%s: the summary does not say where the tensors come from" % what)
     if "torch.pickle" in r.stderr:
         fail("%s: a merged snapshot still says a pickle is beside it: %s" % (what, r.stderr))
+    if "filled its ring" in r.stdout or not re.search(r"events +\d+ recorded, 0 dropped",
+                                                      r.stdout):
+        fail("%s: a history that did not wrap is said to have lost events:\n%s"
+             % (what, r.stdout))
     print("%s: peak allocated %d B (torch's requested peak), stats peak %d B "
           "(max_memory_allocated), reserved peak %d B, end %d B"
           % (what, d["peak_allocated"], int(st.group(2)) if st else -1,
@@ -144,6 +148,37 @@ if len(got) != 1 or not got[0].endswith(".tdm"):
 else:
     report = json.load(open(os.path.join(out, "report.json")))
     check_merged(os.path.join(out, got[0]), report, "run")
+
+# ---- PyTorch's ring wrapped -------------------------------------------------------
+# max_entries=50 (TIDEMARK_CONF: both rings): PyTorch keeps its newest 50
+# trace entries and says nothing of the rest, so the parameters' allocations
+# are gone from the history.  The merged snapshot must say so (a note, the
+# lost allocations counted as dropped events), in summary and categories.
+out = tempfile.mkdtemp(prefix="tdm-merge-wrap-")
+r = subprocess.run([TIDEMARK, "run", "-q", "-o", out, "--conf", "max_entries=50", "--",
+                    sys.executable, CHILD, "plain", "3", PYDIR], capture_output=True,
+                   text=True, env=child_env(out), timeout=300)
+got = files(out)
+if r.returncode != 0 or len(got) != 1:
+    fail("wrapped run: exit %d, files %s: %s" % (r.returncode, got, (r.stdout + r.stderr)[-2000:]))
+else:
+    tdm = os.path.join(out, got[0])
+    if "filled its ring" not in r.stderr:
+        fail("wrapped run: nothing said on stderr: %s" % r.stderr[-2000:])
+    s = tidemark("summary", tdm).stdout
+    note = re.search(r"note +PyTorch's memory history filled its ring of 50 entries "
+                     r"\(max_entries\) on device 0: its oldest tensor events are lost "
+                     r"\(at least (\d+) tensor allocations", s)
+    dropped = re.search(r"events +\d+ recorded, (\d+) dropped", s)
+    if not note or not dropped or int(dropped.group(1)) < int(note.group(1)) or \
+            int(note.group(1)) == 0:
+        fail("wrapped run: the summary does not say PyTorch's ring wrapped:\n%s" % s)
+    else:
+        print("wrapped: %s allocations lost, %s events dropped"
+              % (note.group(1), dropped.group(1)))
+    c = tidemark("categories", tdm).stdout
+    if not re.search(r"history incomplete: [1-9]\d* events dropped", c):
+        fail("wrapped run: categories do not say the history is incomplete:\n%s" % c)
 
 # ---- a killed run, merged later ---------------------------------------------------
 out = tempfile.mkdtemp(prefix="tdm-merge-killed-")

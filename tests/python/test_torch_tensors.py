@@ -179,7 +179,8 @@ for conf, want in ((None, True), ("", True), ("torch_phases=off", False),
     if tidemark_torch.enabled_by_conf(conf) != want:
         fail("enabled_by_conf(%r): %s, want %s"
              % (conf, tidemark_torch.enabled_by_conf(conf), want))
-for conf, want in (("max_entries=5", 5), ("max_entries=5,max_entries=7", 7), ("", 1000000)):
+for conf, want in (("max_entries=5", 5), ("max_entries=5,max_entries=7", 7),
+                   ("", tidemark_tensors.TORCH_MAX_ENTRIES), ("record=all", 4000000)):
     if tidemark_tensors._max_entries(conf) != want:
         fail("_max_entries(%r): %s, want %s"
              % (conf, tidemark_tensors._max_entries(conf), want))

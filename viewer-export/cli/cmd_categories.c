@@ -372,6 +372,13 @@ static int run_snapshot(const char *path, unsigned nsamples, int device, const c
     if (tdm__categories_infer(m, &cats) != TDM_OK)
         goto oom;
     printf("%s\n", path);
+    /* A window that lost its oldest events (tidemark's ring, or PyTorch's
+     * in a merged snapshot) lost what was allocated first: parameters. */
+    if (snap->dropped_events)
+        printf("  history incomplete: %" PRIu64 " events dropped before the window; what "
+               "was allocated before it (parameters, optimizer state) may lack its "
+               "category (the summary's note says more)\n",
+               snap->dropped_events);
     int shown = 0;
     for (size_t dev = 0; dev < m->device_count; dev++) {
         const tdm_model_device *d = &m->devices[dev];

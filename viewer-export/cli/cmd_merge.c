@@ -69,6 +69,7 @@ static int run_merge(const merge_job *j)
     tdm_snap *t = NULL, *p = NULL, *m = NULL;
     tdm_snap_device_stats *stats = NULL;
     size_t nstats = 0;
+    tdm_merge_torch_ring ring = {0};
     char err[320] = "";
     int rc = TDM_EXIT_OK;
     tdm_status s = tdm__snap_read_file(j->tdm, 0, &t, &rerr);
@@ -84,7 +85,7 @@ static int run_merge(const merge_job *j)
         rc = TDM_EXIT_OK;
         goto out;
     }
-    s = tdm__merge_torch_load(j->pickle, &p, &stats, &nstats, err, sizeof err);
+    s = tdm__merge_torch_load(j->pickle, &p, &stats, &nstats, &ring, err, sizeof err);
     if (s != TDM_OK) {
         fprintf(stderr, "tidemark %s: %s: %s (reading it as PyTorch's memory history): %s; "
                         "%s left as it is\n", j->cmd, j->pickle, tdm_strerror(s), err, j->tdm);
@@ -93,7 +94,7 @@ static int run_merge(const merge_job *j)
     }
     const char *base = strrchr(j->pickle, '/');
     tdm_merge_torch_report rep;
-    s = tdm__merge_torch(t, p, stats, nstats, base ? base + 1 : j->pickle, &m, &rep, err,
+    s = tdm__merge_torch(t, p, stats, nstats, &ring, base ? base + 1 : j->pickle, &m, &rep, err,
                          sizeof err);
     if (s != TDM_OK) {
         fprintf(stderr, "tidemark %s: %s cannot be merged: %s; %s left as it is\n", j->cmd,
@@ -128,11 +129,17 @@ static int run_merge(const merge_job *j)
                 base ? base + 1 : j->pickle, rep.left_out,
                 rep.marks_from_torch ? "PyTorch" : "tidemark",
                 rep.stats_from_torch ? "PyTorch" : "tidemark");
+    if (rep.ring_full) /* quiet or not: the history is not whole */
+        fprintf(stderr, "tidemark %s: %s: PyTorch's memory history filled its ring "
+                        "(max_entries=%" PRIu64 "): its oldest tensor events are lost%s; "
+                        "see the snapshot's note\n", j->cmd, j->out, ring.max_entries,
+                rep.torch_lost ? "" : " (how many, torch.cuda.memory_stats cannot say)");
 out:
     tdm__merge_torch_free(m);
     if (p)
         tdm__import_pytorch_free(p);
     free(stats);
+    free(ring.full);
     tdm__snap_free(t);
     return rc;
 }

@@ -11,6 +11,7 @@
 #define _GNU_SOURCE /* asprintf */
 #include "merge_torch.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -429,6 +430,56 @@ void tdm__merge_torch_free(tdm_snap *snap)
     free(m);
 }
 
+/* The tensor allocations PyTorch's ring lost on `device`, as far as its
+ * statistics say: the allocations it counted (allocation.all.allocated)
+ * less those in the window; 0 when they cannot say. */
+static uint64_t ring_lost(const tdm_snap *p, const tdm_snap_device_stats *stats, size_t nstats,
+                          int32_t device)
+{
+    uint64_t in_window = 0;
+    for (size_t i = 0; i < p->event_count; i++)
+        in_window += p->events[i].device == device && p->events[i].action == TDM_ACTION_ALLOC;
+    for (size_t j = 0; j < nstats; j++)
+        if (stats[j].device == device && stats[j].pool == TDM_STAT_POOL_ALL) {
+            int64_t made = stats[j].stats.allocation.allocated;
+            return made > 0 && (uint64_t)made > in_window ? (uint64_t)made - in_window : 0;
+        }
+    return 0;
+}
+
+/* The notes' line for a ring that was full at the end (malloc'd; "" when
+ * none was, NULL when out of memory); the allocations lost into *lost. */
+static char *ring_note(const tdm_snap *p, const tdm_snap_device_stats *stats, size_t nstats,
+                       const tdm_merge_torch_ring *ring, uint64_t *lost)
+{
+    *lost = 0;
+    if (!ring || !ring->nfull)
+        return strdup("");
+    char *devs = strdup(""), *line = NULL;
+    for (size_t i = 0; devs && i < ring->nfull; i++) {
+        uint64_t n = ring_lost(p, stats, nstats, ring->full[i]);
+        char *more = NULL;
+        *lost += n;
+        if (asprintf(&more, "%s%s%d", devs, i ? ", " : "", (int)ring->full[i]) < 0)
+            more = NULL;
+        free(devs);
+        devs = more;
+    }
+    char count[96] = "";
+    if (*lost)
+        snprintf(count, sizeof count, " (at least %" PRIu64 " tensor allocation%s, by "
+                 "torch.cuda.memory_stats)", *lost, *lost == 1 ? "" : "s");
+    if (devs && asprintf(&line, "\nPyTorch's memory history filled its ring of %" PRIu64
+                         " entries (max_entries) on device%s %s: its oldest tensor events "
+                         "are lost%s, so what was allocated before the window (parameters, "
+                         "optimizer state) has no history and counts as unknown in "
+                         "categories; a larger max_entries keeps more",
+                         ring->max_entries, ring->nfull == 1 ? "" : "s", devs, count) < 0)
+        line = NULL;
+    free(devs);
+    return line;
+}
+
 /* Why PyTorch's history cannot be merged, or NULL. */
 static const char *unmergeable(const tdm_snap *p)
 {
@@ -448,8 +499,9 @@ static const char *unmergeable(const tdm_snap *p)
 
 tdm_status tdm__merge_torch(const tdm_snap *t, const tdm_snap *p,
                             const tdm_snap_device_stats *stats, size_t nstats,
-                            const char *source, tdm_snap **out,
-                            tdm_merge_torch_report *rep, char *err, size_t errlen)
+                            const tdm_merge_torch_ring *ring, const char *source,
+                            tdm_snap **out, tdm_merge_torch_report *rep, char *err,
+                            size_t errlen)
 {
     *out = NULL;
     memset(rep, 0, sizeof *rep);
@@ -481,15 +533,22 @@ tdm_status tdm__merge_torch(const tdm_snap *t, const tdm_snap *p,
          * nor a cache of tidemark's own: PyTorch's caching allocator. */
         m->snap.header.alloc_mode = "torch";
         const char *notes = t->header.notes ? t->header.notes : "";
-        ok = asprintf(&m->notes, "%s%s" TDM_MERGE_TORCH_NOTE " (%s), merged by tidemark; "
-                      "reserved memory from tidemark's own segment events", notes,
-                      notes[0] ? "\n" : "", source) >= 0;
+        uint64_t lost = 0;
+        char *full = ring_note(p, stats, nstats, ring, &lost);
+        ok = full && asprintf(&m->notes, "%s%s" TDM_MERGE_TORCH_NOTE " (%s), merged by "
+                              "tidemark; reserved memory from tidemark's own segment "
+                              "events%s", notes, notes[0] ? "\n" : "", source, full) >= 0;
+        free(full);
         if (!ok)
             m->notes = NULL;
         m->snap.header.notes = m->notes;
         m->snap.imported = t->imported;
         m->snap.imported_count = t->imported_count;
-        m->snap.dropped_events = t->dropped_events;
+        /* PyTorch's lost events are the merged history's dropped ones too:
+         * summary, view and replay then say the window starts mid-run. */
+        m->snap.dropped_events = t->dropped_events + p->dropped_events + lost;
+        rep->torch_lost = lost;
+        rep->ring_full = ring && ring->nfull > 0;
         m->snap.complete = 1;
         rep->stats_from_torch = nstats > 0;
         rep->marks_from_torch = !k.tdm_marks && p->phase_count > 1;

@@ -45,27 +45,44 @@ typedef struct tdm_merge_torch_report {
     uint64_t tensor_events;  /* events taken from PyTorch's history */
     uint64_t left_out;       /* tidemark's alloc/free events over PyTorch's memory */
     uint64_t torch_segments; /* final-state segments from PyTorch */
+    uint64_t torch_lost;     /* tensor allocations PyTorch's full ring lost (a floor) */
     int stats_from_torch;    /* the statistics are PyTorch's */
     int marks_from_torch;    /* tidemark had no marks: PyTorch's were used */
+    int ring_full;           /* PyTorch's ring was full on some device */
 } tdm_merge_torch_report;
 
+/* PyTorch's history ring as tidemark_tensors.py saw it at exit (the
+ * pickle's `tidemark_history`: {"max_entries": N, "full": {device:
+ * entries}}).  PyTorch keeps the newest max_entries trace entries and says
+ * nothing of the rest, so a ring that holds max_entries at the end has
+ * likely lost its oldest: the merge says so in the notes and counts what
+ * torch.cuda.memory_stats shows lost as dropped events. */
+typedef struct tdm_merge_torch_ring {
+    uint64_t max_entries; /* 0: not said (a pickle from elsewhere) */
+    int32_t *full;        /* malloc'd: the devices whose ring was full */
+    size_t nfull;
+} tdm_merge_torch_ring;
+
 /* PyTorch's history read from the pickle at `path`: the imported snapshot
- * (free with tdm__import_pytorch_free) and its memory_stats rows (malloc'd,
- * may be none).  Errors as the importer's: TDM_IO_ERROR, TDM_FORMAT_ERROR
- * ("at byte N: ..." in err), TDM_HOST_OUT_OF_MEMORY. */
+ * (free with tdm__import_pytorch_free), its memory_stats rows (malloc'd,
+ * may be none) and its ring (free ring->full).  Errors as the importer's:
+ * TDM_IO_ERROR, TDM_FORMAT_ERROR ("at byte N: ..." in err),
+ * TDM_HOST_OUT_OF_MEMORY. */
 tdm_status tdm__merge_torch_load(const char *path, tdm_snap **torch,
-                                 tdm_snap_device_stats **stats, size_t *nstats, char *err,
-                                 size_t errlen);
+                                 tdm_snap_device_stats **stats, size_t *nstats,
+                                 tdm_merge_torch_ring *ring, char *err, size_t errlen);
 
 /* The merged snapshot of `tdm` and `torch` (see above); `source` names the
- * pickle in the notes.  The result borrows strings from both inputs: free
- * it with tdm__merge_torch_free before them.  TDM_FORMAT_ERROR with err
- * set when the history cannot be merged (no tensors, no time stamps);
+ * pickle in the notes; `ring` (may be NULL) what PyTorch's ring was.  The
+ * result borrows strings from both inputs: free it with
+ * tdm__merge_torch_free before them.  TDM_FORMAT_ERROR with err set when
+ * the history cannot be merged (no tensors, no time stamps);
  * TDM_HOST_OUT_OF_MEMORY. */
 tdm_status tdm__merge_torch(const tdm_snap *tdm, const tdm_snap *torch,
                             const tdm_snap_device_stats *stats, size_t nstats,
-                            const char *source, tdm_snap **out,
-                            tdm_merge_torch_report *report, char *err, size_t errlen);
+                            const tdm_merge_torch_ring *ring, const char *source,
+                            tdm_snap **out, tdm_merge_torch_report *report, char *err,
+                            size_t errlen);
 void tdm__merge_torch_free(tdm_snap *merged);
 
 /* Nonzero when `snap` is the result of a merge already. */

@@ -2,7 +2,8 @@
  * merge (merge_torch.h): the pickle imported as `tidemark import` does,
  * plus the memory_stats rows tidemark_tensors.py adds under
  * `tidemark_memory_stats` ({device: {"allocated_bytes.all.peak": N, ...}},
- * torch.cuda.memory_stats' flat keys).  No state, no locks. */
+ * torch.cuda.memory_stats' flat keys) and what its history ring was
+ * (`tidemark_history`, merge_torch.h).  No state, no locks. */
 #include "merge_torch.h"
 #include "import_formats.h"
 #include "pickle_read.h"
@@ -127,13 +128,36 @@ static tdm_status read_stats(const tdm_pkv *root, tdm_snap_device_stats **out, s
     return TDM_OK;
 }
 
+/* tidemark_history: the ring's max_entries and its full devices; entries
+ * of another shape are left out, as for the statistics. */
+static tdm_status read_ring(const tdm_pkv *root, tdm_merge_torch_ring *ring)
+{
+    const tdm_pkv *h = tdm__pk_get(root, "tidemark_history");
+    uint64_t me;
+    if (!h || h->type != TDM_PKV_DICT || tdm__pk_u64(tdm__pk_get(h, "max_entries"), &me) != 0)
+        return TDM_OK;
+    ring->max_entries = me;
+    const tdm_pkv *full = tdm__pk_get(h, "full");
+    if (!full || full->type != TDM_PKV_DICT || full->n == 0 || full->n > 32768)
+        return TDM_OK;
+    if (!(ring->full = calloc(full->n, sizeof *ring->full)))
+        return TDM_HOST_OUT_OF_MEMORY;
+    for (uint32_t i = 0; i < full->n; i++) {
+        uint64_t dev;
+        if (tdm__pk_u64(full->v.items[2 * i], &dev) == 0 && dev <= 32767)
+            ring->full[ring->nfull++] = (int32_t)dev;
+    }
+    return TDM_OK;
+}
+
 tdm_status tdm__merge_torch_load(const char *path, tdm_snap **torch,
-                                 tdm_snap_device_stats **stats, size_t *nstats, char *err,
-                                 size_t errlen)
+                                 tdm_snap_device_stats **stats, size_t *nstats,
+                                 tdm_merge_torch_ring *ring, char *err, size_t errlen)
 {
     *torch = NULL;
     *stats = NULL;
     *nstats = 0;
+    memset(ring, 0, sizeof *ring);
     unsigned char *buf;
     size_t got;
     tdm_status rs = tdm__import_read_file(path, &buf, &got, err, errlen);
@@ -150,11 +174,18 @@ tdm_status tdm__merge_torch_load(const char *path, tdm_snap **torch,
         s = tdm__pk_parse(buf, got, &doc, &root, &perr);
         if (s == TDM_OK)
             s = read_stats(root, stats, nstats);
+        if (s == TDM_OK)
+            s = read_ring(root, ring);
         tdm__pk_free(doc);
         if (s != TDM_OK) {
             snprintf(err, errlen, "out of memory reading its statistics");
             tdm__import_pytorch_free(*torch);
             *torch = NULL;
+            free(*stats);
+            *stats = NULL;
+            *nstats = 0;
+            free(ring->full);
+            memset(ring, 0, sizeof *ring);
         }
     }
     free(buf);

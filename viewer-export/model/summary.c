@@ -123,8 +123,12 @@ static void print_snapshot(FILE *out, const tdm_snap *s, const tdm_model *m,
         print_text_line(out, "config", h->config, o->verbose);
     if (h->metadata && h->metadata[0])
         print_text_line(out, "metadata", h->metadata, o->verbose);
-    if (h->notes && h->notes[0]) /* what the recording could not see: whole */
-        print_text_line(out, "note", h->notes, 1);
+    /* What the recording could not see: whole, one line each. */
+    for (const char *n = h->notes; n && *n;) {
+        size_t len = strcspn(n, "\n");
+        fprintf(out, "  %-10s %.*s\n", "note", (int)len, n);
+        n += len + (n[len] == '\n');
+    }
     if (o->verbose && m->device_count) {
         fprintf(out, "  devices   ");
         for (size_t i = 0; i < m->device_count; i++)
