@@ -8,6 +8,9 @@
 . "${BASH_SOURCE[0]%/*}/lib.sh" TIDEMARK TRAIN_SIM
 cd "$work" || exit 1
 unset TIDEMARK_CONF LD_PRELOAD
+# train_sim is linked with libtidemark.so: run records it without the
+# preload (which a sanitizer build cannot load into it).
+export TIDEMARK_PRELOAD=
 
 TIDEMARK_CONF="dump=$work/oom.tdm" "$TRAIN_SIM" --steps 3 --batch 200000 --compute-us 0 \
   >"$work/oom.log" 2>&1
