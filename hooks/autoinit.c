@@ -30,8 +30,9 @@
  *    (tdm__snap_untouched); signal, out-of-memory and tdm_dump_snapshot
  *    dumps are written whatever they hold.
  *  - A template without %p: the first process of the job (its process
- *    group) to claim the name with O_EXCL keeps it; any other adds "-PID",
- *    so no process of a job writes over another's snapshot.
+ *    group) to move its snapshot into place keeps the name (link(2), no
+ *    empty claim file first); any other adds "-PID", so no process of a
+ *    job writes over another's snapshot.
  *  - Out-of-memory dumps run in the allocating thread (alloc/ calls on_oom
  *    with no allocator lock held); at most OOM_DUMPS_MAX per process.
  *  - Messages go to stderr with one write() each, so lines from several
@@ -57,6 +58,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "format_file.h"
@@ -168,7 +170,6 @@ static void dump_now(enum dump_kind kind)
 {
     char path[TDM__CONF_PATH_MAX];
     tdm_snap *snap = NULL;
-    int created = 0;
     /* Not on out-of-memory: that dump runs inside the failing allocation,
      * where the hooks must not call the vendor again. */
     if (kind != DUMP_OOM)
@@ -221,20 +222,34 @@ static void dump_now(enum dump_kind kind)
         goto out;
     }
     /* Another process of this job (one this one exec'd in a child, as a
-     * shell or launcher does, or one the same script ran before) wrote or
-     * claimed the name: keep its snapshot, and write ours beside it. */
-    if (!has_pid) {
-        int claim = tdm__dump_path_claim(path, g.job_start_us);
-        created = claim > 0;
-        if (claim < 0 && (st = add_pid(path)) != TDM_OK) {
+     * shell or launcher does, or one the same script ran before) wrote the
+     * name: keep its snapshot, and write ours beside it.  A file from an
+     * earlier run is replaced.  Where nothing is, the snapshot is moved
+     * into place only if nothing is there still (link(2)): no empty file
+     * ever claims the name first, to stay after a kill or to take the
+     * umask's permissions. */
+    int exclusive = 0;
+    struct stat there;
+    if (!has_pid && lstat(path, &there) != 0)
+        exclusive = 1;
+    else if (!has_pid && tdm__dump_path_written_since(path, g.job_start_us) &&
+             (st = add_pid(path)) != TDM_OK) {
+        say("tidemark: dump path '%s' is too long once expanded; no snapshot "
+            "written", g.cfg.dump);
+        goto out;
+    }
+    size_t events = snap->event_count;
+    uint64_t dropped = snap->dropped_events;
+    st = tdm__snap_write_as(snap, path, !exclusive);
+    if (st == TDM_IO_ERROR && exclusive && errno == EEXIST) {
+        /* Another process of the job got there while this one wrote. */
+        if ((st = add_pid(path)) != TDM_OK) {
             say("tidemark: dump path '%s' is too long once expanded; no snapshot "
                 "written", g.cfg.dump);
             goto out;
         }
+        st = tdm__snap_write(snap, path);
     }
-    size_t events = snap->event_count;
-    uint64_t dropped = snap->dropped_events;
-    st = tdm__snap_write(snap, path);
     int why = errno; /* on TDM_IO_ERROR: an errno value or a TDM__OUT_* code */
     if (st == TDM_OK && dropped)
         say("tidemark: wrote snapshot to %s (%zu events, %llu dropped)", path,
@@ -248,8 +263,6 @@ static void dump_now(enum dump_kind kind)
     if (st != TDM_OK) {
         say("tidemark: cannot write snapshot to %s: %s", path,
             st == TDM_IO_ERROR && why ? tdm__out_strerror(why) : tdm_strerror(st));
-        if (created)
-            unlink(path); /* the empty file that claimed the name */
     }
 out:
     tdm__rec_snapshot_free(snap);

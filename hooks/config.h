@@ -265,13 +265,6 @@ int tdm__dump_path_written_since(const char *path, uint64_t since_us);
  * leader cannot be read. */
 uint64_t tdm__dump_path_group_start_us(uint64_t own_start_us);
 
-/* Claims `path` for this process's snapshot, for a template without %p:
- * 1 when this process created it (O_EXCL: of several processes ending at
- * once, one wins), 0 when it may be written over (an older run's file, or
- * one that cannot be created: the write then says why), -1 when another
- * process of the run wrote or claimed it since `since_us`. */
-int tdm__dump_path_claim(const char *path, uint64_t since_us);
-
 /* ---- load-time enabling (autoinit.c) ----------------------------------- */
 
 /* Applies TIDEMARK_CONF text as the load-time constructor does: prints

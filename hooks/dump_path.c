@@ -4,15 +4,15 @@
  * %l local rank, %t start time, %% percent), numbering repeated dumps
  * (a suffix such as "-2" before the extension), creating the folders a
  * dump goes into, and telling a file another process of the same job
- * wrote (or claimed) from one a previous run left.
+ * wrote from one a previous run left.
  *
  * Invariants: a template that passed tdm__dump_path_check expands without
  * error unless the result is too long; an unknown rank expands to 0 so that
  * a single-process run and rank 0 of a job name their files alike; %t is the
  * time tidemark started in this process, so every dump of one run shares it.
  *
- * Lock: none; pure functions over caller memory, except make_parent,
- * written_since and claim, which touch the file system, and
+ * Lock: none; pure functions over caller memory, except make_parent
+ * and written_since, which touch the file system, and
  * group_start_us, which reads /proc.
  */
 #include "config.h"
@@ -255,18 +255,6 @@ uint64_t tdm__dump_path_group_start_us(uint64_t own_start_us)
     unsigned long long ticks = strtoull(p + 1, NULL, 10);
     uint64_t leader_us = boot * 1000000u + ticks * 1000000u / (uint64_t)ticks_per_s;
     return leader_us < own_start_us ? leader_us : own_start_us;
-}
-
-int tdm__dump_path_claim(const char *path, uint64_t since_us)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0) {
-        close(fd);
-        return 1;
-    }
-    if (errno != EEXIST)
-        return 0; /* the write will say what is wrong */
-    return tdm__dump_path_written_since(path, since_us) ? -1 : 0;
 }
 
 /* Whether the template names the pid (%p, not the escaped %%p). */

@@ -23,7 +23,7 @@
 /* ---- options ------------------------------------------------------------ */
 
 static const char *const kind_names[TDM_GATE_KIND_COUNT_] = {
-    "max-peak", "max-reserved", "max-leak", "max-growth"};
+    "max-peak", "max-reserved", "max-leak", "max-growth", "no-oom"};
 
 const char *tdm__gate_kind_name(tdm_gate_kind kind)
 {
@@ -125,6 +125,9 @@ int tdm__gate_option(const char *cmd, int code, const char *arg, tdm_gate_option
     case TDM_GATE_OPT_ALLOW_EMPTY:
         o->allow_empty = 1;
         return 1;
+    case TDM_GATE_OPT_ALLOW_OOM:
+        o->allow_oom = 1;
+        return 1;
     default:
         return 0;
     }
@@ -158,6 +161,9 @@ void tdm__gate_options_help(FILE *out)
           "                         it is an error, exit 2)\n"
           "  --allow-empty          pass when nothing was measured (every file records\n"
           "                         no device memory used); without it, exit 5\n"
+          "  --allow-oom            pass a device that ran out of memory; without it an\n"
+          "                         out-of-memory event fails the run whatever its peak\n"
+          "                         (gate no-oom, which comes with every other gate)\n"
           "  (a SIZE without a unit is bytes; one under 1 MiB, other than 0, is said\n"
           "  back with a warning: write 12GiB, or 12B for bytes)\n"
           "reporting:\n"
@@ -221,6 +227,22 @@ static void measure(const tdm_input *in, size_t di, tdm_gate_kind kind,
         } else {
             r->status = TDM_GATE_ERROR;
             r->note = "no segment history or allocator stats to measure reserved bytes from";
+        }
+        return;
+    case TDM_GATE_NO_OOM:
+        if (history) {
+            int64_t k = tdm__model_first_oom(m, di);
+            r->value = (int64_t)d->oom_events;
+            r->at_seq = k;
+            if (k >= 0) {
+                r->oom_requested = in->snap->events[k].requested;
+                r->oom_free = in->snap->events[k].addr;
+            }
+        } else if (d->stats) {
+            r->value = (int64_t)d->stats->num_ooms;
+            r->from_stats = 1;
+            r->at_seq = end_seq;
+            r->at_end = 1;
         }
         return;
     case TDM_GATE_MAX_LEAK:
@@ -330,13 +352,35 @@ tdm_status tdm__gate_evaluate(const tdm_gate_options *o, const tdm_input *inputs
 {
     size_t cap = 0;
     memset(rep, 0, sizeof *rep);
+    /* An out-of-memory event fails a run whatever else is asked. */
+    unsigned enabled = o->enabled;
+    if (enabled && !o->allow_oom)
+        enabled |= 1u << TDM_GATE_NO_OOM;
     for (size_t f = 0; f < input_count; f++) {
         const tdm_input *in = &inputs[f];
         for (int k = 0; k < TDM_GATE_KIND_COUNT_; k++) {
-            if (!(o->enabled & (1u << k)))
+            if (!(enabled & (1u << k)))
                 continue;
             tdm_gate_result r = {.file = f, .kind = (tdm_gate_kind)k,
                                  .device = o->device, .dev_index = -1};
+            if (k == TDM_GATE_NO_OOM) {
+                /* A result only where a device ran out of memory: a file
+                 * that could not be read, or has no such device, is said
+                 * by the other gates. */
+                if (!in->model || tdm__gate_input_empty(in))
+                    continue;
+                for (size_t d = 0; d < in->model->device_count; d++) {
+                    if (o->device >= 0 && in->model->devices[d].ordinal != o->device)
+                        continue;
+                    tdm_gate_result one = r;
+                    one.dev_index = (int)d;
+                    one.device = in->model->devices[d].ordinal;
+                    judge(o, baseline, in, &one);
+                    if (one.status == TDM_GATE_FAIL && push(rep, &cap, &one))
+                        goto oom;
+                }
+                continue;
+            }
             if (!in->model) {
                 r.status = TDM_GATE_ERROR;
                 r.note = in->error ? in->error : "could not be read";

@@ -12,7 +12,12 @@
  *   max-reserved  the highest reserved (segment) bytes;
  *   max-leak      the bytes still allocated when the snapshot was taken;
  *   max-growth    the peak's growth over the baseline file's peak on the
- *                 same device ordinal, in percent.
+ *                 same device ordinal, in percent;
+ *   no-oom        the device ran out of memory: asked for by no option,
+ *                 it comes with any of the others unless --allow-oom
+ *                 (a peak is low *because* the allocation failed), and
+ *                 gives a result only where an out-of-memory event (or,
+ *                 without history, an allocator OOM count) is.
  * A figure above its limit fails the gate; equal passes.
  *
  * Nothing measured is no pass.  A file that records no device memory used
@@ -63,10 +68,11 @@ typedef enum tdm_gate_kind {
     TDM_GATE_MAX_RESERVED,
     TDM_GATE_MAX_LEAK,
     TDM_GATE_MAX_GROWTH,
+    TDM_GATE_NO_OOM,
     TDM_GATE_KIND_COUNT_
 } tdm_gate_kind;
 
-/* "max-peak", "max-reserved", "max-leak", "max-growth". */
+/* "max-peak", "max-reserved", "max-leak", "max-growth", "no-oom". */
 const char *tdm__gate_kind_name(tdm_gate_kind kind);
 
 typedef struct tdm_gate_options {
@@ -82,6 +88,7 @@ typedef struct tdm_gate_options {
     const char *junit;         /* JUnit XML output path, or NULL */
     int github;                /* print GitHub Actions annotation lines */
     int allow_empty;           /* nothing measured passes (--allow-empty) */
+    int allow_oom;             /* an out-of-memory event passes (--allow-oom) */
 } tdm_gate_options;
 
 void tdm__gate_options_init(tdm_gate_options *o);
@@ -100,6 +107,7 @@ enum {
     TDM_GATE_OPT_JUNIT,
     TDM_GATE_OPT_GITHUB,
     TDM_GATE_OPT_ALLOW_EMPTY,
+    TDM_GATE_OPT_ALLOW_OOM,
 };
 #define TDM_GATE_LONGOPTS                                                      \
     {"max-peak", required_argument, NULL, TDM_GATE_OPT_MAX_PEAK},              \
@@ -112,7 +120,8 @@ enum {
     {"frames", required_argument, NULL, TDM_GATE_OPT_FRAMES},                  \
     {"junit", required_argument, NULL, TDM_GATE_OPT_JUNIT},                    \
     {"github", no_argument, NULL, TDM_GATE_OPT_GITHUB},                        \
-    {"allow-empty", no_argument, NULL, TDM_GATE_OPT_ALLOW_EMPTY}
+    {"allow-empty", no_argument, NULL, TDM_GATE_OPT_ALLOW_EMPTY},              \
+    {"allow-oom", no_argument, NULL, TDM_GATE_OPT_ALLOW_OOM}
 
 /* Applies option `code` (a TDM_GATE_OPT_*) with its argument.  Returns 1
  * when it took it, 0 when `code` is not a gate option, -1 after printing a
@@ -150,6 +159,8 @@ typedef struct tdm_gate_result {
     int64_t at_seq;         /* position of the figure (sites are taken there) */
     int at_end;             /* the figure is the state at the dump */
     int from_stats;         /* measured from allocator stats (no history) */
+    uint64_t oom_requested; /* no-oom: the first one's bytes asked for */
+    uint64_t oom_free;      /* no-oom: and bytes free on the device then */
     const char *note;       /* why ERROR/SKIP, or NULL */
 } tdm_gate_result;
 

@@ -47,6 +47,18 @@ void tdm__gate_headline(char *buf, size_t len, const tdm_gate_result *r)
         snprintf(buf, len, "%s", r->note ? r->note : "not checked");
         return;
     }
+    if (r->kind == TDM_GATE_NO_OOM) {
+        if (r->status != TDM_GATE_FAIL)
+            snprintf(buf, len, "no out-of-memory event");
+        else if (r->from_stats)
+            snprintf(buf, len, "out of memory: %" PRId64 " out-of-memory return%s (allocator "
+                               "stats; no history)", r->value, r->value == 1 ? "" : "s");
+        else
+            snprintf(buf, len, "out of memory: %s asked for, %s free",
+                     tdm__fmt_bytes(a, sizeof a, r->oom_requested),
+                     tdm__fmt_bytes(b, sizeof b, r->oom_free));
+        return;
+    }
     tdm__fmt_sbytes(a, sizeof a, r->value);
     if (r->kind == TDM_GATE_MAX_GROWTH) {
         tdm__fmt_sbytes(b, sizeof b, r->limit);
@@ -144,7 +156,15 @@ tdm_status tdm__gate_print_failure(FILE *out, const tdm_gate_options *o,
     fprintf(out, "%s FAILED: %s\n", tdm__gate_kind_name(r->kind), head);
     fprintf(out, "  on         %s%s%s%s, %s\n", in->path, rank[0] ? " (" : "", rank,
             rank[0] ? ")" : "", dev);
-    if (r->kind == TDM_GATE_MAX_GROWTH) {
+    if (r->kind == TDM_GATE_NO_OOM) {
+        if (!r->from_stats)
+            fprintf(out, "  request    %" PRIu64 " B asked for, %" PRIu64 " B free on the device\n",
+                    r->oom_requested, r->oom_free);
+        fprintf(out, "  OOMs       %" PRId64 " out-of-memory %s: every figure of this run stops "
+                     "short of what it needed (--allow-oom passes it)\n",
+                r->value, r->from_stats ? (r->value == 1 ? "return" : "returns")
+                                        : (r->value == 1 ? "event" : "events"));
+    } else if (r->kind == TDM_GATE_MAX_GROWTH) {
         fprintf(out, "  baseline   %s%s%s\n", tdm__fmt_bytes_exact(a, sizeof a, (uint64_t)r->limit),
                 r->limit ? " in " : " (nothing on this device) in ",
                 o->baseline ? o->baseline : "the baseline");
@@ -166,6 +186,12 @@ tdm_status tdm__gate_print_failure(FILE *out, const tdm_gate_options *o,
     }
     tdm__gate_when(when, sizeof when, in, r);
     fprintf(out, "  when       %s\n", when);
+    if (r->kind == TDM_GATE_NO_OOM && !r->from_stats && r->at_seq >= 0 &&
+        in->snap->events[r->at_seq].stack_id) {
+        fprintf(out, "  site       ");
+        tdm__site_print_frames(out, in->snap, in->snap->events[r->at_seq].stack_id,
+                               o->frames ? o->frames : 1, 13);
+    }
     if (r->kind == TDM_GATE_MAX_GROWTH && o->baseline)
         fprintf(out, "  what grew  tidemark diff %s %s\n", o->baseline, in->path);
 
@@ -179,8 +205,10 @@ tdm_status tdm__gate_print_failure(FILE *out, const tdm_gate_options *o,
         total += sites[live++].live_bytes;
     if (live && o->top) {
         fprintf(out, "  top allocation sites live %s (%zu site%s):\n",
-                r->at_end ? "at exit" : r->kind == TDM_GATE_MAX_RESERVED
-                                            ? "at the reserved peak" : "at the peak",
+                r->at_end                          ? "at exit"
+                : r->kind == TDM_GATE_MAX_RESERVED ? "at the reserved peak"
+                : r->kind == TDM_GATE_NO_OOM       ? "when it ran out"
+                                                   : "at the peak",
                 live, live == 1 ? "" : "s");
         for (size_t i = 0; i < live && i < o->top; i++) {
             char count[24];

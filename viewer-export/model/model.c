@@ -579,6 +579,19 @@ int64_t tdm__model_end_seq(const tdm_model *model)
     return (int64_t)model->snap->event_count - 1;
 }
 
+int64_t tdm__model_first_oom(const tdm_model *model, size_t di)
+{
+    if (di >= model->device_count || !model->devices[di].oom_events)
+        return -1;
+    int ordinal = model->devices[di].ordinal;
+    for (size_t i = 0; i < model->snap->event_count; i++) {
+        const tdm_event *e = &model->snap->events[i];
+        if (e->action == TDM_ACTION_OOM && e->device == ordinal)
+            return (int64_t)i;
+    }
+    return -1;
+}
+
 int64_t tdm__model_seq_at_time(const tdm_model *model, uint64_t time_ns)
 {
     const tdm_event *ev = model->snap->events;

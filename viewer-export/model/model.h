@@ -184,6 +184,11 @@ void tdm__model_free(tdm_model *model);
 int tdm__model_device_index(const tdm_model *model, int ordinal);
 /* The position of the dump: the last event's index (-1 without events). */
 int64_t tdm__model_end_seq(const tdm_model *model);
+/* The position of the first out-of-memory event of device `di` (an index
+ * into model->devices), -1 when its history has none.  The event says
+ * what the runtime said: addr = bytes free on the device, size = the
+ * request rounded, requested = the bytes asked for (event.h). */
+int64_t tdm__model_first_oom(const tdm_model *model, size_t di);
 /* The last position whose event time is <= time_ns (-1 if none); assumes
  * event times do not go backwards, which the recorder's clock ensures up
  * to threads racing for ring slots. */

@@ -390,6 +390,40 @@ static peak_view peak_of(const tdm_snap *s, const tdm_model_device *d, int torch
     return p;
 }
 
+/* The device ran out of memory: how often, and of the first time what
+ * the runtime's line said: the bytes asked for, the bytes free, when
+ * (time, step, phase) and where (the failed allocation's stack). */
+static void print_oom(FILE *out, const tdm_snap *s, const tdm_model *m, size_t di,
+                      const tdm_summary_options *o)
+{
+    const tdm_model_device *d = &m->devices[di];
+    char a[S_FMT], b[S_FMT], t[S_FMT], pbuf[32];
+    fprintf(out, "  OOMs           %" PRIu64 " out-of-memory event%s in the history", d->oom_events,
+            d->oom_events == 1 ? "" : "s");
+    int64_t k = tdm__model_first_oom(m, di);
+    if (k < 0) {
+        fputc('\n', out);
+        return;
+    }
+    const tdm_event *e = &s->events[k];
+    fprintf(out, "%s\n", d->oom_events == 1 ? "" : "; the first:");
+    fprintf(out, "                 %s asked for (%" PRIu64 " B), %s free on the device\n",
+            tdm__fmt_bytes(a, sizeof a, e->requested), e->requested,
+            tdm__fmt_bytes(b, sizeof b, e->addr));
+    fprintf(out, "                 at %s (event %" PRId64 ")", offset_of(t, s, m, e->time_ns), k);
+    if (e->step)
+        fprintf(out, ", step %u", e->step);
+    else
+        fprintf(out, ", before step 1");
+    if (e->phase)
+        fprintf(out, ", phase %s", tdm__model_phase_name(m, e->phase, pbuf, sizeof pbuf));
+    fputc('\n', out);
+    if (e->stack_id) {
+        fprintf(out, "                 site ");
+        tdm__site_print_frames(out, s, e->stack_id, frames_of(o), 22);
+    }
+}
+
 /* The answer: the device's peak, how much of what capacity and when, and
  * the sites holding it; then what was live at the end and the allocator's
  * figures. */
@@ -439,8 +473,11 @@ static tdm_status print_device(FILE *out, const tdm_snap *s, const tdm_model *m,
                 tdm__fmt_bytes_exact(a, sizeof a, (uint64_t)d->stats->allocated_bytes.peak));
     }
     if (d->oom_events)
-        fprintf(out, "  OOMs           %" PRIu64 " out-of-memory event%s in the history\n",
-                d->oom_events, d->oom_events == 1 ? "" : "s");
+        print_oom(out, s, m, di, o);
+    else if (!s->event_count && d->stats && d->stats->num_ooms)
+        fprintf(out, "  OOMs           %" PRIu64 " out-of-memory return%s (allocator stats; "
+                     "no history: sizes, time and site unknown)\n",
+                d->stats->num_ooms, d->stats->num_ooms == 1 ? "" : "s");
 
     /* Sites live at the peak; with no history, those live at the end. */
     uint64_t end = (uint64_t)(d->end_allocated < 0 ? 0 : d->end_allocated);
