@@ -6,8 +6,10 @@ virtual-memory calls).
 
     python torch_cases.py CASE TRACE_FILE
 
-Run under LD_PRELOAD of the platform (test_torch.sh does it).  Nothing of
-torch is patched; cuDNN is off through torch.backends (docs/simulate.md).
+Run under LD_PRELOAD of the platform with its Python start-up folder on
+PYTHONPATH (test_torch.sh does it), which turns cuDNN off through
+torch.backends right after torch is imported (simcuda_torch.py,
+docs/simulate.md).  Nothing of torch is patched.
 """
 import os
 import sys
@@ -210,9 +212,40 @@ def case_oom(path):
     del x
 
 
+def case_defaults(path):
+    want = os.environ.get("SIMCUDA_TORCH_DEFAULTS", "1") != "0"
+    check(torch.backends.cudnn.enabled is not want, f"cuDNN {'off' if want else 'left on'} by simcuda_torch")
+    check(torch.backends.cuda.cudnn_sdp_enabled() is not want, "and cuDNN attention with it")
+
+
+def case_sdpa(path):
+    torch.manual_seed(0)
+    B, H, T, D = 4, 8, 256, 64
+    q, k, v = (torch.randn(B, H, T, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    y.sum().backward()
+    torch.cuda.synchronize()
+    check(q.grad.shape == q.shape, "attention forward and backward on PyTorch's own kernels")
+    same_reserved(path)
+
+
+def case_conv(path):
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(),
+                            torch.nn.Conv2d(32, 64, 3, stride=2), torch.nn.AdaptiveAvgPool2d(1),
+                            torch.nn.Flatten(), torch.nn.Linear(64, 10)).cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    for _ in range(2):
+        loss = m(torch.randn(16, 3, 64, 64, device="cuda")).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    torch.cuda.synchronize()
+    check(m[0].weight.grad is not None, "a conv net trains with cuDNN off")
+    same_reserved(path)
+
+
 def main():
     case, path = sys.argv[1], sys.argv[2]
-    torch.backends.cudnn.enabled = False
     globals()["case_" + case](path)
 
 

@@ -257,7 +257,8 @@ static int set_preload_env(const char *lib)
 /* simulate=GPU (--simulate, --conf or the inherited TIDEMARK_CONF): the
  * simulated CUDA platform's libraries go into LD_PRELOAD right after the
  * preload library (whose hooks then wrap the platform's calls as they
- * would NVIDIA's), and SIMCUDA_GPU names the GPU.  A TDM_EXIT_* code. */
+ * would NVIDIA's), SIMCUDA_GPU names the GPU, and the platform's Python
+ * start-up folder goes first on PYTHONPATH.  A TDM_EXIT_* code. */
 static int set_simulate_env(const char *conf, const char *inherited, int preloaded)
 {
     static const char *const libs[] = {"libsimcuda.so", "libsimcudart.so", "libsimcublasLt.so",
@@ -305,6 +306,19 @@ static int set_simulate_env(const char *conf, const char *inherited, int preload
         return TDM_EXIT_TOOL_ERROR;
     }
     free(v);
+    /* The platform's Python start-up hook (cuDNN off) goes first on
+     * PYTHONPATH; it runs the next sitecustomize (tidemark's) itself. */
+    char py[PATH_MAX + 32];
+    snprintf(py, sizeof py, "%s/python/autostart", dir);
+    if (access(py, R_OK) == 0) {
+        const char *pp = getenv("PYTHONPATH");
+        if (asprintf(&v, "%s%s%s", py, pp && pp[0] ? ":" : "", pp ? pp : "") < 0 ||
+            setenv("PYTHONPATH", v, 1) != 0) {
+            fprintf(stderr, "tidemark run: %s\n", strerror(errno));
+            return TDM_EXIT_TOOL_ERROR;
+        }
+        free(v);
+    }
     return TDM_EXIT_OK;
 }
 
@@ -577,13 +591,13 @@ static int prepare(run_state *r)
     } else {
         r->preloaded = 1;
     }
-    int sim = set_simulate_env(r->conf, r->inherited, r->preloaded);
-    if (sim != TDM_EXIT_OK)
-        return sim;
     if (set_python_env() != 0) {
         fprintf(stderr, "tidemark run: %s\n", strerror(errno));
         return TDM_EXIT_TOOL_ERROR;
     }
+    int sim = set_simulate_env(r->conf, r->inherited, r->preloaded);
+    if (sim != TDM_EXIT_OK)
+        return sim;
     conf = tdm__run_conf_make(r->inherited, r->conf, r->dir, &r->child.dump_signal);
     if (!conf || setenv("TIDEMARK_CONF", conf, 1) != 0) {
         fprintf(stderr, "tidemark run: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
