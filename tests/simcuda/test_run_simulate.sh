@@ -69,3 +69,16 @@ TIDEMARK_CONF=simulate=2xa100-80g "$TIDEMARK" run -q -o o3 -- "$PY" "$MLP" torch
 [ "$(field torch.json devices)" = 2 ] && [ "$(field torch.json name)" = "NVIDIA A100-SXM4-80GB" ] &&
     [ "$(field torch.json total)" = $((80 << 30)) ] || fail "2xa100-80g: $(cat torch.json)"
 echo "ok: simulate=2xa100-80g: torch sees two A100 80GB"
+
+# The small GPT of docs/simulate.md: 20 steps within a minute, reserved to
+# the byte.
+rm -rf o4
+start=$(date +%s)
+"$TIDEMARK" run --simulate h100 -q -o o4 -- "$PY" "$TDM_SOURCE_DIR/tests/simcuda/run_gpt.py" gpt.json >log 2>&1 ||
+    fail "gpt: $(cat log)"
+took=$(( $(date +%s) - start ))
+"$TIDEMARK" summary --bytes o4/*.tdm > sum 2>&1 || fail "summary: $(cat sum)"
+res=$(sed -n 's/.*stats .*reserved [0-9]* B now, \([0-9]*\) B peak.*/\1/p' sum)
+[ "$res" = "$(field gpt.json max_reserved)" ] || fail "gpt: tidemark's reserved peak '$res', torch $(cat gpt.json)"
+[ $took -le 60 ] || fail "the 20-step GPT took ${took} s under tidemark run --simulate h100 (at most 60)"
+echo "ok: 20-step GPT in ${took} s (the script's own $(field gpt.json seconds) s); reserved peak $res B = torch's"

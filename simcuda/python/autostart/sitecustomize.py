@@ -25,15 +25,18 @@ def _chain():
     here = os.path.dirname(os.path.abspath(__file__))
     mine = sys.modules.pop("sitecustomize", None)
     saved = list(sys.path)
+    hidden = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
     try:
-        sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+        sys.path[:] = hidden
         import importlib
         importlib.import_module("sitecustomize")
     except ImportError as exc:
         if getattr(exc, "name", None) != "sitecustomize":
             raise
     finally:
-        sys.path[:] = saved
+        # What the next one put on the path (tidemark's adds its python/)
+        # stays there.
+        sys.path[:] = saved + [p for p in sys.path if p not in hidden and p not in saved]
         if "sitecustomize" not in sys.modules and mine is not None:
             sys.modules["sitecustomize"] = mine
 
