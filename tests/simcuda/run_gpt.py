@@ -1,7 +1,7 @@
 """tests/simcuda/run_gpt.py: a small GPT (6 layers, width 384, 8 x 256
 tokens, vocabulary 8192) trained 20 steps with AdamW under bf16 autocast,
 attention through scaled_dot_product_attention; unmodified CUDA PyTorch.
-Writes its time (from the start of the script, import included) and
+Writes the seconds its steps took (after import torch) and
 PyTorch's own peaks as JSON to argv[1]."""
 import json, sys, time, torch, torch.nn as nn, torch.nn.functional as F
 t0 = time.time()

@@ -77,6 +77,8 @@ start=$(date +%s)
 "$TIDEMARK" run --simulate h100 -q -o o4 -- "$PY" "$TDM_SOURCE_DIR/tests/simcuda/run_gpt.py" gpt.json >log 2>&1 ||
     fail "gpt: $(cat log)"
 took=$(( $(date +%s) - start ))
+# tidemark's own Python start-up hook ran after the platform's (torch phases).
+! grep -q 'torch phases stopped\|not set up' log || fail "start-up hooks: $(cat log)"
 "$TIDEMARK" summary --bytes o4/*.tdm > sum 2>&1 || fail "summary: $(cat sum)"
 res=$(sed -n 's/.*stats .*reserved [0-9]* B now, \([0-9]*\) B peak.*/\1/p' sum)
 [ "$res" = "$(field gpt.json max_reserved)" ] || fail "gpt: tidemark's reserved peak '$res', torch $(cat gpt.json)"
