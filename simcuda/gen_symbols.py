@@ -13,7 +13,10 @@ What a list holds, per library the platform replaces:
   libcudart.so.13, libcublas.so.13, libcublasLt.so.13: every symbol that any
       ELF object of the wheel (torch/, torch/lib, nvidia/**/lib) imports with
       that version node (objdump -T), because Python loads extensions with
-      RTLD_NOW and glibc then demands the whole closure at load time.
+      RTLD_NOW and glibc then demands the whole closure at load time; and
+      every function NVIDIA's library of that name in the wheel exports
+      under it, so any program built against it (nvcc -cudart shared)
+      loads too.
   libcuda.so.1: the driver names imported unversioned by objects that NEED
       libcuda.so.1, plus the driver names the wheel looks up at run time by
       string (dlsym, cudaGetDriverEntryPointByVersion), both kept only when
@@ -62,6 +65,15 @@ def dyn_undefined(path):
             yield name, None
 
 
+def dyn_functions(path, node):
+    """The functions path defines under version node `node`."""
+    out = subprocess.run(["objdump", "-T", path], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        parts = line.split()
+        if "*UND*" not in line and " DF " in line and len(parts) >= 2 and parts[-2] == node:
+            yield parts[-1]
+
+
 def needed(path):
     out = subprocess.run(["readelf", "-d", path], capture_output=True, text=True).stdout
     return set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out))
@@ -102,6 +114,10 @@ def main():
                 s = aliases.get(s, s)
                 if s in decl:
                     lists["libcuda.so.1"].add(s)
+    for lib in VERSIONED:
+        real = os.path.join(site, "nvidia", "cu13", "lib", lib)
+        if os.path.exists(real):
+            lists[lib] |= set(dyn_functions(real, lib))
     cuda_py = os.path.join(site, "torch", "cuda")
     for f in sorted(os.listdir(cuda_py)):
         if f.endswith(".py"):

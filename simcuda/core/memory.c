@@ -215,6 +215,20 @@ CUresult tdm__simcuda_mem_free(void *ptr) {
   return CUDA_ERROR_INVALID_VALUE;
 }
 
+void tdm__simcuda_mem_free_all(int dev) {
+  if (dev < 0 || dev >= SIMCUDA_MAX_DEVICES)
+    return;
+  pthread_mutex_lock(&g_mu);
+  struct arena *a = &g_arena[dev];
+  while (a->allocs.n) {
+    struct range r = a->allocs.v[--a->allocs.n];
+    a->used -= r.size;
+    give_back(r.base, r.size);
+    tdm__simcuda_trace("free %d 0x%lx %zu", dev, (unsigned long)r.base, (size_t)r.handle);
+  }
+  pthread_mutex_unlock(&g_mu);
+}
+
 CUresult tdm__simcuda_mem_info(int dev, size_t *free_b, size_t *total_b) {
   const struct tdm__simcuda_device *d = tdm__simcuda_device(dev);
   if (!d)
