@@ -68,7 +68,8 @@ int tdm__run_conf_value(const char *conf, const char *key, char *out, size_t len
 
 /* The folder of the simulated CUDA platform's libraries (simcuda/,
  * docs/simulate.md): $TIDEMARK_SIMCUDA_DIR when set, else simcuda/ beside
- * this binary (the build tree), else tidemark/simcuda in its ../lib* folders (installed).
+ * this binary (the build tree), else tidemark/simcuda in its ../lib folders or their
+ * TRIPLET subfolders (installed).
  * dir[0] = 0 when libsimcuda.so is in none of them. */
 void tdm__run_find_simcuda(char *dir, size_t len);
 

@@ -185,14 +185,18 @@ void tdm__run_find_simcuda(char *dir, size_t len)
     if (slash)
         *slash = '\0';
     /* The build tree's simcuda/ beside the binary; an installed tree's
-     * tidemark/simcuda in the ../lib* folders. */
+     * tidemark/simcuda in the ../lib folders or their TRIPLET
+     * subfolders. */
     char build[PATH_MAX + 16];
     snprintf(build, sizeof build, "%s/simcuda", self);
     tdm__run_find_library("libsimcuda.so", over && over[0] ? over : build, lib, sizeof lib);
-    if (!lib[0] && !(over && over[0])) {
+    static const char *const installed[] = {"/../lib*/tidemark/simcuda/libsimcuda.so",
+                                            "/../lib*/*/tidemark/simcuda/libsimcuda.so"};
+    for (size_t i = 0; !lib[0] && !(over && over[0]) && i < sizeof installed / sizeof installed[0];
+         i++) {
         glob_t g;
         char pattern[PATH_MAX + 64];
-        snprintf(pattern, sizeof pattern, "%s/../lib*/tidemark/simcuda/libsimcuda.so", self);
+        snprintf(pattern, sizeof pattern, "%s%s", self, installed[i]);
         if (glob(pattern, 0, NULL, &g) == 0) {
             if (g.gl_pathc && !realpath(g.gl_pathv[0], lib))
                 lib[0] = '\0';
