@@ -385,6 +385,47 @@ static int parse_file_mode(const tdm__conf_key *key, const char *value, void *fi
     return 0;
 }
 
+/* simulate: the GPU of the simulated CUDA platform `tidemark run` starts the
+ * command on (simcuda/, docs/simulate.md): off, or [Nx]PRESET or
+ * [Nx]cuda:SIZE.  The presets are simcuda/core/preset.c's
+ * (tests/simcuda/test_run_simulate.sh checks both lists agree). */
+static int parse_simulate(const tdm__conf_key *key, const char *value, void *field,
+                          char *why, size_t why_len)
+{
+    static const char *const presets[] = {"h100", "h200", "a100-40g", "a100-80g"};
+    (void)key;
+    const char *gpu = value;
+    if (strcmp(value, "off") == 0) {
+        ((char *)field)[0] = '\0';
+        return 0;
+    }
+    if (isdigit((unsigned char)*gpu)) {
+        const char *end;
+        uint64_t n;
+        if (parse_u64_prefix(gpu, &n, &end) != 0 || (*end != 'x' && *end != 'X') || n < 1 ||
+            n > 16) {
+            tdm__config_why(why, why_len, "device count before 'x' must be 1 to 16 (as in 8xh100)");
+            return -1;
+        }
+        gpu = end + 1;
+    }
+    int ok = 0;
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        ok |= strcasecmp(gpu, presets[i]) == 0;
+    if (!ok && strncasecmp(gpu, "cuda:", 5) == 0) {
+        uint64_t size;
+        char size_why[160];
+        ok = tdm__config_parse_size(gpu + 5, &size, size_why, sizeof size_why) == 0 && size > 0;
+    }
+    if (!ok || strlen(value) >= TDM__CONF_SIMULATE_MAX) {
+        tdm__config_why(why, why_len, "expected off, h100, h200, a100-40g, a100-80g, "
+                                      "cuda:SIZE, or Nx one of them (as in 8xh100)");
+        return -1;
+    }
+    memcpy(field, value, strlen(value) + 1);
+    return 0;
+}
+
 /* ---- the table ----------------------------------------------------------- */
 
 #define FIELD(member) offsetof(tdm__config, member)
@@ -505,6 +546,11 @@ static const tdm__conf_key keys[] = {
      "own memory history (merged into the snapshot by tidemark run) or "
      "with tidemark serving torch's allocator (pluggable); off: segments only",
      parse_enum, FIELD(torch_tensors), torch_tensors_names},
+    {"simulate", "off|h100|h200|a100-40g|a100-80g|cuda:SIZE|Nx...", "off",
+     "for `tidemark run`: start the command on the simulated CUDA platform "
+     "as that GPU (docs/simulate.md): unmodified CUDA programs and PyTorch "
+     "run without a GPU, kernels not run, memory as the GPU's",
+     parse_simulate, FIELD(simulate), NULL},
     {"file_mode", "octal mode within 0777", "0600",
      "permissions of the snapshots tidemark writes, whatever the umask "
      "(0600: only their owner reads them)",

@@ -27,6 +27,8 @@
 
 /* Longest dump path, template or expanded, including the NUL. */
 #define TDM__CONF_PATH_MAX 4096
+/* Longest `simulate` value (a GPU such as 8xa100-80g or cuda:80GiB). */
+#define TDM__CONF_SIMULATE_MAX 32
 /* Room for the one error line the parser hands back. */
 #define TDM__CONF_ERR_MAX 1024
 
@@ -82,6 +84,9 @@ typedef struct tdm__config {
                                 checked here; the readers read it again
                                 from the path the snapshot's config text
                                 carries) */
+    char simulate[TDM__CONF_SIMULATE_MAX]; /* `simulate`: the GPU tidemark
+                                run starts the command on; "" = off (read
+                                by tidemark run; checked here) */
     unsigned file_mode;      /* permissions of written snapshots */
     int help;                /* the text asked for the key list */
 } tdm__config;

@@ -13,13 +13,18 @@ What a list holds, per library the platform replaces:
   libcudart.so.13, libcublas.so.13, libcublasLt.so.13: every symbol that any
       ELF object of the wheel (torch/, torch/lib, nvidia/**/lib) imports with
       that version node (objdump -T), because Python loads extensions with
-      RTLD_NOW and glibc then demands the whole closure at load time.
+      RTLD_NOW and glibc then demands the whole closure at load time; and
+      every function NVIDIA's library of that name in the wheel exports
+      under it, so any program built against it (nvcc -cudart shared)
+      loads too.
   libcuda.so.1: the driver names imported unversioned by objects that NEED
       libcuda.so.1, plus the driver names the wheel looks up at run time by
       string (dlsym, cudaGetDriverEntryPointByVersion), both kept only when
       cuda.h declares them; each macro-renamed name (cuMemGetInfo ->
       cuMemGetInfo_v2) is listed under the name cuda.h maps it to.
   libnccl.so.2: the nccl* names imported unversioned by objects that NEED it.
+  libnvidia-ml.so.1: the nvml* names the wheel looks up by string (dlsym in
+      libc10_cuda/libtorch_cuda, ctypes in torch/cuda/*.py).
   driver_aliases: "base mapped" pairs of cuda.h's renaming macros, which the
       entry-point lookups use (cuGetProcAddress asks by base name).
 """
@@ -60,6 +65,15 @@ def dyn_undefined(path):
             yield name, None
 
 
+def dyn_functions(path, node):
+    """The functions path defines under version node `node`."""
+    out = subprocess.run(["objdump", "-T", path], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        parts = line.split()
+        if "*UND*" not in line and " DF " in line and len(parts) >= 2 and parts[-2] == node:
+            yield parts[-1]
+
+
 def needed(path):
     out = subprocess.run(["readelf", "-d", path], capture_output=True, text=True).stdout
     return set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out))
@@ -83,7 +97,7 @@ def main():
     include = sys.argv[2] if len(sys.argv) > 2 else "/usr/local/cuda/include"
     outdir = sys.argv[3] if len(sys.argv) > 3 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "symbols")
     decl, aliases = cuda_h_functions(include)
-    lists = {k: set() for k in VERSIONED + ("libcuda.so.1", "libnccl.so.2")}
+    lists = {k: set() for k in VERSIONED + ("libcuda.so.1", "libnccl.so.2", "libnvidia-ml.so.1")}
     for path in elf_files(site):
         need = needed(path)
         for name, ver in dyn_undefined(path):
@@ -95,10 +109,20 @@ def main():
                 lists["libnccl.so.2"].add(name)
         if os.path.basename(path).startswith(("libc10_cuda", "libtorch_cuda", "libtorch_python")):
             strings = subprocess.run(["strings", path], capture_output=True, text=True).stdout
+            lists["libnvidia-ml.so.1"] |= set(re.findall(r"^nvml[A-Z][A-Za-z0-9_]+$", strings, re.M))
             for s in set(re.findall(r"^cu[A-Z][A-Za-z0-9_]+$", strings, re.M)):
                 s = aliases.get(s, s)
                 if s in decl:
                     lists["libcuda.so.1"].add(s)
+    for lib in VERSIONED:
+        real = os.path.join(site, "nvidia", "cu13", "lib", lib)
+        if os.path.exists(real):
+            lists[lib] |= set(dyn_functions(real, lib))
+    cuda_py = os.path.join(site, "torch", "cuda")
+    for f in sorted(os.listdir(cuda_py)):
+        if f.endswith(".py"):
+            text = open(os.path.join(cuda_py, f)).read()
+            lists["libnvidia-ml.so.1"] |= set(re.findall(r"\b(nvml[A-Z][A-Za-z0-9_]+)\(", text))
     # What the platform itself needs from its own driver, beyond the wheel:
     # the runtime's entry-point lookups and nvcc-built programs' static cudart.
     for extra in ("cuGetProcAddress_v2", "cuGetExportTable", "cuDriverGetVersion", "cuInit",

@@ -32,6 +32,8 @@
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
 
+/* An allocation (handle: the size asked for), a reservation or a mapping
+ * (handle: the physical allocation mapped). */
 struct range { uintptr_t base; size_t size; uint64_t handle; int dev; };
 
 struct vec { struct range *v; size_t n, cap; };
@@ -175,7 +177,7 @@ CUresult tdm__simcuda_mem_alloc(int dev, size_t size, void **out) {
   }
   uintptr_t p = round_up(at, align);
   if (p + fp > a->base + a->size ||
-      vec_insert(&a->allocs, i, (struct range){p, fp, 0, dev}) ||
+      vec_insert(&a->allocs, i, (struct range){p, fp, size, dev}) ||
       mprotect((void *)p, fp, PROT_READ | PROT_WRITE)) {
     if (i < a->allocs.n && a->allocs.v[i].base == p)
       vec_remove(&a->allocs, i);
@@ -206,11 +208,25 @@ CUresult tdm__simcuda_mem_free(void *ptr) {
     a->used -= r.size;
     give_back(r.base, r.size);
     pthread_mutex_unlock(&g_mu);
-    tdm__simcuda_trace("free %d 0x%lx %zu", dev, (unsigned long)r.base, r.size);
+    tdm__simcuda_trace("free %d 0x%lx %zu", dev, (unsigned long)r.base, (size_t)r.handle);
     return CUDA_SUCCESS;
   }
   pthread_mutex_unlock(&g_mu);
   return CUDA_ERROR_INVALID_VALUE;
+}
+
+void tdm__simcuda_mem_free_all(int dev) {
+  if (dev < 0 || dev >= SIMCUDA_MAX_DEVICES)
+    return;
+  pthread_mutex_lock(&g_mu);
+  struct arena *a = &g_arena[dev];
+  while (a->allocs.n) {
+    struct range r = a->allocs.v[--a->allocs.n];
+    a->used -= r.size;
+    give_back(r.base, r.size);
+    tdm__simcuda_trace("free %d 0x%lx %zu", dev, (unsigned long)r.base, (size_t)r.handle);
+  }
+  pthread_mutex_unlock(&g_mu);
 }
 
 CUresult tdm__simcuda_mem_info(int dev, size_t *free_b, size_t *total_b) {

@@ -69,6 +69,8 @@ void tdm__simcuda_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2
 CUresult tdm__simcuda_mem_alloc(int dev, size_t size, void **out);
 CUresult tdm__simcuda_mem_free(void *ptr);
 CUresult tdm__simcuda_mem_info(int dev, size_t *free_b, size_t *total_b);
+/* Free every allocation of dev (cudaDeviceReset). */
+void tdm__simcuda_mem_free_all(int dev);
 /* Which device owns ptr (-1 if none); *base and *size give its allocation. */
 int tdm__simcuda_mem_lookup(const void *ptr, void **base, size_t *size);
 /* Virtual memory management: reserve address space, create physical

@@ -6,11 +6,13 @@
  * as the runtime's implicit initialization does.  The current context is
  * per thread.  Attributes come from the device's preset table (preset.c);
  * an attribute the table does not know answers 0, and is logged once.
- * No lock: the device table is read-only, context state is atomics.
+ * No lock: the device table is read-only, the contexts are made once
+ * (pthread_once), their state is atomics.
  */
 #define _GNU_SOURCE
 #include "simcuda.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -25,11 +27,17 @@ static __thread CUcontext t_current;
 static __thread CUcontext t_stack[8];
 static __thread int t_depth;
 
+static pthread_once_t g_ctx_once = PTHREAD_ONCE_INIT;
+
+static void make_contexts(void) {
+  for (int i = 0; i < SIMCUDA_MAX_DEVICES; i++)
+    g_primary[i] = (struct ctx){CTX_MAGIC, i};
+}
+
 CUcontext tdm__simcuda_primary_ctx(int dev) {
   if (!tdm__simcuda_device(dev))
     return NULL;
-  g_primary[dev].magic = CTX_MAGIC;
-  g_primary[dev].device = dev;
+  pthread_once(&g_ctx_once, make_contexts);
   return (CUcontext)&g_primary[dev];
 }
 
@@ -43,6 +51,7 @@ void tdm__simcuda_ctx_init(int dev) {
 
 int tdm__simcuda_ctx_device(CUcontext c) {
   const struct ctx *x = (const struct ctx *)c;
+  pthread_once(&g_ctx_once, make_contexts);
   for (int i = 0; i < SIMCUDA_MAX_DEVICES; i++)
     if (x == &g_primary[i] && x->magic == CTX_MAGIC)
       return i;

@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include "simcuda.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,7 +59,7 @@ CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   fn->magic = FUN_MAGIC;
   fn->max_dyn_smem = 48 << 10;
-  strncpy(fn->name, name, sizeof fn->name - 1);
+  snprintf(fn->name, sizeof fn->name, "%s", name);
   *f = (CUfunction)fn;
   return CUDA_SUCCESS;
 }

@@ -114,6 +114,8 @@ static const struct { cudaError_t code; const char *name, *text; } g_errors[] = 
     E(cudaErrorHostMemoryAlreadyRegistered, "part or all of the requested memory range is already mapped"),
     E(cudaErrorHostMemoryNotRegistered, "pointer does not correspond to a registered memory region"),
     E(cudaErrorNotPermitted, "operation not permitted"),
+    E(cudaErrorUnsupportedLimit, "unsupported limit"),
+    E(cudaErrorMissingConfiguration, "__global__ function call is not configured"),
     E(cudaErrorNotSupported, "operation not supported"),
     E(cudaErrorStreamCaptureUnsupported, "operation not permitted when stream is capturing"),
     E(cudaErrorUnknown, "unknown error"),
@@ -187,6 +189,65 @@ cudaError_t cudaSetDevice(int d) {
 cudaError_t cudaDeviceSynchronize(void) {
   if (tdm__simcudart_init() < 0)
     RET(cudaErrorNoDevice);
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceReset(void) {
+  int dev = tdm__simcudart_init();
+  if (dev < 0)
+    RET(cudaErrorNoDevice);
+  /* The primary context goes, and every allocation in it. */
+  tdm__simcuda_mem_free_all(dev);
+  return cudaSuccess;
+}
+
+cudaError_t cudaInitDevice(int d, unsigned int device_flags, unsigned int flags) {
+  if (!tdm__simcuda_device(d))
+    RET(cudaErrorInvalidDevice);
+  return cudaSuccess;
+}
+
+static unsigned g_device_flags;
+
+cudaError_t cudaSetDeviceFlags(unsigned int flags) {
+  if (flags & ~(unsigned)(cudaDeviceScheduleMask | cudaDeviceMapHost | cudaDeviceLmemResizeToMax |
+                          cudaDeviceSyncMemops))
+    RET(cudaErrorInvalidValue);
+  __atomic_store_n(&g_device_flags, flags, __ATOMIC_RELAXED);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceFlags(unsigned int *flags) {
+  if (!flags)
+    RET(cudaErrorInvalidValue);
+  /* The context always maps host memory (unified addressing). */
+  *flags = __atomic_load_n(&g_device_flags, __ATOMIC_RELAXED) | cudaDeviceMapHost;
+  return cudaSuccess;
+}
+
+/* Limits, with the driver's defaults (the CUDA programming guide). */
+static size_t g_limits[16] = {
+    [cudaLimitStackSize] = 1024,
+    [cudaLimitPrintfFifoSize] = 1 << 20,
+    [cudaLimitMallocHeapSize] = 8 << 20,
+    [cudaLimitDevRuntimeSyncDepth] = 2,
+    [cudaLimitDevRuntimePendingLaunchCount] = 2048,
+    [cudaLimitMaxL2FetchGranularity] = 64,
+};
+
+cudaError_t cudaDeviceSetLimit(enum cudaLimit limit, size_t v) {
+  if ((unsigned)limit >= sizeof g_limits / sizeof g_limits[0])
+    RET(cudaErrorUnsupportedLimit);
+  g_limits[limit] = v;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetLimit(size_t *v, enum cudaLimit limit) {
+  if (!v)
+    RET(cudaErrorInvalidValue);
+  if ((unsigned)limit >= sizeof g_limits / sizeof g_limits[0])
+    RET(cudaErrorUnsupportedLimit);
+  *v = g_limits[limit];
   return cudaSuccess;
 }
 

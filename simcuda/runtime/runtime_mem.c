@@ -31,6 +31,25 @@ cudaError_t cudaFree(void *p) {
   RET_CU(tdm__simcuda_mem_free(p));
 }
 
+/* Managed memory: device memory is host memory here, so it is device
+ * memory that the host may touch as well (prefetches and advice are moot). */
+cudaError_t cudaMallocManaged(void **p, size_t size, unsigned int flags) {
+  if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost)
+    RET(cudaErrorInvalidValue);
+  if (size == 0)
+    RET(cudaErrorInvalidValue);
+  return cudaMalloc(p, size);
+}
+
+cudaError_t cudaMallocPitch(void **p, size_t *pitch, size_t width, size_t height) {
+  if (!pitch)
+    RET(cudaErrorInvalidValue);
+  /* Rows aligned to the device's texture pitch alignment's 512-byte cousin,
+   * as the driver pads them. */
+  *pitch = (width + 511) / 512 * 512;
+  return cudaMalloc(p, *pitch * height);
+}
+
 cudaError_t cudaMallocAsync(void **p, size_t size, cudaStream_t s) {
   if (!tdm__simcuda_stream_valid(s))
     RET(cudaErrorInvalidResourceHandle);
@@ -221,6 +240,15 @@ cudaError_t cudaHostUnregister(void *p) {
   return cudaSuccess;
 }
 
+cudaError_t cudaHostGetDevicePointer(void **dev, void *host, unsigned int flags) {
+  if (!dev || flags)
+    RET(cudaErrorInvalidValue);
+  if (!host_find(host))
+    RET(cudaErrorInvalidValue);
+  *dev = host;  /* mapped pinned memory: the same address (unified addressing) */
+  return cudaSuccess;
+}
+
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *p) {
   if (!a)
     RET(cudaErrorInvalidValue);
@@ -252,6 +280,17 @@ cudaError_t cudaGetSymbolAddress(void **dev, const void *symbol) {
     RET(cudaErrorInvalidSymbol);
   *dev = p;
   return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t n, size_t off,
+                                 enum cudaMemcpyKind kind) {
+  size_t size;
+  char *p = tdm__simcudart_symbol(symbol, &size);
+  if (!p)
+    RET(cudaErrorInvalidSymbol);
+  if (off > size || n > size - off)
+    RET(cudaErrorInvalidValue);
+  return copy(dst, p + off, n, kind);
 }
 
 cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t n, size_t off,

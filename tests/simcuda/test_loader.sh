@@ -15,17 +15,19 @@ trap 'rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 declare -A SONAME=([libsimcuda.so]=libcuda.so.1 [libsimcudart.so]=libcudart.so.13
-                   [libsimcublas.so]=libcublas.so.13 [libsimcublasLt.so]=libcublasLt.so.13)
+                   [libsimcublas.so]=libcublas.so.13 [libsimcublasLt.so]=libcublasLt.so.13
+                   [libsimnvml.so]=libnvidia-ml.so.1)
 for f in "${!SONAME[@]}"; do
     so=$(readelf -d "$D/$f" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
     [ "$so" = "${SONAME[$f]}" ] || fail "$f: soname '$so', want ${SONAME[$f]}"
-    case $f in libcudart.so*|libcublas*.so*|libcuda.so*) fail "$f: NVIDIA's file name";; esac
+    case $f in libcudart.so*|libcublas*.so*|libcuda.so*|libnvidia-ml*) fail "$f: NVIDIA's file name";; esac
     lib=${SONAME[$f]}
     syms=$TDM_SOURCE_DIR/simcuda/symbols/$lib.syms
     # Defined dynamic symbols with their version: "name@@node" (readelf -W).
     readelf -W --dyn-syms "$D/$f" | awk '$7 != "UND" {print $8}' | sort -u > "$T/exports"
     node=$lib
     [ "$lib" = libcuda.so.1 ] && node=SIMCUDA_CORE
+    [ "$lib" = libnvidia-ml.so.1 ] && node=SIMCUDA_NVML
     missing=0
     while read -r s; do
         case $s in '#'*|'') continue;; esac
@@ -35,6 +37,10 @@ for f in "${!SONAME[@]}"; do
     n=$(grep -vc '^#' "$syms")
     echo "ok: $f soname $lib, exports all $n symbols of its closure under $node"
 done
+
+# Sanitizer builds: the libraries need the sanitizer's runtime first in
+# the process, which an uninstrumented consumer does not have.
+[ -n "${TDM_SANITIZE:-}" ] && { echo "sanitizer build: the loading checks are skipped"; exit 0; }
 
 # A consumer with a versioned import and an RPATH to a decoy.
 mkdir -p "$T/decoy"

@@ -254,6 +254,74 @@ static int set_preload_env(const char *lib)
     return rc;
 }
 
+/* simulate=GPU (--simulate, --conf or the inherited TIDEMARK_CONF): the
+ * simulated CUDA platform's libraries go into LD_PRELOAD right after the
+ * preload library (whose hooks then wrap the platform's calls as they
+ * would NVIDIA's), SIMCUDA_GPU names the GPU, and the platform's Python
+ * start-up folder goes first on PYTHONPATH.  A TDM_EXIT_* code. */
+static int set_simulate_env(const char *conf, const char *inherited, int preloaded)
+{
+    static const char *const libs[] = {"libsimcuda.so", "libsimcudart.so", "libsimcublasLt.so",
+                                       "libsimcublas.so", "libsimnvml.so"};
+    char gpu[64] = "", dir[PATH_MAX];
+    if (!(conf && tdm__run_conf_value(conf, "simulate", gpu, sizeof gpu)) && inherited)
+        tdm__run_conf_value(inherited, "simulate", gpu, sizeof gpu);
+    if (!gpu[0] || strcmp(gpu, "off") == 0)
+        return TDM_EXIT_OK;
+    tdm__run_find_simcuda(dir, sizeof dir);
+    if (!dir[0] || strpbrk(dir, ": \t")) {
+        fprintf(stderr, "tidemark run: simulate=%s: %s\n", gpu,
+                dir[0] ? "the simulated platform's folder has ':' or blanks in its path"
+                       : "the simulated CUDA platform (libsimcuda.so) is not installed "
+                         "(built only with the CUDA 13 headers; TIDEMARK_SIMCUDA_DIR "
+                         "names its folder)");
+        return TDM_EXIT_TOOL_ERROR;
+    }
+    /* Inserted after the preload library, which set_preload_env put first
+     * (after any sanitizer runtimes); first when there is none. */
+    const char *old = getenv("LD_PRELOAD");
+    const char *after = old ? old : "";
+    size_t head = 0;
+    if (preloaded) {
+        const char *p = strstr(after, TDM_RUN_PRELOAD_NAME);
+        if (p)
+            head = (size_t)(p - after) + strlen(TDM_RUN_PRELOAD_NAME);
+    }
+    char *v = NULL, *list = NULL;
+    for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++) {
+        char *next;
+        if (asprintf(&next, "%s%s%s/%s", list ? list : "", list ? ":" : "", dir, libs[i]) < 0) {
+            free(list);
+            return TDM_EXIT_TOOL_ERROR;
+        }
+        free(list);
+        list = next;
+    }
+    int rc = asprintf(&v, "%.*s%s%s%s%s", (int)head, after, head ? ":" : "", list,
+                      after[head] && after[head] != ':' ? ":" : "", after + head);
+    free(list);
+    if (rc < 0 || setenv("LD_PRELOAD", v, 1) != 0 || setenv("SIMCUDA_GPU", gpu, 1) != 0) {
+        free(v);
+        fprintf(stderr, "tidemark run: %s\n", strerror(errno));
+        return TDM_EXIT_TOOL_ERROR;
+    }
+    free(v);
+    /* The platform's Python start-up hook (cuDNN off) goes first on
+     * PYTHONPATH; it runs the next sitecustomize (tidemark's) itself. */
+    char py[PATH_MAX + 32];
+    snprintf(py, sizeof py, "%s/python/autostart", dir);
+    if (access(py, R_OK) == 0) {
+        const char *pp = getenv("PYTHONPATH");
+        if (asprintf(&v, "%s%s%s", py, pp && pp[0] ? ":" : "", pp ? pp : "") < 0 ||
+            setenv("PYTHONPATH", v, 1) != 0) {
+            fprintf(stderr, "tidemark run: %s\n", strerror(errno));
+            return TDM_EXIT_TOOL_ERROR;
+        }
+        free(v);
+    }
+    return TDM_EXIT_OK;
+}
+
 /* Puts python/autostart first on PYTHONPATH, so that a Python program
  * gets automatic torch phases and torch_tensors (its sitecustomize.py;
  * TIDEMARK_CONF's torch_phases=off leaves them out).  When it is not
@@ -302,6 +370,9 @@ void tdm__cli_run_help(FILE *out)
           "  --conf KEY=VAL,...     more TIDEMARK_CONF settings (see docs/configuration.md;\n"
           "                         not dump); may be repeated; checked, with the\n"
           "                         TIDEMARK_CONF you have, before COMMAND starts\n"
+          "  --simulate GPU         run COMMAND on the simulated CUDA platform as GPU:\n"
+          "                         h100, h200, a100-40g, a100-80g, cuda:SIZE, or Nx one\n"
+          "                         of them (docs/simulate.md); = --conf simulate=GPU\n"
           "  -q, --quiet            no summaries, only the gate report\n"
           "  --command-failed N     exit N (6 to 125) when the command fails in any way,\n"
           "                         instead of its own code, so that 2 to 5 always mean\n"
@@ -334,6 +405,7 @@ typedef struct run_state {
     const char *dir_arg;
     char *conf;              /* the --conf values joined by commas */
     char **confs;            /* each --conf value (borrowed from argv) */
+    char *owned_conf;        /* --simulate's "simulate=GPU", in confs */
     size_t nconfs;
     char *inherited;         /* TIDEMARK_CONF from the environment, or NULL */
     int quiet;
@@ -354,6 +426,7 @@ static void run_state_free(run_state *r)
 {
     free(r->conf);
     free(r->confs);
+    free(r->owned_conf);
     free(r->inherited);
     for (size_t i = 0; i < r->nold; i++)
         free(r->old[i].name);
@@ -385,6 +458,13 @@ static int add_conf(run_state *r, char *arg)
     return 0;
 }
 
+static int add_owned_conf(run_state *r, char *item)
+{
+    free(r->owned_conf);
+    r->owned_conf = item;
+    return add_conf(r, item);
+}
+
 /* Options; returns the index of COMMAND in argv, 0 for --help, -1 usage. */
 static int parse(run_state *r, int argc, char **argv)
 {
@@ -394,6 +474,7 @@ static int parse(run_state *r, int argc, char **argv)
         {"conf", required_argument, NULL, 'c'},
         {"quiet", no_argument, NULL, 'q'},
         {"command-failed", required_argument, NULL, 'F'},
+        {"simulate", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -420,6 +501,14 @@ static int parse(run_state *r, int argc, char **argv)
         case 'q':
             r->quiet = 1;
             break;
+        case 'S': {
+            /* --simulate GPU is --conf simulate=GPU: checked and recorded
+             * with the rest. */
+            char *item;
+            if (asprintf(&item, "simulate=%s", optarg) < 0 || add_owned_conf(r, item))
+                return -1;
+            break;
+        }
         case 'F': {
             unsigned long v;
             if (tdm__parse_count("run", "--command-failed", optarg, 125, &v) != 0)
@@ -513,6 +602,9 @@ static int prepare(run_state *r)
         fprintf(stderr, "tidemark run: %s\n", strerror(errno));
         return TDM_EXIT_TOOL_ERROR;
     }
+    int sim = set_simulate_env(r->conf, r->inherited, r->preloaded);
+    if (sim != TDM_EXIT_OK)
+        return sim;
     conf = tdm__run_conf_make(r->inherited, r->conf, r->dir, &r->child.dump_signal);
     if (!conf || setenv("TIDEMARK_CONF", conf, 1) != 0) {
         fprintf(stderr, "tidemark run: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));

@@ -65,6 +65,17 @@ char *tdm__run_conf_make(const char *inherited, const char *conf, const char *di
 int tdm__run_conf_check(const char *preload, const char *inherited, char *const *confs,
                         size_t conf_count, const char *composed);
 
+/* The last value of `key` in TIDEMARK_CONF text `conf` into out (len
+ * bytes): 1, or 0 when it has none (or it does not fit). */
+int tdm__run_conf_value(const char *conf, const char *key, char *out, size_t len);
+
+/* The folder of the simulated CUDA platform's libraries (simcuda/,
+ * docs/simulate.md): $TIDEMARK_SIMCUDA_DIR when set, else simcuda/ beside
+ * this binary (the build tree), else tidemark/simcuda in its ../lib folders or their
+ * TRIPLET subfolders (installed).
+ * dir[0] = 0 when libsimcuda.so is in none of them. */
+void tdm__run_find_simcuda(char *dir, size_t len);
+
 /* ---- run_child.c -------------------------------------------------------- */
 
 typedef struct tdm_run_child {

@@ -173,6 +173,67 @@ int tdm__run_conf_refuse_dump(const char *conf)
     return 0;
 }
 
+typedef struct one_value {
+    const char *key, *v;
+    size_t vn;
+} one_value;
+
+static void take_value(const char *k, size_t kn, const char *v, size_t vn, void *arg)
+{
+    one_value *o = arg;
+    if (kn == strlen(o->key) && memcmp(k, o->key, kn) == 0)
+        o->v = v, o->vn = vn;
+}
+
+int tdm__run_conf_value(const char *conf, const char *key, char *out, size_t len)
+{
+    one_value o = {key, NULL, 0};
+    each_item(conf, take_value, &o);
+    if (!o.v || o.vn >= len)
+        return 0;
+    memcpy(out, o.v, o.vn);
+    out[o.vn] = '\0';
+    return 1;
+}
+
+void tdm__run_find_simcuda(char *dir, size_t len)
+{
+    char lib[PATH_MAX], self[PATH_MAX];
+    dir[0] = '\0';
+    const char *over = getenv("TIDEMARK_SIMCUDA_DIR");
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return;
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash)
+        *slash = '\0';
+    /* The build tree's simcuda/ beside the binary; an installed tree's
+     * tidemark/simcuda in the ../lib folders or their TRIPLET
+     * subfolders. */
+    char build[PATH_MAX + 16];
+    snprintf(build, sizeof build, "%s/simcuda", self);
+    tdm__run_find_library("libsimcuda.so", over && over[0] ? over : build, lib, sizeof lib);
+    static const char *const installed[] = {"/../lib*/tidemark/simcuda/libsimcuda.so",
+                                            "/../lib*/*/tidemark/simcuda/libsimcuda.so"};
+    for (size_t i = 0; !lib[0] && !(over && over[0]) && i < sizeof installed / sizeof installed[0];
+         i++) {
+        glob_t g;
+        char pattern[PATH_MAX + 64];
+        snprintf(pattern, sizeof pattern, "%s%s", self, installed[i]);
+        if (glob(pattern, 0, NULL, &g) == 0) {
+            if (g.gl_pathc && !realpath(g.gl_pathv[0], lib))
+                lib[0] = '\0';
+            globfree(&g);
+        }
+    }
+    char *end = strrchr(lib, '/');
+    if (!lib[0] || !end || (size_t)(end - lib) >= len)
+        return;
+    memcpy(dir, lib, (size_t)(end - lib));
+    dir[end - lib] = '\0';
+}
+
 typedef struct last_values {
     const char *dump_on, *signal;
     size_t dump_on_len, signal_len;
