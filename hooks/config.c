@@ -622,21 +622,14 @@ int tdm__config_parse_size(const char *text, uint64_t *out, char *why,
 /* ---- the parser -------------------------------------------------------- */
 
 /* Copies [b, e) into dst for quoting in a message, as much as fits,
- * control characters written as \xNN (as every tidemark message does), so
+ * control characters (C0, DEL, C1) and invalid UTF-8 written as \xNN
+ * (tdm__escape_text, as every tidemark message does), so
  * the message stays one line and shows what was there. */
 static void quote(char *dst, size_t dst_len, const char *b, const char *e)
 {
-    size_t n = 0;
-    for (; b < e; b++) {
-        unsigned char c = (unsigned char)*b;
-        int ctl = c < 0x20 || c == 0x7f;
-        if (n + (ctl ? 4 : 1) + 4 > dst_len) /* (room for "..." and the NUL) */
-            break;
-        if (ctl)
-            n += tdm__hex_escape(dst + n, c);
-        else
-            dst[n++] = (char)c;
-    }
+    size_t used = 0; /* (room for "..." and the NUL) */
+    size_t n = dst_len > 4 ? tdm__escape_text(b, (size_t)(e - b), dst, dst_len - 4, 0, 1, &used) : 0;
+    b += used;
     if (b < e && dst_len >= 4) {
         memcpy(dst + n, "...", 3);
         n += 3;

@@ -166,3 +166,69 @@ const char *tdm__did_you_mean(const char *word, const char *const *candidates, s
     }
     return best;
 }
+
+/* The length of the valid UTF-8 sequence of more than one byte at
+ * in[0, n) and its code point; 0 when there is none (1 when the bytes end
+ * inside one that may yet be valid: *short_ set). */
+static size_t utf8_seq(const unsigned char *in, size_t n, uint32_t *cp, int *short_)
+{
+    unsigned char b = in[0];
+    size_t len;
+    uint32_t v, min;
+    *short_ = 0;
+    if (b >= 0xc2 && b <= 0xdf)
+        len = 2, v = b & 0x1f, min = 0x80;
+    else if (b >= 0xe0 && b <= 0xef)
+        len = 3, v = b & 0x0f, min = 0x800;
+    else if (b >= 0xf0 && b <= 0xf4)
+        len = 4, v = b & 0x07, min = 0x10000;
+    else
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if (i >= n) {
+            *short_ = 1;
+            return 0;
+        }
+        if ((in[i] & 0xc0) != 0x80)
+            return 0;
+        v = v << 6 | (in[i] & 0x3f);
+    }
+    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+        return 0;
+    *cp = v;
+    return len;
+}
+
+size_t tdm__escape_text(const char *in, size_t n, char *out, size_t cap, int keep_lines,
+                        int final, size_t *used)
+{
+    const unsigned char *p = (const unsigned char *)in;
+    size_t i = 0, o = 0;
+    while (i < n) {
+        unsigned char b = p[i];
+        size_t len = 1;
+        int escape;
+        if (b < 0x80) {
+            escape = (b < 0x20 && !(keep_lines && (b == '\n' || b == '\t'))) || b == 0x7f;
+        } else {
+            uint32_t cp = 0;
+            int short_ = 0;
+            size_t k = utf8_seq(p + i, n - i, &cp, &short_);
+            if (short_ && !final)
+                break; /* the rest of it is still to come */
+            escape = k == 0 || cp <= 0x9f;
+            len = k ? k : 1;
+        }
+        if (o + (escape ? 4 * len : len) > cap)
+            break;
+        for (size_t k = 0; k < len; k++) {
+            if (escape)
+                o += tdm__hex_escape(out + o, p[i + k]);
+            else
+                out[o++] = (char)p[i + k];
+        }
+        i += len;
+    }
+    *used = i;
+    return o;
+}

@@ -37,4 +37,16 @@ static inline size_t tdm__hex_escape(char *out, unsigned char b)
     return 4;
 }
 
+/* The one escaping of text tidemark prints (messages, summaries, file
+ * names, configuration values) so that no input can drive a terminal:
+ * copies in[0, n) into out (at most `cap` bytes), writing as \xNN each
+ * byte of a C0 control (but newline and tab when `keep_lines`), DEL, a
+ * UTF-8-encoded C1 control (U+0080..U+009F) and every byte that is not
+ * part of valid UTF-8.  Stops before a sequence whose escaped form does
+ * not fit, and before one the input may end inside of (an incomplete
+ * UTF-8 sequence at its end) unless `final`.  Returns the bytes written;
+ * *used gets the input bytes taken. */
+size_t tdm__escape_text(const char *in, size_t n, char *out, size_t cap, int keep_lines,
+                        int final, size_t *used);
+
 #endif

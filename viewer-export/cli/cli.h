@@ -163,12 +163,15 @@ int tdm__cli_diff(int argc, char **argv);
 void tdm__cli_diff_help(FILE *out);
 
 /* Makes stderr a stream that writes control characters (bytes below 0x20
- * but newline and tab, 0x7f, and UTF-8's C1 controls U+0080..U+009F) as
- * \xNN, so that no message, whatever input text it quotes, sends terminal
+ * but newline and tab, 0x7f, and UTF-8's C1 controls U+0080..U+009F) and
+ * invalid UTF-8 as \xNN (snapshot/common.h, tdm__escape_text), so that no message, whatever input text it quotes, sends terminal
  * escape sequences (cli_stderr.c).  Called once, first thing in main. */
 void tdm__cli_safe_stderr(void);
-/* The filter itself: `n` bytes of `in` into `out` (room for `cap`, at
- * least 4 per byte in); returns the bytes written to `out`. */
-size_t tdm__cli_escape_controls(const char *in, size_t n, char *out, size_t cap);
+/* The same filter on stdout (line buffered), for the commands whose
+ * standard output is text only: summary, categories, diff, gate, replay,
+ * recover, run.  Invalid UTF-8 is escaped too (tdm__escape_text). */
+void tdm__cli_safe_stdout(void);
+/* The errno of the first write the stdout filter failed, else 0. */
+int tdm__cli_stdout_error(void);
 
 #endif

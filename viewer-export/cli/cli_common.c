@@ -129,7 +129,7 @@ int tdm__cli_flush(const char *cmd, int rc)
     errno = 0;
     if (fflush(stdout) != 0 || ferror(stdout)) {
         /* The cause (no space left, a closed pipe), not just "failed". */
-        int e = errno;
+        int e = errno ? errno : tdm__cli_stdout_error();
         fprintf(stderr, "tidemark %s: cannot write the standard output: %s\n", cmd,
                 e ? strerror(e) : "write error");
         rc = tdm__exit_worse(rc, TDM_EXIT_TOOL_ERROR);

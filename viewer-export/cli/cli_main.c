@@ -153,6 +153,11 @@ int main(int argc, char **argv)
     const tdm_cli_command *cmd = find_command(first);
     if (!cmd)
         return unknown_command(first);
+    static const char *const text_out[] = {"summary", "categories", "diff", "gate",
+                                           "replay", "recover", "run"};
+    for (size_t i = 0; i < sizeof text_out / sizeof text_out[0]; i++)
+        if (strcmp(cmd->name, text_out[i]) == 0)
+            tdm__cli_safe_stdout();
     if (!shows_stacks(cmd))
         return cmd->run(argc - 1, argv + 1);
     int n = argc - 1, rc = tdm__cli_stack_options(cmd->name, &n, argv + 1);

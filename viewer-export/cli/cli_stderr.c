@@ -5,7 +5,9 @@
  * string, a reader's message.  A crafted input could otherwise make a
  * message carry terminal escape sequences (recolour, retitle, clear or
  * rewrite the screen).  Escaping at the one sink covers every message,
- * the ones written later included, instead of each call site.
+ * the ones written later included, instead of each call site.  The
+ * text commands' standard output (summary's command line, host,
+ * metadata, frame and file names) goes through the same filter.
  *
  * State: stderr itself, replaced once at start; the tool is single
  * threaded. */
@@ -18,62 +20,98 @@
 #include <string.h>
 #include <unistd.h>
 
-static void put_all(const char *buf, size_t n)
+/* 0, or -1 with errno set (a full disk: the command says so, exit 4). */
+static int put_all(int fd, const char *buf, size_t n)
 {
     while (n) {
-        ssize_t w = write(STDERR_FILENO, buf, n);
+        ssize_t w = write(fd, buf, n);
         if (w < 0 && errno == EINTR)
             continue;
-        if (w <= 0)
-            return; /* nowhere left to say it */
+        if (w <= 0) {
+            if (w == 0)
+                errno = EIO;
+            return -1;
+        }
         buf += w;
         n -= (size_t)w;
     }
+    return 0;
 }
 
-size_t tdm__cli_escape_controls(const char *in, size_t n, char *out, size_t cap)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < n && o + 9 <= cap; i++) {
-        unsigned char b = (unsigned char)in[i];
-        unsigned char next = i + 1 < n ? (unsigned char)in[i + 1] : 0;
-        if (b == 0xc2 && next >= 0x80 && next <= 0x9f) { /* U+0080..U+009F: C1 controls */
-            o += tdm__hex_escape(out + o, b);
-            o += tdm__hex_escape(out + o, next);
-            i++;
-        } else if ((b < 0x20 && b != '\n' && b != '\t') || b == 0x7f) {
-            o += tdm__hex_escape(out + o, b);
-        } else {
-            out[o++] = (char)b;
-        }
-    }
-    return o;
-}
+/* The bytes of a UTF-8 sequence cut by the end of one write, kept for
+ * the next (per stream: stderr, stdout). */
+typedef struct held {
+    int fd;
+    int error; /* errno of the first failed write, for tdm__cli_flush */
+    size_t n;
+    char b[4];
+} held;
 
 static ssize_t filtered_write(void *cookie, const char *buf, size_t n)
 {
-    (void)cookie;
-    char out[1024];
+    held *h = cookie;
+    char in[256], out[1024];
     for (size_t done = 0; done < n;) {
-        /* At most 4 bytes out per byte in; a C1 pair is not split. */
-        size_t take = n - done < 200 ? n - done : 200;
-        if (take < n - done && (unsigned char)buf[done + take - 1] == 0xc2)
-            take++;
-        put_all(out, tdm__cli_escape_controls(buf + done, take, out, sizeof out));
+        size_t take = n - done < sizeof in - h->n ? n - done : sizeof in - h->n;
+        memcpy(in, h->b, h->n);
+        memcpy(in + h->n, buf + done, take);
+        size_t len = h->n + take, used;
+        size_t o = tdm__escape_text(in, len, out, sizeof out, 1, 0, &used);
+        h->n = len - used; /* at most 3: an incomplete sequence */
+        memcpy(h->b, in + used, h->n);
         done += take;
+        if (put_all(h->fd, out, o) != 0) {
+            if (!h->error)
+                h->error = errno;
+            return -1;
+        }
     }
     return (ssize_t)n;
 }
 
+static int filtered_close(void *cookie)
+{
+    held *h = cookie;
+    char out[16];
+    size_t used;
+    int rc = put_all(h->fd, out, tdm__escape_text(h->b, h->n, out, sizeof out, 1, 1, &used));
+    h->n = 0;
+    return rc;
+}
+
+static FILE *filtered(held *h, int mode)
+{
+    cookie_io_functions_t io = {.write = filtered_write, .close = filtered_close};
+    FILE *f = fopencookie(h, "w", io);
+    if (f)
+        setvbuf(f, NULL, mode, mode == _IONBF ? 0 : BUFSIZ);
+    return f;
+}
+
 void tdm__cli_safe_stderr(void)
 {
-    cookie_io_functions_t io = {.write = filtered_write};
-    FILE *f = fopencookie(NULL, "w", io);
-    if (!f)
-        return; /* messages still go out, unfiltered */
+    static held h = {.fd = STDERR_FILENO};
     /* Unbuffered: each message is one write, in order with anything a
      * child process writes to the same descriptor, and nothing waits in a
      * buffer when a forked child ends with _exit. */
-    setvbuf(f, NULL, _IONBF, 0);
-    stderr = f;
+    FILE *f = filtered(&h, _IONBF);
+    if (f) /* else messages still go out, unfiltered */
+        stderr = f;
+}
+
+static held out_held = {.fd = STDOUT_FILENO};
+
+int tdm__cli_stdout_error(void)
+{
+    return out_held.error;
+}
+
+void tdm__cli_safe_stdout(void)
+{
+    held *h = &out_held;
+    fflush(stdout);
+    /* Line buffered: a report line is one write, as on a terminal. */
+    FILE *f = filtered(h, _IOLBF);
+    if (f)
+        stdout = f;
 }

@@ -22,6 +22,7 @@
  * writes them (tdm__fmt_share, tdm__fmt_offset).  No state, no locks.
  */
 #include "categories.h"
+#include "byte_sums.h"
 #include "cli.h"
 #include "load.h"
 #include "format_size.h"
@@ -86,19 +87,20 @@ static tdm_status bytes_at(const tdm_model *m, const uint8_t *cats, size_t dev,
         const tdm_model_alloc *a = &m->allocs[i];
         if (a->device_index != dev)
             continue;
-        d[nd++] = (delta){a->alloc_seq, (int64_t)a->size, cats[i]};
+        d[nd++] = (delta){a->alloc_seq, tdm__bytes_signed(a->size), cats[i]};
         if (a->free_seq != TDM_MODEL_SEQ_NEVER)
-            d[nd++] = (delta){a->free_seq, -(int64_t)a->size, cats[i]};
+            d[nd++] = (delta){a->free_seq, -tdm__bytes_signed(a->size), cats[i]};
     }
     qsort(d, nd, sizeof *d, delta_cmp);
-    int64_t cur[NCAT] = {0};
+    tdm__bytes_wide cur[NCAT] = {0};
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         while (k < nd && d[k].seq <= seqs[i]) {
             cur[d[k].cat] += d[k].bytes;
             k++;
         }
-        memcpy(out[i], cur, sizeof cur);
+        for (int c = 0; c < NCAT; c++)
+            out[i][c] = tdm__bytes_clamp(cur[c]);
     }
     free(d);
     return TDM_OK;

@@ -19,6 +19,7 @@
  * No state, no locks.
  */
 #include "categories.h"
+#include "byte_sums.h"
 #include "cli.h"
 #include "load.h"
 #include "format_size.h"
@@ -69,13 +70,13 @@ static int row_cmp(const void *pa, const void *pb)
     return c ? c : a->side - b->side;
 }
 
-static int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
+static int64_t abs64(int64_t v) { return v >= 0 ? v : v == INT64_MIN ? INT64_MAX : -v; }
 
 static int delta_cmp(const void *pa, const void *pb)
 {
     const site_delta *a = pa, *b = pb;
-    int64_t da = abs64((int64_t)a->bytes[1] - (int64_t)a->bytes[0]);
-    int64_t db = abs64((int64_t)b->bytes[1] - (int64_t)b->bytes[0]);
+    int64_t da = abs64(tdm__bytes_sub(tdm__bytes_signed(a->bytes[1]), tdm__bytes_signed(a->bytes[0])));
+    int64_t db = abs64(tdm__bytes_sub(tdm__bytes_signed(b->bytes[1]), tdm__bytes_signed(b->bytes[0])));
     if (da != db)
         return da > db ? -1 : 1;
     return strcmp(a->key, b->key);
@@ -105,19 +106,19 @@ static tdm_status category_highs(const side *s, size_t di, int64_t *highest)
         if (a->device_index != di)
             continue;
         uint8_t c = s->cats[i] < NCAT ? s->cats[i] : TDM_CATEGORY_UNKNOWN;
-        steps[n++] = (cat_step){a->alloc_seq, (int64_t)a->size, c};
+        steps[n++] = (cat_step){a->alloc_seq, tdm__bytes_signed(a->size), c};
         if (a->free_seq != TDM_MODEL_SEQ_NEVER)
-            steps[n++] = (cat_step){a->free_seq, -(int64_t)a->size, c};
+            steps[n++] = (cat_step){a->free_seq, -tdm__bytes_signed(a->size), c};
     }
     qsort(steps, n, sizeof *steps, step_cmp);
-    int64_t now[NCAT] = {0};
+    tdm__bytes_wide now[NCAT] = {0};
     for (size_t i = 0; i < n;) {
         int64_t seq = steps[i].seq;
         for (; i < n && steps[i].seq == seq; i++)
             now[steps[i].cat] += steps[i].bytes;
         for (int c = 0; c < NCAT; c++)
             if (now[c] > highest[c])
-                highest[c] = now[c];
+                highest[c] = tdm__bytes_clamp(now[c]);
     }
     free(steps);
     return TDM_OK;
@@ -146,7 +147,10 @@ static tdm_status figures(const side *s, int ordinal, dev_figs *f)
     for (size_t i = 0; i < m->alloc_count; i++) {
         const tdm_model_alloc *a = &m->allocs[i];
         if (a->device_index == (uint32_t)di && tdm__model_alloc_live_at(a, f->peak_seq))
-            f->at_peak[s->cats[i] < NCAT ? s->cats[i] : TDM_CATEGORY_UNKNOWN] += (int64_t)a->size;
+            {
+            int64_t *at = &f->at_peak[s->cats[i] < NCAT ? s->cats[i] : TDM_CATEGORY_UNKNOWN];
+            *at = tdm__bytes_add(*at, tdm__bytes_signed(a->size));
+        }
     }
     return category_highs(s, (size_t)di, f->highest);
 }
@@ -333,7 +337,7 @@ static tdm_status print_sites(FILE *out, const side *sd, int ordinal, const dev_
         char x[S_FMT], y[S_FMT], z[S_FMT];
         int b = d[i].stack[1] ? 1 : 0; /* frames as B has them, else A's */
         fprintf(out, "  %12s %12s %12s  ",
-                signed_bytes(z, sizeof z, (int64_t)d[i].bytes[1] - (int64_t)d[i].bytes[0]),
+                signed_bytes(z, sizeof z, tdm__bytes_sub(tdm__bytes_signed(d[i].bytes[1]), tdm__bytes_signed(d[i].bytes[0]))),
                 tdm__fmt_bytes(x, sizeof x, d[i].bytes[0]),
                 tdm__fmt_bytes(y, sizeof y, d[i].bytes[1]));
         tdm__site_print_frames(out, sd[b].in.snap, d[i].stack[b], frames ? frames : 1, 42);

@@ -13,6 +13,8 @@
 #include "ranks.h"
 #include "stack_display.h"
 
+#include "format_stream.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -78,7 +80,11 @@ static int write_all(int fd, const unsigned char *buf, size_t n)
  * of its own in TMPDIR, so that the readers may look at its start and
  * then read it whole, as they do a file.  Unless `any_content`, the
  * stream's first bytes must be a format tidemark reads: anything else is
- * refused before the rest is read.  Returns the open descriptor (kept for
+ * refused before the rest is read.  A stream that starts with the .tdm
+ * signature is checked as it is copied (format_stream.h): at the first
+ * byte that cannot belong to a snapshot the copy stops, one buffer past
+ * it at most, and the reader says where and why, so junk after a valid
+ * start (an endless stream) never fills TMPDIR.  Returns the open descriptor (kept for
  * the life of the command), or -1 after saying why. */
 static int spool(const char *cmd, const char *path, int any_content)
 {
@@ -113,8 +119,14 @@ static int spool(const char *cmd, const char *path, int any_content)
         if (fd >= 0)
             unlink(name);
     }
+    tdm__snap_stream check;
+    tdm__snap_stream_init(&check);
+    int is_tdm = head > 0 && memcmp(buf, tdm_signature,
+                                    (size_t)head < sizeof tdm_signature ? (size_t)head
+                                                                        : sizeof tdm_signature) == 0;
+    int broken = is_tdm && tdm__snap_stream_feed(&check, buf, (size_t)head) != 0;
     int e = fd < 0 ? errno : write_all(fd, buf, (size_t)head);
-    while (!e) {
+    while (!e && !broken) {
         ssize_t n = read(in, buf, sizeof buf);
         if (n < 0 && errno == EINTR)
             continue;
@@ -122,6 +134,7 @@ static int spool(const char *cmd, const char *path, int any_content)
             e = n < 0 ? errno : 0;
             break;
         }
+        broken = is_tdm && tdm__snap_stream_feed(&check, buf, (size_t)n) != 0;
         e = write_all(fd, buf, (size_t)n);
     }
     if (in != STDIN_FILENO)

@@ -14,6 +14,7 @@
  * No state, no locks.
  */
 #include "view_data.h"
+#include "byte_sums.h"
 #include "hash.h"
 #include "snap_build.h" /* tdm__grow_array */
 
@@ -475,7 +476,7 @@ static int build_events(const tdm_model *m, tdm_view_columns *c)
             if (k > 0 && p->reserved == val)
                 continue;
             if (put_varint(&c->rs[d], (uint64_t)(p->seq - seq)) ||
-                put_svarint(&c->rs[d], p->reserved - val))
+                put_svarint(&c->rs[d], tdm__bytes_sub(p->reserved, val)))
                 return -1;
             seq = p->seq;
             val = p->reserved;
