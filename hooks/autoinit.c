@@ -61,6 +61,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common.h"
 #include "format_file.h"
 #include "preload.h"
 #include "procinfo.h"
@@ -105,22 +106,26 @@ static struct {
 _Static_assert(MESSAGE_MAX >= TDM__CONF_ERR_MAX + TDM__CONF_PATH_MAX,
                "TDM_CONF_MESSAGE_MAX holds the parser's line and a dump path");
 
-/* One line on stderr, written at once. */
+/* One line on stderr, written at once.  The line is escaped as a whole
+ * (tdm__escape_text): it quotes dump paths and configuration values, and
+ * no text of the program's or its user's may drive the terminal. */
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
 {
     char line[MESSAGE_MAX];
+    char shown[2 * MESSAGE_MAX + 1]; /* escapes grow it; a rare long one is cut */
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+    int len = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    if (n < 0)
+    if (len < 0)
         return;
-    if ((size_t)n > sizeof line - 2)
-        n = (int)sizeof line - 2;
-    line[n++] = '\n';
+    size_t used;
+    size_t have = strnlen(line, sizeof line);
+    ssize_t n = (ssize_t)tdm__escape_text(line, have, shown, sizeof shown - 1, 0, 1, &used);
+    shown[n++] = '\n';
     for (ssize_t off = 0; off < n;) {
-        ssize_t w = write(STDERR_FILENO, line + off, (size_t)(n - off));
+        ssize_t w = write(STDERR_FILENO, shown + off, (size_t)(n - off));
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)

@@ -29,4 +29,11 @@ TIDEMARK_CONF=$'bogus\xc2\x9b2J\xff=1' "$TRAIN_SIM" --steps 1 --compute-us 0 >"$
   fail "a bad TIDEMARK_CONF stopped the program"
 grep -q . "$work/err" || fail "no message for a bad TIDEMARK_CONF"
 raw err "the message for a bad TIDEMARK_CONF"
+
+# The library's "wrote snapshot to PATH" for a dump path with controls in it.
+TIDEMARK_CONF="dump=$work/d${evil}.tdm" "$TRAIN_SIM" --steps 1 --compute-us 0 >"$work/out" 2>"$work/err" ||
+  fail "a dump path with controls stopped the program"
+grep -q "wrote snapshot to" "$work/err" || { fail "no 'wrote snapshot' line"; cat "$work/err"; }
+raw err "the library's 'wrote snapshot to PATH'"
+[ -f "$work/d${evil}.tdm" ] || fail "the snapshot is not at the path asked for"
 finish "terminal escapes"
