@@ -130,6 +130,11 @@ static struct arena *arena_of(int dev) {
   /* Device i at 32 TiB + i * (its arena rounded to 1 TiB). */
   size_t stride = round_up(size, (size_t)1 << 40);
   void *hint = (void *)(((uintptr_t)32 << 40) + (uintptr_t)dev * stride);
+#if defined(__SANITIZE_THREAD__)
+  /* ThreadSanitizer keeps application mappings inside its own layout and
+   * refuses fixed addresses outside it: the kernel chooses. */
+  hint = NULL;
+#endif
   void *p = reserve(size, SIMCUDA_GRANULARITY, hint);
   if (!p)
     return NULL;
