@@ -127,12 +127,12 @@ static struct arena *arena_of(int dev) {
     return a;
   const struct tdm__simcuda_device *d = tdm__simcuda_device(dev);
   size_t size = round_up((size_t)d->p.total_mem * 4, SIMCUDA_GRANULARITY);
-  /* Device i at 32 TiB + i * (its arena rounded to 1 TiB). */
+  /* Device i at 32 TiB + i * (its arena rounded to 1 TiB); under
+   * ThreadSanitizer, whose shadow memory owns that range, where the kernel
+   * puts it. */
   size_t stride = round_up(size, (size_t)1 << 40);
   void *hint = (void *)(((uintptr_t)32 << 40) + (uintptr_t)dev * stride);
 #if defined(__SANITIZE_THREAD__)
-  /* ThreadSanitizer keeps application mappings inside its own layout and
-   * refuses fixed addresses outside it: the kernel chooses. */
   hint = NULL;
 #endif
   void *p = reserve(size, SIMCUDA_GRANULARITY, hint);
