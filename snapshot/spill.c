@@ -618,11 +618,13 @@ void tdm__spill_remove(void)
 
 void tdm__spill_fork_child(void)
 {
+    /* Another thread of the parent may have held the lock: it is not here.
+     * Before the test of `active`: the phase, module and mode notes take
+     * the lock whether or not a spill file is open. */
+    pthread_mutex_init(&sp.lock, NULL);
     if (!tdm__spill_active())
         return;
     tdm__spill_ahead_fork_child();
-    /* Another thread of the parent may have held the lock: it is not here. */
-    pthread_mutex_init(&sp.lock, NULL);
     atomic_store_explicit(&active, 0, memory_order_release);
     atomic_store(&publish_pending, 0);
     sp.unnamed = 0;
