@@ -68,28 +68,57 @@ static void human(char *buf, size_t len, uint64_t bytes)
     snprintf(buf, len, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
 }
 
+/* A site's stack as the source reads it: each return address expanded
+ * into the functions inlined at it, innermost first. */
+#define OOM_FRAMES 64
+typedef struct site_frames {
+    tdm_symbol f[OOM_FRAMES];
+    unsigned n;
+} site_frames;
+
+static void expand_site(tdm_symbolizer *sym, const tdm__oom_site *site, site_frames *out)
+{
+    out->n = 0;
+    const uintptr_t *pcs = NULL;
+    unsigned depth = site->stack_id ? tdm__stack_get(site->stack_id, &pcs) : 0;
+    for (unsigned k = 0; k < depth && out->n < OOM_FRAMES; k++) {
+        const tdm_symbol *chain = NULL;
+        size_t m = tdm__symbolize_frames(sym, pcs[k], &chain);
+        for (size_t j = 0; j < m && out->n < OOM_FRAMES; j++)
+            out->f[out->n++] = chain[j];
+    }
+}
+
+static int same_frame(const tdm_symbol *a, const tdm_symbol *b)
+{
+    return a->line == b->line && strcmp(a->function, b->function) == 0 &&
+           strcmp(a->file, b->file) == 0;
+}
+
 /* How many innermost frames the stacks of sites[0..n) all share: when
  * every allocation goes through one helper, the line names the helper's
  * callers, the first frame where the sites differ, not the helper n times.
- * 0 when fewer than two sites have stacks. */
-static unsigned shared_frames(const tdm__oom_site *sites, size_t n)
+ * Frames are compared as source lines, inlined ones included: a helper
+ * the compiler inlined into each caller (-O3) has other return addresses
+ * at each call, and is the same helper.  0 when fewer than two sites have
+ * stacks. */
+static unsigned shared_frames(const site_frames *fr, size_t n)
 {
-    const uintptr_t *pcs[3];
-    unsigned depth[3], with = 0, min_depth = ~0u;
+    const site_frames *with[3];
+    unsigned count = 0, min_depth = ~0u;
     for (size_t i = 0; i < n && i < 3; i++) {
-        if (sites[i].stack_id == 0 ||
-            (depth[with] = tdm__stack_get(sites[i].stack_id, &pcs[with])) == 0)
+        if (fr[i].n == 0)
             continue;
-        if (depth[with] < min_depth)
-            min_depth = depth[with];
-        with++;
+        if (fr[i].n < min_depth)
+            min_depth = fr[i].n;
+        with[count++] = &fr[i];
     }
-    if (with < 2)
+    if (count < 2)
         return 0;
     unsigned k = 0;
     while (k + 1 < min_depth) {
-        for (unsigned i = 1; i < with; i++)
-            if (pcs[i][k] != pcs[0][k])
+        for (unsigned i = 1; i < count; i++)
+            if (!same_frame(&with[i]->f[k], &with[0]->f[k]))
                 return k;
         k++;
     }
@@ -124,19 +153,22 @@ void tdm__oom_report(int device, const char *device_name, size_t request,
         if (n > 0 && tdm__symbolizer_open(&sym) != TDM_OK)
             sym = NULL;
         size_t shown = n < 3 ? n : 3;
-        unsigned shared = shared_frames(sites, shown);
+        static __thread site_frames frames[3]; /* 8 KiB: off the caller's stack */
+        for (size_t i = 0; i < shown; i++) {
+            frames[i].n = 0;
+            if (sym != NULL)
+                expand_site(sym, &sites[i], &frames[i]);
+        }
+        unsigned shared = shared_frames(frames, shown);
         for (size_t i = 0; i < shown && len > 0 && (size_t)len < sizeof line; i++) {
-            const uintptr_t *pcs = NULL;
             char where[256] = "(no stack recorded)";
-            unsigned depth = 0;
-            if (sites[i].stack_id != 0 && sym != NULL &&
-                (depth = tdm__stack_get(sites[i].stack_id, &pcs)) > 0) {
-                tdm_symbol s;
-                tdm__symbolize(sym, pcs[shared < depth ? shared : depth - 1], &s);
-                if (s.file[0] != '\0')
-                    snprintf(where, sizeof where, "%s (%s:%u)", s.function, s.file, s.line);
+            unsigned depth = frames[i].n;
+            if (depth > 0) {
+                const tdm_symbol *f = &frames[i].f[shared < depth ? shared : depth - 1];
+                if (f->file[0] != '\0')
+                    snprintf(where, sizeof where, "%s (%s:%u)", f->function, f->file, f->line);
                 else
-                    snprintf(where, sizeof where, "%s", s.function);
+                    snprintf(where, sizeof where, "%s", f->function);
             }
             human(a, sizeof a, sites[i].bytes);
             len += snprintf(line + len, sizeof line - (size_t)len, "%s %s %s",
