@@ -58,6 +58,8 @@ static inline tdm__hook_mode tdm__hook_mode_get(void)
  * -1 while TIDEMARK_CONF is being applied (by another thread, or further
  * up this thread's stack): not known yet, ask again later. */
 TDM_API int tdm__autoinit_hook_mode(void);
+/* TIDEMARK_CONF's `ipc_libraries` ("" when not given or not applied yet). */
+TDM_API const char *tdm__autoinit_ipc_libraries(void);
 
 /* Per-thread recursion guard.  Returns 1 and marks the thread "inside"
  * when it was not; returns 0 when it already was (then do not call

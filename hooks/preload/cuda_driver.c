@@ -63,12 +63,18 @@ static int ctx_device(void)
  * driver instead (other mode, no provider, no context, size 0: the
  * driver's own answer is the right one; a context other than the
  * device's primary one, whose address space the cache's segments are not
- * in; a stream-ordered allocation the program's own pool serves). */
+ * in; a stream-ordered allocation the program's own pool serves; a call
+ * from a library that exports its allocations over IPC, cuda_ipc.c). */
 INLINE int cache_alloc(tdm__hook_mode m, CUresult *r, CUdeviceptr *dptr, size_t size,
                        CUstream s, tdm_stream stream, int ordered)
 {
     if (m != TDM__HOOK_CACHE || size == 0 || dptr == NULL || !tdm__cuda_cache_serves())
         return 0;
+    const void *caller = __builtin_return_address(0); /* the wrapper's caller */
+    if (tdm__cuda_caller_exports_ipc(caller)) {
+        tdm__cuda_ipc_note(caller); /* its IPC handles must name its buffers */
+        return 0;
+    }
     if (ordered && tdm__cuda_capturing(stream)) {
         tdm__alloc_observe_graph_capture(); /* the graph's: the driver serves it */
         return 0;

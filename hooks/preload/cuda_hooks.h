@@ -226,6 +226,16 @@ static inline void tdm__cuda_note_capture(tdm_stream stream)
 /* One line on stderr, "tidemark: " first: cache mode says where it could
  * not keep CUDA's semantics and what it does instead (cold paths only). */
 TDM_CUDA_HIDDEN void tdm__cuda_say(const char *msg);
+
+/* Memory exported over CUDA IPC (cuda_ipc.c).  Whether the object at
+ * `path` is a library that exports its own allocations (NCCL, and those
+ * TIDEMARK_CONF's ipc_libraries names); whether the call site `caller`
+ * lies in such a library (cuda_runtime_real.c: its table of call sites,
+ * one hash probe once the site was seen); the one stderr note that cache
+ * mode leaves such a library's allocations to the driver. */
+TDM_CUDA_HIDDEN int tdm__cuda_ipc_library(const char *path);
+TDM_CUDA_HIDDEN int tdm__cuda_caller_exports_ipc(const void *caller);
+TDM_CUDA_HIDDEN void tdm__cuda_ipc_note(const void *caller);
 /* The CUresult for a failed tdm__alloc_malloc / _free. */
 TDM_CUDA_HIDDEN CUresult tdm__cuda_status_result(tdm_status st);
 

@@ -218,13 +218,14 @@ STREAM_SYNC(cuStreamSynchronize_ptsz, PFN_cuStreamSynchronize_v7000_ptsz)
 
 /* Cache mode: an IPC handle names the driver allocation containing the
  * pointer, and the peer's cuIpcOpenMemHandle returns that allocation's
- * base.  For a block of the cache that is the segment's base, so the peer
- * would read and write the wrong memory (NCCL's legacy P2P buffers,
- * PyTorch's tensor sharing: base + offset).  A block at its segment's
- * base is exported as it is (the peer's pointer is the block); any other
- * block's export is refused, with CUDA_ERROR_NOT_SUPPORTED and one line
- * on stderr, since no handle could name it: a program that shares memory
- * over CUDA IPC runs under mode=observe. */
+ * base.  Libraries known to export their buffers (NCCL's legacy P2P
+ * path, those `ipc_libraries` names) never get cached blocks: the driver
+ * serves them (cuda_ipc.c).  Of the rest, a block at its segment's base
+ * is exported as it is (the peer's pointer is the block).  Any other
+ * cached block's export is the last resort, refused with
+ * CUDA_ERROR_NOT_SUPPORTED and one line on stderr: the block was handed
+ * out before the export said it would be shared, no handle can name it,
+ * and the peer must never map the wrong memory. */
 CUresult tdm__cuda_w_cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p)
 {
     REAL(cuIpcGetMemHandle, PFN_cuIpcGetMemHandle_v4010);
@@ -242,8 +243,9 @@ CUresult tdm__cuda_w_cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p)
             if (!atomic_flag_test_and_set(&said))
                 tdm__cuda_say("mode=cache: cuIpcGetMemHandle of a block inside one of the "
                               "cache's segments refused (CUDA_ERROR_NOT_SUPPORTED): the peer "
-                              "would map the segment, not the block; run programs that "
-                              "share memory over CUDA IPC with mode=observe");
+                              "would map the segment, not the block; name the library that "
+                              "allocates the memory it shares in TIDEMARK_CONF's "
+                              "ipc_libraries, or run it with mode=observe");
             tdm__hook_leave();
             return CUDA_ERROR_NOT_SUPPORTED;
         }

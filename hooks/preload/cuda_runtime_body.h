@@ -71,12 +71,18 @@ TDM_RT_INLINE void tdm__rt_book(cudaError_t r, int device, const void *ptr, size
 }
 
 /* Cache mode: serves a device allocation (1), or leaves it to the runtime
- * (0: other mode, size 0, no provider). */
+ * (0: other mode, size 0, no provider, a call from a library that exports
+ * its allocations over IPC: cuda_ipc.c). */
 TDM_RT_INLINE int tdm__rt_cache_alloc(tdm__hook_mode m, cudaError_t *r, void **p, size_t size,
                                       cudaStream_t s, tdm_stream stream, int ordered)
 {
     if (m != TDM__HOOK_CACHE || size == 0 || p == NULL || !tdm__cuda_cache_serves())
         return 0;
+    const void *caller = __builtin_return_address(0); /* the hook's caller */
+    if (tdm__cuda_caller_exports_ipc(caller)) {
+        tdm__cuda_ipc_note(caller); /* its IPC handles must name its buffers */
+        return 0;
+    }
     if (ordered && tdm__cuda_capturing(stream)) {
         tdm__alloc_observe_graph_capture(); /* the graph's: the driver serves it */
         return 0;
