@@ -25,9 +25,11 @@
  *   zeMemFree, zeMemFreeExt the block back to the cache, or the free
  *                           booked BEFORE the vendor call; zeMemFreeExt
  *                           with a free policy (DEFER_FREE, BLOCKING_FREE)
- *                           of a cached block keeps the block out of use
- *                           and sends later device allocations to the
- *                           driver (ze_track.c)
+ *                           of a cached block waits for the context's
+ *                           command queues, or gives the block back once
+ *                           they are idle (ze_track.c)
+ *   zeCommandQueueCreate/Destroy, zeCommandListCreateImmediate/Destroy
+ *                           cache mode: recorded for the free policies
  *   zePhysicalMemCreate     remembers the memory's device; oom on failure
  *   zeVirtualMemMap/Unmap   segment_map / segment_unmap
  *   zePhysicalMemDestroy    forgets the handle; nothing booked
@@ -79,6 +81,12 @@ typedef struct tdm__ze_real {
     ze_pfnVirtualMemQueryPageSize_t virtual_mem_query_page_size;
     zes_pfnDeviceEnumMemoryModules_t sysman_enum_memory_modules; /* optional */
     zes_pfnMemoryGetState_t sysman_memory_get_state;             /* optional */
+    /* what runs commands: the free policies wait for them (ze_track.c) */
+    ze_pfnCommandQueueCreate_t command_queue_create;
+    ze_pfnCommandQueueDestroy_t command_queue_destroy;
+    ze_pfnCommandQueueSynchronize_t command_queue_synchronize;
+    ze_pfnCommandListCreateImmediate_t command_list_create_immediate;
+    ze_pfnCommandListDestroy_t command_list_destroy;
 } tdm__ze_real;
 
 /* ---- ze_track.c ---- */
@@ -112,14 +120,33 @@ size_t tdm__ze_free_bytes(const tdm__ze_real *r, int ordinal);
 int tdm__ze_cache_serves(const tdm__ze_real *r, ze_context_handle_t ctx);
 
 /* zeMemFreeExt with a free policy (DEFER_FREE, BLOCKING_FREE) of a block
- * the cache served: the block is kept out of use for good (the cache
- * cannot know when the device is done with it), once said on stderr, and
- * from then on device allocations go to the driver, which keeps the
- * policies.  Returns what the program gets: success, or
+ * the cache served, kept as the specification says when every command
+ * queue of the context is known (ze_track.c): BLOCKING_FREE waits for
+ * them all, then the block is back in the cache; DEFER_FREE gives it back
+ * once they are idle (at once, or at a later device allocation).  When
+ * they are not all known (an immediate command list, or no queue seen),
+ * the block is kept out of use for good, once said on stderr, and from
+ * then on device allocations go to the driver, which keeps the policies.
+ * Returns what the program gets: success, ZE_RESULT_ERROR_INVALID_ARGUMENT
+ * for a pointer that is no live block, or
  * ZE_RESULT_ERROR_INVALID_ENUMERATION for a policy past the two flags, as
  * from the driver. */
-extern _Atomic int tdm__ze_policies_seen;
-ze_result_t tdm__ze_free_policy_cached(const ze_memory_free_ext_desc_t *desc, void *ptr);
+extern _Atomic int tdm__ze_policies_seen; /* the fallback was taken: driver from now on */
+ze_result_t tdm__ze_free_policy_cached(const tdm__ze_real *r, ze_context_handle_t c,
+                                       const ze_memory_free_ext_desc_t *desc, void *ptr,
+                                       unsigned skip);
+/* Blocks freed with DEFER_FREE waiting for the queues to be idle; their
+ * release, tried at the cache's next device allocation. */
+extern _Atomic int tdm__ze_deferred_blocks;
+void tdm__ze_deferred_release(const tdm__ze_real *r, unsigned skip);
+
+/* Cache mode's record of what runs commands in a context: command queues
+ * (waited for) and immediate command lists (Level Zero 1.4 gives no host
+ * wait for them, so a context that has one keeps the fallback above). */
+void tdm__ze_queue_seen(ze_context_handle_t c, void *handle, int immediate);
+/* Forgets handle: 1 when it was known (0: a list that is not immediate),
+ * with its context and kind. */
+int tdm__ze_queue_forget(void *handle, ze_context_handle_t *c, int *immediate);
 
 /* Physical memory handle -> device ordinal (zePhysicalMemCreate .. Destroy). */
 void tdm__ze_phys_remember(ze_physical_mem_handle_t h, int ordinal);
@@ -190,6 +217,8 @@ TDM__ZE_INLINE ze_result_t tdm__ze_alloc_device(const tdm__ze_real *r, unsigned 
         (alignment & (alignment - 1)) == 0 && alignment <= 512 && pptr != NULL && size > 0 &&
         device >= 0 && !atomic_load_explicit(&tdm__ze_policies_seen, memory_order_relaxed) &&
         tdm__ze_cache_serves(r, c)) {
+        if (atomic_load_explicit(&tdm__ze_deferred_blocks, memory_order_relaxed))
+            tdm__ze_deferred_release(r, skip);
         st = tdm__alloc_malloc(pptr, size, device, 0, skip);
         res = tdm__ze_result_of(st);
     }
@@ -261,7 +290,7 @@ TDM__ZE_INLINE ze_result_t tdm__ze_free_ext(const tdm__ze_real *r, unsigned skip
      * freed"): the block may go back to the cache.  The others let the
      * program free memory the device may still use. */
     if (ours && desc->freePolicy != 0 && tdm__alloc_owns(ptr)) {
-        res = tdm__ze_free_policy_cached(desc, ptr);
+        res = tdm__ze_free_policy_cached(r, c, desc, ptr, skip);
         tdm__ze_leave();
         return res;
     }
@@ -329,6 +358,63 @@ TDM__ZE_INLINE ze_result_t tdm__ze_virtual_unmap(const tdm__ze_real *r, unsigned
     TDM__ZE_PROLOGUE(r->virtual_mem_unmap(c, ptr, size));
     tdm__alloc_observe_unmap(ptr, size, skip);
     ze_result_t res = r->virtual_mem_unmap(c, ptr, size);
+    tdm__ze_leave();
+    return res;
+}
+
+/* Cache mode only: the queues the free policies wait for. */
+TDM__ZE_INLINE ze_result_t tdm__ze_queue_create(const tdm__ze_real *r, ze_context_handle_t c,
+                                                ze_device_handle_t dev,
+                                                const ze_command_queue_desc_t *desc,
+                                                ze_command_queue_handle_t *phq)
+{
+    TDM__ZE_PROLOGUE(r->command_queue_create(c, dev, desc, phq));
+    ze_result_t res = r->command_queue_create(c, dev, desc, phq);
+    if (res == ZE_RESULT_SUCCESS && phq != NULL && *phq != NULL && mode_ == TDM__HOOK_CACHE)
+        tdm__ze_queue_seen(c, *phq, 0);
+    tdm__ze_leave();
+    return res;
+}
+
+TDM__ZE_INLINE ze_result_t tdm__ze_list_create_immediate(const tdm__ze_real *r,
+                                                         ze_context_handle_t c,
+                                                         ze_device_handle_t dev,
+                                                         const ze_command_queue_desc_t *desc,
+                                                         ze_command_list_handle_t *phl)
+{
+    TDM__ZE_PROLOGUE(r->command_list_create_immediate(c, dev, desc, phl));
+    ze_result_t res = r->command_list_create_immediate(c, dev, desc, phl);
+    if (res == ZE_RESULT_SUCCESS && phl != NULL && *phl != NULL && mode_ == TDM__HOOK_CACHE)
+        tdm__ze_queue_seen(c, *phl, 1);
+    tdm__ze_leave();
+    return res;
+}
+
+/* Forgotten before the driver's call (another thread may get the same
+ * handle at once), remembered again if the driver refuses: a queue that
+ * still exists is always waited for. */
+#define TDM__ZE_FORGET_AROUND(call, handle)                                    \
+    ze_context_handle_t c_ = NULL;                                             \
+    int immediate_ = 0;                                                        \
+    int known_ = mode_ == TDM__HOOK_CACHE && tdm__ze_queue_forget((handle), &c_, &immediate_); \
+    ze_result_t res = (call);                                                  \
+    if (res != ZE_RESULT_SUCCESS && known_)                                    \
+        tdm__ze_queue_seen(c_, (handle), immediate_)
+
+TDM__ZE_INLINE ze_result_t tdm__ze_queue_destroy(const tdm__ze_real *r,
+                                                 ze_command_queue_handle_t q)
+{
+    TDM__ZE_PROLOGUE(r->command_queue_destroy(q));
+    TDM__ZE_FORGET_AROUND(r->command_queue_destroy(q), q);
+    tdm__ze_leave();
+    return res;
+}
+
+TDM__ZE_INLINE ze_result_t tdm__ze_list_destroy(const tdm__ze_real *r,
+                                                ze_command_list_handle_t l)
+{
+    TDM__ZE_PROLOGUE(r->command_list_destroy(l));
+    TDM__ZE_FORGET_AROUND(r->command_list_destroy(l), l);
     tdm__ze_leave();
     return res;
 }

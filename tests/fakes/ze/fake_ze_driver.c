@@ -74,6 +74,17 @@ struct _ze_context_handle_t {
 struct _zes_mem_handle_t {
     int device;
 };
+/* A command queue, or a command list (immediate or not): what a command
+ * in flight runs on (the device's use of memory, below). */
+struct _ze_command_queue_handle_t {
+    fake_ze_handle_head head;
+    ze_context_handle_t ctx;
+};
+struct _ze_command_list_handle_t {
+    fake_ze_handle_head head;
+    ze_context_handle_t ctx;
+    int immediate;
+};
 
 static struct _ze_driver_handle_t the_driver = {.tag = 7};
 static struct _ze_device_handle_t devices[MAX_DEVICES];
@@ -491,10 +502,19 @@ static ze_result_t mem_free(ze_context_handle_t c, void *ptr)
 }
 
 /* ---- the device's use of memory, and the free policies ---------------------
- * The fake runs no commands; a test says that a command in flight uses an
- * allocation (fake_ze_device_use) and when every command has completed
- * (fake_ze_device_finish).  The frees follow the specification's words
- * (ze_api.h, Level Zero 1.4):
+ * The fake runs no commands; a test says that a command in flight on a
+ * command queue (or immediate command list) uses an allocation
+ * (fake_ze_queue_use; fake_ze_device_use: on a queue no handle names, one
+ * the program made where tidemark could not see it) and when every
+ * command has completed (fake_ze_device_finish).  zeCommandQueueSynchronize
+ * "Synchronizes a command queue by waiting on the host", its timeout
+ * "if zero, then immediately returns the status of the command queue; if
+ * UINT64_MAX, then function will not return until complete or device is
+ * lost" (ZE_RESULT_NOT_READY: "synchronization primitive not signaled"):
+ * with 0 it answers NOT_READY while a command of the queue uses memory,
+ * with any other timeout the queue's commands complete (the fake's finish
+ * within any wait) and so do the deferred frees they held.  The frees
+ * follow the specification's words (ze_api.h, Level Zero 1.4):
  *   zeMemFree, and zeMemFreeExt with no policy: "The application must
  *     ensure the device is not currently referencing the memory before it
  *     is freed" -- freeing memory in use is the program's error: counted
@@ -504,8 +524,9 @@ static ze_result_t mem_free(ze_context_handle_t c, void *ptr)
  *     commands using it complete (the wait), then it is freed;
  *   ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_DEFER_FREE: "schedules the memory
  *     to be freed but does not free immediately" -- memory in use is freed
- *     when the commands complete (fake_ze_device_finish), not before, so
- *     no allocation gets it meanwhile;
+ *     when the commands using it complete (its queue synchronized, or
+ *     fake_ze_device_finish), not before, so no allocation gets it
+ *     meanwhile;
  *   a policy past the two flags: ZE_RESULT_ERROR_INVALID_ENUMERATION
  *     ("0x3 < pMemFreeDesc->freePolicy").
  * Under `mu`, like the allocation table. */
@@ -513,6 +534,7 @@ static ze_result_t mem_free(ze_context_handle_t c, void *ptr)
 #define USE_SLOTS 64
 static struct {
     const char *lo, *hi; /* an allocation a command in flight uses */
+    const void *queue;   /* what it runs on; NULL: a queue no handle names */
 } in_use[USE_SLOTS];
 static int n_in_use;
 static struct {
@@ -541,18 +563,141 @@ static size_t size_at(const void *p)
     return 0;
 }
 
+/* A command in flight on `queue` uses [lo, hi). */
+static void note_use(const void *queue, const char *lo, const char *hi)
+{
+    pthread_mutex_lock(&mu);
+    if (n_in_use < USE_SLOTS) {
+        in_use[n_in_use].lo = lo;
+        in_use[n_in_use].hi = hi;
+        in_use[n_in_use].queue = queue;
+        n_in_use++;
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+EXPORT void fake_ze_queue_use(void *queue, const void *ptr, size_t size)
+{
+    note_use(queue, ptr, (const char *)ptr + size);
+}
+
 EXPORT void fake_ze_device_use(const void *ptr)
 {
     entry e;
     if (!lookup(ptr, &e))
         return;
+    const char *lo = e.ptr;
+    note_use(NULL, lo, lo + e.size);
+}
+
+/* Whether a command of `queue` is in flight; mu held. */
+static int queue_busy(const void *queue)
+{
+    for (int i = 0; i < n_in_use; i++)
+        if (in_use[i].queue == queue)
+            return 1;
+    return 0;
+}
+
+/* The commands of `queue` complete, and with them the deferred frees of
+ * memory no command uses any more. */
+static void queue_complete(const void *queue)
+{
+    struct {
+        ze_context_handle_t c;
+        void *ptr;
+    } due[USE_SLOTS];
+    int n = 0;
     pthread_mutex_lock(&mu);
-    if (n_in_use < USE_SLOTS) {
-        in_use[n_in_use].lo = e.ptr;
-        in_use[n_in_use].hi = (const char *)e.ptr + e.size;
-        n_in_use++;
-    }
+    for (int i = 0; i < n_in_use;)
+        if (in_use[i].queue == queue)
+            in_use[i] = in_use[--n_in_use];
+        else
+            i++;
+    for (int i = 0; i < n_deferred;)
+        if (!used_by_device(deferred[i].ptr, size_at(deferred[i].ptr))) {
+            due[n].c = deferred[i].c;
+            due[n++].ptr = deferred[i].ptr;
+            deferred[i] = deferred[--n_deferred];
+        } else {
+            i++;
+        }
     pthread_mutex_unlock(&mu);
+    for (int i = 0; i < n; i++)
+        mem_free(due[i].c, due[i].ptr);
+}
+
+static ze_result_t ZE_APICALL f_zeCommandQueueCreate(ze_context_handle_t c, ze_device_handle_t dev,
+                                                     const ze_command_queue_desc_t *desc,
+                                                     ze_command_queue_handle_t *phq)
+{
+    ENTER(F_zeCommandQueueCreate);
+    if (!c || fake_ze_device_index(dev) < 0)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (!desc || !phq)
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    *phq = calloc(1, sizeof **phq);
+    if (!*phq)
+        return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+    (*phq)->head = fake_ze_head();
+    (*phq)->ctx = c;
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t ZE_APICALL f_zeCommandQueueDestroy(ze_command_queue_handle_t q)
+{
+    ENTER(F_zeCommandQueueDestroy);
+    if (!q)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    queue_complete(q); /* "the application must ensure the device is not
+                          currently referencing" it: its commands are done */
+    free(q);
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t ZE_APICALL f_zeCommandQueueSynchronize(ze_command_queue_handle_t q,
+                                                          uint64_t timeout)
+{
+    ENTER(F_zeCommandQueueSynchronize);
+    if (!q)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (timeout == 0) {
+        pthread_mutex_lock(&mu);
+        int busy = queue_busy(q);
+        pthread_mutex_unlock(&mu);
+        return busy ? ZE_RESULT_NOT_READY : ZE_RESULT_SUCCESS;
+    }
+    queue_complete(q);
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t ZE_APICALL f_zeCommandListCreateImmediate(ze_context_handle_t c,
+                                                             ze_device_handle_t dev,
+                                                             const ze_command_queue_desc_t *desc,
+                                                             ze_command_list_handle_t *phl)
+{
+    ENTER(F_zeCommandListCreateImmediate);
+    if (!c || fake_ze_device_index(dev) < 0)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (!desc || !phl)
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    *phl = calloc(1, sizeof **phl);
+    if (!*phl)
+        return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+    (*phl)->head = fake_ze_head();
+    (*phl)->ctx = c;
+    (*phl)->immediate = 1;
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t ZE_APICALL f_zeCommandListDestroy(ze_command_list_handle_t l)
+{
+    ENTER(F_zeCommandListDestroy);
+    if (!l)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    queue_complete(l);
+    free(l);
+    return ZE_RESULT_SUCCESS;
 }
 
 EXPORT int fake_ze_in_use(const void *ptr, size_t size)
@@ -722,6 +867,25 @@ EXPORT ze_result_t ZE_APICALL zeGetContextProcAddrTable(ze_api_version_t version
     TABLE_HEAD(t);
     t->pfnCreate = f_zeContextCreate;
     t->pfnDestroy = f_zeContextDestroy;
+    return ZE_RESULT_SUCCESS;
+}
+
+EXPORT ze_result_t ZE_APICALL zeGetCommandQueueProcAddrTable(ze_api_version_t version,
+                                                             ze_command_queue_dditable_t *t)
+{
+    TABLE_HEAD(t);
+    t->pfnCreate = f_zeCommandQueueCreate;
+    t->pfnDestroy = f_zeCommandQueueDestroy;
+    t->pfnSynchronize = f_zeCommandQueueSynchronize;
+    return ZE_RESULT_SUCCESS;
+}
+
+EXPORT ze_result_t ZE_APICALL zeGetCommandListProcAddrTable(ze_api_version_t version,
+                                                            ze_command_list_dditable_t *t)
+{
+    TABLE_HEAD(t);
+    t->pfnCreateImmediate = f_zeCommandListCreateImmediate;
+    t->pfnDestroy = f_zeCommandListDestroy;
     return ZE_RESULT_SUCCESS;
 }
 
