@@ -109,16 +109,6 @@ int tdm__cuda_pointer_device(CUdeviceptr p, int otherwise)
     return ordinal;
 }
 
-static tdm__hook_mode open_hook(void *real)
-{
-    if (real == NULL)
-        return TDM__HOOK_OFF;
-    tdm__hook_mode m = tdm__hook_mode_get();
-    if (m == TDM__HOOK_OFF || !tdm__hook_enter())
-        return TDM__HOOK_OFF;
-    return m;
-}
-
 #define NO_DRIVER CUDA_ERROR_NOT_INITIALIZED
 #define REAL(name, pfn) pfn real = (pfn)tdm__cuda_real(TDM__CV_##name)
 
@@ -127,8 +117,7 @@ static tdm__hook_mode open_hook(void *real)
 CUresult tdm__cuda_w_cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
 {
     REAL(cuMemPoolTrimTo, PFN_cuMemPoolTrimTo_v11020);
-    if (open_hook((void *)real) == TDM__HOOK_OFF)
-        return real ? real(pool, keep) : NO_DRIVER;
+    TDM_HOOK_PROLOGUE(m_, real != NULL, real ? real(pool, keep) : NO_DRIVER);
     CUresult r = real(pool, keep);
     if (r == CUDA_SUCCESS) {
         int dev = tdm__pool_table_device_of(&known, (void *)pool);
@@ -141,8 +130,7 @@ CUresult tdm__cuda_w_cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
 CUresult tdm__cuda_w_cuMemPoolDestroy(CUmemoryPool pool)
 {
     REAL(cuMemPoolDestroy, PFN_cuMemPoolDestroy_v11020);
-    if (open_hook((void *)real) == TDM__HOOK_OFF)
-        return real ? real(pool) : NO_DRIVER;
+    TDM_HOOK_PROLOGUE(m_, real != NULL, real ? real(pool) : NO_DRIVER);
     CUresult r = real(pool);
     int dev = tdm__pool_table_device_of(&known, (void *)pool);
     if (r == CUDA_SUCCESS && dev >= 0) { /* what it held goes with it */
@@ -170,8 +158,7 @@ static void note_current_pool(int dev, CUmemoryPool pool)
 CUresult tdm__cuda_w_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
 {
     REAL(cuDeviceSetMemPool, PFN_cuDeviceSetMemPool_v11020);
-    if (open_hook((void *)real) == TDM__HOOK_OFF)
-        return real ? real(dev, pool) : NO_DRIVER;
+    TDM_HOOK_PROLOGUE(m_, real != NULL, real ? real(dev, pool) : NO_DRIVER);
     CUresult r = real(dev, pool);
     if (r == CUDA_SUCCESS)
         note_current_pool(dev, pool);
@@ -187,8 +174,7 @@ CUresult tdm__cuda_w_cuMemSetMemPool(CUmemLocation *loc, CUmemAllocationType typ
                                      CUmemoryPool pool)
 {
     REAL(cuMemSetMemPool, PFN_cuMemSetMemPool_v13000);
-    if (open_hook((void *)real) == TDM__HOOK_OFF)
-        return real ? real(loc, type, pool) : NO_DRIVER;
+    TDM_HOOK_PROLOGUE(m_, real != NULL, real ? real(loc, type, pool) : NO_DRIVER);
     CUresult r = real(loc, type, pool);
     if (r == CUDA_SUCCESS && loc && loc->type == CU_MEM_LOCATION_TYPE_DEVICE &&
         type == CU_MEM_ALLOCATION_TYPE_PINNED)
@@ -203,9 +189,9 @@ CUresult tdm__cuda_w_cuMemSetMemPool(CUmemLocation *loc, CUmemAllocationType typ
     CUresult tdm__cuda_w_##name(CUstream s)                                    \
     {                                                                          \
         REAL(name, pfn);                                                       \
-        if (!tdm__pool_table_any(&known) || \
-            open_hook((void *)real) == TDM__HOOK_OFF)                          \
+        if (!tdm__pool_table_any(&known))                                      \
             return real ? real(s) : NO_DRIVER;                                 \
+        TDM_HOOK_PROLOGUE(m_, real != NULL, real ? real(s) : NO_DRIVER);       \
         CUresult r = real(s);                                                  \
         tdm__cuda_pool_book_all();                                             \
         tdm__hook_leave();                                                     \
@@ -229,9 +215,7 @@ STREAM_SYNC(cuStreamSynchronize_ptsz, PFN_cuStreamSynchronize_v7000_ptsz)
 CUresult tdm__cuda_w_cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p)
 {
     REAL(cuIpcGetMemHandle, PFN_cuIpcGetMemHandle_v4010);
-    tdm__hook_mode m = open_hook((void *)real);
-    if (m == TDM__HOOK_OFF)
-        return real ? real(h, p) : NO_DRIVER;
+    TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(h, p) : NO_DRIVER);
     if (m == TDM__HOOK_CACHE && p != 0 && tdm__cuda_cache_ready() &&
         tdm__alloc_owns((void *)(uintptr_t)p)) {
         PFN_cuMemGetAddressRange_v3020 range =
@@ -261,8 +245,7 @@ CUresult tdm__cuda_w_cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle ha
                                           unsigned int flags)
 {
     REAL(cuIpcOpenMemHandle_v2, PFN_cuIpcOpenMemHandle_v11000);
-    if (open_hook((void *)real) == TDM__HOOK_OFF)
-        return real ? real(pdptr, handle, flags) : NO_DRIVER;
+    TDM_HOOK_PROLOGUE(m_, real != NULL, real ? real(pdptr, handle, flags) : NO_DRIVER);
     CUresult r = real(pdptr, handle, flags);
     if (r == CUDA_SUCCESS && pdptr && *pdptr) {
         PFN_cuMemGetAddressRange_v3020 range =
@@ -283,8 +266,7 @@ CUresult tdm__cuda_w_cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle ha
 CUresult tdm__cuda_w_cuIpcCloseMemHandle(CUdeviceptr p)
 {
     REAL(cuIpcCloseMemHandle, PFN_cuIpcCloseMemHandle_v4010);
-    if (open_hook((void *)real) == TDM__HOOK_OFF)
-        return real ? real(p) : NO_DRIVER;
+    TDM_HOOK_PROLOGUE(m_, real != NULL, real ? real(p) : NO_DRIVER);
     tdm__alloc_observe_unimport((void *)(uintptr_t)p);
     CUresult r = real(p);
     tdm__hook_leave();
@@ -298,8 +280,7 @@ CUresult tdm__cuda_w_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle
                                                    CUmemAllocationHandleType type)
 {
     REAL(cuMemImportFromShareableHandle, PFN_cuMemImportFromShareableHandle_v10020);
-    if (open_hook((void *)real) == TDM__HOOK_OFF)
-        return real ? real(h, os_handle, type) : NO_DRIVER;
+    TDM_HOOK_PROLOGUE(m_, real != NULL, real ? real(h, os_handle, type) : NO_DRIVER);
     CUresult r = real(h, os_handle, type);
     if (r == CUDA_SUCCESS && h) {
         PFN_cuMemGetAllocationPropertiesFromHandle_v10020 props =

@@ -21,17 +21,6 @@
 
 #define TDM_RT_INLINE static inline __attribute__((always_inline))
 
-/* Opens a hook; TDM__HOOK_OFF to pass straight through. */
-TDM_RT_INLINE tdm__hook_mode tdm__rt_open(void *real)
-{
-    if (real == NULL)
-        return TDM__HOOK_OFF;
-    tdm__hook_mode m = tdm__hook_mode_get();
-    if (m == TDM__HOOK_OFF || !tdm__hook_enter())
-        return TDM__HOOK_OFF;
-    return m;
-}
-
 /* The device a runtime call's memory comes from: the stream's for a
  * stream-ordered call on a stream of its own, else the runtime's current
  * device (cudaGetDevice).  *primary (when not NULL) cleared when the
@@ -138,9 +127,7 @@ TDM_RT_INLINE cudaError_t tdm__rt_malloc_async(int f, void **p, size_t size, cud
                                                int ptsz)
 {
     tdm__rt_malloc_async_fn real = (tdm__rt_malloc_async_fn)tdm__cuda_rt_real(f);
-    tdm__hook_mode m = tdm__rt_open((void *)real);
-    if (m == TDM__HOOK_OFF)
-        return real ? real(p, size, s) : TDM_RT_ABSENT;
+    TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(p, size, s) : TDM_RT_ABSENT);
     cudaError_t r;
     tdm_stream st = tdm__rt_stream(s, ptsz);
     if (!tdm__rt_cache_alloc(m, &r, p, size, s, st, 1)) {
@@ -159,9 +146,7 @@ TDM_RT_INLINE cudaError_t tdm__rt_malloc_async(int f, void **p, size_t size, cud
 TDM_RT_INLINE cudaError_t tdm__rt_free_async(int f, void *p, cudaStream_t s, int ptsz)
 {
     tdm__rt_free_async_fn real = (tdm__rt_free_async_fn)tdm__cuda_rt_real(f);
-    tdm__hook_mode m = tdm__rt_open((void *)real);
-    if (m == TDM__HOOK_OFF)
-        return real ? real(p, s) : TDM_RT_ABSENT;
+    TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(p, s) : TDM_RT_ABSENT);
     cudaError_t r = cudaSuccess;
     int cached = tdm__rt_cache_free(m, p, 1, tdm__rt_stream(s, ptsz));
     if (cached < 0) {
@@ -179,9 +164,7 @@ TDM_RT_INLINE cudaError_t tdm__rt_from_pool(int f, void **p, size_t size, cudaMe
                                             cudaStream_t s, int ptsz)
 {
     tdm__rt_pool_fn real = (tdm__rt_pool_fn)tdm__cuda_rt_real(f);
-    tdm__hook_mode m = tdm__rt_open((void *)real);
-    if (m == TDM__HOOK_OFF)
-        return real ? real(p, size, pool, s) : TDM_RT_ABSENT;
+    TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(p, size, pool, s) : TDM_RT_ABSENT);
     cudaError_t r = real(p, size, pool, s);
     int dev = r == cudaSuccess && p ? tdm__cuda_pointer_device((CUdeviceptr)(uintptr_t)*p,
                                                                tdm__cuda_rt_device())

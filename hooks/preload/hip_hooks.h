@@ -134,11 +134,8 @@ INLINE void resolve(void)
  * tidemark is off or this thread is already inside it. */
 #define HOOK_PROLOGUE(name, ...)                                               \
     resolve();                                                                 \
-    tdm__hook_mode mode = tdm__hook_mode_get();                                \
-    if (mode == TDM__HOOK_OFF ||                                               \
-        !atomic_load_explicit(&tdm__hip_real_ready, memory_order_acquire) ||   \
-        !tdm__hook_enter())                                                    \
-        return CALL_REAL(name, __VA_ARGS__)
+    TDM_HOOK_PROLOGUE(mode, atomic_load_explicit(&tdm__hip_real_ready, memory_order_acquire), \
+                      CALL_REAL(name, __VA_ARGS__))
 
 /* The thread's current device (0 when HIP cannot say), described to the
  * snapshot on first use (hip_hooks.c). */

@@ -199,9 +199,7 @@ TDM__ZE_INLINE ze_result_t tdm__ze_result_of(tdm_status st)
 /* Hooks start with this: pass straight through when tidemark is off or
  * this thread is already inside it. */
 #define TDM__ZE_PROLOGUE(call)                                                 \
-    tdm__hook_mode mode_ = tdm__ze_mode();                                     \
-    if (mode_ == TDM__HOOK_OFF || !tdm__ze_enter())                            \
-        return (call)
+    TDM_HOOK_PROLOGUE_OF(mode_, tdm__ze_mode(), tdm__ze_enter(), 1, call)
 
 TDM__ZE_INLINE ze_result_t tdm__ze_alloc_device(const tdm__ze_real *r, unsigned skip,
                                                 ze_context_handle_t c,
