@@ -81,7 +81,7 @@ INLINE int cache_alloc(tdm__hook_mode m, CUresult *r, CUdeviceptr *dptr, size_t 
     }
     int primary = 0;
     int dev = tdm__cuda_place(s, ordered, &primary);
-    if (dev < 0 || !primary || (ordered && tdm__cuda_program_pool(dev)))
+    if (dev < 0 || !primary || (ordered && tdm__pool_program(&tdm__cuda_pools, dev)))
         return 0;
     void *p = NULL;
     tdm_status st = tdm__alloc_malloc(&p, size, dev, stream, TDM_HOOK_SKIP);
@@ -201,7 +201,7 @@ static CUresult w_cuMemFreeHost(void *p)
     static CUresult w_##name(CUdeviceptr *dptr, size_t size, CUstream s)      \
     {                                                                          \
         pfn real = (pfn)tdm__cuda_real(TDM__CV_##name);                        \
-        TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(dptr, size, s) : NO_DRIVER);\
+        TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(dptr, size, s) : NO_DRIVER); \
         tdm_stream st = tdm__cuda_stream(s, ptsz);                             \
         CUresult r;                                                            \
         if (!cache_alloc(m, &r, dptr, size, s, st, 1)) {                       \
@@ -211,7 +211,8 @@ static CUresult w_cuMemFreeHost(void *p)
             book_alloc(r, dev, r == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL, \
                        size, st);                                              \
             if (r == CUDA_SUCCESS) {                                           \
-                tdm__cuda_pool_book(tdm__cuda_pool_current(dev), dev);         \
+                tdm__pool_book(&tdm__cuda_pools, tdm__pool_current(&tdm__cuda_pools, dev), \
+                               dev);                                           \
                 tdm__cuda_note_capture(st);                                    \
             }                                                                  \
         }                                                                      \
@@ -234,7 +235,7 @@ ASYNC_ALLOC(cuMemAllocAsync_ptsz, PFN_cuMemAllocAsync_v11020_ptsz, 1)
             tdm__alloc_observe_free((void *)(uintptr_t)p, tdm__cuda_stream(s, ptsz), \
                                     TDM_HOOK_SKIP);                            \
             r = real(p, s);                                                    \
-            tdm__cuda_pool_book_all(); /* the block went back to its pool */   \
+            tdm__pool_book_all(&tdm__cuda_pools); /* the block went back */   \
         }                                                                      \
         tdm__hook_leave();                                                     \
         return r;                                                              \
@@ -249,14 +250,14 @@ ASYNC_FREE(cuMemFreeAsync_ptsz, PFN_cuMemFreeAsync_v11020_ptsz, 1)
                              CUstream s)                                       \
     {                                                                          \
         pfn real = (pfn)tdm__cuda_real(TDM__CV_##name);                        \
-        TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(dptr, size, pool, s) : NO_DRIVER);\
+        TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(dptr, size, pool, s) : NO_DRIVER); \
         CUresult r = real(dptr, size, pool, s);                                \
         int dev = r == CUDA_SUCCESS ? tdm__cuda_pointer_device(*dptr, ctx_device()) \
                                     : ctx_device();                            \
         book_alloc(r, dev, r == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL, \
                    size, tdm__cuda_stream(s, ptsz));                           \
         if (r == CUDA_SUCCESS) {                                               \
-            tdm__cuda_pool_book(pool, dev);                                    \
+            tdm__pool_book(&tdm__cuda_pools, (void *)pool, dev);               \
             tdm__cuda_note_capture(tdm__cuda_stream(s, ptsz));                 \
         }                                                                      \
         tdm__hook_leave();                                                     \

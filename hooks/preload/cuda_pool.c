@@ -21,82 +21,58 @@
  * booked apart as imported (alloc/observe_import.c), with the exporting
  * device where the driver says it; never on the current device.
  *
- * Owns: the known pools (a small lock-free table), each device's current
- * pool and whether the program set it.  Lock: none (atomics).
+ * Owns: CUDA's pool tracker (pool_track.h) and its operations.  Lock:
+ * none (atomics).
  */
 #define _GNU_SOURCE
 #include "cuda_hooks.h"
-#include "pool_table.h"
 
 #include "snap_model.h"
 
-#define MAX_DEVICES 64
+/* ---- the pool tracker's operations (pool_track.h) --------------------------- */
 
-static tdm__pool_table known;
-static _Atomic(void *) current_pool[MAX_DEVICES];
-static _Atomic int program_pool[MAX_DEVICES];
-
-int tdm__cuda_pool_query(CUmemoryPool pool, uint64_t *reserved, uint64_t *used)
+static int pool_query(void *pool, uint64_t *reserved, uint64_t *used)
 {
     PFN_cuMemPoolGetAttribute_v11020 get =
         (PFN_cuMemPoolGetAttribute_v11020)tdm__cuda_helper("cuMemPoolGetAttribute");
     cuuint64_t r = 0, u = 0;
-    if (get == NULL || get(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &r) != CUDA_SUCCESS ||
-        get(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &u) != CUDA_SUCCESS)
+    if (get == NULL ||
+        get((CUmemoryPool)pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &r) != CUDA_SUCCESS ||
+        get((CUmemoryPool)pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &u) != CUDA_SUCCESS)
         return 0;
     *reserved = r;
     *used = u;
     return 1;
 }
 
-CUmemoryPool tdm__cuda_pool_current(int device)
+static void *device_pool(int device)
 {
-    if (device < 0 || device >= MAX_DEVICES)
-        return NULL;
-    void *p = atomic_load_explicit(&current_pool[device], memory_order_acquire);
-    if (p)
-        return p;
     PFN_cuDeviceGetMemPool_v11020 get =
         (PFN_cuDeviceGetMemPool_v11020)tdm__cuda_helper("cuDeviceGetMemPool");
     CUmemoryPool pool = NULL;
-    if (get == NULL || get(&pool, device) != CUDA_SUCCESS)
-        return NULL;
-    void *expected = NULL; /* a cuDeviceSetMemPool meanwhile wins */
-    atomic_compare_exchange_strong(&current_pool[device], &expected, pool);
-    return atomic_load_explicit(&current_pool[device], memory_order_acquire);
+    return get != NULL && get(&pool, device) == CUDA_SUCCESS ? (void *)pool : NULL;
+}
+
+static void *default_pool(int device)
+{
+    PFN_cuDeviceGetDefaultMemPool_v11020 def =
+        (PFN_cuDeviceGetDefaultMemPool_v11020)tdm__cuda_helper("cuDeviceGetDefaultMemPool");
+    CUmemoryPool pool = NULL;
+    return def != NULL && def(&pool, device) == CUDA_SUCCESS ? (void *)pool : NULL;
 }
 
 /* At each dump (not an out-of-memory one): what every known pool holds
  * now, for releases the hooks did not see (cuCtxSynchronize, event
  * waits, a driver trimming on its own). */
-static void book_at_dump(void)
+static void book_all(void)
 {
-    tdm__cuda_pool_book_all();
+    tdm__pool_book_all(&tdm__cuda_pools);
 }
 
-void tdm__cuda_pool_remember(CUmemoryPool pool, int device)
-{
-    static _Atomic int asked;
-    if (!atomic_load_explicit(&asked, memory_order_relaxed) &&
-        !atomic_exchange_explicit(&asked, 1, memory_order_relaxed))
-        tdm__alloc_observe_refresh_at_dump(book_at_dump);
-    tdm__pool_table_put(&known, (void *)pool, device);
-}
-
-int tdm__cuda_pool_known(int i, CUmemoryPool *pool, int *device)
-{
-    void *p;
-    if (!tdm__pool_table_at(&known, i, &p, device))
-        return 0;
-    *pool = p;
-    return 1;
-}
-
-int tdm__cuda_program_pool(int device)
-{
-    return device >= 0 && device < MAX_DEVICES &&
-           atomic_load_explicit(&program_pool[device], memory_order_relaxed);
-}
+static const tdm__pool_ops cuda_pool_ops = {
+    .query = pool_query, .device_pool = device_pool, .default_pool = default_pool,
+    .book_all = book_all};
+tdm__pool_track tdm__cuda_pools = TDM__POOL_TRACK_INIT(&cuda_pool_ops);
 
 int tdm__cuda_pointer_device(CUdeviceptr p, int otherwise)
 {
@@ -119,10 +95,8 @@ CUresult tdm__cuda_w_cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
     REAL(cuMemPoolTrimTo, PFN_cuMemPoolTrimTo_v11020);
     TDM_HOOK_PROLOGUE(m_, real != NULL, real ? real(pool, keep) : NO_DRIVER);
     CUresult r = real(pool, keep);
-    if (r == CUDA_SUCCESS) {
-        int dev = tdm__pool_table_device_of(&known, (void *)pool);
-        tdm__cuda_pool_book(pool, dev >= 0 ? dev : tdm__cuda_current_device());
-    }
+    if (r == CUDA_SUCCESS)
+        tdm__pool_trimmed(&tdm__cuda_pools, (void *)pool, tdm__cuda_current_device());
     tdm__hook_leave();
     return r;
 }
@@ -132,27 +106,10 @@ CUresult tdm__cuda_w_cuMemPoolDestroy(CUmemoryPool pool)
     REAL(cuMemPoolDestroy, PFN_cuMemPoolDestroy_v11020);
     TDM_HOOK_PROLOGUE(m_, real != NULL, real ? real(pool) : NO_DRIVER);
     CUresult r = real(pool);
-    int dev = tdm__pool_table_device_of(&known, (void *)pool);
-    if (r == CUDA_SUCCESS && dev >= 0) { /* what it held goes with it */
-        tdm__pool_table_forget(&known, (void *)pool);
-        tdm__alloc_observe_pool(dev, (uint64_t)(uintptr_t)pool, 0, 0, TDM_HOOK_SKIP);
-    }
+    if (r == CUDA_SUCCESS)
+        tdm__pool_destroyed(&tdm__cuda_pools, (void *)pool);
     tdm__hook_leave();
     return r;
-}
-
-/* `pool` is `dev`'s current pool now; the program's own unless it is the
- * default one. */
-static void note_current_pool(int dev, CUmemoryPool pool)
-{
-    if (dev < 0 || dev >= MAX_DEVICES)
-        return;
-    PFN_cuDeviceGetDefaultMemPool_v11020 def =
-        (PFN_cuDeviceGetDefaultMemPool_v11020)tdm__cuda_helper("cuDeviceGetDefaultMemPool");
-    CUmemoryPool d = NULL;
-    int own = def == NULL || def(&d, dev) != CUDA_SUCCESS || d != pool;
-    atomic_store_explicit(&current_pool[dev], (void *)pool, memory_order_release);
-    atomic_store_explicit(&program_pool[dev], own, memory_order_relaxed);
 }
 
 CUresult tdm__cuda_w_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
@@ -161,7 +118,7 @@ CUresult tdm__cuda_w_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
     TDM_HOOK_PROLOGUE(m_, real != NULL, real ? real(dev, pool) : NO_DRIVER);
     CUresult r = real(dev, pool);
     if (r == CUDA_SUCCESS)
-        note_current_pool(dev, pool);
+        tdm__pool_set_current(&tdm__cuda_pools, dev, (void *)pool);
     tdm__hook_leave();
     return r;
 }
@@ -178,7 +135,7 @@ CUresult tdm__cuda_w_cuMemSetMemPool(CUmemLocation *loc, CUmemAllocationType typ
     CUresult r = real(loc, type, pool);
     if (r == CUDA_SUCCESS && loc && loc->type == CU_MEM_LOCATION_TYPE_DEVICE &&
         type == CU_MEM_ALLOCATION_TYPE_PINNED)
-        note_current_pool(loc->id, pool);
+        tdm__pool_set_current(&tdm__cuda_pools, loc->id, (void *)pool);
     tdm__hook_leave();
     return r;
 }
@@ -189,11 +146,11 @@ CUresult tdm__cuda_w_cuMemSetMemPool(CUmemLocation *loc, CUmemAllocationType typ
     CUresult tdm__cuda_w_##name(CUstream s)                                    \
     {                                                                          \
         REAL(name, pfn);                                                       \
-        if (!tdm__pool_table_any(&known))                                      \
+        if (!tdm__pool_any(&tdm__cuda_pools))                                  \
             return real ? real(s) : NO_DRIVER;                                 \
         TDM_HOOK_PROLOGUE(m_, real != NULL, real ? real(s) : NO_DRIVER);       \
         CUresult r = real(s);                                                  \
-        tdm__cuda_pool_book_all();                                             \
+        tdm__pool_book_all(&tdm__cuda_pools);                                  \
         tdm__hook_leave();                                                     \
         return r;                                                              \
     }

@@ -82,7 +82,7 @@ TDM_RT_INLINE int tdm__rt_cache_alloc(tdm__hook_mode m, cudaError_t *r, void **p
      * context of the program's own is the runtime's to serve. */
     int primary = 1;
     int dev = tdm__cuda_rt_place(s, ordered, &primary);
-    if (!primary || (ordered && tdm__cuda_program_pool(dev)))
+    if (!primary || (ordered && tdm__pool_program(&tdm__cuda_pools, dev)))
         return 0;
     tdm_status st = tdm__alloc_malloc(p, size, dev, stream, TDM_HOOK_SKIP);
     *r = st == TDM_OK ? cudaSuccess
@@ -135,7 +135,7 @@ TDM_RT_INLINE cudaError_t tdm__rt_malloc_async(int f, void **p, size_t size, cud
         int dev = tdm__cuda_rt_place(s, 1, NULL);
         tdm__rt_book(r, dev, r == cudaSuccess && p ? *p : NULL, size, st);
         if (r == cudaSuccess) { /* pool reserve: cuda_pool.c */
-            tdm__cuda_pool_book(tdm__cuda_pool_current(dev), dev);
+            tdm__pool_book(&tdm__cuda_pools, tdm__pool_current(&tdm__cuda_pools, dev), dev);
             tdm__cuda_note_capture(st);
         }
     }
@@ -154,7 +154,7 @@ TDM_RT_INLINE cudaError_t tdm__rt_free_async(int f, void *p, cudaStream_t s, int
     } else if (cached == 0) {
         tdm__alloc_observe_free(p, tdm__rt_stream(s, ptsz), TDM_HOOK_SKIP);
         r = real(p, s);
-        tdm__cuda_pool_book_all();
+        tdm__pool_book_all(&tdm__cuda_pools);
     }
     tdm__hook_leave();
     return r;
@@ -171,7 +171,7 @@ TDM_RT_INLINE cudaError_t tdm__rt_from_pool(int f, void **p, size_t size, cudaMe
                                     : tdm__cuda_rt_device();
     tdm__rt_book(r, dev, r == cudaSuccess && p ? *p : NULL, size, tdm__rt_stream(s, ptsz));
     if (r == cudaSuccess) {
-        tdm__cuda_pool_book((CUmemoryPool)pool, dev);
+        tdm__pool_book(&tdm__cuda_pools, (void *)pool, dev);
         tdm__cuda_note_capture(tdm__rt_stream(s, ptsz));
     }
     tdm__hook_leave();
