@@ -10,9 +10,9 @@
  * the process.
  *
  * Locks: reg_lock around registering devices (the fast lookup reads the
- * slots with acquire loads and takes no lock); phys_lock around the
- * physical-memory table (virtual-memory calls are rare and heavy); the
- * cache set-up runs once under cache_lock.
+ * slots with acquire loads and takes no lock); the physical-memory
+ * tracker's own (vmm_track.h); the cache set-up runs once under
+ * cache_lock; queue_lock over the queues the free policies wait for.
  */
 #define _GNU_SOURCE
 #include "ze_track.h"
@@ -464,47 +464,16 @@ ze_result_t tdm__ze_free_policy_cached(const tdm__ze_real *r, ze_context_handle_
     return kept ? ZE_RESULT_SUCCESS : keep_out_of_use();
 }
 
-/* ---- physical memory handles ------------------------------------------------- */
+/* ---- physical memory handles ------------------------------------------------
+ * The tracker shared with CUDA and HIP (vmm_track.h), with Level Zero's one
+ * operation: the device of a handle made before tidemark looked, which
+ * Level Zero cannot say of a handle: the first device. */
 
-#define PHYS_SLOTS 4096
-static pthread_mutex_t phys_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-    ze_physical_mem_handle_t h; /* NULL: free */
-    int ordinal;
-} phys[PHYS_SLOTS];
-
-void tdm__ze_phys_remember(ze_physical_mem_handle_t h, int ordinal)
+static int unseen_device(uint64_t handle)
 {
-    pthread_mutex_lock(&phys_lock);
-    for (int i = 0; i < PHYS_SLOTS; i++)
-        if (phys[i].h == NULL) {
-            phys[i].h = h;
-            phys[i].ordinal = ordinal;
-            break;
-        }
-    pthread_mutex_unlock(&phys_lock);
+    (void)handle;
+    return 0;
 }
 
-int tdm__ze_phys_device(ze_physical_mem_handle_t h)
-{
-    int ordinal = -1;
-    pthread_mutex_lock(&phys_lock);
-    for (int i = 0; i < PHYS_SLOTS; i++)
-        if (phys[i].h == h) {
-            ordinal = phys[i].ordinal;
-            break;
-        }
-    pthread_mutex_unlock(&phys_lock);
-    return ordinal;
-}
-
-void tdm__ze_phys_forget(ze_physical_mem_handle_t h)
-{
-    pthread_mutex_lock(&phys_lock);
-    for (int i = 0; i < PHYS_SLOTS; i++)
-        if (phys[i].h == h) {
-            phys[i].h = NULL;
-            break;
-        }
-    pthread_mutex_unlock(&phys_lock);
-}
+static const tdm__vmm_ops ze_vmm_ops = {.unseen_device = unseen_device};
+tdm__vmm_track tdm__ze_vmm = TDM__VMM_TRACK_INIT(&ze_vmm_ops);

@@ -30,8 +30,10 @@
  *                           they are idle (ze_track.c)
  *   zeCommandQueueCreate/Destroy, zeCommandListCreateImmediate/Destroy
  *                           cache mode: recorded for the free policies
- *   zePhysicalMemCreate     remembers the memory's device; oom on failure
- *   zeVirtualMemMap/Unmap   segment_map / segment_unmap
+ *   zePhysicalMemCreate     remembers the memory's device (vmm_track.h);
+ *                           oom on failure
+ *   zeVirtualMemMap/Unmap   segment_map / segment_unmap (a handle's further
+ *                           mapping: imported)
  *   zePhysicalMemDestroy    forgets the handle; nothing booked
  * zeVirtualMemReserve/Free are not hooked: a reservation is address space
  * only, it holds no memory until something is mapped into it.
@@ -57,6 +59,7 @@
 #include "alloc.h"
 #include "preload.h"
 #include "provider.h"
+#include "vmm_track.h"
 
 #define TDM__ZE_INLINE static inline __attribute__((always_inline))
 
@@ -148,10 +151,9 @@ void tdm__ze_queue_seen(ze_context_handle_t c, void *handle, int immediate);
  * with its context and kind. */
 int tdm__ze_queue_forget(void *handle, ze_context_handle_t *c, int *immediate);
 
-/* Physical memory handle -> device ordinal (zePhysicalMemCreate .. Destroy). */
-void tdm__ze_phys_remember(ze_physical_mem_handle_t h, int ordinal);
-int tdm__ze_phys_device(ze_physical_mem_handle_t h); /* -1: unknown */
-void tdm__ze_phys_forget(ze_physical_mem_handle_t h);
+/* Physical memory handles (device, mappings): the tracker CUDA and HIP
+ * use too (vmm_track.h), no fixed size. */
+extern tdm__vmm_track tdm__ze_vmm;
 
 /* ---- the bookings, one per hooked entry ---- */
 
@@ -314,7 +316,7 @@ TDM__ZE_INLINE ze_result_t tdm__ze_physical_create(const tdm__ze_real *r, unsign
     int device = tdm__ze_device(r, dev);
     ze_result_t res = r->physical_mem_create(c, dev, desc, ph);
     if (res == ZE_RESULT_SUCCESS && ph != NULL)
-        tdm__ze_phys_remember(*ph, device);
+        tdm__vmm_created(&tdm__ze_vmm, (uint64_t)(uintptr_t)*ph, device, TDM_VMM_OWN);
     else if (res == ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY && desc != NULL)
         tdm__alloc_observe_oom(device, desc->size, tdm__ze_free_bytes(r, device), 0,
                                skip);
@@ -329,7 +331,7 @@ TDM__ZE_INLINE ze_result_t tdm__ze_physical_destroy(const tdm__ze_real *r, unsig
     TDM__ZE_PROLOGUE(r->physical_mem_destroy(c, h));
     ze_result_t res = r->physical_mem_destroy(c, h);
     if (res == ZE_RESULT_SUCCESS)
-        tdm__ze_phys_forget(h);
+        tdm__vmm_released(&tdm__ze_vmm, (uint64_t)(uintptr_t)h);
     tdm__ze_leave();
     return res;
 }
@@ -342,8 +344,15 @@ TDM__ZE_INLINE ze_result_t tdm__ze_virtual_map(const tdm__ze_real *r, unsigned s
     TDM__ZE_PROLOGUE(r->virtual_mem_map(c, ptr, size, h, offset, access));
     ze_result_t res = r->virtual_mem_map(c, ptr, size, h, offset, access);
     if (res == ZE_RESULT_SUCCESS) {
-        int device = tdm__ze_phys_device(h);
-        tdm__alloc_observe_map(device >= 0 ? device : 0, ptr, size, skip);
+        /* The handle's first mapping is the device's memory; a further one
+         * maps the same memory again: imported, not counted twice. */
+        tdm__vmm_booking b =
+            tdm__vmm_mapped(&tdm__ze_vmm, (uint64_t)(uintptr_t)h, (uint64_t)(uintptr_t)ptr);
+        int device = b.device >= 0 ? b.device : 0;
+        if (b.kind == TDM_VMM_OWN)
+            tdm__alloc_observe_map(device, ptr, size, skip);
+        else
+            tdm__alloc_observe_import(device, ptr, size, b.device, b.kind, skip);
     }
     tdm__ze_leave();
     return res;
@@ -354,7 +363,9 @@ TDM__ZE_INLINE ze_result_t tdm__ze_virtual_unmap(const tdm__ze_real *r, unsigned
                                                  size_t size)
 {
     TDM__ZE_PROLOGUE(r->virtual_mem_unmap(c, ptr, size));
-    tdm__alloc_observe_unmap(ptr, size, skip);
+    tdm__vmm_unmapped(&tdm__ze_vmm, (uint64_t)(uintptr_t)ptr);
+    if (tdm__alloc_observe_unmap(ptr, size, skip) != TDM_OK)
+        tdm__alloc_observe_unimport(ptr);
     ze_result_t res = r->virtual_mem_unmap(c, ptr, size);
     tdm__ze_leave();
     return res;
