@@ -141,9 +141,10 @@ int fake_pool_give(void *p);
  * K_IPC: an opened IPC handle's mapping; K_PHYS_IMPORT: an imported
  * handle (another allocation's memory: neither counts again). */
 enum kind { K_DEVICE = 1, K_HOST = 2, K_PHYS = 3, K_POOLED = 4, K_IPC = 5, K_PHYS_IMPORT = 6 };
-/* Guards the table, the mappings and the byte counts. */
+/* Guards the reservations and mappings (fake_hip_vmm.c). */
 extern pthread_mutex_t mu;
-/* Books / forgets an allocation of `kind`; untrack gives its size and
+/* The fakes' shared bookkeeping (tests/fakes/core), the HIP way.
+ * Books / forgets an allocation of `kind`; untrack gives its size and
  * returns 0 if p is not one of that kind.  The _in forms keep the pool an
  * allocation came from. */
 hipError_t track(void *p, size_t size, int device, int kind);

@@ -53,6 +53,7 @@
 
 #include "fake_ze.h"
 #include "fake_ze_internal.h"
+#include "fake_memory.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define MAX_DEVICES 8
@@ -103,6 +104,10 @@ static ze_result_t fail_code[F_COUNT];
 static pthread_once_t conf_once = PTHREAD_ONCE_INIT;
 static int n_devices = 1;
 static size_t capacity = (size_t)1 << 30;
+/* The live allocations (tests/fakes/core): every kind but host memory
+ * counts on its device; shared memory made with no device (device -1)
+ * counts nowhere. */
+static fake_memory memory = FAKE_MEMORY_INIT(1u << K_DEVICE | 1u << K_SHARED | 1u << K_PHYS);
 int fake_ze_no_vmm;
 
 static void read_conf(void)
@@ -115,6 +120,7 @@ static void read_conf(void)
     s = getenv("FAKE_ZE_CAPACITY");
     if (s && *s)
         capacity = (size_t)strtoull(s, NULL, 0);
+    memory.capacity = capacity;
     for (int i = 0; i < MAX_DEVICES; i++) {
         devices[i].index = i;
         mem_modules[i].device = i;
@@ -161,91 +167,27 @@ int fake_ze_device_index(ze_device_handle_t d)
     return d->index;
 }
 
-/* ---- allocation table (linear probing, backward-shift deletion) -------- */
+/* ---- allocations: the fakes' shared bookkeeping (tests/fakes/core) -------- */
 
-
-typedef struct entry {
-    void *ptr;   /* NULL: empty slot */
-    size_t size; /* bytes */
-    int device;  /* -1: host */
-    int kind;
-    size_t alignment; /* bytes the block was aligned to */
-} entry;
-
-#define TABLE_SIZE (1u << 16)
-static entry table[TABLE_SIZE];
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static long live;
-static size_t used[MAX_DEVICES]; /* bytes */
-
-static size_t slot_of(const void *p)
-{
-    uint64_t h = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull;
-    return (size_t)(h >> 48) & (TABLE_SIZE - 1);
-}
-
-static int counts_on_device(int kind, int device)
-{
-    return kind != K_HOST && device >= 0;
-}
+/* What the registry knows of an allocation. */
+typedef fake_mem entry;
+#define ENTRY_PTR(e) ((void *)(e).key)
 
 static ze_result_t track(void *p, size_t size, int device, int kind, size_t alignment)
 {
-    ze_result_t r = ZE_RESULT_SUCCESS;
-    pthread_mutex_lock(&mu);
-    if (counts_on_device(kind, device) && size > capacity - used[device]) {
-        r = ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
-    } else if (live >= (long)TABLE_SIZE / 2) {
-        r = ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
-    } else {
-        size_t i = slot_of(p);
-        while (table[i].ptr)
-            i = (i + 1) & (TABLE_SIZE - 1);
-        table[i] = (entry){p, size, device, kind, alignment};
-        live++;
-        if (counts_on_device(kind, device))
-            used[device] += size;
-    }
-    pthread_mutex_unlock(&mu);
-    return r;
-}
-
-static void erase_at(size_t i)
-{
-    for (size_t j = i;;) {
-        j = (j + 1) & (TABLE_SIZE - 1);
-        if (!table[j].ptr)
-            break;
-        size_t k = slot_of(table[j].ptr);
-        int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
-        if (stays)
-            continue;
-        table[i] = table[j];
-        i = j;
-    }
-    table[i].ptr = NULL;
+    fake_mem a = {.key = (uintptr_t)p, .size = size, .alignment = alignment, .device = device,
+                  .kind = kind};
+    int r = fake_memory_track(&memory, &a);
+    return r == FAKE_MEM_OK               ? ZE_RESULT_SUCCESS
+           : r == FAKE_MEM_OVER_CAPACITY  ? ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY
+                                          : ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
 }
 
 /* Forgets `p` if it is an allocation of one of the kinds in `mask`
  * (1 << kind); its entry goes to *out.  0 when there is none. */
 static int untrack(const void *p, unsigned mask, entry *out)
 {
-    int found = 0;
-    pthread_mutex_lock(&mu);
-    for (size_t i = slot_of(p); table[i].ptr; i = (i + 1) & (TABLE_SIZE - 1)) {
-        if (table[i].ptr == p && (mask & (1u << table[i].kind))) {
-            if (out)
-                *out = table[i];
-            if (counts_on_device(table[i].kind, table[i].device))
-                used[table[i].device] -= table[i].size;
-            erase_at(i);
-            live--;
-            found = 1;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&mu);
-    return found;
+    return fake_memory_untrack(&memory, (uintptr_t)p, mask, out);
 }
 
 ze_result_t fake_ze_track_phys(void *h, size_t size, int device)
@@ -261,55 +203,7 @@ int fake_ze_untrack_phys(void *h)
 /* The allocation holding address p (any kind but physical); 0 if none. */
 static int lookup(const void *p, entry *out)
 {
-    int found = 0;
-    pthread_mutex_lock(&mu);
-    for (size_t i = 0; i < TABLE_SIZE && !found; i++)
-        if (table[i].ptr && table[i].kind != K_PHYS && (const char *)p >= (char *)table[i].ptr &&
-            (const char *)p < (char *)table[i].ptr + table[i].size) {
-            *out = table[i];
-            found = 1;
-        }
-    pthread_mutex_unlock(&mu);
-    return found;
-}
-
-/* Blocks freed lately, kept for reuse by (rounded size, alignment): a
- * loop that allocates and frees one size (bench/hook_overhead) then costs
- * the same every time, whatever glibc's free would consolidate. */
-#define REUSE_SLOTS 32
-static struct {
-    void *p;
-    size_t bytes, alignment;
-} reuse[REUSE_SLOTS];
-static int n_reuse;
-static pthread_mutex_t reuse_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static void *block_get(size_t bytes, size_t alignment)
-{
-    void *p = NULL;
-    pthread_mutex_lock(&reuse_mu);
-    for (int i = n_reuse - 1; i >= 0; i--)
-        if (reuse[i].bytes == bytes && reuse[i].alignment == alignment) {
-            p = reuse[i].p;
-            reuse[i] = reuse[--n_reuse];
-            break;
-        }
-    pthread_mutex_unlock(&reuse_mu);
-    return p ? p : aligned_alloc(alignment, bytes);
-}
-
-static void block_put(void *p, size_t bytes, size_t alignment)
-{
-    pthread_mutex_lock(&reuse_mu);
-    if (n_reuse < REUSE_SLOTS) {
-        reuse[n_reuse].p = p;
-        reuse[n_reuse].bytes = bytes;
-        reuse[n_reuse].alignment = alignment;
-        n_reuse++;
-        p = NULL;
-    }
-    pthread_mutex_unlock(&reuse_mu);
-    free(p);
+    return fake_memory_containing(&memory, (uintptr_t)p, 1u << K_PHYS, out);
 }
 
 static ze_result_t fake_alloc(size_t size, size_t alignment, int device, int kind, void **pptr)
@@ -325,12 +219,12 @@ static ze_result_t fake_alloc(size_t size, size_t alignment, int device, int kin
     if (alignment < 64)
         alignment = 64;
     size_t bytes = (size + alignment - 1) & ~(alignment - 1);
-    void *p = block_get(bytes, alignment);
+    void *p = fake_block_get(bytes, alignment);
     if (!p)
         return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
     ze_result_t r = track(p, size, device, kind, alignment);
     if (r != ZE_RESULT_SUCCESS) {
-        block_put(p, bytes, alignment);
+        fake_block_put(p, bytes, alignment);
         return r;
     }
     *pptr = p;
@@ -497,7 +391,7 @@ static ze_result_t mem_free(ze_context_handle_t c, void *ptr)
     entry e;
     if (!untrack(ptr, 1u << K_DEVICE | 1u << K_HOST | 1u << K_SHARED, &e))
         return ZE_RESULT_ERROR_INVALID_ARGUMENT;
-    block_put(ptr, (e.size + e.alignment - 1) & ~(e.alignment - 1), e.alignment);
+    fake_block_put(ptr, (e.size + e.alignment - 1) & ~(e.alignment - 1), e.alignment);
     return ZE_RESULT_SUCCESS;
 }
 
@@ -529,9 +423,10 @@ static ze_result_t mem_free(ze_context_handle_t c, void *ptr)
  *     meanwhile;
  *   a policy past the two flags: ZE_RESULT_ERROR_INVALID_ENUMERATION
  *     ("0x3 < pMemFreeDesc->freePolicy").
- * Under `mu`, like the allocation table. */
+ * Under `mu`. */
 
 #define USE_SLOTS 64
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {
     const char *lo, *hi; /* an allocation a command in flight uses */
     const void *queue;   /* what it runs on; NULL: a queue no handle names */
@@ -554,13 +449,11 @@ static int used_by_device(const void *p, size_t n)
     return 0;
 }
 
-/* The size of the allocation at exactly p (0: none); mu held. */
+/* The size of the allocation at exactly p (0: none). */
 static size_t size_at(const void *p)
 {
-    for (size_t i = slot_of(p); table[i].ptr; i = (i + 1) & (TABLE_SIZE - 1))
-        if (table[i].ptr == p)
-            return table[i].size;
-    return 0;
+    fake_mem a;
+    return fake_memory_get(&memory, (uintptr_t)p, &a) ? a.size : 0;
 }
 
 /* A command in flight on `queue` uses [lo, hi). */
@@ -586,7 +479,7 @@ EXPORT void fake_ze_device_use(const void *ptr)
     entry e;
     if (!lookup(ptr, &e))
         return;
-    const char *lo = e.ptr;
+    const char *lo = ENTRY_PTR(e);
     note_use(NULL, lo, lo + e.size);
 }
 
@@ -787,7 +680,7 @@ static ze_result_t ZE_APICALL f_zeMemGetAllocProperties(ze_context_handle_t c, c
                   : e.kind == K_DEVICE ? ZE_MEMORY_TYPE_DEVICE
                   : e.kind == K_HOST   ? ZE_MEMORY_TYPE_HOST
                                        : ZE_MEMORY_TYPE_SHARED;
-    props->id = found ? (uint64_t)(uintptr_t)e.ptr : 0;
+    props->id = found ? (uint64_t)e.key : 0;
     props->pageSize = 4096;
     if (phDevice)
         *phDevice = found && e.device >= 0 ? &devices[e.device] : NULL;
@@ -814,9 +707,7 @@ static ze_result_t ZE_APICALL f_zesMemoryGetState(zes_mem_handle_t h, zes_mem_st
     ENTER(F_zesMemoryGetState);
     if (h < mem_modules || h >= mem_modules + n_devices)
         return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
-    pthread_mutex_lock(&mu);
-    state->free = capacity - used[h->device];
-    pthread_mutex_unlock(&mu);
+    state->free = capacity - fake_memory_used(&memory, h->device);
     state->size = capacity;
     state->health = ZES_MEM_HEALTH_OK;
     return ZE_RESULT_SUCCESS;
@@ -942,26 +833,15 @@ EXPORT ze_result_t ZE_APICALL zesGetMemoryProcAddrTable(ze_api_version_t version
 
 EXPORT long fake_ze_calls(const char *name)
 {
-    for (int i = 0; i < F_COUNT; i++)
-        if (strcmp(func_names[i], name) == 0)
-            return atomic_load(&calls[i]);
-    return -1;
+    return fake_calls_of(func_names, calls, F_COUNT, name);
 }
 
 EXPORT long fake_ze_live_allocations(void)
 {
-    pthread_mutex_lock(&mu);
-    long n = live;
-    pthread_mutex_unlock(&mu);
-    return n;
+    return fake_memory_live(&memory);
 }
 
 EXPORT size_t fake_ze_used_bytes(int device)
 {
-    if (device < 0 || device >= MAX_DEVICES)
-        return 0;
-    pthread_mutex_lock(&mu);
-    size_t n = used[device];
-    pthread_mutex_unlock(&mu);
-    return n;
+    return device < 0 || device >= MAX_DEVICES ? 0 : fake_memory_used(&memory, device);
 }
