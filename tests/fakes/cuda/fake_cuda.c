@@ -73,7 +73,7 @@ atomic_long fake__calls[FC_COUNT];
 
 fake_config fake__cfg;
 /* The live allocations (the registry below); its capacity is the knob's. */
-static fake_memory memory =
+fake_memory fake__memory =
     FAKE_MEMORY_INIT(1u << FAKE_K_DEVICE | 1u << FAKE_K_MANAGED | 1u << FAKE_K_PHYS);
 #define cfg fake__cfg
 static pthread_once_t cfg_once = PTHREAD_ONCE_INIT;
@@ -90,7 +90,7 @@ static void cfg_load(void)
     if (cfg.devices < 1 || cfg.devices > MAX_DEV)
         cfg.devices = 1;
     cfg.capacity = env_u64("FAKE_CUDA_CAPACITY", 1ull << 30);
-    memory.capacity = (size_t)cfg.capacity;
+    fake__memory.capacity = (size_t)cfg.capacity;
     atomic_store(&cfg.oom_above, env_u64("FAKE_CUDA_OOM_ABOVE", 0));
     cfg.init_result = (CUresult)env_u64("FAKE_CUDA_INIT_RESULT", 0);
     cfg.fail_fn = -1;
@@ -152,7 +152,7 @@ static CUresult take(int kind, int device, size_t size, void *pool, uintptr_t *o
     if (size == 0)
         return CUDA_ERROR_INVALID_VALUE;
     unsigned long long limit = atomic_load(&cfg.oom_above);
-    int counted = (memory.counted >> kind) & 1;
+    int counted = (fake__memory.counted >> kind) & 1;
     if (counted && limit != 0 && size > limit)
         return CUDA_ERROR_OUT_OF_MEMORY;
     fake_mem a = {.size = size, .device = device, .kind = kind, .extra = pool,
@@ -174,7 +174,7 @@ static CUresult take(int kind, int device, size_t size, void *pool, uintptr_t *o
         a.key = (uintptr_t)p;
         a.span = len;
     }
-    if (fake_memory_track(&memory, &a) != FAKE_MEM_OK) {
+    if (fake_memory_track(&fake__memory, &a) != FAKE_MEM_OK) {
         if (a.span)
             munmap((void *)a.key, a.span);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -188,7 +188,7 @@ static CUresult take(int kind, int device, size_t size, void *pool, uintptr_t *o
 static CUresult give_rec(uintptr_t key, unsigned kinds, fake_alloc *out)
 {
     fake_mem a;
-    if (!fake_memory_untrack(&memory, key, kinds, &a))
+    if (!fake_memory_untrack(&fake__memory, key, kinds, &a))
         return CUDA_ERROR_INVALID_VALUE;
     if (out)
         *out = alloc_of(&a);
@@ -219,7 +219,7 @@ CUresult fake__give(uintptr_t key, unsigned kinds, fake_alloc *out)
 int fake__lookup(uintptr_t key, fake_alloc *out)
 {
     fake_mem a;
-    if (!fake_memory_get(&memory, key, &a))
+    if (!fake_memory_get(&fake__memory, key, &a))
         return 0;
     *out = alloc_of(&a);
     return 1;
@@ -233,8 +233,8 @@ int fake__lookup_containing(uintptr_t addr, uintptr_t *base, fake_alloc *out)
     fake_mem a;
     unsigned not_memory = 1u << FAKE_K_PHYS | 1u << FAKE_K_PHYS_IMPORT | 1u << FAKE_K_HOST_PHYS |
                           1u << FAKE_K_MULTICAST | 1u << FAKE_K_RESERVE;
-    if (!fake_memory_get(&memory, addr, &a) &&
-        !fake_memory_containing(&memory, addr, not_memory, &a))
+    if (!fake_memory_get(&fake__memory, addr, &a) &&
+        !fake_memory_containing(&fake__memory, addr, not_memory, &a))
         return 0;
     *base = a.key;
     *out = alloc_of(&a);
@@ -249,13 +249,13 @@ static int made_in(const fake_mem *a, void *ctx)
 void fake__give_context(void *ctx)
 {
     fake_mem a;
-    while (fake_memory_find(&memory, made_in, ctx, &a))
+    while (fake_memory_find(&fake__memory, made_in, ctx, &a))
         give(a.key, 1u << FAKE_K_DEVICE | 1u << FAKE_K_MANAGED);
 }
 
 CUresult fake__used_change(int device, long long bytes)
 {
-    return fake_memory_used_change(&memory, device, bytes) == FAKE_MEM_OK
+    return fake_memory_used_change(&fake__memory, device, bytes) == FAKE_MEM_OK
                ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
@@ -268,7 +268,7 @@ CUresult f_cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
     CUresult r = fake__current_device(&d);
     if (r != CUDA_SUCCESS)
         return r;
-    unsigned long long used = fake_memory_used(&memory, d);
+    unsigned long long used = fake_memory_used(&fake__memory, d);
     if (free_bytes)
         *free_bytes = (size_t)(cfg.capacity - used);
     if (total)
@@ -474,7 +474,7 @@ CUresult f_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align,
         return CUDA_ERROR_OUT_OF_MEMORY;
     fake_mem a = {.key = (uintptr_t)p, .size = size, .span = size, .device = -1,
                   .kind = FAKE_K_RESERVE};
-    if (fake_memory_track(&memory, &a) != FAKE_MEM_OK) {
+    if (fake_memory_track(&fake__memory, &a) != FAKE_MEM_OK) {
         munmap(p, size);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -486,7 +486,7 @@ CUresult f_cuMemAddressFree(CUdeviceptr ptr, size_t size)
 {
     ENTER(FC_cuMemAddressFree);
     fake_mem r;
-    int ok = fake_memory_get(&memory, (uintptr_t)ptr, &r) && r.kind == FAKE_K_RESERVE &&
+    int ok = fake_memory_get(&fake__memory, (uintptr_t)ptr, &r) && r.kind == FAKE_K_RESERVE &&
              r.size == size;
     pthread_mutex_lock(&g_lock);
     for (int i = 0; ok && i < g_nmaps; i++)
@@ -546,8 +546,8 @@ CUresult f_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     CUresult r = CUDA_ERROR_INVALID_VALUE;
     fake_mem phys, reserve;
     range want = {va, size};
-    int known = fake_memory_get(&memory, (uintptr_t)h, &phys);
-    int inside = fake_memory_find(&memory, reserve_holds, &want, &reserve);
+    int known = fake_memory_get(&fake__memory, (uintptr_t)h, &phys);
+    int inside = fake_memory_find(&fake__memory, reserve_holds, &want, &reserve);
     pthread_mutex_lock(&g_lock);
     if (known && fake__is_phys(phys.kind) && flags == 0 && offset + size <= phys.size &&
         inside && g_nmaps < MAX_MAPS) {
@@ -621,12 +621,12 @@ FAKE_EXPORT long fake_cuda_alloc_calls(void)
 
 FAKE_EXPORT long fake_cuda_live_allocations(void)
 {
-    return fake_memory_live(&memory);
+    return fake_memory_live(&fake__memory);
 }
 
 FAKE_EXPORT unsigned long long fake_cuda_used_bytes(int device)
 {
-    return device < 0 || device >= MAX_DEV ? 0 : fake_memory_used(&memory, device);
+    return device < 0 || device >= MAX_DEV ? 0 : fake_memory_used(&fake__memory, device);
 }
 
 /* Whether a kernel running in the current context could use `ptr`: it

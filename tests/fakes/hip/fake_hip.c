@@ -51,7 +51,7 @@ static size_t capacity = (size_t)1 << 30;
 /* The live allocations (tests/fakes/core): the device's own memory counts
  * (the rest is counted elsewhere: host memory, a pool's reserve, another
  * allocation's memory). */
-static fake_memory memory = FAKE_MEMORY_INIT(1u << K_DEVICE | 1u << K_PHYS);
+fake_memory fake_hip_memory = FAKE_MEMORY_INIT(1u << K_DEVICE | 1u << K_PHYS);
 int fake_no_vmm;
 
 static void read_conf(void)
@@ -62,7 +62,7 @@ static void read_conf(void)
     s = getenv("FAKE_HIP_CAPACITY");
     if (s && *s)
         capacity = (size_t)strtoull(s, NULL, 0);
-    memory.capacity = capacity;
+    fake_hip_memory.capacity = capacity;
     s = getenv("FAKE_HIP_NO_VMM");
     fake_no_vmm = s && *s && atoi(s) != 0;
     s = getenv("FAKE_HIP_FAIL");
@@ -123,7 +123,7 @@ hipError_t track_in(void *p, size_t size, int device, int kind, void *pool)
 {
     fake_mem a = {.key = (uintptr_t)p, .size = size, .device = device, .kind = kind,
                   .extra = pool};
-    return result_of(fake_memory_track(&memory, &a));
+    return result_of(fake_memory_track(&fake_hip_memory, &a));
 }
 
 hipError_t track(void *p, size_t size, int device, int kind)
@@ -133,13 +133,13 @@ hipError_t track(void *p, size_t size, int device, int kind)
 
 hipError_t used_change(int device, long long bytes)
 {
-    return result_of(fake_memory_used_change(&memory, device, bytes));
+    return result_of(fake_memory_used_change(&fake_hip_memory, device, bytes));
 }
 
 int lookup(const void *p, int *kind, size_t *size, int *device)
 {
     fake_mem a;
-    if (!fake_memory_get(&memory, (uintptr_t)p, &a))
+    if (!fake_memory_get(&fake_hip_memory, (uintptr_t)p, &a))
         return 0;
     *kind = a.kind;
     *size = a.size;
@@ -152,7 +152,7 @@ int lookup(const void *p, int *kind, size_t *size, int *device)
 int untrack_in(void *p, int kind, size_t *size, void **pool)
 {
     fake_mem a;
-    if (!fake_memory_untrack(&memory, (uintptr_t)p, 1u << kind, &a))
+    if (!fake_memory_untrack(&fake_hip_memory, (uintptr_t)p, 1u << kind, &a))
         return 0;
     *size = a.size;
     if (pool)
@@ -293,7 +293,7 @@ EXPORT hipError_t hipMemGetInfo(size_t *free_bytes, size_t *total)
         return fake_last(r);
     if (!free_bytes || !total)
         return fake_last(hipErrorInvalidValue);
-    *free_bytes = capacity - fake_memory_used(&memory, cur_device);
+    *free_bytes = capacity - fake_memory_used(&fake_hip_memory, cur_device);
     *total = capacity;
     return fake_last(hipSuccess);
 }
@@ -427,12 +427,12 @@ EXPORT long fake_hip_calls(const char *name)
 
 EXPORT long fake_hip_live_allocations(void)
 {
-    return fake_memory_live(&memory);
+    return fake_memory_live(&fake_hip_memory);
 }
 
 EXPORT size_t fake_hip_used_bytes(int device)
 {
-    return device < 0 || device >= MAX_DEVICES ? 0 : fake_memory_used(&memory, device);
+    return device < 0 || device >= MAX_DEVICES ? 0 : fake_memory_used(&fake_hip_memory, device);
 }
 
 EXPORT void fake_hip_reset_calls(void)

@@ -42,6 +42,8 @@ hipError_t hipStreamBeginCaptureToGraph(hipStream_t stream, hipGraph_t graph,
 #include <string.h>
 #include <sys/mman.h>
 
+#include "fake_pool.h"
+
 #define EXPORT __attribute__((visibility("default")))
 #define MAX_DEVICES 8
 
@@ -58,9 +60,9 @@ struct ihipStream_t {
  * hipMemPoolTrimTo.  Counters under pool_mu (fake_hip_pool.c). */
 struct ihipMemPoolHandle_t {
     int device;
-    int made;                     /* by hipMemPoolCreate (vs a default pool) */
-    unsigned long long threshold; /* hipMemPoolAttrReleaseThreshold, bytes */
-    unsigned long long reserved, used, idle, reserved_high, used_high; /* bytes */
+    int made;              /* by hipMemPoolCreate (vs a default pool) */
+    fake_pool_bytes bytes; /* tests/fakes/core; threshold:
+                              hipMemPoolAttrReleaseThreshold */
 };
 struct ihipMemGenericAllocationHandle {
     size_t size; /* bytes */
@@ -156,6 +158,8 @@ int lookup(const void *p, int *kind, size_t *size, int *device);
 /* Moves `device`'s used bytes (a pool grew or gave back); growth past the
  * capacity is hipErrorOutOfMemory and changes nothing. */
 hipError_t used_change(int device, long long bytes);
+/* The registry itself (tests/fakes/core), for the pools' bytes. */
+extern fake_memory fake_hip_memory;
 /* Freed blocks kept for reuse by size (fake_hip.c). */
 void *block_get(size_t bytes);
 void block_put(void *p, size_t bytes);
