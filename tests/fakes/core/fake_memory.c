@@ -75,6 +75,22 @@ static void erase_at(fake_memory *m, size_t i)
     m->slot[i].key = 0;
 }
 
+/* The entry at exactly `key`: copied to *out (when not NULL), its extra
+ * set (when `set`); 0 when none. */
+static int fake_memory_set_extra_or_get(fake_memory *m, uintptr_t key, fake_mem *out,
+                                        void *extra, int set)
+{
+    pthread_mutex_lock(&m->lock);
+    size_t i = key ? slot_of(m, key) : m->cap;
+    int found = i < m->cap;
+    if (found && set)
+        m->slot[i].extra = extra;
+    if (found && out)
+        *out = m->slot[i];
+    pthread_mutex_unlock(&m->lock);
+    return found;
+}
+
 int fake_memory_track(fake_memory *m, const fake_mem *a)
 {
     int r = FAKE_MEM_OK;
@@ -114,13 +130,7 @@ int fake_memory_untrack(fake_memory *m, uintptr_t key, unsigned kinds, fake_mem 
 
 int fake_memory_get(fake_memory *m, uintptr_t key, fake_mem *out)
 {
-    pthread_mutex_lock(&m->lock);
-    size_t i = key ? slot_of(m, key) : m->cap;
-    int found = i < m->cap;
-    if (found)
-        *out = m->slot[i];
-    pthread_mutex_unlock(&m->lock);
-    return found;
+    return fake_memory_set_extra_or_get(m, key, out, NULL, 0);
 }
 
 int fake_memory_containing(fake_memory *m, uintptr_t addr, unsigned skip, fake_mem *out)
@@ -159,13 +169,7 @@ int fake_memory_find(fake_memory *m, int (*match)(const fake_mem *, void *), voi
 
 int fake_memory_set_extra(fake_memory *m, uintptr_t key, void *extra)
 {
-    pthread_mutex_lock(&m->lock);
-    size_t i = key ? slot_of(m, key) : m->cap;
-    int found = i < m->cap;
-    if (found)
-        m->slot[i].extra = extra;
-    pthread_mutex_unlock(&m->lock);
-    return found;
+    return fake_memory_set_extra_or_get(m, key, NULL, extra, 1);
 }
 
 int fake_memory_used_change(fake_memory *m, int device, long long bytes)
@@ -246,4 +250,20 @@ long fake_calls_of(const char *const *names, atomic_long *calls, int n, const ch
         if (strcmp(names[i], name) == 0)
             return atomic_load(&calls[i]);
     return -1;
+}
+
+void fake_fail_codes(const char *spec, const char *const *names, int n, long long *codes)
+{
+    for (const char *s = spec; s && *s;) {
+        const char *eq = strchr(s, '=');
+        if (!eq)
+            break;
+        size_t len = (size_t)(eq - s);
+        for (int i = 0; i < n; i++)
+            if (strlen(names[i]) == len && strncmp(names[i], s, len) == 0)
+                codes[i] = strtoll(eq + 1, NULL, 0);
+        s = strchr(eq, ',');
+        if (s)
+            s++;
+    }
 }

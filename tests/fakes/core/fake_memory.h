@@ -86,7 +86,11 @@ FAKE_MEM_HIDDEN void *fake_block_get(size_t bytes, size_t alignment);
 FAKE_MEM_HIDDEN void fake_block_put(void *p, size_t bytes, size_t alignment);
 
 /* The calls so far of the function named `name`, among `n` names and
- * their counters; -1 for a name not among them. */
+ * their counters; -1 for a name not among them.  The failures a test
+ * injects, `spec` as FAKE_*_FAIL gives them ("name=code[,name=code]"):
+ * codes[i] gets the code of names[i] (untouched for a name not given). */
+FAKE_MEM_HIDDEN void fake_fail_codes(const char *spec, const char *const *names, int n,
+                                     long long *codes);
 FAKE_MEM_HIDDEN long fake_calls_of(const char *const *names, atomic_long *calls, int n,
                                    const char *name);
 

@@ -41,7 +41,7 @@ static const char *const func_names[F_COUNT] = {
 };
 
 static atomic_long calls[F_COUNT];
-static int fail_code[F_COUNT]; /* 0 = no injected failure */
+static long long fail_code[F_COUNT]; /* 0 = no injected failure */
 
 /* ---- configuration -------------------------------------------------------- */
 
@@ -65,19 +65,7 @@ static void read_conf(void)
     fake_hip_memory.capacity = capacity;
     s = getenv("FAKE_HIP_NO_VMM");
     fake_no_vmm = s && *s && atoi(s) != 0;
-    s = getenv("FAKE_HIP_FAIL");
-    while (s && *s) {
-        const char *eq = strchr(s, '=');
-        if (!eq)
-            break;
-        size_t len = (size_t)(eq - s);
-        for (int i = 0; i < F_COUNT; i++)
-            if (strlen(func_names[i]) == len && strncmp(func_names[i], s, len) == 0)
-                fail_code[i] = (int)strtol(eq + 1, NULL, 0);
-        s = strchr(eq, ',');
-        if (s)
-            s++;
-    }
+    fake_fail_codes(getenv("FAKE_HIP_FAIL"), func_names, F_COUNT, fail_code);
 }
 
 /* Counts the call; returns the injected error, or 0 to go on. */
@@ -85,7 +73,7 @@ int enter(int f)
 {
     pthread_once(&conf_once, read_conf);
     atomic_fetch_add_explicit(&calls[f], 1, memory_order_relaxed);
-    return fail_code[f];
+    return (int)fail_code[f];
 }
 
 __thread int cur_device;

@@ -99,7 +99,7 @@ static const char *const func_names[F_COUNT] = {
 #undef FAKE_NAME
 };
 static atomic_long calls[F_COUNT];
-static ze_result_t fail_code[F_COUNT];
+static long long fail_code[F_COUNT]; /* 0 = no injected failure */
 
 static pthread_once_t conf_once = PTHREAD_ONCE_INIT;
 static int n_devices = 1;
@@ -127,19 +127,7 @@ static void read_conf(void)
     }
     s = getenv("FAKE_ZE_NO_VMM");
     fake_ze_no_vmm = s && *s && atoi(s) != 0;
-    s = getenv("FAKE_ZE_FAIL");
-    while (s && *s) {
-        const char *eq = strchr(s, '=');
-        if (!eq)
-            break;
-        size_t len = (size_t)(eq - s);
-        for (int i = 0; i < F_COUNT; i++)
-            if (strlen(func_names[i]) == len && strncmp(func_names[i], s, len) == 0)
-                fail_code[i] = (ze_result_t)strtoul(eq + 1, NULL, 0);
-        s = strchr(eq, ',');
-        if (s)
-            s++;
-    }
+    fake_fail_codes(getenv("FAKE_ZE_FAIL"), func_names, F_COUNT, fail_code);
 }
 
 /* The heads of the handles made once (not in read_conf: filling the
@@ -157,7 +145,7 @@ ze_result_t fake_ze_enter(int f)
 {
     pthread_once(&conf_once, read_conf);
     atomic_fetch_add_explicit(&calls[f], 1, memory_order_relaxed);
-    return fail_code[f];
+    return (ze_result_t)fail_code[f];
 }
 
 int fake_ze_device_index(ze_device_handle_t d)
