@@ -21,7 +21,8 @@
  *                       handle for an existing device memory allocation";
  *                       the peer maps that allocation: what it opens must
  *                       stand for the exported pointer (or the export fails);
- *                       buffers of $NCCL_LIB (named as NCCL) are always
+ *                       buffers of $NCCL_LIB and $NCCL_RT_LIB (named as
+ *                       NCCL, over the driver and the runtime) are always
  *                       exported, those of $IPC_NAMED_LIB may be refused
  *   sem_app async_device "cuMemAllocAsync allocates from the current
  *                       mempool of the provided stream's device", not the
@@ -234,6 +235,7 @@ static void app_ipc(void)
     OK(cuMemFree(a));
     OK(cuMemFree(b));
     export_from_library("NCCL_LIB", "nccl", 1);
+    export_from_library("NCCL_RT_LIB", "nccl runtime", 1);
     export_from_library("IPC_NAMED_LIB", "named", 0);
 }
 

@@ -346,6 +346,8 @@ sem_*)
         grep -qx "ipc export named second -> ok" "$T/plain.out" || fail "the fake refused an export"
         grep -qx "ipc export nccl second -> ok" "$T/cache.out" ||
             fail "cache mode refused an export of NCCL's"
+        grep -qx "ipc export nccl runtime second -> ok" "$T/cache.out" ||
+            fail "cache mode refused an export of NCCL's (its cudaMalloc)"
         [ "$(grep -c "tidemark: mode=cache: libnccl.so exports its CUDA allocations over IPC" \
             "$T/cache.err")" = 1 ] || fail "NCCL's allocations left to the driver without one line"
         grep -qx "ipc export second -> refused" "$T/cache.out" ||
