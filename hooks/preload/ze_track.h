@@ -371,61 +371,40 @@ TDM__ZE_INLINE ze_result_t tdm__ze_virtual_unmap(const tdm__ze_real *r, unsigned
     return res;
 }
 
-/* Cache mode only: the queues the free policies wait for. */
-TDM__ZE_INLINE ze_result_t tdm__ze_queue_create(const tdm__ze_real *r, ze_context_handle_t c,
-                                                ze_device_handle_t dev,
-                                                const ze_command_queue_desc_t *desc,
-                                                ze_command_queue_handle_t *phq)
-{
-    TDM__ZE_PROLOGUE(r->command_queue_create(c, dev, desc, phq));
-    ze_result_t res = r->command_queue_create(c, dev, desc, phq);
-    if (res == ZE_RESULT_SUCCESS && phq != NULL && *phq != NULL && mode_ == TDM__HOOK_CACHE)
-        tdm__ze_queue_seen(c, *phq, 0);
-    tdm__ze_leave();
-    return res;
-}
-
-TDM__ZE_INLINE ze_result_t tdm__ze_list_create_immediate(const tdm__ze_real *r,
-                                                         ze_context_handle_t c,
-                                                         ze_device_handle_t dev,
-                                                         const ze_command_queue_desc_t *desc,
-                                                         ze_command_list_handle_t *phl)
-{
-    TDM__ZE_PROLOGUE(r->command_list_create_immediate(c, dev, desc, phl));
-    ze_result_t res = r->command_list_create_immediate(c, dev, desc, phl);
-    if (res == ZE_RESULT_SUCCESS && phl != NULL && *phl != NULL && mode_ == TDM__HOOK_CACHE)
-        tdm__ze_queue_seen(c, *phl, 1);
-    tdm__ze_leave();
-    return res;
-}
-
-/* Forgotten before the driver's call (another thread may get the same
- * handle at once), remembered again if the driver refuses: a queue that
- * still exists is always waited for. */
-#define TDM__ZE_FORGET_AROUND(call, handle)                                    \
-    ze_context_handle_t c_ = NULL;                                             \
-    int immediate_ = 0;                                                        \
-    int known_ = mode_ == TDM__HOOK_CACHE && tdm__ze_queue_forget((handle), &c_, &immediate_); \
-    ze_result_t res = (call);                                                  \
-    if (res != ZE_RESULT_SUCCESS && known_)                                    \
-        tdm__ze_queue_seen(c_, (handle), immediate_)
-
-TDM__ZE_INLINE ze_result_t tdm__ze_queue_destroy(const tdm__ze_real *r,
-                                                 ze_command_queue_handle_t q)
-{
-    TDM__ZE_PROLOGUE(r->command_queue_destroy(q));
-    TDM__ZE_FORGET_AROUND(r->command_queue_destroy(q), q);
-    tdm__ze_leave();
-    return res;
-}
-
-TDM__ZE_INLINE ze_result_t tdm__ze_list_destroy(const tdm__ze_real *r,
-                                                ze_command_list_handle_t l)
-{
-    TDM__ZE_PROLOGUE(r->command_list_destroy(l));
-    TDM__ZE_FORGET_AROUND(r->command_list_destroy(l), l);
-    tdm__ze_leave();
-    return res;
-}
+/* Cache mode only: the queues (and immediate lists) the free policies wait
+ * for, recorded when made.  A queue is forgotten before the driver's
+ * destroy (another thread may get the same handle at once) and
+ * remembered again if the driver refuses: a queue that still exists is
+ * always waited for. */
+#define TDM__ZE_RUNNER(create, create_field, destroy, destroy_field, handle_t, immediate) \
+    TDM__ZE_INLINE ze_result_t create(const tdm__ze_real *r, ze_context_handle_t c,        \
+                                      ze_device_handle_t dev,                              \
+                                      const ze_command_queue_desc_t *desc, handle_t *out)  \
+    {                                                                                      \
+        TDM__ZE_PROLOGUE(r->create_field(c, dev, desc, out));                              \
+        ze_result_t res = r->create_field(c, dev, desc, out);                              \
+        if (res == ZE_RESULT_SUCCESS && out != NULL && *out != NULL &&                     \
+            mode_ == TDM__HOOK_CACHE)                                                      \
+            tdm__ze_queue_seen(c, *out, immediate);                                        \
+        tdm__ze_leave();                                                                   \
+        return res;                                                                        \
+    }                                                                                      \
+    TDM__ZE_INLINE ze_result_t destroy(const tdm__ze_real *r, handle_t h)                  \
+    {                                                                                      \
+        TDM__ZE_PROLOGUE(r->destroy_field(h));                                             \
+        ze_context_handle_t c = NULL;                                                      \
+        int was_immediate = 0;                                                             \
+        int known = mode_ == TDM__HOOK_CACHE && tdm__ze_queue_forget(h, &c, &was_immediate); \
+        ze_result_t res = r->destroy_field(h);                                             \
+        if (res != ZE_RESULT_SUCCESS && known)                                             \
+            tdm__ze_queue_seen(c, h, was_immediate);                                       \
+        tdm__ze_leave();                                                                   \
+        return res;                                                                        \
+    }
+TDM__ZE_RUNNER(tdm__ze_queue_create, command_queue_create, tdm__ze_queue_destroy,
+               command_queue_destroy, ze_command_queue_handle_t, 0)
+TDM__ZE_RUNNER(tdm__ze_list_create_immediate, command_list_create_immediate,
+               tdm__ze_list_destroy, command_list_destroy, ze_command_list_handle_t, 1)
+#undef TDM__ZE_RUNNER
 
 #endif
