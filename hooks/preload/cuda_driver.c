@@ -70,11 +70,8 @@ INLINE int cache_alloc(tdm__hook_mode m, CUresult *r, CUdeviceptr *dptr, size_t 
 {
     if (m != TDM__HOOK_CACHE || size == 0 || dptr == NULL || !tdm__cuda_cache_serves())
         return 0;
-    const void *caller = __builtin_return_address(0); /* the wrapper's caller */
-    if (tdm__cuda_caller_exports_ipc(caller)) {
-        tdm__cuda_ipc_note(caller); /* its IPC handles must name its buffers */
-        return 0;
-    }
+    if (tdm__cuda_caller_exports_ipc(__builtin_return_address(0)))
+        return 0; /* its IPC handles must name its buffers (said once) */
     if (ordered && tdm__cuda_capturing(stream)) {
         tdm__alloc_observe_graph_capture(); /* the graph's: the driver serves it */
         return 0;

@@ -232,8 +232,9 @@ TDM_CUDA_HIDDEN void tdm__cuda_say(const char *msg);
  * `path` is a library that exports its own allocations (NCCL, and those
  * TIDEMARK_CONF's ipc_libraries names); whether the call site `caller`
  * lies in such a library (cuda_runtime_real.c: its table of call sites,
- * one hash probe once the site was seen); the one stderr note that cache
- * mode leaves such a library's allocations to the driver. */
+ * one hash probe once the site was seen), the first yes making the one
+ * stderr note that cache mode leaves such a library's allocations to the
+ * driver (tdm__cuda_ipc_note). */
 TDM_CUDA_HIDDEN int tdm__cuda_ipc_library(const char *path);
 TDM_CUDA_HIDDEN int tdm__cuda_caller_exports_ipc(const void *caller);
 TDM_CUDA_HIDDEN void tdm__cuda_ipc_note(const void *caller);

@@ -67,11 +67,8 @@ TDM_RT_INLINE int tdm__rt_cache_alloc(tdm__hook_mode m, cudaError_t *r, void **p
 {
     if (m != TDM__HOOK_CACHE || size == 0 || p == NULL || !tdm__cuda_cache_serves())
         return 0;
-    const void *caller = __builtin_return_address(0); /* the hook's caller */
-    if (tdm__cuda_caller_exports_ipc(caller)) {
-        tdm__cuda_ipc_note(caller); /* its IPC handles must name its buffers */
-        return 0;
-    }
+    if (tdm__cuda_caller_exports_ipc(__builtin_return_address(0)))
+        return 0; /* its IPC handles must name its buffers (said once) */
     if (ordered && tdm__cuda_capturing(stream)) {
         tdm__alloc_observe_graph_capture(); /* the graph's: the driver serves it */
         return 0;

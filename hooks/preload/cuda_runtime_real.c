@@ -399,7 +399,10 @@ static inline int runtime_of(const void *caller)
 
 int tdm__cuda_caller_exports_ipc(const void *caller)
 {
-    return (site_of(caller) & SITE_EXPORTS_IPC) != 0;
+    if (!(site_of(caller) & SITE_EXPORTS_IPC))
+        return 0;
+    tdm__cuda_ipc_note(caller);
+    return 1;
 }
 
 void *tdm__cuda_rt_real_for(int f, const void *caller)
