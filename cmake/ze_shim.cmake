@@ -7,7 +7,8 @@
 # Only when the Level Zero headers are found.
 if(TDM_ZE_INCLUDE_DIR)
   add_library(tidemark_ze_shim SHARED ${PROJECT_SOURCE_DIR}/hooks/ze_shim/ze_shim.c
-                                      ${PROJECT_SOURCE_DIR}/hooks/preload/ze_track.c)
+                                      ${PROJECT_SOURCE_DIR}/hooks/preload/ze_track.c
+                                      ${PROJECT_SOURCE_DIR}/hooks/preload/vmm_track.c)
   target_include_directories(tidemark_ze_shim PRIVATE ${TDM_INTERNAL_INCLUDES}
                              ${PROJECT_SOURCE_DIR}/hooks/preload)
   target_include_directories(tidemark_ze_shim SYSTEM PRIVATE ${TDM_ZE_INCLUDE_DIR})

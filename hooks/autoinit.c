@@ -683,6 +683,14 @@ TDM_API int tdm__autoinit_hook_mode(void)
     return atomic_load(&g.hook_mode);
 }
 
+/* `ipc_libraries` as given ("" until TIDEMARK_CONF is applied, or when
+ * unset): the preload's cache mode reads it once the mode is known
+ * (hooks/preload/cuda_ipc.c); the text does not change after that. */
+TDM_API const char *tdm__autoinit_ipc_libraries(void)
+{
+    return atomic_load(&g.decided) ? g.cfg.ipc_libraries : "";
+}
+
 static tdm_status apply_once(const char *text)
 {
     char err[MESSAGE_MAX];

@@ -426,6 +426,34 @@ static int parse_simulate(const tdm__conf_key *key, const char *value, void *fie
     return 0;
 }
 
+/* ipc_libraries: names of libraries, joined by ':', each the start of a
+ * file name (libnccl matches libnccl.so.2).  Names only: a '/' or a blank
+ * would never match a file name, so it is refused rather than ignored. */
+static int parse_ipc_libraries(const tdm__conf_key *key, const char *value, void *field,
+                               char *why, size_t why_len)
+{
+    (void)key;
+    size_t n = strlen(value);
+    if (n >= TDM__CONF_IPC_LIBRARIES_MAX) {
+        tdm__config_why(why, why_len, "longer than %d characters",
+                        TDM__CONF_IPC_LIBRARIES_MAX - 1);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)value[i];
+        int name_char = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                        (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.' || c == '+';
+        int empty_item = c == ':' && (i == 0 || value[i - 1] == ':' || i + 1 == n);
+        if ((!name_char && c != ':') || empty_item) {
+            tdm__config_why(why, why_len, "expected library names joined by ':' "
+                                          "(as libfoo:libbar), each the start of a file name");
+            return -1;
+        }
+    }
+    memcpy(field, value, n + 1);
+    return 0;
+}
+
 /* ---- the table ----------------------------------------------------------- */
 
 #define FIELD(member) offsetof(tdm__config, member)
@@ -516,6 +544,12 @@ static const tdm__conf_key keys[] = {
      "(the vendor serves them, tidemark records each as its own segment) or "
      "cache (tidemark's caching allocator serves them from the vendor)",
      parse_enum, FIELD(mode), hook_mode_names},
+    {"ipc_libraries", "library names joined by ':' (libfoo:libbar)", "",
+     "mode=cache: libraries, besides NCCL (always one), that export their "
+     "own CUDA allocations over IPC; the driver serves what they allocate, "
+     "as in observe mode, since an IPC handle names the driver's whole "
+     "allocation and the peer would map a cached block's segment",
+     parse_ipc_libraries, FIELD(ipc_libraries), NULL},
     {"fork", "follow|stop", "follow",
      "after fork(): follow (the child records into its own snapshot, named "
      "with its own pid) or stop (the child stops recording and writes nothing)",

@@ -29,6 +29,8 @@
 #define TDM__CONF_PATH_MAX 4096
 /* Longest `simulate` value (a GPU such as 8xa100-80g or cuda:80GiB). */
 #define TDM__CONF_SIMULATE_MAX 32
+/* Longest `ipc_libraries` value, including the NUL. */
+#define TDM__CONF_IPC_LIBRARIES_MAX 256
 /* Room for the one error line the parser hands back. */
 #define TDM__CONF_ERR_MAX 1024
 
@@ -71,6 +73,11 @@ typedef struct tdm__config {
                                 `max_split_size`, `roundup_power2_divisions`,
                                 `garbage_collection_threshold` */
     int mode;                /* hooks: TDM__CONF_MODE_* */
+    char ipc_libraries[TDM__CONF_IPC_LIBRARIES_MAX]; /* cache mode: more
+                                libraries (file-name starts, joined by ':')
+                                whose allocations the driver serves, since
+                                they export them over CUDA IPC; "" = NCCL
+                                only (hooks/preload/cuda_ipc.c) */
     int fork;                /* after fork(): TDM__CONF_FORK_* */
     int torch_phases;        /* python/autostart marks torch phases (read
                                 by the Python side; checked here) */

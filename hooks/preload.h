@@ -14,9 +14,9 @@
  * Every hook:
  *   1. resolves its real function once (tdm__hook_real*, cached in a
  *      static pointer; never dlsym per call);
- *   2. if tdm__hook_enter() returns 0 (this thread is already inside
- *      tidemark, e.g. the provider calling the vendor) calls the real
- *      function straight away;
+ *   2. opens with TDM_HOOK_PROLOGUE: when tidemark is off or this thread
+ *      is already inside tidemark (e.g. the provider calling the vendor)
+ *      it calls the real function straight away;
  *   3. otherwise does its work and calls tdm__hook_leave().
  */
 #ifndef TDM_HOOKS_PRELOAD_H
@@ -58,6 +58,8 @@ static inline tdm__hook_mode tdm__hook_mode_get(void)
  * -1 while TIDEMARK_CONF is being applied (by another thread, or further
  * up this thread's stack): not known yet, ask again later. */
 TDM_API int tdm__autoinit_hook_mode(void);
+/* TIDEMARK_CONF's `ipc_libraries` ("" when not given or not applied yet). */
+TDM_API const char *tdm__autoinit_ipc_libraries(void);
 
 /* Per-thread recursion guard.  Returns 1 and marks the thread "inside"
  * when it was not; returns 0 when it already was (then do not call
@@ -79,6 +81,23 @@ static inline void tdm__hook_leave(void)
 {
     tdm__hook_inside_at = 0;
 }
+
+/* The prologue every hook opens with (CUDA driver and runtime, HIP, Level
+ * Zero): declares `mode`, the mode in force, and returns `passthrough` (the
+ * real call, or the vendor's "absent" answer when there is no real
+ * function) when the hook must pass straight through: `ready` false (the
+ * real function missing or not resolved), tidemark off, or this thread
+ * already inside tidemark.  Else the thread is marked inside: the hook
+ * ends with tdm__hook_leave().  A macro, so that tdm__hook_enter marks the
+ * hook's own frame.  _OF takes the mode and the guard of a consumer with
+ * its own (the Level Zero shim driver). */
+#define TDM_HOOK_PROLOGUE_OF(mode, get_mode, enter, ready, passthrough)       \
+    tdm__hook_mode mode = (ready) ? (get_mode) : TDM__HOOK_OFF;                \
+    if (mode == TDM__HOOK_OFF || !(enter))                                     \
+        return (passthrough);                                                  \
+    (void)mode
+#define TDM_HOOK_PROLOGUE(mode, ready, passthrough)                            \
+    TDM_HOOK_PROLOGUE_OF(mode, tdm__hook_mode_get(), tdm__hook_enter(), ready, passthrough)
 
 /* The next definition of `name` after the preload library (RTLD_NEXT),
  * through the real dlsym even though dlsym itself is interposed.  NULL

@@ -63,19 +63,22 @@ static int ctx_device(void)
  * driver instead (other mode, no provider, no context, size 0: the
  * driver's own answer is the right one; a context other than the
  * device's primary one, whose address space the cache's segments are not
- * in; a stream-ordered allocation the program's own pool serves). */
+ * in; a stream-ordered allocation the program's own pool serves; a call
+ * from a library that exports its allocations over IPC, cuda_ipc.c). */
 INLINE int cache_alloc(tdm__hook_mode m, CUresult *r, CUdeviceptr *dptr, size_t size,
                        CUstream s, tdm_stream stream, int ordered)
 {
     if (m != TDM__HOOK_CACHE || size == 0 || dptr == NULL || !tdm__cuda_cache_serves())
         return 0;
+    if (tdm__cuda_caller_exports_ipc(__builtin_return_address(0)))
+        return 0; /* its IPC handles must name its buffers (said once) */
     if (ordered && tdm__cuda_capturing(stream)) {
         tdm__alloc_observe_graph_capture(); /* the graph's: the driver serves it */
         return 0;
     }
     int primary = 0;
     int dev = tdm__cuda_place(s, ordered, &primary);
-    if (dev < 0 || !primary || (ordered && tdm__cuda_program_pool(dev)))
+    if (dev < 0 || !primary || (ordered && tdm__pool_program(&tdm__cuda_pools, dev)))
         return 0;
     void *p = NULL;
     tdm_status st = tdm__alloc_malloc(&p, size, dev, stream, TDM_HOOK_SKIP);
@@ -106,19 +109,6 @@ INLINE int cache_free(tdm__hook_mode m, CUdeviceptr p, int ordered, tdm_stream s
     return tdm__alloc_owns(ptr) ? -1 : 0;
 }
 
-/* Opens a wrapper: the real function must exist, and the thread must not
- * be inside tidemark already.  Evaluates to the mode, or OFF to pass
- * straight through. */
-static tdm__hook_mode open_hook(void *real)
-{
-    if (real == NULL)
-        return TDM__HOOK_OFF;
-    tdm__hook_mode m = tdm__hook_mode_get();
-    if (m == TDM__HOOK_OFF || !tdm__hook_enter())
-        return TDM__HOOK_OFF;
-    return m;
-}
-
 #define NO_DRIVER CUDA_ERROR_NOT_INITIALIZED /* no libcuda.so.1 in the process */
 
 /* ---- device memory ------------------------------------------------------ */
@@ -126,9 +116,7 @@ static tdm__hook_mode open_hook(void *real)
 static CUresult w_cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
 {
     PFN_cuMemAlloc_v3020 real = (PFN_cuMemAlloc_v3020)tdm__cuda_real(TDM__CV_cuMemAlloc_v2);
-    tdm__hook_mode m = open_hook(real);
-    if (m == TDM__HOOK_OFF)
-        return real ? real(dptr, size) : NO_DRIVER;
+    TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(dptr, size) : NO_DRIVER);
     CUresult r;
     if (!cache_alloc(m, &r, dptr, size, NULL, 0, 0)) {
         r = real(dptr, size);
@@ -142,9 +130,7 @@ static CUresult w_cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
 static CUresult w_cuMemFree_v2(CUdeviceptr p)
 {
     PFN_cuMemFree_v3020 real = (PFN_cuMemFree_v3020)tdm__cuda_real(TDM__CV_cuMemFree_v2);
-    tdm__hook_mode m = open_hook(real);
-    if (m == TDM__HOOK_OFF)
-        return real ? real(p) : NO_DRIVER;
+    TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(p) : NO_DRIVER);
     CUresult r = CUDA_SUCCESS;
     int cached = cache_free(m, p, 0, 0);
     if (cached < 0) {
@@ -162,9 +148,7 @@ static CUresult w_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t wi
 {
     PFN_cuMemAllocPitch_v3020 real =
         (PFN_cuMemAllocPitch_v3020)tdm__cuda_real(TDM__CV_cuMemAllocPitch_v2);
-    tdm__hook_mode m = open_hook(real);
-    if (m == TDM__HOOK_OFF)
-        return real ? real(dptr, pitch, width, height, elem) : NO_DRIVER;
+    TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(dptr, pitch, width, height, elem) : NO_DRIVER);
     CUresult r = real(dptr, pitch, width, height, elem);
     /* The driver picks the pitch; the allocation is pitch x height. */
     size_t size = r == CUDA_SUCCESS ? *pitch * height : width * height;
@@ -177,9 +161,7 @@ static CUresult w_cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned int
 {
     PFN_cuMemAllocManaged_v6000 real =
         (PFN_cuMemAllocManaged_v6000)tdm__cuda_real(TDM__CV_cuMemAllocManaged);
-    tdm__hook_mode m = open_hook(real);
-    if (m == TDM__HOOK_OFF)
-        return real ? real(dptr, size, flags) : NO_DRIVER;
+    TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(dptr, size, flags) : NO_DRIVER);
     CUresult r = real(dptr, size, flags);
     book_alloc(r, ctx_device(), r == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL, size, 0);
     tdm__hook_leave();
@@ -191,9 +173,7 @@ static CUresult w_cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned int
 static CUresult w_cuMemHostAlloc(void **pp, size_t size, unsigned int flags)
 {
     PFN_cuMemHostAlloc_v2020 real = (PFN_cuMemHostAlloc_v2020)tdm__cuda_real(TDM__CV_cuMemHostAlloc);
-    tdm__hook_mode m = open_hook(real);
-    if (m == TDM__HOOK_OFF)
-        return real ? real(pp, size, flags) : NO_DRIVER;
+    TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(pp, size, flags) : NO_DRIVER);
     CUresult r = real(pp, size, flags);
     book_alloc(r, -1, r == CUDA_SUCCESS ? *pp : NULL, size, 0);
     tdm__hook_leave();
@@ -203,9 +183,7 @@ static CUresult w_cuMemHostAlloc(void **pp, size_t size, unsigned int flags)
 static CUresult w_cuMemFreeHost(void *p)
 {
     PFN_cuMemFreeHost_v2000 real = (PFN_cuMemFreeHost_v2000)tdm__cuda_real(TDM__CV_cuMemFreeHost);
-    tdm__hook_mode m = open_hook(real);
-    if (m == TDM__HOOK_OFF)
-        return real ? real(p) : NO_DRIVER;
+    TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(p) : NO_DRIVER);
     tdm__alloc_observe_free(p, 0, TDM_HOOK_SKIP);
     CUresult r = real(p);
     tdm__hook_leave();
@@ -220,9 +198,7 @@ static CUresult w_cuMemFreeHost(void *p)
     static CUresult w_##name(CUdeviceptr *dptr, size_t size, CUstream s)      \
     {                                                                          \
         pfn real = (pfn)tdm__cuda_real(TDM__CV_##name);                        \
-        tdm__hook_mode m = open_hook(real);                                    \
-        if (m == TDM__HOOK_OFF)                                                \
-            return real ? real(dptr, size, s) : NO_DRIVER;                     \
+        TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(dptr, size, s) : NO_DRIVER); \
         tdm_stream st = tdm__cuda_stream(s, ptsz);                             \
         CUresult r;                                                            \
         if (!cache_alloc(m, &r, dptr, size, s, st, 1)) {                       \
@@ -232,7 +208,8 @@ static CUresult w_cuMemFreeHost(void *p)
             book_alloc(r, dev, r == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL, \
                        size, st);                                              \
             if (r == CUDA_SUCCESS) {                                           \
-                tdm__cuda_pool_book(tdm__cuda_pool_current(dev), dev);         \
+                tdm__pool_book(&tdm__cuda_pools, tdm__pool_current(&tdm__cuda_pools, dev), \
+                               dev);                                           \
                 tdm__cuda_note_capture(st);                                    \
             }                                                                  \
         }                                                                      \
@@ -246,9 +223,7 @@ ASYNC_ALLOC(cuMemAllocAsync_ptsz, PFN_cuMemAllocAsync_v11020_ptsz, 1)
     static CUresult w_##name(CUdeviceptr p, CUstream s)                        \
     {                                                                          \
         pfn real = (pfn)tdm__cuda_real(TDM__CV_##name);                        \
-        tdm__hook_mode m = open_hook(real);                                    \
-        if (m == TDM__HOOK_OFF)                                                \
-            return real ? real(p, s) : NO_DRIVER;                              \
+        TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(p, s) : NO_DRIVER);     \
         CUresult r = CUDA_SUCCESS;                                             \
         int cached = cache_free(m, p, 1, tdm__cuda_stream(s, ptsz));           \
         if (cached < 0) {                                                      \
@@ -257,7 +232,7 @@ ASYNC_ALLOC(cuMemAllocAsync_ptsz, PFN_cuMemAllocAsync_v11020_ptsz, 1)
             tdm__alloc_observe_free((void *)(uintptr_t)p, tdm__cuda_stream(s, ptsz), \
                                     TDM_HOOK_SKIP);                            \
             r = real(p, s);                                                    \
-            tdm__cuda_pool_book_all(); /* the block went back to its pool */   \
+            tdm__pool_book_all(&tdm__cuda_pools); /* the block went back */   \
         }                                                                      \
         tdm__hook_leave();                                                     \
         return r;                                                              \
@@ -272,16 +247,14 @@ ASYNC_FREE(cuMemFreeAsync_ptsz, PFN_cuMemFreeAsync_v11020_ptsz, 1)
                              CUstream s)                                       \
     {                                                                          \
         pfn real = (pfn)tdm__cuda_real(TDM__CV_##name);                        \
-        tdm__hook_mode m = open_hook(real);                                    \
-        if (m == TDM__HOOK_OFF)                                                \
-            return real ? real(dptr, size, pool, s) : NO_DRIVER;               \
+        TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(dptr, size, pool, s) : NO_DRIVER); \
         CUresult r = real(dptr, size, pool, s);                                \
         int dev = r == CUDA_SUCCESS ? tdm__cuda_pointer_device(*dptr, ctx_device()) \
                                     : ctx_device();                            \
         book_alloc(r, dev, r == CUDA_SUCCESS ? (void *)(uintptr_t)*dptr : NULL, \
                    size, tdm__cuda_stream(s, ptsz));                           \
         if (r == CUDA_SUCCESS) {                                               \
-            tdm__cuda_pool_book(pool, dev);                                    \
+            tdm__pool_book(&tdm__cuda_pools, (void *)pool, dev);               \
             tdm__cuda_note_capture(tdm__cuda_stream(s, ptsz));                 \
         }                                                                      \
         tdm__hook_leave();                                                     \
@@ -318,9 +291,7 @@ INLINE void cache_before_reset(int dev)
     {                                                                          \
         PFN_cuDevicePrimaryCtxReset_v11000 real =                              \
             (PFN_cuDevicePrimaryCtxReset_v11000)tdm__cuda_real(TDM__CV_##name);\
-        tdm__hook_mode m = open_hook(real);                                    \
-        if (m == TDM__HOOK_OFF)                                                \
-            return real ? real(dev) : NO_DRIVER;                               \
+        TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(dev) : NO_DRIVER);      \
         int cached = m == TDM__HOOK_CACHE && tdm__cuda_cache_ready();          \
         if (cached)                                                            \
             cache_before_reset(dev);                                           \
@@ -349,9 +320,7 @@ PRIMARY_RESET(cuDevicePrimaryCtxReset_v2)
     static CUresult w_##name params                                            \
     {                                                                          \
         pfn real = (pfn)tdm__cuda_real(TDM__CV_##name);                        \
-        tdm__hook_mode m = open_hook(real);                                    \
-        if (m == TDM__HOOK_OFF)                                                \
-            return real ? real args : NO_DRIVER;                               \
+        TDM_HOOK_PROLOGUE(m, real != NULL, real ? real args : NO_DRIVER);      \
         CUresult r = real args;                                                \
         if (r == CUDA_SUCCESS)                                                 \
             tdm__cuda_capture_count(1);                                        \
@@ -380,9 +349,7 @@ CAPTURE_BEGIN(cuStreamBeginCaptureToGraph_ptsz, PFN_cuStreamBeginCaptureToGraph_
     static CUresult w_##name(CUstream s, CUgraph *graph)                       \
     {                                                                          \
         pfn real = (pfn)tdm__cuda_real(TDM__CV_##name);                        \
-        tdm__hook_mode m = open_hook(real);                                    \
-        if (m == TDM__HOOK_OFF)                                                \
-            return real ? real(s, graph) : NO_DRIVER;                          \
+        TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(s, graph) : NO_DRIVER); \
         CUresult r = real(s, graph);                                           \
         if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)   \
             tdm__cuda_capture_count(-1);                                       \
@@ -406,9 +373,7 @@ static CUresult w_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
                               const CUmemAllocationProp *prop, unsigned long long flags)
 {
     PFN_cuMemCreate_v10020 real = (PFN_cuMemCreate_v10020)tdm__cuda_real(TDM__CV_cuMemCreate);
-    tdm__hook_mode m = open_hook(real);
-    if (m == TDM__HOOK_OFF)
-        return real ? real(h, size, prop, flags) : NO_DRIVER;
+    TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(h, size, prop, flags) : NO_DRIVER);
     CUresult r = real(h, size, prop, flags);
     int dev = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : -1;
     if (r == CUDA_SUCCESS) {
@@ -424,9 +389,7 @@ static CUresult w_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
 static CUresult w_cuMemRelease(CUmemGenericAllocationHandle h)
 {
     PFN_cuMemRelease_v10020 real = (PFN_cuMemRelease_v10020)tdm__cuda_real(TDM__CV_cuMemRelease);
-    tdm__hook_mode m = open_hook(real);
-    if (m == TDM__HOOK_OFF)
-        return real ? real(h) : NO_DRIVER;
+    TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(h) : NO_DRIVER);
     CUresult r = real(h);
     if (r == CUDA_SUCCESS)
         tdm__vmm_released(&tdm__cuda_vmm, h);
@@ -438,9 +401,7 @@ static CUresult w_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                            CUmemGenericAllocationHandle h, unsigned long long flags)
 {
     PFN_cuMemMap_v10020 real = (PFN_cuMemMap_v10020)tdm__cuda_real(TDM__CV_cuMemMap);
-    tdm__hook_mode m = open_hook(real);
-    if (m == TDM__HOOK_OFF)
-        return real ? real(ptr, size, offset, h, flags) : NO_DRIVER;
+    TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(ptr, size, offset, h, flags) : NO_DRIVER);
     CUresult r = real(ptr, size, offset, h, flags);
     if (r == CUDA_SUCCESS) {
         tdm__vmm_booking b = tdm__vmm_mapped(&tdm__cuda_vmm, h, ptr);
@@ -459,9 +420,7 @@ static CUresult w_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 static CUresult w_cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     PFN_cuMemUnmap_v10020 real = (PFN_cuMemUnmap_v10020)tdm__cuda_real(TDM__CV_cuMemUnmap);
-    tdm__hook_mode m = open_hook(real);
-    if (m == TDM__HOOK_OFF)
-        return real ? real(ptr, size) : NO_DRIVER;
+    TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(ptr, size) : NO_DRIVER);
     tdm__vmm_unmapped(&tdm__cuda_vmm, ptr);
     if (tdm__alloc_observe_unmap((void *)(uintptr_t)ptr, size, TDM_HOOK_SKIP) != TDM_OK)
         tdm__alloc_observe_unimport((void *)(uintptr_t)ptr);
@@ -480,9 +439,7 @@ static CUresult w_cuMulticastCreate(CUmemGenericAllocationHandle *mc,
 {
     PFN_cuMulticastCreate_v12010 real =
         (PFN_cuMulticastCreate_v12010)tdm__cuda_real(TDM__CV_cuMulticastCreate);
-    tdm__hook_mode m = open_hook(real);
-    if (m == TDM__HOOK_OFF)
-        return real ? real(mc, prop) : NO_DRIVER;
+    TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(mc, prop) : NO_DRIVER);
     CUresult r = real(mc, prop);
     if (r == CUDA_SUCCESS && mc)
         tdm__vmm_created(&tdm__cuda_vmm, *mc, TDM_IMPORT_SOURCE_UNKNOWN, TDM_IMPORT_MULTICAST);

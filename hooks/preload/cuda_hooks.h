@@ -23,6 +23,7 @@
 
 #include "alloc.h"
 #include "preload.h"
+#include "pool_track.h"
 #include "vmm_track.h"
 
 #define TDM_CUDA_HIDDEN __attribute__((visibility("hidden")))
@@ -226,6 +227,17 @@ static inline void tdm__cuda_note_capture(tdm_stream stream)
 /* One line on stderr, "tidemark: " first: cache mode says where it could
  * not keep CUDA's semantics and what it does instead (cold paths only). */
 TDM_CUDA_HIDDEN void tdm__cuda_say(const char *msg);
+
+/* Memory exported over CUDA IPC (cuda_ipc.c).  Whether the object at
+ * `path` is a library that exports its own allocations (NCCL, and those
+ * TIDEMARK_CONF's ipc_libraries names); whether the call site `caller`
+ * lies in such a library (cuda_runtime_real.c: its table of call sites,
+ * one hash probe once the site was seen), the first yes making the one
+ * stderr note that cache mode leaves such a library's allocations to the
+ * driver (tdm__cuda_ipc_note). */
+TDM_CUDA_HIDDEN int tdm__cuda_ipc_library(const char *path);
+TDM_CUDA_HIDDEN int tdm__cuda_caller_exports_ipc(const void *caller);
+TDM_CUDA_HIDDEN void tdm__cuda_ipc_note(const void *caller);
 /* The CUresult for a failed tdm__alloc_malloc / _free. */
 TDM_CUDA_HIDDEN CUresult tdm__cuda_status_result(tdm_status st);
 
@@ -291,43 +303,13 @@ TDM_CUDA_HIDDEN extern tdm__vmm_track tdm__cuda_vmm;
 TDM__CUDA_POOL_WRAPPERS(TDM__CUDA_POOL_DECL)
 #undef TDM__CUDA_POOL_DECL
 
-/* Reads the pool's reserved and used bytes; 0 when the driver cannot. */
-TDM_CUDA_HIDDEN int tdm__cuda_pool_query(CUmemoryPool pool, uint64_t *reserved, uint64_t *used);
-/* The current pool of `device` (cuDeviceGetMemPool, asked once and then
- * kept up to date by the cuDeviceSetMemPool hook); NULL when unknown. */
-TDM_CUDA_HIDDEN CUmemoryPool tdm__cuda_pool_current(int device);
-/* Remembers a pool seen in use, so that frees and synchronizations ask
- * it again; tdm__cuda_pool_known(i, ...) walks them (0 past the last). */
-TDM_CUDA_HIDDEN void tdm__cuda_pool_remember(CUmemoryPool pool, int device);
-TDM_CUDA_HIDDEN int tdm__cuda_pool_known(int i, CUmemoryPool *pool, int *device);
-/* Nonzero when the program made a pool of its own `device`'s current
- * pool (cuDeviceSetMemPool): cache mode then leaves cuMemAllocAsync on
- * that device to the driver, so the program's pool serves it. */
-TDM_CUDA_HIDDEN int tdm__cuda_program_pool(int device);
+/* The stream-ordered pools (pool_track.h; cuda_pool.c): frees and
+ * synchronizations book them again, cuDeviceSetMemPool makes a program's
+ * pool current, and cache mode leaves a device whose current pool is the
+ * program's (tdm__pool_program) to the driver. */
+TDM_CUDA_HIDDEN extern tdm__pool_track tdm__cuda_pools;
 /* The device a device pointer lies on (CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL);
  * `otherwise` when the driver cannot say. */
 TDM_CUDA_HIDDEN int tdm__cuda_pointer_device(CUdeviceptr p, int otherwise);
-
-/* Books the reserve `pool` (of `device`) holds now.  Inlined so that the
- * wrapper calling it is the only tidemark frame left out of the stack. */
-static inline __attribute__((always_inline)) void tdm__cuda_pool_book(CUmemoryPool pool,
-                                                                      int device)
-{
-    uint64_t reserved, used;
-    if (pool == NULL || device < 0 || !tdm__cuda_pool_query(pool, &reserved, &used))
-        return;
-    tdm__cuda_pool_remember(pool, device);
-    tdm__alloc_observe_pool(device, (uint64_t)(uintptr_t)pool, reserved, used, TDM_HOOK_SKIP);
-}
-
-/* Books every known pool again (after a free or a synchronization, which
- * may change what any of them holds).  Nothing when no pool was seen. */
-static inline __attribute__((always_inline)) void tdm__cuda_pool_book_all(void)
-{
-    CUmemoryPool pool;
-    int device;
-    for (int i = 0; tdm__cuda_pool_known(i, &pool, &device); i++)
-        tdm__cuda_pool_book(pool, device);
-}
 
 #endif

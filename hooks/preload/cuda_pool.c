@@ -21,82 +21,58 @@
  * booked apart as imported (alloc/observe_import.c), with the exporting
  * device where the driver says it; never on the current device.
  *
- * Owns: the known pools (a small lock-free table), each device's current
- * pool and whether the program set it.  Lock: none (atomics).
+ * Owns: CUDA's pool tracker (pool_track.h) and its operations.  Lock:
+ * none (atomics).
  */
 #define _GNU_SOURCE
 #include "cuda_hooks.h"
-#include "pool_table.h"
 
 #include "snap_model.h"
 
-#define MAX_DEVICES 64
+/* ---- the pool tracker's operations (pool_track.h) --------------------------- */
 
-static tdm__pool_table known;
-static _Atomic(void *) current_pool[MAX_DEVICES];
-static _Atomic int program_pool[MAX_DEVICES];
-
-int tdm__cuda_pool_query(CUmemoryPool pool, uint64_t *reserved, uint64_t *used)
+static int pool_query(void *pool, uint64_t *reserved, uint64_t *used)
 {
     PFN_cuMemPoolGetAttribute_v11020 get =
         (PFN_cuMemPoolGetAttribute_v11020)tdm__cuda_helper("cuMemPoolGetAttribute");
     cuuint64_t r = 0, u = 0;
-    if (get == NULL || get(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &r) != CUDA_SUCCESS ||
-        get(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &u) != CUDA_SUCCESS)
+    if (get == NULL ||
+        get((CUmemoryPool)pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &r) != CUDA_SUCCESS ||
+        get((CUmemoryPool)pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &u) != CUDA_SUCCESS)
         return 0;
     *reserved = r;
     *used = u;
     return 1;
 }
 
-CUmemoryPool tdm__cuda_pool_current(int device)
+static void *device_pool(int device)
 {
-    if (device < 0 || device >= MAX_DEVICES)
-        return NULL;
-    void *p = atomic_load_explicit(&current_pool[device], memory_order_acquire);
-    if (p)
-        return p;
     PFN_cuDeviceGetMemPool_v11020 get =
         (PFN_cuDeviceGetMemPool_v11020)tdm__cuda_helper("cuDeviceGetMemPool");
     CUmemoryPool pool = NULL;
-    if (get == NULL || get(&pool, device) != CUDA_SUCCESS)
-        return NULL;
-    void *expected = NULL; /* a cuDeviceSetMemPool meanwhile wins */
-    atomic_compare_exchange_strong(&current_pool[device], &expected, pool);
-    return atomic_load_explicit(&current_pool[device], memory_order_acquire);
+    return get != NULL && get(&pool, device) == CUDA_SUCCESS ? (void *)pool : NULL;
+}
+
+static void *default_pool(int device)
+{
+    PFN_cuDeviceGetDefaultMemPool_v11020 def =
+        (PFN_cuDeviceGetDefaultMemPool_v11020)tdm__cuda_helper("cuDeviceGetDefaultMemPool");
+    CUmemoryPool pool = NULL;
+    return def != NULL && def(&pool, device) == CUDA_SUCCESS ? (void *)pool : NULL;
 }
 
 /* At each dump (not an out-of-memory one): what every known pool holds
  * now, for releases the hooks did not see (cuCtxSynchronize, event
  * waits, a driver trimming on its own). */
-static void book_at_dump(void)
+static void book_all(void)
 {
-    tdm__cuda_pool_book_all();
+    tdm__pool_book_all(&tdm__cuda_pools);
 }
 
-void tdm__cuda_pool_remember(CUmemoryPool pool, int device)
-{
-    static _Atomic int asked;
-    if (!atomic_load_explicit(&asked, memory_order_relaxed) &&
-        !atomic_exchange_explicit(&asked, 1, memory_order_relaxed))
-        tdm__alloc_observe_refresh_at_dump(book_at_dump);
-    tdm__pool_table_put(&known, (void *)pool, device);
-}
-
-int tdm__cuda_pool_known(int i, CUmemoryPool *pool, int *device)
-{
-    void *p;
-    if (!tdm__pool_table_at(&known, i, &p, device))
-        return 0;
-    *pool = p;
-    return 1;
-}
-
-int tdm__cuda_program_pool(int device)
-{
-    return device >= 0 && device < MAX_DEVICES &&
-           atomic_load_explicit(&program_pool[device], memory_order_relaxed);
-}
+static const tdm__pool_ops cuda_pool_ops = {
+    .query = pool_query, .device_pool = device_pool, .default_pool = default_pool,
+    .book_all = book_all};
+tdm__pool_track tdm__cuda_pools = TDM__POOL_TRACK_INIT(&cuda_pool_ops);
 
 int tdm__cuda_pointer_device(CUdeviceptr p, int otherwise)
 {
@@ -109,16 +85,6 @@ int tdm__cuda_pointer_device(CUdeviceptr p, int otherwise)
     return ordinal;
 }
 
-static tdm__hook_mode open_hook(void *real)
-{
-    if (real == NULL)
-        return TDM__HOOK_OFF;
-    tdm__hook_mode m = tdm__hook_mode_get();
-    if (m == TDM__HOOK_OFF || !tdm__hook_enter())
-        return TDM__HOOK_OFF;
-    return m;
-}
-
 #define NO_DRIVER CUDA_ERROR_NOT_INITIALIZED
 #define REAL(name, pfn) pfn real = (pfn)tdm__cuda_real(TDM__CV_##name)
 
@@ -127,13 +93,10 @@ static tdm__hook_mode open_hook(void *real)
 CUresult tdm__cuda_w_cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
 {
     REAL(cuMemPoolTrimTo, PFN_cuMemPoolTrimTo_v11020);
-    if (open_hook((void *)real) == TDM__HOOK_OFF)
-        return real ? real(pool, keep) : NO_DRIVER;
+    TDM_HOOK_PROLOGUE(m_, real != NULL, real ? real(pool, keep) : NO_DRIVER);
     CUresult r = real(pool, keep);
-    if (r == CUDA_SUCCESS) {
-        int dev = tdm__pool_table_device_of(&known, (void *)pool);
-        tdm__cuda_pool_book(pool, dev >= 0 ? dev : tdm__cuda_current_device());
-    }
+    if (r == CUDA_SUCCESS)
+        tdm__pool_trimmed(&tdm__cuda_pools, (void *)pool, tdm__cuda_current_device());
     tdm__hook_leave();
     return r;
 }
@@ -141,40 +104,21 @@ CUresult tdm__cuda_w_cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
 CUresult tdm__cuda_w_cuMemPoolDestroy(CUmemoryPool pool)
 {
     REAL(cuMemPoolDestroy, PFN_cuMemPoolDestroy_v11020);
-    if (open_hook((void *)real) == TDM__HOOK_OFF)
-        return real ? real(pool) : NO_DRIVER;
+    TDM_HOOK_PROLOGUE(m_, real != NULL, real ? real(pool) : NO_DRIVER);
     CUresult r = real(pool);
-    int dev = tdm__pool_table_device_of(&known, (void *)pool);
-    if (r == CUDA_SUCCESS && dev >= 0) { /* what it held goes with it */
-        tdm__pool_table_forget(&known, (void *)pool);
-        tdm__alloc_observe_pool(dev, (uint64_t)(uintptr_t)pool, 0, 0, TDM_HOOK_SKIP);
-    }
+    if (r == CUDA_SUCCESS)
+        tdm__pool_destroyed(&tdm__cuda_pools, (void *)pool);
     tdm__hook_leave();
     return r;
-}
-
-/* `pool` is `dev`'s current pool now; the program's own unless it is the
- * default one. */
-static void note_current_pool(int dev, CUmemoryPool pool)
-{
-    if (dev < 0 || dev >= MAX_DEVICES)
-        return;
-    PFN_cuDeviceGetDefaultMemPool_v11020 def =
-        (PFN_cuDeviceGetDefaultMemPool_v11020)tdm__cuda_helper("cuDeviceGetDefaultMemPool");
-    CUmemoryPool d = NULL;
-    int own = def == NULL || def(&d, dev) != CUDA_SUCCESS || d != pool;
-    atomic_store_explicit(&current_pool[dev], (void *)pool, memory_order_release);
-    atomic_store_explicit(&program_pool[dev], own, memory_order_relaxed);
 }
 
 CUresult tdm__cuda_w_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
 {
     REAL(cuDeviceSetMemPool, PFN_cuDeviceSetMemPool_v11020);
-    if (open_hook((void *)real) == TDM__HOOK_OFF)
-        return real ? real(dev, pool) : NO_DRIVER;
+    TDM_HOOK_PROLOGUE(m_, real != NULL, real ? real(dev, pool) : NO_DRIVER);
     CUresult r = real(dev, pool);
     if (r == CUDA_SUCCESS)
-        note_current_pool(dev, pool);
+        tdm__pool_set_current(&tdm__cuda_pools, dev, (void *)pool);
     tdm__hook_leave();
     return r;
 }
@@ -187,12 +131,11 @@ CUresult tdm__cuda_w_cuMemSetMemPool(CUmemLocation *loc, CUmemAllocationType typ
                                      CUmemoryPool pool)
 {
     REAL(cuMemSetMemPool, PFN_cuMemSetMemPool_v13000);
-    if (open_hook((void *)real) == TDM__HOOK_OFF)
-        return real ? real(loc, type, pool) : NO_DRIVER;
+    TDM_HOOK_PROLOGUE(m_, real != NULL, real ? real(loc, type, pool) : NO_DRIVER);
     CUresult r = real(loc, type, pool);
     if (r == CUDA_SUCCESS && loc && loc->type == CU_MEM_LOCATION_TYPE_DEVICE &&
         type == CU_MEM_ALLOCATION_TYPE_PINNED)
-        note_current_pool(loc->id, pool);
+        tdm__pool_set_current(&tdm__cuda_pools, loc->id, (void *)pool);
     tdm__hook_leave();
     return r;
 }
@@ -203,11 +146,11 @@ CUresult tdm__cuda_w_cuMemSetMemPool(CUmemLocation *loc, CUmemAllocationType typ
     CUresult tdm__cuda_w_##name(CUstream s)                                    \
     {                                                                          \
         REAL(name, pfn);                                                       \
-        if (!tdm__pool_table_any(&known) || \
-            open_hook((void *)real) == TDM__HOOK_OFF)                          \
+        if (!tdm__pool_any(&tdm__cuda_pools))                                  \
             return real ? real(s) : NO_DRIVER;                                 \
+        TDM_HOOK_PROLOGUE(m_, real != NULL, real ? real(s) : NO_DRIVER);       \
         CUresult r = real(s);                                                  \
-        tdm__cuda_pool_book_all();                                             \
+        tdm__pool_book_all(&tdm__cuda_pools);                                  \
         tdm__hook_leave();                                                     \
         return r;                                                              \
     }
@@ -218,19 +161,18 @@ STREAM_SYNC(cuStreamSynchronize_ptsz, PFN_cuStreamSynchronize_v7000_ptsz)
 
 /* Cache mode: an IPC handle names the driver allocation containing the
  * pointer, and the peer's cuIpcOpenMemHandle returns that allocation's
- * base.  For a block of the cache that is the segment's base, so the peer
- * would read and write the wrong memory (NCCL's legacy P2P buffers,
- * PyTorch's tensor sharing: base + offset).  A block at its segment's
- * base is exported as it is (the peer's pointer is the block); any other
- * block's export is refused, with CUDA_ERROR_NOT_SUPPORTED and one line
- * on stderr, since no handle could name it: a program that shares memory
- * over CUDA IPC runs under mode=observe. */
+ * base.  Libraries known to export their buffers (NCCL's legacy P2P
+ * path, those `ipc_libraries` names) never get cached blocks: the driver
+ * serves them (cuda_ipc.c).  Of the rest, a block at its segment's base
+ * is exported as it is (the peer's pointer is the block).  Any other
+ * cached block's export is the last resort, refused with
+ * CUDA_ERROR_NOT_SUPPORTED and one line on stderr: the block was handed
+ * out before the export said it would be shared, no handle can name it,
+ * and the peer must never map the wrong memory. */
 CUresult tdm__cuda_w_cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p)
 {
     REAL(cuIpcGetMemHandle, PFN_cuIpcGetMemHandle_v4010);
-    tdm__hook_mode m = open_hook((void *)real);
-    if (m == TDM__HOOK_OFF)
-        return real ? real(h, p) : NO_DRIVER;
+    TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(h, p) : NO_DRIVER);
     if (m == TDM__HOOK_CACHE && p != 0 && tdm__cuda_cache_ready() &&
         tdm__alloc_owns((void *)(uintptr_t)p)) {
         PFN_cuMemGetAddressRange_v3020 range =
@@ -242,8 +184,9 @@ CUresult tdm__cuda_w_cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p)
             if (!atomic_flag_test_and_set(&said))
                 tdm__cuda_say("mode=cache: cuIpcGetMemHandle of a block inside one of the "
                               "cache's segments refused (CUDA_ERROR_NOT_SUPPORTED): the peer "
-                              "would map the segment, not the block; run programs that "
-                              "share memory over CUDA IPC with mode=observe");
+                              "would map the segment, not the block; name the library that "
+                              "allocates the memory it shares in TIDEMARK_CONF's "
+                              "ipc_libraries, or run it with mode=observe");
             tdm__hook_leave();
             return CUDA_ERROR_NOT_SUPPORTED;
         }
@@ -259,8 +202,7 @@ CUresult tdm__cuda_w_cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle ha
                                           unsigned int flags)
 {
     REAL(cuIpcOpenMemHandle_v2, PFN_cuIpcOpenMemHandle_v11000);
-    if (open_hook((void *)real) == TDM__HOOK_OFF)
-        return real ? real(pdptr, handle, flags) : NO_DRIVER;
+    TDM_HOOK_PROLOGUE(m_, real != NULL, real ? real(pdptr, handle, flags) : NO_DRIVER);
     CUresult r = real(pdptr, handle, flags);
     if (r == CUDA_SUCCESS && pdptr && *pdptr) {
         PFN_cuMemGetAddressRange_v3020 range =
@@ -281,8 +223,7 @@ CUresult tdm__cuda_w_cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle ha
 CUresult tdm__cuda_w_cuIpcCloseMemHandle(CUdeviceptr p)
 {
     REAL(cuIpcCloseMemHandle, PFN_cuIpcCloseMemHandle_v4010);
-    if (open_hook((void *)real) == TDM__HOOK_OFF)
-        return real ? real(p) : NO_DRIVER;
+    TDM_HOOK_PROLOGUE(m_, real != NULL, real ? real(p) : NO_DRIVER);
     tdm__alloc_observe_unimport((void *)(uintptr_t)p);
     CUresult r = real(p);
     tdm__hook_leave();
@@ -296,8 +237,7 @@ CUresult tdm__cuda_w_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle
                                                    CUmemAllocationHandleType type)
 {
     REAL(cuMemImportFromShareableHandle, PFN_cuMemImportFromShareableHandle_v10020);
-    if (open_hook((void *)real) == TDM__HOOK_OFF)
-        return real ? real(h, os_handle, type) : NO_DRIVER;
+    TDM_HOOK_PROLOGUE(m_, real != NULL, real ? real(h, os_handle, type) : NO_DRIVER);
     CUresult r = real(h, os_handle, type);
     if (r == CUDA_SUCCESS && h) {
         PFN_cuMemGetAllocationPropertiesFromHandle_v10020 props =

@@ -47,9 +47,7 @@ TDM_RT_EXPORT cudaError_t CUDARTAPI cudaMalloc(void **p, size_t size)
 {
     cudaError_t (*real)(void **, size_t) =
         (cudaError_t(*)(void **, size_t))tdm__cuda_rt_real(TDM__RT_cudaMalloc);
-    tdm__hook_mode m = tdm__rt_open((void *)real);
-    if (m == TDM__HOOK_OFF)
-        return real ? real(p, size) : TDM_RT_ABSENT;
+    TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(p, size) : TDM_RT_ABSENT);
     cudaError_t r;
     if (!tdm__rt_cache_alloc(m, &r, p, size, NULL, 0, 0)) {
         r = real(p, size);
@@ -63,9 +61,7 @@ TDM_RT_EXPORT cudaError_t CUDARTAPI cudaFree(void *p)
 {
     cudaError_t (*real)(void *) = (cudaError_t(*)(void *))tdm__cuda_rt_real(TDM__RT_cudaFree);
     /* cudaFree(NULL) is how programs make the context: the runtime's. */
-    tdm__hook_mode m = p ? tdm__rt_open((void *)real) : TDM__HOOK_OFF;
-    if (m == TDM__HOOK_OFF)
-        return real ? real(p) : TDM_RT_ABSENT;
+    TDM_HOOK_PROLOGUE(m, p != NULL && real != NULL, real ? real(p) : TDM_RT_ABSENT);
     cudaError_t r = cudaSuccess;
     int cached = tdm__rt_cache_free(m, p, 0, 0);
     if (cached < 0) {
@@ -82,9 +78,7 @@ TDM_RT_EXPORT cudaError_t CUDARTAPI cudaMallocManaged(void **p, size_t size, uns
 {
     cudaError_t (*real)(void **, size_t, unsigned int) =
         (cudaError_t(*)(void **, size_t, unsigned int))tdm__cuda_rt_real(TDM__RT_cudaMallocManaged);
-    tdm__hook_mode m = tdm__rt_open((void *)real);
-    if (m == TDM__HOOK_OFF)
-        return real ? real(p, size, flags) : TDM_RT_ABSENT;
+    TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(p, size, flags) : TDM_RT_ABSENT);
     cudaError_t r = real(p, size, flags);
     tdm__rt_book(r, tdm__cuda_rt_device(), r == cudaSuccess && p ? *p : NULL, size, 0);
     tdm__hook_leave();
@@ -97,9 +91,7 @@ TDM_RT_EXPORT cudaError_t CUDARTAPI cudaMallocPitch(void **p, size_t *pitch, siz
     cudaError_t (*real)(void **, size_t *, size_t, size_t) =
         (cudaError_t(*)(void **, size_t *, size_t, size_t))tdm__cuda_rt_real(
             TDM__RT_cudaMallocPitch);
-    tdm__hook_mode m = tdm__rt_open((void *)real);
-    if (m == TDM__HOOK_OFF)
-        return real ? real(p, pitch, width, height) : TDM_RT_ABSENT;
+    TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(p, pitch, width, height) : TDM_RT_ABSENT);
     cudaError_t r = real(p, pitch, width, height);
     /* The runtime picks the pitch; the allocation is pitch x height. */
     size_t size = r == cudaSuccess && pitch ? *pitch * height : width * height;
@@ -114,9 +106,7 @@ TDM_RT_EXPORT cudaError_t CUDARTAPI cudaMallocHost(void **p, size_t size)
 {
     cudaError_t (*real)(void **, size_t) =
         (cudaError_t(*)(void **, size_t))tdm__cuda_rt_real(TDM__RT_cudaMallocHost);
-    tdm__hook_mode m = tdm__rt_open((void *)real);
-    if (m == TDM__HOOK_OFF)
-        return real ? real(p, size) : TDM_RT_ABSENT;
+    TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(p, size) : TDM_RT_ABSENT);
     cudaError_t r = real(p, size);
     tdm__rt_book(r, -1, r == cudaSuccess && p ? *p : NULL, size, 0);
     tdm__hook_leave();
@@ -127,9 +117,7 @@ TDM_RT_EXPORT cudaError_t CUDARTAPI cudaHostAlloc(void **p, size_t size, unsigne
 {
     cudaError_t (*real)(void **, size_t, unsigned int) =
         (cudaError_t(*)(void **, size_t, unsigned int))tdm__cuda_rt_real(TDM__RT_cudaHostAlloc);
-    tdm__hook_mode m = tdm__rt_open((void *)real);
-    if (m == TDM__HOOK_OFF)
-        return real ? real(p, size, flags) : TDM_RT_ABSENT;
+    TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(p, size, flags) : TDM_RT_ABSENT);
     cudaError_t r = real(p, size, flags);
     tdm__rt_book(r, -1, r == cudaSuccess && p ? *p : NULL, size, 0);
     tdm__hook_leave();
@@ -139,9 +127,7 @@ TDM_RT_EXPORT cudaError_t CUDARTAPI cudaHostAlloc(void **p, size_t size, unsigne
 TDM_RT_EXPORT cudaError_t CUDARTAPI cudaFreeHost(void *p)
 {
     cudaError_t (*real)(void *) = (cudaError_t(*)(void *))tdm__cuda_rt_real(TDM__RT_cudaFreeHost);
-    tdm__hook_mode m = tdm__rt_open((void *)real);
-    if (m == TDM__HOOK_OFF)
-        return real ? real(p) : TDM_RT_ABSENT;
+    TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(p) : TDM_RT_ABSENT);
     tdm__alloc_observe_free(p, 0, TDM_HOOK_SKIP);
     cudaError_t r = real(p);
     tdm__hook_leave();

@@ -21,17 +21,6 @@
 
 #define TDM_RT_INLINE static inline __attribute__((always_inline))
 
-/* Opens a hook; TDM__HOOK_OFF to pass straight through. */
-TDM_RT_INLINE tdm__hook_mode tdm__rt_open(void *real)
-{
-    if (real == NULL)
-        return TDM__HOOK_OFF;
-    tdm__hook_mode m = tdm__hook_mode_get();
-    if (m == TDM__HOOK_OFF || !tdm__hook_enter())
-        return TDM__HOOK_OFF;
-    return m;
-}
-
 /* The device a runtime call's memory comes from: the stream's for a
  * stream-ordered call on a stream of its own, else the runtime's current
  * device (cudaGetDevice).  *primary (when not NULL) cleared when the
@@ -71,12 +60,15 @@ TDM_RT_INLINE void tdm__rt_book(cudaError_t r, int device, const void *ptr, size
 }
 
 /* Cache mode: serves a device allocation (1), or leaves it to the runtime
- * (0: other mode, size 0, no provider). */
+ * (0: other mode, size 0, no provider, a call from a library that exports
+ * its allocations over IPC: cuda_ipc.c). */
 TDM_RT_INLINE int tdm__rt_cache_alloc(tdm__hook_mode m, cudaError_t *r, void **p, size_t size,
                                       cudaStream_t s, tdm_stream stream, int ordered)
 {
     if (m != TDM__HOOK_CACHE || size == 0 || p == NULL || !tdm__cuda_cache_serves())
         return 0;
+    if (tdm__cuda_caller_exports_ipc(__builtin_return_address(0)))
+        return 0; /* its IPC handles must name its buffers (said once) */
     if (ordered && tdm__cuda_capturing(stream)) {
         tdm__alloc_observe_graph_capture(); /* the graph's: the driver serves it */
         return 0;
@@ -87,7 +79,7 @@ TDM_RT_INLINE int tdm__rt_cache_alloc(tdm__hook_mode m, cudaError_t *r, void **p
      * context of the program's own is the runtime's to serve. */
     int primary = 1;
     int dev = tdm__cuda_rt_place(s, ordered, &primary);
-    if (!primary || (ordered && tdm__cuda_program_pool(dev)))
+    if (!primary || (ordered && tdm__pool_program(&tdm__cuda_pools, dev)))
         return 0;
     tdm_status st = tdm__alloc_malloc(p, size, dev, stream, TDM_HOOK_SKIP);
     *r = st == TDM_OK ? cudaSuccess
@@ -132,9 +124,7 @@ TDM_RT_INLINE cudaError_t tdm__rt_malloc_async(int f, void **p, size_t size, cud
                                                int ptsz)
 {
     tdm__rt_malloc_async_fn real = (tdm__rt_malloc_async_fn)tdm__cuda_rt_real(f);
-    tdm__hook_mode m = tdm__rt_open((void *)real);
-    if (m == TDM__HOOK_OFF)
-        return real ? real(p, size, s) : TDM_RT_ABSENT;
+    TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(p, size, s) : TDM_RT_ABSENT);
     cudaError_t r;
     tdm_stream st = tdm__rt_stream(s, ptsz);
     if (!tdm__rt_cache_alloc(m, &r, p, size, s, st, 1)) {
@@ -142,7 +132,7 @@ TDM_RT_INLINE cudaError_t tdm__rt_malloc_async(int f, void **p, size_t size, cud
         int dev = tdm__cuda_rt_place(s, 1, NULL);
         tdm__rt_book(r, dev, r == cudaSuccess && p ? *p : NULL, size, st);
         if (r == cudaSuccess) { /* pool reserve: cuda_pool.c */
-            tdm__cuda_pool_book(tdm__cuda_pool_current(dev), dev);
+            tdm__pool_book(&tdm__cuda_pools, tdm__pool_current(&tdm__cuda_pools, dev), dev);
             tdm__cuda_note_capture(st);
         }
     }
@@ -153,9 +143,7 @@ TDM_RT_INLINE cudaError_t tdm__rt_malloc_async(int f, void **p, size_t size, cud
 TDM_RT_INLINE cudaError_t tdm__rt_free_async(int f, void *p, cudaStream_t s, int ptsz)
 {
     tdm__rt_free_async_fn real = (tdm__rt_free_async_fn)tdm__cuda_rt_real(f);
-    tdm__hook_mode m = tdm__rt_open((void *)real);
-    if (m == TDM__HOOK_OFF)
-        return real ? real(p, s) : TDM_RT_ABSENT;
+    TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(p, s) : TDM_RT_ABSENT);
     cudaError_t r = cudaSuccess;
     int cached = tdm__rt_cache_free(m, p, 1, tdm__rt_stream(s, ptsz));
     if (cached < 0) {
@@ -163,7 +151,7 @@ TDM_RT_INLINE cudaError_t tdm__rt_free_async(int f, void *p, cudaStream_t s, int
     } else if (cached == 0) {
         tdm__alloc_observe_free(p, tdm__rt_stream(s, ptsz), TDM_HOOK_SKIP);
         r = real(p, s);
-        tdm__cuda_pool_book_all();
+        tdm__pool_book_all(&tdm__cuda_pools);
     }
     tdm__hook_leave();
     return r;
@@ -173,16 +161,14 @@ TDM_RT_INLINE cudaError_t tdm__rt_from_pool(int f, void **p, size_t size, cudaMe
                                             cudaStream_t s, int ptsz)
 {
     tdm__rt_pool_fn real = (tdm__rt_pool_fn)tdm__cuda_rt_real(f);
-    tdm__hook_mode m = tdm__rt_open((void *)real);
-    if (m == TDM__HOOK_OFF)
-        return real ? real(p, size, pool, s) : TDM_RT_ABSENT;
+    TDM_HOOK_PROLOGUE(m, real != NULL, real ? real(p, size, pool, s) : TDM_RT_ABSENT);
     cudaError_t r = real(p, size, pool, s);
     int dev = r == cudaSuccess && p ? tdm__cuda_pointer_device((CUdeviceptr)(uintptr_t)*p,
                                                                tdm__cuda_rt_device())
                                     : tdm__cuda_rt_device();
     tdm__rt_book(r, dev, r == cudaSuccess && p ? *p : NULL, size, tdm__rt_stream(s, ptsz));
     if (r == cudaSuccess) {
-        tdm__cuda_pool_book((CUmemoryPool)pool, dev);
+        tdm__pool_book(&tdm__cuda_pools, (void *)pool, dev);
         tdm__cuda_note_capture(tdm__rt_stream(s, ptsz));
     }
     tdm__hook_leave();

@@ -195,9 +195,15 @@ static int runtime_of_object(const char *path)
 #define OBJECTS_FIRST ((size_t)256)
 #define OBJECTS_MAX ((size_t)1 << 16) /* calling objects */
 
+/* What a call site's slot (and a calling object's span) keeps: the
+ * runtime's index, and whether the object is a library that exports its
+ * own allocations over CUDA IPC (cuda_ipc.c). */
+#define SITE_RUNTIME_MASK 0xffff
+#define SITE_EXPORTS_IPC 0x10000
+
 typedef struct site_slot {
     _Atomic uintptr_t addr; /* 0: empty; set last */
-    int runtime;
+    int runtime;            /* with SITE_EXPORTS_IPC */
 } site_slot;
 typedef struct site_table {
     size_t cap, count; /* count: under callers_lock */
@@ -331,6 +337,8 @@ static int walk_for(const void *caller, uintptr_t *lo, uintptr_t *hi, int *runti
     *lo = r.lo;
     *hi = r.hi;
     *runtime = r.is_program || info.dli_fname == NULL ? 0 : runtime_of_object(info.dli_fname);
+    if (!r.is_program && tdm__cuda_ipc_library(info.dli_fname))
+        *runtime |= SITE_EXPORTS_IPC;
     return 1;
 }
 
@@ -377,10 +385,24 @@ static __attribute__((noinline)) int runtime_slow(const void *caller)
     return rt;
 }
 
-static inline int runtime_of(const void *caller)
+/* The call site's answer: its runtime, with SITE_EXPORTS_IPC. */
+static inline int site_of(const void *caller)
 {
     int rt = site_runtime((uintptr_t)caller);
     return rt >= 0 ? rt : runtime_slow(caller);
+}
+
+static inline int runtime_of(const void *caller)
+{
+    return site_of(caller) & SITE_RUNTIME_MASK;
+}
+
+int tdm__cuda_caller_exports_ipc(const void *caller)
+{
+    if (!(site_of(caller) & SITE_EXPORTS_IPC))
+        return 0;
+    tdm__cuda_ipc_note(caller);
+    return 1;
 }
 
 void *tdm__cuda_rt_real_for(int f, const void *caller)

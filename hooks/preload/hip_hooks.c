@@ -447,14 +447,14 @@ TDM_HOOK_API hipError_t hipMallocAsync(void **dev_ptr, size_t size, hipStream_t 
     hipError_t r;
     int device = stream_device(stream);
     if (dev_ptr != NULL && size > 0 && serve_from_cache(mode) && !stream_capturing(stream) &&
-        !tdm__hip_program_pool(device)) {
+        !tdm__pool_program(&tdm__hip_pools, device)) {
         r = hip_error_of(
             tdm__alloc_malloc(dev_ptr, size, device, stream_of(stream), TDM_HOOK_SKIP));
     } else {
         r = CALL_REAL(hipMallocAsync, dev_ptr, size, stream);
         book_alloc(r, device, dev_ptr, size, stream_of(stream));
         if (r == hipSuccess) {
-            tdm__hip_pool_book(tdm__hip_pool_current(device), device);
+            tdm__pool_book(&tdm__hip_pools, tdm__pool_current(&tdm__hip_pools, device), device);
             if (stream_capturing(stream))
                 tdm__alloc_observe_graph_capture(); /* a graph memory node */
         }
@@ -475,7 +475,7 @@ TDM_HOOK_API hipError_t hipMallocFromPoolAsync(void **dev_ptr, size_t size, hipM
     }
     book_alloc(r, device, dev_ptr, size, stream_of(stream));
     if (r == hipSuccess) {
-        tdm__hip_pool_book(mem_pool, device);
+        tdm__pool_book(&tdm__hip_pools, (void *)mem_pool, device);
         if (stream_capturing(stream))
             tdm__alloc_observe_graph_capture(); /* a graph memory node */
     }
@@ -587,7 +587,7 @@ INLINE int cache_free(void *ptr, int ordered, tdm_stream stream)
     } else {                                                                   \
         tdm__alloc_observe_free((ptr), (stream), TDM_HOOK_SKIP);               \
         r = CALL_REAL(name, __VA_ARGS__);                                      \
-        tdm__hip_pool_book_all(); /* a pool's block went back to it */         \
+        tdm__pool_book_all(&tdm__hip_pools); /* a pool's block went back */   \
     }                                                                          \
     tdm__hook_leave();                                                         \
     return r

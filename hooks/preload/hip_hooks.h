@@ -37,6 +37,7 @@
 #include "alloc.h"
 #include "preload.h"
 #include "snap_model.h"
+#include "pool_track.h"
 #include "vmm_track.h"
 
 /* hipMallocHost / hipFreeHost are deprecated in the header but still
@@ -134,11 +135,8 @@ INLINE void resolve(void)
  * tidemark is off or this thread is already inside it. */
 #define HOOK_PROLOGUE(name, ...)                                               \
     resolve();                                                                 \
-    tdm__hook_mode mode = tdm__hook_mode_get();                                \
-    if (mode == TDM__HOOK_OFF ||                                               \
-        !atomic_load_explicit(&tdm__hip_real_ready, memory_order_acquire) ||   \
-        !tdm__hook_enter())                                                    \
-        return CALL_REAL(name, __VA_ARGS__)
+    TDM_HOOK_PROLOGUE(mode, atomic_load_explicit(&tdm__hip_real_ready, memory_order_acquire), \
+                      CALL_REAL(name, __VA_ARGS__))
 
 /* The thread's current device (0 when HIP cannot say), described to the
  * snapshot on first use (hip_hooks.c). */
@@ -150,40 +148,14 @@ TDM_HIP_HIDDEN void tdm__hip_describe_once(int device);
 
 /* Reads the pool's reserved and used bytes; 0 when HIP cannot. */
 TDM_HIP_HIDDEN int tdm__hip_pool_query(hipMemPool_t pool, uint64_t *reserved, uint64_t *used);
-/* The current pool of `device` (hipDeviceGetMemPool, asked once and then
- * kept up to date by the hipDeviceSetMemPool hook); NULL when unknown. */
-TDM_HIP_HIDDEN hipMemPool_t tdm__hip_pool_current(int device);
-/* Remembers a pool seen in use, so that frees and synchronizations ask
- * it again; tdm__hip_pool_known(i, ...) walks them (0 past the last). */
-TDM_HIP_HIDDEN void tdm__hip_pool_remember(hipMemPool_t pool, int device);
-TDM_HIP_HIDDEN int tdm__hip_pool_known(int i, hipMemPool_t *pool, int *device);
-/* Nonzero when the program made a pool of its own `device`'s current
- * pool (hipDeviceSetMemPool): cache mode then leaves hipMallocAsync on
- * that device to HIP, so the program's pool serves it. */
-TDM_HIP_HIDDEN int tdm__hip_program_pool(int device);
+/* The stream-ordered pools (pool_track.h; hip_pool.c): frees and
+ * synchronizations book them again, hipDeviceSetMemPool makes a program's
+ * pool current, and cache mode leaves a device whose current pool is the
+ * program's (tdm__pool_program) to HIP. */
+TDM_HIP_HIDDEN extern tdm__pool_track tdm__hip_pools;
 /* The device a pointer lies on (HIP_POINTER_ATTRIBUTE_DEVICE_ORDINAL);
  * `otherwise` when HIP cannot say. */
 TDM_HIP_HIDDEN int tdm__hip_pointer_device(const void *p, int otherwise);
-
-/* Books the reserve `pool` (of `device`) holds now. */
-INLINE void tdm__hip_pool_book(hipMemPool_t pool, int device)
-{
-    uint64_t reserved, used;
-    if (pool == NULL || device < 0 || !tdm__hip_pool_query(pool, &reserved, &used))
-        return;
-    tdm__hip_pool_remember(pool, device);
-    tdm__alloc_observe_pool(device, (uint64_t)(uintptr_t)pool, reserved, used, TDM_HOOK_SKIP);
-}
-
-/* Books every known pool again (after a free or a synchronization, which
- * may change what any of them holds).  Nothing when no pool was seen. */
-INLINE void tdm__hip_pool_book_all(void)
-{
-    hipMemPool_t pool;
-    int device;
-    for (int i = 0; tdm__hip_pool_known(i, &pool, &device); i++)
-        tdm__hip_pool_book(pool, device);
-}
 
 /* ---- virtual-memory handles (hip_pool.c) ----------------------------------- */
 

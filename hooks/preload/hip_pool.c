@@ -22,83 +22,59 @@
  * where HIP says it; never on a device's own figures.  The handle tables
  * tracker says which is which at hipMemMap / hipMemUnmap (hip_hooks.c).
  *
- * Owns: the known pools (a small lock-free table), each device's current
- * pool and whether the program set it; HIP's tracker of virtual-memory
- * handles and mappings (vmm_track.h).  Locks: none for pools (atomics);
- * the tracker's own mutex (no HIP call is made while it is held).
+ * Owns: HIP's pool tracker (pool_track.h) and its operations; HIP's
+ * tracker of virtual-memory handles and mappings (vmm_track.h).  Locks:
+ * none for pools (atomics); the tracker's own mutex (no HIP call is made
+ * while it is held).
  */
 #include "hip_hooks.h"
-#include "pool_table.h"
 
 #include <string.h>
 
-#define MAX_DEVICES 64
+/* ---- the pool tracker's operations (pool_track.h) --------------------------- */
 
-static tdm__pool_table known;
-static _Atomic(void *) current_pool[MAX_DEVICES];
-static _Atomic int program_pool[MAX_DEVICES];
-
-int tdm__hip_pool_query(hipMemPool_t pool, uint64_t *reserved, uint64_t *used)
+static int pool_query(void *pool, uint64_t *reserved, uint64_t *used)
 {
     uint64_t r = 0, u = 0;
     if (tdm__hip_real.hipMemPoolGetAttribute == NULL ||
-        tdm__hip_real.hipMemPoolGetAttribute(pool, hipMemPoolAttrReservedMemCurrent, &r) !=
-            hipSuccess ||
-        tdm__hip_real.hipMemPoolGetAttribute(pool, hipMemPoolAttrUsedMemCurrent, &u) !=
-            hipSuccess)
+        tdm__hip_real.hipMemPoolGetAttribute((hipMemPool_t)pool, hipMemPoolAttrReservedMemCurrent,
+                                             &r) != hipSuccess ||
+        tdm__hip_real.hipMemPoolGetAttribute((hipMemPool_t)pool, hipMemPoolAttrUsedMemCurrent,
+                                             &u) != hipSuccess)
         return 0;
     *reserved = r;
     *used = u;
     return 1;
 }
 
-hipMemPool_t tdm__hip_pool_current(int device)
+static void *device_pool(int device)
 {
-    if (device < 0 || device >= MAX_DEVICES)
-        return NULL;
-    void *p = atomic_load_explicit(&current_pool[device], memory_order_acquire);
-    if (p)
-        return p;
     hipMemPool_t pool = NULL;
-    if (tdm__hip_real.hipDeviceGetMemPool == NULL ||
-        tdm__hip_real.hipDeviceGetMemPool(&pool, device) != hipSuccess)
-        return NULL;
-    void *expected = NULL; /* a hipDeviceSetMemPool meanwhile wins */
-    atomic_compare_exchange_strong(&current_pool[device], &expected, (void *)pool);
-    return atomic_load_explicit(&current_pool[device], memory_order_acquire);
+    return tdm__hip_real.hipDeviceGetMemPool != NULL &&
+                   tdm__hip_real.hipDeviceGetMemPool(&pool, device) == hipSuccess
+               ? (void *)pool : NULL;
+}
+
+static void *default_pool(int device)
+{
+    hipMemPool_t pool = NULL;
+    return tdm__hip_real.hipDeviceGetDefaultMemPool != NULL &&
+                   tdm__hip_real.hipDeviceGetDefaultMemPool(&pool, device) == hipSuccess
+               ? (void *)pool : NULL;
 }
 
 /* At each dump (not an out-of-memory one): what every known pool holds
  * now, for releases the hooks did not see (event waits, HIP trimming on
  * its own). */
-static void book_at_dump(void)
+static void book_all(void)
 {
-    tdm__hip_pool_book_all();
+    tdm__pool_book_all(&tdm__hip_pools);
 }
 
-void tdm__hip_pool_remember(hipMemPool_t pool, int device)
-{
-    static _Atomic int asked;
-    if (!atomic_load_explicit(&asked, memory_order_relaxed) &&
-        !atomic_exchange_explicit(&asked, 1, memory_order_relaxed))
-        tdm__alloc_observe_refresh_at_dump(book_at_dump);
-    tdm__pool_table_put(&known, (void *)pool, device);
-}
-
-int tdm__hip_pool_known(int i, hipMemPool_t *pool, int *device)
-{
-    void *p;
-    if (!tdm__pool_table_at(&known, i, &p, device))
-        return 0;
-    *pool = p;
-    return 1;
-}
-
-int tdm__hip_program_pool(int device)
-{
-    return device >= 0 && device < MAX_DEVICES &&
-           atomic_load_explicit(&program_pool[device], memory_order_relaxed);
-}
+static const tdm__pool_ops hip_pool_ops = {
+    .query = pool_query, .device_pool = device_pool, .default_pool = default_pool,
+    .book_all = book_all};
+tdm__pool_track tdm__hip_pools = TDM__POOL_TRACK_INIT(&hip_pool_ops);
 
 int tdm__hip_pointer_device(const void *p, int otherwise)
 {
@@ -117,10 +93,8 @@ TDM_HOOK_API hipError_t hipMemPoolTrimTo(hipMemPool_t mem_pool, size_t min_bytes
 {
     HOOK_PROLOGUE(hipMemPoolTrimTo, mem_pool, min_bytes_to_hold);
     hipError_t r = CALL_REAL(hipMemPoolTrimTo, mem_pool, min_bytes_to_hold);
-    if (r == hipSuccess) {
-        int device = tdm__pool_table_device_of(&known, (void *)mem_pool);
-        tdm__hip_pool_book(mem_pool, device >= 0 ? device : tdm__hip_current_device());
-    }
+    if (r == hipSuccess)
+        tdm__pool_trimmed(&tdm__hip_pools, (void *)mem_pool, tdm__hip_current_device());
     tdm__hook_leave();
     return r;
 }
@@ -129,11 +103,8 @@ TDM_HOOK_API hipError_t hipMemPoolDestroy(hipMemPool_t mem_pool)
 {
     HOOK_PROLOGUE(hipMemPoolDestroy, mem_pool);
     hipError_t r = CALL_REAL(hipMemPoolDestroy, mem_pool);
-    int device = tdm__pool_table_device_of(&known, (void *)mem_pool);
-    if (r == hipSuccess && device >= 0) { /* what it held goes with it */
-        tdm__pool_table_forget(&known, (void *)mem_pool);
-        tdm__alloc_observe_pool(device, (uint64_t)(uintptr_t)mem_pool, 0, 0, TDM_HOOK_SKIP);
-    }
+    if (r == hipSuccess)
+        tdm__pool_destroyed(&tdm__hip_pools, (void *)mem_pool);
     tdm__hook_leave();
     return r;
 }
@@ -142,21 +113,15 @@ TDM_HOOK_API hipError_t hipDeviceSetMemPool(int device, hipMemPool_t mem_pool)
 {
     HOOK_PROLOGUE(hipDeviceSetMemPool, device, mem_pool);
     hipError_t r = CALL_REAL(hipDeviceSetMemPool, device, mem_pool);
-    if (r == hipSuccess && device >= 0 && device < MAX_DEVICES) {
-        hipMemPool_t def = NULL;
-        int own = tdm__hip_real.hipDeviceGetDefaultMemPool == NULL ||
-                  tdm__hip_real.hipDeviceGetDefaultMemPool(&def, device) != hipSuccess ||
-                  def != mem_pool;
-        atomic_store_explicit(&current_pool[device], (void *)mem_pool, memory_order_release);
-        atomic_store_explicit(&program_pool[device], own, memory_order_relaxed);
-    }
+    if (r == hipSuccess)
+        tdm__pool_set_current(&tdm__hip_pools, device, (void *)mem_pool);
     tdm__hook_leave();
     return r;
 }
 
 /* A synchronization lets the pools release what exceeds their threshold.
  * Until a pool was seen in use, nothing but one atomic load. */
-#define POOLS_SEEN() (tdm__pool_table_any(&known))
+#define POOLS_SEEN() (tdm__pool_any(&tdm__hip_pools))
 
 TDM_HOOK_API hipError_t hipStreamSynchronize(hipStream_t stream)
 {
@@ -165,7 +130,7 @@ TDM_HOOK_API hipError_t hipStreamSynchronize(hipStream_t stream)
         return CALL_REAL(hipStreamSynchronize, stream);
     HOOK_PROLOGUE(hipStreamSynchronize, stream);
     hipError_t r = CALL_REAL(hipStreamSynchronize, stream);
-    tdm__hip_pool_book_all();
+    tdm__pool_book_all(&tdm__hip_pools);
     tdm__hook_leave();
     return r;
 }
@@ -177,7 +142,7 @@ TDM_HOOK_API hipError_t hipDeviceSynchronize(void)
         return CALL_REAL(hipDeviceSynchronize);
     HOOK_PROLOGUE(hipDeviceSynchronize);
     hipError_t r = CALL_REAL(hipDeviceSynchronize);
-    tdm__hip_pool_book_all();
+    tdm__pool_book_all(&tdm__hip_pools);
     tdm__hook_leave();
     return r;
 }

@@ -1,6 +1,8 @@
 /* hooks/preload/ze_hooks.c: the Level Zero interposers of
  * libtidemark_preload.so: the loader's exported zeMem*, zeVirtualMemMap/
- * Unmap and zePhysicalMem* entry points (ze.syms), booked by ze_track.h.
+ * Unmap and zePhysicalMem* entry points (ze.syms), booked by ze_track.h,
+ * and the command queues and immediate lists cache mode's free policies
+ * wait for.
  *
  * Owns: the real loader functions behind the hooks (RTLD_NEXT, resolved
  * once) and whether the shim driver is in the process.
@@ -78,6 +80,14 @@ static void resolve_all(void)
     real.sysman_enum_memory_modules =
         (zes_pfnDeviceEnumMemoryModules_t)tdm__hook_real("zesDeviceEnumMemoryModules");
     real.sysman_memory_get_state = (zes_pfnMemoryGetState_t)tdm__hook_real("zesMemoryGetState");
+    real.command_queue_create = (ze_pfnCommandQueueCreate_t)tdm__hook_real("zeCommandQueueCreate");
+    real.command_queue_destroy =
+        (ze_pfnCommandQueueDestroy_t)tdm__hook_real("zeCommandQueueDestroy");
+    real.command_queue_synchronize =
+        (ze_pfnCommandQueueSynchronize_t)tdm__hook_real("zeCommandQueueSynchronize");
+    real.command_list_create_immediate =
+        (ze_pfnCommandListCreateImmediate_t)tdm__hook_real("zeCommandListCreateImmediate");
+    real.command_list_destroy = (ze_pfnCommandListDestroy_t)tdm__hook_real("zeCommandListDestroy");
     atomic_store_explicit(&real_ready, 1, memory_order_release);
 }
 
@@ -181,4 +191,36 @@ TDM_HOOK_API ze_result_t zeVirtualMemUnmap(ze_context_handle_t hContext, const v
 {
     STEP_ASIDE(virtual_mem_unmap, hContext, ptr, size);
     return tdm__ze_virtual_unmap(&real, TDM_HOOK_SKIP, hContext, ptr, size);
+}
+
+/* What runs commands, for the free policies (ze_track.c): recorded in
+ * cache mode only. */
+TDM_HOOK_API ze_result_t zeCommandQueueCreate(ze_context_handle_t hContext,
+                                              ze_device_handle_t hDevice,
+                                              const ze_command_queue_desc_t *desc,
+                                              ze_command_queue_handle_t *phCommandQueue)
+{
+    STEP_ASIDE(command_queue_create, hContext, hDevice, desc, phCommandQueue);
+    return tdm__ze_queue_create(&real, hContext, hDevice, desc, phCommandQueue);
+}
+
+TDM_HOOK_API ze_result_t zeCommandQueueDestroy(ze_command_queue_handle_t hCommandQueue)
+{
+    STEP_ASIDE(command_queue_destroy, hCommandQueue);
+    return tdm__ze_queue_destroy(&real, hCommandQueue);
+}
+
+TDM_HOOK_API ze_result_t zeCommandListCreateImmediate(ze_context_handle_t hContext,
+                                                      ze_device_handle_t hDevice,
+                                                      const ze_command_queue_desc_t *altdesc,
+                                                      ze_command_list_handle_t *phCommandList)
+{
+    STEP_ASIDE(command_list_create_immediate, hContext, hDevice, altdesc, phCommandList);
+    return tdm__ze_list_create_immediate(&real, hContext, hDevice, altdesc, phCommandList);
+}
+
+TDM_HOOK_API ze_result_t zeCommandListDestroy(ze_command_list_handle_t hCommandList)
+{
+    STEP_ASIDE(command_list_destroy, hCommandList);
+    return tdm__ze_list_destroy(&real, hCommandList);
 }

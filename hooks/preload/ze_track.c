@@ -10,9 +10,9 @@
  * the process.
  *
  * Locks: reg_lock around registering devices (the fast lookup reads the
- * slots with acquire loads and takes no lock); phys_lock around the
- * physical-memory table (virtual-memory calls are rare and heavy); the
- * cache set-up runs once under cache_lock.
+ * slots with acquire loads and takes no lock); the physical-memory
+ * tracker's own (vmm_track.h); the cache set-up runs once under
+ * cache_lock; queue_lock over the queues the free policies wait for.
  */
 #define _GNU_SOURCE
 #include "ze_track.h"
@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "provider_ze.h"
@@ -280,70 +281,199 @@ int tdm__ze_cache_serves(const tdm__ze_real *r, ze_context_handle_t ctx)
  * using the memory are complete before freeing", DEFER_FREE "schedules the
  * memory to be freed but does not free immediately".  Either lets the
  * program free memory a command in flight still uses; the driver then
- * waits for those commands.  The cache does not see the command queues,
- * so it cannot: a block freed so is never handed out again (its bytes stay
- * booked as allocated), BLOCKING_FREE's wait is not given for it, and from
- * then on device allocations go to the driver (as in observe mode), so
- * that every later policy is the driver's to keep. */
+ * waits for those commands.  The cache cannot tell which commands use a
+ * block, but commands run on the context's command queues, which cache
+ * mode records as they are made (tdm__ze_queue_create): waiting for all of
+ * them waits for those commands too.  BLOCKING_FREE synchronizes every
+ * queue of the context (zeCommandQueueSynchronize, UINT64_MAX), then gives
+ * the block back to the cache.  DEFER_FREE gives it back at once when every
+ * queue is idle (a synchronize with timeout 0: "immediately returns the
+ * status of the command queue"), else keeps it aside until they are, which
+ * the cache's next device allocations ask; meanwhile its bytes stay booked
+ * as allocated.  A queue idle now has completed everything queued before
+ * the free, whatever was queued since.
+ *
+ * When the queues are not all known (an immediate command list, for which
+ * the 1.4 API has no host wait; no queue seen at all, so the commands run
+ * where tidemark did not look; a wait that failed), nothing can be waited
+ * for: the block is never handed out again (its bytes stay booked as
+ * allocated), one line on stderr says so, and from then on device
+ * allocations go to the driver (as in observe mode), so that every later
+ * policy is the driver's to keep.
+ *
+ * Lock: queue_lock over the queues and the blocks kept aside (malloc'ed,
+ * grown by doubling: queue creation and policy frees are rare, never on
+ * an allocation's fast path, which reads tdm__ze_deferred_blocks only).
+ * No driver call is made with it held. */
 
 _Atomic int tdm__ze_policies_seen;
+_Atomic int tdm__ze_deferred_blocks;
 
-ze_result_t tdm__ze_free_policy_cached(const ze_memory_free_ext_desc_t *desc, void *ptr)
+typedef struct known_queue {
+    ze_context_handle_t ctx;
+    void *handle;
+    int immediate;
+} known_queue;
+
+static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
+static known_queue *queues;   /* under queue_lock */
+static size_t n_queues, queues_cap;
+static void **deferred;       /* blocks freed with DEFER_FREE, under queue_lock */
+static size_t n_deferred, deferred_cap;
+static _Atomic int queues_lost; /* a queue could not be recorded */
+
+/* Room for one more of `each` bytes in *v (queue_lock held); 0 when none. */
+static int grow(void **v, size_t *cap, size_t n, size_t each)
 {
-    (void)ptr; /* kept out of use: not given back to the cache */
-    if (desc->freePolicy > (ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_BLOCKING_FREE |
-                            ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_DEFER_FREE))
-        return ZE_RESULT_ERROR_INVALID_ENUMERATION;
+    if (n < *cap)
+        return 1;
+    size_t want = *cap ? 2 * *cap : 16;
+    void *g = realloc(*v, want * each);
+    if (g == NULL)
+        return 0;
+    *v = g;
+    *cap = want;
+    return 1;
+}
+
+void tdm__ze_queue_seen(ze_context_handle_t c, void *handle, int immediate)
+{
+    pthread_mutex_lock(&queue_lock);
+    if (grow((void **)&queues, &queues_cap, n_queues, sizeof *queues))
+        queues[n_queues++] = (known_queue){c, handle, immediate};
+    else
+        atomic_store(&queues_lost, 1); /* never waited for: the fallback, for good */
+    pthread_mutex_unlock(&queue_lock);
+}
+
+int tdm__ze_queue_forget(void *handle, ze_context_handle_t *c, int *immediate)
+{
+    int known = 0;
+    pthread_mutex_lock(&queue_lock);
+    for (size_t i = 0; i < n_queues; i++)
+        if (queues[i].handle == handle) {
+            *c = queues[i].ctx;
+            *immediate = queues[i].immediate;
+            queues[i] = queues[--n_queues];
+            known = 1;
+            break;
+        }
+    pthread_mutex_unlock(&queue_lock);
+    return known;
+}
+
+/* The queues of context c, copied (the caller frees the copy); 0 when they
+ * are not all known: an immediate list, no queue at all, no memory. */
+static size_t queues_of(ze_context_handle_t c, void ***out)
+{
+    size_t n = 0;
+    int waitable = !atomic_load(&queues_lost);
+    pthread_mutex_lock(&queue_lock);
+    void **copy = n_queues ? malloc(n_queues * sizeof *copy) : NULL;
+    for (size_t i = 0; copy != NULL && i < n_queues; i++)
+        if (queues[i].ctx == c) {
+            waitable &= !queues[i].immediate;
+            copy[n++] = queues[i].handle;
+        }
+    pthread_mutex_unlock(&queue_lock);
+    if (!waitable || n == 0) {
+        free(copy);
+        return 0;
+    }
+    *out = copy;
+    return n;
+}
+
+/* Synchronizes every queue of c with `timeout`: 1 when all are idle, 0 when
+ * one is not (or a wait failed), -1 when they are not all known. */
+static int queues_idle(const tdm__ze_real *r, ze_context_handle_t c, uint64_t timeout)
+{
+    void **q = NULL;
+    size_t n = r->command_queue_synchronize ? queues_of(c, &q) : 0;
+    if (n == 0)
+        return -1;
+    int idle = 1;
+    for (size_t i = 0; i < n && idle; i++)
+        idle = r->command_queue_synchronize((ze_command_queue_handle_t)q[i], timeout) ==
+               ZE_RESULT_SUCCESS;
+    free(q);
+    return idle;
+}
+
+/* The blocks kept aside back to the cache (their queues are idle). */
+static void release_deferred(unsigned skip)
+{
+    for (;;) {
+        pthread_mutex_lock(&queue_lock);
+        void *p = n_deferred ? deferred[--n_deferred] : NULL;
+        atomic_store(&tdm__ze_deferred_blocks, (int)(n_deferred != 0));
+        pthread_mutex_unlock(&queue_lock);
+        if (p == NULL)
+            return;
+        tdm__alloc_free(p, skip);
+    }
+}
+
+void tdm__ze_deferred_release(const tdm__ze_real *r, unsigned skip)
+{
+    ze_context_handle_t c = atomic_load_explicit(&cache_ctx, memory_order_relaxed);
+    if (queues_idle(r, c, 0) == 1)
+        release_deferred(skip + 1);
+}
+
+/* The block stays out of use for good; later allocations are the driver's. */
+static ze_result_t keep_out_of_use(void)
+{
     if (atomic_exchange_explicit(&tdm__ze_policies_seen, 1, memory_order_relaxed) == 0)
         fprintf(stderr,
                 "tidemark: mode=cache: zeMemFreeExt with a free policy (DEFER_FREE or "
-                "BLOCKING_FREE) of a block the cache served; the device may still use it, so "
+                "BLOCKING_FREE) of a block the cache served, with commands on queues tidemark "
+                "does not know (an immediate command list, or a queue made before it looked); "
                 "the block stays out of use (without BLOCKING_FREE's wait) and later Level "
                 "Zero device allocations go to the driver\n");
     return ZE_RESULT_SUCCESS;
 }
 
-/* ---- physical memory handles ------------------------------------------------- */
-
-#define PHYS_SLOTS 4096
-static pthread_mutex_t phys_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-    ze_physical_mem_handle_t h; /* NULL: free */
-    int ordinal;
-} phys[PHYS_SLOTS];
-
-void tdm__ze_phys_remember(ze_physical_mem_handle_t h, int ordinal)
+ze_result_t tdm__ze_free_policy_cached(const tdm__ze_real *r, ze_context_handle_t c,
+                                       const ze_memory_free_ext_desc_t *desc, void *ptr,
+                                       unsigned skip)
 {
-    pthread_mutex_lock(&phys_lock);
-    for (int i = 0; i < PHYS_SLOTS; i++)
-        if (phys[i].h == NULL) {
-            phys[i].h = h;
-            phys[i].ordinal = ordinal;
-            break;
-        }
-    pthread_mutex_unlock(&phys_lock);
+    if (desc->freePolicy > (ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_BLOCKING_FREE |
+                            ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_DEFER_FREE))
+        return ZE_RESULT_ERROR_INVALID_ENUMERATION;
+    void *base;
+    size_t size;
+    if (tdm__alloc_base_of(ptr, &base, &size) != TDM_OK)
+        return ZE_RESULT_ERROR_INVALID_ARGUMENT; /* freed twice, or inside a block */
+    int blocking = (desc->freePolicy & ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_BLOCKING_FREE) != 0;
+    int idle = queues_idle(r, c, blocking ? UINT64_MAX : 0);
+    if (idle < 0 || (blocking && idle == 0))
+        return keep_out_of_use();
+    if (idle) {
+        tdm__alloc_free(ptr, skip + 1);
+        release_deferred(skip + 1); /* idle now: those are done too */
+        return ZE_RESULT_SUCCESS;
+    }
+    pthread_mutex_lock(&queue_lock);
+    int kept = grow((void **)&deferred, &deferred_cap, n_deferred, sizeof *deferred);
+    if (kept) {
+        deferred[n_deferred++] = ptr;
+        atomic_store(&tdm__ze_deferred_blocks, 1);
+    }
+    pthread_mutex_unlock(&queue_lock);
+    return kept ? ZE_RESULT_SUCCESS : keep_out_of_use();
 }
 
-int tdm__ze_phys_device(ze_physical_mem_handle_t h)
+/* ---- physical memory handles ------------------------------------------------
+ * The tracker shared with CUDA and HIP (vmm_track.h), with Level Zero's one
+ * operation: the device of a handle made before tidemark looked, which
+ * Level Zero cannot say of a handle: the first device. */
+
+static int unseen_device(uint64_t handle)
 {
-    int ordinal = -1;
-    pthread_mutex_lock(&phys_lock);
-    for (int i = 0; i < PHYS_SLOTS; i++)
-        if (phys[i].h == h) {
-            ordinal = phys[i].ordinal;
-            break;
-        }
-    pthread_mutex_unlock(&phys_lock);
-    return ordinal;
+    (void)handle;
+    return 0;
 }
 
-void tdm__ze_phys_forget(ze_physical_mem_handle_t h)
-{
-    pthread_mutex_lock(&phys_lock);
-    for (int i = 0; i < PHYS_SLOTS; i++)
-        if (phys[i].h == h) {
-            phys[i].h = NULL;
-            break;
-        }
-    pthread_mutex_unlock(&phys_lock);
-}
+static const tdm__vmm_ops ze_vmm_ops = {.unseen_device = unseen_device};
+tdm__vmm_track tdm__ze_vmm = TDM__VMM_TRACK_INIT(&ze_vmm_ops);

@@ -25,11 +25,15 @@
  *   zeMemFree, zeMemFreeExt the block back to the cache, or the free
  *                           booked BEFORE the vendor call; zeMemFreeExt
  *                           with a free policy (DEFER_FREE, BLOCKING_FREE)
- *                           of a cached block keeps the block out of use
- *                           and sends later device allocations to the
- *                           driver (ze_track.c)
- *   zePhysicalMemCreate     remembers the memory's device; oom on failure
- *   zeVirtualMemMap/Unmap   segment_map / segment_unmap
+ *                           of a cached block waits for the context's
+ *                           command queues, or gives the block back once
+ *                           they are idle (ze_track.c)
+ *   zeCommandQueueCreate/Destroy, zeCommandListCreateImmediate/Destroy
+ *                           cache mode: recorded for the free policies
+ *   zePhysicalMemCreate     remembers the memory's device (vmm_track.h);
+ *                           oom on failure
+ *   zeVirtualMemMap/Unmap   segment_map / segment_unmap (a handle's further
+ *                           mapping: imported)
  *   zePhysicalMemDestroy    forgets the handle; nothing booked
  * zeVirtualMemReserve/Free are not hooked: a reservation is address space
  * only, it holds no memory until something is mapped into it.
@@ -55,6 +59,7 @@
 #include "alloc.h"
 #include "preload.h"
 #include "provider.h"
+#include "vmm_track.h"
 
 #define TDM__ZE_INLINE static inline __attribute__((always_inline))
 
@@ -79,6 +84,12 @@ typedef struct tdm__ze_real {
     ze_pfnVirtualMemQueryPageSize_t virtual_mem_query_page_size;
     zes_pfnDeviceEnumMemoryModules_t sysman_enum_memory_modules; /* optional */
     zes_pfnMemoryGetState_t sysman_memory_get_state;             /* optional */
+    /* what runs commands: the free policies wait for them (ze_track.c) */
+    ze_pfnCommandQueueCreate_t command_queue_create;
+    ze_pfnCommandQueueDestroy_t command_queue_destroy;
+    ze_pfnCommandQueueSynchronize_t command_queue_synchronize;
+    ze_pfnCommandListCreateImmediate_t command_list_create_immediate;
+    ze_pfnCommandListDestroy_t command_list_destroy;
 } tdm__ze_real;
 
 /* ---- ze_track.c ---- */
@@ -112,19 +123,37 @@ size_t tdm__ze_free_bytes(const tdm__ze_real *r, int ordinal);
 int tdm__ze_cache_serves(const tdm__ze_real *r, ze_context_handle_t ctx);
 
 /* zeMemFreeExt with a free policy (DEFER_FREE, BLOCKING_FREE) of a block
- * the cache served: the block is kept out of use for good (the cache
- * cannot know when the device is done with it), once said on stderr, and
- * from then on device allocations go to the driver, which keeps the
- * policies.  Returns what the program gets: success, or
+ * the cache served, kept as the specification says when every command
+ * queue of the context is known (ze_track.c): BLOCKING_FREE waits for
+ * them all, then the block is back in the cache; DEFER_FREE gives it back
+ * once they are idle (at once, or at a later device allocation).  When
+ * they are not all known (an immediate command list, or no queue seen),
+ * the block is kept out of use for good, once said on stderr, and from
+ * then on device allocations go to the driver, which keeps the policies.
+ * Returns what the program gets: success, ZE_RESULT_ERROR_INVALID_ARGUMENT
+ * for a pointer that is no live block, or
  * ZE_RESULT_ERROR_INVALID_ENUMERATION for a policy past the two flags, as
  * from the driver. */
-extern _Atomic int tdm__ze_policies_seen;
-ze_result_t tdm__ze_free_policy_cached(const ze_memory_free_ext_desc_t *desc, void *ptr);
+extern _Atomic int tdm__ze_policies_seen; /* the fallback was taken: driver from now on */
+ze_result_t tdm__ze_free_policy_cached(const tdm__ze_real *r, ze_context_handle_t c,
+                                       const ze_memory_free_ext_desc_t *desc, void *ptr,
+                                       unsigned skip);
+/* Blocks freed with DEFER_FREE waiting for the queues to be idle; their
+ * release, tried at the cache's next device allocation. */
+extern _Atomic int tdm__ze_deferred_blocks;
+void tdm__ze_deferred_release(const tdm__ze_real *r, unsigned skip);
 
-/* Physical memory handle -> device ordinal (zePhysicalMemCreate .. Destroy). */
-void tdm__ze_phys_remember(ze_physical_mem_handle_t h, int ordinal);
-int tdm__ze_phys_device(ze_physical_mem_handle_t h); /* -1: unknown */
-void tdm__ze_phys_forget(ze_physical_mem_handle_t h);
+/* Cache mode's record of what runs commands in a context: command queues
+ * (waited for) and immediate command lists (Level Zero 1.4 gives no host
+ * wait for them, so a context that has one keeps the fallback above). */
+void tdm__ze_queue_seen(ze_context_handle_t c, void *handle, int immediate);
+/* Forgets handle: 1 when it was known (0: a list that is not immediate),
+ * with its context and kind. */
+int tdm__ze_queue_forget(void *handle, ze_context_handle_t *c, int *immediate);
+
+/* Physical memory handles (device, mappings): the tracker CUDA and HIP
+ * use too (vmm_track.h), no fixed size. */
+extern tdm__vmm_track tdm__ze_vmm;
 
 /* ---- the bookings, one per hooked entry ---- */
 
@@ -172,9 +201,7 @@ TDM__ZE_INLINE ze_result_t tdm__ze_result_of(tdm_status st)
 /* Hooks start with this: pass straight through when tidemark is off or
  * this thread is already inside it. */
 #define TDM__ZE_PROLOGUE(call)                                                 \
-    tdm__hook_mode mode_ = tdm__ze_mode();                                     \
-    if (mode_ == TDM__HOOK_OFF || !tdm__ze_enter())                            \
-        return (call)
+    TDM_HOOK_PROLOGUE_OF(mode_, tdm__ze_mode(), tdm__ze_enter(), 1, call)
 
 TDM__ZE_INLINE ze_result_t tdm__ze_alloc_device(const tdm__ze_real *r, unsigned skip,
                                                 ze_context_handle_t c,
@@ -190,6 +217,8 @@ TDM__ZE_INLINE ze_result_t tdm__ze_alloc_device(const tdm__ze_real *r, unsigned 
         (alignment & (alignment - 1)) == 0 && alignment <= 512 && pptr != NULL && size > 0 &&
         device >= 0 && !atomic_load_explicit(&tdm__ze_policies_seen, memory_order_relaxed) &&
         tdm__ze_cache_serves(r, c)) {
+        if (atomic_load_explicit(&tdm__ze_deferred_blocks, memory_order_relaxed))
+            tdm__ze_deferred_release(r, skip);
         st = tdm__alloc_malloc(pptr, size, device, 0, skip);
         res = tdm__ze_result_of(st);
     }
@@ -261,7 +290,7 @@ TDM__ZE_INLINE ze_result_t tdm__ze_free_ext(const tdm__ze_real *r, unsigned skip
      * freed"): the block may go back to the cache.  The others let the
      * program free memory the device may still use. */
     if (ours && desc->freePolicy != 0 && tdm__alloc_owns(ptr)) {
-        res = tdm__ze_free_policy_cached(desc, ptr);
+        res = tdm__ze_free_policy_cached(r, c, desc, ptr, skip);
         tdm__ze_leave();
         return res;
     }
@@ -287,7 +316,7 @@ TDM__ZE_INLINE ze_result_t tdm__ze_physical_create(const tdm__ze_real *r, unsign
     int device = tdm__ze_device(r, dev);
     ze_result_t res = r->physical_mem_create(c, dev, desc, ph);
     if (res == ZE_RESULT_SUCCESS && ph != NULL)
-        tdm__ze_phys_remember(*ph, device);
+        tdm__vmm_created(&tdm__ze_vmm, (uint64_t)(uintptr_t)*ph, device, TDM_VMM_OWN);
     else if (res == ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY && desc != NULL)
         tdm__alloc_observe_oom(device, desc->size, tdm__ze_free_bytes(r, device), 0,
                                skip);
@@ -302,7 +331,7 @@ TDM__ZE_INLINE ze_result_t tdm__ze_physical_destroy(const tdm__ze_real *r, unsig
     TDM__ZE_PROLOGUE(r->physical_mem_destroy(c, h));
     ze_result_t res = r->physical_mem_destroy(c, h);
     if (res == ZE_RESULT_SUCCESS)
-        tdm__ze_phys_forget(h);
+        tdm__vmm_released(&tdm__ze_vmm, (uint64_t)(uintptr_t)h);
     tdm__ze_leave();
     return res;
 }
@@ -315,8 +344,15 @@ TDM__ZE_INLINE ze_result_t tdm__ze_virtual_map(const tdm__ze_real *r, unsigned s
     TDM__ZE_PROLOGUE(r->virtual_mem_map(c, ptr, size, h, offset, access));
     ze_result_t res = r->virtual_mem_map(c, ptr, size, h, offset, access);
     if (res == ZE_RESULT_SUCCESS) {
-        int device = tdm__ze_phys_device(h);
-        tdm__alloc_observe_map(device >= 0 ? device : 0, ptr, size, skip);
+        /* The handle's first mapping is the device's memory; a further one
+         * maps the same memory again: imported, not counted twice. */
+        tdm__vmm_booking b =
+            tdm__vmm_mapped(&tdm__ze_vmm, (uint64_t)(uintptr_t)h, (uint64_t)(uintptr_t)ptr);
+        int device = b.device >= 0 ? b.device : 0;
+        if (b.kind == TDM_VMM_OWN)
+            tdm__alloc_observe_map(device, ptr, size, skip);
+        else
+            tdm__alloc_observe_import(device, ptr, size, b.device, b.kind, skip);
     }
     tdm__ze_leave();
     return res;
@@ -327,10 +363,48 @@ TDM__ZE_INLINE ze_result_t tdm__ze_virtual_unmap(const tdm__ze_real *r, unsigned
                                                  size_t size)
 {
     TDM__ZE_PROLOGUE(r->virtual_mem_unmap(c, ptr, size));
-    tdm__alloc_observe_unmap(ptr, size, skip);
+    tdm__vmm_unmapped(&tdm__ze_vmm, (uint64_t)(uintptr_t)ptr);
+    if (tdm__alloc_observe_unmap(ptr, size, skip) != TDM_OK)
+        tdm__alloc_observe_unimport(ptr);
     ze_result_t res = r->virtual_mem_unmap(c, ptr, size);
     tdm__ze_leave();
     return res;
 }
+
+/* Cache mode only: the queues (and immediate lists) the free policies wait
+ * for, recorded when made.  A queue is forgotten before the driver's
+ * destroy (another thread may get the same handle at once) and
+ * remembered again if the driver refuses: a queue that still exists is
+ * always waited for. */
+#define TDM__ZE_RUNNER(create, create_field, destroy, destroy_field, handle_t, immediate) \
+    TDM__ZE_INLINE ze_result_t create(const tdm__ze_real *r, ze_context_handle_t c,        \
+                                      ze_device_handle_t dev,                              \
+                                      const ze_command_queue_desc_t *desc, handle_t *out)  \
+    {                                                                                      \
+        TDM__ZE_PROLOGUE(r->create_field(c, dev, desc, out));                              \
+        ze_result_t res = r->create_field(c, dev, desc, out);                              \
+        if (res == ZE_RESULT_SUCCESS && out != NULL && *out != NULL &&                     \
+            mode_ == TDM__HOOK_CACHE)                                                      \
+            tdm__ze_queue_seen(c, *out, immediate);                                        \
+        tdm__ze_leave();                                                                   \
+        return res;                                                                        \
+    }                                                                                      \
+    TDM__ZE_INLINE ze_result_t destroy(const tdm__ze_real *r, handle_t h)                  \
+    {                                                                                      \
+        TDM__ZE_PROLOGUE(r->destroy_field(h));                                             \
+        ze_context_handle_t c = NULL;                                                      \
+        int was_immediate = 0;                                                             \
+        int known = mode_ == TDM__HOOK_CACHE && tdm__ze_queue_forget(h, &c, &was_immediate); \
+        ze_result_t res = r->destroy_field(h);                                             \
+        if (res != ZE_RESULT_SUCCESS && known)                                             \
+            tdm__ze_queue_seen(c, h, was_immediate);                                       \
+        tdm__ze_leave();                                                                   \
+        return res;                                                                        \
+    }
+TDM__ZE_RUNNER(tdm__ze_queue_create, command_queue_create, tdm__ze_queue_destroy,
+               command_queue_destroy, ze_command_queue_handle_t, 0)
+TDM__ZE_RUNNER(tdm__ze_list_create_immediate, command_list_create_immediate,
+               tdm__ze_list_destroy, command_list_destroy, ze_command_list_handle_t, 1)
+#undef TDM__ZE_RUNNER
 
 #endif

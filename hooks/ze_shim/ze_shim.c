@@ -7,9 +7,10 @@
  * is not libze_intel_gpu.so.1, TIDEMARK_ZE_DRIVER=<name or path of it>.
  * The loader talks to a driver only through its exported
  * zeGet*ProcAddrTable / zetGet* / zesGet* getters; this library forwards
- * all 53 to the real driver and, in the Mem, VirtualMem and PhysicalMem
- * tables it hands back, puts its own functions in front of the real ones
- * (ze_track.h books them).  Programs that take the loader's DDI tables
+ * all 53 to the real driver and, in the Mem, VirtualMem, PhysicalMem,
+ * CommandQueue and CommandList tables it hands back, puts its own
+ * functions in front of the real ones (ze_track.h books them; the queues
+ * are what cache mode's free policies wait for).  Programs that take the loader's DDI tables
  * (or link the static loader shim) call those slots directly, so they are
  * seen here though the exported zeMem* symbols never run.
  *
@@ -212,6 +213,31 @@ static ze_result_t ZE_APICALL s_virtual_unmap(ze_context_handle_t c, const void 
     return tdm__ze_virtual_unmap(&real, SKIP, c, ptr, size);
 }
 
+static ze_result_t ZE_APICALL s_queue_create(ze_context_handle_t c, ze_device_handle_t dev,
+                                             const ze_command_queue_desc_t *desc,
+                                             ze_command_queue_handle_t *phq)
+{
+    return tdm__ze_queue_create(&real, c, dev, desc, phq);
+}
+
+static ze_result_t ZE_APICALL s_queue_destroy(ze_command_queue_handle_t q)
+{
+    return tdm__ze_queue_destroy(&real, q);
+}
+
+static ze_result_t ZE_APICALL s_list_create_immediate(ze_context_handle_t c,
+                                                      ze_device_handle_t dev,
+                                                      const ze_command_queue_desc_t *desc,
+                                                      ze_command_list_handle_t *phl)
+{
+    return tdm__ze_list_create_immediate(&real, c, dev, desc, phl);
+}
+
+static ze_result_t ZE_APICALL s_list_destroy(ze_command_list_handle_t l)
+{
+    return tdm__ze_list_destroy(&real, l);
+}
+
 /* The DDI handles extension (Level Zero 1.12 on; Debian's 1.8 headers
  * predate it): the properties a loader chains to zeDriverGetProperties,
  * and the flag by which a driver says its handles carry its tables. */
@@ -274,6 +300,28 @@ EXPORT ze_result_t ZE_APICALL zeGetVirtualMemProcAddrTable(ze_api_version_t vers
     return ZE_RESULT_SUCCESS;
 }
 
+/* What runs commands, which cache mode's free policies wait for
+ * (ze_track.c): queues and immediate lists recorded, synchronize read. */
+EXPORT ze_result_t ZE_APICALL zeGetCommandQueueProcAddrTable(ze_api_version_t version,
+                                                             ze_command_queue_dditable_t *table)
+{
+    CALL_REAL_GETTER(ze_command_queue_dditable_t, "zeGetCommandQueueProcAddrTable", version,
+                     table);
+    real.command_queue_synchronize = table->pfnSynchronize;
+    WRAP(table, pfnCreate, command_queue_create, s_queue_create);
+    WRAP(table, pfnDestroy, command_queue_destroy, s_queue_destroy);
+    return ZE_RESULT_SUCCESS;
+}
+
+EXPORT ze_result_t ZE_APICALL zeGetCommandListProcAddrTable(ze_api_version_t version,
+                                                            ze_command_list_dditable_t *table)
+{
+    CALL_REAL_GETTER(ze_command_list_dditable_t, "zeGetCommandListProcAddrTable", version, table);
+    WRAP(table, pfnCreateImmediate, command_list_create_immediate, s_list_create_immediate);
+    WRAP(table, pfnDestroy, command_list_destroy, s_list_destroy);
+    return ZE_RESULT_SUCCESS;
+}
+
 /* Read for the bookings (zeDriverGet names devices); zeDriverGetProperties
  * wrapped so that the loader calls through these tables (above). */
 EXPORT ze_result_t ZE_APICALL zeGetDriverProcAddrTable(ze_api_version_t version,
@@ -319,8 +367,6 @@ EXPORT ze_result_t ZE_APICALL zesGetMemoryProcAddrTable(ze_api_version_t version
 FORWARD(zeGetGlobalProcAddrTable, ze_global_dditable_t)
 FORWARD(zeGetDeviceExpProcAddrTable, ze_device_exp_dditable_t)
 FORWARD(zeGetContextProcAddrTable, ze_context_dditable_t)
-FORWARD(zeGetCommandQueueProcAddrTable, ze_command_queue_dditable_t)
-FORWARD(zeGetCommandListProcAddrTable, ze_command_list_dditable_t)
 FORWARD(zeGetImageProcAddrTable, ze_image_dditable_t)
 FORWARD(zeGetImageExpProcAddrTable, ze_image_exp_dditable_t)
 FORWARD(zeGetFenceProcAddrTable, ze_fence_dditable_t)

@@ -178,6 +178,26 @@ static void alloc_mode_accepts_each_mode(void **state)
     parse_bad("alloc_mode=caching", "'caching'", "cache|passthrough");
 }
 
+/* ipc_libraries= names the start of library file names, joined by ':';
+ * anything that could never match a file name is refused. */
+static void ipc_libraries_take_names(void **state)
+{
+    (void)state;
+    parse_ok("");
+    assert_string_equal(cfg.ipc_libraries, "");
+    parse_ok("ipc_libraries=libmpi_cuda");
+    assert_string_equal(cfg.ipc_libraries, "libmpi_cuda");
+    parse_ok("ipc_libraries=libfoo:libbar.so.2,mode=cache");
+    assert_string_equal(cfg.ipc_libraries, "libfoo:libbar.so.2");
+    parse_bad("ipc_libraries=/usr/lib/libfoo.so", "'ipc_libraries'", "joined by ':'");
+    parse_bad("ipc_libraries=libfoo::libbar", "'ipc_libraries'", "joined by ':'");
+    parse_bad("ipc_libraries=libfoo:", "'ipc_libraries'", "joined by ':'");
+    parse_bad("ipc_libraries=:libfoo", "'ipc_libraries'", "joined by ':'");
+    char long_value[400] = "ipc_libraries=";
+    memset(long_value + strlen(long_value), 'a', 300);
+    parse_bad(long_value, "'ipc_libraries'", "longer than 255");
+}
+
 /* hide= is checked as an extended regular expression, may be given more
  * than once (each counted) and changes nothing in recording. */
 static void hide_takes_regular_expressions(void **state)
@@ -404,7 +424,7 @@ static void unknown_keys(void **state)
     parse_bad("recrod=all", "valid keys: record, context, stacks, max_entries",
               "alloc_mode, sim_host_access, max_split_size, "
               "roundup_power2_divisions, garbage_collection_threshold, "
-              "expandable_segments, mode, fork");
+              "expandable_segments, mode, ipc_libraries, fork");
     parse_bad("mdoe=cache", "unknown key 'mdoe'", "did you mean 'mode'?");
     parse_bad("colour=blue", "unknown key 'colour'", "valid keys");
     assert_null(strstr(err, "did you mean"));
@@ -553,6 +573,7 @@ int main(void)
         cmocka_unit_test(int_keys_take_each_value),
         cmocka_unit_test(alloc_mode_accepts_each_mode),
         cmocka_unit_test(hide_takes_regular_expressions),
+        cmocka_unit_test(ipc_libraries_take_names),
         cmocka_unit_test(max_entries_accepts_whole_numbers),
         cmocka_unit_test(dump_accepts_templates),
         cmocka_unit_test(device_accepts_sim_forms),

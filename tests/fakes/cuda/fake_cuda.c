@@ -54,6 +54,7 @@
 #include <sys/mman.h>
 
 #include "fake_cuda.h"
+#include "fake_memory.h"
 
 const char *const fake__names[FC_COUNT] = {
 #define FC_NAME(name, pfn, base, ver, pt, al) #name,
@@ -71,6 +72,9 @@ atomic_long fake__calls[FC_COUNT];
 /* ---- configuration (read once) ------------------------------------------ */
 
 fake_config fake__cfg;
+/* The live allocations (the registry below); its capacity is the knob's. */
+fake_memory fake__memory =
+    FAKE_MEMORY_INIT(1u << FAKE_K_DEVICE | 1u << FAKE_K_MANAGED | 1u << FAKE_K_PHYS);
 #define cfg fake__cfg
 static pthread_once_t cfg_once = PTHREAD_ONCE_INIT;
 
@@ -86,6 +90,7 @@ static void cfg_load(void)
     if (cfg.devices < 1 || cfg.devices > MAX_DEV)
         cfg.devices = 1;
     cfg.capacity = env_u64("FAKE_CUDA_CAPACITY", 1ull << 30);
+    fake__memory.capacity = (size_t)cfg.capacity;
     atomic_store(&cfg.oom_above, env_u64("FAKE_CUDA_OOM_ABOVE", 0));
     cfg.init_result = (CUresult)env_u64("FAKE_CUDA_INIT_RESULT", 0);
     cfg.fail_fn = -1;
@@ -112,18 +117,11 @@ CUresult fake__enter(int fc)
     return cfg.fail_fn == fc ? cfg.fail_code : CUDA_SUCCESS;
 }
 
-/* ---- the registry of live allocations ------------------------------------ */
-
-typedef struct rec {
-    struct rec *next;
-    uintptr_t key;     /* address, or handle for FAKE_K_PHYS */
-    size_t size;       /* bytes asked for */
-    size_t maplen;     /* bytes mmap'ed (0 for FAKE_K_PHYS) */
-    int device;        /* -1 for host */
-    int kind;          /* FAKE_K_* */
-    void *pool;        /* FAKE_K_POOLED: its fake_pool; FAKE_K_IPC: the exporter's base */
-    void *ctx;         /* the context current at the allocation (host: NULL) */
-} rec;
+/* ---- the registry of live allocations ------------------------------------
+ * The fakes' shared bookkeeping (tests/fakes/core): each allocation by its
+ * address (a handle for the physical kinds), `span` the bytes mmap'ed for
+ * it, `extra` its pool (FAKE_K_POOLED) or the exporter's base (FAKE_K_IPC).
+ * Device, managed and physical memory count against the capacity. */
 
 typedef struct mapping {
     uintptr_t va;
@@ -131,83 +129,57 @@ typedef struct mapping {
     uintptr_t handle;
 } mapping;
 
-#define NBUCKET 1024
 /* Mappings live at once: more than an H200's expandable segments make
  * (~7000 pages of 20 MiB for 141 GB), so the hooks' tables can be tested
  * past any fixed size of theirs. */
 #define MAX_MAPS 16384
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static rec *g_buckets[NBUCKET];
-static long g_live;
-static unsigned long long g_used[MAX_DEV];   /* bytes */
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* the mappings, the handles */
 static mapping g_maps[MAX_MAPS];
 static int g_nmaps;
 static uintptr_t g_next_handle = 0x7000;
 
-static size_t bucket_of(uintptr_t key)
+static fake_alloc alloc_of(const fake_mem *a)
 {
-    return (size_t)((key >> 8) ^ (key >> 20)) & (NBUCKET - 1);
+    return (fake_alloc){.size = a->size, .device = a->device, .kind = a->kind,
+                        .pool = a->extra, .ctx = a->ctx};
 }
 
-static rec **find_locked(uintptr_t key)
-{
-    rec **pp = &g_buckets[bucket_of(key)];
-    while (*pp && (*pp)->key != key)
-        pp = &(*pp)->next;
-    return pp;
-}
-
-static int counts_capacity(int kind)
-{
-    return kind == FAKE_K_DEVICE || kind == FAKE_K_MANAGED || kind == FAKE_K_PHYS;
-}
-
-/* Makes an allocation of `kind` on `device` (or the host) and books it. */
-static CUresult take(int kind, int device, size_t size, uintptr_t *out)
+/* Makes an allocation of `kind` on `device` (or the host), from `pool`
+ * (or NULL), and books it. */
+static CUresult take(int kind, int device, size_t size, void *pool, uintptr_t *out)
 {
     *out = 0;
     if (size == 0)
         return CUDA_ERROR_INVALID_VALUE;
     unsigned long long limit = atomic_load(&cfg.oom_above);
-    if (counts_capacity(kind) && limit != 0 && size > limit)
+    int counted = (fake__memory.counted >> kind) & 1;
+    if (counted && limit != 0 && size > limit)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    rec *r = calloc(1, sizeof *r);
-    if (r == NULL)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    pthread_mutex_lock(&g_lock);
-    if (counts_capacity(kind) && g_used[device] + size > cfg.capacity) {
-        pthread_mutex_unlock(&g_lock);
-        free(r);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
+    fake_mem a = {.size = size, .device = device, .kind = kind, .extra = pool,
+                  .ctx = device >= 0 && !fake__is_phys(kind) ? fake__current_ctx() : NULL};
     if (fake__is_phys(kind)) {
-        r->key = g_next_handle;
+        pthread_mutex_lock(&g_lock);
+        a.key = g_next_handle;
         g_next_handle += 16;
+        pthread_mutex_unlock(&g_lock);
     } else {
+        if (counted && device >= 0 && size > cfg.capacity)
+            return CUDA_ERROR_OUT_OF_MEMORY; /* no address space spent on it */
         size_t len = (size + 4095) & ~(size_t)4095;
         int prot = kind == FAKE_K_DEVICE || kind == FAKE_K_POOLED || kind == FAKE_K_IPC
                        ? PROT_NONE : PROT_READ | PROT_WRITE;
         void *p = mmap(NULL, len, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (p == MAP_FAILED) {
-            pthread_mutex_unlock(&g_lock);
-            free(r);
+        if (p == MAP_FAILED)
             return CUDA_ERROR_OUT_OF_MEMORY;
-        }
-        r->key = (uintptr_t)p;
-        r->maplen = len;
+        a.key = (uintptr_t)p;
+        a.span = len;
     }
-    r->size = size;
-    r->device = device;
-    r->kind = kind;
-    r->ctx = device >= 0 && !fake__is_phys(kind) ? fake__current_ctx() : NULL;
-    rec **pp = find_locked(r->key);
-    r->next = NULL;
-    *pp = r;
-    g_live++;
-    if (counts_capacity(kind))
-        g_used[device] += size;
-    *out = r->key;
-    pthread_mutex_unlock(&g_lock);
+    if (fake_memory_track(&fake__memory, &a) != FAKE_MEM_OK) {
+        if (a.span)
+            munmap((void *)a.key, a.span);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *out = a.key;
     return CUDA_SUCCESS;
 }
 
@@ -215,28 +187,17 @@ static CUresult take(int kind, int device, size_t size, uintptr_t *out)
  * *out (when not NULL) gets what it was. */
 static CUresult give_rec(uintptr_t key, unsigned kinds, fake_alloc *out)
 {
-    pthread_mutex_lock(&g_lock);
-    rec **pp = find_locked(key);
-    rec *r = *pp;
-    if (r == NULL || !(kinds & (1u << r->kind))) {
-        pthread_mutex_unlock(&g_lock);
+    fake_mem a;
+    if (!fake_memory_untrack(&fake__memory, key, kinds, &a))
         return CUDA_ERROR_INVALID_VALUE;
-    }
     if (out)
-        *out = (fake_alloc){.size = r->size, .device = r->device, .kind = r->kind,
-                            .pool = r->pool, .ctx = r->ctx};
-    *pp = r->next;
-    g_live--;
-    if (counts_capacity(r->kind))
-        g_used[r->device] -= r->size;
-    pthread_mutex_unlock(&g_lock);
+        *out = alloc_of(&a);
     /* A pool's free is stream-ordered: the driver hands the address out
      * again only after the work queued before the free has completed.
      * The fake never does (its pool memory stays reserved address space),
      * so no reuse of it can be early. */
-    if (r->maplen && r->kind != FAKE_K_POOLED)
-        munmap((void *)r->key, r->maplen);
-    free(r);
+    if (a.span && a.kind != FAKE_K_POOLED)
+        munmap((void *)a.key, a.span);
     return CUDA_SUCCESS;
 }
 
@@ -247,13 +208,7 @@ static CUresult give(uintptr_t key, unsigned kinds)
 
 CUresult fake__take(int kind, int device, size_t size, void *pool, uintptr_t *out)
 {
-    CUresult r = take(kind, device, size, out);
-    if (r == CUDA_SUCCESS && pool) {
-        pthread_mutex_lock(&g_lock);
-        (*find_locked(*out))->pool = pool;
-        pthread_mutex_unlock(&g_lock);
-    }
-    return r;
+    return take(kind, device, size, pool, out);
 }
 
 CUresult fake__give(uintptr_t key, unsigned kinds, fake_alloc *out)
@@ -263,61 +218,45 @@ CUresult fake__give(uintptr_t key, unsigned kinds, fake_alloc *out)
 
 int fake__lookup(uintptr_t key, fake_alloc *out)
 {
-    pthread_mutex_lock(&g_lock);
-    rec *r = *find_locked(key);
-    if (r)
-        *out = (fake_alloc){.size = r->size, .device = r->device, .kind = r->kind,
-                            .pool = r->pool, .ctx = r->ctx};
-    pthread_mutex_unlock(&g_lock);
-    return r != NULL;
+    fake_mem a;
+    if (!fake_memory_get(&fake__memory, key, &a))
+        return 0;
+    *out = alloc_of(&a);
+    return 1;
 }
 
 /* The registry is keyed by base address; an interior pointer (a block
- * some allocator carved out of one allocation) is found by a scan. */
+ * some allocator carved out of one allocation) is found by a scan, which
+ * passes over handles and reservations. */
 int fake__lookup_containing(uintptr_t addr, uintptr_t *base, fake_alloc *out)
 {
-    pthread_mutex_lock(&g_lock);
-    rec *found = *find_locked(addr);
-    for (size_t b = 0; b < NBUCKET && found == NULL; b++)
-        for (rec *q = g_buckets[b]; q && found == NULL; q = q->next)
-            if (!fake__is_phys(q->kind) && q->kind != FAKE_K_RESERVE && addr >= q->key &&
-                addr < q->key + q->size)
-                found = q;
-    if (found) {
-        *base = found->key;
-        *out = (fake_alloc){.size = found->size, .device = found->device, .kind = found->kind,
-                            .pool = found->pool, .ctx = found->ctx};
-    }
-    pthread_mutex_unlock(&g_lock);
-    return found != NULL;
+    fake_mem a;
+    unsigned not_memory = 1u << FAKE_K_PHYS | 1u << FAKE_K_PHYS_IMPORT | 1u << FAKE_K_HOST_PHYS |
+                          1u << FAKE_K_MULTICAST | 1u << FAKE_K_RESERVE;
+    if (!fake_memory_get(&fake__memory, addr, &a) &&
+        !fake_memory_containing(&fake__memory, addr, not_memory, &a))
+        return 0;
+    *base = a.key;
+    *out = alloc_of(&a);
+    return 1;
+}
+
+static int made_in(const fake_mem *a, void *ctx)
+{
+    return a->ctx == ctx && (a->kind == FAKE_K_DEVICE || a->kind == FAKE_K_MANAGED);
 }
 
 void fake__give_context(void *ctx)
 {
-    for (;;) {
-        uintptr_t key = 0;
-        pthread_mutex_lock(&g_lock);
-        for (size_t b = 0; b < NBUCKET && key == 0; b++)
-            for (rec *q = g_buckets[b]; q && key == 0; q = q->next)
-                if (q->ctx == ctx && (q->kind == FAKE_K_DEVICE || q->kind == FAKE_K_MANAGED))
-                    key = q->key;
-        pthread_mutex_unlock(&g_lock);
-        if (key == 0)
-            return;
-        give(key, 1u << FAKE_K_DEVICE | 1u << FAKE_K_MANAGED);
-    }
+    fake_mem a;
+    while (fake_memory_find(&fake__memory, made_in, ctx, &a))
+        give(a.key, 1u << FAKE_K_DEVICE | 1u << FAKE_K_MANAGED);
 }
 
 CUresult fake__used_change(int device, long long bytes)
 {
-    CUresult r = CUDA_SUCCESS;
-    pthread_mutex_lock(&g_lock);
-    if (bytes > 0 && g_used[device] + (unsigned long long)bytes > cfg.capacity)
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-    else
-        g_used[device] += (unsigned long long)bytes;
-    pthread_mutex_unlock(&g_lock);
-    return r;
+    return fake_memory_used_change(&fake__memory, device, bytes) == FAKE_MEM_OK
+               ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 /* ---- memory --------------------------------------------------------------- */
@@ -329,9 +268,7 @@ CUresult f_cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
     CUresult r = fake__current_device(&d);
     if (r != CUDA_SUCCESS)
         return r;
-    pthread_mutex_lock(&g_lock);
-    unsigned long long used = g_used[d];
-    pthread_mutex_unlock(&g_lock);
+    unsigned long long used = fake_memory_used(&fake__memory, d);
     if (free_bytes)
         *free_bytes = (size_t)(cfg.capacity - used);
     if (total)
@@ -349,7 +286,7 @@ static CUresult dev_alloc(int kind, CUdeviceptr *dptr, size_t size)
     if (r != CUDA_SUCCESS)
         return r;
     uintptr_t p;
-    r = take(kind, d, size, &p);
+    r = take(kind, d, size, NULL, &p);
     *dptr = (CUdeviceptr)p;
     return r;
 }
@@ -413,7 +350,7 @@ static CUresult host_alloc(void **pp, size_t size)
     if (pp == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     uintptr_t p;
-    r = take(FAKE_K_HOST, -1, size, &p);
+    r = take(FAKE_K_HOST, -1, size, NULL, &p);
     *pp = (void *)p;
     return r;
 }
@@ -535,17 +472,12 @@ CUresult f_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    rec *rc = calloc(1, sizeof *rc);
-    if (rc == NULL) {
+    fake_mem a = {.key = (uintptr_t)p, .size = size, .span = size, .device = -1,
+                  .kind = FAKE_K_RESERVE};
+    if (fake_memory_track(&fake__memory, &a) != FAKE_MEM_OK) {
         munmap(p, size);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    *rc = (rec){.key = (uintptr_t)p, .size = size, .maplen = size, .device = -1,
-                .kind = FAKE_K_RESERVE};
-    pthread_mutex_lock(&g_lock);
-    *find_locked(rc->key) = rc;
-    g_live++;
-    pthread_mutex_unlock(&g_lock);
     *ptr = (CUdeviceptr)(uintptr_t)p;
     return CUDA_SUCCESS;
 }
@@ -553,9 +485,10 @@ CUresult f_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align,
 CUresult f_cuMemAddressFree(CUdeviceptr ptr, size_t size)
 {
     ENTER(FC_cuMemAddressFree);
+    fake_mem r;
+    int ok = fake_memory_get(&fake__memory, (uintptr_t)ptr, &r) && r.kind == FAKE_K_RESERVE &&
+             r.size == size;
     pthread_mutex_lock(&g_lock);
-    rec *r = *find_locked((uintptr_t)ptr);
-    int ok = r && r->kind == FAKE_K_RESERVE && r->size == size;
     for (int i = 0; ok && i < g_nmaps; i++)
         if (g_maps[i].va >= (uintptr_t)ptr && g_maps[i].va < (uintptr_t)ptr + size)
             ok = 0; /* still mapped */
@@ -577,12 +510,12 @@ CUresult f_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
     if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST ||
         prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
         prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT)
-        r = take(FAKE_K_HOST_PHYS, -1, size, &key); /* host memory: no device's */
+        r = take(FAKE_K_HOST_PHYS, -1, size, NULL, &key); /* host memory: no device's */
     else if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
              prop->location.id < 0 || prop->location.id >= cfg.devices)
         return CUDA_ERROR_INVALID_VALUE;
     else
-        r = take(FAKE_K_PHYS, prop->location.id, size, &key);
+        r = take(FAKE_K_PHYS, prop->location.id, size, NULL, &key);
     *h = r == CUDA_SUCCESS ? (CUmemGenericAllocationHandle)key : 0;
     return r;
 }
@@ -594,19 +527,29 @@ CUresult f_cuMemRelease(CUmemGenericAllocationHandle h)
                                   1u << FAKE_K_MULTICAST);
 }
 
+/* Whether reservation `a` holds the range at `arg`. */
+typedef struct range {
+    uintptr_t va;
+    size_t size;
+} range;
+static int reserve_holds(const fake_mem *a, void *arg)
+{
+    const range *r = arg;
+    return a->kind == FAKE_K_RESERVE && r->va >= a->key && r->va + r->size <= a->key + a->size;
+}
+
 CUresult f_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                            CUmemGenericAllocationHandle h, unsigned long long flags)
 {
     ENTER(FC_cuMemMap);
     uintptr_t va = (uintptr_t)ptr;
     CUresult r = CUDA_ERROR_INVALID_VALUE;
+    fake_mem phys, reserve;
+    range want = {va, size};
+    int known = fake_memory_get(&fake__memory, (uintptr_t)h, &phys);
+    int inside = fake_memory_find(&fake__memory, reserve_holds, &want, &reserve);
     pthread_mutex_lock(&g_lock);
-    rec *phys = *find_locked((uintptr_t)h);
-    int inside = 0;
-    for (size_t b = 0; b < NBUCKET && !inside; b++)
-        for (rec *q = g_buckets[b]; q && !inside; q = q->next)
-            inside = q->kind == FAKE_K_RESERVE && va >= q->key && va + size <= q->key + q->size;
-    if (phys && fake__is_phys(phys->kind) && flags == 0 && offset + size <= phys->size &&
+    if (known && fake__is_phys(phys.kind) && flags == 0 && offset + size <= phys.size &&
         inside && g_nmaps < MAX_MAPS) {
         g_maps[g_nmaps++] = (mapping){.va = va, .size = size, .handle = (uintptr_t)h};
         r = CUDA_SUCCESS;
@@ -664,10 +607,7 @@ CUresult f_cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocat
 
 FAKE_EXPORT long fake_cuda_calls(const char *name)
 {
-    for (int i = 0; i < FC_COUNT; i++)
-        if (strcmp(fake__names[i], name) == 0)
-            return atomic_load(&fake__calls[i]);
-    return -1;
+    return fake_calls_of(fake__names, fake__calls, FC_COUNT, name);
 }
 
 FAKE_EXPORT long fake_cuda_alloc_calls(void)
@@ -681,20 +621,12 @@ FAKE_EXPORT long fake_cuda_alloc_calls(void)
 
 FAKE_EXPORT long fake_cuda_live_allocations(void)
 {
-    pthread_mutex_lock(&g_lock);
-    long n = g_live;
-    pthread_mutex_unlock(&g_lock);
-    return n;
+    return fake_memory_live(&fake__memory);
 }
 
 FAKE_EXPORT unsigned long long fake_cuda_used_bytes(int device)
 {
-    if (device < 0 || device >= MAX_DEV)
-        return 0;
-    pthread_mutex_lock(&g_lock);
-    unsigned long long n = g_used[device];
-    pthread_mutex_unlock(&g_lock);
-    return n;
+    return device < 0 || device >= MAX_DEV ? 0 : fake_memory_used(&fake__memory, device);
 }
 
 /* Whether a kernel running in the current context could use `ptr`: it

@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "fake_pool.h"
+
 #undef cuGetProcAddress
 
 #define FAKE_HIDDEN __attribute__((visibility("hidden")))
@@ -209,10 +211,9 @@ FAKE_HIDDEN CUresult fake__enter(int fc);
  * or cuMemPoolTrimTo.  Fields under the pool lock of fake_cuda_pool.c. */
 typedef struct fake_pool {
     int device;
-    int made;                       /* by cuMemPoolCreate (vs a default pool) */
-    unsigned long long threshold;   /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, bytes */
-    unsigned long long reserved, used, idle; /* bytes */
-    unsigned long long reserved_high, used_high;
+    int made;              /* by cuMemPoolCreate (vs a default pool) */
+    fake_pool_bytes bytes; /* tests/fakes/core; threshold:
+                              CU_MEMPOOL_ATTR_RELEASE_THRESHOLD */
 } fake_pool;
 
 /* Kinds of allocation in the registry of fake_cuda.c. */
@@ -238,6 +239,8 @@ FAKE_HIDDEN CUresult fake__take(int kind, int device, size_t size, void *pool, u
 FAKE_HIDDEN CUresult fake__give(uintptr_t key, unsigned kinds, fake_alloc *out);
 FAKE_HIDDEN int fake__lookup(uintptr_t key, fake_alloc *out);
 FAKE_HIDDEN CUresult fake__used_change(int device, long long bytes);
+/* The registry itself (tests/fakes/core), for the pools' bytes. */
+FAKE_HIDDEN extern fake_memory fake__memory;
 /* Pool allocations (fake_cuda_pool.c). */
 FAKE_HIDDEN CUresult fake__pool_alloc(fake_pool *pool, CUdeviceptr *dptr, size_t size);
 FAKE_HIDDEN CUresult fake__pool_free(CUdeviceptr p);

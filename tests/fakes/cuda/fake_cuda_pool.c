@@ -110,16 +110,6 @@ CUresult f_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
     return CUDA_SUCCESS;
 }
 
-/* Gives back `bytes` of the pool's idle memory (pool_lock held). */
-static void release_locked(fake_pool *p, unsigned long long bytes)
-{
-    if (bytes > p->idle)
-        bytes = p->idle;
-    p->idle -= bytes;
-    p->reserved -= bytes;
-    fake__used_change(p->device, -(long long)bytes);
-}
-
 CUresult f_cuMemPoolDestroy(CUmemoryPool pool)
 {
     ENTER(FC_cuMemPoolDestroy);
@@ -130,8 +120,8 @@ CUresult f_cuMemPoolDestroy(CUmemoryPool pool)
     for (int d = 0; d < MAX_DEV; d++)
         if (current[d] == pool)
             current[d] = NULL; /* back to the default pool */
-    release_locked(p, p->idle);
-    int busy = p->used != 0;
+    fake_pool_bytes_keep(&fake__memory, &p->bytes, p->device, 0); /* what is idle */
+    int busy = p->bytes.used != 0;
     pthread_mutex_unlock(&pool_lock);
     if (!busy) /* a pool with live allocations lives on until they go */
         free(p);
@@ -147,9 +137,9 @@ CUresult f_cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, vo
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&pool_lock);
     switch (attr) {
-    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: p->threshold = *(cuuint64_t *)value; break;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: p->reserved_high = p->reserved; break;
-    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: p->used_high = p->used; break;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: p->bytes.threshold = *(cuuint64_t *)value; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: p->bytes.reserved_high = p->bytes.reserved; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: p->bytes.used_high = p->bytes.used; break;
     default: r = CUDA_ERROR_INVALID_VALUE; break;
     }
     pthread_mutex_unlock(&pool_lock);
@@ -166,11 +156,11 @@ CUresult f_cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, vo
     pthread_mutex_lock(&pool_lock);
     cuuint64_t *out = value;
     switch (attr) {
-    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *out = p->threshold; break;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *out = p->reserved; break;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *out = p->reserved_high; break;
-    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *out = p->used; break;
-    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *out = p->used_high; break;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *out = p->bytes.threshold; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *out = p->bytes.reserved; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *out = p->bytes.reserved_high; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *out = p->bytes.used; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *out = p->bytes.used_high; break;
     default: r = CUDA_ERROR_INVALID_VALUE; break;
     }
     pthread_mutex_unlock(&pool_lock);
@@ -184,8 +174,7 @@ CUresult f_cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
     if (p == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&pool_lock);
-    if (p->reserved > keep)
-        release_locked(p, p->reserved - keep);
+    fake_pool_bytes_keep(&fake__memory, &p->bytes, p->device, keep);
     pthread_mutex_unlock(&pool_lock);
     return CUDA_SUCCESS;
 }
@@ -200,26 +189,15 @@ CUresult fake__pool_alloc(fake_pool *p, CUdeviceptr *dptr, size_t size)
     if (limit != 0 && size > limit)
         return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&pool_lock);
-    unsigned long long from_idle = size < p->idle ? size : p->idle;
-    unsigned long long grow = size - from_idle;
-    CUresult r = grow ? fake__used_change(p->device, (long long)grow) : CUDA_SUCCESS;
-    if (r == CUDA_SUCCESS) {
-        p->idle -= from_idle;
-        p->reserved += grow;
-        p->used += size;
-        if (p->reserved > p->reserved_high)
-            p->reserved_high = p->reserved;
-        if (p->used > p->used_high)
-            p->used_high = p->used;
-    }
+    int grown = fake_pool_bytes_take(&fake__memory, &p->bytes, p->device, size);
     pthread_mutex_unlock(&pool_lock);
-    if (r != CUDA_SUCCESS)
-        return r;
+    if (grown != FAKE_MEM_OK)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r;
     r = fake__take(FAKE_K_POOLED, p->device, size, p, &addr);
     if (r != CUDA_SUCCESS) { /* no address: undo */
         pthread_mutex_lock(&pool_lock);
-        p->used -= size;
-        p->idle += size;
+        fake_pool_bytes_back(&p->bytes, size);
         pthread_mutex_unlock(&pool_lock);
     }
     *dptr = (CUdeviceptr)addr;
@@ -234,8 +212,7 @@ CUresult fake__pool_free(CUdeviceptr ptr)
         return r;
     fake_pool *p = a.pool;
     pthread_mutex_lock(&pool_lock);
-    p->used -= a.size;
-    p->idle += a.size; /* the pool keeps it until a synchronization */
+    fake_pool_bytes_back(&p->bytes, a.size); /* the pool keeps it until a synchronization */
     pthread_mutex_unlock(&pool_lock);
     return CUDA_SUCCESS;
 }
@@ -247,8 +224,8 @@ void fake__pool_synchronize(void)
     pthread_mutex_lock(&pool_lock);
     for (int d = 0; d < MAX_DEV; d++) {
         fake_pool *p = (fake_pool *)current[d];
-        if (p && p->reserved > p->threshold)
-            release_locked(p, p->reserved - p->threshold);
+        if (p)
+            fake_pool_bytes_keep(&fake__memory, &p->bytes, p->device, p->bytes.threshold);
     }
     pthread_mutex_unlock(&pool_lock);
     int n = 0;
@@ -259,8 +236,7 @@ void fake__pool_synchronize(void)
             continue;
         fake_pool *p = (fake_pool *)def;
         pthread_mutex_lock(&pool_lock);
-        if (p->reserved > p->threshold)
-            release_locked(p, p->reserved - p->threshold);
+        fake_pool_bytes_keep(&fake__memory, &p->bytes, p->device, p->bytes.threshold);
         pthread_mutex_unlock(&pool_lock);
     }
 }

@@ -30,6 +30,7 @@
  * call counters are atomics.  The current device is per thread, as in HIP.
  */
 #include "fake_hip_internal.h"
+#include "fake_memory.h"
 
 /* ---- call counters ------------------------------------------------------ */
 
@@ -40,13 +41,17 @@ static const char *const func_names[F_COUNT] = {
 };
 
 static atomic_long calls[F_COUNT];
-static int fail_code[F_COUNT]; /* 0 = no injected failure */
+static long long fail_code[F_COUNT]; /* 0 = no injected failure */
 
 /* ---- configuration -------------------------------------------------------- */
 
 static pthread_once_t conf_once = PTHREAD_ONCE_INIT;
 static int n_devices = 1;
 static size_t capacity = (size_t)1 << 30;
+/* The live allocations (tests/fakes/core): the device's own memory counts
+ * (the rest is counted elsewhere: host memory, a pool's reserve, another
+ * allocation's memory). */
+fake_memory fake_hip_memory = FAKE_MEMORY_INIT(1u << K_DEVICE | 1u << K_PHYS);
 int fake_no_vmm;
 
 static void read_conf(void)
@@ -57,21 +62,10 @@ static void read_conf(void)
     s = getenv("FAKE_HIP_CAPACITY");
     if (s && *s)
         capacity = (size_t)strtoull(s, NULL, 0);
+    fake_hip_memory.capacity = capacity;
     s = getenv("FAKE_HIP_NO_VMM");
     fake_no_vmm = s && *s && atoi(s) != 0;
-    s = getenv("FAKE_HIP_FAIL");
-    while (s && *s) {
-        const char *eq = strchr(s, '=');
-        if (!eq)
-            break;
-        size_t len = (size_t)(eq - s);
-        for (int i = 0; i < F_COUNT; i++)
-            if (strlen(func_names[i]) == len && strncmp(func_names[i], s, len) == 0)
-                fail_code[i] = (int)strtol(eq + 1, NULL, 0);
-        s = strchr(eq, ',');
-        if (s)
-            s++;
-    }
+    fake_fail_codes(getenv("FAKE_HIP_FAIL"), func_names, F_COUNT, fail_code);
 }
 
 /* Counts the call; returns the injected error, or 0 to go on. */
@@ -79,7 +73,7 @@ int enter(int f)
 {
     pthread_once(&conf_once, read_conf);
     atomic_fetch_add_explicit(&calls[f], 1, memory_order_relaxed);
-    return fail_code[f];
+    return (int)fail_code[f];
 }
 
 __thread int cur_device;
@@ -101,56 +95,23 @@ hipError_t check_device(int device)
     return device >= 0 && device < n_devices ? hipSuccess : hipErrorInvalidDevice;
 }
 
-/* ---- allocation table -------------------------------------------------- */
+/* ---- allocations: the fakes' shared bookkeeping (tests/fakes/core) -------- */
 
-
-typedef struct entry {
-    void *ptr;   /* NULL: empty slot */
-    size_t size; /* bytes */
-    int device;  /* -1 for host memory */
-    int kind;
-    void *pool;  /* K_POOLED: its pool */
-} entry;
-
-#define TABLE_SIZE (1u << 16)
-static entry table[TABLE_SIZE];
+/* Guards the reservations and mappings (fake_hip_vmm.c); the registry
+ * has its own lock. */
 pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static long live;
-static size_t used[MAX_DEVICES]; /* bytes */
 
-static size_t slot_of(const void *p)
+static hipError_t result_of(int r)
 {
-    uint64_t h = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull;
-    return (size_t)(h >> 48) & (TABLE_SIZE - 1);
-}
-
-/* Kinds that are the device's own memory (the rest is counted elsewhere:
- * host memory, a pool's reserve, another allocation's memory). */
-static int counts(int kind)
-{
-    return kind == K_DEVICE || kind == K_PHYS;
+    return r == FAKE_MEM_OK ? hipSuccess : hipErrorOutOfMemory;
 }
 
 /* Books a new allocation; hipErrorOutOfMemory past the capacity. */
 hipError_t track_in(void *p, size_t size, int device, int kind, void *pool)
 {
-    hipError_t r = hipSuccess;
-    pthread_mutex_lock(&mu);
-    if (counts(kind) && size > capacity - used[device]) {
-        r = hipErrorOutOfMemory;
-    } else if (live >= (long)TABLE_SIZE / 2) {
-        r = hipErrorOutOfMemory;
-    } else {
-        size_t i = slot_of(p);
-        while (table[i].ptr)
-            i = (i + 1) & (TABLE_SIZE - 1);
-        table[i] = (entry){p, size, device, kind, pool};
-        live++;
-        if (counts(kind))
-            used[device] += size;
-    }
-    pthread_mutex_unlock(&mu);
-    return r;
+    fake_mem a = {.key = (uintptr_t)p, .size = size, .device = device, .kind = kind,
+                  .extra = pool};
+    return result_of(fake_memory_track(&fake_hip_memory, &a));
 }
 
 hipError_t track(void *p, size_t size, int device, int kind)
@@ -160,71 +121,31 @@ hipError_t track(void *p, size_t size, int device, int kind)
 
 hipError_t used_change(int device, long long bytes)
 {
-    hipError_t r = hipSuccess;
-    pthread_mutex_lock(&mu);
-    if (bytes > 0 && (size_t)bytes > capacity - used[device])
-        r = hipErrorOutOfMemory;
-    else
-        used[device] += (size_t)bytes;
-    pthread_mutex_unlock(&mu);
-    return r;
+    return result_of(fake_memory_used_change(&fake_hip_memory, device, bytes));
 }
 
 int lookup(const void *p, int *kind, size_t *size, int *device)
 {
-    int found = 0;
-    pthread_mutex_lock(&mu);
-    for (size_t i = slot_of(p); p && table[i].ptr; i = (i + 1) & (TABLE_SIZE - 1))
-        if (table[i].ptr == p) {
-            *kind = table[i].kind;
-            *size = table[i].size;
-            *device = table[i].device;
-            found = 1;
-            break;
-        }
-    pthread_mutex_unlock(&mu);
-    return found;
-}
-
-/* Empties slot i of the linear-probing table, moving later entries of
- * the same probe run back so that no lookup stops early. */
-static void erase_at(size_t i)
-{
-    for (size_t j = i;;) {
-        j = (j + 1) & (TABLE_SIZE - 1);
-        if (!table[j].ptr)
-            break;
-        size_t k = slot_of(table[j].ptr);
-        int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
-        if (stays)
-            continue;
-        table[i] = table[j];
-        i = j;
-    }
-    table[i].ptr = NULL;
+    fake_mem a;
+    if (!fake_memory_get(&fake_hip_memory, (uintptr_t)p, &a))
+        return 0;
+    *kind = a.kind;
+    *size = a.size;
+    *device = a.device;
+    return 1;
 }
 
 /* Forgets an allocation of `kind` (its size to *size); 0 when there is
  * none. */
 int untrack_in(void *p, int kind, size_t *size, void **pool)
 {
-    int found = 0;
-    pthread_mutex_lock(&mu);
-    for (size_t i = slot_of(p); table[i].ptr; i = (i + 1) & (TABLE_SIZE - 1)) {
-        if (table[i].ptr == p && table[i].kind == kind) {
-            *size = table[i].size;
-            if (pool)
-                *pool = table[i].pool;
-            if (counts(kind))
-                used[table[i].device] -= table[i].size;
-            erase_at(i);
-            live--;
-            found = 1;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&mu);
-    return found;
+    fake_mem a;
+    if (!fake_memory_untrack(&fake_hip_memory, (uintptr_t)p, 1u << kind, &a))
+        return 0;
+    *size = a.size;
+    if (pool)
+        *pool = a.extra;
+    return 1;
 }
 
 int untrack(void *p, int kind, size_t *size)
@@ -232,42 +153,14 @@ int untrack(void *p, int kind, size_t *size)
     return untrack_in(p, kind, size, NULL);
 }
 
-/* Blocks freed lately, kept for reuse by their rounded size: a loop that
- * allocates and frees one size (bench/hook_overhead) then costs the same
- * every time, instead of whatever glibc's free decides to consolidate. */
-#define REUSE_SLOTS 32
-static struct {
-    void *p;
-    size_t bytes; /* rounded size */
-} reuse[REUSE_SLOTS];
-static int n_reuse;
-static pthread_mutex_t reuse_mu = PTHREAD_MUTEX_INITIALIZER;
-
 void *block_get(size_t bytes)
 {
-    void *p = NULL;
-    pthread_mutex_lock(&reuse_mu);
-    for (int i = n_reuse - 1; i >= 0; i--)
-        if (reuse[i].bytes == bytes) {
-            p = reuse[i].p;
-            reuse[i] = reuse[--n_reuse];
-            break;
-        }
-    pthread_mutex_unlock(&reuse_mu);
-    return p ? p : aligned_alloc(256, bytes);
+    return fake_block_get(bytes, 256);
 }
 
 void block_put(void *p, size_t bytes)
 {
-    pthread_mutex_lock(&reuse_mu);
-    if (n_reuse < REUSE_SLOTS) {
-        reuse[n_reuse].p = p;
-        reuse[n_reuse].bytes = bytes;
-        n_reuse++;
-        p = NULL;
-    }
-    pthread_mutex_unlock(&reuse_mu);
-    free(p);
+    fake_block_put(p, bytes, 256);
 }
 
 size_t rounded(size_t size)
@@ -388,9 +281,7 @@ EXPORT hipError_t hipMemGetInfo(size_t *free_bytes, size_t *total)
         return fake_last(r);
     if (!free_bytes || !total)
         return fake_last(hipErrorInvalidValue);
-    pthread_mutex_lock(&mu);
-    *free_bytes = capacity - used[cur_device];
-    pthread_mutex_unlock(&mu);
+    *free_bytes = capacity - fake_memory_used(&fake_hip_memory, cur_device);
     *total = capacity;
     return fake_last(hipSuccess);
 }
@@ -519,28 +410,17 @@ EXPORT hipError_t hipFreeHost(void *ptr)
 
 EXPORT long fake_hip_calls(const char *name)
 {
-    for (int i = 0; i < F_COUNT; i++)
-        if (strcmp(func_names[i], name) == 0)
-            return atomic_load(&calls[i]);
-    return -1;
+    return fake_calls_of(func_names, calls, F_COUNT, name);
 }
 
 EXPORT long fake_hip_live_allocations(void)
 {
-    pthread_mutex_lock(&mu);
-    long n = live;
-    pthread_mutex_unlock(&mu);
-    return n;
+    return fake_memory_live(&fake_hip_memory);
 }
 
 EXPORT size_t fake_hip_used_bytes(int device)
 {
-    if (device < 0 || device >= MAX_DEVICES)
-        return 0;
-    pthread_mutex_lock(&mu);
-    size_t n = used[device];
-    pthread_mutex_unlock(&mu);
-    return n;
+    return device < 0 || device >= MAX_DEVICES ? 0 : fake_memory_used(&fake_hip_memory, device);
 }
 
 EXPORT void fake_hip_reset_calls(void)

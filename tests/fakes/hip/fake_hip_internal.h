@@ -42,6 +42,8 @@ hipError_t hipStreamBeginCaptureToGraph(hipStream_t stream, hipGraph_t graph,
 #include <string.h>
 #include <sys/mman.h>
 
+#include "fake_pool.h"
+
 #define EXPORT __attribute__((visibility("default")))
 #define MAX_DEVICES 8
 
@@ -58,9 +60,9 @@ struct ihipStream_t {
  * hipMemPoolTrimTo.  Counters under pool_mu (fake_hip_pool.c). */
 struct ihipMemPoolHandle_t {
     int device;
-    int made;                     /* by hipMemPoolCreate (vs a default pool) */
-    unsigned long long threshold; /* hipMemPoolAttrReleaseThreshold, bytes */
-    unsigned long long reserved, used, idle, reserved_high, used_high; /* bytes */
+    int made;              /* by hipMemPoolCreate (vs a default pool) */
+    fake_pool_bytes bytes; /* tests/fakes/core; threshold:
+                              hipMemPoolAttrReleaseThreshold */
 };
 struct ihipMemGenericAllocationHandle {
     size_t size; /* bytes */
@@ -141,9 +143,10 @@ int fake_pool_give(void *p);
  * K_IPC: an opened IPC handle's mapping; K_PHYS_IMPORT: an imported
  * handle (another allocation's memory: neither counts again). */
 enum kind { K_DEVICE = 1, K_HOST = 2, K_PHYS = 3, K_POOLED = 4, K_IPC = 5, K_PHYS_IMPORT = 6 };
-/* Guards the table, the mappings and the byte counts. */
+/* Guards the reservations and mappings (fake_hip_vmm.c). */
 extern pthread_mutex_t mu;
-/* Books / forgets an allocation of `kind`; untrack gives its size and
+/* The fakes' shared bookkeeping (tests/fakes/core), the HIP way.
+ * Books / forgets an allocation of `kind`; untrack gives its size and
  * returns 0 if p is not one of that kind.  The _in forms keep the pool an
  * allocation came from. */
 hipError_t track(void *p, size_t size, int device, int kind);
@@ -155,6 +158,8 @@ int lookup(const void *p, int *kind, size_t *size, int *device);
 /* Moves `device`'s used bytes (a pool grew or gave back); growth past the
  * capacity is hipErrorOutOfMemory and changes nothing. */
 hipError_t used_change(int device, long long bytes);
+/* The registry itself (tests/fakes/core), for the pools' bytes. */
+extern fake_memory fake_hip_memory;
 /* Freed blocks kept for reuse by size (fake_hip.c). */
 void *block_get(size_t bytes);
 void block_put(void *p, size_t bytes);

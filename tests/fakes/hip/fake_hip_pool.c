@@ -111,16 +111,6 @@ EXPORT hipError_t hipMemPoolCreate(hipMemPool_t *mem_pool, const hipMemPoolProps
     return fake_last(hipSuccess);
 }
 
-/* Gives back up to `bytes` of the pool's idle memory (pool_mu held). */
-static void release_locked(hipMemPool_t p, unsigned long long bytes)
-{
-    if (bytes > p->idle)
-        bytes = p->idle;
-    p->idle -= bytes;
-    p->reserved -= bytes;
-    used_change(p->device, -(long long)bytes);
-}
-
 EXPORT hipError_t hipMemPoolDestroy(hipMemPool_t mem_pool)
 {
     int e = enter(F_hipMemPoolDestroy);
@@ -134,8 +124,8 @@ EXPORT hipError_t hipMemPoolDestroy(hipMemPool_t mem_pool)
     for (int d = 0; d < MAX_DEVICES; d++)
         if (current[d] == mem_pool)
             current[d] = NULL; /* back to the default pool */
-    release_locked(mem_pool, mem_pool->idle);
-    int busy = mem_pool->used != 0;
+    fake_pool_bytes_keep(&fake_hip_memory, &mem_pool->bytes, mem_pool->device, 0); /* what is idle */
+    int busy = mem_pool->bytes.used != 0;
     pthread_mutex_unlock(&pool_mu);
     if (!busy) /* a pool with live allocations lives on until they go */
         free(mem_pool);
@@ -152,9 +142,9 @@ EXPORT hipError_t hipMemPoolSetAttribute(hipMemPool_t mem_pool, hipMemPoolAttr a
     hipError_t r = hipSuccess;
     pthread_mutex_lock(&pool_mu);
     switch (attr) {
-    case hipMemPoolAttrReleaseThreshold: mem_pool->threshold = *(uint64_t *)value; break;
-    case hipMemPoolAttrReservedMemHigh: mem_pool->reserved_high = mem_pool->reserved; break;
-    case hipMemPoolAttrUsedMemHigh: mem_pool->used_high = mem_pool->used; break;
+    case hipMemPoolAttrReleaseThreshold: mem_pool->bytes.threshold = *(uint64_t *)value; break;
+    case hipMemPoolAttrReservedMemHigh: mem_pool->bytes.reserved_high = mem_pool->bytes.reserved; break;
+    case hipMemPoolAttrUsedMemHigh: mem_pool->bytes.used_high = mem_pool->bytes.used; break;
     default: r = hipErrorInvalidValue; break;
     }
     pthread_mutex_unlock(&pool_mu);
@@ -172,11 +162,11 @@ EXPORT hipError_t hipMemPoolGetAttribute(hipMemPool_t mem_pool, hipMemPoolAttr a
     uint64_t *out = value;
     pthread_mutex_lock(&pool_mu);
     switch (attr) {
-    case hipMemPoolAttrReleaseThreshold: *out = mem_pool->threshold; break;
-    case hipMemPoolAttrReservedMemCurrent: *out = mem_pool->reserved; break;
-    case hipMemPoolAttrReservedMemHigh: *out = mem_pool->reserved_high; break;
-    case hipMemPoolAttrUsedMemCurrent: *out = mem_pool->used; break;
-    case hipMemPoolAttrUsedMemHigh: *out = mem_pool->used_high; break;
+    case hipMemPoolAttrReleaseThreshold: *out = mem_pool->bytes.threshold; break;
+    case hipMemPoolAttrReservedMemCurrent: *out = mem_pool->bytes.reserved; break;
+    case hipMemPoolAttrReservedMemHigh: *out = mem_pool->bytes.reserved_high; break;
+    case hipMemPoolAttrUsedMemCurrent: *out = mem_pool->bytes.used; break;
+    case hipMemPoolAttrUsedMemHigh: *out = mem_pool->bytes.used_high; break;
     default: r = hipErrorInvalidValue; break;
     }
     pthread_mutex_unlock(&pool_mu);
@@ -191,8 +181,7 @@ EXPORT hipError_t hipMemPoolTrimTo(hipMemPool_t mem_pool, size_t min_bytes_to_ho
     if (!mem_pool)
         return fake_last(hipErrorInvalidValue);
     pthread_mutex_lock(&pool_mu);
-    if (mem_pool->reserved > min_bytes_to_hold)
-        release_locked(mem_pool, mem_pool->reserved - min_bytes_to_hold);
+    fake_pool_bytes_keep(&fake_hip_memory, &mem_pool->bytes, mem_pool->device, min_bytes_to_hold);
     pthread_mutex_unlock(&pool_mu);
     return fake_last(hipSuccess);
 }
@@ -203,8 +192,9 @@ void fake_pools_synchronize(void)
     for (int d = 0; d < MAX_DEVICES; d++) {
         hipMemPool_t ps[2] = {current[d], &default_pools[d]};
         for (int i = 0; i < 2; i++)
-            if (ps[i] && ps[i]->reserved > ps[i]->threshold)
-                release_locked(ps[i], ps[i]->reserved - ps[i]->threshold);
+            if (ps[i])
+                fake_pool_bytes_keep(&fake_hip_memory, &ps[i]->bytes, ps[i]->device,
+                               ps[i]->bytes.threshold);
     }
     pthread_mutex_unlock(&pool_mu);
 }
@@ -223,18 +213,8 @@ static hipError_t pool_alloc(hipMemPool_t p, void **dev_ptr, size_t size)
     if (size == 0)
         return hipSuccess;
     pthread_mutex_lock(&pool_mu);
-    unsigned long long from_idle = size < p->idle ? size : p->idle;
-    unsigned long long grow = size - from_idle;
-    hipError_t r = grow ? used_change(p->device, (long long)grow) : hipSuccess;
-    if (r == hipSuccess) {
-        p->idle -= from_idle;
-        p->reserved += grow;
-        p->used += size;
-        if (p->reserved > p->reserved_high)
-            p->reserved_high = p->reserved;
-        if (p->used > p->used_high)
-            p->used_high = p->used;
-    }
+    hipError_t r = fake_pool_bytes_take(&fake_hip_memory, &p->bytes, p->device, size) == FAKE_MEM_OK
+                       ? hipSuccess : hipErrorOutOfMemory;
     pthread_mutex_unlock(&pool_mu);
     if (r != hipSuccess)
         return r;
@@ -244,8 +224,7 @@ static hipError_t pool_alloc(hipMemPool_t p, void **dev_ptr, size_t size)
         if (block)
             block_put(block, rounded(size));
         pthread_mutex_lock(&pool_mu);
-        p->used -= size;
-        p->idle += size;
+        fake_pool_bytes_back(&p->bytes, size);
         pthread_mutex_unlock(&pool_mu);
         return r;
     }
@@ -262,8 +241,7 @@ int fake_pool_give(void *ptr)
     block_put(ptr, rounded(size));
     hipMemPool_t p = pool;
     pthread_mutex_lock(&pool_mu);
-    p->used -= size;
-    p->idle += size; /* the pool keeps it until a synchronization */
+    fake_pool_bytes_back(&p->bytes, size); /* the pool keeps it until a synchronization */
     pthread_mutex_unlock(&pool_mu);
     return 1;
 }

@@ -14,10 +14,14 @@ long fake_ze_live_allocations(void);
 /* Device bytes in use on device `device` (its index in zeDeviceGet). */
 size_t fake_ze_used_bytes(int device);
 
-/* A command in flight uses the allocation holding `ptr`; every command in
- * flight completes (and the frees deferred until then happen); whether
- * [ptr, ptr + size) overlaps memory a command in flight uses; frees of
- * memory in use the program was not allowed to make (fake_ze_driver.c). */
+/* A command in flight uses [ptr, ptr + size) on command queue (or
+ * immediate command list) `queue`, whose synchronize completes it, or
+ * (fake_ze_device_use) the allocation holding `ptr` on a queue no handle
+ * names, which only fake_ze_device_finish completes; every command in flight completes (and
+ * the frees deferred until then happen); whether [ptr, ptr + size)
+ * overlaps memory a command in flight uses; frees of memory in use the
+ * program was not allowed to make (fake_ze_driver.c). */
+void fake_ze_queue_use(void *queue, const void *ptr, size_t size);
 void fake_ze_device_use(const void *ptr);
 void fake_ze_device_finish(void);
 int fake_ze_in_use(const void *ptr, size_t size);
@@ -26,6 +30,7 @@ long fake_ze_free_violations(void);
 typedef long (*fake_ze_calls_fn)(const char *name);
 typedef long (*fake_ze_live_allocations_fn)(void);
 typedef size_t (*fake_ze_used_bytes_fn)(int device);
+typedef void (*fake_ze_queue_use_fn)(void *queue, const void *ptr, size_t size);
 typedef void (*fake_ze_device_use_fn)(const void *ptr);
 typedef void (*fake_ze_device_finish_fn)(void);
 typedef int (*fake_ze_in_use_fn)(const void *ptr, size_t size);

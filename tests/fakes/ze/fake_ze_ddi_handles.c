@@ -29,6 +29,8 @@ static struct {
     ze_driver_dditable_t driver;
     ze_device_dditable_t device;
     ze_context_dditable_t context;
+    ze_command_queue_dditable_t command_queue;
+    ze_command_list_dditable_t command_list;
     ze_mem_dditable_t mem;
     ze_virtual_mem_dditable_t virtual_mem;
     ze_physical_mem_dditable_t physical_mem;
@@ -45,6 +47,8 @@ static void fill_own(void)
     zeGetDriverProcAddrTable(v, &own.driver);
     zeGetDeviceProcAddrTable(v, &own.device);
     zeGetContextProcAddrTable(v, &own.context);
+    zeGetCommandQueueProcAddrTable(v, &own.command_queue);
+    zeGetCommandListProcAddrTable(v, &own.command_list);
     zeGetMemProcAddrTable(v, &own.mem);
     zeGetVirtualMemProcAddrTable(v, &own.virtual_mem);
     zeGetPhysicalMemProcAddrTable(v, &own.physical_mem);
@@ -54,6 +58,8 @@ static void fill_own(void)
     own.core.Driver = &own.driver;
     own.core.Device = &own.device;
     own.core.Context = &own.context;
+    own.core.CommandQueue = &own.command_queue;
+    own.core.CommandList = &own.command_list;
     own.core.Mem = &own.mem;
     own.core.VirtualMem = &own.virtual_mem;
     own.core.PhysicalMem = &own.physical_mem;

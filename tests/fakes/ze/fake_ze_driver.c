@@ -53,6 +53,7 @@
 
 #include "fake_ze.h"
 #include "fake_ze_internal.h"
+#include "fake_memory.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define MAX_DEVICES 8
@@ -74,6 +75,17 @@ struct _ze_context_handle_t {
 struct _zes_mem_handle_t {
     int device;
 };
+/* A command queue, or a command list (immediate or not): what a command
+ * in flight runs on (the device's use of memory, below). */
+struct _ze_command_queue_handle_t {
+    fake_ze_handle_head head;
+    ze_context_handle_t ctx;
+};
+struct _ze_command_list_handle_t {
+    fake_ze_handle_head head;
+    ze_context_handle_t ctx;
+    int immediate;
+};
 
 static struct _ze_driver_handle_t the_driver = {.tag = 7};
 static struct _ze_device_handle_t devices[MAX_DEVICES];
@@ -87,11 +99,15 @@ static const char *const func_names[F_COUNT] = {
 #undef FAKE_NAME
 };
 static atomic_long calls[F_COUNT];
-static ze_result_t fail_code[F_COUNT];
+static long long fail_code[F_COUNT]; /* 0 = no injected failure */
 
 static pthread_once_t conf_once = PTHREAD_ONCE_INIT;
 static int n_devices = 1;
 static size_t capacity = (size_t)1 << 30;
+/* The live allocations (tests/fakes/core): every kind but host memory
+ * counts on its device; shared memory made with no device (device -1)
+ * counts nowhere. */
+static fake_memory memory = FAKE_MEMORY_INIT(1u << K_DEVICE | 1u << K_SHARED | 1u << K_PHYS);
 int fake_ze_no_vmm;
 
 static void read_conf(void)
@@ -104,25 +120,14 @@ static void read_conf(void)
     s = getenv("FAKE_ZE_CAPACITY");
     if (s && *s)
         capacity = (size_t)strtoull(s, NULL, 0);
+    memory.capacity = capacity;
     for (int i = 0; i < MAX_DEVICES; i++) {
         devices[i].index = i;
         mem_modules[i].device = i;
     }
     s = getenv("FAKE_ZE_NO_VMM");
     fake_ze_no_vmm = s && *s && atoi(s) != 0;
-    s = getenv("FAKE_ZE_FAIL");
-    while (s && *s) {
-        const char *eq = strchr(s, '=');
-        if (!eq)
-            break;
-        size_t len = (size_t)(eq - s);
-        for (int i = 0; i < F_COUNT; i++)
-            if (strlen(func_names[i]) == len && strncmp(func_names[i], s, len) == 0)
-                fail_code[i] = (ze_result_t)strtoul(eq + 1, NULL, 0);
-        s = strchr(eq, ',');
-        if (s)
-            s++;
-    }
+    fake_fail_codes(getenv("FAKE_ZE_FAIL"), func_names, F_COUNT, fail_code);
 }
 
 /* The heads of the handles made once (not in read_conf: filling the
@@ -140,7 +145,7 @@ ze_result_t fake_ze_enter(int f)
 {
     pthread_once(&conf_once, read_conf);
     atomic_fetch_add_explicit(&calls[f], 1, memory_order_relaxed);
-    return fail_code[f];
+    return (ze_result_t)fail_code[f];
 }
 
 int fake_ze_device_index(ze_device_handle_t d)
@@ -150,91 +155,27 @@ int fake_ze_device_index(ze_device_handle_t d)
     return d->index;
 }
 
-/* ---- allocation table (linear probing, backward-shift deletion) -------- */
+/* ---- allocations: the fakes' shared bookkeeping (tests/fakes/core) -------- */
 
-
-typedef struct entry {
-    void *ptr;   /* NULL: empty slot */
-    size_t size; /* bytes */
-    int device;  /* -1: host */
-    int kind;
-    size_t alignment; /* bytes the block was aligned to */
-} entry;
-
-#define TABLE_SIZE (1u << 16)
-static entry table[TABLE_SIZE];
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static long live;
-static size_t used[MAX_DEVICES]; /* bytes */
-
-static size_t slot_of(const void *p)
-{
-    uint64_t h = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull;
-    return (size_t)(h >> 48) & (TABLE_SIZE - 1);
-}
-
-static int counts_on_device(int kind, int device)
-{
-    return kind != K_HOST && device >= 0;
-}
+/* What the registry knows of an allocation. */
+typedef fake_mem entry;
+#define ENTRY_PTR(e) ((void *)(e).key)
 
 static ze_result_t track(void *p, size_t size, int device, int kind, size_t alignment)
 {
-    ze_result_t r = ZE_RESULT_SUCCESS;
-    pthread_mutex_lock(&mu);
-    if (counts_on_device(kind, device) && size > capacity - used[device]) {
-        r = ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
-    } else if (live >= (long)TABLE_SIZE / 2) {
-        r = ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
-    } else {
-        size_t i = slot_of(p);
-        while (table[i].ptr)
-            i = (i + 1) & (TABLE_SIZE - 1);
-        table[i] = (entry){p, size, device, kind, alignment};
-        live++;
-        if (counts_on_device(kind, device))
-            used[device] += size;
-    }
-    pthread_mutex_unlock(&mu);
-    return r;
-}
-
-static void erase_at(size_t i)
-{
-    for (size_t j = i;;) {
-        j = (j + 1) & (TABLE_SIZE - 1);
-        if (!table[j].ptr)
-            break;
-        size_t k = slot_of(table[j].ptr);
-        int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
-        if (stays)
-            continue;
-        table[i] = table[j];
-        i = j;
-    }
-    table[i].ptr = NULL;
+    fake_mem a = {.key = (uintptr_t)p, .size = size, .alignment = alignment, .device = device,
+                  .kind = kind};
+    int r = fake_memory_track(&memory, &a);
+    return r == FAKE_MEM_OK               ? ZE_RESULT_SUCCESS
+           : r == FAKE_MEM_OVER_CAPACITY  ? ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY
+                                          : ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
 }
 
 /* Forgets `p` if it is an allocation of one of the kinds in `mask`
  * (1 << kind); its entry goes to *out.  0 when there is none. */
 static int untrack(const void *p, unsigned mask, entry *out)
 {
-    int found = 0;
-    pthread_mutex_lock(&mu);
-    for (size_t i = slot_of(p); table[i].ptr; i = (i + 1) & (TABLE_SIZE - 1)) {
-        if (table[i].ptr == p && (mask & (1u << table[i].kind))) {
-            if (out)
-                *out = table[i];
-            if (counts_on_device(table[i].kind, table[i].device))
-                used[table[i].device] -= table[i].size;
-            erase_at(i);
-            live--;
-            found = 1;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&mu);
-    return found;
+    return fake_memory_untrack(&memory, (uintptr_t)p, mask, out);
 }
 
 ze_result_t fake_ze_track_phys(void *h, size_t size, int device)
@@ -250,55 +191,7 @@ int fake_ze_untrack_phys(void *h)
 /* The allocation holding address p (any kind but physical); 0 if none. */
 static int lookup(const void *p, entry *out)
 {
-    int found = 0;
-    pthread_mutex_lock(&mu);
-    for (size_t i = 0; i < TABLE_SIZE && !found; i++)
-        if (table[i].ptr && table[i].kind != K_PHYS && (const char *)p >= (char *)table[i].ptr &&
-            (const char *)p < (char *)table[i].ptr + table[i].size) {
-            *out = table[i];
-            found = 1;
-        }
-    pthread_mutex_unlock(&mu);
-    return found;
-}
-
-/* Blocks freed lately, kept for reuse by (rounded size, alignment): a
- * loop that allocates and frees one size (bench/hook_overhead) then costs
- * the same every time, whatever glibc's free would consolidate. */
-#define REUSE_SLOTS 32
-static struct {
-    void *p;
-    size_t bytes, alignment;
-} reuse[REUSE_SLOTS];
-static int n_reuse;
-static pthread_mutex_t reuse_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static void *block_get(size_t bytes, size_t alignment)
-{
-    void *p = NULL;
-    pthread_mutex_lock(&reuse_mu);
-    for (int i = n_reuse - 1; i >= 0; i--)
-        if (reuse[i].bytes == bytes && reuse[i].alignment == alignment) {
-            p = reuse[i].p;
-            reuse[i] = reuse[--n_reuse];
-            break;
-        }
-    pthread_mutex_unlock(&reuse_mu);
-    return p ? p : aligned_alloc(alignment, bytes);
-}
-
-static void block_put(void *p, size_t bytes, size_t alignment)
-{
-    pthread_mutex_lock(&reuse_mu);
-    if (n_reuse < REUSE_SLOTS) {
-        reuse[n_reuse].p = p;
-        reuse[n_reuse].bytes = bytes;
-        reuse[n_reuse].alignment = alignment;
-        n_reuse++;
-        p = NULL;
-    }
-    pthread_mutex_unlock(&reuse_mu);
-    free(p);
+    return fake_memory_containing(&memory, (uintptr_t)p, 1u << K_PHYS, out);
 }
 
 static ze_result_t fake_alloc(size_t size, size_t alignment, int device, int kind, void **pptr)
@@ -314,12 +207,12 @@ static ze_result_t fake_alloc(size_t size, size_t alignment, int device, int kin
     if (alignment < 64)
         alignment = 64;
     size_t bytes = (size + alignment - 1) & ~(alignment - 1);
-    void *p = block_get(bytes, alignment);
+    void *p = fake_block_get(bytes, alignment);
     if (!p)
         return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
     ze_result_t r = track(p, size, device, kind, alignment);
     if (r != ZE_RESULT_SUCCESS) {
-        block_put(p, bytes, alignment);
+        fake_block_put(p, bytes, alignment);
         return r;
     }
     *pptr = p;
@@ -486,15 +379,24 @@ static ze_result_t mem_free(ze_context_handle_t c, void *ptr)
     entry e;
     if (!untrack(ptr, 1u << K_DEVICE | 1u << K_HOST | 1u << K_SHARED, &e))
         return ZE_RESULT_ERROR_INVALID_ARGUMENT;
-    block_put(ptr, (e.size + e.alignment - 1) & ~(e.alignment - 1), e.alignment);
+    fake_block_put(ptr, (e.size + e.alignment - 1) & ~(e.alignment - 1), e.alignment);
     return ZE_RESULT_SUCCESS;
 }
 
 /* ---- the device's use of memory, and the free policies ---------------------
- * The fake runs no commands; a test says that a command in flight uses an
- * allocation (fake_ze_device_use) and when every command has completed
- * (fake_ze_device_finish).  The frees follow the specification's words
- * (ze_api.h, Level Zero 1.4):
+ * The fake runs no commands; a test says that a command in flight on a
+ * command queue (or immediate command list) uses an allocation
+ * (fake_ze_queue_use; fake_ze_device_use: on a queue no handle names, one
+ * the program made where tidemark could not see it) and when every
+ * command has completed (fake_ze_device_finish).  zeCommandQueueSynchronize
+ * "Synchronizes a command queue by waiting on the host", its timeout
+ * "if zero, then immediately returns the status of the command queue; if
+ * UINT64_MAX, then function will not return until complete or device is
+ * lost" (ZE_RESULT_NOT_READY: "synchronization primitive not signaled"):
+ * with 0 it answers NOT_READY while a command of the queue uses memory,
+ * with any other timeout the queue's commands complete (the fake's finish
+ * within any wait) and so do the deferred frees they held.  The frees
+ * follow the specification's words (ze_api.h, Level Zero 1.4):
  *   zeMemFree, and zeMemFreeExt with no policy: "The application must
  *     ensure the device is not currently referencing the memory before it
  *     is freed" -- freeing memory in use is the program's error: counted
@@ -504,15 +406,18 @@ static ze_result_t mem_free(ze_context_handle_t c, void *ptr)
  *     commands using it complete (the wait), then it is freed;
  *   ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_DEFER_FREE: "schedules the memory
  *     to be freed but does not free immediately" -- memory in use is freed
- *     when the commands complete (fake_ze_device_finish), not before, so
- *     no allocation gets it meanwhile;
+ *     when the commands using it complete (its queue synchronized, or
+ *     fake_ze_device_finish), not before, so no allocation gets it
+ *     meanwhile;
  *   a policy past the two flags: ZE_RESULT_ERROR_INVALID_ENUMERATION
  *     ("0x3 < pMemFreeDesc->freePolicy").
- * Under `mu`, like the allocation table. */
+ * Under `mu`. */
 
 #define USE_SLOTS 64
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {
     const char *lo, *hi; /* an allocation a command in flight uses */
+    const void *queue;   /* what it runs on; NULL: a queue no handle names */
 } in_use[USE_SLOTS];
 static int n_in_use;
 static struct {
@@ -532,13 +437,29 @@ static int used_by_device(const void *p, size_t n)
     return 0;
 }
 
-/* The size of the allocation at exactly p (0: none); mu held. */
+/* The size of the allocation at exactly p (0: none). */
 static size_t size_at(const void *p)
 {
-    for (size_t i = slot_of(p); table[i].ptr; i = (i + 1) & (TABLE_SIZE - 1))
-        if (table[i].ptr == p)
-            return table[i].size;
-    return 0;
+    fake_mem a;
+    return fake_memory_get(&memory, (uintptr_t)p, &a) ? a.size : 0;
+}
+
+/* A command in flight on `queue` uses [lo, hi). */
+static void note_use(const void *queue, const char *lo, const char *hi)
+{
+    pthread_mutex_lock(&mu);
+    if (n_in_use < USE_SLOTS) {
+        in_use[n_in_use].lo = lo;
+        in_use[n_in_use].hi = hi;
+        in_use[n_in_use].queue = queue;
+        n_in_use++;
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+EXPORT void fake_ze_queue_use(void *queue, const void *ptr, size_t size)
+{
+    note_use(queue, ptr, (const char *)ptr + size);
 }
 
 EXPORT void fake_ze_device_use(const void *ptr)
@@ -546,13 +467,118 @@ EXPORT void fake_ze_device_use(const void *ptr)
     entry e;
     if (!lookup(ptr, &e))
         return;
+    const char *lo = ENTRY_PTR(e);
+    note_use(NULL, lo, lo + e.size);
+}
+
+/* Whether a command of `queue` is in flight; mu held. */
+static int queue_busy(const void *queue)
+{
+    for (int i = 0; i < n_in_use; i++)
+        if (in_use[i].queue == queue)
+            return 1;
+    return 0;
+}
+
+/* The commands of `queue` complete, and with them the deferred frees of
+ * memory no command uses any more. */
+static void queue_complete(const void *queue)
+{
+    struct {
+        ze_context_handle_t c;
+        void *ptr;
+    } due[USE_SLOTS];
+    int n = 0;
     pthread_mutex_lock(&mu);
-    if (n_in_use < USE_SLOTS) {
-        in_use[n_in_use].lo = e.ptr;
-        in_use[n_in_use].hi = (const char *)e.ptr + e.size;
-        n_in_use++;
-    }
+    for (int i = 0; i < n_in_use;)
+        if (in_use[i].queue == queue)
+            in_use[i] = in_use[--n_in_use];
+        else
+            i++;
+    for (int i = 0; i < n_deferred;)
+        if (!used_by_device(deferred[i].ptr, size_at(deferred[i].ptr))) {
+            due[n].c = deferred[i].c;
+            due[n++].ptr = deferred[i].ptr;
+            deferred[i] = deferred[--n_deferred];
+        } else {
+            i++;
+        }
     pthread_mutex_unlock(&mu);
+    for (int i = 0; i < n; i++)
+        mem_free(due[i].c, due[i].ptr);
+}
+
+static ze_result_t ZE_APICALL f_zeCommandQueueCreate(ze_context_handle_t c, ze_device_handle_t dev,
+                                                     const ze_command_queue_desc_t *desc,
+                                                     ze_command_queue_handle_t *phq)
+{
+    ENTER(F_zeCommandQueueCreate);
+    if (!c || fake_ze_device_index(dev) < 0)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (!desc || !phq)
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    *phq = calloc(1, sizeof **phq);
+    if (!*phq)
+        return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+    (*phq)->head = fake_ze_head();
+    (*phq)->ctx = c;
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t ZE_APICALL f_zeCommandQueueDestroy(ze_command_queue_handle_t q)
+{
+    ENTER(F_zeCommandQueueDestroy);
+    if (!q)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    queue_complete(q); /* "the application must ensure the device is not
+                          currently referencing" it: its commands are done */
+    free(q);
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t ZE_APICALL f_zeCommandQueueSynchronize(ze_command_queue_handle_t q,
+                                                          uint64_t timeout)
+{
+    ENTER(F_zeCommandQueueSynchronize);
+    if (!q)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (timeout == 0) {
+        pthread_mutex_lock(&mu);
+        int busy = queue_busy(q);
+        pthread_mutex_unlock(&mu);
+        return busy ? ZE_RESULT_NOT_READY : ZE_RESULT_SUCCESS;
+    }
+    queue_complete(q);
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t ZE_APICALL f_zeCommandListCreateImmediate(ze_context_handle_t c,
+                                                             ze_device_handle_t dev,
+                                                             const ze_command_queue_desc_t *desc,
+                                                             ze_command_list_handle_t *phl)
+{
+    ENTER(F_zeCommandListCreateImmediate);
+    if (!c || fake_ze_device_index(dev) < 0)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (!desc || !phl)
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    *phl = calloc(1, sizeof **phl);
+    if (!*phl)
+        return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+    (*phl)->head = fake_ze_head();
+    (*phl)->ctx = c;
+    (*phl)->immediate = 1;
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t ZE_APICALL f_zeCommandListDestroy(ze_command_list_handle_t l)
+{
+    ENTER(F_zeCommandListDestroy);
+    if (!l)
+        return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    queue_complete(l);
+    free(l);
+    return ZE_RESULT_SUCCESS;
 }
 
 EXPORT int fake_ze_in_use(const void *ptr, size_t size)
@@ -642,7 +668,7 @@ static ze_result_t ZE_APICALL f_zeMemGetAllocProperties(ze_context_handle_t c, c
                   : e.kind == K_DEVICE ? ZE_MEMORY_TYPE_DEVICE
                   : e.kind == K_HOST   ? ZE_MEMORY_TYPE_HOST
                                        : ZE_MEMORY_TYPE_SHARED;
-    props->id = found ? (uint64_t)(uintptr_t)e.ptr : 0;
+    props->id = found ? (uint64_t)e.key : 0;
     props->pageSize = 4096;
     if (phDevice)
         *phDevice = found && e.device >= 0 ? &devices[e.device] : NULL;
@@ -669,9 +695,7 @@ static ze_result_t ZE_APICALL f_zesMemoryGetState(zes_mem_handle_t h, zes_mem_st
     ENTER(F_zesMemoryGetState);
     if (h < mem_modules || h >= mem_modules + n_devices)
         return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
-    pthread_mutex_lock(&mu);
-    state->free = capacity - used[h->device];
-    pthread_mutex_unlock(&mu);
+    state->free = capacity - fake_memory_used(&memory, h->device);
     state->size = capacity;
     state->health = ZES_MEM_HEALTH_OK;
     return ZE_RESULT_SUCCESS;
@@ -722,6 +746,25 @@ EXPORT ze_result_t ZE_APICALL zeGetContextProcAddrTable(ze_api_version_t version
     TABLE_HEAD(t);
     t->pfnCreate = f_zeContextCreate;
     t->pfnDestroy = f_zeContextDestroy;
+    return ZE_RESULT_SUCCESS;
+}
+
+EXPORT ze_result_t ZE_APICALL zeGetCommandQueueProcAddrTable(ze_api_version_t version,
+                                                             ze_command_queue_dditable_t *t)
+{
+    TABLE_HEAD(t);
+    t->pfnCreate = f_zeCommandQueueCreate;
+    t->pfnDestroy = f_zeCommandQueueDestroy;
+    t->pfnSynchronize = f_zeCommandQueueSynchronize;
+    return ZE_RESULT_SUCCESS;
+}
+
+EXPORT ze_result_t ZE_APICALL zeGetCommandListProcAddrTable(ze_api_version_t version,
+                                                            ze_command_list_dditable_t *t)
+{
+    TABLE_HEAD(t);
+    t->pfnCreateImmediate = f_zeCommandListCreateImmediate;
+    t->pfnDestroy = f_zeCommandListDestroy;
     return ZE_RESULT_SUCCESS;
 }
 
@@ -778,26 +821,15 @@ EXPORT ze_result_t ZE_APICALL zesGetMemoryProcAddrTable(ze_api_version_t version
 
 EXPORT long fake_ze_calls(const char *name)
 {
-    for (int i = 0; i < F_COUNT; i++)
-        if (strcmp(func_names[i], name) == 0)
-            return atomic_load(&calls[i]);
-    return -1;
+    return fake_calls_of(func_names, calls, F_COUNT, name);
 }
 
 EXPORT long fake_ze_live_allocations(void)
 {
-    pthread_mutex_lock(&mu);
-    long n = live;
-    pthread_mutex_unlock(&mu);
-    return n;
+    return fake_memory_live(&memory);
 }
 
 EXPORT size_t fake_ze_used_bytes(int device)
 {
-    if (device < 0 || device >= MAX_DEVICES)
-        return 0;
-    pthread_mutex_lock(&mu);
-    size_t n = used[device];
-    pthread_mutex_unlock(&mu);
-    return n;
+    return device < 0 || device >= MAX_DEVICES ? 0 : fake_memory_used(&memory, device);
 }

@@ -29,8 +29,6 @@
     }
 
 EMPTY_TABLE(zeGetDeviceExpProcAddrTable, ze_device_exp_dditable_t)
-EMPTY_TABLE(zeGetCommandQueueProcAddrTable, ze_command_queue_dditable_t)
-EMPTY_TABLE(zeGetCommandListProcAddrTable, ze_command_list_dditable_t)
 EMPTY_TABLE(zeGetImageProcAddrTable, ze_image_dditable_t)
 EMPTY_TABLE(zeGetImageExpProcAddrTable, ze_image_exp_dditable_t)
 EMPTY_TABLE(zeGetFenceProcAddrTable, ze_fence_dditable_t)

@@ -24,7 +24,10 @@ fake_ze_handle_head fake_ze_head(void);
     X(zeMemFreeExt) X(zeMemGetAllocProperties) X(zeVirtualMemReserve)         \
     X(zeVirtualMemFree) X(zeVirtualMemQueryPageSize) X(zeVirtualMemMap)        \
     X(zeVirtualMemUnmap) X(zePhysicalMemCreate) X(zePhysicalMemDestroy)        \
-    X(zesDeviceEnumMemoryModules) X(zesMemoryGetState)
+    X(zesDeviceEnumMemoryModules) X(zesMemoryGetState)                        \
+    X(zeCommandQueueCreate) X(zeCommandQueueDestroy)                          \
+    X(zeCommandQueueSynchronize) X(zeCommandListCreateImmediate)              \
+    X(zeCommandListDestroy)
 
 enum {
 #define FAKE_ENUM(n) F_##n,

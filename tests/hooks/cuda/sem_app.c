@@ -20,7 +20,10 @@
  *   sem_app ipc         cuIpcGetMemHandle "Gets an interprocess memory
  *                       handle for an existing device memory allocation";
  *                       the peer maps that allocation: what it opens must
- *                       stand for the exported pointer (or the export fails)
+ *                       stand for the exported pointer (or the export fails);
+ *                       buffers of $NCCL_LIB and $NCCL_RT_LIB (named as
+ *                       NCCL, over the driver and the runtime) are always
+ *                       exported, those of $IPC_NAMED_LIB may be refused
  *   sem_app async_device "cuMemAllocAsync allocates from the current
  *                       mempool of the provided stream's device", not the
  *                       current context's (needs FAKE_CUDA_DEVICES=2)
@@ -175,19 +178,48 @@ static void app_free_sync(void)
 
 /* ---- ipc ---------------------------------------------------------------------- */
 
-static void export_one(const char *name, CUdeviceptr p)
+/* Exports p and opens the handle as the peer would: what the peer maps
+ * must stand for `expect` (the allocation's base, which is p itself for
+ * a buffer the program allocated), or the export must fail; `must`: the
+ * export must succeed (NCCL's buffers: NCCL does not survive a refusal). */
+static void export_one(const char *name, CUdeviceptr p, CUdeviceptr expect, int must)
 {
     CUipcMemHandle h;
     CUresult r = cuIpcGetMemHandle(&h, p);
     printf("ipc export %s -> %s\n", name, r == CUDA_SUCCESS ? "ok" : "refused");
+    CHECK(r == CUDA_SUCCESS || !must, "the export of %s refused (%d)", name, (int)r);
     if (r != CUDA_SUCCESS)
         return; /* refused: the peer never sees a wrong address */
     CUdeviceptr o = 0;
     OK(cuIpcOpenMemHandle(&o, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
-    CHECK(fake_cuda_ipc_source(o) == p,
+    CHECK(fake_cuda_ipc_source(o) == expect,
           "the peer's mapping of %s stands for %#llx, not the exported %#llx", name,
-          fake_cuda_ipc_source(o), (unsigned long long)p);
+          fake_cuda_ipc_source(o), (unsigned long long)expect);
     OK(cuIpcCloseMemHandle(o));
+}
+
+/* Two buffers from the library at $VAR (fake_ipc_lib.c), each exported. */
+static void export_from_library(const char *var, const char *name, int must)
+{
+    const char *path = getenv(var);
+    void *lib = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    int (*alloc)(CUdeviceptr *, size_t) =
+        lib ? (int (*)(CUdeviceptr *, size_t))dlsym(lib, "fake_ipc_lib_alloc") : NULL;
+    if (alloc == NULL) {
+        printf("FAIL: cannot load %s (%s)\n", var, path ? dlerror() : "unset");
+        failed = 1;
+        return;
+    }
+    CUdeviceptr a, b;
+    char label[64];
+    CHECK(alloc(&a, MiB) == CUDA_SUCCESS, "%s: first allocation", name);
+    CHECK(alloc(&b, MiB) == CUDA_SUCCESS, "%s: second allocation", name);
+    snprintf(label, sizeof label, "%s first", name);
+    export_one(label, a, a, must);
+    snprintf(label, sizeof label, "%s second", name);
+    export_one(label, b, b, must);
+    OK(cuMemFree(a));
+    OK(cuMemFree(b));
 }
 
 static void app_ipc(void)
@@ -195,10 +227,16 @@ static void app_ipc(void)
     CUdeviceptr a, b;
     OK(cuMemAlloc(&a, MiB));
     OK(cuMemAlloc(&b, MiB));
-    export_one("first", a);
-    export_one("second", b);
+    export_one("first", a, a, 0);
+    export_one("second", b, b, 0);
+    /* The handle names the allocation containing the pointer: a pointer
+     * into a gives the peer a's base (the fake against the sentence). */
+    export_one("inside first", a + 4096, a, 0);
     OK(cuMemFree(a));
     OK(cuMemFree(b));
+    export_from_library("NCCL_LIB", "nccl", 1);
+    export_from_library("NCCL_RT_LIB", "nccl runtime", 1);
+    export_from_library("IPC_NAMED_LIB", "named", 0);
 }
 
 /* ---- async_device --------------------------------------------------------------- */

@@ -341,12 +341,27 @@ sem_*)
         grep -qx ok "$T/$mode.out" || fail "sem_app $what under mode=$mode"
     done
     case $what in
-    ipc) # refused only where cache mode could not name the block, and said so
+    ipc) # NCCL's buffers always exported; a refusal only as the last resort, said once
         grep -qx "ipc export second -> ok" "$T/plain.out" || fail "the fake refused an export"
-        if grep -q refused "$T/cache.out"; then
-            [ "$(grep -c "tidemark: mode=cache: .*cuIpcGetMemHandle" "$T/cache.err")" = 1 ] ||
-                fail "an export refused without one stderr line"
-        fi
+        grep -qx "ipc export named second -> ok" "$T/plain.out" || fail "the fake refused an export"
+        grep -qx "ipc export nccl second -> ok" "$T/cache.out" ||
+            fail "cache mode refused an export of NCCL's"
+        grep -qx "ipc export nccl runtime second -> ok" "$T/cache.out" ||
+            fail "cache mode refused an export of NCCL's (its cudaMalloc)"
+        [ "$(grep -c "tidemark: mode=cache: libnccl.so exports its CUDA allocations over IPC" \
+            "$T/cache.err")" = 1 ] || fail "NCCL's allocations left to the driver without one line"
+        grep -qx "ipc export second -> refused" "$T/cache.out" ||
+            fail "a cached block inside a segment was exported (the peer gets the segment)"
+        [ "$(grep -c "tidemark: mode=cache: .*cuIpcGetMemHandle" "$T/cache.err")" = 1 ] ||
+            fail "an export refused without one stderr line"
+        # A library ipc_libraries names gets the driver's memory too.
+        traced named mode=cache,ipc_libraries=libfoo:libtdm_ipc_named "$SEM_APP" ipc \
+            FAKE_CUDA_CAPACITY=268435456
+        grep -qx ok "$T/named.out" || { cat "$T/named.out"; fail "sem_app ipc (ipc_libraries)"; }
+        grep -qx "ipc export named second -> ok" "$T/named.out" ||
+            fail "cache mode refused an export of a library ipc_libraries names"
+        grep -qx "ipc export second -> refused" "$T/named.out" ||
+            fail "ipc_libraries changed what the program's own blocks are"
         ;;
     framework)
         [ "$(grep -c "tidemark: mode=cache: .*caches device memory itself" "$T/cache.err")" = 1 ] ||

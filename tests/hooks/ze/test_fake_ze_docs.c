@@ -1,7 +1,8 @@
 /* tests/hooks/ze/test_fake_ze_docs.c: the fake Level Zero driver
  * (tests/fakes/ze), through the real loader, checked against the
  * sentences of the Level Zero specification (ze_api.h) that its comments
- * say it implements: when a free may let memory be used again.  Run with
+ * say it implements: when a free may let memory be used again, and what a
+ * command queue's synchronize waits for.  Run with
  * ZE_ENABLE_ALT_DRIVERS=<the fake driver>.
  */
 #define _GNU_SOURCE
@@ -22,6 +23,7 @@ static ze_context_handle_t ctx;
 static ze_device_handle_t dev;
 static const ze_device_mem_alloc_desc_t dd = {.stype = ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC};
 static fake_ze_device_use_fn use;
+static fake_ze_queue_use_fn queue_use;
 static fake_ze_device_finish_fn finish;
 static fake_ze_in_use_fn in_use;
 static fake_ze_free_violations_fn violations;
@@ -44,11 +46,12 @@ static int setup(void **state)
     if (!fake)
         return -1;
     use = (fake_ze_device_use_fn)dlsym(fake, "fake_ze_device_use");
+    queue_use = (fake_ze_queue_use_fn)dlsym(fake, "fake_ze_queue_use");
     finish = (fake_ze_device_finish_fn)dlsym(fake, "fake_ze_device_finish");
     in_use = (fake_ze_in_use_fn)dlsym(fake, "fake_ze_in_use");
     violations = (fake_ze_free_violations_fn)dlsym(fake, "fake_ze_free_violations");
     live = (fake_ze_live_allocations_fn)dlsym(fake, "fake_ze_live_allocations");
-    return use && finish && in_use && violations && live ? 0 : -1;
+    return use && queue_use && finish && in_use && violations && live ? 0 : -1;
 }
 
 static void *alloc(void)
@@ -128,6 +131,38 @@ static void test_defer_free_keeps_memory_in_use_out_of_reach(void **state)
     assert_int_equal(violations(), before);
 }
 
+/* zeCommandQueueSynchronize, timeout: "if zero, then immediately returns
+ * the status of the command queue; if UINT64_MAX, then function will not
+ * return until complete" -- NOT_READY while a command of that queue runs,
+ * and after the wait its commands are complete, a DEFER_FREE they held
+ * done; another queue's commands are not waited for. */
+static void test_queue_synchronize_waits_for_its_commands(void **state)
+{
+    (void)state;
+    ze_command_queue_desc_t qd = {.stype = ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC};
+    ze_command_queue_handle_t q1, q2;
+    assert_int_equal(zeCommandQueueCreate(ctx, dev, &qd, &q1), ZE_RESULT_SUCCESS);
+    assert_int_equal(zeCommandQueueCreate(ctx, dev, &qd, &q2), ZE_RESULT_SUCCESS);
+    void *p = alloc(), *other = alloc();
+    queue_use(q1, p, MiB);
+    queue_use(q2, other, MiB);
+    long n = live();
+    assert_int_equal(free_with(ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_DEFER_FREE, p),
+                     ZE_RESULT_SUCCESS);
+    assert_int_equal(zeCommandQueueSynchronize(q1, 0), ZE_RESULT_NOT_READY);
+    assert_int_equal(live(), n); /* scheduled, not freed */
+    assert_int_equal(zeCommandQueueSynchronize(q1, UINT64_MAX), ZE_RESULT_SUCCESS);
+    assert_false(in_use(p, MiB));
+    assert_int_equal(live(), n - 1); /* the deferred free done */
+    assert_int_equal(zeCommandQueueSynchronize(q1, 0), ZE_RESULT_SUCCESS);
+    assert_true(in_use(other, MiB));
+    assert_int_equal(zeCommandQueueSynchronize(q2, 0), ZE_RESULT_NOT_READY);
+    assert_int_equal(zeCommandQueueSynchronize(q2, UINT64_MAX), ZE_RESULT_SUCCESS);
+    assert_int_equal(zeMemFree(ctx, other), ZE_RESULT_SUCCESS);
+    assert_int_equal(zeCommandQueueDestroy(q1), ZE_RESULT_SUCCESS);
+    assert_int_equal(zeCommandQueueDestroy(q2), ZE_RESULT_SUCCESS);
+}
+
 /* "ZE_RESULT_ERROR_INVALID_ENUMERATION: 0x3 < pMemFreeDesc->freePolicy" */
 static void test_unknown_policy(void **state)
 {
@@ -143,6 +178,7 @@ int main(void)
         cmocka_unit_test(test_free_of_memory_in_use_is_the_programs_error),
         cmocka_unit_test(test_blocking_free_waits_for_the_commands_using_it),
         cmocka_unit_test(test_defer_free_keeps_memory_in_use_out_of_reach),
+        cmocka_unit_test(test_queue_synchronize_waits_for_its_commands),
         cmocka_unit_test(test_unknown_policy),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

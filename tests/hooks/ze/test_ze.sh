@@ -27,9 +27,12 @@
 #   expand_novmm  the same on a driver without virtual memory
 #               (FAKE_ZE_NO_VMM=1): one line says so, normal segments
 #   policies    zeMemFreeExt's DEFER_FREE / BLOCKING_FREE on memory a
-#               command in flight uses (observe, cache through the preload
-#               and through the shim): no block the device still uses is
-#               handed out again; cache mode says once what it does
+#               command in flight on the program's queue uses (observe,
+#               cache through the preload and through the shim):
+#               BLOCKING_FREE returns once those commands are complete, no
+#               block the device still uses is handed out again, every
+#               block goes back to the cache; on a queue tidemark could not
+#               see, the blocks stay out of use and cache mode says so once
 #
 # Environment (from CMake): ZE_APP, ZE_DDI_APP, SNAPCHECK, PRELOAD, SHIM,
 # FAKE_ZE, FAKE_LOADER_DIR, EXPECT_DIR.
@@ -50,15 +53,33 @@ have_snapshot() {
 
 case $scenario in
 policies)
+    # The program's own queue: the policies kept as the specification says.
     on_fake plain "$ZE_APP" policies
     grep -q "memory the device still uses: yes" "$T/plain.out" && fail "the driver reused memory in use"
+    grep -q "are complete: no" "$T/plain.out" && fail "the driver's BLOCKING_FREE did not wait"
     grep -qx "frees of memory in use: 0" "$T/plain.out" || fail "the fake counted a free it allowed"
     on_fake observe "$ZE_APP" policies LD_PRELOAD="$PRELOAD" TIDEMARK_CONF="mode=observe,dump=$T/observe.tdm"
     same_output plain observe
     on_fake cache "$ZE_APP" policies LD_PRELOAD="$PRELOAD" TIDEMARK_CONF="mode=cache,dump=$T/cache.tdm"
     on_shim shim "$ZE_APP" policies TIDEMARK_CONF="mode=cache,dump=$T/shim.tdm"
     for mode in cache shim; do
-        same_output plain $mode
+        diff -u "$T/plain.out" "$T/$mode.out" ||
+            fail "the program saw another driver under cache mode ($mode)"
+        grep -q "zeMemFreeExt" "$T/$mode.err" &&
+            { cat "$T/$mode.err"; fail "cache mode stood aside for policies it can keep ($mode)"; }
+        # every block freed with a policy went back to the cache: none left allocated
+        "$SNAPCHECK" "$T/$mode.tdm" state | grep -q "^stats dev=0 allocated=0 " ||
+            { "$SNAPCHECK" "$T/$mode.tdm" state; fail "blocks freed with a policy still allocated at exit ($mode)"; }
+        [ "$("$SNAPCHECK" "$T/$mode.tdm" count free_completed)" = 10 ] ||
+            fail "not every free booked ($mode): $("$SNAPCHECK" "$T/$mode.tdm" count free_completed)"
+    done
+    # A queue tidemark could not see: the blocks stay out of use, said once.
+    on_fake unseen_plain "$ZE_APP" policies_unseen
+    grep -q "memory the device still uses: yes" "$T/unseen_plain.out" && fail "the driver reused memory in use"
+    on_fake unseen_cache "$ZE_APP" policies_unseen LD_PRELOAD="$PRELOAD" TIDEMARK_CONF="mode=cache,dump=$T/unseen_cache.tdm"
+    on_shim unseen_shim "$ZE_APP" policies_unseen TIDEMARK_CONF="mode=cache,dump=$T/unseen_shim.tdm"
+    for mode in unseen_cache unseen_shim; do
+        same_output unseen_plain $mode
         [ "$(grep -c "zeMemFreeExt" "$T/$mode.err")" = 1 ] ||
             { cat "$T/$mode.err"; fail "not one line about the free policies ($mode)"; }
     done

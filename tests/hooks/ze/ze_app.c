@@ -16,9 +16,13 @@
  *                    small pool's pages)
  *   ze_app nodriver  what a program does first when no driver is there
  *   ze_app policies  zeMemFreeExt's free policies on memory a command in
- *                    flight still uses (the fake driver's
- *                    fake_ze_device_use): is memory the device still uses
- *                    ever handed out again?
+ *                    flight on the program's command queue still uses
+ *                    (the fake driver's fake_ze_queue_use): does
+ *                    BLOCKING_FREE return with those commands complete, is
+ *                    memory the device still uses ever handed out again?
+ *   ze_app policies_unseen  the same with the commands on a queue the
+ *                    program made where tidemark cannot see it
+ *                    (fake_ze_device_use)
  *
  * With the fake driver it also prints the fake's counters on stderr.
  */
@@ -306,7 +310,78 @@ static void free_with(const char *what, ze_driver_memory_free_policy_ext_flags_t
     say(what, zeMemFreeExt(ctx, &fd, p));
 }
 
+/* The loader's queue functions, looked up when called (the newer loader
+ * of the driver_ddi test, which runs this program too, has none). */
+typedef ze_result_t (*queue_create_fn)(ze_context_handle_t, ze_device_handle_t,
+                                       const ze_command_queue_desc_t *,
+                                       ze_command_queue_handle_t *);
+typedef ze_result_t (*queue_destroy_fn)(ze_command_queue_handle_t);
+typedef ze_result_t (*queue_sync_fn)(ze_command_queue_handle_t, uint64_t);
+
+/* With a command queue the program made (through the loader, where
+ * tidemark sees it): a command on it reads a block, the block is freed
+ * with each policy, and the program goes on as the specification lets it:
+ * after BLOCKING_FREE the commands that used the block are complete;
+ * after DEFER_FREE they may still run, and the next allocation must not
+ * get the block; the program then waits for its queue. */
 static void policies(void)
+{
+    void *fake = dlopen("libfake_ze_driver.so", RTLD_LAZY | RTLD_NOLOAD);
+    fake_ze_queue_use_fn use = fake ? (fake_ze_queue_use_fn)dlsym(fake, "fake_ze_queue_use") : NULL;
+    fake_ze_in_use_fn in_use = fake ? (fake_ze_in_use_fn)dlsym(fake, "fake_ze_in_use") : NULL;
+    fake_ze_free_violations_fn violations =
+        fake ? (fake_ze_free_violations_fn)dlsym(fake, "fake_ze_free_violations") : NULL;
+    queue_create_fn create = (queue_create_fn)dlsym(RTLD_DEFAULT, "zeCommandQueueCreate");
+    queue_destroy_fn destroy = (queue_destroy_fn)dlsym(RTLD_DEFAULT, "zeCommandQueueDestroy");
+    queue_sync_fn sync = (queue_sync_fn)dlsym(RTLD_DEFAULT, "zeCommandQueueSynchronize");
+    if (!use || !in_use || !violations || !create || !destroy || !sync) {
+        printf("policies: not the fake driver\n");
+        return;
+    }
+    ze_command_queue_desc_t qd = {.stype = ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC};
+    ze_command_queue_handle_t queue = NULL;
+    say("zeCommandQueueCreate", create(ctx, dev, &qd, &queue));
+    static const struct {
+        const char *name;
+        ze_driver_memory_free_policy_ext_flags_t policy;
+    } order[] = {
+        {"BLOCKING_FREE", ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_BLOCKING_FREE},
+        {"DEFER_FREE", ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_DEFER_FREE},
+        {"DEFER_FREE again", ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_DEFER_FREE},
+        {"BLOCKING_FREE | DEFER_FREE", ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_BLOCKING_FREE |
+                                           ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_DEFER_FREE},
+    };
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        void *p = NULL, *q = NULL;
+        alloc_policy_block(&p);
+        use(queue, p, 1 << 20); /* a kernel on the queue still reads it */
+        free_with(order[i].name, order[i].policy, p);
+        int blocking = (order[i].policy & ZE_DRIVER_MEMORY_FREE_POLICY_EXT_FLAG_BLOCKING_FREE) != 0;
+        if (blocking) /* "blocks until all commands using the memory are complete" */
+            printf("%s: the commands that used it are complete: %s\n", order[i].name,
+                   in_use(p, 1 << 20) ? "no" : "yes");
+        alloc_policy_block(&q);
+        printf("%s: the next block is memory the device still uses: %s\n", order[i].name,
+               q && in_use(q, 1 << 20) ? "yes" : "no");
+        say("zeCommandQueueSynchronize", sync(queue, UINT64_MAX));
+        say("zeMemFree", zeMemFree(ctx, q));
+    }
+    say("zeCommandQueueDestroy", destroy(queue));
+    /* Policy 0 is zeMemFree's contract: the program waited first. */
+    void *p = NULL;
+    alloc_policy_block(&p);
+    free_with("no policy", 0, p);
+    alloc_policy_block(&p);
+    free_with("policy 4 (none such)", 4, p);
+    free_with("no policy", 0, p);
+    printf("frees of memory in use: %ld\n", violations());
+    dlclose(fake);
+}
+
+/* The same with the commands on a queue no handle of the program names
+ * (the fake's fake_ze_device_use: made where tidemark could not see it):
+ * no block the device still uses is handed out again. */
+static void policies_unseen(void)
 {
     void *fake = dlopen("libfake_ze_driver.so", RTLD_LAZY | RTLD_NOLOAD);
     fake_ze_device_use_fn use = fake ? (fake_ze_device_use_fn)dlsym(fake, "fake_ze_device_use") : NULL;
@@ -338,13 +413,6 @@ static void policies(void)
         finish();
         say("zeMemFree", zeMemFree(ctx, q));
     }
-    /* Policy 0 is zeMemFree's contract: the program waited first. */
-    void *p = NULL;
-    alloc_policy_block(&p);
-    free_with("no policy", 0, p);
-    alloc_policy_block(&p);
-    free_with("policy 4 (none such)", 4, p);
-    free_with("no policy", 0, p);
     printf("frees of memory in use: %ld\n", violations());
     dlclose(fake);
 }
@@ -386,6 +454,8 @@ int main(int argc, char **argv)
         expand();
     else if (strcmp(what, "policies") == 0)
         policies();
+    else if (strcmp(what, "policies_unseen") == 0)
+        policies_unseen();
     else {
         fprintf(stderr, "ze_app: unknown scenario %s\n", what);
         return 2;

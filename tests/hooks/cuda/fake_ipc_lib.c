@@ -1,0 +1,33 @@
+/* tests/hooks/cuda/fake_ipc_lib.c: a library that allocates device memory
+ * to export it over CUDA IPC, as NCCL's legacy P2P transport does
+ * (ncclCudaCalloc: cudaMalloc, a memset, then cudaIpcGetMemHandle of that
+ * buffer, which the peer opens with no offset).  Built three times: as
+ * libnccl.so, the name cache mode knows (the driver's cuMemAlloc, as
+ * NCCL's static cudart makes it), as libnccl_rt.so (the shared runtime's
+ * cudaMalloc), and as libtdm_ipc_named.so, a library only TIDEMARK_CONF's
+ * ipc_libraries names.  sem_app ipc loads them all
+ * (hooks/preload/cuda_ipc.c). */
+#include <cuda.h>
+#include <stddef.h>
+#include <stdint.h>
+#ifdef FAKE_IPC_RUNTIME
+#include <cuda_runtime_api.h>
+#endif
+
+__attribute__((visibility("default"))) int fake_ipc_lib_alloc(CUdeviceptr *p, size_t n);
+
+/* The call made after cuMemAlloc keeps it a call from this library (a
+ * tail call would return to the program), as NCCL's memset does. */
+int fake_ipc_lib_alloc(CUdeviceptr *p, size_t n)
+{
+#ifdef FAKE_IPC_RUNTIME /* NCCL built with the shared cudart: its cudaMalloc */
+    void *q = NULL;
+    int r = cudaMalloc(&q, n) == cudaSuccess ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    *p = (CUdeviceptr)(uintptr_t)q;
+#else /* NCCL's own static cudart: cudaMalloc reaches the driver from here */
+    CUresult r = cuMemAlloc(p, n);
+#endif
+    if (r == CUDA_SUCCESS)
+        r = cuCtxSynchronize();
+    return (int)r;
+}
