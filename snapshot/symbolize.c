@@ -1,8 +1,9 @@
 /* snapshot/symbolize.c: return address -> function, source file, line and
  * module, for the stacks of a snapshot, at dump time.
  *
- * elfutils' libdwfl looks at this process's own maps (dwfl_linux_proc_report)
- * and reads each object's symbol table and DWARF line table; where an
+ * elfutils' libdwfl reads the symbol table and DWARF line table of each
+ * object the dynamic linker has loaded (dl_iterate_phdr, each file reported
+ * at its load bias); where an
  * object has no debug information the function still comes from its
  * symbol table, and where libdwfl knows nothing (or could not start) dladdr
  * gives what the dynamic linker knows.  Every lookup uses pc - 1: a return
@@ -167,14 +168,70 @@ static unsigned long long loads_so_far(void)
     return adds;
 }
 
-/* Reads (or re-reads, keeping what is there) this process's modules. */
+typedef struct report_ctx {
+    Dwfl *dwfl;
+    int again;    /* keep what is reported already */
+    int reported; /* objects reported or found reported */
+} report_ctx;
+
+/* Whether dwfl already has a module holding addr. */
+static int reported_at(Dwfl *dwfl, Dwarf_Addr addr)
+{
+    Dwfl_Module *mod = dwfl_addrmodule(dwfl, addr);
+    Dwarf_Addr start = 0, end = 0;
+    return mod && dwfl_module_info(mod, NULL, &start, &end, NULL, NULL, NULL, NULL) &&
+           start <= addr && addr < end;
+}
+
+/* Reports one loaded object: its file at its load bias.  The objects come
+ * from the dynamic linker, not from /proc/self/maps: there, a file that
+ * another symbolizer's libdw has mapped to read it (elf_begin's mmap) is a
+ * second mapping under the same name, and libdwfl's maps reader then put
+ * the module at the wrong addresses (a second symbolizer named the
+ * library's functions '_fini' and lost its inline chains). */
+static int report_object_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    report_ctx *c = data;
+    const char *name = info->dlpi_name;
+    char exe[4096];
+    if (!name || !*name) { /* the program itself */
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (n <= 0)
+            return 0;
+        exe[n] = '\0';
+        name = exe;
+    }
+    /* The vDSO has no file (dladdr names its functions). */
+    if (!strchr(name, '/'))
+        return 0;
+    Dwarf_Addr first = 0;
+    int loads = 0;
+    for (unsigned i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_LOAD && loads++ == 0)
+            first = (Dwarf_Addr)info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+    if (loads == 0)
+        return 0;
+    if (c->again && reported_at(c->dwfl, first)) {
+        c->reported++;
+        return 0;
+    }
+    if (dwfl_report_elf(c->dwfl, name, name, -1, (GElf_Addr)info->dlpi_addr, false))
+        c->reported++;
+    return 0;
+}
+
+/* Reads (or re-reads, keeping what is there) this process's modules; the
+ * maps reader only where the dynamic linker's list gave none. */
 static int report_modules(Dwfl *dwfl, int again)
 {
     if (again)
         dwfl_report_begin_add(dwfl);
     else
         dwfl_report_begin(dwfl);
-    int rc = dwfl_linux_proc_report(dwfl, getpid());
+    report_ctx c = {dwfl, again, 0};
+    dl_iterate_phdr(report_object_cb, &c);
+    int rc = c.reported > 0 ? 0 : dwfl_linux_proc_report(dwfl, getpid());
     if (dwfl_report_end(dwfl, NULL, NULL) != 0)
         rc = -1;
     return rc;

@@ -18,6 +18,7 @@
 #pragma GCC optimize("O2")
 #endif
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -99,6 +100,36 @@ static void inline_chain_is_innermost_first(void **state)
     assert_string_equal(f[0].function, "inline_chain_is_innermost_first");
     assert_int_equal(f[0].kind, TDM_FRAME_NATIVE);
     tdm__symbolizer_close(s);
+}
+
+/* A symbolizer opened while another is open gives a loaded library's
+ * frames, inline chains included, as the first does: the first one's
+ * reading of the library (libdw maps the file) is no module of the
+ * process.  The out-of-memory line opens one while the dump's shared one
+ * is open; bench/symbolize opens two. */
+static void second_symbolizer_reads_a_library(void **state)
+{
+    (void)state;
+    void *lib = dlopen(TDM_INLINE_LIB, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(lib);
+    uintptr_t (*probe)(int) = (uintptr_t (*)(int))dlsym(lib, "inline_lib_probe");
+    assert_non_null(probe);
+    uintptr_t pc = probe(7);
+    tdm_symbolizer *s[3];
+    for (int i = 0; i < 3; i++) {
+        /* Each opened while the ones before it are open and have read it. */
+        assert_int_equal(tdm__symbolizer_open(&s[i]), TDM_OK);
+        const tdm_symbol *f;
+        size_t n = tdm__symbolize_frames(s[i], pc, &f);
+        if (n != 2 || strcmp(f[0].function, "inline_lib_inner") != 0 ||
+            strcmp(f[1].function, "inline_lib_probe") != 0 || !ends_with(f[1].module, "inline_lib.so"))
+            fail_msg("symbolizer %d of 3: %zu frames, innermost %s, outermost %s in '%s'; want "
+                     "inline_lib_inner, inline_lib_probe in libtdm_inline_lib.so",
+                     i + 1, n, f[0].function, f[n - 1].function, f[n - 1].module);
+    }
+    for (int i = 2; i >= 0; i--)
+        tdm__symbolizer_close(s[i]);
+    dlclose(lib);
 }
 
 /* The per-unit index and libdw's dwarf_getscopes agree on every frame of
@@ -210,6 +241,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(inline_chain_is_innermost_first),
+        cmocka_unit_test(second_symbolizer_reads_a_library),
         cmocka_unit_test(index_matches_dwarf_getscopes),
         cmocka_unit_test(dump_stack_holds_the_chain),
     };
