@@ -359,6 +359,15 @@ async function main() {
     const pending = await two.page.locator('.panel').nth(1).locator('[data-testid=live-row]', {hasText: 'free pending'}).count();
     check(live2.rows.length > 0 && pending === 0, 'side by side: no live row at the peak says "free pending"',
       pending + ' of ' + live2.rows.length);
+    // the header compares reserved too (replay --save's runs differ only there)
+    const cmpHead = await two.page.evaluate(() => {
+      const [x, y] = window.tidemarkView.panels.map(p => p.dev);
+      return {text: document.getElementById('compare').textContent,
+        want: 'peak reserved: ' + fmtBytes(x.peak_reserved) + ' \u2192 ' + fmtBytes(y.peak_reserved),
+        known: x.reserved_known && y.reserved_known};
+    });
+    check(cmpHead.known && cmpHead.text.includes(cmpHead.want) && cmpHead.text.includes('peak allocated: '),
+      'side by side: the header compares peak allocated and peak reserved', cmpHead.text);
     check(two.errors.length === 0 && two.requests.length === 0, 'side by side: no errors, no requests',
       two.errors.concat(two.requests).join('; '));
     await two.page.screenshot({path: path.join(outDir, 'compare.png'), fullPage: true});

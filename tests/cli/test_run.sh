@@ -42,10 +42,19 @@ has err "TIDEMARK_PRELOAD is empty"      # the note: running without preload
 [ "$(tdms "$work/r1")" -eq 1 ] || fail "one snapshot expected in r1"
 has err "config     dump=$work/r1/tidemark-%h-%p.tdm"
 
-# Run again into the same folder: the first run's file is not collected.
+# Run again into the same folder: the runs are not mixed. The second goes
+# into a subfolder of its own, and says so; the folder still reads as the
+# first run (one snapshot, so `diff` and `view` take it), the subfolder as
+# the second.
 expect 0 "second run, same folder" -- "$TIDEMARK" run -o "$work/r1" -- "$TRAIN_SIM" --steps 1
-has err "tidemark run: 1 snapshot in $work/r1"
-[ "$(tdms "$work/r1")" -eq 2 ] || fail "two snapshots expected in r1 now"
+has err "$work/r1 holds an earlier run; this run's snapshots go into $work/r1/run-2"
+has err "tidemark run: 1 snapshot in $work/r1/run-2"
+[ "$(tdms "$work/r1")" -eq 1 ] || fail "the first run's folder got more snapshots"
+[ "$(tdms "$work/r1/run-2")" -eq 1 ] || fail "one snapshot expected in r1/run-2"
+expect 0 "the two runs compared" -- "$TIDEMARK" diff "$work/r1" "$work/r1/run-2"
+expect 0 "a third run" -- "$TIDEMARK" run -o "$work/r1" -- "$TRAIN_SIM" --steps 1
+has err "tidemark run: 1 snapshot in $work/r1/run-3"
+[ "$(tdms "$work/r1/run-3")" -eq 1 ] || fail "one snapshot expected in r1/run-3"
 
 expect 7 "the command's own exit code" -- "$TIDEMARK" run -o "$work/r2" -- sh -c 'echo hi; exit 7'
 has out "hi"; has err "the command exited with 7"

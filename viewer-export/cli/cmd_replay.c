@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "cli.h"
 #include "format_size.h"
+#include "gate.h"
 #include "json.h"
 #include "load.h"
 #include "replay_ops.h"
@@ -321,6 +322,38 @@ static int compare_timeline(const tdm_replay_input *in, const seg_log *log, char
     return 1;
 }
 
+/* Whether setting a beats setting b.  With --min-capacity the question
+ * is the smallest device: a setting is better only when its smallest
+ * device really is smaller (then, on a tie, when it reserves less at its
+ * peak); without, the least peak reserved on the device given, among
+ * those that do not run out of memory there.  Ties go to the earlier row
+ * (the recorded settings first), so a star on another row always means
+ * a real gain. */
+static int better(const setting *a, const setting *b, int find_min)
+{
+    if (find_min) {
+        if (!a->min_capacity || !b->min_capacity) /* "none": fits no device */
+            return a->min_capacity != 0;
+        if (a->min_capacity != b->min_capacity)
+            return a->min_capacity < b->min_capacity;
+    }
+    if (!a->r.ooms != !b->r.ooms)
+        return !a->r.ooms;
+    return a->r.peak_reserved < b->r.peak_reserved;
+}
+
+/* The row --sweep stars, or n when none fits. */
+static size_t pick_best(const setting *s, size_t n, int find_min)
+{
+    size_t best = n;
+    for (size_t i = 0; i < n; i++) {
+        int fits = find_min ? s[i].min_capacity != 0 : !s[i].r.ooms;
+        if (fits && (best == n || better(&s[i], &s[best], find_min)))
+            best = i;
+    }
+    return best;
+}
+
 typedef struct replay_opts {
     char *confs[MAX_SETTINGS];
     size_t conf_count;
@@ -373,10 +406,17 @@ static void print_text(const char *path, const tdm_replay_input *in, const setti
                                               : "none");
         printf("\n");
     }
-    for (size_t i = 0; i < n; i++)
-        if (s[i].best)
-            printf("\n* best: %s (least peak reserved without running out of memory)\n",
-                   s[i].label);
+    for (size_t i = 0; i < n; i++) {
+        if (!s[i].best)
+            continue;
+        if (o->find_min)
+            printf("\n* best: %s (the smallest device, %s%s)\n", s[i].label,
+                   tdm__fmt_bytes(c, sizeof c, s[i].min_capacity),
+                   i == 0 ? "; no setting tried needs a smaller one" : "");
+        else
+            printf("\n* best: %s (least peak reserved without running out of memory%s)\n",
+                   s[i].label, i == 0 ? "; no setting tried reserves less" : "");
+    }
 }
 
 static int print_json(const char *path, const tdm_replay_input *in, const setting *s,
@@ -646,10 +686,7 @@ static int replay_file(const char *path, replay_opts *o)
         if (faithful && !log.failed)
             timeline_ok = compare_timeline(&in, &log, timeline, sizeof timeline);
         if (o->sweep) {
-            size_t best = n;
-            for (size_t i = 0; i < n; i++)
-                if (!s[i].r.ooms && (best == n || s[i].r.peak_reserved < s[best].r.peak_reserved))
-                    best = i;
+            size_t best = pick_best(s, n, o->find_min);
             if (best < n)
                 s[best].best = 1;
         }
@@ -702,9 +739,12 @@ int tdm__cli_replay(int argc, char **argv)
             o.sweep = 1;
             break;
         case 'C':
-            if (tdm__parse_size(optarg, &o.capacity) != TDM_OK || o.capacity == 0) {
-                fprintf(stderr, "tidemark replay: --capacity %s: not a size (e.g. 40GiB)\n",
-                        optarg);
+            /* Read as the gates read sizes: "10" is 10 B, said back. */
+            if (tdm__gate_parse_size("replay", "--capacity", optarg, &o.capacity) != 0)
+                goto usage;
+            if (o.capacity == 0) {
+                fprintf(stderr, "tidemark replay: --capacity %s: a device of 0 bytes holds "
+                                "nothing (e.g. 40GiB)\n", optarg);
                 goto usage;
             }
             if (o.capacity > UNLIMITED)

@@ -15,8 +15,9 @@
  *    127 (not found) or 126 (not executable), as shells do.
  *  - A TIDEMARK_CONF the library would refuse (inherited, --conf, or as
  *    composed) stops the run before the command starts (exit 1).
- *  - Only snapshots written during this run are collected: files of the
- *    folder that existed before, unchanged, are left out.
+ *  - Runs are never mixed: a folder that holds snapshots already gets
+ *    this run's in a new subfolder (DIR/run-2, run-3, ...), said on
+ *    stderr; and only snapshots written during this run are collected.
  *  - The command's stdout is its own: tidemark reports on stderr (GitHub
  *    annotation lines, meant for the runner, go to stdout).
  *  - A failing gate's report leads with the verdict and stands alone (no
@@ -366,7 +367,8 @@ void tdm__cli_run_help(FILE *out)
           "\n"
           "options:\n"
           "  -o, --output DIR       folder for the snapshots (default " DEFAULT_DIR "; made\n"
-          "                         if missing; files already there are not collected)\n"
+          "                         if missing); when it holds an earlier run's, this\n"
+          "                         run's go into a new DIR/run-N, said on stderr\n"
           "  --conf KEY=VAL,...     more TIDEMARK_CONF settings (see docs/configuration.md;\n"
           "                         not dump); may be repeated; checked, with the\n"
           "                         TIDEMARK_CONF you have, before COMMAND starts\n"
@@ -545,6 +547,36 @@ static int parse(run_state *r, int argc, char **argv)
     return optind;
 }
 
+/* The folder already holds an earlier run's snapshots: this run gets a
+ * subfolder of its own, DIR/run-2, run-3, ... (the first one free), so
+ * that the folder keeps reading as that run (one snapshot, or the ranks
+ * of one job) and this one's files are never mixed in.  Said on one
+ * line.  -1 after printing why it cannot be made. */
+static int own_subfolder(run_state *r)
+{
+    char sub[PATH_MAX];
+    for (unsigned k = 2; k < 100000; k++) {
+        if (snprintf(sub, sizeof sub, "%s/run-%u", r->dir, k) >= (int)sizeof sub) {
+            errno = ENAMETOOLONG;
+            break;
+        }
+        if (mkdir(sub, 0777) == 0) {
+            fprintf(stderr, "tidemark run: %s holds an earlier run; this run's snapshots go "
+                            "into %s\n", r->dir, sub);
+            memcpy(r->dir, sub, strlen(sub) + 1);
+            for (size_t i = 0; i < r->nold; i++)
+                free(r->old[i].name);
+            r->nold = 0; /* (a new folder has no old files) */
+            return 0;
+        }
+        if (errno != EEXIST)
+            break;
+    }
+    fprintf(stderr, "tidemark run: %s holds an earlier run, and no folder of this run's own "
+                    "can be made in it: %s\n", r->dir, strerror(errno));
+    return -1;
+}
+
 /* Checks TIDEMARK_CONF, then prepares the folder and the environment; a
  * TDM_EXIT_* code (USAGE for a refused TIDEMARK_CONF, said already). */
 static int prepare(run_state *r)
@@ -581,6 +613,8 @@ static int prepare(run_state *r)
                 strerror(errno));
         return TDM_EXIT_TOOL_ERROR;
     }
+    if (r->nold && own_subfolder(r) != 0)
+        return TDM_EXIT_TOOL_ERROR;
     if (!lib[0]) {
         const char *over = getenv("TIDEMARK_PRELOAD");
         fprintf(stderr, "tidemark run: note: %s; running without it: only programs linked "

@@ -221,6 +221,7 @@ tdm_status tdm__view_data_write(FILE *out, const tdm_view_input *in, uint64_t *b
     jw_lit(&w, "{");
     jw_key(&w, "data_format", 1), jw_lit(&w, "1");
     jw_key(&w, "file", 0), jw_str(&w, base ? base + 1 : in->path);
+    jw_key(&w, "label", 0), jw_str(&w, in->label ? in->label : base ? base + 1 : in->path);
     jw_key(&w, "path", 0), jw_str(&w, in->path);
     jw_key(&w, "complete", 0), jw_fmt(&w, "%d", s->complete);
     jw_key(&w, "truncated_at", 0),

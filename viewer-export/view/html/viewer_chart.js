@@ -40,7 +40,7 @@ class Panel {
 
   buildDom() {
     const d = this.snap.d, r = this.root;
-    r.appendChild(el('h2', '', esc(d.file) + (d.truncated_at ? ' <span class="warn">(truncated)</span>' : '')));
+    r.appendChild(el('h2', '', esc(d.label && d.label !== d.file ? d.label + ' (' + d.file + ')' : d.file) + (d.truncated_at ? ' <span class="warn">(truncated)</span>' : '')));
     this.summaryEl = el('dl', 'summary');
     r.appendChild(this.summaryEl);
     const tb = el('div', 'toolbar');
