@@ -362,11 +362,11 @@ async function main() {
     // the header compares reserved too (replay --save's runs differ only there)
     const cmpHead = await two.page.evaluate(() => {
       const [x, y] = window.tidemarkView.panels.map(p => p.dev);
-      return {text: document.getElementById('compare').textContent,
-        want: 'peak reserved: ' + fmtBytes(x.peak_reserved) + ' \u2192 ' + fmtBytes(y.peak_reserved),
-        known: x.reserved_known && y.reserved_known};
+      const span = document.querySelector('[data-testid=reserved-diff]');
+      return {text: document.getElementById('compare').textContent, known: x.reserved_known && y.reserved_known,
+        got: span ? Number(span.dataset.bytes) : NaN, want: y.peak_reserved - x.peak_reserved};
     });
-    check(cmpHead.known && cmpHead.text.includes(cmpHead.want) && cmpHead.text.includes('peak allocated: '),
+    check(cmpHead.known && cmpHead.got === cmpHead.want && /peak allocated: .*peak reserved: /.test(cmpHead.text),
       'side by side: the header compares peak allocated and peak reserved', cmpHead.text);
     check(two.errors.length === 0 && two.requests.length === 0, 'side by side: no errors, no requests',
       two.errors.concat(two.requests).join('; '));

@@ -59,7 +59,7 @@ class App {
     const [a, b] = this.panels.map(p => p.dev);
     const one = (what, x, y, id) => {
       const d = y - x, change = fmtChange(x, y);
-      return what + ': ' + fmtBytes(x) + ' \u2192 ' + fmtBytes(y) + ' (<span data-testid="' + id + '">' +
+      return what + ': ' + fmtBytes(x) + ' \u2192 ' + fmtBytes(y) + ' (<span data-testid="' + id + '" data-bytes="' + d + '">' +
         (d >= 0 ? '+' : '') + fmtBytes(d) + '</span>' + (change ? ', ' + change : '') + ')';
     };
     let text = one('peak allocated', a.peak, b.peak, 'peak-diff');
