@@ -234,6 +234,50 @@ async function inlinedFrames(browser) {
     'inlined: nothing folded, no errors', errors.join('; '));
 }
 
+/* The time axes: lanes open on the span with events, not on the long
+ * start-up before them; a panel offers the event-index axis. */
+async function timeAxes(browser) {
+  const job = path.join(work, 'slow-start');
+  await recordJob(job, 2, r => ['--steps', '2', '--layers', '2', '--hidden', '512', '--compute-us', '0',
+    '--startup-ms', '600']);
+  const html = path.join(work, 'slow-start.html');
+  run(TIDEMARK, ['view', job, '-o', html]);
+  const {page, errors} = await openPage(browser, html);
+  const v = await page.evaluate(() => {
+    const r = window.tidemarkView.ranks;
+    const first = Math.min(...r.lanes.map(l => l.off)), last = Math.max(...r.lanes.map(l => l.off + r.snapOf(l).tEnd));
+    return {t0: r.t0, t1: r.t1, first, last};
+  });
+  check(v.first > 5e8 && v.t0 > 0.9 * v.first && (v.last - v.first) / (v.t1 - v.t0) > 0.9,
+    'lanes open on the span with events, not on the start-up before them', JSON.stringify(v));
+  check(errors.length === 0, 'slow start: no errors', errors.join('; '));
+
+  // one snapshot on the event-index axis: events evenly spaced
+  const one = path.join(job, 'r0.tdm'), ohtml = path.join(work, 'index.html');
+  run(TIDEMARK, ['view', one, '-o', ohtml]);
+  const o = await openPage(browser, ohtml);
+  const before = await o.page.evaluate(() => { const p = window.tidemarkView.panels[0]; return {t1: p.t1, n: p.snap.n}; });
+  await o.page.locator('[data-testid=index-axis]').check();
+  const ix = await o.page.evaluate(() => {
+    const p = window.tidemarkView.panels[0], s = p.snap, n = s.n;
+    const xs = [0, n >> 2, n >> 1, n - 1].map(k => p.xOf(s.timeOf(k)));
+    return {t0: p.t0, t1: p.t1, n, xs, when: s.describeSeq(n >> 1)};
+  });
+  const d1 = ix.xs[2] - ix.xs[1], d0 = ix.xs[1] - ix.xs[0];
+  check(ix.t1 < before.n * 1.1 && ix.t1 >= ix.n && Math.abs(d1 - d0) <= 1 && /^\+\d/.test(ix.when),
+    'the event-index axis spaces events evenly and still prints their times', JSON.stringify(ix));
+  const tip = await (async () => {
+    const box = await o.page.locator('canvas.chart').first().boundingBox();
+    await o.page.mouse.move(box.x + box.width * 0.5, box.y + box.height / 2);
+    return o.page.locator('.chart-box .tip').first().textContent();
+  })();
+  check(/event \d+/.test(tip) && /from the recording start/.test(tip), 'hover on the index axis names the event and its time', tip);
+  await o.page.locator('[data-testid=index-axis]').uncheck();
+  const back = await o.page.evaluate(() => window.tidemarkView.panels[0].t1);
+  check(Math.abs(back - before.t1) < 1e-6 * before.t1, 'unchecking returns to the time axis', back + ' vs ' + before.t1);
+  check(o.errors.length === 0, 'index axis: no errors', o.errors.join('; '));
+}
+
 async function main() {
   const a = path.join(work, 'train.tdm'), b = path.join(work, 'small.tdm');
   run(TRAIN_SIM, ['--steps', '5'], {TIDEMARK_CONF: 'dump=' + a});
@@ -515,6 +559,7 @@ async function main() {
 
     await pythonStacks(browser);
     await inlinedFrames(browser);
+    await timeAxes(browser);
   } finally {
     await browser.close();
   }

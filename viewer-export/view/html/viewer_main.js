@@ -68,6 +68,24 @@ class App {
     document.getElementById('compare').innerHTML = text;
   }
 
+  /* The event-index axis on or off, for every panel at once (linked
+   * panels then line up event by event); each opens on its whole run. */
+  setIndexAxis(on) {
+    for (const p of this.panels) {
+      p.snap.setIndexAxis(on);
+      if (p.indexBox) p.indexBox.checked = on;
+      p.cols = null;
+    }
+    if (this.linkTime && this.panels.length > 1) {
+      const longest = this.panels.reduce((x, y) => (y.snap.tEnd > x.snap.tEnd ? y : x));
+      longest.resetZoom(false);
+      for (const p of this.panels) if (p !== longest) p.setRange(longest.t0, longest.t1, false, true);
+    } else {
+      for (const p of this.panels) p.resetZoom(false);
+    }
+    this.redrawAll();
+  }
+
   sharedYMax() { return Math.max(...this.panels.map(p => p.ownYMax())); }
 
   /* Linked axes show the same offsets from each window's start; in the
