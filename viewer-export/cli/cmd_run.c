@@ -29,8 +29,10 @@
 #include "load.h"
 #include "format_size.h"
 #include "gate.h"
+#include "ranks.h"
 #include "summary.h"
 #include "run.h"
+#include "run_spills.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -369,9 +371,10 @@ void tdm__cli_run_help(FILE *out)
           "  -o, --output DIR       folder for the snapshots (default " DEFAULT_DIR "; made\n"
           "                         if missing); when it holds an earlier run's, this\n"
           "                         run's go into a new DIR/run-N, said on stderr\n"
-          "  --conf KEY=VAL,...     more TIDEMARK_CONF settings (see docs/configuration.md;\n"
-          "                         not dump); may be repeated; checked, with the\n"
-          "                         TIDEMARK_CONF you have, before COMMAND starts\n"
+          "  --conf KEY=VAL,...     more TIDEMARK_CONF settings (see docs/configuration.md);\n"
+          "                         may be repeated; checked, with the TIDEMARK_CONF you\n"
+          "                         have, before COMMAND starts; dump=[FOLDER/]NAME.tdm\n"
+          "                         names the snapshots (FOLDER is then -o's)\n"
           "  --simulate GPU         run COMMAND on the simulated CUDA platform as GPU:\n"
           "                         h100, h200, a100-40g, a100-80g, cuda:SIZE, or Nx one\n"
           "                         of them (docs/simulate.md); = --conf simulate=GPU\n"
@@ -386,6 +389,12 @@ void tdm__cli_run_help(FILE *out)
           "The preload library is $TIDEMARK_PRELOAD when set (empty: none), else the one\n"
           "beside this program or in its ../lib*/ folder.  Without it, only programs\n"
           "linked with libtidemark.so are recorded (a note says so).\n"
+          "\n"
+          "Under a launcher of ranks (mpirun, mpiexec, srun, torchrun...) snapshots are\n"
+          "named by rank (" TDM_RUN_RANK_DUMP_NAME ") and the report is one row per rank.\n"
+          "A process that ends without writing its snapshot (SIGKILL, the OOM killer, a\n"
+          "crash) leaves its history in run's spill folder: run recovers it into DIR\n"
+          "(partial), says so, and removes the spill file.\n"
           "\n"
           "Interrupted (^C, SIGTERM, SIGHUP, SIGQUIT), tidemark has every recording\n"
           "process write the history so far (dump_on=...+signal, signal=" TDM_RUN_DUMP_SIGNAL
@@ -413,6 +422,12 @@ typedef struct run_state {
     int quiet;
     int command_failed;      /* --command-failed N; 0: the command's own code */
     char dir[PATH_MAX];      /* absolute */
+    char spill_dir[PATH_MAX]; /* the run's own spill folder; "" when the
+                               * settings name a spill of their own */
+    const char *dump_name;   /* the snapshots' file name template */
+    char user_dump_name[256]; /* --conf dump=...'s, when given */
+    char user_dump_dir[PATH_MAX]; /* its folder, when it has one */
+    int launcher;            /* the command starts ranks (mpirun, srun...) */
     old_file *old;
     size_t nold;
     char **paths;
@@ -446,8 +461,23 @@ static void run_state_free(run_state *r)
 
 static int add_conf(run_state *r, char *arg)
 {
-    if (tdm__run_conf_refuse_dump(arg))
+    /* dump=NAME (or FOLDER/NAME): the snapshots' names, in -o's folder
+     * (or FOLDER, which then is -o's); run composes the dump itself. */
+    const char *folder = NULL;
+    int d = tdm__run_conf_dump(arg, &folder, r->user_dump_dir, sizeof r->user_dump_dir,
+                               r->user_dump_name, sizeof r->user_dump_name);
+    if (d < 0)
         return -1;
+    if (d > 0)
+        r->dump_name = r->user_dump_name;
+    if (folder) {
+        if (r->dir_arg && strcmp(r->dir_arg, DEFAULT_DIR) != 0 && strcmp(r->dir_arg, folder)) {
+            fprintf(stderr, "tidemark run: --conf dump=%s/%s and -o %s name two folders; give "
+                            "one\n", folder, r->user_dump_name, r->dir_arg);
+            return -1;
+        }
+        r->dir_arg = folder;
+    }
     char *joined, **grown = realloc(r->confs, (r->nconfs + 1) * sizeof *grown);
     if (!grown)
         return -1;
@@ -492,6 +522,11 @@ static int parse(run_state *r, int argc, char **argv)
         case 'o':
             if (!optarg[0]) {
                 fprintf(stderr, "tidemark run: -o needs a folder\n");
+                return -1;
+            }
+            if (r->user_dump_dir[0] && strcmp(r->user_dump_dir, optarg) != 0) {
+                fprintf(stderr, "tidemark run: --conf dump=%s/%s and -o %s name two folders; "
+                                "give one\n", r->user_dump_dir, r->user_dump_name, optarg);
                 return -1;
             }
             r->dir_arg = optarg;
@@ -539,6 +574,10 @@ static int parse(run_state *r, int argc, char **argv)
                         "COMMAND ARGS...)\n");
         return -1;
     }
+    /* Under a launcher of ranks, the files are named by rank. */
+    r->launcher = tdm__run_is_launcher(argv[optind]);
+    if (!r->dump_name)
+        r->dump_name = r->launcher ? TDM_RUN_RANK_DUMP_NAME : TDM_RUN_DUMP_NAME;
     if (strchr(r->dir_arg, ',')) {
         fprintf(stderr, "tidemark run: -o %s: a comma cannot go into TIDEMARK_CONF; "
                         "choose a folder without one\n", r->dir_arg);
@@ -593,7 +632,8 @@ static int prepare(run_state *r)
     if (find_preload(lib, sizeof lib) != 0)
         return TDM_EXIT_TOOL_ERROR;
     int dump_signal;
-    char *conf = tdm__run_conf_make(r->inherited, r->conf, r->dir_arg, &dump_signal);
+    char *conf = tdm__run_conf_make(r->inherited, r->conf, r->dir_arg, r->dump_name, NULL,
+                                    &dump_signal);
     if (!conf) {
         fprintf(stderr, "tidemark run: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
         return TDM_EXIT_TOOL_ERROR;
@@ -639,7 +679,15 @@ static int prepare(run_state *r)
     int sim = set_simulate_env(r->conf, r->inherited, r->preloaded);
     if (sim != TDM_EXIT_OK)
         return sim;
-    conf = tdm__run_conf_make(r->inherited, r->conf, r->dir, &r->child.dump_signal);
+    /* The run's own spill folder, unless the settings choose a spill. */
+    char theirs[PATH_MAX];
+    int chosen = (r->inherited && tdm__run_conf_value(r->inherited, "spill", theirs,
+                                                      sizeof theirs)) ||
+                 (r->conf && tdm__run_conf_value(r->conf, "spill", theirs, sizeof theirs));
+    if (chosen || tdm__run_spill_dir_make(r->spill_dir, sizeof r->spill_dir) != 0)
+        r->spill_dir[0] = '\0';
+    conf = tdm__run_conf_make(r->inherited, r->conf, r->dir, r->dump_name,
+                              r->spill_dir[0] ? r->spill_dir : NULL, &r->child.dump_signal);
     if (!conf || setenv("TIDEMARK_CONF", conf, 1) != 0) {
         fprintf(stderr, "tidemark run: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
         free(conf);
@@ -647,6 +695,13 @@ static int prepare(run_state *r)
     }
     free(conf);
     r->child.dir = r->dir;
+    r->child.spill_dir = r->spill_dir[0] ? r->spill_dir : NULL;
+    /* A batch job has no terminal for the library's "history spills to"
+     * line: where things go is said here, once, for the job's log. */
+    if (!isatty(STDERR_FILENO))
+        fprintf(stderr, "tidemark run: snapshots go into %s; until each process ends, its "
+                        "history spills to %s\n", r->dir,
+                r->spill_dir[0] ? r->spill_dir : "the spill= of the settings");
     return TDM_EXIT_OK;
 }
 
@@ -682,11 +737,41 @@ static int collect(run_state *r)
     return rc;
 }
 
+/* The ranks of a job (two or more busy snapshots with a rank): one row
+ * per rank and the spread, as `tidemark summary DIR` prints them, not a
+ * whole summary each.  -1 when it cannot be printed. */
+static int print_rank_table(run_state *r)
+{
+    tdm_summary_options so = {.top = 5, .frames = 3, .device = r->o.device};
+    tdm_rank_paths paths = {.paths = calloc(r->busy, sizeof(char *)), .count = 0};
+    int rc = paths.paths ? 0 : -1;
+    for (size_t i = 0; !rc && i < r->busy; i++)
+        if (r->inputs[i].model && !(paths.paths[paths.count++] = strdup(r->inputs[i].path)))
+            rc = -1;
+    if (!rc) {
+        fputc('\n', stderr);
+        int s = tdm__summary_ranks(stderr, &paths, &so, 0, &tdm__input_loader);
+        rc = s == TDM_EXIT_OK || s == TDM_EXIT_BAD_INPUT ? 0 : -1;
+    }
+    tdm__ranks_paths_free(&paths);
+    return rc;
+}
+
+static size_t ranked(const run_state *r)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < r->busy; i++)
+        n += r->inputs[i].snap && r->inputs[i].snap->header.rank >= 0;
+    return n;
+}
+
 /* Whole summaries of the busy snapshots; -1 when one cannot be printed. */
 static int print_summaries(run_state *r)
 {
     tdm_summary_options so = {.top = 5, .frames = 3, .device = r->o.device};
     int rc = 0;
+    if (ranked(r) >= 2)
+        return print_rank_table(r);
     for (size_t i = 0; i < r->busy; i++) {
         tdm_input *in = &r->inputs[i];
         if (!in->model)
@@ -888,6 +973,10 @@ int tdm__cli_run(int argc, char **argv)
     }
 
     int cmd_rc = tdm__run_child(argv + cmd, &r.child);
+    /* What killed processes left: recovered into the folder, so that it
+     * is collected and summarized with the rest. */
+    if (r.spill_dir[0])
+        tdm__run_spills_sweep(r.spill_dir, r.dir);
     if (cmd_rc < 0) {
         run_state_free(&r);
         return TDM_EXIT_TOOL_ERROR;

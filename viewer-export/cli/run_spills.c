@@ -1,0 +1,154 @@
+/* viewer-export/cli/run_spills.c: the spill files of `tidemark run`'s
+ * processes (docs/spill.md).  Run gives its command a spill folder of its
+ * own, DEFAULT/run-PID-TIME (DEFAULT the library's default place,
+ * tidemark-UID under $TMPDIR or /dev/shm), so that once the command has
+ * ended every spill file still there is one of its processes that ended
+ * without writing its snapshot (killed with SIGKILL, by the out-of-memory
+ * killer, a crash, or `_exit`): run recovers each into the snapshot folder
+ * itself, says where, and removes the spill (its memory in /dev/shm goes
+ * with it).  A spill whose process still holds it (its flock) is left,
+ * and said.
+ *
+ * Invariant: a spill file is removed only once its history is in a
+ * snapshot written to the snapshot folder; a recovery that fails leaves
+ * it, and says how to try again.  No state, no locks (flock only probes).
+ */
+#define _GNU_SOURCE /* asprintf */
+#include "cli.h"
+#include "format_spill.h" /* tdm__spill_default_folder */
+#include "recover.h"
+#include "run_spills.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+int tdm__run_spill_dir_make(char *out, size_t len)
+{
+    char base[PATH_MAX];
+    struct stat st;
+    out[0] = '\0';
+    if (tdm__spill_default_folder(base, sizeof base) != 0)
+        return -1;
+    if (mkdir(base, 0700) != 0 && errno != EEXIST)
+        return -1;
+    /* The library refuses a folder that is not this user's alone; so
+     * does run (its spills would go elsewhere, and none be found). */
+    if (lstat(base, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
+        (st.st_mode & 0077))
+        return -1;
+    int n = snprintf(out, len, "%s/run-%ld-%ld", base, (long)getpid(), (long)time(NULL));
+    if (n < 0 || (size_t)n >= len || strpbrk(out, ",")) {
+        out[0] = '\0';
+        return -1;
+    }
+    if (mkdir(out, 0700) != 0) {
+        out[0] = '\0';
+        return -1;
+    }
+    return 0;
+}
+
+/* The pid in a spill's name: "STEM-PID.spill"; 0 when it has none. */
+static long spill_pid(const char *name)
+{
+    size_t n = strlen(name);
+    if (n < 7 || strcmp(name + n - 6, ".spill") != 0)
+        return 0;
+    const char *end = name + n - 6, *p = end;
+    while (p > name && p[-1] >= '0' && p[-1] <= '9')
+        p--;
+    if (p == end || p == name || p[-1] != '-')
+        return 0;
+    return strtol(p, NULL, 10);
+}
+
+/* Whether a process still holds the spill file at `path` (its owner keeps
+ * an exclusive flock on it for its life). */
+static int held(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return 0;
+    int busy = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    close(fd);
+    return busy;
+}
+
+/* DIR/STEM.tdm, or DIR/STEM-recovered[-N].tdm when that name is taken. */
+static char *recovered_name(const char *dir, const char *name)
+{
+    size_t stem = strlen(name) - 6; /* without ".spill" */
+    char *out = NULL;
+    struct stat st;
+    for (int k = 0; k < 100; k++) {
+        free(out);
+        out = NULL;
+        int n = k == 0   ? asprintf(&out, "%s/%.*s.tdm", dir, (int)stem, name)
+                : k == 1 ? asprintf(&out, "%s/%.*s-recovered.tdm", dir, (int)stem, name)
+                         : asprintf(&out, "%s/%.*s-recovered-%d.tdm", dir, (int)stem, name, k);
+        if (n < 0)
+            return NULL;
+        if (lstat(out, &st) != 0 && errno == ENOENT)
+            return out;
+    }
+    free(out);
+    return NULL;
+}
+
+size_t tdm__run_spills_sweep(const char *spill_dir, const char *dir)
+{
+    DIR *d = opendir(spill_dir);
+    if (!d)
+        return 0;
+    size_t recovered = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *name = e->d_name;
+        size_t n = strlen(name);
+        struct stat st;
+        char *path = NULL;
+        if (name[0] == '.' || n < 7 || strcmp(name + n - 6, ".spill") != 0 ||
+            asprintf(&path, "%s/%s", spill_dir, name) < 0)
+            continue;
+        if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != getuid()) {
+            free(path);
+            continue;
+        }
+        long pid = spill_pid(name);
+        if (held(path)) {
+            fprintf(stderr, "tidemark run: process %ld still runs after the command ended; its "
+                            "history spills to %s (once it ends: tidemark recover %s -o "
+                            "OUT.tdm)\n", pid, path, path);
+            free(path);
+            continue;
+        }
+        char *out = recovered_name(dir, name);
+        size_t events = 0;
+        int rc = out ? tdm__recover_file("run", path, out, 0, NULL, &events)
+                     : TDM_EXIT_TOOL_ERROR;
+        if (rc == TDM_EXIT_OK) {
+            fprintf(stderr, "tidemark run: process %ld ended without writing its snapshot "
+                            "(killed, or crashed); its history, recovered from its spill "
+                            "file, is in %s (%zu events; partial)\n", pid, out, events);
+            unlink(path);
+            recovered++;
+        } else {
+            fprintf(stderr, "tidemark run: process %ld ended without writing its snapshot; "
+                            "its history stays in %s (tidemark recover %s -o OUT.tdm)\n",
+                    pid, path, path);
+        }
+        free(out);
+        free(path);
+    }
+    closedir(d);
+    rmdir(spill_dir); /* empty unless a spill stays */
+    return recovered;
+}
