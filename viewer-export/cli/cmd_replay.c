@@ -11,6 +11,7 @@
 #include "gate.h"
 #include "json.h"
 #include "load.h"
+#include "replay_enrich.h"
 #include "replay_ops.h"
 #include "run.h"
 
@@ -140,6 +141,7 @@ typedef struct replayer {
     tdm_replay_save_fn save_fn; /* NULL: the library has none */
     int replace;                /* --force */
     const tdm_replay_input *in;
+    const tdm_snap *snap; /* the recording: its stacks and phases go into --save's files */
     uint64_t roomy; /* a device size tried first for "unlimited" */
     uint64_t live_floor; /* most requested bytes live at once */
 } replayer;
@@ -189,6 +191,11 @@ static uint64_t roomy_capacity(const tdm_replay_input *in)
     return sum < ((uint64_t)1 << 30) ? (uint64_t)1 << 30 : sum;
 }
 
+static void note_event_op(void *ctx, size_t event, size_t op)
+{
+    tdm__replay_event_op_note(ctx, event, op);
+}
+
 /* One replay; with `save_path`, its run written there too. */
 static int replay_call(const replayer *rp, const char *conf, uint64_t capacity,
                        tdm_replay_result *r, seg_log *log, char *why, size_t why_len,
@@ -197,10 +204,18 @@ static int replay_call(const replayer *rp, const char *conf, uint64_t capacity,
     if (!save_path)
         return rp->fn(conf, capacity, rp->in->ops, rp->in->op_count, rp->in->ids,
                       log ? log_segment : NULL, log, r, why, why_len);
+    tdm_replay_event_ops eo = {0};
     tdm_replay_save save = {.path = save_path, .op_times = rp->in->op_times,
-                            .replace = replace};
-    return rp->save_fn(conf, capacity, rp->in->ops, rp->in->op_count, rp->in->ids,
-                       log ? log_segment : NULL, log, r, why, why_len, &save);
+                            .replace = replace, .on_event_op = note_event_op, .op_ctx = &eo};
+    int st = rp->save_fn(conf, capacity, rp->in->ops, rp->in->op_count, rp->in->ids,
+                         log ? log_segment : NULL, log, r, why, why_len, &save);
+    /* The replay records no stacks, phases or categories: the file gets
+     * the recording's, each event those of the request it came from. */
+    if (st == TDM_OK && rp->snap && tdm__replay_enrich(save_path, rp->snap, rp->in, &eo) != 0)
+        fprintf(stderr, "tidemark replay: note: %s has the replay's events without the "
+                        "recording's stacks and phases (out of memory)\n", save_path);
+    free(eo.op);
+    return st;
 }
 
 static int run_one(const replayer *rp, const char *conf, uint64_t capacity,
@@ -648,7 +663,7 @@ static int replay_file(const char *path, replay_opts *o)
     for (size_t i = 0; i < o->conf_count; i++)
         add_setting(s, &n, o->confs[i], o->confs[i]);
 
-    replayer rp = {.in = &in, .roomy = roomy_capacity(&in), .replace = o->force};
+    replayer rp = {.in = &in, .snap = snap, .roomy = roomy_capacity(&in), .replace = o->force};
     if (o->find_min)
         rp.live_floor = live_floor(&in);
     rp.fn = load_replayer(&rp.save_fn);
