@@ -63,6 +63,28 @@ expect 0 "a third run" -- "$TIDEMARK" run -o "$work/r1" -- "$TRAIN_SIM" --steps 
 has err "tidemark run: 1 snapshot in $work/r1/run-3"
 [ "$(tdms "$work/r1/run-3")" -eq 1 ] || fail "one snapshot expected in r1/run-3"
 
+# Under a launcher of ranks (here a stand-in named torchrun, then srun,
+# starting two ranks): the files are named by rank, not by pid, and the
+# report is one rank table, not a whole summary per rank.
+mkdir -p "$work/bin"
+printf '#!/bin/sh\nfor r in 0 1; do RANK=$r WORLD_SIZE=2 "%s" --steps 1 --compute-us 0 >/dev/null & done\nwait\n' \
+  "$TRAIN_SIM" >"$work/bin/torchrun"
+chmod +x "$work/bin/torchrun"
+cp "$work/bin/torchrun" "$work/bin/srun"
+for launcher in torchrun srun; do
+  expect 0 "under $launcher" -- "$TIDEMARK" run -o "$work/$launcher" -- "$work/bin/$launcher"
+  for r in 0 1; do
+    [ -s "$work/$launcher/tidemark-$(hostname)-r$r.tdm" ] || fail "$launcher: no file of rank $r: $(ls "$work/$launcher")"
+  done
+  has err "tidemark summary of 2 snapshots: 2 ranks on 1 host"
+  has err "spread of the peaks over 2 ranks"
+  lacks err "tidemark summary of $work/$launcher/"
+done
+# not a launcher: named by pid, as before
+expect 0 "not a launcher" -- "$TIDEMARK" run -o "$work/plain" -- "$TRAIN_SIM" --steps 1 --compute-us 0
+has_re err "tidemark run: 1 snapshot in $work/plain"
+ls "$work/plain" | grep -qE "^tidemark-.*-[0-9]+\.tdm$" || fail "not named by pid: $(ls "$work/plain")"
+
 expect 7 "the command's own exit code" -- "$TIDEMARK" run -o "$work/r2" -- sh -c 'echo hi; exit 7'
 has out "hi"; has err "the command exited with 7"
 expect 127 "command not found" -- "$TIDEMARK" run -o "$work/r2" -- "$work/no-such-program"
