@@ -236,7 +236,7 @@ async function inlinedFrames(browser) {
 
 /* The time axes: lanes open on the span with events, not on the long
  * start-up before them; a panel offers the event-index axis. */
-async function timeAxes(browser) {
+async function timeAxes(browser, aFile) {
   const job = path.join(work, 'slow-start');
   await recordJob(job, 2, r => ['--steps', '2', '--layers', '2', '--hidden', '512', '--compute-us', '0',
     '--startup-ms', '600']);
@@ -251,6 +251,20 @@ async function timeAxes(browser) {
   check(v.first > 5e8 && v.t0 > 0.9 * v.first && (v.last - v.first) / (v.t1 - v.t0) > 0.9,
     'lanes open on the span with events, not on the start-up before them', JSON.stringify(v));
   check(errors.length === 0, 'slow start: no errors', errors.join('; '));
+
+  // lanes are named by rank, after their folder when there are several;
+  // a snapshot without a rank by its process, not its file's name
+  const other = path.join(work, 'other');
+  fs.mkdirSync(other);
+  fs.copyFileSync(path.join(job, 'r0.tdm'), path.join(other, 'r0.tdm'));
+  fs.copyFileSync(aFile, path.join(other, 'plain.tdm'));
+  const lhtml = path.join(work, 'labels.html');
+  run(TIDEMARK, ['view', job, other, '-o', lhtml]);
+  const lp = await openPage(browser, lhtml);
+  const names = await lp.page.evaluate(() => window.tidemarkView.ranks.lanes.map(l => l.label));
+  check(names.includes('slow-start rank 0') && names.includes('other rank 0') &&
+    names.some(x => /^other pid \d+$/.test(x)) && !names.some(x => /tidemark|\.tdm/.test(x)),
+    'lanes are named by folder and rank (or process)', names.join(' | '));
 
   // one snapshot on the event-index axis: events evenly spaced
   const one = path.join(job, 'r0.tdm'), ohtml = path.join(work, 'index.html');
@@ -559,7 +573,7 @@ async function main() {
 
     await pythonStacks(browser);
     await inlinedFrames(browser);
-    await timeAxes(browser);
+    await timeAxes(browser, a);
   } finally {
     await browser.close();
   }

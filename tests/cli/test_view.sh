@@ -121,8 +121,15 @@ lacks err "ranks"; has err "runA vs runB"
 grep -q '"layout":"panels"' "$work/ab.html" || fail "two run folders are not compared side by side"
 [ "$(grep -o '"data_format":1' "$work/ab.html" | wc -l)" -eq 2 ] || fail "ab.html lacks two snapshots"
 grep -q '"label":"runB"' "$work/ab.html" || fail "runB/ not labelled by its folder"
-# a run folder of a job's ranks still gets its lanes
+# a run folder of a job's ranks still gets its lanes (not labelled by
+# the folder: there is one); two jobs' folders label their lanes by folder
 expect 0 "a folder of ranks" -- "$TIDEMARK" view "$work/job" -o "$work/job3.html"
 has err "3 ranks on one time axis"
+lacks job3.html '"label":"job"'
+cp -r "$work/job" "$work/jobB"
+expect 0 "two folders of ranks" -- "$TIDEMARK" view "$work/job" "$work/jobB" -o "$work/jobs.html"
+has err "6 ranks on one time axis"
+[ "$(grep -o '"label":"job"' "$work/jobs.html" | wc -l)" -eq 3 ] || fail "job's lanes not labelled by its folder"
+[ "$(grep -o '"label":"jobB"' "$work/jobs.html" | wc -l)" -eq 3 ] || fail "jobB's lanes not labelled by its folder"
 
 finish "tidemark view"

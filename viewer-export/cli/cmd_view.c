@@ -338,11 +338,39 @@ int tdm__cli_view(int argc, char **argv)
         return rc;
     }
 
-    tdm_rank_paths paths;
-    rc = tdm__ranks_expand("view", argv + optind, (size_t)noperands, &paths);
+    /* Each operand expanded on its own, to know which one a file came
+     * from (a folder's name labels its snapshots). */
+    tdm_rank_paths paths = {0};
+    const char **origin = NULL;
+    rc = TDM_EXIT_OK;
+    for (int k = optind; k < argc && rc != TDM_EXIT_TOOL_ERROR; k++) {
+        tdm_rank_paths one;
+        int erc = tdm__ranks_expand("view", argv + k, 1, &one);
+        rc = tdm__exit_worse(rc, erc);
+        if (erc == TDM_EXIT_TOOL_ERROR)
+            break;
+        char **grown = realloc(paths.paths, (paths.count + one.count + 1) * sizeof *grown);
+        const char **ogrown = realloc(origin, (paths.count + one.count + 1) * sizeof *ogrown);
+        if (grown)
+            paths.paths = grown;
+        if (ogrown)
+            origin = ogrown;
+        if (!grown || !ogrown) {
+            tdm__ranks_paths_free(&one);
+            fprintf(stderr, "tidemark view: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+            rc = TDM_EXIT_TOOL_ERROR;
+            break;
+        }
+        for (size_t j = 0; j < one.count; j++) {
+            origin[paths.count] = argv[k];
+            paths.paths[paths.count++] = one.paths[j];
+        }
+        free(one.paths);
+    }
     size_t n = paths.count;
     if (rc == TDM_EXIT_TOOL_ERROR || n == 0) {
         tdm__ranks_paths_free(&paths);
+        free(origin);
         free(output);
         return rc == TDM_EXIT_OK ? TDM_EXIT_BAD_INPUT : rc;
     }
@@ -365,7 +393,8 @@ int tdm__cli_view(int argc, char **argv)
     }
     for (size_t i = 0; i < n; i++) {
         tdm_input *g = &gin[used];
-        g->path = g->operand = paths.paths[i];
+        g->path = paths.paths[i];
+        g->operand = origin[i]; /* the file, or the folder it was found in */
         int one = tdm__input_read_snapshot("view", g->path, &g->snap, &g->truncated,
                                          &g->truncated_at);
         rc = tdm__exit_worse(rc, one);
@@ -407,9 +436,11 @@ int tdm__cli_view(int argc, char **argv)
         }
         /* A run folder compared is called by its name: its files are
          * named alike (tidemark-HOST-PID.tdm) and tell the two apart no
-         * better than "tidemark". */
-        if (layout == TDM_VIEW_PANELS && each_one && is_directory(argv[optind + i]) &&
-            !(labels[i] = folder_label(argv[optind + i]))) {
+         * better than "tidemark"; so are the lanes of several folders'
+         * ranks ("runA rank 0", "runB rank 0"). */
+        int by_folder = is_directory(gin[i].operand) &&
+                        (layout == TDM_VIEW_PANELS ? each_one : noperands > 1);
+        if (by_folder && !(labels[i] = folder_label(gin[i].operand))) {
             fprintf(stderr, "tidemark view: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
             rc = tdm__exit_worse(rc, TDM_EXIT_TOOL_ERROR);
             goto out;
@@ -451,6 +482,7 @@ out:
     free(in);
     free(gin);
     tdm__ranks_paths_free(&paths);
+    free(origin);
     free(output);
     if (fflush(stdout) != 0 || ferror(stdout))
         rc = tdm__exit_worse(rc, TDM_EXIT_TOOL_ERROR);

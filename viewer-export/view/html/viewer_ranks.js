@@ -21,6 +21,14 @@
 
 const LANE_L = 64; /* as the chart's left margin, so times line up */
 
+/* A lane's name: its rank (else its process), after its run folder's
+ * name when the page holds several folders ("runA rank 0"); never the
+ * file's name alone, which every run spells alike (tidemark-HOST-PID). */
+function laneLabel(d) {
+  const who = d.header.rank >= 0 ? 'rank ' + d.header.rank : d.header.pid > 0 ? 'pid ' + d.header.pid : d.file;
+  return d.label && d.label !== d.file ? d.label + ' ' + who : who;
+}
+
 function bigOr0(s) { try { return BigInt(s || '0'); } catch (e) { return 0n; } }
 
 class RanksView {
@@ -49,7 +57,7 @@ class RanksView {
       return {k, d, off, di, dev, peak, snap: null, cols: null, key: '', visible: false,
         end: dump > 0n ? Number(dump - zero) : off, // refined once decoded
         last: off + (d.span_ns || 0), // its last event on the job's axis
-        label: d.header.rank >= 0 ? 'rank ' + d.header.rank : d.file};
+        label: laneLabel(d)};
     });
     this.decoded = 0;
     this.sel = null;      /* {k, seq, T} */
