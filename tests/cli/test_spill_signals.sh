@@ -115,4 +115,31 @@ has err "tidemark run: 1 snapshot in $work/deep"
 lacks err "tidemark recover"
 [ -z "$(find "$spills" -path '*/run-*' 2>/dev/null)" ] || fail "spills left: $(find "$spills" -path '*/run-*')"
 
+# tidemark run itself killed (a batch system's SIGKILL): its command dies
+# with it, and no one is left to recover.  The next run does, into the
+# first one's folder, and says so.
+"$TIDEMARK" run -o "$work/lost" -- "$TRAIN_SIM" --steps 100000 --compute-us 200 \
+  >/dev/null 2>"$work/lost.err" &
+rpid=$!
+child= spill=
+for _ in $(seq 200); do
+  child=$(ps -o pid= --ppid "$rpid" 2>/dev/null | tr -d ' ')
+  [ -n "$child" ] && spill=$(find "$spills" -name "tidemark-$(hostname)-$child.spill" 2>/dev/null) &&
+    [ -n "$spill" ] && break
+  sleep 0.05
+done
+[ -n "$spill" ] || fail "the run to be killed made no spill under $spills"
+sleep 0.3
+kill -KILL "$rpid"
+wait "$rpid" 2>/dev/null
+for _ in $(seq 100); do gone "$child" && break; sleep 0.05; done
+gone "$child" || fail "the command outlived its killed tidemark run"
+[ -e "$spill" ] || fail "the killed run's spill is gone before any recovery"
+expect 0 "the next run" -- "$TIDEMARK" run -o "$work/next" -- true
+has err "an earlier tidemark run (pid $rpid) ended before recovering what its processes left; recovering it into $work/lost"
+has err "its history, recovered from its spill file, is in $work/lost/tidemark-$(hostname)-$child.tdm"
+[ -s "$work/lost/tidemark-$(hostname)-$child.tdm" ] || fail "no recovered snapshot in $work/lost"
+[ ! -e "$spill" ] || fail "the recovered spill stays: $spill"
+[ -z "$(find "$spills" -path '*/run-*' 2>/dev/null)" ] || fail "spill folders left: $(find "$spills" -path '*/run-*')"
+
 finish "SIGINT/SIGTERM snapshots; the program's own handler kept; run recovers a killed program"

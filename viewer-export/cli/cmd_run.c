@@ -652,8 +652,14 @@ static int prepare(run_state *r)
     int chosen = (r->inherited && tdm__run_conf_value(r->inherited, "spill", theirs,
                                                       sizeof theirs)) ||
                  (r->conf && tdm__run_conf_value(r->conf, "spill", theirs, sizeof theirs));
-    if (chosen || tdm__run_spill_dir_make(r->spill_dir, sizeof r->spill_dir) != 0)
+    if (!chosen) /* what runs killed before their sweep left */
+        tdm__run_spills_sweep_stale();
+    if (chosen || tdm__run_spill_dir_make(r->spill_dir, sizeof r->spill_dir) != 0) {
         r->spill_dir[0] = '\0';
+    } else if (tdm__run_spill_dir_note(r->spill_dir, r->dir) != 0) {
+        rmdir(r->spill_dir); /* (then the library's default place) */
+        r->spill_dir[0] = '\0';
+    }
     conf = tdm__run_conf_make(r->inherited, r->conf, r->dir, r->dump_name,
                               r->spill_dir[0] ? r->spill_dir : NULL, &r->child.dump_signal);
     if (!conf || setenv("TIDEMARK_CONF", conf, 1) != 0) {

@@ -9,9 +9,14 @@
  * with it).  A spill whose process still holds it (its flock) is left,
  * and said.
  *
+ * The folder notes the snapshot folder (a file "snapshots"): when run
+ * itself was killed (its command dies with it), the next run, finding
+ * the folder of a run whose pid is gone, recovers it there and says so.
+ *
  * Invariant: a spill file is removed only once its history is in a
  * snapshot written to the snapshot folder; a recovery that fails leaves
- * it, and says how to try again.  No state, no locks (flock only probes).
+ * it, and says how to try again.  No state, no locks (flock only probes;
+ * a stale folder is claimed by renaming its note).
  */
 #define _GNU_SOURCE /* asprintf */
 #include "cli.h"
@@ -28,7 +33,12 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <signal.h>
 #include <unistd.h>
+
+/* In each run's spill folder: the snapshot folder it recovers into, so
+ * that a later run can finish the job when this one was killed. */
+#define DEST_NAME "snapshots"
 
 int tdm__run_spill_dir_make(char *out, size_t len)
 {
@@ -54,6 +64,20 @@ int tdm__run_spill_dir_make(char *out, size_t len)
         return -1;
     }
     return 0;
+}
+
+int tdm__run_spill_dir_note(const char *spill_dir, const char *dir)
+{
+    char *path = NULL;
+    if (asprintf(&path, "%s/" DEST_NAME, spill_dir) < 0)
+        return -1;
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    free(path);
+    if (fd < 0)
+        return -1;
+    size_t n = strlen(dir);
+    int ok = write(fd, dir, n) == (ssize_t)n;
+    return close(fd) == 0 && ok ? 0 : -1;
 }
 
 /* The pid in a spill's name: "STEM-PID.spill"; 0 when it has none. */
@@ -149,6 +173,78 @@ size_t tdm__run_spills_sweep(const char *spill_dir, const char *dir)
         free(path);
     }
     closedir(d);
+    char *note = NULL;
+    if (asprintf(&note, "%s/" DEST_NAME, spill_dir) >= 0) {
+        /* kept while a spill stays, for a later run to finish with */
+        DIR *left = opendir(spill_dir);
+        int spills = 0;
+        struct dirent *f;
+        while (left && (f = readdir(left)))
+            spills += strstr(f->d_name, ".spill") != NULL;
+        if (left)
+            closedir(left);
+        if (!spills)
+            unlink(note);
+        free(note);
+    }
     rmdir(spill_dir); /* empty unless a spill stays */
     return recovered;
+}
+
+/* The run that made spill folder `name` ("run-PID-TIME") has ended: its
+ * pid is gone.  (A pid in use again is taken for the run, and its folder
+ * left alone: never recover under a running run's feet.) */
+static int run_gone(const char *name)
+{
+    long pid = 0, t = 0;
+    if (sscanf(name, "run-%ld-%ld", &pid, &t) != 2 || pid <= 0)
+        return 0;
+    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+size_t tdm__run_spills_sweep_stale(void)
+{
+    char base[PATH_MAX];
+    if (tdm__spill_default_folder(base, sizeof base) != 0)
+        return 0;
+    DIR *d = opendir(base);
+    if (!d)
+        return 0;
+    size_t total = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *folder = NULL, *note = NULL;
+        struct stat st;
+        if (strncmp(e->d_name, "run-", 4) != 0 || !run_gone(e->d_name) ||
+            asprintf(&folder, "%s/%s", base, e->d_name) < 0)
+            continue;
+        char dest[PATH_MAX] = "";
+        if (lstat(folder, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == getuid() &&
+            asprintf(&note, "%s/" DEST_NAME, folder) >= 0) {
+            int fd = open(note, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+            ssize_t got = fd >= 0 ? read(fd, dest, sizeof dest - 1) : -1;
+            if (fd >= 0)
+                close(fd);
+            dest[got > 0 ? got : 0] = '\0';
+            struct stat ds;
+            /* Claimed by renaming the note: two runs starting at once
+             * never both recover one folder. */
+            char *claim = NULL;
+            if (dest[0] && stat(dest, &ds) == 0 && S_ISDIR(ds.st_mode) &&
+                asprintf(&claim, "%s.%ld", note, (long)getpid()) >= 0 &&
+                rename(note, claim) == 0) {
+                long pid = strtol(e->d_name + 4, NULL, 10);
+                fprintf(stderr, "tidemark run: an earlier tidemark run (pid %ld) ended before "
+                                "recovering what its processes left; recovering it into %s\n",
+                        pid, dest);
+                unlink(claim);
+                total += tdm__run_spills_sweep(folder, dest);
+            }
+            free(claim);
+        }
+        free(note);
+        free(folder);
+    }
+    closedir(d);
+    return total;
 }

@@ -11,6 +11,16 @@
  * is not usable (then the library's own default applies). */
 int tdm__run_spill_dir_make(char *out, size_t len);
 
+/* Notes in `spill_dir` the snapshot folder `dir` its spills recover into,
+ * for tdm__run_spills_sweep_stale should this run be killed.  0 or -1. */
+int tdm__run_spill_dir_note(const char *spill_dir, const char *dir);
+
+/* The spill folders of earlier runs that ended without sweeping them
+ * (the run itself killed, with its command): each swept into the
+ * snapshot folder it noted, said in one line.  Returns how many spills
+ * were recovered. */
+size_t tdm__run_spills_sweep_stale(void);
+
 /* Once the command has ended: every spill file left in `spill_dir`
  * recovered into snapshot folder `dir` (named as its snapshot would be,
  * STEM.tdm), each said on one line, and removed; one still held by a
