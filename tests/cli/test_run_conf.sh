@@ -8,7 +8,7 @@
 # The conf the command printed, without the spill folder run adds (its
 # name has run's pid and start time): $work/out.ns.
 nospill() {
-  grep -qE ',spill=[^],]*/run-[0-9]+-[0-9]+/[^],/]*-%p\.spill' "$work/out" ||
+  grep -qE ',spill=[^],]*/run-[0-9]+-[0-9]+-[^],/]+/[^],/]*-%p\.spill' "$work/out" ||
     fail "run gave the command no spill folder of its own: $(cat "$work/out")"
   sed -E 's#,spill=[^],]*##' "$work/out" >"$work/out.ns"
 }

@@ -1,6 +1,6 @@
 /* viewer-export/cli/run_spills.c: the spill files of `tidemark run`'s
  * processes (docs/spill.md).  Run gives its command a spill folder of its
- * own, DEFAULT/run-PID-TIME (DEFAULT the library's default place,
+ * own, DEFAULT/run-PID-TIME-HOST (DEFAULT the library's default place,
  * tidemark-UID under $TMPDIR or /dev/shm), so that once the command has
  * ended every spill file still there is one of its processes that ended
  * without writing its snapshot (killed with SIGKILL, by the out-of-memory
@@ -40,6 +40,18 @@
  * that a later run can finish the job when this one was killed. */
 #define DEST_NAME "snapshots"
 
+/* The host name as a folder name in TIDEMARK_CONF holds it (no '/', ',',
+ * blank or '%'). */
+static void this_host(char *out, size_t len)
+{
+    if (gethostname(out, len - 1) != 0)
+        snprintf(out, len, "host");
+    out[len - 1] = '\0';
+    for (char *p = out; *p; p++)
+        if (*p == '/' || *p == ',' || *p == ' ' || *p == '%')
+            *p = '_';
+}
+
 int tdm__run_spill_dir_make(char *out, size_t len)
 {
     char base[PATH_MAX];
@@ -54,7 +66,10 @@ int tdm__run_spill_dir_make(char *out, size_t len)
     if (lstat(base, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
         (st.st_mode & 0077))
         return -1;
-    int n = snprintf(out, len, "%s/run-%ld-%ld", base, (long)getpid(), (long)time(NULL));
+    char host[64];
+    this_host(host, sizeof host);
+    int n = snprintf(out, len, "%s/run-%ld-%ld-%s", base, (long)getpid(), (long)time(NULL),
+                     host);
     if (n < 0 || (size_t)n >= len || strpbrk(out, ",")) {
         out[0] = '\0';
         return -1;
@@ -191,13 +206,18 @@ size_t tdm__run_spills_sweep(const char *spill_dir, const char *dir)
     return recovered;
 }
 
-/* The run that made spill folder `name` ("run-PID-TIME") has ended: its
- * pid is gone.  (A pid in use again is taken for the run, and its folder
- * left alone: never recover under a running run's feet.) */
+/* The run that made spill folder `name` ("run-PID-TIME-HOST") has ended:
+ * it ran on this host and its pid is gone.  (A pid in use again is taken
+ * for the run, and a folder of another host, on a shared TMPDIR, is left
+ * alone: never recover under a running run's feet.) */
 static int run_gone(const char *name)
 {
     long pid = 0, t = 0;
-    if (sscanf(name, "run-%ld-%ld", &pid, &t) != 2 || pid <= 0)
+    int at = 0;
+    char host[64];
+    this_host(host, sizeof host);
+    if (sscanf(name, "run-%ld-%ld-%n", &pid, &t, &at) != 2 || pid <= 0 || !at ||
+        strcmp(name + at, host) != 0)
         return 0;
     return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }

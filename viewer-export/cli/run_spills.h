@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-/* Makes the run's spill folder, DEFAULT/run-PID-TIME (0700), into
+/* Makes the run's spill folder, DEFAULT/run-PID-TIME-HOST (0700), into
  * out[0..len).  Returns 0, or -1 with out[0] = 0 when the default place
  * is not usable (then the library's own default applies). */
 int tdm__run_spill_dir_make(char *out, size_t len);
