@@ -47,7 +47,6 @@
 
 /* ---- the output folder ------------------------------------------------- */
 
-
 static int is_tdm(const char *name)
 {
     size_t n = strlen(name);
@@ -405,7 +404,6 @@ void tdm__cli_run_help(FILE *out)
           "snapshot lacks the --device asked for.  1 usage error or a bad TIDEMARK_CONF.\n",
           out);
 }
-
 
 static void run_state_free(run_state *r)
 {

@@ -36,6 +36,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+/* "A/B", malloc'd; NULL when out of memory (asprintf leaves its pointer
+ * undefined then: never freed by mistake this way). */
+static char *join(const char *a, const char *b)
+{
+    char *out;
+    return asprintf(&out, "%s/%s", a, b) < 0 ? NULL : out;
+}
+
 /* In each run's spill folder: the snapshot folder it recovers into, so
  * that a later run can finish the job when this one was killed. */
 #define DEST_NAME "snapshots"
@@ -83,8 +91,8 @@ int tdm__run_spill_dir_make(char *out, size_t len)
 
 int tdm__run_spill_dir_note(const char *spill_dir, const char *dir)
 {
-    char *path = NULL;
-    if (asprintf(&path, "%s/" DEST_NAME, spill_dir) < 0)
+    char *path = join(spill_dir, DEST_NAME);
+    if (!path)
         return -1;
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     free(path);
@@ -155,7 +163,7 @@ size_t tdm__run_spills_sweep(const char *spill_dir, const char *dir)
         struct stat st;
         char *path = NULL;
         if (name[0] == '.' || n < 7 || strcmp(name + n - 6, ".spill") != 0 ||
-            asprintf(&path, "%s/%s", spill_dir, name) < 0)
+            !(path = join(spill_dir, name)))
             continue;
         if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != getuid()) {
             free(path);
@@ -188,8 +196,8 @@ size_t tdm__run_spills_sweep(const char *spill_dir, const char *dir)
         free(path);
     }
     closedir(d);
-    char *note = NULL;
-    if (asprintf(&note, "%s/" DEST_NAME, spill_dir) >= 0) {
+    char *note = join(spill_dir, DEST_NAME);
+    if (note) {
         /* kept while a spill stays, for a later run to finish with */
         DIR *left = opendir(spill_dir);
         int spills = 0;
@@ -236,11 +244,11 @@ size_t tdm__run_spills_sweep_stale(void)
         char *folder = NULL, *note = NULL;
         struct stat st;
         if (strncmp(e->d_name, "run-", 4) != 0 || !run_gone(e->d_name) ||
-            asprintf(&folder, "%s/%s", base, e->d_name) < 0)
+            !(folder = join(base, e->d_name)))
             continue;
         char dest[PATH_MAX] = "";
         if (lstat(folder, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == getuid() &&
-            asprintf(&note, "%s/" DEST_NAME, folder) >= 0) {
+            (note = join(folder, DEST_NAME))) {
             int fd = open(note, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
             ssize_t got = fd >= 0 ? read(fd, dest, sizeof dest - 1) : -1;
             if (fd >= 0)
@@ -251,8 +259,9 @@ size_t tdm__run_spills_sweep_stale(void)
              * never both recover one folder. */
             char *claim = NULL;
             if (dest[0] && stat(dest, &ds) == 0 && S_ISDIR(ds.st_mode) &&
-                asprintf(&claim, "%s.%ld", note, (long)getpid()) >= 0 &&
-                rename(note, claim) == 0) {
+                asprintf(&claim, "%s.%ld", note, (long)getpid()) < 0)
+                claim = NULL;
+            if (claim && rename(note, claim) == 0) {
                 long pid = strtol(e->d_name + 4, NULL, 10);
                 fprintf(stderr, "tidemark run: an earlier tidemark run (pid %ld) ended before "
                                 "recovering what its processes left; recovering it into %s\n",
