@@ -15,6 +15,7 @@
  *   ./train_sim --dump train.tdm                        (the C API below)
  * then: tidemark summary train.tdm
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,7 +170,7 @@ static void usage(FILE *to)
 {
     fprintf(to,
             "usage: train_sim [--steps N] [--layers N] [--hidden N] [--batch N]\n"
-            "                 [--device N] [--compute-us N] [--dump PATH]\n"
+            "                 [--device N] [--compute-us N] [--startup-ms N] [--dump PATH]\n"
             "Trains a simulated MLP on tidemark's sim device.\n"
             "  --steps N   training steps (default 5)\n"
             "  --layers N  layers, at most %d (default 6)\n"
@@ -178,6 +179,8 @@ static void usage(FILE *to)
             "  --device N  device ordinal (default 0)\n"
             "  --compute-us N  simulated compute per layer and pass, in us\n"
             "              (default 300; 0 runs as fast as it can)\n"
+            "  --startup-ms N  wait N ms before the first allocation, as a job's\n"
+            "              start-up does (MPI_Init, import torch; default 0)\n"
             "  --dump PATH record with the C API and write a snapshot to PATH\n"
             "Without --dump, set TIDEMARK_CONF (e.g. dump=train.tdm) to record.\n",
             MAX_LAYERS);
@@ -199,6 +202,7 @@ int main(int argc, char **argv)
     model m = {.layers = 6, .hidden = 2048, .batch = 512, .device = 0,
                .compute_us = 300};
     int steps = 5;
+    long startup_ms = 0;
     const char *dump = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -217,6 +221,8 @@ int main(int argc, char **argv)
             m.device = (int)parse_count(a, v, 0, 1023), i++;
         } else if (!strcmp(a, "--compute-us")) {
             m.compute_us = parse_count(a, v, 0, 10000000), i++;
+        } else if (!strcmp(a, "--startup-ms")) {
+            startup_ms = parse_count(a, v, 0, 600000), i++;
         } else if (!strcmp(a, "--dump") && v) {
             dump = v, i++;
         } else {
@@ -236,6 +242,11 @@ int main(int argc, char **argv)
         }
     }
     tdm_set_metadata("example: train_sim (MLP + Adam on the sim device)");
+    if (startup_ms > 0) {
+        struct timespec ts = {startup_ms / 1000, (startup_ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+    }
     train(&m, steps);
 
     tdm_stats stats = {.size = sizeof stats};

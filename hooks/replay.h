@@ -78,6 +78,12 @@ typedef struct tdm_replay_save {
                                * event the op caused is stamped with it.
                                * NULL: the replay's own clock */
     int replace;              /* replace a file at path; else refused */
+    /* Told, for each event of the file in order, the op that caused it
+     * (before the file is written; NULL: not told), so that the caller
+     * can give the events their recording's stacks, phases and
+     * categories (the replay itself records none). */
+    void (*on_event_op)(void *ctx, size_t event, size_t op);
+    void *op_ctx;
 } tdm_replay_save;
 
 /* tdm__replay, and `save` (NULL: nothing) written once the ops are done.

@@ -59,14 +59,17 @@ void tdm__replay_rec_op(tdm__replay_rec *r, size_t i)
 
 /* Each event takes the recorded time of its op: the last op that began at
  * or before it (events and op starts are both in time order). */
-static void stamp_events(tdm_snap *snap, const uint64_t *op_start, const uint64_t *op_times,
+static void stamp_events(tdm_snap *snap, const uint64_t *op_start, const tdm_replay_save *save,
                          size_t n)
 {
+    const uint64_t *op_times = save->op_times;
     size_t k = 0;
     for (size_t e = 0; e < snap->event_count && n; e++) {
         while (k + 1 < n && op_start[k + 1] <= snap->events[e].time_ns)
             k++;
         snap->events[e].time_ns = op_times[k];
+        if (save->on_event_op)
+            save->on_event_op(save->op_ctx, e, k);
     }
     if (n) {
         snap->header.start_time_us = op_times[0] / 1000;
@@ -82,7 +85,7 @@ tdm_status tdm__replay_rec_end(tdm__replay_rec *r, int write)
         st = tdm__rec_build_snapshot(&snap);
         if (st == TDM_OK) {
             if (r->save->op_times)
-                stamp_events(snap, r->op_start, r->save->op_times, r->n);
+                stamp_events(snap, r->op_start, r->save, r->n);
             st = tdm__snap_write_as(snap, r->save->path, r->save->replace);
             tdm__rec_snapshot_free(snap);
         }

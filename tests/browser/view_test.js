@@ -234,6 +234,64 @@ async function inlinedFrames(browser) {
     'inlined: nothing folded, no errors', errors.join('; '));
 }
 
+/* The time axes: lanes open on the span with events, not on the long
+ * start-up before them; a panel offers the event-index axis. */
+async function timeAxes(browser, aFile) {
+  const job = path.join(work, 'slow-start');
+  await recordJob(job, 2, r => ['--steps', '2', '--layers', '2', '--hidden', '512', '--compute-us', '0',
+    '--startup-ms', '600']);
+  const html = path.join(work, 'slow-start.html');
+  run(TIDEMARK, ['view', job, '-o', html]);
+  const {page, errors} = await openPage(browser, html);
+  const v = await page.evaluate(() => {
+    const r = window.tidemarkView.ranks;
+    const first = Math.min(...r.lanes.map(l => l.off)), last = Math.max(...r.lanes.map(l => l.off + r.snapOf(l).tEnd));
+    return {t0: r.t0, t1: r.t1, first, last};
+  });
+  check(v.first > 5e8 && v.t0 > 0.9 * v.first && (v.last - v.first) / (v.t1 - v.t0) > 0.9,
+    'lanes open on the span with events, not on the start-up before them', JSON.stringify(v));
+  check(errors.length === 0, 'slow start: no errors', errors.join('; '));
+
+  // lanes are named by rank, after their folder when there are several;
+  // a snapshot without a rank by its process, not its file's name
+  const other = path.join(work, 'other');
+  fs.mkdirSync(other);
+  fs.copyFileSync(path.join(job, 'r0.tdm'), path.join(other, 'r0.tdm'));
+  fs.copyFileSync(aFile, path.join(other, 'plain.tdm'));
+  const lhtml = path.join(work, 'labels.html');
+  run(TIDEMARK, ['view', job, other, '-o', lhtml]);
+  const lp = await openPage(browser, lhtml);
+  const names = await lp.page.evaluate(() => window.tidemarkView.ranks.lanes.map(l => l.label));
+  check(names.includes('slow-start rank 0') && names.includes('other rank 0') &&
+    names.some(x => /^other pid \d+$/.test(x)) && !names.some(x => /tidemark|\.tdm/.test(x)),
+    'lanes are named by folder and rank (or process)', names.join(' | '));
+
+  // one snapshot on the event-index axis: events evenly spaced
+  const one = path.join(job, 'r0.tdm'), ohtml = path.join(work, 'index.html');
+  run(TIDEMARK, ['view', one, '-o', ohtml]);
+  const o = await openPage(browser, ohtml);
+  const before = await o.page.evaluate(() => { const p = window.tidemarkView.panels[0]; return {t1: p.t1, n: p.snap.n}; });
+  await o.page.locator('[data-testid=index-axis]').check();
+  const ix = await o.page.evaluate(() => {
+    const p = window.tidemarkView.panels[0], s = p.snap, n = s.n;
+    const xs = [0, n >> 2, n >> 1, n - 1].map(k => p.xOf(s.timeOf(k)));
+    return {t0: p.t0, t1: p.t1, n, xs, when: s.describeSeq(n >> 1)};
+  });
+  const d1 = ix.xs[2] - ix.xs[1], d0 = ix.xs[1] - ix.xs[0];
+  check(ix.t1 < before.n * 1.1 && ix.t1 >= ix.n && Math.abs(d1 - d0) <= 1 && /^\+\d/.test(ix.when),
+    'the event-index axis spaces events evenly and still prints their times', JSON.stringify(ix));
+  const tip = await (async () => {
+    const box = await o.page.locator('canvas.chart').first().boundingBox();
+    await o.page.mouse.move(box.x + box.width * 0.5, box.y + box.height / 2);
+    return o.page.locator('.chart-box .tip').first().textContent();
+  })();
+  check(/event \d+/.test(tip) && /from the recording start/.test(tip), 'hover on the index axis names the event and its time', tip);
+  await o.page.locator('[data-testid=index-axis]').uncheck();
+  const back = await o.page.evaluate(() => window.tidemarkView.panels[0].t1);
+  check(Math.abs(back - before.t1) < 1e-6 * before.t1, 'unchecking returns to the time axis', back + ' vs ' + before.t1);
+  check(o.errors.length === 0, 'index axis: no errors', o.errors.join('; '));
+}
+
 async function main() {
   const a = path.join(work, 'train.tdm'), b = path.join(work, 'small.tdm');
   run(TRAIN_SIM, ['--steps', '5'], {TIDEMARK_CONF: 'dump=' + a});
@@ -359,6 +417,15 @@ async function main() {
     const pending = await two.page.locator('.panel').nth(1).locator('[data-testid=live-row]', {hasText: 'free pending'}).count();
     check(live2.rows.length > 0 && pending === 0, 'side by side: no live row at the peak says "free pending"',
       pending + ' of ' + live2.rows.length);
+    // the header compares reserved too (replay --save's runs differ only there)
+    const cmpHead = await two.page.evaluate(() => {
+      const [x, y] = window.tidemarkView.panels.map(p => p.dev);
+      const span = document.querySelector('[data-testid=reserved-diff]');
+      return {text: document.getElementById('compare').textContent, known: x.reserved_known && y.reserved_known,
+        got: span ? Number(span.dataset.bytes) : NaN, want: y.peak_reserved - x.peak_reserved};
+    });
+    check(cmpHead.known && cmpHead.got === cmpHead.want && /peak allocated: .*peak reserved: /.test(cmpHead.text),
+      'side by side: the header compares peak allocated and peak reserved', cmpHead.text);
     check(two.errors.length === 0 && two.requests.length === 0, 'side by side: no errors, no requests',
       two.errors.concat(two.requests).join('; '));
     await two.page.screenshot({path: path.join(outDir, 'compare.png'), fullPage: true});
@@ -506,6 +573,7 @@ async function main() {
 
     await pythonStacks(browser);
     await inlinedFrames(browser);
+    await timeAxes(browser, a);
   } finally {
     await browser.close();
   }

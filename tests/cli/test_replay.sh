@@ -86,6 +86,29 @@ expect 0 "sweep, text" -- "$TIDEMARK" replay --sweep --capacity 30MiB "$work/fil
 has_re out '^\* best: '
 has_re out 'roundup_power2_divisions=4 .* OOM'
 
+# --sweep --min-capacity: the star answers "the smallest device". 30 MiB
+# freed, then 41 MiB: expandable segments reserve least (60 MiB against 72)
+# but need a 60 MiB device, where the defaults fit on 42 MiB (freeing the
+# cached 30 MiB on the retry).  The star goes to a row whose smallest
+# device is the smallest of all, and to the recorded row on a tie.
+printf 'alloc,1,1,%d,\nfree,2,1,,\nalloc,3,2,%d,\n' $((30 * MiB)) $((41 * MiB)) | csv >"$work/star.csv"
+expect 0 "sweep, min capacity" -- "$TIDEMARK" replay --json --sweep --min-capacity "$work/star.csv"
+cp "$work/out" "$work/star.json"
+got=$(jget "$work/star.json" "[(s['label'], s['min_capacity'] // $MiB) for s in d['settings'] if s['best']]")
+[ "$got" = "[('recorded', 42)]" ] || fail "the star of --min-capacity: $got"
+got=$(jget "$work/star.json" "[s['min_capacity'] // $MiB for s in d['settings'] if s['label'] == 'expandable_segments=1']")
+[ "$got" = "[60]" ] || fail "expandable's smallest device on star.csv: $got"
+expect 0 "sweep, min capacity, text" -- "$TIDEMARK" replay --sweep --min-capacity "$work/star.csv"
+has out "* best: recorded (the smallest device, 42.00 MiB; no setting tried needs a smaller one)"
+
+# --capacity without a unit is bytes, said back as the gates say it
+expect 0 "--capacity 10" -- "$TIDEMARK" replay --capacity 10 "$work/fill.csv"
+has err "--capacity 10 has no unit: read as 10 B (did you mean 10GiB?)"
+has out "on a sim device of 10 B"
+expect 0 "--capacity 10GiB" -- "$TIDEMARK" replay --capacity 10GiB "$work/fill.csv"
+lacks err "no unit"
+expect 1 "--capacity 0" -- "$TIDEMARK" replay --capacity 0 "$work/fill.csv"
+
 # ---- what replay refuses, in one line ------------------------------------
 for bad in "max_split_size=abc" "foo=1" "expandable_segments=2" "garbage_collection_threshold=1.5"; do
   expect 2 "--conf $bad" -- "$TIDEMARK" replay --conf "$bad" "$work/fill.csv"

@@ -52,6 +52,25 @@ expect 0 "view of two" -- "$TIDEMARK" view "$out/recorded.tdm" "$out/expandable_
 expect 0 "diff" -- "$TIDEMARK" diff "$out/recorded.tdm" "$out/expandable_segments=1.tdm"
 expect 0 "gate" -- "$TIDEMARK" gate --max-reserved 100GiB "$out/recorded.tdm"
 
+# The saved replays carry the recording's stacks, phases and categories:
+# the same categories at the peak as the recording, sites with their
+# frames, the peak's phase, and a page whose panels are not all "unknown".
+expect 0 "categories of the recording" -- "$TIDEMARK" categories "$work/run.tdm"
+sed -n '/at the peak/,/over time/p' "$work/out" >"$work/cats.run"
+grep -q "parameter" "$work/cats.run" || fail "the recording has no parameters at its peak (test checks nothing)"
+for f in "$out/recorded.tdm" "$out/expandable_segments=1.tdm"; do
+  expect 0 "categories of $f" -- "$TIDEMARK" categories "$f"
+  sed -n '/at the peak/,/over time/p' "$work/out" >"$work/cats.saved"
+  cmp -s "$work/cats.run" "$work/cats.saved" ||
+    { fail "$f: categories at the peak differ from the recording's"; diff "$work/cats.run" "$work/cats.saved" | head; }
+  expect 0 "summary of $f" -- "$TIDEMARK" summary "$f"
+  has out "(train_sim.c:"
+  has_re out "peak at +\+[0-9.]+ s \(event [0-9]+\), step [0-9]+, phase [a-z_]+"
+done
+expect 0 "view of a saved replay" -- "$TIDEMARK" view "$out/recorded.tdm" -o "$work/saved.html"
+grep -q '"phases":\["","' "$work/saved.html" || fail "the saved replay's page has no phases"
+grep -qE '"stacks":[1-9][0-9]*,' "$work/saved.html" || fail "the saved replay's page has no stacks"
+
 # The saved replay is a cache-mode recording of its setting: replaying it
 # reproduces it; its events carry the recording's times (same peak time).
 expect 0 "replay of a saved replay" -- "$TIDEMARK" replay --json "$out/expandable_segments=1.tdm"

@@ -10,6 +10,13 @@
 # the command's stdout untouched, SIGTERM passed on, JUnit and GitHub
 # output.
 . "${BASH_SOURCE[0]%/*}/lib.sh" TIDEMARK TRAIN_SIM LIBTIDEMARK
+# The conf the command printed, without the spill folder run adds (its
+# name has run's pid and start time): $work/out.ns.
+nospill() {
+  grep -qE ',spill=[^],]*/run-[0-9]+-[0-9]+-[^],/]+/[^],/]*-%p\.spill' "$work/out" ||
+    fail "run gave the command no spill folder of its own: $(cat "$work/out")"
+  sed -E 's#,spill=[^],]*##' "$work/out" >"$work/out.ns"
+}
 cd "$work" || exit 1
 unset TIDEMARK_CONF LD_PRELOAD
 # No preload unless a check asks for one: results must not depend on
@@ -26,8 +33,8 @@ expect 1 "no command" -- "$TIDEMARK" run --max-peak 1G --
 has err "no command given"; has err "tidemark help run"
 expect 1 "unknown option" -- "$TIDEMARK" run --bogus -- true
 has err "unknown option '--bogus'"
-expect 1 "--conf dump=" -- "$TIDEMARK" run --conf "record=all, dump=x.tdm" -- true
-has err "may not set 'dump'"
+expect 1 "--conf dump= not a .tdm" -- "$TIDEMARK" run --conf "record=all, dump=x.json" -- true
+has err "ending in .tdm"
 expect 1 "comma in -o" -- "$TIDEMARK" run -o "a,b" -- true
 expect 1 "bad gate value" -- "$TIDEMARK" run --max-leak much -- true
 [ ! -e tidemark-out ] || fail "a usage error made the output folder"
@@ -42,10 +49,41 @@ has err "TIDEMARK_PRELOAD is empty"      # the note: running without preload
 [ "$(tdms "$work/r1")" -eq 1 ] || fail "one snapshot expected in r1"
 has err "config     dump=$work/r1/tidemark-%h-%p.tdm"
 
-# Run again into the same folder: the first run's file is not collected.
+# Run again into the same folder: the runs are not mixed. The second goes
+# into a subfolder of its own, and says so; the folder still reads as the
+# first run (one snapshot, so `diff` and `view` take it), the subfolder as
+# the second.
 expect 0 "second run, same folder" -- "$TIDEMARK" run -o "$work/r1" -- "$TRAIN_SIM" --steps 1
-has err "tidemark run: 1 snapshot in $work/r1"
-[ "$(tdms "$work/r1")" -eq 2 ] || fail "two snapshots expected in r1 now"
+has err "$work/r1 holds an earlier run; this run's snapshots go into $work/r1/run-2"
+has err "tidemark run: 1 snapshot in $work/r1/run-2"
+[ "$(tdms "$work/r1")" -eq 1 ] || fail "the first run's folder got more snapshots"
+[ "$(tdms "$work/r1/run-2")" -eq 1 ] || fail "one snapshot expected in r1/run-2"
+expect 0 "the two runs compared" -- "$TIDEMARK" diff "$work/r1" "$work/r1/run-2"
+expect 0 "a third run" -- "$TIDEMARK" run -o "$work/r1" -- "$TRAIN_SIM" --steps 1
+has err "tidemark run: 1 snapshot in $work/r1/run-3"
+[ "$(tdms "$work/r1/run-3")" -eq 1 ] || fail "one snapshot expected in r1/run-3"
+
+# Under a launcher of ranks (here a stand-in named torchrun, then srun,
+# starting two ranks): the files are named by rank, not by pid, and the
+# report is one rank table, not a whole summary per rank.
+mkdir -p "$work/bin"
+printf '#!/bin/sh\nfor r in 0 1; do RANK=$r WORLD_SIZE=2 "%s" --steps 1 --compute-us 0 >/dev/null & done\nwait\n' \
+  "$TRAIN_SIM" >"$work/bin/torchrun"
+chmod +x "$work/bin/torchrun"
+cp "$work/bin/torchrun" "$work/bin/srun"
+for launcher in torchrun srun; do
+  expect 0 "under $launcher" -- "$TIDEMARK" run -o "$work/$launcher" -- "$work/bin/$launcher"
+  for r in 0 1; do
+    [ -s "$work/$launcher/tidemark-$(hostname)-r$r.tdm" ] || fail "$launcher: no file of rank $r: $(ls "$work/$launcher")"
+  done
+  has err "tidemark summary of 2 snapshots: 2 ranks on 1 host"
+  has err "spread of the peaks over 2 ranks"
+  lacks err "tidemark summary of $work/$launcher/"
+done
+# not a launcher: named by pid, as before
+expect 0 "not a launcher" -- "$TIDEMARK" run -o "$work/plain" -- "$TRAIN_SIM" --steps 1 --compute-us 0
+has_re err "tidemark run: 1 snapshot in $work/plain"
+ls "$work/plain" | grep -qE "^tidemark-.*-[0-9]+\.tdm$" || fail "not named by pid: $(ls "$work/plain")"
 
 expect 7 "the command's own exit code" -- "$TIDEMARK" run -o "$work/r2" -- sh -c 'echo hi; exit 7'
 has out "hi"; has err "the command exited with 7"
@@ -83,7 +121,8 @@ TIDEMARK_CONF="max_entries=5000" expect 0 "--conf" -- "$TIDEMARK" run -o "$work/
 has err "ring of 64)"; has err "allocator passthrough"
 has err "config     max_entries=5000,max_entries=64,alloc_mode=passthrough,dump=$work/r4/"
 expect 0 "conf seen by the command" -- "$TIDEMARK" run -o "$work/r 5%" -- sh -c 'echo "[$TIDEMARK_CONF]"'
-has out "[dump=$work/r 5%%/tidemark-%h-%p.tdm,dump_on=exit+signal,signal=SIGRTMAX-5,stop_signals=off]"
+nospill
+has out.ns "[dump=$work/r 5%%/tidemark-%h-%p.tdm,dump_on=exit+signal,signal=SIGRTMAX-5,stop_signals=off]"
 
 # ---- every process writes its own snapshot -------------------------------------------
 expect 0 "two children" -- "$TIDEMARK" run -o "$work/r6" -- \

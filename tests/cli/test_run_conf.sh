@@ -5,6 +5,13 @@
 # own line, exit 1, and the command does not run. Also the items run adds
 # (dump_on with signal, the dump signal) and a user's own dump_on/signal.
 . "${BASH_SOURCE[0]%/*}/lib.sh" TIDEMARK TRAIN_SIM LIBTIDEMARK
+# The conf the command printed, without the spill folder run adds (its
+# name has run's pid and start time): $work/out.ns.
+nospill() {
+  grep -qE ',spill=[^],]*/run-[0-9]+-[0-9]+-[^],/]+/[^],/]*-%p\.spill' "$work/out" ||
+    fail "run gave the command no spill folder of its own: $(cat "$work/out")"
+  sed -E 's#,spill=[^],]*##' "$work/out" >"$work/out.ns"
+}
 cd "$work" || exit 1
 unset TIDEMARK_CONF LD_PRELOAD
 export TIDEMARK_PRELOAD=
@@ -50,14 +57,23 @@ has err "ring of 64)"
 
 # ---- what run adds: dump_on=...+signal and its signal ---------------------------------
 expect 0 "the conf the command sees" -- "$TIDEMARK" run -o "$work/c5" -- sh -c 'echo "[$TIDEMARK_CONF]"'
-has out "[dump=$work/c5/tidemark-%h-%p.tdm,dump_on=exit+signal,signal=SIGRTMAX-5,stop_signals=off]"
+nospill
+has out.ns "[dump=$work/c5/tidemark-%h-%p.tdm,dump_on=exit+signal,signal=SIGRTMAX-5,stop_signals=off]"
 expect 0 "a user's dump_on and signal kept" -- "$TIDEMARK" run -o "$work/c5" \
   --conf dump_on=oom,signal=usr1 -- sh -c 'echo "[$TIDEMARK_CONF]"'
-has out "[dump_on=oom,signal=usr1,dump=$work/c5/tidemark-%h-%p.tdm,dump_on=oom+signal,stop_signals=off]"
+nospill
+has out.ns "[dump_on=oom,signal=usr1,dump=$work/c5/tidemark-%h-%p.tdm,dump_on=oom+signal,stop_signals=off]"
 expect 0 "dump_on with signal already" -- "$TIDEMARK" run -o "$work/c5" \
   --conf dump_on=exit+signal -- sh -c 'echo "[$TIDEMARK_CONF]"'
-has out "[dump_on=exit+signal,dump=$work/c5/tidemark-%h-%p.tdm,signal=SIGRTMAX-5,stop_signals=off]"
+nospill
+has out.ns "[dump_on=exit+signal,dump=$work/c5/tidemark-%h-%p.tdm,signal=SIGRTMAX-5,stop_signals=off]"
 expect 0 "dump_on=none" -- "$TIDEMARK" run -o "$work/c5" --conf dump_on=none -- sh -c 'echo "[$TIDEMARK_CONF]"'
-has out "[dump_on=none,dump=$work/c5/tidemark-%h-%p.tdm]"
+nospill
+has out.ns "[dump_on=none,dump=$work/c5/tidemark-%h-%p.tdm]"
+# a spill of the user's own is kept, and run adds none
+expect 0 "a user's spill" -- "$TIDEMARK" run -o "$work/c5" --conf "spill=$work/my-%p.spill" -- \
+  sh -c 'echo "[$TIDEMARK_CONF]"'
+has out "[spill=$work/my-%p.spill,dump=$work/c5/tidemark-%h-%p.tdm,"
+lacks out "/run-"
 
 finish "tidemark run --conf checks"

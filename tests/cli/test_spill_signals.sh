@@ -74,23 +74,72 @@ rc=$?
 [ "$rc" -eq 143 ] || fail "stop_signals=off: exit $rc, wanted 143"
 [ ! -e "$work/off.tdm" ] || fail "stop_signals=off: a snapshot was written"
 
-# tidemark run: its program killed by SIGKILL; run names the spill file.
+# tidemark run: its program killed by SIGKILL.  run recovers the history
+# its spill file holds into -o itself (no `recover` command left to the
+# user), says where, and removes the spill; a job without a terminal is
+# told at the start where snapshots and spills go.
 unset TIDEMARK_CONF LD_PRELOAD
 export TIDEMARK_PRELOAD=  # train_sim records through the library it links
 "$TIDEMARK" run -o "$work/run" -- "$TRAIN_SIM" --steps 100000 --compute-us 200 \
   >"$work/run.out" 2>"$work/run.err" &
 rpid=$!
-child=
+child= spill=
 for _ in $(seq 200); do
   child=$(ps -o pid= --ppid "$rpid" 2>/dev/null | tr -d ' ')
-  [ -n "$child" ] && [ -e "$spills/tidemark-$(hostname)-$child.spill" ] && break
+  [ -n "$child" ] && spill=$(find "$spills" -name "tidemark-$(hostname)-$child.spill" 2>/dev/null) &&
+    [ -n "$spill" ] && break
   sleep 0.05
 done
+[ -n "$spill" ] || fail "run's program made no spill file under $spills"
 sleep 0.3
 kill -KILL "$child" 2>/dev/null
 wait $rpid
+rec="$work/run/tidemark-$(hostname)-$child.tdm"
 has run.err "killed by signal 9"
-has run.err "tidemark recover $spills/tidemark-$(hostname)-$child.spill -o OUT.tdm"
-expect 0 "recover the run's spill" -- "$TIDEMARK" recover "$spills/tidemark-$(hostname)-$child.spill" \
-  -o "$work/run.rec.tdm"
-finish "SIGINT/SIGTERM snapshots; the program's own handler kept; run names the spill"
+has run.err "tidemark run: snapshots go into $work/run; until each process ends, its history spills to $spills/run-"
+has run.err "tidemark run: process $child ended without writing its snapshot (killed, or crashed); its history, recovered from its spill file, is in $rec"
+has run.err "tidemark run: 1 snapshot in $work/run"
+lacks run.err "tidemark recover"
+[ -s "$rec" ] || fail "no recovered snapshot in -o: $(ls "$work/run")"
+[ ! -e "$spill" ] || fail "the killed program's spill file stays: $spill"
+[ -z "$(find "$spills" -mindepth 1 -name 'run-*' 2>/dev/null)" ] || fail "run's spill folder left behind"
+expect 0 "summary of the recovered snapshot" -- "$TIDEMARK" summary "$rec"
+has out "recovered from spill; partial"
+has out "peak allocated"
+# A program deeper in the command (a job script's), killed while the
+# script goes on and exits 0: its history is recovered all the same.
+expect 0 "a killed program inside a script" -- "$TIDEMARK" run -o "$work/deep" -- sh -c \
+  "'$TRAIN_SIM' --steps 100000 --compute-us 200 >/dev/null & p=\$!; sleep 1; kill -KILL \$p; wait \$p; exit 0"
+has err "ended without writing its snapshot (killed, or crashed); its history, recovered from its spill file, is in $work/deep/tidemark-$(hostname)-"
+has err "tidemark run: 1 snapshot in $work/deep"
+lacks err "tidemark recover"
+[ -z "$(find "$spills" -path '*/run-*' 2>/dev/null)" ] || fail "spills left: $(find "$spills" -path '*/run-*')"
+
+# tidemark run itself killed (a batch system's SIGKILL): its command dies
+# with it, and no one is left to recover.  The next run does, into the
+# first one's folder, and says so.
+"$TIDEMARK" run -o "$work/lost" -- "$TRAIN_SIM" --steps 100000 --compute-us 200 \
+  >/dev/null 2>"$work/lost.err" &
+rpid=$!
+child= spill=
+for _ in $(seq 200); do
+  child=$(ps -o pid= --ppid "$rpid" 2>/dev/null | tr -d ' ')
+  [ -n "$child" ] && spill=$(find "$spills" -name "tidemark-$(hostname)-$child.spill" 2>/dev/null) &&
+    [ -n "$spill" ] && break
+  sleep 0.05
+done
+[ -n "$spill" ] || fail "the run to be killed made no spill under $spills"
+sleep 0.3
+kill -KILL "$rpid"
+wait "$rpid" 2>/dev/null
+for _ in $(seq 100); do gone "$child" && break; sleep 0.05; done
+gone "$child" || fail "the command outlived its killed tidemark run"
+[ -e "$spill" ] || fail "the killed run's spill is gone before any recovery"
+expect 0 "the next run" -- "$TIDEMARK" run -o "$work/next" -- true
+has err "an earlier tidemark run (pid $rpid) ended before recovering what its processes left; recovering it into $work/lost"
+has err "its history, recovered from its spill file, is in $work/lost/tidemark-$(hostname)-$child.tdm"
+[ -s "$work/lost/tidemark-$(hostname)-$child.tdm" ] || fail "no recovered snapshot in $work/lost"
+[ ! -e "$spill" ] || fail "the recovered spill stays: $spill"
+[ -z "$(find "$spills" -path '*/run-*' 2>/dev/null)" ] || fail "spill folders left: $(find "$spills" -path '*/run-*')"
+
+finish "SIGINT/SIGTERM snapshots; the program's own handler kept; run recovers a killed program"

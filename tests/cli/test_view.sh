@@ -108,4 +108,28 @@ has err "name the page with -o"
 expect 0 "into a new folder" -- "$TIDEMARK" view "$work/train.tdm" -o "$work/pages/run1/view.html"
 [ -s "$work/pages/run1/view.html" ] || fail "no page in the new folder"
 
+# ---- run folders: one snapshot each is that snapshot, two folders are A/B ----------
+mkdir -p "$work/runA" "$work/runB"
+TIDEMARK_CONF="dump=$work/runA/tidemark-h-11.tdm" "$TRAIN_SIM" --steps 1 >/dev/null 2>&1 || fail "runA"
+TIDEMARK_CONF="dump=$work/runB/tidemark-h-12.tdm" "$TRAIN_SIM" --steps 2 >/dev/null 2>&1 || fail "runB"
+expect 0 "a run folder of one snapshot" -- "$TIDEMARK" view "$work/runA" -o "$work/runA.html"
+lacks err "on one time axis"
+grep -q '"layout":"panels"' "$work/runA.html" || fail "a folder of one snapshot is laid out as ranks"
+grep -q '"label":"runA"' "$work/runA.html" || fail "the folder's snapshot is not labelled by the folder"
+expect 0 "two run folders" -- "$TIDEMARK" view "$work/runA" "$work/runB/" -o "$work/ab.html"
+lacks err "ranks"; has err "runA vs runB"
+grep -q '"layout":"panels"' "$work/ab.html" || fail "two run folders are not compared side by side"
+[ "$(grep -o '"data_format":1' "$work/ab.html" | wc -l)" -eq 2 ] || fail "ab.html lacks two snapshots"
+grep -q '"label":"runB"' "$work/ab.html" || fail "runB/ not labelled by its folder"
+# a run folder of a job's ranks still gets its lanes (not labelled by
+# the folder: there is one); two jobs' folders label their lanes by folder
+expect 0 "a folder of ranks" -- "$TIDEMARK" view "$work/job" -o "$work/job3.html"
+has err "3 ranks on one time axis"
+lacks job3.html '"label":"job"'
+cp -r "$work/job" "$work/jobB"
+expect 0 "two folders of ranks" -- "$TIDEMARK" view "$work/job" "$work/jobB" -o "$work/jobs.html"
+has err "6 ranks on one time axis"
+[ "$(grep -o '"label":"job"' "$work/jobs.html" | wc -l)" -eq 3 ] || fail "job's lanes not labelled by its folder"
+[ "$(grep -o '"label":"jobB"' "$work/jobs.html" | wc -l)" -eq 3 ] || fail "jobB's lanes not labelled by its folder"
+
 finish "tidemark view"

@@ -77,27 +77,38 @@ int tdm__cli_recover(int argc, char **argv)
         return tdm__cli_usage(CMD, "no spill file given");
     char *def = default_output(input);
     char *out_path = NULL;
+    int rc = tdm__cli_output_choose(CMD, out_opt, def, force, &out_path);
+    if (rc == TDM_EXIT_OK)
+        rc = tdm__recover_file(CMD, input, out_path, force, quiet ? NULL : stderr, NULL);
+    free(out_path);
+    free(def);
+    return rc;
+}
+
+int tdm__recover_file(const char *cmd, const char *input, const char *out_path, int force,
+                      FILE *said, size_t *events)
+{
     tdm_spill_data *d = NULL;
     tdm_snap *snap = NULL;
     tdm_recover_symbols *sym = NULL;
-    int rc = tdm__cli_output_choose(CMD, out_opt, def, force, &out_path);
-    if (rc != TDM_EXIT_OK)
-        goto out;
+    int rc = TDM_EXIT_OK;
+    if (events)
+        *events = 0;
     tdm_read_error err;
     tdm_status st = tdm__spill_read_file(input, &d, &err);
     if (st != TDM_OK) {
         if (st == TDM_IO_ERROR) /* the system's word is the cause */
-            fprintf(stderr, "tidemark " CMD ": %s: %s\n", input, err.message);
+            fprintf(stderr, "tidemark %s: %s: %s\n", cmd, input, err.message);
         else
-            fprintf(stderr, "tidemark " CMD ": %s: %s: %s\n", input, tdm_strerror(st),
+            fprintf(stderr, "tidemark %s: %s: %s: %s\n", cmd, input, tdm_strerror(st),
                     err.message);
         rc = st == TDM_HOST_OUT_OF_MEMORY ? TDM_EXIT_TOOL_ERROR : TDM_EXIT_BAD_INPUT;
         goto out;
     }
     if (!d->has_ring)
-        fprintf(stderr, "tidemark " CMD ": %s holds no event ring (recording was not "
+        fprintf(stderr, "tidemark %s: %s holds no event ring (recording was not "
                         "record=all, had not started, or the spill's file system had no "
-                        "room for it)\n", input);
+                        "room for it)\n", cmd, input);
     size_t changed = 0, missing = 0;
     sym = tdm__recover_symbols_open(d, stderr, &changed, &missing);
     char notes[256] = "";
@@ -109,34 +120,34 @@ int tdm__cli_recover(int argc, char **argv)
                  (unsigned long long)d->bad_slots);
     st = tdm__recover_build(d, sym, notes, &snap);
     if (st != TDM_OK) {
-        fprintf(stderr, "tidemark " CMD ": %s\n", tdm_strerror(st));
+        fprintf(stderr, "tidemark %s: %s\n", cmd, tdm_strerror(st));
         rc = TDM_EXIT_TOOL_ERROR;
         goto out;
     }
-    if ((rc = tdm__cli_make_parents(CMD, out_path)) != TDM_EXIT_OK)
+    if ((rc = tdm__cli_make_parents(cmd, out_path)) != TDM_EXIT_OK)
         goto out;
     st = tdm__snap_write_as(snap, out_path, force);
     if (st != TDM_OK) {
         int e = errno;
         if (st == TDM_IO_ERROR && e == EEXIST) {
-            rc = tdm__cli_output_check(CMD, out_path, 0, 1);
+            rc = tdm__cli_output_check(cmd, out_path, 0, 1);
         } else {
-            fprintf(stderr, "tidemark " CMD ": cannot write %s: %s\n", out_path,
+            fprintf(stderr, "tidemark %s: cannot write %s: %s\n", cmd, out_path,
                     st == TDM_IO_ERROR && e ? tdm__out_strerror(e) : tdm_strerror(st));
             rc = TDM_EXIT_TOOL_ERROR;
         }
         goto out;
     }
-    if (!quiet)
-        fprintf(stderr, "tidemark " CMD ": wrote %s (%zu events, %llu being written left "
-                        "out, %llu malformed left out, %zu live blocks; partial)\n",
-                out_path, snap->event_count, (unsigned long long)d->torn_slots,
+    if (events)
+        *events = snap->event_count;
+    if (said)
+        fprintf(said, "tidemark %s: wrote %s (%zu events, %llu being written left "
+                      "out, %llu malformed left out, %zu live blocks; partial)\n",
+                cmd, out_path, snap->event_count, (unsigned long long)d->torn_slots,
                 (unsigned long long)d->bad_slots, snap->block_count);
 out:
     tdm__recover_snap_free(snap);
     tdm__recover_symbols_close(sym);
     tdm__spill_data_free(d);
-    free(out_path);
-    free(def);
     return rc;
 }

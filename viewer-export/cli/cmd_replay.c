@@ -3,14 +3,18 @@
  * stream (replay_ops.c) is replayed through libtidemark's caching
  * allocator on a sim device (tdm__replay, loaded with dlopen: the tool is
  * not linked with the recorder), once per setting, and the outcomes are
- * printed side by side.  Single-threaded; no state beyond the call.
+ * printed side by side (replay_table.c); --save's files get the
+ * recording's stacks and phases (replay_enrich.c).  Single-threaded; no
+ * state beyond the call.
  */
 #define _GNU_SOURCE
 #include "cli.h"
 #include "format_size.h"
-#include "json.h"
+#include "gate.h"
 #include "load.h"
+#include "replay_enrich.h"
 #include "replay_ops.h"
+#include "replay_table.h"
 #include "run.h"
 
 #include <dlfcn.h>
@@ -23,18 +27,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#define MAX_SETTINGS 64
-#define UNLIMITED ((uint64_t)1 << 40) /* the sim device of "unlimited" */
 #define BISECT_STEP ((uint64_t)1 << 20) /* --min-capacity's granularity */
-
-typedef struct setting {
-    char label[64];
-    char conf[512];
-    char *save_path; /* --save: where its replay goes; NULL without */
-    tdm_replay_result r;
-    uint64_t min_capacity; /* 0: not searched */
-    int best;
-} setting;
 
 typedef struct seg_log {
     tdm_replay_seg_event *ev;
@@ -139,6 +132,7 @@ typedef struct replayer {
     tdm_replay_save_fn save_fn; /* NULL: the library has none */
     int replace;                /* --force */
     const tdm_replay_input *in;
+    const tdm_snap *snap; /* the recording: its stacks and phases go into --save's files */
     uint64_t roomy; /* a device size tried first for "unlimited" */
     uint64_t live_floor; /* most requested bytes live at once */
 } replayer;
@@ -188,6 +182,11 @@ static uint64_t roomy_capacity(const tdm_replay_input *in)
     return sum < ((uint64_t)1 << 30) ? (uint64_t)1 << 30 : sum;
 }
 
+static void note_event_op(void *ctx, size_t event, size_t op)
+{
+    tdm__replay_event_op_note(ctx, event, op);
+}
+
 /* One replay; with `save_path`, its run written there too. */
 static int replay_call(const replayer *rp, const char *conf, uint64_t capacity,
                        tdm_replay_result *r, seg_log *log, char *why, size_t why_len,
@@ -196,10 +195,18 @@ static int replay_call(const replayer *rp, const char *conf, uint64_t capacity,
     if (!save_path)
         return rp->fn(conf, capacity, rp->in->ops, rp->in->op_count, rp->in->ids,
                       log ? log_segment : NULL, log, r, why, why_len);
+    tdm_replay_event_ops eo = {0};
     tdm_replay_save save = {.path = save_path, .op_times = rp->in->op_times,
-                            .replace = replace};
-    return rp->save_fn(conf, capacity, rp->in->ops, rp->in->op_count, rp->in->ids,
-                       log ? log_segment : NULL, log, r, why, why_len, &save);
+                            .replace = replace, .on_event_op = note_event_op, .op_ctx = &eo};
+    int st = rp->save_fn(conf, capacity, rp->in->ops, rp->in->op_count, rp->in->ids,
+                         log ? log_segment : NULL, log, r, why, why_len, &save);
+    /* The replay records no stacks, phases or categories: the file gets
+     * the recording's, each event those of the request it came from. */
+    if (st == TDM_OK && rp->snap && tdm__replay_enrich(save_path, rp->snap, rp->in, &eo) != 0)
+        fprintf(stderr, "tidemark replay: note: %s has the replay's events without the "
+                        "recording's stacks and phases (out of memory)\n", save_path);
+    free(eo.op);
+    return st;
 }
 
 static int run_one(const replayer *rp, const char *conf, uint64_t capacity,
@@ -328,118 +335,6 @@ typedef struct replay_opts {
     int sweep, find_min, json, device, force;
     uint64_t capacity; /* 0: the recorded device's, else unlimited */
 } replay_opts;
-
-static void print_text(const char *path, const tdm_replay_input *in, const setting *s,
-                       size_t n, uint64_t capacity, const replay_opts *o, char notes[][256],
-                       size_t note_count, const char *timeline, int compare_peak)
-{
-    char a[32], b[32], c[32];
-    printf("replay of %s, device %d: %zu requests (%zu allocations) on a sim device of %s\n",
-           path, in->device, in->op_count, in->allocs,
-           capacity >= UNLIMITED ? "unlimited size" : tdm__fmt_bytes(a, sizeof a, capacity));
-    for (size_t i = 0; i < note_count; i++)
-        printf("note: %s\n", notes[i]);
-    if (in->recorded_peak_reserved && compare_peak)
-        printf("recorded peak reserved %s; replayed under the recorded settings %s (%s)\n",
-               tdm__fmt_bytes(a, sizeof a, in->recorded_peak_reserved),
-               tdm__fmt_bytes(b, sizeof b, s[0].r.peak_reserved),
-               s[0].r.peak_reserved == in->recorded_peak_reserved ? "exactly the same"
-                                                                   : "differs");
-    if (timeline)
-        printf("segment timeline under the recorded settings: %s\n", timeline);
-    int width = 36; /* the label column: as wide as its longest label */
-    for (size_t i = 0; i < n; i++)
-        if ((int)strlen(s[i].label) + 2 > width)
-            width = (int)strlen(s[i].label) + 2;
-    printf("\n%-*s %13s %13s %9s %9s %9s %8s %6s", width, "setting", "peak reserved",
-           "peak alloc", "res/alloc", "segments", "dev calls", "retries", "OOM");
-    if (o->find_min)
-        printf(" %13s", "min capacity");
-    printf("\n");
-    for (size_t i = 0; i < n; i++) {
-        const tdm_replay_result *r = &s[i].r;
-        char label[80];
-        snprintf(label, sizeof label, "%s%s", s[i].best ? "* " : "  ", s[i].label);
-        double ratio = r->reserved_at_peak && r->peak_allocated
-                           ? (double)r->reserved_at_peak / (double)r->peak_allocated
-                           : 0.0;
-        printf("%-*s %13s %13s %9.3f %9llu %9llu %8llu %6s", width, label,
-               tdm__fmt_bytes(a, sizeof a, r->peak_reserved),
-               tdm__fmt_bytes(b, sizeof b, r->peak_allocated), ratio,
-               (unsigned long long)r->segments, (unsigned long long)r->device_calls,
-               (unsigned long long)r->retries, r->ooms ? "OOM" : "fits");
-        if (o->find_min)
-            printf(" %13s", s[i].min_capacity ? tdm__fmt_bytes(c, sizeof c, s[i].min_capacity)
-                                              : "none");
-        printf("\n");
-    }
-    for (size_t i = 0; i < n; i++)
-        if (s[i].best)
-            printf("\n* best: %s (least peak reserved without running out of memory)\n",
-                   s[i].label);
-}
-
-static int print_json(const char *path, const tdm_replay_input *in, const setting *s,
-                      size_t n, uint64_t capacity, char notes[][256], size_t note_count,
-                      const char *timeline, int timeline_ok)
-{
-    tdm_jw w;
-    if (tdm__jw_init(&w, stdout) != TDM_OK)
-        return TDM_EXIT_TOOL_ERROR;
-    tdm__jw_open(&w, '{');
-    tdm__jw_kstr(&w, "input", path);
-    tdm__jw_ki64(&w, "device", in->device);
-    tdm__jw_ku64(&w, "requests", in->op_count);
-    tdm__jw_ku64(&w, "allocations", in->allocs);
-    tdm__jw_ku64(&w, "capacity", capacity >= UNLIMITED ? 0 : capacity);
-    tdm__jw_ku64(&w, "recorded_peak_reserved", in->recorded_peak_reserved);
-    tdm__jw_key(&w, "segment_timeline");
-    if (timeline)
-        tdm__jw_lit(&w, timeline_ok ? "\"reproduced\"" : "\"differs\"");
-    else
-        tdm__jw_lit(&w, "null");
-    tdm__jw_key(&w, "notes");
-    tdm__jw_open(&w, '[');
-    for (size_t i = 0; i < note_count; i++) {
-        tdm__jw_sep(&w);
-        tdm__jw_str(&w, notes[i]);
-    }
-    tdm__jw_close(&w, ']');
-    tdm__jw_key(&w, "settings");
-    tdm__jw_open(&w, '[');
-    for (size_t i = 0; i < n; i++) {
-        const tdm_replay_result *r = &s[i].r;
-        tdm__jw_sep(&w);
-        tdm__jw_open(&w, '{');
-        tdm__jw_kstr(&w, "label", s[i].label);
-        tdm__jw_kstr(&w, "conf", s[i].conf);
-        tdm__jw_ku64(&w, "peak_reserved", r->peak_reserved);
-        tdm__jw_ku64(&w, "peak_allocated", r->peak_allocated);
-        tdm__jw_ku64(&w, "reserved_at_allocated_peak", r->reserved_at_peak);
-        tdm__jw_ku64(&w, "segments", r->segments);
-        tdm__jw_ku64(&w, "device_calls", r->device_calls);
-        tdm__jw_ku64(&w, "device_frees", r->device_frees);
-        tdm__jw_ku64(&w, "retries", r->retries);
-        tdm__jw_ku64(&w, "ooms", r->ooms);
-        tdm__jw_key(&w, "oom");
-        tdm__jw_lit(&w, r->ooms ? "true" : "false");
-        if (r->ooms) {
-            tdm__jw_ku64(&w, "first_oom_request", r->first_oom_op);
-            tdm__jw_ku64(&w, "first_oom_size", r->first_oom_size);
-        }
-        if (s[i].min_capacity)
-            tdm__jw_ku64(&w, "min_capacity", s[i].min_capacity);
-        if (s[i].save_path)
-            tdm__jw_kstr(&w, "saved", s[i].save_path);
-        tdm__jw_key(&w, "best");
-        tdm__jw_lit(&w, s[i].best ? "true" : "false");
-        tdm__jw_close(&w, '}');
-    }
-    tdm__jw_close(&w, ']');
-    tdm__jw_close(&w, '}');
-    tdm__jw_raw(&w, "\n", 1);
-    return tdm__jw_finish(&w) == TDM_OK ? TDM_EXIT_OK : TDM_EXIT_TOOL_ERROR;
-}
 
 static tdm_replay_fn load_replayer(tdm_replay_save_fn *save_fn)
 {
@@ -608,7 +503,7 @@ static int replay_file(const char *path, replay_opts *o)
     for (size_t i = 0; i < o->conf_count; i++)
         add_setting(s, &n, o->confs[i], o->confs[i]);
 
-    replayer rp = {.in = &in, .roomy = roomy_capacity(&in), .replace = o->force};
+    replayer rp = {.in = &in, .snap = snap, .roomy = roomy_capacity(&in), .replace = o->force};
     if (o->find_min)
         rp.live_floor = live_floor(&in);
     rp.fn = load_replayer(&rp.save_fn);
@@ -646,16 +541,13 @@ static int replay_file(const char *path, replay_opts *o)
         if (faithful && !log.failed)
             timeline_ok = compare_timeline(&in, &log, timeline, sizeof timeline);
         if (o->sweep) {
-            size_t best = n;
-            for (size_t i = 0; i < n; i++)
-                if (!s[i].r.ooms && (best == n || s[i].r.peak_reserved < s[best].r.peak_reserved))
-                    best = i;
+            size_t best = tdm__replay_pick_best(s, n, o->find_min);
             if (best < n)
                 s[best].best = 1;
         }
-        int prc = o->json ? print_json(path, &in, s, n, capacity, notes, note_count,
+        int prc = o->json ? tdm__replay_print_json(path, &in, s, n, capacity, notes, note_count,
                                        timeline[0] ? timeline : NULL, timeline_ok)
-                          : (print_text(path, &in, s, n, capacity, o, notes, note_count,
+                          : (tdm__replay_print_text(path, &in, s, n, capacity, o->find_min, notes, note_count,
                                         timeline[0] ? timeline : NULL,
                                         strcmp(mode, "cache") == 0),
                              TDM_EXIT_OK);
@@ -702,9 +594,12 @@ int tdm__cli_replay(int argc, char **argv)
             o.sweep = 1;
             break;
         case 'C':
-            if (tdm__parse_size(optarg, &o.capacity) != TDM_OK || o.capacity == 0) {
-                fprintf(stderr, "tidemark replay: --capacity %s: not a size (e.g. 40GiB)\n",
-                        optarg);
+            /* Read as the gates read sizes: "10" is 10 B, said back. */
+            if (tdm__gate_parse_size("replay", "--capacity", optarg, &o.capacity) != 0)
+                goto usage;
+            if (o.capacity == 0) {
+                fprintf(stderr, "tidemark replay: --capacity %s: a device of 0 bytes holds "
+                                "nothing (e.g. 40GiB)\n", optarg);
                 goto usage;
             }
             if (o.capacity > UNLIMITED)

@@ -5,7 +5,8 @@
  * summarizes every snapshot written, and checks the gates (gate.h).
  * run_child.c runs the command (its own process group, signals, the
  * snapshot asked for on interruption); run_conf.c composes and checks
- * TIDEMARK_CONF.
+ * TIDEMARK_CONF; run_spills.c recovers what killed processes left;
+ * run_report.c prints the summaries, the rank table and the gates.
  *
  * Invariants:
  *  - The command's own exit code comes back unchanged unless tidemark
@@ -15,8 +16,9 @@
  *    127 (not found) or 126 (not executable), as shells do.
  *  - A TIDEMARK_CONF the library would refuse (inherited, --conf, or as
  *    composed) stops the run before the command starts (exit 1).
- *  - Only snapshots written during this run are collected: files of the
- *    folder that existed before, unchanged, are left out.
+ *  - Runs are never mixed: a folder that holds snapshots already gets
+ *    this run's in a new subfolder (DIR/run-2, run-3, ...), said on
+ *    stderr; and only snapshots written during this run are collected.
  *  - The command's stdout is its own: tidemark reports on stderr (GitHub
  *    annotation lines, meant for the runner, go to stdout).
  *  - A failing gate's report leads with the verdict and stands alone (no
@@ -28,8 +30,9 @@
 #include "load.h"
 #include "format_size.h"
 #include "gate.h"
-#include "summary.h"
 #include "run.h"
+#include "run_spills.h"
+#include "run_state.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -43,12 +46,6 @@
 #define DEFAULT_DIR "tidemark-out"
 
 /* ---- the output folder ------------------------------------------------- */
-
-typedef struct old_file {
-    char *name;
-    ino_t ino;
-    struct timespec mtime;
-} old_file;
 
 static int is_tdm(const char *name)
 {
@@ -366,10 +363,12 @@ void tdm__cli_run_help(FILE *out)
           "\n"
           "options:\n"
           "  -o, --output DIR       folder for the snapshots (default " DEFAULT_DIR "; made\n"
-          "                         if missing; files already there are not collected)\n"
-          "  --conf KEY=VAL,...     more TIDEMARK_CONF settings (see docs/configuration.md;\n"
-          "                         not dump); may be repeated; checked, with the\n"
-          "                         TIDEMARK_CONF you have, before COMMAND starts\n"
+          "                         if missing); when it holds an earlier run's, this\n"
+          "                         run's go into a new DIR/run-N, said on stderr\n"
+          "  --conf KEY=VAL,...     more TIDEMARK_CONF settings (see docs/configuration.md);\n"
+          "                         may be repeated; checked, with the TIDEMARK_CONF you\n"
+          "                         have, before COMMAND starts; dump=[FOLDER/]NAME.tdm\n"
+          "                         names the snapshots (FOLDER is then -o's)\n"
           "  --simulate GPU         run COMMAND on the simulated CUDA platform as GPU:\n"
           "                         h100, h200, a100-40g, a100-80g, cuda:SIZE, or Nx one\n"
           "                         of them (docs/simulate.md); = --conf simulate=GPU\n"
@@ -385,6 +384,12 @@ void tdm__cli_run_help(FILE *out)
           "beside this program or in its ../lib*/ folder.  Without it, only programs\n"
           "linked with libtidemark.so are recorded (a note says so).\n"
           "\n"
+          "Under a launcher of ranks (mpirun, mpiexec, srun, torchrun...) snapshots are\n"
+          "named by rank (" TDM_RUN_RANK_DUMP_NAME ") and the report is one row per rank.\n"
+          "A process that ends without writing its snapshot (SIGKILL, the OOM killer, a\n"
+          "crash) leaves its history in run's spill folder: run recovers it into DIR\n"
+          "(partial), says so, and removes the spill file.\n"
+          "\n"
           "Interrupted (^C, SIGTERM, SIGHUP, SIGQUIT), tidemark has every recording\n"
           "process write the history so far (dump_on=...+signal, signal=" TDM_RUN_DUMP_SIGNAL
           "\n"
@@ -399,28 +404,6 @@ void tdm__cli_run_help(FILE *out)
           "snapshot lacks the --device asked for.  1 usage error or a bad TIDEMARK_CONF.\n",
           out);
 }
-
-typedef struct run_state {
-    tdm_gate_options o;
-    const char *dir_arg;
-    char *conf;              /* the --conf values joined by commas */
-    char **confs;            /* each --conf value (borrowed from argv) */
-    char *owned_conf;        /* --simulate's "simulate=GPU", in confs */
-    size_t nconfs;
-    char *inherited;         /* TIDEMARK_CONF from the environment, or NULL */
-    int quiet;
-    int command_failed;      /* --command-failed N; 0: the command's own code */
-    char dir[PATH_MAX];      /* absolute */
-    old_file *old;
-    size_t nold;
-    char **paths;
-    size_t npaths;
-    tdm_input *inputs;       /* npaths of them: the busy ones first */
-    size_t busy;             /* snapshots of processes that used device memory */
-    int preloaded;           /* LD_PRELOAD has the preload library */
-    tdm_input baseline;
-    tdm_run_child child;
-} run_state;
 
 static void run_state_free(run_state *r)
 {
@@ -444,8 +427,23 @@ static void run_state_free(run_state *r)
 
 static int add_conf(run_state *r, char *arg)
 {
-    if (tdm__run_conf_refuse_dump(arg))
+    /* dump=NAME (or FOLDER/NAME): the snapshots' names, in -o's folder
+     * (or FOLDER, which then is -o's); run composes the dump itself. */
+    const char *folder = NULL;
+    int d = tdm__run_conf_dump(arg, &folder, r->user_dump_dir, sizeof r->user_dump_dir,
+                               r->user_dump_name, sizeof r->user_dump_name);
+    if (d < 0)
         return -1;
+    if (d > 0)
+        r->dump_name = r->user_dump_name;
+    if (folder) {
+        if (r->dir_arg && strcmp(r->dir_arg, DEFAULT_DIR) != 0 && strcmp(r->dir_arg, folder)) {
+            fprintf(stderr, "tidemark run: --conf dump=%s/%s and -o %s name two folders; give "
+                            "one\n", folder, r->user_dump_name, r->dir_arg);
+            return -1;
+        }
+        r->dir_arg = folder;
+    }
     char *joined, **grown = realloc(r->confs, (r->nconfs + 1) * sizeof *grown);
     if (!grown)
         return -1;
@@ -490,6 +488,11 @@ static int parse(run_state *r, int argc, char **argv)
         case 'o':
             if (!optarg[0]) {
                 fprintf(stderr, "tidemark run: -o needs a folder\n");
+                return -1;
+            }
+            if (r->user_dump_dir[0] && strcmp(r->user_dump_dir, optarg) != 0) {
+                fprintf(stderr, "tidemark run: --conf dump=%s/%s and -o %s name two folders; "
+                                "give one\n", r->user_dump_dir, r->user_dump_name, optarg);
                 return -1;
             }
             r->dir_arg = optarg;
@@ -537,12 +540,46 @@ static int parse(run_state *r, int argc, char **argv)
                         "COMMAND ARGS...)\n");
         return -1;
     }
+    /* Under a launcher of ranks, the files are named by rank. */
+    r->launcher = tdm__run_is_launcher(argv[optind]);
+    if (!r->dump_name)
+        r->dump_name = r->launcher ? TDM_RUN_RANK_DUMP_NAME : TDM_RUN_DUMP_NAME;
     if (strchr(r->dir_arg, ',')) {
         fprintf(stderr, "tidemark run: -o %s: a comma cannot go into TIDEMARK_CONF; "
                         "choose a folder without one\n", r->dir_arg);
         return -1;
     }
     return optind;
+}
+
+/* The folder already holds an earlier run's snapshots: this run gets a
+ * subfolder of its own, DIR/run-2, run-3, ... (the first one free), so
+ * that the folder keeps reading as that run (one snapshot, or the ranks
+ * of one job) and this one's files are never mixed in.  Said on one
+ * line.  -1 after printing why it cannot be made. */
+static int own_subfolder(run_state *r)
+{
+    char sub[PATH_MAX];
+    for (unsigned k = 2; k < 100000; k++) {
+        if (snprintf(sub, sizeof sub, "%s/run-%u", r->dir, k) >= (int)sizeof sub) {
+            errno = ENAMETOOLONG;
+            break;
+        }
+        if (mkdir(sub, 0777) == 0) {
+            fprintf(stderr, "tidemark run: %s holds an earlier run; this run's snapshots go "
+                            "into %s\n", r->dir, sub);
+            memcpy(r->dir, sub, strlen(sub) + 1);
+            for (size_t i = 0; i < r->nold; i++)
+                free(r->old[i].name);
+            r->nold = 0; /* (a new folder has no old files) */
+            return 0;
+        }
+        if (errno != EEXIST)
+            break;
+    }
+    fprintf(stderr, "tidemark run: %s holds an earlier run, and no folder of this run's own "
+                    "can be made in it: %s\n", r->dir, strerror(errno));
+    return -1;
 }
 
 /* Checks TIDEMARK_CONF, then prepares the folder and the environment; a
@@ -561,7 +598,8 @@ static int prepare(run_state *r)
     if (find_preload(lib, sizeof lib) != 0)
         return TDM_EXIT_TOOL_ERROR;
     int dump_signal;
-    char *conf = tdm__run_conf_make(r->inherited, r->conf, r->dir_arg, &dump_signal);
+    char *conf = tdm__run_conf_make(r->inherited, r->conf, r->dir_arg, r->dump_name, NULL,
+                                    &dump_signal);
     if (!conf) {
         fprintf(stderr, "tidemark run: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
         return TDM_EXIT_TOOL_ERROR;
@@ -581,6 +619,8 @@ static int prepare(run_state *r)
                 strerror(errno));
         return TDM_EXIT_TOOL_ERROR;
     }
+    if (r->nold && own_subfolder(r) != 0)
+        return TDM_EXIT_TOOL_ERROR;
     if (!lib[0]) {
         const char *over = getenv("TIDEMARK_PRELOAD");
         fprintf(stderr, "tidemark run: note: %s; running without it: only programs linked "
@@ -605,7 +645,21 @@ static int prepare(run_state *r)
     int sim = set_simulate_env(r->conf, r->inherited, r->preloaded);
     if (sim != TDM_EXIT_OK)
         return sim;
-    conf = tdm__run_conf_make(r->inherited, r->conf, r->dir, &r->child.dump_signal);
+    /* The run's own spill folder, unless the settings choose a spill. */
+    char theirs[PATH_MAX];
+    int chosen = (r->inherited && tdm__run_conf_value(r->inherited, "spill", theirs,
+                                                      sizeof theirs)) ||
+                 (r->conf && tdm__run_conf_value(r->conf, "spill", theirs, sizeof theirs));
+    if (!chosen) /* what runs killed before their sweep left */
+        tdm__run_spills_sweep_stale();
+    if (chosen || tdm__run_spill_dir_make(r->spill_dir, sizeof r->spill_dir) != 0) {
+        r->spill_dir[0] = '\0';
+    } else if (tdm__run_spill_dir_note(r->spill_dir, r->dir) != 0) {
+        rmdir(r->spill_dir); /* (then the library's default place) */
+        r->spill_dir[0] = '\0';
+    }
+    conf = tdm__run_conf_make(r->inherited, r->conf, r->dir, r->dump_name,
+                              r->spill_dir[0] ? r->spill_dir : NULL, &r->child.dump_signal);
     if (!conf || setenv("TIDEMARK_CONF", conf, 1) != 0) {
         fprintf(stderr, "tidemark run: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
         free(conf);
@@ -613,6 +667,13 @@ static int prepare(run_state *r)
     }
     free(conf);
     r->child.dir = r->dir;
+    r->child.spill_dir = r->spill_dir[0] ? r->spill_dir : NULL;
+    /* A batch job has no terminal for the library's "history spills to"
+     * line: where things go is said here, once, for the job's log. */
+    if (!isatty(STDERR_FILENO))
+        fprintf(stderr, "tidemark run: snapshots go into %s; until each process ends, its "
+                        "history spills to %s\n", r->dir,
+                r->spill_dir[0] ? r->spill_dir : "the spill= of the settings");
     return TDM_EXIT_OK;
 }
 
@@ -648,181 +709,6 @@ static int collect(run_state *r)
     return rc;
 }
 
-/* Whole summaries of the busy snapshots; -1 when one cannot be printed. */
-static int print_summaries(run_state *r)
-{
-    tdm_summary_options so = {.top = 5, .frames = 3, .device = r->o.device};
-    int rc = 0;
-    for (size_t i = 0; i < r->busy; i++) {
-        tdm_input *in = &r->inputs[i];
-        if (!in->model)
-            continue;
-        so.truncated = in->truncated;
-        so.truncated_at = in->truncated_at;
-        fputc('\n', stderr);
-        if (tdm__summary_print(stderr, in->path, in->snap, in->model, &so) != TDM_OK)
-            rc = -1;
-    }
-    return rc;
-}
-
-/* Which process wrote a snapshot: "train_sim (pid 123)", "python3
- * train.py rank 1 (pid 124)" (the script too, for an interpreter), from
- * the header's command line, rank and pid. */
-static void print_writer(FILE *out, const tdm_input *in)
-{
-    const tdm_snap *s = in->snap;
-    if (!s) {
-        const char *slash = strrchr(in->path, '/');
-        fprintf(out, "%s (unreadable)", slash ? slash + 1 : in->path);
-        return;
-    }
-    const char *cmd = s->header.command ? s->header.command : "";
-    for (int word = 0; word < 2; word++) {
-        size_t len = strcspn(cmd, " ");
-        const char *name = cmd;
-        for (const char *c = cmd; c < cmd + len; c++)
-            if (*c == '/')
-                name = c + 1;
-        if (word == 0)
-            fprintf(out, "%.*s", name < cmd + len ? (int)(cmd + len - name) : 1,
-                    name < cmd + len ? name : "?");
-        else if (len && cmd[0] != '-')
-            fprintf(out, " %.*s", (int)(cmd + len - name), name);
-        if (word == 0 && strncmp(name, "python", 6) != 0)
-            break;
-        cmd += len;
-        cmd += strspn(cmd, " ");
-    }
-    if (s->header.rank >= 0)
-        fprintf(out, " rank %d", (int)s->header.rank);
-    fprintf(out, " (pid %lld)", (long long)s->header.pid);
-}
-
-/* Snapshots named one by one on the count line, at most. */
-#define WRITERS_SHOWN 8
-
-/* "tidemark run: 2 snapshots in DIR (1 of processes that used no device
- * memory): train_sim (pid 12), python3 train.py rank 0 (pid 13)", and
- * where the whole summary is when it was left out. */
-static void print_count(run_state *r, int failed)
-{
-    fprintf(stderr, "tidemark run: %zu snapshot%s in %s", r->npaths, r->npaths == 1 ? "" : "s",
-            r->dir);
-    if (r->npaths > r->busy)
-        fprintf(stderr, " (%zu of processes that used no device memory)", r->npaths - r->busy);
-    /* Several: which process wrote which, the busy ones first. */
-    for (size_t i = 0; r->npaths > 1 && i < r->npaths && i < WRITERS_SHOWN; i++) {
-        fputs(i ? ", " : ": ", stderr);
-        print_writer(stderr, &r->inputs[i]);
-    }
-    if (r->npaths > WRITERS_SHOWN)
-        fprintf(stderr, ", and %zu more", r->npaths - WRITERS_SHOWN);
-    if (failed && r->busy)
-        fprintf(stderr, "; the whole summary: tidemark summary %s",
-                r->busy == 1 ? r->inputs[0].path : r->dir);
-    fputc('\n', stderr);
-}
-
-/* The one line when gates measured nothing; `other`: the run exits with
- * another code, said on its own line (the command's, a snapshot
- * unread), so this one names none. */
-static void print_nothing(const run_state *r, int other)
-{
-    const char *then = other            ? ""
-                       : r->o.allow_empty ? "; passing, as --allow-empty asks"
-                                          : "; exit 5 (--allow-empty passes it)";
-    if (!r->npaths && r->preloaded)
-        fprintf(stderr, "tidemark run: nothing measured: no process of the command used "
-                        "device memory (one that never touches it writes no snapshot)%s\n",
-                then);
-    else if (!r->npaths)
-        fprintf(stderr, "tidemark run: nothing measured: no snapshot was written (is the "
-                        "preload library there, or the program linked with libtidemark.so?)"
-                        "%s\n", then);
-    else if (r->npaths == 1)
-        fprintf(stderr, "tidemark run: nothing measured: the 1 snapshot written is of a "
-                        "process that never touched device memory%s\n", then);
-    else
-        fprintf(stderr, "tidemark run: nothing measured: the %zu snapshots written are of "
-                        "processes that never touched device memory%s\n", r->npaths, then);
-}
-
-/* What a run's report adds up to. */
-typedef struct verdict {
-    int hard;      /* tidemark failed: 4 whatever else */
-    int failed;    /* a gate failed: 3 */
-    int device;    /* a snapshot lacks the --device: 2 */
-    int soft;      /* a snapshot unreadable, a figure unmeasurable: 4 */
-    int nothing;   /* nothing measured: 5 unless --allow-empty */
-} verdict;
-
-/* Summaries, gates and their reports, in the order a reader needs: a
- * failed gate's verdict first, alone; else the summaries, then the gates. */
-static void report(run_state *r, int cmd_rc, int read_rc, verdict *v)
-{
-    size_t first = 0, count = r->busy ? r->busy : r->npaths;
-    tdm_gate_report rep;
-    int evaluated = 0;
-    if (read_rc != TDM_EXIT_OK)
-        v->soft = 1;
-    if (r->o.enabled) {
-        v->device = tdm__gate_check_devices("run", &r->o, r->inputs + first, count) != 0;
-        tdm_status st = tdm__gate_evaluate(&r->o, r->inputs + first, count,
-                                           r->o.baseline ? &r->baseline : NULL, &rep);
-        if (st != TDM_OK) {
-            fprintf(stderr, "tidemark run: %s\n", tdm_strerror(st));
-            v->hard = 1;
-        } else {
-            evaluated = 1;
-            v->failed = rep.failed > 0;
-            v->nothing = tdm__gate_nothing_measured(&rep);
-            if (rep.errors)
-                v->soft = 1;
-        }
-    }
-    if (cmd_rc != 0 && !v->failed)
-        fprintf(stderr, "tidemark run: the command exited with %d\n", cmd_rc);
-    if (!v->failed && !r->quiet && print_summaries(r) != 0)
-        v->hard = 1;
-    if (!v->failed) {
-        if (r->busy && !r->quiet)
-            fputc('\n', stderr);
-        print_count(r, 0);
-    }
-    if (!evaluated)
-        return;
-    tdm_status st = TDM_OK;
-    if (v->nothing) {
-        print_nothing(r, cmd_rc != 0 || v->device || v->soft || v->hard);
-    } else {
-        if (!v->failed)
-            fputc('\n', stderr);
-        st = tdm__gate_print(stderr, &r->o, r->inputs + first, &rep);
-        if (v->failed) {
-            print_count(r, 1);
-            if (cmd_rc != 0)
-                fprintf(stderr, "tidemark run: the command exited with %d\n", cmd_rc);
-        }
-    }
-    if (st == TDM_OK && r->o.github)
-        tdm__gate_print_github(stdout, r->inputs + first, &rep);
-    if (st == TDM_OK && r->o.junit) {
-        /* Its folder made as -o's is. */
-        st = tdm__cli_make_parents("run", r->o.junit) != TDM_EXIT_OK
-                 ? TDM_IO_ERROR
-                 : tdm__junit_write("run", r->o.junit, "tidemark run", r->child.seconds, &r->o,
-                                    r->inputs + first, count, &rep);
-        if (st == TDM_IO_ERROR) /* said already */
-            v->hard = 1, st = TDM_OK;
-    }
-    if (st != TDM_OK) {
-        fprintf(stderr, "tidemark run: %s\n", tdm_strerror(st));
-        v->hard = 1;
-    }
-    tdm__gate_report_free(&rep);
-}
-
 int tdm__cli_run(int argc, char **argv)
 {
     run_state r;
@@ -854,16 +740,20 @@ int tdm__cli_run(int argc, char **argv)
     }
 
     int cmd_rc = tdm__run_child(argv + cmd, &r.child);
+    /* What killed processes left: recovered into the folder, so that it
+     * is collected and summarized with the rest. */
+    if (r.spill_dir[0])
+        tdm__run_spills_sweep(r.spill_dir, r.dir);
     if (cmd_rc < 0) {
         run_state_free(&r);
         return TDM_EXIT_TOOL_ERROR;
     }
-    verdict v = {0};
+    tdm_run_verdict v = {0};
     int read_rc = collect(&r);
     if (!r.inputs)
         v.hard = 1;
     else
-        report(&r, cmd_rc, read_rc, &v);
+        tdm__run_report(&r, cmd_rc, read_rc, &v);
     if (fflush(stdout) != 0 || ferror(stdout))
         v.hard = 1;
     if (cmd_rc != 0 && r.command_failed)

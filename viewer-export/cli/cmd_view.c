@@ -4,9 +4,11 @@
  * build time) and each snapshot's compact data (view_data.c), so it opens
  * from disk on a machine with no network and fetches nothing.
  *
- * Layouts: one snapshot; two side by side (compare two runs); or the
- * ranks of a job (more than two snapshots, a directory operand, or
- * --ranks), stacked on one time axis in rank order (ranks.h), one of them
+ * Layouts: one snapshot (a file, or a run folder holding one); two side
+ * by side (compare two runs: two files, or two run folders of one
+ * snapshot each, as `tidemark diff` takes them, each labelled by its
+ * folder's name); or the ranks of a job (more than two snapshots, a
+ * folder holding several, or --ranks), stacked on one time axis in rank order (ranks.h), one of them
  * in detail below.  In the ranks layout a file that cannot be read is
  * left out (exit 2) and the page shows the others; the two other layouts
  * need every file.
@@ -147,8 +149,10 @@ void tdm__cli_view_help(FILE *out)
           "and pan; the allocations live at a clicked time, largest first, with\n"
           "their stacks and a flame graph; the segment and block map at that\n"
           "time; a summary header and the top allocation sites.  With two\n"
-          "snapshots, they are shown side by side.  With more than two, a\n"
-          "directory (its *.tdm files, one per rank of a job) or --ranks, every\n"
+          "snapshots, they are shown side by side; a folder holding one\n"
+          "snapshot (tidemark run -o DIR) stands for it, so two run folders are\n"
+          "compared too.  With more than two, a folder holding several (its\n"
+          "*.tdm files, one per rank of a job) or --ranks, every\n"
           "rank gets a lane, in rank order, all on one time axis (their clocks'\n"
           "absolute times), and the rank clicked is shown in detail below.\n"
           "See docs/viewer.md.\n"
@@ -236,6 +240,28 @@ static int is_directory(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* A folder's name as the page labels its snapshot: "runs/runA/" ->
+ * "runA".  Malloc'd; NULL when out of memory. */
+static char *folder_label(const char *dir)
+{
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/')
+        n--;
+    const char *last = dir + n;
+    while (last > dir && last[-1] != '/')
+        last--;
+    return strndup(last, n - (size_t)(last - dir));
+}
+
+/* What the page calls a snapshot: its label, else its file's name. */
+static const char *label_of(const tdm_view_input *in)
+{
+    if (in->label)
+        return in->label;
+    const char *slash = strrchr(in->path, '/');
+    return slash ? slash + 1 : in->path;
+}
+
 int tdm__cli_view(int argc, char **argv)
 {
     enum { OPT_RANKS = 256, OPT_FORCE };
@@ -287,9 +313,6 @@ int tdm__cli_view(int argc, char **argv)
         fprintf(stderr, "tidemark view: no snapshot file given\n");
         goto usage;
     }
-    int any_dir = 0;
-    for (int i = optind; i < argc; i++)
-        any_dir |= is_directory(argv[i]);
     /* The page: -o (a file, or a directory for the default name) or the
      * default name beside the first operand. */
     const char *first = argv[optind];
@@ -315,27 +338,63 @@ int tdm__cli_view(int argc, char **argv)
         return rc;
     }
 
-    tdm_rank_paths paths;
-    rc = tdm__ranks_expand("view", argv + optind, (size_t)noperands, &paths);
+    /* Each operand expanded on its own, to know which one a file came
+     * from (a folder's name labels its snapshots). */
+    tdm_rank_paths paths = {0};
+    const char **origin = NULL;
+    rc = TDM_EXIT_OK;
+    for (int k = optind; k < argc && rc != TDM_EXIT_TOOL_ERROR; k++) {
+        tdm_rank_paths one;
+        int erc = tdm__ranks_expand("view", argv + k, 1, &one);
+        rc = tdm__exit_worse(rc, erc);
+        if (erc == TDM_EXIT_TOOL_ERROR)
+            break;
+        char **grown = realloc(paths.paths, (paths.count + one.count + 1) * sizeof *grown);
+        const char **ogrown = realloc(origin, (paths.count + one.count + 1) * sizeof *ogrown);
+        if (grown)
+            paths.paths = grown;
+        if (ogrown)
+            origin = ogrown;
+        if (!grown || !ogrown) {
+            tdm__ranks_paths_free(&one);
+            fprintf(stderr, "tidemark view: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+            rc = TDM_EXIT_TOOL_ERROR;
+            break;
+        }
+        for (size_t j = 0; j < one.count; j++) {
+            origin[paths.count] = argv[k];
+            paths.paths[paths.count++] = one.paths[j];
+        }
+        free(one.paths);
+    }
     size_t n = paths.count;
     if (rc == TDM_EXIT_TOOL_ERROR || n == 0) {
         tdm__ranks_paths_free(&paths);
+        free(origin);
         free(output);
         return rc == TDM_EXIT_OK ? TDM_EXIT_BAD_INPUT : rc;
     }
-    tdm_view_layout layout = ranks || any_dir || n > 2 ? TDM_VIEW_RANKS : TDM_VIEW_PANELS;
+    /* One snapshot is shown alone, even when a run folder stood for it;
+     * two operands that gave one snapshot each (two files, or two run
+     * folders as `tidemark diff` takes them) are compared side by side;
+     * anything else is the ranks of a job. */
+    int each_one = rc == TDM_EXIT_OK && n == (size_t)noperands;
+    tdm_view_layout layout =
+        !ranks && (n == 1 || (n == 2 && each_one)) ? TDM_VIEW_PANELS : TDM_VIEW_RANKS;
     tdm_input *gin = calloc(n, sizeof *gin);
     tdm_view_input *in = calloc(n, sizeof *in);
     uint8_t **cats = calloc(n, sizeof *cats);
+    char **labels = calloc(n, sizeof *labels);
     size_t used = 0;
-    if (!gin || !in || !cats) {
+    if (!gin || !in || !cats || !labels) {
         fprintf(stderr, "tidemark view: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
         rc = TDM_EXIT_TOOL_ERROR;
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
         tdm_input *g = &gin[used];
-        g->path = g->operand = paths.paths[i];
+        g->path = paths.paths[i];
+        g->operand = origin[i]; /* the file, or the folder it was found in */
         int one = tdm__input_read_snapshot("view", g->path, &g->snap, &g->truncated,
                                          &g->truncated_at);
         rc = tdm__exit_worse(rc, one);
@@ -375,7 +434,18 @@ int tdm__cli_view(int argc, char **argv)
             rc = tdm__exit_worse(rc, TDM_EXIT_TOOL_ERROR);
             goto out;
         }
-        in[i] = (tdm_view_input){.path = gin[i].path, .snap = gin[i].snap,
+        /* A run folder compared is called by its name: its files are
+         * named alike (tidemark-HOST-PID.tdm) and tell the two apart no
+         * better than "tidemark"; so are the lanes of several folders'
+         * ranks ("runA rank 0", "runB rank 0"). */
+        int by_folder = is_directory(gin[i].operand) &&
+                        (layout == TDM_VIEW_PANELS ? each_one : noperands > 1);
+        if (by_folder && !(labels[i] = folder_label(gin[i].operand))) {
+            fprintf(stderr, "tidemark view: %s\n", tdm_strerror(TDM_HOST_OUT_OF_MEMORY));
+            rc = tdm__exit_worse(rc, TDM_EXIT_TOOL_ERROR);
+            goto out;
+        }
+        in[i] = (tdm_view_input){.path = gin[i].path, .label = labels[i], .snap = gin[i].snap,
                                  .model = gin[i].model, .cats = cats[i],
                                  .truncated = gin[i].truncated,
                                  .truncated_at = gin[i].truncated_at};
@@ -395,6 +465,8 @@ int tdm__cli_view(int argc, char **argv)
             fprintf(stderr, ", %.1f bytes per event", (double)data_bytes / (double)events);
         if (layout == TDM_VIEW_RANKS)
             fprintf(stderr, "; %zu rank%s on one time axis", used, used == 1 ? "" : "s");
+        else if (used == 2)
+            fprintf(stderr, "; %s vs %s side by side", label_of(&in[0]), label_of(&in[1]));
         fputs(")\n", stderr);
     }
 out:
@@ -403,10 +475,14 @@ out:
             free(cats[i]);
         tdm__input_free(&gin[i]);
     }
+    for (size_t i = 0; labels && i < n; i++)
+        free(labels[i]);
+    free(labels);
     free(cats);
     free(in);
     free(gin);
     tdm__ranks_paths_free(&paths);
+    free(origin);
     free(output);
     if (fflush(stdout) != 0 || ferror(stdout))
         rc = tdm__exit_worse(rc, TDM_EXIT_TOOL_ERROR);

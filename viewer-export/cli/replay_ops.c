@@ -237,9 +237,11 @@ int tdm__replay_input_build(const tdm_snap *snap, int device, tdm_replay_input *
     /* A free whose block waited (on another stream) is two requests. */
     in->ops = malloc((n ? 2 * n : 1) * sizeof *in->ops);
     in->op_times = malloc((n ? 2 * n : 1) * sizeof *in->op_times);
+    in->op_event = malloc((n ? 2 * n : 1) * sizeof *in->op_event);
     in->segs = malloc((nseg ? nseg : 1) * sizeof *in->segs);
     uint8_t *deferred = calloc(n ? n : 1, 1); /* per id: its free waits */
-    if (!in->recorded_conf || !in->ops || !in->op_times || !in->segs || !deferred) {
+    if (!in->recorded_conf || !in->ops || !in->op_times || !in->op_event || !in->segs ||
+        !deferred) {
         free(deferred);
         tdm__replay_input_free(in);
         return -1;
@@ -263,6 +265,7 @@ int tdm__replay_input_build(const tdm_snap *snap, int device, tdm_replay_input *
             if (map_put(&live, e->addr, id) != 0)
                 goto oom;
             in->op_times[in->op_count] = e->time_ns;
+            in->op_event[in->op_count] = i;
             in->ops[in->op_count++] = (tdm_replay_op){
                 .id = id, .size = e->requested ? e->requested : e->size, .stream = e->stream};
             in->allocs++;
@@ -278,6 +281,7 @@ int tdm__replay_input_build(const tdm_snap *snap, int device, tdm_replay_input *
                 continue;
             deferred[id] = 1;
             in->op_times[in->op_count] = e->time_ns;
+            in->op_event[in->op_count] = i;
             in->ops[in->op_count++] =
                 (tdm_replay_op){.id = id, .kind = TDM_REPLAY_FREE_DEFERRED};
         } else if (e->action == TDM_ACTION_FREE_COMPLETED) {
@@ -293,6 +297,7 @@ int tdm__replay_input_build(const tdm_snap *snap, int device, tdm_replay_input *
                 kind = run_in_alloc ? TDM_REPLAY_COMPLETE_IN_ALLOC : TDM_REPLAY_COMPLETE;
             }
             in->op_times[in->op_count] = e->time_ns;
+            in->op_event[in->op_count] = i;
             in->ops[in->op_count++] = (tdm_replay_op){.id = id, .kind = kind};
         }
     }
@@ -312,6 +317,7 @@ void tdm__replay_input_free(tdm_replay_input *in)
 {
     free(in->ops);
     free(in->op_times);
+    free(in->op_event);
     free(in->segs);
     free(in->recorded_conf);
     memset(in, 0, sizeof *in);

@@ -19,6 +19,7 @@ typedef struct tdm_replay_input {
     int device;
     tdm_replay_op *ops;
     uint64_t *op_times;            /* [op_count] each op's recorded time (ns) */
+    size_t *op_event;              /* [op_count] the snapshot event it comes from */
     size_t op_count;
     uint64_t ids;                  /* allocation ids used */
     size_t allocs;                 /* allocation requests */

@@ -12,6 +12,10 @@
 #define TDM_RUN_PRELOAD_NAME "libtidemark_preload.so"
 #define TDM_RUN_LIBRARY_NAME "libtidemark.so"
 #define TDM_RUN_DUMP_NAME "tidemark-%h-%p.tdm"
+/* Under a launcher of ranks (mpirun, srun, torchrun...): by rank.  A name
+ * without %p taken already gets -PID (docs/configuration.md), so the
+ * launcher's own processes, rank 0 by default, never overwrite rank 0. */
+#define TDM_RUN_RANK_DUMP_NAME "tidemark-%h-r%r.tdm"
 /* The signal run asks snapshots with when the user named none: one that
  * programs leave alone (not SIGUSR1/2, which they use). */
 #define TDM_RUN_DUMP_SIGNAL "SIGRTMAX-5"
@@ -38,20 +42,29 @@ void tdm__run_find_library(const char *name, const char *first, char *path, size
  * then `looked` (may be NULL) to the folders looked in, comma-separated. */
 void tdm__run_find_autostart(char *path, size_t len, char *looked, size_t looked_len);
 
-/* Refuses a --conf value that sets `dump` (run's to set): -1 after
- * printing why. */
-int tdm__run_conf_refuse_dump(const char *conf);
+/* The `dump` a --conf value sets, as run takes it: the file name template
+ * (it must end in .tdm) into name[0..name_len), and its folder, when it
+ * has one, into folder (then *folder_out = folder; else NULL).  Returns 1
+ * when it has one, 0 when not, -1 after printing why it cannot be used. */
+int tdm__run_conf_dump(const char *conf, const char **folder_out, char *folder,
+                       size_t folder_len, char *name, size_t name_len);
+
+/* Whether `argv0` (the command run starts) is a launcher of ranks:
+ * mpirun, mpiexec, orterun, prterun, srun, torchrun, ... by its file name. */
+int tdm__run_is_launcher(const char *argv0);
 
 /* The TIDEMARK_CONF the command gets: `inherited` (the one in run's
  * environment, may be NULL), the --conf values joined (`conf`, may be
- * NULL), dump=DIR/TDM_RUN_DUMP_NAME ('%' in DIR escaped), then what
+ * NULL), dump=DIR/NAME ('%' in DIR escaped; NAME `dump_name`, NULL for
+ * TDM_RUN_DUMP_NAME), spill=SPILL_DIR/STEM[-%p].spill when `spill_dir` is
+ * given (STEM: NAME without .tdm), then what
  * snapshots on interruption need: dump_on with `signal` added (unless the
  * settings say dump_on=none or already have it) and signal=
  * TDM_RUN_DUMP_SIGNAL (unless they name one).  *dump_signal gets the
  * signal number that asks for a snapshot, 0 when there is none.  NULL
  * when out of memory. */
 char *tdm__run_conf_make(const char *inherited, const char *conf, const char *dir,
-                         int *dump_signal);
+                         const char *dump_name, const char *spill_dir, int *dump_signal);
 
 /* Checks, with libtidemark.so's tdm_conf_check (loaded with dlopen from
  * beside the preload library `preload`, or where tdm__run_find_library
@@ -81,6 +94,8 @@ void tdm__run_find_simcuda(char *dir, size_t len);
 typedef struct tdm_run_child {
     /* in */
     const char *dir;        /* the snapshot folder (absolute) */
+    const char *spill_dir;  /* the run's own spill folder, swept by cmd_run.c
+                               afterwards; NULL: the user chose `spill` */
     int dump_signal;        /* asks a recording process for a snapshot; 0: none */
     /* out */
     double seconds;         /* the command's run time */

@@ -549,7 +549,7 @@ static char *spill_folder(void)
  * process's dump NAME-PID.tdm, its spill NAME-PID.spill. */
 static void drop_spills(const tdm_run_child *c)
 {
-    char *dir = spill_folder();
+    char *dir = c->spill_dir ? strdup(c->spill_dir) : spill_folder();
     for (size_t i = 0; dir && i < c->interrupted_count; i++) {
         const char *slash = strrchr(c->interrupted[i], '/');
         const char *name = slash ? slash + 1 : c->interrupted[i];
@@ -716,7 +716,8 @@ int tdm__run_child(char **argv, tdm_run_child *c)
         int sig = WTERMSIG(status);
         fprintf(stderr, "tidemark run: the command was killed by signal %d (%s)%s\n", sig,
                 strsignal(sig), WCOREDUMP(status) ? ", core dumped" : "");
-        say_spill(pid);
+        if (!c->spill_dir) /* else run recovers it (run_spills.c) */
+            say_spill(pid);
         return 128 + sig;
     }
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;

@@ -153,26 +153,6 @@ static void each_item(const char *conf,
     }
 }
 
-static void refuse_dump(const char *k, size_t kn, const char *v, size_t vn, void *arg)
-{
-    (void)v;
-    (void)vn;
-    if (kn == 4 && memcmp(k, "dump", 4) == 0)
-        *(int *)arg = 1;
-}
-
-int tdm__run_conf_refuse_dump(const char *conf)
-{
-    int has = 0;
-    each_item(conf, refuse_dump, &has);
-    if (has) {
-        fprintf(stderr, "tidemark run: --conf may not set 'dump': run writes one "
-                        "snapshot per process into -o DIR\n");
-        return -1;
-    }
-    return 0;
-}
-
 typedef struct one_value {
     const char *key, *v;
     size_t vn;
@@ -183,6 +163,45 @@ static void take_value(const char *k, size_t kn, const char *v, size_t vn, void 
     one_value *o = arg;
     if (kn == strlen(o->key) && memcmp(k, o->key, kn) == 0)
         o->v = v, o->vn = vn;
+}
+
+/* The dump of --conf values, split into its folder and file name. */
+int tdm__run_conf_dump(const char *conf, const char **folder_out, char *folder,
+                       size_t folder_len, char *name, size_t name_len)
+{
+    char v[PATH_MAX];
+    *folder_out = NULL;
+    name[0] = '\0';
+    if (!tdm__run_conf_value(conf, "dump", v, sizeof v))
+        return 0;
+    char *slash = strrchr(v, '/');
+    const char *base = slash ? slash + 1 : v;
+    size_t n = strlen(base);
+    if (n < 5 || strcmp(base + n - 4, ".tdm") != 0) {
+        fprintf(stderr, "tidemark run: --conf dump=%s: name the snapshot files with a template "
+                        "ending in .tdm (e.g. dump=out/%%h-r%%r.tdm)\n", v);
+        return -1;
+    }
+    if (n >= name_len) {
+        fprintf(stderr, "tidemark run: --conf dump=%s: the name is too long\n", v);
+        return -1;
+    }
+    memcpy(name, base, n + 1);
+    if (slash) {
+        *slash = '\0';
+        if (strchr(v, '%')) {
+            fprintf(stderr, "tidemark run: --conf dump=%s/%s: codes (%%h, %%r...) go in the "
+                            "file's name, not its folder\n", v, base);
+            return -1;
+        }
+        if (strlen(v) + 2 > folder_len) {
+            fprintf(stderr, "tidemark run: --conf dump=%s/%s: the folder is too long\n", v, base);
+            return -1;
+        }
+        snprintf(folder, folder_len, "%s", v[0] ? v : "/");
+        *folder_out = folder;
+    }
+    return 1;
 }
 
 int tdm__run_conf_value(const char *conf, const char *key, char *out, size_t len)
@@ -305,8 +324,18 @@ static int signal_number(const char *v, size_t n)
     return min ? SIGRTMIN + (int)x : SIGRTMAX - (int)x;
 }
 
+/* `dir` into the text with each '%' doubled (a '%' in a folder is no code). */
+static void put_folder(FILE *m, const char *dir)
+{
+    for (const char *p = dir; *p; p++)
+        if (*p == '%')
+            fputs("%%", m);
+        else
+            fputc(*p, m);
+}
+
 char *tdm__run_conf_make(const char *inherited, const char *conf, const char *dir,
-                         int *dump_signal)
+                         const char *dump_name, const char *spill_dir, int *dump_signal)
 {
     *dump_signal = 0;
     char *out = NULL;
@@ -318,13 +347,23 @@ char *tdm__run_conf_make(const char *inherited, const char *conf, const char *di
         fprintf(m, "%s,", inherited);
     if (conf && conf[0])
         fprintf(m, "%s,", conf);
+    if (!dump_name)
+        dump_name = TDM_RUN_DUMP_NAME;
     fputs("dump=", m);
-    for (const char *p = dir; *p; p++) /* a '%' in the folder is no code */
-        if (*p == '%')
-            fputs("%%", m);
-        else
-            fputc(*p, m);
-    fputs("/" TDM_RUN_DUMP_NAME, m);
+    put_folder(m, dir);
+    fprintf(m, "/%s", dump_name);
+    /* The spill files of this run's processes in a folder of its own,
+     * named as their snapshots would be (with the pid, so two processes
+     * of one rank never share one): what a killed process leaves is
+     * found there, and only there, when the command has ended. */
+    if (spill_dir) {
+        const char *dot = strrchr(dump_name, '.');
+        int stem = (int)(dot && dot != dump_name ? (size_t)(dot - dump_name) : strlen(dump_name));
+        fputs(",spill=", m);
+        put_folder(m, spill_dir);
+        fprintf(m, "/%.*s%s.spill", stem, dump_name,
+                strstr(dump_name, "%p") ? "" : "-%p");
+    }
 
     /* A snapshot on interruption: dump_on needs `signal`, and run needs
      * to know which signal that is. */
@@ -429,4 +468,18 @@ int tdm__run_conf_check(const char *preload, const char *inherited, char *const 
     free(message);
     dlclose(h);
     return rc;
+}
+
+int tdm__run_is_launcher(const char *argv0)
+{
+    static const char *const names[] = {"mpirun", "mpiexec", "mpiexec.hydra", "orterun",
+                                        "prterun", "srun", "torchrun", "jsrun", "aprun",
+                                        "mpirun.openmpi", "mpiexec.openmpi", "mpirun.mpich",
+                                        "mpiexec.mpich"};
+    const char *slash = strrchr(argv0, '/');
+    const char *base = slash ? slash + 1 : argv0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(base, names[i]) == 0)
+            return 1;
+    return 0;
 }

@@ -42,7 +42,7 @@ void tdm__gate_options_init(tdm_gate_options *o)
  * than a byte count: said back with a warning. */
 #define UNITLESS_WARN_BELOW (UINT64_C(1) << 20)
 
-static int parse_limit(const char *cmd, const char *opt, const char *arg, uint64_t *v)
+int tdm__gate_parse_size(const char *cmd, const char *opt, const char *arg, uint64_t *v)
 {
     if (tdm__parse_size(arg, v) != TDM_OK || *v > (uint64_t)INT64_MAX) {
         fprintf(stderr, "tidemark %s: %s needs a size such as 12GiB, 512M or 1048576, "
@@ -68,13 +68,13 @@ int tdm__gate_option(const char *cmd, int code, const char *arg, tdm_gate_option
     switch (code) {
     case TDM_GATE_OPT_MAX_PEAK:
         o->enabled |= 1u << TDM_GATE_MAX_PEAK;
-        return parse_limit(cmd, "--max-peak", arg, &o->max_peak) ? -1 : 1;
+        return tdm__gate_parse_size(cmd, "--max-peak", arg, &o->max_peak) ? -1 : 1;
     case TDM_GATE_OPT_MAX_RESERVED:
         o->enabled |= 1u << TDM_GATE_MAX_RESERVED;
-        return parse_limit(cmd, "--max-reserved", arg, &o->max_reserved) ? -1 : 1;
+        return tdm__gate_parse_size(cmd, "--max-reserved", arg, &o->max_reserved) ? -1 : 1;
     case TDM_GATE_OPT_MAX_LEAK:
         o->enabled |= 1u << TDM_GATE_MAX_LEAK;
-        return parse_limit(cmd, "--max-leak", arg, &o->max_leak) ? -1 : 1;
+        return tdm__gate_parse_size(cmd, "--max-leak", arg, &o->max_leak) ? -1 : 1;
     case TDM_GATE_OPT_MAX_GROWTH: {
         char *end;
         const char *p = arg;

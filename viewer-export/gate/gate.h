@@ -129,6 +129,11 @@ enum {
  * as bytes; a nonzero one under 1 MiB also prints one warning line
  * ("--max-peak 12 has no unit: read as 12 B (did you mean 12GiB?)"). */
 int tdm__gate_option(const char *cmd, int code, const char *arg, tdm_gate_options *o);
+/* A size on the command line (a gate's limit, replay's --capacity) read
+ * as the gates read theirs: 0, or -1 after printing "tidemark CMD: OPT
+ * needs a size such as 12GiB, ..."; without a unit it is bytes, and a
+ * nonzero one under 1 MiB prints the warning above. */
+int tdm__gate_parse_size(const char *cmd, const char *opt, const char *arg, uint64_t *v);
 /* Checks the options as a whole (--baseline and --max-growth go
  * together); -1 after printing a usage error. */
 int tdm__gate_options_check(const char *cmd, const tdm_gate_options *o);

@@ -103,6 +103,8 @@ static inline int64_t tdm__view_unzigzag(uint64_t v)
 /* One snapshot as `tidemark view` shows it. */
 typedef struct tdm_view_input {
     const char *path;       /* as given on the command line */
+    const char *label;      /* what the page calls it (a run folder's name);
+                               NULL: its file's name */
     const tdm_snap *snap;
     const tdm_model *model;
     const uint8_t *cats;    /* tdm__categories_infer's output */

@@ -221,6 +221,7 @@ tdm_status tdm__view_data_write(FILE *out, const tdm_view_input *in, uint64_t *b
     jw_lit(&w, "{");
     jw_key(&w, "data_format", 1), jw_lit(&w, "1");
     jw_key(&w, "file", 0), jw_str(&w, base ? base + 1 : in->path);
+    jw_key(&w, "label", 0), jw_str(&w, in->label ? in->label : base ? base + 1 : in->path);
     jw_key(&w, "path", 0), jw_str(&w, in->path);
     jw_key(&w, "complete", 0), jw_fmt(&w, "%d", s->complete);
     jw_key(&w, "truncated_at", 0),
@@ -230,6 +231,13 @@ tdm_status tdm__view_data_write(FILE *out, const tdm_view_input *in, uint64_t *b
     jw_key(&w, "dropped", 0), jw_fmt(&w, "%" PRIu64, s->dropped_events);
     jw_key(&w, "state_known", 0), jw_fmt(&w, "%d", m->state_known);
     jw_key(&w, "t0_ns", 0), jw_fmt(&w, "\"%" PRIu64 "\"", m->window_start_ns);
+    /* The span with events (ns from the first to the last): the page's
+     * time axis opens on it, not on the process start before it. */
+    jw_key(&w, "span_ns", 0),
+        jw_fmt(&w, "%" PRIu64, s->event_count && s->events[s->event_count - 1].time_ns >
+                                                 m->window_start_ns
+                                   ? s->events[s->event_count - 1].time_ns - m->window_start_ns
+                                   : 0);
     /* Offsets are shown from the recording start, as the summary does. */
     uint64_t origin = s->header.start_time_us ? s->header.start_time_us * 1000u
                                               : m->window_start_ns;

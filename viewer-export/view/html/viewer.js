@@ -189,6 +189,8 @@ class Snapshot {
     let t = 0;
     for (let i = 0; i < N; i++) { t += unzig(dt[i]); times[i] = t; }
     this.tEnd = N ? times[N - 1] : 0;
+    this.realTimes = times;
+    this.indexAxis = false;
 
     const nm = cnt.marks;
     this.mkSeq = varints(col.mk_seq, nm, new Int32Array(nm));
@@ -268,7 +270,22 @@ class Snapshot {
     this.frKind = d.col.fk ? varints(d.col.fk, nfr, new Uint8Array(nfr)) : null;
   }
 
+  /* The chart's x of a position: its time (ns from the first event), or
+   * on the event-index axis its index + 1 (the window start at 0), as
+   * memory_viz draws allocations one after another whatever the clock. */
   timeOf(seq) { return seq < 0 ? 0 : this.times[Math.min(seq, this.n - 1)]; }
+  /* Its time, whichever axis is drawn: what the page prints. */
+  realTimeOf(seq) { return seq < 0 ? 0 : this.realTimes[Math.min(seq, this.n - 1)]; }
+
+  setIndexAxis(on) {
+    if (on && !this.indexTimes) {
+      this.indexTimes = new Float64Array(this.n);
+      for (let i = 0; i < this.n; i++) this.indexTimes[i] = i + 1;
+    }
+    this.indexAxis = !!on;
+    this.times = on ? this.indexTimes : this.realTimes;
+    this.tEnd = this.n ? this.times[this.n - 1] : 0;
+  }
 
   /* The last event position whose time is <= t (-1 when none). */
   seqAtTime(t) { return upperBound(this.times, t) - 1; }
@@ -291,7 +308,7 @@ class Snapshot {
   /* "+0.000514 s (event 156), step 1, phase optimizer" */
   describeSeq(seq) {
     if (!this.n) return 'the dump (final allocator state; no events recorded)';
-    const t = fmtOffset(this.timeOf(seq) + this.d.origin_ns);
+    const t = fmtOffset(this.realTimeOf(seq) + this.d.origin_ns);
     let out = seq < 0 ? t + ' (window start)' : t + ' (event ' + seq + ')';
     const step = this.stepAt(seq), ph = this.phaseName(this.phaseAt(seq));
     out += step ? ', step ' + step : ', before step 1';

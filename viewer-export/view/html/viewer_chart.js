@@ -40,7 +40,7 @@ class Panel {
 
   buildDom() {
     const d = this.snap.d, r = this.root;
-    r.appendChild(el('h2', '', esc(d.file) + (d.truncated_at ? ' <span class="warn">(truncated)</span>' : '')));
+    r.appendChild(el('h2', '', esc(d.label && d.label !== d.file ? d.label + ' (' + d.file + ')' : d.file) + (d.truncated_at ? ' <span class="warn">(truncated)</span>' : '')));
     this.summaryEl = el('dl', 'summary');
     r.appendChild(this.summaryEl);
     const tb = el('div', 'toolbar');
@@ -64,6 +64,16 @@ class Panel {
       b.dataset.act = act;
       b.addEventListener('click', () => act === 'reset' ? this.resetZoom(true) : this.zoom(act === 'in' ? 0.5 : 2, 0.5));
       tb.appendChild(b);
+    }
+    // the event-index axis: one step per event, whatever the clock (not
+    // in the ranks layout, whose lanes share one clock)
+    if (!this.app.ranks) {
+      const ix = el('label', '', '<input type="checkbox" data-testid="index-axis"> event index axis');
+      ix.title = 'x: events one after another (as memory_viz draws), instead of time';
+      this.indexBox = ix.firstChild;
+      this.indexBox.checked = this.snap.indexAxis;
+      this.indexBox.addEventListener('change', () => this.app.setIndexAxis(this.indexBox.checked));
+      tb.appendChild(ix);
     }
     const fit = el('label', '', '<input type="checkbox"> fit memory axis to view');
     this.fitY = fit.firstChild;
@@ -166,7 +176,8 @@ class Panel {
    * leaves space on the right); otherwise the range stays on the run. */
   setRange(t0, t1, redraw = true, fromLink = false) {
     const [a, b] = this.bounds();
-    let width = Math.max(t1 - t0, 50); /* ns: finer than any clock */
+    /* ns: finer than any clock; on the index axis, a few events */
+    let width = Math.max(t1 - t0, this.snap.indexAxis ? 4 : 50);
     if (!fromLink) {
       const lo = a - (b - a) * 0.05, hi = b + (b - a) * 0.05;
       width = Math.min(width, hi - lo);
@@ -366,15 +377,16 @@ class Panel {
   }
 
   drawAxis(ctx, W, H) {
-    const span = this.t1 - this.t0, step = niceStep(span / Math.max(2, W / 110));
-    const origin = this.snap.d.origin_ns;
+    const span = this.t1 - this.t0, index = this.snap.indexAxis;
+    const step = index ? Math.max(1, niceStep(span / Math.max(2, W / 110))) : niceStep(span / Math.max(2, W / 110));
+    const origin = index ? 0 : this.snap.d.origin_ns;
     ctx.fillStyle = '#5d6875'; ctx.strokeStyle = '#98a2ad'; ctx.textAlign = 'center'; ctx.textBaseline = 'top';
     ctx.beginPath(); ctx.moveTo(M.l, M.t + H + 0.5); ctx.lineTo(M.l + W, M.t + H + 0.5); ctx.stroke();
     // ticks at round offsets from the recording start, as the summary counts time
     for (let t = Math.ceil((this.t0 + origin) / step) * step; t <= this.t1 + origin; t += step) {
       const x = Math.round(this.xOf(t - origin)) + 0.5;
       ctx.beginPath(); ctx.moveTo(x, M.t + H); ctx.lineTo(x, M.t + H + 4); ctx.stroke();
-      const label = fmtTick(t, step, Math.abs(this.t1 + origin));
+      const label = index ? 'event ' + Math.round(t - 1) : fmtTick(t, step, Math.abs(this.t1 + origin));
       if (x + ctx.measureText(label).width / 2 <= this.cssW) ctx.fillText(label, x, M.t + H + 6);
     }
   }
@@ -447,7 +459,7 @@ class Panel {
     this.hoverX = M.l + c;
     this.paint();
     const s = this.snap, cols = this.cols, seq = cols.seq[c], tot = cols.max[c];
-    const t = s.timeOf(seq) + s.d.origin_ns;
+    const t = s.realTimeOf(seq) + s.d.origin_ns;
     let html = '<b>' + esc(s.describeSeq(seq)) + '</b><br>at ' + fmtOffset(t) + ' from the recording start';
     if (cols.n[c] > 1) html += '<br><i>' + cols.n[c] + ' changes in this pixel; its highest is shown</i>';
     html += '<table><tr><td>allocated</td><td class="n"><b>' + fmtBytes(tot) + '</b></td><td></td></tr>';

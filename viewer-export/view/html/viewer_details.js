@@ -152,7 +152,7 @@ function renderLive(p) {
     '<th>allocated</th><th>site</th></tr></thead><tbody>'];
   for (let k = 0; k < n; k++) {
     const i = live[k], fr = s.siteFrames(s.aStack[i]), flags = s.aFlags[i];
-    const when = s.aSeq[i] >= 0 ? fmtOffset(s.timeOf(s.aSeq[i]) + s.d.origin_ns)
+    const when = s.aSeq[i] >= 0 ? fmtOffset(s.realTimeOf(s.aSeq[i]) + s.d.origin_ns)
       : (flags & FLAG_SEEDED ? 'before the window' : 'start');
     rows.push('<tr class="row" data-testid="live-row" data-alloc="' + i + '" data-bytes="' + s.aSize[i] +
       '"><td class="n">' + (k + 1) + '</td><td class="n">' + fmtBytes(s.aSize[i]) + '</td><td><i class="chip" style="background:' +
@@ -373,7 +373,7 @@ function bindMap(p) {
     if (!q) { p.mapTip.style.display = 'none'; return; }
     let html = q.seg >= 0 ? '<b>segment ' + hex(q.addr) + '</b>, ' + fmtBytes(q.size) + ', ' +
       POOL_NAMES[s.sPool[q.seg] & 3] + (s.sPool[q.seg] & 4 ? ', expandable' : '') +
-      (s.sSeq[q.seg] >= 0 ? ', made at ' + fmtOffset(s.timeOf(s.sSeq[q.seg]) + s.d.origin_ns) : '')
+      (s.sSeq[q.seg] >= 0 ? ', made at ' + fmtOffset(s.realTimeOf(s.sSeq[q.seg]) + s.d.origin_ns) : '')
       : '<b>blocks outside the known segments</b> (their segment events were not recorded)';
     const at = (pos - q.px) / Math.max(q.pw, 1) * q.size;
     let off = 0;

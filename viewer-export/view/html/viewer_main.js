@@ -36,8 +36,8 @@ class App {
     host.classList.toggle('two', this.snaps.length > 1);
     this.panels = this.snaps.map((s, i) => new Panel(this, s, i, data.device));
     this.panels.forEach(p => host.appendChild(p.root));
-    document.getElementById('title').textContent = this.snaps.map(s => s.d.file).join('  vs  ');
-    document.title = 'tidemark view: ' + this.snaps.map(s => s.d.file).join(' vs ');
+    document.getElementById('title').textContent = this.snaps.map(s => s.d.label || s.d.file).join('  vs  ');
+    document.title = 'tidemark view: ' + this.snaps.map(s => s.d.label || s.d.file).join(' vs ');
     if (this.panels.length > 1) this.bindCompare();
     else { this.linkTime = false; this.linkY = false; }
   }
@@ -51,12 +51,39 @@ class App {
     this.renderCompare();
   }
 
+  /* Allocated and reserved: two runs of one program under other
+   * allocator settings (`tidemark replay --save`) allocate the same bytes
+   * and differ only in what they reserve, so the reserved line is the
+   * answer there, not a footnote. */
   renderCompare() {
     const [a, b] = this.panels.map(p => p.dev);
-    const d = b.peak - a.peak, change = fmtChange(a.peak, b.peak);
-    document.getElementById('compare').innerHTML = 'peak: ' + fmtBytes(a.peak) + ' \u2192 ' + fmtBytes(b.peak) +
-      ' (<span data-testid="peak-diff">' + (d >= 0 ? '+' : '') + fmtBytes(d) + '</span>' +
-      (change ? ', ' + change : '') + ')';
+    const one = (what, x, y, id) => {
+      const d = y - x, change = fmtChange(x, y);
+      return what + ': ' + fmtBytes(x) + ' \u2192 ' + fmtBytes(y) + ' (<span data-testid="' + id + '" data-bytes="' + d + '">' +
+        (d >= 0 ? '+' : '') + fmtBytes(d) + '</span>' + (change ? ', ' + change : '') + ')';
+    };
+    let text = one('peak allocated', a.peak, b.peak, 'peak-diff');
+    if (a.reserved_known && b.reserved_known)
+      text += ' \u00b7 ' + one('peak reserved', a.peak_reserved, b.peak_reserved, 'reserved-diff');
+    document.getElementById('compare').innerHTML = text;
+  }
+
+  /* The event-index axis on or off, for every panel at once (linked
+   * panels then line up event by event); each opens on its whole run. */
+  setIndexAxis(on) {
+    for (const p of this.panels) {
+      p.snap.setIndexAxis(on);
+      if (p.indexBox) p.indexBox.checked = on;
+      p.cols = null;
+    }
+    if (this.linkTime && this.panels.length > 1) {
+      const longest = this.panels.reduce((x, y) => (y.snap.tEnd > x.snap.tEnd ? y : x));
+      longest.resetZoom(false);
+      for (const p of this.panels) if (p !== longest) p.setRange(longest.t0, longest.t1, false, true);
+    } else {
+      for (const p of this.panels) p.resetZoom(false);
+    }
+    this.redrawAll();
   }
 
   sharedYMax() { return Math.max(...this.panels.map(p => p.ownYMax())); }

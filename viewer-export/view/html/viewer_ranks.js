@@ -21,6 +21,14 @@
 
 const LANE_L = 64; /* as the chart's left margin, so times line up */
 
+/* A lane's name: its rank (else its process), after its run folder's
+ * name when the page holds several folders ("runA rank 0"); never the
+ * file's name alone, which every run spells alike (tidemark-HOST-PID). */
+function laneLabel(d) {
+  const who = d.header.rank >= 0 ? 'rank ' + d.header.rank : d.header.pid > 0 ? 'pid ' + d.header.pid : d.file;
+  return d.label && d.label !== d.file ? d.label + ' ' + who : who;
+}
+
 function bigOr0(s) { try { return BigInt(s || '0'); } catch (e) { return 0n; } }
 
 class RanksView {
@@ -48,7 +56,8 @@ class RanksView {
       const peak = !dev ? 0 : d.events ? dev.peak : dev.stats ? dev.stats.allocated_bytes[1] : 0;
       return {k, d, off, di, dev, peak, snap: null, cols: null, key: '', visible: false,
         end: dump > 0n ? Number(dump - zero) : off, // refined once decoded
-        label: d.header.rank >= 0 ? 'rank ' + d.header.rank : d.file};
+        last: off + (d.span_ns || 0), // its last event on the job's axis
+        label: laneLabel(d)};
     });
     this.decoded = 0;
     this.sel = null;      /* {k, seq, T} */
@@ -68,7 +77,19 @@ class RanksView {
     return l.snap;
   }
 
+  /* How far zoom and pan may go: from the job's zero (the earliest
+   * recording start) to the last dump. */
   domain() { return [0, Math.max(1, ...this.lanes.map(l => l.end))]; }
+  /* What the lanes open on ("whole job"): the span with events, from the
+   * first rank's first event to the last one's last.  A job's start-up
+   * (MPI_Init, `import torch`) records nothing and would otherwise leave
+   * most of every lane empty and squeeze training into a spike. */
+  span() {
+    const busy = this.lanes.filter(l => l.d.events > 0);
+    if (!busy.length) return this.domain();
+    const a = Math.min(...busy.map(l => l.off)), b = Math.max(...busy.map(l => l.last));
+    return b > a ? [a, b] : this.domain();
+  }
 
   // ---- the page
 
@@ -90,7 +111,7 @@ class RanksView {
       fmtUtc(String(this.zeroNs / 1000n)) + ' (clocks of different hosts agree only as well as they are synchronized).'));
     const tb = el('div', 'toolbar');
     for (const [act, text, title] of [['in', '+', 'zoom in'], ['out', '\u2212', 'zoom out'],
-      ['reset', 'whole job', 'every rank, start to end (0)']]) {
+      ['reset', 'whole job', 'every rank, first event to last (0)']]) {
       const b = el('button', '', text);
       b.title = title;
       b.dataset.act = act;
@@ -161,7 +182,7 @@ class RanksView {
   // ---- range
 
   resetZoom(redraw = true) {
-    const [a, b] = this.domain(), pad = (b - a) * 0.01;
+    const [a, b] = this.span(), pad = (b - a) * 0.01;
     this.setRange(a - pad, b + pad, false, redraw);
   }
 
