@@ -169,7 +169,7 @@ static void usage(FILE *to)
 {
     fprintf(to,
             "usage: train_sim [--steps N] [--layers N] [--hidden N] [--batch N]\n"
-            "                 [--device N] [--compute-us N] [--dump PATH]\n"
+            "                 [--device N] [--compute-us N] [--startup-ms N] [--dump PATH]\n"
             "Trains a simulated MLP on tidemark's sim device.\n"
             "  --steps N   training steps (default 5)\n"
             "  --layers N  layers, at most %d (default 6)\n"
@@ -178,6 +178,8 @@ static void usage(FILE *to)
             "  --device N  device ordinal (default 0)\n"
             "  --compute-us N  simulated compute per layer and pass, in us\n"
             "              (default 300; 0 runs as fast as it can)\n"
+            "  --startup-ms N  wait N ms before the first allocation, as a\n"
+            "              program's imports or MPI_Init do (default 0)\n"
             "  --dump PATH record with the C API and write a snapshot to PATH\n"
             "Without --dump, set TIDEMARK_CONF (e.g. dump=train.tdm) to record.\n",
             MAX_LAYERS);
@@ -199,6 +201,7 @@ int main(int argc, char **argv)
     model m = {.layers = 6, .hidden = 2048, .batch = 512, .device = 0,
                .compute_us = 300};
     int steps = 5;
+    long startup_ms = 0;
     const char *dump = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -215,6 +218,8 @@ int main(int argc, char **argv)
             m.batch = (size_t)parse_count(a, v, 1, 1 << 24), i++;
         } else if (!strcmp(a, "--device")) {
             m.device = (int)parse_count(a, v, 0, 1023), i++;
+        } else if (!strcmp(a, "--startup-ms")) {
+            startup_ms = parse_count(a, v, 0, 100000), i++;
         } else if (!strcmp(a, "--compute-us")) {
             m.compute_us = parse_count(a, v, 0, 10000000), i++;
         } else if (!strcmp(a, "--dump") && v) {
@@ -236,6 +241,10 @@ int main(int argc, char **argv)
         }
     }
     tdm_set_metadata("example: train_sim (MLP + Adam on the sim device)");
+    if (startup_ms > 0) {
+        struct timespec ts = {startup_ms / 1000, (startup_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     train(&m, steps);
 
     tdm_stats stats = {.size = sizeof stats};

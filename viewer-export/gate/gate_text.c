@@ -83,7 +83,8 @@ void tdm__gate_headline(char *buf, size_t len, const tdm_gate_result *r)
     }
 }
 
-/* "+1.234 s (event 56), step 3, phase backward", or when the figure has
+/* "+1.234 s from the recording's start (event 56), step 3, phase
+ * backward" (model.h: one time origin), or when the figure has
  * no moment of its own, what it stands for. */
 void tdm__gate_when(char *buf, size_t len, const tdm_input *in,
                     const tdm_gate_result *r)
@@ -91,8 +92,7 @@ void tdm__gate_when(char *buf, size_t len, const tdm_input *in,
     const tdm_snap *s = in->snap;
     const tdm_model *m = in->model;
     char t[S_FMT], pbuf[32];
-    uint64_t origin = s->header.start_time_us ? s->header.start_time_us * 1000u
-                                              : m->window_start_ns;
+    uint64_t origin = tdm__model_time_origin_ns(m);
     if (r->from_stats) {
         snprintf(buf, len, "unknown: no history in the file (record=state); "
                            "sites are those live at exit");
@@ -114,8 +114,9 @@ void tdm__gate_when(char *buf, size_t len, const tdm_input *in,
         return;
     }
     const tdm_event *e = &s->events[r->at_seq];
-    int n = snprintf(buf, len, "%s (event %" PRId64 ")",
-                     tdm__fmt_offset(t, sizeof t, (int64_t)(e->time_ns - origin)), r->at_seq);
+    int n = snprintf(buf, len, "%s from %s (event %" PRId64 ")",
+                     tdm__fmt_offset(t, sizeof t, (int64_t)(e->time_ns - origin)),
+                     tdm__model_time_origin_name(m), r->at_seq);
     if (n < 0 || (size_t)n >= len)
         return;
     if (e->step)

@@ -58,9 +58,8 @@ static const char *str_or(const char *s, const char *fallback)
 static const char *offset_of(char *buf, const tdm_snap *s, const tdm_model *m,
                              uint64_t time_ns)
 {
-    uint64_t origin = tdm__summary_start_known(s->header.start_time_us)
-                          ? s->header.start_time_us * 1000u
-                          : m->window_start_ns;
+    (void)s;
+    uint64_t origin = tdm__model_time_origin_ns(m);
     return tdm__fmt_offset(buf, S_FMT, (int64_t)(time_ns - origin));
 }
 
@@ -167,6 +166,8 @@ static void print_history(FILE *out, const tdm_snap *s, const tdm_model *m)
             fprintf(out, "; %u step%s", steps, steps == 1 ? "" : "s");
         fprintf(out, ", %zu phase name%s\n", s->phase_count ? s->phase_count - 1 : 0,
                 s->phase_count == 2 ? "" : "s");
+        fprintf(out, "times        from %s, as in every command\n",
+                tdm__model_time_origin_name(m));
     } else if (!s->complete) {
         fprintf(out, "history      none read: the file is cut before its events\n");
     } else {
