@@ -270,6 +270,7 @@ def _declare(lib):
         "tdm_is_recording": (c.c_int, []),
         "tdm_dump_snapshot": (c.c_int, [c.c_char_p]),
         "tdm_phase": (c.c_int, [c.c_char_p]),
+        "tdm_phase_end": (c.c_int, []),
         "tdm_step": (c.c_int, []),
         "tdm_tag_push": (c.c_int, [c.c_int]),
         "tdm_tag_pop": (c.c_int, []),
@@ -367,8 +368,10 @@ def _log_mark(name):
 
 class _Phase:
     """What phase() returns: the phase is marked already; as a context
-    manager it also goes back, on exit, to the phase that was in force
-    before."""
+    manager it also ends with its block: on exit it goes back to the phase
+    that was in force before, or to no phase when there was none (so a
+    `with phase("init"):` block does not leave "init" in force, for later
+    blocks to restore)."""
 
     def __init__(self, name, before):
         self.name = name
@@ -382,8 +385,10 @@ class _Phase:
         with _phase_lock:
             if self.before is not None:
                 _check("phase", library().tdm_phase(self.before.encode()))
-                _phase_now = self.before
                 _log_mark(self.before)
+            else:
+                _check("phase", library().tdm_phase_end())
+            _phase_now = self.before
         return False
 
     def __repr__(self):
@@ -399,9 +404,10 @@ def phase(name):
             loss = model(x)
 
     marks "forward" on entry and, on exit, marks again the phase that was
-    in force before it (the one this module marked last), so phases nest.
-    Phases have no end in tidemark, only starts: after a with-block that
-    began with no phase in force, its phase lasts until the next one."""
+    in force before it (the one this module marked last), so phases nest;
+    a block that began with no phase in force ends its phase on exit
+    (what follows is in no phase).  A plain call's phase lasts until the
+    next one."""
     global _user_marks
     _user_marks = True
     return _auto_phase(name)

@@ -258,7 +258,7 @@ static void walk(pf *p)
                       phase_t0, t);
             phase = ev->phase;
             phase_t0 = t;
-            in_phase = 1;
+            in_phase = phase != 0; /* phase 0: a phase ended (tdm_phase_end) */
             continue;
         }
         if (ev->action == TDM_ACTION_STEP) {
