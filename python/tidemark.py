@@ -306,7 +306,7 @@ def _enum(table, value, what):
                          % (what, ", ".join(table), value)) from None
 
 
-def record_memory_history(enabled="all", context="all", stacks="native",
+def record_memory_history(enabled="all", context="all", stacks="all",
                           max_entries=1000000, clear_history=False):
     """Starts, reconfigures or stops recording (torch's
     _record_memory_history).  enabled: "all" (a ring of the last
@@ -316,8 +316,9 @@ def record_memory_history(enabled="all", context="all", stacks="native",
     Python frames of the calling thread, file:line and function, like
     torch's stacks="python"; native on a thread running no Python code) or
     "all" (native frames with the interpreter's replaced by the Python
-    frames they ran, innermost first, like torch's stacks="all"); None
-    means "none".  Python frames are read without the GIL and resolved from
+    frames they ran, innermost first, like torch's stacks="all", the
+    default: a Python program's native frames alone are the interpreter's
+    and libffi's, the same for every call); None means "none".  Python frames are read without the GIL and resolved from
     tidemark's own copies, so a dump at exit still names them."""
     if stacks is None:
         stacks = "none"

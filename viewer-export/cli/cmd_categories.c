@@ -115,7 +115,7 @@ static void print_device(FILE *out, const tdm_model *m, size_t dev,
     char b1[TDM_FMT_LEN], b2[TDM_FMT_LEN], pbuf[32];
     uint64_t origin = tdm__model_time_origin_ns(m); /* as every command */
 
-    fprintf(out, "device %d (%s %s)\n", d->ordinal, d->vendor, d->name);
+    fprintf(out, "device %d (%s)\n", d->ordinal, tdm__model_device_label(d));
     int64_t total = 0;
     for (int c = 0; c < NCAT; c++)
         total += rows[0][c];

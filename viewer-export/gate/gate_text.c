@@ -25,11 +25,6 @@
 
 #define S_FMT TDM_FMT_LEN
 
-static const char *str_or(const char *s, const char *fallback)
-{
-    return s && s[0] ? s : fallback;
-}
-
 static const char *figure_name(const tdm_gate_result *r)
 {
     switch (r->kind) {
@@ -139,8 +134,7 @@ static void device_label(char *buf, size_t len, const tdm_input *in,
 {
     if (r->dev_index >= 0 && in->model)
         snprintf(buf, len, "device %d (%s)", r->device,
-                 str_or(in->model->devices[r->dev_index].name,
-                        str_or(in->model->devices[r->dev_index].vendor, "?")));
+                 tdm__model_device_label(&in->model->devices[r->dev_index]));
     else if (r->device >= 0)
         snprintf(buf, len, "device %d", r->device);
     else

@@ -574,6 +574,15 @@ int tdm__model_device_index(const tdm_model *model, int ordinal)
     return -1;
 }
 
+const char *tdm__model_device_label(const tdm_model_device *dev)
+{
+    if (dev->name && dev->name[0])
+        return dev->name;
+    if (dev->vendor && dev->vendor[0] && strcmp(dev->vendor, "?") != 0)
+        return dev->vendor;
+    return "unnamed";
+}
+
 static int origin_is_start(const tdm_model *model)
 {
     uint64_t start_us = model->snap->header.start_time_us;

@@ -195,6 +195,11 @@ uint64_t tdm__model_time_origin_ns(const tdm_model *model);
  * first event". */
 const char *tdm__model_time_origin_name(const tdm_model *model);
 
+/* How every command names a device, in "device 0 (NAME)": its name, else
+ * its vendor, else "unnamed" (a PyTorch snapshot names none), so one
+ * file's device reads the same in summary, categories, gate and diff. */
+const char *tdm__model_device_label(const tdm_model_device *dev);
+
 /* The index in model->devices of `ordinal`, or -1. */
 int tdm__model_device_index(const tdm_model *model, int ordinal);
 /* The position of the dump: the last event's index (-1 without events). */

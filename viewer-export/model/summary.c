@@ -435,7 +435,7 @@ static tdm_status print_device(FILE *out, const tdm_snap *s, const tdm_model *m,
     char a[S_FMT], b[S_FMT], pbuf[32];
 
     fprintf(out, "\ndevice %d (%s), capacity %s\n", d->ordinal,
-            str_or(d->name, str_or(d->vendor, "?")),
+            tdm__model_device_label(d),
             d->capacity ? tdm__fmt_bytes_exact(a, sizeof a, d->capacity) : "unknown");
     peak_view p = peak_of(s, d, torch);
     if (s->event_count) {

@@ -157,7 +157,7 @@ static void row_fill(rank_row *r, const tdm_input *in, int device, unsigned fram
     const tdm_model_device *d = &m->devices[best];
     r->device = d->ordinal;
     snprintf(r->device_name, sizeof r->device_name, "%s",
-             d->name && d->name[0] ? d->name : d->vendor ? d->vendor : "?");
+             tdm__model_device_label(d));
     r->peak = best_peak;
     r->peak_from_stats = best_stats;
     r->peak_reserved = torch && d->reserved_known;
