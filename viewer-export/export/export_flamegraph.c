@@ -205,7 +205,8 @@ tdm_status tdm__export_flamegraph(FILE *out, const tdm_export_context *ctx)
             }
         }
     }
-    qsort(ls.v, ls.n, sizeof *ls.v, line_cmp);
+    if (ls.n) /* qsort's array may not be NULL, even empty */
+        qsort(ls.v, ls.n, sizeof *ls.v, line_cmp);
     for (size_t i = 0; i < ls.n;) {
         uint64_t sum = 0;
         size_t j = i;
