@@ -98,8 +98,8 @@ void tdm__gate_when(char *buf, size_t len, const tdm_input *in,
             s->header.start_time_us)
             snprintf(buf, len, "at exit, when the snapshot was taken (%s)",
                      tdm__fmt_offset(t, sizeof t,
-                                     (int64_t)(s->header.dump_time_us -
-                                               s->header.start_time_us) * 1000));
+                                     tdm__fmt_us_to_ns(s->header.dump_time_us -
+                                                       s->header.start_time_us)));
         else
             snprintf(buf, len, "at exit, when the snapshot was taken");
         return;

@@ -111,7 +111,7 @@ static void print_snapshot(FILE *out, const tdm_snap *s, const tdm_model *m,
         fprintf(out, "  started    %s; dumped %s later\n",
                 tdm__fmt_utc(a, sizeof a, h->start_time_us),
                 tdm__fmt_offset(b, sizeof b,
-                                (int64_t)(h->dump_time_us - h->start_time_us) * 1000) + 1);
+                                tdm__fmt_us_to_ns(h->dump_time_us - h->start_time_us)) + 1);
     else
         fprintf(out, "  started    %s\n", tdm__fmt_utc(a, sizeof a, h->start_time_us));
     fprintf(out, "  recording  record=%s context=%s stacks=%s max_entries=%" PRIu64
