@@ -16,6 +16,7 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -35,7 +36,8 @@ static const char *const record_names[] = {"off", "state", "all", NULL};
 static const char *const context_names[] = {"none", "state", "alloc", "all",
                                             NULL};
 static const char *const stacks_names[] = {"none", "native", "python", "all",
-                                           NULL};
+                                           "auto", NULL};
+_Static_assert(TDM__CONF_STACKS_AUTO == 4, "stacks_names: auto after the API's modes");
 /* The allocator's modes, as alloc/ names them (tdm__alloc_config.mode). */
 static const char *const alloc_mode_names[] = {"cache", "passthrough", NULL};
 /* The hooks' modes (TDM__CONF_MODE_*) and the fork choices
@@ -467,11 +469,12 @@ static const tdm__conf_key keys[] = {
      "where stacks are kept: none; state (live blocks only); alloc (also on "
      "alloc events); all (also captured at free)",
      parse_enum, FIELD(context), context_names},
-    {"stacks", "none|native|python|all", "native",
+    {"stacks", "none|native|python|all|auto", "auto",
      "which stacks to capture: none; native return addresses (symbolized "
      "at dump); python, the Python frames of a thread running Python code "
      "(else native); all, native with the interpreter's frames replaced by "
-     "the Python frames they ran",
+     "the Python frames they ran; auto, all in a Python program and native "
+     "in any other",
      parse_enum, FIELD(stacks), stacks_names},
     {"max_entries", "whole number >= 1", "1000000",
      "ring capacity in events; older events are overwritten and counted as "
@@ -844,6 +847,13 @@ size_t tdm__config_format_help(char *buf, size_t len)
     return need;
 }
 
+int tdm__config_stacks(const tdm__config *cfg)
+{
+    if (cfg->stacks != TDM__CONF_STACKS_AUTO)
+        return cfg->stacks;
+    return dlsym(RTLD_DEFAULT, "_PyRuntime") ? TDM_STACKS_ALL : TDM_STACKS_NATIVE;
+}
+
 void tdm__config_history_options(const tdm__config *cfg,
                                  tdm_history_options *opts)
 {
@@ -851,7 +861,7 @@ void tdm__config_history_options(const tdm__config *cfg,
     opts->size = sizeof *opts;
     opts->enabled = (tdm_record_mode)cfg->record;
     opts->context = (tdm_context_mode)cfg->context;
-    opts->stacks = (tdm_stacks_mode)cfg->stacks;
+    opts->stacks = (tdm_stacks_mode)tdm__config_stacks(cfg);
     opts->max_entries = cfg->max_entries;
     opts->clear_history = 0;
 }

@@ -45,6 +45,8 @@ enum {
 enum { TDM__CONF_MODE_OBSERVE = 0, TDM__CONF_MODE_CACHE = 1 };
 /* `fork`: what a forked child does. */
 enum { TDM__CONF_FORK_FOLLOW = 0, TDM__CONF_FORK_STOP = 1 };
+/* `stacks=auto` (the default): tdm_stacks_mode's values, then this one. */
+#define TDM__CONF_STACKS_AUTO 4
 /* stop_signals: the exit snapshot on SIGINT/SIGTERM, or nothing. */
 enum { TDM__CONF_STOP_SNAPSHOT = 0, TDM__CONF_STOP_OFF = 1 };
 
@@ -59,7 +61,7 @@ typedef struct tdm__conf_ranks {
 typedef struct tdm__config {
     int record;              /* tdm_record_mode (the API's `enabled`) */
     int context;             /* tdm_context_mode */
-    int stacks;              /* tdm_stacks_mode */
+    int stacks;              /* tdm_stacks_mode, or TDM__CONF_STACKS_AUTO */
     size_t max_entries;      /* ring capacity, events, >= 1 */
     char dump[TDM__CONF_PATH_MAX]; /* path template, checked */
     char spill[TDM__CONF_PATH_MAX]; /* kill-safe history: a path template,
@@ -202,6 +204,12 @@ int tdm__config_rank_selected(const tdm__config *cfg, int32_t rank,
 /* The recording options a configuration asks for. */
 void tdm__config_history_options(const tdm__config *cfg,
                                  tdm_history_options *opts);
+/* The stacks a configuration asks for, `auto` decided: all (native and
+ * Python frames) in a program that runs a CPython interpreter (found by
+ * dlsym(RTLD_DEFAULT, "_PyRuntime"), as snapshot/pyframes.c finds it),
+ * native otherwise.  A Python program's native stacks are the
+ * interpreter's and libffi's frames, the same for every allocation. */
+int tdm__config_stacks(const tdm__config *cfg);
 
 /* Parses a byte size: digits, optional blanks, optional unit B, K, M, G, T
  * or KiB, MiB, GiB, TiB (any case; K = KiB = 1024).  0 on success; else

@@ -101,7 +101,7 @@ int tdm__spill_start(const tdm__config *cfg, const char *dump_tmpl, const char *
                  "program leaves no history", path, why);
         return 1;
     }
-    tdm__spill_set_modes(cfg->record, cfg->context, cfg->stacks);
+    tdm__spill_set_modes(cfg->record, cfg->context, tdm__config_stacks(cfg));
     /* Said on a terminal only, and only once the file has its name (the
      * process's first event): every process a launcher or shell starts
      * under the preload would otherwise add a line to the job's log,

@@ -173,6 +173,10 @@ TDM_API const char *tdm_category_name(tdm_category category);
 /* Marks the start of a named phase ("forward", "backward", "optimizer",
  * ...) on the whole process.  The name is copied. */
 TDM_API tdm_status tdm_phase(const char *name);
+/* Ends the phase in force: what follows is in no phase until the next
+ * tdm_phase (a phase opened as a block, such as Python's
+ * `with tidemark.phase("init"):`, ends with its block). */
+TDM_API tdm_status tdm_phase_end(void);
 /* Marks the start of the next training step (steps count from 1). */
 TDM_API tdm_status tdm_step(void);
 /* Allocations made by this thread until the matching pop carry `category`.

@@ -270,6 +270,7 @@ def _declare(lib):
         "tdm_is_recording": (c.c_int, []),
         "tdm_dump_snapshot": (c.c_int, [c.c_char_p]),
         "tdm_phase": (c.c_int, [c.c_char_p]),
+        "tdm_phase_end": (c.c_int, []),
         "tdm_step": (c.c_int, []),
         "tdm_tag_push": (c.c_int, [c.c_int]),
         "tdm_tag_pop": (c.c_int, []),
@@ -305,7 +306,7 @@ def _enum(table, value, what):
                          % (what, ", ".join(table), value)) from None
 
 
-def record_memory_history(enabled="all", context="all", stacks="native",
+def record_memory_history(enabled="all", context="all", stacks="all",
                           max_entries=1000000, clear_history=False):
     """Starts, reconfigures or stops recording (torch's
     _record_memory_history).  enabled: "all" (a ring of the last
@@ -315,8 +316,9 @@ def record_memory_history(enabled="all", context="all", stacks="native",
     Python frames of the calling thread, file:line and function, like
     torch's stacks="python"; native on a thread running no Python code) or
     "all" (native frames with the interpreter's replaced by the Python
-    frames they ran, innermost first, like torch's stacks="all"); None
-    means "none".  Python frames are read without the GIL and resolved from
+    frames they ran, innermost first, like torch's stacks="all", the
+    default: a Python program's native frames alone are the interpreter's
+    and libffi's, the same for every call); None means "none".  Python frames are read without the GIL and resolved from
     tidemark's own copies, so a dump at exit still names them."""
     if stacks is None:
         stacks = "none"
@@ -367,8 +369,10 @@ def _log_mark(name):
 
 class _Phase:
     """What phase() returns: the phase is marked already; as a context
-    manager it also goes back, on exit, to the phase that was in force
-    before."""
+    manager it also ends with its block: on exit it goes back to the phase
+    that was in force before, or to no phase when there was none (so a
+    `with phase("init"):` block does not leave "init" in force, for later
+    blocks to restore)."""
 
     def __init__(self, name, before):
         self.name = name
@@ -382,8 +386,10 @@ class _Phase:
         with _phase_lock:
             if self.before is not None:
                 _check("phase", library().tdm_phase(self.before.encode()))
-                _phase_now = self.before
                 _log_mark(self.before)
+            else:
+                _check("phase", library().tdm_phase_end())
+            _phase_now = self.before
         return False
 
     def __repr__(self):
@@ -399,9 +405,10 @@ def phase(name):
             loss = model(x)
 
     marks "forward" on entry and, on exit, marks again the phase that was
-    in force before it (the one this module marked last), so phases nest.
-    Phases have no end in tidemark, only starts: after a with-block that
-    began with no phase in force, its phase lasts until the next one."""
+    in force before it (the one this module marked last), so phases nest;
+    a block that began with no phase in force ends its phase on exit
+    (what follows is in no phase).  A plain call's phase lasts until the
+    next one."""
     global _user_marks
     _user_marks = True
     return _auto_phase(name)

@@ -6,8 +6,8 @@
 #   scripts/fuzz.sh [SECONDS] [TARGET...] [-- LIBFUZZER-OPTIONS...]
 #
 #   SECONDS   per target (default 30, what CI runs)
-#   TARGET    tdm, pickle, rmm_csv, trace_csv, conf, spill (default: every
-#             tests/fuzz/fuzz_*.c)
+#   TARGET    tdm, tdm_crc, commands, pickle, rmm_csv, trace_csv, conf, spill
+#             (default: every tests/fuzz/fuzz_*.c)
 #   FUZZ_PARALLEL=N   targets run at once (default 2)
 #   FUZZ_BUILD=DIR    the build folder (default build-fuzz)
 #

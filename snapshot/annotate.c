@@ -51,6 +51,14 @@ tdm_status tdm_phase(const char *name)
     return TDM_OK;
 }
 
+tdm_status tdm_phase_end(void)
+{
+    /* Phase id 0 is "no phase", the state before the first mark. */
+    atomic_store_explicit(&tdm__rec.phase, 0, memory_order_relaxed);
+    tdm__rec_event(TDM_ACTION_PHASE, -1, 0, 0, 0, 0, 0);
+    return TDM_OK;
+}
+
 tdm_status tdm_step(void)
 {
     atomic_fetch_add_explicit(&tdm__rec.step, 1, memory_order_relaxed);

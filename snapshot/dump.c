@@ -2,8 +2,9 @@
  * it (tdm_dump_snapshot).
  *
  * A dump is one cut: the allocator copies its state under its own locks
- * and, at that instant, the ring is marked (ring_cut.h); the events stored
- * up to the mark are then copied while writers keep going.  It symbolizes
+ * and, at that instant, the ring is marked and its entries up to the mark
+ * copied (ring_cut.h); they are sorted and built into the snapshot while
+ * writers keep going.  It symbolizes
  * every interned stack once per unique address, and hands the result to the
  * .tdm writer.  It allocates freely: it is never on a hot path.  Dumps are
  * serialized by dump_lock so two at once cannot interleave.
@@ -142,7 +143,7 @@ static tdm_status copy_events_before(const tdm__ring_cut *cut, uint64_t carried,
     if (!ev)
         return TDM_HOST_OUT_OF_MEMORY;
     uint64_t copied_plain = 0;
-    size_t n = tdm__ring_copy_before(ring, cut->before, ev, cap, &copied_plain);
+    size_t n = tdm__ring_copy_before(cut, ev, cap, &copied_plain);
     *dropped += cut->stored > copied_plain ? cut->stored - copied_plain : 0;
     /* Compound ring entries become the plain events files hold. */
     if (copied_plain != n) {

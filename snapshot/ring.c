@@ -8,10 +8,15 @@
  *   write:     the owner alone: slot seq = 2i+1, release fence, the 7 data
  *              words, seq = 2i+2 (release).  A classic single-writer
  *              seqlock per slot.
- *   give back: given_back += plain events written; chunk_state = n << 1
+ *   give back: given_back += plain events written; chunk_newest_ns
+ *              raised to the owner's newest time; chunk_state = n << 1
  *              (release).  When the chunk is full, when its thread ends
  *              (a thread-specific destructor), or in a forked child for
  *              the threads that did not come along.
+ *   overwrite: a claim that wins a chunk ever written raises
+ *              overwritten_ns to its chunk_newest_ns, then a release
+ *              fence, before its first slot store: a reader that sees a
+ *              slot rewritten (its seq changed) then sees the raise.
  * The reader accepts slot s for event i only if s.seq == 2i+2 before and
  * after copying the payload.
  *
@@ -45,13 +50,17 @@ static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t exit_key;
 static _Atomic int exit_key_ok; /* the key exists and is not deleted */
 
-/* Gives back chunk [end - chunk, end) of `ring` with `written` events. */
-static void give_back_chunk(tdm__ring *ring, uint64_t end, uint64_t written)
+/* Gives back chunk [end - chunk, end) of `ring` with `written` events,
+ * the newest of them (and of any older ones left in its slots) no newer
+ * than newest_ns.  Only the chunk's holder writes its chunk_newest_ns. */
+static void give_back_chunk(tdm__ring *ring, uint64_t end, uint64_t written,
+                            uint64_t newest_ns)
 {
-    uint64_t n = (end >> ring->chunk_shift) - 1;
+    uint64_t n = (end >> ring->chunk_shift) - 1, c = n % ring->chunks;
     atomic_fetch_add_explicit(&ring->given_back, written, memory_order_relaxed);
-    atomic_store_explicit(&ring->chunk_state[n % ring->chunks], n << 1,
-                          memory_order_release);
+    if (newest_ns > atomic_load_explicit(&ring->chunk_newest_ns[c], memory_order_relaxed))
+        atomic_store_explicit(&ring->chunk_newest_ns[c], newest_ns, memory_order_relaxed);
+    atomic_store_explicit(&ring->chunk_state[c], n << 1, memory_order_release);
 }
 
 /* A thread ends: its chunk goes back, if its ring still exists. */
@@ -64,7 +73,8 @@ static void thread_ends(void *unused)
     pthread_mutex_lock(&live_lock);
     for (tdm__ring *r = live_rings; r; r = r->next_live) {
         if (r->id == me->ring_id) {
-            give_back_chunk(r, me->end, me->next - (me->end - r->chunk) + me->extra);
+            give_back_chunk(r, me->end, me->next - (me->end - r->chunk) + me->extra,
+                            me->last_ns);
             break;
         }
     }
@@ -104,7 +114,8 @@ tdm_status tdm__ring_create(uint64_t capacity, tdm__ring **out)
     uint64_t chunks = (capacity + chunk - 1) / chunk + IDLE_CHUNKS;
     uint64_t slots = chunks * chunk;
     size_t head = (sizeof(tdm__ring) + 63) & ~(size_t)63;
-    size_t state_bytes = ((size_t)chunks * sizeof(uint64_t) + 63) & ~(size_t)63;
+    /* chunk_state, then chunk_newest_ns. */
+    size_t state_bytes = ((size_t)chunks * 2 * sizeof(uint64_t) + 63) & ~(size_t)63;
     size_t bytes = head + state_bytes + (size_t)slots * sizeof(tdm__ring_slot);
     bytes = (bytes + 4095) & ~(size_t)4095;
     /* In a spill file, the header and chunk states are reserved now and
@@ -123,6 +134,7 @@ tdm_status tdm__ring_create(uint64_t capacity, tdm__ring **out)
     pthread_once(&key_once, make_exit_key);
     tdm__ring *r = mem;
     r->chunk_state = (_Atomic uint64_t *)((char *)mem + head);
+    r->chunk_newest_ns = r->chunk_state + chunks;
     r->slots = (tdm__ring_slot *)((char *)mem + head + state_bytes);
     r->capacity = capacity;
     r->chunk = chunk;
@@ -137,6 +149,7 @@ tdm_status tdm__ring_create(uint64_t capacity, tdm__ring **out)
     atomic_init(&r->claims, 0);
     atomic_init(&r->given_back, 0);
     atomic_init(&r->refused, 0);
+    atomic_init(&r->overwritten_ns, 0);
     pthread_mutex_lock(&live_lock);
     r->id = ++last_ring_id;
     r->next_live = live_rings;
@@ -265,6 +278,19 @@ static __attribute__((noinline)) void first_claim(void)
         hook();
 }
 
+/* The events of a chunk about to be overwritten were all stored by
+ * gone_ns: no event newer than that may be lost any more (ring.h). */
+static __attribute__((noinline)) void raise_overwritten(tdm__ring *ring, uint64_t gone_ns)
+{
+    uint64_t h = atomic_load_explicit(&ring->overwritten_ns, memory_order_relaxed);
+    while (h < gone_ns &&
+           !atomic_compare_exchange_weak_explicit(&ring->overwritten_ns, &h, gone_ns,
+                                                  memory_order_relaxed, memory_order_relaxed))
+        ;
+    /* Before any slot store of this claim (see the protocol above). */
+    atomic_thread_fence(memory_order_release);
+}
+
 int tdm__ring_claim(tdm__ring *ring)
 {
     tdm__ring_writer *me = &tdm__ring_me;
@@ -293,6 +319,9 @@ int tdm__ring_claim(tdm__ring *ring)
             atomic_store_explicit(state, n << 1, memory_order_release);
             return 0;
         }
+        uint64_t gone_ns = atomic_load_explicit(&ring->chunk_newest_ns[c], memory_order_relaxed);
+        if (gone_ns)
+            raise_overwritten(ring, gone_ns);
         if (__builtin_expect(atomic_load_explicit(&ring->populated, memory_order_relaxed) <
                                  ring->map_bytes,
                              0))
@@ -311,13 +340,14 @@ int tdm__ring_claim(tdm__ring *ring)
 
 void tdm__ring_give_back(tdm__ring *ring, uint64_t end)
 {
-    give_back_chunk(ring, end, ring->chunk + tdm__ring_me.extra);
+    give_back_chunk(ring, end, ring->chunk + tdm__ring_me.extra, tdm__ring_me.last_ns);
     tdm__ring_me.extra = 0;
 }
 
 /* Plain events written so far in held chunk c under claim n (a compound
- * entry counts as its expansion; its action is in word 6, bits 48-55). */
-static uint64_t held_written(tdm__ring *ring, uint64_t c, uint64_t n)
+ * entry counts as its expansion; its action is in word 6, bits 48-55);
+ * *newest_ns (optional) gets the newest time in the chunk's slots. */
+static uint64_t held_written(tdm__ring *ring, uint64_t c, uint64_t n, uint64_t *newest_ns)
 {
     uint64_t first = n << ring->chunk_shift, count = 0;
     for (uint64_t k = 0; k < ring->chunk; k++) {
@@ -327,6 +357,9 @@ static uint64_t held_written(tdm__ring *ring, uint64_t c, uint64_t n)
             uint64_t w6 = atomic_load_explicit(&slot->w[6], memory_order_relaxed);
             count += tdm__action_expanded_count((unsigned)(w6 >> 48) & 0xff);
         }
+        uint64_t t = atomic_load_explicit(&slot->w[0], memory_order_relaxed);
+        if (newest_ns && s && t > *newest_ns)
+            *newest_ns = t;
     }
     return count;
 }
@@ -339,7 +372,7 @@ uint64_t tdm__ring_events(tdm__ring *ring)
     for (uint64_t c = 0; c < used; c++) {
         uint64_t s = atomic_load_explicit(&ring->chunk_state[c], memory_order_acquire);
         if (s & 1)
-            total += held_written(ring, c, s >> 1);
+            total += held_written(ring, c, s >> 1, NULL);
     }
     return total;
 }
@@ -383,18 +416,18 @@ void tdm__ring_fork_child(tdm__ring *ring)
     for (uint64_t c = 0; c < used; c++) {
         uint64_t s = atomic_load_explicit(&ring->chunk_state[c], memory_order_relaxed);
         if ((s & 1) && c != mine) {
-            uint64_t n = s >> 1;
-            give_back_chunk(ring, (n + 1) << ring->chunk_shift,
-                            held_written(ring, c, n));
+            uint64_t n = s >> 1, newest = 0;
+            uint64_t written = held_written(ring, c, n, &newest);
+            give_back_chunk(ring, (n + 1) << ring->chunk_shift, written, newest);
         }
     }
 }
 
-/* One kept event, for the sort: its time, claim index and slot. */
+/* One kept entry, for the sort: its time, claim index and place. */
 typedef struct ring_key {
     uint64_t time_ns;
     uint64_t index;
-    uint64_t slot;
+    uint64_t at;
 } ring_key;
 
 static inline int key_before(const ring_key *x, const ring_key *y)
@@ -443,55 +476,60 @@ static ring_key *sort_keys(ring_key *keys, ring_key *tmp, size_t n)
     return src;
 }
 
-/* Reads slot `s` consistently: 1 and its claim index and words, or 0
- * when it holds no complete event. */
-static int read_slot(tdm__ring_slot *s, uint64_t *index, uint64_t w[7])
+/* Reads slot `s` consistently into e: 1, or 0 when it holds no complete
+ * event. */
+static int read_slot(tdm__ring_slot *s, tdm__ring_entry *e)
 {
     uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
     if (seq == 0 || (seq & 1))
         return 0;
     for (int k = 0; k < 7; k++)
-        w[k] = atomic_load_explicit(&s->w[k], TDM_SEQ_DATA_LOAD);
+        e->w[k] = atomic_load_explicit(&s->w[k], TDM_SEQ_DATA_LOAD);
     TDM_SEQ_FENCE_ACQUIRE();
     if (atomic_load_explicit(&s->seq, memory_order_relaxed) != seq)
         return 0;
-    *index = seq / 2 - 1;
+    e->index = seq / 2 - 1;
     return 1;
 }
 
-/* The newest min(capacity, max) complete entries in time order, into
- * out; with `before` (a cut, ring_cut.h) only the entry of index i in
- * chunk c when i < before[c].  Returns the entries copied and sets
- * *plain to the plain events they expand to. */
-static size_t copy_entries(tdm__ring *ring, const uint64_t *before, tdm_event *out,
-                           size_t max, uint64_t *plain)
+size_t tdm__ring_read_entries(tdm__ring *ring, const uint64_t *before,
+                              tdm__ring_entry *out, size_t room, uint64_t *horizon_ns)
 {
     uint64_t slots = tdm__ring_used_chunks(ring) << ring->chunk_shift;
-    ring_key *keys = malloc((size_t)(slots ? slots : 1) * sizeof *keys);
-    ring_key *tmp = malloc((size_t)(slots ? slots : 1) * sizeof *tmp);
-    ring_key *sorted = NULL;
+    if (slots > room)
+        slots = room; /* chunks first claimed since `room` was sized: later */
     size_t n = 0;
+    for (uint64_t p = 0; p < slots; p++)
+        if (read_slot(&ring->slots[p], &out[n]) &&
+            (!before || out[n].index < before[p >> ring->chunk_shift]))
+            n++;
+    /* After the slots: a slot seen rewritten was preceded by its raise. */
+    *horizon_ns = atomic_load_explicit(&ring->overwritten_ns, memory_order_acquire);
+    return n;
+}
+
+size_t tdm__ring_entries_newest(const tdm__ring *ring, const tdm__ring_entry *entries,
+                                size_t n, uint64_t horizon_ns, tdm_event *out,
+                                size_t max, uint64_t *plain)
+{
+    ring_key *keys = malloc((n ? n : 1) * sizeof *keys);
+    ring_key *tmp = malloc((n ? n : 1) * sizeof *tmp);
+    ring_key *sorted = NULL;
+    size_t kept = 0;
     if (keys && tmp) {
-        for (uint64_t p = 0; p < slots; p++) {
-            uint64_t index, w[7];
-            if (read_slot(&ring->slots[p], &index, w) &&
-                (!before || index < before[p >> ring->chunk_shift]))
-                keys[n++] = (ring_key){w[0], index, p};
-        }
-        sorted = sort_keys(keys, tmp, n);
+        for (size_t i = 0; i < n; i++)
+            if (entries[i].w[0] > horizon_ns)
+                keys[kept++] = (ring_key){entries[i].w[0], entries[i].index, i};
+        sorted = sort_keys(keys, tmp, kept);
     }
     if (!sorted)
-        n = 0; /* out of host memory: nothing copied */
+        kept = 0; /* out of host memory: nothing copied */
     size_t want = max < ring->capacity ? max : (size_t)ring->capacity;
-    size_t first = n > want ? n - want : 0, copied = 0;
+    size_t first = kept > want ? kept - want : 0, copied = 0;
     *plain = 0;
-    for (size_t k = first; k < n; k++) {
-        uint64_t index, w[7];
-        /* Rewritten since the first pass: a newer event took the slot. */
-        if (!read_slot(&ring->slots[sorted[k].slot], &index, w) ||
-            index != sorted[k].index)
-            continue;
-        memcpy(&out[copied++], w, sizeof w);
+    for (size_t k = first; k < kept; k++) {
+        const uint64_t *w = entries[sorted[k].at].w;
+        memcpy(&out[copied++], w, sizeof entries[0].w);
         *plain += tdm__action_expanded_count((unsigned)(w[6] >> 48) & 0xff);
     }
     free(keys);
@@ -502,17 +540,17 @@ static size_t copy_entries(tdm__ring *ring, const uint64_t *before, tdm_event *o
 size_t tdm__ring_copy(tdm__ring *ring, tdm_event *out, size_t max,
                       uint64_t *lost)
 {
-    uint64_t stored = tdm__ring_events(ring), copied_plain;
-    size_t copied = copy_entries(ring, NULL, out, max, &copied_plain);
+    uint64_t stored = tdm__ring_events(ring), copied_plain = 0, horizon = 0;
+    uint64_t slots = tdm__ring_used_chunks(ring) << ring->chunk_shift;
+    tdm__ring_entry *entries = malloc((size_t)(slots ? slots : 1) * sizeof *entries);
+    size_t copied = 0;
+    if (entries) {
+        size_t n = tdm__ring_read_entries(ring, NULL, entries, (size_t)slots, &horizon);
+        copied = tdm__ring_entries_newest(ring, entries, n, horizon, out, max, &copied_plain);
+        free(entries);
+    }
     /* Out of host memory, nothing is copied and all is counted lost. */
     if (lost)
         *lost = stored > copied_plain ? stored - copied_plain : 0;
     return copied;
-}
-
-/* ---- copy up to a cut (ring_cut.h) ---------------------------------------- */
-size_t tdm__ring_copy_before(tdm__ring *ring, const uint64_t *before,
-                             tdm_event *out, size_t max, uint64_t *copied_plain)
-{
-    return copy_entries(ring, before, out, max, copied_plain);
 }

@@ -25,6 +25,17 @@
  * The copy returns the newest `capacity` events in time order (events of
  * one thread keep their order: a thread's time stamps never go backwards
  * in the ring, see tdm__ring_push_words) and counts what it lost.
+ *
+ * What a copy keeps is a whole stretch of history: every event newer than
+ * its oldest one.  Chunks are overwritten in claim order, not time order
+ * (a chunk that a slow thread held for long holds events newer than the
+ * chunks claimed after it), so a lap can take events from the middle of
+ * the history; an allocation whose free was lost then looks live for
+ * ever.  So each chunk remembers the newest time ever stored in it
+ * (chunk_newest_ns, at give-back), a claim that takes a written chunk
+ * raises the ring's `overwritten_ns` to it before writing, and a copy
+ * keeps only events newer than `overwritten_ns` as read after its slots:
+ * whatever was lost is older than all it keeps.
  */
 #ifndef TDM_SNAPSHOT_RING_H
 #define TDM_SNAPSHOT_RING_H
@@ -48,6 +59,10 @@ typedef struct tdm__ring {
     _Alignas(64) _Atomic uint64_t given_back; /* events in chunks given back */
     _Atomic uint64_t refused;    /* events that found no chunk free */
     _Atomic uint64_t *chunk_state; /* [chunks]: claim number << 1 | held */
+    _Atomic uint64_t *chunk_newest_ns; /* [chunks]: newest time stored in
+                                        * the chunk so far (0: none) */
+    _Alignas(64) _Atomic uint64_t overwritten_ns; /* no event newer than
+                                        * this was ever overwritten */
     tdm__ring_slot *slots;       /* chunks * chunk slots, from mmap */
     uint64_t capacity;           /* events kept: the newest `capacity` */
     uint64_t chunk;              /* slots per chunk, a power of two */
@@ -199,12 +214,35 @@ static inline uint64_t tdm__ring_used_chunks(tdm__ring *ring)
 uint64_t tdm__ring_events(tdm__ring *ring);
 
 /* Copies the newest min(capacity, max) kept entries into out[0..), oldest
- * first (by time; events of one time stamp in claim order).  Returns how
- * many were copied; *lost (optional) gets every plain event stored but not
- * copied (a compound entry counts as its expansion): overwritten, refused,
- * or being rewritten at the time of the copy.  Allocates a key array for the sort: not for the hot path. */
+ * first (by time; events of one time stamp in claim order), none older
+ * than an event lost (see above).  Returns how many were copied; *lost
+ * (optional) gets every plain event stored but not copied (a compound
+ * entry counts as its expansion): overwritten, refused, older than one
+ * overwritten, or being rewritten at the time of the copy.  Allocates
+ * its copy of the slots: not for the hot path. */
 size_t tdm__ring_copy(tdm__ring *ring, tdm_event *out, size_t max,
                       uint64_t *lost);
+
+/* One complete slot as read: its claim index and the event's words. */
+typedef struct tdm__ring_entry {
+    uint64_t index;
+    uint64_t w[7];
+} tdm__ring_entry;
+
+/* Reads every complete slot of the used chunks (the first `room` slots
+ * at most) into out[0..room), with `before` (a cut, ring_cut.h; NULL:
+ * all) only the entries of index < before[chunk], and then sets
+ * *horizon_ns to the ring's overwritten_ns: every entry lost before or
+ * during the read is at least that old.  No lock, no allocation. */
+size_t tdm__ring_read_entries(tdm__ring *ring, const uint64_t *before,
+                              tdm__ring_entry *out, size_t room, uint64_t *horizon_ns);
+/* Of entries[0..n) (as read above), the newest min(capacity, max) newer
+ * than horizon_ns into out, oldest first; returns how many, and the plain
+ * events they stand for in *plain.  Allocates for the sort; out of host
+ * memory it copies nothing. */
+size_t tdm__ring_entries_newest(const tdm__ring *ring, const tdm__ring_entry *entries,
+                                size_t n, uint64_t horizon_ns, tdm_event *out,
+                                size_t max, uint64_t *plain);
 
 /* In the child of fork(): the chunks that other threads held (they do
  * not exist there) are given back.  Every ring mapped from the parent's

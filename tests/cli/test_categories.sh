@@ -104,11 +104,15 @@ assert {"tidemark phases", "tidemark steps"} <= names, names
 EOF
 # --merge: a profiler trace of "the same run" (its base is the recording start)
 base=$(python3 -c "import json;print(json.load(open('$work/demo.pf.json'))['baseTimeNanoseconds'])" 2>/dev/null || echo 0)
+# ts counts from the recording's start: the profiler's events sit just
+# after the recording's first event.
+t0=$(python3 -c "import json;print(min(e['ts'] for e in json.load(open('$work/demo.pf.json'))['traceEvents'] if 'ts' in e))" 2>/dev/null || echo 0)
+t_mm=$(python3 -c "print($t0 + 10.0)"); t_mem=$(python3 -c "print($t0 + 12.0)")
 cat >"$work/prof.json" <<EOF
 {"schemaVersion": 1, "deviceProperties": [],
  "traceEvents": [
-  {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10.0, "dur": 5.0},
-  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": 12.0,
+  {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": $t_mm, "dur": 5.0},
+  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": $t_mem,
    "args": {"Total Reserved": 0, "Total Allocated": 0, "Bytes": 0, "Addr": 0, "Device Id": 0, "Device Type": 1}}
  ],
  "traceName": "prof", "baseTimeNanoseconds": $base}

@@ -22,7 +22,7 @@ EOF
 expect 0 "categories of a trace" -- "$TIDEMARK" categories --samples 3 "$work/t.csv"
 grep -qE '^    parameter +1\.00 GiB +66\.7%$' "$work/out" || fail "parameter share is not 66.7%"
 grep -qE '^    gradient +100 B +<0\.1%$' "$work/out" || fail "a 100 B share is not '<0.1%'"
-grep -qE '^  at the peak: 1\.50 GiB, step 0, \+0\.000002 s$' "$work/out" || fail "peak time is not +0.000002 s"
+grep -qE '^  at the peak: 1\.50 GiB, step 0, \+0\.000002 s from the first event$' "$work/out" || fail "peak time is not +0.000002 s"
 # the over-time rows: offsets as tdm__fmt_offset writes them
 [ "$(grep -cE '^ +\+[0-9]+\.[0-9]+ s +[0-9]+ ' "$work/out")" -eq 3 ] ||
   fail "over-time rows do not start with '+N.NNN s'"

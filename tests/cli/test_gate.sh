@@ -59,7 +59,7 @@ block max-peak >"$work/block"
 n=$(wc -l <"$work/block")
 [ "$n" -ge 8 ] && [ "$n" -le 31 ] || fail "max-peak report is $n lines (8..30 expected)"
 has block "  limit      "; has block "($((peak - 1)) B)"; has block "($peak B), 1 B"
-grep -qE "^  when +\+[0-9.]+ s \(event [0-9]+\), step [0-9]+, phase [a-z_]+$" "$work/block" ||
+grep -qE "^  when +\+[0-9.]+ s from the recording's start \(event [0-9]+\), step [0-9]+, phase [a-z_]+$" "$work/block" ||
   fail "no 'when' line with step and phase"
 has block "top allocation sites live at the peak"
 has block "train_sim.c:"; lacks block "tdm_malloc"

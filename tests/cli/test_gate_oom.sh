@@ -21,7 +21,7 @@ record "$work/ok.tdm" --steps 3 --compute-us 0
 # gate: the peak is under the limit, the OOM fails it.
 expect 3 "gate of an OOM run" -- "$TIDEMARK" gate --max-peak 20GiB "$work/oom.tdm"
 has out "no-oom FAILED: out of memory: 1.53 GiB asked for, 1.39 GiB free"
-has_re out "when +\+[0-9.]+ s \(event [0-9]+\), step 1, phase forward"
+has_re out "when +\+[0-9.]+ s from the recording's start \(event [0-9]+\), step 1, phase forward"
 has_re out "train_sim\.c:[0-9]+"
 has out "--allow-oom"
 has out "gates: 1 passed, 1 failed"

@@ -38,7 +38,7 @@ cp "$work/out" "$work/sum"
 has_re sum "^tidemark summary of 3 snapshots: 3 ranks on 1 host$"
 has_re sum "^  ranks      0-2 of world size 5$"
 has_re sum "^  missing    no file for ranks 3-4$"
-has_re sum "^  times      from the earliest start, [0-9-]+ [0-9:]+ UTC$"
+has_re sum "^  times      from each file's recording start \(the earliest [0-9-]+ [0-9:]+ UTC\)$"
 rows=$(awk -v h="$host" '$1 ~ /^[0-9]+$/ && $2 == h { print $1, $3, $4, $(NF-2), $(NF-1) }' "$work/sum")
 [ "$(echo "$rows" | awk '{ printf "%s", $1 }')" = 012 ] || fail "rows not in rank order: $rows"
 while read -r r dev pk lv dropped; do

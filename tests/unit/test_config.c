@@ -20,7 +20,7 @@ static void defaults_are_documented_values(void **state)
     tdm__config_defaults(&cfg);
     assert_int_equal(cfg.record, TDM_RECORD_ALL);
     assert_int_equal(cfg.context, TDM_CONTEXT_ALL);
-    assert_int_equal(cfg.stacks, TDM_STACKS_NATIVE);
+    assert_int_equal(cfg.stacks, TDM__CONF_STACKS_AUTO);
     assert_int_equal(cfg.max_entries, 1000000);
     assert_string_equal(cfg.dump, "tidemark-%h-%p.tdm");
     assert_int_equal(cfg.dump_on, TDM__DUMP_ON_EXIT);
@@ -89,6 +89,14 @@ static void history_options_follow_the_config(void **state)
     assert_int_equal(o.stacks, TDM_STACKS_NONE);
     assert_int_equal(o.max_entries, 77);
     assert_int_equal(o.clear_history, 0);
+    /* stacks=auto (the default): native here, a program without an
+     * interpreter (tests/python/test_python_default_stacks.py has one). */
+    parse_ok("record=all");
+    tdm__config_history_options(&cfg, &o);
+    assert_int_equal(o.stacks, TDM_STACKS_NATIVE);
+    parse_ok("stacks=python");
+    tdm__config_history_options(&cfg, &o);
+    assert_int_equal(o.stacks, TDM_STACKS_PYTHON);
 }
 
 /* ---- each key, good values --------------------------------------------------- */
@@ -112,6 +120,7 @@ static void int_keys_take_each_value(void **state)
         {"stacks=native", &cfg.stacks, TDM_STACKS_NATIVE},
         {"stacks=python", &cfg.stacks, TDM_STACKS_PYTHON},
         {"stacks=all", &cfg.stacks, TDM_STACKS_ALL},
+        {"stacks=auto", &cfg.stacks, TDM__CONF_STACKS_AUTO},
         {"dump_on=exit", dump_on, TDM__DUMP_ON_EXIT},
         {"dump_on=signal", dump_on, TDM__DUMP_ON_SIGNAL},
         {"dump_on=oom", dump_on, TDM__DUMP_ON_OOM},

@@ -145,6 +145,18 @@ static void test_summary_start_unknown(void **state)
     assert_non_null(strstr(text, "  started    2023-11-14 22:13:20 UTC; dumped 10.000 s later\n"));
     free(text);
     tdm__model_free(m);
+    /* A dump time 2^56 µs after the start (a crafted header, found by
+     * fuzz_commands): the span in ns does not fit an int64, and its
+     * product overflowed (signed: undefined) into a negative offset. */
+    t->s.header.dump_time_us = 1700000000000000ull + 68747679890419616ull;
+    m = build(t);
+    text = summary_text(t, m, &o);
+    /* INT64_MAX ns; before, the wrapped product read -1399804 h, its
+     * sign cut off: "dumped 1399804 h 33 min 24 s later". */
+    assert_non_null(strstr(text, "  started    2023-11-14 22:13:20 UTC; dumped "
+                                 "2562047 h 47 min 16 s later\n"));
+    free(text);
+    tdm__model_free(m);
     free(t);
 }
 

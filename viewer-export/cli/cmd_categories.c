@@ -113,18 +113,19 @@ static void print_device(FILE *out, const tdm_model *m, size_t dev,
     const tdm_model_device *d = &m->devices[dev];
     const tdm_snap *s = m->snap;
     char b1[TDM_FMT_LEN], b2[TDM_FMT_LEN], pbuf[32];
-    uint64_t origin = m->window_start_ns;
+    uint64_t origin = tdm__model_time_origin_ns(m); /* as every command */
 
-    fprintf(out, "device %d (%s %s)\n", d->ordinal, d->vendor, d->name);
+    fprintf(out, "device %d (%s)\n", d->ordinal, tdm__model_device_label(d));
     int64_t total = 0;
     for (int c = 0; c < NCAT; c++)
         total += rows[0][c];
     const char *ph = tdm__model_phase_name(m, d->peak_phase, pbuf, sizeof pbuf);
-    fprintf(out, "  at the peak: %s, step %" PRIu32 "%s%s, %s\n",
+    fprintf(out, "  at the peak: %s, step %" PRIu32 "%s%s, %s from %s\n",
             tdm__fmt_bytes(b1, sizeof b1, (uint64_t)(total > 0 ? total : 0)),
             d->peak_step, ph[0] ? ", phase " : "", ph,
             tdm__fmt_offset(b2, sizeof b2,
-                            (int64_t)(d->peak_time_ns - origin)));
+                            (int64_t)(d->peak_time_ns - origin)),
+            tdm__model_time_origin_name(m));
     for (int i = 0; i < NCAT; i++) {
         uint8_t c = cat_order[i];
         if (!rows[0][c])
@@ -147,11 +148,11 @@ static void print_device(FILE *out, const tdm_model *m, size_t dev,
     }
     const char *unit = most >= (10ll << 30) ? "GiB" : most >= (1ll << 20) ? "MiB" : "KiB";
     double div = most >= (10ll << 30) ? 1073741824.0 : most >= (1ll << 20) ? 1048576.0 : 1024.0;
-    /* Times as offsets from the window start, the column as wide as the
+    /* Times as offsets from the origin, the column as wide as the
      * widest. */
     int tw = 4;
     for (size_t r = 1; r < nrows; r++) {
-        uint64_t t = seqs[r] >= 0 ? s->events[seqs[r]].time_ns : origin;
+        uint64_t t = seqs[r] >= 0 ? s->events[seqs[r]].time_ns : m->window_start_ns;
         int w = (int)strlen(tdm__fmt_offset(b1, sizeof b1, (int64_t)(t - origin)));
         tw = w > tw ? w : tw;
     }
@@ -171,7 +172,7 @@ static void print_device(FILE *out, const tdm_model *m, size_t dev,
     char line[512], prev[512] = "";
     for (size_t r = 1; r < nrows; r++) {
         const tdm_event *ev = seqs[r] >= 0 ? &s->events[seqs[r]] : NULL;
-        uint64_t t = ev ? ev->time_ns : origin;
+        uint64_t t = ev ? ev->time_ns : m->window_start_ns;
         const char *pn = ev ? tdm__model_phase_name(m, ev->phase, pbuf, sizeof pbuf) : "";
         if (strlen(pn) > 10)
             pn = pn + strlen(pn) - 10;
@@ -255,7 +256,7 @@ static int explain_snapshot(const char *path, const tdm_model *m, const char *qu
                                        &s->frames[s->stacks[a->stack_id].frames[f]]);
                 site = frame;
             }
-            uint64_t t0 = m->window_start_ns;
+            uint64_t t0 = tdm__model_time_origin_ns(m);
             printf("  0x%" PRIx64 " %s, device %d, made %s, %s%s%s%s\n    %s\n", a->addr,
                    tdm__fmt_bytes(b1, sizeof b1, a->size), m->devices[a->device_index].ordinal,
                    a->alloc_seq >= 0

@@ -451,7 +451,7 @@ static tdm_status diff(FILE *out, side *sd, int only, unsigned top, unsigned fra
                 (k == 1 && tdm__model_device_index(sd[0].in.model, d->ordinal) >= 0))
                 continue;
             tdm_status st = print_device(out, sd, d->ordinal,
-                                         d->name && d->name[0] ? d->name : d->vendor, top,
+                                         tdm__model_device_label(d), top,
                                          frames);
             if (st != TDM_OK)
                 return st;

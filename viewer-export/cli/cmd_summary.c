@@ -25,7 +25,7 @@ void tdm__cli_summary_help(FILE *out)
           "Several snapshots (or a directory, standing for the .tdm files in it), as\n"
           "a multi-rank job writes them with dump=out/%h-r%r.tdm, give one row per\n"
           "rank instead, in rank order: host, rank, device, peak, when it happened\n"
-          "(from the earliest start among the files), step and phase at the peak,\n"
+          "(from its own recording start), step and phase at the peak,\n"
           "bytes live at the end and events dropped; then the spread of the peaks\n"
           "(max, min, mean) with the rank and the top allocation site of the max.\n"
           "Past 16 ranks, the rows of the 10 highest peaks and the 3 lowest, and the\n"

@@ -4,7 +4,8 @@
  * inferno, speedscope and Perfetto read it.
  *
  * The moment is each device's peak (default), or --at TIME for all
- * devices: an offset from the first event ("1.5", "1500ms", "250us",
+ * devices: an offset from the time origin every command uses (model.h:
+ * the recording's start, else the first event; "1.5", "1500ms", "250us",
  * "42ns", "2s"), or "peak" / "end".  Frames go root first; tidemark's own
  * innermost frames (tdm_*, libtidemark) are left out, as the summary does;
  * ';' in a name becomes ':' (it separates frames).  --by-category puts the
@@ -155,7 +156,7 @@ static int parse_at(const char *text, const tdm_model *m, int *at_peak,
     double ns = v * scale;
     if (ns > 1.8e19)
         return -1;
-    *seq = tdm__model_seq_at_time(m, m->window_start_ns + (uint64_t)ns);
+    *seq = tdm__model_seq_at_time(m, tdm__model_time_origin_ns(m) + (uint64_t)ns);
     return 0;
 }
 
@@ -181,7 +182,7 @@ tdm_status tdm__export_flamegraph(FILE *out, const tdm_export_context *ctx)
 
     if (at && parse_at(at, m, &at_peak, &at_seq) != 0) {
         fprintf(stderr, "tidemark export: --at wants peak, end, or an offset from the "
-                        "first event such as 1.5, 1500ms, 250us; got '%s'\n", at);
+                        "recording's start such as 1.5, 1500ms, 250us; got '%s'\n", at);
         return TDM_INVALID_ARGUMENT;
     }
     if (by_cat && tdm__categories_infer(m, &cats) != TDM_OK)
@@ -204,7 +205,8 @@ tdm_status tdm__export_flamegraph(FILE *out, const tdm_export_context *ctx)
             }
         }
     }
-    qsort(ls.v, ls.n, sizeof *ls.v, line_cmp);
+    if (ls.n) /* qsort's array may not be NULL, even empty */
+        qsort(ls.v, ls.n, sizeof *ls.v, line_cmp);
     for (size_t i = 0; i < ls.n;) {
         uint64_t sum = 0;
         size_t j = i;

@@ -13,7 +13,7 @@ static const tdm_export_option perfetto_options[] = {
     {NULL, NULL, NULL},
 };
 static const tdm_export_option flamegraph_options[] = {
-    {"at", "TIME", "bytes live at TIME (offset from the first event: 1.5, 200ms; peak, end)"},
+    {"at", "TIME", "bytes live at TIME (offset from the recording's start: 1.5, 200ms; peak, end)"},
     {"by-category", NULL, "put the category under the device frame"},
     {NULL, NULL, NULL},
 };

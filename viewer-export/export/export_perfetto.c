@@ -11,8 +11,10 @@
  *   slices    phases and steps ("X" events on their own threads).
  *
  * Times: ts is µs (3 decimals) after a base.  Standalone, the base is the
- * first event's time and the top-level "baseTimeNanoseconds" says it, as
- * Kineto does; merged, the profiler trace's own baseTimeNanoseconds is
+ * origin every command counts from (model.h: the recording's start, else
+ * the first event), so a peak has the time here that summary, categories
+ * and gate give it; the top-level "baseTimeNanoseconds" says it, as
+ * Kineto does, and otherData's "time_origin" names it; merged, the profiler trace's own baseTimeNanoseconds is
  * used, or 0 (absolute µs since the epoch, older Kineto) when it has
  * none.  Both clocks are CLOCK_REALTIME, so the events line up.
  *
@@ -256,7 +258,7 @@ static void walk(pf *p)
                       phase_t0, t);
             phase = ev->phase;
             phase_t0 = t;
-            in_phase = 1;
+            in_phase = phase != 0; /* phase 0: a phase ended (tdm_phase_end) */
             continue;
         }
         if (ev->action == TDM_ACTION_STEP) {
@@ -579,7 +581,7 @@ tdm_status tdm__export_perfetto(FILE *out, const tdm_export_context *ctx)
                         ctx->input_path, merge);
         }
     } else {
-        p.base_ns = (int64_t)m->window_start_ns;
+        p.base_ns = (int64_t)tdm__model_time_origin_ns(m);
     }
 
     if ((st = tdm__jw_init(&w, out)) != TDM_OK)
@@ -608,6 +610,7 @@ tdm_status tdm__export_perfetto(FILE *out, const tdm_export_context *ctx)
         tdm__jw_kstr(&w, "host", s->header.host);
         tdm__jw_ki64(&w, "rank", s->header.rank);
         tdm__jw_ku64(&w, "dropped_events", s->dropped_events);
+        tdm__jw_kstr(&w, "time_origin", tdm__model_time_origin_name(m));
         tdm__jw_close(&w, '}');
         tdm__jw_close(&w, '}');
         tdm__jw_raw(&w, "\n", 1);

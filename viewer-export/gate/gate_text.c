@@ -25,11 +25,6 @@
 
 #define S_FMT TDM_FMT_LEN
 
-static const char *str_or(const char *s, const char *fallback)
-{
-    return s && s[0] ? s : fallback;
-}
-
 static const char *figure_name(const tdm_gate_result *r)
 {
     switch (r->kind) {
@@ -83,7 +78,8 @@ void tdm__gate_headline(char *buf, size_t len, const tdm_gate_result *r)
     }
 }
 
-/* "+1.234 s (event 56), step 3, phase backward", or when the figure has
+/* "+1.234 s from the recording's start (event 56), step 3, phase
+ * backward" (model.h: one time origin), or when the figure has
  * no moment of its own, what it stands for. */
 void tdm__gate_when(char *buf, size_t len, const tdm_input *in,
                     const tdm_gate_result *r)
@@ -91,8 +87,7 @@ void tdm__gate_when(char *buf, size_t len, const tdm_input *in,
     const tdm_snap *s = in->snap;
     const tdm_model *m = in->model;
     char t[S_FMT], pbuf[32];
-    uint64_t origin = s->header.start_time_us ? s->header.start_time_us * 1000u
-                                              : m->window_start_ns;
+    uint64_t origin = tdm__model_time_origin_ns(m);
     if (r->from_stats) {
         snprintf(buf, len, "unknown: no history in the file (record=state); "
                            "sites are those live at exit");
@@ -103,8 +98,8 @@ void tdm__gate_when(char *buf, size_t len, const tdm_input *in,
             s->header.start_time_us)
             snprintf(buf, len, "at exit, when the snapshot was taken (%s)",
                      tdm__fmt_offset(t, sizeof t,
-                                     (int64_t)(s->header.dump_time_us -
-                                               s->header.start_time_us) * 1000));
+                                     tdm__fmt_us_to_ns(s->header.dump_time_us -
+                                                       s->header.start_time_us)));
         else
             snprintf(buf, len, "at exit, when the snapshot was taken");
         return;
@@ -114,8 +109,9 @@ void tdm__gate_when(char *buf, size_t len, const tdm_input *in,
         return;
     }
     const tdm_event *e = &s->events[r->at_seq];
-    int n = snprintf(buf, len, "%s (event %" PRId64 ")",
-                     tdm__fmt_offset(t, sizeof t, (int64_t)(e->time_ns - origin)), r->at_seq);
+    int n = snprintf(buf, len, "%s from %s (event %" PRId64 ")",
+                     tdm__fmt_offset(t, sizeof t, (int64_t)(e->time_ns - origin)),
+                     tdm__model_time_origin_name(m), r->at_seq);
     if (n < 0 || (size_t)n >= len)
         return;
     if (e->step)
@@ -138,8 +134,7 @@ static void device_label(char *buf, size_t len, const tdm_input *in,
 {
     if (r->dev_index >= 0 && in->model)
         snprintf(buf, len, "device %d (%s)", r->device,
-                 str_or(in->model->devices[r->dev_index].name,
-                        str_or(in->model->devices[r->dev_index].vendor, "?")));
+                 tdm__model_device_label(&in->model->devices[r->dev_index]));
     else if (r->device >= 0)
         snprintf(buf, len, "device %d", r->device);
     else

@@ -359,7 +359,7 @@ static int read_header(im *c, const tdm_pkv *settings, const char *source)
 {
     static const char *const rec[] = {"off", "state", "all"};
     static const char *const ctxn[] = {"none", "state", "alloc", "all"};
-    static const char *const stk[] = {"none", "native", "python"};
+    static const char *const stk[] = {"none", "native", "python", "all"};
     tdm_snap *s = &c->o->snap;
     tdm_snap_header *h = &s->header;
     const tdm_pkv *t = tdm__pk_get(settings, "tidemark");
@@ -397,8 +397,20 @@ static int read_header(im *c, const tdm_pkv *settings, const char *source)
     h->record_mode = mode_of(tdm__pk_get(t, "record"), rec, 3,
                              c->nevents ? TDM_RECORD_ALL : TDM_RECORD_STATE);
     h->context_mode = mode_of(tdm__pk_get(t, "context"), ctxn, 4, ctx_guess);
-    h->stacks_mode = mode_of(tdm__pk_get(t, "stacks"), stk, 3,
-                             c->nframes ? TDM_STACKS_NATIVE : TDM_STACKS_NONE);
+    /* PyTorch's stacks="all" gives C++ and Python frames, "python" the
+     * Python ones: the frames say which. */
+    int py_frames = 0, native_frames = 0;
+    for (size_t i = 0; i < c->nframes; i++) {
+        if (c->frames[i].kind == TDM_FRAME_PYTHON)
+            py_frames = 1;
+        else
+            native_frames = 1;
+    }
+    uint8_t stacks_guess = py_frames && native_frames ? TDM_STACKS_ALL
+                           : py_frames                ? TDM_STACKS_PYTHON
+                           : native_frames            ? TDM_STACKS_NATIVE
+                                                      : TDM_STACKS_NONE;
+    h->stacks_mode = mode_of(tdm__pk_get(t, "stacks"), stk, 4, stacks_guess);
     h->max_entries = me > 0 ? (uint64_t)me : (uint64_t)c->nevents;
     s->dropped_events = (uint64_t)dropped;
     uint64_t first = 0, last = 0;

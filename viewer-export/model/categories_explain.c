@@ -17,8 +17,7 @@ static const char *phase_at(const tdm_model *m, int64_t seq, char *buf, size_t l
     const tdm_event *ev = &m->snap->events[seq];
     char name[96];
     const char *ph = tdm__model_phase_name(m, ev->phase, name, sizeof name);
-    snprintf(buf, len, "%s%s%s step %" PRIu32, ph[0] ? "phase " : "", ph, ph[0] ? "," : "",
-             ev->step);
+    snprintf(buf, len, "%s%s, step %" PRIu32, ph[0] ? "phase " : "no phase", ph, ev->step);
     return buf;
 }
 

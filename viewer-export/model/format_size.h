@@ -23,6 +23,13 @@ const char *tdm__fmt_bytes_exact(char *buf, size_t len, uint64_t bytes);
 /* An offset in ns as "+0.000123 s", "+12.345 s", "+2 min 03.456 s",
  * "+1 h 02 min 03 s"; negative offsets get "-". */
 const char *tdm__fmt_offset(char *buf, size_t len, int64_t ns);
+/* A span of `us` microseconds in ns for tdm__fmt_offset, INT64_MAX past
+ * what an int64 holds (a file's dump time 2^56 µs after its start: the
+ * product overflowed). */
+static inline int64_t tdm__fmt_us_to_ns(uint64_t us)
+{
+    return us > (uint64_t)INT64_MAX / 1000 ? INT64_MAX : (int64_t)(us * 1000);
+}
 /* A time in µs since the epoch as "2026-03-01 12:00:00 UTC". */
 const char *tdm__fmt_utc(char *buf, size_t len, uint64_t us);
 

@@ -574,6 +574,33 @@ int tdm__model_device_index(const tdm_model *model, int ordinal)
     return -1;
 }
 
+const char *tdm__model_device_label(const tdm_model_device *dev)
+{
+    if (dev->name && dev->name[0])
+        return dev->name;
+    if (dev->vendor && dev->vendor[0] && strcmp(dev->vendor, "?") != 0)
+        return dev->vendor;
+    return "unnamed";
+}
+
+static int origin_is_start(const tdm_model *model)
+{
+    uint64_t start_us = model->snap->header.start_time_us;
+    return tdm__model_start_known(start_us) &&
+           (!model->snap->event_count || start_us * 1000u <= model->window_start_ns);
+}
+
+uint64_t tdm__model_time_origin_ns(const tdm_model *model)
+{
+    return origin_is_start(model) ? model->snap->header.start_time_us * 1000u
+                                  : model->window_start_ns;
+}
+
+const char *tdm__model_time_origin_name(const tdm_model *model)
+{
+    return origin_is_start(model) ? "the recording's start" : "the first event";
+}
+
 int64_t tdm__model_end_seq(const tdm_model *model)
 {
     return (int64_t)model->snap->event_count - 1;

@@ -180,6 +180,26 @@ typedef struct tdm_model_site {
 tdm_status tdm__model_build(const tdm_snap *snap, tdm_model **out);
 void tdm__model_free(tdm_model *model);
 
+/* Times.  Every command writes a moment as an offset from one origin:
+ * the recording's start (header.start_time_us) when the file has a real
+ * date and no event before it, else the first event (an imported log
+ * carries no start).  So summary, categories, gate, the Perfetto export
+ * and a folder's summary give the same time for the same peak. */
+static inline int tdm__model_start_known(uint64_t start_us)
+{
+    return start_us >= 365ull * 86400 * 1000000; /* 1971-01-01 */
+}
+/* The origin, ns since the epoch (0 for a file with neither). */
+uint64_t tdm__model_time_origin_ns(const tdm_model *model);
+/* What the origin is, for the output: "the recording's start" or "the
+ * first event". */
+const char *tdm__model_time_origin_name(const tdm_model *model);
+
+/* How every command names a device, in "device 0 (NAME)": its name, else
+ * its vendor, else "unnamed" (a PyTorch snapshot names none), so one
+ * file's device reads the same in summary, categories, gate and diff. */
+const char *tdm__model_device_label(const tdm_model_device *dev);
+
 /* The index in model->devices of `ordinal`, or -1. */
 int tdm__model_device_index(const tdm_model *model, int ordinal);
 /* The position of the dump: the last event's index (-1 without events). */

@@ -17,8 +17,24 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path ? path : "";
 }
 
+/* tidemark's own Python modules (python/): their frames pass a request
+ * on (the torch hooks' wrapped backward and optimizer step, the API's
+ * calls), so a user's stack never shows them. */
+static int tidemark_python_file(const char *file)
+{
+    static const char *const own[] = {"tidemark.py", "tidemark_torch.py",
+                                      "tidemark_tensors.py"};
+    const char *b = base_name(file);
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        if (strcmp(b, own[i]) == 0)
+            return 1;
+    return file && strstr(file, "/autostart/sitecustomize.py") != NULL;
+}
+
 int tdm__site_frame_is_tidemark(const tdm_snap_frame *f)
 {
+    if (f->kind == TDM_FRAME_PYTHON)
+        return tidemark_python_file(f->file);
     if (f->function && strncmp(f->function, "tdm_", 4) == 0)
         return 1;
     return f->module && strncmp(base_name(f->module), "libtidemark", 11) == 0;
@@ -55,7 +71,7 @@ static uint32_t python_start(const tdm_snap *s, const tdm_snap_stack *st)
         if (st->frames[i] >= s->frame_count)
             continue;
         const tdm_snap_frame *f = &s->frames[st->frames[i]];
-        if (!tdm__site_frame_is_python(f))
+        if (!tdm__site_frame_is_python(f) || tdm__site_frame_is_tidemark(f))
             continue;
         if (user_python_frame(f))
             return i;
@@ -99,7 +115,8 @@ uint32_t tdm__site_next_frame(const tdm_snap *s, uint32_t stack_id, uint32_t i)
                  tdm__site_frame_is_python(&s->frames[st->frames[i]]);
     for (i++; python && i < st->depth; i++)
         if (st->frames[i] < s->frame_count &&
-            tdm__site_frame_is_python(&s->frames[st->frames[i]]))
+            tdm__site_frame_is_python(&s->frames[st->frames[i]]) &&
+            !tdm__site_frame_is_tidemark(&s->frames[st->frames[i]]))
             break;
     return i;
 }

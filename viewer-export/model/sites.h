@@ -11,7 +11,10 @@
 #include "snap_model.h"
 
 /* Nonzero for a frame of tidemark itself (tdm_* functions, libtidemark*
- * modules): sites are shown, and matched, from the first other frame. */
+ * modules, the Python frames of tidemark.py, tidemark_torch.py,
+ * tidemark_tensors.py and python/autostart): sites are shown, and
+ * matched, from the first other frame, and a site shown by its Python
+ * frames leaves tidemark's out wherever they are. */
 int tdm__site_frame_is_tidemark(const tdm_snap_frame *f);
 /* The index of the first frame a site of stack `stack_id` is shown from:
  * with Python frames (format 1.2), the innermost user Python frame (the

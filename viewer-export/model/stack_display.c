@@ -14,8 +14,16 @@
 #include <string.h>
 
 /* Calls that only pass a request for device memory on: a site starts
- * below them.  Matched against demangled names. */
+ * below them.  Matched against demangled names.  PyTorch's own capture
+ * of a stack (stacks="all" in its memory snapshot) starts every stack
+ * with torch::unwind::unwind, CapturedTraceback::gather and
+ * gather_with_cpp above its caching allocator's frames: the site is the
+ * frame below them that asked for memory (at::cuda::getNewWorkspace, a
+ * tensor's empty, ...). */
 static const char *const known_wrappers[] = {
+    "^torch::unwind::",
+    "^torch::CapturedTraceback::",
+    "(^|::)gather_with_cpp($|\\()",
     ("^(cuda|cu)(Malloc|Free|MemAlloc|MemFree|MemCreate|MemMap|MemRelease|"
      "MemAddressReserve|HostAlloc|MallocHost|FreeHost)"), /* one pattern, two lines */
     "^hip(Malloc|ExtMalloc|Free|MemCreate|MemMap|MemRelease|HostMalloc|HostFree)",

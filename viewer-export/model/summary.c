@@ -58,9 +58,8 @@ static const char *str_or(const char *s, const char *fallback)
 static const char *offset_of(char *buf, const tdm_snap *s, const tdm_model *m,
                              uint64_t time_ns)
 {
-    uint64_t origin = tdm__summary_start_known(s->header.start_time_us)
-                          ? s->header.start_time_us * 1000u
-                          : m->window_start_ns;
+    (void)s;
+    uint64_t origin = tdm__model_time_origin_ns(m);
     return tdm__fmt_offset(buf, S_FMT, (int64_t)(time_ns - origin));
 }
 
@@ -112,7 +111,7 @@ static void print_snapshot(FILE *out, const tdm_snap *s, const tdm_model *m,
         fprintf(out, "  started    %s; dumped %s later\n",
                 tdm__fmt_utc(a, sizeof a, h->start_time_us),
                 tdm__fmt_offset(b, sizeof b,
-                                (int64_t)(h->dump_time_us - h->start_time_us) * 1000) + 1);
+                                tdm__fmt_us_to_ns(h->dump_time_us - h->start_time_us)) + 1);
     else
         fprintf(out, "  started    %s\n", tdm__fmt_utc(a, sizeof a, h->start_time_us));
     fprintf(out, "  recording  record=%s context=%s stacks=%s max_entries=%" PRIu64
@@ -167,6 +166,8 @@ static void print_history(FILE *out, const tdm_snap *s, const tdm_model *m)
             fprintf(out, "; %u step%s", steps, steps == 1 ? "" : "s");
         fprintf(out, ", %zu phase name%s\n", s->phase_count ? s->phase_count - 1 : 0,
                 s->phase_count == 2 ? "" : "s");
+        fprintf(out, "times        from %s, as in every command\n",
+                tdm__model_time_origin_name(m));
     } else if (!s->complete) {
         fprintf(out, "history      none read: the file is cut before its events\n");
     } else {
@@ -434,7 +435,7 @@ static tdm_status print_device(FILE *out, const tdm_snap *s, const tdm_model *m,
     char a[S_FMT], b[S_FMT], pbuf[32];
 
     fprintf(out, "\ndevice %d (%s), capacity %s\n", d->ordinal,
-            str_or(d->name, str_or(d->vendor, "?")),
+            tdm__model_device_label(d),
             d->capacity ? tdm__fmt_bytes_exact(a, sizeof a, d->capacity) : "unknown");
     peak_view p = peak_of(s, d, torch);
     if (s->event_count) {

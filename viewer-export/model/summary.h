@@ -36,7 +36,7 @@ typedef struct tdm_summary_options {
  * CSV offsets) leave a time in the first days of 1970, or 0. */
 static inline int tdm__summary_start_known(uint64_t start_us)
 {
-    return start_us >= 365ull * 86400 * 1000000; /* 1971-01-01 */
+    return tdm__model_start_known(start_us);
 }
 
 /* Prints the summary of one snapshot and its model on `out`: the answer

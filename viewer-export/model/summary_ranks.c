@@ -45,6 +45,7 @@ typedef struct rank_row {
     int32_t rank;          /* -1: none in the header */
     int32_t world_size;    /* 0: unknown */
     uint64_t start_us;     /* recording start, µs since the epoch; 0 unknown */
+    uint64_t origin_ns;    /* its times count from here (model.h) */
     int device;            /* ordinal of the row's device; -1: none */
     char device_name[48];
     size_t devices_used;   /* devices of the file that held memory */
@@ -129,6 +130,7 @@ static void row_fill(rank_row *r, const tdm_input *in, int device, unsigned fram
     r->world_size = h->world_size;
     /* A file without a date (an imported log) gives no time origin. */
     r->start_us = tdm__summary_start_known(h->start_time_us) ? h->start_time_us : 0;
+    r->origin_ns = tdm__model_time_origin_ns(m);
     r->dropped = in->snap->dropped_events;
     r->device = -1;
     r->peak = -1;
@@ -155,7 +157,7 @@ static void row_fill(rank_row *r, const tdm_input *in, int device, unsigned fram
     const tdm_model_device *d = &m->devices[best];
     r->device = d->ordinal;
     snprintf(r->device_name, sizeof r->device_name, "%s",
-             d->name && d->name[0] ? d->name : d->vendor ? d->vendor : "?");
+             tdm__model_device_label(d));
     r->peak = best_peak;
     r->peak_from_stats = best_stats;
     r->peak_reserved = torch && d->reserved_known;
@@ -318,9 +320,13 @@ static void print_heading(FILE *out, const rank_row *rows, size_t n, size_t read
     if (segments)
         fprintf(out, "  segments   %zu of the %zu files: %s; their peaks are of reserved "
                      "bytes\n", segments, readable, TDM_TORCH_SEGMENTS_NOTE);
+    /* Each file's times from its own recording's start, as its summary,
+     * categories and gate give them: the same peak, the same time. */
     if (origin_us)
-        fprintf(out, "  times      from the earliest start, %s\n",
+        fprintf(out, "  times      from each file's recording start (the earliest %s)\n",
                 tdm__fmt_utc(a, sizeof a, origin_us));
+    else
+        fprintf(out, "  times      from each file's first event (no recording start)\n");
 }
 
 /* One row of the table. */
@@ -335,8 +341,9 @@ static void print_row(FILE *out, const rank_row *r, int hw, uint64_t origin_us, 
     else
         snprintf(dev, sizeof dev, "%d", r->device);
     snprintf(at, sizeof at, "-");
-    if (r->peak_time_ns && origin_us && r->peak_time_ns >= origin_us * 1000u)
-        tdm__fmt_offset(at, sizeof at, (int64_t)(r->peak_time_ns - origin_us * 1000u));
+    (void)origin_us;
+    if (r->peak_time_ns && r->origin_ns && r->peak_time_ns >= r->origin_ns)
+        tdm__fmt_offset(at, sizeof at, (int64_t)(r->peak_time_ns - r->origin_ns));
     else if (r->peak_from_stats)
         snprintf(at, sizeof at, "(no history)");
     snprintf(step, sizeof step, r->peak_step ? "%u" : "-", r->peak_step);
@@ -495,9 +502,10 @@ static void print_spread(FILE *out, const rank_row *rows, size_t n,
             who(w, sizeof w, max));
     if (max->device >= 0)
         fprintf(out, ", device %d (%s)", max->device, max->device_name);
-    if (max->peak_time_ns && origin_us && max->peak_time_ns >= origin_us * 1000u)
+    (void)origin_us;
+    if (max->peak_time_ns && max->origin_ns && max->peak_time_ns >= max->origin_ns)
         fprintf(out, ", at %s",
-                tdm__fmt_offset(t, sizeof t, (int64_t)(max->peak_time_ns - origin_us * 1000u)));
+                tdm__fmt_offset(t, sizeof t, (int64_t)(max->peak_time_ns - max->origin_ns)));
     if (max->peak_step)
         fprintf(out, ", step %u", max->peak_step);
     if (max->peak_phase[0])
