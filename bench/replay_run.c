@@ -41,11 +41,15 @@ int load_trace(const char *path, trace *t)
     char line[512];
     while (fgets(line, sizeof line, f)) {
         char action[16];
-        unsigned long long tm, id, size;
-        if (line[0] == '#' || sscanf(line, "%15[^,],%llu,%llu,%llu", action, &tm, &id, &size) != 4)
+        unsigned long long tm, id, size = 0;
+        /* A free may leave its size empty (bench/sweep's `free,TIME,ID,,,`):
+         * it is the size its allocation had. */
+        int fields = line[0] == '#' ? 0
+                     : sscanf(line, "%15[^,],%llu,%llu,%llu", action, &tm, &id, &size);
+        if (fields < 3)
             continue;
         int is_free = strcmp(action, "free") == 0;
-        if (!is_free && strcmp(action, "alloc") != 0)
+        if (!is_free && (fields < 4 || strcmp(action, "alloc") != 0))
             continue;
         while (id >= map_cap) {
             map = realloc(map, map_cap * 2 * sizeof *map);
@@ -59,6 +63,8 @@ int load_trace(const char *path, trace *t)
             t->id_size[t->ids - 1] = size;
         } else if (map[id] == 0) {
             continue; /* a free of something the trace never allocated */
+        } else if (fields < 4) {
+            size = t->id_size[map[id] - 1];
         }
         if (t->n == t->cap) {
             t->cap = t->cap ? t->cap * 2 : 4096;
