@@ -143,6 +143,11 @@ int tdm__replay_enrich(const char *path, const tdm_snap *orig, const tdm_replay_
     s->phase_names = orig->phase_names, s->phase_count = orig->phase_count;
     s->header.stacks_mode = orig->header.stacks_mode;
     s->header.context_mode = orig->header.context_mode;
+    /* The recording's start: every command counts times from it, so the
+     * saved run reads the same times as the recording (its events carry
+     * the recording's times).  Kept only when no event comes before it. */
+    if (orig->header.start_time_us && (n == 0 || orig->header.start_time_us * 1000u <= ev[0].time_ns))
+        s->header.start_time_us = orig->header.start_time_us;
     for (size_t g = 0; g < s->segment_count; g++) /* the replay's own ids: none */
         s->segments[g].stack_id = 0;
     tag_blocks(s);
