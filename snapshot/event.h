@@ -6,8 +6,11 @@
  *
  * Field meanings per action (sizes in bytes):
  *   alloc, free_requested, free_completed:
- *       addr = block address, size = requested bytes, requested = requested
- *       bytes as well (rounded size lives in the allocator state)
+ *       addr = block address, size = the bytes the allocation holds,
+ *       requested = the bytes asked for.  tidemark's own recorder writes
+ *       the request as both (rounded sizes live in the allocator state);
+ *       a PyTorch history imported gives each tensor its block's bytes
+ *       (import_pytorch_blocks.h), what max_memory_allocated() counts
  *   segment_alloc/free/map/unmap: addr = segment base, size = segment bytes
  *   oom:      addr = bytes free on the device, size = request (rounded),
  *             requested = bytes the program asked for

@@ -9,8 +9,8 @@ runtime's cudaMalloc, so tidemark's hooks see them as they see PyTorch's.
 Checked:
 
 - `tidemark run`: one .tdm, no pickle; its history's peak allocated is
-  PyTorch's peak of requested bytes, its statistics are PyTorch's
-  (max_memory_allocated() exactly), its reserved memory the segments
+  max_memory_allocated() (each tensor's block, from the history's own
+  layout: import_pytorch_blocks.h), its statistics are PyTorch's, its reserved memory the segments
   (max_memory_reserved(), memory_reserved() at the end, and never less
   than what is allocated), no anomalies, tensors in categories;
 - a run killed (`tidemark run` SIGKILLed while the program, a shell's
@@ -99,7 +99,7 @@ def check_merged(tdm, report, what):
         return
     m = json.loads(r.stdout)
     d = m["devices"][0]
-    want = {"peak_allocated": report["requested_peak"],
+    want = {"peak_allocated": report["max_memory_allocated"],
             "peak_reserved": report["max_memory_reserved"],
             "end_reserved": report["memory_reserved"],
             "end_allocated": report["requested_now"], "anomalies": 0}
@@ -129,7 +129,7 @@ def check_merged(tdm, report, what):
                                                       r.stdout):
         fail("%s: a history that did not wrap is said to have lost events:\n%s"
              % (what, r.stdout))
-    print("%s: peak allocated %d B (torch's requested peak), stats peak %d B "
+    print("%s: peak allocated %d B (max_memory_allocated), stats peak %d B "
           "(max_memory_allocated), reserved peak %d B, end %d B"
           % (what, d["peak_allocated"], int(st.group(2)) if st else -1,
              d["peak_reserved"], d["end_reserved"]))

@@ -4,7 +4,8 @@
 # the simulated platform with tidemark recording it: tidemark's peak
 # reserved is torch.cuda.max_memory_reserved() to the byte (from tidemark's
 # own segment events, torch_tensors=off; and with PyTorch's history merged,
-# its peak allocated too), with normal and expandable segments; the GPU is
+# its peak allocated too, the timeline's as well as the stats line's), with
+# normal and expandable segments; the GPU is
 # the one named; a bad value stops the run before the command; a missing
 # platform is said.  Skipped (77) without a CUDA torch, and in sanitizer
 # builds.
@@ -63,6 +64,13 @@ res=$(sed -n 's/.*reserved [0-9]* B now, \([0-9]*\) B peak.*/\1/p' <<<"$stats")
 [ "$alloc" = "$(field torch.json max_allocated)" ] && [ "$res" = "$(field torch.json max_reserved)" ] ||
     fail "TIDEMARK_CONF=simulate=h100: tidemark '$stats', torch $(cat torch.json)"
 echo "ok: TIDEMARK_CONF=simulate=h100: peak allocated $alloc B and reserved $res B are torch's"
+# tidemark's own timeline of the tensor events (not PyTorch's counters
+# copied): its peak allocated counts each tensor's block, as
+# max_memory_allocated() does.
+peak() { sed -n 's/^  peak allocated .* (\([0-9]*\) B).*/\1/p' "$1"; }
+[ "$(peak sum)" = "$(field torch.json max_allocated)" ] ||
+    fail "tidemark's peak allocated '$(peak sum)' B, torch.cuda.max_memory_allocated() $(field torch.json max_allocated): $(cat sum)"
+echo "ok: the timeline's peak allocated $(peak sum) B = torch.cuda.max_memory_allocated()"
 
 rm -rf o3
 TIDEMARK_CONF=simulate=2xa100-80g "$TIDEMARK" run -q -o o3 -- "$PY" "$MLP" torch.json >log 2>&1 || fail "run: $(cat log)"
@@ -82,5 +90,7 @@ took=$(( $(date +%s) - start ))
 "$TIDEMARK" summary --bytes o4/*.tdm > sum 2>&1 || fail "summary: $(cat sum)"
 res=$(sed -n 's/.*stats .*reserved [0-9]* B now, \([0-9]*\) B peak.*/\1/p' sum)
 [ "$res" = "$(field gpt.json max_reserved)" ] || fail "gpt: tidemark's reserved peak '$res', torch $(cat gpt.json)"
+[ "$(peak sum)" = "$(field gpt.json max_allocated)" ] ||
+    fail "gpt: tidemark's peak allocated '$(peak sum)' B, torch.cuda.max_memory_allocated() $(field gpt.json max_allocated)"
 [ $took -le 60 ] || fail "the 20-step GPT took ${took} s under tidemark run --simulate h100 (at most 60)"
-echo "ok: 20-step GPT in ${took} s (the script's own $(field gpt.json seconds) s); reserved peak $res B = torch's"
+echo "ok: 20-step GPT in ${took} s (the script's own $(field gpt.json seconds) s); peaks reserved $res B, allocated $(peak sum) B = torch's"

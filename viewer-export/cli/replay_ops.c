@@ -4,6 +4,8 @@
  * as its block is freed.  No state, no locks. */
 #include "replay_ops.h"
 
+#include <stdio.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -142,12 +144,43 @@ const char *tdm__replay_conf_item(const char **p, const char **end)
     return b;
 }
 
+/* One PYTORCH_CUDA_ALLOC_CONF item (KEY:VALUE, as a snapshot imported
+ * from PyTorch records its settings) in tidemark's words into buf; 0 when
+ * it is none replay can apply.  PyTorch's roundup lists use the same
+ * [MiB:N,...,>:N] form as tidemark's. */
+static size_t torch_item(const char *b, const char *e, char *buf, size_t cap)
+{
+    const char *colon = memchr(b, ':', (size_t)(e - b));
+    if (!colon)
+        return 0;
+    size_t kn = (size_t)(colon - b);
+    const char *v = colon + 1;
+    int vn = (int)(e - v);
+    int n = 0;
+    if (kn == 19 && memcmp(b, "expandable_segments", kn) == 0)
+        n = snprintf(buf, cap, "expandable_segments=%d",
+                     vn == 4 && (memcmp(v, "True", 4) == 0 || memcmp(v, "true", 4) == 0));
+    else if (kn == 17 && memcmp(b, "max_split_size_mb", kn) == 0)
+        n = snprintf(buf, cap, "max_split_size=%.*sMiB", vn, v);
+    else if ((kn == 24 && memcmp(b, "roundup_power2_divisions", kn) == 0) ||
+             (kn == 28 && memcmp(b, "garbage_collection_threshold", kn) == 0))
+        n = snprintf(buf, cap, "%.*s=%.*s", (int)kn, b, vn, v);
+    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+}
+
 void tdm__replay_conf_pick(const char *conf, char *out, size_t cap)
 {
     size_t len = strlen(out);
     const char *p = conf ? conf : "", *b, *e;
+    char item[160];
     while ((b = tdm__replay_conf_item(&p, &e))) {
         const char *eq = memchr(b, '=', (size_t)(e - b));
+        size_t tn;
+        if (!eq && (tn = torch_item(b, e, item, sizeof item)) != 0) {
+            b = item;
+            e = item + tn;
+            eq = memchr(b, '=', tn);
+        }
         if (!eq)
             continue;
         const char *k = eq;
@@ -223,7 +256,8 @@ int tdm__replay_input_build(const tdm_snap *snap, int device, tdm_replay_input *
             in->recorded_peak_reserved = (uint64_t)snap->stats[i].stats.reserved_bytes.peak;
             retried = snap->stats[i].stats.num_alloc_retries > 0;
         }
-    size_t cap = strlen(snap->header.config ? snap->header.config : "") + 1;
+    /* PyTorch's items come out a few bytes longer in tidemark's words. */
+    size_t cap = 2 * strlen(snap->header.config ? snap->header.config : "") + 64;
     in->recorded_conf = calloc(1, cap);
     size_t n = 0, nseg = 0;
     for (size_t i = 0; i < snap->event_count; i++) {

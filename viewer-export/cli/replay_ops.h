@@ -40,7 +40,10 @@ void tdm__replay_input_free(tdm_replay_input *in);
 /* The allocator keys replay changes. */
 int tdm__replay_key_allowed(const char *key, size_t len);
 /* Appends to `out` (NUL-terminated, `cap` bytes) the items of TIDEMARK_CONF
- * text `conf` whose keys replay changes, comma-separated. */
+ * text `conf` whose keys replay changes, comma-separated; PyTorch's
+ * KEY:VALUE items (an imported snapshot's PYTORCH_CUDA_ALLOC_CONF:
+ * expandable_segments, max_split_size_mb, roundup_power2_divisions,
+ * garbage_collection_threshold) in tidemark's words. */
 void tdm__replay_conf_pick(const char *conf, char *out, size_t cap);
 /* The next item of a TIDEMARK_CONF-style list at *p (K=V, commas inside
  * [...] kept): its first non-blank character, its end in *end; *p moves

@@ -324,7 +324,11 @@ static void put_entry(tdm_pkw *w, fcache *c, const tdm_event *e, uint8_t cat)
         tdm__pkw_int(w, (int64_t)e->addr);
     }
     KEY(w, "size");
-    put_bytes(w, e->size);
+    /* PyTorch's trace names a tensor by the bytes asked for (its blocks
+     * are in the segments); an oom by the request rounded. */
+    int tensor = e->action == TDM_ACTION_ALLOC || e->action == TDM_ACTION_FREE_REQUESTED ||
+                 e->action == TDM_ACTION_FREE_COMPLETED;
+    put_bytes(w, tensor && e->requested ? e->requested : e->size);
     KEY(w, "stream");
     tdm__pkw_int(w, (int64_t)e->stream);
     KEY(w, "time_us");

@@ -13,6 +13,10 @@
  *                                    marks), merged by time before the
  *                                    events of the same microsecond
  *   allocator_settings.tidemark    → the header, when tidemark wrote it
+ *   allocator_settings (PyTorch's)  → the rules its blocks were cut by:
+ *                                    each tensor event's size becomes
+ *                                    its block's (import_pytorch_blocks.h),
+ *                                    `requested` keeps the entry's size
  * Trace entry `category` strings become the events' category tags.
  * Frames are interned into frame and stack tables (innermost first, as
  * both formats keep them).  Entries of actions tidemark has no event for
@@ -26,6 +30,7 @@
  */
 #define _GNU_SOURCE /* qsort_r */
 #include "import_pytorch.h"
+#include "import_pytorch_blocks.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -476,6 +481,59 @@ static int read_devices(im *c, const tdm_pkv *settings, size_t traces)
     return c->status == TDM_OK ? 0 : -1;
 }
 
+/* ---- the blocks behind PyTorch's tensor events ----------------------------- */
+
+/* The rules of allocator_settings (torch >= 2.1 writes them; the
+ * defaults otherwise): max_split_size (-1: none), expandable_segments,
+ * roundup_power2_divisions (a dict by interval start in MiB, a list of
+ * the intervals, or one number for all). */
+static void read_rules(const tdm_pkv *settings, tdm_pt_alloc_rules *r)
+{
+    memset(r, 0, sizeof *r);
+    r->max_split_size = UINT64_MAX;
+    const tdm_pkv *v = tdm__pk_get(settings, "max_split_size");
+    if (v && v->type == TDM_PKV_INT && !v->big && v->v.i > 0)
+        r->max_split_size = (uint64_t)v->v.i;
+    v = tdm__pk_get(settings, "expandable_segments");
+    r->expandable = v && (v->type == TDM_PKV_BOOL || v->type == TDM_PKV_INT) && v->v.i != 0;
+    v = tdm__pk_get(settings, "roundup_power2_divisions");
+    uint64_t d;
+    if (v && v->type == TDM_PKV_DICT) {
+        for (uint32_t k = 0; k < v->n; k++) {
+            const tdm_pkv *key = v->v.items[2 * k];
+            if (!key || key->type != TDM_PKV_STR || tdm__pk_u64(v->v.items[2 * k + 1], &d) != 0)
+                continue;
+            uint64_t mib = strtoull(key->v.s, NULL, 10);
+            for (unsigned i = 0; i < TDM_PT_DIVISION_INTERVALS; i++)
+                if (mib == UINT64_C(1) << i)
+                    r->divisions[i] = d;
+        }
+    } else if (tdm__pk_is_seq(v)) {
+        for (uint32_t i = 0; i < v->n && i < TDM_PT_DIVISION_INTERVALS; i++)
+            if (tdm__pk_u64(v->v.items[i], &d) == 0)
+                r->divisions[i] = d;
+    } else if (tdm__pk_u64(v, &d) == 0) {
+        for (unsigned i = 0; i < TDM_PT_DIVISION_INTERVALS; i++)
+            r->divisions[i] = d;
+    }
+}
+
+/* Each list's tensor events get their blocks' sizes (a history tidemark
+ * wrote says its own sizes already). */
+static int block_sizes(im *c, const tdm_pkv *settings)
+{
+    if (c->rep.from_tidemark)
+        return 0;
+    tdm_pt_alloc_rules rules;
+    read_rules(settings, &rules);
+    c->dev_start[c->ndev] = c->nevents;
+    for (size_t k = 0; k < c->ndev; k++)
+        if (tdm__pt_block_sizes(c->events + c->dev_start[k], c->dev_start[k + 1] - c->dev_start[k],
+                                &rules) != 0)
+            return tdm__pti_oom(c);
+    return 0;
+}
+
 /* ---- the history: lists merged by time ------------------------------------- */
 
 /* Events of all lists and the marks, into one sequence: repeatedly the
@@ -583,7 +641,8 @@ static int import_root(im *c, const tdm_pkv *root, const char *source)
     if (root->type == TDM_PKV_DICT &&
         read_annotations(c, tdm__pk_get(root, "external_annotations")) < 0)
         return -1;
-    if (read_header(c, settings, source) < 0 || read_devices(c, settings, ntraces) < 0)
+    if (read_header(c, settings, source) < 0 || read_devices(c, settings, ntraces) < 0 ||
+        block_sizes(c, settings) < 0)
         return -1;
     return merge_history(c);
 }

@@ -102,6 +102,14 @@ static int makes_segment(unsigned a)
     return a == TDM_ACTION_SEGMENT_ALLOC || a == TDM_ACTION_SEGMENT_MAP;
 }
 
+/* Whether the two events' ranges share a byte. */
+static int overlaps(const tdm_event *a, const tdm_event *b)
+{
+    uint64_t a_hi = a->size > UINT64_MAX - a->addr ? UINT64_MAX : a->addr + a->size;
+    uint64_t b_hi = b->size > UINT64_MAX - b->addr ? UINT64_MAX : b->addr + (b->size ? b->size : 1);
+    return a->addr < b_hi && b->addr < a_hi;
+}
+
 /* PyTorch's memory, as spans. */
 static int torch_spans(const tdm_snap *p, spans *s)
 {
@@ -242,11 +250,12 @@ static int merge_events(const tdm_snap *t, const tdm_snap *p, const spans *torch
             const tdm_event *a = &t->events[i], *b = &p->events[j];
             uint64_t ua = a->time_ns / 1000, ub = b->time_ns / 1000;
             from_tdm = ua < ub || (ua == ub && !gives_back(a->action)) ||
-                       /* the segment the tensor is carved from, a clock
-                        * skew behind */
+                       /* memory the tensor is carved from (its segment,
+                        * or an expandable segment's page it reaches
+                        * into), a clock skew behind */
                        (b->action == TDM_ACTION_ALLOC && makes_segment(a->action) &&
-                        a->device == b->device && a->addr <= b->addr &&
-                        b->addr - a->addr < a->size && a->time_ns - b->time_ns <= 1000000);
+                        a->device == b->device && overlaps(a, b) &&
+                        a->time_ns - b->time_ns <= 1000000);
         }
         tdm_event e;
         if (from_tdm) {
@@ -271,6 +280,10 @@ static int merge_events(const tdm_snap *t, const tdm_snap *p, const spans *torch
             e.stack_id = torch_stack(p, stack_base, e.stack_id);
         }
         out[n++] = e;
+    }
+    if (tdm__merge_torch_join_maps(out, &n, p) != 0) {
+        free(out);
+        return -1;
     }
     m->snap.events = out;
     m->snap.event_count = n;

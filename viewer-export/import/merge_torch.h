@@ -7,7 +7,9 @@
  *   - tensors (alloc, free_requested, free_completed, oom): PyTorch's
  *     history, with its Python stacks and its trace categories;
  *   - segments (segment_alloc/free/map/unmap: reserved memory): tidemark's
- *     hooks, with tidemark's native and Python stacks; tidemark's own
+ *     hooks, with tidemark's native and Python stacks (an expandable
+ *     segment's pages mapped in one go, one driver call each, as the one
+ *     event PyTorch booked for them); tidemark's own
  *     alloc/free events over PyTorch's memory (a segment booked as one
  *     allocation under the preload) are left out, so tensors are not
  *     counted twice; its allocations elsewhere (memory PyTorch never
@@ -23,8 +25,9 @@
  * Both clocks are the Unix epoch (tidemark: CLOCK_REALTIME in ns;
  * PyTorch >= 2.1: `time_us`, µs), so the events are merged by time, each
  * side's order kept: on the same microsecond tidemark's event goes first,
- * unless it gives memory back (segment_free, segment_unmap), and a
- * tensor's segment_alloc up to 1 ms behind it (clock skew) is taken first.
+ * unless it gives memory back (segment_free, segment_unmap), and the
+ * memory a tensor reaches into (its segment_alloc, an expandable
+ * segment's segment_map) up to 1 ms behind it (clock skew) is taken first.
  * A history without time stamps (PyTorch before 2.1) is refused.
  *
  * No state, no locks.
@@ -84,6 +87,12 @@ tdm_status tdm__merge_torch(const tdm_snap *tdm, const tdm_snap *torch,
                             tdm_snap **out, tdm_merge_torch_report *report, char *err,
                             size_t errlen);
 void tdm__merge_torch_free(tdm_snap *merged);
+
+/* Internal (merge_torch_maps.c): runs of tidemark's segment_map (or
+ * segment_unmap) events in `ev`, contiguous and one right after another,
+ * that PyTorch's history `torch` booked as one range, joined into one
+ * event, in place (*n shrinks).  -1 when out of memory (ev untouched). */
+int tdm__merge_torch_join_maps(tdm_event *ev, size_t *n, const tdm_snap *torch);
 
 /* Nonzero when `snap` is the result of a merge already. */
 int tdm__merge_torch_done(const tdm_snap *snap);

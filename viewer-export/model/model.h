@@ -81,7 +81,7 @@
 typedef struct tdm_model_sample {
     int64_t seq;       /* index into snap->events; -1 = window start */
     uint64_t time_ns;  /* that event's time (first event's at seq -1) */
-    int64_t allocated; /* bytes allocated (requested sizes) */
+    int64_t allocated; /* bytes allocated (the events' sizes, event.h) */
     int64_t reserved;  /* bytes in segments; see reserved_known */
 } tdm_model_sample;
 
@@ -98,7 +98,7 @@ enum {
 /* One allocation, live over [alloc_seq, free_seq) in event positions. */
 typedef struct tdm_model_alloc {
     uint64_t addr;
-    uint64_t size;          /* bytes requested */
+    uint64_t size;          /* its alloc event's size (event.h) */
     uint64_t alloc_time_ns; /* 0 when unknown (seeded from a free) */
     int64_t alloc_seq;      /* event index of the alloc; -1 when seeded */
     int64_t free_seq;       /* event index of free_completed, or TDM_MODEL_SEQ_NEVER */

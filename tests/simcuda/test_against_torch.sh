@@ -1,0 +1,82 @@
+#!/bin/bash
+# tests/simcuda/test_against_torch.sh: tidemark held against PyTorch itself,
+# in the same process, on the simulated H100 (issue "A simulated GPU", item
+# 2).  Every script of the set (run_mlp.py, run_gpt.py: small GPT, AdamW,
+# bf16 autocast; scripts/: conv net with cuDNN off, bf16 autocast, gradient
+# accumulation, activation checkpointing, KV-cache inference, torchvision's
+# resnet18) runs unmodified under `tidemark run --simulate h100`, wrapped by
+# torch_reference.py, and compare_with_torch.py holds the recording against
+# PyTorch's own figures: peak allocated = max_memory_allocated(), peak
+# reserved = max_memory_reserved(), the segment timeline and the final
+# segments = PyTorch's, the memory_viz export = its _dump_snapshot(),
+# exactly.  Also with expandable_segments:True, in cache mode (which under
+# PyTorch observes instead, and says so), and with torch_tensors=pluggable
+# (tidemark's allocator serves torch: its own peaks = what PyTorch's
+# allocator reached on the same script).  Skipped (77) without a CUDA torch,
+# and in sanitizer builds.
+set -uo pipefail
+PY=${TDM_VENV_PYTHON:-}
+[ -n "$TDM_SANITIZE" ] && { echo "sanitizer build: skipped"; exit 77; }
+[ -x "$PY" ] && "$PY" -c 'import torch, torchvision, sys; sys.exit(0 if torch.version.cuda else 1)' 2>/dev/null ||
+    { echo "no CUDA build of torch (with torchvision) at TDM_VENV_PYTHON='$PY': skipped"; exit 77; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+D=$TDM_SOURCE_DIR/tests/simcuda
+failed=0
+fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
+
+# run NAME SCRIPT [TIDEMARK-ARGS...]: the script under tidemark and the
+# reference wrapper, in $T/NAME (env from the caller).
+run() {
+    local name=$1 script=$2; shift 2
+    mkdir -p "$T/$name"
+    "$TIDEMARK" run --simulate h100 -q -o "$T/$name" "$@" -- \
+        "$PY" "$D/torch_reference.py" "$script" "$T/$name/ref" "$T/$name/script.json" \
+        >"$T/$name/log" 2>&1 || { fail "$name: run: $(tail -5 "$T/$name/log")"; return 1; }
+}
+compare() {
+    echo "== $1"
+    "$PY" "$D/compare_with_torch.py" "$TIDEMARK" "$T/$1"/*.tdm "$T/$1/ref" || fail "$1"
+}
+# tidemark's own allocator's peaks (the stats line) against PyTorch's
+# allocator's on the same script ($2: the history run's reference).
+own_peaks() {
+    local s
+    s=$("$TIDEMARK" summary --bytes "$T/$1"/*.tdm | grep -m1 ' stats ')
+    local got="$(sed -n 's/.*allocated [0-9]* B now, \([0-9]*\) B peak; reserved [0-9]* B now, \([0-9]*\) B peak/\1 \2/p' <<<"$s")"
+    local want=$("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1]))["per_device"][0]; print(d["max_allocated"], d["max_reserved"])' "$T/$2/ref.json")
+    [ -n "$got" ] && [ "$got" = "$want" ] || { fail "$1: tidemark's allocator peaked at '$got' (allocated reserved), PyTorch's at $want"; return; }
+    echo "ok: $1: tidemark's allocator's peaks $got B (allocated, reserved) = PyTorch's allocator's"
+}
+
+SCRIPTS="mlp:$D/run_mlp.py gpt:$D/run_gpt.py"
+for f in conv autocast accum checkpoint kvcache vision; do SCRIPTS="$SCRIPTS $f:$D/scripts/$f.py"; done
+for s in $SCRIPTS; do
+    run "${s%%:*}" "${s#*:}" && compare "${s%%:*}"
+done
+for s in mlp gpt checkpoint kvcache; do
+    script=$(tr ' ' '\n' <<<"$SCRIPTS" | sed -n "s/^$s://p")
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True run "$s-expandable" "$script" &&
+        compare "$s-expandable"
+done
+
+# Cache mode: PyTorch caches itself, so tidemark observes, says so, and
+# the recording is the same.
+if run mlp-cache "$D/run_mlp.py" --conf mode=cache; then
+    grep -q "mode=cache: PyTorch (libc10_cuda) caches device memory itself; CUDA allocations are observed instead" \
+        "$T/mlp-cache/log" || fail "mode=cache under PyTorch does not say it observes: $(cat "$T/mlp-cache/log")"
+    compare mlp-cache
+fi
+# ... and with PyTorch's caching off, tidemark's cache serves every tensor.
+for s in mlp conv; do
+    script=$(tr ' ' '\n' <<<"$SCRIPTS" | sed -n "s/^$s://p")
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 run "$s-cache-serves" "$script" --conf mode=cache &&
+        own_peaks "$s-cache-serves" "$s"
+done
+# Pluggable: tidemark's allocator is torch's (the scripts that ask torch
+# for its statistics cannot run so: torch raises).
+for s in conv autocast accum checkpoint kvcache vision; do
+    run "$s-pluggable" "$D/scripts/$s.py" --conf torch_tensors=pluggable && own_peaks "$s-pluggable" "$s"
+done
+[ $failed = 0 ] || { echo "$failed check(s) failed"; exit 1; }
+echo "all held against PyTorch"
