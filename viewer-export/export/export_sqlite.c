@@ -66,7 +66,6 @@ static const char schema[] =
 static const char indexes[] =
     "CREATE INDEX allocations_by_time ON allocations (device, alloc_seq, free_seq);"
     "CREATE INDEX allocations_by_stack ON allocations (stack_id);"
-    "CREATE INDEX events_by_action ON events (action);"
     "CREATE VIEW allocations_at_peak AS SELECT a.* FROM allocations a"
     " JOIN devices d ON a.device = d.ordinal"
     " WHERE a.alloc_seq <= d.peak_seq AND (a.free_seq IS NULL OR a.free_seq > d.peak_seq);"
@@ -493,7 +492,9 @@ tdm_status tdm__export_sqlite(FILE *out, const tdm_export_context *ctx)
     /* A private memdb database: its pages are one buffer that
      * sqlite3_serialize hands back without a copy. */
     e.q.rc = sqlite3_open_v2("file:tidemark-export?vfs=memdb", &e.q.db,
-                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI, NULL);
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI |
+                                 SQLITE_OPEN_NOMUTEX, /* one thread: no locking per row */
+                             NULL);
     if (e.q.rc == SQLITE_OK) {
         /* memdb stops at 1 GiB unless told otherwise; host memory is the limit. */
         sqlite3_int64 limit = (sqlite3_int64)1 << 46;
