@@ -24,6 +24,7 @@ if [ "${TDM_HAVE_SQLITE:-OFF}" != ON ]; then
   [ "$(wc -l <"$work/err")" -eq 1 ] || fail "more than one error line: $(cat "$work/err")"
   [ ! -e "$work/run.sqlite" ] || fail "a file was written"
   finish "export sqlite (not built in)"
+  exit 0
 fi
 
 # sql DB QUERY: the rows, columns separated by '|'.

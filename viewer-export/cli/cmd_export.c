@@ -636,7 +636,7 @@ int tdm__cli_export(int argc, char **argv)
     }
     if (!fmt->write) { /* its library was not found when this tidemark was built */
         fprintf(stderr, "tidemark " CMD ": --format %s is not built into this tidemark "
-                        "(it was built without %s; install that and rebuild)\n", fmt->name,
+                        "(built without %s): install that and rebuild\n", fmt->name,
                 fmt->lacks ? fmt->lacks : "its library");
         free(inputs);
         return TDM_EXIT_TOOL_ERROR;

@@ -38,7 +38,7 @@ const tdm_export_format tdm__export_formats[] = {
      tdm__export_sqlite, NULL, NULL},
 #else
     {"sqlite", ".sqlite", "SQLite database (not built in: this tidemark was built without libsqlite3)",
-     NULL, NULL, "libsqlite3 (Debian: libsqlite3-dev)"},
+     NULL, NULL, "libsqlite3, Debian: libsqlite3-dev"},
 #endif
 };
 const size_t tdm__export_format_count =

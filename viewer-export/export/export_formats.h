@@ -66,7 +66,7 @@ typedef struct tdm_export_format {
                               * was not found at build time; see lacks) */
     const tdm_export_option *options; /* NULL or terminated by a {NULL} row */
     const char *lacks;       /* write == NULL: the library this build lacks
-                              * ("libsqlite3 (Debian: libsqlite3-dev)") */
+                              * ("libsqlite3, Debian: libsqlite3-dev") */
 } tdm_export_format;
 
 /* The table, in the order help lists it. */
