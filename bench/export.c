@@ -267,6 +267,10 @@ int main(int argc, char **argv)
         const tdm_export_format *fmt = &tdm__export_formats[f];
         if (!wanted(fmt->name, only, nonly))
             continue;
+        if (!fmt->write) {
+            printf("%-16s not built in\n", fmt->name);
+            continue;
+        }
         tdm_export_context ctx;
         memset(&ctx, 0, sizeof ctx);
         ctx.input_path = "synthetic";

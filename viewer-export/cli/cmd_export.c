@@ -27,7 +27,8 @@
  * on it); `-o -` writes to stdout (one output only).  Exit codes as
  * docs/cli.md: 1 usage (also: an output exists without --force), 2 bad
  * input (a truncated snapshot is still exported, with exit 2), 4 tool
- * error (out of memory, cannot write OUT); the worst over all inputs.  No
+ * error (out of memory, cannot write OUT, a format this build lacks: one
+ * line, before any input is read); the worst over all inputs.  No
  * state, no locks.
  */
 #include "cli.h"
@@ -632,6 +633,13 @@ int tdm__cli_export(int argc, char **argv)
         fputs("\nTry 'tidemark help " CMD "'.\n", stderr);
         free(inputs);
         return TDM_EXIT_USAGE;
+    }
+    if (!fmt->write) { /* its library was not found when this tidemark was built */
+        fprintf(stderr, "tidemark " CMD ": --format %s is not built into this tidemark "
+                        "(built without %s): install that and rebuild\n", fmt->name,
+                fmt->lacks ? fmt->lacks : "its library");
+        free(inputs);
+        return TDM_EXIT_TOOL_ERROR;
     }
     tdm_export_context ctx;
     memset(&ctx, 0, sizeof ctx);

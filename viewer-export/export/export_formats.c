@@ -22,17 +22,24 @@ const tdm_export_format tdm__export_formats[] = {
     /* name, default extension, description, exporter, its own options */
     {"pytorch", ".pickle",
      "PyTorch snapshot pickle for pytorch.org/memory_viz, _memory_viz.py",
-     tdm__export_pytorch, NULL},
+     tdm__export_pytorch, NULL, NULL},
     {"perfetto", ".json",
      "Chrome JSON trace for ui.perfetto.dev, chrome://tracing and HTA",
-     tdm__export_perfetto, perfetto_options},
+     tdm__export_perfetto, perfetto_options, NULL},
     {"flamegraph", ".folded",
      "collapsed stacks of the bytes live at the peak (flamegraph.pl, speedscope)",
-     tdm__export_flamegraph, flamegraph_options},
+     tdm__export_flamegraph, flamegraph_options, NULL},
     {"csv", ".csv", "RMM log (Thread,Time,Action,Pointer,Size,Stream) for RMM's replay",
-     tdm__export_csv, NULL},
+     tdm__export_csv, NULL, NULL},
     {"json", ".model.json", "the analysis model as JSON, for scripts (docs/export.md)",
-     tdm__export_json, NULL},
+     tdm__export_json, NULL, NULL},
+#ifdef TDM_HAVE_SQLITE
+    {"sqlite", ".sqlite", "SQLite database of events, allocations and their categories (docs/export.md)",
+     tdm__export_sqlite, NULL, NULL},
+#else
+    {"sqlite", ".sqlite", "SQLite database (not built in: this tidemark was built without libsqlite3)",
+     NULL, NULL, "libsqlite3, Debian: libsqlite3-dev"},
+#endif
 };
 const size_t tdm__export_format_count =
     sizeof tdm__export_formats / sizeof tdm__export_formats[0];

@@ -62,8 +62,11 @@ typedef struct tdm_export_format {
     const char *name;        /* --format NAME */
     const char *extension;   /* default output: input path with .tdm replaced by this */
     const char *description; /* one line for `tidemark help export` */
-    tdm_export_fn write;
+    tdm_export_fn write;     /* NULL: a format this build lacks (its library
+                              * was not found at build time; see lacks) */
     const tdm_export_option *options; /* NULL or terminated by a {NULL} row */
+    const char *lacks;       /* write == NULL: the library this build lacks
+                              * ("libsqlite3, Debian: libsqlite3-dev") */
 } tdm_export_format;
 
 /* The table, in the order help lists it. */
@@ -102,5 +105,9 @@ tdm_status tdm__export_flamegraph(FILE *out, const tdm_export_context *ctx);
 tdm_status tdm__export_csv(FILE *out, const tdm_export_context *ctx);
 /* json: the analysis model for scripts (export_json.c). */
 tdm_status tdm__export_json(FILE *out, const tdm_export_context *ctx);
+/* sqlite: tables of events, allocations (with their categories), frames,
+ * stacks, segments, blocks, devices and phases; only where libsqlite3 was
+ * found at build time (export_sqlite.c; docs/export.md "sqlite"). */
+tdm_status tdm__export_sqlite(FILE *out, const tdm_export_context *ctx);
 
 #endif
