@@ -9,6 +9,8 @@
 #   2. a failing driver (FAKE_CUDA_FAIL): the rows FAIL, the program's
 #      stderr is shown, exit 1
 #   3. no time left (GPU_DEADLINE_S=0): every row SKIP "time limit reached"
+#   3b. a row that hangs (FAKE_CUDA_HANG_S): killed at its time limit, FAIL
+#      "timed out after N s"
 #   4. usage: a non-empty -o folder refused (2); without --fake and without
 #      a GPU, one line and 77
 #   5. the GPU path (no --fake) with a stand-in nvidia-smi: an nvcc newer
@@ -121,6 +123,20 @@ others=$(awk -F'\t' '$4 != "SKIP"' "$W/late/table.tsv")
 [ -z "$others" ] || fail "no time left, yet rows ran: $others"
 grep -q "time limit reached" "$W/late/table.txt" || fail "no time left: no 'time limit reached'"
 
+# ---- 3b. a row that hangs -------------------------------------------------------------
+# The fake driver sleeps 120 s at its first call; with 8 s left to the run
+# the row's limit is cut to what remains, and the row must be killed there:
+# FAIL "timed out after N s" (N <= 8), the run over well before the hang.
+t0=$SECONDS
+FAKE_CUDA_HANG_S=120 GPU_DEADLINE_S=8 GPU_ROWS='^cuda_drv observe$' bash "$RUN_SH" --fake \
+    -b "$TDM_BINARY_DIR" -o "$W/hang" >"$W/hang.stdout" 2>&1
+rc=$?
+took=$((SECONDS - t0))
+[ $rc = 1 ] || fail "a hung row: exit $rc, not 1"
+[ "$(verdict "$W/hang" "cuda_drv observe")" = FAIL ] || fail "a hung row: not FAIL"
+hn=$(note "$W/hang" "cuda_drv observe")
+echo "$hn" | grep -Eq "^timed out after [1-8] s" || fail "a hung row: note '$hn'"
+[ $took -lt 60 ] || fail "a hung row: the run took $took s (the hang is 120 s)"
 # ---- 4. usage ------------------------------------------------------------------------
 bash "$RUN_SH" --fake -b "$TDM_BINARY_DIR" -o "$W/run" >"$W/again.stdout" 2>&1
 [ $? = 2 ] || fail "a non-empty -o folder was not refused"

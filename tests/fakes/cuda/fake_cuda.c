@@ -52,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "fake_cuda.h"
 #include "fake_memory.h"
@@ -108,6 +109,9 @@ static void cfg_load(void)
     cfg.report = getenv("FAKE_CUDA_REPORT");
     cfg.capturing = env_u64("FAKE_CUDA_CAPTURING", 0) != 0;
     cfg.no_vmm = env_u64("FAKE_CUDA_NO_VMM", 0) != 0;
+    /* A driver that hangs (run.sh must kill such a row at its limit). */
+    for (unsigned left = (unsigned)env_u64("FAKE_CUDA_HANG_S", 0); left > 0;)
+        left = sleep(left);
 }
 
 CUresult fake__enter(int fc)

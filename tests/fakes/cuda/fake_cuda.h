@@ -12,6 +12,8 @@
  *   FAKE_CUDA_OOM_ABOVE=bytes  any allocation larger than this fails with
  *                              CUDA_ERROR_OUT_OF_MEMORY
  *   FAKE_CUDA_INIT_RESULT=n    what cuInit returns (default 0, success)
+ *   FAKE_CUDA_HANG_S=n         the first call into the driver sleeps n seconds
+ *                              first (a hung driver, for run.sh's time limits)
  *   FAKE_CUDA_FAIL=name:code   `name` (e.g. cuMemFree_v2) returns `code`
  *                              without doing anything
  *   FAKE_CUDA_GPA_EXPORTED=1   cuGetProcAddress hands out the addresses of

@@ -34,6 +34,10 @@
 #   drv_many_maps      4100 physical pages made and mapped, then a second
 #                      mapping of the first and an imported handle's: every
 #                      page a segment of device 0, the two others imported
+#   drv_local_resolver an extension linked to the driver, loaded RTLD_LOCAL
+#                      (the driver in its local scope only), looks the
+#                      resolver up with dlsym(RTLD_DEFAULT, ...): found
+#                      under the preload too, its cuMemAlloc booked once
 #                      (peer_mapping, shareable): no table runs out
 #   real_shared        the REAL libcudart.so.13 over the fake driver, which
 #                      reports what cudart's table of driver functions holds
@@ -56,7 +60,7 @@
 #                      and cache mode (tidemark changes nothing the program
 #                      computes); see sem_app.c for each WHAT
 #
-# Environment (from CMake): STREAM_APP, RT_APP, RT_APP_STATIC, DRV_APP, REAL_RT_APP,
+# Environment (from CMake): LOCAL_APP, LOCAL_EXT, STREAM_APP, RT_APP, RT_APP_STATIC, DRV_APP, REAL_RT_APP,
 # REAL_RT_APP_STATIC, SNAPCHECK, PRELOAD, FAKE_CUDA_DIR, EXPECT_DIR.
 set -u
 scenario=$1
@@ -244,6 +248,23 @@ drv_pools | drv_shared | drv_multicast)
         grep -qx "mine after free: pool reserved 4194304 used 0" "$T/cache.out" ||
             fail "cache mode took the allocation from the program's pool"
     fi
+    ;;
+drv_local_resolver)
+    run plain "$LOCAL_APP" "$LOCAL_EXT"
+    grep -qx "dlsym(RTLD_DEFAULT, cuGetProcAddress_v2) -> found" "$T/plain.out" &&
+        grep -qx ok "$T/plain.out" || { cat "$T/plain.out"; fail "the extension alone"; }
+    # The preload loaded but off (TIDEMARK_CONF unset): the same calls.
+    run off "$LOCAL_APP" "$LOCAL_EXT" LD_PRELOAD="$preload_list"
+    same_output plain off
+    for mode in observe cache; do
+        traced $mode mode=$mode "$LOCAL_APP" "$LOCAL_EXT"
+        same_output plain $mode
+        no_tidemark_errors $mode
+        [ "$(count $mode alloc)" = 1 ] && [ "$(count $mode free_requested)" = 1 ] ||
+            fail "$mode: the extension's cuMemAlloc_v2 booked $(count $mode alloc) times, freed $(count $mode free_requested)"
+        "$SNAPCHECK" "$T/$mode.tdm" | grep -q "^alloc dev=0 size=12345 " ||
+            fail "$mode: no 12345-byte alloc on device 0: $("$SNAPCHECK" "$T/$mode.tdm" | head -5)"
+    done
     ;;
 drv_many_maps)
     big=FAKE_CUDA_CAPACITY=17179869184
