@@ -361,10 +361,10 @@ _marks_log = []
 _steps_marked = 0
 
 
-def _log_mark(name):
+def _log_mark(name, stage="START"):
     if len(_marks_log) >= _MARKS_KEPT:
         del _marks_log[:_MARKS_KEPT // 2]
-    _marks_log.append((time.time_ns() // 1000, name))
+    _marks_log.append((time.time_ns() // 1000, name, stage))
 
 
 class _Phase:
@@ -389,6 +389,7 @@ class _Phase:
                 _log_mark(self.before)
             else:
                 _check("phase", library().tdm_phase_end())
+                _log_mark(self.name, "END")
             _phase_now = self.before
         return False
 

@@ -247,7 +247,8 @@ def _start_history(cuda, version, conf):
 def _with_marks(snap):
     """PyTorch's snapshot with tidemark's phase and step marks appended to
     its external_annotations (START entries, which tidemark's importer
-    reads as phases; "ProfilerStep#N" as steps)."""
+    reads as phases, "ProfilerStep#N" as steps; an END where a phase block
+    ended with no phase before it)."""
     tidemark = sys.modules.get("tidemark")
     marks = list(getattr(tidemark, "_marks_log", ()))
     if not isinstance(snap, dict) or not marks:
@@ -256,8 +257,8 @@ def _with_marks(snap):
     if not isinstance(notes, list):
         notes = []
         snap["external_annotations"] = notes
-    for time_us, name in marks:
-        notes.append({"device": 0, "stage": "START", "name": name, "time_us": time_us})
+    for time_us, name, stage in marks:
+        notes.append({"device": 0, "stage": stage, "name": name, "time_us": time_us})
     return snap
 
 

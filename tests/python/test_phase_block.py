@@ -13,7 +13,11 @@ export's phase annotations:
 - the later buffer is made in no phase, not in "init";
 - the last one is made in "train" (a plain call's phase lasts, and a
   block begun inside it goes back to it);
-- "init" starts once in the annotations.
+- "init" starts once in the annotations;
+- the marks a merged PyTorch history gets end the init block too: a
+  PyTorch snapshot with those annotations, imported, has a tensor made
+  after the block in no phase (before, the importer read START entries
+  only and "init" lasted to the end).
 
 Environment: LIBTIDEMARK, TIDEMARK, TDM_SOURCE_DIR."""
 import os
@@ -42,6 +46,34 @@ def explain(snap, addr):
     return r.stdout
 
 
+def check_torch_history(tmp, marks):
+    """A PyTorch history carrying the child's marks: one tensor made in the
+    init block, one after it."""
+    notes = []
+    for m in marks:
+        stage, name, time_us = m.rsplit(":", 2)
+        notes.append({"device": 0, "stage": stage, "name": name, "time_us": int(time_us)})
+    ends = [n for n in notes if n["stage"] == "END" and n["name"] == "init"]
+    if not ends:
+        fail("the marks for a PyTorch history do not end the init block: %s" % marks)
+        return
+    start = min(n["time_us"] for n in notes)
+    end = ends[0]["time_us"]
+    a, b = 0x7f0000000000, 0x7f0000200000
+    trace = [{"action": "alloc", "addr": a, "size": 1 << 20, "stream": 0,
+              "time_us": start + 1, "frames": []},
+             {"action": "alloc", "addr": b, "size": 1 << 20, "stream": 0,
+              "time_us": end + 1, "frames": []}]
+    snap = {"segments": [], "device_traces": [trace], "external_annotations": notes}
+    pkl = os.path.join(tmp, "history.pickle")
+    with open(pkl, "wb") as f:
+        pickle.dump(snap, f)
+    made = explain(pkl, "%#x" % b)
+    if "phase init" in made:
+        fail("in a PyTorch history, a tensor made after the init block is in init: %s"
+             % made.strip())
+
+
 def main():
     env = dict(os.environ, TIDEMARK_CONF="")
     san = sanitizer_runtime()
@@ -55,6 +87,8 @@ def main():
             print(r.stdout, r.stderr)
             sys.exit("FAIL: the child did not record (exit %d)" % r.returncode)
         addrs = dict(line.split() for line in r.stdout.splitlines() if " 0x" in line)
+        marks = [line.split(" ", 1)[1] for line in r.stdout.splitlines()
+                 if line.startswith("marks ")]
 
         params = explain(snap, addrs["params"])
         if "made in phase init" not in params or "parameter" not in params:
@@ -81,6 +115,7 @@ def main():
             if starts.count("init") != 1:
                 fail("init starts %d times: %s" % (starts.count("init"), starts))
             print("phase starts: %s" % starts)
+        check_torch_history(tmp, marks[0].split(";") if marks else [])
     if failures:
         sys.exit("%d check(s) failed" % len(failures))
     print("ok: phase blocks")

@@ -11,7 +11,8 @@
  *                                    time_us, each list's own order kept
  *   external_annotations START     → phase marks ("ProfilerStep#N": step
  *                                    marks), merged by time before the
- *                                    events of the same microsecond
+ *                                    events of the same microsecond; an
+ *                                    END ends its phase when in force
  *   allocator_settings.tidemark    → the header, when tidemark wrote it
  *   allocator_settings (PyTorch's)  → the rules its blocks were cut by:
  *                                    each tensor event's size becomes
@@ -299,16 +300,20 @@ static int read_annotations(im *c, const tdm_pkv *list)
         const tdm_pkv *a = list->v.items[i];
         const tdm_pkv *name = tdm__pk_get(a, "name");
         uint64_t t = 0;
-        if (!tdm__pti_is_str(tdm__pk_get(a, "stage"), "START") || !name ||
+        const tdm_pkv *stage = tdm__pk_get(a, "stage");
+        int is_end = tdm__pti_is_str(stage, "END");
+        if ((!is_end && !tdm__pti_is_str(stage, "START")) || !name ||
             name->type != TDM_PKV_STR ||
             tdm__pk_u64(tdm__pk_get(a, "time_us"), &t) != 0 || (int64_t)t < 0)
             continue;
-        pending_mark m = {.time_ns = t * 1000, .order = i};
+        pending_mark m = {.time_ns = t * 1000, .order = i, .is_end = (uint8_t)is_end};
         unsigned step;
         char tail;
         char buf[48];
         snprintf(buf, sizeof buf, "%.*s", (int)(name->n < 47 ? name->n : 47), name->v.s);
         if (sscanf(buf, "ProfilerStep#%u%c", &step, &tail) == 1) {
+            if (is_end)
+                continue; /* a step ends where the next begins */
             m.value = step;
             m.is_step = 1;
         } else if (!(m.value = phase_id(c, name->v.s, name->n))) {
@@ -540,10 +545,42 @@ static int block_sizes(im *c, const tdm_pkv *settings)
  * list head with the smallest time (marks first on ties, then the lower
  * list), so every list keeps its own order even where its times do not
  * increase. */
+/* Keeps the END marks that end something: the phase in force, with an
+ * event after it and no START at the same moment (which replaces the
+ * phase anyway: tidemark's own export writes END then START at each phase
+ * change, and one at the end of the history).  Marks sorted by time. */
+static void drop_idle_ends(im *c)
+{
+    uint64_t last = 0;
+    for (size_t i = 0; i < c->nevents; i++)
+        if (c->events[i].time_ns > last)
+            last = c->events[i].time_ns;
+    uint32_t phase = 0;
+    size_t kept = 0;
+    for (size_t i = 0; i < c->nmarks; i++) {
+        pending_mark m = c->marks[i];
+        if (m.is_end) {
+            const pending_mark *next = i + 1 < c->nmarks ? &c->marks[i + 1] : NULL;
+            if (phase != m.value || m.time_ns >= last ||
+                (next && next->time_ns == m.time_ns && !next->is_step && !next->is_end))
+                continue;
+            phase = 0;
+        } else if (!m.is_step) {
+            phase = m.value;
+        }
+        c->marks[kept++] = m;
+    }
+    c->nmarks = kept;
+}
+
 static int merge_history(im *c)
 {
     size_t lists = c->ndev;
     c->dev_start[lists] = c->nevents;
+    if (c->nmarks) {
+        qsort(c->marks, c->nmarks, sizeof *c->marks, mark_cmp);
+        drop_idle_ends(c);
+    }
     size_t total = c->nevents + c->nmarks;
     tdm_event *out = malloc((total ? total : 1) * sizeof *out);
     size_t *head = malloc((lists ? lists : 1) * sizeof *head);
@@ -552,8 +589,6 @@ static int merge_history(im *c)
         free(head);
         return tdm__pti_oom(c);
     }
-    if (c->nmarks)
-        qsort(c->marks, c->nmarks, sizeof *c->marks, mark_cmp);
     for (size_t k = 0; k < lists; k++)
         head[k] = c->dev_start[k];
     size_t mk = 0, n = 0;
@@ -575,7 +610,12 @@ static int merge_history(im *c)
                 step = m->value;
             } else {
                 e.action = TDM_ACTION_PHASE;
-                phase = m->value;
+                /* An END ends its phase only while that phase is in
+                 * force: a block nested in another leaves the outer's. */
+                if (!m->is_end)
+                    phase = m->value;
+                else if (phase == m->value)
+                    phase = 0;
             }
             e.phase = phase;
             e.step = step;

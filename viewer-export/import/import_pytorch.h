@@ -60,6 +60,7 @@ typedef struct pending_mark {
     uint32_t value;  /* phase id, or step number */
     uint32_t order;  /* position in external_annotations (sort tie-break) */
     uint8_t is_step;
+    uint8_t is_end;  /* an END: the phase `value` ends, if it is in force */
 } pending_mark;
 
 typedef struct im {
