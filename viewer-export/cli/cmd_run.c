@@ -47,13 +47,23 @@
 
 /* ---- the output folder ------------------------------------------------- */
 
-static int is_tdm(const char *name)
+static int ends_with(const char *name, const char *suffix)
 {
-    size_t n = strlen(name);
-    return n > 4 && name[0] != '.' && strcmp(name + n - 4, ".tdm") == 0;
+    size_t n = strlen(name), k = strlen(suffix);
+    return n > k && name[0] != '.' && strcmp(name + n - k, suffix) == 0;
 }
 
-/* The snapshot files already in `dir` (so they are not taken for ours). */
+static int is_tdm(const char *name) { return ends_with(name, ".tdm"); }
+
+#define TORCH_HISTORY_SUFFIX ".torch.pickle"
+
+/* A file a run writes: a snapshot, or PyTorch's history beside one. */
+static int is_run_file(const char *name)
+{
+    return is_tdm(name) || ends_with(name, TORCH_HISTORY_SUFFIX);
+}
+
+/* The run files already in `dir` (so they are not taken for ours). */
 static int list_old(const char *dir, old_file **out, size_t *count)
 {
     *out = NULL;
@@ -65,7 +75,7 @@ static int list_old(const char *dir, old_file **out, size_t *count)
     struct dirent *e;
     struct stat st;
     while ((e = readdir(d))) {
-        if (!is_tdm(e->d_name) || fstatat(dirfd(d), e->d_name, &st, 0) != 0)
+        if (!is_run_file(e->d_name) || fstatat(dirfd(d), e->d_name, &st, 0) != 0)
             continue;
         if (*count == cap) {
             cap = cap ? cap * 2 : 16;
@@ -103,8 +113,9 @@ static int name_cmp(const void *a, const void *b)
 }
 
 /* Paths of the snapshots this run wrote, sorted; -1 on allocation failure. */
-static int list_new(const char *dir, const old_file *old, size_t nold, char ***out,
-                    size_t *count)
+/* The files ending in `suffix` that this run wrote in `dir`, sorted. */
+static int list_new(const char *dir, const old_file *old, size_t nold, const char *suffix,
+                    char ***out, size_t *count)
 {
     *out = NULL;
     *count = 0;
@@ -115,7 +126,7 @@ static int list_new(const char *dir, const old_file *old, size_t nold, char ***o
     struct dirent *e;
     struct stat st;
     while ((e = readdir(d))) {
-        if (!is_tdm(e->d_name) || fstatat(dirfd(d), e->d_name, &st, 0) != 0 ||
+        if (!ends_with(e->d_name, suffix) || fstatat(dirfd(d), e->d_name, &st, 0) != 0 ||
             !S_ISREG(st.st_mode) || is_old(old, nold, e->d_name, &st))
             continue;
         if (*count == cap) {
@@ -677,12 +688,32 @@ static int prepare(run_state *r)
     return TDM_EXIT_OK;
 }
 
+/* PyTorch histories with no snapshot to go into: processes that started
+ * CUDA through PyTorch and allocated nothing (torch.compile's workers
+ * inherit the preload), or whose snapshot was not written.  Said, not
+ * merged: each is a file `summary` and `view` read as it is.  Said under
+ * -q too: -q leaves out summaries, not files left in the folder. */
+static void note_lone_histories(const run_state *r)
+{
+    char **lone = NULL;
+    size_t n = 0;
+    if (list_new(r->dir, r->old, r->nold, TORCH_HISTORY_SUFFIX, &lone, &n) == 0 && n)
+        fprintf(stderr,
+                "tidemark run: %zu PyTorch histor%s without a snapshot of %s own, left as "
+                "%s: %s%s (`tidemark summary FILE` reads one)\n",
+                n, n == 1 ? "y" : "ies", n == 1 ? "its" : "their", n == 1 ? "it is" : "they are",
+                lone[0], n > 1 ? ", ..." : "");
+    for (size_t i = 0; i < n; i++)
+        free(lone[i]);
+    free(lone);
+}
+
 /* Reads what the run wrote, the snapshots of processes that used device
  * memory first (r->busy of them); a TDM_EXIT_* code for trouble reading
  * them (said already). */
 static int collect(run_state *r)
 {
-    if (list_new(r->dir, r->old, r->nold, &r->paths, &r->npaths) != 0 ||
+    if (list_new(r->dir, r->old, r->nold, ".tdm", &r->paths, &r->npaths) != 0 ||
         !(r->inputs = calloc(r->npaths ? r->npaths : 1, sizeof *r->inputs))) {
         fprintf(stderr, "tidemark run: cannot read the folder %s: %s\n", r->dir,
                 strerror(errno));
@@ -693,6 +724,7 @@ static int collect(run_state *r)
      * cannot be merged is said in one line and left beside it. */
     for (size_t i = 0; i < r->npaths; i++)
         tdm__cli_merge_torch_beside("run", r->paths[i], r->quiet);
+    note_lone_histories(r);
     int rc = TDM_EXIT_OK;
     for (size_t i = 0; i < r->npaths; i++)
         rc = tdm__exit_worse(rc, tdm__input_load("run", r->paths[i], &r->inputs[i]));
