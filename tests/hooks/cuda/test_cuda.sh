@@ -394,6 +394,16 @@ sem_*)
             fail "cache mode stood aside for a PyTorch that does not cache"
         grep -q "FAIL: cuMemGetInfo" "$T/uncached.out" || fail "the cache did not serve (uncached)"
         ;;
+    framework_late) # the cache served first, then stood aside, once
+        grep -qx "before the framework: a segment" "$T/cache.out" ||
+            fail "the cache did not serve the allocation before the framework was loaded"
+        [ "$(grep -c "tidemark: mode=cache: .*caches device memory itself" "$T/cache.err")" = 1 ] ||
+            fail "cache mode under a framework loaded late did not say it stands aside"
+        for mode in plain observe; do
+            grep -qx "before the framework: the driver's" "$T/$mode.out" ||
+                fail "$mode: the first allocation was not the driver's"
+        done
+        ;;
     reset)
         diff -u "$T/plain.out" "$T/cache.out" || fail "a return code changed (cache)"
         ;;
@@ -411,7 +421,8 @@ sem_*)
         ;;
     esac
     for mode in observe cache; do
-        [ "$what" = ipc ] || [ "$what" = framework ] || [ "$what" = reset ] ||
+        [ "$what" = ipc ] || [ "$what" = framework ] || [ "$what" = framework_late ] ||
+            [ "$what" = reset ] ||
             diff -u "$T/plain.out" "$T/$mode.out" || fail "the output changed ($mode)"
     done
     ;;
