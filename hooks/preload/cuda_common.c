@@ -8,7 +8,9 @@
  * device's primary context (where cache mode's segments live), and whether
  * cache mode could start (the cuda provider over the real driver, given to
  * the allocator once; not under a framework that caches itself) and still
- * serves (it stands aside, once, where it cannot keep CUDA's semantics).
+ * serves (it stands aside, once, where it cannot keep CUDA's semantics, or
+ * when such a framework is loaded later; from then on it keeps no segment
+ * idle).
  *
  * Invariants: nothing here records an event; everything runs inside a
  * wrapper (the recursion guard is held), so driver calls made here reach
