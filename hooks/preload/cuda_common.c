@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "alloc.h"
 #include "provider_cuda.h"
@@ -480,13 +481,32 @@ void tdm__cuda_note_reset(int device)
         atomic_fetch_or(&tdm__cuda_reset_devices, 1ull << device);
 }
 
+/* How often a thread looks at the dynamic linker's load count: the count
+ * takes the loader's lock (dl_iterate_phdr), global, so not on every
+ * allocation; a thread's coarse clock (no lock, no system call) gates it.
+ * An import of a framework takes far longer than this. */
+#define FRAMEWORK_LOOK_EVERY_NS (10u * 1000u * 1000u)
+
+static uint64_t coarse_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* A framework loaded after the cache started serving (an import of torch
  * after a first allocation): its allocator would cache in the cache's
- * segments, so the cache stands aside.  The loaded objects are searched
- * only when the dynamic linker loaded one since the last search; the count
- * costs one dl_iterate_phdr stopped at its first entry. */
+ * segments, so the cache stands aside.  Each thread looks at most every
+ * FRAMEWORK_LOOK_EVERY_NS, and its first allocation at once; the loaded
+ * objects are searched only when the dynamic linker loaded one since the
+ * last search (the count: one dl_iterate_phdr stopped at its first entry). */
 static void look_for_late_framework(void)
 {
+    static __thread uint64_t looked_ns;
+    uint64_t now = coarse_now_ns();
+    if (looked_ns != 0 && now - looked_ns < FRAMEWORK_LOOK_EVERY_NS)
+        return;
+    looked_ns = now ? now : 1;
     unsigned long long adds = objects_ever_loaded();
     unsigned long long seen = atomic_load_explicit(&framework_looked_at, memory_order_relaxed);
     if (adds == seen ||
