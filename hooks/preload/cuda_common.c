@@ -8,7 +8,9 @@
  * device's primary context (where cache mode's segments live), and whether
  * cache mode could start (the cuda provider over the real driver, given to
  * the allocator once; not under a framework that caches itself) and still
- * serves (it stands aside, once, where it cannot keep CUDA's semantics).
+ * serves (it stands aside, once, where it cannot keep CUDA's semantics, or
+ * when such a framework is loaded later; from then on it keeps no segment
+ * idle).
  *
  * Invariants: nothing here records an event; everything runs inside a
  * wrapper (the recursion guard is held), so driver calls made here reach
@@ -24,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "alloc.h"
 #include "provider_cuda.h"
@@ -391,12 +394,8 @@ static int find_framework(struct dl_phdr_info *info, size_t size, void *out)
     return 0;
 }
 
-/* No lock: making the provider loads libraries and initializes the
- * driver, which take the loader's lock, under which a library constructor
- * may call a wrapper.  Threads racing here each make a provider; the
- * allocator keeps one (tdm__alloc_use_provider), the first answer stored
- * is the one that counts. */
-static __attribute__((noinline)) int cache_setup(void)
+/* The framework loaded, its caching allocator on; NULL when none is. */
+static const char *loaded_framework(void)
 {
     const char *framework = NULL;
     dl_iterate_phdr(find_framework, &framework);
@@ -406,6 +405,38 @@ static __attribute__((noinline)) int cache_setup(void)
     if (framework != NULL && strstr(framework, "PyTorch") && uncached && *uncached &&
         strcmp(uncached, "0") != 0)
         framework = NULL;
+    return framework;
+}
+
+static int first_adds(struct dl_phdr_info *info, size_t size, void *out)
+{
+    if (size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof info->dlpi_adds)
+        *(unsigned long long *)out = info->dlpi_adds;
+    return 1; /* the count is the same in every entry */
+}
+
+/* How many objects the dynamic linker had ever loaded when the loaded
+ * objects were last searched for a framework (glibc's dlpi_adds). */
+static _Atomic unsigned long long framework_looked_at;
+
+static unsigned long long objects_ever_loaded(void)
+{
+    unsigned long long adds = 0;
+    dl_iterate_phdr(first_adds, &adds);
+    return adds;
+}
+
+/* No lock: making the provider loads libraries and initializes the
+ * driver, which take the loader's lock, under which a library constructor
+ * may call a wrapper.  Threads racing here each make a provider; the
+ * allocator keeps one (tdm__alloc_use_provider), the first answer stored
+ * is the one that counts. */
+static __attribute__((noinline)) int cache_setup(void)
+{
+    /* The count first: an object loaded during the search is looked at
+     * again by the next allocation (tdm__cuda_cache_serves). */
+    atomic_store_explicit(&framework_looked_at, objects_ever_loaded(), memory_order_relaxed);
+    const char *framework = loaded_framework();
     if (framework != NULL) {
         int expected = -1;
         if (atomic_compare_exchange_strong(&cache_state, &expected, 0))
@@ -450,16 +481,71 @@ void tdm__cuda_note_reset(int device)
         atomic_fetch_or(&tdm__cuda_reset_devices, 1ull << device);
 }
 
-int tdm__cuda_cache_serves(void)
+/* How often a thread looks at the dynamic linker's load count: the count
+ * takes the loader's lock (dl_iterate_phdr), global, so not on every
+ * allocation; a thread's coarse clock (no lock, no system call) gates it.
+ * An import of a framework takes far longer than this. */
+#define FRAMEWORK_LOOK_EVERY_NS (10u * 1000u * 1000u)
+
+static uint64_t coarse_now_ns(void)
 {
-    return !atomic_load_explicit(&cache_aside, memory_order_relaxed) && tdm__cuda_cache_ready();
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* A framework loaded after the cache started serving (an import of torch
+ * after a first allocation): its allocator would cache in the cache's
+ * segments, so the cache stands aside.  Each thread looks at most every
+ * FRAMEWORK_LOOK_EVERY_NS, and its first allocation at once; the loaded
+ * objects are searched only when the dynamic linker loaded one since the
+ * last search (the count: one dl_iterate_phdr stopped at its first entry). */
+static void look_for_late_framework(void)
+{
+    static __thread uint64_t looked_ns;
+    uint64_t now = coarse_now_ns();
+    if (looked_ns != 0 && now - looked_ns < FRAMEWORK_LOOK_EVERY_NS)
+        return;
+    looked_ns = now ? now : 1;
+    unsigned long long adds = objects_ever_loaded();
+    unsigned long long seen = atomic_load_explicit(&framework_looked_at, memory_order_relaxed);
+    if (adds == seen ||
+        !atomic_compare_exchange_strong(&framework_looked_at, &seen, adds))
+        return; /* nothing new, or another thread searches */
+    const char *framework = loaded_framework();
+    if (framework == NULL)
+        return;
+    char why[160];
+    snprintf(why, sizeof why, "%s, loaded after the cache started serving, caches device "
+                              "memory itself", framework);
+    tdm__cuda_cache_stand_aside(why);
+}
+
+int tdm__cuda_cache_serves(void)
+{
+    if (atomic_load_explicit(&cache_aside, memory_order_relaxed) || !tdm__cuda_cache_ready())
+        return 0;
+    look_for_late_framework();
+    return !atomic_load_explicit(&cache_aside, memory_order_relaxed);
+}
+
+/* Standing aside also gives the cache's idle segments back, and every
+ * later free that returns a block to the cache gives its segment back
+ * once it is idle (tdm__cuda_cache_freed): the cache serves nothing any
+ * more, and what the program frees must be free for cuMemGetInfo. */
 void tdm__cuda_cache_stand_aside(const char *why)
 {
-    if (atomic_exchange(&cache_aside, 1) == 0)
+    if (atomic_exchange(&cache_aside, 1) == 0) {
         fprintf(stderr, "tidemark: mode=cache: %s; CUDA allocations are the driver's (observed) "
                         "from here on\n", why);
+        tdm_empty_cache(-1);
+    }
+}
+
+void tdm__cuda_cache_freed(void)
+{
+    if (atomic_load_explicit(&cache_aside, memory_order_relaxed))
+        tdm_empty_cache(-1);
 }
 
 /* ---- virtual-memory handles and mappings ----------------------------------------

@@ -104,8 +104,10 @@ INLINE int cache_free(tdm__hook_mode m, CUdeviceptr p, int ordered, tdm_stream s
         return -1;
     tdm_status st = ordered ? tdm__alloc_free_on_stream(ptr, stream, TDM_HOOK_SKIP)
                             : tdm__alloc_free_synchronized(ptr, TDM_HOOK_SKIP);
-    if (st == TDM_OK)
+    if (st == TDM_OK) {
+        tdm__cuda_cache_freed();
         return 1;
+    }
     return tdm__alloc_owns(ptr) ? -1 : 0;
 }
 

@@ -182,13 +182,17 @@ TDM_CUDA_HIDDEN size_t tdm__cuda_free_bytes(void);
  * be, e.g. no device, so the program's own calls go through). */
 TDM_CUDA_HIDDEN int tdm__cuda_cache_ready(void);
 /* Nonzero when cache mode serves new allocations: ready, and not stood
- * aside (tdm__cuda_cache_stand_aside).  Frees still ask
+ * aside (tdm__cuda_cache_stand_aside; it stands aside here when a
+ * framework that caches itself was loaded since it started).  Frees still ask
  * tdm__cuda_cache_ready: a block the cache served goes back to it. */
 TDM_CUDA_HIDDEN int tdm__cuda_cache_serves(void);
 /* From now on CUDA allocations are the driver's (observed), because cache
  * mode could not keep the driver's semantics; `why` goes to stderr, once
  * for the process. */
 TDM_CUDA_HIDDEN void tdm__cuda_cache_stand_aside(const char *why);
+/* A block went back to the cache: once the cache stands aside, the
+ * segments with no live block go back to the driver. */
+TDM_CUDA_HIDDEN void tdm__cuda_cache_freed(void);
 /* cuDevicePrimaryCtxReset destroyed `device`'s memory, the cache's
  * segments on it with it: their blocks are no allocations any more. */
 TDM_CUDA_HIDDEN void tdm__cuda_note_reset(int device);

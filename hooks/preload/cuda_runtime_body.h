@@ -99,8 +99,10 @@ TDM_RT_INLINE int tdm__rt_cache_free(tdm__hook_mode m, void *p, int ordered, tdm
         return -1;
     tdm_status st = ordered ? tdm__alloc_free_on_stream(p, stream, TDM_HOOK_SKIP)
                             : tdm__alloc_free_synchronized(p, TDM_HOOK_SKIP);
-    if (st == TDM_OK)
+    if (st == TDM_OK) {
+        tdm__cuda_cache_freed();
         return 1;
+    }
     return tdm__alloc_owns(p) ? -1 : 0;
 }
 

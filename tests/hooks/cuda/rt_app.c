@@ -14,6 +14,10 @@
  *                    allocator turns into few driver calls
  *   rt_app threads   4 threads allocating and freeing at once
  *   rt_app devices   allocations on device 1 and device 0
+ *   rt_app framework_late  a cudaMalloc, then $FRAMEWORK_LIB (named as
+ *                    PyTorch's libc10_cuda.so) loaded, then another: it
+ *                    prints what each took of the device (cudaMemGetInfo)
+ *                    and what is free again after each cudaFree
  * Built twice: against the fake libcudart.so.13, and with the fake runtime
  * linked in statically (as nvcc links libcudart_static.a).
  * Functions are named app_* so snapshots can be checked for them.
@@ -27,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fake_cuda.h"
 #include "rt_app.h"
@@ -332,6 +337,37 @@ static NOINLINE int app_threads(void)
     return bad;
 }
 
+/* Device bytes in use, as cudaMemGetInfo says. */
+static size_t used_bytes(void)
+{
+    size_t fr = 0, total = 0;
+    cudaMemGetInfo(&fr, &total);
+    return total - fr;
+}
+
+static int app_framework_late(void)
+{
+    const size_t mib = (size_t)1 << 20;
+    void *p = NULL, *q = NULL;
+    size_t u0 = used_bytes();
+    app_report("cudaMalloc before the framework", cudaMalloc(&p, mib));
+    printf("before the framework: %s\n", used_bytes() - u0 == mib ? "the driver's" : "a segment");
+    const char *lib = getenv("FRAMEWORK_LIB");
+    if (lib == NULL || dlopen(lib, RTLD_NOW | RTLD_GLOBAL) == NULL)
+        return printf("cannot load FRAMEWORK_LIB\n"), 1;
+    /* As long as a real framework's import takes, at least: cache mode
+     * looks for one at most every 10 ms per thread. */
+    usleep(30 * 1000);
+    size_t u1 = used_bytes();
+    app_report("cudaMalloc after the framework", cudaMalloc(&q, 4 * mib));
+    printf("after the framework: took %zu MiB\n", (used_bytes() - u1) / mib);
+    app_report("cudaFree of the first block", cudaFree(p));
+    printf("after the first free: %zu MiB in use\n", (used_bytes() - u0) / mib);
+    app_report("cudaFree of the second block", cudaFree(q));
+    printf("after both frees: %zu bytes in use\n", used_bytes() - u0);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "pattern";
@@ -346,6 +382,8 @@ int main(int argc, char **argv)
         rc = app_threads();
     else if (strcmp(what, "devices") == 0)
         rc = app_devices();
+    else if (strcmp(what, "framework_late") == 0)
+        rc = app_framework_late();
     else
         return fprintf(stderr, "rt_app: unknown scenario %s\n", what), 2;
     fflush(stdout);

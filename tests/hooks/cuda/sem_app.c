@@ -43,6 +43,10 @@
  *   sem_app framework   with a framework's caching allocator loaded
  *                       ($FRAMEWORK_LIB), memory freed is free again for
  *                       cuMemGetInfo
+ *   sem_app framework_late the same framework loaded only after a first
+ *                       allocation: what is allocated after it comes from
+ *                       the driver, and the earlier block's free gives its
+ *                       memory back for cuMemGetInfo
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -53,6 +57,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fake_cuda.h"
 
@@ -400,6 +405,41 @@ static void app_framework(void)
           fr, fr0);
 }
 
+/* Prints which served the first block (the driver, else a segment of
+ * tidemark's cache), the one line that differs between modes. */
+static void app_framework_late(void)
+{
+    const char *lib = getenv("FRAMEWORK_LIB");
+    size_t fr0 = 0, fr1 = 0, fr2 = 0, fr3 = 0, fr4 = 0, total = 0;
+    CUdeviceptr p = 0, q = 0;
+    OK(cuMemGetInfo(&fr0, &total));
+    OK(cuMemAlloc(&p, 1 * MiB));
+    OK(cuMemGetInfo(&fr1, &total));
+    printf("before the framework: %s\n", fr0 - fr1 == 1 * MiB ? "the driver's" : "a segment");
+    if (lib == NULL || dlopen(lib, RTLD_NOW | RTLD_GLOBAL) == NULL) {
+        printf("FAIL: cannot load FRAMEWORK_LIB (%s)\n", lib ? dlerror() : "unset");
+        failed = 1;
+        return;
+    }
+    /* As long as a real framework's import takes, at least: cache mode
+     * looks for one at most every 10 ms per thread. */
+    usleep(30 * 1000);
+    OK(cuMemAlloc(&q, 4 * MiB));
+    OK(cuMemGetInfo(&fr2, &total));
+    CHECK(fr1 - fr2 == 4 * MiB,
+          "a 4 MiB allocation after the framework was loaded took %zu bytes of the device",
+          fr1 - fr2);
+    OK(cuMemFree(p));
+    OK(cuMemGetInfo(&fr3, &total));
+    CHECK(fr3 == fr0 - 4 * MiB,
+          "cuMemGetInfo: %zu bytes free after the first block was freed, %zu expected", fr3,
+          fr0 - 4 * MiB);
+    OK(cuMemFree(q));
+    OK(cuMemGetInfo(&fr4, &total));
+    CHECK(fr4 == fr0, "cuMemGetInfo: %zu bytes free after every allocation was freed, %zu before",
+          fr4, fr0);
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "";
@@ -416,7 +456,8 @@ int main(int argc, char **argv)
                 {"reset_live", app_reset_live},
                 {"capture", app_capture},
                 {"setpool", app_setpool},
-                {"framework", app_framework}};
+                {"framework", app_framework},
+                {"framework_late", app_framework_late}};
     OK(cuInit(0));
     OK(cuDevicePrimaryCtxRetain(&primary0, 0));
     OK(cuCtxSetCurrent(primary0));
@@ -427,6 +468,6 @@ int main(int argc, char **argv)
             return failed;
         }
     printf("usage: sem_app ptds|stream_free|free_sync|ipc|async_device|ctx|reset|reset_live|capture|"
-           "setpool|framework\n");
+           "setpool|framework|framework_late\n");
     return 2;
 }

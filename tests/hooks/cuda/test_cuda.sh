@@ -8,6 +8,8 @@
 # on the stack).
 #
 #   rt_pattern         rt_app over the fake libcudart.so.13 (+ fake driver)
+#   rt_framework_late  rt_app: PyTorch's library loaded after cache mode
+#                      served a cudaMalloc; the driver serves from there
 #   rt_static_pattern  the same program with the fake runtime linked in
 #                      statically: seen only through dlsym/cuGetProcAddress
 #   rt_errors          failing calls: codes unchanged, out-of-memory ones
@@ -124,6 +126,24 @@ rt_pattern | rt_static_pattern)
         fail "allocations left in the fakes"
     [ "$(counter obs alloc_calls)" = "$(counter plain alloc_calls)" ] ||
         fail "observe mode changed the driver calls"
+    ;;
+rt_framework_late) # through the runtime's cudaMalloc/cudaFree, the cache serving first
+    run plain "$RT_APP" framework_late "$fake"
+    traced cache mode=cache "$RT_APP" framework_late "$fake"
+    cat "$T/cache.out"
+    grep -qx "before the framework: the driver's" "$T/plain.out" || fail "the fake's cudaMalloc"
+    grep -qx "before the framework: a segment" "$T/cache.out" ||
+        fail "the cache did not serve the cudaMalloc before the framework was loaded"
+    for mode in plain cache; do
+        grep -qx "after the framework: took 4 MiB" "$T/$mode.out" ||
+            fail "$mode: the cudaMalloc after the framework was loaded was not the driver's"
+        grep -qx "after the first free: 4 MiB in use" "$T/$mode.out" ||
+            fail "$mode: the first block's free did not give its memory back"
+        grep -qx "after both frees: 0 bytes in use" "$T/$mode.out" ||
+            fail "$mode: memory stays in use after every block was freed"
+    done
+    [ "$(grep -c "tidemark: mode=cache: .*caches device memory itself" "$T/cache.err")" = 1 ] ||
+        fail "cache mode under a framework loaded late did not say it stands aside, once"
     ;;
 rt_errors)
     inject=FAKE_CUDA_FAIL=cuMemAllocManaged:201
@@ -394,6 +414,16 @@ sem_*)
             fail "cache mode stood aside for a PyTorch that does not cache"
         grep -q "FAIL: cuMemGetInfo" "$T/uncached.out" || fail "the cache did not serve (uncached)"
         ;;
+    framework_late) # the cache served first, then stood aside, once
+        grep -qx "before the framework: a segment" "$T/cache.out" ||
+            fail "the cache did not serve the allocation before the framework was loaded"
+        [ "$(grep -c "tidemark: mode=cache: .*caches device memory itself" "$T/cache.err")" = 1 ] ||
+            fail "cache mode under a framework loaded late did not say it stands aside"
+        for mode in plain observe; do
+            grep -qx "before the framework: the driver's" "$T/$mode.out" ||
+                fail "$mode: the first allocation was not the driver's"
+        done
+        ;;
     reset)
         diff -u "$T/plain.out" "$T/cache.out" || fail "a return code changed (cache)"
         ;;
@@ -411,7 +441,8 @@ sem_*)
         ;;
     esac
     for mode in observe cache; do
-        [ "$what" = ipc ] || [ "$what" = framework ] || [ "$what" = reset ] ||
+        [ "$what" = ipc ] || [ "$what" = framework ] || [ "$what" = framework_late ] ||
+            [ "$what" = reset ] ||
             diff -u "$T/plain.out" "$T/$mode.out" || fail "the output changed ($mode)"
     done
     ;;
