@@ -21,6 +21,7 @@
  * length in *out_size.  NULL when out of memory.  The caller frees it. */
 static inline uint8_t *tdm_fuzz_fix_crcs(const uint8_t *data, size_t size, size_t *out_size)
 {
+    *out_size = 0; /* until there is a copy */
     /* A crc grows from 1 byte to 5 at most, and a record takes 4 bytes at
      * least: twice the input is room enough. */
     uint8_t *out = malloc(2 * size + 16);
