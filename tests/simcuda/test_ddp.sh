@@ -57,6 +57,19 @@ for r in 0 1; do
     [ -n "$got" ] && [ "$got" = "$want" ] ||
         fail "rank $r: tidemark's peak allocated on device $r '$got' B, torch.cuda.max_memory_allocated() $want: $(cat sum$r)"
     echo "ok: rank $r: all-gather copied its chunk into both slots; peak allocated on device $r $got B = torch.cuda.max_memory_allocated()"
+    # NCCL's buffers in the merged history: a mapping of their own on the
+    # rank's device, made under torch's NCCL communicator and no tensor.
+    "$TIDEMARK" export --format pytorch "$f" -o r$r.pickle >/dev/null 2>&1 || fail "export of $f"
+    nccl=$("$PY" -c 'import pickle, sys
+d = pickle.load(open(sys.argv[1], "rb"))
+t = d["device_traces"][int(sys.argv[2])]
+maps = [e for e in t if e["action"] == "segment_map" and
+        any("NCCLComm::create" in f["name"] for f in e.get("frames", []))]
+tensors = {e["addr"] for e in t if e["action"] == "alloc"}
+print(" ".join(str(e["size"]) for e in maps if not any(m["addr"] <= a < m["addr"] + m["size"]
+                                                       for m in [e] for a in tensors)))' r$r.pickle $r)
+    [ "$nccl" = 4194304 ] || fail "rank $r: NCCL's mappings on device $r in the history: '$nccl', want one of 4194304 B"
+    echo "ok: rank $r: NCCL's buffers, 4194304 B mapped under c10d::NCCLComm::create, are apart from the tensors"
 done
 
 # NCCL's own memory: the communicator's buffers are mapped through the
