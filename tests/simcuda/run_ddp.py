@@ -1,10 +1,11 @@
-"""tests/simcuda/run_ddp.py: one rank of a two-rank DistributedDataParallel
+"""tests/simcuda/run_ddp.py [ddp|fsdp2]: one rank of a two-rank data-parallel
 job over NCCL (torch.distributed.run sets RANK, LOCAL_RANK, WORLD_SIZE and
 MASTER_*), unmodified CUDA PyTorch: a few training steps of a small MLP on
-the rank's own device.  Prints one line of JSON with the rank, its pid and
+the rank's own device, wrapped in DistributedDataParallel (ddp, the
+default) or sharded with FSDP2's fully_shard (fsdp2).  Prints one line of JSON with the rank, its pid and
 device, and PyTorch's own peaks, for test_ddp.sh to hold each rank's
 snapshot against."""
-import json, os, torch
+import json, os, sys, torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -13,7 +14,14 @@ torch.cuda.set_device(local)
 dist.init_process_group("nccl", device_id=torch.device("cuda", local))
 torch.manual_seed(0)
 m = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10)).cuda()
-model = DDP(m, device_ids=[local])
+if (sys.argv[1:] or ["ddp"])[0] == "fsdp2":
+    from torch.distributed.fsdp import fully_shard
+    for layer in m:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer)
+    model = fully_shard(m)
+else:
+    model = DDP(m, device_ids=[local])
 opt = torch.optim.AdamW(model.parameters())
 for _ in range(4):
     x = torch.randn(256, 512, device="cuda")
