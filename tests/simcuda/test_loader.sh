@@ -16,11 +16,11 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 declare -A SONAME=([libsimcuda.so]=libcuda.so.1 [libsimcudart.so]=libcudart.so.13
                    [libsimcublas.so]=libcublas.so.13 [libsimcublasLt.so]=libcublasLt.so.13
-                   [libsimnvml.so]=libnvidia-ml.so.1)
+                   [libsimnvml.so]=libnvidia-ml.so.1 [libsimnccl.so]=libnccl.so.2)
 for f in "${!SONAME[@]}"; do
     so=$(readelf -d "$D/$f" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
     [ "$so" = "${SONAME[$f]}" ] || fail "$f: soname '$so', want ${SONAME[$f]}"
-    case $f in libcudart.so*|libcublas*.so*|libcuda.so*|libnvidia-ml*) fail "$f: NVIDIA's file name";; esac
+    case $f in libcudart.so*|libcublas*.so*|libcuda.so*|libnvidia-ml*|libnccl*) fail "$f: NVIDIA's file name";; esac
     lib=${SONAME[$f]}
     syms=$TDM_SOURCE_DIR/simcuda/symbols/$lib.syms
     # Defined dynamic symbols with their version: "name@@node" (readelf -W).
@@ -28,14 +28,16 @@ for f in "${!SONAME[@]}"; do
     node=$lib
     [ "$lib" = libcuda.so.1 ] && node=SIMCUDA_CORE
     [ "$lib" = libnvidia-ml.so.1 ] && node=SIMCUDA_NVML
+    # NVIDIA's NCCL versions nothing: its stand-in's exports are unversioned.
+    [ "$lib" = libnccl.so.2 ] && node=
     missing=0
     while read -r s; do
         case $s in '#'*|'') continue;; esac
-        grep -qx "$s@@$node" "$T/exports" || { echo "  $f lacks $s@@$node"; missing=$((missing+1)); }
+        grep -qx "$s${node:+@@$node}" "$T/exports" || { echo "  $f lacks $s${node:+@@$node}"; missing=$((missing+1)); }
     done < "$syms"
     [ $missing = 0 ] || fail "$f: $missing symbols of $lib's closure missing"
     n=$(grep -vc '^#' "$syms")
-    echo "ok: $f soname $lib, exports all $n symbols of its closure under $node"
+    echo "ok: $f soname $lib, exports all $n symbols of its closure under ${node:-no version}"
 done
 
 # Sanitizer builds: the libraries need the sanitizer's runtime first in

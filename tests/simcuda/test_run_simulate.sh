@@ -31,7 +31,7 @@ out=$(TIDEMARK_SIMCUDA_DIR=$T/none "$TIDEMARK" run --simulate h100 -- sh -c 'ech
 [ $rc = 4 ] && grep -q 'not installed' <<<"$out" || fail "no platform: rc $rc: $out"
 echo "ok: a missing platform is said (exit 4)"
 out=$("$TIDEMARK" run --simulate 2xa100-40g -q -o o0 -- sh -c 'echo "$SIMCUDA_GPU $LD_PRELOAD"' 2>&1)
-grep -q '^2xa100-40g .*libtidemark_preload.so:.*/libsimcuda.so:.*/libsimcudart.so:.*/libsimnvml.so' <<<"$out" ||
+grep -q '^2xa100-40g .*libtidemark_preload.so:.*/libsimcuda.so:.*/libsimcudart.so:.*/libsimnvml.so:.*/libsimnccl.so' <<<"$out" ||
     fail "environment: $out"
 echo "ok: LD_PRELOAD has the preload library, then the platform's"
 

@@ -270,7 +270,7 @@ static int set_preload_env(const char *lib)
 static int set_simulate_env(const char *conf, const char *inherited, int preloaded)
 {
     static const char *const libs[] = {"libsimcuda.so", "libsimcudart.so", "libsimcublasLt.so",
-                                       "libsimcublas.so", "libsimnvml.so"};
+                                       "libsimcublas.so", "libsimnvml.so", "libsimnccl.so"};
     char gpu[64] = "", dir[PATH_MAX];
     if (!(conf && tdm__run_conf_value(conf, "simulate", gpu, sizeof gpu)) && inherited)
         tdm__run_conf_value(inherited, "simulate", gpu, sizeof gpu);
