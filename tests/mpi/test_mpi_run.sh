@@ -27,6 +27,10 @@ if "$MPIRUN" --version 2>&1 | grep -qiE "Open MPI|OpenRTE|open-mpi"; then
 fi
 host=$(hostname)
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+# mpi_ranks is linked with libtidemark.so: run records it through
+# TIDEMARK_CONF alone.  A sanitizer build's preload library cannot be
+# loaded into mpirun (the sanitizer's runtime must come first).
+[ -n "${TDM_SANITIZE:-}" ] && export TIDEMARK_PRELOAD=
 
 # ---- files by rank, one rank table ---------------------------------------------
 timeout -k 10 120 "$TIDEMARK" run -o "$work/job" -- "$MPIRUN" -np 4 "${flags[@]}" "$MPI_RANKS" \
