@@ -29,6 +29,35 @@ static void place(fake_mem *slot, size_t cap, const fake_mem *a)
     slot[i] = *a;
 }
 
+/* The registries that have a table, for the unload: a runtime that
+ * unloads the fake driver at exit (NVIDIA's libcudart does) leaves no
+ * pointer to an empty table in memory, which LeakSanitizer reports. */
+static fake_memory *with_table;
+static pthread_mutex_t with_table_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The list is taken whole first: room() takes with_table_lock under a
+ * registry's lock, so this never holds both. */
+__attribute__((destructor)) static void free_tables(void)
+{
+    pthread_mutex_lock(&with_table_lock);
+    fake_memory *m = with_table;
+    with_table = NULL;
+    pthread_mutex_unlock(&with_table_lock);
+    while (m) {
+        fake_memory *next = m->next_table;
+        pthread_mutex_lock(&m->lock);
+        /* With live allocations the table stays: it is what holds them
+         * (a program that exits with memory it never freed). */
+        if (m->live == 0) {
+            free(m->slot);
+            m->slot = NULL;
+            m->cap = 0;
+        }
+        pthread_mutex_unlock(&m->lock);
+        m = next;
+    }
+}
+
 /* Room for one more entry: the table doubled at half full (lock held). */
 static int room(fake_memory *m)
 {
@@ -38,6 +67,12 @@ static int room(fake_memory *m)
     fake_mem *g = calloc(cap, sizeof *g);
     if (g == NULL)
         return 0;
+    if (m->cap == 0) {
+        pthread_mutex_lock(&with_table_lock);
+        m->next_table = with_table;
+        with_table = m;
+        pthread_mutex_unlock(&with_table_lock);
+    }
     for (size_t i = 0; i < m->cap; i++)
         if (m->slot[i].key)
             place(g, cap, &m->slot[i]);

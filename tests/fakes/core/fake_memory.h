@@ -43,6 +43,7 @@ typedef struct fake_memory {
     fake_mem *slot;    /* NULL until the first allocation */
     size_t cap, live;
     size_t used[FAKE_MEM_DEVICES];
+    struct fake_memory *next_table; /* the registries with a table (fake_memory.c) */
 } fake_memory;
 
 #define FAKE_MEMORY_INIT(counted_kinds)                                        \
