@@ -532,10 +532,12 @@ static int block_sizes(im *c, const tdm_pkv *settings)
     tdm_pt_alloc_rules rules;
     read_rules(settings, &rules);
     c->dev_start[c->ndev] = c->nevents;
-    for (size_t k = 0; k < c->ndev; k++)
-        if (tdm__pt_block_sizes(c->events + c->dev_start[k], c->dev_start[k + 1] - c->dev_start[k],
-                                &rules) != 0)
+    for (size_t k = 0; k < c->ndev; k++) {
+        size_t n = c->dev_start[k + 1] - c->dev_start[k];
+        /* (No events at all: no array to point into.) */
+        if (n && tdm__pt_block_sizes(c->events + c->dev_start[k], n, &rules) != 0)
             return tdm__pti_oom(c);
+    }
     return 0;
 }
 
