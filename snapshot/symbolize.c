@@ -174,13 +174,17 @@ typedef struct report_ctx {
     int reported; /* objects reported or found reported */
 } report_ctx;
 
-/* Whether dwfl already has a module holding addr. */
-static int reported_at(Dwfl *dwfl, Dwarf_Addr addr)
+/* The module of dwfl holding addr.  libdwfl 0.188 answers an address
+ * above every module with the last module it knows: only believe one that
+ * holds it. */
+static Dwfl_Module *module_holding(Dwfl *dwfl, Dwarf_Addr addr)
 {
-    Dwfl_Module *mod = dwfl_addrmodule(dwfl, addr);
+    Dwfl_Module *mod = dwfl ? dwfl_addrmodule(dwfl, addr) : NULL;
     Dwarf_Addr start = 0, end = 0;
-    return mod && dwfl_module_info(mod, NULL, &start, &end, NULL, NULL, NULL, NULL) &&
-           start <= addr && addr < end;
+    if (mod && dwfl_module_info(mod, NULL, &start, &end, NULL, NULL, NULL, NULL) &&
+        start <= addr && addr < end)
+        return mod;
+    return NULL;
 }
 
 /* Reports one loaded object: its file at its load bias.  The objects come
@@ -212,7 +216,7 @@ static int report_object_cb(struct dl_phdr_info *info, size_t size, void *data)
             first = (Dwarf_Addr)info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
     if (loads == 0)
         return 0;
-    if (c->again && reported_at(c->dwfl, first)) {
+    if (c->again && module_holding(c->dwfl, first)) {
         c->reported++;
         return 0;
     }
@@ -361,17 +365,9 @@ static sym_entry *cache_put(tdm_symbolizer *s, uintptr_t pc,
 
 /* ---- resolving ----------------------------------------------------------- */
 
-/* The module holding addr.  libdwfl 0.188 answers an address above every
- * module with the last module it knows: only believe one that holds it. */
 static Dwfl_Module *find_module(tdm_symbolizer *s, Dwarf_Addr addr)
 {
-    Dwfl_Module *mod = s->dwfl ? dwfl_addrmodule(s->dwfl, addr) : NULL;
-    Dwarf_Addr start = 0, end = 0;
-    if (mod && dwfl_module_info(mod, NULL, &start, &end, NULL, NULL, NULL,
-                                NULL) &&
-        start <= addr && addr < end)
-        return mod;
-    return NULL;
+    return module_holding(s->dwfl, addr);
 }
 
 /* mod's function symbols, read the first time it is asked for. */
