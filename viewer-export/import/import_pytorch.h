@@ -108,6 +108,11 @@ int tdm__pti_fail(im *c, const tdm_pkv *at, const where_t *w, const char *fmt, .
  * printable ASCII written as \xNN; always terminated, cut to fit. */
 void tdm__pti_escape(char *dst, size_t cap, const char *src, size_t n);
 int tdm__pti_oom(im *c);
+/* external_annotations (optional, never fatal) into c->marks; -1 only on
+ * out of memory (import_pytorch_marks.c). */
+int tdm__pti_read_annotations(im *c, const tdm_pkv *list);
+/* c->marks in time order, without the END marks that end nothing. */
+void tdm__pti_order_marks(im *c);
 /* One copy of every distinct string (cut at its first NUL); NULL on OOM. */
 const char *tdm__pti_intern(im *c, const char *s, size_t n);
 /* The int / str under `key` of dict d: 1 found, 0 absent or None (and not

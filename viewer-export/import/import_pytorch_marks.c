@@ -1,0 +1,107 @@
+/* viewer-export/import/import_pytorch_marks.c: a PyTorch snapshot's
+ * external_annotations as tidemark's phase and step marks: START entries
+ * begin a phase ("ProfilerStep#N" marks a step), an END ends the phase in
+ * force; put in time order before the history is merged
+ * (import_pytorch.c). */
+#include "import_pytorch.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint32_t phase_id(im *c, const char *name, size_t n)
+{
+    const char *s = tdm__pti_intern(c, name, n);
+    if (!s)
+        return 0;
+    for (size_t i = 1; i < c->nphases; i++) /* few distinct phases */
+        if (c->phases[i] == s)
+            return (uint32_t)i;
+    if (c->nphases >= 65535) /* the recorder's own limit is far lower */
+        return 0;
+    if (tdm__grow_array(&c->phases, &c->cap_phases, c->nphases + 1, sizeof *c->phases) != 0) {
+        tdm__pti_oom(c);
+        return 0;
+    }
+    c->phases[c->nphases] = s;
+    return (uint32_t)c->nphases++;
+}
+
+int tdm__pti_read_annotations(im *c, const tdm_pkv *list)
+{
+    if (!tdm__pk_is_seq(list))
+        return 0; /* optional and ignored by the viewer: never fatal */
+    for (uint32_t i = 0; i < list->n; i++) {
+        const tdm_pkv *a = list->v.items[i];
+        const tdm_pkv *name = tdm__pk_get(a, "name");
+        uint64_t t = 0;
+        const tdm_pkv *stage = tdm__pk_get(a, "stage");
+        int is_end = tdm__pti_is_str(stage, "END");
+        if ((!is_end && !tdm__pti_is_str(stage, "START")) || !name ||
+            name->type != TDM_PKV_STR ||
+            tdm__pk_u64(tdm__pk_get(a, "time_us"), &t) != 0 || (int64_t)t < 0)
+            continue;
+        pending_mark m = {.time_ns = t * 1000, .order = i, .is_end = (uint8_t)is_end};
+        unsigned step;
+        char tail;
+        char buf[48];
+        snprintf(buf, sizeof buf, "%.*s", (int)(name->n < 47 ? name->n : 47), name->v.s);
+        if (sscanf(buf, "ProfilerStep#%u%c", &step, &tail) == 1) {
+            if (is_end)
+                continue; /* a step ends where the next begins */
+            m.value = step;
+            m.is_step = 1;
+        } else if (!(m.value = phase_id(c, name->v.s, name->n))) {
+            if (c->status != TDM_OK)
+                return -1;
+            continue;
+        }
+        if (tdm__grow_array(&c->marks, &c->cap_marks, c->nmarks + 1, sizeof *c->marks) != 0)
+            return tdm__pti_oom(c);
+        c->marks[c->nmarks++] = m;
+        c->rep.annotations++;
+    }
+    return 0;
+}
+
+static int mark_cmp(const void *pa, const void *pb)
+{
+    const pending_mark *a = pa, *b = pb;
+    if (a->time_ns != b->time_ns)
+        return a->time_ns < b->time_ns ? -1 : 1;
+    return a->order < b->order ? -1 : a->order > b->order;
+}
+
+/* Keeps the END marks that end something: the phase in force, with an
+ * event after it and no START at the same moment (which replaces the
+ * phase anyway: tidemark's own export writes END then START at each phase
+ * change, and one at the end of the history).  Marks sorted by time. */
+static void drop_idle_ends(im *c)
+{
+    uint64_t last = 0;
+    for (size_t i = 0; i < c->nevents; i++)
+        if (c->events[i].time_ns > last)
+            last = c->events[i].time_ns;
+    uint32_t phase = 0;
+    size_t kept = 0;
+    for (size_t i = 0; i < c->nmarks; i++) {
+        pending_mark m = c->marks[i];
+        if (m.is_end) {
+            const pending_mark *next = i + 1 < c->nmarks ? &c->marks[i + 1] : NULL;
+            if (phase != m.value || m.time_ns >= last ||
+                (next && next->time_ns == m.time_ns && !next->is_step && !next->is_end))
+                continue;
+            phase = 0;
+        } else if (!m.is_step) {
+            phase = m.value;
+        }
+        c->marks[kept++] = m;
+    }
+    c->nmarks = kept;
+}
+
+void tdm__pti_order_marks(im *c)
+{
+    qsort(c->marks, c->nmarks, sizeof *c->marks, mark_cmp);
+    drop_idle_ends(c);
+}
