@@ -4,13 +4,15 @@
  * number that last took chunk c; claim n covers event indices
  * [n * chunk, (n + 1) * chunk) and chunk n % chunks.
  *   claim:     n = claims++ (atomic add); CAS chunk_state from "not held"
- *              to (n << 1) | 1; a held chunk is skipped (next n).
+ *              to (n << 1) | 1; a held chunk is skipped (next n), and so
+ *              is one given back late (less than half a lap of claims
+ *              before n), up to IDLE_CHUNKS of them per claim (ring.h).
  *   write:     the owner alone: slot seq = 2i+1, release fence, the 7 data
  *              words, seq = 2i+2 (release).  A classic single-writer
  *              seqlock per slot.
  *   give back: given_back += plain events written; chunk_newest_ns
- *              raised to the owner's newest time; chunk_state = n << 1
- *              (release).  When the chunk is full, when its thread ends
+ *              raised to the owner's newest time; chunk_given_at = the
+ *              claims so far; chunk_state = n << 1 (release).  When the chunk is full, when its thread ends
  *              (a thread-specific destructor), or in a forked child for
  *              the threads that did not come along.
  *   overwrite: a claim that wins a chunk ever written raises
@@ -58,6 +60,9 @@ static void give_back_chunk(tdm__ring *ring, uint64_t end, uint64_t written,
 {
     uint64_t n = (end >> ring->chunk_shift) - 1, c = n % ring->chunks;
     atomic_fetch_add_explicit(&ring->given_back, written, memory_order_relaxed);
+    atomic_store_explicit(&ring->chunk_given_at[c],
+                          atomic_load_explicit(&ring->claims, memory_order_relaxed),
+                          memory_order_relaxed);
     if (newest_ns > atomic_load_explicit(&ring->chunk_newest_ns[c], memory_order_relaxed))
         atomic_store_explicit(&ring->chunk_newest_ns[c], newest_ns, memory_order_relaxed);
     atomic_store_explicit(&ring->chunk_state[c], n << 1, memory_order_release);
@@ -114,8 +119,8 @@ tdm_status tdm__ring_create(uint64_t capacity, tdm__ring **out)
     uint64_t chunks = (capacity + chunk - 1) / chunk + IDLE_CHUNKS;
     uint64_t slots = chunks * chunk;
     size_t head = (sizeof(tdm__ring) + 63) & ~(size_t)63;
-    /* chunk_state, then chunk_newest_ns. */
-    size_t state_bytes = ((size_t)chunks * 2 * sizeof(uint64_t) + 63) & ~(size_t)63;
+    /* chunk_state, chunk_newest_ns, then chunk_given_at. */
+    size_t state_bytes = ((size_t)chunks * 3 * sizeof(uint64_t) + 63) & ~(size_t)63;
     size_t bytes = head + state_bytes + (size_t)slots * sizeof(tdm__ring_slot);
     bytes = (bytes + 4095) & ~(size_t)4095;
     /* In a spill file, the header and chunk states are reserved now and
@@ -135,6 +140,7 @@ tdm_status tdm__ring_create(uint64_t capacity, tdm__ring **out)
     tdm__ring *r = mem;
     r->chunk_state = (_Atomic uint64_t *)((char *)mem + head);
     r->chunk_newest_ns = r->chunk_state + chunks;
+    r->chunk_given_at = r->chunk_newest_ns + chunks;
     r->slots = (tdm__ring_slot *)((char *)mem + head + state_bytes);
     r->capacity = capacity;
     r->chunk = chunk;
@@ -300,8 +306,10 @@ int tdm__ring_claim(tdm__ring *ring)
         first_claim();
     if (me->ring_id == 0 && exit_key_ok)
         pthread_setspecific(exit_key, me); /* any non-NULL value */
-    /* Each chunk is looked at about once before giving up. */
-    for (uint64_t tries = 0; tries < ring->chunks; tries++) {
+    /* Each chunk is looked at about once before giving up (a chunk
+     * passed over as given back late is looked at again, later). */
+    unsigned late_passed = 0;
+    for (uint64_t tries = 0; tries < ring->chunks + late_passed; tries++) {
         uint64_t n = atomic_fetch_add_explicit(&ring->claims, 1,
                                                memory_order_relaxed);
         uint64_t c = n % ring->chunks;
@@ -309,6 +317,14 @@ int tdm__ring_claim(tdm__ring *ring)
         uint64_t s = atomic_load_explicit(state, memory_order_relaxed);
         if (s & 1)
             continue; /* held by a thread that has not filled it */
+        uint64_t given_at = atomic_load_explicit(&ring->chunk_given_at[c],
+                                                 memory_order_relaxed);
+        /* (given_at is 0 only for a chunk never given back: every give-back
+         * follows a claim.) */
+        if (late_passed < IDLE_CHUNKS && given_at != 0 && n - given_at < ring->chunks / 2) {
+            late_passed++;
+            continue; /* given back late: its events are among the newest */
+        }
         if (!atomic_compare_exchange_strong_explicit(
                 state, &s, n << 1 | 1, memory_order_acquire,
                 memory_order_relaxed))

@@ -187,10 +187,12 @@ static void run_wrap(uint64_t capacity)
     assert_true(v.most_recorded >= LAPS * capacity); /* the run did lap the ring */
     assert_int_equal(v.inconsistent, 0);
     assert_int_equal(v.too_high, 0);
-    /* An idle thread's chunk holds events from long ago: once it is
-     * given back and overwritten, a dump keeps only what is newer than
-     * its newest event, which in a ring that laps in a millisecond may be
-     * little.  Rare: 1 dump in 10 at most. */
+    /* A chunk held over laps (the idle thread's, or a busy one's whose
+     * thread the scheduler set aside) holds events as new as its
+     * give-back; the ring overwrites it a lap later than its turn (ring.h),
+     * so a dump still keeps half the ring or more.  CI under ASan on two
+     * busy cores saw 22 dumps of 194 keep less before that rule.  Allowed:
+     * 1 in 10, for a claim that passed over IDLE_CHUNKS such chunks. */
     assert_true(v.too_few * 10 <= v.full);
 }
 

@@ -278,6 +278,102 @@ static void idle_holder_keeps_its_chunk(void **state)
     tdm__ring_destroy(r);
 }
 
+static int held_chunks(tdm__ring *r)
+{
+    int held = 0;
+    for (uint64_t c = 0; c < r->chunks; c++)
+        held += (int)(atomic_load(&r->chunk_state[c]) & 1);
+    return held;
+}
+
+/* ---- a chunk given back late ------------------------------------------------ */
+
+/* The idle holder of write_then_idle, but it wakes to fill its chunk with
+ * events of "now" (w->now_ns) and gives it back, while the other writer
+ * is one chunk short of that chunk's turn in claim order. */
+typedef struct late_writer {
+    idle_writer sync;
+    uint64_t now_ns;
+} late_writer;
+
+static void *write_then_fill_late(void *arg)
+{
+    late_writer *lw = arg;
+    idle_writer *w = &lw->sync;
+    tdm_event ev = tagged(9, 0);
+    ev.time_ns = 5;
+    tdm__ring_push(w->ring, &ev);
+    stage_set(w, 1);
+    stage_wait(w, 2);
+    for (uint64_t i = 1; i < w->ring->chunk; i++) {
+        ev = tagged(9, i);
+        ev.time_ns = lw->now_ns;
+        tdm__ring_push(w->ring, &ev); /* the last one gives the chunk back */
+    }
+    return NULL;
+}
+
+static uint64_t held_by_me(tdm__ring *r)
+{
+    return ((tdm__ring_me.end >> r->chunk_shift) - 1) % r->chunks;
+}
+
+/* A chunk held over laps holds events as new as its give-back.  Were it
+ * overwritten at its next turn in claim order, which may come a moment
+ * later, the copy could keep only what is newer than those (it keeps no
+ * event older than one lost): with a busy ring, a handful.  It waits for
+ * a later turn, so that a copy keeps at least half the ring throughout. */
+static void late_chunk_waits_its_turn(void **state)
+{
+    (void)state;
+    tdm__ring *r;
+    assert_int_equal(tdm__ring_create(4096, &r), TDM_OK);
+    assert_int_equal(r->chunk, 64);
+    late_writer lw = {0};
+    lw.sync = (idle_writer){.ring = r, .lock = PTHREAD_MUTEX_INITIALIZER,
+                            .cond = PTHREAD_COND_INITIALIZER};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, write_then_fill_late, &lw), 0);
+    stage_wait(&lw.sync, 1);
+    assert_int_equal(held_chunks(r), 1);
+    uint64_t late = r->chunks;
+    for (uint64_t c = 0; c < r->chunks; c++)
+        if (atomic_load(&r->chunk_state[c]) & 1)
+            late = c;
+
+    /* Three laps, then on until this thread has just begun the chunk
+     * before the late one in claim order. */
+    uint64_t i = 0, t = 10;
+    uint64_t before_late = (late + r->chunks - 1) % r->chunks;
+    for (; i < 3 * r->chunks * r->chunk ||
+           !(held_by_me(r) == before_late && tdm__ring_me.next + r->chunk == tdm__ring_me.end + 1);
+         i++) {
+        tdm_event ev = tagged(1, i);
+        ev.time_ns = t++;
+        tdm__ring_push(r, &ev);
+    }
+    lw.now_ns = t++;
+    stage_set(&lw.sync, 2);
+    pthread_join(th, NULL);
+
+    tdm_event *out = calloc(4096, sizeof *out);
+    size_t fewest = SIZE_MAX;
+    for (uint64_t k = 0; k < 2 * r->chunks * r->chunk; k++, i++) {
+        tdm_event ev = tagged(1, i);
+        ev.time_ns = t++;
+        tdm__ring_push(r, &ev);
+        if (k % 16 == 0) {
+            size_t n = tdm__ring_copy(r, out, 4096, NULL);
+            if (n < fewest)
+                fewest = n;
+        }
+    }
+    print_message("fewest kept: %zu of 4096\n", fewest);
+    assert_true(fewest >= 2048);
+    free(out);
+    tdm__ring_destroy(r);
+}
+
 /* ---- threads that end --------------------------------------------------------- */
 
 static void *write_one(void *arg)
@@ -330,14 +426,6 @@ static void *write_one_and_wait(void *arg)
     stage_set(w, 1);
     stage_wait(w, 2);
     return NULL;
-}
-
-static int held_chunks(tdm__ring *r)
-{
-    int held = 0;
-    for (uint64_t c = 0; c < r->chunks; c++)
-        held += (int)(atomic_load(&r->chunk_state[c]) & 1);
-    return held;
 }
 
 static void forked_child_gets_other_threads_chunks_back(void **state)
@@ -398,6 +486,7 @@ int main(void)
         cmocka_unit_test(copy_is_in_time_order),
         cmocka_unit_test(signal_handler_never_tears_an_event),
         cmocka_unit_test(idle_holder_keeps_its_chunk),
+        cmocka_unit_test(late_chunk_waits_its_turn),
         cmocka_unit_test(ended_threads_give_their_chunks_back),
         cmocka_unit_test(forked_child_gets_other_threads_chunks_back),
         cmocka_unit_test(new_ring_is_not_the_destroyed_one),
