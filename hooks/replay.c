@@ -1,4 +1,4 @@
-/* hooks/replay.c: tdm__replay (replay.h), the library side of `tidemark
+/* hooks/replay.c: tdm__replay (tidemark_private.h), the library side of `tidemark
  * replay`: parses the settings with TIDEMARK_CONF's own parser, then
  * drives the caching allocator over a counting wrapper of the sim
  * provider, so that device calls and the segment timeline are seen
@@ -10,7 +10,7 @@
  * Lock: none of its own; the caller owns the allocator for the call
  * (the tool, single-threaded).  Recording stays off.
  */
-#include "replay.h"
+#include "tidemark_private.h"
 
 #include <stdlib.h>
 #include <string.h>

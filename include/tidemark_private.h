@@ -1,12 +1,12 @@
-/* hooks/replay.h: replaying a recorded request stream through the caching
+/* include/tidemark_private.h: replaying a recorded request stream through the caching
  * allocator on a fresh sim device (`tidemark replay`).
  *
  * The command-line tool is not linked with the library: it loads
  * libtidemark.so with dlopen and calls tdm__replay by name, so this
  * header is the whole interface between them and holds only plain types.
  */
-#ifndef TDM_HOOKS_REPLAY_H
-#define TDM_HOOKS_REPLAY_H
+#ifndef TIDEMARK_PRIVATE_H
+#define TIDEMARK_PRIVATE_H
 
 #include <stddef.h>
 #include <stdint.h>
