@@ -190,6 +190,54 @@ static void test_summary_says_segments(void **state)
     free(t);
 }
 
+/* NCCL maps its buffers through the driver's virtual-memory calls, from
+ * its own library: after PyTorch's peak, 100 MiB of them would make the
+ * segments' peak 120 MiB.  PyTorch's own figure stays its allocator's (86
+ * MiB at event 5), and NCCL's buffers are the line beside it; their unmap,
+ * recorded without a stack, is told apart by address. */
+static void test_summary_books_nccl_apart(void **state)
+{
+    (void)state;
+    tsnap *t = torch_run(1);
+    t->frames[10] = (tdm_snap_frame){0x5000, "ncclCommInitRank", "", 0,
+                                     "/usr/lib/x86_64-linux-gnu/libnccl.so.2", TDM_FRAME_NATIVE};
+    t->frames[11] = (tdm_snap_frame){0x5100, "c10d::NCCLComm::create(int, int)", "", 0,
+                                     "/opt/torch/lib/libtorch_cuda.so", TDM_FRAME_NATIVE};
+    t->s.frame_count = 12;
+    t->stack_frames[6][0] = 10;
+    t->stack_frames[6][1] = 11;
+    t->stack_frames[6][2] = 5; /* train_step */
+    t->stacks[6] = (tdm_snap_stack){3, t->stack_frames[6]};
+    t->s.stack_count = 7;
+    ev(t, TDM_ACTION_SEGMENT_MAP, 0, 0x90000000, 100 * MiB, 6);  /* 10 */
+    ev(t, TDM_ACTION_SEGMENT_UNMAP, 0, 0x90000000, 100 * MiB, 0); /* 11 */
+    char *text = summary_of(t);
+    assert_non_null(strstr(text, "  peak reserved by PyTorch's caching allocator 86.00 MiB "
+                                 "(90177536 B), 0.1% of capacity\n"));
+    assert_non_null(strstr(text, " (event 5), step 1\n"));
+    assert_non_null(strstr(text, "  beside it      NCCL's own buffers: 0 B at that moment, outside "
+                                 "PyTorch's caching allocator (1 mapping); highest 100.00 MiB "
+                                 "(104857600 B)\n"));
+    free(text);
+
+    /* Code other than NCCL is named as such. */
+    t->frames[10].function = "my_pool_grow";
+    t->frames[10].module = "/opt/app/libmypool.so";
+    t->frames[11].function = "main";
+    t->frames[11].module = "/opt/app/train";
+    text = summary_of(t);
+    assert_non_null(strstr(text, "  beside it      device memory of other code: 0 B at that moment"));
+    free(text);
+
+    /* PyTorch's own segments are never booked beside it. */
+    tsnap *plain = torch_run(1);
+    text = summary_of(plain);
+    assert_null(strstr(text, "beside it"));
+    free(text);
+    free(plain);
+    free(t);
+}
+
 static void test_summary_of_other_programs_unchanged(void **state)
 {
     (void)state;
@@ -361,6 +409,7 @@ int main(void)
         cmocka_unit_test(test_frame_kinds),
         cmocka_unit_test(test_detection),
         cmocka_unit_test(test_summary_says_segments),
+        cmocka_unit_test(test_summary_books_nccl_apart),
         cmocka_unit_test(test_summary_of_other_programs_unchanged),
         cmocka_unit_test(test_rank_table_says_segments),
         cmocka_unit_test(test_pickle_carries_the_note),

@@ -360,25 +360,50 @@ typedef struct peak_view {
     int64_t seq;
     uint64_t time_ns;
     uint32_t step, phase;
+    /* Of a reserved peak: segments outside PyTorch's caching allocator
+     * (torch_segments.h), left out of `bytes`. */
+    int64_t foreign_at_peak, foreign_peak;
+    size_t foreign_count;
+    int foreign_nccl;
 } peak_view;
 
 static peak_view peak_of(const tdm_snap *s, const tdm_model_device *d, int torch)
 {
-    peak_view p = {0, d->peak_allocated, d->peak_allocated, d->peak_seq, d->peak_time_ns,
-                   d->peak_step, d->peak_phase};
+    peak_view p = {.bytes = d->peak_allocated, .allocated = d->peak_allocated,
+                   .seq = d->peak_seq, .time_ns = d->peak_time_ns,
+                   .step = d->peak_step, .phase = d->peak_phase};
     if (!torch || !d->reserved_known || !d->sample_count)
         return p;
-    /* The first sample at the highest reserved value; among equals, the
-     * one with the most allocated (a segment's cudaMalloc is booked as
-     * segment_alloc, then alloc: the peak is after both). */
+    /* The first sample at the highest value of PyTorch's reserved bytes
+     * (the segments less those made outside its allocator: NCCL's
+     * buffers); among equals, the one with the most allocated (a
+     * segment's cudaMalloc is booked as segment_alloc, then alloc: the
+     * peak is after both). */
+    tdm_foreign_segments f;
+    int walk = tdm__foreign_segments_init(&f, s, d->ordinal) == 0;
     const tdm_model_sample *best = &d->samples[0];
-    for (size_t i = 1; i < d->sample_count; i++)
-        if (d->samples[i].reserved > best->reserved ||
-            (d->samples[i].reserved == best->reserved &&
-             d->samples[i].allocated > best->allocated))
+    int64_t best_torch = best->reserved, best_foreign = 0;
+    for (size_t i = 1; i < d->sample_count; i++) {
+        if (walk)
+            tdm__foreign_segments_advance(&f, d->samples[i].seq);
+        int64_t torch_bytes = d->samples[i].reserved - (walk ? f.bytes : 0);
+        if (torch_bytes > best_torch ||
+            (torch_bytes == best_torch && d->samples[i].allocated > best->allocated)) {
             best = &d->samples[i];
+            best_torch = torch_bytes;
+            best_foreign = walk ? f.bytes : 0;
+        }
+    }
+    if (walk) {
+        tdm__foreign_segments_advance(&f, (int64_t)s->event_count - 1);
+        p.foreign_at_peak = best_foreign;
+        p.foreign_peak = f.peak;
+        p.foreign_count = f.count;
+        p.foreign_nccl = f.count && f.all_nccl;
+        tdm__foreign_segments_free(&f);
+    }
     p.reserved = 1;
-    p.bytes = best->reserved;
+    p.bytes = best_torch;
     p.allocated = best->allocated;
     p.seq = best->seq;
     p.time_ns = best->time_ns;
@@ -465,6 +490,13 @@ static tdm_status print_device(FILE *out, const tdm_snap *s, const tdm_model *m,
                          "of a segment; mapped pages of expandable segments are reserved "
                          "only\n",
                     tdm__fmt_sbytes(a, sizeof a, p.allocated));
+        if (p.reserved && p.foreign_count)
+            fprintf(out, "  beside it      %s %s at that moment, outside PyTorch's caching "
+                         "allocator (%zu mapping%s); highest %s\n",
+                    p.foreign_nccl ? "NCCL's own buffers:" : "device memory of other code:",
+                    tdm__fmt_bytes_exact(a, sizeof a, (uint64_t)p.foreign_at_peak),
+                    p.foreign_count, p.foreign_count == 1 ? "" : "s",
+                    tdm__fmt_bytes_exact(b, sizeof b, (uint64_t)p.foreign_peak));
         else if (d->reserved_known)
             fprintf(out, "  reserved       %s at the peak; highest %s\n",
                     tdm__fmt_sbytes(a, sizeof a, d->reserved_at_peak),

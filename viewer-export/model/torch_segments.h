@@ -44,4 +44,31 @@ int tdm__torch_segments_seen(const tdm_snap *snap);
  * backend's.  For the tests. */
 int tdm__torch_frame_kind(const tdm_snap_frame *frame);
 
+/* A walk over one device's segment events, in history order, that keeps
+ * the bytes of segments made outside PyTorch's caching allocator: those
+ * whose segment_alloc or segment_map stack holds no frame of it (NCCL's
+ * buffers, which it maps through the driver's virtual-memory calls; a
+ * library's own cudaMalloc).  Their frees and unmaps are told apart by
+ * address, so a free recorded without a stack still counts.  The summary
+ * uses it to report PyTorch's reserved bytes as PyTorch counts them, and
+ * the rest beside. */
+typedef struct tdm_foreign_segments {
+    const tdm_snap *snap;
+    int device;
+    size_t next;             /* the next event to read */
+    int64_t bytes;           /* mapped outside PyTorch's allocator now */
+    int64_t peak;            /* the most so far */
+    int all_nccl;            /* every such segment's stack names NCCL */
+    size_t count;            /* such segments seen */
+    struct tdm_foreign_range *live;
+    size_t live_count, live_cap;
+    uint8_t *stack_kind;     /* per stack: 0 not looked at, 1 PyTorch's, 2 other */
+} tdm_foreign_segments;
+
+/* 0, or -1 out of memory. */
+int tdm__foreign_segments_init(tdm_foreign_segments *f, const tdm_snap *snap, int device);
+/* Reads the events up to and including position `seq` (< event_count). */
+void tdm__foreign_segments_advance(tdm_foreign_segments *f, int64_t seq);
+void tdm__foreign_segments_free(tdm_foreign_segments *f);
+
 #endif
