@@ -224,6 +224,13 @@ typedef struct tdm_snapshot_peak {
 TDM_API tdm_status tdm_snapshot_get_peak(const tdm_snapshot *snap, size_t device,
                                          tdm_snapshot_peak *peak);
 
+/* The same peak over the part of the history from position `since` on
+ * (the state just after event `since` included; -1 is the whole window):
+ * what a test's limit holds its own stretch of a longer recording to.
+ * TDM_INVALID_ARGUMENT past the last event. */
+TDM_API tdm_status tdm_snapshot_get_peak_since(const tdm_snapshot *snap, size_t device,
+                                               int64_t since, tdm_snapshot_peak *peak);
+
 /* An allocation site at a position: the allocations of one stack. */
 typedef struct tdm_snapshot_site {
     uint32_t stack_id;

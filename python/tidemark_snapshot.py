@@ -162,6 +162,8 @@ def _declare(lib):
         "tdm_snapshot_phase_name": (c.c_char_p, [c.c_void_p, c.c_uint32, c.c_char_p,
                                                  c.c_size_t]),
         "tdm_snapshot_get_peak": (c.c_int, [c.c_void_p, c.c_size_t, P(_Peak)]),
+        "tdm_snapshot_get_peak_since": (c.c_int, [c.c_void_p, c.c_size_t, c.c_int64,
+                                                  P(_Peak)]),
         "tdm_snapshot_sites_at": (c.c_int, [c.c_void_p, c.c_size_t, c.c_int64,
                                             P(P(_Site)), P(c.c_size_t)]),
         "tdm_snapshot_sites_free": (None, [P(_Site)]),
@@ -401,22 +403,34 @@ class Snapshot:
 
     # ---- the answers ------------------------------------------------------
 
-    def _peak(self, di):
+    def _peak(self, di, since=None):
         p = _Peak()
-        _check(self._lib, "peak",
-               self._lib.tdm_snapshot_get_peak(self._handle, di, ctypes.byref(p)))
+        lib = self._lib
+        if since is None or since < 0:
+            status = lib.tdm_snapshot_get_peak(self._handle, di, ctypes.byref(p))
+        else:
+            status = lib.tdm_snapshot_get_peak_since(self._handle, di, since, ctypes.byref(p))
+        _check(lib, "peak", status)
         origin = self.info["time_origin_ns"]
         return Peak(self.rank, p.device, p.bytes, p.time_ns,
                     (p.time_ns - origin) / 1e9 if p.history else None, p.step,
                     self.phase_name(p.phase), bool(p.of_reserved), p.allocated, p.reserved,
                     p.seq)
 
-    def peak(self, device=None):
+    def peak(self, device=None, since=None):
         """The peak of `device` (an ordinal) as a Peak; without one, a list
-        of the peaks of every device with allocations, in device order."""
+        of the peaks of every device with allocations, in device order.
+        since: an event position; the peak of the history from there on
+        (the state there included), as a test's stretch of a recording."""
         if device is not None:
-            return self._peak(self._device_index(device))
-        return [self._peak(i) for i in self._devices_shown(None)]
+            return self._peak(self._device_index(device), since)
+        return [self._peak(i, since) for i in self._devices_shown(None)]
+
+    def site_frames(self, stack_id, frames=_SITE_FRAMES):
+        """The frames of a site as the summary writes them, one a line."""
+        buf = ctypes.create_string_buffer(4096)
+        self._lib.tdm_snapshot_site_text(self._handle, stack_id, frames, buf, len(buf))
+        return _text(buf.value)
 
     def sites_at(self, seq, device=None, frames=_SITE_FRAMES):
         """Every site of `device` (default: the first device with

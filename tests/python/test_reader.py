@@ -25,7 +25,16 @@ import subprocess
 import sys
 import tempfile
 
+from child_env import sanitizer_runtime  # noqa: E402
+
 SRC = os.environ["TDM_SOURCE_DIR"]
+# A sanitizer build's libraries load into this interpreter only after
+# their runtime: run again with it preloaded.
+_san = sanitizer_runtime()
+if _san and _san not in os.environ.get("LD_PRELOAD", ""):
+    os.environ["LD_PRELOAD"] = _san
+    os.environ["ASAN_OPTIONS"] = "detect_leaks=0"
+    os.execv(sys.executable, [sys.executable] + sys.argv)
 sys.path.insert(0, os.path.join(SRC, "python"))
 os.environ["TIDEMARK_READER_LIB"] = os.environ["READER_LIB"]
 os.environ["TIDEMARK_LIB"] = os.environ["LIBTIDEMARK"]

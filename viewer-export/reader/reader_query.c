@@ -61,6 +61,53 @@ tdm_status tdm_snapshot_get_peak(const tdm_snapshot *snap, size_t device,
     return TDM_OK;
 }
 
+/* The value a peak is of: reserved bytes for PyTorch's segments seen from
+ * below (ties to the most allocated, as the summary breaks them), else
+ * allocated bytes. */
+static int sample_above(const tdm_model_sample *a, const tdm_model_sample *best, int reserved)
+{
+    if (!reserved)
+        return a->allocated > best->allocated;
+    return a->reserved > best->reserved ||
+           (a->reserved == best->reserved && a->allocated > best->allocated);
+}
+
+tdm_status tdm_snapshot_get_peak_since(const tdm_snapshot *snap, size_t device, int64_t since,
+                                       tdm_snapshot_peak *peak)
+{
+    if (!snap || !peak || device >= snap->model->device_count || since < -1 ||
+        (since >= 0 && (uint64_t)since >= snap->snap->event_count))
+        return TDM_INVALID_ARGUMENT;
+    if (since == -1)
+        return tdm_snapshot_get_peak(snap, device, peak);
+    const tdm_model_device *d = &snap->model->devices[device];
+    const tdm_snap *s = snap->snap;
+    int reserved = snap->torch && d->reserved_known;
+    const tdm_model_sample *best = tdm__model_sample_at(d, since);
+    if (!best)
+        return TDM_INVALID_ARGUMENT;
+    tdm_model_sample start = *best;
+    start.seq = since; /* the stretch opens here, whatever changed last */
+    start.time_ns = s->events[since].time_ns;
+    best = &start;
+    for (size_t i = (size_t)(tdm__model_sample_at(d, since) - d->samples) + 1;
+         i < d->sample_count; i++)
+        if (sample_above(&d->samples[i], best, reserved))
+            best = &d->samples[i];
+    memset(peak, 0, sizeof *peak);
+    peak->device = d->ordinal;
+    peak->of_reserved = reserved;
+    peak->bytes = reserved ? best->reserved : best->allocated;
+    peak->allocated = best->allocated;
+    peak->reserved = d->reserved_known ? best->reserved : 0;
+    peak->seq = best->seq;
+    peak->time_ns = best->time_ns;
+    peak->step = s->events[best->seq].step;
+    peak->phase = s->events[best->seq].phase;
+    peak->history = 1;
+    return TDM_OK;
+}
+
 tdm_status tdm_snapshot_sites_at(const tdm_snapshot *snap, size_t device, int64_t seq,
                                  tdm_snapshot_site **sites, size_t *count)
 {
