@@ -18,7 +18,8 @@ What is recorded, per test (only the test's call, not its fixtures):
            the simulated one: docs/simulate.md): PyTorch's own memory
            history (torch.cuda.memory._record_memory_history), dumped as
            its pickle at the end of the test and read by tidemark's
-           importer; the figures are PyTorch's allocated bytes (tensors);
+           importer (under `tidemark run`, the run's own history, left
+           running); the figures are PyTorch's allocated bytes (tensors);
   tidemark otherwise: tidemark's recording (tdm_malloc, or any program under
            libtidemark_preload.so): started if it is not on, kept on if
            it is (`tidemark run -- pytest`), the test's stretch told by a
@@ -73,24 +74,72 @@ def _indent(text, by):
 
 # ---- recording one test ---------------------------------------------------
 
-class _TorchRecording:
-    """PyTorch's memory history over one test, dumped as its pickle."""
+class _Marked:
+    """A test's stretch of a longer history: a phase mark "pytest NODEID"
+    opens it (in tidemark's events, and in PyTorch's pickle as the
+    annotation tidemark_tensors writes for each mark)."""
+
+    def __init__(self):
+        self.mark = None
+        self.phase = None
+
+    def open_mark(self, nodeid):
+        self.mark = "pytest " + nodeid
+        # not tidemark.phase(): that would turn off the automatic torch phases
+        self.phase = tidemark._auto_phase(self.mark)
+
+    def close_mark(self):
+        if self.phase is not None:
+            self.phase.__exit__(None, None, None)
+            self.phase = None
+
+    def since(self, snap):
+        """The position of the test's mark (its last one: a name may repeat),
+        or -1 when the history has lost it (the window is then longer than
+        the test, never shorter)."""
+        ev = snap.events
+        marks = [i for i in range(len(ev)) if int(_col(ev[i], "action")) == _PHASE_ACTION]
+        for i in reversed(marks):
+            if snap.phase_name(int(_col(ev[i], "phase"))) == self.mark:
+                return i
+        return -1
+
+
+class _TorchRecording(_Marked):
+    """PyTorch's memory history over one test, written as its pickle with
+    tidemark's marks.  Under `tidemark run` the run's own history (started
+    by tidemark_tensors) is used and left running; else one is started for
+    the test and stopped after it."""
     suffix = ".pickle"
 
     def __init__(self, torch):
+        super().__init__()
         self.torch = torch
+        self.own = False
 
     def start(self, nodeid):
-        self.torch.cuda.memory._record_memory_history(max_entries=1000000)
+        tensors = sys.modules.get("tidemark_tensors")
+        self.own = getattr(tensors, "_memory", None) is None
+        if self.own:
+            self.torch.cuda.memory._record_memory_history(max_entries=1000000)
+        self.open_mark(nodeid)
 
     def stop(self, path):
+        import pickle
         gc.collect()
         self.torch.cuda.synchronize()
-        self.torch.cuda.memory._dump_snapshot(path)
-        self.torch.cuda.memory._record_memory_history(enabled=None)
-
-    def since(self, snap):
-        return -1  # the history starts with the test
+        self.close_mark()
+        snap = self.torch.cuda.memory._snapshot()
+        try:
+            import tidemark_tensors
+            snap = tidemark_tensors._with_marks(snap)
+        except ImportError:
+            pass
+        with open(path, "wb") as f:
+            pickle.dump(snap, f)
+        if self.own:
+            self.torch.cuda.memory._record_memory_history(enabled=None)
+            self.own = False
 
     def device_name(self, ordinal):
         """PyTorch's pickle names no device: torch does."""
@@ -100,40 +149,25 @@ class _TorchRecording:
             return None
 
 
-class _TidemarkRecording:
-    """tidemark's own recording; the test's stretch starts at a phase mark."""
+class _TidemarkRecording(_Marked):
+    """tidemark's own recording: started if it is not on (and stopped at
+    the end of the session), kept on if it is (`tidemark run`)."""
     suffix = ".tdm"
 
     def __init__(self):
+        super().__init__()
         self.started_here = False
-        self.mark = None
-        self.phase = None
 
     def start(self, nodeid):
         if not tidemark.is_recording():
             tidemark.record_memory_history("all")
             self.started_here = True
-        self.mark = "pytest " + nodeid
-        # not tidemark.phase(): that would turn off the automatic torch phases
-        self.phase = tidemark._auto_phase(self.mark)
+        self.open_mark(nodeid)
 
     def stop(self, path):
         gc.collect()
-        if self.phase is not None:
-            self.phase.__exit__(None, None, None)
-            self.phase = None
+        self.close_mark()
         tidemark.dump_snapshot(path)
-
-    def since(self, snap):
-        """The position of the test's mark (its last one: a name may repeat),
-        or -1 when the ring has dropped it (the window is then longer than
-        the test)."""
-        ev = snap.events
-        marks = [i for i in range(len(ev)) if int(_col(ev[i], "action")) == _PHASE_ACTION]
-        for i in reversed(marks):
-            if snap.phase_name(int(_col(ev[i], "phase"))) == self.mark:
-                return i
-        return -1
 
     def close(self):
         if self.started_here:

@@ -14,11 +14,12 @@ small test file written here, and its outcome read back:
          (LD_PRELOAD of the simulated platform, as tests/simcuda run it),
          the torch backend: a tensor over the limit fails naming the peak
          and the test's line; a small one passes; a tensor kept alive
-         fails limit_device_leaks.  Skipped (77) without a CUDA torch at
+         fails limit_device_leaks; and the same under `tidemark run
+         --simulate h100`, whose own snapshot still holds every test.  Skipped (77) without a CUDA torch at
          PYTEST_PYTHON, or without the simulated platform.
 
 Environment: PYTEST_PYTHON (the interpreter whose pytest runs), LIBTIDEMARK,
-READER_LIB, TDM_SOURCE_DIR; for torch SIMCUDA_PRELOAD, SIMCUDA_LIBDIR."""
+READER_LIB, TDM_SOURCE_DIR; for torch SIMCUDA_PRELOAD, SIMCUDA_LIBDIR, TIDEMARK."""
 import os
 import re
 import subprocess
@@ -219,6 +220,52 @@ def test_sim(folder):
     check("tidemark: 3 snapshots of failing tests in" in out, "no summary line of kept files")
 
 
+def check_torch_outcomes(out, dump, what):
+    want = {"test_big_tensor": "FAILED", "test_small_tensor": "PASSED",
+            "test_kept_tensor": "FAILED"}
+    for test, state in want.items():
+        check(outcome(out, test) == state, "%s: %s: %s, not %s"
+              % (what, test, outcome(out, test), state))
+    big = failure_text(out, "test_big_tensor")
+    check("peak 48.00 MiB allocated is over limit_device_memory('32MiB')" in big,
+          "%s: the torch message lacks the peak:\n%s" % (what, big))
+    check("test_big_tensor (test_torch_limits.py:%d)" % marked_line(TORCH_TESTS, "big") in big,
+          "%s: the torch message lacks the test's line:\n%s" % (what, big))
+    check("device 0 (NVIDIA H100 80GB HBM3)" in big, "%s: the device is not named:\n%s"
+          % (what, big))
+    kept = failure_text(out, "test_kept_tensor")
+    check("8.00 MiB in 1 allocation made during the test still allocated" in kept and
+          "test_kept_tensor (test_torch_limits.py:%d)" % marked_line(TORCH_TESTS, "leak")
+          in kept, "%s: the torch leak message:\n%s" % (what, kept))
+    files = sorted(os.listdir(dump)) if os.path.isdir(dump) else []
+    check(files == ["test_torch_limits.py_test_big_tensor.pickle",
+                    "test_torch_limits.py_test_kept_tensor.pickle"],
+          "%s: --tidemark-dump kept %r" % (what, files))
+
+
+def test_torch_under_run(folder):
+    """The same suite under `tidemark run --simulate h100`: the run's own
+    PyTorch history (tidemark_tensors) serves the tests and keeps running,
+    so the run's snapshot still holds every test, each a phase."""
+    env = base_env()
+    dump = os.path.join(folder, "kept-run")
+    out_dir = os.path.join(folder, "run")
+    path = os.path.join(folder, "test_torch_limits.py")
+    args = [os.environ["TIDEMARK"], "run", "--simulate", "h100", "-o", out_dir, "--",
+            PY, "-m", "pytest", "-p", "pytest_tidemark", "-p", "no:cacheprovider", "-rA", path,
+            "--tidemark-dump", dump]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=600, cwd=folder, env=env)
+    print("---- tidemark run exit %d\n%s\n%s" % (r.returncode, r.stdout[-6000:],
+                                                 r.stderr[-3000:]))
+    check(r.returncode == 1, "tidemark run: exit %d, not pytest's 1" % r.returncode)
+    check_torch_outcomes(r.stdout, dump, "under tidemark run")
+    summary = subprocess.run([os.environ["TIDEMARK"], "summary", out_dir], capture_output=True,
+                             text=True, timeout=120).stdout
+    check("peak allocated 48.00 MiB" in summary and
+          "phase pytest test_torch_limits.py::test_big_tensor" in summary,
+          "the run's snapshot lacks the tests' history:\n" + summary)
+
+
 def test_torch(folder):
     env = base_env()
     env["LD_PRELOAD"] = os.environ["SIMCUDA_PRELOAD"]
@@ -226,25 +273,8 @@ def test_torch(folder):
                                                       "autostart"), env["PYTHONPATH"]])
     dump = os.path.join(folder, "kept-torch")
     r = run_pytest(folder, "test_torch_limits.py", TORCH_TESTS, env, ["--tidemark-dump", dump])
-    out = r.stdout
-    want = {"test_big_tensor": "FAILED", "test_small_tensor": "PASSED",
-            "test_kept_tensor": "FAILED"}
-    for test, state in want.items():
-        check(outcome(out, test) == state, "%s: %s, not %s" % (test, outcome(out, test), state))
-    big = failure_text(out, "test_big_tensor")
-    check("peak 48.00 MiB allocated is over limit_device_memory('32MiB')" in big,
-          "the torch message lacks the peak:\n" + big)
-    check("test_big_tensor (test_torch_limits.py:%d)" % marked_line(TORCH_TESTS, "big") in big,
-          "the torch message lacks the test's line:\n" + big)
-    kept = failure_text(out, "test_kept_tensor")
-    check("8.00 MiB in 1 allocation made during the test still allocated" in kept and
-          "test_kept_tensor (test_torch_limits.py:%d)" % marked_line(TORCH_TESTS, "leak")
-          in kept, "the torch leak message:\n" + kept)
-    files = sorted(os.listdir(dump)) if os.path.isdir(dump) else []
-    check("device 0 (NVIDIA H100 80GB HBM3)" in big, "the device is not named:\n" + big)
-    check(files == ["test_torch_limits.py_test_big_tensor.pickle",
-                    "test_torch_limits.py_test_kept_tensor.pickle"],
-          "--tidemark-dump kept %r" % files)
+    check(r.returncode == 1, "pytest exit %d, not 1" % r.returncode)
+    check_torch_outcomes(r.stdout, dump, "on the simulated GPU")
 
 
 def main():
@@ -266,6 +296,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="tdm-pytest-") as folder:
         if MODE == "torch":
             test_torch(folder)
+            test_torch_under_run(folder)
         else:
             test_sim(folder)
     if failures:
