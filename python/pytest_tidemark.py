@@ -98,7 +98,10 @@ class _Marked:
         or -1 when the history has lost it (the window is then longer than
         the test, never shorter)."""
         ev = snap.events
-        marks = [i for i in range(len(ev)) if int(_col(ev[i], "action")) == _PHASE_ACTION]
+        if isinstance(ev, list):
+            marks = [i for i, e in enumerate(ev) if e.action == _PHASE_ACTION]
+        else:
+            marks = [int(i) for i in (ev["action"] == _PHASE_ACTION).nonzero()[0]]
         for i in reversed(marks):
             if snap.phase_name(int(_col(ev[i], "phase"))) == self.mark:
                 return i
@@ -241,6 +244,8 @@ def _leak_failure(snap, since, device, raw, limit, top, rec):
     after `since` and still allocated at the dump."""
     out = []
     rows = snap.categories
+    if not isinstance(rows, list):  # numpy: the rows made in the test and live at its end
+        rows = rows[(rows["free_seq"] == -1) & (rows["alloc_seq"] > since)]
     by_device = {}
     for r in rows:
         if int(_col(r, "free_seq")) != -1 or int(_col(r, "alloc_seq")) <= since:

@@ -29,6 +29,13 @@ import tempfile
 from child_env import sanitizer_runtime  # noqa: E402
 
 SRC = os.environ["TDM_SOURCE_DIR"]
+# A sanitizer build's libraries load into this interpreter (it reads a
+# kept snapshot) only after their runtime: run again with it preloaded.
+_san = sanitizer_runtime()
+if _san and _san not in os.environ.get("LD_PRELOAD", ""):
+    os.environ["LD_PRELOAD"] = _san
+    os.environ["ASAN_OPTIONS"] = "detect_leaks=0"
+    os.execv(sys.executable, [sys.executable] + sys.argv)
 PY = os.environ.get("PYTEST_PYTHON") or sys.executable
 MODE = sys.argv[1] if len(sys.argv) > 1 else "sim"
 failures = []

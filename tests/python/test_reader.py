@@ -9,6 +9,7 @@ libtidemark_reader.so, against the command-line tool on the same files:
 - a PyTorch pickle (tests/data/torch-2.14-stacks-all.pickle): the same
   agreement with the summary;
 - a run folder of two ranks: a Run in rank order whatever the file names;
+  the folder `tidemark run -o DIR` writes, its peak the summary's;
 - a truncated file raises TidemarkError naming the byte offset the
   command's warning names; partial=True reads it; garbage raises too;
 - without numpy, the same tables as namedtuples with the same values;
@@ -281,6 +282,16 @@ def test_folder(tmp):
     check(peaks[0].bytes == r[0].peak(0).bytes, "a rank's peak differs in the Run")
     rank, sites = r.top_sites(1)
     check(rank == 1 and len(sites) == 1, "top sites of rank %r" % rank)
+    # what `tidemark run -o DIR` writes
+    ran = os.path.join(tmp, "ran")
+    r = run([TIDEMARK, "run", "-q", "-o", ran, "--", TRAIN_SIM, "--steps", "1"])
+    check(r.returncode == 0, "tidemark run: exit %d %s" % (r.returncode, r.stderr))
+    folder = tidemark.load(ran)
+    check(isinstance(folder, tidemark_snapshot.Run) and len(folder) == 1,
+          "tidemark run's folder gave %r" % folder)
+    want = summary_peak(summary(ran))
+    check(want is not None and folder.peak()[0].bytes == want[0],
+          "tidemark run's folder: peak %r, summary %r" % (folder.peak(), want))
     empty = os.path.join(tmp, "empty")
     os.mkdir(empty)
     try:
