@@ -537,6 +537,14 @@ class Snapshot:
         di = self._device_ordinals.index(ordinal)
         _check(self._lib, "bytes_by_category",
                self._lib.tdm_snapshot_category_bytes(self._handle, di, arg, len(seqs), out))
+        if np is not None:
+            totals = np.ctypeslib.as_array(out).reshape(len(seqs), ncat).sum(axis=1)
+            step_of = np.asarray(step_of)
+            # per step, the first position of its highest total
+            order = np.lexsort((np.arange(len(seqs)), -totals, step_of))
+            first = np.ones(len(order), dtype=bool)
+            first[1:] = step_of[order][1:] != step_of[order][:-1]
+            return sorted(int(seqs[i]) for i in order[first])
         best = {}
         for k, seq in enumerate(seqs):
             total = sum(out[k * ncat + c] for c in range(ncat))
