@@ -9,7 +9,8 @@ small test file written here, and its outcome read back:
          limit_device_leaks fails naming the leaked bytes and their site,
          one under it passes; an unmarked test passes; --tidemark-dump
          keeps the snapshot of each failing test and of no passing one,
-         and the kept snapshot's peak is the one the message gave;
+         and the kept snapshot's peak is the one the message gave; the
+         same suite under `tidemark run` (its recording kept on) too;
   torch  (argument `torch`): a CUDA build of torch on the simulated GPU
          (LD_PRELOAD of the simulated platform, as tests/simcuda run it),
          the torch backend: a tensor over the limit fails naming the peak
@@ -227,6 +228,33 @@ def test_sim(folder):
     check("tidemark: 3 snapshots of failing tests in" in out, "no summary line of kept files")
 
 
+def test_sim_under_run(folder):
+    """The sim suite under `tidemark run`: the run's recording, already on,
+    serves the tests and stays on, so the run's snapshot holds them all
+    (test_unmarked's 64 MiB is its peak)."""
+    path = os.path.join(folder, "test_sim_limits.py")
+    out_dir = os.path.join(folder, "run")
+    env = base_env()
+    args = [os.environ["TIDEMARK"], "run", "-q", "-o", out_dir, "--", PY, "-m", "pytest",
+            "-p", "pytest_tidemark", "-p", "no:cacheprovider", "-rA", path]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=folder, env=env)
+    print("---- tidemark run exit %d\n%s\n%s" % (r.returncode, r.stdout[-4000:],
+                                                 r.stderr[-2000:]))
+    check(r.returncode == 1, "tidemark run: exit %d, not pytest's 1" % r.returncode)
+    for test, state in (("test_under_limit", "PASSED"), ("test_over_limit", "FAILED"),
+                        ("test_leaks", "FAILED"), ("test_small_leak", "PASSED")):
+        check(outcome(r.stdout, test) == state, "under tidemark run: %s: %s, not %s"
+              % (test, outcome(r.stdout, test), state))
+    check("peak 24.00 MiB allocated is over limit_device_memory('12MiB')"
+          in failure_text(r.stdout, "test_over_limit"),
+          "under tidemark run: the over-limit message:\n" + r.stdout)
+    summary = subprocess.run([os.environ["TIDEMARK"], "summary", "--bytes", out_dir],
+                             capture_output=True, text=True, timeout=120).stdout
+    m = re.search(r"peak allocated [^(]*\((\d+) B\)", summary)
+    check(m is not None and int(m.group(1)) >= 64 << 20,
+          "the run's snapshot lacks the tests' history:\n" + summary)
+
+
 def check_torch_outcomes(out, dump, what):
     want = {"test_big_tensor": "FAILED", "test_small_tensor": "PASSED",
             "test_kept_tensor": "FAILED"}
@@ -306,6 +334,7 @@ def main():
             test_torch_under_run(folder)
         else:
             test_sim(folder)
+            test_sim_under_run(folder)
     if failures:
         print("%d failure(s)" % len(failures))
         return 1
