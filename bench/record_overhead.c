@@ -129,10 +129,12 @@ static double malloc_free_pairs(int record, long n)
         start(TDM_CONTEXT_ALL, TDM_STACKS_NATIVE);
     else if (record == 2)
         start(TDM_CONTEXT_ALL, TDM_STACKS_NONE);
-    else
-        tdm_record_memory_history(&(tdm_history_options){
-            .size = sizeof(tdm_history_options), .enabled = TDM_RECORD_OFF,
-            .max_entries = 1});
+    else if (tdm_record_memory_history(&(tdm_history_options){
+                 .size = sizeof(tdm_history_options), .enabled = TDM_RECORD_OFF,
+                 .max_entries = 1}) != TDM_OK) {
+        fprintf(stderr, "record_overhead: cannot stop recording\n");
+        exit(1);
+    }
     double t0 = now_ns();
     for (long i = 0; i < n; i++) {
         void *p;

@@ -49,16 +49,19 @@ static void ratios(const trace *t, int expandable, double *peak_ratio, double *a
             slots[o->id] = NULL;
             continue;
         }
-        tdm_malloc(&slots[o->id], o->size, 0, 0);
+        if (tdm_malloc(&slots[o->id], o->size, 0, 0) != TDM_OK)
+            continue; /* out of device memory: slots[o->id] is NULL */
         tdm_stats s = {.size = sizeof s};
-        tdm_memory_stats(0, &s);
-        if (s.allocated_bytes.current > best_alloc) {
+        if (tdm_memory_stats(0, &s) == TDM_OK && s.allocated_bytes.current > best_alloc) {
             best_alloc = s.allocated_bytes.current;
             reserved_then = s.reserved_bytes.current;
         }
     }
     tdm_stats s = {.size = sizeof s};
-    tdm_memory_stats(0, &s);
+    if (tdm_memory_stats(0, &s) != TDM_OK) {
+        fprintf(stderr, "replay: tdm_memory_stats failed\n");
+        exit(1);
+    }
     *peak_ratio = (double)s.reserved_bytes.peak / (double)s.allocated_bytes.peak;
     *at_peak_ratio = (double)reserved_then / (double)best_alloc;
     for (size_t i = 0; i < t->ids; i++)

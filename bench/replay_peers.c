@@ -68,7 +68,10 @@ static void set_recording(int on)
     o.stacks = TDM_STACKS_NONE;
     o.context = TDM_CONTEXT_NONE;
     o.max_entries = 1 << 12; /* wraps within every pass, as in a long run */
-    tdm_record_memory_history(&o);
+    if (tdm_record_memory_history(&o) != TDM_OK) {
+        fprintf(stderr, "replay: cannot %s recording\n", on ? "start" : "stop");
+        exit(1);
+    }
     /* Turning recording off gives the ring back, and on makes a fresh
      * one: its first lap's page faults (64 pages; 12 us each on some
      * VMs) would land in the timed pass, where a long run has none.  Two

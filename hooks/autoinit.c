@@ -562,10 +562,7 @@ static void after_fork_child(void)
         return;
     if (g.cfg.fork == TDM__CONF_FORK_STOP) {
         atomic_store(&g.active, 0);
-        tdm_history_options off;
-        tdm_history_options_init(&off);
-        off.enabled = TDM_RECORD_OFF;
-        (void)tdm_record_memory_history(&off);
+        tdm__rec_stop();
         return;
     }
     g.owner_pid = getpid();

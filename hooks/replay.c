@@ -1,4 +1,4 @@
-/* hooks/replay.c: tdm__replay (replay.h), the library side of `tidemark
+/* hooks/replay.c: tdm__replay (tidemark_private.h), the library side of `tidemark
  * replay`: parses the settings with TIDEMARK_CONF's own parser, then
  * drives the caching allocator over a counting wrapper of the sim
  * provider, so that device calls and the segment timeline are seen
@@ -10,7 +10,7 @@
  * Lock: none of its own; the caller owns the allocator for the call
  * (the tool, single-threaded).  Recording stays off.
  */
-#include "replay.h"
+#include "tidemark_private.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -321,8 +321,7 @@ static int replay(const char *conf, uint64_t capacity, const tdm_replay_op *ops,
             continue;
         }
         tdm_stats s = {.size = sizeof s};
-        tdm_memory_stats(0, &s);
-        if (s.allocated_bytes.current > best_allocated) {
+        if (tdm_memory_stats(0, &s) == TDM_OK && s.allocated_bytes.current > best_allocated) {
             best_allocated = s.allocated_bytes.current;
             out->reserved_at_peak = (uint64_t)s.reserved_bytes.current;
         }
@@ -334,7 +333,8 @@ static int replay(const char *conf, uint64_t capacity, const tdm_replay_op *ops,
     tdm_device_synchronize(0);
     free(w.after_alloc);
     tdm_stats s = {.size = sizeof s};
-    tdm_memory_stats(0, &s);
+    if (tdm_memory_stats(0, &s) != TDM_OK)
+        s = (tdm_stats){.size = sizeof s}; /* device 0 exists: not reached */
     out->peak_reserved = (uint64_t)s.reserved_bytes.peak;
     out->peak_allocated = (uint64_t)s.allocated_bytes.peak;
     out->retries = s.num_alloc_retries;

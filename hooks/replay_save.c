@@ -90,10 +90,7 @@ tdm_status tdm__replay_rec_end(tdm__replay_rec *r, int write)
             tdm__rec_snapshot_free(snap);
         }
     }
-    tdm_history_options off;
-    tdm_history_options_init(&off);
-    off.enabled = TDM_RECORD_OFF;
-    tdm_record_memory_history(&off);
+    tdm__rec_stop();
     tdm__rec_set_config_text(NULL);
     free(r->op_start);
     r->op_start = NULL;

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "replay.h"
+#include "tidemark_private.h"
 #include "tidemark.h"
 
 typedef struct tdm__replay_rec {

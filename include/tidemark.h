@@ -28,6 +28,16 @@ extern "C" {
 #define TDM_API
 #endif
 
+/* On the calls whose outputs mean nothing when they fail (an allocation,
+ * a snapshot, the statistics, starting to record, a settings check): the
+ * compiler warns when a caller drops their status.  Marks, tags, frees
+ * and synchronizations are best effort and may be called as statements. */
+#if defined(__GNUC__) || defined(__clang__)
+#define TDM_NODISCARD __attribute__((warn_unused_result))
+#else
+#define TDM_NODISCARD
+#endif
+
 /* ---- version ---------------------------------------------------------- */
 
 #define TDM_VERSION_MAJOR 0
@@ -112,7 +122,7 @@ TDM_API void tdm_history_options_init(tdm_history_options *opts);
 
 /* Starts, reconfigures or (enabled == TDM_RECORD_OFF) stops recording.
  * NULL means the defaults.  Safe to call at any time, from any thread. */
-TDM_API tdm_status tdm_record_memory_history(const tdm_history_options *opts);
+TDM_API TDM_NODISCARD tdm_status tdm_record_memory_history(const tdm_history_options *opts);
 
 /* Nonzero while history is being recorded. */
 TDM_API int tdm_is_recording(void);
@@ -120,7 +130,7 @@ TDM_API int tdm_is_recording(void);
 /* Writes a .tdm snapshot: the event ring, the allocator state of every
  * device, stats and symbolized stacks.  The file is written to a temporary
  * name beside `path` and renamed, so `path` is never seen half-written. */
-TDM_API tdm_status tdm_dump_snapshot(const char *path);
+TDM_API TDM_NODISCARD tdm_status tdm_dump_snapshot(const char *path);
 
 /* ---- TIDEMARK_CONF ---------------------------------------------------------
  * Loading libtidemark.so applies the TIDEMARK_CONF environment variable
@@ -146,7 +156,7 @@ TDM_API tdm_status tdm_dump_snapshot(const char *path);
  * checks a setting before running a program with it should load the
  * library before it puts the setting into its environment. */
 #define TDM_CONF_MESSAGE_MAX 5120
-TDM_API tdm_status tdm_conf_check(const char *conf, char *message, size_t message_len);
+TDM_API TDM_NODISCARD tdm_status tdm_conf_check(const char *conf, char *message, size_t message_len);
 
 /* ---- annotations --------------------------------------------------------- */
 
@@ -197,15 +207,15 @@ typedef uintptr_t tdm_stream;
 
 /* Allocates `size` bytes on `device` (an ordinal of the configured device
  * kind; the `sim` device by default).  *ptr is set to NULL on failure. */
-TDM_API tdm_status tdm_malloc(void **ptr, size_t size, int device,
+TDM_API TDM_NODISCARD tdm_status tdm_malloc(void **ptr, size_t size, int device,
                               tdm_stream stream);
 /* Frees memory from tdm_malloc.  NULL is accepted and ignored. */
 TDM_API tdm_status tdm_free(void *ptr);
 
 /* Number of devices tidemark serves. */
-TDM_API tdm_status tdm_device_count(int *count);
+TDM_API TDM_NODISCARD tdm_status tdm_device_count(int *count);
 /* Free and total bytes of a device, as the provider reports them. */
-TDM_API tdm_status tdm_mem_get_info(int device, size_t *free_bytes,
+TDM_API TDM_NODISCARD tdm_status tdm_mem_get_info(int device, size_t *free_bytes,
                                     size_t *total_bytes);
 
 /* One statistic, as torch.cuda.memory_stats keeps them (bytes or counts). */
@@ -229,7 +239,7 @@ typedef struct tdm_stats {
 } tdm_stats;
 
 /* Fills *stats for `device`; stats->size must be set. */
-TDM_API tdm_status tdm_memory_stats(int device, tdm_stats *stats);
+TDM_API TDM_NODISCARD tdm_status tdm_memory_stats(int device, tdm_stats *stats);
 /* Resets the peaks of `device` to the current values. */
 TDM_API tdm_status tdm_reset_peak_stats(int device);
 
@@ -247,7 +257,7 @@ typedef enum tdm_stat_pool {
 
 /* Like tdm_memory_stats, for one pool.  num_alloc_retries and num_ooms
  * are per device and the same in every pool. */
-TDM_API tdm_status tdm_memory_stats_pool(int device, tdm_stat_pool pool,
+TDM_API TDM_NODISCARD tdm_status tdm_memory_stats_pool(int device, tdm_stat_pool pool,
                                          tdm_stats *stats);
 /* Gives every cached segment with no live block back to the device
  * (torch.cuda.empty_cache).  device -1: every device. */

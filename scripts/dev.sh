@@ -6,7 +6,8 @@
 #   scripts/dev.sh test    install what is missing, build, run every test:
 #                          a Release build (-O3 -g, -Werror), then ASan+UBSan,
 #                          then TSan (the tests with threads or signals),
-#                          then every fuzz target for 30 s (scripts/fuzz.sh)
+#                          then every fuzz target for 15 s, two at a time
+#                          (scripts/fuzz.sh): the fuzz minute
 #   scripts/dev.sh setup   only install the Debian packages
 #   scripts/dev.sh build   only build (build/)
 #
@@ -17,6 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+DEV_START=$(date +%s)
 JOBS=$(nproc 2>/dev/null || echo 2)
 
 # Debian 12 packages tidemark builds and tests with.
@@ -88,6 +90,16 @@ run_tests() {
   (cd "$1" && ctest --output-on-failure -j"$JOBS" --timeout 600)
 }
 
+# took WHAT: one line with the seconds since the last one (CI's log then
+# says where its minutes go).
+STAGE_START=$(date +%s)
+took() {
+  local now
+  now=$(date +%s)
+  echo "dev.sh: $1 took $((now - STAGE_START)) s"
+  STAGE_START=$now
+}
+
 demo() {
   build build
   scripts/demo.sh build/tidemark build/examples/train_sim build/demo
@@ -98,16 +110,25 @@ tests() {
   # not (truncation, dangling pointers), inlines what users' builds inline
   # (the stacks and out-of-memory sites must see through it), and the
   # bench/ figures in docs/ come from it.
+  took "set-up"
   build build-release -DCMAKE_BUILD_TYPE=Release
+  took "the Release build"
   run_tests build-release "Release (-O3 -g), -Werror"
+  took "the Release tests"
   build build-asan -DTDM_SANITIZE=address -DTDM_BUILD_BENCH=OFF
+  took "the ASan build"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_tests build-asan "ASan + UBSan"
+  took "the ASan tests"
   build build-tsan -DTDM_SANITIZE=thread -DTDM_BUILD_BENCH=OFF
+  took "the TSan build"
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_tests build-tsan "TSan"
-  echo "== fuzzing: each reader for 30 s under ASan+UBSan (build-fuzz, clang)"
-  scripts/fuzz.sh 30
-  echo "dev.sh: all test suites passed"
+  took "the TSan tests"
+  # The fuzz minute: eight readers, two at a time, 15 s each.
+  echo "== fuzzing: each reader for 15 s under ASan+UBSan (build-fuzz, clang)"
+  scripts/fuzz.sh 15
+  took "fuzzing (its build included)"
+  echo "dev.sh: all test suites passed in $(( $(date +%s) - DEV_START )) s"
 }
 
 case "${1:-}" in

@@ -5,7 +5,7 @@
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...] [-- LIBFUZZER-OPTIONS...]
 #
-#   SECONDS   per target (default 30, what CI runs)
+#   SECONDS   per target (default 30; CI runs 15, two at a time: a minute)
 #   TARGET    tdm, tdm_crc, commands, pickle, rmm_csv, trace_csv, conf, spill
 #             (default: every tests/fuzz/fuzz_*.c)
 #   FUZZ_PARALLEL=N   targets run at once (default 2)

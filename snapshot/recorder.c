@@ -180,6 +180,15 @@ tdm_status tdm_record_memory_history(const tdm_history_options *in)
     return TDM_OK;
 }
 
+void tdm__rec_stop(void)
+{
+    tdm_history_options off;
+    tdm_history_options_init(&off);
+    off.enabled = TDM_RECORD_OFF;
+    tdm_status st = tdm_record_memory_history(&off);
+    (void)st; /* options of this build's size, recording off: always TDM_OK */
+}
+
 int tdm_is_recording(void) { return tdm__rec_on(); }
 
 /* Captures with this function's caller's frame still on the stack: the

@@ -213,6 +213,11 @@ void tdm__rec_set_alloc_mode(const char *mode);
  * calls this first (prepare handlers run in the reverse order of
  * registration). */
 void tdm__rec_register_atfork(void);
+/* Stops recording (tdm_record_memory_history with TDM_RECORD_OFF, which
+ * cannot fail): for the library's own stops, which have no caller to
+ * tell. */
+void tdm__rec_stop(void);
+
 /* The configuration text (TIDEMARK_CONF) for the snapshot header. */
 void tdm__rec_set_config_text(const char *text);
 

@@ -14,7 +14,8 @@
 static inline __attribute__((always_inline)) void *grab_inlined(size_t bytes)
 {
     void *p = NULL;
-    tdm_malloc(&p, bytes, 0, 0);
+    if (tdm_malloc(&p, bytes, 0, 0) != TDM_OK)
+        return NULL;
     __asm__ volatile("" ::: "memory"); /* the call stays inside this code */
     return p;
 }

@@ -17,6 +17,9 @@ for f in "$prefix/include/tidemark.h" "$prefix/bin/tidemark" "$libdir/libtidemar
          "$prefix/share/tidemark/python/pytest_tidemark.py"; do
   [ -e "$f" ] || { echo "FAIL: $f was not installed"; exit 1; }
 done
+# The private interface between the library and the tools stays out.
+[ -e "$prefix/include/tidemark_private.h" ] &&
+  { echo "FAIL: the private header tidemark_private.h was installed"; exit 1; }
 
 # find_package(tidemark) -> tidemark::tidemark
 cmake -S "$TDM_SOURCE_DIR/tests/consumer" -B "$work/cm" -DCMAKE_PREFIX_PATH="$prefix" \

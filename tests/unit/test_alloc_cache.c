@@ -48,7 +48,7 @@ static int teardown(void **state)
     tdm_history_options o;
     tdm_history_options_init(&o);
     o.enabled = TDM_RECORD_OFF;
-    tdm_record_memory_history(&o);
+    assert_int_equal(tdm_record_memory_history(&o), TDM_OK);
     tdm__alloc_reset_for_tests();
     return 0;
 }
@@ -119,7 +119,7 @@ static void test_huge_requests(void **state)
         tdm_history_options_init(&o);
         o.enabled = rec ? TDM_RECORD_ALL : TDM_RECORD_OFF;
         o.stacks = TDM_STACKS_NONE;
-        tdm_record_memory_history(&o);
+        assert_int_equal(tdm_record_memory_history(&o), TDM_OK);
         for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
             void *p = (void *)&p;
             assert_int_equal(tdm_malloc(&p, sizes[i], 0, 0), TDM_OUT_OF_MEMORY);

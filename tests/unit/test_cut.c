@@ -326,7 +326,7 @@ static void run_cut(const char *mode, int api_threads)
                      (long long)peaks[n], (long long)true_peak);
 
     o.enabled = TDM_RECORD_OFF;
-    tdm_record_memory_history(&o);
+    assert_int_equal(tdm_record_memory_history(&o), TDM_OK);
     tdm__alloc_reset_for_tests();
 }
 

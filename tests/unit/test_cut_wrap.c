@@ -182,7 +182,7 @@ static void run_wrap(uint64_t capacity)
         print_message("  worst: replayed peak %lld B, stats peak %lld B\n",
                       v.worst_peak, v.its_stats_peak);
     o.enabled = TDM_RECORD_OFF;
-    tdm_record_memory_history(&o);
+    assert_int_equal(tdm_record_memory_history(&o), TDM_OK);
     tdm__alloc_reset_for_tests();
     assert_true(v.most_recorded >= LAPS * capacity); /* the run did lap the ring */
     assert_int_equal(v.inconsistent, 0);

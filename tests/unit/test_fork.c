@@ -59,8 +59,10 @@ static void *dump_without_pause(void *arg)
         void *p = NULL;
         if (tdm_malloc(&p, 4096, 0, 0) == TDM_OK)
             tdm_free(p);
-        if (PARENT_DUMPS)
-            tdm_dump_snapshot(path);
+        if (PARENT_DUMPS && tdm_dump_snapshot(path) != TDM_OK) {
+            fprintf(stderr, "test_fork: the parent's dump to %s failed\n", path);
+            abort();
+        }
         if (i == 1)
             atomic_store(&warmed, 1);
     }

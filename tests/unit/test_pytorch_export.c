@@ -747,7 +747,7 @@ static void test_roundtrip_recorded(void **state)
         tdm_free(keep[i]);
     tdm_history_options_init(&o);
     o.enabled = TDM_RECORD_OFF;
-    tdm_record_memory_history(&o);
+    assert_int_equal(tdm_record_memory_history(&o), TDM_OK);
 }
 
 int main(void)

@@ -259,7 +259,7 @@ static void run_stress(int mode)
     unlink(path);
     rmdir(dir);
     o.enabled = TDM_RECORD_OFF;
-    tdm_record_memory_history(&o);
+    assert_int_equal(tdm_record_memory_history(&o), TDM_OK);
     tdm__obs_reset_for_tests();
     tdm__alloc_reset_for_tests();
 }

@@ -233,7 +233,7 @@ static void dump_stack_holds_the_chain(void **state)
     tdm__rec_snapshot_free(snap);
     assert_int_equal(tdm_free(p), TDM_OK);
     o.enabled = TDM_RECORD_OFF;
-    tdm_record_memory_history(&o);
+    assert_int_equal(tdm_record_memory_history(&o), TDM_OK);
     tdm__alloc_reset_for_tests();
 }
 

@@ -348,14 +348,32 @@ static tdm_replay_fn load_replayer(tdm_replay_save_fn *save_fn)
         return NULL;
     }
     void *h = dlopen(lib, RTLD_LOCAL | RTLD_NOW);
-    tdm_replay_fn fn = NULL;
-    if (h) {
-        *(void **)&fn = dlsym(h, TDM_REPLAY_SYMBOL);
-        *(void **)save_fn = dlsym(h, TDM_REPLAY_SAVE_SYMBOL);
+    if (!h) {
+        fprintf(stderr, "tidemark replay: %s: %s\n", lib, dlerror());
+        return NULL;
     }
-    if (!fn)
-        fprintf(stderr, "tidemark replay: %s: %s\n", lib,
-                h ? "has no replay entry point (an older library?)" : dlerror());
+    /* The entry points below are called by name with this build's types
+     * (tidemark_private.h): a library of another build must say so first. */
+    tdm_private_abi_fn abi;
+    *(void **)&abi = dlsym(h, TDM_PRIVATE_ABI_SYMBOL);
+    unsigned version = abi ? abi() : 0;
+    if (version != TDM_PRIVATE_ABI_VERSION) {
+        fprintf(stderr,
+                "tidemark replay: %s is from another build of tidemark (its private "
+                "interface is version %u, this tool's is %u); install the tool and the "
+                "library together\n",
+                lib, version, TDM_PRIVATE_ABI_VERSION);
+        dlclose(h);
+        return NULL;
+    }
+    tdm_replay_fn fn;
+    *(void **)&fn = dlsym(h, TDM_REPLAY_SYMBOL);
+    *(void **)save_fn = dlsym(h, TDM_REPLAY_SAVE_SYMBOL);
+    if (!fn) {
+        fprintf(stderr, "tidemark replay: %s: has no replay entry point\n", lib);
+        dlclose(h);
+        return NULL;
+    }
     return fn;
 }
 

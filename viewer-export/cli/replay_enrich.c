@@ -1,7 +1,7 @@
 /* viewer-export/cli/replay_enrich.c: a saved replay (`tidemark replay
  * --save`) given what the recording knew and the replay does not: each
  * event takes the stack, phase, step and category tag of the recorded
- * event its request came from (the library says which, replay.h's
+ * event its request came from (the library says which, tidemark_private.h's
  * on_event_op), the recording's phase and step marks go back in at their
  * places, and the file carries the recording's frame, stack and phase
  * tables, so that a saved setting reads like the recording in `view`

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../hooks/replay.h"
+#include "tidemark_private.h"
 #include "snap_model.h"
 
 typedef struct tdm_replay_seg_event {

@@ -74,7 +74,7 @@ static int teardown(void **state)
     tdm_history_options o;
     tdm_history_options_init(&o);
     o.enabled = TDM_RECORD_OFF;
-    tdm_record_memory_history(&o);
+    assert_int_equal(tdm_record_memory_history(&o), TDM_OK);
     tdm__alloc_reset_for_tests();
     return 0;
 }

@@ -1,15 +1,33 @@
-/* hooks/replay.h: replaying a recorded request stream through the caching
- * allocator on a fresh sim device (`tidemark replay`).
+/* include/tidemark_private.h: libtidemark's private interface, what the
+ * command-line tool and the preload library use of it beyond tidemark.h.
+ * Never installed: programs use tidemark.h alone.
  *
- * The command-line tool is not linked with the library: it loads
- * libtidemark.so with dlopen and calls tdm__replay by name, so this
- * header is the whole interface between them and holds only plain types.
+ * libtidemark.so exports two version nodes (cmake/libtidemark.map):
+ * TIDEMARK_1, the functions of tidemark.h, kept compatible across
+ * releases of one SONAME; and TIDEMARK_PRIVATE_<TDM_PRIVATE_ABI_VERSION>,
+ * the tdm__* functions, which change whenever this header does.  The
+ * preload library links the private node by version, so the loader
+ * refuses a mismatched pair; the tool loads the library with dlopen and
+ * asks tdm__private_abi() before it calls anything by name.
+ *
+ * What is here: replaying a recorded request stream through the caching
+ * allocator on a fresh sim device (`tidemark replay`), which the tool
+ * reaches by name, so this part holds only plain types.
  */
-#ifndef TDM_HOOKS_REPLAY_H
-#define TDM_HOOKS_REPLAY_H
+#ifndef TIDEMARK_PRIVATE_H
+#define TIDEMARK_PRIVATE_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* Raised, with the version node in cmake/libtidemark.map, at every change
+ * of what this header declares. */
+#define TDM_PRIVATE_ABI_VERSION 1u
+
+/* unsigned tdm__private_abi(void): the TDM_PRIVATE_ABI_VERSION the library
+ * was built with. */
+typedef unsigned (*tdm_private_abi_fn)(void);
+#define TDM_PRIVATE_ABI_SYMBOL "tdm__private_abi"
 
 /* What a request does (tdm_replay_op.kind). */
 enum tdm_replay_kind {
