@@ -11,6 +11,10 @@
  * did not build and carries no reader of other tools' files and no
  * analysis.  The reader never records and needs no recording library.
  *
+ * Exports: this header's functions, and tidemark.h's tdm_status_name,
+ * tdm_strerror and tdm_category_name (version node TIDEMARK_READER_1,
+ * cmake/libtidemark_reader.map).
+ *
  * Ownership: a tdm_snapshot owns every row and string its accessors
  * return; they stay valid until tdm_snapshot_free.  Arrays of sites are
  * the caller's (tdm_snapshot_sites_free).
@@ -52,8 +56,9 @@ enum {
  * 1234 (...)".  Returns TDM_OK, TDM_IO_ERROR, TDM_FORMAT_ERROR,
  * TDM_TRUNCATED, TDM_UNSUPPORTED_VERSION, TDM_INVALID_ARGUMENT or
  * TDM_HOST_OUT_OF_MEMORY. */
-TDM_API tdm_status tdm_snapshot_load(const char *path, unsigned flags, tdm_snapshot **out,
-                                     char *err, size_t errlen);
+TDM_API TDM_NODISCARD tdm_status tdm_snapshot_load(const char *path, unsigned flags,
+                                                   tdm_snapshot **out, char *err,
+                                                   size_t errlen);
 TDM_API void tdm_snapshot_free(tdm_snapshot *snap);
 
 /* Who recorded it, how, and the size of each table. */
@@ -88,7 +93,8 @@ typedef struct tdm_snapshot_info {
 
 /* Fills *info (info->size set by the caller; a smaller size gets the
  * fields that fit).  TDM_INVALID_ARGUMENT when snap or info is NULL. */
-TDM_API tdm_status tdm_snapshot_get_info(const tdm_snapshot *snap, tdm_snapshot_info *info);
+TDM_API TDM_NODISCARD tdm_status tdm_snapshot_get_info(const tdm_snapshot *snap,
+                                                       tdm_snapshot_info *info);
 
 /* One event of the history, oldest first (docs/format.md, "events"). */
 typedef struct tdm_snapshot_event {
@@ -221,15 +227,16 @@ typedef struct tdm_snapshot_peak {
                                 stats, sites are those live at the end */
 } tdm_snapshot_peak;
 
-TDM_API tdm_status tdm_snapshot_get_peak(const tdm_snapshot *snap, size_t device,
-                                         tdm_snapshot_peak *peak);
+TDM_API TDM_NODISCARD tdm_status tdm_snapshot_get_peak(const tdm_snapshot *snap, size_t device,
+                                                       tdm_snapshot_peak *peak);
 
 /* The same peak over the part of the history from position `since` on
  * (the state just after event `since` included; -1 is the whole window):
  * what a test's limit holds its own stretch of a longer recording to.
  * TDM_INVALID_ARGUMENT past the last event. */
-TDM_API tdm_status tdm_snapshot_get_peak_since(const tdm_snapshot *snap, size_t device,
-                                               int64_t since, tdm_snapshot_peak *peak);
+TDM_API TDM_NODISCARD tdm_status tdm_snapshot_get_peak_since(const tdm_snapshot *snap,
+                                                             size_t device, int64_t since,
+                                                             tdm_snapshot_peak *peak);
 
 /* An allocation site at a position: the allocations of one stack. */
 typedef struct tdm_snapshot_site {
@@ -245,8 +252,9 @@ typedef struct tdm_snapshot_site {
  * lists them: by live bytes, then live count, then total bytes (largest
  * first), then stack id; every site of the window, live or not.  *sites
  * is the caller's (tdm_snapshot_sites_free). */
-TDM_API tdm_status tdm_snapshot_sites_at(const tdm_snapshot *snap, size_t device, int64_t seq,
-                                         tdm_snapshot_site **sites, size_t *count);
+TDM_API TDM_NODISCARD tdm_status tdm_snapshot_sites_at(const tdm_snapshot *snap, size_t device,
+                                                       int64_t seq, tdm_snapshot_site **sites,
+                                                       size_t *count);
 TDM_API void tdm_snapshot_sites_free(tdm_snapshot_site *sites);
 
 /* A site's frames as the summary writes them, "function (file.c:12)",
@@ -262,8 +270,9 @@ TDM_API size_t tdm_snapshot_site_text(const tdm_snapshot *snap, uint32_t stack_i
  * the categories decided as `tidemark categories` decides them.
  * TDM_INVALID_ARGUMENT when seqs are not ascending or the device is not
  * one. */
-TDM_API tdm_status tdm_snapshot_category_bytes(const tdm_snapshot *snap, size_t device,
-                                               const int64_t *seqs, size_t n, int64_t *out);
+TDM_API TDM_NODISCARD tdm_status tdm_snapshot_category_bytes(const tdm_snapshot *snap,
+                                                             size_t device, const int64_t *seqs,
+                                                             size_t n, int64_t *out);
 
 #ifdef __cplusplus
 }
