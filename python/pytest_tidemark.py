@@ -267,7 +267,8 @@ def _leak_failure(snap, since, device, raw, limit, top, rec):
         ranked = sorted(sites.values(), key=lambda s: (-s.live_bytes, -s.live_count))
         lines = ["device %d (%s): %s in %d allocation%s made during the test still allocated "
                  "at its end, over limit_device_leaks(%r) = %s"
-                 % (dev, _label(snap, dev, rec), format_size(total), count, "" if count == 1 else "s",
+                 % (dev, _label(snap, dev, rec), format_size(total), count,
+                    "" if count == 1 else "s",
                     raw, format_size(limit)), "sites:"]
         lines += _site_lines(ranked[:top], total)
         out.append("\n".join(lines))

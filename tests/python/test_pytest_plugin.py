@@ -16,8 +16,9 @@ small test file written here, and its outcome read back:
          the torch backend: a tensor over the limit fails naming the peak
          and the test's line; a small one passes; a tensor kept alive
          fails limit_device_leaks; and the same under `tidemark run
-         --simulate h100`, whose own snapshot still holds every test.  Skipped (77) without a CUDA torch at
-         PYTEST_PYTHON, or without the simulated platform.
+         --simulate h100`, whose own snapshot still holds every test.
+         Skipped (77) without a CUDA torch at PYTEST_PYTHON, or without
+         the simulated platform.
 
 Environment: PYTEST_PYTHON (the interpreter whose pytest runs), LIBTIDEMARK,
 READER_LIB, TDM_SOURCE_DIR; for torch SIMCUDA_PRELOAD, SIMCUDA_LIBDIR, TIDEMARK."""
