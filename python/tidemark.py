@@ -48,6 +48,7 @@ import time
 
 __all__ = [
     "TidemarkError",
+    "load",
     "library",
     "library_path",
     "record_memory_history",
@@ -140,13 +141,13 @@ def _runtime_loaded(sanitizer):
         return True  # cannot tell: let the loader say
 
 
-def _build_trees(root):
-    """(library, why it is skipped or None) for libtidemark.so of every
+def _build_trees(root, basename="libtidemark.so"):
+    """(library, why it is skipped or None) for `basename` of every
     build*/ folder under `root`, the most recently built first; folders
     without one are left out."""
     found = []
     for folder in glob.glob(os.path.join(root, "build*")):
-        lib = os.path.join(folder, "libtidemark.so")
+        lib = os.path.join(folder, basename)
         try:
             found.append((os.path.getmtime(lib), lib))
         except OSError:
@@ -294,6 +295,19 @@ def _check(call, status):
         name = lib.tdm_status_name(status).decode()
         message = lib.tdm_strerror(status).decode()
         raise TidemarkError(call, status, name, message)
+
+
+def load(path, partial=False):
+    """Reads a snapshot through libtidemark_reader.so, the reader and
+    analysis model of the `tidemark` command: a .tdm file, a PyTorch
+    snapshot pickle (torch.cuda.memory._dump_snapshot) or another format
+    `tidemark import` reads gives a Snapshot; a folder (what `tidemark run
+    -o DIR` writes, one file per rank) gives a Run of its snapshots in rank
+    order.  A corrupt or truncated file raises TidemarkError with the
+    reader's message and byte offset; partial=True reads a truncated .tdm
+    up to its cut instead.  docs/python.md walks through it."""
+    import tidemark_snapshot
+    return tidemark_snapshot.load(path, partial=partial)
 
 
 def _enum(table, value, what):

@@ -28,7 +28,7 @@ PACKAGES=(
   libcmocka-dev libsqlite3-dev sqlite3 libze-dev libze1 libamdhip64-dev
   clang libclang-rt-14-dev
   openmpi-bin libopenmpi-dev
-  python3-torch
+  python3-torch python3-numpy python3-pytest
   chromium
 )
 # node and npm for the browser test, unless some node (e.g. nodesource's,

@@ -38,6 +38,25 @@ grep -qE '^tdm__private_abi@@?TIDEMARK_PRIVATE_'"$n"'$' "$work/exported" ||
   fail "tdm__private_abi is not exported at TIDEMARK_PRIVATE_$n"
 grep -qE '^tdm__[a-z]' "$work/public" && fail "a tdm__ function in the public node"
 
+# libtidemark_reader.so: TIDEMARK_READER_1 holds exactly what
+# tidemark_reader.h declares, and tidemark.h's status and category names.
+reader=$TDM_BINARY_DIR/libtidemark_reader.so
+if [ -f "$reader" ]; then
+  { tr '\n' ' ' <"$TDM_SOURCE_DIR/include/tidemark_reader.h" | grep -oE 'TDM_API[^;{]*\(' |
+      sed -E 's/.*[ *](tdm_[a-z0-9_]+) *\($/\1/'
+    printf '%s\n' tdm_status_name tdm_strerror tdm_category_name; } | sort -u >"$work/r_declared"
+  [ "$(wc -l <"$work/r_declared")" -ge 20 ] || fail "only $(wc -l <"$work/r_declared") functions read from tidemark_reader.h"
+  readelf -W --dyn-syms "$reader" |
+    awk '$7 != "UND" && $7 != "ABS" && ($5 == "GLOBAL" || $5 == "WEAK") && $8 != "" {print $8}' >"$work/r_exported"
+  grep -vE '@@?TIDEMARK_READER_1$' "$work/r_exported" | grep -vE '^TIDEMARK_READER_1' >"$work/r_odd" || true
+  [ -s "$work/r_odd" ] && fail "reader exports outside TIDEMARK_READER_1: $(head -5 "$work/r_odd" | tr '\n' ' ')"
+  sed -nE 's/^(tdm_[a-z0-9_]+)@@?TIDEMARK_READER_1$/\1/p' "$work/r_exported" | sort -u >"$work/r_public"
+  if ! diff "$work/r_declared" "$work/r_public" >"$work/r_diff"; then
+    fail "TIDEMARK_READER_1 is not tidemark_reader.h (< declared only, > exported only):"
+    sed 's/^/  /' "$work/r_diff"
+  fi
+fi
+
 # The preload library needs the private node by name: a mismatched pair
 # fails at load, in the loader's words, not in a call.
 preload=$TDM_BINARY_DIR/libtidemark_preload.so

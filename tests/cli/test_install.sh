@@ -12,7 +12,9 @@ cmake --install "$TDM_BINARY_DIR" --prefix "$prefix" >"$work/install.log" 2>&1 |
 libdir=$(ls -d "$prefix"/lib*/ | head -n1); libdir=${libdir%/}
 for f in "$prefix/include/tidemark.h" "$prefix/bin/tidemark" "$libdir/libtidemark.so" \
          "$libdir/libtidemark.a" "$libdir/pkgconfig/tidemark.pc" \
-         "$libdir/cmake/tidemark/tidemarkConfig.cmake"; do
+         "$libdir/cmake/tidemark/tidemarkConfig.cmake" "$prefix/include/tidemark_reader.h" \
+         "$libdir/libtidemark_reader.so" "$prefix/share/tidemark/python/tidemark_snapshot.py" \
+         "$prefix/share/tidemark/python/pytest_tidemark.py"; do
   [ -e "$f" ] || { echo "FAIL: $f was not installed"; exit 1; }
 done
 # The private interface between the library and the tools stays out.
@@ -36,4 +38,8 @@ LD_LIBRARY_PATH="$libdir" "$work/pc" | grep -q "consumer ok" ||
 # the installed tool reads what the installed library wrote
 "$prefix/bin/tidemark" summary "$work/c1.tdm" >/dev/null ||
   { echo "FAIL: installed tidemark cannot read the consumer's snapshot"; exit 1; }
+# and so does the installed Python reader, through the installed library
+PYTHONPATH="$prefix/share/tidemark/python" TIDEMARK_READER_LIB="$libdir" TIDEMARK_LIB="$libdir" \
+  python3 -c 'import sys, tidemark; s = tidemark.load(sys.argv[1]); assert s.info["event_count"] > 0, s' \
+  "$work/c1.tdm" || { echo "FAIL: the installed tidemark.load cannot read the consumer's snapshot"; exit 1; }
 finish "install"

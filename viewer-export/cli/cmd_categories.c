@@ -60,52 +60,6 @@ static const char *upper_name(uint8_t c, char *buf, size_t len)
     return buf;
 }
 
-/* ---- bytes per category at chosen positions ---------------------------- */
-
-typedef struct delta {
-    int64_t seq;   /* the change takes effect just after this event */
-    int64_t bytes; /* + at alloc, - at free */
-    uint8_t cat;
-} delta;
-
-static int delta_cmp(const void *pa, const void *pb)
-{
-    const delta *a = pa, *b = pb;
-    return a->seq < b->seq ? -1 : a->seq > b->seq;
-}
-
-/* out[i][c]: bytes of category c live on device `dev` just after event
- * seqs[i] (seqs ascending). */
-static tdm_status bytes_at(const tdm_model *m, const uint8_t *cats, size_t dev,
-                           const int64_t *seqs, size_t n, int64_t (*out)[NCAT])
-{
-    size_t nd = 0;
-    delta *d = malloc((2 * m->alloc_count + 1) * sizeof *d);
-    if (!d)
-        return TDM_HOST_OUT_OF_MEMORY;
-    for (size_t i = 0; i < m->alloc_count; i++) {
-        const tdm_model_alloc *a = &m->allocs[i];
-        if (a->device_index != dev)
-            continue;
-        d[nd++] = (delta){a->alloc_seq, tdm__bytes_signed(a->size), cats[i]};
-        if (a->free_seq != TDM_MODEL_SEQ_NEVER)
-            d[nd++] = (delta){a->free_seq, -tdm__bytes_signed(a->size), cats[i]};
-    }
-    qsort(d, nd, sizeof *d, delta_cmp);
-    tdm__bytes_wide cur[NCAT] = {0};
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        while (k < nd && d[k].seq <= seqs[i]) {
-            cur[d[k].cat] += d[k].bytes;
-            k++;
-        }
-        for (int c = 0; c < NCAT; c++)
-            out[i][c] = tdm__bytes_clamp(cur[c]);
-    }
-    free(d);
-    return TDM_OK;
-}
-
 static void print_device(FILE *out, const tdm_model *m, size_t dev,
                          int64_t (*rows)[NCAT], const int64_t *seqs,
                          size_t nrows)
@@ -416,9 +370,9 @@ static int run_snapshot(const char *path, unsigned nsamples, int device, const c
             if (distinct == 0 || seqs[1 + i] != seqs[distinct])
                 seqs[1 + distinct++] = seqs[1 + i];
         n = 1 + distinct;
-        /* bytes_at wants ascending positions: do the peak on its own. */
-        if (bytes_at(m, cats, dev, seqs, 1, rows) != TDM_OK ||
-            bytes_at(m, cats, dev, seqs + 1, distinct, rows + 1) != TDM_OK)
+        /* tdm__categories_bytes_at wants ascending positions: do the peak on its own. */
+        if (tdm__categories_bytes_at(m, cats, dev, seqs, 1, rows) != TDM_OK ||
+            tdm__categories_bytes_at(m, cats, dev, seqs + 1, distinct, rows + 1) != TDM_OK)
             goto oom;
         print_device(stdout, m, dev, rows, seqs, n);
     }

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -312,10 +313,34 @@ void tdm__input_snap_free(tdm_snap *snap)
     tdm__snap_free(snap);
 }
 
+/* Where the reading's messages go: stderr as "tidemark CMD: ..." lines
+ * (the commands), or, with `buf` set, the first message only into buf,
+ * unprefixed (tdm__input_read_quiet: a library caller shows it). */
+typedef struct say_to {
+    const char *cmd;
+    char *buf;
+    size_t len;
+} say_to;
+
+__attribute__((format(printf, 2, 3))) static void say(say_to *to, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (to->buf) {
+        if (to->len && !to->buf[0])
+            vsnprintf(to->buf, to->len, fmt, ap);
+    } else {
+        fprintf(stderr, "tidemark %s: ", to->cmd);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+    }
+    va_end(ap);
+}
+
 /* Imports `path` in memory when its first bytes are a format of the
  * import table.  Returns -1 when none recognizes it (it is then read as a
  * .tdm file), else a TDM_EXIT_* code (*snap set only on TDM_EXIT_OK). */
-static int try_import(const char *cmd, const char *path, tdm_snap **snap)
+static int try_import(say_to *to, const char *path, tdm_snap **snap)
 {
     const char *shown = tdm__input_shown(path);
     unsigned char head[TDM_IMPORT_SNIFF_BYTES];
@@ -339,9 +364,8 @@ static int try_import(const char *cmd, const char *path, tdm_snap **snap)
     }
     if (got)
         fmt->free(got);
-    fprintf(stderr, "tidemark %s: %s: %s (importing it as %s)%s%s\n", cmd, shown,
-            s == TDM_OK ? "import failed" : tdm_strerror(s), fmt->name, err[0] ? ": " : "",
-            err);
+    say(to, "%s: %s (importing it as %s)%s%s", shown,
+        s == TDM_OK ? "import failed" : tdm_strerror(s), fmt->name, err[0] ? ": " : "", err);
     return s == TDM_HOST_OUT_OF_MEMORY || s == TDM_INTERNAL || s == TDM_OK
                ? TDM_EXIT_TOOL_ERROR
                : TDM_EXIT_BAD_INPUT;
@@ -363,11 +387,11 @@ static void note_unmerged_history(const char *cmd, const char *path, const tdm_s
 }
 
 /* tdm__input_read_snapshot of a path that is not a directory. */
-static int read_file(const char *cmd, const char *path, tdm_snap **snap, int *truncated,
+static int read_file(say_to *to, const char *path, tdm_snap **snap, int *truncated,
                      uint64_t *truncated_at)
 {
     const char *shown = tdm__input_shown(path);
-    int rc = try_import(cmd, path, snap);
+    int rc = try_import(to, path, snap);
     if (rc >= 0)
         return rc;
 
@@ -375,22 +399,22 @@ static int read_file(const char *cmd, const char *path, tdm_snap **snap, int *tr
     memset(&err, 0, sizeof err);
     tdm_status s = tdm__snap_read_file(path, 1, snap, &err);
     if (s == TDM_HOST_OUT_OF_MEMORY || s == TDM_INTERNAL) {
-        fprintf(stderr, "tidemark %s: %s: %s\n", cmd, shown, tdm_strerror(s));
+        say(to, "%s: %s", shown, tdm_strerror(s));
         return TDM_EXIT_TOOL_ERROR;
     }
     if (s != TDM_OK || !*snap) {
         if (err.message[0])
-            fprintf(stderr, "tidemark %s: %s: %s at byte %" PRIu64 ": %s\n", cmd,
-                    shown, tdm_strerror(s), err.offset, err.message);
+            say(to, "%s: %s at byte %" PRIu64 ": %s", shown, tdm_strerror(s), err.offset,
+                err.message);
         else
-            fprintf(stderr, "tidemark %s: %s: %s at byte %" PRIu64 "\n", cmd, shown,
-                    tdm_strerror(s), err.offset);
+            say(to, "%s: %s at byte %" PRIu64, shown, tdm_strerror(s), err.offset);
         if (*snap)
             tdm__snap_free(*snap);
         *snap = NULL;
         return TDM_EXIT_BAD_INPUT;
     }
-    note_unmerged_history(cmd, path, *snap);
+    if (!to->buf)
+        note_unmerged_history(to->cmd, path, *snap);
     if ((*snap)->complete)
         return TDM_EXIT_OK;
 
@@ -404,33 +428,44 @@ static int read_file(const char *cmd, const char *path, tdm_snap **snap, int *tr
     }
     *truncated = 1;
     *truncated_at = err.offset;
+    const char *warn = to->buf ? "" : "warning: ";
+    const char *rest = to->buf ? "" : "; showing what could be read";
     if (err.message[0])
-        fprintf(stderr, "tidemark %s: warning: %s is truncated at byte %" PRIu64
-                        " (%s); showing what could be read\n",
-                cmd, shown, err.offset, err.message);
+        say(to, "%s%s is truncated at byte %" PRIu64 " (%s)%s", warn, shown, err.offset,
+            err.message, rest);
     else
-        fprintf(stderr, "tidemark %s: warning: %s is truncated at byte %" PRIu64
-                        "; showing what could be read\n",
-                cmd, shown, err.offset);
+        say(to, "%s%s is truncated at byte %" PRIu64 "%s", warn, shown, err.offset, rest);
     return TDM_EXIT_BAD_INPUT;
 }
 
 /* read_file, then the stacks as every command shows them (demangled,
  * wrappers dropped: stack_display.h): the one place every command's
  * snapshots pass through. */
-static int read_for_display(const char *cmd, const char *path, tdm_snap **snap,
+static int read_for_display(say_to *to, const char *path, tdm_snap **snap,
                             int *truncated, uint64_t *truncated_at)
 {
-    int rc = read_file(cmd, path, snap, truncated, truncated_at);
+    int rc = read_file(to, path, snap, truncated, truncated_at);
     if (!*snap)
         return rc;
     tdm_status s = tdm__stack_display_apply(*snap);
     if (s == TDM_OK)
         return rc;
-    fprintf(stderr, "tidemark %s: %s: %s\n", cmd, tdm__input_shown(path), tdm_strerror(s));
+    say(to, "%s: %s", tdm__input_shown(path), tdm_strerror(s));
     tdm__input_snap_free(*snap);
     *snap = NULL;
     return TDM_EXIT_TOOL_ERROR;
+}
+
+int tdm__input_read_quiet(const char *path, tdm_snap **snap, int *truncated,
+                          uint64_t *truncated_at, char *msg, size_t msglen)
+{
+    char none[1];
+    say_to to = {"", msg && msglen ? msg : none, msg && msglen ? msglen : sizeof none};
+    to.buf[0] = '\0';
+    *snap = NULL;
+    *truncated = 0;
+    *truncated_at = 0;
+    return read_for_display(&to, path, snap, truncated, truncated_at);
 }
 
 int tdm__input_read_snapshot(const char *cmd, const char *path, tdm_snap **snap,
@@ -441,8 +476,10 @@ int tdm__input_read_snapshot(const char *cmd, const char *path, tdm_snap **snap,
     *truncated_at = 0;
     char *file;
     int rc = tdm__input_resolve(cmd, path, &file);
-    if (rc == TDM_EXIT_OK)
-        rc = read_for_display(cmd, file ? file : path, snap, truncated, truncated_at);
+    if (rc == TDM_EXIT_OK) {
+        say_to to = {cmd, NULL, 0};
+        rc = read_for_display(&to, file ? file : path, snap, truncated, truncated_at);
+    }
     free(file);
     return rc;
 }
@@ -468,7 +505,8 @@ int tdm__input_load(const char *cmd, const char *path, tdm_input *in)
         const char *file = in->found ? in->found : path;
         /* A stream's copy is read; reports name what the user named. */
         in->path = tdm__input_shown(file);
-        rc = read_for_display(cmd, file, &in->snap, &in->truncated, &in->truncated_at);
+        say_to to = {cmd, NULL, 0};
+        rc = read_for_display(&to, file, &in->snap, &in->truncated, &in->truncated_at);
     }
     if (!in->snap) {
         in->error = rc == TDM_EXIT_TOOL_ERROR ? "tidemark could not read it"

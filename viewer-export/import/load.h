@@ -22,6 +22,7 @@
 #ifndef TDM_VIEWER_LOAD_H
 #define TDM_VIEWER_LOAD_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "input.h"
@@ -64,6 +65,12 @@ int tdm__input_check_file(const char *cmd, const char *path);
  * after printing the error. */
 int tdm__input_read_snapshot(const char *cmd, const char *path, tdm_snap **snap,
                              int *truncated, uint64_t *truncated_at);
+/* The same read of a file (not a directory), for a library caller: it
+ * prints nothing; the first message a command would print (an error, or
+ * the truncation's "FILE is truncated at byte N (why)") goes into `msg`
+ * unprefixed ("" when there is none).  Same returns. */
+int tdm__input_read_quiet(const char *path, tdm_snap **snap, int *truncated,
+                          uint64_t *truncated_at, char *msg, size_t msglen);
 /* Frees a snapshot tdm__input_read_snapshot returned (read or imported). */
 void tdm__input_snap_free(tdm_snap *snap);
 

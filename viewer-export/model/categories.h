@@ -108,4 +108,12 @@ tdm_status tdm__categories_rules_for(const tdm_snap *snap, tdm_category_rules *o
 tdm_status tdm__categories_by_stack(const tdm_model *model, const tdm_category_rules *rules,
                                     uint8_t *cats, tdm_category_reason *why, uint8_t *decided);
 
+/* out[i][c]: bytes of category c live on device index `dev` just after
+ * event seqs[i] (seqs ascending), cats[] being a category per allocation
+ * of `model` (tdm__categories_infer).  TDM_HOST_OUT_OF_MEMORY is the only
+ * failure. */
+tdm_status tdm__categories_bytes_at(const tdm_model *model, const uint8_t *cats, size_t dev,
+                                    const int64_t *seqs, size_t n,
+                                    int64_t (*out)[TDM_CATEGORY_COUNT_]);
+
 #endif

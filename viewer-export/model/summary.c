@@ -349,29 +349,11 @@ static tdm_status print_sites(FILE *out, const tdm_snap *s, const tdm_model *m, 
     return TDM_OK;
 }
 
-/* The peak the summary reports: of allocated bytes; or, for PyTorch's
- * caching allocator seen from below (torch_segments.h), of reserved bytes,
- * since its tensors are not in the file and, with expandable segments,
- * its memory is mapped pages that no allocation holds. */
-typedef struct peak_view {
-    int reserved;      /* the peak of reserved bytes */
-    int64_t bytes;     /* the peak's value */
-    int64_t allocated; /* allocated bytes at that moment */
-    int64_t seq;
-    uint64_t time_ns;
-    uint32_t step, phase;
-    /* Of a reserved peak: segments outside PyTorch's caching allocator
-     * (torch_segments.h), left out of `bytes`. */
-    int64_t foreign_at_peak, foreign_peak;
-    size_t foreign_count;
-    int foreign_nccl;
-} peak_view;
-
-static peak_view peak_of(const tdm_snap *s, const tdm_model_device *d, int torch)
+tdm_summary_peak tdm__summary_peak_of(const tdm_snap *s, const tdm_model_device *d, int torch)
 {
-    peak_view p = {.bytes = d->peak_allocated, .allocated = d->peak_allocated,
-                   .seq = d->peak_seq, .time_ns = d->peak_time_ns,
-                   .step = d->peak_step, .phase = d->peak_phase};
+    tdm_summary_peak p = {.bytes = d->peak_allocated, .allocated = d->peak_allocated,
+                          .seq = d->peak_seq, .time_ns = d->peak_time_ns,
+                          .step = d->peak_step, .phase = d->peak_phase};
     if (!torch || !d->reserved_known || !d->sample_count)
         return p;
     /* The first sample at the highest value of PyTorch's reserved bytes
@@ -462,7 +444,7 @@ static tdm_status print_device(FILE *out, const tdm_snap *s, const tdm_model *m,
     fprintf(out, "\ndevice %d (%s), capacity %s\n", d->ordinal,
             tdm__model_device_label(d),
             d->capacity ? tdm__fmt_bytes_exact(a, sizeof a, d->capacity) : "unknown");
-    peak_view p = peak_of(s, d, torch);
+    tdm_summary_peak p = tdm__summary_peak_of(s, d, torch);
     if (s->event_count) {
         if (p.reserved)
             fprintf(out, "  peak reserved by PyTorch's caching allocator %s",

@@ -39,6 +39,28 @@ static inline int tdm__summary_start_known(uint64_t start_us)
     return tdm__model_start_known(start_us);
 }
 
+/* The peak the summary reports for a device: of allocated bytes; or, for
+ * PyTorch's caching allocator seen from below (torch_segments.h: `torch`
+ * nonzero), of reserved bytes, since its tensors are not in the file and,
+ * with expandable segments, its memory is mapped pages that no allocation
+ * holds.  Whoever shows a peak (the summary, the Python reader) takes it
+ * from here, so they agree. */
+typedef struct tdm_summary_peak {
+    int reserved;      /* the peak of reserved bytes */
+    int64_t bytes;     /* the peak's value */
+    int64_t allocated; /* allocated bytes at that moment */
+    int64_t seq;       /* event position (-1 = the window's start) */
+    uint64_t time_ns;
+    uint32_t step, phase;
+    /* Of a reserved peak: segments outside PyTorch's caching allocator
+     * (NCCL's buffers; torch_segments.h), left out of `bytes`. */
+    int64_t foreign_at_peak, foreign_peak;
+    size_t foreign_count;
+    int foreign_nccl;
+} tdm_summary_peak;
+
+tdm_summary_peak tdm__summary_peak_of(const tdm_snap *s, const tdm_model_device *d, int torch);
+
 /* Prints the summary of one snapshot and its model on `out`: the answer
  * first (per device: the peak, how much of what capacity and when; the
  * top allocation sites at the peak with short stacks), then the details
