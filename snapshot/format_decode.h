@@ -21,7 +21,7 @@
 
 typedef struct tdm__fmt_chunk tdm__fmt_chunk;
 
-#define TDM_FMT_ARENA_OWNED 17
+#define TDM_FMT_ARENA_OWNED 18
 
 /* Everything a returned snapshot owns: bump-allocated chunks (strings,
  * the snapshot itself) and the table arrays handed over at the end. */
@@ -53,7 +53,7 @@ typedef struct tdm__fmt_reader {
     /* strings: const char *; stack_frames: uint32_t; stack_off: size_t
      * (where each stack's frames start in stack_frames) */
     tdm__fmt_vec devices, strings, phases, frames, stacks, stack_frames,
-        stack_off, events, segments, blocks, stats, imported;
+        stack_off, events, segments, blocks, stats, imported, annotations;
 } tdm__fmt_reader;
 
 typedef struct tdm__fmt_cur {

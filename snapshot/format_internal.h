@@ -20,7 +20,7 @@
 /* The file starts with the msgpack array ["tidemark", major, minor].
  * major is TDM_FORMAT_VERSION; minor counts compatible additions. */
 #define TDM_FMT_MAGIC "tidemark"
-#define TDM_FMT_MINOR 3
+#define TDM_FMT_MINOR 4
 
 /* Largest number of entries the writer puts in one table/events record, so
  * that a cut file loses at most one chunk and records stay a few MiB. */
@@ -39,13 +39,14 @@
     XX(STATS, 9, "stats")                                                      \
     XX(DROPPED, 10, "dropped")                                                 \
     XX(END, 11, "end")                                                        \
-    XX(IMPORTED, 12, "imported")
+    XX(IMPORTED, 12, "imported")                                               \
+    XX(ANNOTATIONS, 13, "annotations")
 
 enum tdm_fmt_record {
 #define TDM__FMT_REC_ENUM(name, id, str) TDM_REC_##name = id,
     TDM_FMT_RECORD_MAP(TDM__FMT_REC_ENUM)
 #undef TDM__FMT_REC_ENUM
-    TDM_REC_MAX_ = TDM_REC_IMPORTED
+    TDM_REC_MAX_ = TDM_REC_ANNOTATIONS
 };
 
 /* XX(NAME, "key"): every map key any record uses.  One list for all
@@ -124,6 +125,11 @@ enum tdm_fmt_key {
     XX(DEVICE, "device") XX(SOURCE_DEVICE, "source_device") XX(KIND, "kind")   \
     XX(ADDRESS, "address") XX(SIZE, "size") XX(STACK_ID, "stack_id")           \
     XX(MAP_TIME_NS, "map_time_ns")
+/* annotations rows (format 1.4). */
+#define TDM_FMT_ANNOTATION_ROW(XX)                                             \
+    XX(KIND, "kind") XX(BEFORE_EVENT, "before_event") XX(TIME_NS, "time_ns")   \
+    XX(DEVICE, "device") XX(ADDRESS, "address") XX(SIZE, "size")               \
+    XX(TEXT, "text")
 /* Optional trailing stats column (format 1.1): the tdm_stat_pool of the
  * row.  A row that ends before it is pool 0 (all). */
 #define TDM_STATS_POOL TDM_STATS_FIELDS
@@ -150,6 +156,9 @@ enum { TDM_FMT_STATS_ROW(TDM__FMT_ROW_ENUM) TDM_STATS_FIELDS };
 #undef TDM__FMT_ROW_ENUM
 #define TDM__FMT_ROW_ENUM(name, str) TDM_IMP_##name,
 enum { TDM_FMT_IMPORTED_ROW(TDM__FMT_ROW_ENUM) TDM_IMP_FIELDS };
+#undef TDM__FMT_ROW_ENUM
+#define TDM__FMT_ROW_ENUM(name, str) TDM_ANN_##name,
+enum { TDM_FMT_ANNOTATION_ROW(TDM__FMT_ROW_ENUM) TDM_ANN_FIELDS };
 #undef TDM__FMT_ROW_ENUM
 
 /* The record checksum: CRC-32 (IEEE 802.3, reflected, the one zlib and

@@ -345,6 +345,38 @@ static int read_imported(reader *r, cur *c)
     return 0;
 }
 
+/* Format 1.4: annotations of an imported PyTorch history, in history
+ * order; their places are checked against the events read before them. */
+static int read_annotations(reader *r, cur *c)
+{
+    uint64_t n = 0, extra = 0;
+    tdm_snap_annotation *a = table_rows(r, c, &r->annotations, sizeof *a, NULL, &n);
+    if (!a)
+        return -1;
+    for (uint64_t i = 0; i < n; i++, a++) {
+        int64_t kind = 0, device = 0, before = 0;
+        memset(a, 0, sizeof *a);
+        const uint8_t *at;
+        if (tdm__fmt_row_begin(r, c, "annotations", TDM_ANN_FIELDS, &extra) ||
+            tdm__fmt_range(r, c, "kind", 0, TDM_ANNOTATION_KIND_MAX, &kind) ||
+            (at = c->p, tdm__fmt_range(r, c, "before_event", 0, (int64_t)r->events.n, &before)) ||
+            tdm__fmt_u64(r, c, "time_ns", &a->time_ns) ||
+            tdm__fmt_range(r, c, "device", TDM_FMT_DEVICE_MIN, TDM_FMT_DEVICE_MAX, &device) ||
+            tdm__fmt_u64(r, c, "address", &a->addr) || tdm__fmt_u64(r, c, "size", &a->size) ||
+            tdm__fmt_sid(r, c, "text", &a->text) ||
+            tdm__fmt_row_end(r, c, "annotations", extra))
+            return -1;
+        if (r->annotations.n &&
+            (uint64_t)before < ((tdm_snap_annotation *)r->annotations.p)[r->annotations.n - 1].before_event)
+            return tdm__fmt_bad(r, at, "before_event", "annotations out of history order");
+        a->kind = (uint8_t)kind;
+        a->before_event = (uint64_t)before;
+        a->device = (int32_t)device;
+        r->annotations.n++;
+    }
+    return 0;
+}
+
 static int read_dropped(reader *r, cur *c)
 {
     const uint8_t *pos[TDM_KEY_COUNT_];
@@ -539,6 +571,7 @@ static int read_record(reader *r, const uint8_t **pp)
     case TDM_REC_STATS: bad = read_stats(r, &c); break;
     case TDM_REC_DROPPED: bad = read_dropped(r, &c); break;
     case TDM_REC_IMPORTED: bad = read_imported(r, &c); break;
+    case TDM_REC_ANNOTATIONS: bad = read_annotations(r, &c); break;
     case TDM_REC_END: bad = read_end(r, &c); break;
     default: break; /* a newer minor version's record: skip it whole */
     }
@@ -554,7 +587,8 @@ static void free_vectors(reader *r)
 {
     tdm__fmt_vec *v[] = {&r->devices, &r->strings, &r->phases, &r->frames,
                          &r->stacks, &r->stack_frames, &r->stack_off, &r->events,
-                         &r->segments, &r->blocks, &r->stats, &r->imported};
+                         &r->segments, &r->blocks, &r->stats, &r->imported,
+                         &r->annotations};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         free(v[i]->p);
         v[i]->p = NULL;
@@ -608,6 +642,7 @@ static tdm_snap *finish(reader *r, int complete)
     TAKE(blocks, block_count, r->blocks);
     TAKE(stats, stats_count, r->stats);
     TAKE(imported, imported_count, r->imported);
+    TAKE(annotations, annotation_count, r->annotations);
 #undef TAKE
     r->a->owned[r->a->nowned++] = r->stack_frames.p;
     r->stack_frames.p = NULL;

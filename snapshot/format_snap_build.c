@@ -51,4 +51,5 @@ void tdm__snap_free_arrays(tdm_snap *snap)
     free(snap->blocks);
     free(snap->stats);
     free(snap->imported);
+    free(snap->annotations);
 }

@@ -112,5 +112,14 @@ tdm_status tdm__format_validate_state(const tdm_snap *s)
             (m->source_device != TDM_IMPORT_SOURCE_UNKNOWN && !device_ok(m->source_device)))
             return TDM_INVALID_ARGUMENT;
     }
+    if (s->annotation_count && !s->annotations)
+        return TDM_INVALID_ARGUMENT;
+    for (size_t i = 0; i < s->annotation_count; i++) {
+        const tdm_snap_annotation *a = &s->annotations[i];
+        if (a->kind > TDM_ANNOTATION_KIND_MAX || !device_ok(a->device) || !a->text ||
+            a->before_event > s->event_count ||
+            (i && a->before_event < s->annotations[i - 1].before_event))
+            return TDM_INVALID_ARGUMENT;
+    }
     return validate_stats(s);
 }

@@ -238,6 +238,7 @@ typedef struct writer {
     strtab strings;
     uint32_t *frame_sids; /* per frame: function, file, module string ids */
     uint32_t *phase_sids;
+    uint32_t *annotation_sids;
     uint64_t *col;        /* TDM_FMT_CHUNK values: one events column */
 } writer;
 
@@ -352,6 +353,8 @@ static tdm_status write_strings_and_phases(writer *w)
     }
     for (size_t i = 0; i < s->phase_count; i++)
         w->phase_sids[i] = strtab_intern(&w->strings, s->phase_names[i]);
+    for (size_t i = 0; i < s->annotation_count; i++)
+        w->annotation_sids[i] = strtab_intern(&w->strings, s->annotations[i].text);
 
     tdm_status st = TDM_OK;
     const strtab *t = &w->strings;
@@ -571,6 +574,23 @@ static tdm_status write_stats_and_end(writer *w)
         }
         st = emit(w, TDM_REC_IMPORTED);
     }
+    for (size_t at = 0; at < s->annotation_count && st == TDM_OK; at += TDM_FMT_CHUNK) {
+        size_t n = s->annotation_count - at < TDM_FMT_CHUNK ? s->annotation_count - at
+                                                            : TDM_FMT_CHUNK;
+        table_begin(w, at, n);
+        for (size_t i = at; i < at + n; i++) {
+            const tdm_snap_annotation *a = &s->annotations[i];
+            msgpack_pack_array(&w->pk, TDM_ANN_FIELDS);
+            msgpack_pack_uint8(&w->pk, a->kind);
+            msgpack_pack_uint64(&w->pk, a->before_event);
+            msgpack_pack_uint64(&w->pk, a->time_ns);
+            msgpack_pack_int64(&w->pk, a->device);
+            msgpack_pack_uint64(&w->pk, a->addr);
+            msgpack_pack_uint64(&w->pk, a->size);
+            msgpack_pack_uint32(&w->pk, w->annotation_sids[i]);
+        }
+        st = emit(w, TDM_REC_ANNOTATIONS);
+    }
     if (st != TDM_OK)
         return st;
     msgpack_pack_map(&w->pk, 1);
@@ -644,12 +664,13 @@ tdm_status tdm__snap_write_as(const tdm_snap *snap, const char *path, int replac
         return st;
 
     writer w = {.snap = snap, .out = {.fd = -1}};
-    size_t nstr = 3 * snap->frame_count + snap->phase_count + 1;
+    size_t nstr = 3 * snap->frame_count + snap->phase_count + snap->annotation_count + 1;
     w.out.buf = malloc(FILESINK_CAP);
     w.frame_sids = malloc((3 * snap->frame_count + 1) * sizeof *w.frame_sids);
     w.phase_sids = malloc((snap->phase_count + 1) * sizeof *w.phase_sids);
+    w.annotation_sids = malloc((snap->annotation_count + 1) * sizeof *w.annotation_sids);
     w.col = malloc(TDM_FMT_CHUNK * sizeof *w.col);
-    if (!w.out.buf || !w.frame_sids || !w.phase_sids || !w.col ||
+    if (!w.out.buf || !w.frame_sids || !w.phase_sids || !w.annotation_sids || !w.col ||
         strtab_init(&w.strings, nstr) != 0) {
         st = TDM_HOST_OUT_OF_MEMORY;
     } else {
@@ -662,6 +683,7 @@ tdm_status tdm__snap_write_as(const tdm_snap *snap, const char *path, int replac
     free(w.out.buf);
     free(w.frame_sids);
     free(w.phase_sids);
+    free(w.annotation_sids);
     free(w.col);
     free(w.rec.p);
     errno = e;

@@ -163,6 +163,32 @@ typedef struct tdm_snap_imported {
     uint64_t map_time_ns;  /* when it was mapped; 0 when not recording */
 } tdm_snap_imported;
 
+/* What a kept PyTorch memory-history annotation is (format 1.4). */
+typedef enum tdm_annotation_kind {
+    /* The trace entries from this place on carry `text` as their
+     * user_metadata (torch.cuda.memory._set_memory_metadata). */
+    TDM_ANNOTATION_USER_METADATA = 0,
+    /* An `annotate` trace entry (torch.cuda.memory._annotate_tensor):
+     * `text` on the block at addr, size bytes, of `device`. */
+    TDM_ANNOTATION_TENSOR = 1,
+    /* external_annotations entries (record_function with
+     * global_record_annotations): `text` is the name. */
+    TDM_ANNOTATION_START = 2,
+    TDM_ANNOTATION_END = 3,
+} tdm_annotation_kind;
+#define TDM_ANNOTATION_KIND_MAX TDM_ANNOTATION_END
+
+/* One annotation of an imported PyTorch history, kept so that exporting
+ * the file gives PyTorch's back (format 1.4).  Rows are in history order. */
+typedef struct tdm_snap_annotation {
+    uint64_t before_event; /* its place: before event i (event_count: after all) */
+    uint64_t time_ns;
+    int32_t device;        /* -1 host; the device PyTorch named */
+    uint8_t kind;          /* tdm_annotation_kind */
+    uint64_t addr, size;   /* of a tensor annotation; else 0 */
+    const char *text;
+} tdm_snap_annotation;
+
 typedef struct tdm_snap {
     tdm_snap_header header;
     tdm_snap_device *devices;    size_t device_count;
@@ -174,6 +200,7 @@ typedef struct tdm_snap {
     tdm_snap_block *blocks;      size_t block_count;
     tdm_snap_device_stats *stats; size_t stats_count;
     tdm_snap_imported *imported;  size_t imported_count; /* format 1.3 */
+    tdm_snap_annotation *annotations; size_t annotation_count; /* format 1.4 */
     uint64_t dropped_events; /* events the ring overwrote before the dump */
     int complete;            /* reader: the end record was present */
     void *owner_;            /* reader's private arena; do not touch */

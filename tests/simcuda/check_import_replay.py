@@ -3,10 +3,10 @@ real PyTorch history (history_pickle.py) and tidemark's handling of it to.
 
     python check_import_replay.py roundtrip ORIG.pickle AGAIN.pickle
         tidemark's export of its import of ORIG = ORIG: every trace entry
-        (action, address, size, stream, time) of every device but
-        `annotate`, the segments (address, size, stream, pool, blocks),
-        the external annotations' STARTs (name, time; tidemark's phases
-        are the process's: ENDs and the device are not kept).
+        (action, address, size, stream, time, user_metadata) of every
+        device, `annotate` entries included, the segments (address, size,
+        stream, pool, blocks), the external annotations (stage, name,
+        device, time).
     python check_import_replay.py peaks TIDEMARK X.tdm REF.json
         the import's peak allocated = max_memory_allocated(), every device.
     python check_import_replay.py timeline REPLAYED.pickle REF.json DEVICE
@@ -26,8 +26,8 @@ def fail(what):
 
 def entries(snap, dev):
     t = snap["device_traces"][dev] if dev < len(snap["device_traces"]) else []
-    return [(e["action"], e["addr"], e["size"], e["stream"], e["time_us"]) for e in t
-            if e["action"] != "annotate"]
+    return [(e["action"], e["addr"], e["size"], e["stream"], e["time_us"],
+             e.get("user_metadata", "")) for e in t]
 
 
 def segments(snap):
@@ -49,14 +49,13 @@ if what == "roundtrip":
     if segments(a) != segments(b):
         fail("the segments do not round-trip")
     print("ok: %d segments round-trip" % len(a["segments"]))
-    # Each START is a phase mark of tidemark's, and phases are the
-    # process's: a phase ends where the next begins (an END's own time is
-    # not kept), and the device an annotation named is not kept either.
-    ann = lambda s: [(e["name"], e["time_us"]) for e in s.get("external_annotations", [])
-                     if e["stage"] == "START"]
+    ann = lambda s: [(e["stage"], e["name"], e.get("device"), e["time_us"])
+                     for e in s.get("external_annotations", [])]
     if ann(a) != ann(b):
-        fail("the annotations do not round-trip: %s / %s" % (ann(a)[:3], ann(b)[:3]))
-    print("ok: %d annotations (START) round-trip" % len(ann(a)))
+        i = next((i for i, (p, q) in enumerate(zip(ann(a), ann(b))) if p != q), min(len(ann(a)), len(ann(b))))
+        fail("the annotations do not round-trip: annotation %d: PyTorch %s, after import and export %s" % (
+            i, ann(a)[i] if i < len(ann(a)) else None, ann(b)[i] if i < len(ann(b)) else None))
+    print("ok: %d annotations (START and END, with their devices) round-trip" % len(ann(a)))
 elif what == "peaks":
     tidemark, tdm, ref = sys.argv[2:5]
     mine = json.loads(subprocess.run([tidemark, "export", "-f", "json", "-q", "-o", "-", tdm],

@@ -5,7 +5,8 @@
 # a tensor annotation and profiler annotations in them) through `tidemark
 # import` and `tidemark replay`:
 #   - import, then export --format pytorch, gives PyTorch's file back
-#     (trace entries but `annotate`, segments, annotations START), and the
+#     (every trace entry, `annotate` entries and user_metadata included,
+#     segments, external annotations with their ENDs and devices), and the
 #     imported peak allocated is max_memory_allocated() on each device;
 #   - replay under the recording's own PYTORCH_CUDA_ALLOC_CONF reproduces
 #     PyTorch's segment timeline, and its peak reserved is

@@ -1,12 +1,16 @@
-/* tests/unit/test_format_kinds.c: the frame kind of format 1.2 and the
- * imported table of 1.3.  Native, inlined and Python frames round-trip; a
- * row without the kind (every 1.0 and 1.1 file) reads as a native frame;
- * an unknown kind is refused; the committed sample-v1.2.tdm and
- * sample-v1.3.tdm keep parsing with their known values.
+/* tests/unit/test_format_kinds.c: the frame kind of format 1.2, the
+ * imported table of 1.3 and the annotations of 1.4.  Native, inlined and
+ * Python frames round-trip; a row without the kind (every 1.0 and 1.1
+ * file) reads as a native frame; an unknown kind is refused; imported
+ * rows and annotations go through the file as written, and the writer
+ * refuses what a reader would reject; the committed sample-v1.2.tdm,
+ * sample-v1.3.tdm and sample-v1.4.tdm keep parsing with their known
+ * values.
  *
- * `test_format_kinds --write-sample PATH` and `--write-sample-1.3 PATH`
- * write the sample files (done once for tests/data/sample-v1.2.tdm and
- * sample-v1.3.tdm; see tests/data/README.md). */
+ * `test_format_kinds --write-sample PATH`, `--write-sample-1.3 PATH` and
+ * `--write-sample-1.4 PATH` write the sample files (done once for
+ * tests/data/sample-v1.2.tdm, sample-v1.3.tdm and sample-v1.4.tdm; see
+ * tests/data/README.md). */
 #include "format_fixtures.h"
 
 /* The 1.1 sample (per-pool stats) with stacks as a PyTorch program has
@@ -293,8 +297,123 @@ static void imported_round_trip(void **state)
     fx_free(&f);
 }
 
+/* The 1.4 sample (tests/data/sample-v1.4.tdm): the 1.3 sample with the
+ * annotations an imported PyTorch history keeps, in history order. */
+static tdm_snap_annotation sample_annotations[5] = {
+    {.before_event = 0, .time_ns = 1700000001000000000ull, .device = 0,
+     .kind = TDM_ANNOTATION_USER_METADATA, .text = "step 0"},
+    {.before_event = 2, .time_ns = 1700000001000000000ull, .device = 0,
+     .kind = TDM_ANNOTATION_START, .text = "forward"},
+    {.before_event = 5, .time_ns = 1700000001000001000ull, .device = 0,
+     .kind = TDM_ANNOTATION_TENSOR, .addr = 0x7f1200000000, .size = 4096,
+     .text = "activation of step 0"},
+    {.before_event = 7, .time_ns = 1700000001000002000ull, .device = 0,
+     .kind = TDM_ANNOTATION_END, .text = "forward"},
+    {.before_event = 15, .time_ns = 1700000001000003200ull, .device = 1,
+     .kind = TDM_ANNOTATION_USER_METADATA, .text = ""},
+};
+
+static void build_sample_1_4(fx_snap *f)
+{
+    build_sample_1_3(f);
+    f->s.annotations = sample_annotations;
+    f->s.annotation_count = 5;
+}
+
+static void fx_free_1_4(fx_snap *f)
+{
+    f->s.annotations = NULL;
+    f->s.annotation_count = 0;
+    fx_free_1_3(f);
+}
+
+static void expect_annotation(const tdm_snap_annotation *got, const tdm_snap_annotation *want)
+{
+    assert_int_equal(got->before_event, want->before_event);
+    assert_int_equal(got->time_ns, want->time_ns);
+    assert_int_equal(got->device, want->device);
+    assert_int_equal(got->kind, want->kind);
+    assert_int_equal(got->addr, want->addr);
+    assert_int_equal(got->size, want->size);
+    assert_string_equal(got->text, want->text);
+}
+
+/* Format 1.4: annotations round-trip; the writer refuses a kind, a
+ * device or a place out of range, and rows out of history order. */
+static void annotations_round_trip(void **state)
+{
+    (void)state;
+    fx_snap f;
+    build_sample_1_4(&f);
+    size_t len;
+    uint8_t *bytes = fx_write_bytes(&f.s, &len);
+    tdm_snap *s = NULL;
+    tdm_read_error err;
+    tdm_status st = fx_read_exact(bytes, len, 0, &s, &err);
+    if (st != TDM_OK)
+        fail_msg("%s: %s", tdm_status_name(st), err.message);
+    assert_int_equal(s->annotation_count, 5);
+    for (size_t i = 0; i < 5; i++)
+        expect_annotation(&s->annotations[i], &sample_annotations[i]);
+    tdm__snap_free(s);
+    free(bytes);
+
+    tdm_snap_annotation saved = sample_annotations[2];
+    sample_annotations[2].kind = TDM_ANNOTATION_KIND_MAX + 1;
+    assert_int_equal(tdm__snap_write(&f.s, "/nonexistent/x.tdm"), TDM_INVALID_ARGUMENT);
+    sample_annotations[2] = saved;
+    sample_annotations[2].before_event = 8; /* after the next row's place */
+    assert_int_equal(tdm__snap_write(&f.s, "/nonexistent/x.tdm"), TDM_INVALID_ARGUMENT);
+    sample_annotations[2] = saved;
+    sample_annotations[4].before_event = f.s.event_count + 1;
+    assert_int_equal(tdm__snap_write(&f.s, "/nonexistent/x.tdm"), TDM_INVALID_ARGUMENT);
+    sample_annotations[4].before_event = 15;
+    sample_annotations[2].text = NULL;
+    assert_int_equal(tdm__snap_write(&f.s, "/nonexistent/x.tdm"), TDM_INVALID_ARGUMENT);
+    sample_annotations[2] = saved;
+    fx_free_1_4(&f);
+}
+
+/* tests/data/sample-v1.4.tdm: the sample with annotations; older samples
+ * have none. */
+static void sample_v1_4_file_keeps_parsing(void **state)
+{
+    (void)state;
+    size_t len;
+    uint8_t *bytes;
+    tdm_snap *s = fx_read_sample(TDM_TEST_DATA_DIR "/sample-v1.4.tdm", 4, &bytes, &len);
+    assert_int_equal(s->annotation_count, 5);
+    assert_int_equal(s->annotations[2].kind, TDM_ANNOTATION_TENSOR);
+    assert_int_equal(s->annotations[2].addr, 0x7f1200000000);
+    assert_string_equal(s->annotations[2].text, "activation of step 0");
+    assert_int_equal(s->annotations[4].device, 1);
+    assert_int_equal(s->imported_count, 2);
+    fx_snap f;
+    build_sample_1_4(&f);
+    fx_expect_same(&f.s, s);
+    for (size_t i = 0; i < 5; i++)
+        expect_annotation(&s->annotations[i], &sample_annotations[i]);
+    tdm__snap_free(s);
+    fx_expect_writer_bytes(&f.s, 4, bytes, len);
+    free(bytes);
+    fx_free_1_4(&f);
+
+    s = fx_read_sample(TDM_TEST_DATA_DIR "/sample-v1.3.tdm", 3, &bytes, &len);
+    assert_int_equal(s->annotation_count, 0);
+    tdm__snap_free(s);
+    free(bytes);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "--write-sample-1.4") == 0) {
+        fx_snap f;
+        build_sample_1_4(&f);
+        tdm_status st = tdm__snap_write(&f.s, argv[2]);
+        fx_free_1_4(&f);
+        fprintf(stderr, "%s: %s\n", argv[2], tdm_status_name(st));
+        return st == TDM_OK ? 0 : 1;
+    }
     if (argc == 3 && strcmp(argv[1], "--write-sample") == 0) {
         fx_snap f;
         build_sample_kinds(&f);
@@ -318,6 +437,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(sample_v1_2_file_keeps_parsing),
         cmocka_unit_test(imported_round_trip),
         cmocka_unit_test(sample_v1_3_file_keeps_parsing),
+        cmocka_unit_test(annotations_round_trip),
+        cmocka_unit_test(sample_v1_4_file_keeps_parsing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

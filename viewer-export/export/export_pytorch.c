@@ -11,7 +11,10 @@
  *                         state, oldest first, one list per ordinal 0..max
  *   external_annotations  phase marks as START/END of their name, step
  *                         marks as "ProfilerStep#N" (what PyTorch's
- *                         profiler calls its steps)
+ *                         profiler calls its steps); an imported PyTorch
+ *                         history's own list when the file keeps it
+ *                         (its annotations, format 1.4), as do its
+ *                         `annotate` entries and user_metadata
  *   allocator_settings    expandable_segments, and a "tidemark" dict with
  *                         the snapshot header (so `tidemark import` can
  *                         restore it); for PyTorch's caching allocator
@@ -310,7 +313,8 @@ static void put_segment(tdm_pkw *w, fcache *c, const tdm_pt_state *st,
     dict_close(w);
 }
 
-static void put_entry(tdm_pkw *w, fcache *c, const tdm_event *e, uint8_t cat)
+static void put_entry(tdm_pkw *w, fcache *c, const tdm_event *e, uint8_t cat,
+                      const char *user_metadata)
 {
     dict_open(w);
     KEY(w, "action");
@@ -338,7 +342,62 @@ static void put_entry(tdm_pkw *w, fcache *c, const tdm_event *e, uint8_t cat)
     KEY(w, "category");
     const char *cn = tdm_category_name((tdm_category)cat);
     tdm__pkw_str(w, cn, strlen(cn));
+    if (user_metadata && user_metadata[0]) {
+        KEY(w, "user_metadata");
+        tdm__pkw_cstr(w, user_metadata);
+    }
     dict_close(w);
+}
+
+/* An `annotate` entry of an imported history (_annotate_tensor). */
+static void put_annotate_entry(tdm_pkw *w, const tdm_snap_annotation *a)
+{
+    dict_open(w);
+    KEY(w, "action");
+    tdm__pkw_cstr(w, "annotate");
+    KEY(w, "addr");
+    tdm__pkw_int(w, (int64_t)a->addr);
+    KEY(w, "size");
+    put_bytes(w, a->size);
+    KEY(w, "stream");
+    tdm__pkw_int(w, 0);
+    KEY(w, "time_us");
+    tdm__pkw_int(w, (int64_t)(a->time_ns / 1000));
+    KEY(w, "frames");
+    tdm_pkw_seq none;
+    tdm__pkw_list_begin(w, &none);
+    tdm__pkw_list_end(w, &none);
+    KEY(w, "user_metadata");
+    tdm__pkw_cstr(w, a->text);
+    dict_close(w);
+}
+
+/* A device list's walk over the file's annotations, in step with its
+ * events: the user_metadata in force there, and `annotate` entries in
+ * their places. */
+typedef struct note_walk {
+    size_t next;
+    const char *user_metadata;
+} note_walk;
+
+/* Those of `device` placed before event `before` (SIZE_MAX: all left). */
+static void put_notes_before(tdm_pkw *w, tdm_pkw_seq *list, const tdm_snap *snap,
+                             note_walk *nw, int device, size_t before, uint64_t *entries)
+{
+    for (; nw->next < snap->annotation_count &&
+           snap->annotations[nw->next].before_event <= before;
+         nw->next++) {
+        const tdm_snap_annotation *a = &snap->annotations[nw->next];
+        if (a->device != device)
+            continue;
+        if (a->kind == TDM_ANNOTATION_USER_METADATA) {
+            nw->user_metadata = a->text;
+        } else if (a->kind == TDM_ANNOTATION_TENSOR) {
+            tdm__pkw_list_item(w, list);
+            put_annotate_entry(w, a);
+            (*entries)++;
+        }
+    }
 }
 
 /* A `snapshot` entry at dump time: added when the history would otherwise
@@ -350,7 +409,7 @@ static void put_snapshot_entry(tdm_pkw *w, const tdm_snap *snap)
     if (!e.time_ns && snap->event_count)
         e.time_ns = snap->events[snap->event_count - 1].time_ns;
     fcache none = {.snap = snap};
-    put_entry(w, &none, &e, TDM_CATEGORY_UNKNOWN);
+    put_entry(w, &none, &e, TDM_CATEGORY_UNKNOWN, NULL);
 }
 
 static void put_annotation(tdm_pkw *w, tdm_pkw_seq *seq, const char *name,
@@ -369,8 +428,34 @@ static void put_annotation(tdm_pkw *w, tdm_pkw_seq *seq, const char *name,
     dict_close(w);
 }
 
+/* An imported history's own external_annotations, as PyTorch wrote them;
+ * 0 when the file keeps none. */
+static int put_kept_annotations(tdm_pkw *w, const tdm_snap *snap, tdm_pkw_seq *seq)
+{
+    int kept = 0;
+    for (size_t i = 0; i < snap->annotation_count; i++) {
+        const tdm_snap_annotation *a = &snap->annotations[i];
+        if (a->kind != TDM_ANNOTATION_START && a->kind != TDM_ANNOTATION_END)
+            continue;
+        tdm__pkw_list_item(w, seq);
+        dict_open(w);
+        KEY(w, "name");
+        tdm__pkw_cstr(w, a->text);
+        KEY(w, "stage");
+        tdm__pkw_cstr(w, a->kind == TDM_ANNOTATION_START ? "START" : "END");
+        KEY(w, "device");
+        tdm__pkw_int(w, a->device);
+        KEY(w, "time_us");
+        tdm__pkw_int(w, (int64_t)(a->time_ns / 1000));
+        dict_close(w);
+        kept = 1;
+    }
+    return kept;
+}
+
 /* Phases as START/END pairs of their name, steps as ProfilerStep#N; a
- * window that opens inside a phase or step starts it at its first event. */
+ * window that opens inside a phase or step starts it at its first event.
+ * An imported history's own list instead, when the file keeps it. */
 static void put_annotations(tdm_pkw *w, const tdm_snap *snap, const tdm_model *model)
 {
     tdm_pkw_seq seq;
@@ -378,6 +463,10 @@ static void put_annotations(tdm_pkw *w, const tdm_snap *snap, const tdm_model *m
     uint32_t phase = 0, step = 0;
     uint64_t t = 0;
     tdm__pkw_list_begin(w, &seq);
+    if (put_kept_annotations(w, snap, &seq)) {
+        tdm__pkw_list_end(w, &seq);
+        return;
+    }
     for (size_t i = 0; i < snap->event_count; i++) {
         const tdm_event *e = &snap->events[i];
         t = e->time_ns;
@@ -662,11 +751,14 @@ tdm_status tdm__pt_write(tdm_pkw *w, const tdm_snap *snap, const tdm_model *mode
     for (int k = 0; k <= max_ord; k++) {
         tdm__pkw_list_item(w, &seq);
         tdm__pkw_list_begin(w, &inner);
+        note_walk nw = {0, NULL};
         for (size_t j = first[k]; j < first[k + 1]; j++) {
+            put_notes_before(w, &inner, snap, &nw, k, order[j], &rep.entries);
             tdm__pkw_list_item(w, &inner);
-            put_entry(w, &fc, &snap->events[order[j]], cat[order[j]]);
+            put_entry(w, &fc, &snap->events[order[j]], cat[order[j]], nw.user_metadata);
             rep.entries++;
         }
+        put_notes_before(w, &inner, snap, &nw, k, SIZE_MAX, &rep.entries);
         if (k == extra_on) {
             tdm__pkw_list_item(w, &inner);
             put_snapshot_entry(w, snap);
@@ -697,11 +789,14 @@ tdm_status tdm__pt_write(tdm_pkw *w, const tdm_snap *snap, const tdm_model *mode
         tdm__pkw_dict_item(w, &top);
         KEY(w, "host_traces");
         tdm__pkw_list_begin(w, &seq);
+        note_walk nw = {0, NULL};
         for (size_t j = first[slots - 1]; j < first[slots]; j++) {
+            put_notes_before(w, &seq, snap, &nw, -1, order[j], &rep.entries);
             tdm__pkw_list_item(w, &seq);
-            put_entry(w, &fc, &snap->events[order[j]], cat[order[j]]);
+            put_entry(w, &fc, &snap->events[order[j]], cat[order[j]], nw.user_metadata);
             rep.entries++;
         }
+        put_notes_before(w, &seq, snap, &nw, -1, SIZE_MAX, &rep.entries);
         tdm__pkw_list_end(w, &seq);
     }
     tdm__pkw_dict_end(w, &top);

@@ -20,8 +20,11 @@
  *                                    `requested` keeps the entry's size
  * Trace entry `category` strings become the events' category tags.
  * Frames are interned into frame and stack tables (innermost first, as
- * both formats keep them).  Entries of actions tidemark has no event for
- * (annotate, user_defined, …) are skipped and counted.
+ * both formats keep them).  `annotate` entries, each entry's
+ * user_metadata (kept as its changes, per list) and every
+ * external_annotations entry become the snapshot's annotations (format
+ * 1.4), so that an export gives them back.  Entries of actions tidemark
+ * has no event for (user_defined, …) are skipped and counted.
  *
  * Schema errors name the byte offset of the offending value and its path
  * ("device_traces[0][12]: 'addr' is str, not int").  The walk follows the
@@ -71,6 +74,48 @@ static uint8_t category_of(const tdm_pkv *v)
     return TDM_CATEGORY_UNKNOWN; /* incl. the profiler's autograd_detail */
 }
 
+static int add_note(im *c, int device, uint8_t kind, uint64_t time_ns, uint64_t addr,
+                    uint64_t size, const char *text)
+{
+    if (tdm__grow_array(&c->notes, &c->cap_notes, c->nnotes + 1, sizeof *c->notes) != 0)
+        return tdm__pti_oom(c);
+    c->notes[c->nnotes++] = (pending_note){
+        .at = c->nevents, .list = c->ndev - 1,
+        .a = {.time_ns = time_ns, .device = device, .kind = kind, .addr = addr, .size = size,
+              .text = text}};
+    return 0;
+}
+
+static uint64_t entry_time_ns(uint64_t t)
+{
+    /* Before 1970 or past year 2500 is not a time stamp. */
+    return (int64_t)t > 0 && t < UINT64_C(16725225600000000) ? t * 1000 : 0;
+}
+
+/* An entry's user_metadata (absent: ""), interned; NULL on out of memory. */
+static const char *metadata_of(im *c, const tdm_pkv *e)
+{
+    const tdm_pkv *m = tdm__pk_get(e, "user_metadata");
+    if (!m || m->type != TDM_PKV_STR)
+        return "";
+    return m->n ? tdm__pti_intern(c, m->v.s, m->n) : "";
+}
+
+/* An `annotate` entry (torch.cuda.memory._annotate_tensor): its text is
+ * its user_metadata. */
+static int read_annotate(im *c, const tdm_pkv *e, int device, const where_t *w)
+{
+    uint64_t addr = 0, size = 0, t = 0;
+    if (tdm__pti_get_bits(c, e, "addr", 0, w, &addr) < 0 ||
+        tdm__pti_get_u64(c, e, "size", 0, w, &size) < 0 ||
+        tdm__pti_get_u64(c, e, "time_us", 0, w, &t) < 0)
+        return -1;
+    const char *text = metadata_of(c, e);
+    if (!text)
+        return tdm__pti_oom(c);
+    return add_note(c, device, TDM_ANNOTATION_TENSOR, entry_time_ns(t), addr, size, text);
+}
+
 static int read_entry(im *c, const tdm_pkv *e, int device, const where_t *w)
 {
     if (e->type != TDM_PKV_DICT)
@@ -78,6 +123,8 @@ static int read_entry(im *c, const tdm_pkv *e, int device, const where_t *w)
     const tdm_pkv *action;
     if (tdm__pti_get_str(c, e, "action", 1, w, &action) < 0)
         return -1;
+    if (tdm__pti_is_str(action, "annotate"))
+        return read_annotate(c, e, device, w);
     int a = tdm__action_from_name(action->v.s);
     if (a < 0 || a > TDM_ACTION_SNAPSHOT || memchr(action->v.s, 0, action->n)) {
         note_skipped(c, action);
@@ -92,9 +139,16 @@ static int read_entry(im *c, const tdm_pkv *e, int device, const where_t *w)
         tdm__pti_get_bits(c, e, "stream", 0, w, &ev.stream) < 0 ||
         tdm__pti_get_u64(c, e, "time_us", 0, w, &t) < 0)
         return -1;
-    /* Before 1970 or past year 2500 is not a time stamp. */
-    ev.time_ns = (int64_t)t > 0 && t < UINT64_C(16725225600000000) ? t * 1000 : 0;
+    ev.time_ns = entry_time_ns(t);
     ev.requested = ev.size;
+    const char *meta = metadata_of(c, e);
+    if (!meta)
+        return tdm__pti_oom(c);
+    if (strcmp(meta, c->meta_now) != 0) {
+        if (add_note(c, device, TDM_ANNOTATION_USER_METADATA, ev.time_ns, 0, 0, meta) < 0)
+            return -1;
+        c->meta_now = meta;
+    }
     const tdm_pkv *frames = tdm__pk_get(e, "frames");
     uint32_t sid = tdm__pti_stack_of(c, frames, w);
     if (sid == UINT32_MAX)
@@ -120,6 +174,7 @@ static int read_trace(im *c, const tdm_pkv *list, int device, const char *name, 
     if (tdm__grow_array(&c->dev_start, &c->cap_dev, c->ndev + 2, sizeof *c->dev_start) != 0)
         return tdm__pti_oom(c);
     c->dev_start[c->ndev++] = c->nevents;
+    c->meta_now = "";
     if (!list || list->type == TDM_PKV_NONE)
         return 0;
     if (!tdm__pk_is_seq(list))
@@ -482,6 +537,48 @@ static int block_sizes(im *c, const tdm_pkv *settings)
  * list head with the smallest time (marks first on ties, then the lower
  * list), so every list keeps its own order even where its times do not
  * increase. */
+/* The notes of list k (its run of c->notes) whose place is before the
+ * list's event `at` (the list's end: those left), as annotations before
+ * merged event n. */
+static void place_notes(im *c, size_t k, size_t *cursor, size_t at, size_t n)
+{
+    while (*cursor < c->nnotes && c->notes[*cursor].list == k && c->notes[*cursor].at <= at) {
+        tdm_snap_annotation a = c->notes[(*cursor)++].a;
+        a.before_event = n;
+        c->annotations[c->nannotations++] = a;
+    }
+}
+
+/* The external_annotations entries, in their list's order, each placed
+ * before the first merged event not older than it (never before the one
+ * ahead of it), then both kinds of annotations into one history order. */
+static int place_external_notes(im *c)
+{
+    size_t n = c->nannotations + c->next_notes;
+    if (!c->next_notes)
+        return 0;
+    tdm_snap_annotation *all = malloc(n * sizeof *all);
+    if (!all)
+        return tdm__pti_oom(c);
+    size_t at = 0;
+    for (size_t i = 0; i < c->next_notes; i++) {
+        while (at < c->nevents && c->events[at].time_ns < c->ext_notes[i].a.time_ns)
+            at++;
+        c->ext_notes[i].a.before_event = at;
+    }
+    size_t a = 0, b = 0, k = 0;
+    while (a < c->nannotations || b < c->next_notes)
+        if (b == c->next_notes ||
+            (a < c->nannotations && c->annotations[a].before_event <= c->ext_notes[b].a.before_event))
+            all[k++] = c->annotations[a++];
+        else
+            all[k++] = c->ext_notes[b++].a;
+    free(c->annotations);
+    c->annotations = all;
+    c->nannotations = n;
+    return 0;
+}
+
 static int merge_history(im *c)
 {
     size_t lists = c->ndev;
@@ -492,13 +589,24 @@ static int merge_history(im *c)
     size_t total = c->nevents + c->nmarks;
     tdm_event *out = malloc((total ? total : 1) * sizeof *out);
     size_t *head = malloc((lists ? lists : 1) * sizeof *head);
-    if (!out || !head) {
+    size_t *note = malloc((lists ? lists : 1) * sizeof *note);
+    c->annotations = malloc((c->nnotes ? c->nnotes : 1) * sizeof *c->annotations);
+    if (!out || !head || !note || !c->annotations) {
         free(out);
         free(head);
+        free(note);
         return tdm__pti_oom(c);
     }
-    for (size_t k = 0; k < lists; k++)
+    for (size_t k = 0, i = 0; k < lists; k++) {
         head[k] = c->dev_start[k];
+        while (i < c->nnotes && c->notes[i].list < k)
+            i++;
+        note[k] = i; /* notes are in list order */
+    }
+    /* Lists with no events: their notes go first. */
+    for (size_t k = 0; k < lists; k++)
+        if (head[k] == c->dev_start[k + 1])
+            place_notes(c, k, &note[k], SIZE_MAX, 0);
     size_t mk = 0, n = 0;
     uint32_t phase = 0, step = 0;
     while (n < total) {
@@ -530,16 +638,20 @@ static int merge_history(im *c)
             out[n++] = e;
             continue;
         }
+        place_notes(c, best, &note[best], head[best], n);
         tdm_event e = c->events[head[best]++];
         e.phase = phase;
         e.step = step;
         out[n++] = e;
+        if (head[best] == c->dev_start[best + 1])
+            place_notes(c, best, &note[best], SIZE_MAX, n); /* after the list's last */
     }
     free(head);
+    free(note);
     free(c->events);
     c->events = out;
     c->nevents = n;
-    return 0;
+    return place_external_notes(c);
 }
 
 /* ---- entry points ----------------------------------------------------------- */
@@ -641,9 +753,10 @@ tdm_status tdm__import_pytorch_buffer(const void *data, size_t len, const char *
         snap->segments = c.segs, snap->segment_count = c.nsegs;
         snap->blocks = c.blocks, snap->block_count = c.nblocks;
         snap->phase_names = c.phases, snap->phase_count = c.nphases;
+        snap->annotations = c.annotations, snap->annotation_count = c.nannotations;
         snap->complete = 1;
         c.frames = NULL, c.stacks = NULL, c.events = NULL, c.segs = NULL;
-        c.blocks = NULL, c.phases = NULL;
+        c.blocks = NULL, c.phases = NULL, c.annotations = NULL;
         *out = snap;
         c.o = NULL;
     }
@@ -659,6 +772,9 @@ out:
     free(c.stack_offs);
     free(c.dev_start);
     free(c.marks);
+    free(c.notes);
+    free(c.ext_notes);
+    free(c.annotations);
     tdm__pti_htab_destroy(&c.str_index);
     tdm__pti_htab_destroy(&c.frame_index);
     tdm__pti_htab_destroy(&c.stack_index);

@@ -63,6 +63,15 @@ typedef struct pending_mark {
     uint8_t is_end;  /* an END: the phase `value` ends, if it is in force */
 } pending_mark;
 
+/* An annotation of the history kept for the round trip (format 1.4): an
+ * `annotate` entry or a change of user_metadata, placed before event `at`
+ * of list `list` as read (c->events before the merge); or an
+ * external_annotations entry (list SIZE_MAX), placed by its time. */
+typedef struct pending_note {
+    size_t at, list;
+    tdm_snap_annotation a;
+} pending_note;
+
 typedef struct im {
     owned *o;
     char *err;
@@ -88,6 +97,10 @@ typedef struct im {
     tdm_event *events;      size_t nevents, cap_events;
     size_t *dev_start;      size_t ndev, cap_dev;       /* per trace list */
     pending_mark *marks;    size_t nmarks, cap_marks;
+    pending_note *notes;    size_t nnotes, cap_notes;  /* by list, in list order */
+    pending_note *ext_notes; size_t next_notes, cap_ext_notes; /* in their list's order */
+    tdm_snap_annotation *annotations; size_t nannotations; /* the merged result */
+    const char *meta_now;   /* user_metadata in force in the list being read */
     const char **phases;    size_t nphases, cap_phases;
     tdm_snap_segment *segs; size_t nsegs, cap_segs;
     tdm_snap_block *blocks; size_t nblocks, cap_blocks;

@@ -2,7 +2,9 @@
  * external_annotations as tidemark's phase and step marks: START entries
  * begin a phase ("ProfilerStep#N" marks a step), an END ends the phase in
  * force; put in time order before the history is merged
- * (import_pytorch.c). */
+ * (import_pytorch.c).  Each entry is also kept as it is (stage, name,
+ * device, time: the snapshot's annotations, format 1.4), so that an
+ * export gives PyTorch's list back. */
 #include "import_pytorch.h"
 
 #include <stdio.h>
@@ -27,6 +29,29 @@ static uint32_t phase_id(im *c, const char *name, size_t n)
     return (uint32_t)c->nphases++;
 }
 
+/* The entry as PyTorch wrote it, for the export (device: the int there,
+ * else 0). */
+static int keep_as_is(im *c, const tdm_pkv *a, const tdm_pkv *name, uint64_t time_us,
+                      int is_end)
+{
+    const char *text = tdm__pti_intern(c, name->v.s, name->n);
+    if (!text)
+        return -1;
+    const tdm_pkv *dv = tdm__pk_get(a, "device");
+    int32_t device = dv && dv->type == TDM_PKV_INT && !dv->big && dv->v.i >= -1 &&
+                             dv->v.i <= 32767
+                         ? (int32_t)dv->v.i
+                         : 0;
+    if (tdm__grow_array(&c->ext_notes, &c->cap_ext_notes, c->next_notes + 1,
+                        sizeof *c->ext_notes) != 0)
+        return tdm__pti_oom(c);
+    c->ext_notes[c->next_notes++] = (pending_note){
+        .list = SIZE_MAX,
+        .a = {.time_ns = time_us * 1000, .device = device,
+              .kind = is_end ? TDM_ANNOTATION_END : TDM_ANNOTATION_START, .text = text}};
+    return 0;
+}
+
 int tdm__pti_read_annotations(im *c, const tdm_pkv *list)
 {
     if (!tdm__pk_is_seq(list))
@@ -41,6 +66,8 @@ int tdm__pti_read_annotations(im *c, const tdm_pkv *list)
             name->type != TDM_PKV_STR ||
             tdm__pk_u64(tdm__pk_get(a, "time_us"), &t) != 0 || (int64_t)t < 0)
             continue;
+        if (keep_as_is(c, a, name, t, is_end) < 0)
+            return -1;
         pending_mark m = {.time_ns = t * 1000, .order = i, .is_end = (uint8_t)is_end};
         unsigned step;
         char tail;

@@ -31,6 +31,7 @@ void tdm__import_pytorch_free(tdm_snap *snap)
     free(o->snap.events);
     free(o->snap.segments);
     free(o->snap.blocks);
+    free(o->snap.annotations);
     free(o->stack_frames);
     for (schunk *c = o->strings, *n; c; c = n) {
         n = c->next;
