@@ -60,6 +60,8 @@ typedef struct tdm_category_reason {
     uint8_t source;     /* tdm_category_source */
     uint8_t phase_rule; /* BY_PHASES: tdm_phase_rule */
     uint8_t in_call;    /* BY_STACK: freed inside the matched call (temporary) */
+    uint8_t freed_outside; /* BY_STACK: freed before any allocation outside the
+                            * call, by a free whose own stack runs outside it */
     uint32_t rule;      /* BY_STACK: index into tdm_category_decision.rules */
     uint32_t frame;     /* BY_STACK: the frame (index into snap->frames) it matched */
 } tdm_category_reason;

@@ -71,6 +71,7 @@ const char *tdm__categories_explain(const tdm_model *model, const tdm_category_d
         snprintf(buf, len, "%s: rule %s `%s` matched frame %s; %s", cat,
                  r ? r->where : "?", r ? r->text : "?", frame,
                  w->in_call ? "freed inside that call, so temporary"
+                 : w->freed_outside ? "outlives that call (the stack that freed it runs outside it)"
                  : a->alloc_seq < 0 ? "made before the recorded window"
                  : a->free_seq == TDM_MODEL_SEQ_NEVER ? "never freed"
                                                       : "outlives that call");

@@ -7,8 +7,9 @@
  * (the stack from that frame to the outermost).  It lasts, in event order,
  * from the allocation until the first later alloc event whose stack does
  * not hold those same outer frames: the program has left the call by then.
- * An allocation freed before that is a temporary of the call; one that
- * outlives it takes the rule's category.  Only alloc events with a stack
+ * An allocation freed before that is a temporary of the call, unless the
+ * free's own stack (context=all) runs outside it; one that outlives it
+ * takes the rule's category.  Only alloc events with a stack
  * bound a call (a free's stack may be its allocation's), and events carry
  * no thread: an alloc on another thread, made while the call runs, ends it
  * early (docs/categories.md, "Limits").
@@ -254,6 +255,30 @@ static int64_t call_end(matcher *m, call_cache *c, int64_t seq, const uint32_t *
     return end;
 }
 
+/* Nonzero when the free of `a` has a stack of its own (a recording with
+ * context=all gives every free the stack that freed it) and that stack
+ * does not run inside the call `outer`: the program had left the call when
+ * it freed the memory, even though no allocation outside the call came
+ * between (gradients made by autograd's engine and freed by the next
+ * zero_grad, with an optimizer step that allocates nothing). */
+static int free_runs_outside(const tdm_snap *s, const tdm_model_alloc *a, const uint32_t *outer,
+                             uint32_t len)
+{
+    if (s->header.context_mode != TDM_CONTEXT_ALL)
+        return 0;
+    /* The request carries the free's stack; free_completed may come later
+     * (a stream's use) and, from some recorders, without one. */
+    int64_t seq = a->free_req_seq;
+    if (seq == TDM_MODEL_SEQ_NEVER || seq <= a->alloc_seq)
+        seq = a->free_seq;
+    if (seq < 0 || (uint64_t)seq >= s->event_count)
+        return 0;
+    uint32_t id = s->events[seq].stack_id;
+    if (!id || id >= s->stack_count || !s->stacks[id].depth)
+        return 0;
+    return !in_call(s, &s->stacks[id], outer, len);
+}
+
 tdm_status tdm__categories_by_stack(const tdm_model *model, const tdm_category_rules *rules,
                                     uint8_t *cats, tdm_category_reason *why, uint8_t *decided)
 {
@@ -292,15 +317,19 @@ tdm_status tdm__categories_by_stack(const tdm_model *model, const tdm_category_r
             continue;
         const tdm_snap_stack *sk = &snap->stacks[a->stack_id];
         uint8_t cat = rules->rule[r].category;
-        int died = 0;
+        int died = 0, freed_outside = 0;
         /* Made before the window (seeded): when the call ended is not
          * known, and it lived at least until the window opened. */
         if (cat != TDM_CATEGORY_TEMPORARY && a->alloc_seq >= 0 &&
-            a->free_seq != TDM_MODEL_SEQ_NEVER)
+            a->free_seq != TDM_MODEL_SEQ_NEVER) {
             died = a->free_seq < call_end(&m, &m.cache[r], a->alloc_seq, sk->frames + at,
                                           sk->depth - at);
+            freed_outside = died && free_runs_outside(snap, a, sk->frames + at, sk->depth - at);
+            died = died && !freed_outside;
+        }
         cats[i] = died ? TDM_CATEGORY_TEMPORARY : cat;
         why[i] = (tdm_category_reason){.source = TDM_CATEGORY_BY_STACK, .in_call = (uint8_t)died,
+                                       .freed_outside = (uint8_t)freed_outside,
                                        .rule = (uint32_t)r, .frame = sk->frames[at]};
         decided[i] = 1;
     }
