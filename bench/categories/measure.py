@@ -59,14 +59,16 @@ class Snapshot:
         return False
 
 
-def run_loop(tidemark, python, name, args=(), gpu="h100", conf=None, out=None, timeout=600):
-    """Runs loop `name` under tidemark; returns (Snapshot, path of the .tdm,
-    the run's output).  Raises RuntimeError when the run fails."""
+def run_loop(tidemark, python, name, args=(), gpu="h100", conf=None, out=None, timeout=600,
+             wrapper=()):
+    """Runs loop `name` under tidemark (through `wrapper`, a script and its
+    first arguments, when given: oracle.py); returns (Snapshot, path of the
+    .tdm, the run's output).  Raises RuntimeError when the run fails."""
     out = out or tempfile.mkdtemp(prefix="tdm-cat-%s-" % name)
     cmd = [tidemark, "run", "--simulate", gpu, "-q", "-o", out]
     if conf:
         cmd += ["--conf", conf]
-    cmd += ["--", python, loop_path(name)] + [str(a) for a in args]
+    cmd += ["--", python] + list(wrapper) + [loop_path(name)] + [str(a) for a in args]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
         raise RuntimeError("%s: exit %d: %s" % (name, r.returncode, (r.stdout + r.stderr)[-3000:]))

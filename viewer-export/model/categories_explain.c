@@ -77,6 +77,13 @@ const char *tdm__categories_explain(const tdm_model *model, const tdm_category_d
                                                       : "outlives that call");
         break;
     }
+    case TDM_CATEGORY_BY_FREE: {
+        char frame[512] = "?";
+        if (w->frame < snap->frame_count)
+            tdm__site_format_frame(frame, sizeof frame, &snap->frames[w->frame]);
+        snprintf(buf, len, "%s: freed by %s, and what zero_grad frees is gradients", cat, frame);
+        break;
+    }
     default: {
         char made[160], gone[160];
         const char *pm = phase_at(model, a->alloc_seq, made, sizeof made);

@@ -279,17 +279,68 @@ static int free_runs_outside(const tdm_snap *s, const tdm_model_alloc *a, const 
     return !in_call(s, &s->stacks[id], outer, len);
 }
 
+/* Nonzero when `f` is a zero_grad of torch's optimizers or modules
+ * (Python's `Optimizer.zero_grad`, `zero_grad` as PyTorch's history names
+ * it, libtorch's `torch::optim::Optimizer::zero_grad`). */
+static int is_zero_grad(const tdm_snap_frame *f)
+{
+    static const char name[] = "zero_grad";
+    const char *fn = f->function ? f->function : "", *file = f->file ? f->file : "";
+    size_t n = strlen(fn), k = sizeof name - 1;
+    if (n < k || strcmp(fn + n - k, name) != 0 || (n > k && fn[n - k - 1] != '.' &&
+                                                   fn[n - k - 1] != ':'))
+        return 0;
+    if (f->kind == TDM_FRAME_PYTHON)
+        return strstr(file, "/torch/optim/") || strstr(file, "/torch/nn/modules/");
+    return strncmp(fn, "torch::optim::", 14) == 0 || strncmp(fn, "torch::nn::Module::", 19) == 0;
+}
+
+/* The frame of torch's zero_grad in the stack that freed `a` (its free's
+ * own stack: context=all), or UINT32_MAX.  What zero_grad frees is the
+ * gradients it drops (set_to_none) or the buffers it replaces: wherever and
+ * whenever they were made (autograd's engine, a hook, an optimizer stepped
+ * inside backward), they were gradients. */
+static uint32_t zero_grad_frame(const tdm_snap *s, const tdm_model_alloc *a)
+{
+    if (s->header.context_mode != TDM_CONTEXT_ALL || a->alloc_seq < 0 ||
+        a->free_seq == TDM_MODEL_SEQ_NEVER)
+        return UINT32_MAX;
+    int64_t seq = a->free_req_seq;
+    if (seq == TDM_MODEL_SEQ_NEVER || seq <= a->alloc_seq)
+        seq = a->free_seq;
+    if (seq < 0 || (uint64_t)seq >= s->event_count)
+        return UINT32_MAX;
+    uint32_t id = s->events[seq].stack_id;
+    if (!id || id >= s->stack_count)
+        return UINT32_MAX;
+    const tdm_snap_stack *sk = &s->stacks[id];
+    for (uint32_t k = 0; k < sk->depth; k++)
+        if (sk->frames[k] < s->frame_count && is_zero_grad(&s->frames[sk->frames[k]]))
+            return sk->frames[k];
+    return UINT32_MAX;
+}
+
+/* The number of rules before tidemark's defaults (--rules, the
+ * recording's): those win over the lifetime facts below. */
+static size_t own_rules(const tdm_category_rules *rules)
+{
+    size_t n = 0;
+    while (n < rules->count && strncmp(rules->rule[n].where, "default rules", 13) != 0)
+        n++;
+    return n;
+}
+
 tdm_status tdm__categories_by_stack(const tdm_model *model, const tdm_category_rules *rules,
                                     uint8_t *cats, tdm_category_reason *why, uint8_t *decided)
 {
     const tdm_snap *snap = model->snap;
-    if (!rules->count || snap->stack_count <= 1 || !snap->frame_count)
+    if (snap->stack_count <= 1 || !snap->frame_count)
         return TDM_OK;
     matcher m = {.snap = snap, .rules = rules};
-    m.hit = calloc(rules->count * snap->frame_count, 1);
+    m.hit = calloc(rules->count ? rules->count * snap->frame_count : 1, 1);
     m.stack_rule = malloc(snap->stack_count * sizeof *m.stack_rule);
     m.stack_at = calloc(snap->stack_count, sizeof *m.stack_at);
-    m.cache = calloc(rules->count, sizeof *m.cache);
+    m.cache = calloc(rules->count ? rules->count : 1, sizeof *m.cache);
     size_t n = 0;
     for (size_t i = 0; i < snap->event_count; i++)
         n += snap->events[i].action == TDM_ACTION_ALLOC && snap->events[i].stack_id &&
@@ -305,14 +356,23 @@ tdm_status tdm__categories_by_stack(const tdm_model *model, const tdm_category_r
             snap->events[i].stack_id < snap->stack_count)
             m.allocs[m.alloc_count++] = (int64_t)i;
 
+    size_t own = own_rules(rules);
     for (size_t i = 0; i < model->alloc_count; i++) {
         const tdm_model_alloc *a = &model->allocs[i];
-        uint32_t at;
-        /* A stack of the free says where it died, not what made it. */
-        if (decided[i] || !a->stack_id || a->stack_id >= snap->stack_count ||
-            (a->flags & TDM_MODEL_STACK_OF_FREE))
+        uint32_t at = 0;
+        if (decided[i])
             continue;
-        int32_t r = stack_match(&m, a->stack_id, &at);
+        /* A stack of the free says where it died, not what made it. */
+        int has_stack = a->stack_id && a->stack_id < snap->stack_count &&
+                        !(a->flags & TDM_MODEL_STACK_OF_FREE);
+        int32_t r = has_stack && rules->count ? stack_match(&m, a->stack_id, &at) : -1;
+        uint32_t zg = r >= 0 && (size_t)r < own ? UINT32_MAX : zero_grad_frame(snap, a);
+        if (zg != UINT32_MAX) {
+            cats[i] = TDM_CATEGORY_GRADIENT;
+            why[i] = (tdm_category_reason){.source = TDM_CATEGORY_BY_FREE, .frame = zg};
+            decided[i] = 1;
+            continue;
+        }
         if (r < 0)
             continue;
         const tdm_snap_stack *sk = &snap->stacks[a->stack_id];

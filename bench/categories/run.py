@@ -1,0 +1,168 @@
+"""bench/categories/run.py: how well tidemark's categories hold on unmodified
+PyTorch training loops (loops/*.py), measured against two oracles of the
+same run (oracle.py): PyTorch's profiler memory timeline and the sizes
+known from the model and optimizer objects.  Prints one table; not a timed
+test (docs/categories.md, "How well it works: real training loops").
+
+    python run.py [--tidemark PATH] [--gpu h100] [LOOP...]
+
+Each loop runs once, on the simulated GPU under `tidemark run` with
+oracle.py around it (the profiler only watches).  Per loop and category:
+
+  oracle%   the category's share of the oracle's bytes x time
+  tdm%      the same share in tidemark's categories
+  agree%    bytes x time on which both say this category: the integral of
+            min(oracle, tidemark) over the integral of max(oracle, tidemark)
+overall agreement: the sum over categories of the integral of min(oracle,
+tidemark), over the integral of the larger total; `unknown@peak`: the share
+of tidemark's peak it calls unknown.  PyTorch's AUTOGRAD_DETAIL (gradients
+of activations inside backward) counts as temporary, tidemark's name for
+them.  Known sizes: parameters and optimizer state at the peak against
+the parameter bytes and the optimizer's state tensors at exit, the most
+gradient bytes live at once against the trainable parameter bytes.
+"""
+import argparse
+import gzip
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+import measure
+
+CATS = ["parameter", "optimizer_state", "gradient", "activation", "input", "temporary", "unknown"]
+# torch.profiler._memory_profiler's _CATEGORY_TO_INDEX order
+TORCH_CATS = ["parameter", "optimizer_state", "input", "temporary", "activation", "gradient",
+              "temporary", "unknown"]
+MiB = 1 << 20
+
+
+def oracle_events(path):
+    """[(time_ns, +-bytes, category)] of PyTorch's raw memory timeline."""
+    return [(int(t), int(b), TORCH_CATS[c]) for t, _action, b, c in json.load(gzip.open(path))]
+
+
+def tidemark_events(s):
+    ev = []
+    a = s.a
+    end = max([t for t in a["alloc_time_ns"] if t] + [t for t in a["free_time_ns"] if t])
+    for i in range(s.n):
+        if a["device"][i] != 0 or a["alloc_seq"][i] < 0:
+            continue
+        ev.append((a["alloc_time_ns"][i], a["size"][i], s.category(i)))
+        if a["free_time_ns"][i]:
+            ev.append((a["free_time_ns"][i], -a["size"][i], s.category(i)))
+    return ev, end
+
+
+def integrate(oracle, tdm):
+    """{category: (oracle bytes*ns, tidemark bytes*ns, min, max)}, plus the
+    integral of the larger total."""
+    evs = sorted([(t, 0, b, c) for t, b, c in oracle] + [(t, 1, b, c) for t, b, c in tdm])
+    cur = [{c: 0 for c in CATS}, {c: 0 for c in CATS}]
+    acc = {c: [0, 0, 0, 0] for c in CATS}
+    big = 0
+    last = evs[0][0] if evs else 0
+    for t, side, b, c in evs:
+        dt = t - last
+        if dt > 0:
+            for k in CATS:
+                o, m = cur[0][k], cur[1][k]
+                acc[k][0] += o * dt
+                acc[k][1] += m * dt
+                acc[k][2] += min(o, m) * dt
+                acc[k][3] += max(o, m) * dt
+            big += max(sum(cur[0].values()), sum(cur[1].values())) * dt
+            last = t
+        cur[side][c] += b
+    return acc, big
+
+
+def measure_loop(tidemark, python, name, gpu, keep):
+    out = tempfile.mkdtemp(prefix="tdm-bench-%s-" % name)
+    try:
+        wrap = [os.path.join(measure.HERE, "oracle.py"), os.path.join(out, name)]
+        s, snap, log = measure.run_loop(tidemark, python, name, gpu=gpu, out=out,
+                                        wrapper=wrap)
+        known = json.load(open(os.path.join(out, name + ".known.json")))
+        oracle = oracle_events(os.path.join(out, name + ".raw.json.gz"))
+        tdm, _ = tidemark_events(s)
+        acc, big = integrate(oracle, tdm)
+        peak = s.at_peak()
+        most_grad = max_live(s, "gradient")
+        return {"name": name, "acc": acc, "big": big, "peak": peak, "known": known,
+                "most_grad": most_grad, "snap": snap}
+    finally:
+        if not keep:
+            shutil.rmtree(out, ignore_errors=True)
+
+
+def max_live(s, cat):
+    ev = []
+    for i in range(s.n):
+        if s.a["device"][i] == 0 and s.category(i) == cat and s.a["alloc_seq"][i] >= 0:
+            ev.append((s.a["alloc_seq"][i], s.a["size"][i]))
+            if s.a["free_seq"][i] is not None and s.a["free_seq"][i] >= 0:
+                ev.append((s.a["free_seq"][i], -s.a["size"][i]))
+    cur = most = 0
+    for _, b in sorted(ev):
+        cur += b
+        most = max(most, cur)
+    return most
+
+
+def pct(a, b):
+    return 100.0 * a / b if b else float("nan")
+
+
+def report(r):
+    acc, big = r["acc"], r["big"]
+    o_total = sum(v[0] for v in acc.values())
+    t_total = sum(v[1] for v in acc.values())
+    overall = pct(sum(v[2] for v in acc.values()), big)
+    peak = r["peak"]
+    ptotal = sum(peak.values())
+    k = r["known"]
+    print("%s: overall agreement %.1f%%, unknown %.1f%% of the peak (%.2f MiB)"
+          % (r["name"], overall, pct(peak.get("unknown", 0), ptotal), ptotal / MiB))
+    print("  %-16s %8s %8s %8s" % ("category", "oracle%", "tdm%", "agree%"))
+    for c in CATS:
+        o, m, lo, hi = acc[c]
+        if o or m:
+            print("  %-16s %8.1f %8.1f %8.1f" % (c, pct(o, o_total), pct(m, t_total), pct(lo, hi)))
+    print("  known sizes: parameters %.2f MiB (tidemark at the peak %.2f), optimizer state %.2f MiB"
+          " (%.2f), trainable %.2f MiB (most gradient live at once %.2f)"
+          % (k["parameter_bytes"] / MiB, peak.get("parameter", 0) / MiB,
+             k["optimizer_state_bytes"] / MiB, peak.get("optimizer_state", 0) / MiB,
+             k["trainable_bytes"] / MiB, r["most_grad"] / MiB))
+    return overall, pct(peak.get("unknown", 0), ptotal)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--tidemark", default=os.environ.get("TIDEMARK", "tidemark"))
+    p.add_argument("--python", default=os.environ.get(
+        "TDM_VENV_PYTHON", os.path.expanduser("~/.cache/tidemark/venv/bin/python")))
+    p.add_argument("--gpu", default="h100")
+    p.add_argument("--keep", action="store_true", help="keep each run's folder")
+    p.add_argument("loops", nargs="*")
+    a = p.parse_args()
+    loops = a.loops or ["adamw", "sgd_momentum", "custom_sgd", "zero_grad_false", "grad_accum",
+                        "checkpoint", "opt_in_backward", "lora", "bf16_autocast", "kv_cache"]
+    rows = []
+    for name in loops:
+        try:
+            r = measure_loop(a.tidemark, a.python, name, a.gpu, a.keep)
+        except RuntimeError as e:
+            print("%s: failed: %s" % (name, e))
+            continue
+        rows.append((name,) + report(r))
+        sys.stdout.flush()
+    print("\n| loop | agreement | unknown at the peak |\n|---|---|---|")
+    for name, overall, unk in rows:
+        print("| %s | %.1f%% | %.1f%% |" % (name, overall, unk))
+
+
+if __name__ == "__main__":
+    main()
