@@ -16,6 +16,8 @@ those marks from here, set by torch's own global hooks:
 - optimizer: each optimizer step (torch.optim.optimizer's global step
   hooks where the torch version has them, else the step method of each
   optimizer class, wrapped when its first instance is made);
+- data: when the outermost backward or an optimizer step returns, until
+  the next mark: the loop's next batch (or micro-batch) is made there;
 - step: a new step begins with the first forward after an optimizer step
   (and with the first forward of the run).
 
@@ -135,6 +137,7 @@ def _wrap_backward(fn):
             return fn(*args, **kwargs)
         finally:
             _in_backward -= 1
+            _after_pass()
     backward.__tidemark_wrapped__ = True
     return backward
 
@@ -151,6 +154,20 @@ def _optimizer_post(*_args, **_kwargs):
     global _after_optimizer
     if threading.get_ident() == _training_thread or _training_thread is None:
         _after_optimizer = True
+        _after_pass()
+
+
+def _after_pass():
+    """The outermost backward or an optimizer step has returned on the
+    training thread: what the loop makes now, until the next forward or
+    step, is its next batch (the next micro-batch of gradient accumulation,
+    the batch loaded after optimizer.step()), so the phase is "data"."""
+    try:
+        if _in_backward == 0 and (threading.get_ident() == _training_thread or
+                                  _training_thread is None):
+            _mark("data")
+    except Exception as exc:  # noqa: BLE001
+        _give_up("end of backward or step", exc)
 
 
 def _wrap_step(step):

@@ -111,6 +111,14 @@ static void default_rules(void **state)
         const char *function, *file;
         int cat;
     } cases[] = {
+        {"at::cuda::getNewWorkspace()", "", TDM_CATEGORY_TEMPORARY},
+        {"at::cuda::setWorkspaceForHandle(cublasContext*, c10::cuda::CUDAStream)", "",
+         TDM_CATEGORY_TEMPORARY},
+        {"at::cuda::getCUDABlasLtWorkspace()", "", TDM_CATEGORY_TEMPORARY},
+        {"cuBLAS workspace", "<released by torch._C._cuda_clearCublasWorkspaces() at exit>",
+         TDM_CATEGORY_TEMPORARY},
+        {"cuBLAS workspace", "/home/u/model.py", -1}, /* a function of that name elsewhere */
+        {"at::cuda::getNewWorkspaceSize()", "", -1},
         {"Adam.step", "optim/adam.py", TDM_CATEGORY_OPTIMIZER_STATE},
         {"_multi_tensor_adam", "optim/adam.py", TDM_CATEGORY_OPTIMIZER_STATE},
         {"Optimizer.load_state_dict", "optim/optimizer.py", TDM_CATEGORY_OPTIMIZER_STATE},
@@ -255,14 +263,14 @@ static void tag_then_stack_then_phases(void **state)
     decided x = {history(), NULL, {0}};
     decide(&x);
     expect(&x, 0xA000, TDM_CATEGORY_OPTIMIZER_STATE, TDM_CATEGORY_BY_STACK,
-           "optimizer_state: rule default rules:5 `optimizer_state  file=/torch/optim/` "
+           "optimizer_state: rule default rules:9 `optimizer_state  file=/torch/optim/` "
            "matched frame Adam.step (adam.py:10); never freed");
     expect(&x, 0xB000, TDM_CATEGORY_TEMPORARY, TDM_CATEGORY_BY_STACK,
            "matched frame Adam.step (adam.py:12); freed inside that call, so temporary");
     expect(&x, 0xC000, TDM_CATEGORY_OPTIMIZER_STATE, TDM_CATEGORY_BY_STACK, "; outlives that call");
     /* made in the optimizer phase: the phase rules would say optimizer_state */
     expect(&x, 0xD000, TDM_CATEGORY_INPUT, TDM_CATEGORY_BY_STACK,
-           "input: rule default rules:2 `input            file=/torch/utils/data/`");
+           "input: rule default rules:6 `input            file=/torch/utils/data/`");
     expect(&x, 0xE000, TDM_CATEGORY_ACTIVATION, TDM_CATEGORY_BY_TAG, "tagged by the program");
     expect(&x, 0xF000, TDM_CATEGORY_OPTIMIZER_STATE, TDM_CATEGORY_BY_PHASES,
            "no stack rule matched; phase rule: made in an optimizer phase and outlives that "
@@ -293,7 +301,7 @@ static void user_rules_go_first(void **state)
     char want[256];
     snprintf(want, sizeof want, "temporary: rule %s:2 `temporary function=__next__$", path);
     expect(&x, 0xD000, TDM_CATEGORY_TEMPORARY, TDM_CATEGORY_BY_STACK, want);
-    expect(&x, 0xA000, TDM_CATEGORY_OPTIMIZER_STATE, TDM_CATEGORY_BY_STACK, "default rules:5");
+    expect(&x, 0xA000, TDM_CATEGORY_OPTIMIZER_STATE, TDM_CATEGORY_BY_STACK, "default rules:9");
     undecide(&x);
 
     /* the recording's category_rules= file comes after --rules */
@@ -309,7 +317,7 @@ static void user_rules_go_first(void **state)
     decide(&x);
     snprintf(want, sizeof want, "parameter: rule %s:1 `parameter file=/torch/optim/`", path);
     expect(&x, 0xA000, TDM_CATEGORY_PARAMETER, TDM_CATEGORY_BY_STACK, want);
-    expect(&x, 0xD000, TDM_CATEGORY_INPUT, TDM_CATEGORY_BY_STACK, "default rules:2");
+    expect(&x, 0xD000, TDM_CATEGORY_INPUT, TDM_CATEGORY_BY_STACK, "default rules:6");
     undecide(&x);
     unlink(path);
     assert_int_equal(tdm__categories_set_rules_file(path, err, sizeof err), -1);

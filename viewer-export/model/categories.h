@@ -58,6 +58,7 @@ typedef enum tdm_phase_rule {
     TDM_PHASE_RULE_OPTIMIZER,       /* made in an optimizer phase, outlives it */
     TDM_PHASE_RULE_FREED_IN_STEP,   /* no role rule; freed in its step */
     TDM_PHASE_RULE_OUTLIVES_STEP,   /* no role rule; outlives its step: unknown */
+    TDM_PHASE_RULE_INIT_FREED_IN_DATA, /* made in init, freed in a data phase: input */
 } tdm_phase_rule;
 
 typedef struct tdm_category_reason {

@@ -46,6 +46,9 @@ static const char *phase_rule_text(uint8_t rule)
         return "no phase rule for where it was made; freed within its step";
     case TDM_PHASE_RULE_OUTLIVES_STEP:
         return "no phase rule for where it was made, and it outlives its step";
+    case TDM_PHASE_RULE_INIT_FREED_IN_DATA:
+        return "made during init and freed in a data phase (the first batch, let go as the "
+               "next is loaded)";
     }
     return "?";
 }

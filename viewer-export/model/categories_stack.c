@@ -23,9 +23,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* tidemark's rules for PyTorch, in the rules-file format: optimizer code,
- * autograd's backward, module construction and moves, data loading. */
+/* tidemark's rules for PyTorch, in the rules-file format: cuBLAS
+ * workspaces, data loading, optimizer code, autograd's backward, module
+ * construction and moves.  The workspaces go first: one is made inside
+ * whichever call runs a thread's first matmul (an optimizer's, autograd's
+ * engine), and the first rule matching any frame wins. */
 static const char default_rules[] =
+    "# cuBLAS and cuBLASLt workspaces PyTorch keeps per handle and stream,\n"
+    "# by libtorch's frames, or named in PyTorch's history by tidemark_tensors\n"
+    "temporary        function=^at::cuda::(getNewWorkspace|setWorkspaceForHandle|"
+    "getCUDABlasLtWorkspace)([^A-Za-z0-9_]|$)\n"
+    "temporary        function=\"^cuBLAS workspace$\"  file=clearCublasWorkspaces\n"
     "# DataLoader (workers, fetch, collate) and pinned-memory copies: the batch\n"
     "input            file=/torch/utils/data/\n"
     "input            function=(^|[.:])_?pin_memory\n"
@@ -384,7 +392,16 @@ tdm_status tdm__categories_by_stack(const tdm_model *model, const tdm_category_r
             a->free_seq != TDM_MODEL_SEQ_NEVER) {
             died = a->free_seq < call_end(&m, &m.cache[r], a->alloc_seq, sk->frames + at,
                                           sk->depth - at);
-            freed_outside = died && free_runs_outside(snap, a, sk->frames + at, sk->depth - at);
+            if (died) {
+                /* Against the outermost frame the rule matches: a local of
+                 * _multi_tensor_adam freed as it returns is freed by its
+                 * caller, still inside Optimizer.step. */
+                uint32_t out = at;
+                for (uint32_t k = at + 1; k < sk->depth; k++)
+                    if (sk->frames[k] < snap->frame_count && frame_hits(&m, (size_t)r, sk->frames[k]))
+                        out = k;
+                freed_outside = free_runs_outside(snap, a, sk->frames + out, sk->depth - out);
+            }
             died = died && !freed_outside;
         }
         cats[i] = died ? TDM_CATEGORY_TEMPORARY : cat;
