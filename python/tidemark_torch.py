@@ -19,7 +19,8 @@ those marks from here, set by torch's own global hooks:
 - data: when the outermost backward or an optimizer step returns, until
   the next mark: the loop's next batch (or micro-batch) is made there;
 - step: a new step begins with the first forward after an optimizer step
-  (and with the first forward of the run).
+  (one stepped inside backward too, on any thread) and with the first
+  forward of the run.
 
 Only the thread that made the first outermost forward call moves the
 phase.  As soon as the program marks a phase or a step itself (through
@@ -152,7 +153,10 @@ def _optimizer_pre(*_args, **_kwargs):
 
 def _optimizer_post(*_args, **_kwargs):
     global _after_optimizer
-    if threading.get_ident() == _training_thread or _training_thread is None:
+    # An optimizer stepped inside backward (a per-parameter optimizer in
+    # register_post_accumulate_grad_hook, on autograd's engine thread or
+    # this one) ends the step too: the next forward begins the next one.
+    if threading.get_ident() == _training_thread or _training_thread is None or _in_backward:
         _after_optimizer = True
         _after_pass()
 

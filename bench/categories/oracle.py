@@ -9,7 +9,8 @@ tidemark's categories against:
                     [time_ns, action, +-bytes, category index] per event
   OUT.known.json    sizes known from the objects at exit: every CUDA
                     nn.Parameter (and its requires_grad), every optimizer's
-                    state tensors, found by the garbage collector
+                    state tensors (and their addresses), found by the
+                    garbage collector
 
     python oracle.py OUT LOOP.py [ARGS...]
 
@@ -35,6 +36,7 @@ def tensor_bytes(t):
 def known_sizes():
     seen, params, trainable, frozen = set(), 0, 0, 0
     opt_state = 0
+    state_ptrs = []
     for o in gc.get_objects():
         try:
             if isinstance(o, torch.nn.Parameter) and o.is_cuda and id(o) not in seen:
@@ -50,10 +52,12 @@ def known_sizes():
                     for v in st.values():
                         if torch.is_tensor(v) and v.is_cuda:
                             opt_state += tensor_bytes(v)
+                            state_ptrs.append(v.data_ptr())
         except Exception:  # noqa: BLE001 - a half-made object in gc's list
             pass
     return {"parameter_bytes": params, "trainable_bytes": trainable,
-            "frozen_bytes": frozen, "optimizer_state_bytes": opt_state}
+            "frozen_bytes": frozen, "optimizer_state_bytes": opt_state,
+            "optimizer_state_addresses": state_ptrs}
 
 
 sys.argv = [script] + args
@@ -68,4 +72,4 @@ known = known_sizes()
 with open(out + ".known.json", "w") as f:
     json.dump(known, f)
 prof.export_memory_timeline(out + ".raw.json.gz", device="cuda:0")
-print("oracle: wrote %s.raw.json.gz and %s.known.json %s" % (out, out, known))
+print("oracle: wrote %s.raw.json.gz and %s.known.json" % (out, out))
