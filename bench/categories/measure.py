@@ -27,7 +27,13 @@ class Snapshot:
         self.doc = doc
         self.a = doc["allocations"]
         self.n = len(self.a["size"])
-        self.dev = doc["devices"][0]
+        # the device the tensors are on (a rank of a job may list others)
+        # (allocations name a device by its ordinal: -1 is pinned host memory)
+        counts = {}
+        for d, size in zip(self.a["device"], self.a["size"]):
+            counts[d] = counts.get(d, 0) + size
+        self.device = max((d for d in counts if d >= 0), key=lambda d: counts[d], default=0)
+        self.dev = next(d for d in doc["devices"] if d["ordinal"] == self.device)
         self.peak_seq = self.dev["peak_seq"]
         self.frames = doc["frames"]
         self.stacks = doc["stacks"]
@@ -40,10 +46,10 @@ class Snapshot:
         return self.a["alloc_seq"][i] <= seq and (free is None or free < 0 or free > seq)
 
     def at_peak(self):
-        """{category: bytes} live at device 0's peak."""
+        """{category: bytes} live at the peak of the device the tensors are on."""
         out = {}
         for i in range(self.n):
-            if self.a["device"][i] == 0 and self.live_at(i, self.peak_seq):
+            if self.a["device"][i] == self.device and self.live_at(i, self.peak_seq):
                 c = self.category(i)
                 out[c] = out.get(c, 0) + self.a["size"][i]
         return out
@@ -59,6 +65,10 @@ class Snapshot:
         return False
 
 
+# Loops that are jobs of two ranks, started by torch.distributed.run.
+DISTRIBUTED = ("ddp", "fsdp2")
+
+
 def run_loop(tidemark, python, name, args=(), gpu="h100", conf=None, out=None, timeout=600,
              wrapper=()):
     """Runs loop `name` under tidemark (through `wrapper`, a script and its
@@ -68,14 +78,22 @@ def run_loop(tidemark, python, name, args=(), gpu="h100", conf=None, out=None, t
     cmd = [tidemark, "run", "--simulate", gpu, "-q", "-o", out]
     if conf:
         cmd += ["--conf", conf]
-    cmd += ["--", python] + list(wrapper) + [loop_path(name)] + [str(a) for a in args]
+    launch = [python]
+    if name in DISTRIBUTED:
+        launch += ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    cmd += ["--"] + launch + list(wrapper) + [loop_path(name)] + [str(a) for a in args]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
         raise RuntimeError("%s: exit %d: %s" % (name, r.returncode, (r.stdout + r.stderr)[-3000:]))
     snaps = sorted(os.path.join(out, f) for f in os.listdir(out) if f.endswith(".tdm"))
     if not snaps:
         raise RuntimeError("%s: no snapshot in %s: %s" % (name, out, r.stderr[-2000:]))
-    return read(tidemark, snaps[0]), snaps[0], r.stdout + r.stderr
+    # a job's: rank 0's
+    for snap in snaps:
+        s = read(tidemark, snap)
+        if s.doc["snapshot"].get("rank", -1) in (0, -1):
+            return s, snap, r.stdout + r.stderr
+    raise RuntimeError("%s: no snapshot of rank 0 in %s" % (name, out))
 
 
 def read(tidemark, snap):

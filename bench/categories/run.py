@@ -4,7 +4,7 @@ same run (oracle.py): PyTorch's profiler memory timeline and the sizes
 known from the model and optimizer objects.  Prints one table; not a timed
 test (docs/categories.md, "How well it works: real training loops").
 
-    python run.py [--tidemark PATH] [--gpu h100] [LOOP...]
+    python run.py [--tidemark PATH] [--gpu h100] [--keep] [LOOP...]
 
 Each loop runs once, on the simulated GPU under `tidemark run` with
 oracle.py around it (the profiler only watches).  Per loop and category:
@@ -39,11 +39,36 @@ MiB = 1 << 20
 
 
 CREATE = (1, 2)  # PREEXISTING, CREATE (torch.profiler._memory_profiler.Action values)
+DESTROY = 4
 
 
 def oracle_events(path):
     """[[time_ns, +-bytes, category, action]] of PyTorch's raw memory timeline."""
     return [[int(t), int(b), TORCH_CATS[c], a] for t, a, b, c in json.load(gzip.open(path))]
+
+
+def relabel(oracle, s, i, cat, only_from=None):
+    """Gives tidemark's allocation i's counterpart in the oracle category
+    `cat`: its CREATE (the same size, the nearest within 1 ms of the alloc)
+    and, when it was freed, its DESTROY (-size, within 1 ms of the free, of
+    the category the CREATE had).  False when there is none to relabel, or
+    the CREATE's category is not `only_from`."""
+    t, size = s.a["alloc_time_ns"][i], s.a["size"][i]
+    near = [e for e in oracle if e[3] in CREATE and e[1] == size and abs(e[0] - t) < 1000000]
+    if not near:
+        return False
+    create = min(near, key=lambda e: abs(e[0] - t))
+    was = create[2]
+    if was == cat or (only_from is not None and was != only_from):
+        return False
+    create[2] = cat
+    tf = s.a["free_time_ns"][i]
+    if tf:
+        gone = [e for e in oracle if e[3] == DESTROY and e[1] == -size and e[2] == was
+                and abs(e[0] - tf) < 1000000]
+        if gone:
+            min(gone, key=lambda e: abs(e[0] - tf))[2] = cat
+    return True
 
 
 def correct_workspaces(oracle, s):
@@ -55,16 +80,11 @@ def correct_workspaces(oracle, s):
     and their bytes: the evidence that PyTorch's timeline is wrong there."""
     n = nbytes = 0
     for i in range(s.n):
-        if s.a["device"][i] != 0 or not s.made_at(i, "clearCublasWorkspaces() at exit>"):
+        if s.a["device"][i] != s.device or not s.made_at(i, "clearCublasWorkspaces() at exit>"):
             continue
-        t, size = s.a["alloc_time_ns"][i], s.a["size"][i]
-        near = [e for e in oracle if e[3] in CREATE and e[1] == size and abs(e[0] - t) < 1000000]
-        if near:
-            e = min(near, key=lambda e: abs(e[0] - t))
-            if e[2] == "unknown":
-                e[2] = "temporary"
-                n += 1
-                nbytes += size
+        if relabel(oracle, s, i, "temporary", only_from="unknown"):
+            n += 1
+            nbytes += s.a["size"][i]
     return n, nbytes
 
 
@@ -73,7 +93,7 @@ def tidemark_events(s):
     a = s.a
     end = max([t for t in a["alloc_time_ns"] if t] + [t for t in a["free_time_ns"] if t])
     for i in range(s.n):
-        if a["device"][i] != 0 or a["alloc_seq"][i] < 0:
+        if a["device"][i] != s.device or a["alloc_seq"][i] < 0:
             continue
         ev.append((a["alloc_time_ns"][i], a["size"][i], s.category(i)))
         if a["free_time_ns"][i]:
@@ -81,28 +101,58 @@ def tidemark_events(s):
     return ev, end
 
 
-def correct_optimizer_state(oracle, s, known):
+def correct_known(oracle, s, known, key, cat):
     """PyTorch's timeline finds optimizer state through the optimizer's
-    step in its operator tree; an optimizer stepped from a hook inside
-    backward leaves its state unfound (called temporary).  The tensors the
-    optimizers hold as state at exit (their addresses, oracle.py) are
-    optimizer state whatever it says: relabels the oracle's CREATE of the
-    allocation live at exit at each such address.  Returns (count, bytes)."""
-    addrs = set(known.get("optimizer_state_addresses", ()))
+    step in its operator tree, and parameters through the modules it saw
+    run: an optimizer stepped from a hook inside backward leaves its state
+    unfound (called temporary), FSDP2's sharded parameters and their state
+    are DTensors it does not follow.  The tensors the modules and optimizers
+    hold at exit (their addresses, oracle.py's `key`) are `cat` whatever it
+    says: relabels the oracle's counterpart of the allocation live at exit
+    at each such address.  Returns (count, bytes)."""
+    addrs = set(known.get(key, ()))
     n = nbytes = 0
     for i in range(s.n):
         free = s.a["free_seq"][i]
-        if s.a["device"][i] != 0 or s.a["addr"][i] not in addrs or (free is not None and free >= 0):
+        if s.a["device"][i] != s.device or s.a["addr"][i] not in addrs or (free is not None and free >= 0):
             continue
-        t, size = s.a["alloc_time_ns"][i], s.a["size"][i]
-        near = [e for e in oracle if e[3] in CREATE and e[1] == size and abs(e[0] - t) < 1000000]
-        if near:
-            e = min(near, key=lambda e: abs(e[0] - t))
-            if e[2] != "optimizer_state":
-                e[2] = "optimizer_state"
-                n += 1
-                nbytes += size
+        if relabel(oracle, s, i, cat):
+            n += 1
+            nbytes += s.a["size"][i]
     return n, nbytes
+
+
+# What PyTorch's timeline misnames in data-parallel jobs, told by the frames
+# PyTorch's own history recorded for the allocation (file, function, the
+# category it is): DistributedDataParallel's gradient buckets (made as the
+# reducer is built and rebuilt), which it calls unknown; FSDP2's
+# all-gathered parameters and reduce-scatter buffers, which it calls
+# activations, inputs or temporaries.
+BY_FRAMES = [
+    ("/torch/nn/parallel/distributed.py", "_ddp_init_helper", "gradient"),
+    ("/torch/nn/parallel/distributed.py", "_pre_forward", "gradient"),
+    ("/_fsdp_collectives.py", "foreach_all_gather", "parameter"),
+    ("/_fsdp_param.py", "alloc_all_gather_outputs", "parameter"),
+    ("/_fsdp_param.py", "init_all_gather_outputs", "parameter"),
+    ("/_fsdp_collectives.py", "foreach_reduce", "gradient"),
+]
+
+
+def correct_by_frames(oracle, s):
+    """Relabels the oracle's CREATE (same size, within 1 ms) of each
+    allocation BY_FRAMES names, when tidemark also kept it past its call
+    (the same test the rules make).  Returns {category: (count, bytes)}."""
+    out = {}
+    for i in range(s.n):
+        if s.a["device"][i] != s.device:
+            continue
+        cat = next((c for f, fn, c in BY_FRAMES if s.made_at(i, f, fn)), None)
+        if cat is None or s.category(i) != cat:
+            continue
+        if relabel(oracle, s, i, cat):
+            n, b = out.get(cat, (0, 0))
+            out[cat] = (n + 1, b + s.a["size"][i])
+    return out
 
 
 def without_workspaces(oracle, tdm_s, tdm):
@@ -110,7 +160,7 @@ def without_workspaces(oracle, tdm_s, tdm):
     memory says nothing of the rules): the oracle's matched CREATEs and
     tidemark's allocations with the workspace frame."""
     ws = [(tdm_s.a["alloc_time_ns"][i], tdm_s.a["size"][i]) for i in range(tdm_s.n)
-          if tdm_s.a["device"][i] == 0 and tdm_s.made_at(i, "clearCublasWorkspaces() at exit>")]
+          if tdm_s.a["device"][i] == tdm_s.device and tdm_s.made_at(i, "clearCublasWorkspaces() at exit>")]
     drop = set()
     for t, size in ws:
         near = [k for k, e in enumerate(oracle)
@@ -150,12 +200,15 @@ def measure_loop(tidemark, python, name, gpu, keep):
         wrap = [os.path.join(measure.HERE, "oracle.py"), os.path.join(out, name)]
         s, snap, log = measure.run_loop(tidemark, python, name, gpu=gpu, out=out,
                                         wrapper=wrap)
-        known = json.load(open(os.path.join(out, name + ".known.json")))
-        oracle = oracle_events(os.path.join(out, name + ".raw.json.gz"))
+        base = os.path.join(out, name + (".rank0" if name in measure.DISTRIBUTED else ""))
+        known = json.load(open(base + ".known.json"))
+        oracle = oracle_events(base + ".raw.json.gz")
         tdm, _ = tidemark_events(s)
         raw_acc, raw_big = integrate(oracle, tdm)
         ws = correct_workspaces(oracle, s)
-        opt = correct_optimizer_state(oracle, s, known)
+        opt = correct_known(oracle, s, known, "optimizer_state_addresses", "optimizer_state")
+        params = correct_known(oracle, s, known, "parameter_addresses", "parameter")
+        by_frames = correct_by_frames(oracle, s)
         acc, big = integrate(oracle, tdm)
         o2, t2 = without_workspaces(oracle, s, tdm)
         acc2, big2 = integrate(o2, t2)
@@ -163,7 +216,7 @@ def measure_loop(tidemark, python, name, gpu, keep):
         most_grad = max_live(s, "gradient")
         return {"name": name, "acc": acc, "big": big, "peak": peak, "known": known, "dir": out,
                 "raw_overall": pct(sum(v[2] for v in raw_acc.values()), raw_big), "ws": ws,
-                "opt": opt, "acc2": acc2, "big2": big2,
+                "opt": opt, "params": params, "by_frames": by_frames, "acc2": acc2, "big2": big2,
                 "most_grad": most_grad, "snap": snap}
     finally:
         if not keep:
@@ -173,7 +226,7 @@ def measure_loop(tidemark, python, name, gpu, keep):
 def max_live(s, cat):
     ev = []
     for i in range(s.n):
-        if s.a["device"][i] == 0 and s.category(i) == cat and s.a["alloc_seq"][i] >= 0:
+        if s.a["device"][i] == s.device and s.category(i) == cat and s.a["alloc_seq"][i] >= 0:
             ev.append((s.a["alloc_seq"][i], s.a["size"][i]))
             if s.a["free_seq"][i] is not None and s.a["free_seq"][i] >= 0:
                 ev.append((s.a["free_seq"][i], -s.a["size"][i]))
@@ -202,9 +255,13 @@ def report(r):
     print("%s: agreement %.1f%% less the cuBLAS workspaces, %.1f%% with them; unknown %.1f%% of "
           "the peak (%.2f MiB)" % (r["name"], overall2, overall,
                                    pct(peak.get("unknown", 0), ptotal), ptotal / MiB))
+    frames = "".join(", %d %s (%.2f MiB) by their frames" % (n, c, b / MiB)
+                     for c, (n, b) in sorted(r["by_frames"].items()))
     print("  PyTorch's timeline corrected: %d cuBLAS workspaces (%.0f MiB) it calls unknown, "
-          "%d optimizer state tensors (%.2f MiB) it calls otherwise; %.1f%% agreement before"
-          % (r["ws"][0], r["ws"][1] / MiB, r["opt"][0], r["opt"][1] / MiB, r["raw_overall"]))
+          "%d optimizer state tensors (%.2f MiB) and %d parameters (%.2f MiB) it calls "
+          "otherwise%s; %.1f%% agreement before"
+          % (r["ws"][0], r["ws"][1] / MiB, r["opt"][0], r["opt"][1] / MiB, r["params"][0],
+             r["params"][1] / MiB, frames, r["raw_overall"]))
     print("  %-16s %8s %8s %8s %9s" % ("category", "oracle%", "tdm%", "agree%", "less ws%"))
     for c in CATS:
         o, m, lo, hi = acc[c]
@@ -227,16 +284,18 @@ def main():
     p.add_argument("--tidemark", default=os.environ.get("TIDEMARK", "tidemark"))
     p.add_argument("--python", default=os.environ.get(
         "TDM_VENV_PYTHON", os.path.expanduser("~/.cache/tidemark/venv/bin/python")))
-    p.add_argument("--gpu", default="h100")
+    p.add_argument("--gpu", default="h100", help="the simulated GPU (two of them for ddp, fsdp2)")
     p.add_argument("--keep", action="store_true", help="keep each run's folder")
     p.add_argument("loops", nargs="*")
     a = p.parse_args()
     loops = a.loops or ["adamw", "sgd_momentum", "custom_sgd", "zero_grad_false", "grad_accum",
-                        "checkpoint", "opt_in_backward", "lora", "bf16_autocast", "kv_cache"]
+                        "checkpoint", "opt_in_backward", "lora", "bf16_autocast", "kv_cache",
+                        "ddp", "fsdp2"]
     rows = []
     for name in loops:
         try:
-            r = measure_loop(a.tidemark, a.python, name, a.gpu, a.keep)
+            gpu = "2x" + a.gpu if name in measure.DISTRIBUTED else a.gpu
+            r = measure_loop(a.tidemark, a.python, name, gpu, a.keep)
         except RuntimeError as e:
             print("%s: failed: %s" % (name, e))
             continue

@@ -146,6 +146,18 @@ static void default_rules(void **state)
         {"torch::nn::LinearImpl::forward(at::Tensor const&)", "", -1},
         {"train_step", "/home/u/train.py", -1},
         {"DistributedDataParallel.__init__", "nn/parallel/distributed.py", -1},
+        {"DistributedDataParallel._ddp_init_helper", "nn/parallel/distributed.py",
+         TDM_CATEGORY_GRADIENT},
+        {"_pre_forward", "nn/parallel/distributed.py", TDM_CATEGORY_GRADIENT},
+        {"_pre_forward", "/home/u/model.py", -1},
+        {"DistributedDataParallel.forward", "nn/parallel/distributed.py", -1},
+        {"foreach_all_gather", "distributed/fsdp/_fully_shard/_fsdp_collectives.py",
+         TDM_CATEGORY_PARAMETER},
+        {"FSDPParam.alloc_all_gather_outputs", "distributed/fsdp/_fully_shard/_fsdp_param.py",
+         TDM_CATEGORY_PARAMETER},
+        {"foreach_reduce", "distributed/fsdp/_fully_shard/_fsdp_collectives.py",
+         TDM_CATEGORY_GRADIENT},
+        {"foreach_all_gather_copy_out", "distributed/fsdp/_fully_shard/_fsdp_collectives.py", -1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(f, sizeof f, "%s%s", cases[i].file[0] && cases[i].file[0] != '/' ? tp : "",
