@@ -291,7 +291,7 @@ def main():
     loops = a.loops or ["adamw", "sgd_momentum", "custom_sgd", "zero_grad_false", "grad_accum",
                         "checkpoint", "opt_in_backward", "lora", "bf16_autocast", "kv_cache",
                         "ddp", "fsdp2"]
-    rows = []
+    rows, per_cat = [], []
     for name in loops:
         try:
             gpu = "2x" + a.gpu if name in measure.DISTRIBUTED else a.gpu
@@ -305,11 +305,18 @@ def main():
         rows.append((name, overall, unk, "%s %.1f%% (%.1f%%)" % (worst, r["agree"][worst],
                                                                  r["shares"][worst])
                      if worst else "-"))
+        per_cat.append((name, r["shares"], r["agree"]))
         sys.stdout.flush()
     print("\n| loop | agreement | unknown at the peak | worst category (share of the oracle) |")
     print("|---|---|---|---|")
     for name, overall, unk, worst in rows:
         print("| %s | %.1f%% | %.1f%% | %s |" % (name, overall, unk, worst))
+    print("\nper category, less the cuBLAS workspaces: agreement (share of the oracle's bytes x time)")
+    print("\n| loop | " + " | ".join(CATS) + " |\n|---|" + "---|" * len(CATS))
+    for name, shares, agree in per_cat:
+        cells = ["%.1f%% (%.1f%%)" % (agree[c], shares[c]) if shares[c] >= 0.05 else "-"
+                 for c in CATS]
+        print("| %s | %s |" % (name, " | ".join(cells)))
 
 
 if __name__ == "__main__":
