@@ -13,7 +13,9 @@ as TIDEMARK_CONF's torch_tensors says:
   dump path with .tdm replaced by .torch.pickle, with the phase and step
   marks tidemark made (automatic or the program's own) added as
   external_annotations, so the tensors fall into phases and categories,
-  and torch.cuda.memory_stats() of each device.  `tidemark run` merges it
+  and torch.cuda.memory_stats() of each device; its cuBLAS workspaces
+  named (released after the snapshot is taken, the blocks that went get a
+  frame "cuBLAS workspace").  `tidemark run` merges it
   into the .tdm when the program ends (`tidemark merge-torch` does it by
   hand): one file, tensors from PyTorch, segments from tidemark.
   PyTorch's allocator, its statistics (max_memory_allocated(), ...),

@@ -127,8 +127,11 @@ def correct_known(oracle, s, known, key, cat):
 # category it is): DistributedDataParallel's gradient buckets (made as the
 # reducer is built and rebuilt), which it calls unknown; FSDP2's
 # all-gathered parameters and reduce-scatter buffers, which it calls
-# activations, inputs or temporaries.
+# activations, inputs or temporaries; and a module's parameters moved to
+# the GPU by .cuda() (Module._apply), which it calls inputs once FSDP2 has
+# replaced them by their shards.
 BY_FRAMES = [
+    ("/torch/nn/modules/module.py", "_apply", "parameter"),
     ("/torch/nn/parallel/distributed.py", "_ddp_init_helper", "gradient"),
     ("/torch/nn/parallel/distributed.py", "_pre_forward", "gradient"),
     ("/_fsdp_collectives.py", "foreach_all_gather", "parameter"),
@@ -307,7 +310,7 @@ def main():
                      if worst else "-"))
         per_cat.append((name, r["shares"], r["agree"]))
         sys.stdout.flush()
-    print("\n| loop | agreement | unknown at the peak | worst category (share of the oracle) |")
+    print("\n| loop | agreement | unknown at the peak | worst category: agreement (its share of the oracle) |")
     print("|---|---|---|---|")
     for name, overall, unk, worst in rows:
         print("| %s | %.1f%% | %.1f%% | %s |" % (name, overall, unk, worst))
