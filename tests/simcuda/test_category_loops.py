@@ -21,7 +21,7 @@ step() (allocating nothing) and gradients made by parameter hooks in
 backward(), freed by the next step's zero_grad: every tensor the hook made
 is a gradient, at the peak and over the run, with PyTorch's history and
 with tidemark's own stacks (torch_tensors=pluggable).  kv_cache (inference,
-no backward): what the KV cache is called, and a --rules line renames it.
+no backward): the KV cache is input, and a --rules line renames it.
 ddp and fsdp2 are two-rank jobs on a simulated 2xh100 (rank 0 is held):
 DDP's gradient buckets are gradients; FSDP2's all-gathered parameters
 parameters and its reduce-scatter buffers gradients (fsdp2 is held to 90%,
@@ -151,18 +151,21 @@ def held_to_the_bar(name, grads="trainable", min_agreement=95.0, gpu="h100", sha
 
 
 def case_kv_cache():
-    """Inference: no backward, no optimizer, so all of generation is one
-    step.  The cache of the first sequence is made before the first forward,
-    like the model, and kept past the last step's start: parameter; those
-    made later are made and freed inside the forward phase: temporary.  A
-    rule of the user's names them all."""
+    """Inference: no optimizer, autograd off, so every outermost forward (a
+    token) is a step, followed by a data phase.  Each sequence's KV cache,
+    handed to every forward and let go in a data phase, is input (the first
+    one, made before the first forward, like the model, too); the model's
+    parameters are the only parameters at the peak; a rule of the user's
+    names the caches."""
     r = bench.measure_loop(TIDEMARK, PY, "kv_cache", "h100", keep=True)
     s, snap = measure.read(TIDEMARK, r["snap"]), r["snap"]
     caches = [i for i in range(s.n) if s.made_at(i, "kv_cache.py", "new_cache")]
     cats = sorted(set(s.category(i) for i in caches))
-    check(len(caches) == 2 and cats == ["parameter", "temporary"],
-          "kv_cache: the %d KV caches are %s (the first parameter, the second temporary)"
-          % (len(caches), cats))
+    check(len(caches) == 2 and cats == ["input"],
+          "kv_cache: the %d KV caches are %s (input)" % (len(caches), cats))
+    check(near(r["peak"].get("parameter", 0), r["known"]["parameter_bytes"]),
+          "kv_cache: parameters at the peak %.2f MiB, the model's %.2f MiB"
+          % (r["peak"].get("parameter", 0) / MiB, r["known"]["parameter_bytes"] / MiB))
     rules = os.path.join(os.path.dirname(snap), "rules.txt")
     with open(rules, "w") as f:
         f.write("activation function=new_cache$ file=kv_cache[.]py$\n")
