@@ -8,11 +8,15 @@
  * from the allocation until the first later alloc event whose stack does
  * not hold those same outer frames: the program has left the call by then.
  * An allocation freed before that is a temporary of the call, unless the
- * free's own stack (context=all) runs outside it; one that outlives it
- * takes the rule's category.  Only alloc events with a stack
- * bound a call (a free's stack may be its allocation's), and events carry
- * no thread: an alloc on another thread, made while the call runs, ends it
- * early (docs/categories.md, "Limits").
+ * free's own stack (context=all) runs outside the outermost frame the rule
+ * matches; one that outlives it takes the rule's category.  Only alloc
+ * events with a stack bound a call (a free's stack may be its
+ * allocation's), and events carry no thread: an alloc on another thread,
+ * made while the call runs, ends it early (docs/categories.md, "Limits").
+ *
+ * One fact of the free comes between the program's rules (--rules, the
+ * recording's) and tidemark's defaults: memory whose free's own stack runs
+ * through torch's zero_grad is a gradient, wherever it was made.
  *
  * Cost: each frame is matched once per rule; each call's end is found once
  * for all the allocations it makes.  State: the rules file set by the
