@@ -13,7 +13,9 @@ as TIDEMARK_CONF's torch_tensors says:
   dump path with .tdm replaced by .torch.pickle, with the phase and step
   marks tidemark made (automatic or the program's own) added as
   external_annotations, so the tensors fall into phases and categories,
-  and torch.cuda.memory_stats() of each device.  `tidemark run` merges it
+  and torch.cuda.memory_stats() of each device; its cuBLAS workspaces
+  named (released after the snapshot is taken, the blocks that went get a
+  frame "cuBLAS workspace").  `tidemark run` merges it
   into the .tdm when the program ends (`tidemark merge-torch` does it by
   hand): one file, tensors from PyTorch, segments from tidemark.
   PyTorch's allocator, its statistics (max_memory_allocated(), ...),
@@ -304,6 +306,60 @@ def _with_ring(snap):
     return snap
 
 
+# The frame put innermost on the allocation of each cuBLAS or cuBLASLt
+# workspace PyTorch still held at exit, so that tidemark's default rule
+# "temporary function=^cuBLAS workspace$ file=clearCublasWorkspaces" names
+# it: PyTorch's Python-only stacks show a workspace as the forward call (or,
+# on autograd's engine thread, nothing) that ran a thread's first matmul.
+WORKSPACE_FRAME = {"name": "cuBLAS workspace", "line": 0,
+                   "filename": "<released by torch._C._cuda_clearCublasWorkspaces() at exit>"}
+
+
+def _active_blocks(segments):
+    return {(s.get("device"), b.get("address"))
+            for s in segments if isinstance(s, dict)
+            for b in s.get("blocks", ()) if b.get("state") == "active_allocated"}
+
+
+def _with_workspaces(snap):
+    """PyTorch's snapshot with its cuBLAS workspaces named: at exit, after
+    the snapshot is taken, PyTorch is asked to release them
+    (torch._C._cuda_clearCublasWorkspaces); the blocks that released are
+    the workspaces, and the last allocation of each in the history gets
+    WORKSPACE_FRAME.  The history is stopped first (the snapshot holds it)
+    so that the second look at the segments is cheap.  The snapshot's own
+    segments stay as they were when it was taken."""
+    traces = snap.get("device_traces") if isinstance(snap, dict) else None
+    segments = snap.get("segments") if isinstance(snap, dict) else None
+    torch_c = getattr(sys.modules.get("torch"), "_C", None)
+    clear = _has(torch_c, "_cuda_clearCublasWorkspaces")
+    if clear is None or not isinstance(traces, list) or not isinstance(segments, list):
+        return snap
+    try:
+        held = _active_blocks(segments)
+        try:
+            _memory._record_memory_history(enabled=None)
+        except TypeError:  # torch 2.0's signature
+            _memory._record_memory_history(False)
+        clear()
+        released = held - _active_blocks(_memory._snapshot().get("segments", ()))
+        named = 0
+        for device, trace in enumerate(traces):
+            last = {}
+            for i, e in enumerate(trace if isinstance(trace, list) else ()):
+                if isinstance(e, dict) and e.get("action") == "alloc":
+                    last[e.get("addr")] = i
+            for dev, addr in released:
+                if dev == device and addr in last:
+                    e = trace[last[addr]]
+                    e["frames"] = [dict(WORKSPACE_FRAME)] + list(e.get("frames") or ())
+                    named += 1
+        snap["tidemark_cublas_workspaces"] = named
+    except Exception as exc:  # noqa: BLE001 - the history matters more
+        _say("PyTorch's cuBLAS workspaces not named (%s: %s)" % (type(exc).__name__, exc))
+    return snap
+
+
 def _dump_history():
     """At exit: PyTorch's snapshot (with tidemark's marks) beside tidemark's
     own, written whole or not at all.  Nothing when CUDA never started."""
@@ -312,7 +368,7 @@ def _dump_history():
         if initialized is not None and not initialized():
             return
         import pickle
-        snap = _with_ring(_with_stats(_with_marks(_memory._snapshot())))
+        snap = _with_workspaces(_with_ring(_with_stats(_with_marks(_memory._snapshot()))))
         folder = os.path.dirname(_pickle_path)
         if folder:
             os.makedirs(folder, exist_ok=True)

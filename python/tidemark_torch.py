@@ -16,8 +16,14 @@ those marks from here, set by torch's own global hooks:
 - optimizer: each optimizer step (torch.optim.optimizer's global step
   hooks where the torch version has them, else the step method of each
   optimizer class, wrapped when its first instance is made);
+- data: when the outermost backward or an optimizer step returns, until
+  the next mark: the loop's next batch (or micro-batch) is made there; and
+  when an outermost forward run without autograd (torch.no_grad) returns:
+  what the loop makes before the next forward is handed to it;
 - step: a new step begins with the first forward after an optimizer step
-  (and with the first forward of the run).
+  (one stepped inside backward too, on any thread) and with the first
+  forward of the run; in a program no optimizer has stepped in
+  (inference), with every outermost forward run without autograd.
 
 Only the thread that made the first outermost forward call moves the
 phase.  As soon as the program marks a phase or a step itself (through
@@ -45,6 +51,7 @@ _training_thread = None
 _depth = threading.local()   # outermost-call depth, per thread
 _in_backward = 0             # Tensor.backward calls in progress
 _after_optimizer = True      # the next outermost forward starts a step
+_optimizer_seen = False      # an optimizer has stepped: a training program
 _phase_now = None
 
 
@@ -111,13 +118,27 @@ def _forward_pre(module, inputs):
     if me != _training_thread:
         return None
     new_step, _after_optimizer = _after_optimizer, False
+    # Inference (no optimizer ever stepped, autograd off): each outermost
+    # forward is a step of its own, a generated token.
+    new_step = new_step or (not _optimizer_seen and not _grad_enabled())
     _mark("forward", new_step)
     return None
+
+
+def _grad_enabled():
+    grad_on = getattr(sys.modules.get("torch"), "is_grad_enabled", None)
+    return grad_on is None or grad_on()
 
 
 @_guarded("forward hook")
 def _forward_post(module, inputs, output):
     _depth.n = max(getattr(_depth, "n", 1) - 1, 0)
+    # An outermost forward without autograd (inference, an evaluation
+    # pass) has no backward to wait for: what the loop makes before the
+    # next forward (the next tokens, a KV cache handed to it) is its input.
+    if _depth.n == 0 and not _in_backward and threading.get_ident() == _training_thread \
+            and not _grad_enabled():
+        _mark("data")
     return None
 
 
@@ -135,11 +156,14 @@ def _wrap_backward(fn):
             return fn(*args, **kwargs)
         finally:
             _in_backward -= 1
+            _after_pass()
     backward.__tidemark_wrapped__ = True
     return backward
 
 
 def _optimizer_pre(*_args, **_kwargs):
+    global _optimizer_seen
+    _optimizer_seen = True
     try:
         if threading.get_ident() == _training_thread or _training_thread is None:
             _mark("optimizer")
@@ -149,8 +173,25 @@ def _optimizer_pre(*_args, **_kwargs):
 
 def _optimizer_post(*_args, **_kwargs):
     global _after_optimizer
-    if threading.get_ident() == _training_thread or _training_thread is None:
+    # An optimizer stepped inside backward (a per-parameter optimizer in
+    # register_post_accumulate_grad_hook, on autograd's engine thread or
+    # this one) ends the step too: the next forward begins the next one.
+    if threading.get_ident() == _training_thread or _training_thread is None or _in_backward:
         _after_optimizer = True
+        _after_pass()
+
+
+def _after_pass():
+    """The outermost backward or an optimizer step has returned on the
+    training thread: what the loop makes now, until the next forward or
+    step, is its next batch (the next micro-batch of gradient accumulation,
+    the batch loaded after optimizer.step()), so the phase is "data"."""
+    try:
+        if _in_backward == 0 and (threading.get_ident() == _training_thread or
+                                  _training_thread is None):
+            _mark("data")
+    except Exception as exc:  # noqa: BLE001
+        _give_up("end of backward or step", exc)
 
 
 def _wrap_step(step):

@@ -149,6 +149,35 @@ static void training_step_rules(void **state)
 }
 
 /* An explicit tag wins over every inference, at alloc or afterwards. */
+/* The marks PyTorch programs get (python/tidemark_torch.py): forward,
+ * backward, optimizer, then data once the step returns.  The first batch
+ * is made before the first step, like the model, and let go in the data
+ * phase where the next one is made: input, not a temporary of init; a
+ * buffer of init freed in a later forward stays temporary. */
+static void first_batch_freed_in_data(void **state)
+{
+    (void)state;
+    hist *h = hist_new();
+    uint64_t weight = alloc(h, 1000), batch = alloc(h, 64), setup = alloc(h, 32);
+    uint64_t next = 0;
+    for (int s = 0; s < 3; s++) {
+        step(h);
+        phase(h, "forward");
+        if (s == 1)
+            release(h, setup, 32);
+        phase(h, "backward");
+        phase(h, "optimizer");
+        phase(h, "data");
+        release(h, s == 0 ? batch : next, 64);
+        next = alloc(h, 64);
+    }
+    result r = infer(h);
+    EXPECT(r, weight, TDM_CATEGORY_PARAMETER);
+    EXPECT(r, batch, TDM_CATEGORY_INPUT);
+    EXPECT(r, setup, TDM_CATEGORY_TEMPORARY);
+    done(&r);
+}
+
 static void explicit_tag_wins(void **state)
 {
     (void)state;
@@ -631,6 +660,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(training_step_rules),
+        cmocka_unit_test(first_batch_freed_in_data),
         cmocka_unit_test(explicit_tag_wins),
         cmocka_unit_test(no_marks_is_unknown),
         cmocka_unit_test(seeded_is_unknown),

@@ -5,7 +5,8 @@
  * a tag beats a stack rule, a stack rule beats the phase rules, scratch
  * freed inside the matched call is temporary, a call is one call while a
  * Python frame moves from line to line, memory seeded from the final state
- * keeps its rule's category; --rules goes first; --explain's lines; and
+ * keeps its rule's category; a free's own stack ends the call, and what
+ * torch's zero_grad frees is a gradient; --rules goes first; --explain's lines; and
  * TIDEMARK_CONF's category_rules key. */
 #include "model_fixtures.h"
 
@@ -110,6 +111,14 @@ static void default_rules(void **state)
         const char *function, *file;
         int cat;
     } cases[] = {
+        {"at::cuda::getNewWorkspace()", "", TDM_CATEGORY_TEMPORARY},
+        {"at::cuda::setWorkspaceForHandle(cublasContext*, c10::cuda::CUDAStream)", "",
+         TDM_CATEGORY_TEMPORARY},
+        {"at::cuda::getCUDABlasLtWorkspace()", "", TDM_CATEGORY_TEMPORARY},
+        {"cuBLAS workspace", "<released by torch._C._cuda_clearCublasWorkspaces() at exit>",
+         TDM_CATEGORY_TEMPORARY},
+        {"cuBLAS workspace", "/home/u/model.py", -1}, /* a function of that name elsewhere */
+        {"at::cuda::getNewWorkspaceSize()", "", -1},
         {"Adam.step", "optim/adam.py", TDM_CATEGORY_OPTIMIZER_STATE},
         {"_multi_tensor_adam", "optim/adam.py", TDM_CATEGORY_OPTIMIZER_STATE},
         {"Optimizer.load_state_dict", "optim/optimizer.py", TDM_CATEGORY_OPTIMIZER_STATE},
@@ -137,6 +146,18 @@ static void default_rules(void **state)
         {"torch::nn::LinearImpl::forward(at::Tensor const&)", "", -1},
         {"train_step", "/home/u/train.py", -1},
         {"DistributedDataParallel.__init__", "nn/parallel/distributed.py", -1},
+        {"DistributedDataParallel._ddp_init_helper", "nn/parallel/distributed.py",
+         TDM_CATEGORY_GRADIENT},
+        {"_pre_forward", "nn/parallel/distributed.py", TDM_CATEGORY_GRADIENT},
+        {"_pre_forward", "/home/u/model.py", -1},
+        {"DistributedDataParallel.forward", "nn/parallel/distributed.py", -1},
+        {"foreach_all_gather", "distributed/fsdp/_fully_shard/_fsdp_collectives.py",
+         TDM_CATEGORY_PARAMETER},
+        {"FSDPParam.alloc_all_gather_outputs", "distributed/fsdp/_fully_shard/_fsdp_param.py",
+         TDM_CATEGORY_PARAMETER},
+        {"foreach_reduce", "distributed/fsdp/_fully_shard/_fsdp_collectives.py",
+         TDM_CATEGORY_GRADIENT},
+        {"foreach_all_gather_copy_out", "distributed/fsdp/_fully_shard/_fsdp_collectives.py", -1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(f, sizeof f, "%s%s", cases[i].file[0] && cases[i].file[0] != '/' ? tp : "",
@@ -254,14 +275,14 @@ static void tag_then_stack_then_phases(void **state)
     decided x = {history(), NULL, {0}};
     decide(&x);
     expect(&x, 0xA000, TDM_CATEGORY_OPTIMIZER_STATE, TDM_CATEGORY_BY_STACK,
-           "optimizer_state: rule default rules:5 `optimizer_state  file=/torch/optim/` "
+           "optimizer_state: rule default rules:9 `optimizer_state  file=/torch/optim/` "
            "matched frame Adam.step (adam.py:10); never freed");
     expect(&x, 0xB000, TDM_CATEGORY_TEMPORARY, TDM_CATEGORY_BY_STACK,
            "matched frame Adam.step (adam.py:12); freed inside that call, so temporary");
     expect(&x, 0xC000, TDM_CATEGORY_OPTIMIZER_STATE, TDM_CATEGORY_BY_STACK, "; outlives that call");
     /* made in the optimizer phase: the phase rules would say optimizer_state */
     expect(&x, 0xD000, TDM_CATEGORY_INPUT, TDM_CATEGORY_BY_STACK,
-           "input: rule default rules:2 `input            file=/torch/utils/data/`");
+           "input: rule default rules:6 `input            file=/torch/utils/data/`");
     expect(&x, 0xE000, TDM_CATEGORY_ACTIVATION, TDM_CATEGORY_BY_TAG, "tagged by the program");
     expect(&x, 0xF000, TDM_CATEGORY_OPTIMIZER_STATE, TDM_CATEGORY_BY_PHASES,
            "no stack rule matched; phase rule: made in an optimizer phase and outlives that "
@@ -292,7 +313,7 @@ static void user_rules_go_first(void **state)
     char want[256];
     snprintf(want, sizeof want, "temporary: rule %s:2 `temporary function=__next__$", path);
     expect(&x, 0xD000, TDM_CATEGORY_TEMPORARY, TDM_CATEGORY_BY_STACK, want);
-    expect(&x, 0xA000, TDM_CATEGORY_OPTIMIZER_STATE, TDM_CATEGORY_BY_STACK, "default rules:5");
+    expect(&x, 0xA000, TDM_CATEGORY_OPTIMIZER_STATE, TDM_CATEGORY_BY_STACK, "default rules:9");
     undecide(&x);
 
     /* the recording's category_rules= file comes after --rules */
@@ -308,7 +329,7 @@ static void user_rules_go_first(void **state)
     decide(&x);
     snprintf(want, sizeof want, "parameter: rule %s:1 `parameter file=/torch/optim/`", path);
     expect(&x, 0xA000, TDM_CATEGORY_PARAMETER, TDM_CATEGORY_BY_STACK, want);
-    expect(&x, 0xD000, TDM_CATEGORY_INPUT, TDM_CATEGORY_BY_STACK, "default rules:2");
+    expect(&x, 0xD000, TDM_CATEGORY_INPUT, TDM_CATEGORY_BY_STACK, "default rules:6");
     undecide(&x);
     unlink(path);
     assert_int_equal(tdm__categories_set_rules_file(path, err, sizeof err), -1);
@@ -354,6 +375,77 @@ static void call_ends_at_the_next_allocation_outside(void **state)
     undecide(&x);
 }
 
+/* A free with a stack of its own (context=all) says where the program
+ * was: gradients made by autograd's engine and freed from the training
+ * loop outlived the engine's call even though nothing outside it
+ * allocated in between (an optimizer step that allocates nothing); the
+ * engine's scratch, freed by the engine, stays temporary; and what
+ * torch's zero_grad frees is a gradient wherever it was made, unless a
+ * rule of the program's own says otherwise. */
+static void frees_with_their_own_stacks(void **state)
+{
+    (void)state;
+    static const char optim[] = "/usr/lib/python3/dist-packages/torch/optim/optimizer.py";
+    for (int own_rule = 0; own_rule < 2; own_rule++) {
+        char path[] = "/tmp/tdm_rules_XXXXXX";
+        char err[512];
+        if (own_rule) {
+            int fd = mkstemp(path);
+            assert_true(fd >= 0);
+            const char text[] = "activation function=^hook$\n";
+            assert_int_equal(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+            close(fd);
+            assert_int_equal(tdm__categories_set_rules_file(path, err, sizeof err), 0);
+        }
+        tsnap *t = tsnap_new();
+        add_device(t, 0, 1 << 30);
+        t->s.header.context_mode = TDM_CONTEXT_ALL;
+        t->frames[1] = (tdm_snap_frame){0x21, "torch::autograd::Engine::evaluate_function()",
+                                        "", 0, "libtorch.so", TDM_FRAME_NATIVE};
+        t->frames[2] = (tdm_snap_frame){0x22, "torch::autograd::Engine::thread_main()", "", 0,
+                                        "libtorch.so", TDM_FRAME_NATIVE};
+        t->frames[3] = (tdm_snap_frame){0x23, "<module>", "/home/u/train.py", 9, "",
+                                        TDM_FRAME_PYTHON};
+        t->frames[4] = (tdm_snap_frame){0x24, "Optimizer.zero_grad", optim, 40, "",
+                                        TDM_FRAME_PYTHON};
+        t->frames[5] = (tdm_snap_frame){0x25, "hook", "/home/u/train.py", 3, "",
+                                        TDM_FRAME_PYTHON};
+        t->s.frame_count = 6;
+        static const uint32_t fr[][4] = {{0}, {1, 2}, {3}, {4, 3}, {5, 1, 2}};
+        t->stacks[1] = (tdm_snap_stack){2, fr[1]}; /* the engine */
+        t->stacks[2] = (tdm_snap_stack){1, fr[2]}; /* the loop */
+        t->stacks[3] = (tdm_snap_stack){2, fr[3]}; /* zero_grad from the loop */
+        t->stacks[4] = (tdm_snap_stack){3, fr[4]}; /* a hook the engine runs */
+        t->s.stack_count = 5;
+        alloc_pt(t, 0, 0x1000, 100, 1); /* gradient, freed from the loop */
+        alloc_pt(t, 0, 0x2000, 10, 1);  /* the engine's scratch */
+        t->ev[free_pt(t, 0, 0x2000, 10) - 1].stack_id = 1;
+        alloc_pt(t, 0, 0x3000, 200, 4); /* a hook's gradient */
+        t->ev[free_pt(t, 0, 0x1000, 100) - 1].stack_id = 2;
+        t->ev[free_pt(t, 0, 0x3000, 200) - 1].stack_id = 3;
+        alloc_pt(t, 0, 0x4000, 30, 2);
+        decided x = {t, NULL, {0}};
+        decide(&x);
+        expect(&x, 0x1000, TDM_CATEGORY_GRADIENT, TDM_CATEGORY_BY_STACK,
+               "outlives that call (the stack that freed it runs outside it)");
+        expect(&x, 0x2000, TDM_CATEGORY_TEMPORARY, TDM_CATEGORY_BY_STACK,
+               "freed inside that call, so temporary");
+        if (own_rule) {
+            char want[256];
+            snprintf(want, sizeof want, "activation: rule %s:1 `activation function=^hook$`",
+                     path);
+            expect(&x, 0x3000, TDM_CATEGORY_ACTIVATION, TDM_CATEGORY_BY_STACK, want);
+            unlink(path);
+            assert_int_equal(tdm__categories_set_rules_file(NULL, err, sizeof err), 0);
+        } else {
+            expect(&x, 0x3000, TDM_CATEGORY_GRADIENT, TDM_CATEGORY_BY_FREE,
+                   "gradient: freed by Optimizer.zero_grad (optimizer.py:40), and what "
+                   "zero_grad frees is gradients");
+        }
+        undecide(&x);
+    }
+}
+
 /* ---- TIDEMARK_CONF=category_rules=FILE ------------------------------------- */
 
 static void config_key_checks_the_file(void **state)
@@ -396,6 +488,7 @@ int main(void)
         cmocka_unit_test(tag_then_stack_then_phases),
         cmocka_unit_test(user_rules_go_first),
         cmocka_unit_test(call_ends_at_the_next_allocation_outside),
+        cmocka_unit_test(frees_with_their_own_stacks),
         cmocka_unit_test(config_key_checks_the_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

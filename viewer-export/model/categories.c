@@ -160,6 +160,10 @@ static uint8_t infer_one(const ctx *c, const tdm_model_alloc *a, uint8_t *why)
     case ROLE_INIT:
         if (is_static(c, a))
             DECIDE(TDM_PHASE_RULE_INIT_STATIC, TDM_CATEGORY_PARAMETER);
+        /* The first batch, made before the first step as the model was,
+         * is let go as the next one is loaded. */
+        if (gone == ROLE_DATA)
+            DECIDE(TDM_PHASE_RULE_INIT_FREED_IN_DATA, TDM_CATEGORY_INPUT);
         DECIDE(TDM_PHASE_RULE_INIT_FREED, TDM_CATEGORY_TEMPORARY);
     case ROLE_DATA:
         DECIDE(TDM_PHASE_RULE_DATA, TDM_CATEGORY_INPUT);

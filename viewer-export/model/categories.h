@@ -13,6 +13,9 @@
  *      `--rules FILE` (tdm__categories_set_rules_file), then the file named
  *      by the recording's TIDEMARK_CONF `category_rules=`, then tidemark's
  *      defaults for PyTorch (tdm__categories_default_rules);
+ *      Between the program's rules and tidemark's defaults, one fact of
+ *      an allocation's free: memory freed by torch's zero_grad (the free's
+ *      own stack, context=all) is a gradient;
  *   3. else the category is inferred from phase marks and lifetimes
  *      (DESIGN.md "Categories"): memory that outlives the steps is static
  *      (parameters, optimizer state), memory made in forward and freed in
@@ -39,6 +42,7 @@ typedef enum tdm_category_source {
     TDM_CATEGORY_BY_TAG = 0,
     TDM_CATEGORY_BY_STACK = 1,  /* a rule over its stack's frames */
     TDM_CATEGORY_BY_PHASES = 2, /* the phase and lifetime rules */
+    TDM_CATEGORY_BY_FREE = 3,   /* freed by torch's zero_grad: a gradient */
 } tdm_category_source;
 
 /* Which phase and lifetime rule decided (docs/categories.md, "The rules"). */
@@ -54,14 +58,18 @@ typedef enum tdm_phase_rule {
     TDM_PHASE_RULE_OPTIMIZER,       /* made in an optimizer phase, outlives it */
     TDM_PHASE_RULE_FREED_IN_STEP,   /* no role rule; freed in its step */
     TDM_PHASE_RULE_OUTLIVES_STEP,   /* no role rule; outlives its step: unknown */
+    TDM_PHASE_RULE_INIT_FREED_IN_DATA, /* made in init, freed in a data phase: input */
 } tdm_phase_rule;
 
 typedef struct tdm_category_reason {
     uint8_t source;     /* tdm_category_source */
     uint8_t phase_rule; /* BY_PHASES: tdm_phase_rule */
     uint8_t in_call;    /* BY_STACK: freed inside the matched call (temporary) */
+    uint8_t freed_outside; /* BY_STACK: freed before any allocation outside the
+                            * call, by a free whose own stack runs outside it */
     uint32_t rule;      /* BY_STACK: index into tdm_category_decision.rules */
-    uint32_t frame;     /* BY_STACK: the frame (index into snap->frames) it matched */
+    uint32_t frame;     /* BY_STACK: the frame (index into snap->frames) it matched;
+                         * BY_FREE: the zero_grad frame of the free's stack */
 } tdm_category_reason;
 
 typedef struct tdm_category_decision {

@@ -46,6 +46,9 @@ static const char *phase_rule_text(uint8_t rule)
         return "no phase rule for where it was made; freed within its step";
     case TDM_PHASE_RULE_OUTLIVES_STEP:
         return "no phase rule for where it was made, and it outlives its step";
+    case TDM_PHASE_RULE_INIT_FREED_IN_DATA:
+        return "made during init and freed in a data phase (the first batch, let go as the "
+               "next is loaded)";
     }
     return "?";
 }
@@ -71,9 +74,17 @@ const char *tdm__categories_explain(const tdm_model *model, const tdm_category_d
         snprintf(buf, len, "%s: rule %s `%s` matched frame %s; %s", cat,
                  r ? r->where : "?", r ? r->text : "?", frame,
                  w->in_call ? "freed inside that call, so temporary"
+                 : w->freed_outside ? "outlives that call (the stack that freed it runs outside it)"
                  : a->alloc_seq < 0 ? "made before the recorded window"
                  : a->free_seq == TDM_MODEL_SEQ_NEVER ? "never freed"
                                                       : "outlives that call");
+        break;
+    }
+    case TDM_CATEGORY_BY_FREE: {
+        char frame[512] = "?";
+        if (w->frame < snap->frame_count)
+            tdm__site_format_frame(frame, sizeof frame, &snap->frames[w->frame]);
+        snprintf(buf, len, "%s: freed by %s, and what zero_grad frees is gradients", cat, frame);
         break;
     }
     default: {

@@ -7,11 +7,16 @@
  * (the stack from that frame to the outermost).  It lasts, in event order,
  * from the allocation until the first later alloc event whose stack does
  * not hold those same outer frames: the program has left the call by then.
- * An allocation freed before that is a temporary of the call; one that
- * outlives it takes the rule's category.  Only alloc events with a stack
- * bound a call (a free's stack may be its allocation's), and events carry
- * no thread: an alloc on another thread, made while the call runs, ends it
- * early (docs/categories.md, "Limits").
+ * An allocation freed before that is a temporary of the call, unless the
+ * free's own stack (context=all) runs outside the outermost frame the rule
+ * matches; one that outlives it takes the rule's category.  Only alloc
+ * events with a stack bound a call (a free's stack may be its
+ * allocation's), and events carry no thread: an alloc on another thread,
+ * made while the call runs, ends it early (docs/categories.md, "Limits").
+ *
+ * One fact of the free comes between the program's rules (--rules, the
+ * recording's) and tidemark's defaults: memory whose free's own stack runs
+ * through torch's zero_grad is a gradient, wherever it was made.
  *
  * Cost: each frame is matched once per rule; each call's end is found once
  * for all the allocations it makes.  State: the rules file set by the
@@ -22,9 +27,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* tidemark's rules for PyTorch, in the rules-file format: optimizer code,
- * autograd's backward, module construction and moves, data loading. */
+/* tidemark's rules for PyTorch, in the rules-file format: cuBLAS
+ * workspaces, data loading, optimizer code, autograd's backward, module
+ * construction and moves.  The workspaces go first: one is made inside
+ * whichever call runs a thread's first matmul (an optimizer's, autograd's
+ * engine), and the first rule matching any frame wins. */
 static const char default_rules[] =
+    "# cuBLAS and cuBLASLt workspaces PyTorch keeps per handle and stream,\n"
+    "# by libtorch's frames, or named in PyTorch's history by tidemark_tensors\n"
+    "temporary        function=^at::cuda::(getNewWorkspace|setWorkspaceForHandle|"
+    "getCUDABlasLtWorkspace)([^A-Za-z0-9_]|$)\n"
+    "temporary        function=\"^cuBLAS workspace$\"  file=clearCublasWorkspaces\n"
     "# DataLoader (workers, fetch, collate) and pinned-memory copies: the batch\n"
     "input            file=/torch/utils/data/\n"
     "input            function=(^|[.:])_?pin_memory\n"
@@ -36,6 +49,15 @@ static const char default_rules[] =
     "gradient         function=(^|[.])backward$\n"
     "gradient         function=^grad$  file=/torch/autograd/\n"
     "gradient         function=^torch::autograd::(Engine::|backward|grad)\n"
+    "# FSDP2 (fully_shard): parameters all-gathered for a layer's forward and\n"
+    "# backward are parameters; its reduce-scatter buffers gradients\n"
+    "parameter        function=(^|[.])(foreach_all_gather|alloc_all_gather_outputs|"
+    "init_all_gather_outputs)$  file=/torch/distributed/fsdp/\n"
+    "gradient         function=(^|[.])foreach_reduce$  file=/torch/distributed/fsdp/\n"
+    "# DistributedDataParallel's reducer: its gradient buckets, made as DDP is\n"
+    "# built and rebuilt before the first forward after the first backward\n"
+    "gradient         function=(^|[.])(_ddp_init_helper|_pre_forward)$  "
+    "file=/torch/nn/parallel/distributed[.]py$\n"
     "# modules built, moved (.to, .cuda, _apply) or loaded: parameters, buffers\n"
     "parameter        function=(^|[.])(__init__|reset_parameters|_apply|to|to_empty|cuda|"
     "load_state_dict|_load_from_state_dict|register_parameter|register_buffer)$  "
@@ -254,17 +276,92 @@ static int64_t call_end(matcher *m, call_cache *c, int64_t seq, const uint32_t *
     return end;
 }
 
+/* Nonzero when the free of `a` has a stack of its own (a recording with
+ * context=all gives every free the stack that freed it) and that stack
+ * does not run inside the call `outer`: the program had left the call when
+ * it freed the memory, even though no allocation outside the call came
+ * between (gradients made by autograd's engine and freed by the next
+ * zero_grad, with an optimizer step that allocates nothing). */
+static int free_runs_outside(const tdm_snap *s, const tdm_model_alloc *a, const uint32_t *outer,
+                             uint32_t len)
+{
+    if (s->header.context_mode != TDM_CONTEXT_ALL)
+        return 0;
+    /* The request carries the free's stack; free_completed may come later
+     * (a stream's use) and, from some recorders, without one. */
+    int64_t seq = a->free_req_seq;
+    if (seq == TDM_MODEL_SEQ_NEVER || seq <= a->alloc_seq)
+        seq = a->free_seq;
+    if (seq < 0 || (uint64_t)seq >= s->event_count)
+        return 0;
+    uint32_t id = s->events[seq].stack_id;
+    if (!id || id >= s->stack_count || !s->stacks[id].depth)
+        return 0;
+    return !in_call(s, &s->stacks[id], outer, len);
+}
+
+/* Nonzero when `f` is a zero_grad of torch's optimizers or modules
+ * (Python's `Optimizer.zero_grad`, `zero_grad` as PyTorch's history names
+ * it, libtorch's `torch::optim::Optimizer::zero_grad`). */
+static int is_zero_grad(const tdm_snap_frame *f)
+{
+    static const char name[] = "zero_grad";
+    const char *fn = f->function ? f->function : "", *file = f->file ? f->file : "";
+    size_t n = strlen(fn), k = sizeof name - 1;
+    if (n < k || strcmp(fn + n - k, name) != 0 || (n > k && fn[n - k - 1] != '.' &&
+                                                   fn[n - k - 1] != ':'))
+        return 0;
+    if (f->kind == TDM_FRAME_PYTHON)
+        return strstr(file, "/torch/optim/") || strstr(file, "/torch/nn/modules/");
+    return strncmp(fn, "torch::optim::", 14) == 0 || strncmp(fn, "torch::nn::Module::", 19) == 0;
+}
+
+/* The frame of torch's zero_grad in the stack that freed `a` (its free's
+ * own stack: context=all), or UINT32_MAX.  What zero_grad frees is the
+ * gradients it drops (set_to_none) or the buffers it replaces: wherever and
+ * whenever they were made (autograd's engine, a hook, an optimizer stepped
+ * inside backward), they were gradients. */
+static uint32_t zero_grad_frame(const tdm_snap *s, const tdm_model_alloc *a)
+{
+    if (s->header.context_mode != TDM_CONTEXT_ALL || a->alloc_seq < 0 ||
+        a->free_seq == TDM_MODEL_SEQ_NEVER)
+        return UINT32_MAX;
+    int64_t seq = a->free_req_seq;
+    if (seq == TDM_MODEL_SEQ_NEVER || seq <= a->alloc_seq)
+        seq = a->free_seq;
+    if (seq < 0 || (uint64_t)seq >= s->event_count)
+        return UINT32_MAX;
+    uint32_t id = s->events[seq].stack_id;
+    if (!id || id >= s->stack_count)
+        return UINT32_MAX;
+    const tdm_snap_stack *sk = &s->stacks[id];
+    for (uint32_t k = 0; k < sk->depth; k++)
+        if (sk->frames[k] < s->frame_count && is_zero_grad(&s->frames[sk->frames[k]]))
+            return sk->frames[k];
+    return UINT32_MAX;
+}
+
+/* The number of rules before tidemark's defaults (--rules, the
+ * recording's): those win over the lifetime facts below. */
+static size_t own_rules(const tdm_category_rules *rules)
+{
+    size_t n = 0;
+    while (n < rules->count && strncmp(rules->rule[n].where, "default rules", 13) != 0)
+        n++;
+    return n;
+}
+
 tdm_status tdm__categories_by_stack(const tdm_model *model, const tdm_category_rules *rules,
                                     uint8_t *cats, tdm_category_reason *why, uint8_t *decided)
 {
     const tdm_snap *snap = model->snap;
-    if (!rules->count || snap->stack_count <= 1 || !snap->frame_count)
+    if (snap->stack_count <= 1 || !snap->frame_count)
         return TDM_OK;
     matcher m = {.snap = snap, .rules = rules};
-    m.hit = calloc(rules->count * snap->frame_count, 1);
+    m.hit = calloc(rules->count ? rules->count * snap->frame_count : 1, 1);
     m.stack_rule = malloc(snap->stack_count * sizeof *m.stack_rule);
     m.stack_at = calloc(snap->stack_count, sizeof *m.stack_at);
-    m.cache = calloc(rules->count, sizeof *m.cache);
+    m.cache = calloc(rules->count ? rules->count : 1, sizeof *m.cache);
     size_t n = 0;
     for (size_t i = 0; i < snap->event_count; i++)
         n += snap->events[i].action == TDM_ACTION_ALLOC && snap->events[i].stack_id &&
@@ -280,27 +377,49 @@ tdm_status tdm__categories_by_stack(const tdm_model *model, const tdm_category_r
             snap->events[i].stack_id < snap->stack_count)
             m.allocs[m.alloc_count++] = (int64_t)i;
 
+    size_t own = own_rules(rules);
     for (size_t i = 0; i < model->alloc_count; i++) {
         const tdm_model_alloc *a = &model->allocs[i];
-        uint32_t at;
-        /* A stack of the free says where it died, not what made it. */
-        if (decided[i] || !a->stack_id || a->stack_id >= snap->stack_count ||
-            (a->flags & TDM_MODEL_STACK_OF_FREE))
+        uint32_t at = 0;
+        if (decided[i])
             continue;
-        int32_t r = stack_match(&m, a->stack_id, &at);
+        /* A stack of the free says where it died, not what made it. */
+        int has_stack = a->stack_id && a->stack_id < snap->stack_count &&
+                        !(a->flags & TDM_MODEL_STACK_OF_FREE);
+        int32_t r = has_stack && rules->count ? stack_match(&m, a->stack_id, &at) : -1;
+        uint32_t zg = r >= 0 && (size_t)r < own ? UINT32_MAX : zero_grad_frame(snap, a);
+        if (zg != UINT32_MAX) {
+            cats[i] = TDM_CATEGORY_GRADIENT;
+            why[i] = (tdm_category_reason){.source = TDM_CATEGORY_BY_FREE, .frame = zg};
+            decided[i] = 1;
+            continue;
+        }
         if (r < 0)
             continue;
         const tdm_snap_stack *sk = &snap->stacks[a->stack_id];
         uint8_t cat = rules->rule[r].category;
-        int died = 0;
+        int died = 0, freed_outside = 0;
         /* Made before the window (seeded): when the call ended is not
          * known, and it lived at least until the window opened. */
         if (cat != TDM_CATEGORY_TEMPORARY && a->alloc_seq >= 0 &&
-            a->free_seq != TDM_MODEL_SEQ_NEVER)
+            a->free_seq != TDM_MODEL_SEQ_NEVER) {
             died = a->free_seq < call_end(&m, &m.cache[r], a->alloc_seq, sk->frames + at,
                                           sk->depth - at);
+            if (died) {
+                /* Against the outermost frame the rule matches: a local of
+                 * _multi_tensor_adam freed as it returns is freed by its
+                 * caller, still inside Optimizer.step. */
+                uint32_t out = at;
+                for (uint32_t k = at + 1; k < sk->depth; k++)
+                    if (sk->frames[k] < snap->frame_count && frame_hits(&m, (size_t)r, sk->frames[k]))
+                        out = k;
+                freed_outside = free_runs_outside(snap, a, sk->frames + out, sk->depth - out);
+            }
+            died = died && !freed_outside;
+        }
         cats[i] = died ? TDM_CATEGORY_TEMPORARY : cat;
         why[i] = (tdm_category_reason){.source = TDM_CATEGORY_BY_STACK, .in_call = (uint8_t)died,
+                                       .freed_outside = (uint8_t)freed_outside,
                                        .rule = (uint32_t)r, .frame = sk->frames[at]};
         decided[i] = 1;
     }

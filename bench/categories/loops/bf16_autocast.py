@@ -1,0 +1,32 @@
+"""Mixed precision: the forward and backward under torch.autocast(bfloat16)
+over fp32 master weights (the parameters), AdamW on the fp32 weights.
+Plain PyTorch on CUDA, no tidemark calls (bench/categories, docs/categories.md).
+
+    python bf16_autocast.py [STEPS]
+"""
+import sys
+
+import torch
+
+STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 6
+torch.manual_seed(0)
+
+
+def mlp():
+    return torch.nn.Sequential(
+        torch.nn.Linear(512, 1024), torch.nn.ReLU(),
+        torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
+        torch.nn.Linear(1024, 10)).cuda()
+
+
+model = mlp()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+for step in range(STEPS):
+    opt.zero_grad()
+    x = torch.randn(256, 512, device="cuda")
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = model(x).float().square().mean()
+    loss.backward()
+    opt.step()
+torch.cuda.synchronize()
+print("trained %d steps" % STEPS)

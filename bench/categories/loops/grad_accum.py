@@ -1,0 +1,33 @@
+"""A training loop with gradient accumulation: four forward/backward passes
+(micro-batches) add into the gradients before each AdamW step.
+Plain PyTorch on CUDA, no tidemark calls (bench/categories, docs/categories.md).
+
+    python grad_accum.py [STEPS]
+"""
+import sys
+
+import torch
+
+STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 6
+torch.manual_seed(0)
+
+
+def mlp():
+    return torch.nn.Sequential(
+        torch.nn.Linear(512, 1024), torch.nn.ReLU(),
+        torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
+        torch.nn.Linear(1024, 10)).cuda()
+
+
+ACCUM = 4
+model = mlp()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+for step in range(STEPS):
+    opt.zero_grad()
+    for micro in range(ACCUM):
+        x = torch.randn(64, 512, device="cuda")
+        loss = model(x).square().mean() / ACCUM
+        loss.backward()
+    opt.step()
+torch.cuda.synchronize()
+print("trained %d steps" % STEPS)
