@@ -309,9 +309,10 @@ static int run(const top_options *o)
                 rc = w;
         } else if (o->openmetrics) {
             tdm__top_metrics_print(stdout, r.procs, r.n);
-        } else {
+        } else if (live_view || r.n || !r.nfailed) {
             /* A live view shows what it could not read in the frame; a
-             * frame for a script says it on stderr. */
+             * frame for a script says it on stderr, and is not printed
+             * when nothing could be read. */
             tdm__top_frame_print(stdout, r.procs, r.n, (const char *const *)r.failed,
                                  live_view ? r.nfailed : 0, live_view, t);
         }
