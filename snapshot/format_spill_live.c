@@ -12,11 +12,12 @@
  *      before their offsets were stored;
  *   2. the header area (config, modules, phase names);
  *   3. the ring's header and chunk states, then the slots of the chunks
- *      it had handed out by then, three times: a slot is kept when its
- *      sequence word is the same in the first and the third read, so its
- *      data (from the second, which lies wholly between them) was not
- *      being written while read; a slot that changed is made to read as
- *      being written (an odd word), which the reader counts as torn;
+ *      it had handed out by then, 64 slots at a time, each block three
+ *      times: a slot is kept when its sequence word is the same in the
+ *      first and the third read, so its data (from the second, which lies
+ *      wholly between them) was not being written while read; a slot that
+ *      changed is made to read as being written (an odd word), which the
+ *      reader counts as torn;
  *   4. the stack records up to the first one never written, and the
  *      frames they use: read after the ring, so every stack an event read
  *      above names was interned before.
@@ -37,6 +38,8 @@
 /* Chunk states read at most (3 words a chunk): past this the ring header
  * alone is read (the reader needs only its claim count). */
 #define LIVE_RING_HEAD_MAX ((uint64_t)64 << 20)
+/* Ring slots read per step (three reads each, see read_ring). */
+#define LIVE_BLOCK_SLOTS 64u
 /* Stack records read per step while looking for the table's end. */
 #define LIVE_STACK_STEP 8192u
 
@@ -118,33 +121,27 @@ static int read_ring(int fd, unsigned char *buf, size_t len, const tdm_spill_hea
         return 0;
     if (slots > (len - at) / 64)
         slots = (len - at) / 64;
-    uint64_t bytes = slots * 64;
-    unsigned char *first = malloc(bytes), *third = malloc(bytes);
-    int rc = -1;
-    if (!first || !third) {
-        errno = ENOMEM;
-        goto out;
-    }
-    memset(first, 0, bytes);
-    memset(third, 0, bytes);
-    if (read_into(fd, first, at, bytes, copied) != 0 ||
-        read_at(fd, buf, len, at, bytes, copied) != 0 ||
-        read_into(fd, third, at, bytes, copied) != 0)
-        goto out;
-    for (uint64_t s = 0; s < slots; s++) {
-        uint64_t a = u64_at(first, s * 64), c = u64_at(third, s * 64);
-        if (a != c) {
-            uint64_t torn = c | 1; /* odd: being written, left out */
-            memcpy(buf + at + s * 64, &torn, sizeof torn);
-        } else {
-            memcpy(buf + at + s * 64, &a, sizeof a);
+    /* Block by block, so that the three reads of a slot are microseconds
+     * apart: a slot counts as torn only when it was written in them, not
+     * whenever it was written during the whole copy (a program recording
+     * millions of events a second rewrites a small ring meanwhile). */
+    unsigned char first[LIVE_BLOCK_SLOTS * 64], third[LIVE_BLOCK_SLOTS * 64];
+    for (uint64_t b = 0; b < slots; b += LIVE_BLOCK_SLOTS) {
+        uint64_t n = slots - b < LIVE_BLOCK_SLOTS ? slots - b : LIVE_BLOCK_SLOTS;
+        uint64_t off = at + b * 64, bytes = n * 64;
+        memset(first, 0, bytes);
+        memset(third, 0, bytes);
+        if (read_into(fd, first, off, bytes, copied) != 0 ||
+            read_at(fd, buf, len, off, bytes, copied) != 0 ||
+            read_into(fd, third, off, bytes, copied) != 0)
+            return -1;
+        for (uint64_t s = 0; s < n; s++) {
+            uint64_t a = u64_at(first, s * 64), c = u64_at(third, s * 64);
+            uint64_t kept = a == c ? a : c | 1; /* odd: being written, left out */
+            memcpy(buf + off + s * 64, &kept, sizeof kept);
         }
     }
-    rc = 0;
-out:
-    free(first);
-    free(third);
-    return rc;
+    return 0;
 }
 
 static int read_stacks(int fd, unsigned char *buf, size_t len, const tdm_spill_header *h,
