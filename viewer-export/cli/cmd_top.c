@@ -204,7 +204,8 @@ static int add_failed(reading *r, const char *why)
 
 /* Reads every source.  TDM_EXIT_OK, TDM_EXIT_BAD_INPUT when one could
  * not be read (said in r->failed), TDM_EXIT_TOOL_ERROR out of memory. */
-static int read_all(tdm_top_cache *cache, tdm_top_sources *src, reading *r, uint64_t t)
+static int read_all(tdm_top_cache *cache, tdm_top_sources *src, int sites, reading *r,
+                    uint64_t t)
 {
     int rc = TDM_EXIT_OK;
     r->procs = calloc(src->count + 1, sizeof *r->procs);
@@ -216,7 +217,7 @@ static int read_all(tdm_top_cache *cache, tdm_top_sources *src, reading *r, uint
         int was_alive = s->alive;
         s->alive = tdm__top_process_maps(s->pid, s->path);
         char why[512];
-        tdm_status st = tdm__top_read(cache, s, t, &r->procs[r->n], why, sizeof why);
+        tdm_status st = tdm__top_read(cache, s, t, sites, &r->procs[r->n], why, sizeof why);
         if (st == TDM_OK) {
             r->n++;
         } else if (was_alive && !s->alive) {
@@ -297,7 +298,7 @@ static int run(const top_options *o)
         }
         uint64_t t = now_ns();
         reading r = {0};
-        int read_rc = read_all(cache, &src, &r, t);
+        int read_rc = read_all(cache, &src, !o->openmetrics, &r, t);
         if (read_rc == TDM_EXIT_TOOL_ERROR) {
             reading_free(&r);
             rc = read_rc;

@@ -95,9 +95,12 @@ tdm_top_cache *tdm__top_cache_new(void);
 void tdm__top_cache_free(tdm_top_cache *c);
 
 /* One reading of `src` at time now_ns (CLOCK_REALTIME): its figures into
- * *out.  TDM_OK; else the status, with why[] saying it in one line. */
+ * *out; with `sites` 0 no site is named, which spares the symbolizer
+ * (opening a process's modules' symbols: up to 0.3 s and 200 MB for
+ * libc's debug file) where only numbers are wanted (--openmetrics).
+ * TDM_OK; else the status, with why[] saying it in one line. */
 tdm_status tdm__top_read(tdm_top_cache *cache, const tdm_top_source *src, uint64_t now_ns,
-                         tdm_top_process *out, char *why, size_t why_len);
+                         int sites, tdm_top_process *out, char *why, size_t why_len);
 void tdm__top_process_free(tdm_top_process *p);
 
 /* The frame for a terminal (`ansi`: colours, and the screen cleared

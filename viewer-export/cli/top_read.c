@@ -115,7 +115,8 @@ static void site_name(const tdm_snap *snap, uint32_t stack_id, char *out, size_t
 }
 
 static tdm_status fill_device(const tdm_model *model, size_t di, const uint8_t *cats,
-                              uint64_t now_ns, uint64_t start_ns, tdm_top_device *out)
+                              uint64_t now_ns, uint64_t start_ns, int with_sites,
+                              tdm_top_device *out)
 {
     const tdm_model_device *dev = &model->devices[di];
     const tdm_snap *snap = model->snap;
@@ -146,6 +147,8 @@ static tdm_status fill_device(const tdm_model *model, size_t di, const uint8_t *
         const tdm_model_sample *s = tdm__model_sample_at(dev, seq);
         out->history[k] = s ? s->allocated : 0;
     }
+    if (!with_sites)
+        return TDM_OK;
     tdm_model_site *sites;
     size_t n;
     if (tdm__model_sites_at(model, di, end, &sites, &n) != TDM_OK)
@@ -163,7 +166,7 @@ static tdm_status fill_device(const tdm_model *model, size_t di, const uint8_t *
 }
 
 tdm_status tdm__top_read(tdm_top_cache *cache, const tdm_top_source *src, uint64_t now_ns,
-                         tdm_top_process *out, char *why, size_t why_len)
+                         int sites, tdm_top_process *out, char *why, size_t why_len)
 {
     memset(out, 0, sizeof *out);
     out->source = *src;
@@ -186,7 +189,7 @@ tdm_status tdm__top_read(tdm_top_cache *cache, const tdm_top_source *src, uint64
     out->start_us = d->header.start_time_us;
     out->torn = d->torn_slots;
     out->dropped = d->overwritten;
-    tdm_recover_symbols *sym = symbols_for(cache, src->path, d);
+    tdm_recover_symbols *sym = sites ? symbols_for(cache, src->path, d) : NULL;
     st = tdm__recover_build(d, sym, "", &snap);
     if (!cache)
         tdm__recover_symbols_close(sym);
@@ -203,7 +206,8 @@ tdm_status tdm__top_read(tdm_top_cache *cache, const tdm_top_source *src, uint64
         if (!out->devices)
             st = TDM_HOST_OUT_OF_MEMORY;
         for (size_t i = 0; st == TDM_OK && i < model->device_count; i++) {
-            st = fill_device(model, i, cats, now_ns, out->start_us * 1000u, &out->devices[i]);
+            st = fill_device(model, i, cats, now_ns, out->start_us * 1000u, sites,
+                             &out->devices[i]);
             out->device_count = i + 1;
         }
     }
