@@ -245,7 +245,9 @@ static int find_run_folder(const char *dir, tdm_top_sources *out)
             if (strncmp(e->d_name, "run-", 4) != 0)
                 continue;
             char note[PATH_MAX], noted[PATH_MAX] = "", real[PATH_MAX];
-            snprintf(note, sizeof note, "%s/%s/snapshots", dirs[i], e->d_name);
+            if (snprintf(note, sizeof note, "%s/%s/snapshots", dirs[i], e->d_name) >=
+                (int)sizeof note)
+                continue;
             FILE *f = fopen(note, "re");
             if (!f)
                 continue;
@@ -253,8 +255,8 @@ static int find_run_folder(const char *dir, tdm_top_sources *out)
             fclose(f);
             noted[got] = '\0';
             if (realpath(noted, real) && strcmp(real, want) == 0) {
-                snprintf(note, sizeof note, "%s/%s", dirs[i], e->d_name);
-                if (scan_folder(note, 0, out) != 0) {
+                int n = snprintf(note, sizeof note, "%s/%s", dirs[i], e->d_name);
+                if (n < (int)sizeof note && scan_folder(note, 0, out) != 0) {
                     closedir(d);
                     return -1;
                 }
