@@ -4,7 +4,6 @@
 # holds the command's spill file, and top shows the process; the run then
 # ends 0 with its snapshot, as without top watching.
 . "${BASH_SOURCE[0]%/*}/lib.sh" TIDEMARK TRAIN_SIM
-skip_in_sanitizer_build
 
 "$TIDEMARK" run -o "$work/snaps" -- "$TRAIN_SIM" --steps 300 --compute-us 1500 \
   >"$work/run.log" 2>&1 &

@@ -286,6 +286,7 @@ static int run(const top_options *o)
         catch_stops();
     if (live_view)
         terminal_take();
+    int ended = 0;
     for (int first = 1;; first = 0) {
         if (!first && refind) {
             tdm_top_sources again = {0};
@@ -322,22 +323,21 @@ static int run(const top_options *o)
                 fprintf(stderr, "%s\n", r.failed[i]);
         if (!loop)
             rc = tdm__exit_worse(rc, read_rc);
-        int ended = r.ended && !refind;
+        ended = r.ended && !refind;
         reading_free(&r);
-        if (!loop || rc == TDM_EXIT_TOOL_ERROR)
+        if (!loop || rc == TDM_EXIT_TOOL_ERROR || ended)
             break;
-        if (ended) {
-            if (!live_view && !o->openmetrics)
-                fflush(stdout);
-            break;
-        }
         if (!live_view && !o->openmetrics)
-            fputc('\n', stdout);
+            fputc('\n', stdout); /* (between the frames of a plain stream) */
         fflush(stdout);
         if (wait_for_quit(o->every_ms))
             break;
     }
     terminal_restore();
+    /* The live view's last frame went with the alternate screen. */
+    if (live_view && ended)
+        fprintf(stderr, "tidemark %s: the watched process%s ended\n", CMD,
+                src.count == 1 ? "" : "es");
     tdm__top_cache_free(cache);
     tdm__top_sources_free(&src);
     return tdm__cli_flush(CMD, rc);

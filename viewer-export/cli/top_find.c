@@ -255,8 +255,8 @@ static int find_run_folder(const char *dir, tdm_top_sources *out)
             fclose(f);
             noted[got] = '\0';
             if (realpath(noted, real) && strcmp(real, want) == 0) {
-                int n = snprintf(note, sizeof note, "%s/%s", dirs[i], e->d_name);
-                if (n < (int)sizeof note && scan_folder(note, 0, out) != 0) {
+                int made = snprintf(note, sizeof note, "%s/%s", dirs[i], e->d_name);
+                if (made < (int)sizeof note && scan_folder(note, 0, out) != 0) {
                     closedir(d);
                     return -1;
                 }
