@@ -179,22 +179,32 @@ tdm_status tdm__spill_read_live(const char *path, tdm_spill_data **out, tdm_read
     *out = NULL;
     uint64_t scratch = 0, *n = copied ? copied : &scratch;
     *n = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+    /* (O_NONBLOCK: a FIFO named by mistake must not hang the reader.) */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
         return io_fail(err, "cannot open", errno);
     struct stat sb;
     tdm_spill_header h;
     ssize_t got;
-    while ((got = pread(fd, &h, sizeof h, 0)) < 0 && errno == EINTR)
-        ;
-    if (got < 0 || fstat(fd, &sb) != 0) {
+    if (fstat(fd, &sb) != 0) {
         int e = errno;
         close(fd);
         return io_fail(err, "cannot read", e);
     }
-    if (S_ISDIR(sb.st_mode)) {
+    if (!S_ISREG(sb.st_mode)) {
         close(fd);
-        return io_fail(err, "cannot read", EISDIR);
+        if (err) {
+            err->offset = 0;
+            snprintf(err->message, sizeof err->message, "not a regular file");
+        }
+        return TDM_IO_ERROR;
+    }
+    while ((got = pread(fd, &h, sizeof h, 0)) < 0 && errno == EINTR)
+        ;
+    if (got < 0 || fstat(fd, &sb) != 0) { /* (again: the size after the header) */
+        int e = errno;
+        close(fd);
+        return io_fail(err, "cannot read", e);
     }
     size_t len = (size_t)sb.st_size;
     if ((size_t)got < sizeof h || memcmp(h.magic, TDM_SPILL_MAGIC, 8) != 0 ||

@@ -55,6 +55,10 @@ expect 2 "a corrupt spill file" -- "$TIDEMARK" top --once "$work/bad.spill"
 has err "bad.spill"
 one_line "corrupt"
 
+mkfifo "$work/fifo.spill"
+expect 2 "a FIFO (it must not hang)" -- timeout 10 "$TIDEMARK" top --once "$work/fifo.spill"
+one_line "fifo"
+
 mkdir "$work/empty"
 expect 2 "a folder without spill files" -- "$TIDEMARK" top --once "$work/empty"
 has err "no spill file of a recording process"
