@@ -4,6 +4,8 @@
 # holds the command's spill file, and top shows the process; the run then
 # ends 0 with its snapshot, as without top watching.
 . "${BASH_SOURCE[0]%/*}/lib.sh" TIDEMARK TRAIN_SIM
+# (tidemark run preloads its library: not in an ASan or TSan build)
+skip_in_sanitizer_build
 
 "$TIDEMARK" run -o "$work/snaps" -- "$TRAIN_SIM" --steps 300 --compute-us 1500 \
   >"$work/run.log" 2>&1 &

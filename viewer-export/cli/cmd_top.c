@@ -272,8 +272,10 @@ static int run(const top_options *o)
 {
     tdm_top_sources src = {0};
     int rc = tdm__top_find(CMD, o->operand, &src, stderr);
-    if (rc != TDM_EXIT_OK)
+    if (rc != TDM_EXIT_OK) {
+        tdm__top_sources_free(&src);
         return rc;
+    }
     int refind = refind_each_time(o->operand);
     int live_view = !o->once && !o->openmetrics && isatty(STDOUT_FILENO);
     int loop = !o->once && (!o->openmetrics || o->every_given);
@@ -295,6 +297,8 @@ static int run(const top_options *o)
             if (found == TDM_EXIT_OK || found == TDM_EXIT_BAD_INPUT) {
                 tdm__top_sources_free(&src);
                 src = again;
+            } else {
+                tdm__top_sources_free(&again);
             }
         }
         uint64_t t = now_ns();
