@@ -3,15 +3,16 @@
 # python/tidemark.py on the sim device (top_python_prog.py, 3.5 MiB held
 # until told to end): --once and --openmetrics by pid show its bytes
 # exactly, and with SLURM_JOB_ID and RANK in the program's environment
-# (not top's) its labels carry them; the program then ends 0 and its
-# snapshot reads.
+# (not top's) its labels carry them (the job id escaped: no terminal
+# escape passes); the program then ends 0 and its snapshot reads.
 . "${BASH_SOURCE[0]%/*}/lib.sh" TIDEMARK LIBTIDEMARK TDM_SOURCE_DIR
 skip_in_sanitizer_build
 need_python
 check_om="${BASH_SOURCE[0]%/*}/openmetrics_check.py"
 prog="${BASH_SOURCE[0]%/*}/top_python_prog.py"
 
-TIDEMARK_LIB="$LIBTIDEMARK" TIDEMARK_CONF="dump=$work/py.tdm" SLURM_JOB_ID=4242 RANK=3 \
+# The job id carries a terminal escape (an OSC title), which top must not pass on.
+TIDEMARK_LIB="$LIBTIDEMARK" TIDEMARK_CONF="dump=$work/py.tdm" SLURM_JOB_ID=$'4242\e]0;x\a' RANK=3 \
   python3 "$prog" "$work/go" >"$work/py.log" 2>&1 &
 pid=$!
 for _ in $(seq 300); do
@@ -26,11 +27,13 @@ has out "top_python_prog.py"
 has out "device 0 (sim0)  allocated 3.50 MiB (peak 3.50 MiB)"
 has out "rank 3  job 4242"
 has out "Python code"
+! grep -q $'\033' "$work/out" || fail "the job id's escape reached the frame"
 expect 0 "top --openmetrics on the Python program" -- "$TIDEMARK" top --openmetrics "$pid"
 cp "$work/out" "$work/py.prom"
 python3 "$check_om" "$work/py.prom" >"$work/py.samples" 2>"$work/om.err" ||
   fail "openmetrics output does not parse: $(cat "$work/om.err")"
-has py.samples "tidemark_device_allocated_bytes{device=0,device_name=sim0,host=$(hostname),job=4242,pid=$pid,rank=3} 3670016"
+has_re py.samples "^tidemark_device_allocated_bytes\{device=0,device_name=sim0,host=$(hostname),job=4242[^,]+,pid=$pid,rank=3\} 3670016$"
+! grep -q $'\033' "$work/py.prom" || fail "the job id's escape reached the OpenMetrics text"
 touch "$work/go"
 wait "$pid"
 rc=$?

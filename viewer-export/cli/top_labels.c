@@ -4,9 +4,11 @@
  * procinfo_vars.h) and the batch system's job id (SLURM_JOB_ID,
  * PBS_JOBID, LSB_JOBID, FLUX_JOB_ID), read from the process's own
  * environment in /proc/PID/environ (as it was at its start), else from
- * this process's, which a job step shares.  No state, no lock.
+ * this process's, which a job step shares.  The job id is escaped
+ * (common.h) like every text shown.  No state, no lock.
  */
 #include "top.h"
+#include "common.h" /* tdm__escape_text */
 #include "procinfo_vars.h"
 
 #include <stdio.h>
@@ -84,8 +86,10 @@ void tdm__top_labels_read(int64_t pid, const char *recorded_host, tdm_top_labels
     }
     for (const char *const *v = job_vars; *v; v++) {
         const char *val = lookup(env, len, *v);
-        if (val && *val) {
-            snprintf(out->job, sizeof out->job, "%s", val);
+        if (val && *val) { /* (any text a job script set: escaped, as every text shown) */
+            size_t used, n = tdm__escape_text(val, strlen(val), out->job, sizeof out->job - 1,
+                                              0, 1, &used);
+            out->job[n] = '\0';
             break;
         }
     }
