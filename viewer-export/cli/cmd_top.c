@@ -300,6 +300,7 @@ static int run(const top_options *o)
             } else {
                 tdm__top_sources_free(&again);
             }
+            tdm__top_cache_keep(cache, &src);
         }
         uint64_t t = now_ns();
         reading r = {0};

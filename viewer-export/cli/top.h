@@ -93,6 +93,9 @@ typedef struct tdm_top_process {
 typedef struct tdm_top_cache tdm_top_cache;
 tdm_top_cache *tdm__top_cache_new(void);
 void tdm__top_cache_free(tdm_top_cache *c);
+/* Forgets the files not among `src` (processes that ended), so that a
+ * view left running for days keeps the symbols of the living only. */
+void tdm__top_cache_keep(tdm_top_cache *c, const tdm_top_sources *src);
 
 /* One reading of `src` at time now_ns (CLOCK_REALTIME): its figures into
  * *out; with `sites` 0 no site is named, which spares the symbolizer

@@ -52,6 +52,24 @@ void tdm__top_cache_free(tdm_top_cache *c)
     free(c);
 }
 
+void tdm__top_cache_keep(tdm_top_cache *c, const tdm_top_sources *src)
+{
+    size_t kept = 0;
+    for (size_t i = 0; c && i < c->n; i++) {
+        int wanted = 0;
+        for (size_t k = 0; k < src->count && !wanted; k++)
+            wanted = strcmp(src->v[k].path, c->v[i].path) == 0;
+        if (wanted) {
+            c->v[kept++] = c->v[i];
+        } else {
+            free(c->v[i].path);
+            tdm__recover_symbols_close(c->v[i].sym);
+        }
+    }
+    if (c)
+        c->n = kept;
+}
+
 /* The symbolizer for `d`, read from `path`: the cached one while the
  * process has the same modules, else opened anew (NULL: raw addresses). */
 static tdm_recover_symbols *symbols_for(tdm_top_cache *c, const char *path,
