@@ -25,6 +25,19 @@ tail -c 300 "$work/tty.out" | grep -qF "${esc}[?25h${esc}[?1049l" ||
   fail "the terminal was not put back after q"
 has tty.out "device 0 (sim0)"
 
+# A terminal of 8 rows: one line per process and device instead of the
+# full frame (which takes 12 here).
+(sleep 1.5; printf q) | timeout 20 script -qfec "stty rows 8 cols 160; '$TIDEMARK' top $pid" \
+  "$work/small.out" >/dev/null
+has_re small.out "^ +$pid +- +0 +[0-9.]+ [KMG]iB"
+has small.out "top site now"
+lacks small.out "sites holding the most now:"
+# A tall one: the full frame.
+(sleep 1.5; printf q) | timeout 20 script -qfec "stty rows 60 cols 160; '$TIDEMARK' top $pid" \
+  "$work/tall.out" >/dev/null
+has tall.out "sites holding the most now:"
+lacks tall.out "top site now"
+
 # SIGTERM: the same restoring, exit 0 (the loop ends; it is no error).
 timeout 20 script -qfec "'$TIDEMARK' top $pid & echo \$! >'$work/top.pid'; wait" \
   "$work/tty2.out" </dev/null >/dev/null &

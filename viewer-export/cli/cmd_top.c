@@ -22,6 +22,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -101,6 +102,13 @@ static void terminal_take(void)
     fputs("\033[?1049h\033[?25l\033[H\033[2J", stdout);
     screen_taken = 1;
     atexit(terminal_restore);
+}
+
+/* The terminal's height now (it may be resized), 0 when unknown. */
+static unsigned terminal_rows(void)
+{
+    struct winsize ws;
+    return ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 ? ws.ws_row : 0;
 }
 
 static void catch_stops(void)
@@ -321,7 +329,8 @@ static int run(const top_options *o)
              * frame for a script says it on stderr, and is not printed
              * when nothing could be read. */
             tdm__top_frame_print(stdout, r.procs, r.n, (const char *const *)r.failed,
-                                 live_view ? r.nfailed : 0, live_view, t);
+                                 live_view ? r.nfailed : 0, live_view,
+                                 live_view ? terminal_rows() : 0, t);
         }
         if (!live_view)
             for (size_t i = 0; i < r.nfailed; i++)

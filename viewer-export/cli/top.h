@@ -106,11 +106,12 @@ tdm_status tdm__top_read(tdm_top_cache *cache, const tdm_top_source *src, uint64
                          int sites, tdm_top_process *out, char *why, size_t why_len);
 void tdm__top_process_free(tdm_top_process *p);
 
-/* The frame for a terminal (`ansi`: colours, and the screen cleared
- * first) or a plain one (--once into a pipe). */
+/* The frame for a terminal (`ansi`: bold headings, drawn over the last
+ * frame) or a plain one (--once into a pipe); when it would take more
+ * than `rows` lines (0: no limit), one line per process and device. */
 void tdm__top_frame_print(FILE *out, const tdm_top_process *procs, size_t n,
                           const char *const *failed, size_t nfailed, int ansi,
-                          uint64_t now_ns);
+                          unsigned rows, uint64_t now_ns);
 
 /* The OpenMetrics text of the processes, ending with "# EOF". */
 void tdm__top_metrics_print(FILE *out, const tdm_top_process *procs, size_t n);

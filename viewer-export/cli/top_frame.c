@@ -2,7 +2,9 @@
  * per process a line of who it is, then per device allocated and reserved
  * bytes now with their peaks, the bytes of each category now, the last
  * minute of allocated bytes as a line of block characters, and the sites
- * holding the most now.  On a terminal (`ansi`) the frame is drawn from
+ * holding the most now; where that does not fit in the terminal's rows,
+ * one line per process and device instead.  On a terminal (`ansi`) the
+ * frame is drawn from
  * the top left over the previous one (each line cleared to its end, the
  * rest of the screen after it), headings in bold; elsewhere it is plain
  * text.  Every text taken from a file was escaped when read
@@ -96,9 +98,61 @@ static void process(FILE *out, const tdm_top_process *p, int ansi, uint64_t now_
         device(out, &p->devices[i], ansi);
 }
 
+/* The lines process() takes for `p`. */
+static size_t process_lines(const tdm_top_process *p)
+{
+    size_t lines = 3 + (p->device_count ? 0 : 1);
+    for (size_t i = 0; i < p->device_count; i++) {
+        const tdm_top_device *d = &p->devices[i];
+        int any = 0;
+        for (int c = 0; c < TDM_CATEGORY_COUNT_; c++)
+            any |= d->category_bytes[c] != 0;
+        lines += 2 + (size_t)any + (d->site_count ? 1 + d->site_count : 0);
+    }
+    return lines;
+}
+
+/* One line per process and device, for a screen too small for the full
+ * frame (the ranks of a job on one node): the figures, the last 20
+ * seconds, the site holding the most. */
+static void compact(FILE *out, const tdm_top_process *procs, size_t n, int ansi)
+{
+    fprintf(out, "%s%8s %5s %4s %11s %11s %11s %11s  %-20s  %s%s%s", BOLD(ansi), "pid", "rank",
+            "dev", "allocated", "peak", "reserved", "peak", "last 20s", "top site now",
+            PLAIN(ansi), EOL(ansi));
+    for (size_t i = 0; i < n; i++) {
+        const tdm_top_process *p = &procs[i];
+        for (size_t k = 0; k < p->device_count; k++) {
+            const tdm_top_device *d = &p->devices[k];
+            char a[TDM_FMT_LEN], pa[TDM_FMT_LEN], r[TDM_FMT_LEN] = "-", pr[TDM_FMT_LEN] = "-";
+            tdm__fmt_sbytes(a, sizeof a, d->allocated);
+            tdm__fmt_sbytes(pa, sizeof pa, d->peak_allocated);
+            if (d->reserved_known) {
+                tdm__fmt_sbytes(r, sizeof r, d->reserved);
+                tdm__fmt_sbytes(pr, sizeof pr, d->peak_reserved);
+            }
+            fprintf(out, "%8lld %5s %4d %11s %11s %11s %11s  ", (long long)p->source.pid,
+                    p->labels.rank[0] ? p->labels.rank : "-", d->ordinal, a, pa, r, pr);
+            int64_t max = 0;
+            for (int h = TDM_TOP_HISTORY - 20; h < TDM_TOP_HISTORY; h++)
+                max = d->history[h] > max ? d->history[h] : max;
+            for (int h = TDM_TOP_HISTORY - 20; h < TDM_TOP_HISTORY; h++) {
+                int64_t v = d->history[h];
+                int level = max > 0 ? (int)((double)v * 7.0 / (double)max + 0.5) : 0;
+                fputs(v < 0 ? " " : blocks[level < 0 ? 0 : level > 7 ? 7 : level], out);
+            }
+            fprintf(out, "  %s%s", d->site_count ? d->sites[0].where : "-", EOL(ansi));
+        }
+        if (!p->device_count)
+            fprintf(out, "%8lld %5s    - no device memory recorded yet%s",
+                    (long long)p->source.pid, p->labels.rank[0] ? p->labels.rank : "-",
+                    EOL(ansi));
+    }
+}
+
 void tdm__top_frame_print(FILE *out, const tdm_top_process *procs, size_t n,
                           const char *const *failed, size_t nfailed, int ansi,
-                          uint64_t now_ns)
+                          unsigned rows, uint64_t now_ns)
 {
     char when[TDM_FMT_LEN];
     if (ansi)
@@ -106,9 +160,17 @@ void tdm__top_frame_print(FILE *out, const tdm_top_process *procs, size_t n,
     fprintf(out, "%stidemark top%s  %zu process%s  %s%s%s", BOLD(ansi), PLAIN(ansi), n,
             n == 1 ? "" : "es", tdm__fmt_utc(when, sizeof when, now_ns / 1000u),
             ansi ? "  (q: quit)" : "", EOL(ansi));
-    for (size_t i = 0; i < n; i++) {
+    size_t need = 1 + nfailed;
+    for (size_t i = 0; i < n; i++)
+        need += 1 + process_lines(&procs[i]);
+    if (rows && need > rows) {
         fputs(EOL(ansi), out);
-        process(out, &procs[i], ansi, now_ns);
+        compact(out, procs, n, ansi);
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            fputs(EOL(ansi), out);
+            process(out, &procs[i], ansi, now_ns);
+        }
     }
     for (size_t i = 0; i < nfailed; i++)
         fprintf(out, "%s%s", failed[i], EOL(ansi));
