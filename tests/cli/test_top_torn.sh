@@ -23,7 +23,10 @@ for i in $(seq 30); do
   gone "$pid" && break
   "$TIDEMARK" top --openmetrics "$pid" >"$work/m.prom" 2>"$work/m.err"
   rc=$?
-  gone "$pid" && break # (it ended meanwhile: its file went with it)
+  # (It ended meanwhile: its exit snapshot written, its spill file went;
+  # as a zombie not yet waited for it still answers kill -0.)
+  gone "$pid" && break
+  [ "$rc" -ne 0 ] && [ -s "$work/fast.tdm" ] && break
   [ "$rc" -eq 0 ] || { fail "reading $i exited $rc: $(cat "$work/m.err")"; continue; }
   python3 "$check_om" "$work/m.prom" >"$work/m.samples" 2>"$work/om.err" ||
     { fail "reading $i does not parse: $(cat "$work/om.err")"; continue; }
