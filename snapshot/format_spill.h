@@ -49,6 +49,19 @@ tdm_status tdm__spill_read_buffer(const void *data, size_t len, tdm_spill_data *
 /* The same from a file (mapped read-only). */
 tdm_status tdm__spill_read_file(const char *path, tdm_spill_data **out,
                                 tdm_read_error *err);
+/* The same from the spill file of a process that is still recording
+ * (format_spill_live.c, for `tidemark top`): the file opened O_RDONLY and
+ * copied with pread, never mapped, so the copy neither writes nor
+ * allocates a page of the file (a tmpfs hole read by a mapping would be
+ * allocated in the owner's file) and the owner never notices.  Only what
+ * holds data is read: the header area, the ring's header and the chunks
+ * it handed out, the stack records and the frames they use.  The ring's
+ * slots are read three times, and a slot whose sequence word differs
+ * between the first and the third read (it was written meanwhile) is
+ * taken as being written (torn_slots): its data, from the second read,
+ * may be torn.  *copied (may be NULL) gets the bytes read. */
+tdm_status tdm__spill_read_live(const char *path, tdm_spill_data **out, tdm_read_error *err,
+                                uint64_t *copied);
 void tdm__spill_data_free(tdm_spill_data *d);
 
 /* The folder a spill file goes in when TIDEMARK_CONF's `spill` names

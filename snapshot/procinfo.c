@@ -20,12 +20,8 @@
 #include <unistd.h>
 
 #include "procinfo.h"
+#include "procinfo_vars.h"
 
-static const char *const rank_vars[] = {
-    "RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
-    "MV2_COMM_WORLD_RANK", "PALS_RANKID", "JSM_NAMESPACE_RANK",
-    "FLUX_TASK_RANK", "ALPS_APP_PE", "SLURM_PROCID", NULL,
-};
 static const char *const local_rank_vars[] = {
     "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
     "PMI_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK", "PALS_LOCAL_RANKID",
@@ -58,7 +54,7 @@ void tdm__procinfo_read(tdm_procinfo *info)
     if (gethostname(info->host, sizeof info->host - 1) != 0)
         strcpy(info->host, "unknown");
     info->pid = (int64_t)getpid();
-    info->rank = first_int_var(rank_vars);
+    info->rank = first_int_var(tdm__rank_vars);
     info->local_rank = first_int_var(local_rank_vars);
     int32_t ws = first_int_var(world_size_vars);
     info->world_size = ws < 0 ? 0 : ws;

@@ -139,6 +139,11 @@ void tdm__cli_import_help(FILE *out);
 int tdm__cli_recover(int argc, char **argv);
 void tdm__cli_recover_help(FILE *out);
 
+/* ---- top (cmd_top.c; top.h): live view of recording processes -------- */
+
+int tdm__cli_top(int argc, char **argv);
+void tdm__cli_top_help(FILE *out);
+
 /* ---- merge-torch (cmd_merge.c): PyTorch's tensor history into a .tdm -- */
 
 int tdm__cli_merge_torch(int argc, char **argv);

@@ -24,6 +24,8 @@ static const tdm_cli_command commands[] = {
      tdm__cli_merge_torch, tdm__cli_merge_torch_help},
     {"recover", "a snapshot from the spill file of a killed or crashed program",
      tdm__cli_recover, tdm__cli_recover_help},
+    {"top", "live view of recording programs: memory by device, category, site",
+     tdm__cli_top, tdm__cli_top_help},
     {"view", "one offline HTML page to explore a snapshot (or two side by side)",
      tdm__cli_view, tdm__cli_view_help},
     {"run", "run a command recording its device memory; summary and gates",
@@ -37,12 +39,13 @@ static const tdm_cli_command commands[] = {
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
 
-/* Every command but import, merge-torch and recover shows stacks (they
+/* Every command but import, merge-torch, recover, replay and top shows stacks (they
  * write them as read): they take the stack options (cli_stacks.c). */
 static int shows_stacks(const tdm_cli_command *cmd)
 {
     return strcmp(cmd->name, "import") != 0 && strcmp(cmd->name, "merge-torch") != 0 &&
-           strcmp(cmd->name, "recover") != 0 && strcmp(cmd->name, "replay") != 0;
+           strcmp(cmd->name, "recover") != 0 && strcmp(cmd->name, "replay") != 0 &&
+           strcmp(cmd->name, "top") != 0;
 }
 
 static const tdm_cli_command *find_command(const char *name)
