@@ -32,46 +32,15 @@
 #include "ring.h"
 #include "spill.h"
 #include "tidemark.h"
-
-static char dir[] = "/tmp/tdm-spill-live-XXXXXX";
-static char path[256];
-
-static void record(size_t max_entries)
-{
-    tdm_history_options o;
-    tdm_history_options_init(&o);
-    o.max_entries = max_entries;
-    o.context = TDM_CONTEXT_NONE;
-    o.stacks = TDM_STACKS_NONE;
-    o.clear_history = 1;
-    assert_int_equal(tdm_record_memory_history(&o), TDM_OK);
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    assert_non_null(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/t.spill", dir);
-    char why[256] = "";
-    assert_int_equal(tdm__spill_open(path, "", "sim", why, sizeof why), TDM_OK);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    unlink(path);
-    rmdir(dir);
-    return 0;
-}
+#include "spill_fixtures.h"
 
 static void same_as_the_file_reader(void)
 {
     tdm_spill_data *a = NULL, *b = NULL;
     tdm_read_error err = {0};
     uint64_t copied = 0;
-    assert_int_equal(tdm__spill_read_file(path, &a, &err), TDM_OK);
-    assert_int_equal(tdm__spill_read_live(path, &b, &err, &copied), TDM_OK);
+    assert_int_equal(tdm__spill_read_file(spill_path, &a, &err), TDM_OK);
+    assert_int_equal(tdm__spill_read_live(spill_path, &b, &err, &copied), TDM_OK);
     assert_int_equal(a->event_count, b->event_count);
     assert_memory_equal(a->events, b->events, a->event_count * sizeof *a->events);
     assert_int_equal(a->stack_count, b->stack_count);
@@ -90,7 +59,7 @@ static void same_as_the_file_reader(void)
 static void reads_what_the_file_reader_reads(void **state)
 {
     (void)state;
-    record(10000000);
+    spill_record(10000000);
     tdm__ring *ring = atomic_load(&tdm__rec.ring);
     assert_non_null(ring);
     if (ring->spill_offset == 0)
@@ -103,7 +72,7 @@ static void reads_what_the_file_reader_reads(void **state)
 static void a_wrapped_ring_reads_the_same(void **state)
 {
     (void)state;
-    record(256);
+    spill_record(256);
     for (uint64_t i = 0; i < 5000; i++)
         tdm__rec_event(TDM_ACTION_ALLOC, 0, 4096 * (i + 1), 512, 0, 0, 0);
     same_as_the_file_reader();
@@ -121,7 +90,7 @@ static int meddle_reads;
 
 static void store_word(uint64_t off, uint64_t v)
 {
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    int fd = open(spill_path, O_WRONLY | O_CLOEXEC);
     assert_true(fd >= 0);
     assert_int_equal(pwrite(fd, &v, sizeof v, (off_t)off), (ssize_t)sizeof v);
     close(fd);
@@ -148,7 +117,7 @@ ssize_t __wrap_pread(int fd, void *buf, size_t n, off_t off)
 static void a_slot_rewritten_while_read_is_left_out(void **state)
 {
     (void)state;
-    record(4096);
+    spill_record(4096);
     tdm__ring *ring = atomic_load(&tdm__rec.ring);
     if (!ring || ring->spill_offset == 0)
         skip();
@@ -156,14 +125,14 @@ static void a_slot_rewritten_while_read_is_left_out(void **state)
         tdm__rec_event(TDM_ACTION_ALLOC, 0, 4096 * i, i, 0, 0, 0);
     tdm_spill_data *d = NULL;
     tdm_read_error err = {0};
-    assert_int_equal(tdm__spill_read_file(path, &d, &err), TDM_OK);
+    assert_int_equal(tdm__spill_read_file(spill_path, &d, &err), TDM_OK);
     uint64_t slots_at = d->header.ring_slots_offset;
     assert_int_equal(d->event_count, 100);
     tdm__spill_data_free(d);
 
     meddle_at = slots_at;
     meddle_reads = 0;
-    tdm_status st = tdm__spill_read_live(path, &d, &err, NULL);
+    tdm_status st = tdm__spill_read_live(spill_path, &d, &err, NULL);
     meddle_at = 0;
     assert_int_equal(st, TDM_OK);
     assert_int_equal(meddle_reads, 3); /* the block was read three times */
@@ -177,7 +146,7 @@ static void a_slot_rewritten_while_read_is_left_out(void **state)
     tdm__spill_data_free(d);
 
     /* Read again, quietly: the rewritten slot is whole now, and read. */
-    assert_int_equal(tdm__spill_read_live(path, &d, &err, NULL), TDM_OK);
+    assert_int_equal(tdm__spill_read_live(spill_path, &d, &err, NULL), TDM_OK);
     assert_int_equal(d->torn_slots, 0);
     assert_int_equal(d->event_count, 100);
     tdm__spill_data_free(d);
@@ -190,14 +159,14 @@ static void a_slot_rewritten_while_read_is_left_out(void **state)
 static void lying_headers_never_crash(void **state)
 {
     (void)state;
-    record(4096);
+    spill_record(4096);
     tdm__ring *ring = atomic_load(&tdm__rec.ring);
     if (!ring || ring->spill_offset == 0)
         skip();
     for (uint64_t i = 1; i <= 100; i++)
         tdm__rec_event(TDM_ACTION_ALLOC, 0, 4096 * i, i, 0, 0, 0);
     char copy[300];
-    snprintf(copy, sizeof copy, "%s/lie.spill", dir);
+    snprintf(copy, sizeof copy, "%s/lie.spill", spill_dir);
     static const size_t fields[] = {
         offsetof(tdm_spill_header, header_bytes),
         offsetof(tdm_spill_header, ring_offset),
@@ -211,13 +180,13 @@ static void lying_headers_never_crash(void **state)
         offsetof(tdm_spill_header, frame_max),
     };
     struct stat st;
-    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(stat(spill_path, &st), 0);
     const uint64_t values[] = {0, 1, (uint64_t)st.st_size + 1, (uint64_t)1 << 63, UINT64_MAX};
     for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
         for (size_t v = 0; v < sizeof values / sizeof values[0]; v++) {
             /* A fresh copy (sparse: the holes stay holes). */
             char cmd[700];
-            snprintf(cmd, sizeof cmd, "cp --sparse=always '%s' '%s'", path, copy);
+            snprintf(cmd, sizeof cmd, "cp --sparse=always '%s' '%s'", spill_path, copy);
             assert_int_equal(system(cmd), 0);
             int fd = open(copy, O_WRONLY | O_CLOEXEC);
             assert_true(fd >= 0);
@@ -244,5 +213,5 @@ int main(void)
         cmocka_unit_test(a_slot_rewritten_while_read_is_left_out),
         cmocka_unit_test(lying_headers_never_crash),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, spill_setup, spill_teardown);
 }

@@ -25,9 +25,7 @@
 #include "ring.h"
 #include "spill.h"
 #include "tidemark.h"
-
-static char dir[] = "/tmp/tdm-spill-read-XXXXXX";
-static char path[256];
+#include "spill_fixtures.h"
 
 /* The process's peak resident memory, KiB. */
 static long peak_kib(void)
@@ -37,39 +35,10 @@ static long peak_kib(void)
     return ru.ru_maxrss;
 }
 
-static void record(size_t max_entries)
-{
-    tdm_history_options o;
-    tdm_history_options_init(&o);
-    o.max_entries = max_entries;
-    o.context = TDM_CONTEXT_NONE;
-    o.stacks = TDM_STACKS_NONE;
-    o.clear_history = 1;
-    assert_int_equal(tdm_record_memory_history(&o), TDM_OK);
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    assert_non_null(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/t.spill", dir);
-    char why[256] = "";
-    assert_int_equal(tdm__spill_open(path, "", "sim", why, sizeof why), TDM_OK);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    unlink(path);
-    rmdir(dir);
-    return 0;
-}
-
 static void reads_only_what_was_recorded(void **state)
 {
     (void)state;
-    record(10000000);
+    spill_record(10000000);
     tdm__ring *ring = atomic_load(&tdm__rec.ring);
     assert_non_null(ring);
     if (ring->spill_offset == 0)
@@ -80,7 +49,7 @@ static void reads_only_what_was_recorded(void **state)
     tdm_spill_data *d = NULL;
     tdm_read_error err = {0};
     long before = peak_kib();
-    assert_int_equal(tdm__spill_read_file(path, &d, &err), TDM_OK);
+    assert_int_equal(tdm__spill_read_file(spill_path, &d, &err), TDM_OK);
     long grew = peak_kib() - before;
     assert_int_equal(d->event_count, 1000);
     assert_int_equal(d->events[999].addr, 4096 * 1000);
@@ -94,12 +63,12 @@ static void reads_only_what_was_recorded(void **state)
 static void a_ring_that_went_round_is_read_whole(void **state)
 {
     (void)state;
-    record(256);
+    spill_record(256);
     for (uint64_t i = 0; i < 5000; i++)
         tdm__rec_event(TDM_ACTION_ALLOC, 0, 4096 * (i + 1), 512, 0, 0, 0);
     tdm_spill_data *d = NULL;
     tdm_read_error err = {0};
-    assert_int_equal(tdm__spill_read_file(path, &d, &err), TDM_OK);
+    assert_int_equal(tdm__spill_read_file(spill_path, &d, &err), TDM_OK);
     assert_int_equal(d->event_count, 256);
     assert_int_equal(d->events[255].addr, 4096 * 5000);
     tdm__spill_data_free(d);
@@ -111,5 +80,5 @@ int main(void)
         cmocka_unit_test(reads_only_what_was_recorded),
         cmocka_unit_test(a_ring_that_went_round_is_read_whole),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, spill_setup, spill_teardown);
 }
