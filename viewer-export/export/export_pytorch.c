@@ -412,6 +412,8 @@ static void put_snapshot_entry(tdm_pkw *w, const tdm_snap *snap)
     put_entry(w, &none, &e, TDM_CATEGORY_UNKNOWN, NULL);
 }
 
+/* One external_annotations entry; `device` as PyTorch writes it (>= 0
+ * for the marks tidemark makes). */
 static void put_annotation(tdm_pkw *w, tdm_pkw_seq *seq, const char *name,
                            const char *stage, int device, uint64_t time_ns)
 {
@@ -422,7 +424,7 @@ static void put_annotation(tdm_pkw *w, tdm_pkw_seq *seq, const char *name,
     KEY(w, "stage");
     tdm__pkw_cstr(w, stage);
     KEY(w, "device");
-    tdm__pkw_int(w, device < 0 ? 0 : device);
+    tdm__pkw_int(w, device);
     KEY(w, "time_us");
     tdm__pkw_int(w, (int64_t)(time_ns / 1000));
     dict_close(w);
@@ -437,17 +439,8 @@ static int put_kept_annotations(tdm_pkw *w, const tdm_snap *snap, tdm_pkw_seq *s
         const tdm_snap_annotation *a = &snap->annotations[i];
         if (a->kind != TDM_ANNOTATION_START && a->kind != TDM_ANNOTATION_END)
             continue;
-        tdm__pkw_list_item(w, seq);
-        dict_open(w);
-        KEY(w, "name");
-        tdm__pkw_cstr(w, a->text);
-        KEY(w, "stage");
-        tdm__pkw_cstr(w, a->kind == TDM_ANNOTATION_START ? "START" : "END");
-        KEY(w, "device");
-        tdm__pkw_int(w, a->device);
-        KEY(w, "time_us");
-        tdm__pkw_int(w, (int64_t)(a->time_ns / 1000));
-        dict_close(w);
+        put_annotation(w, seq, a->text, a->kind == TDM_ANNOTATION_START ? "START" : "END",
+                       a->device, a->time_ns);
         kept = 1;
     }
     return kept;
@@ -469,26 +462,27 @@ static void put_annotations(tdm_pkw *w, const tdm_snap *snap, const tdm_model *m
     }
     for (size_t i = 0; i < snap->event_count; i++) {
         const tdm_event *e = &snap->events[i];
+        int device = e->device < 0 ? 0 : e->device; /* a process-wide mark: device 0 */
         t = e->time_ns;
         uint32_t new_phase = e->action == TDM_ACTION_PHASE || i == 0 ? e->phase : phase;
         uint32_t new_step = e->action == TDM_ACTION_STEP || i == 0 ? e->step : step;
         if (new_phase != phase || (e->action == TDM_ACTION_PHASE && new_phase)) {
             if (phase)
                 put_annotation(w, &seq, tdm__model_phase_name(model, phase, buf, sizeof buf),
-                               "END", e->device, t);
+                               "END", device, t);
             if (new_phase)
                 put_annotation(w, &seq, tdm__model_phase_name(model, new_phase, buf, sizeof buf),
-                               "START", e->device, t);
+                               "START", device, t);
             phase = new_phase;
         }
         if (new_step != step || (e->action == TDM_ACTION_STEP && new_step)) {
             if (step) {
                 snprintf(name, sizeof name, "ProfilerStep#%u", step);
-                put_annotation(w, &seq, name, "END", e->device, t);
+                put_annotation(w, &seq, name, "END", device, t);
             }
             if (new_step) {
                 snprintf(name, sizeof name, "ProfilerStep#%u", new_step);
-                put_annotation(w, &seq, name, "START", e->device, t);
+                put_annotation(w, &seq, name, "START", device, t);
             }
             step = new_step;
         }
