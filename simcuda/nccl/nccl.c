@@ -151,7 +151,8 @@ static size_t type_size(ncclDataType_t t)
  * current device, rounded up to the granularity.  *size becomes the size
  * mapped. */
 static ncclResult_t vmm_alloc(int dev, size_t *size, CUdeviceptr *out,
-                              CUmemGenericAllocationHandle *handle) {
+                              CUmemGenericAllocationHandle *handle)
+{
     CUmemAllocationProp prop;
     memset(&prop, 0, sizeof prop);
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -274,14 +275,16 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int
 }
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank,
-                                    ncclConfig_t *config) {
+                                    ncclConfig_t *config)
+{
     (void)id;
     (void)config; /* a non-blocking init is complete at once: ncclSuccess */
     return comm_make(comm, nranks, rank, current_device());
 }
 
 ncclResult_t ncclCommInitRankScalable(ncclComm_t *comm, int nranks, int rank, int nid,
-                                      ncclUniqueId *ids, ncclConfig_t *config) {
+                                      ncclUniqueId *ids, ncclConfig_t *config)
+{
     (void)config;
     if (nid < 1 || !ids)
         return ncclInvalidArgument;
@@ -310,7 +313,8 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist)
  * many share its color, so it takes the parent's size, as when every rank
  * gives the same color (what torch's new_group over all ranks does). */
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
-                           ncclConfig_t *config) {
+                           ncclConfig_t *config)
+{
     (void)key;
     (void)config;
     struct simnccl_comm *c = check(comm);
@@ -483,7 +487,8 @@ ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle)
 }
 
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t type,
-                                      int residence, ncclComm_t comm) {
+                                      int residence, ncclComm_t comm)
+{
     (void)scalar;
     (void)residence;
     struct simnccl_comm *c = check(comm);
@@ -521,7 +526,8 @@ static ncclResult_t args(ncclComm_t comm, size_t count, ncclDataType_t type, siz
 }
 
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type,
-                           ncclRedOp_t op, ncclComm_t comm, void *stream) {
+                           ncclRedOp_t op, ncclComm_t comm, void *stream)
+{
     (void)op;
     (void)stream;
     size_t n;
@@ -533,7 +539,8 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
 }
 
 ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t type,
-                           int root, ncclComm_t comm, void *stream) {
+                           int root, ncclComm_t comm, void *stream)
+{
     (void)stream;
     size_t n;
     ncclResult_t r = args(comm, count, type, &n);
@@ -552,18 +559,21 @@ ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataT
 }
 
 ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
-                       void *stream) {
+                       void *stream)
+{
     return ncclBroadcast(buff, buff, count, type, root, comm, stream);
 }
 
 ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType_t type,
-                        ncclRedOp_t op, int root, ncclComm_t comm, void *stream) {
+                        ncclRedOp_t op, int root, ncclComm_t comm, void *stream)
+{
     (void)op;
     return ncclBroadcast(send, recv, count, type, root, comm, stream);
 }
 
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t sendcount, ncclDataType_t type,
-                           ncclComm_t comm, void *stream) {
+                           ncclComm_t comm, void *stream)
+{
     (void)stream;
     size_t n;
     ncclResult_t r = args(comm, sendcount, type, &n);
@@ -575,7 +585,8 @@ ncclResult_t ncclAllGather(const void *send, void *recv, size_t sendcount, ncclD
 }
 
 ncclResult_t ncclGather(const void *send, void *recv, size_t count, ncclDataType_t type, int root,
-                        ncclComm_t comm, void *stream) {
+                        ncclComm_t comm, void *stream)
+{
     (void)stream;
     size_t n;
     ncclResult_t r = args(comm, count, type, &n);
@@ -594,7 +605,8 @@ ncclResult_t ncclGather(const void *send, void *recv, size_t count, ncclDataType
 
 ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t recvcount,
                                ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm,
-                               void *stream) {
+                               void *stream)
+{
     (void)op;
     (void)stream;
     size_t n;
@@ -606,7 +618,8 @@ ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t recvcount,
 }
 
 ncclResult_t ncclAlltoAll(const void *send, void *recv, size_t count, ncclDataType_t type,
-                          ncclComm_t comm, void *stream) {
+                          ncclComm_t comm, void *stream)
+{
     (void)stream;
     size_t n;
     ncclResult_t r = args(comm, count, type, &n);
@@ -632,7 +645,8 @@ ncclResult_t ncclAlltoAll(const void *send, void *recv, size_t count, ncclDataTy
 }
 
 ncclResult_t ncclSend(const void *send, size_t count, ncclDataType_t type, int peer,
-                      ncclComm_t comm, void *stream) {
+                      ncclComm_t comm, void *stream)
+{
     (void)stream;
     size_t n;
     ncclResult_t r = args(comm, count, type, &n);
@@ -642,7 +656,8 @@ ncclResult_t ncclSend(const void *send, size_t count, ncclDataType_t type, int p
 }
 
 ncclResult_t ncclRecv(void *recv, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
-                      void *stream) {
+                      void *stream)
+{
     (void)stream;
     size_t n;
     ncclResult_t r = args(comm, count, type, &n);
