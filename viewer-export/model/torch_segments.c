@@ -2,9 +2,9 @@
  * allocator seen from below? (torch_segments.h).  One pass over the
  * snapshot's frame table, which holds exactly the frames of its recorded
  * stacks.  No state, no locks. */
+#define _GNU_SOURCE /* strcasestr */
 #include "torch_segments.h"
 
-#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,12 +31,18 @@ static int contains_any(const char *s, const char *const *list, size_t n)
     return 0;
 }
 
+/* A module path's file name. */
+static const char *module_base(const char *module)
+{
+    const char *slash = strrchr(module, '/');
+    return slash ? slash + 1 : module;
+}
+
 static int library_is_allocators(const char *module)
 {
     if (!module || !module[0])
         return 0;
-    const char *base = strrchr(module, '/');
-    base = base ? base + 1 : module;
+    const char *base = module_base(module);
     for (size_t i = 0; i < sizeof allocator_libraries / sizeof *allocator_libraries; i++) {
         size_t n = strlen(allocator_libraries[i]);
         /* "libc10_cuda.so", "libc10_cuda.so.2.5" */
@@ -95,22 +101,16 @@ void tdm__foreign_segments_free(tdm_foreign_segments *f)
 
 static int names_nccl(const char *s)
 {
-    for (; s && *s; s++)
-        if (tolower((unsigned char)s[0]) == 'n' && tolower((unsigned char)s[1]) == 'c' &&
-            tolower((unsigned char)s[2]) == 'c' && tolower((unsigned char)s[3]) == 'l')
-            return 1;
-    return 0;
+    return s && strcasestr(s, "nccl") != NULL;
 }
 
 /* Whether a frame is in one of PyTorch's libraries (libtorch*.so,
  * libc10*.so). */
 static int in_torch_library(const tdm_snap_frame *fr)
 {
-    const char *m = fr->module;
-    if (!m || !m[0])
+    if (!fr->module || !fr->module[0])
         return 0;
-    const char *base = strrchr(m, '/');
-    base = base ? base + 1 : m;
+    const char *base = module_base(fr->module);
     return strncmp(base, "libtorch", 8) == 0 || strncmp(base, "libc10", 6) == 0;
 }
 
