@@ -139,6 +139,16 @@ void tdm__site_format_frame(char *buf, size_t len, const tdm_snap_frame *f)
                  str_or(base_name(f->module), "unknown module"));
 }
 
+void tdm__site_format_stack_frame(char *buf, size_t len, const tdm_snap *s, uint32_t stack_id,
+                                  uint32_t i)
+{
+    uint32_t fi = s->stacks[stack_id].frames[i];
+    if (fi < s->frame_count)
+        tdm__site_format_frame(buf, len, &s->frames[fi]);
+    else
+        snprintf(buf, len, "(frame %u missing)", fi);
+}
+
 void tdm__site_print_frames(FILE *out, const tdm_snap *s, uint32_t stack_id,
                             unsigned frames, int indent)
 {
@@ -151,10 +161,7 @@ void tdm__site_print_frames(FILE *out, const tdm_snap *s, uint32_t stack_id,
     for (uint32_t i = tdm__site_first_frame(s, stack_id); i < st->depth && shown < frames;
          i = tdm__site_next_frame(s, stack_id, i), shown++) {
         char line[256];
-        if (st->frames[i] < s->frame_count)
-            tdm__site_format_frame(line, sizeof line, &s->frames[st->frames[i]]);
-        else
-            snprintf(line, sizeof line, "(frame %u missing)", st->frames[i]);
+        tdm__site_format_stack_frame(line, sizeof line, s, stack_id, i);
         fprintf(out, "%*s%s\n", shown ? indent : 0, "", line);
     }
 }

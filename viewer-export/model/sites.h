@@ -39,6 +39,10 @@ void tdm__site_show_native_frames(int on);
 int tdm__site_frame_is_python(const tdm_snap_frame *f);
 /* "function (file.c:123)", or "0x1234 (module)" when unsymbolized. */
 void tdm__site_format_frame(char *buf, size_t len, const tdm_snap_frame *f);
+/* Frame `i` of stack `stack_id` as tdm__site_format_frame writes it, or
+ * "(frame N missing)" when the stack names a frame the table lacks. */
+void tdm__site_format_stack_frame(char *buf, size_t len, const tdm_snap *s, uint32_t stack_id,
+                                  uint32_t i);
 /* Prints up to `frames` frames of a site: the first on the current line,
  * the others on their own lines after `indent` blanks. */
 void tdm__site_print_frames(FILE *out, const tdm_snap *s, uint32_t stack_id,

@@ -103,10 +103,7 @@ static void row_site(rank_row *r, const tdm_input *in, size_t di, unsigned frame
             for (uint32_t f = tdm__site_first_frame(s, sid); f < st->depth && shown < frames;
                  f = tdm__site_next_frame(s, sid, f), shown++) {
                 char line[256];
-                if (st->frames[f] < s->frame_count)
-                    tdm__site_format_frame(line, sizeof line, &s->frames[st->frames[f]]);
-                else
-                    snprintf(line, sizeof line, "(frame %u missing)", st->frames[f]);
+                tdm__site_format_stack_frame(line, sizeof line, s, sid, f);
                 int w = snprintf(r->site + used, sizeof r->site - used, "%s%s",
                                  shown ? "\n" : lead, line);
                 if (w < 0 || (size_t)w >= sizeof r->site - used) {

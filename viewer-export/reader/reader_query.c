@@ -162,10 +162,7 @@ size_t tdm_snapshot_site_text(const tdm_snapshot *snap, uint32_t stack_id, unsig
     for (uint32_t i = tdm__site_first_frame(s, stack_id); i < st->depth && shown < frames;
          i = tdm__site_next_frame(s, stack_id, i), shown++) {
         char line[256];
-        if (st->frames[i] < s->frame_count)
-            tdm__site_format_frame(line, sizeof line, &s->frames[st->frames[i]]);
-        else
-            snprintf(line, sizeof line, "(frame %u missing)", st->frames[i]);
+        tdm__site_format_stack_frame(line, sizeof line, s, stack_id, i);
         int w = snprintf(buf + (need < len ? need : len - 1), need < len ? len - need : 1,
                          "%s%s", shown ? "\n" : "", line);
         need += w > 0 ? (size_t)w : 0;
