@@ -79,8 +79,8 @@ static int name_cmp(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Paths of the snapshots this run wrote, sorted; -1 on allocation failure. */
-/* The files ending in `suffix` that this run wrote in `dir`, sorted. */
+/* The files ending in `suffix` that this run wrote in `dir`, sorted; -1
+ * on allocation failure. */
 int tdm__run_list_new(const char *dir, const old_file *old, size_t nold, const char *suffix,
                     char ***out, size_t *count)
 {
