@@ -80,7 +80,7 @@ static int name_cmp(const void *a, const void *b)
 }
 
 /* The files ending in `suffix` that this run wrote in `dir`, sorted; -1
- * on allocation failure. */
+ * when `dir` cannot be read or on allocation failure. */
 int tdm__run_list_new(const char *dir, const old_file *old, size_t nold, const char *suffix,
                     char ***out, size_t *count)
 {
