@@ -537,48 +537,6 @@ static int block_sizes(im *c, const tdm_pkv *settings)
  * list head with the smallest time (marks first on ties, then the lower
  * list), so every list keeps its own order even where its times do not
  * increase. */
-/* The notes of list k (its run of c->notes) whose place is before the
- * list's event `at` (the list's end: those left), as annotations before
- * merged event n. */
-static void place_notes(im *c, size_t k, size_t *cursor, size_t at, size_t n)
-{
-    while (*cursor < c->nnotes && c->notes[*cursor].list == k && c->notes[*cursor].at <= at) {
-        tdm_snap_annotation a = c->notes[(*cursor)++].a;
-        a.before_event = n;
-        c->annotations[c->nannotations++] = a;
-    }
-}
-
-/* The external_annotations entries, in their list's order, each placed
- * before the first merged event not older than it (never before the one
- * ahead of it), then both kinds of annotations into one history order. */
-static int place_external_notes(im *c)
-{
-    size_t n = c->nannotations + c->next_notes;
-    if (!c->next_notes)
-        return 0;
-    tdm_snap_annotation *all = malloc(n * sizeof *all);
-    if (!all)
-        return tdm__pti_oom(c);
-    size_t at = 0;
-    for (size_t i = 0; i < c->next_notes; i++) {
-        while (at < c->nevents && c->events[at].time_ns < c->ext_notes[i].a.time_ns)
-            at++;
-        c->ext_notes[i].a.before_event = at;
-    }
-    size_t a = 0, b = 0, k = 0;
-    while (a < c->nannotations || b < c->next_notes)
-        if (b == c->next_notes ||
-            (a < c->nannotations && c->annotations[a].before_event <= c->ext_notes[b].a.before_event))
-            all[k++] = c->annotations[a++];
-        else
-            all[k++] = c->ext_notes[b++].a;
-    free(c->annotations);
-    c->annotations = all;
-    c->nannotations = n;
-    return 0;
-}
-
 static int merge_history(im *c)
 {
     size_t lists = c->ndev;
@@ -606,7 +564,7 @@ static int merge_history(im *c)
     /* Lists with no events: their notes go first. */
     for (size_t k = 0; k < lists; k++)
         if (head[k] == c->dev_start[k + 1])
-            place_notes(c, k, &note[k], SIZE_MAX, 0);
+            tdm__pti_place_notes(c, k, &note[k], SIZE_MAX, 0);
     size_t mk = 0, n = 0;
     uint32_t phase = 0, step = 0;
     while (n < total) {
@@ -638,20 +596,20 @@ static int merge_history(im *c)
             out[n++] = e;
             continue;
         }
-        place_notes(c, best, &note[best], head[best], n);
+        tdm__pti_place_notes(c, best, &note[best], head[best], n);
         tdm_event e = c->events[head[best]++];
         e.phase = phase;
         e.step = step;
         out[n++] = e;
         if (head[best] == c->dev_start[best + 1])
-            place_notes(c, best, &note[best], SIZE_MAX, n); /* after the list's last */
+            tdm__pti_place_notes(c, best, &note[best], SIZE_MAX, n); /* after the list's last */
     }
     free(head);
     free(note);
     free(c->events);
     c->events = out;
     c->nevents = n;
-    return place_external_notes(c);
+    return tdm__pti_place_external_notes(c);
 }
 
 /* ---- entry points ----------------------------------------------------------- */

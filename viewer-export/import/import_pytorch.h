@@ -126,6 +126,14 @@ int tdm__pti_oom(im *c);
 int tdm__pti_read_annotations(im *c, const tdm_pkv *list);
 /* c->marks in time order, without the END marks that end nothing. */
 void tdm__pti_order_marks(im *c);
+/* During the merge: the notes of list k from *cursor on whose place is
+ * at or before that list's event `at` (SIZE_MAX: all left) become
+ * annotations before merged event n. */
+void tdm__pti_place_notes(im *c, size_t k, size_t *cursor, size_t at, size_t n);
+/* After the merge: the external_annotations entries placed by time and
+ * merged with the lists' annotations into c->annotations, in history
+ * order.  -1 on out of memory. */
+int tdm__pti_place_external_notes(im *c);
 /* One copy of every distinct string (cut at its first NUL); NULL on OOM. */
 const char *tdm__pti_intern(im *c, const char *s, size_t n);
 /* The int / str under `key` of dict d: 1 found, 0 absent or None (and not

@@ -4,7 +4,8 @@
  * force; put in time order before the history is merged
  * (import_pytorch.c).  Each entry is also kept as it is (stage, name,
  * device, time: the snapshot's annotations, format 1.4), so that an
- * export gives PyTorch's list back. */
+ * export gives PyTorch's list back; the merge places these and the trace
+ * lists' own annotations in the history here. */
 #include "import_pytorch.h"
 
 #include <stdio.h>
@@ -131,4 +132,48 @@ void tdm__pti_order_marks(im *c)
 {
     qsort(c->marks, c->nmarks, sizeof *c->marks, mark_cmp);
     drop_idle_ends(c);
+}
+
+/* ---- annotations kept for the round trip (format 1.4) ------------------- */
+
+/* The notes of list k (its run of c->notes) whose place is before the
+ * list's event `at` (the list's end: those left), as annotations before
+ * merged event n. */
+void tdm__pti_place_notes(im *c, size_t k, size_t *cursor, size_t at, size_t n)
+{
+    while (*cursor < c->nnotes && c->notes[*cursor].list == k && c->notes[*cursor].at <= at) {
+        tdm_snap_annotation a = c->notes[(*cursor)++].a;
+        a.before_event = n;
+        c->annotations[c->nannotations++] = a;
+    }
+}
+
+/* The external_annotations entries, in their list's order, each placed
+ * before the first merged event not older than it (never before the one
+ * ahead of it), then both kinds of annotations into one history order. */
+int tdm__pti_place_external_notes(im *c)
+{
+    size_t n = c->nannotations + c->next_notes;
+    if (!c->next_notes)
+        return 0;
+    tdm_snap_annotation *all = malloc(n * sizeof *all);
+    if (!all)
+        return tdm__pti_oom(c);
+    size_t at = 0;
+    for (size_t i = 0; i < c->next_notes; i++) {
+        while (at < c->nevents && c->events[at].time_ns < c->ext_notes[i].a.time_ns)
+            at++;
+        c->ext_notes[i].a.before_event = at;
+    }
+    size_t a = 0, b = 0, k = 0;
+    while (a < c->nannotations || b < c->next_notes)
+        if (b == c->next_notes ||
+            (a < c->nannotations && c->annotations[a].before_event <= c->ext_notes[b].a.before_event))
+            all[k++] = c->annotations[a++];
+        else
+            all[k++] = c->ext_notes[b++].a;
+    free(c->annotations);
+    c->annotations = all;
+    c->nannotations = n;
+    return 0;
 }
