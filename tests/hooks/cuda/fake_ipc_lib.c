@@ -1,11 +1,13 @@
 /* tests/hooks/cuda/fake_ipc_lib.c: a library that allocates device memory
- * to export it over CUDA IPC, as NCCL's legacy P2P transport does
- * (ncclCudaCalloc: cudaMalloc, a memset, then cudaIpcGetMemHandle of that
- * buffer, which the peer opens with no offset).  Built three times: as
+ * for the program to export over CUDA IPC, as NCCL's legacy P2P transport
+ * does (ncclCudaCalloc: cudaMalloc, a memset, then cudaIpcGetMemHandle of
+ * that buffer, which the peer opens with no offset).  It imports no export
+ * itself (NCCL's static cudart imports nothing).  Built four times: as
  * libnccl.so, the name cache mode knows (the driver's cuMemAlloc, as
  * NCCL's static cudart makes it), as libnccl_rt.so (the shared runtime's
- * cudaMalloc), and as libtdm_ipc_named.so, a library only TIDEMARK_CONF's
- * ipc_libraries names.  sem_app ipc loads them all
+ * cudaMalloc), as libtdm_ipc_named.so, a library only TIDEMARK_CONF's
+ * ipc_libraries names (sem_app ipc loads these three), and as
+ * libtdm_alloc_rt.so, over the runtime, named nowhere (ipc_rt_app lib)
  * (hooks/preload/cuda_ipc.c). */
 #include <cuda.h>
 #include <stddef.h>
