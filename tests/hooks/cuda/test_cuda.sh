@@ -460,16 +460,23 @@ sem_*)
         grep -qx ok "$T/$mode.out" || fail "sem_app $what under mode=$mode"
     done
     case $what in
-    ipc) # NCCL's buffers always exported; a refusal only as the last resort, said once
+    ipc) # NCCL's and an exporter's buffers always exported; a refusal only as the last resort, said once
         grep -qx "ipc export second -> ok" "$T/plain.out" || fail "the fake refused an export"
         grep -qx "ipc export named second -> ok" "$T/plain.out" || fail "the fake refused an export"
         grep -qx "ipc export nccl second -> ok" "$T/cache.out" ||
             fail "cache mode refused an export of NCCL's"
         grep -qx "ipc export nccl runtime second -> ok" "$T/cache.out" ||
             fail "cache mode refused an export of NCCL's (its cudaMalloc)"
-        [ "$(grep -c "tidemark: mode=cache: libnccl.so exports its CUDA allocations over IPC" \
-            "$T/cache.err")" = 1 ] || fail "NCCL's allocations left to the driver without one line"
+        # A library that imports cuIpcGetMemHandle: what it allocates is the driver's.
+        grep -qx "ipc export exporter second -> ok" "$T/cache.out" ||
+            fail "cache mode refused an export of a library that imports the export"
+        [ "$(grep -c "tidemark: mode=cache: .* exports its CUDA allocations over IPC" \
+            "$T/cache.err")" = 1 ] || fail "exporters' allocations left to the driver without one line"
+        # The program (it looks the export up, imports none) and a library
+        # named nowhere: cached, and a block inside a segment refused.
         grep -qx "ipc export second -> refused" "$T/cache.out" ||
+            fail "a cached block inside a segment was exported (the peer gets the segment)"
+        grep -qx "ipc export named second -> refused" "$T/cache.out" ||
             fail "a cached block inside a segment was exported (the peer gets the segment)"
         [ "$(grep -c "tidemark: mode=cache: .*cuIpcGetMemHandle" "$T/cache.err")" = 1 ] ||
             fail "an export refused without one stderr line"
