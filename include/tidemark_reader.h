@@ -184,7 +184,7 @@ typedef struct tdm_snapshot_allocation {
     uint32_t stack_id;       /* its allocation's stack (see stack_of_free) */
     int32_t device;          /* ordinal */
     uint8_t category;        /* tdm_category */
-    uint8_t category_source; /* 0 tag, 1 a rule over its stack, 2 phases */
+    uint8_t category_source; /* 0 tag, 1 a rule over its stack, 2 phases, 3 a fact of its free */
     uint8_t stack_of_free;   /* stack_id is where it was freed (its alloc
                                 was not recorded) */
 } tdm_snapshot_allocation;

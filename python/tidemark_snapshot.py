@@ -310,7 +310,7 @@ class Snapshot:
                   alloc_seq (-1: made before the window), free_seq (-1:
                   live at the dump), stack_id, device, category (index
                   into CATEGORIES), category_source (0 tag, 1 stack rule,
-                  2 phases), stack_of_free
+                  2 phases, 3 a fact of its free), stack_of_free
     """
 
     def __init__(self, path, partial=False):

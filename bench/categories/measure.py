@@ -70,19 +70,26 @@ DISTRIBUTED = ("ddp", "fsdp2")
 
 
 def run_loop(tidemark, python, name, args=(), gpu="h100", conf=None, out=None, timeout=600,
-             wrapper=()):
+             wrapper=(), cpu_mirror=None):
     """Runs loop `name` under tidemark (through `wrapper`, a script and its
-    first arguments, when given: oracle.py); returns (Snapshot, path of the
-    .tdm, the run's output).  Raises RuntimeError when the run fails."""
+    first arguments, when given: oracle.py) on the simulated GPU `gpu`, or,
+    with `cpu_mirror` (tests/python/torch_cpu_mirror.c's library, for a
+    torch without CUDA), on the CPU with its tensors booked on the sim
+    device; returns (Snapshot, path of the .tdm, the run's output).  Raises
+    RuntimeError when the run fails."""
     out = out or tempfile.mkdtemp(prefix="tdm-cat-%s-" % name)
-    cmd = [tidemark, "run", "--simulate", gpu, "-q", "-o", out]
+    cmd = [tidemark, "run", "--simulate", gpu, "-q", "-o", out] if not cpu_mirror else \
+        [tidemark, "run", "-q", "-o", out]
+    env = dict(os.environ)
+    if cpu_mirror:
+        env["LD_PRELOAD"] = cpu_mirror + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
     if conf:
         cmd += ["--conf", conf]
     launch = [python]
     if name in DISTRIBUTED:
         launch += ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
     cmd += ["--"] + launch + list(wrapper) + [loop_path(name)] + [str(a) for a in args]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     if r.returncode != 0:
         raise RuntimeError("%s: exit %d: %s" % (name, r.returncode, (r.stdout + r.stderr)[-3000:]))
     snaps = sorted(os.path.join(out, f) for f in os.listdir(out) if f.endswith(".tdm"))

@@ -5,6 +5,7 @@ known from the model and optimizer objects.  Prints one table; not a timed
 test (docs/categories.md, "How well it works: real training loops").
 
     python run.py [--tidemark PATH] [--gpu h100] [--keep] [LOOP...]
+    python3 run.py --python /usr/bin/python3 --cpu-mirror LIB [LOOP...]
 
 Each loop runs once, on the simulated GPU under `tidemark run` with
 oracle.py around it (the profiler only watches).  Per loop and category:
@@ -19,7 +20,8 @@ of tidemark's peak it calls unknown.  PyTorch's AUTOGRAD_DETAIL (gradients
 of activations inside backward) counts as temporary, tidemark's name for
 them.  Known sizes: parameters and optimizer state at the peak against
 the parameter bytes and the optimizer's state tensors at exit, the most
-gradient bytes live at once against the trainable parameter bytes.
+gradient bytes live at once against the trainable parameter bytes; a KV
+cache's bytes from the model's shape.
 """
 import argparse
 import gzip
@@ -122,6 +124,49 @@ def correct_known(oracle, s, known, key, cat):
     return n, nbytes
 
 
+def correct_kv_cache(oracle, s, known):
+    """PyTorch's timeline calls a KV cache unknown: it is made by the loop
+    between forwards (torch.zeros, no operator it follows owns it) and only
+    written to in place.  Its size is known from the model (oracle.py's
+    `kv_cache`: layers x 2 x batch x sequence x width x dtype bytes); each
+    allocation of exactly that size is a cache, which docs/categories.md
+    counts as input (what the loop hands to every forward).  The match is
+    by size alone, never by what tidemark called it.  Returns (count,
+    bytes)."""
+    kv = known.get("kv_cache")
+    n = nbytes = 0
+    if not kv:
+        return n, nbytes
+    for i in range(s.n):
+        if s.a["device"][i] == s.device and s.a["size"][i] == kv["bytes"] and \
+                relabel(oracle, s, i, "input", only_from="unknown"):
+            n += 1
+            nbytes += s.a["size"][i]
+    return n, nbytes
+
+
+def correct_optimizer_scratch(oracle, s, known):
+    """PyTorch's timeline calls some of what an optimizer step makes and
+    frees activations (AdamW's foreach intermediates over FSDP2's DTensor
+    shards).  An optimizer's step runs with autograd off (torch.optim's
+    `_use_grad` wrapper: torch.set_grad_enabled(differentiable), False by
+    default), so nothing it makes is saved for backward: an allocation made
+    under that frame, freed before exit and not one of the optimizers'
+    state tensors, is the step's scratch: temporary.  Relabels the
+    oracle's activations among them; returns (count, bytes)."""
+    state = set(known.get("optimizer_state_addresses", ()))
+    n = nbytes = 0
+    for i in range(s.n):
+        free = s.a["free_seq"][i]
+        if s.a["device"][i] != s.device or free is None or free < 0 or \
+                s.a["addr"][i] in state or not s.made_at(i, "/torch/optim/optimizer.py", "_use_grad"):
+            continue
+        if relabel(oracle, s, i, "temporary", only_from="activation"):
+            n += 1
+            nbytes += s.a["size"][i]
+    return n, nbytes
+
+
 # What PyTorch's timeline misnames in data-parallel jobs, told by the frames
 # PyTorch's own history recorded for the allocation (file, function, the
 # category it is): DistributedDataParallel's gradient buckets (made as the
@@ -212,6 +257,8 @@ def measure_loop(tidemark, python, name, gpu, keep):
         opt = correct_known(oracle, s, known, "optimizer_state_addresses", "optimizer_state")
         params = correct_known(oracle, s, known, "parameter_addresses", "parameter")
         by_frames = correct_by_frames(oracle, s)
+        kv = correct_kv_cache(oracle, s, known)
+        scratch = correct_optimizer_scratch(oracle, s, known)
         acc, big = integrate(oracle, tdm)
         o2, t2 = without_workspaces(oracle, s, tdm)
         acc2, big2 = integrate(o2, t2)
@@ -219,11 +266,48 @@ def measure_loop(tidemark, python, name, gpu, keep):
         most_grad = max_live(s, "gradient")
         return {"name": name, "acc": acc, "big": big, "peak": peak, "known": known, "dir": out,
                 "raw_overall": pct(sum(v[2] for v in raw_acc.values()), raw_big), "ws": ws,
-                "opt": opt, "params": params, "by_frames": by_frames, "acc2": acc2, "big2": big2,
+                "opt": opt, "params": params, "by_frames": by_frames, "kv": kv, "scratch": scratch, "acc2": acc2, "big2": big2,
                 "most_grad": most_grad, "snap": snap}
     finally:
         if not keep:
             shutil.rmtree(out, ignore_errors=True)
+
+
+# The loops a torch without CUDA (Debian's 1.13) runs: not opt_in_backward
+# (register_post_accumulate_grad_hook is torch 2.1's), ddp, fsdp2 (NCCL).
+CPU_LOOPS = ["adamw", "sgd_momentum", "custom_sgd", "zero_grad_false", "grad_accum",
+             "checkpoint", "lora", "bf16_autocast", "kv_cache"]
+
+
+def measure_known(tidemark, python, name, cpu_mirror, keep):
+    """One loop on a CPU-only torch, its tensors booked on the sim device
+    (tests/python/torch_cpu_mirror.c), held to the known sizes only: such
+    a torch has no memory timeline."""
+    out = tempfile.mkdtemp(prefix="tdm-bench113-%s-" % name)
+    try:
+        wrap = [os.path.join(measure.HERE, "oracle.py"), os.path.join(out, name)]
+        s, snap, _ = measure.run_loop(tidemark, python, name, out=out, wrapper=wrap,
+                                      cpu_mirror=cpu_mirror)
+        known = json.load(open(os.path.join(out, name + ".known.json")))
+        return {"name": name, "peak": s.at_peak(), "known": known,
+                "most_grad": max_live(s, "gradient")}
+    finally:
+        if not keep:
+            shutil.rmtree(out, ignore_errors=True)
+
+
+def report_known(rows):
+    print("\n| loop (torch %s, CPU) | parameter at the peak / known | optimizer state / known "
+          "| most gradient live / trainable | unknown at the peak |"
+          % (rows[0]["known"]["torch"] if rows else "?"))
+    print("|---|---|---|---|---|")
+    for r in rows:
+        p, k = r["peak"], r["known"]
+        print("| %s | %.2f / %.2f MiB | %.2f / %.2f MiB | %.2f / %.2f MiB | %.1f%% |"
+              % (r["name"], p.get("parameter", 0) / MiB, k["parameter_bytes"] / MiB,
+                 p.get("optimizer_state", 0) / MiB, k["optimizer_state_bytes"] / MiB,
+                 r["most_grad"] / MiB, k["trainable_bytes"] / MiB,
+                 pct(p.get("unknown", 0), sum(p.values()))))
 
 
 def max_live(s, cat):
@@ -265,6 +349,16 @@ def report(r):
           "otherwise%s; %.1f%% agreement before"
           % (r["ws"][0], r["ws"][1] / MiB, r["opt"][0], r["opt"][1] / MiB, r["params"][0],
              r["params"][1] / MiB, frames, r["raw_overall"]))
+    if r["scratch"][0]:
+        print("  %d tensors (%.2f MiB) made inside an optimizer step (autograd off: nothing "
+              "saved for backward) and freed, which PyTorch calls activations: counted as "
+              "temporary" % (r["scratch"][0], r["scratch"][1] / MiB))
+    kv = k.get("kv_cache")
+    if kv:
+        print("  KV cache: %d B = %d layers x 2 x batch %d x seq %d x width %d x %d B, known from "
+              "the model; %d allocations of that size (%.2f MiB) PyTorch calls unknown, counted "
+              "as input" % (kv["bytes"], kv["layers"], kv["batch"], kv["seq"], kv["width"],
+                             kv["dtype_bytes"], r["kv"][0], r["kv"][1] / MiB))
     print("  %-16s %8s %8s %8s %9s" % ("category", "oracle%", "tdm%", "agree%", "less ws%"))
     for c in CATS:
         o, m, lo, hi = acc[c]
@@ -289,8 +383,21 @@ def main():
         "TDM_VENV_PYTHON", os.path.expanduser("~/.cache/tidemark/venv/bin/python")))
     p.add_argument("--gpu", default="h100", help="the simulated GPU (two of them for ddp, fsdp2)")
     p.add_argument("--keep", action="store_true", help="keep each run's folder")
+    p.add_argument("--cpu-mirror", metavar="LIB",
+                   help="a torch without CUDA (--python /usr/bin/python3: Debian's 1.13): run "
+                        "the loops it can on the CPU with LIB (libtorch_cpu_mirror.so) preloaded, "
+                        "held to the known sizes")
     p.add_argument("loops", nargs="*")
     a = p.parse_args()
+    if a.cpu_mirror:
+        rows = []
+        for name in a.loops or CPU_LOOPS:
+            try:
+                rows.append(measure_known(a.tidemark, a.python, name, a.cpu_mirror, a.keep))
+            except RuntimeError as e:
+                print("%s: failed: %s" % (name, e))
+        report_known(rows)
+        return
     loops = a.loops or ["adamw", "sgd_momentum", "custom_sgd", "zero_grad_false", "grad_accum",
                         "checkpoint", "opt_in_backward", "lora", "bf16_autocast", "kv_cache",
                         "ddp", "fsdp2"]

@@ -6,7 +6,9 @@
  * freed inside the matched call is temporary, a call is one call while a
  * Python frame moves from line to line, memory seeded from the final state
  * keeps its rule's category; a free's own stack ends the call, and what
- * torch's zero_grad frees is a gradient; --rules goes first; --explain's lines; and
+ * torch's zero_grad frees is a gradient, as is what FSDP2's foreach_reduce
+ * frees of what it did not make, and what autograd releases of a node's
+ * saved tensors an activation; --rules goes first; --explain's lines; and
  * TIDEMARK_CONF's category_rules key. */
 #include "model_fixtures.h"
 
@@ -375,6 +377,44 @@ static void call_ends_at_the_next_allocation_outside(void **state)
     undecide(&x);
 }
 
+/* A stack cut at its outermost frames (deeper than the recorder keeps: a
+ * scalar's dispatch through libtorch under a Python optimizer step) is
+ * still inside the call whose frames it does hold: an optimizer's scratch
+ * freed in its step stays temporary when a cut stack allocates in between,
+ * and the cut allocation, freed in the step too, is temporary as well. */
+static void a_cut_stack_stays_in_its_call(void **state)
+{
+    (void)state;
+    static const char adamw[] = "/usr/lib/python3/dist-packages/torch/optim/adamw.py";
+    tsnap *t = tsnap_new();
+    add_device(t, 0, 1 << 30);
+    t->frames[1] = (tdm_snap_frame){0x41, "_single_tensor_adamw", adamw, 316, "",
+                                    TDM_FRAME_PYTHON};
+    t->frames[2] = (tdm_snap_frame){0x42, "_single_tensor_adamw", adamw, 317, "",
+                                    TDM_FRAME_PYTHON};
+    t->frames[3] = (tdm_snap_frame){0x43, "AdamW.step", adamw, 162, "", TDM_FRAME_PYTHON};
+    t->frames[4] = (tdm_snap_frame){0x44, "<module>", "/home/u/train.py", 30, "",
+                                    TDM_FRAME_PYTHON};
+    t->frames[5] = (tdm_snap_frame){0x45, "_start", "", 0, "python3", TDM_FRAME_NATIVE};
+    t->s.frame_count = 6;
+    static const uint32_t fr[][5] = {{0}, {0, 1, 3, 4, 5}, {0, 2, 3}, {4, 5}};
+    t->stacks[1] = (tdm_snap_stack){5, fr[1]}; /* the step's scratch */
+    t->stacks[2] = (tdm_snap_stack){3, fr[2]}; /* in the step, cut past AdamW.step */
+    t->stacks[3] = (tdm_snap_stack){2, fr[3]}; /* the loop, outside the step */
+    t->s.stack_count = 4;
+    alloc_pt(t, 0, 0x1000, 4096, 1);
+    alloc_pt(t, 0, 0x2000, 8, 2);
+    free_pt(t, 0, 0x2000, 8);
+    free_pt(t, 0, 0x1000, 4096);
+    alloc_pt(t, 0, 0x3000, 64, 3);
+    decided x = {t, NULL, {0}};
+    decide(&x);
+    expect(&x, 0x1000, TDM_CATEGORY_TEMPORARY, TDM_CATEGORY_BY_STACK,
+           "matched frame _single_tensor_adamw (adamw.py:316); freed inside that call");
+    expect(&x, 0x2000, TDM_CATEGORY_TEMPORARY, TDM_CATEGORY_BY_STACK, "freed inside that call");
+    undecide(&x);
+}
+
 /* A free with a stack of its own (context=all) says where the program
  * was: gradients made by autograd's engine and freed from the training
  * loop outlived the engine's call even though nothing outside it
@@ -446,6 +486,141 @@ static void frees_with_their_own_stacks(void **state)
     }
 }
 
+/* FSDP2's foreach_reduce frees the unsharded gradients autograd computed
+ * once it has copied them into its reduce-scatter input ("clearing the
+ * list frees the gradients", as its docstring says): what it frees and did
+ * not make is a gradient, even made on autograd's engine thread with no
+ * frame in PyTorch's history (Python frames only) and freed inside
+ * backward.  Its own scratch (made and freed inside it) stays temporary,
+ * its reduce-scatter output, kept past it, a gradient by the rule. */
+static void fsdp_reduce_frees_gradients(void **state)
+{
+    (void)state;
+    static const char coll[] = "/venv/lib/python3.11/site-packages/torch/distributed/fsdp/"
+                               "_fully_shard/_fsdp_collectives.py";
+    static const char group[] = "/venv/lib/python3.11/site-packages/torch/distributed/fsdp/"
+                                "_fully_shard/_fsdp_param_group.py";
+    tsnap *t = tsnap_new();
+    add_device(t, 0, 1 << 30);
+    t->s.header.context_mode = TDM_CONTEXT_ALL;
+    t->s.header.stacks_mode = TDM_STACKS_PYTHON;
+    t->frames[1] = (tdm_snap_frame){0x31, "foreach_reduce", coll, 606, "", TDM_FRAME_PYTHON};
+    t->frames[2] = (tdm_snap_frame){0x32, "FSDPParamGroup.post_backward", group, 500, "",
+                                    TDM_FRAME_PYTHON};
+    t->frames[3] = (tdm_snap_frame){0x33, "chunk_cat", coll, 785, "", TDM_FRAME_PYTHON};
+    t->frames[4] = (tdm_snap_frame){0x34, "foreach_reduce", coll, 603, "", TDM_FRAME_PYTHON};
+    t->frames[5] = (tdm_snap_frame){0x35, "foreach_reduce", coll, 640, "", TDM_FRAME_PYTHON};
+    t->frames[6] = (tdm_snap_frame){0x36, "<module>", "/home/u/train.py", 30, "",
+                                    TDM_FRAME_PYTHON};
+    t->s.frame_count = 7;
+    static const uint32_t fr[][4] = {{0}, {1, 2}, {3, 4, 2}, {5, 2}, {6}};
+    t->stacks[1] = (tdm_snap_stack){2, fr[1]}; /* foreach_reduce frees */
+    t->stacks[2] = (tdm_snap_stack){3, fr[2]}; /* its copy-in scratch */
+    t->stacks[3] = (tdm_snap_stack){2, fr[3]}; /* its reduce-scatter output */
+    t->stacks[4] = (tdm_snap_stack){1, fr[4]}; /* the loop */
+    t->s.stack_count = 5;
+    alloc_pt(t, 0, 0x1000, 4096, 0); /* an unsharded gradient, by the engine */
+    alloc_pt(t, 0, 0x2000, 512, 2);
+    t->ev[free_pt(t, 0, 0x1000, 4096) - 1].stack_id = 1;
+    t->ev[free_pt(t, 0, 0x2000, 512) - 1].stack_id = 1;
+    alloc_pt(t, 0, 0x3000, 2048, 3);
+    alloc_pt(t, 0, 0x4000, 64, 4);
+    t->ev[free_pt(t, 0, 0x3000, 2048) - 1].stack_id = 4;
+    decided x = {t, NULL, {0}};
+    decide(&x);
+    expect(&x, 0x1000, TDM_CATEGORY_GRADIENT, TDM_CATEGORY_BY_FREE,
+           "gradient: freed by foreach_reduce (_fsdp_collectives.py:606), and what FSDP's "
+           "foreach_reduce frees of what it did not make is the gradients it reduced");
+    expect(&x, 0x2000, TDM_CATEGORY_TEMPORARY, TDM_CATEGORY_BY_STACK,
+           "freed inside that call, so temporary");
+    expect(&x, 0x3000, TDM_CATEGORY_GRADIENT, TDM_CATEGORY_BY_STACK, "outlives that call");
+    undecide(&x);
+}
+
+/* Freed as autograd releases what a node saved for backward
+ * (torch::autograd::SavedVariable::reset_data under a node's
+ * release_variables, in the free's own stack): an activation, the one
+ * fact a history without phase marks has of what forward made for
+ * backward (a PyTorch snapshot recorded with stacks="all").  It settles
+ * only what the rules leave unknown: memory made inside autograd's engine
+ * (a checkpointed block recomputed in backward) is decided by the
+ * gradient rule, temporary when the engine frees it; with phase marks, a
+ * batch made in a data phase and let go by the graph stays input; memory
+ * freed from the loop stays unknown without marks. */
+static void frees_of_saved_tensors(void **state)
+{
+    (void)state;
+    static const char linear[] = "/usr/lib/python3/dist-packages/torch/nn/modules/linear.py";
+    for (int marked = 0; marked < 2; marked++) {
+        tsnap *t = tsnap_new();
+        add_device(t, 0, 1 << 30);
+        t->s.header.context_mode = TDM_CONTEXT_ALL;
+        t->s.header.stacks_mode = TDM_STACKS_ALL;
+        t->frames[1] = (tdm_snap_frame){0x21, "Linear.forward", linear, 125, "",
+                                        TDM_FRAME_PYTHON};
+        t->frames[2] = (tdm_snap_frame){0x22, "<module>", "/home/u/train.py", 9, "",
+                                        TDM_FRAME_PYTHON};
+        t->frames[3] = (tdm_snap_frame){0x23, "torch::autograd::SavedVariable::reset_data()", "",
+                                        0, "libtorch_cpu.so", TDM_FRAME_NATIVE};
+        t->frames[4] = (tdm_snap_frame){
+            0x24, "torch::autograd::generated::AddmmBackward0::release_variables()", "", 0,
+            "libtorch_cpu.so", TDM_FRAME_NATIVE};
+        t->frames[5] = (tdm_snap_frame){
+            0x25,
+            "torch::autograd::Engine::evaluate_function(std::shared_ptr<torch::autograd::"
+            "GraphTask>&, torch::autograd::Node*, torch::autograd::InputBuffer&, "
+            "std::shared_ptr<torch::autograd::ReadyQueue> const&)",
+            "", 0, "libtorch_cpu.so", TDM_FRAME_NATIVE};
+        t->frames[6] = (tdm_snap_frame){0x26, "torch::autograd::Engine::thread_main()", "", 0,
+                                        "libtorch_cpu.so", TDM_FRAME_NATIVE};
+        t->s.frame_count = 7;
+        static const uint32_t fr[][4] = {{0}, {1, 2}, {2}, {3, 4, 5, 6}, {5, 6}};
+        t->stacks[1] = (tdm_snap_stack){2, fr[1]}; /* a module's forward */
+        t->stacks[2] = (tdm_snap_stack){1, fr[2]}; /* the loop */
+        t->stacks[3] = (tdm_snap_stack){4, fr[3]}; /* a node's saved tensors released */
+        t->stacks[4] = (tdm_snap_stack){2, fr[4]}; /* the engine */
+        t->s.stack_count = 5;
+        if (marked) {
+            t->phases[3] = "data"; /* no optimizer here */
+            mark_step(t);
+            mark_phase(t, 3);
+        }
+        alloc_pt(t, 0, 0x5000, 64, 2); /* the batch, made by the loop */
+        if (marked)
+            mark_phase(t, 1);
+        alloc_pt(t, 0, 0x1000, 100, 1); /* saved by a node for backward */
+        alloc_pt(t, 0, 0x2000, 50, 1);  /* the loss, freed by the loop */
+        if (marked)
+            mark_phase(t, 2);
+        alloc_pt(t, 0, 0x3000, 30, 4); /* recomputed inside the engine */
+        t->ev[free_pt(t, 0, 0x3000, 30) - 1].stack_id = 3;
+        t->ev[free_pt(t, 0, 0x1000, 100) - 1].stack_id = 3;
+        t->ev[free_pt(t, 0, 0x5000, 64) - 1].stack_id = 3;
+        if (marked)
+            mark_phase(t, 3);
+        t->ev[free_pt(t, 0, 0x2000, 50) - 1].stack_id = 2;
+        decided x = {t, NULL, {0}};
+        decide(&x);
+        static const char saved[] =
+            "activation: freed by torch::autograd::SavedVariable::reset_data() "
+            "(libtorch_cpu.so), as autograd released what a node saved for backward";
+        if (marked) {
+            expect(&x, 0x1000, TDM_CATEGORY_ACTIVATION, TDM_CATEGORY_BY_PHASES,
+                   "made in forward and freed in backward");
+            expect(&x, 0x5000, TDM_CATEGORY_INPUT, TDM_CATEGORY_BY_PHASES,
+                   "made in a data phase");
+        } else {
+            expect(&x, 0x1000, TDM_CATEGORY_ACTIVATION, TDM_CATEGORY_BY_FREE, saved);
+            expect(&x, 0x5000, TDM_CATEGORY_ACTIVATION, TDM_CATEGORY_BY_FREE, saved);
+            expect(&x, 0x2000, TDM_CATEGORY_UNKNOWN, TDM_CATEGORY_BY_PHASES,
+                   "no phase or step marks");
+        }
+        expect(&x, 0x3000, TDM_CATEGORY_TEMPORARY, TDM_CATEGORY_BY_STACK,
+               "freed inside that call, so temporary");
+        undecide(&x);
+    }
+}
+
 /* ---- TIDEMARK_CONF=category_rules=FILE ------------------------------------- */
 
 static void config_key_checks_the_file(void **state)
@@ -488,7 +663,10 @@ int main(void)
         cmocka_unit_test(tag_then_stack_then_phases),
         cmocka_unit_test(user_rules_go_first),
         cmocka_unit_test(call_ends_at_the_next_allocation_outside),
+        cmocka_unit_test(a_cut_stack_stays_in_its_call),
         cmocka_unit_test(frees_with_their_own_stacks),
+        cmocka_unit_test(fsdp_reduce_frees_gradients),
+        cmocka_unit_test(frees_of_saved_tensors),
         cmocka_unit_test(config_key_checks_the_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

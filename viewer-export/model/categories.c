@@ -1,8 +1,9 @@
 /* viewer-export/model/categories.c: decides the category of every allocation
  * of a model (categories.h): its tag, else a rule over its stack
- * (categories_stack.c), else the phase marks around it and its lifetime.
+ * (categories_stack.c), else the phase marks around it and its lifetime,
+ * and for what those leave unknown, autograd's release of saved tensors.
  * docs/categories.md explains the rules to users; this file is the one
- * implementation of the phase rules and of the order of the three.
+ * implementation of the phase rules and of the order of the four.
  *
  * What the phase rules look at, per allocation: the role of the phase in force
  * at its alloc and at its free (a phase's role comes from its name: see
@@ -243,6 +244,15 @@ tdm_status tdm__categories_decide(const tdm_model *model, tdm_category_decision 
             continue;
         d->why[i].source = TDM_CATEGORY_BY_PHASES;
         d->cats[i] = infer_one(&c, &model->allocs[i], &d->why[i].phase_rule);
+        /* 4. what is left unknown, released by autograd with a node's saved
+         * tensors: forward made it for backward.  Last, so that phases
+         * still call a batch the graph let go input. */
+        uint32_t f;
+        if (d->cats[i] == TDM_CATEGORY_UNKNOWN &&
+            (f = tdm__categories_saved_release_frame(snap, &model->allocs[i])) != UINT32_MAX) {
+            d->cats[i] = TDM_CATEGORY_ACTIVATION;
+            d->why[i] = (tdm_category_reason){.source = TDM_CATEGORY_BY_FREE, .frame = f};
+        }
     }
     st = TDM_OK;
 out:

@@ -13,15 +13,21 @@
  *      `--rules FILE` (tdm__categories_set_rules_file), then the file named
  *      by the recording's TIDEMARK_CONF `category_rules=`, then tidemark's
  *      defaults for PyTorch (tdm__categories_default_rules);
- *      Between the program's rules and tidemark's defaults, one fact of
- *      an allocation's free: memory freed by torch's zero_grad (the free's
- *      own stack, context=all) is a gradient;
+ *      Between the program's rules and tidemark's defaults, facts of an
+ *      allocation's free: memory freed by torch's zero_grad (the free's
+ *      own stack, context=all) is a gradient, and so is memory FSDP2's
+ *      foreach_reduce frees that it did not make;
  *   3. else the category is inferred from phase marks and lifetimes
  *      (DESIGN.md "Categories"): memory that outlives the steps is static
  *      (parameters, optimizer state), memory made in forward and freed in
  *      backward is activation, memory made in backward and alive into the
  *      optimizer phase is gradient, memory made and freed inside one phase
- *      is temporary.
+ *      is temporary;
+ *   4. what is still unknown and was freed as autograd released what a node
+ *      saved for backward (the free's own stack runs through
+ *      torch::autograd::SavedVariable::reset_data or a node's
+ *      release_variables) is an activation: the one lifetime fact of
+ *      forward-for-backward a history without phase marks has.
  *
  * Every output that shows categories calls tdm__categories_infer or
  * tdm__categories_decide, so they all agree.  State: the rules file set by
@@ -42,7 +48,10 @@ typedef enum tdm_category_source {
     TDM_CATEGORY_BY_TAG = 0,
     TDM_CATEGORY_BY_STACK = 1,  /* a rule over its stack's frames */
     TDM_CATEGORY_BY_PHASES = 2, /* the phase and lifetime rules */
-    TDM_CATEGORY_BY_FREE = 3,   /* freed by torch's zero_grad: a gradient */
+    TDM_CATEGORY_BY_FREE = 3,   /* a fact of its free: freed by torch's zero_grad
+                                 * or by FSDP2's foreach_reduce (a gradient), or
+                                 * as autograd released a node's saved tensors
+                                 * (an activation) */
 } tdm_category_source;
 
 /* Which phase and lifetime rule decided (docs/categories.md, "The rules"). */
@@ -69,7 +78,8 @@ typedef struct tdm_category_reason {
                             * call, by a free whose own stack runs outside it */
     uint32_t rule;      /* BY_STACK: index into tdm_category_decision.rules */
     uint32_t frame;     /* BY_STACK: the frame (index into snap->frames) it matched;
-                         * BY_FREE: the zero_grad frame of the free's stack */
+                         * BY_FREE: the zero_grad, foreach_reduce or
+                         * saved-tensor release frame of the free's stack */
 } tdm_category_reason;
 
 typedef struct tdm_category_decision {
@@ -115,6 +125,10 @@ tdm_status tdm__categories_rules_for(const tdm_snap *snap, tdm_category_rules *o
  * and marks[i] = 1; leaves the others. */
 tdm_status tdm__categories_by_stack(const tdm_model *model, const tdm_category_rules *rules,
                                     uint8_t *cats, tdm_category_reason *why, uint8_t *decided);
+
+/* The frame of the free's own stack (context=all) at which autograd
+ * released a node's saved tensors (categories.h, step 4), or UINT32_MAX. */
+uint32_t tdm__categories_saved_release_frame(const tdm_snap *snap, const tdm_model_alloc *a);
 
 /* out[i][c]: bytes of category c live on device index `dev` just after
  * event seqs[i] (seqs ascending), cats[] being a category per allocation

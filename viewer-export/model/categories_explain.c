@@ -84,7 +84,18 @@ const char *tdm__categories_explain(const tdm_model *model, const tdm_category_d
         char frame[512] = "?";
         if (w->frame < snap->frame_count)
             tdm__site_format_frame(frame, sizeof frame, &snap->frames[w->frame]);
-        snprintf(buf, len, "%s: freed by %s, and what zero_grad frees is gradients", cat, frame);
+        if (d->cats[i] == TDM_CATEGORY_ACTIVATION)
+            snprintf(buf, len,
+                     "%s: freed by %s, as autograd released what a node saved for backward "
+                     "(no stack or phase rule named it)", cat, frame);
+        else if (w->frame < snap->frame_count && snap->frames[w->frame].function &&
+                 strstr(snap->frames[w->frame].function, "foreach_reduce"))
+            snprintf(buf, len,
+                     "%s: freed by %s, and what FSDP's foreach_reduce frees of what it did not "
+                     "make is the gradients it reduced", cat, frame);
+        else
+            snprintf(buf, len, "%s: freed by %s, and what zero_grad frees is gradients", cat,
+                     frame);
         break;
     }
     default: {

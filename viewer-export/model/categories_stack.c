@@ -16,7 +16,11 @@
  *
  * One fact of the free comes between the program's rules (--rules, the
  * recording's) and tidemark's defaults: memory whose free's own stack runs
- * through torch's zero_grad is a gradient, wherever it was made.
+ * through torch's zero_grad is a gradient, wherever it was made, and so is
+ * memory FSDP2's foreach_reduce frees that it did not make.  Another
+ * comes last, for what neither the rules nor the phases name (categories.c):
+ * memory freed as autograd releases a node's saved tensors is an
+ * activation.
  *
  * Cost: each frame is matched once per rule; each call's end is found once
  * for all the allocations it makes.  State: the rules file set by the
@@ -223,29 +227,48 @@ static int32_t stack_match(matcher *m, uint32_t id, uint32_t *at)
     return m->stack_rule[id];
 }
 
-/* Nonzero when stack `sk` runs inside the call `outer` (`len` frames, the
- * matched one first): the same frames outside the matched one, and there
- * the same function.  A Python frame is its function at a line, so the
- * matched frame is compared by function and file: the call moves from
- * line to line while it runs. */
-static int in_call(const tdm_snap *s, const tdm_snap_stack *sk, const uint32_t *outer,
-                   uint32_t len)
+/* Nonzero when frames `x` and `y` are the same call site of one function:
+ * a Python frame is its function at a line, so it is compared by function
+ * and file (the call moves from line to line while it runs). */
+static int same_function(const tdm_snap *s, uint32_t x, uint32_t y)
 {
-    if (sk->depth < len)
-        return 0;
-    const uint32_t *f = sk->frames + (sk->depth - len);
-    if (len > 1 && memcmp(f + 1, outer + 1, (len - 1) * sizeof *outer) != 0)
-        return 0;
-    if (f[0] == outer[0])
+    if (x == y)
         return 1;
-    if (f[0] >= s->frame_count)
+    if (x >= s->frame_count || y >= s->frame_count)
         return 0;
-    const tdm_snap_frame *a = &s->frames[f[0]], *b = &s->frames[outer[0]];
+    const tdm_snap_frame *a = &s->frames[x], *b = &s->frames[y];
     return a->kind == b->kind && strcmp(a->function ? a->function : "",
                                         b->function ? b->function : "") == 0 &&
            strcmp(a->file ? a->file : "", b->file ? b->file : "") == 0 &&
            (a->kind == TDM_FRAME_PYTHON || strcmp(a->module ? a->module : "",
                                                   b->module ? b->module : "") == 0);
+}
+
+/* Nonzero when stack `sk` runs inside the call `outer` (`len` frames, the
+ * matched one first): the same frames outside the matched one, and there
+ * the same function.  A stack deeper than the recorder keeps is cut at its
+ * outermost frames (stack.h), and so may be the stack the call came from:
+ * where the two differ in depth, the frames they both hold, counted from
+ * the matched one outwards, must agree.  Two whole stacks never differ
+ * that way (both end at their thread's first frame), so for them this is
+ * the comparison from the outermost frame. */
+static int in_call(const tdm_snap *s, const tdm_snap_stack *sk, const uint32_t *outer,
+                   uint32_t len)
+{
+    if (sk->depth >= len) {
+        const uint32_t *f = sk->frames + (sk->depth - len);
+        if ((len <= 1 || memcmp(f + 1, outer + 1, (len - 1) * sizeof *outer) == 0) &&
+            same_function(s, f[0], outer[0]))
+            return 1;
+    }
+    for (uint32_t p = 0; p < sk->depth; p++) {
+        uint32_t both = sk->depth - p < len ? sk->depth - p : len;
+        if (sk->depth - p == len || !same_function(s, sk->frames[p], outer[0]))
+            continue; /* the same depth was compared above */
+        if (both <= 1 || memcmp(sk->frames + p + 1, outer + 1, (both - 1) * sizeof *outer) == 0)
+            return 1;
+    }
+    return 0;
 }
 
 /* The position of the first alloc event after `seq` made outside the call
@@ -316,15 +339,14 @@ static int is_zero_grad(const tdm_snap_frame *f)
     return strncmp(fn, "torch::optim::", 14) == 0 || strncmp(fn, "torch::nn::Module::", 19) == 0;
 }
 
-/* The frame of torch's zero_grad in the stack that freed `a` (its free's
- * own stack: context=all), or UINT32_MAX.  What zero_grad frees is the
- * gradients it drops (set_to_none) or the buffers it replaces: wherever and
- * whenever they were made (autograd's engine, a hook, an optimizer stepped
- * inside backward), they were gradients. */
-static uint32_t zero_grad_frame(const tdm_snap *s, const tdm_model_alloc *a)
+/* The first frame for which `is` holds in the stack that freed `a` (its
+ * free's own stack: context=all), or UINT32_MAX.  The request carries the
+ * free's stack; free_completed may come later (a stream's use) and, from
+ * some recorders, without one. */
+static uint32_t free_frame(const tdm_snap *s, const tdm_model_alloc *a,
+                           int (*is)(const tdm_snap_frame *))
 {
-    if (s->header.context_mode != TDM_CONTEXT_ALL || a->alloc_seq < 0 ||
-        a->free_seq == TDM_MODEL_SEQ_NEVER)
+    if (s->header.context_mode != TDM_CONTEXT_ALL || a->free_seq == TDM_MODEL_SEQ_NEVER)
         return UINT32_MAX;
     int64_t seq = a->free_req_seq;
     if (seq == TDM_MODEL_SEQ_NEVER || seq <= a->alloc_seq)
@@ -336,9 +358,76 @@ static uint32_t zero_grad_frame(const tdm_snap *s, const tdm_model_alloc *a)
         return UINT32_MAX;
     const tdm_snap_stack *sk = &s->stacks[id];
     for (uint32_t k = 0; k < sk->depth; k++)
-        if (sk->frames[k] < s->frame_count && is_zero_grad(&s->frames[sk->frames[k]]))
+        if (sk->frames[k] < s->frame_count && is(&s->frames[sk->frames[k]]))
             return sk->frames[k];
     return UINT32_MAX;
+}
+
+/* The frame of torch's zero_grad in the stack that freed `a` (its free's
+ * own stack: context=all), or UINT32_MAX.  What zero_grad frees is the
+ * gradients it drops (set_to_none) or the buffers it replaces: wherever and
+ * whenever they were made (autograd's engine, a hook, an optimizer stepped
+ * inside backward), they were gradients. */
+static uint32_t zero_grad_frame(const tdm_snap *s, const tdm_model_alloc *a)
+{
+    return a->alloc_seq < 0 ? UINT32_MAX : free_frame(s, a, is_zero_grad);
+}
+
+/* Nonzero when `f` is FSDP2's foreach_reduce (torch/distributed/fsdp/),
+ * which takes the unsharded gradients autograd computed, copies them into
+ * its reduce-scatter input and frees them ("clearing the list frees the
+ * gradients", its docstring). */
+static int is_fsdp_reduce(const tdm_snap_frame *f)
+{
+    static const char name[] = "foreach_reduce";
+    const char *fn = f->function ? f->function : "", *file = f->file ? f->file : "";
+    size_t n = strlen(fn), k = sizeof name - 1;
+    return f->kind == TDM_FRAME_PYTHON && strstr(file, "/torch/distributed/fsdp/") && n >= k &&
+           strcmp(fn + n - k, name) == 0 && (n == k || fn[n - k - 1] == '.');
+}
+
+/* The foreach_reduce frame of the stack that freed `a` when `a` was not
+ * made inside a foreach_reduce call (its own scratch), or UINT32_MAX:
+ * what it frees of what others made is the gradients it reduced. */
+static uint32_t fsdp_reduce_frame(const tdm_snap *s, const tdm_model_alloc *a)
+{
+    if (a->alloc_seq < 0)
+        return UINT32_MAX;
+    uint32_t f = free_frame(s, a, is_fsdp_reduce);
+    if (f == UINT32_MAX || (a->flags & TDM_MODEL_STACK_OF_FREE))
+        return f;
+    if (a->stack_id && a->stack_id < s->stack_count) {
+        const tdm_snap_stack *sk = &s->stacks[a->stack_id];
+        for (uint32_t k = 0; k < sk->depth; k++)
+            if (sk->frames[k] < s->frame_count && is_fsdp_reduce(&s->frames[sk->frames[k]]))
+                return UINT32_MAX;
+    }
+    return f;
+}
+
+/* Nonzero when `f` is autograd releasing what a node saved for backward:
+ * libtorch's `torch::autograd::SavedVariable::reset_data` or a node's
+ * `release_variables` (a generated `...Backward0`, a Python Function's
+ * PyNode), which the engine calls once the node has run. */
+static int is_saved_release(const tdm_snap_frame *f)
+{
+    static const char ns[] = "torch::autograd::";
+    const char *fn = f->function ? f->function : "";
+    if (f->kind == TDM_FRAME_PYTHON || strncmp(fn, ns, sizeof ns - 1) != 0)
+        return 0;
+    size_t n = strcspn(fn, "(");
+    static const char *const ends[] = {"SavedVariable::reset_data", "::release_variables"};
+    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
+        size_t k = strlen(ends[i]);
+        if (n >= k && strncmp(fn + n - k, ends[i], k) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+uint32_t tdm__categories_saved_release_frame(const tdm_snap *s, const tdm_model_alloc *a)
+{
+    return free_frame(s, a, is_saved_release);
 }
 
 /* The number of rules before tidemark's defaults (--rules, the
@@ -387,7 +476,12 @@ tdm_status tdm__categories_by_stack(const tdm_model *model, const tdm_category_r
         int has_stack = a->stack_id && a->stack_id < snap->stack_count &&
                         !(a->flags & TDM_MODEL_STACK_OF_FREE);
         int32_t r = has_stack && rules->count ? stack_match(&m, a->stack_id, &at) : -1;
-        uint32_t zg = r >= 0 && (size_t)r < own ? UINT32_MAX : zero_grad_frame(snap, a);
+        uint32_t zg = UINT32_MAX;
+        if (r < 0 || (size_t)r >= own) {
+            zg = zero_grad_frame(snap, a);
+            if (zg == UINT32_MAX)
+                zg = fsdp_reduce_frame(snap, a);
+        }
         if (zg != UINT32_MAX) {
             cats[i] = TDM_CATEGORY_GRADIENT;
             why[i] = (tdm_category_reason){.source = TDM_CATEGORY_BY_FREE, .frame = zg};

@@ -1,12 +1,15 @@
 """A training loop with torch.optim.AdamW (two moments per parameter, made at
 the first step), gradients freed by zero_grad() at the start of each step.
-Plain PyTorch on CUDA, no tidemark calls (bench/categories, docs/categories.md).
+Plain PyTorch on CUDA (on the CPU with a torch that has none), no tidemark
+calls (bench/categories, docs/categories.md).
 
     python adamw.py [STEPS]
 """
 import sys
 
 import torch
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 6
 torch.manual_seed(0)
@@ -16,16 +19,17 @@ def mlp():
     return torch.nn.Sequential(
         torch.nn.Linear(512, 1024), torch.nn.ReLU(),
         torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
-        torch.nn.Linear(1024, 10)).cuda()
+        torch.nn.Linear(1024, 10)).to(DEVICE)
 
 
 model = mlp()
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 for step in range(STEPS):
     opt.zero_grad()
-    x = torch.randn(256, 512, device="cuda")
+    x = torch.randn(256, 512, device=DEVICE)
     loss = model(x).square().mean()
     loss.backward()
     opt.step()
-torch.cuda.synchronize()
+if DEVICE == "cuda":
+    torch.cuda.synchronize()
 print("trained %d steps" % STEPS)

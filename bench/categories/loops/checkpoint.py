@@ -1,7 +1,8 @@
 """A training loop with activation checkpointing: each block's forward runs
 under torch.utils.checkpoint (non-reentrant), which keeps only its input and
 recomputes the rest inside backward.
-Plain PyTorch on CUDA, no tidemark calls (bench/categories, docs/categories.md).
+Plain PyTorch on CUDA (on the CPU with a torch that has none), no tidemark
+calls (bench/categories, docs/categories.md).
 
     python checkpoint.py [STEPS]
 """
@@ -12,6 +13,8 @@ import torch
 STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 6
 torch.manual_seed(0)
 import torch.utils.checkpoint
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 class Block(torch.nn.Module):
@@ -35,13 +38,14 @@ class Net(torch.nn.Module):
         return self.head(x)
 
 
-model = Net(256, 4).cuda()
+model = Net(256, 4).to(DEVICE)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 for step in range(STEPS):
     opt.zero_grad()
-    x = torch.randn(512, 256, device="cuda")
+    x = torch.randn(512, 256, device=DEVICE)
     loss = model(x).square().mean()
     loss.backward()
     opt.step()
-torch.cuda.synchronize()
+if DEVICE == "cuda":
+    torch.cuda.synchronize()
 print("trained %d steps" % STEPS)

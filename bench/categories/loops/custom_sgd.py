@@ -9,6 +9,8 @@ import sys
 
 import torch
 
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
 STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 6
 
 
@@ -27,15 +29,16 @@ torch.manual_seed(0)
 model = torch.nn.Sequential(
     torch.nn.Linear(512, 1024), torch.nn.ReLU(),
     torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
-    torch.nn.Linear(1024, 10)).cuda()
+    torch.nn.Linear(1024, 10)).to(DEVICE)
 for p in model.parameters():
     p.register_hook(lambda g: g * 0.5)
 opt = ScaledSGD(model.parameters(), lr=0.01)
 for step in range(STEPS):
     opt.zero_grad()
-    x = torch.randn(256, 512, device="cuda")
+    x = torch.randn(256, 512, device=DEVICE)
     loss = model(x).square().mean()
     loss.backward()
     opt.step()
-torch.cuda.synchronize()
+if DEVICE == "cuda":
+    torch.cuda.synchronize()
 print("trained %d steps" % STEPS)

@@ -1,7 +1,8 @@
 """Inference with a KV cache: a small attention decoder generates tokens one
 at a time under torch.no_grad(), each step appending its keys and values to
 a cache preallocated for the whole sequence.
-Plain PyTorch on CUDA, no tidemark calls (bench/categories, docs/categories.md).
+Plain PyTorch on CUDA (on the CPU with a torch that has none), no tidemark
+calls (bench/categories, docs/categories.md).
 
     python kv_cache.py [STEPS]
 """
@@ -9,7 +10,10 @@ import sys
 
 import torch
 
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
 STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 6
+BATCH = 8
 torch.manual_seed(0)
 
 
@@ -37,13 +41,14 @@ class Decoder(torch.nn.Module):
         return self.out(x)
 
 
-model = Decoder(256, 4, 1000, 64).cuda().eval()
+model = Decoder(256, 4, 1000, 64).to(DEVICE).eval()
 with torch.no_grad():
     for seq in range(max(1, STEPS // 3)):
-        cache = model.new_cache(8)
-        tok = torch.zeros(8, dtype=torch.long, device="cuda")
+        cache = model.new_cache(BATCH)
+        tok = torch.zeros(BATCH, dtype=torch.long, device=DEVICE)
         for pos in range(32):
             tok = model(tok, cache, pos).argmax(-1)
         del cache
-torch.cuda.synchronize()
+if DEVICE == "cuda":
+    torch.cuda.synchronize()
 print("generated %d sequences" % max(1, STEPS // 3))
