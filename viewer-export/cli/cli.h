@@ -138,6 +138,15 @@ int tdm__cli_import(int argc, char **argv);
 void tdm__cli_import_help(FILE *out);
 int tdm__cli_recover(int argc, char **argv);
 void tdm__cli_recover_help(FILE *out);
+/* `tidemark recover` as one call (cmd_recover.c; `tidemark run` calls it
+ * for what its killed processes left): the spill file `input` read and
+ * checked, its snapshot made (import/recover.h) and written to `out_path`
+ * (its folders made; an existing file replaced only with `force`).
+ * Diagnostics on stderr as "tidemark CMD: ..."; the "wrote" line on
+ * `said` unless NULL; *events (may be NULL) the events kept.  A
+ * TDM_EXIT_* code. */
+int tdm__recover_file(const char *cmd, const char *input, const char *out_path, int force,
+                      FILE *said, size_t *events);
 
 /* ---- top (cmd_top.c; top.h): live view of recording processes -------- */
 
