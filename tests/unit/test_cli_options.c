@@ -6,6 +6,8 @@
  *   - `tidemark CMD --TYPO`, the name with one letter changed, is refused
  *     in one line naming it: "unknown option '--TYPO' (did you mean
  *     '--name'?)", exit 1;
+ *   - `tidemark CMD --name[=1]` and `-x[1]` are taken (what the command
+ *     then says of the missing operands is not looked at);
  * and a command that shows no stacks refuses the stack options.  An option
  * added to a table without help, or a table the parser does not use, fails
  * here. */
@@ -29,6 +31,9 @@
 #error "TDM_CLI_BINARY names the tidemark tool under test"
 #endif
 
+/* Where the tool runs: an option taken may write there (replay --save). */
+static char scratch[] = "/tmp/tdm-cli-options-XXXXXX";
+
 typedef struct ran {
     int status;    /* the exit code; -1 when it did not exit */
     char out[65536];
@@ -46,8 +51,9 @@ static void slurp(int fd, char *buf, size_t cap)
     buf[n] = '\0';
 }
 
-/* Runs `tidemark CMD ARG` with stdout and stderr kept. */
-static void run_tool(const char *cmd, const char *arg, ran *r)
+/* Runs `tidemark CMD ARG [OPERAND]` with stdout and stderr kept, in a
+ * folder of its own, stopped after 30 s. */
+static void run_tool2(const char *cmd, const char *arg, const char *operand, ran *r)
 {
     char out_path[] = "/tmp/tdm-cli-options-out-XXXXXX";
     char err_path[] = "/tmp/tdm-cli-options-err-XXXXXX";
@@ -64,7 +70,10 @@ static void run_tool(const char *cmd, const char *arg, ran *r)
         int in = open("/dev/null", O_RDONLY);
         if (in >= 0)
             dup2(in, 0);
-        execl(TDM_CLI_BINARY, "tidemark", cmd, arg, (char *)NULL);
+        if (chdir(scratch) != 0)
+            _exit(126);
+        alarm(30); /* (kept across exec) */
+        execl(TDM_CLI_BINARY, "tidemark", cmd, arg, operand, (char *)NULL);
         _exit(127);
     }
     int st;
@@ -74,6 +83,11 @@ static void run_tool(const char *cmd, const char *arg, ran *r)
     slurp(err, r->err, sizeof r->err);
     close(out);
     close(err);
+}
+
+static void run_tool(const char *cmd, const char *arg, ran *r)
+{
+    run_tool2(cmd, arg, NULL, r);
 }
 
 /* Nonzero when `text` holds `word` as a whole word of an option's
@@ -192,6 +206,43 @@ static void a_misspelt_option_names_the_nearest(void **state)
     assert_true(checked > 60);
 }
 
+static void every_option_is_taken(void **state)
+{
+    (void)state;
+    size_t checked = 0;
+    for (size_t c = 0; c < tdm__cli_command_count; c++) {
+        const tdm_cli_command *cmd = &tdm__cli_commands[c];
+        const tdm_cli_option *rows[TDM_CLI_MAX_OPTIONS];
+        size_t n = rows_of(cmd, rows);
+        ran *r = malloc(sizeof *r);
+        assert_non_null(r);
+        for (size_t i = 0; i < n; i++) {
+            int value = rows[i]->has_arg == required_argument;
+            if (strcmp(rows[i]->name, "help") == 0)
+                continue; /* (help_lists_every_option ran it) */
+            for (int spelling = 0; spelling < 2; spelling++) {
+                char arg[80];
+                if (spelling == 0)
+                    snprintf(arg, sizeof arg, "--%s%s", rows[i]->name, value ? "=1" : "");
+                else if (rows[i]->short_name)
+                    snprintf(arg, sizeof arg, "-%c%s", rows[i]->short_name, value ? "1" : "");
+                else
+                    continue;
+                /* An operand that is nowhere, so that no command goes on
+                 * to read, watch or run anything real. */
+                run_tool2(cmd->name, arg, "/nonexistent/tdm-cli-options", r);
+                if (r->status < 0 || strstr(r->err, "unknown option") ||
+                    strstr(r->err, "is ambiguous") || strstr(r->err, "takes no value"))
+                    fail_msg("tidemark %s %s was not taken (exit %d): %s", cmd->name, arg,
+                             r->status, r->err);
+                checked++;
+            }
+        }
+        free(r);
+    }
+    assert_true(checked > 60);
+}
+
 static void stack_options_only_where_stacks_are_shown(void **state)
 {
     (void)state;
@@ -231,7 +282,16 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(help_lists_every_option),
         cmocka_unit_test(a_misspelt_option_names_the_nearest),
+        cmocka_unit_test(every_option_is_taken),
         cmocka_unit_test(stack_options_only_where_stacks_are_shown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    if (!mkdtemp(scratch))
+        return 1;
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    /* What the options taken left there (replay --save=1 makes a folder). */
+    char rm[sizeof scratch + 16];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", scratch);
+    if (system(rm) != 0)
+        return 1;
+    return failed;
 }
