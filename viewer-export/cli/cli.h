@@ -5,8 +5,9 @@
  * Commands print their results on stdout and every diagnostic on stderr,
  * one line each, prefixed "tidemark CMD: ".  No state, no locks.
  *
- * cli/ is the top of viewer-export/: argument parsing and one cmd_*.c per
- * command, nothing else.  It may include every other subfolder (gate/,
+ * cli/ is the top of viewer-export/: the command table (cli_commands.c),
+ * argument parsing by each command's option table (cli_options.h), and
+ * one cmd_*.c per command, nothing else.  It may include every other subfolder (gate/,
  * view/, export/, import/, model/); nothing includes it. */
 #ifndef TDM_VIEWER_CLI_H
 #define TDM_VIEWER_CLI_H
@@ -15,15 +16,27 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "cli_options.h"
 #include "format_file.h"
 #include "input.h"
 
+/* A command: the row of the command table (cli_commands.c). */
 typedef struct tdm_cli_command {
     const char *name;
     const char *brief;                 /* one line for `tidemark --help` */
     int (*run)(int argc, char **argv); /* argv[0] is the command's name */
-    void (*help)(FILE *out);           /* `tidemark help NAME` */
+    const tdm_cli_spec *spec;          /* its options and help (its cmd_*.c) */
+    int shows_stacks; /* takes the stack options (cli_stacks.c), and its help lists them */
+    int text_stdout;  /* writes only text on stdout: filtered (tdm__cli_safe_stdout) */
 } tdm_cli_command;
+
+extern const tdm_cli_command tdm__cli_commands[];
+extern const size_t tdm__cli_command_count;
+/* The command called `name`, or NULL. */
+const tdm_cli_command *tdm__cli_command_find(const char *name);
+/* `tidemark help NAME` and `NAME --help`: the spec's text and options,
+ * then the stack options when the command shows stacks. */
+void tdm__cli_command_help(const tdm_cli_command *cmd, FILE *out);
 
 /* Creates the missing folders on the way to output `path` (everything
  * before its last '/'; for "DIR/" that is DIR itself), as `mkdir -p`
@@ -73,81 +86,80 @@ char *tdm__cli_output_path(const char *o, const char *def);
 int tdm__cli_output_choose(const char *cmd, const char *out_opt, const char *def, int force,
                            char **path);
 
-/* After getopt_long (opterr = 0, optstring starting with ':') returned
- * `c` for an option it could not take (':': its value is missing; else
- * unknown), prints the line saying which.  `longopts` is the command's
- * option table (ended by a zero entry): an unknown long option gets the
- * closest of its names, "tidemark CMD: unknown option '--topp' (did you
- * mean '--top'?)", and an abbreviation of several is called ambiguous,
- * naming them. */
-void tdm__cli_bad_option_in(const char *cmd, int c, char **argv,
-                            const struct option *longopts);
-/* The same line for a command that parses its own options: `arg` as given
- * ("--topp" or "--topp=3"), `names` the options it takes ("--top", ...). */
-void tdm__cli_unknown_option(const char *cmd, const char *arg, const char *const *names,
-                             size_t n);
 /* Prints "tidemark CMD: " and the message, then where help is; returns
  * TDM_EXIT_USAGE. */
 __attribute__((format(printf, 2, 3)))
 int tdm__cli_usage(const char *cmd, const char *fmt, ...);
 
-/* The options of the commands that write one file (import, merge-torch,
- * recover): -o/--output FILE (or --output=FILE), --force, -q/--quiet.
- * Returns 1 when argv[*i] is one of them (*i then past its value), 0 when
- * it is not, -1 when its value is missing (the usage line printed). */
-int tdm__cli_write_option(const char *cmd, int argc, char **argv, int *i,
-                          const char **out, int *force, int *quiet);
 /* A command's last step: flushes stdout and returns rc, or
  * TDM_EXIT_TOOL_ERROR after saying so when the output could not be
  * written. */
 int tdm__cli_flush(const char *cmd, int rc);
 
 /* ---- stack options (cli_stacks.c) -----------------------------------------
- * --raw-names, --hide REGEX, --focus REGEX, --keep-wrappers: how stacks
- * are shown, for every command that shows them (model/stack_display.h). */
+ * --raw-names, --hide REGEX, --focus REGEX, --keep-wrappers,
+ * --native-frames: how stacks are shown, for every command that shows
+ * them (model/stack_display.h).  Their rows join a command's own in its
+ * parse (cli_options.c), which calls these. */
 
-/* Takes the stack options out of argv[1..*argc) (up to a "--"), sets them
- * for every snapshot read afterwards, and closes the gap (*argc shrinks).
- * TDM_EXIT_OK, or TDM_EXIT_USAGE after saying what is wrong (a missing
- * value, a bad regular expression). */
-int tdm__cli_stack_options(const char *cmd, int *argc, char **argv);
-/* The help paragraph of those options. */
-void tdm__cli_stack_options_help(FILE *out);
+extern const tdm_cli_options tdm__cli_stack_options;
+/* A parse of `argc` words begins: no stack option given yet.
+ * TDM_EXIT_OK, or TDM_EXIT_TOOL_ERROR after saying so. */
+int tdm__cli_stack_begin(const char *cmd, int argc);
+/* 1 when `code` is a stack option's (then taken, with `value`), else 0. */
+int tdm__cli_stack_take(int code, const char *value);
+/* Sets the options taken for every snapshot read afterwards:
+ * TDM_EXIT_OK, or TDM_EXIT_USAGE after saying what is wrong (a bad
+ * regular expression). */
+int tdm__cli_stack_apply(const char *cmd);
+
+/* ---- the gates' options (cli_gate_options.c), of `gate` and `run` ----- */
+
+extern const tdm_cli_options tdm__cli_gate_options;
 
 /* ---- summary ------------------------------------------------------------ */
 
 int tdm__cli_summary(int argc, char **argv);
-void tdm__cli_summary_help(FILE *out);
+extern const tdm_cli_spec tdm__cli_summary_spec;
 
 /* ---- replay (cmd_replay.c) ---------------------------------------------- */
 
 int tdm__cli_replay(int argc, char **argv);
-void tdm__cli_replay_help(FILE *out);
+extern const tdm_cli_spec tdm__cli_replay_spec;
 
 /* ---- categories (cmd_categories.c) --------------------------------------- */
 
 int tdm__cli_categories(int argc, char **argv);
-void tdm__cli_categories_help(FILE *out);
+extern const tdm_cli_spec tdm__cli_categories_spec;
 
 /* ---- export and import (cmd_export.c, cmd_import.c) -------------------
  * Formats come from the tables in export_formats.c / import_formats.c. */
 
 int tdm__cli_export(int argc, char **argv);
-void tdm__cli_export_help(FILE *out);
+extern const tdm_cli_spec tdm__cli_export_spec;
 int tdm__cli_import(int argc, char **argv);
-void tdm__cli_import_help(FILE *out);
+extern const tdm_cli_spec tdm__cli_import_spec;
 int tdm__cli_recover(int argc, char **argv);
-void tdm__cli_recover_help(FILE *out);
+extern const tdm_cli_spec tdm__cli_recover_spec;
+/* `tidemark recover` as one call (cmd_recover.c; `tidemark run` calls it
+ * for what its killed processes left): the spill file `input` read and
+ * checked, its snapshot made (import/recover.h) and written to `out_path`
+ * (its folders made; an existing file replaced only with `force`).
+ * Diagnostics on stderr as "tidemark CMD: ..."; the "wrote" line on
+ * `said` unless NULL; *events (may be NULL) the events kept.  A
+ * TDM_EXIT_* code. */
+int tdm__recover_file(const char *cmd, const char *input, const char *out_path, int force,
+                      FILE *said, size_t *events);
 
 /* ---- top (cmd_top.c; top.h): live view of recording processes -------- */
 
 int tdm__cli_top(int argc, char **argv);
-void tdm__cli_top_help(FILE *out);
+extern const tdm_cli_spec tdm__cli_top_spec;
 
 /* ---- merge-torch (cmd_merge.c): PyTorch's tensor history into a .tdm -- */
 
 int tdm__cli_merge_torch(int argc, char **argv);
-void tdm__cli_merge_torch_help(FILE *out);
+extern const tdm_cli_spec tdm__cli_merge_torch_spec;
 /* Merges FILE.torch.pickle into `tdm_path` in place when the pickle is
  * there: 0 nothing to merge, 1 merged, -1 failed (said on stderr, as
  * "tidemark CMD: ...", the snapshot left as it was). */
@@ -156,16 +168,16 @@ int tdm__cli_merge_torch_beside(const char *cmd, const char *tdm_path, int quiet
 /* ---- view (cmd_view.c): the offline HTML viewer ------------------------ */
 
 int tdm__cli_view(int argc, char **argv);
-void tdm__cli_view_help(FILE *out);
+extern const tdm_cli_spec tdm__cli_view_spec;
 
 /* ---- CI gates (cmd_run.c, cmd_gate.c, cmd_diff.c; gate.h) -------------- */
 
 int tdm__cli_run(int argc, char **argv);
-void tdm__cli_run_help(FILE *out);
+extern const tdm_cli_spec tdm__cli_run_spec;
 int tdm__cli_gate(int argc, char **argv);
-void tdm__cli_gate_help(FILE *out);
+extern const tdm_cli_spec tdm__cli_gate_spec;
 int tdm__cli_diff(int argc, char **argv);
-void tdm__cli_diff_help(FILE *out);
+extern const tdm_cli_spec tdm__cli_diff_spec;
 
 /* Makes stderr a stream that writes control characters (bytes below 0x20
  * but newline and tab, 0x7f, and UTF-8's C1 controls U+0080..U+009F) and
@@ -173,8 +185,7 @@ void tdm__cli_diff_help(FILE *out);
  * escape sequences (cli_stderr.c).  Called once, first thing in main. */
 void tdm__cli_safe_stderr(void);
 /* The same filter on stdout (line buffered), for the commands whose
- * standard output is text only: summary, categories, diff, gate, replay,
- * recover, run.  Invalid UTF-8 is escaped too (tdm__escape_text). */
+ * standard output is text only (the command table's text_stdout).  Invalid UTF-8 is escaped too (tdm__escape_text). */
 void tdm__cli_safe_stdout(void);
 /* The errno of the first write the stdout filter failed, else 0. */
 int tdm__cli_stdout_error(void);

@@ -34,7 +34,6 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -502,68 +501,69 @@ out:
 
 /* ---- command line -------------------------------------------------------- */
 
-void tdm__cli_categories_help(FILE *out)
-{
-    fputs("usage: tidemark categories [--rules FILE] [--samples N] [--device N] FILE.tdm|DIR...\n"
-          "       tidemark categories [--rules FILE] --explain ADDR|SITE FILE.tdm|DIR...\n"
-          "       tidemark categories [--rules FILE] --list-rules [SNAPSHOT]\n"
-          "       tidemark categories --trace TRACE.csv [--score [--min-score PCT]]\n"
-          "\n"
-          "Says what kind of memory each allocation is: parameter,\n"
-          "optimizer_state, gradient, activation, input, temporary or unknown.\n"
-          "An explicit tag (tdm_tag_push, tdm_tag_ptr) wins; then the first rule\n"
-          "over the frames of its stack that matches (--rules FILE, the recording's\n"
-          "category_rules=FILE, then tidemark's rules for PyTorch); otherwise the\n"
-          "kind is inferred from the phase marks and lifetimes (docs/categories.md).\n"
-          "\n"
-          "With a snapshot: bytes per category at the peak, then a table of\n"
-          "bytes per category at N evenly spaced times (default 12; a\n"
-          "state shown once when several times fall on it).\n"
-          "\n"
-          "  --trace CSV     read an allocation trace (action,time_ns,id,size,\n"
-          "                  category), ignore its category column, and print\n"
-          "                  'id,category' for every allocation\n"
-          "  --score         instead, compare with the category column: agreement\n"
-          "                  weighted by bytes x lifetime, per category and overall\n"
-          "  --min-score PCT with --score: exit 3 when the overall agreement is lower\n"
-          "  --rules FILE    stack rules, one a line: CATEGORY function=REGEX file=REGEX\n"
-          "                  (either or both; '#' comments); they go first\n"
-          "  --explain ADDR|SITE  say what decided the category of the allocations\n"
-          "                  at address ADDR (0x...), or of those with a frame\n"
-          "                  containing SITE ('Adam.step', 'train.py:41')\n"
-          "  --list-rules    print the stack rules in force (with SNAPSHOT: for it,\n"
-          "                  its recording's category_rules too), in order, and exit\n"
-          "  --samples N     evenly spaced times in the over-time table, each\n"
-          "                  distinct state shown once (0 = only the peak)\n"
-          "  --device N      only this device ordinal (a snapshot without it: exit 2)\n"
-          "\n"
-          "A directory stands for the *.tdm files in it, each shown in turn.\n",
-          out);
-}
+static const tdm_cli_option options[] = {
+    {.name = "trace", .code = 't', .has_arg = required_argument, .metavar = "CSV",
+     .help = "read an allocation trace (action,time_ns,id,size,\n"
+             "category), ignore its category column, and print\n"
+             "'id,category' for every allocation"},
+    {.name = "score", .code = 's',
+     .help = "instead, compare with the category column: agreement\n"
+             "weighted by bytes x lifetime, per category and overall"},
+    {.name = "min-score", .code = 'm', .has_arg = required_argument, .metavar = "PCT",
+     .help = "with --score: exit 3 when the overall agreement is lower"},
+    {.name = "rules", .code = 'r', .has_arg = required_argument, .metavar = "FILE",
+     .help = "stack rules, one a line: CATEGORY function=REGEX file=REGEX\n"
+             "(either or both; '#' comments); they go first"},
+    {.name = "explain", .code = 'e', .has_arg = required_argument, .metavar = "ADDR|SITE",
+     .help = "say what decided the category of the allocations\n"
+             "at address ADDR (0x...), or of those with a frame\n"
+             "containing SITE ('Adam.step', 'train.py:41')"},
+    {.name = "list-rules", .code = 'l',
+     .help = "print the stack rules in force (with SNAPSHOT: for it,\n"
+             "its recording's category_rules too), in order, and exit"},
+    {.name = "samples", .code = 'n', .has_arg = required_argument, .metavar = "N",
+     .help = "evenly spaced times in the over-time table, each\n"
+             "distinct state shown once (0 = only the peak)"},
+    {.name = "device", .code = 'd', .has_arg = required_argument, .metavar = "N",
+     .help = "only this device ordinal (a snapshot without it: exit 2)"},
+    TDM_CLI_HELP_ROW("this text"),
+    {0},
+};
+
+const tdm_cli_spec tdm__cli_categories_spec = {
+    .usage = "usage: tidemark categories [--rules FILE] [--samples N] [--device N] FILE.tdm|DIR...\n"
+             "       tidemark categories [--rules FILE] --explain ADDR|SITE FILE.tdm|DIR...\n"
+             "       tidemark categories [--rules FILE] --list-rules [SNAPSHOT]\n"
+             "       tidemark categories --trace TRACE.csv [--score [--min-score PCT]]\n"
+             "\n"
+             "Says what kind of memory each allocation is: parameter,\n"
+             "optimizer_state, gradient, activation, input, temporary or unknown.\n"
+             "An explicit tag (tdm_tag_push, tdm_tag_ptr) wins; then the first rule\n"
+             "over the frames of its stack that matches (--rules FILE, the recording's\n"
+             "category_rules=FILE, then tidemark's rules for PyTorch); otherwise the\n"
+             "kind is inferred from the phase marks and lifetimes (docs/categories.md).\n"
+             "\n"
+             "With a snapshot: bytes per category at the peak, then a table of\n"
+             "bytes per category at N evenly spaced times (default 12; a\n"
+             "state shown once when several times fall on it).\n"
+             "\n",
+    .options = {options, 18},
+    .after = "\n"
+             "A directory stands for the *.tdm files in it, each shown in turn.\n",
+};
 
 int tdm__cli_categories(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"trace", required_argument, NULL, 't'},
-        {"score", no_argument, NULL, 's'},
-        {"min-score", required_argument, NULL, 'm'},
-        {"samples", required_argument, NULL, 'n'},
-        {"device", required_argument, NULL, 'd'},
-        {"rules", required_argument, NULL, 'r'},
-        {"explain", required_argument, NULL, 'e'},
-        {"list-rules", no_argument, NULL, 'l'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     const char *trace = NULL, *rules = NULL, *explain = NULL;
     int score = 0, device = -1, list = 0;
     double min_score = -1;
     unsigned long samples = 12;
     char *end;
     int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    tdm_cli_parse p;
+    if (tdm__cli_parse_begin(&p, "categories", argc, argv) != 0)
+        return p.exit;
+    while ((c = tdm__cli_parse_next(&p)) > 0) {
         switch (c) {
         case 't':
             trace = optarg;
@@ -602,15 +602,10 @@ int tdm__cli_categories(int argc, char **argv)
         case 'l':
             list = 1;
             break;
-        case 'h':
-            tdm__cli_categories_help(stdout);
-            return TDM_EXIT_OK;
-        default: /* ':' or an unknown option */
-            tdm__cli_bad_option_in("categories", c, argv, longopts);
-            fprintf(stderr, "Try 'tidemark help categories'.\n");
-            return TDM_EXIT_USAGE;
         }
     }
+    if (c < 0)
+        return p.exit;
     if (rules) {
         char err[1024];
         if (tdm__categories_set_rules_file(rules, err, sizeof err) != 0) {

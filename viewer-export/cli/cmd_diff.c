@@ -25,7 +25,6 @@
 #include "format_size.h"
 #include "gate.h"
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -407,30 +406,36 @@ static void print_file_line(FILE *out, const char *label, const side *s)
             s->in.truncated ? ", TRUNCATED" : "");
 }
 
-void tdm__cli_diff_help(FILE *out)
-{
-    fputs("usage: tidemark diff [OPTIONS] A B\n"
-          "\n"
-          "Compares two recordings (A, the reference, and B): per device, the peak of\n"
-          "allocated memory, when it happened, reserved and live-at-exit bytes; the\n"
-          "bytes per category live at the peak and each category's own highest value;\n"
-          "and the allocation sites whose live bytes at the peak changed most, with\n"
-          "their stacks.  Sites are matched by their symbolized frames (function, file,\n"
-          "line), so two runs of the same program line up whatever their addresses.\n"
-          "A or B may be a directory holding one snapshot (as `tidemark run -o DIR`\n"
-          "leaves it).\n"
-          "\n"
-          "options:\n"
-          "  --top N       sites listed per device (default 10)\n"
-          "  --frames N    frames shown per site (default 3)\n"
-          "  --device N    only the device with ordinal N (exit 2 when neither file\n"
-          "                has it)\n"
-          "  -h, --help    this text\n"
-          "\n"
-          "Exit codes: 0 ok, 1 usage error, 2 a file missing, unreadable, corrupt or\n"
-          "truncated (a truncated file is still compared), 4 internal error.\n",
-          out);
-}
+static const tdm_cli_option options[] = {
+    {.name = "top", .code = 't', .has_arg = required_argument, .metavar = "N",
+     .help = "sites listed per device (default 10)"},
+    {.name = "frames", .code = 'f', .has_arg = required_argument, .metavar = "N",
+     .help = "frames shown per site (default 3)"},
+    {.name = "device", .code = 'd', .has_arg = required_argument, .metavar = "N",
+     .help = "only the device with ordinal N (exit 2 when neither file\n"
+             "has it)"},
+    TDM_CLI_HELP_ROW("this text"),
+    {0},
+};
+
+const tdm_cli_spec tdm__cli_diff_spec = {
+    .usage = "usage: tidemark diff [OPTIONS] A B\n"
+             "\n"
+             "Compares two recordings (A, the reference, and B): per device, the peak of\n"
+             "allocated memory, when it happened, reserved and live-at-exit bytes; the\n"
+             "bytes per category live at the peak and each category's own highest value;\n"
+             "and the allocation sites whose live bytes at the peak changed most, with\n"
+             "their stacks.  Sites are matched by their symbolized frames (function, file,\n"
+             "line), so two runs of the same program line up whatever their addresses.\n"
+             "A or B may be a directory holding one snapshot (as `tidemark run -o DIR`\n"
+             "leaves it).\n"
+             "\n"
+             "options:\n",
+    .options = {options, 16},
+    .after = "\n"
+             "Exit codes: 0 ok, 1 usage error, 2 a file missing, unreadable, corrupt or\n"
+             "truncated (a truncated file is still compared), 4 internal error.\n",
+};
 
 static tdm_status diff(FILE *out, side *sd, int only, unsigned top, unsigned frames)
 {
@@ -465,18 +470,12 @@ static tdm_status diff(FILE *out, side *sd, int only, unsigned top, unsigned fra
 
 int tdm__cli_diff(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"top", required_argument, NULL, 't'},
-        {"frames", required_argument, NULL, 'f'},
-        {"device", required_argument, NULL, 'd'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     unsigned long top = 10, frames = 3, v;
     int device = -1, c;
-    opterr = 0;
-    optind = 0;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    tdm_cli_parse p;
+    if (tdm__cli_parse_begin(&p, "diff", argc, argv) != 0)
+        return p.exit;
+    while ((c = tdm__cli_parse_next(&p)) > 0) {
         switch (c) {
         case 't':
             if (tdm__parse_count("diff", "--top", optarg, 100000, &top))
@@ -491,14 +490,10 @@ int tdm__cli_diff(int argc, char **argv)
                 goto usage;
             device = (int)v;
             break;
-        case 'h':
-            tdm__cli_diff_help(stdout);
-            return TDM_EXIT_OK;
-        default: /* ':' or an unknown option */
-            tdm__cli_bad_option_in("diff", c, argv, longopts);
-            goto usage;
         }
     }
+    if (c < 0)
+        return p.exit;
     if (argc - optind != 2) {
         fprintf(stderr, "tidemark diff: needs two files, A and B; got %d\n", argc - optind);
         goto usage;

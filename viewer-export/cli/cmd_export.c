@@ -44,37 +44,55 @@
 
 #define CMD "export"
 
-void tdm__cli_export_help(FILE *out)
+enum { FORMAT_OPTION = 0x400 }; /* + the index of a row of format_options() */
+
+/* The options of every format's row, each name once (rows may share an
+ * option; it means the same in each), as parse rows; the help lists them
+ * under their formats (list_formats). */
+static const tdm_cli_options *format_options(void)
 {
-    fputs("usage: tidemark export --format NAME [-o OUT] [--device N] [--force] [--quiet]\n"
-          "                       [FORMAT OPTIONS] FILE.tdm|DIR...\n"
-          "\n"
-          "Writes snapshots in another tool's format.  A directory stands for the\n"
-          "*.tdm files in it (one per rank of a job).\n"
-          "\n"
-          "options:\n"
-          "  -f, --format NAME  the format (required); one of the list below\n"
-          "  -o, --output OUT   where to write; '-' is standard output; default: FILE\n"
-          "                     with .tdm replaced by the format's extension\n"
-          "  --device N         only device N (the others are left out or empty); a\n"
-          "                     snapshot without it is an error (exit 2)\n"
-          "  --force            replace output files that exist (refused otherwise,\n"
-          "                     exit 1)\n"
-          "  -q, --quiet        no warnings, no 'wrote' line\n"
-          "  -h, --help         this help\n"
-          "\n"
-          "Several snapshots (the ranks of a job):\n"
-          "  perfetto           one trace, each rank a process on one time axis;\n"
-          "                     -o OUT.json is required\n"
-          "  the other formats  one file per snapshot (pytorch: one pickle per rank,\n"
-          "                     as memory_viz shows one process); -o is a directory\n"
-          "                     (out/; missing folders are created) or a name with codes:\n"
-          "                     %r rank, %l local rank, %h host, %p pid, %n the\n"
-          "                     snapshot's name, %% a '%';\n"
-          "                     without -o each goes beside its snapshot\n"
-          "\n"
-          "formats (name, default extension, what it is):\n",
-          out);
+    static tdm_cli_option rows[TDM_CLI_MAX_OPTIONS / 2 + 1];
+    static const tdm_cli_options t = {rows, 0};
+    size_t n = 0;
+    for (size_t i = 0; i < tdm__export_format_count; i++) {
+        const tdm_export_option *o = tdm__export_formats[i].options;
+        for (size_t k = 0; o && o[k].name && n + 1 < sizeof rows / sizeof rows[0]; k++) {
+            size_t seen = 0;
+            while (seen < n && strcmp(rows[seen].name, o[k].name) != 0)
+                seen++;
+            if (seen == n) {
+                rows[n] = (tdm_cli_option){.name = o[k].name, .code = FORMAT_OPTION + (int)n,
+                                           .has_arg = o[k].arg ? required_argument : no_argument,
+                                           .metavar = o[k].arg};
+                n++;
+            }
+        }
+    }
+    rows[n] = (tdm_cli_option){0};
+    return &t;
+}
+
+static const tdm_cli_option options[] = {
+    {.name = "format", .short_name = 'f', .has_arg = required_argument, .metavar = "NAME",
+     .help = "the format (required); one of the list below"},
+    {.name = "output", .short_name = 'o', .has_arg = required_argument, .metavar = "OUT",
+     .help = "where to write; '-' is standard output; default: FILE\n"
+             "with .tdm replaced by the format's extension"},
+    {.name = "device", .code = 'd', .has_arg = required_argument, .metavar = "N",
+     .help = "only device N (the others are left out or empty); a\n"
+             "snapshot without it is an error (exit 2)"},
+    {.name = "force", .code = 'F',
+     .help = "replace output files that exist (refused otherwise,\n"
+             "exit 1)"},
+    {.name = "quiet", .short_name = 'q', .help = "no warnings, no 'wrote' line"},
+    TDM_CLI_HELP_ROW("this help"),
+    {.built = format_options},
+    {0},
+};
+
+/* The formats and their own options, from export_formats.c's table. */
+static void list_formats(FILE *out)
+{
     for (size_t i = 0; i < tdm__export_format_count; i++) {
         const tdm_export_format *f = &tdm__export_formats[i];
         fprintf(out, "  %-11s %-12s %s\n", f->name, f->extension, f->description);
@@ -88,21 +106,32 @@ void tdm__cli_export_help(FILE *out)
     fputs("\nSee docs/export.md for what each format contains.\n", out);
 }
 
-/* The row option called `name` in any format (for its arity), or NULL. */
-static const tdm_export_option *any_format_option(const char *name)
-{
-    for (size_t i = 0; i < tdm__export_format_count; i++) {
-        const tdm_export_option *o = tdm__export_formats[i].options;
-        for (size_t k = 0; o && o[k].name; k++)
-            if (strcmp(o[k].name, name) == 0)
-                return &o[k];
-    }
-    return NULL;
-}
+const tdm_cli_spec tdm__cli_export_spec = {
+    .usage = "usage: tidemark export --format NAME [-o OUT] [--device N] [--force] [--quiet]\n"
+             "                       [FORMAT OPTIONS] FILE.tdm|DIR...\n"
+             "\n"
+             "Writes snapshots in another tool's format.  A directory stands for the\n"
+             "*.tdm files in it (one per rank of a job).\n"
+             "\n"
+             "options:\n",
+    .options = {options, 21},
+    .after = "\n"
+             "Several snapshots (the ranks of a job):\n"
+             "  perfetto           one trace, each rank a process on one time axis;\n"
+             "                     -o OUT.json is required\n"
+             "  the other formats  one file per snapshot (pytorch: one pickle per rank,\n"
+             "                     as memory_viz shows one process); -o is a directory\n"
+             "                     (out/; missing folders are created) or a name with codes:\n"
+             "                     %r rank, %l local rank, %h host, %p pid, %n the\n"
+             "                     snapshot's name, %% a '%';\n"
+             "                     without -o each goes beside its snapshot\n"
+             "\n"
+             "formats (name, default extension, what it is):\n",
+    .more = list_formats,
+};
 
 typedef struct given_option {
-    const char *name; /* without dashes, not NUL-terminated at '=' */
-    size_t name_len;
+    const char *name; /* without dashes */
     const char *value;
 } given_option;
 
@@ -526,103 +555,44 @@ static int export_each(const tdm_export_context *base, const tdm_rank_paths *pat
 
 /* ---- the command ------------------------------------------------------------------ */
 
-/* "unknown option '--fromat' (did you mean '--format'?)": the common
- * options' names and every format's. */
-static void unknown_option(const char *arg)
-{
-    const char *names[32 + TDM_EXPORT_MAX_OPTIONS * 16];
-    char spelled[sizeof names / sizeof names[0]][66];
-    static const char *const common[] = {"--format", "--output", "--device", "--force",
-                                         "--quiet", "--help"};
-    size_t n = 0;
-    for (size_t i = 0; i < sizeof common / sizeof common[0]; i++)
-        names[n++] = common[i];
-    for (size_t i = 0; i < tdm__export_format_count; i++) {
-        const tdm_export_option *o = tdm__export_formats[i].options;
-        for (size_t k = 0; o && o[k].name && n < sizeof names / sizeof names[0]; k++) {
-            snprintf(spelled[n], sizeof spelled[n], "--%s", o[k].name);
-            size_t seen = 0;
-            while (seen < n && strcmp(names[seen], spelled[n]) != 0)
-                seen++;
-            if (seen == n) /* rows may share an option */
-                names[n] = spelled[n], n++;
-        }
-    }
-    tdm__cli_unknown_option(CMD, arg, names, n);
-}
-
 int tdm__cli_export(int argc, char **argv)
 {
     const char *format_name = NULL, *out_path = NULL;
-    int device = -1, quiet = 0, force = 0, only_files = 0;
+    int device = -1, quiet = 0, force = 0, c;
     given_option given[TDM_EXPORT_MAX_OPTIONS * 2];
-    size_t ngiven = 0, ninputs = 0;
-    char **inputs = malloc((size_t)(argc > 0 ? argc : 1) * sizeof *inputs);
-    if (!inputs)
-        return TDM_EXIT_TOOL_ERROR;
-#define USAGE(...) do { free(inputs); return tdm__cli_usage(CMD, __VA_ARGS__); } while (0)
+    size_t ngiven = 0;
+#define USAGE(...) return tdm__cli_usage(CMD, __VA_ARGS__)
 
-    for (int i = 1; i < argc; i++) {
-        char *a = argv[i];
-        if (only_files || a[0] != '-' || strcmp(a, "-") == 0) {
-            inputs[ninputs++] = a;
-            continue;
-        }
-        if (strcmp(a, "--") == 0) {
-            only_files = 1;
-            continue;
-        }
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            free(inputs);
-            tdm__cli_export_help(stdout);
-            return TDM_EXIT_OK;
-        }
-        if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
-            quiet = 1;
-            continue;
-        }
-        if (strcmp(a, "--force") == 0) {
+    tdm_cli_parse p;
+    if (tdm__cli_parse_begin(&p, CMD, argc, argv) != 0)
+        return p.exit;
+    while ((c = tdm__cli_parse_next(&p)) > 0) {
+        switch (c) {
+        case 'f':
+            format_name = optarg;
+            break;
+        case 'o':
+            out_path = optarg;
+            break;
+        case 'd':
+            if (parse_int(optarg, &device) != 0)
+                USAGE("--device needs a device ordinal (0..32767), not '%s'", optarg);
+            break;
+        case 'F':
             force = 1;
-            continue;
-        }
-        /* Options with a value: "-o X", "--output X", "--output=X". */
-        const char *name = a[1] == '-' ? a + 2 : a + 1;
-        const char *eq = a[1] == '-' ? strchr(name, '=') : NULL;
-        size_t name_len = eq ? (size_t)(eq - name) : strlen(name);
-#define IS(lit) (name_len == sizeof(lit) - 1 && strncmp(name, lit, name_len) == 0)
-        int common_value = a[1] == '-' ? (IS("format") || IS("output") || IS("device"))
-                                       : (IS("f") || IS("o"));
-        const tdm_export_option *fo = NULL;
-        if (!common_value) {
-            char key[64];
-            snprintf(key, sizeof key, "%.*s", (int)(name_len < 63 ? name_len : 63), name);
-            if (a[1] != '-' || !(fo = any_format_option(key))) {
-                free(inputs);
-                unknown_option(a);
-                return TDM_EXIT_USAGE;
-            }
-        }
-        const char *value = eq ? eq + 1 : NULL;
-        if (!value && (common_value || fo->arg)) {
-            if (i + 1 >= argc)
-                USAGE("option '%s' needs a value", a);
-            value = argv[++i];
-        }
-        if (fo && !fo->arg && eq)
-            USAGE("option '--%s' takes no value", fo->name);
-        if (fo) {
+            break;
+        case 'q':
+            quiet = 1;
+            break;
+        default: /* a format's option: checked against --format once it is known */
             if (ngiven == sizeof given / sizeof given[0])
                 USAGE("too many format options");
-            given[ngiven++] = (given_option){name, name_len, value ? value : ""};
-        } else if (IS("format") || IS("f")) {
-            format_name = value;
-        } else if (IS("output") || IS("o")) {
-            out_path = value;
-        } else if (parse_int(value, &device) != 0) {
-            USAGE("--device needs a device ordinal (0..32767), not '%s'", value);
+            given[ngiven++] = (given_option){tdm__cli_parse_row(&p, c)->name,
+                                             optarg ? optarg : ""};
         }
-#undef IS
     }
+    if (c < 0)
+        return p.exit;
     if (!format_name)
         USAGE("no --format given (try --format pytorch)");
     const tdm_export_format *fmt = tdm__export_format_find(format_name);
@@ -631,14 +601,12 @@ int tdm__cli_export(int argc, char **argv)
         for (size_t i = 0; i < tdm__export_format_count; i++)
             fprintf(stderr, " %s", tdm__export_formats[i].name);
         fputs("\nTry 'tidemark help " CMD "'.\n", stderr);
-        free(inputs);
         return TDM_EXIT_USAGE;
     }
     if (!fmt->write) { /* its library was not found when this tidemark was built */
         fprintf(stderr, "tidemark " CMD ": --format %s is not built into this tidemark "
                         "(built without %s): install that and rebuild\n", fmt->name,
                 fmt->lacks ? fmt->lacks : "its library");
-        free(inputs);
         return TDM_EXIT_TOOL_ERROR;
     }
     tdm_export_context ctx;
@@ -649,21 +617,18 @@ int tdm__cli_export(int argc, char **argv)
     for (size_t g = 0; g < ngiven; g++) {
         size_t k = 0;
         while (fmt->options && fmt->options[k].name && k < TDM_EXPORT_MAX_OPTIONS &&
-               !(strlen(fmt->options[k].name) == given[g].name_len &&
-                 strncmp(fmt->options[k].name, given[g].name, given[g].name_len) == 0))
+               strcmp(fmt->options[k].name, given[g].name) != 0)
             k++;
         if (!fmt->options || !fmt->options[k].name || k >= TDM_EXPORT_MAX_OPTIONS)
-            USAGE("option '--%.*s' does not apply to --format %s",
-                  (int)given[g].name_len, given[g].name, fmt->name);
+            USAGE("option '--%s' does not apply to --format %s", given[g].name, fmt->name);
         ctx.option_values[k] = given[g].value;
     }
-    if (!ninputs)
+    if (optind >= argc)
         USAGE("no snapshot file given");
+#undef USAGE
 
     tdm_rank_paths paths;
-    int rc = tdm__ranks_expand(CMD, inputs, ninputs, &paths);
-    free(inputs);
-#undef USAGE
+    int rc = tdm__ranks_expand(CMD, argv + optind, (size_t)(argc - optind), &paths);
     if (rc == TDM_EXIT_TOOL_ERROR || paths.count == 0) {
         tdm__ranks_paths_free(&paths);
         return rc == TDM_EXIT_OK ? TDM_EXIT_BAD_INPUT : rc;

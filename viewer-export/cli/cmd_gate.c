@@ -20,59 +20,50 @@
 #include "gate.h"
 #include "ranks.h"
 
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
-void tdm__cli_gate_help(FILE *out)
-{
-    fputs("usage: tidemark gate GATE... [OPTIONS] FILE|DIR [FILE|DIR...]\n"
-          "\n"
-          "Checks memory limits on recorded snapshots, for CI.  Each file is a .tdm\n"
-          "snapshot (or a file `tidemark import` reads); a directory stands for the\n"
-          "*.tdm files in it.  When every gate passes, prints one line per gate per\n"
-          "device per file.  When one fails, the report opens with the verdict: the\n"
-          "first failure's limit, figure and excess, its file, rank and device, when\n"
-          "it happened (time, step, phase) and the allocation sites holding the\n"
-          "memory; other failures follow one line each and passes are counted.\n"
-          "Snapshots of a multi-rank job (dump=out/%h-r%r.tdm) are checked in rank\n"
-          "order and every line names the rank and host.\n"
-          "\n",
-          out);
-    tdm__gate_options_help(out);
-    fputs("  -h, --help             this text\n"
-          "\n"
-          "At least one gate is needed.  Exit codes: 0 all gates passed, 1 usage\n"
-          "error, 2 a file missing, unreadable, corrupt or truncated (or a figure it\n"
-          "cannot give, or without the --device asked for), 3 a gate failed\n"
-          "(outranks 2), 4 internal error, 5 nothing measured (no file records device\n"
-          "memory used; --allow-empty passes).  See docs/ci.md.\n",
-          out);
-}
+static const tdm_cli_option options[] = {
+    {.part = &tdm__cli_gate_options},
+    TDM_CLI_HELP_ROW("this text"),
+    {0},
+};
+
+const tdm_cli_spec tdm__cli_gate_spec = {
+    .usage = "usage: tidemark gate GATE... [OPTIONS] FILE|DIR [FILE|DIR...]\n"
+             "\n"
+             "Checks memory limits on recorded snapshots, for CI.  Each file is a .tdm\n"
+             "snapshot (or a file `tidemark import` reads); a directory stands for the\n"
+             "*.tdm files in it.  When every gate passes, prints one line per gate per\n"
+             "device per file.  When one fails, the report opens with the verdict: the\n"
+             "first failure's limit, figure and excess, its file, rank and device, when\n"
+             "it happened (time, step, phase) and the allocation sites holding the\n"
+             "memory; other failures follow one line each and passes are counted.\n"
+             "Snapshots of a multi-rank job (dump=out/%h-r%r.tdm) are checked in rank\n"
+             "order and every line names the rank and host.\n"
+             "\n",
+    .options = {options, 25},
+    .after = "\n"
+             "At least one gate is needed.  Exit codes: 0 all gates passed, 1 usage\n"
+             "error, 2 a file missing, unreadable, corrupt or truncated (or a figure it\n"
+             "cannot give, or without the --device asked for), 3 a gate failed\n"
+             "(outranks 2), 4 internal error, 5 nothing measured (no file records device\n"
+             "memory used; --allow-empty passes).  See docs/ci.md.\n",
+};
 
 int tdm__cli_gate(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        TDM_GATE_LONGOPTS,
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     tdm_gate_options o;
     tdm__gate_options_init(&o);
     int c;
-    opterr = 0;
-    optind = 0;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        if (c == 'h') {
-            tdm__cli_gate_help(stdout);
-            return TDM_EXIT_OK;
-        }
-        int took = c == ':' ? 0 : tdm__gate_option("gate", c, optarg, &o);
-        if (took == 0)
-            tdm__cli_bad_option_in("gate", c, argv, longopts);
-        if (took <= 0)
-            goto usage;
-    }
+    tdm_cli_parse p;
+    if (tdm__cli_parse_begin(&p, "gate", argc, argv) != 0)
+        return p.exit;
+    while ((c = tdm__cli_parse_next(&p)) > 0)
+        if (tdm__gate_option("gate", c, optarg, &o) <= 0)
+            goto usage; /* (each of its codes is a gate option's) */
+    if (c < 0)
+        return p.exit;
     if (tdm__gate_options_check("gate", &o))
         goto usage;
     if (!o.enabled) {

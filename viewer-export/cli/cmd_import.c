@@ -26,28 +26,40 @@
 
 #define CMD "import"
 
-void tdm__cli_import_help(FILE *out)
+static const tdm_cli_option options[] = {
+    {.name = "format", .short_name = 'f', .has_arg = required_argument, .metavar = "NAME",
+     .help = "the input's format; default: recognized from its content"},
+    {.name = "output", .short_name = 'o', .has_arg = required_argument, .metavar = "OUT",
+     .help = "the .tdm to write; default: FILE with its extension\n"
+             "replaced by .tdm; a directory (DIR/) gets that name"},
+    {.name = "force", .code = 'F',
+     .help = "replace OUT if it exists (refused otherwise, exit 1)"},
+    {.name = "quiet", .short_name = 'q', .help = "no 'wrote' line"},
+    TDM_CLI_HELP_ROW("this help"),
+    {0},
+};
+
+/* The formats, from import_formats.c's table. */
+static void list_formats(FILE *out)
 {
-    fputs("usage: tidemark import [--format NAME] [-o OUT.tdm|DIR/] [--force] [--quiet] FILE\n"
-          "\n"
-          "Turns another tool's file into a .tdm snapshot.\n"
-          "\n"
-          "options:\n"
-          "  -f, --format NAME  the input's format; default: recognized from its content\n"
-          "  -o, --output OUT   the .tdm to write; default: FILE with its extension\n"
-          "                     replaced by .tdm; a directory (DIR/) gets that name\n"
-          "  --force            replace OUT if it exists (refused otherwise, exit 1)\n"
-          "  -q, --quiet        no 'wrote' line\n"
-          "  -h, --help         this help\n"
-          "\n"
-          "formats:\n",
-          out);
     for (size_t i = 0; i < tdm__import_format_count; i++)
         fprintf(out, "  %-11s %s%s\n", tdm__import_formats[i].name,
                 tdm__import_formats[i].description,
                 tdm__import_formats[i].sniff ? "" : " (needs --format)");
     fputs("\nSee docs/export.md (\"import\").\n", out);
 }
+
+const tdm_cli_spec tdm__cli_import_spec = {
+    .usage = "usage: tidemark import [--format NAME] [-o OUT.tdm|DIR/] [--force] [--quiet] FILE\n"
+             "\n"
+             "Turns another tool's file into a .tdm snapshot.\n"
+             "\n"
+             "options:\n",
+    .options = {options, 21},
+    .after = "\n"
+             "formats:\n",
+    .more = list_formats,
+};
 
 /* FILE.pickle -> FILE.tdm (the extension after the last dot of the base
  * name is replaced; a name without one gets .tdm appended). */
@@ -90,35 +102,32 @@ static int write_snapshot(const tdm_snap *snap, const char *out, int force)
 int tdm__cli_import(int argc, char **argv)
 {
     const char *format_name = NULL, *out_opt = NULL, *input = NULL;
-    int quiet = 0, force = 0, only_files = 0, w;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (only_files || a[0] != '-' || strcmp(a, "-") == 0) {
-            if (input)
-                return tdm__cli_usage(CMD, "one file at a time (got '%s' and '%s')", input, a);
-            input = a;
-        } else if (strcmp(a, "--") == 0) {
-            only_files = 1;
-        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            tdm__cli_import_help(stdout);
-            return TDM_EXIT_OK;
-        } else if ((w = tdm__cli_write_option(CMD, argc, argv, &i, &out_opt, &force,
-                                              &quiet)) != 0) {
-            if (w < 0)
-                return TDM_EXIT_USAGE;
-        } else if (strncmp(a, "--format=", 9) == 0) {
-            format_name = a + 9;
-        } else if (strcmp(a, "-f") == 0 || strcmp(a, "--format") == 0) {
-            if (i + 1 >= argc)
-                return tdm__cli_usage(CMD, "option '%s' needs a value", a);
-            format_name = argv[++i];
-        } else {
-            static const char *const names[] = {"--format", "--output", "--force", "--quiet",
-                                                "--help"};
-            tdm__cli_unknown_option(CMD, a, names, sizeof names / sizeof names[0]);
-            return TDM_EXIT_USAGE;
+    int quiet = 0, force = 0, c;
+    tdm_cli_parse p;
+    if (tdm__cli_parse_begin(&p, CMD, argc, argv) != 0)
+        return p.exit;
+    while ((c = tdm__cli_parse_next(&p)) > 0) {
+        switch (c) {
+        case 'f':
+            format_name = optarg;
+            break;
+        case 'o':
+            out_opt = optarg;
+            break;
+        case 'F':
+            force = 1;
+            break;
+        case 'q':
+            quiet = 1;
+            break;
         }
     }
+    if (c < 0)
+        return p.exit;
+    if (argc - optind > 1)
+        return tdm__cli_usage(CMD, "one file at a time (got '%s' and '%s')", argv[optind],
+                              argv[optind + 1]);
+    input = optind < argc ? argv[optind] : NULL;
     if (!input)
         return tdm__cli_usage(CMD, "no file given");
     const tdm_import_format *fmt = NULL;

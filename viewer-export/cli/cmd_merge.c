@@ -27,25 +27,30 @@
 
 #define CMD "merge-torch"
 
-void tdm__cli_merge_torch_help(FILE *out)
-{
-    fputs("usage: tidemark merge-torch [-o OUT.tdm] [--force] [--quiet] FILE.tdm [PICKLE]\n"
-          "\n"
-          "Merges PyTorch's tensor history of a run (PICKLE; default FILE.torch.pickle,\n"
-          "written beside the snapshot when a Python program used torch.cuda) into\n"
-          "tidemark's snapshot of it: tensors from PyTorch, segments (reserved memory)\n"
-          "and stacks of segments from tidemark.  `tidemark run` does this by itself.\n"
-          "\n"
-          "options:\n"
-          "  -o, --output OUT   write the merged snapshot to OUT and keep both inputs;\n"
-          "                     default: replace FILE.tdm and remove PICKLE\n"
-          "  --force            replace OUT if it exists (refused otherwise, exit 1)\n"
-          "  -q, --quiet        no 'merged' line\n"
-          "  -h, --help         this help\n"
-          "\n"
-          "See docs/categories.md (\"One file\").\n",
-          out);
-}
+static const tdm_cli_option options[] = {
+    {.name = "output", .short_name = 'o', .has_arg = required_argument, .metavar = "OUT",
+     .help = "write the merged snapshot to OUT and keep both inputs;\n"
+             "default: replace FILE.tdm and remove PICKLE"},
+    {.name = "force", .code = 'F',
+     .help = "replace OUT if it exists (refused otherwise, exit 1)"},
+    {.name = "quiet", .short_name = 'q', .help = "no 'merged' line"},
+    TDM_CLI_HELP_ROW("this help"),
+    {0},
+};
+
+const tdm_cli_spec tdm__cli_merge_torch_spec = {
+    .usage = "usage: tidemark merge-torch [-o OUT.tdm] [--force] [--quiet] FILE.tdm [PICKLE]\n"
+             "\n"
+             "Merges PyTorch's tensor history of a run (PICKLE; default FILE.torch.pickle,\n"
+             "written beside the snapshot when a Python program used torch.cuda) into\n"
+             "tidemark's snapshot of it: tensors from PyTorch, segments (reserved memory)\n"
+             "and stacks of segments from tidemark.  `tidemark run` does this by itself.\n"
+             "\n"
+             "options:\n",
+    .options = {options, 21},
+    .after = "\n"
+             "See docs/categories.md (\"One file\").\n",
+};
 
 typedef struct merge_job {
     const char *cmd;    /* the command saying what happens */
@@ -163,29 +168,30 @@ int tdm__cli_merge_torch_beside(const char *cmd, const char *tdm_path, int quiet
 int tdm__cli_merge_torch(int argc, char **argv)
 {
     const char *out_opt = NULL, *files[2] = {NULL, NULL};
-    int quiet = 0, force = 0, only_files = 0, nfiles = 0, w;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (only_files || a[0] != '-') {
-            if (nfiles == 2)
-                return tdm__cli_usage(CMD, "at most two files (FILE.tdm and PICKLE); got '%s' "
-                                      "too", a);
-            files[nfiles++] = a;
-        } else if (strcmp(a, "--") == 0) {
-            only_files = 1;
-        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            tdm__cli_merge_torch_help(stdout);
-            return TDM_EXIT_OK;
-        } else if ((w = tdm__cli_write_option(CMD, argc, argv, &i, &out_opt, &force,
-                                              &quiet)) != 0) {
-            if (w < 0)
-                return TDM_EXIT_USAGE;
-        } else {
-            static const char *const names[] = {"--output", "--force", "--quiet", "--help"};
-            tdm__cli_unknown_option(CMD, a, names, sizeof names / sizeof names[0]);
-            return TDM_EXIT_USAGE;
+    int quiet = 0, force = 0, c;
+    tdm_cli_parse p;
+    if (tdm__cli_parse_begin(&p, CMD, argc, argv) != 0)
+        return p.exit;
+    while ((c = tdm__cli_parse_next(&p)) > 0) {
+        switch (c) {
+        case 'o':
+            out_opt = optarg;
+            break;
+        case 'F':
+            force = 1;
+            break;
+        case 'q':
+            quiet = 1;
+            break;
         }
     }
+    if (c < 0)
+        return p.exit;
+    if (argc - optind > 2)
+        return tdm__cli_usage(CMD, "at most two files (FILE.tdm and PICKLE); got '%s' too",
+                              argv[optind + 2]);
+    for (int k = 0; k < 2 && optind + k < argc; k++)
+        files[k] = argv[optind + k];
     if (!files[0])
         return tdm__cli_usage(CMD, "no snapshot given");
     if (out_opt && !*out_opt)

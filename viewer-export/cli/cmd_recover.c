@@ -19,24 +19,28 @@
 
 #define CMD "recover"
 
-void tdm__cli_recover_help(FILE *out)
-{
-    fputs("usage: tidemark recover SPILL [-o OUT.tdm] [--force] [--quiet]\n"
-          "\n"
-          "Makes a snapshot from the spill file of a program that was killed or\n"
-          "crashed (SIGKILL, out-of-memory killer, a segfault): the events it had\n"
-          "recorded, complete ones only, and the allocator state their replay gives.\n"
-          "Native frames are symbolized from the module files at their recorded\n"
-          "load addresses; a module missing or changed since the run keeps raw\n"
-          "addresses.  The snapshot's notes say it is partial and when its last\n"
-          "event happened.\n"
-          "\n"
-          "  -o, --output OUT   where to write (default: SPILL without .spill, + .tdm)\n"
-          "      --force        replace OUT if it exists\n"
-          "  -q, --quiet        no line about what was written\n"
-          "  -h, --help         this help\n",
-          out);
-}
+static const tdm_cli_option options[] = {
+    {.name = "output", .short_name = 'o', .has_arg = required_argument, .metavar = "OUT",
+     .help = "where to write (default: SPILL without .spill, + .tdm)"},
+    {.name = "force", .code = 'F', .help = "replace OUT if it exists"},
+    {.name = "quiet", .short_name = 'q', .help = "no line about what was written"},
+    TDM_CLI_HELP_ROW("this help"),
+    {0},
+};
+
+const tdm_cli_spec tdm__cli_recover_spec = {
+    .usage = "usage: tidemark recover SPILL [-o OUT.tdm] [--force] [--quiet]\n"
+             "\n"
+             "Makes a snapshot from the spill file of a program that was killed or\n"
+             "crashed (SIGKILL, out-of-memory killer, a segfault): the events it had\n"
+             "recorded, complete ones only, and the allocator state their replay gives.\n"
+             "Native frames are symbolized from the module files at their recorded\n"
+             "load addresses; a module missing or changed since the run keeps raw\n"
+             "addresses.  The snapshot's notes say it is partial and when its last\n"
+             "event happened.\n"
+             "\n",
+    .options = {options, 21},
+};
 
 static char *default_output(const char *spill)
 {
@@ -52,27 +56,29 @@ static char *default_output(const char *spill)
 int tdm__cli_recover(int argc, char **argv)
 {
     const char *input = NULL, *out_opt = NULL;
-    int quiet = 0, force = 0, w;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (a[0] != '-') {
-            if (input)
-                return tdm__cli_usage(CMD, "one spill file at a time (got '%s' and '%s')",
-                                      input, a);
-            input = a;
-        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            tdm__cli_recover_help(stdout);
-            return TDM_EXIT_OK;
-        } else if ((w = tdm__cli_write_option(CMD, argc, argv, &i, &out_opt, &force,
-                                              &quiet)) != 0) {
-            if (w < 0)
-                return TDM_EXIT_USAGE;
-        } else {
-            static const char *const names[] = {"--output", "--force", "--quiet", "--help"};
-            tdm__cli_unknown_option(CMD, a, names, sizeof names / sizeof names[0]);
-            return TDM_EXIT_USAGE;
+    int quiet = 0, force = 0, c;
+    tdm_cli_parse p;
+    if (tdm__cli_parse_begin(&p, CMD, argc, argv) != 0)
+        return p.exit;
+    while ((c = tdm__cli_parse_next(&p)) > 0) {
+        switch (c) {
+        case 'o':
+            out_opt = optarg;
+            break;
+        case 'F':
+            force = 1;
+            break;
+        case 'q':
+            quiet = 1;
+            break;
         }
     }
+    if (c < 0)
+        return p.exit;
+    if (argc - optind > 1)
+        return tdm__cli_usage(CMD, "one spill file at a time (got '%s' and '%s')",
+                              argv[optind], argv[optind + 1]);
+    input = optind < argc ? argv[optind] : NULL;
     if (!input)
         return tdm__cli_usage(CMD, "no spill file given");
     char *def = default_output(input);

@@ -19,7 +19,6 @@
 
 #include <dlfcn.h>
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,31 +50,40 @@ static void log_segment(void *ctx, int freed, uint64_t size)
     l->ev[l->n++] = (tdm_replay_seg_event){.size = size, .freed = freed};
 }
 
-void tdm__cli_replay_help(FILE *out)
-{
-    fputs("usage: tidemark replay [options] RUN.tdm|SNAPSHOT.pickle|TRACE.csv\n"
-          "Replays the recorded allocation requests (sizes, streams, order, frees)\n"
-          "through tidemark's caching allocator on a simulated device, under the\n"
-          "recording's own settings (\"recorded\") and the ones given, and prints peak\n"
-          "reserved, peak allocated, reserved/allocated at the peak, segments, device\n"
-          "allocation calls, retries after freeing the cache, and whether the run\n"
-          "would run out of memory at the capacity.\n"
-          "  --conf K=V[,K=V]  a setting to try (repeatable): max_split_size,\n"
-          "                    roundup_power2_divisions, garbage_collection_threshold,\n"
-          "                    expandable_segments, with TIDEMARK_CONF's syntax\n"
-          "  --sweep           also a built-in set of settings; marks the best\n"
-          "  --capacity SIZE   device size for the OOM column (e.g. 40GiB; default the\n"
-          "                    recorded device's, else unlimited)\n"
-          "  --min-capacity    also the smallest device each setting fits on (1 MiB steps)\n"
-          "  --device N        the recorded device to replay (default: the busiest)\n"
-          "  --save DIR        also write each setting's replay as a .tdm in DIR\n"
-          "                    (recorded.tdm, default.tdm, max_split_size=64MiB.tdm...),\n"
-          "                    for summary, view, diff and gate\n"
-          "  --force           with --save, replace files that exist (refused otherwise)\n"
-          "  --json            one JSON object on stdout\n"
-          "  -h, --help        this text\n",
-          out);
-}
+static const tdm_cli_option options[] = {
+    {.name = "conf", .code = 'c', .has_arg = required_argument, .metavar = "K=V[,K=V]",
+     .help = "a setting to try (repeatable): max_split_size,\n"
+             "roundup_power2_divisions, garbage_collection_threshold,\n"
+             "expandable_segments, with TIDEMARK_CONF's syntax"},
+    {.name = "sweep", .code = 's', .help = "also a built-in set of settings; marks the best"},
+    {.name = "capacity", .code = 'C', .has_arg = required_argument, .metavar = "SIZE",
+     .help = "device size for the OOM column (e.g. 40GiB; default the\n"
+             "recorded device's, else unlimited)"},
+    {.name = "min-capacity", .code = 'm',
+     .help = "also the smallest device each setting fits on (1 MiB steps)"},
+    {.name = "device", .code = 'd', .has_arg = required_argument, .metavar = "N",
+     .help = "the recorded device to replay (default: the busiest)"},
+    {.name = "save", .code = 'S', .has_arg = required_argument, .metavar = "DIR",
+     .help = "also write each setting's replay as a .tdm in DIR\n"
+             "(recorded.tdm, default.tdm, max_split_size=64MiB.tdm...),\n"
+             "for summary, view, diff and gate"},
+    {.name = "force", .code = 'f',
+     .help = "with --save, replace files that exist (refused otherwise)"},
+    {.name = "json", .code = 'j', .help = "one JSON object on stdout"},
+    TDM_CLI_HELP_ROW("this text"),
+    {0},
+};
+
+const tdm_cli_spec tdm__cli_replay_spec = {
+    .usage = "usage: tidemark replay [options] RUN.tdm|SNAPSHOT.pickle|TRACE.csv\n"
+             "Replays the recorded allocation requests (sizes, streams, order, frees)\n"
+             "through tidemark's caching allocator on a simulated device, under the\n"
+             "recording's own settings (\"recorded\") and the ones given, and prints peak\n"
+             "reserved, peak allocated, reserved/allocated at the peak, segments, device\n"
+             "allocation calls, retries after freeing the cache, and whether the run\n"
+             "would run out of memory at the capacity.\n",
+    .options = {options, 20},
+};
 
 /* Checks one --conf: keys replay can change.  Prints the line and returns
  * -1 when refused. */
@@ -583,24 +591,13 @@ static int replay_file(const char *path, replay_opts *o)
 
 int tdm__cli_replay(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"conf", required_argument, NULL, 'c'},
-        {"sweep", no_argument, NULL, 's'},
-        {"capacity", required_argument, NULL, 'C'},
-        {"min-capacity", no_argument, NULL, 'm'},
-        {"device", required_argument, NULL, 'd'},
-        {"json", no_argument, NULL, 'j'},
-        {"save", required_argument, NULL, 'S'},
-        {"force", no_argument, NULL, 'f'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     replay_opts o = {.device = -1};
     unsigned long v;
     int c;
-    opterr = 0;
-    optind = 0;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    tdm_cli_parse p;
+    if (tdm__cli_parse_begin(&p, "replay", argc, argv) != 0)
+        return p.exit;
+    while ((c = tdm__cli_parse_next(&p)) > 0) {
         switch (c) {
         case 'c':
             if (check_conf_keys(optarg) != 0)
@@ -644,14 +641,10 @@ int tdm__cli_replay(int argc, char **argv)
         case 'f':
             o.force = 1;
             break;
-        case 'h':
-            tdm__cli_replay_help(stdout);
-            return TDM_EXIT_OK;
-        default:
-            tdm__cli_bad_option_in("replay", c, argv, longopts);
-            goto usage;
         }
     }
+    if (c < 0)
+        return p.exit;
     if (o.force && !o.save_dir) {
         fprintf(stderr, "tidemark replay: --force replaces the files of --save; give --save "
                         "DIR\n");

@@ -37,7 +37,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,60 +230,68 @@ static int set_python_env(void)
 
 /* ---- the command ------------------------------------------------------- */
 
-void tdm__cli_run_help(FILE *out)
-{
-    fputs("usage: tidemark run [OPTIONS] [GATES] -- COMMAND [ARGS...]\n"
-          "\n"
-          "Runs COMMAND with tidemark recording the device memory of every process it\n"
-          "starts (LD_PRELOAD=libtidemark_preload.so and\n"
-          "TIDEMARK_CONF=...,dump=DIR/" TDM_RUN_DUMP_NAME "), then summarizes each snapshot\n"
-          "written and checks the gates; when a gate fails, its verdict and the sites\n"
-          "holding the memory replace the summaries.  Reports go to stderr; the\n"
-          "command's stdout is left to it.\n"
-          "\n"
-          "options:\n"
-          "  -o, --output DIR       folder for the snapshots (default " DEFAULT_DIR "; made\n"
-          "                         if missing); when it holds an earlier run's, this\n"
-          "                         run's go into a new DIR/run-N, said on stderr\n"
-          "  --conf KEY=VAL,...     more TIDEMARK_CONF settings (see docs/configuration.md);\n"
-          "                         may be repeated; checked, with the TIDEMARK_CONF you\n"
-          "                         have, before COMMAND starts; dump=[FOLDER/]NAME.tdm\n"
-          "                         names the snapshots (FOLDER is then -o's)\n"
-          "  --simulate GPU         run COMMAND on the simulated CUDA platform as GPU:\n"
-          "                         h100, h200, a100-40g, a100-80g, cuda:SIZE, or Nx one\n"
-          "                         of them (docs/simulate.md); = --conf simulate=GPU\n"
-          "  -q, --quiet            no summaries, only the gate report\n"
-          "  --command-failed N     exit N (6 to 125) when the command fails in any way,\n"
-          "                         instead of its own code, so that 2 to 5 always mean\n"
-          "                         tidemark's verdict\n",
-          out);
-    tdm__gate_options_help(out);
-    fputs("  -h, --help             this text\n"
-          "\n"
-          "The preload library is $TIDEMARK_PRELOAD when set (empty: none), else the one\n"
-          "beside this program or in its ../lib*/ folder.  Without it, only programs\n"
-          "linked with libtidemark.so are recorded (a note says so).\n"
-          "\n"
-          "Under a launcher of ranks (mpirun, mpiexec, srun, torchrun...) snapshots are\n"
-          "named by rank (" TDM_RUN_RANK_DUMP_NAME ") and the report is one row per rank.\n"
-          "A process that ends without writing its snapshot (SIGKILL, the OOM killer, a\n"
-          "crash) leaves its history in run's spill folder: run recovers it into DIR\n"
-          "(partial), says so, and removes the spill file.\n"
-          "\n"
-          "Interrupted (^C, SIGTERM, SIGHUP, SIGQUIT), tidemark has every recording\n"
-          "process write the history so far (dump_on=...+signal, signal=" TDM_RUN_DUMP_SIGNAL
-          "\n"
-          "unless you set one), says where, then passes the signal on.\n"
-          "\n"
-          "Exit code: the command's own (128+N when signal N killed it; 127/126 when it\n"
-          "cannot be started; --command-failed N for all of those), unless a gate failed\n"
-          "(3) or tidemark failed (4: cannot fork or write a report, a snapshot it cannot\n"
-          "read).  5 gates given and nothing measured: no snapshot, or only of processes\n"
-          "that used no device memory (unless --allow-empty; without gates such a run\n"
-          "exits with the command's code).  2 the --baseline file is bad, or a\n"
-          "snapshot lacks the --device asked for.  1 usage error or a bad TIDEMARK_CONF.\n",
-          out);
-}
+static const tdm_cli_option options[] = {
+    {.name = "output", .short_name = 'o', .has_arg = required_argument, .metavar = "DIR",
+     .help = "folder for the snapshots (default " DEFAULT_DIR "; made\n"
+             "if missing); when it holds an earlier run's, this\n"
+             "run's go into a new DIR/run-N, said on stderr"},
+    {.name = "conf", .code = 'c', .has_arg = required_argument, .metavar = "KEY=VAL,...",
+     .help = "more TIDEMARK_CONF settings (see docs/configuration.md);\n"
+             "may be repeated; checked, with the TIDEMARK_CONF you\n"
+             "have, before COMMAND starts; dump=[FOLDER/]NAME.tdm\n"
+             "names the snapshots (FOLDER is then -o's)"},
+    {.name = "simulate", .code = 'S', .has_arg = required_argument, .metavar = "GPU",
+     .help = "run COMMAND on the simulated CUDA platform as GPU:\n"
+             "h100, h200, a100-40g, a100-80g, cuda:SIZE, or Nx one\n"
+             "of them (docs/simulate.md); = --conf simulate=GPU"},
+    {.name = "quiet", .short_name = 'q', .help = "no summaries, only the gate report"},
+    {.name = "command-failed", .code = 'F', .has_arg = required_argument, .metavar = "N",
+     .help = "exit N (6 to 125) when the command fails in any way,\n"
+             "instead of its own code, so that 2 to 5 always mean\n"
+             "tidemark's verdict"},
+    {.part = &tdm__cli_gate_options},
+    TDM_CLI_HELP_ROW("this text"),
+    {0},
+};
+
+const tdm_cli_spec tdm__cli_run_spec = {
+    .usage = "usage: tidemark run [OPTIONS] [GATES] -- COMMAND [ARGS...]\n"
+             "\n"
+             "Runs COMMAND with tidemark recording the device memory of every process it\n"
+             "starts (LD_PRELOAD=libtidemark_preload.so and\n"
+             "TIDEMARK_CONF=...,dump=DIR/" TDM_RUN_DUMP_NAME "), then summarizes each snapshot\n"
+             "written and checks the gates; when a gate fails, its verdict and the sites\n"
+             "holding the memory replace the summaries.  Reports go to stderr; the\n"
+             "command's stdout is left to it.\n"
+             "\n"
+             "options:\n",
+    .options = {options, 25},
+    .after = "\n"
+             "The preload library is $TIDEMARK_PRELOAD when set (empty: none), else the one\n"
+             "beside this program or in its ../lib*/ folder.  Without it, only programs\n"
+             "linked with libtidemark.so are recorded (a note says so).\n"
+             "\n"
+             "Under a launcher of ranks (mpirun, mpiexec, srun, torchrun...) snapshots are\n"
+             "named by rank (" TDM_RUN_RANK_DUMP_NAME ") and the report is one row per rank.\n"
+             "A process that ends without writing its snapshot (SIGKILL, the OOM killer, a\n"
+             "crash) leaves its history in run's spill folder: run recovers it into DIR\n"
+             "(partial), says so, and removes the spill file.\n"
+             "\n"
+             "Interrupted (^C, SIGTERM, SIGHUP, SIGQUIT), tidemark has every recording\n"
+             "process write the history so far (dump_on=...+signal, signal=" TDM_RUN_DUMP_SIGNAL
+             "\n"
+             "unless you set one), says where, then passes the signal on.\n"
+             "\n"
+             "Exit code: the command's own (128+N when signal N killed it; 127/126 when it\n"
+             "cannot be started; --command-failed N for all of those), unless a gate failed\n"
+             "(3) or tidemark failed (4: cannot fork or write a report, a snapshot it cannot\n"
+             "read).  5 gates given and nothing measured: no snapshot, or only of processes\n"
+             "that used no device memory (unless --allow-empty; without gates such a run\n"
+             "exits with the command's code).  2 the --baseline file is bad, or a\n"
+             "snapshot lacks the --device asked for.  1 usage error or a bad TIDEMARK_CONF.\n",
+    /* The first word that is not an option starts the command. */
+    .operand_ends_options = 1,
+};
 
 static void run_state_free(run_state *r)
 {
@@ -344,28 +351,19 @@ static int add_owned_conf(run_state *r, char *item)
     return add_conf(r, item);
 }
 
-/* Options; returns the index of COMMAND in argv, 0 for --help, -1 usage. */
-static int parse(run_state *r, int argc, char **argv)
+/* Options; returns the index of COMMAND in argv; -1 a usage error (said,
+ * without the pointer to the help); 0 when the parse stopped with exit
+ * code *said, all said (--help, an unknown option). */
+static int parse(run_state *r, int argc, char **argv, int *said)
 {
-    static const struct option longopts[] = {
-        TDM_GATE_LONGOPTS,
-        {"output", required_argument, NULL, 'o'},
-        {"conf", required_argument, NULL, 'c'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"command-failed", required_argument, NULL, 'F'},
-        {"simulate", required_argument, NULL, 'S'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     int c;
-    opterr = 0;
-    optind = 0;
-    /* '+': the first word that is not an option starts the command. */
-    while ((c = getopt_long(argc, argv, "+:ho:q", longopts, NULL)) != -1) {
+    tdm_cli_parse p;
+    if (tdm__cli_parse_begin(&p, "run", argc, argv) != 0) {
+        *said = p.exit;
+        return 0;
+    }
+    while ((c = tdm__cli_parse_next(&p)) > 0) {
         switch (c) {
-        case 'h':
-            tdm__cli_run_help(stdout);
-            return 0;
         case 'o':
             if (!optarg[0]) {
                 fprintf(stderr, "tidemark run: -o needs a folder\n");
@@ -405,14 +403,14 @@ static int parse(run_state *r, int argc, char **argv)
             r->command_failed = (int)v;
             break;
         }
-        default: {
-            int took = c == ':' ? 0 : tdm__gate_option("run", c, optarg, &r->o);
-            if (took == 0)
-                tdm__cli_bad_option_in("run", c, argv, longopts);
-            if (took <= 0)
+        default: /* the gates' (each code left is one of theirs) */
+            if (tdm__gate_option("run", c, optarg, &r->o) <= 0)
                 return -1;
         }
-        }
+    }
+    if (c < 0) {
+        *said = p.exit;
+        return 0;
     }
     if (tdm__gate_options_check("run", &r->o))
         return -1;
@@ -567,11 +565,11 @@ int tdm__cli_run(int argc, char **argv)
     memset(&r, 0, sizeof r);
     tdm__gate_options_init(&r.o);
     r.dir_arg = DEFAULT_DIR;
-    int cmd = parse(&r, argc, argv);
+    int said = TDM_EXIT_OK, cmd = parse(&r, argc, argv, &said);
     if (cmd <= 0) {
         run_state_free(&r);
-        if (cmd == 0)
-            return TDM_EXIT_OK;
+        if (cmd == 0) /* the help, or the usage error with its pointer to it */
+            return said;
         fprintf(stderr, "Try 'tidemark help run'.\n");
         return TDM_EXIT_USAGE;
     }

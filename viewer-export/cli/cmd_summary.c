@@ -7,50 +7,57 @@
 #include "ranks.h"
 #include "summary.h"
 
-#include <getopt.h>
 #include <stdlib.h>
 
-void tdm__cli_summary_help(FILE *out)
-{
-    fputs("usage: tidemark summary [OPTIONS] FILE.tdm|DIR [FILE.tdm|DIR...]\n"
-          "\n"
-          "Answer first: per device, the peak of allocated memory (how much, the\n"
-          "share of the device's capacity, and when: time, step, phase), reserved\n"
-          "memory at the peak, and the allocation sites holding the most memory at\n"
-          "the peak with their innermost frames.  Then the details: bytes live at\n"
-          "the end and the allocator's stats; who recorded the snapshot (process,\n"
-          "command, start, recording settings, config); how many events were\n"
-          "recorded and dropped.  --verbose adds what one screen leaves out.\n"
-          "\n"
-          "Several snapshots (or a directory, standing for the .tdm files in it), as\n"
-          "a multi-rank job writes them with dump=out/%h-r%r.tdm, give one row per\n"
-          "rank instead, in rank order: host, rank, device, peak, when it happened\n"
-          "(from its own recording start), step and phase at the peak,\n"
-          "bytes live at the end and events dropped; then the spread of the peaks\n"
-          "(max, min, mean) with the rank and the top allocation site of the max.\n"
-          "Past 16 ranks, the rows of the 10 highest peaks and the 3 lowest, and the\n"
-          "median in the spread (--all for every row).\n"
-          "\n"
-          "options:\n"
-          "  --top N       allocation sites listed per device (default 10, 0 for none)\n"
-          "  --frames N    frames shown per site (default 2; 6 with --verbose; 3 for\n"
-          "                the top site of a rank table)\n"
-          "  --device N    only the device with ordinal N\n"
-          "  -v, --verbose also the file's format, the full config and metadata, the\n"
-          "                allocator's counts and pools, the sites live at the end,\n"
-          "                and more frames per site\n"
-          "  --bytes       sizes in the rank table and the allocator stats as exact\n"
-          "                byte counts\n"
-          "  --all         with more than 16 ranks, every rank's row\n"
-          "  --each        with several files, the full summary of each in turn\n"
-          "  -h, --help    this text\n"
-          "\n"
-          "A truncated file is summarized up to its last whole record, with a warning\n"
-          "naming the byte offset, and exits 2.  Exit codes: 0 ok, 1 usage error,\n"
-          "2 missing, unreadable, corrupt or truncated input, 4 internal error.\n"
-          "See docs/multi-rank.md for jobs with many ranks.\n",
-          out);
-}
+static const tdm_cli_option options[] = {
+    {.name = "top", .code = 't', .has_arg = required_argument, .metavar = "N",
+     .help = "allocation sites listed per device (default 10, 0 for none)"},
+    {.name = "frames", .code = 'f', .has_arg = required_argument, .metavar = "N",
+     .help = "frames shown per site (default 2; 6 with --verbose; 3 for\n"
+             "the top site of a rank table)"},
+    {.name = "device", .code = 'd', .has_arg = required_argument, .metavar = "N",
+     .help = "only the device with ordinal N"},
+    {.name = "verbose", .short_name = 'v',
+     .help = "also the file's format, the full config and metadata, the\n"
+             "allocator's counts and pools, the sites live at the end,\n"
+             "and more frames per site"},
+    {.name = "bytes", .code = 'b',
+     .help = "sizes in the rank table and the allocator stats as exact\n"
+             "byte counts"},
+    {.name = "all", .code = 'a', .help = "with more than 16 ranks, every rank's row"},
+    {.name = "each", .code = 'e', .help = "with several files, the full summary of each in turn"},
+    TDM_CLI_HELP_ROW("this text"),
+    {0},
+};
+
+const tdm_cli_spec tdm__cli_summary_spec = {
+    .usage = "usage: tidemark summary [OPTIONS] FILE.tdm|DIR [FILE.tdm|DIR...]\n"
+             "\n"
+             "Answer first: per device, the peak of allocated memory (how much, the\n"
+             "share of the device's capacity, and when: time, step, phase), reserved\n"
+             "memory at the peak, and the allocation sites holding the most memory at\n"
+             "the peak with their innermost frames.  Then the details: bytes live at\n"
+             "the end and the allocator's stats; who recorded the snapshot (process,\n"
+             "command, start, recording settings, config); how many events were\n"
+             "recorded and dropped.  --verbose adds what one screen leaves out.\n"
+             "\n"
+             "Several snapshots (or a directory, standing for the .tdm files in it), as\n"
+             "a multi-rank job writes them with dump=out/%h-r%r.tdm, give one row per\n"
+             "rank instead, in rank order: host, rank, device, peak, when it happened\n"
+             "(from its own recording start), step and phase at the peak,\n"
+             "bytes live at the end and events dropped; then the spread of the peaks\n"
+             "(max, min, mean) with the rank and the top allocation site of the max.\n"
+             "Past 16 ranks, the rows of the 10 highest peaks and the 3 lowest, and the\n"
+             "median in the spread (--all for every row).\n"
+             "\n"
+             "options:\n",
+    .options = {options, 16},
+    .after = "\n"
+             "A truncated file is summarized up to its last whole record, with a warning\n"
+             "naming the byte offset, and exits 2.  Exit codes: 0 ok, 1 usage error,\n"
+             "2 missing, unreadable, corrupt or truncated input, 4 internal error.\n"
+             "See docs/multi-rank.md for jobs with many ranks.\n",
+};
 
 static int parse_count(const char *opt, const char *text, unsigned long max,
                        unsigned long *v)
@@ -100,24 +107,14 @@ static int summarize_one(const char *path, int gap, tdm_summary_options *o)
 
 int tdm__cli_summary(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"top", required_argument, NULL, 't'},
-        {"frames", required_argument, NULL, 'f'},
-        {"device", required_argument, NULL, 'd'},
-        {"bytes", no_argument, NULL, 'b'},
-        {"each", no_argument, NULL, 'e'},
-        {"verbose", no_argument, NULL, 'v'},
-        {"all", no_argument, NULL, 'a'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     tdm_summary_options o = {.top = 10, .frames = 0 /* by output */, .device = -1};
     unsigned long v;
     int c, exact = 0, each = 0;
 
-    opterr = 0;
-    optind = 0; /* GNU: full re-initialisation, argv[0] is "summary" */
-    while ((c = getopt_long(argc, argv, ":hv", longopts, NULL)) != -1) {
+    tdm_cli_parse p;
+    if (tdm__cli_parse_begin(&p, "summary", argc, argv) != 0)
+        return p.exit;
+    while ((c = tdm__cli_parse_next(&p)) > 0) {
         switch (c) {
         case 't':
             if (parse_count("--top", optarg, 100000, &v))
@@ -150,14 +147,10 @@ int tdm__cli_summary(int argc, char **argv)
         case 'a':
             o.all = 1;
             break;
-        case 'h':
-            tdm__cli_summary_help(stdout);
-            return TDM_EXIT_OK;
-        default: /* ':' or an unknown option */
-            tdm__cli_bad_option_in("summary", c, argv, longopts);
-            goto usage;
         }
     }
+    if (c < 0)
+        return p.exit;
     if (optind >= argc) {
         fprintf(stderr, "tidemark summary: no snapshot file given\n");
         goto usage;

@@ -16,7 +16,6 @@
 #include "top.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -31,39 +30,46 @@
 
 #define CMD "top"
 
-void tdm__cli_top_help(FILE *out)
-{
-    fputs("usage: tidemark top [OPTIONS] [PID|SPILL|DIR]\n"
-          "\n"
-          "A live view of programs while they record, read from the spill files\n"
-          "the recorder keeps (docs/spill.md), without signalling, pausing or\n"
-          "otherwise touching them: per device, bytes allocated and reserved now\n"
-          "and their peaks, bytes by category, the last minute as a plot, and the\n"
-          "sites holding the most now; redrawn every second, q to quit.\n"
-          "\n"
-          "  PID     that process (its spill file, found from /proc/PID/maps or the\n"
-          "          spill folder)\n"
-          "  SPILL   that spill file\n"
-          "  DIR     the spill files in DIR, or those of the `tidemark run` writing\n"
-          "          its snapshots into DIR\n"
-          "  (none)  every recording process of this user on this host\n"
-          "\n"
-          "options:\n"
-          "  --once            one frame, then exit (no terminal escapes unless\n"
-          "                    standard output is a terminal)\n"
-          "  --openmetrics     the figures as OpenMetrics text (gauges per device and\n"
-          "                    category, labelled host, rank, job, pid, device)\n"
-          "  --every DURATION  refresh every DURATION (1s, 500ms, 15s, 2m; default 1s);\n"
-          "                    with --openmetrics -o, rewrite the file that often until\n"
-          "                    interrupted\n"
-          "  -o, --output FILE with --openmetrics: write FILE (a temporary moved over\n"
-          "                    it, so a reader never sees half of it), replacing it\n"
-          "  -h, --help        this text\n"
-          "\n"
-          "Exit codes: 0 ok, 1 usage error, 2 no such process, no spill file, or a\n"
-          "spill file that cannot be read, 4 internal error (cannot write FILE).\n",
-          out);
-}
+static const tdm_cli_option options[] = {
+    {.name = "once", .code = '1',
+     .help = "one frame, then exit (no terminal escapes unless\n"
+             "standard output is a terminal)"},
+    {.name = "openmetrics", .code = 'm',
+     .help = "the figures as OpenMetrics text (gauges per device and\n"
+             "category, labelled host, rank, job, pid, device)"},
+    {.name = "every", .code = 'e', .has_arg = required_argument, .metavar = "DURATION",
+     .help = "refresh every DURATION (1s, 500ms, 15s, 2m; default 1s);\n"
+             "with --openmetrics -o, rewrite the file that often until\n"
+             "interrupted"},
+    {.name = "output", .short_name = 'o', .has_arg = required_argument, .metavar = "FILE",
+     .help = "with --openmetrics: write FILE (a temporary moved over\n"
+             "it, so a reader never sees half of it), replacing it"},
+    TDM_CLI_HELP_ROW("this text"),
+    {0},
+};
+
+const tdm_cli_spec tdm__cli_top_spec = {
+    .usage = "usage: tidemark top [OPTIONS] [PID|SPILL|DIR]\n"
+             "\n"
+             "A live view of programs while they record, read from the spill files\n"
+             "the recorder keeps (docs/spill.md), without signalling, pausing or\n"
+             "otherwise touching them: per device, bytes allocated and reserved now\n"
+             "and their peaks, bytes by category, the last minute as a plot, and the\n"
+             "sites holding the most now; redrawn every second, q to quit.\n"
+             "\n"
+             "  PID     that process (its spill file, found from /proc/PID/maps or the\n"
+             "          spill folder)\n"
+             "  SPILL   that spill file\n"
+             "  DIR     the spill files in DIR, or those of the `tidemark run` writing\n"
+             "          its snapshots into DIR\n"
+             "  (none)  every recording process of this user on this host\n"
+             "\n"
+             "options:\n",
+    .options = {options, 20},
+    .after = "\n"
+             "Exit codes: 0 ok, 1 usage error, 2 no such process, no spill file, or a\n"
+             "spill file that cannot be read, 4 internal error (cannot write FILE).\n",
+};
 
 static volatile sig_atomic_t stop_requested;
 
@@ -359,19 +365,12 @@ static int run(const top_options *o)
 
 int tdm__cli_top(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"once", no_argument, NULL, '1'},
-        {"openmetrics", no_argument, NULL, 'm'},
-        {"every", required_argument, NULL, 'e'},
-        {"output", required_argument, NULL, 'o'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     top_options o = {.every_ms = 1000};
     int c;
-    opterr = 0;
-    optind = 0;
-    while ((c = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
+    tdm_cli_parse p;
+    if (tdm__cli_parse_begin(&p, "top", argc, argv) != 0)
+        return p.exit;
+    while ((c = tdm__cli_parse_next(&p)) > 0) {
         switch (c) {
         case '1':
             o.once = 1;
@@ -388,15 +387,10 @@ int tdm__cli_top(int argc, char **argv)
         case 'o':
             o.output = optarg;
             break;
-        case 'h':
-            tdm__cli_top_help(stdout);
-            return TDM_EXIT_OK;
-        default:
-            tdm__cli_bad_option_in(CMD, c, argv, longopts);
-            fprintf(stderr, "Try 'tidemark help top'.\n");
-            return TDM_EXIT_USAGE;
         }
     }
+    if (c < 0)
+        return p.exit;
     if (optind < argc)
         o.operand = argv[optind++];
     if (optind < argc)

@@ -29,7 +29,6 @@
 #include "view_data.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,43 +137,52 @@ tdm_status tdm__view_page_write_as(FILE *out, const tdm_view_input *in, size_t n
 
 /* ---- the command --------------------------------------------------------- */
 
-void tdm__cli_view_help(FILE *out)
-{
-    fputs("usage: tidemark view [OPTIONS] A.tdm [B.tdm] [-o OUT.html|DIR/]\n"
-          "       tidemark view [OPTIONS] [--ranks] FILE.tdm|DIR... [-o OUT.html|DIR/]\n"
-          "\n"
-          "Writes one self-contained HTML page to open in a browser, offline:\n"
-          "live memory by category over time (stacked) with allocated and\n"
-          "reserved lines, step and phase bands, the peak and OOMs marked; zoom\n"
-          "and pan; the allocations live at a clicked time, largest first, with\n"
-          "their stacks and a flame graph; the segment and block map at that\n"
-          "time; a summary header and the top allocation sites.  With two\n"
-          "snapshots, they are shown side by side; a folder holding one\n"
-          "snapshot (tidemark run -o DIR) stands for it, so two run folders are\n"
-          "compared too.  With more than two, a folder holding several (its\n"
-          "*.tdm files, one per rank of a job) or --ranks, every\n"
-          "rank gets a lane, in rank order, all on one time axis (their clocks'\n"
-          "absolute times), and the rank clicked is shown in detail below.\n"
-          "See docs/viewer.md.\n"
-          "\n"
-          "options:\n"
-          "  -o, --output FILE  the page to write (default: A's name, or DIR's,\n"
-          "                     with .html); a directory (DIR/) gets that name\n"
-          "  --force            replace the page if it exists (refused otherwise,\n"
-          "                     exit 1)\n"
-          "  --ranks            lay the snapshots out as ranks even when there are\n"
-          "                     one or two\n"
-          "  --device N         the device ordinal shown first (default: the\n"
-          "                     first with allocations); a snapshot without it is\n"
-          "                     an error (exit 2; ranks: when none has it)\n"
-          "  -h, --help         this text\n"
-          "\n"
-          "Exit codes: 0 ok, 1 usage error or the page exists (without --force),\n"
-          "2 missing, unreadable, corrupt or truncated input (a truncated file is\n"
-          "shown up to its cut; with ranks, a file that cannot be read is left\n"
-          "out), 4 internal error or the page could not be written.\n",
-          out);
-}
+enum { OPT_RANKS = 256, OPT_FORCE };
+
+static const tdm_cli_option options[] = {
+    {.name = "output", .short_name = 'o', .has_arg = required_argument, .metavar = "FILE",
+     .help = "the page to write (default: A's name, or DIR's,\n"
+             "with .html); a directory (DIR/) gets that name"},
+    {.name = "force", .code = OPT_FORCE,
+     .help = "replace the page if it exists (refused otherwise,\n"
+             "exit 1)"},
+    {.name = "ranks", .code = OPT_RANKS,
+     .help = "lay the snapshots out as ranks even when there are\n"
+             "one or two"},
+    {.name = "device", .code = 'd', .has_arg = required_argument, .metavar = "N",
+     .help = "the device ordinal shown first (default: the\n"
+             "first with allocations); a snapshot without it is\n"
+             "an error (exit 2; ranks: when none has it)"},
+    TDM_CLI_HELP_ROW("this text"),
+    {0},
+};
+
+const tdm_cli_spec tdm__cli_view_spec = {
+    .usage = "usage: tidemark view [OPTIONS] A.tdm [B.tdm] [-o OUT.html|DIR/]\n"
+             "       tidemark view [OPTIONS] [--ranks] FILE.tdm|DIR... [-o OUT.html|DIR/]\n"
+             "\n"
+             "Writes one self-contained HTML page to open in a browser, offline:\n"
+             "live memory by category over time (stacked) with allocated and\n"
+             "reserved lines, step and phase bands, the peak and OOMs marked; zoom\n"
+             "and pan; the allocations live at a clicked time, largest first, with\n"
+             "their stacks and a flame graph; the segment and block map at that\n"
+             "time; a summary header and the top allocation sites.  With two\n"
+             "snapshots, they are shown side by side; a folder holding one\n"
+             "snapshot (tidemark run -o DIR) stands for it, so two run folders are\n"
+             "compared too.  With more than two, a folder holding several (its\n"
+             "*.tdm files, one per rank of a job) or --ranks, every\n"
+             "rank gets a lane, in rank order, all on one time axis (their clocks'\n"
+             "absolute times), and the rank clicked is shown in detail below.\n"
+             "See docs/viewer.md.\n"
+             "\n"
+             "options:\n",
+    .options = {options, 21},
+    .after = "\n"
+             "Exit codes: 0 ok, 1 usage error or the page exists (without --force),\n"
+             "2 missing, unreadable, corrupt or truncated input (a truncated file is\n"
+             "shown up to its cut; with ranks, a file that cannot be read is left\n"
+             "out), 4 internal error or the page could not be written.\n",
+};
 
 /* "run.tdm" -> "run.html" (in the same folder); a directory "out/" ->
  * "out.html" beside it.  NULL for a directory with no usable name (".",
@@ -264,22 +272,14 @@ static const char *label_of(const tdm_view_input *in)
 
 int tdm__cli_view(int argc, char **argv)
 {
-    enum { OPT_RANKS = 256, OPT_FORCE };
-    static const struct option longopts[] = {
-        {"output", required_argument, NULL, 'o'},
-        {"device", required_argument, NULL, 'd'},
-        {"ranks", no_argument, NULL, OPT_RANKS},
-        {"force", no_argument, NULL, OPT_FORCE},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     const char *out_opt = NULL;
     int device = -1, c, ranks = 0, force = 0;
     char *end;
 
-    opterr = 0;
-    optind = 0; /* GNU: full re-initialisation, argv[0] is "view" */
-    while ((c = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
+    tdm_cli_parse p;
+    if (tdm__cli_parse_begin(&p, "view", argc, argv) != 0)
+        return p.exit;
+    while ((c = tdm__cli_parse_next(&p)) > 0) {
         switch (c) {
         case 'o':
             out_opt = optarg;
@@ -300,14 +300,10 @@ int tdm__cli_view(int argc, char **argv)
         case OPT_FORCE:
             force = 1;
             break;
-        case 'h':
-            tdm__cli_view_help(stdout);
-            return TDM_EXIT_OK;
-        default: /* ':' or an unknown option */
-            tdm__cli_bad_option_in("view", c, argv, longopts);
-            goto usage;
         }
     }
+    if (c < 0)
+        return p.exit;
     int noperands = argc - optind;
     if (noperands < 1) {
         fprintf(stderr, "tidemark view: no snapshot file given\n");

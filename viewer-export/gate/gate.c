@@ -14,7 +14,6 @@
 #include "ranks.h"
 
 #include <ctype.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -146,33 +145,6 @@ int tdm__gate_options_check(const char *cmd, const tdm_gate_options *o)
         return -1;
     }
     return 0;
-}
-
-void tdm__gate_options_help(FILE *out)
-{
-    fputs("gates (each checked on every device of every file; equal to a limit passes):\n"
-          "  --max-peak SIZE        highest allocated bytes (e.g. 12GiB, 512M)\n"
-          "  --max-reserved SIZE    highest reserved bytes (segments held from the device)\n"
-          "  --max-leak SIZE        bytes still allocated when the snapshot was taken\n"
-          "  --baseline FILE --max-growth PCT\n"
-          "                         peak at most PCT percent above FILE's peak on the\n"
-          "                         same device\n"
-          "  --device N             check only the device with ordinal N (a file without\n"
-          "                         it is an error, exit 2)\n"
-          "  --allow-empty          pass when nothing was measured (every file records\n"
-          "                         no device memory used); without it, exit 5\n"
-          "  --allow-oom            pass a device that ran out of memory; without it an\n"
-          "                         out-of-memory event fails the run whatever its peak\n"
-          "                         (gate no-oom, which comes with every other gate)\n"
-          "  (a SIZE without a unit is bytes; one under 1 MiB, other than 0, is said\n"
-          "  back with a warning: write 12GiB, or 12B for bytes)\n"
-          "reporting:\n"
-          "  --top N                allocation sites shown per failure (default 5)\n"
-          "  --frames N             frames shown per site (default 3)\n"
-          "  --junit FILE           write a JUnit XML report (a testcase per gate per file)\n"
-          "  --github               print GitHub Actions annotations (::error ...) for\n"
-          "                         failures\n",
-          out);
 }
 
 /* ---- evaluation --------------------------------------------------------- */

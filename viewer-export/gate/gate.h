@@ -93,8 +93,8 @@ typedef struct tdm_gate_options {
 
 void tdm__gate_options_init(tdm_gate_options *o);
 
-/* The long options both commands accept, for getopt_long tables; their
- * codes are TDM_GATE_OPT_*. */
+/* The codes of the options both commands accept (their table, names and
+ * help: cli/cli_gate_options.c). */
 enum {
     TDM_GATE_OPT_MAX_PEAK = 0x100,
     TDM_GATE_OPT_MAX_RESERVED,
@@ -109,20 +109,6 @@ enum {
     TDM_GATE_OPT_ALLOW_EMPTY,
     TDM_GATE_OPT_ALLOW_OOM,
 };
-#define TDM_GATE_LONGOPTS                                                      \
-    {"max-peak", required_argument, NULL, TDM_GATE_OPT_MAX_PEAK},              \
-    {"max-reserved", required_argument, NULL, TDM_GATE_OPT_MAX_RESERVED},      \
-    {"max-leak", required_argument, NULL, TDM_GATE_OPT_MAX_LEAK},              \
-    {"max-growth", required_argument, NULL, TDM_GATE_OPT_MAX_GROWTH},          \
-    {"baseline", required_argument, NULL, TDM_GATE_OPT_BASELINE},              \
-    {"device", required_argument, NULL, TDM_GATE_OPT_DEVICE},                  \
-    {"top", required_argument, NULL, TDM_GATE_OPT_TOP},                        \
-    {"frames", required_argument, NULL, TDM_GATE_OPT_FRAMES},                  \
-    {"junit", required_argument, NULL, TDM_GATE_OPT_JUNIT},                    \
-    {"github", no_argument, NULL, TDM_GATE_OPT_GITHUB},                        \
-    {"allow-empty", no_argument, NULL, TDM_GATE_OPT_ALLOW_EMPTY},              \
-    {"allow-oom", no_argument, NULL, TDM_GATE_OPT_ALLOW_OOM}
-
 /* Applies option `code` (a TDM_GATE_OPT_*) with its argument.  Returns 1
  * when it took it, 0 when `code` is not a gate option, -1 after printing a
  * usage error ("tidemark CMD: ...").  A size limit without a unit is read
@@ -137,8 +123,6 @@ int tdm__gate_parse_size(const char *cmd, const char *opt, const char *arg, uint
 /* Checks the options as a whole (--baseline and --max-growth go
  * together); -1 after printing a usage error. */
 int tdm__gate_options_check(const char *cmd, const tdm_gate_options *o);
-/* The options' help text, for both commands' --help. */
-void tdm__gate_options_help(FILE *out);
 
 /* ---- evaluation --------------------------------------------------------- */
 

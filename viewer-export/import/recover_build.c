@@ -1,4 +1,4 @@
-/* viewer-export/cli/recover_build.c: the snapshot `tidemark recover` writes
+/* viewer-export/import/recover_build.c: the snapshot `tidemark recover` writes
  * (recover.h).
  *
  * The allocator state is what replaying the kept events gives: segments

@@ -1,8 +1,9 @@
-/* viewer-export/cli/replay_ops.h: what `tidemark replay` takes from a
+/* viewer-export/model/replay_ops.h: what `tidemark replay` takes from a
  * recording: its request stream on one device, its recorded settings,
- * and its segment timeline (to check that a replay reproduces it). */
-#ifndef TDM_VIEWER_CLI_REPLAY_OPS_H
-#define TDM_VIEWER_CLI_REPLAY_OPS_H
+ * and its segment timeline (to check that a replay reproduces it).  Read
+ * from the snapshot alone; the replay itself is the command's. */
+#ifndef TDM_VIEWER_MODEL_REPLAY_OPS_H
+#define TDM_VIEWER_MODEL_REPLAY_OPS_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,9 +1,9 @@
-/* viewer-export/cli/recover.h: a snapshot made from a spill file (`tidemark
- * recover`).  recover_build.c replays the kept events into the allocator
+/* viewer-export/import/recover.h: a snapshot made from a spill file (`tidemark
+ * recover`, and `tidemark run` for what its killed processes left).  recover_build.c replays the kept events into the allocator
  * state, recover_symbols.c symbolizes the native frames offline from the
  * module files at their recorded load addresses. */
-#ifndef TDM_VIEWER_CLI_RECOVER_H
-#define TDM_VIEWER_CLI_RECOVER_H
+#ifndef TDM_VIEWER_IMPORT_RECOVER_H
+#define TDM_VIEWER_IMPORT_RECOVER_H
 
 #include <stdio.h>
 
@@ -31,14 +31,5 @@ void tdm__recover_symbols_close(tdm_recover_symbols *s);
 tdm_status tdm__recover_build(const tdm_spill_data *d, tdm_recover_symbols *sym,
                               const char *extra_notes, tdm_snap **out);
 void tdm__recover_snap_free(tdm_snap *snap);
-
-/* `tidemark recover` as one call (cmd_recover.c; `tidemark run` calls it
- * for what its killed processes left): the spill file `input` read and
- * checked, its snapshot made and written to `out_path` (its folders made;
- * an existing file replaced only with `force`).  Diagnostics on stderr as
- * "tidemark CMD: ..."; the "wrote" line on `said` unless NULL; *events
- * (may be NULL) the events kept.  A TDM_EXIT_* code. */
-int tdm__recover_file(const char *cmd, const char *input, const char *out_path, int force,
-                      FILE *said, size_t *events);
 
 #endif

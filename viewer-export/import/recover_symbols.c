@@ -1,4 +1,4 @@
-/* viewer-export/cli/recover_symbols.c: offline symbolizing for `tidemark
+/* viewer-export/import/recover_symbols.c: offline symbolizing for `tidemark
  * recover`: the dump's own symbolizer (snapshot/symbolize.c) over the
  * module files the spill file names, each at its recorded load address,
  * after its build-id was checked against the recorded one, so that a

@@ -1,4 +1,4 @@
-/* viewer-export/cli/replay_ops.c: the request stream of a recording for
+/* viewer-export/model/replay_ops.c: the request stream of a recording for
  * `tidemark replay` (replay_ops.h).  Addresses are mapped to dense ids
  * with an open-addressing table, since a device address is reused as soon
  * as its block is freed.  No state, no locks. */
