@@ -36,7 +36,7 @@ tdm__alloc_global tdm__alloc_g = {
 void tdm__alloc_config_defaults(tdm__alloc_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    strcpy(cfg->device_kind, "sim");
+    cfg->device_kind = TDM_VENDOR_SIM;
     cfg->device_count = 1;
     cfg->device_capacity = (uint64_t)16 << 30;
     strcpy(cfg->mode, "cache");
@@ -44,34 +44,45 @@ void tdm__alloc_config_defaults(tdm__alloc_config *cfg)
 
 /* The vendor providers live in their own files; a build or a test binary
  * without one of them still links, and that kind reports not available. */
-extern tdm_status tdm__provider_cuda_create(const tdm_cuda_fns *fns,
-                                            tdm_provider **out)
-    __attribute__((weak));
-extern tdm_status tdm__provider_hip_create(const tdm_hip_fns *fns,
-                                           tdm_provider **out)
-    __attribute__((weak));
-extern tdm_status tdm__provider_ze_create(const tdm_ze_fns *fns,
-                                          tdm_provider **out)
-    __attribute__((weak));
+#define TDM_VENDOR_PROVIDER(id, create, fns)                                   \
+    extern tdm_status create(const fns *table, tdm_provider **out)            \
+        __attribute__((weak));
+#include "vendor_providers.def"
 
-static int kind_known(const char *kind)
+/* Every vendor has a provider: its row in vendor_providers.def, or for
+ * the sim device the built-in one.  A vendor added to vendors.def alone
+ * stops the build here, naming it. */
+enum {
+    tdm__vendor_has_provider_SIM = 1,
+#define TDM_VENDOR_PROVIDER(id, create, fns) tdm__vendor_has_provider_##id = 1,
+#include "vendor_providers.def"
+};
+#define TDM_VENDOR(id, ...)                                                    \
+    _Static_assert(tdm__vendor_has_provider_##id,                              \
+                   "vendor " #id ": no row in alloc/vendor_providers.def");
+#include "vendors.def"
+
+static int kind_known(tdm_vendor kind)
 {
-    return strcmp(kind, "sim") == 0 || strcmp(kind, "cuda") == 0 ||
-           strcmp(kind, "hip") == 0 || strcmp(kind, "ze") == 0;
+    return kind >= 0 && kind < TDM_VENDOR_COUNT;
 }
 
 /* A vendor's provider over its real library (dlopen'ed by the provider),
  * when it is there and has at least one device. */
-static tdm_status vendor_provider(const char *kind, tdm_provider **out)
+static tdm_status vendor_provider(tdm_vendor kind, tdm_provider **out)
 {
     tdm_status st = TDM_NOT_AVAILABLE;
     *out = NULL;
-    if (strcmp(kind, "cuda") == 0 && tdm__provider_cuda_create)
-        st = tdm__provider_cuda_create(NULL, out);
-    else if (strcmp(kind, "hip") == 0 && tdm__provider_hip_create)
-        st = tdm__provider_hip_create(NULL, out);
-    else if (strcmp(kind, "ze") == 0 && tdm__provider_ze_create)
-        st = tdm__provider_ze_create(NULL, out);
+    switch (kind) {
+#define TDM_VENDOR_PROVIDER(id, create, fns)                                   \
+    case TDM_VENDOR_##id:                                                      \
+        if (create)                                                            \
+            st = create(NULL, out);                                            \
+        break;
+#include "vendor_providers.def"
+    default: /* the sim device, made from the configuration */
+        break;
+    }
     if (st == TDM_OK && (*out)->device_count < 1) {
         (*out)->destroy(*out);
         *out = NULL;
@@ -108,7 +119,7 @@ tdm_status tdm__alloc_config_check(const tdm__alloc_config *cfg)
         !(cfg->garbage_collection_threshold >= 0.0 &&
           cfg->garbage_collection_threshold < 1.0))
         return TDM_BAD_CONFIG;
-    if (strcmp(cfg->device_kind, "sim") == 0) {
+    if (cfg->device_kind == TDM_VENDOR_SIM) {
         /* The provider comes at the first allocation: a device the machine
          * cannot reserve is refused now, while the caller can still say so
          * and leave recording off. */
@@ -142,7 +153,7 @@ static tdm_status make_provider(tdm__alloc_global *g, tdm_provider **out)
         g->given = NULL;
         return TDM_OK;
     }
-    if (strcmp(g->cfg.device_kind, "sim") != 0)
+    if (g->cfg.device_kind != TDM_VENDOR_SIM)
         return vendor_provider(g->cfg.device_kind, out);
     tdm_sim_config sc = sim_config_of(&g->cfg);
     return tdm__provider_sim_create(&sc, out);
@@ -179,7 +190,7 @@ tdm_status tdm__alloc_init_slow(void)
         size_t total = 0;
         g->prov->device_name(g->prov, i, g->device_names[i], 64);
         g->prov->mem_info(g->prov, i, NULL, &total);
-        g->devices[i] = (tdm_snap_device){.index = i, .vendor = g->prov->vendor,
+        g->devices[i] = (tdm_snap_device){.index = i, .vendor = tdm__vendor_name(g->prov->vendor),
                                           .name = g->device_names[i],
                                           .capacity = total};
     }
@@ -233,14 +244,14 @@ tdm_status tdm__alloc_use_provider(struct tdm_provider *provider)
     return st;
 }
 
-tdm_status tdm__alloc_prefer_vendor(const char *kind)
+tdm_status tdm__alloc_prefer_vendor(tdm_vendor kind)
 {
     tdm__alloc_global *g = &tdm__alloc_g;
     if (atomic_load_explicit(&g->ready, memory_order_acquire))
         return TDM_OK;
     pthread_mutex_lock(&g->init_lock);
     int want = !g->given && (!g->configured ||
-                             strcmp(g->cfg.device_kind, "sim") == 0);
+                             g->cfg.device_kind == TDM_VENDOR_SIM);
     pthread_mutex_unlock(&g->init_lock);
     if (!want)
         return TDM_OK;

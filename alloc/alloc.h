@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "tidemark.h"
+#include "vendor.h"
 
 /* Power-of-two intervals of roundup_power2_divisions: [1 MiB, 2 MiB), ...,
  * [32 GiB, 64 GiB) and above; sizes under 1 MiB use interval 0. */
@@ -24,7 +25,7 @@
 struct tdm_provider;
 
 typedef struct tdm__alloc_config {
-    char device_kind[16];     /* "sim" (default) */
+    tdm_vendor device_kind;   /* TDM_VENDOR_SIM (default) */
     int device_count;         /* sim: number of devices (default 1) */
     uint64_t device_capacity; /* sim: bytes per device (default 16 GiB) */
     int host_accessible;      /* sim: nonzero maps memory read/write */
@@ -148,9 +149,9 @@ void tdm__alloc_visit_for_tests(const struct tdm__state_visitor *v);
  * TDM_API on a tdm__ name: exported from libtidemark.so for
  * libtidemark_preload.so (which links it); not part of the public API. */
 
-/* Describes device `device` of a vendor for snapshots ("cuda", "NVIDIA
- * H100 80GB HBM3", capacity in bytes).  Later calls update it. */
-TDM_API void tdm__alloc_observe_device(int device, const char *vendor,
+/* Describes device `device` of a vendor for snapshots (TDM_VENDOR_CUDA,
+ * "NVIDIA H100 80GB HBM3", capacity in bytes).  Later calls update it. */
+TDM_API void tdm__alloc_observe_device(int device, tdm_vendor vendor,
                                        const char *name, uint64_t capacity);
 /* A stream-ordered allocation made while its stream was being captured
  * into a CUDA/HIP graph: the snapshot will say that graph memory is not
@@ -210,11 +211,11 @@ TDM_API tdm_status tdm__alloc_observe_unimport(const void *va);
 TDM_API tdm_status tdm__alloc_use_provider(struct tdm_provider *provider);
 
 /* If the allocator has not started and its device kind is the default
- * sim, serve from vendor `kind` ("cuda", "hip", "ze") when that vendor's
+ * sim, serve from vendor `kind` (not sim) when that vendor's
  * library is there with at least one device; otherwise nothing changes.
  * The PyTorch entry points call it: torch needs real device memory.
  * TDM_OK either way. */
-tdm_status tdm__alloc_prefer_vendor(const char *kind);
+tdm_status tdm__alloc_prefer_vendor(tdm_vendor kind);
 
 /* Caps the bytes the allocator may take from `device`'s provider at
  * fraction x its total (torch.cuda.set_per_process_memory_fraction);

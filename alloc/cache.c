@@ -100,7 +100,7 @@ tdm_status tdm__cache_create(void)
             fprintf(stderr,
                     "tidemark: expandable_segments=1: %s device %d has no virtual memory "
                     "management; it uses normal segments\n",
-                    g->prov->vendor, lacking);
+                    tdm__vendor_name(g->prov->vendor), lacking);
     }
     return TDM_OK;
 }

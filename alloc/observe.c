@@ -66,7 +66,7 @@ typedef struct obs_device {
     obs_counts counts;
     _Atomic int seen;         /* described, or something was booked on it;
                                * set under init_lock */
-    char vendor[16];          /* "cuda", "hip", "ze"; "unknown" if never said */
+    tdm_vendor vendor;        /* TDM_VENDOR_UNKNOWN if never said */
     char name[64];            /* as the vendor names the device */
     uint64_t capacity;        /* bytes; 0 when unknown */
 } __attribute__((aligned(64))) obs_device;
@@ -133,7 +133,7 @@ static void see_locked(obs_device *d, int device)
     if (atomic_load_explicit(&d->seen, memory_order_relaxed))
         return;
     tdm__lock_take(&d->lock);
-    strcpy(d->vendor, "unknown");
+    d->vendor = TDM_VENDOR_UNKNOWN;
     default_name(d, device);
     tdm__lock_give(&d->lock);
     int count = atomic_load_explicit(&obs.seen_count, memory_order_relaxed);
@@ -154,7 +154,7 @@ static void mark_seen(obs_device *d, int device)
     pthread_mutex_unlock(&obs.init_lock);
 }
 
-void tdm__alloc_observe_device(int device, const char *vendor,
+void tdm__alloc_observe_device(int device, tdm_vendor vendor,
                                const char *name, uint64_t capacity)
 {
     int s = slot_of(device);
@@ -165,7 +165,7 @@ void tdm__alloc_observe_device(int device, const char *vendor,
     pthread_mutex_lock(&obs.init_lock);
     see_locked(d, device);
     tdm__lock_take(&d->lock);
-    snprintf(d->vendor, sizeof d->vendor, "%s", vendor ? vendor : "unknown");
+    d->vendor = tdm__vendor_info(vendor) ? vendor : TDM_VENDOR_UNKNOWN;
     if (name && *name)
         snprintf(d->name, sizeof d->name, "%s", name);
     else
@@ -578,7 +578,8 @@ tdm_status tdm__obs_tag(uint64_t addr, uint8_t category)
 
 typedef struct obs_cut_device {
     int device;
-    char vendor[16], name[64];
+    tdm_vendor vendor;
+    char name[64];
     uint64_t capacity;
     tdm_stats stats;
 } obs_cut_device;
@@ -622,7 +623,7 @@ static void copy_state(tdm__obs_cut *c)
             continue;
         obs_cut_device *cd = &c->dev[c->ndev++];
         cd->device = s - 1;
-        memcpy(cd->vendor, d->vendor, sizeof cd->vendor);
+        cd->vendor = d->vendor;
         memcpy(cd->name, d->name, sizeof cd->name);
         cd->capacity = d->capacity;
         cd->stats.size = sizeof cd->stats;
@@ -678,7 +679,7 @@ void tdm__obs_cut_visit(tdm__obs_cut *c, const tdm__state_visitor *v,
         int device = cd->device, s = device + 1;
         int known = (emitted[s / 64] >> (s % 64)) & 1;
         if (!known && v->device) {
-            tdm_snap_device desc = {.index = device, .vendor = cd->vendor,
+            tdm_snap_device desc = {.index = device, .vendor = tdm__vendor_name(cd->vendor),
                                     .name = cd->name, .capacity = cd->capacity};
             v->device(v->ctx, &desc);
         }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "tidemark.h"
+#include "vendor.h"
 
 typedef struct tdm_provider tdm_provider;
 
@@ -69,7 +70,7 @@ typedef struct tdm_vmm_ops {
 } tdm_vmm_ops;
 
 struct tdm_provider {
-    const char *vendor; /* "sim", "cuda", "hip", "ze" */
+    tdm_vendor vendor;
     int device_count;
     /* *out = NULL and TDM_OUT_OF_MEMORY when the device is full. */
     tdm_status (*alloc)(tdm_provider *p, int device, size_t size,
@@ -120,16 +121,13 @@ tdm_status tdm__provider_sim_check(const tdm_sim_config *cfg);
  * (TDM_OUT_OF_MEMORY for the vendor's out-of-memory codes,
  * TDM_VENDOR_ERROR otherwise) with the vendor code kept in
  * tdm__provider_last_vendor_error() for the hook to hand back unchanged. */
-typedef struct tdm_cuda_fns tdm_cuda_fns; /* provider_cuda.h */
-typedef struct tdm_hip_fns tdm_hip_fns;   /* provider_hip.h */
-typedef struct tdm_ze_fns tdm_ze_fns;     /* provider_ze.h */
-/* TDM_API: exported from libtidemark.so for libtidemark_preload.so. */
-TDM_API tdm_status tdm__provider_cuda_create(const tdm_cuda_fns *fns,
-                                             tdm_provider **out);
-TDM_API tdm_status tdm__provider_hip_create(const tdm_hip_fns *fns,
-                                            tdm_provider **out);
-TDM_API tdm_status tdm__provider_ze_create(const tdm_ze_fns *fns,
-                                           tdm_provider **out);
+/* One per row of vendor_providers.def: the table type (its definition in
+ * provider_<name>.h) and the constructor.  TDM_API: exported from
+ * libtidemark.so for libtidemark_preload.so. */
+#define TDM_VENDOR_PROVIDER(id, create, fns)                                   \
+    typedef struct fns fns;                                                    \
+    TDM_API tdm_status create(const fns *table, tdm_provider **out);
+#include "vendor_providers.def"
 /* The vendor's own code of this thread's last failed provider call. */
 TDM_API int tdm__provider_last_vendor_error(void);
 /* Vendor providers note that code here (alloc/provider_vendor.c). */

@@ -520,7 +520,7 @@ tdm_status tdm__provider_cuda_create(const tdm_cuda_fns *fns, tdm_provider **out
         c->names[i][CUDA_NAME_LEN - 1] = '\0';
     }
     c->pub = (tdm_provider){
-        .vendor = "cuda",
+        .vendor = TDM_VENDOR_CUDA,
         .device_count = count,
         .alloc = cuda_alloc,
         .free = cuda_free,

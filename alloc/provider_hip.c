@@ -523,7 +523,7 @@ tdm_status tdm__provider_hip_create(const tdm_hip_fns *fns, tdm_provider **out)
         goto unavailable;
     }
     h->pub = (tdm_provider){
-        .vendor = "hip",
+        .vendor = TDM_VENDOR_HIP,
         .device_count = count,
         .alloc = hip_alloc,
         .free = hip_free,

@@ -454,7 +454,7 @@ tdm_status tdm__provider_sim_create(const tdm_sim_config *cfg,
     }
     s->host_accessible = cfg->host_accessible;
     s->page = page;
-    s->pub.vendor = "sim";
+    s->pub.vendor = TDM_VENDOR_SIM;
     s->pub.device_count = cfg->device_count;
     s->pub.alloc = sim_alloc;
     s->pub.free = sim_free;

@@ -357,7 +357,7 @@ tdm_status tdm__provider_ze_create(const tdm_ze_fns *fns, tdm_provider **out)
                 z->capacity[d] += mem[i].totalSize;
     }
     z->pub = (tdm_provider){
-        .vendor = "ze",
+        .vendor = TDM_VENDOR_ZE,
         .device_count = (int)f->device_count,
         .alloc = ze_alloc,
         .free = ze_free,

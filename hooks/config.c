@@ -26,6 +26,7 @@
 
 #include "common.h"
 #include "format_rules.h"
+#include "vendor.h"
 
 /* Longest key we look at; longer ones are unknown by definition. */
 #define KEY_MAX 64
@@ -48,10 +49,13 @@ static const char *const stop_signals_names[] = {"snapshot", "off", NULL};
 static const char *const torch_tensors_names[] = {"history", "pluggable", "off",
                                                   NULL};
 
-/* Device kinds this build can serve: the sim device, and the vendors whose
- * providers alloc/ has (a vendor absent at run time reports "not
- * available" at the first allocation). */
-static const char *const device_kinds[] = {"sim", "cuda", "hip", "ze", NULL};
+/* The device= forms of every vendor (snapshot/vendors.def), each after a
+ * '|': the key table documents device_forms + 1.  A vendor absent at run
+ * time reports "not available" at the first allocation. */
+static const char device_forms[] =
+#define TDM_VENDOR(id, name, forms, ...) "|" forms
+#include "vendors.def"
+    ;
 
 void tdm__config_why(char *why, size_t why_len, const char *fmt, ...)
 {
@@ -317,12 +321,13 @@ static int parse_device(const tdm__conf_key *key, const char *value,
     tdm__alloc_config *alloc = field;
     tdm__alloc_config defaults;
     size_t kind_len = strcspn(value, ":");
-    size_t k;
-    for (k = 0; device_kinds[k]; k++)
-        if (strlen(device_kinds[k]) == kind_len &&
-            strncasecmp(value, device_kinds[k], kind_len) == 0)
+    int k;
+    for (k = 0; k < TDM_VENDOR_COUNT; k++) {
+        const char *name = tdm__vendor_name((tdm_vendor)k);
+        if (strlen(name) == kind_len && strncasecmp(value, name, kind_len) == 0)
             break;
-    if (!device_kinds[k]) {
+    }
+    if (k == TDM_VENDOR_COUNT) {
         tdm__config_why(why, why_len, "unknown device kind '%.*s'; expected %s",
                         (int)(kind_len > 32 ? 32 : kind_len), value, key->values);
         return -1;
@@ -330,9 +335,9 @@ static int parse_device(const tdm__conf_key *key, const char *value,
     tdm__alloc_config_defaults(&defaults);
     uint64_t count = (uint64_t)defaults.device_count;
     uint64_t capacity = defaults.device_capacity;
-    if (k > 0 && value[kind_len] != '\0') {
+    if (k != TDM_VENDOR_SIM && value[kind_len] != '\0') {
         tdm__config_why(why, why_len, "a vendor's devices are its own: write just %s",
-                        device_kinds[k]);
+                        tdm__vendor_name((tdm_vendor)k));
         return -1;
     }
     if (value[kind_len] == ':') {
@@ -362,8 +367,7 @@ static int parse_device(const tdm__conf_key *key, const char *value,
             return -1;
         }
     }
-    snprintf(alloc->device_kind, sizeof alloc->device_kind, "%s",
-             device_kinds[k]);
+    alloc->device_kind = (tdm_vendor)k;
     alloc->device_count = (int)count;
     alloc->device_capacity = capacity;
     return 0;
@@ -508,7 +512,7 @@ static const tdm__conf_key keys[] = {
      "the signal that asks for a snapshot when dump_on has signal (name, with "
      "or without SIG, or number)",
      parse_signal, FIELD(signal), NULL},
-    {"device", "sim|sim:CAPACITY|sim:NxCAPACITY|cuda|hip|ze", "sim",
+    {"device", device_forms + 1, "sim",
      "the devices tidemark serves: N simulated devices (default 1) of "
      "CAPACITY bytes each (default 16GiB), as in sim:8GiB or sim:2x8GiB; or "
      "a vendor's devices",

@@ -27,7 +27,7 @@ void tdm__config_device_error(char *err, size_t err_len, const tdm__config *cfg,
     snprintf(err, err_len,
              "tidemark: TIDEMARK_CONF: cannot set up device %s (%d x %llu "
              "bytes, alloc_mode %s): %s; recording is off",
-             cfg->alloc.device_kind, cfg->alloc.device_count,
+             tdm__vendor_name(cfg->alloc.device_kind), cfg->alloc.device_count,
              (unsigned long long)cfg->alloc.device_capacity, cfg->alloc.mode,
              tdm_strerror(st));
 }

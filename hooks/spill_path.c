@@ -96,7 +96,8 @@ int tdm__spill_start(const tdm__config *cfg, const char *dump_tmpl, const char *
                  "no history", strerror(errno));
         return 1;
     }
-    if (tdm__spill_open(path, text, cfg->alloc.device_kind, why, sizeof why) != TDM_OK) {
+    if (tdm__spill_open(path, text, tdm__vendor_name(cfg->alloc.device_kind), why,
+                        sizeof why) != TDM_OK) {
         snprintf(line, line_len, "tidemark: cannot create spill file %s: %s; a killed "
                  "program leaves no history", path, why);
         return 1;

@@ -21,13 +21,17 @@
 
 #include "alloc.h"
 #include "tidemark.h"
+#include "vendor.h"
 
 static _Atomic int started;
 
 static __attribute__((noinline)) void start_slow(void)
 {
-    tdm__alloc_prefer_vendor("cuda");
-    tdm__alloc_prefer_vendor("hip");
+    /* The vendors PyTorch calls CUDA devices, in vendors.def's order. */
+    for (int v = 0; v < TDM_VENDOR_COUNT; v++)
+        if (v != TDM_VENDOR_SIM &&
+            tdm__vendor_info((tdm_vendor)v)->torch_device == TDM_TORCH_DEVICE_CUDA)
+            tdm__alloc_prefer_vendor((tdm_vendor)v);
     (void)tdm__alloc_init();
     atomic_store_explicit(&started, 1, memory_order_release);
 }

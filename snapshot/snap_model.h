@@ -50,7 +50,7 @@ typedef struct tdm_snap_header {
 
 typedef struct tdm_snap_device {
     int32_t index;     /* device ordinal */
-    const char *vendor; /* "sim", "cuda", "hip", "ze" */
+    const char *vendor; /* a vendor's name (vendors.def): "sim", "cuda", ... */
     const char *name;   /* e.g. "sim0", "NVIDIA H100 80GB HBM3" */
     uint64_t capacity;  /* bytes */
 } tdm_snap_device;

@@ -59,7 +59,7 @@ typedef struct tdm_spill_header {
     uint32_t module_max;
     uint32_t module_count;  /* records written (each checks `valid`) */
     char host[128];
-    char device_kind[32];   /* "sim", "cuda", "hip", "ze" */
+    char device_kind[32];   /* a vendor's name (vendors.def): "sim", "cuda", ... */
     char command[512];      /* /proc/self/cmdline, spaces between args */
     char alloc_mode[16];    /* "cache", "passthrough", "observe": at open, again
                                when the allocator starts */

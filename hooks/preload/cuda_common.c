@@ -263,7 +263,7 @@ void tdm__cuda_describe(int device)
     if (atomic_load_explicit(&described, memory_order_relaxed) & bit)
         return;
     if (device < 0) {
-        tdm__alloc_observe_device(-1, "cuda", "host (pinned)", 0);
+        tdm__alloc_observe_device(-1, TDM_VENDOR_CUDA, "host (pinned)", 0);
     } else {
         PFN_cuDeviceGet_v2000 get = (PFN_cuDeviceGet_v2000)helper(H_cuDeviceGet);
         PFN_cuDeviceGetName_v2000 name = (PFN_cuDeviceGetName_v2000)helper(H_cuDeviceGetName);
@@ -279,7 +279,7 @@ void tdm__cuda_describe(int device)
         buf[sizeof buf - 1] = '\0';
         if (total == NULL || total(&bytes, dev) != CUDA_SUCCESS)
             bytes = 0;
-        tdm__alloc_observe_device(device, "cuda", buf, bytes);
+        tdm__alloc_observe_device(device, TDM_VENDOR_CUDA, buf, bytes);
     }
     atomic_fetch_or_explicit(&described, bit, memory_order_relaxed);
 }

@@ -172,7 +172,7 @@ TDM_CUDA_HIDDEN int tdm__cuda_place(CUstream s, int ordered, int *primary);
 /* Nonzero when the context current on the thread is `dev`'s primary one,
  * or none is (the runtime then makes the primary one current). */
 TDM_CUDA_HIDDEN int tdm__cuda_current_is_primary(int dev);
-/* Describes `device` to the allocator once ("cuda", name, total bytes). */
+/* Describes `device` to the allocator once (CUDA, name, total bytes). */
 TDM_CUDA_HIDDEN void tdm__cuda_describe(int device);
 /* Free bytes of the current context's device, for oom events (0 if
  * unknown). */

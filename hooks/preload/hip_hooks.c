@@ -224,7 +224,7 @@ static __attribute__((noinline)) void describe(int device)
         name[0] = '\0';
     if (real.hipDeviceTotalMem == NULL || real.hipDeviceTotalMem(&total, device) != hipSuccess)
         total = 0;
-    tdm__alloc_observe_device(device, "hip", name, total);
+    tdm__alloc_observe_device(device, TDM_VENDOR_HIP, name, total);
     atomic_fetch_or_explicit(&described, (uint64_t)1 << device, memory_order_release);
 }
 
@@ -510,7 +510,7 @@ static _Atomic int host_described;
 INLINE void describe_host(void)
 {
     if (!atomic_load_explicit(&host_described, memory_order_acquire)) {
-        tdm__alloc_observe_device(-1, "hip", "host (pinned)", 0);
+        tdm__alloc_observe_device(-1, TDM_VENDOR_HIP, "host (pinned)", 0);
         atomic_store_explicit(&host_described, 1, memory_order_release);
     }
 }

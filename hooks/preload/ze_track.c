@@ -115,7 +115,7 @@ static void describe(const tdm__ze_real *r, int ordinal, ze_device_handle_t dev)
         r->device_get_memory_properties(dev, &n, mem) == ZE_RESULT_SUCCESS)
         for (uint32_t i = 0; i < n && i < 8; i++)
             capacity += mem[i].totalSize;
-    tdm__alloc_observe_device(ordinal, "ze", props.name, capacity);
+    tdm__alloc_observe_device(ordinal, TDM_VENDOR_ZE, props.name, capacity);
 }
 
 static int find(ze_device_handle_t dev)
@@ -176,7 +176,7 @@ static _Atomic int host_described;
 void tdm__ze_host_seen(void)
 {
     if (!atomic_load_explicit(&host_described, memory_order_acquire)) {
-        tdm__alloc_observe_device(-1, "ze", "host (USM)", 0);
+        tdm__alloc_observe_device(-1, TDM_VENDOR_ZE, "host (USM)", 0);
         atomic_store_explicit(&host_described, 1, memory_order_release);
     }
 }

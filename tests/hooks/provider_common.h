@@ -61,10 +61,10 @@ static inline void provider_check_program_state(const provider_test_vendor *v)
 
 /* The provider over a fake with FAKE_*_DEVICES=2: two devices, named by
  * the fake, each 64 MiB and all of it free. */
-static inline void provider_check_two_fake_devices(tdm_provider *p, const char *vendor,
+static inline void provider_check_two_fake_devices(tdm_provider *p, tdm_vendor vendor,
                                                    const char *device_1_name)
 {
-    assert_string_equal(p->vendor, vendor);
+    assert_int_equal(p->vendor, vendor);
     assert_int_equal(p->device_count, 2);
     char name[64];
     p->device_name(p, 1, name, sizeof name);

@@ -25,7 +25,7 @@ static void defaults_are_documented_values(void **state)
     assert_string_equal(cfg.dump, "tidemark-%h-%p.tdm");
     assert_int_equal(cfg.dump_on, TDM__DUMP_ON_EXIT);
     assert_int_equal(cfg.signal, SIGUSR2);
-    assert_string_equal(cfg.alloc.device_kind, "sim");
+    assert_int_equal(cfg.alloc.device_kind, TDM_VENDOR_SIM);
     assert_int_equal(cfg.alloc.device_count, 1);
     assert_int_equal(cfg.alloc.device_capacity, 16 * GiB); /* as the docs say */
     assert_int_equal(cfg.alloc.host_accessible, 0);
@@ -261,7 +261,7 @@ static void device_accepts_sim_forms(void **state)
 {
     (void)state;
     parse_ok("device=sim");
-    assert_string_equal(cfg.alloc.device_kind, "sim");
+    assert_int_equal(cfg.alloc.device_kind, TDM_VENDOR_SIM);
     assert_int_equal(cfg.alloc.device_count, 1);
     assert_int_equal(cfg.alloc.device_capacity, 16 * GiB);
     parse_ok("device=sim:8GiB");

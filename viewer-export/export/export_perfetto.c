@@ -39,6 +39,7 @@
 #include "export_formats.h"
 #include "json.h"
 #include "snap_build.h" /* tdm__grow_array */
+#include "vendor.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -88,10 +89,10 @@ typedef struct pf {
 
 static int device_type_of(const char *vendor)
 {
-    /* c10::DeviceType values, as Kineto writes them: XPU for Level Zero,
-     * CUDA for the rest (ROCm builds of PyTorch call HIP devices CUDA;
-     * the sim device stands in for a GPU). */
-    return vendor && strcmp(vendor, "ze") == 0 ? 12 : 1;
+    /* The c10::DeviceType of the vendor the file names (vendors.def); a
+     * vendor tidemark does not know stands in for a GPU, as CUDA's. */
+    const tdm_vendor_info *v = tdm__vendor_info(tdm__vendor_of_name(vendor));
+    return v ? (int)v->torch_device : TDM_TORCH_DEVICE_CUDA;
 }
 
 static int wanted(const pf *p, size_t dev)

@@ -25,6 +25,7 @@
 
 #include "csv_read.h"
 #include "import_build.h"
+#include "vendor.h"
 
 #define DAY_NS 86400000000000ull
 
@@ -129,7 +130,7 @@ static tdm_status read_log(tdm_csv r, const char *base, tdm_snap **out, char *er
     int col[C_COUNT], have_header = 0;
     uint64_t day = 0, last_tod = 0;
     int seen_tod = 0;
-    st = tdm__ibuild_new("cuda", "rmm", meta, &b);
+    st = tdm__ibuild_new(tdm__vendor_name(TDM_VENDOR_CUDA), "rmm", meta, &b); /* RMM is CUDA's */
     while (st == TDM_OK && tdm__csv_next(&r, &st)) {
         if (!have_header) {
             /* Thread and Stream carry nothing we need. */

@@ -7,6 +7,7 @@
 #include "sites.h"
 #include "format_rules.h"
 #include "snap_build.h" /* tdm__grow_array */
+#include "vendor.h"
 
 #include <regex.h>
 #include <stdio.h>
@@ -19,20 +20,20 @@
  * with torch::unwind::unwind, CapturedTraceback::gather and
  * gather_with_cpp above its caching allocator's frames: the site is the
  * frame below them that asked for memory (at::cuda::getNewWorkspace, a
- * tensor's empty, ...). */
-static const char *const known_wrappers[] = {
+ * tensor's empty, ...).  Each vendor adds its API's calls and its c10
+ * allocators (known_patterns). */
+static const char *const framework_wrappers[] = {
     "^torch::unwind::",
     "^torch::CapturedTraceback::",
     "(^|::)gather_with_cpp($|\\()",
-    ("^(cuda|cu)(Malloc|Free|MemAlloc|MemFree|MemCreate|MemMap|MemRelease|"
-     "MemAddressReserve|HostAlloc|MallocHost|FreeHost)"), /* one pattern, two lines */
-    "^hip(Malloc|ExtMalloc|Free|MemCreate|MemMap|MemRelease|HostMalloc|HostFree)",
-    "^ze(MemAlloc|MemFree|VirtualMem|PhysicalMem)",
-    "^c10::(cuda|hip|xpu)::[A-Za-z]*CachingAllocator::",
-    "^c10::(cuda|hip|xpu)::[A-Za-z]*Allocator::",
     "^c10::CachingDeviceAllocator::",
 };
-#define KNOWN_COUNT (sizeof known_wrappers / sizeof known_wrappers[0])
+#define FRAMEWORK_COUNT (sizeof framework_wrappers / sizeof framework_wrappers[0])
+/* Room for one vendor's C10_ALLOCATORS pattern. */
+#define C10_PATTERN_MAX 96
+/* A vendor's c10 allocators (c10::cuda::CUDACachingAllocator::, and the
+ * others of the namespace). */
+#define C10_ALLOCATORS "^c10::%s::[A-Za-z]*Allocator::"
 
 typedef struct regex_list {
     regex_t *re;
@@ -204,13 +205,37 @@ static tdm_status rename_frames(work *w)
     return TDM_OK;
 }
 
+/* The built-in wrapper patterns: PyTorch's, then each vendor's API calls
+ * and c10 allocators (snapshot/vendors.def); *n gets how many.  Made once,
+ * by the first known_wrapper(). */
+static const char *const *known_patterns(size_t *n)
+{
+    static const char *list[FRAMEWORK_COUNT + 2 * TDM_VENDOR_COUNT];
+    static char c10[TDM_VENDOR_COUNT][C10_PATTERN_MAX];
+    size_t k = 0;
+    for (size_t i = 0; i < FRAMEWORK_COUNT; i++)
+        list[k++] = framework_wrappers[i];
+    for (int v = 0; v < TDM_VENDOR_COUNT; v++) {
+        const tdm_vendor_info *row = tdm__vendor_info((tdm_vendor)v);
+        if (row->api_frames)
+            list[k++] = row->api_frames;
+        if (row->c10_namespace) {
+            snprintf(c10[v], sizeof c10[v], C10_ALLOCATORS, row->c10_namespace);
+            list[k++] = c10[v];
+        }
+    }
+    *n = k;
+    return list;
+}
+
 static int known_wrapper(const char *name)
 {
     if (!opts.known_ready) {
         char err[160];
+        size_t n;
+        const char *const *patterns = known_patterns(&n);
         opts.known_ready = 1;
-        if (regex_list_compile(&opts.known, "built-in", known_wrappers, KNOWN_COUNT, err,
-                               sizeof err) != 0)
+        if (regex_list_compile(&opts.known, "built-in", patterns, n, err, sizeof err) != 0)
             fprintf(stderr, "tidemark: %s\n", err); /* a bug: the list is ours */
     }
     return regex_list_match(&opts.known, name, NULL);

@@ -4,30 +4,33 @@
  * stacks.  No state, no locks. */
 #define _GNU_SOURCE /* strcasestr */
 #include "torch_segments.h"
+#include "vendor.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* Namespaces of PyTorch's caching allocators, as a mangled name spells
- * them ("_ZN3c104cuda20CUDACachingAllocator6Native...") and as a readable
- * one does. */
-static const char *const allocator_names[] = {
-    "3c104cuda20CUDACachingAllocator", "c10::cuda::CUDACachingAllocator::",
-    "3c103hip19HIPCachingAllocator",   "c10::hip::HIPCachingAllocator::",
-};
-
 /* The cudaMallocAsync backend (CUDACachingAllocator::CudaMallocAsync). */
 static const char *const async_names[] = {"15CudaMallocAsync", "::CudaMallocAsync::"};
-
-/* Libraries that allocate device memory only through the caching
- * allocator: their base name up to ".so". */
-static const char *const allocator_libraries[] = {"libc10_cuda.so", "libc10_hip.so"};
 
 static int contains_any(const char *s, const char *const *list, size_t n)
 {
     for (size_t i = 0; s && i < n; i++)
         if (strstr(s, list[i]))
             return 1;
+    return 0;
+}
+
+/* Whether `fn` names the scope of a vendor's PyTorch caching allocator
+ * (vendors.def), as a mangled name spells it
+ * ("_ZN3c104cuda20CUDACachingAllocator6Native...") or a readable one does. */
+static int names_allocator(const char *fn)
+{
+    for (int v = 0; fn && v < TDM_VENDOR_COUNT; v++) {
+        const tdm_vendor_info *row = tdm__vendor_info((tdm_vendor)v);
+        if (row->torch_allocator &&
+            (strstr(fn, row->torch_allocator_mangled) || strstr(fn, row->torch_allocator)))
+            return 1;
+    }
     return 0;
 }
 
@@ -43,10 +46,13 @@ static int library_is_allocators(const char *module)
     if (!module || !module[0])
         return 0;
     const char *base = module_base(module);
-    for (size_t i = 0; i < sizeof allocator_libraries / sizeof *allocator_libraries; i++) {
-        size_t n = strlen(allocator_libraries[i]);
-        /* "libc10_cuda.so", "libc10_cuda.so.2.5" */
-        if (strncmp(base, allocator_libraries[i], n) == 0 && (base[n] == 0 || base[n] == '.'))
+    /* Libraries that allocate device memory only through the caching
+     * allocator (vendors.def's torch_library): "libc10_cuda.so",
+     * "libc10_cuda.so.2.5". */
+    for (int v = 0; v < TDM_VENDOR_COUNT; v++) {
+        const char *lib = tdm__vendor_info((tdm_vendor)v)->torch_library;
+        size_t n = lib ? strlen(lib) : 0;
+        if (lib && strncmp(base, lib, n) == 0 && (base[n] == 0 || base[n] == '.'))
             return 1;
     }
     return 0;
@@ -56,10 +62,9 @@ int tdm__torch_frame_kind(const tdm_snap_frame *f)
 {
     const char *fn = f->function;
     if (contains_any(fn, async_names, sizeof async_names / sizeof *async_names) &&
-        (contains_any(fn, allocator_names, sizeof allocator_names / sizeof *allocator_names) ||
-         library_is_allocators(f->module)))
+        (names_allocator(fn) || library_is_allocators(f->module)))
         return 2;
-    if (contains_any(fn, allocator_names, sizeof allocator_names / sizeof *allocator_names))
+    if (names_allocator(fn))
         return 1;
     return library_is_allocators(f->module);
 }

@@ -93,7 +93,7 @@ static void test_devices_and_memory(void **state)
     tdm_provider *p = NULL;
     assert_int_equal(tdm__provider_cuda_create(NULL, &p), TDM_OK);
     load_fake();
-    provider_check_two_fake_devices(p, "cuda", "Fake CUDA Device 1");
+    provider_check_two_fake_devices(p, TDM_VENDOR_CUDA, "Fake CUDA Device 1");
     size_t fr = 0;
 
     void *a = NULL, *b = NULL;

@@ -37,7 +37,7 @@ static void test_fake_device(void **state)
     (void)state;
     tdm_provider *p = NULL;
     assert_int_equal(tdm__provider_hip_create(NULL, &p), TDM_OK);
-    provider_check_two_fake_devices(p, "hip", "Fake AMD GPU 1");
+    provider_check_two_fake_devices(p, TDM_VENDOR_HIP, "Fake AMD GPU 1");
     size_t fr = 0;
 
     /* Allocating on device 1 must not move this thread off device 0. */
@@ -186,7 +186,7 @@ static void test_local_scope(void **state)
     assert_non_null(ext);
     tdm_provider *p = NULL;
     assert_int_equal(tdm__provider_hip_create(NULL, &p), TDM_OK);
-    provider_check_two_fake_devices(p, "hip", "Fake AMD GPU 1");
+    provider_check_two_fake_devices(p, TDM_VENDOR_HIP, "Fake AMD GPU 1");
     long (*live)(void) = (long (*)(void))dlsym(ext, "fake_hip_live_allocations");
     assert_non_null(live);
     long before = live();

@@ -94,8 +94,10 @@ static void prov_name(tdm_provider *p, int device, char *buf, size_t len)
 
 static void prov_destroy(tdm_provider *p) { (void)p; }
 
+/* The made-up vendor's devices are described as CUDA's: a snapshot names
+ * only the vendors of snapshot/vendors.def. */
 static tdm_provider provider = {
-    .vendor = "fake", .device_count = 1, .alloc = prov_alloc,
+    .vendor = TDM_VENDOR_CUDA, .device_count = 1, .alloc = prov_alloc,
     .free = prov_free, .mem_info = prov_mem_info, .device_name = prov_name,
     .destroy = prov_destroy,
 };
@@ -117,7 +119,7 @@ static void describe_device(void)
         return;
     size_t total = 0;
     real.mem_get_info(NULL, &total);
-    tdm__alloc_observe_device(0, "fake", "Fake Vendor Device 0", total);
+    tdm__alloc_observe_device(0, TDM_VENDOR_CUDA, "Fake Vendor Device 0", total);
     atomic_store_explicit(&described, 1, memory_order_release);
 }
 

@@ -147,7 +147,7 @@ NOINLINE tdm_status obs_caller_free(const void *p)
 static void books_a_pattern_exactly(void **state)
 {
     (void)state;
-    tdm__alloc_observe_device(0, "fake", "Fake Device", 80 * MiB);
+    tdm__alloc_observe_device(0, TDM_VENDOR_CUDA, "Fake Device", 80 * MiB);
     const void *a = (void *)(uintptr_t)0x7000000000;
     const void *b = (void *)(uintptr_t)0x7000100000;
     obs_caller_alloc(a, 1000, 7);
@@ -318,7 +318,7 @@ static void seen_tail_check(uint64_t addr, uint64_t size)
 static void observe_alone_keeps_the_allocator_off(void **state)
 {
     (void)state;
-    tdm__alloc_observe_device(0, "fake", "Fake Device", 80 * MiB);
+    tdm__alloc_observe_device(0, TDM_VENDOR_CUDA, "Fake Device", 80 * MiB);
     tdm__alloc_observe_alloc(0, (void *)(uintptr_t)0x7200000000, 4096, 3, 0);
     tdm__alloc_observe_map(0, (void *)(uintptr_t)0x7300000000, 2 * MiB, 0);
     tdm_stats s = stats_of(0);
@@ -334,7 +334,7 @@ static void observe_alone_keeps_the_allocator_off(void **state)
     seen v = visit();
     assert_int_equal(v.devices, 1);
     assert_int_equal(v.device_index[0], 0);
-    assert_string_equal(v.vendor[0], "fake");
+    assert_string_equal(v.vendor[0], "cuda");
     assert_int_equal(v.capacity[0], 80 * MiB);
     assert_int_equal(v.segments, 2);
     assert_int_equal(v.seg[0].address, 0x7200000000);
@@ -366,7 +366,7 @@ static void observe_beside_the_allocator(void **state)
     void *p = NULL;
     assert_int_equal(tdm_malloc(&p, 10000, 0, 0), TDM_OK); /* sim device 0 */
     tdm__alloc_observe_alloc(0, (void *)(uintptr_t)0x7400000000, 512, 0, 0);
-    tdm__alloc_observe_device(1, "fake", "Fake Device 1", 8 * MiB);
+    tdm__alloc_observe_device(1, TDM_VENDOR_CUDA, "Fake Device 1", 8 * MiB);
     tdm__alloc_observe_alloc(1, (void *)(uintptr_t)0x7500000000, 2048, 0, 0);
     tdm__alloc_observe_alloc(-1, (void *)(uintptr_t)0x7600000000, 100, 0, 0);
 
@@ -384,7 +384,7 @@ static void observe_beside_the_allocator(void **state)
     for (int i = 0; i < v.devices; i++) {
         if (v.device_index[i] == 0 && strcmp(v.vendor[i], "sim") == 0)
             sim0++;
-        if (v.device_index[i] == 1 && strcmp(v.vendor[i], "fake") == 0)
+        if (v.device_index[i] == 1 && strcmp(v.vendor[i], "cuda") == 0)
             fake1++;
         if (v.device_index[i] == -1)
             host++;
@@ -628,7 +628,7 @@ static void a_given_provider_serves(void **state)
     memset(&c, 0, sizeof c);
     tdm_sim_config sc = {.device_count = 1, .capacity = 256 * MiB};
     assert_int_equal(tdm__provider_sim_create(&sc, &c.sim), TDM_OK);
-    c.pub = (tdm_provider){.vendor = "counting", .device_count = 1, .alloc = c_alloc,
+    c.pub = (tdm_provider){.vendor = TDM_VENDOR_SIM, .device_count = 1, .alloc = c_alloc,
                            .free = c_free, .mem_info = c_info,
                            .device_name = c_name, .destroy = c_destroy};
     assert_int_equal(tdm__alloc_use_provider(NULL), TDM_INVALID_ARGUMENT);
@@ -667,7 +667,7 @@ static void vendor_preference_falls_back_to_sim(void **state)
         skip(); /* a CUDA driver is here: the switch is the GPU tests' job */
     }
     tdm__alloc_reset_for_tests();
-    assert_int_equal(tdm__alloc_prefer_vendor("cuda"), TDM_OK);
+    assert_int_equal(tdm__alloc_prefer_vendor(TDM_VENDOR_CUDA), TDM_OK);
     assert_int_equal(tdm__alloc_init(), TDM_OK);
     int count = 0;
     assert_int_equal(tdm_device_count(&count), TDM_OK);
@@ -678,7 +678,7 @@ static void vendor_preference_falls_back_to_sim(void **state)
     tdm__alloc_reset_for_tests();
     tdm__alloc_config cfg;
     tdm__alloc_config_defaults(&cfg);
-    strcpy(cfg.device_kind, "cuda");
+    cfg.device_kind = TDM_VENDOR_CUDA;
     assert_int_equal(tdm__alloc_configure(&cfg), TDM_OK);
     void *p = NULL;
     assert_int_equal(tdm_malloc(&p, 512, 0, 0), TDM_NOT_AVAILABLE);

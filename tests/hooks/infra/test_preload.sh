@@ -66,7 +66,7 @@ W
     events_of "$snap" > got.txt
     diff want.txt got.txt > /dev/null || fail "observe events differ: $(diff want.txt got.txt)"
     grep -q "^header mode=observe " obs.txt || fail "observe: header mode"
-    grep -q "^device 0 fake $FAKEV_CAPACITY Fake Vendor Device 0$" obs.txt ||
+    grep -q "^device 0 cuda $FAKEV_CAPACITY Fake Vendor Device 0$" obs.txt ||
         fail "observe: device line: $(grep ^device obs.txt)"
     free_at_oom=$(printf '0x%x' $((FAKEV_CAPACITY - 1048576 - 3000 - 1000)))
     grep -qE "^event oom dev=0 size=134217728 .* addr=$free_at_oom stack=fa_try_huge<" obs.txt ||
@@ -100,7 +100,7 @@ grep -q "^header mode=cache " cache.txt || fail "cache: header mode"
     fail "cache: want 200 alloc events from fa_churn_once"
 [[ $(grep -c "^event segment_alloc " cache.txt) -eq $calls ]] ||
     fail "cache: one segment_alloc per vendor call"
-grep -q "^device 0 fake " cache.txt || fail "cache: the device is the vendor's"
+grep -q "^device 0 cuda " cache.txt || fail "cache: the device is the vendor's"
 ok "cache: $calls vendor allocation(s) for 200 program allocations"
 
 TIDEMARK_CONF="mode=cache,dump=$work/cpat.tdm" LD_PRELOAD=$PRE "$FAKE_APP" pattern \

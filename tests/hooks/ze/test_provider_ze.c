@@ -61,7 +61,7 @@ static void test_fake_driver(void **state)
     fake_ze_used_bytes_fn used = ze.used;
     fake_ze_calls_fn calls = ze.calls;
     assert_int_equal(calls("zeContextCreate"), 1);
-    provider_check_two_fake_devices(p, "ze", "Fake Level Zero GPU 1");
+    provider_check_two_fake_devices(p, TDM_VENDOR_ZE, "Fake Level Zero GPU 1");
     size_t fr = 0;
     void *ptr = NULL;
     assert_int_equal(p->alloc(p, 1, 4 * MiB, 0, &ptr), TDM_OK);
