@@ -16,8 +16,7 @@
 #include <unistd.h>
 
 #include "format_spill.h"
-#include "recorder_internal.h" /* TDM_MAX_PHASES */
-#include "ring.h"              /* the ring's header, for its claim count */
+#include "ring_layout.h" /* the ring's header, for its claim count */
 
 /* Stack depth the recorder keeps (stack.h's TDM_STACK_MAX_DEPTH). */
 #define SPILL_STACK_DEPTH_MAX 64u
@@ -26,7 +25,7 @@
 #define SPILL_SLOTS_MAX ((uint64_t)1 << 36)
 #define SPILL_STACKS_MAX ((uint64_t)1 << 31)
 /* Phase ids the recorder hands out: 0 (none) to its table's size. */
-#define SPILL_PHASES_MAX (TDM_MAX_PHASES + 1u)
+#define SPILL_PHASES_MAX (TDM_SPILL_PHASE_MAX + 1u)
 #define SPILL_FRAMES_MAX ((uint64_t)1 << 33)
 
 static tdm_status fail(tdm_read_error *err, tdm_status st, uint64_t offset,

@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #include "format_spill.h"
-#include "ring.h"
+#include "ring_layout.h"
 
 /* Chunk states read at most (3 words a chunk): past this the ring header
  * alone is read (the reader needs only its claim count). */
