@@ -1,4 +1,4 @@
-/* snapshot/clock.c: CLOCK_REALTIME in ns, cheap on the hot path.
+/* base/clock.c: CLOCK_REALTIME in ns, cheap on the hot path.
  *
  * State: one anchor {tsc, ns, mult} behind a seqlock (all atomics), written
  * only by the thread that wins `updating`.  Readers never wait: a reader

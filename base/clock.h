@@ -1,4 +1,4 @@
-/* snapshot/clock.h: the recorder's time base: CLOCK_REALTIME nanoseconds
+/* base/clock.h: the recorder's time base: CLOCK_REALTIME nanoseconds
  * (so ranks on different hosts line up within clock skew), read cheaply.
  *
  * Where the kernel itself keeps time with the TSC (clocksource "tsc": the
@@ -7,8 +7,8 @@
  * re-anchors every ~100 ms, so it tracks CLOCK_REALTIME (NTP
  * included) to within microseconds and never runs backwards.  Anywhere
  * else it is clock_gettime(CLOCK_REALTIME). */
-#ifndef TDM_SNAPSHOT_CLOCK_H
-#define TDM_SNAPSHOT_CLOCK_H
+#ifndef TDM_BASE_CLOCK_H
+#define TDM_BASE_CLOCK_H
 
 #include <stdatomic.h>
 #include <stdint.h>

@@ -1,10 +1,10 @@
-/* snapshot/hash.h: FNV-1a, the one string and byte hash of tidemark's
+/* base/hash.h: FNV-1a, the one string and byte hash of tidemark's
  * open-addressing tables (string tables of the writer and the symbolizer,
  * the viewer's string table, the pickle exporter's frames memo, the pickle
  * importer's interning).  Pure functions; no state, no locks.
  */
-#ifndef TDM_SNAPSHOT_HASH_H
-#define TDM_SNAPSHOT_HASH_H
+#ifndef TDM_BASE_HASH_H
+#define TDM_BASE_HASH_H
 
 #include <stddef.h>
 #include <stdint.h>

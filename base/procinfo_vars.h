@@ -1,9 +1,9 @@
-/* snapshot/procinfo_vars.h: the environment variables that say a
+/* base/procinfo_vars.h: the environment variables that say a
  * process's rank in a job, closest to the process first (procinfo.c reads
  * them in the recorder; `tidemark top` reads them from a running
  * process's /proc/PID/environ, so both name the same rank). */
-#ifndef TDM_SNAPSHOT_PROCINFO_VARS_H
-#define TDM_SNAPSHOT_PROCINFO_VARS_H
+#ifndef TDM_BASE_PROCINFO_VARS_H
+#define TDM_BASE_PROCINFO_VARS_H
 
 static const char *const tdm__rank_vars[] = {
     "RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",

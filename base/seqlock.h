@@ -1,4 +1,4 @@
-/* snapshot/seqlock.h: the memory orders of tidemark's seqlocks (the event
+/* base/seqlock.h: the memory orders of tidemark's seqlocks (the event
  * ring's slots, the clock's anchor).
  *
  * The classic C11 seqlock writes data with relaxed stores behind a release
@@ -6,8 +6,8 @@
  * ThreadSanitizer does not model standalone fences (gcc warns, -Werror
  * fails), so TSan builds make each data store a release and each data load
  * an acquire instead: stronger, slower, and checkable. */
-#ifndef TDM_SNAPSHOT_SEQLOCK_H
-#define TDM_SNAPSHOT_SEQLOCK_H
+#ifndef TDM_BASE_SEQLOCK_H
+#define TDM_BASE_SEQLOCK_H
 
 #include <stdatomic.h>
 

@@ -1,4 +1,4 @@
-/* snapshot/common.c: names and messages shared by every layer and by the
+/* format/common.c: names and messages shared by every layer and by the
  * command-line tool: version, status codes, categories, actions, all
  * generated from the X-macro lists in tidemark.h and event.h, so a new
  * status or action cannot be added without its name; and the "did you

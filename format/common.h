@@ -1,13 +1,13 @@
-/* snapshot/common.h: text helpers of the format library (snapshot/common.c)
+/* format/common.h: text helpers of the format library (format/common.c)
  * that every layer and the command-line tool share, for messages.
  *
- * "Did you mean": TIDEMARK_CONF's unknown keys (hooks/config.c) and the
+ * "Did you mean": TIDEMARK_CONF's unknown keys (runtime/config.c) and the
  * tool's subcommands and options name the closest known word; control
  * characters in messages are written as \xNN.  Pure functions: no
  * allocation, no globals, any thread.
  */
-#ifndef TDM_SNAPSHOT_COMMON_H
-#define TDM_SNAPSHOT_COMMON_H
+#ifndef TDM_FORMAT_COMMON_H
+#define TDM_FORMAT_COMMON_H
 
 #include <stddef.h>
 

@@ -1,4 +1,4 @@
-/* snapshot/event.h: the event record and its vocabulary of actions.
+/* format/event.h: the event record and its vocabulary of actions.
  *
  * One tdm_event describes one thing that happened to device memory.  The
  * actions follow PyTorch's allocator trace vocabulary (so exports to
@@ -19,8 +19,8 @@
  *   step:     step = number of the step that starts here
  *   tag:      addr = allocation re-tagged by tdm_tag_ptr, category = new tag
  */
-#ifndef TDM_SNAPSHOT_EVENT_H
-#define TDM_SNAPSHOT_EVENT_H
+#ifndef TDM_FORMAT_EVENT_H
+#define TDM_FORMAT_EVENT_H
 
 #include <stdint.h>
 

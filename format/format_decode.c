@@ -1,4 +1,4 @@
-/* snapshot/format_decode.c: the .tdm reader's toolbox: the arena a
+/* format/format_decode.c: the .tdm reader's toolbox: the arena a
  * returned snapshot lives in, growable arrays, error reporting with byte
  * offsets, and a bounds-checked msgpack cursor (integers, strings,
  * lengths, skipping, record maps, row arrays).  format_read.c builds the

@@ -1,4 +1,4 @@
-/* snapshot/format_decode.h: the .tdm reader's toolbox, shared by
+/* format/format_decode.h: the .tdm reader's toolbox, shared by
  * format_decode.c (arena, arrays, bounds-checked msgpack cursor, error
  * reporting, maps and rows) and format_read.c (records and the public
  * entry points).  Nothing outside the reader includes it.
@@ -7,8 +7,8 @@
  * fails has filled the reader's error (status, byte offset, message) and
  * returns -1, and the first error wins.  No global state, no lock.
  */
-#ifndef TDM_SNAPSHOT_FORMAT_DECODE_H
-#define TDM_SNAPSHOT_FORMAT_DECODE_H
+#ifndef TDM_FORMAT_FORMAT_DECODE_H
+#define TDM_FORMAT_FORMAT_DECODE_H
 
 #include <stddef.h>
 #include <stdint.h>

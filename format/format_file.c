@@ -1,4 +1,4 @@
-/* snapshot/format_file.c: safe output files (format_file.h). */
+/* format/format_file.c: safe output files (format_file.h). */
 #define _GNU_SOURCE
 #include "format_file.h"
 #include "snap_model.h" /* TDM_SNAP_SIGNATURE */

@@ -1,4 +1,4 @@
-/* snapshot/format_file.h: how tidemark makes the files it writes
+/* format/format_file.h: how tidemark makes the files it writes
  * (snapshots, exports, pages), shared by the recorder's dumps and the
  * command-line tool.
  *
@@ -14,8 +14,8 @@
  *
  * No locks: the file mode is one atomic word, set once at start.
  */
-#ifndef TDM_SNAPSHOT_FORMAT_FILE_H
-#define TDM_SNAPSHOT_FORMAT_FILE_H
+#ifndef TDM_FORMAT_FORMAT_FILE_H
+#define TDM_FORMAT_FORMAT_FILE_H
 
 #include <signal.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* snapshot/format_internal.h: what the .tdm writer (format_write.c) and
+/* format/format_internal.h: what the .tdm writer (format_write.c) and
  * reader (format_read.c) must agree on, and nothing else: the file
  * signature, record type ids, map keys, the positions of fields in row
  * arrays, chunk limits and the record checksum.  docs/format.md is the
@@ -9,8 +9,8 @@
  * in a minor version (readers skip what they do not know).  No state, no
  * lock.
  */
-#ifndef TDM_SNAPSHOT_FORMAT_INTERNAL_H
-#define TDM_SNAPSHOT_FORMAT_INTERNAL_H
+#ifndef TDM_FORMAT_FORMAT_INTERNAL_H
+#define TDM_FORMAT_FORMAT_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>

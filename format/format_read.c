@@ -1,4 +1,4 @@
-/* snapshot/format_read.c: the .tdm reader (tdm__snap_read_file,
+/* format/format_read.c: the .tdm reader (tdm__snap_read_file,
  * tdm__snap_read_buffer, tdm__snap_free): the signature, the record
  * envelopes and each record type but events (format_read_events.c), over
  * the cursor of format_decode.c.

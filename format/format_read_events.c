@@ -1,4 +1,4 @@
-/* snapshot/format_read_events.c: the reader of the `events` record
+/* format/format_read_events.c: the reader of the `events` record
  * (format_read.c reads the others): its columns, each an array of one
  * integer per event or one integer standing for all, every value checked
  * against its range (actions, categories, devices, stack and phase ids

@@ -1,4 +1,4 @@
-/* snapshot/format_rules.c: the category-rules file format (format_rules.h):
+/* format/format_rules.c: the category-rules file format (format_rules.h):
  * a line-by-line parser that names the file and line of every error, and
  * the frame matcher.  No state. */
 #include "format_rules.h"

@@ -1,4 +1,4 @@
-/* snapshot/format_rules.h: the category-rules file format, which says what
+/* format/format_rules.h: the category-rules file format, which says what
  * kind of memory an allocation is from the frames of its stack
  * (docs/categories.md, "Rules over stacks").
  *
@@ -22,8 +22,8 @@
  * file is said then, with its file:line), and the readers apply it.  No
  * state; regexes compiled here are the caller's to free.
  */
-#ifndef TDM_SNAPSHOT_FORMAT_RULES_H
-#define TDM_SNAPSHOT_FORMAT_RULES_H
+#ifndef TDM_FORMAT_FORMAT_RULES_H
+#define TDM_FORMAT_FORMAT_RULES_H
 
 #include <regex.h>
 #include <stddef.h>

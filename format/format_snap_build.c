@@ -1,4 +1,4 @@
-/* snapshot/format_snap_build.c: the growable arrays, string pool and array
+/* format/format_snap_build.c: the growable arrays, string pool and array
  * release of snap_build.h.  No state, no locks.
  */
 #include "snap_build.h"

@@ -1,4 +1,4 @@
-/* snapshot/format_spill.c: the spill file reader (format_spill.h).
+/* format/format_spill.c: the spill file reader (format_spill.h).
  *
  * Every offset and count taken from the file is checked against the
  * file's length before it is used, in 64-bit arithmetic that cannot wrap

@@ -1,4 +1,4 @@
-/* snapshot/format_spill.h: reading a spill file back (spill_layout.h).
+/* format/format_spill.h: reading a spill file back (spill_layout.h).
  *
  * tdm__spill_read_buffer takes the file's bytes, checks the header
  * (signature, version, byte order, word size, every region inside the
@@ -9,8 +9,8 @@
  * the cause and the byte offset; it never crashes.  For fuzzing: bytes in,
  * status and message out.
  */
-#ifndef TDM_SNAPSHOT_FORMAT_SPILL_H
-#define TDM_SNAPSHOT_FORMAT_SPILL_H
+#ifndef TDM_FORMAT_FORMAT_SPILL_H
+#define TDM_FORMAT_FORMAT_SPILL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -67,7 +67,7 @@ void tdm__spill_data_free(tdm_spill_data *d);
 /* The folder a spill file goes in when TIDEMARK_CONF's `spill` names
  * none (docs/spill.md): $TMPDIR when it is an absolute path, else
  * /dev/shm when it is a folder this user may write, else /tmp; then
- * tidemark-UID.  The writer (hooks/spill_path.c) makes it; `tidemark run`
+ * tidemark-UID.  The writer (runtime/spill_path.c) makes it; `tidemark run`
  * looks in it.  -1 (errno ENAMETOOLONG) when it does not fit in `len`. */
 int tdm__spill_default_folder(char *out, size_t len);
 

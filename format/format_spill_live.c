@@ -1,4 +1,4 @@
-/* snapshot/format_spill_live.c: a consistent copy of the spill file of a
+/* format/format_spill_live.c: a consistent copy of the spill file of a
  * process that is still recording (format_spill.h, tdm__spill_read_live),
  * for `tidemark top`.
  *

@@ -1,4 +1,4 @@
-/* snapshot/format_stream.c: the .tdm framing checked as a stream arrives
+/* format/format_stream.c: the .tdm framing checked as a stream arrives
  * (format_stream.h).  Fields are gathered in s->hold one byte at a time
  * (a signature with its versions is at most 28 bytes, an envelope's head
  * at most 15, a checksum at most 9); payloads pass through the checksum

@@ -1,4 +1,4 @@
-/* snapshot/format_stream.h: a .tdm byte stream checked as it arrives, for
+/* format/format_stream.h: a .tdm byte stream checked as it arrives, for
  * readers that must copy a stream (standard input, a pipe) before they
  * can read it whole: the signature, each record's envelope, checksum and
  * order (header first, nothing after the end record) are checked byte by
@@ -10,8 +10,8 @@
  * Only framing: payloads are the reader's (format_read.c), which says
  * the same thing at the same byte once given the bytes up to the first
  * bad one.  No state beyond the struct; no lock (one per stream). */
-#ifndef TDM_SNAPSHOT_FORMAT_STREAM_H
-#define TDM_SNAPSHOT_FORMAT_STREAM_H
+#ifndef TDM_FORMAT_FORMAT_STREAM_H
+#define TDM_FORMAT_FORMAT_STREAM_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* snapshot/format_validate.c: everything the reader checks of a snapshot,
+/* format/format_validate.c: everything the reader checks of a snapshot,
  * checked by the writer (format_write.c) before any file is made, so the
  * writer never produces a file the reader would reject.  Pure functions
  * over the snapshot; no state, no locks.

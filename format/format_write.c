@@ -1,4 +1,4 @@
-/* snapshot/format_write.c: the .tdm writer (tdm__snap_write) and the
+/* format/format_write.c: the .tdm writer (tdm__snap_write) and the
  * record checksum shared with the reader.
  *
  * A snapshot becomes: the signature ["tidemark", major, minor], then one

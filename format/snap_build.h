@@ -1,4 +1,4 @@
-/* snapshot/snap_build.h: what the two builders of a tdm_snap in memory
+/* format/snap_build.h: what the two builders of a tdm_snap in memory
  * share: the recorder's dump (dump.c) and the importers of other tools'
  * files (viewer-export/import/import_build.c).  Such a snapshot points into a
  * pool of string copies, and each of its arrays is its own malloc.  (A
@@ -6,8 +6,8 @@
  * tdm__snap_free.)  Part of the format library, so the command-line tool
  * has it without the recorder.  No state, no locks.
  */
-#ifndef TDM_SNAP_BUILD_H
-#define TDM_SNAP_BUILD_H
+#ifndef TDM_FORMAT_SNAP_BUILD_H
+#define TDM_FORMAT_SNAP_BUILD_H
 
 #include <stddef.h>
 

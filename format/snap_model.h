@@ -1,4 +1,4 @@
-/* snapshot/snap_model.h: a snapshot held in memory, and the .tdm file
+/* format/snap_model.h: a snapshot held in memory, and the .tdm file
  * writer and reader that move it to and from disk.
  *
  * This is the one shape every consumer sees: the recorder builds a
@@ -14,8 +14,8 @@
  * first.  Stack id 0 means "no stack"; stacks[0] exists and is empty, so
  * stack ids index `stacks` directly.
  */
-#ifndef TDM_SNAPSHOT_SNAP_MODEL_H
-#define TDM_SNAPSHOT_SNAP_MODEL_H
+#ifndef TDM_FORMAT_SNAP_MODEL_H
+#define TDM_FORMAT_SNAP_MODEL_H
 
 #include <stddef.h>
 #include <stdint.h>

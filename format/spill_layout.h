@@ -1,4 +1,4 @@
-/* snapshot/spill_layout.h: the layout of a spill file (docs/spill.md).
+/* format/spill_layout.h: the layout of a spill file (docs/spill.md).
  *
  * A spill file is the recorder's own memory, mapped MAP_SHARED from a file,
  * so that the kernel keeps it whatever way the process dies.  It is read
@@ -19,8 +19,8 @@
  * The writer publishes a region by storing its offset last (release); a
  * reader takes offset 0 as "none".  Fields are native-endian.
  */
-#ifndef TDM_SNAPSHOT_SPILL_LAYOUT_H
-#define TDM_SNAPSHOT_SPILL_LAYOUT_H
+#ifndef TDM_FORMAT_SPILL_LAYOUT_H
+#define TDM_FORMAT_SPILL_LAYOUT_H
 
 #include <stdint.h>
 

@@ -1,4 +1,4 @@
-/* hooks/autoinit.c: TIDEMARK_CONF applied when the library is loaded, and
+/* runtime/autoinit.c: TIDEMARK_CONF applied when the library is loaded, and
  * the snapshots written at exit, on a signal and on out-of-memory.
  *
  * Owns: the load-time constructor; the process-wide state of auto-enabling

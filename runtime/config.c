@@ -1,4 +1,4 @@
-/* hooks/config.c: the TIDEMARK_CONF key table and its parser.
+/* runtime/config.c: the TIDEMARK_CONF key table and its parser.
  *
  * Owns: the table of keys (one row per setting), their value parsers, the
  * defaults (the default of every key is text in its row, parsed by the same
@@ -168,7 +168,7 @@ static int parse_regex(const tdm__conf_key *key, const char *value, void *field,
     return 0;
 }
 
-/* `category_rules`: a rules file (snapshot/format_rules.h).  Recording does
+/* `category_rules`: a rules file (format/format_rules.h).  Recording does
  * not use it: it is read and checked here so that a bad one is said when
  * the program starts, with its file:line, and its path travels in the
  * snapshot's config text to the commands that show categories. */

@@ -1,4 +1,4 @@
-/* hooks/config.h: TIDEMARK_CONF, the environment switch that turns
+/* runtime/config.h: TIDEMARK_CONF, the environment switch that turns
  * recording on when the library is loaded, and the dump-path templates.
  *
  * config.c owns the key table (one row per setting: name, values, default,
@@ -16,8 +16,8 @@
  * Names: a key of TIDEMARK_CONF, its field here and its entry in
  * docs/configuration.md carry the same name.
  */
-#ifndef TDM_HOOKS_CONFIG_H
-#define TDM_HOOKS_CONFIG_H
+#ifndef TDM_RUNTIME_CONFIG_H
+#define TDM_RUNTIME_CONFIG_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* hooks/config_alloc.c: the TIDEMARK_CONF keys of the caching allocator
+/* runtime/config_alloc.c: the TIDEMARK_CONF keys of the caching allocator
  * that take PyTorch's values: `max_split_size` (a size),
  * `roundup_power2_divisions` (one power of two, or PyTorch's list
  * [MiB:N,...,>:N]) and `garbage_collection_threshold` (a fraction).

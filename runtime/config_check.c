@@ -1,4 +1,4 @@
-/* hooks/config_check.c: checking a TIDEMARK_CONF text before anything
+/* runtime/config_check.c: checking a TIDEMARK_CONF text before anything
  * changes (the constructor and tdm_conf_check run the same checks), and
  * the help text.  Applying it is autoinit.c's. */
 #define _GNU_SOURCE

@@ -1,4 +1,4 @@
-/* hooks/config_ranks.c: the `ranks` key of TIDEMARK_CONF, which ranks of a
+/* runtime/config_ranks.c: the `ranks` key of TIDEMARK_CONF, which ranks of a
  * multi-rank job record (`ranks=0,8-15`, `ranks=local:0`), and the test
  * autoinit.c applies at load time.
  *

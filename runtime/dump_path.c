@@ -1,4 +1,4 @@
-/* hooks/dump_path.c: the `dump` path template of TIDEMARK_CONF.
+/* runtime/dump_path.c: the `dump` path template of TIDEMARK_CONF.
  *
  * Owns: checking a template, expanding its codes (%p pid, %h host, %r rank,
  * %l local rank, %t start time, %% percent), numbering repeated dumps

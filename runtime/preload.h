@@ -1,4 +1,4 @@
-/* hooks/preload.h: what every vendor interposer of libtidemark_preload.so
+/* runtime/preload.h: what every vendor interposer of libtidemark_preload.so
  * shares (hooks/preload/common.c).
  *
  * libtidemark_preload.so holds the interposers only; it links
@@ -19,8 +19,8 @@
  *      it calls the real function straight away;
  *   3. otherwise does its work and calls tdm__hook_leave().
  */
-#ifndef TDM_HOOKS_PRELOAD_H
-#define TDM_HOOKS_PRELOAD_H
+#ifndef TDM_RUNTIME_PRELOAD_H
+#define TDM_RUNTIME_PRELOAD_H
 
 #include <stdatomic.h>
 #include <stddef.h>
@@ -50,7 +50,7 @@ static inline tdm__hook_mode tdm__hook_mode_get(void)
     return m >= 0 ? (tdm__hook_mode)m : tdm__hook_mode_ask();
 }
 
-/* libtidemark.so's side of it (hooks/autoinit.c), exported for this
+/* libtidemark.so's side of it (runtime/autoinit.c), exported for this
  * library: TIDEMARK_CONF's `mode` as a tdm__hook_mode, applying
  * TIDEMARK_CONF first if libtidemark's constructor has not run yet.
  * TDM__HOOK_OFF when TIDEMARK_CONF is unset, blank, help or invalid, and

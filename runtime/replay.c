@@ -1,4 +1,4 @@
-/* hooks/replay.c: tdm__replay (tidemark_private.h), the library side of `tidemark
+/* runtime/replay.c: tdm__replay (tidemark_private.h), the library side of `tidemark
  * replay`: parses the settings with TIDEMARK_CONF's own parser, then
  * drives the caching allocator over a counting wrapper of the sim
  * provider, so that device calls and the segment timeline are seen

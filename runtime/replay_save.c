@@ -1,4 +1,4 @@
-/* hooks/replay_save.c: `tidemark replay --save`: the replay recorded as a
+/* runtime/replay_save.c: `tidemark replay --save`: the replay recorded as a
  * normal .tdm, so that every command reads it (summary, view, diff, gate,
  * replay itself).  Recording goes through the recorder as in any program
  * (events, then the allocator's state and stats at the dump); only the

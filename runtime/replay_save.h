@@ -1,7 +1,7 @@
-/* hooks/replay_save.h: recording a replay (tdm__replay_save) as a .tdm
- * through tidemark's own recorder.  Used by hooks/replay.c only. */
-#ifndef TDM_HOOKS_REPLAY_SAVE_H
-#define TDM_HOOKS_REPLAY_SAVE_H
+/* runtime/replay_save.h: recording a replay (tdm__replay_save) as a .tdm
+ * through tidemark's own recorder.  Used by runtime/replay.c only. */
+#ifndef TDM_RUNTIME_REPLAY_SAVE_H
+#define TDM_RUNTIME_REPLAY_SAVE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* hooks/spill_path.c: where the spill file of TIDEMARK_CONF's `spill` key
+/* runtime/spill_path.c: where the spill file of TIDEMARK_CONF's `spill` key
  * goes.
  *
  * Default place (format_spill.c, tdm__spill_default_folder, which `tidemark

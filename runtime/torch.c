@@ -1,4 +1,4 @@
-/* hooks/torch.c: PyTorch's pluggable-allocator entry points
+/* runtime/torch.c: PyTorch's pluggable-allocator entry points
  * (torch.cuda.memory.CUDAPluggableAllocator), in libtidemark.so so that a
  * PyTorch program needs no preload.
  *

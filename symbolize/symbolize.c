@@ -1,4 +1,4 @@
-/* snapshot/symbolize.c: return address -> function, source file, line and
+/* symbolize/symbolize.c: return address -> function, source file, line and
  * module, for the stacks of a snapshot, at dump time.
  *
  * elfutils' libdwfl reads the symbol table and DWARF line table of each

@@ -1,12 +1,12 @@
-/* snapshot/symbolize.h: turning return addresses into function, file and
+/* symbolize/symbolize.h: turning return addresses into function, file and
  * line, once per unique address, at dump time.
  *
  * Uses elfutils libdw (Dwfl over this process's own maps) for function,
  * source file and line; dladdr when there is no debug information.  Never
  * called while recording: it allocates freely.
  */
-#ifndef TDM_SNAPSHOT_SYMBOLIZE_H
-#define TDM_SNAPSHOT_SYMBOLIZE_H
+#ifndef TDM_SYMBOLIZE_SYMBOLIZE_H
+#define TDM_SYMBOLIZE_SYMBOLIZE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* snapshot/symbolize_inline.c: the inlined calls whose code holds a pc,
+/* symbolize/symbolize_inline.c: the inlined calls whose code holds a pc,
  * innermost first, each with the file:line its caller calls it from.
  *
  * The first pc of a compile unit reads the unit's function DIEs once

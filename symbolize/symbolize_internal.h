@@ -1,4 +1,4 @@
-/* snapshot/symbolize_internal.h: the two indexes behind symbolize.c, each
+/* symbolize/symbolize_internal.h: the two indexes behind symbolize.c, each
  * built once and then searched by binary search, so that a dump with tens
  * of thousands of distinct return addresses in large C++ libraries
  * symbolizes in about a second:
@@ -13,8 +13,8 @@
  *
  * Both allocate freely; dump time only.  No locks: one symbolizer user at a
  * time. */
-#ifndef TDM_SNAPSHOT_SYMBOLIZE_INTERNAL_H
-#define TDM_SNAPSHOT_SYMBOLIZE_INTERNAL_H
+#ifndef TDM_SYMBOLIZE_SYMBOLIZE_INTERNAL_H
+#define TDM_SYMBOLIZE_SYMBOLIZE_INTERNAL_H
 
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>

@@ -1,4 +1,4 @@
-/* snapshot/symbolize_shared.c: one symbolizer kept for successive dumps.
+/* symbolize/symbolize_shared.c: one symbolizer kept for successive dumps.
  *
  * Opening a symbolizer reads the process's maps, and the first lookups in
  * a module read (and inflate, for compressed debug files such as glibc's)

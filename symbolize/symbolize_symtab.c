@@ -1,4 +1,4 @@
-/* snapshot/symbolize_symtab.c: a module's function symbols as sorted
+/* symbolize/symbolize_symtab.c: a module's function symbols as sorted
  * address ranges, searched by binary search.
  *
  * Read once per module through dwfl_module_getsym_info (the .symtab of the

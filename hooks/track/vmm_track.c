@@ -1,4 +1,4 @@
-/* hooks/preload/vmm_track.c: the virtual-memory handle and mapping
+/* hooks/track/vmm_track.c: the virtual-memory handle and mapping
  * tracker of the CUDA and HIP hooks (vmm_track.h).
  *
  * Owns: each tracker's two tables (open addressing on the key, linear

@@ -1,4 +1,4 @@
-/* hooks/preload/vmm_track.h: the virtual-memory handles and mappings a
+/* hooks/track/vmm_track.h: the virtual-memory handles and mappings a
  * vendor's hooks have seen (CUDA's cuMemCreate / cuMemMap, HIP's
  * hipMemCreate / hipMemMap), one tracker per vendor over the same code.
  *
@@ -22,8 +22,8 @@
  * around both tables (virtual-memory calls are rare; no vendor call is
  * made while it is held).
  */
-#ifndef TDM_HOOKS_PRELOAD_VMM_TRACK_H
-#define TDM_HOOKS_PRELOAD_VMM_TRACK_H
+#ifndef TDM_HOOKS_TRACK_VMM_TRACK_H
+#define TDM_HOOKS_TRACK_VMM_TRACK_H
 
 #include <pthread.h>
 #include <stddef.h>

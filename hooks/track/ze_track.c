@@ -1,4 +1,4 @@
-/* hooks/preload/ze_track.c: the rare paths of Level Zero booking
+/* hooks/track/ze_track.c: the rare paths of Level Zero booking
  * (ze_track.h): device ordinals and their descriptions, free bytes
  * through Sysman, the cache's provider, physical-memory handles; and the
  * recursion guard and mode of whichever library this is compiled into

@@ -1,4 +1,4 @@
-/* hooks/preload/ze_track.h: what a Level Zero memory call books, shared by
+/* hooks/track/ze_track.h: what a Level Zero memory call books, shared by
  * the exported-symbol interposers (ze_hooks.c, in libtidemark_preload.so)
  * and the shim driver (hooks/ze_shim/ze_shim.c, libtidemark_ze_shim.so).
  *
@@ -45,8 +45,8 @@
  * zeDeviceGet lists of all drivers (zeDriverGet order), found once; a
  * handle not in those lists (a sub-device) gets the next free ordinal.
  */
-#ifndef TDM_HOOKS_ZE_TRACK_H
-#define TDM_HOOKS_ZE_TRACK_H
+#ifndef TDM_HOOKS_TRACK_ZE_TRACK_H
+#define TDM_HOOKS_TRACK_ZE_TRACK_H
 
 #include <level_zero/ze_api.h>
 #include <level_zero/ze_ddi.h>

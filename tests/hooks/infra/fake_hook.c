@@ -1,7 +1,7 @@
 /* tests/hooks/infra/fake_hook.c: a test-only interposer of the fake vendor
  * (fake_vendor.h), built with hooks/preload/common.c into
  * libtdmfake_preload.so exactly as the vendor hooks are built into
- * libtidemark_preload.so.  It follows hooks/preload.h to the letter, so
+ * libtidemark_preload.so.  It follows runtime/preload.h to the letter, so
  * the tests of tests/hooks/infra/ exercise the shared machinery (guard,
  * real-symbol lookups, versioned lookups, mode) and both modes end to end
  * without any vendor:
