@@ -428,8 +428,8 @@ static int parse_simulate(const tdm__conf_key *key, const char *value, void *fie
     return 0;
 }
 
-/* ipc_libraries: names of libraries, joined by ':', each the start of a
- * file name (libnccl matches libnccl.so.2).  Names only: a '/' or a blank
+/* ipc_libraries: names of programs or libraries, joined by ':', each the
+ * start of a file name (libnccl matches libnccl.so.2).  Names only: a '/' or a blank
  * would never match a file name, so it is refused rather than ignored. */
 static int parse_ipc_libraries(const tdm__conf_key *key, const char *value, void *field,
                                char *why, size_t why_len)
@@ -547,11 +547,13 @@ static const tdm__conf_key keys[] = {
      "(the vendor serves them, tidemark records each as its own segment) or "
      "cache (tidemark's caching allocator serves them from the vendor)",
      parse_enum, FIELD(mode), hook_mode_names},
-    {"ipc_libraries", "library names joined by ':' (libfoo:libbar)", "",
-     "mode=cache: libraries, besides NCCL (always one), that export their "
-     "own CUDA allocations over IPC; the driver serves what they allocate, "
-     "as in observe mode, since an IPC handle names the driver's whole "
-     "allocation and the peer would map a cached block's segment",
+    {"ipc_libraries", "program or library names joined by ':' (libfoo:myapp)", "",
+     "mode=cache: programs and libraries that export their own CUDA "
+     "allocations over IPC where tidemark cannot see it (a statically linked "
+     "cudart); NCCL and any object importing cu/cudaIpcGetMemHandle are "
+     "found without it; the driver serves what they allocate, as in observe "
+     "mode, since an IPC handle names the driver's whole allocation and the "
+     "peer would map a cached block's segment",
      parse_ipc_libraries, FIELD(ipc_libraries), NULL},
     {"fork", "follow|stop", "follow",
      "after fork(): follow (the child records into its own snapshot, named "

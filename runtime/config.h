@@ -76,10 +76,11 @@ typedef struct tdm__config {
                                 `garbage_collection_threshold` */
     int mode;                /* hooks: TDM__CONF_MODE_* */
     char ipc_libraries[TDM__CONF_IPC_LIBRARIES_MAX]; /* cache mode: more
-                                libraries (file-name starts, joined by ':')
-                                whose allocations the driver serves, since
-                                they export them over CUDA IPC; "" = NCCL
-                                only (hooks/preload/cuda_ipc.c) */
+                                programs and libraries (file-name starts,
+                                joined by ':') whose allocations the driver
+                                serves, since they export them over CUDA
+                                IPC; "" = NCCL and the objects that import
+                                the export only (hooks/preload/cuda_ipc.c) */
     int fork;                /* after fork(): TDM__CONF_FORK_* */
     int torch_phases;        /* python/autostart marks torch phases (read
                                 by the Python side; checked here) */

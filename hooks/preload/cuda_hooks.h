@@ -232,13 +232,18 @@ static inline void tdm__cuda_note_capture(tdm_stream stream)
  * not keep CUDA's semantics and what it does instead (cold paths only). */
 TDM_CUDA_HIDDEN void tdm__cuda_say(const char *msg);
 
-/* Memory exported over CUDA IPC (cuda_ipc.c).  Whether the object at
- * `path` is a library that exports its own allocations (NCCL, and those
- * TIDEMARK_CONF's ipc_libraries names); whether the call site `caller`
- * lies in such a library (cuda_runtime_real.c: its table of call sites,
- * one hash probe once the site was seen), the first yes making the one
- * stderr note that cache mode leaves such a library's allocations to the
- * driver (tdm__cuda_ipc_note). */
+/* Memory exported over CUDA IPC (cuda_ipc.c).  Whether the loaded object
+ * `info` describes can call the export (its dynamic symbol table imports
+ * cudaIpcGetMemHandle or cuIpcGetMemHandle; safe inside a dl_iterate_phdr
+ * callback); whether the object at `path` is named as one that exports
+ * its own allocations (NCCL, and those TIDEMARK_CONF's ipc_libraries
+ * names); whether the call site `caller` lies in an object that is either
+ * (cuda_runtime_real.c: its table of call sites, one hash probe once the
+ * site was seen), the first yes making the one stderr note that cache
+ * mode leaves such an object's allocations to the driver
+ * (tdm__cuda_ipc_note). */
+struct dl_phdr_info;
+TDM_CUDA_HIDDEN int tdm__cuda_ipc_imports_export(const struct dl_phdr_info *info);
 TDM_CUDA_HIDDEN int tdm__cuda_ipc_library(const char *path);
 TDM_CUDA_HIDDEN int tdm__cuda_caller_exports_ipc(const void *caller);
 TDM_CUDA_HIDDEN void tdm__cuda_ipc_note(const void *caller);

@@ -1,5 +1,5 @@
 /* hooks/preload/cuda_ipc.c: which allocations cache mode leaves to the
- * CUDA driver because their memory will be exported over CUDA IPC.
+ * CUDA driver because their memory may be exported over CUDA IPC.
  *
  * An IPC handle (cuIpcGetMemHandle, and cudaIpcGetMemHandle, which
  * reaches it) names the driver allocation that contains the pointer, and
@@ -7,19 +7,33 @@
  * of one of the cache's segments is not an allocation of its own: the
  * peer would map the segment.  The export comes after the allocation, too
  * late to choose where the block lives, so the allocation is recognised
- * when it is made, by who makes it: a library known to export its own
- * buffers over IPC.  NCCL is one, always (its legacy P2P transport,
- * active with NCCL_CUMEM_ENABLE=0: ncclCudaCalloc, then
- * cudaIpcGetMemHandle of that buffer, opened by the peer with no offset);
- * TIDEMARK_CONF's `ipc_libraries` names more.  What such a library
- * allocates the driver serves, as in observe mode, so its handles name
- * exactly its buffers.  The calling object is found once per call site
- * (cuda_runtime_real.c's table of call sites, one hash probe after that).
+ * when it is made, by the object that makes it:
  *
- * What is left, a cached block exported by anyone else, is refused at the
- * export when it is not at its segment's base (cuda_pool.c): no handle
- * can name it, and refusing is the one answer that never hands the peer
- * the wrong memory.
+ *   - an object that can call the export: its dynamic symbol table
+ *     imports cudaIpcGetMemHandle or cuIpcGetMemHandle (elf_imports.c,
+ *     read from the loaded image once per object).  A program or library
+ *     linked with the shared libcudart that shares its cudaMalloc buffers
+ *     is one, and so is PyTorch's libc10_cuda;
+ *   - NCCL, always (its legacy P2P transport, active with
+ *     NCCL_CUMEM_ENABLE=0: ncclCudaCalloc, then cudaIpcGetMemHandle of
+ *     that buffer, opened by the peer with no offset).  NCCL links its own
+ *     static cudart, whose calls import nothing;
+ *   - what TIDEMARK_CONF's `ipc_libraries` names: any other object with a
+ *     static cudart (nvcc's default for programs).  libcudart_static.a is
+ *     one object, so every program linked with it carries
+ *     cudaIpcGetMemHandle, hidden and in no dynamic table, whether it calls
+ *     it or not: nothing in the loaded image tells an exporter apart.
+ *
+ * What such an object allocates the driver serves, as in observe mode, so
+ * its handles name exactly its buffers.  The calling object is found once
+ * per call site (cuda_runtime_real.c's table of call sites, one hash probe
+ * after that).
+ *
+ * What is left, a cached block exported by another object than the one
+ * that allocated it, or by an object with a static cudart nobody named, is
+ * refused at the export when it is not at its segment's base
+ * (cuda_pool.c): no handle can name it, and refusing is the one answer
+ * that never hands the peer the wrong memory.
  *
  * Owns: nothing but the once-only stderr note.  Lock: none.
  */
@@ -30,10 +44,18 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "elf_imports.h"
+
 /* Whether `file`'s name starts with `name` (the first `len` bytes). */
 static int starts_with(const char *file, const char *name, size_t len)
 {
     return len > 0 && strncmp(file, name, len) == 0;
+}
+
+int tdm__cuda_ipc_imports_export(const struct dl_phdr_info *info)
+{
+    static const char *const exports[] = {"cudaIpcGetMemHandle", "cuIpcGetMemHandle"};
+    return tdm__elf_imports_any(info, exports, sizeof exports / sizeof exports[0]);
 }
 
 int tdm__cuda_ipc_library(const char *path)

@@ -161,14 +161,18 @@ STREAM_SYNC(cuStreamSynchronize_ptsz, PFN_cuStreamSynchronize_v7000_ptsz)
 
 /* Cache mode: an IPC handle names the driver allocation containing the
  * pointer, and the peer's cuIpcOpenMemHandle returns that allocation's
- * base.  Libraries known to export their buffers (NCCL's legacy P2P
- * path, those `ipc_libraries` names) never get cached blocks: the driver
- * serves them (cuda_ipc.c).  Of the rest, a block at its segment's base
- * is exported as it is (the peer's pointer is the block).  Any other
- * cached block's export is the last resort, refused with
- * CUDA_ERROR_NOT_SUPPORTED and one line on stderr: the block was handed
- * out before the export said it would be shared, no handle can name it,
- * and the peer must never map the wrong memory. */
+ * base.  An object that can make the export (it imports
+ * cu/cudaIpcGetMemHandle), NCCL and what `ipc_libraries` names never get
+ * cached blocks: the driver serves them (cuda_ipc.c).  Of the rest, a
+ * block at its segment's base is exported as it is (the peer's pointer is
+ * the block; an exporter that asked cuMemGetAddressRange for the base
+ * first, as CUDA-aware MPI does, passes that).  Any other cached block's
+ * export is the last resort, refused with CUDA_ERROR_NOT_SUPPORTED and
+ * one line on stderr: the block was handed out before the export said it
+ * would be shared, no handle can name it, and the peer must never map the
+ * wrong memory.  That is left for a block that an object with a static
+ * cudart nobody named allocated, or that another object than the one
+ * exporting it allocated. */
 CUresult tdm__cuda_w_cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p)
 {
     REAL(cuIpcGetMemHandle, PFN_cuIpcGetMemHandle_v4010);
@@ -184,8 +188,8 @@ CUresult tdm__cuda_w_cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p)
             if (!atomic_flag_test_and_set(&said))
                 tdm__cuda_say("mode=cache: cuIpcGetMemHandle of a block inside one of the "
                               "cache's segments refused (CUDA_ERROR_NOT_SUPPORTED): the peer "
-                              "would map the segment, not the block; name the library that "
-                              "allocates the memory it shares in TIDEMARK_CONF's "
+                              "would map the segment, not the block; name the program or "
+                              "library that allocates the memory it shares in TIDEMARK_CONF's "
                               "ipc_libraries, or run it with mode=observe");
             tdm__hook_leave();
             return CUDA_ERROR_NOT_SUPPORTED;

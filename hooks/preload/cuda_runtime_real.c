@@ -114,11 +114,13 @@ static __attribute__((noinline)) void *rt_resolve(int rt, int f)
     return p;
 }
 
-/* The object holding an address: its segments' range, and whether it is
- * the program itself (the first object listed). */
+/* The object holding an address: its segments' range, whether it is the
+ * program itself (the first object listed) and whether it can make a
+ * CUDA IPC export (cuda_ipc.c: read from its image while the loader
+ * lists it). */
 typedef struct object_range {
     uintptr_t addr, lo, hi;
-    int index, found, is_program;
+    int index, found, is_program, imports_export;
 } object_range;
 
 static int find_range(struct dl_phdr_info *info, size_t size, void *arg)
@@ -139,6 +141,7 @@ static int find_range(struct dl_phdr_info *info, size_t size, void *arg)
     if (holds) {
         r->lo = lo, r->hi = hi, r->found = 1;
         r->is_program = r->index == 0;
+        r->imports_export = tdm__cuda_ipc_imports_export(info);
         return 1;
     }
     r->index++;
@@ -196,8 +199,8 @@ static int runtime_of_object(const char *path)
 #define OBJECTS_MAX ((size_t)1 << 16) /* calling objects */
 
 /* What a call site's slot (and a calling object's span) keeps: the
- * runtime's index, and whether the object is a library that exports its
- * own allocations over CUDA IPC (cuda_ipc.c). */
+ * runtime's index, and whether the object (program or library) may export
+ * its own allocations over CUDA IPC (cuda_ipc.c). */
 #define SITE_RUNTIME_MASK 0xffff
 #define SITE_EXPORTS_IPC 0x10000
 
@@ -337,7 +340,7 @@ static int walk_for(const void *caller, uintptr_t *lo, uintptr_t *hi, int *runti
     *lo = r.lo;
     *hi = r.hi;
     *runtime = r.is_program || info.dli_fname == NULL ? 0 : runtime_of_object(info.dli_fname);
-    if (!r.is_program && tdm__cuda_ipc_library(info.dli_fname))
+    if (r.imports_export || tdm__cuda_ipc_library(info.dli_fname))
         *runtime |= SITE_EXPORTS_IPC;
     return 1;
 }

@@ -73,6 +73,9 @@ static struct {
     PFN_cuStreamEndCapture_v10000 end_capture;
     PFN_cuStreamIsCapturing_v10000 is_capturing;
     PFN_cuCtxSynchronize_v2000 ctx_sync;
+    PFN_cuIpcGetMemHandle_v4010 ipc_get;
+    PFN_cuIpcOpenMemHandle_v11000 ipc_open;
+    PFN_cuIpcCloseMemHandle_v4010 ipc_close;
 } drv;
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -155,6 +158,9 @@ static void load_driver(void)
     drv.end_capture = get("cuStreamEndCapture", 10000, 0);
     drv.is_capturing = get("cuStreamIsCapturing", 10000, 0);
     drv.ctx_sync = get("cuCtxSynchronize", 2000, 0);
+    drv.ipc_get = get("cuIpcGetMemHandle", 4010, 0);
+    drv.ipc_open = get("cuIpcOpenMemHandle", 11000, 0);
+    drv.ipc_close = get("cuIpcCloseMemHandle", 4010, 0);
     if (drv.init == NULL || drv.alloc == NULL || drv.retain == NULL) {
         g_init_error = cudaErrorInsufficientDriver;
         return;
@@ -461,6 +467,56 @@ cudaError_t CUDARTAPI cudaMallocFromPoolAsync(void **p, size_t n, cudaMemPool_t 
 {
     fake_rt_count(RT_cudaMallocFromPoolAsync);
     return fake_rt_malloc_from_pool(p, n, pool, s, 0);
+}
+
+/* ---- memory shared with other processes ----------------------------------------------
+ * cudaIpcGetMemHandle "Takes a pointer to the base of an existing device
+ * memory allocation created with cudaMalloc and exports it for use in
+ * another process"; cudaIpcOpenMemHandle "Maps memory exported from
+ * another process with cudaIpcGetMemHandle into the current device
+ * address space".  As the real runtime, both are the driver's
+ * cuIpcGetMemHandle / cuIpcOpenMemHandle from the table, the handle
+ * passed through as it is (both types are 64 opaque bytes): the driver's
+ * handle names the allocation containing the pointer (fake_cuda_pool.c). */
+
+_Static_assert(sizeof(CUipcMemHandle) == sizeof(cudaIpcMemHandle_t),
+               "the runtime's handle is the driver's");
+
+cudaError_t CUDARTAPI cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *p)
+{
+    fake_rt_count(RT_cudaIpcGetMemHandle);
+    READY();
+    if (handle == NULL || drv.ipc_get == NULL)
+        return fake_rt_result(cudaErrorInvalidValue);
+    CUipcMemHandle h;
+    CUresult r = drv.ipc_get(&h, (CUdeviceptr)(uintptr_t)p);
+    if (r == CUDA_SUCCESS)
+        memcpy(handle, &h, sizeof h);
+    return fake_rt_result(map_error(r));
+}
+
+cudaError_t CUDARTAPI cudaIpcOpenMemHandle(void **p, cudaIpcMemHandle_t handle,
+                                           unsigned int flags)
+{
+    fake_rt_count(RT_cudaIpcOpenMemHandle);
+    READY();
+    if (p == NULL || drv.ipc_open == NULL)
+        return fake_rt_result(cudaErrorInvalidValue);
+    CUipcMemHandle h;
+    memcpy(&h, &handle, sizeof h);
+    CUdeviceptr d = 0;
+    CUresult r = drv.ipc_open(&d, h, flags);
+    *p = (void *)(uintptr_t)d;
+    return fake_rt_result(map_error(r));
+}
+
+cudaError_t CUDARTAPI cudaIpcCloseMemHandle(void *p)
+{
+    fake_rt_count(RT_cudaIpcCloseMemHandle);
+    READY();
+    if (drv.ipc_close == NULL)
+        return fake_rt_result(cudaErrorInvalidValue);
+    return fake_rt_result(map_error(drv.ipc_close((CUdeviceptr)(uintptr_t)p)));
 }
 
 /* ---- driver entry points ------------------------------------------------------------- */

@@ -24,7 +24,8 @@
     X(cudaStreamCreate)                                                        \
     X(cudaStreamDestroy) X(cudaDeviceGetDefaultMemPool) X(cudaMemGetInfo)      \
     X(cudaDeviceSynchronize) X(cudaStreamBeginCapture) X(cudaStreamEndCapture) \
-    X(cudaStreamIsCapturing)
+    X(cudaStreamIsCapturing) X(cudaIpcGetMemHandle) X(cudaIpcOpenMemHandle)     \
+    X(cudaIpcCloseMemHandle)
 
 enum {
 #define RT_ENUM(name) RT_##name,

@@ -33,6 +33,7 @@
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fake_cuda.h"
@@ -326,18 +327,38 @@ static NOINLINE int app_pools(void)
     return 0;
 }
 
+/* A driver function by cuGetProcAddress, so that the program imports no
+ * IPC export: cache mode would leave all its allocations to the driver
+ * (hooks/preload/cuda_ipc.c), and the other scenarios test the cache. */
+static void *driver_fn(const char *name, int version)
+{
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult q;
+    if (cuGetProcAddress(name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS ||
+        fn == NULL) {
+        printf("no %s\n", name);
+        exit(1);
+    }
+    return fn;
+}
+
 static NOINLINE int app_shared(void)
 {
     const size_t mib = 1u << 20;
     CUdeviceptr a = 0, opened = 0, twice = 0, va = 0;
     CUipcMemHandle ipc;
+    PFN_cuIpcGetMemHandle_v4010 ipc_get =
+        (PFN_cuIpcGetMemHandle_v4010)driver_fn("cuIpcGetMemHandle", 4010);
+    PFN_cuIpcOpenMemHandle_v11000 ipc_open =
+        (PFN_cuIpcOpenMemHandle_v11000)driver_fn("cuIpcOpenMemHandle", 11000);
+    PFN_cuIpcCloseMemHandle_v4010 ipc_close =
+        (PFN_cuIpcCloseMemHandle_v4010)driver_fn("cuIpcCloseMemHandle", 4010);
     app_report("cuMemAlloc 1 MiB", cuMemAlloc(&a, mib));
-    app_report("cuIpcGetMemHandle", cuIpcGetMemHandle(&ipc, a));
-    app_report("cuIpcOpenMemHandle", cuIpcOpenMemHandle(&opened, ipc,
-                                                        CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
-    app_report("cuIpcOpenMemHandle again", cuIpcOpenMemHandle(&twice, ipc,
-                                                              CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
-    app_report("cuIpcCloseMemHandle", cuIpcCloseMemHandle(twice));
+    app_report("cuIpcGetMemHandle", ipc_get(&ipc, a));
+    app_report("cuIpcOpenMemHandle", ipc_open(&opened, ipc, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+    app_report("cuIpcOpenMemHandle again",
+               ipc_open(&twice, ipc, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+    app_report("cuIpcCloseMemHandle", ipc_close(twice));
     CUmemAllocationProp prop;
     memset(&prop, 0, sizeof prop);
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;

@@ -22,8 +22,11 @@
  *                       the peer maps that allocation: what it opens must
  *                       stand for the exported pointer (or the export fails);
  *                       buffers of $NCCL_LIB and $NCCL_RT_LIB (named as
- *                       NCCL, over the driver and the runtime) are always
- *                       exported, those of $IPC_NAMED_LIB may be refused
+ *                       NCCL, over the driver and the runtime) and of
+ *                       $IPC_EXPORTER_LIB (it imports the export and makes
+ *                       it) are always exported; those of $IPC_NAMED_LIB
+ *                       and the program's own (it looks the export up with
+ *                       cuGetProcAddress) may be refused
  *   sem_app async_device "cuMemAllocAsync allocates from the current
  *                       mempool of the provided stream's device", not the
  *                       current context's (needs FAKE_CUDA_DEVICES=2)
@@ -183,27 +186,44 @@ static void app_free_sync(void)
 
 /* ---- ipc ---------------------------------------------------------------------- */
 
-/* Exports p and opens the handle as the peer would: what the peer maps
- * must stand for `expect` (the allocation's base, which is p itself for
- * a buffer the program allocated), or the export must fail; `must`: the
- * export must succeed (NCCL's buffers: NCCL does not survive a refusal). */
-static void export_one(const char *name, CUdeviceptr p, CUdeviceptr expect, int must)
+/* The program reaches the IPC functions through cuGetProcAddress, so that
+ * it imports none: cache mode leaves every allocation of an object that
+ * imports the export to the driver (hooks/preload/cuda_ipc.c), and the
+ * other scenarios need the cache serving this program. */
+static PFN_cuIpcGetMemHandle_v4010 ipc_get;
+static PFN_cuIpcOpenMemHandle_v11000 ipc_open;
+static PFN_cuIpcCloseMemHandle_v4010 ipc_close;
+typedef int (*exporter_fn)(CUipcMemHandle *, CUdeviceptr);
+
+static int program_export(CUipcMemHandle *h, CUdeviceptr p)
+{
+    return (int)ipc_get(h, p);
+}
+
+/* Exports p (by `exporter`) and opens the handle as the peer would: what
+ * the peer maps must stand for `expect` (the allocation's base, which is
+ * p itself for a buffer the program allocated), or the export must fail;
+ * `must`: the export must succeed (NCCL's buffers: NCCL does not survive
+ * a refusal). */
+static void export_one(const char *name, exporter_fn exporter, CUdeviceptr p, CUdeviceptr expect,
+                       int must)
 {
     CUipcMemHandle h;
-    CUresult r = cuIpcGetMemHandle(&h, p);
+    CUresult r = (CUresult)exporter(&h, p);
     printf("ipc export %s -> %s\n", name, r == CUDA_SUCCESS ? "ok" : "refused");
     CHECK(r == CUDA_SUCCESS || !must, "the export of %s refused (%d)", name, (int)r);
     if (r != CUDA_SUCCESS)
         return; /* refused: the peer never sees a wrong address */
     CUdeviceptr o = 0;
-    OK(cuIpcOpenMemHandle(&o, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+    OK(ipc_open(&o, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
     CHECK(fake_cuda_ipc_source(o) == expect,
           "the peer's mapping of %s stands for %#llx, not the exported %#llx", name,
           fake_cuda_ipc_source(o), (unsigned long long)expect);
-    OK(cuIpcCloseMemHandle(o));
+    OK(ipc_close(o));
 }
 
-/* Two buffers from the library at $VAR (fake_ipc_lib.c), each exported. */
+/* Two buffers from the library at $VAR (fake_ipc_lib.c), each exported:
+ * by the library when it makes its own exports, else by the program. */
 static void export_from_library(const char *var, const char *name, int must)
 {
     const char *path = getenv(var);
@@ -215,32 +235,39 @@ static void export_from_library(const char *var, const char *name, int must)
         failed = 1;
         return;
     }
+    exporter_fn exporter = (exporter_fn)dlsym(lib, "fake_ipc_lib_export");
+    if (exporter == NULL)
+        exporter = program_export;
     CUdeviceptr a, b;
     char label[64];
     CHECK(alloc(&a, MiB) == CUDA_SUCCESS, "%s: first allocation", name);
     CHECK(alloc(&b, MiB) == CUDA_SUCCESS, "%s: second allocation", name);
     snprintf(label, sizeof label, "%s first", name);
-    export_one(label, a, a, must);
+    export_one(label, exporter, a, a, must);
     snprintf(label, sizeof label, "%s second", name);
-    export_one(label, b, b, must);
+    export_one(label, exporter, b, b, must);
     OK(cuMemFree(a));
     OK(cuMemFree(b));
 }
 
 static void app_ipc(void)
 {
+    ipc_get = (PFN_cuIpcGetMemHandle_v4010)lookup("cuIpcGetMemHandle", 4010, 0);
+    ipc_open = (PFN_cuIpcOpenMemHandle_v11000)lookup("cuIpcOpenMemHandle", 11000, 0);
+    ipc_close = (PFN_cuIpcCloseMemHandle_v4010)lookup("cuIpcCloseMemHandle", 4010, 0);
     CUdeviceptr a, b;
     OK(cuMemAlloc(&a, MiB));
     OK(cuMemAlloc(&b, MiB));
-    export_one("first", a, a, 0);
-    export_one("second", b, b, 0);
+    export_one("first", program_export, a, a, 0);
+    export_one("second", program_export, b, b, 0);
     /* The handle names the allocation containing the pointer: a pointer
      * into a gives the peer a's base (the fake against the sentence). */
-    export_one("inside first", a + 4096, a, 0);
+    export_one("inside first", program_export, a + 4096, a, 0);
     OK(cuMemFree(a));
     OK(cuMemFree(b));
     export_from_library("NCCL_LIB", "nccl", 1);
     export_from_library("NCCL_RT_LIB", "nccl runtime", 1);
+    export_from_library("IPC_EXPORTER_LIB", "exporter", 1);
     export_from_library("IPC_NAMED_LIB", "named", 0);
 }
 

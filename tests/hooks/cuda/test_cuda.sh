@@ -51,6 +51,14 @@
 #   rt_static_stream_free  the same with the runtime linked in statically:
 #                      its frees reach tidemark as cuMemFree_v2 and
 #                      cuMemFreeAsync only
+#   rt_ipc             ipc_rt_app, a runtime program of its own that shares
+#                      its cudaMalloc buffers over IPC (no ipc_libraries):
+#                      cache mode leaves them to the driver, so each handle
+#                      names its buffer; a library's that imports no export
+#                      stay cached, the export inside a segment refused
+#   rt_static_ipc      the same program with the runtime linked in
+#                      statically: cached and refused inside a segment
+#                      unless ipc_libraries names the program
 #   rt_capture         stream_app capture, cache mode: nothing CUDA forbids
 #                      during a graph capture, no segment freed, graph
 #                      memory said to be uncovered
@@ -63,7 +71,8 @@
 #                      computes); see sem_app.c for each WHAT
 #
 # Environment (from CMake): LOCAL_APP, LOCAL_EXT, STREAM_APP, RT_APP, RT_APP_STATIC, DRV_APP, REAL_RT_APP,
-# REAL_RT_APP_STATIC, SNAPCHECK, PRELOAD, FAKE_CUDA_DIR, EXPECT_DIR.
+# REAL_RT_APP_STATIC, IPC_RT_APP, IPC_RT_APP_STATIC, ALLOC_RT_LIB, SNAPCHECK, PRELOAD,
+# FAKE_CUDA_DIR, EXPECT_DIR.
 set -u
 scenario=$1
 [ -d /usr/local/cuda ] || { echo "no CUDA toolkit: skipped"; exit 77; }
@@ -369,6 +378,75 @@ rt_stream_free | rt_static_stream_free | rt_capture)
         [ -z "$notes" ] || fail "notes in a run without a capture: '$notes'"
     fi
     ;;
+rt_ipc | rt_static_ipc)
+    # ipc_rt_app shares its own cudaMalloc buffers over IPC, no
+    # ipc_libraries given: the peer's mapping stands for each exported
+    # pointer, or the export fails, never a wrong address (it checks
+    # itself).  rt_static_ipc: the runtime linked in statically.
+    app=$IPC_RT_APP
+    [ "$scenario" = rt_static_ipc ] && app=$IPC_RT_APP_STATIC
+    run plain "$app" own "$fake"
+    cat "$T/plain.out"
+    grep -qx ok "$T/plain.out" || fail "the fakes break what CUDA documents (IPC)"
+    grep -qx "ipc export own second -> ok" "$T/plain.out" || fail "the fake refused an export"
+    for mode in observe cache; do
+        traced $mode mode=$mode "$app" own "$fake"
+        cat "$T/$mode.out"
+        grep -qx ok "$T/$mode.out" || fail "ipc_rt_app own under mode=$mode"
+        [ "$(count $mode alloc)" = 2 ] || fail "$(count $mode alloc) allocations recorded, not 2 ($mode)"
+    done
+    exporter_note="tidemark: mode=cache: $(basename "$app") exports its CUDA allocations over IPC"
+    refusal="tidemark: mode=cache: cuIpcGetMemHandle of a block inside one of the cache's segments refused"
+    if [ "$scenario" = rt_ipc ]; then
+        # It imports cudaIpcGetMemHandle: the driver serves its buffers, said once.
+        grep -qx "ipc export own second -> ok" "$T/cache.out" ||
+            fail "cache mode refused the export of a program's own cudaMalloc buffer"
+        grep -qx "own: driver allocations 2" "$T/cache.out" ||
+            fail "the buffers of a program that exports over IPC were not the driver's"
+        [ "$(grep -c "$exporter_note" "$T/cache.err")" = 1 ] ||
+            fail "the program's allocations left to the driver without one stderr line"
+        grep -q "$refusal" "$T/cache.err" && fail "an export refused"
+        # A library that imports no export: its buffers stay cached (and
+        # recorded); the export of the one inside a segment, by the
+        # program, is the last resort, refused once.
+        run plainlib "$app" lib "$fake" ALLOC_RT_LIB="$ALLOC_RT_LIB"
+        grep -qx ok "$T/plainlib.out" || fail "ipc_rt_app lib alone"
+        traced cachelib mode=cache "$app" lib "$fake" ALLOC_RT_LIB="$ALLOC_RT_LIB"
+        cat "$T/cachelib.out"
+        grep -qx ok "$T/cachelib.out" || fail "ipc_rt_app lib under mode=cache"
+        grep -qx "lib: driver allocations [01]" "$T/cachelib.out" ||
+            fail "the buffers of a library that imports no export were not cached"
+        [ "$(count cachelib alloc)" = 2 ] || fail "the cached buffers were not recorded"
+        grep -qx "ipc export lib first -> ok" "$T/cachelib.out" ||
+            fail "a block at its segment's base was not exported"
+        grep -qx "ipc export lib second -> refused" "$T/cachelib.out" ||
+            fail "a cached block inside a segment was exported (the peer gets the segment)"
+        [ "$(grep -c "$refusal" "$T/cachelib.err")" = 1 ] ||
+            fail "an export refused without one stderr line"
+        grep -q "exports its CUDA allocations over IPC" "$T/cachelib.err" &&
+            fail "a library that imports no export was taken for an exporter"
+    else
+        # libcudart_static carries cudaIpcGetMemHandle in every program,
+        # in no dynamic table: nothing tells an exporter apart, so its
+        # buffers stay cached and the export inside a segment is refused.
+        grep -qx "own: driver allocations [01]" "$T/cache.out" ||
+            fail "a static-cudart program's buffers were not cached"
+        grep -qx "ipc export own second -> refused" "$T/cache.out" ||
+            fail "a cached block inside a segment was exported (the peer gets the segment)"
+        [ "$(grep -c "$refusal" "$T/cache.err")" = 1 ] ||
+            fail "an export refused without one stderr line"
+        # Named in ipc_libraries, the program gets the driver's memory.
+        traced named "mode=cache,ipc_libraries=$(basename "$app")" "$app" own "$fake"
+        cat "$T/named.out"
+        grep -qx ok "$T/named.out" || fail "ipc_rt_app own (ipc_libraries)"
+        grep -qx "ipc export own second -> ok" "$T/named.out" ||
+            fail "cache mode refused an export of a program ipc_libraries names"
+        grep -qx "own: driver allocations 2" "$T/named.out" ||
+            fail "the buffers of a program ipc_libraries names were not the driver's"
+        [ "$(grep -c "$exporter_note" "$T/named.err")" = 1 ] ||
+            fail "the named program's allocations left to the driver without one stderr line"
+    fi
+    ;;
 sem_*)
     what=${scenario#sem_}
     env2=X=1
@@ -382,16 +460,23 @@ sem_*)
         grep -qx ok "$T/$mode.out" || fail "sem_app $what under mode=$mode"
     done
     case $what in
-    ipc) # NCCL's buffers always exported; a refusal only as the last resort, said once
+    ipc) # NCCL's and an exporter's buffers always exported; a refusal only as the last resort, said once
         grep -qx "ipc export second -> ok" "$T/plain.out" || fail "the fake refused an export"
         grep -qx "ipc export named second -> ok" "$T/plain.out" || fail "the fake refused an export"
         grep -qx "ipc export nccl second -> ok" "$T/cache.out" ||
             fail "cache mode refused an export of NCCL's"
         grep -qx "ipc export nccl runtime second -> ok" "$T/cache.out" ||
             fail "cache mode refused an export of NCCL's (its cudaMalloc)"
-        [ "$(grep -c "tidemark: mode=cache: libnccl.so exports its CUDA allocations over IPC" \
-            "$T/cache.err")" = 1 ] || fail "NCCL's allocations left to the driver without one line"
+        # A library that imports cuIpcGetMemHandle: what it allocates is the driver's.
+        grep -qx "ipc export exporter second -> ok" "$T/cache.out" ||
+            fail "cache mode refused an export of a library that imports the export"
+        [ "$(grep -c "tidemark: mode=cache: .* exports its CUDA allocations over IPC" \
+            "$T/cache.err")" = 1 ] || fail "exporters' allocations left to the driver without one line"
+        # The program (it looks the export up, imports none) and a library
+        # named nowhere: cached, and a block inside a segment refused.
         grep -qx "ipc export second -> refused" "$T/cache.out" ||
+            fail "a cached block inside a segment was exported (the peer gets the segment)"
+        grep -qx "ipc export named second -> refused" "$T/cache.out" ||
             fail "a cached block inside a segment was exported (the peer gets the segment)"
         [ "$(grep -c "tidemark: mode=cache: .*cuIpcGetMemHandle" "$T/cache.err")" = 1 ] ||
             fail "an export refused without one stderr line"

@@ -51,7 +51,8 @@ done
 objs=()
 # The CUDA hooks and the vendor-neutral preload code they call.
 for src in "$TDM_SOURCE_DIR"/hooks/preload/cuda_*.c "$TDM_SOURCE_DIR"/hooks/preload/common.c \
-           "$TDM_SOURCE_DIR"/hooks/track/vmm_track.c "$TDM_SOURCE_DIR"/hooks/preload/pool_track.c; do
+           "$TDM_SOURCE_DIR"/hooks/track/vmm_track.c "$TDM_SOURCE_DIR"/hooks/preload/pool_track.c \
+           "$TDM_SOURCE_DIR"/hooks/preload/elf_imports.c; do
     o=$T/$(basename "${src%.c}").o
     "$CC" "${flags[@]}" -isystem "$inc" -c "$src" -o "$o" 2> "$o.err" ||
         fail "$(basename "$src") against CUDA 12.4-like headers: $(head -20 "$o.err")"
