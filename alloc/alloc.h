@@ -1,11 +1,12 @@
-/* alloc/alloc.h: the allocator layer as hooks/ and the public API see it.
+/* alloc/alloc.h: the allocator layer as runtime/, the interposers and
+ * the public API see it.
  *
  * alloc/ serves device memory from a provider (the sim device here; cuda,
  * hip and ze later) and tells the recorder what happened.  It owns the
  * per-device state (segments, blocks, stats) and hands it to the dump
  * through the recorder's state-source interface.
  *
- * Configuration happens once, before the first allocation: hooks/ calls
+ * Configuration happens once, before the first allocation: runtime/ calls
  * tdm__alloc_configure() from TIDEMARK_CONF at load time; a program that
  * never configures gets the defaults on its first tdm_malloc().
  */
@@ -231,7 +232,7 @@ void tdm__alloc_reset_for_tests(void);
  * handlers that keep tidemark's locks safe across fork(): the recorder's,
  * the stack capture's and the allocator's.  Code with a child handler of
  * its own that uses tidemark calls this before registering it, so that
- * its handler runs after theirs in the child (hooks/autoinit.c). */
+ * its handler runs after theirs in the child (runtime/autoinit.c). */
 void tdm__alloc_register_atfork(void);
 
 /* In a forked child that records on (fork=follow), before it allocates:

@@ -4,7 +4,7 @@
  * snapshot must describe only what the child allocated: the copy of the
  * parent's records that fork() gave it (live blocks, segments, stats) is
  * the parent's, not the child's.  So the child, alone in its process
- * (hooks/autoinit.c calls this from its fork handler, after alloc.c's
+ * (runtime/autoinit.c calls this from its fork handler, after alloc.c's
  * handlers made every lock anew), drops them:
  *   pass-through  the pointer map emptied, each device's stats zeroed;
  *   cache         the same, and every segment forgotten, not freed: the

@@ -43,7 +43,7 @@ import tidemark
 _UNITS = {"": 0, "b": 0, "k": 10, "kb": 10, "kib": 10, "m": 20, "mb": 20, "mib": 20,
           "g": 30, "gb": 30, "gib": 30, "t": 40, "tb": 40, "tib": 40}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*$")
-_PHASE_ACTION = 9  # the event action of a phase mark (snapshot/event.h)
+_PHASE_ACTION = 9  # the event action of a phase mark (format/event.h)
 
 
 def parse_size(value):

@@ -1,5 +1,5 @@
 /* snapshot/recorder.h: the recording side of tidemark, as the layers above
- * (alloc/, hooks/) see it.
+ * (alloc/, runtime/, hooks/) see it.
  *
  * The hot path is tdm__rec_event(): it stamps the time, the phase, the step
  * and this thread's category tag onto an event and stores it in the ring.

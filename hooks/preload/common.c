@@ -1,5 +1,5 @@
 /* hooks/preload/common.c: what every interposer of libtidemark_preload.so
- * shares (the contract is hooks/preload.h).
+ * shares (the contract is runtime/preload.h).
  *
  * Owns: the per-thread recursion guard; the real dlsym, found once with
  * dlvsym(RTLD_NEXT, "dlsym", ...) so that lookups still work when a vendor

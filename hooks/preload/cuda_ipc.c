@@ -66,7 +66,7 @@ int tdm__cuda_ipc_library(const char *path)
     const char *file = slash ? slash + 1 : path;
     if (starts_with(file, "libnccl", strlen("libnccl")))
         return 1;
-    /* Items joined by ':', checked by hooks/config.c (none empty). */
+    /* Items joined by ':', checked by runtime/config.c (none empty). */
     for (const char *item = tdm__autoinit_ipc_libraries(); *item != '\0';) {
         size_t len = strcspn(item, ":");
         if (starts_with(file, item, len))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # "Did you mean": an unknown command or option is named with the closest
-# known one (within 2 edits, snapshot/common.h's tdm__did_you_mean) in the
+# known one (within 2 edits, format/common.h's tdm__did_you_mean) in the
 # one line that refuses it, exit 1; an abbreviation of several options is
 # called ambiguous and they are listed; a word far from all is refused as
 # before, without a guess.

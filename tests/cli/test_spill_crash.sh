@@ -117,7 +117,7 @@ printf '\x63\x00\x00\x00' | dd of="$work/ver.spill" bs=1 seek=8 conv=notrunc sta
 expect 2 "recover another version" -- "$TIDEMARK" recover "$work/ver.spill" -o "$work/v.tdm"
 has err "at byte 8"
 # The header's record, context and stacks modes (bytes 832-834 of the
-# header, snapshot/spill_layout.h): a bad one is the file's fault, at its
+# header, format/spill_layout.h): a bad one is the file's fault, at its
 # byte, not a failure to write the output (it was copied into the snapshot
 # header, whose writer refused it).
 for off in 832 833 834; do

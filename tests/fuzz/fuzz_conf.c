@@ -1,4 +1,4 @@
-/* tests/fuzz/fuzz_conf.c: the TIDEMARK_CONF parser (hooks/config.c), the
+/* tests/fuzz/fuzz_conf.c: the TIDEMARK_CONF parser (runtime/config.c), the
  * text every process reads from its environment at start. */
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* tests/fuzz/fuzz_spill.c: the spill file reader (snapshot/format_spill.c)
+/* tests/fuzz/fuzz_spill.c: the spill file reader (format/format_spill.c)
  * and what `tidemark recover` makes of what it returns
  * (viewer-export/import/recover_build.c), on any bytes.  A spill file is read
  * after its writer died at an arbitrary instant, so every field of it may

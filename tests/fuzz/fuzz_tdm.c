@@ -1,4 +1,4 @@
-/* tests/fuzz/fuzz_tdm.c: the .tdm reader (snapshot/format_read.c) on any
+/* tests/fuzz/fuzz_tdm.c: the .tdm reader (format/format_read.c) on any
  * bytes, strict and partial; a snapshot it returns must keep the
  * invariants format_read.c promises, which the model build relies on. */
 #include <stddef.h>

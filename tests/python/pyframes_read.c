@@ -1,7 +1,7 @@
 /* tests/python/pyframes_read.c: prints the stacks of a .tdm snapshot's
  * events with each frame's kind, so that test_python_stacks.py can check
  * Python frames (name, file, line) and their place among native frames.
- * It reads the file with the real reader (snapshot/format_read.c).
+ * It reads the file with the real reader (format/format_read.c).
  *
  *   pyframes_read FILE
  *

@@ -18,7 +18,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 cd "$T"
 
 # The presets TIDEMARK_CONF accepts are the platform's.
-conf=$(grep -o 'presets\[\] = {[^}]*}' "$TDM_SOURCE_DIR/hooks/config.c" | grep -o '"[^"]*"' | sort | tr '\n' ' ')
+conf=$(grep -o 'presets\[\] = {[^}]*}' "$TDM_SOURCE_DIR/runtime/config.c" | grep -o '"[^"]*"' | sort | tr '\n' ' ')
 plat=$(grep -oE '^    \{"[a-z0-9-]+", "NVIDIA' "$TDM_SOURCE_DIR/simcuda/core/preset.c" | grep -oE '"[a-z0-9-]+"' | sort | tr '\n' ' ')
 [ -n "$conf" ] && [ "$conf" = "$plat" ] || fail "config.c's presets ($conf) are not preset.c's ($plat)"
 echo "ok: TIDEMARK_CONF's presets are the platform's: $conf"

@@ -1,5 +1,5 @@
 /* tests/unit/test_category_rules.c: the category-rules file format
- * (snapshot/format_rules.c: rules, comments, quotes, every error with its
+ * (format/format_rules.c: rules, comments, quotes, every error with its
  * file:line), tidemark's default rules on the frames PyTorch programs
  * have, and the decision over a hand-built snapshot (categories_stack.c):
  * a tag beats a stack rule, a stack rule beats the phase rules, scratch

@@ -1,5 +1,5 @@
 /* tests/unit/test_config_alloc.c: the TIDEMARK_CONF keys of issue 4 that
- * reach alloc/ (hooks/config_alloc.c and the `device` kinds): vendor
+ * reach alloc/ (runtime/config_alloc.c and the `device` kinds): vendor
  * device kinds, and the caching allocator's knobs with PyTorch's values
  * and syntax (max_split_size, roundup_power2_divisions as one number or
  * as a [MiB:N,...,>:N] list whose commas do not end the item,

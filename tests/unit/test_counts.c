@@ -5,7 +5,7 @@
  * events a dump keeps plus the events it counts as dropped must equal the
  * events of the full recording: in cache mode (one plain event per ring
  * entry) and in pass-through and observe modes, whose ring entries stand
- * for 2 or 3 plain events each (snapshot/event.h, compound entries).
+ * for 2 or 3 plain events each (format/event.h, compound entries).
  */
 #include <setjmp.h>
 #include <stdarg.h>

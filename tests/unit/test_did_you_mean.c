@@ -1,5 +1,5 @@
 /* tests/unit/test_did_you_mean.c: the "did you mean" helpers of the format
- * library (snapshot/common.h), which TIDEMARK_CONF's key errors use and
+ * library (format/common.h), which TIDEMARK_CONF's key errors use and
  * the command-line tool can use for subcommands and options: the edit
  * distance, and the closest candidate within 2 edits, case aside. */
 #include <setjmp.h>

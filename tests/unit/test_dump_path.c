@@ -1,5 +1,5 @@
 /* tests/unit/test_dump_path.c: the dump-path templates of TIDEMARK_CONF's
- * `dump` key (hooks/dump_path.c): the % codes with and without rank
+ * `dump` key (runtime/dump_path.c): the % codes with and without rank
  * variables in the environment, bad templates, numbered dump names, and
  * the creation of missing folders. */
 #include <setjmp.h>

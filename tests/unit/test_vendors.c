@@ -1,4 +1,4 @@
-/* tests/unit/test_vendors.c: every vendor of snapshot/vendors.def is added
+/* tests/unit/test_vendors.c: every vendor of base/vendors.def is added
  * whole (docs/adding-a-vendor.md): its name round-trips through
  * TIDEMARK_CONF's device= and the files' text, its columns are filled and
  * agree, alloc/ has its provider, hooks/preload/ its interposer's exports,

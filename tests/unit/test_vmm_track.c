@@ -1,5 +1,5 @@
 /* tests/unit/test_vmm_track.c: the virtual-memory tracker of the CUDA and
- * HIP hooks (hooks/preload/vmm_track.c): it holds as many handles and
+ * HIP hooks (hooks/track/vmm_track.c): it holds as many handles and
  * mappings as a program makes (20000 here: more than an H200's expandable
  * segments map), keeps each handle's mapping count through erasures in the
  * middle of probe runs, books a handle once and its further mappings as

@@ -181,7 +181,7 @@ extern const tdm_cli_spec tdm__cli_diff_spec;
 
 /* Makes stderr a stream that writes control characters (bytes below 0x20
  * but newline and tab, 0x7f, and UTF-8's C1 controls U+0080..U+009F) and
- * invalid UTF-8 as \xNN (snapshot/common.h, tdm__escape_text), so that no message, whatever input text it quotes, sends terminal
+ * invalid UTF-8 as \xNN (format/common.h, tdm__escape_text), so that no message, whatever input text it quotes, sends terminal
  * escape sequences (cli_stderr.c).  Called once, first thing in main. */
 void tdm__cli_safe_stderr(void);
 /* The same filter on stdout (line buffered), for the commands whose

@@ -4,7 +4,7 @@
  * export/ writes a snapshot and its model in other tools' formats: the
  * memory_viz pickle (export_pytorch*.c, pickle_write.c), Perfetto and
  * JSON (json.c), the flame graph and RMM CSV.  It may include model/
- * and snapshot/'s reader, never import/, view/, gate/ or cli/.
+ * and format/'s reader, never import/, view/, gate/ or cli/.
  *
  * Adding a format: write export/export_NAME.c with a function of
  * type tdm_export_fn, declare it below, and add one row to the table in

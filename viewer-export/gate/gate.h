@@ -3,7 +3,7 @@
  *
  * gate/ holds what CI checks: gates and baselines, their text report,
  * JUnit XML and GitHub annotations (junit.c).  It may include model/
- * and snapshot/'s reader, never import/, export/, view/ or cli/.
+ * and format/'s reader, never import/, export/, view/ or cli/.
  *
  * A gate is a limit on one figure of a snapshot, checked on every device
  * (or the one --device names) of every file:

@@ -3,7 +3,7 @@
  *
  * import/ turns files of other tools (PyTorch snapshot pickles, RMM
  * logs, trace CSV) into snapshots, and reads any file a command is given
- * (load.h).  It may include model/ and snapshot/'s reader and builder,
+ * (load.h).  It may include model/ and format/'s reader and builder,
  * never export/, view/, gate/ or cli/.
  *
  * Adding a format: write import/import_NAME.c with a read function

@@ -19,7 +19,7 @@ typedef struct tdm_recover_symbols tdm_recover_symbols;
 tdm_recover_symbols *tdm__recover_symbols_open(const tdm_spill_data *d, FILE *warn,
                                                size_t *changed, size_t *missing);
 /* The frames of a return address, innermost first, as a dump gives them
- * (snapshot/symbolize.h, tdm__symbolize_frames): the functions inlined at
+ * (symbolize/symbolize.h, tdm__symbolize_frames): the functions inlined at
  * it, then the one holding them; one frame "??" when unknown (s NULL
  * too).  They live as long as the symbolizer. */
 size_t tdm__recover_symbolize(tdm_recover_symbols *s, uint64_t pc, const tdm_symbol **frames);

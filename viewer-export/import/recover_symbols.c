@@ -1,5 +1,5 @@
 /* viewer-export/import/recover_symbols.c: offline symbolizing for `tidemark
- * recover`: the dump's own symbolizer (snapshot/symbolize.c) over the
+ * recover`: the dump's own symbolizer (symbolize/symbolize.c) over the
  * module files the spill file names, each at its recorded load address,
  * after its build-id was checked against the recorded one, so that a
  * recovered snapshot's frames (inline chains, names, lines) are the ones

@@ -4,8 +4,8 @@
  * model/ is the base of viewer-export/: the in-memory model of a snapshot
  * (this file), categories, ranks, sites, summaries, the way sizes and
  * times are written (format_size.h) and the loaded input (input.h).  It
- * may include only snapshot/'s reader headers (snap_model.h, hash.h) and
- * the public API; every other subfolder (import/, export/, view/, gate/,
+ * may include only format/'s and base/'s headers (snap_model.h, hash.h)
+ * and the public API; every other subfolder (import/, export/, view/, gate/,
  * cli/) includes it, and no sibling of it.
  *
  * tdm__model_build() replays a tdm_snap's events once and keeps, per

@@ -206,7 +206,7 @@ static tdm_status rename_frames(work *w)
 }
 
 /* The built-in wrapper patterns: PyTorch's, then each vendor's API calls
- * and c10 allocators (snapshot/vendors.def); *n gets how many.  Made once,
+ * and c10 allocators (base/vendors.def); *n gets how many.  Made once,
  * by the first known_wrapper(). */
 static const char *const *known_patterns(size_t *n)
 {

@@ -3,7 +3,7 @@
  *
  * view/ is the offline HTML viewer: the data packing here, the page
  * itself in html/ (embedded at build time by cmake/viewer_assets.cmake).
- * It may include model/ and snapshot/'s reader, never import/, export/,
+ * It may include model/ and format/'s reader, never import/, export/,
  * gate/ or cli/.
  *
  * One snapshot becomes one JSON object: the header, devices, peaks and

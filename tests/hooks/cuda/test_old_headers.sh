@@ -45,13 +45,13 @@ case ${TDM_SANITIZE:-} in
 address) flags+=(-fsanitize=address,undefined) ;;
 thread) flags+=(-fsanitize=thread) ;;
 esac
-for d in include snapshot alloc hooks; do
+for d in include base format symbolize snapshot alloc runtime hooks/track; do
     flags+=(-I"$TDM_SOURCE_DIR/$d")
 done
 objs=()
 # The CUDA hooks and the vendor-neutral preload code they call.
 for src in "$TDM_SOURCE_DIR"/hooks/preload/cuda_*.c "$TDM_SOURCE_DIR"/hooks/preload/common.c \
-           "$TDM_SOURCE_DIR"/hooks/preload/vmm_track.c "$TDM_SOURCE_DIR"/hooks/preload/pool_track.c \
+           "$TDM_SOURCE_DIR"/hooks/track/vmm_track.c "$TDM_SOURCE_DIR"/hooks/preload/pool_track.c \
            "$TDM_SOURCE_DIR"/hooks/preload/elf_imports.c; do
     o=$T/$(basename "${src%.c}").o
     "$CC" "${flags[@]}" -isystem "$inc" -c "$src" -o "$o" 2> "$o.err" ||

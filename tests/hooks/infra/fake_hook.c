@@ -1,7 +1,7 @@
 /* tests/hooks/infra/fake_hook.c: a test-only interposer of the fake vendor
  * (fake_vendor.h), built with hooks/preload/common.c into
  * libtdmfake_preload.so exactly as the vendor hooks are built into
- * libtidemark_preload.so.  It follows hooks/preload.h to the letter, so
+ * libtidemark_preload.so.  It follows runtime/preload.h to the letter, so
  * the tests of tests/hooks/infra/ exercise the shared machinery (guard,
  * real-symbol lookups, versioned lookups, mode) and both modes end to end
  * without any vendor:
@@ -95,7 +95,7 @@ static void prov_name(tdm_provider *p, int device, char *buf, size_t len)
 static void prov_destroy(tdm_provider *p) { (void)p; }
 
 /* The made-up vendor's devices are described as CUDA's: a snapshot names
- * only the vendors of snapshot/vendors.def. */
+ * only the vendors of base/vendors.def. */
 static tdm_provider provider = {
     .vendor = TDM_VENDOR_CUDA, .device_count = 1, .alloc = prov_alloc,
     .free = prov_free, .mem_info = prov_mem_info, .device_name = prov_name,

@@ -1,7 +1,7 @@
 /* tests/hooks/infra/snapcheck.c: prints a .tdm snapshot as plain lines, so
  * that the shell tests of tests/hooks/ can assert exact events, sizes,
  * streams and stack frames with grep.  It reads the file with the real
- * reader (snapshot/format_read.c).
+ * reader (format/format_read.c).
  *
  *   snapcheck FILE
  *

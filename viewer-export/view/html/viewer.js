@@ -175,7 +175,7 @@ function upperBound(a, x, lo = 0, hi = a.length) {
 }
 
 const NEVER = 2147483647; /* free position of memory live at the dump */
-/* Frame kinds of format 1.2 (snapshot/snap_model.h tdm_frame_kind). */
+/* Frame kinds of format 1.2 (format/snap_model.h tdm_frame_kind). */
 const FRAME_NATIVE = 0, FRAME_INLINED = 1, FRAME_PYTHON = 2;
 
 // ---- one snapshot --------------------------------------------------------------------
