@@ -122,8 +122,9 @@ foreach(c ${cases})
   set(bad ${case_dir}/with_include_${base})
   file(READ ${TDM_SOURCE_DIR}/${src} text)
   file(WRITE ${plain} "${text}")
-  # The added include goes after the file's last include line.
-  string(REGEX MATCHALL "\n#[ \t]*include[^\n]*" includes "\n${text}")
+  # The added include goes after the file's last include of a header: an
+  # X-macro table (`#include "vendors.def"`) is included inside a body.
+  string(REGEX MATCHALL "\n#[ \t]*include[ \t]*[<\"][^\n]*\\.h[>\"]" includes "\n${text}")
   list(GET includes -1 last_include)
   string(REGEX REPLACE "^\n" "" last_include "${last_include}")
   string(FIND "${text}" "${last_include}" at REVERSE)
