@@ -400,7 +400,10 @@ static const char *loaded_framework(void)
     const char *framework = NULL;
     dl_iterate_phdr(find_framework, &framework);
     /* PyTorch with its caching off asks the driver for each tensor: then
-     * tidemark's cache is the only one (tests/gpu/run.sh, "torch raw"). */
+     * tidemark's cache is the only one.  libc10_cuda's own cudaMalloc calls
+     * still go to the driver, as every IPC exporter's do (it imports
+     * cudaIpcGetMemHandle: tensor sharing); the cache serves the rest of
+     * the program (an extension's buffers, a library's workspace). */
     const char *uncached = getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
     if (framework != NULL && strstr(framework, "PyTorch") && uncached && *uncached &&
         strcmp(uncached, "0") != 0)

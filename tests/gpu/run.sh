@@ -829,9 +829,11 @@ if want_row "$name"; then
     fi
 fi
 
-# torch raw, mode=cache: est 10 s, limit 180 s.  Caching off in PyTorch,
-# tidemark's cache serving every cudaMalloc: the sizes reaching tidemark
-# are at least the sizes asked for, so its requested peak is the
+# torch raw, mode=cache: est 10 s, limit 180 s.  Caching off in PyTorch:
+# each tensor is a cudaMalloc of libc10_cuda, which the driver serves (it
+# imports cudaIpcGetMemHandle), the CUDA libraries' own of tidemark's
+# cache; the sizes reaching tidemark are at least the sizes asked for, and
+# training gives the same loss.  So its requested peak is the
 # reference's requested_bytes peak plus PyTorch's rounding and the CUDA
 # libraries' own memory: [requested, requested + slack].
 name="torch raw, mode=cache"

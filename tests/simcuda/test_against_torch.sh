@@ -10,7 +10,7 @@
 # reserved = max_memory_reserved(), the segment timeline and the final
 # segments = PyTorch's, the memory_viz export = its _dump_snapshot(),
 # exactly.  Also with expandable_segments:True, in cache mode (which under
-# PyTorch observes instead, and says so), and with torch_tensors=pluggable
+# PyTorch observes instead, and says so, its caching on or off), and with torch_tensors=pluggable
 # (tidemark's allocator serves torch: its own peaks = what PyTorch's
 # allocator reached on the same script).  Skipped (77) without a CUDA torch,
 # and in sanitizer builds.
@@ -38,15 +38,34 @@ compare() {
     echo "== $1"
     "$PY" "$D/compare_with_torch.py" "$TIDEMARK" "$T/$1"/*.tdm "$T/$1/ref" || fail "$1"
 }
-# tidemark's own allocator's peaks (the stats line) against PyTorch's
-# allocator's on the same script ($2: the history run's reference).
+# stats_peaks NAME: the recording's peak allocated and peak reserved (its
+# stats line); ref_figures NAME KEY...: those figures of PyTorch's
+# reference run NAME (per_device[0]).
+stats_peaks() {
+    "$TIDEMARK" summary --bytes "$T/$1"/*.tdm | grep -m1 ' stats ' |
+        sed -n 's/.*allocated [0-9]* B now, \([0-9]*\) B peak; reserved [0-9]* B now, \([0-9]*\) B peak/\1 \2/p'
+}
+ref_figures() {
+    local name=$1; shift
+    "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1]))["per_device"][0]; print(*(d[k] for k in sys.argv[2:]))' \
+        "$T/$name/ref.json" "$@"
+}
+# tidemark's own allocator's peaks against PyTorch's allocator's on the
+# same script ($2: the history run's reference).
 own_peaks() {
-    local s
-    s=$("$TIDEMARK" summary --bytes "$T/$1"/*.tdm | grep -m1 ' stats ')
-    local got="$(sed -n 's/.*allocated [0-9]* B now, \([0-9]*\) B peak; reserved [0-9]* B now, \([0-9]*\) B peak/\1 \2/p' <<<"$s")"
-    local want=$("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1]))["per_device"][0]; print(d["max_allocated"], d["max_reserved"])' "$T/$2/ref.json")
+    local got want
+    got=$(stats_peaks "$1") want=$(ref_figures "$2" max_allocated max_reserved)
     [ -n "$got" ] && [ "$got" = "$want" ] || { fail "$1: tidemark's allocator peaked at '$got' (allocated reserved), PyTorch's at $want"; return; }
     echo "ok: $1: tidemark's allocator's peaks $got B (allocated, reserved) = PyTorch's allocator's"
+}
+# Where the driver serves every allocation (nothing cached: allocated =
+# reserved), both peaks = PyTorch's peak of the bytes asked for on the same
+# script ($2: the history run's reference).
+requested_peaks() {
+    local got want
+    got=$(stats_peaks "$1") want=$(ref_figures "$2" max_requested max_requested)
+    [ -n "$got" ] && [ "$got" = "$want" ] || { fail "$1: the driver-served peaks are '$got' (allocated reserved), PyTorch's requested peak $want"; return; }
+    echo "ok: $1: served by the driver, peaks $got B (allocated, reserved) = PyTorch's requested_bytes peak"
 }
 
 SCRIPTS="mlp:$D/run_mlp.py gpt:$D/run_gpt.py"
@@ -67,11 +86,26 @@ if run mlp-cache "$D/run_mlp.py" --conf mode=cache; then
         "$T/mlp-cache/log" || fail "mode=cache under PyTorch does not say it observes: $(cat "$T/mlp-cache/log")"
     compare mlp-cache
 fi
-# ... and with PyTorch's caching off, tidemark's cache serves every tensor.
+# ... and with PyTorch's caching off, each tensor is a cudaMalloc of
+# libc10_cuda, whose dynamic symbols import cudaIpcGetMemHandle (tensor
+# sharing exports the allocation that holds a tensor): the driver serves
+# them, so that an IPC handle names its buffer, and tidemark says so.  What
+# it records is each tensor at the size asked for, nothing cached: peak
+# allocated = peak reserved = PyTorch's requested_bytes peak of the cached
+# run of the same script.
 for s in mlp conv; do
     script=$(tr ' ' '\n' <<<"$SCRIPTS" | sed -n "s/^$s://p")
-    PYTORCH_NO_CUDA_MEMORY_CACHING=1 run "$s-cache-serves" "$script" --conf mode=cache &&
-        own_peaks "$s-cache-serves" "$s"
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 run "$s-cache-uncached-torch" "$script" --conf mode=cache || continue
+    grep -q "mode=cache: libc10_cuda.so exports its CUDA allocations over IPC; the driver serves what it allocates" \
+        "$T/$s-cache-uncached-torch/log" ||
+        fail "$s: mode=cache under PyTorch without caching does not say the driver serves: $(cat "$T/$s-cache-uncached-torch/log")"
+    requested_peaks "$s-cache-uncached-torch" "$s"
+    # PyTorch keeps no history without its caching allocator: the empty
+    # pickle goes, rather than being named by every command after.
+    left=$(ls "$T/$s-cache-uncached-torch" | grep 'torch\.pickle$')
+    [ -z "$left" ] || fail "$s: an empty PyTorch history left beside the snapshot: $left"
+    ! grep -q "cannot be merged\|without a snapshot of its own" "$T/$s-cache-uncached-torch/log" ||
+        fail "$s: an empty PyTorch history reported: $(cat "$T/$s-cache-uncached-torch/log")"
 done
 # Pluggable: tidemark's allocator is torch's (the scripts that ask torch
 # for its statistics cannot run so: torch raises).

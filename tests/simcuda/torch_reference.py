@@ -5,6 +5,7 @@ the run for test_against_torch.sh to hold tidemark's recording against:
     python torch_reference.py SCRIPT OUT [ARGS...]
 
 OUT.json: torch.cuda.max_memory_allocated(), max_memory_reserved(),
+the peak of the bytes asked for (memory_stats' requested_bytes),
 memory_allocated() and memory_reserved() of every device; OUT.pickle:
 torch.cuda.memory._dump_snapshot() (the history tidemark's torch_tensors
 turned on as CUDA started); OUT.segments.json: torch.cuda.memory._snapshot()
@@ -29,6 +30,7 @@ try:
     figures = {"devices": n,
                "per_device": [{"max_allocated": torch.cuda.max_memory_allocated(d),
                                "max_reserved": torch.cuda.max_memory_reserved(d),
+                               "max_requested": torch.cuda.memory_stats(d).get("requested_bytes.all.peak", 0),
                                "allocated": torch.cuda.memory_allocated(d),
                                "reserved": torch.cuda.memory_reserved(d)} for d in range(n)]}
     snap = torch.cuda.memory._snapshot()
