@@ -58,6 +58,9 @@ typedef struct merge_job {
     const char *pickle; /* PyTorch's history */
     const char *out;    /* where the result goes (tdm: in place) */
     int force, quiet;
+    /* The run's own pickle beside its snapshot (tdm__cli_merge_torch_beside):
+     * one that recorded nothing is removed, not reported as unmergeable. */
+    int beside;
 } merge_job;
 
 static int exit_for(tdm_status s)
@@ -95,6 +98,18 @@ static int run_merge(const merge_job *j)
         fprintf(stderr, "tidemark %s: %s: %s (reading it as PyTorch's memory history): %s; "
                         "%s left as it is\n", j->cmd, j->pickle, tdm_strerror(s), err, j->tdm);
         rc = exit_for(s);
+        goto out;
+    }
+    if (j->beside && tdm__merge_torch_empty(p)) {
+        /* Nothing to merge, and nothing a reader of the folder needs: a
+         * pickle left there would only be named by every command after. */
+        if (unlink(j->pickle) != 0)
+            fprintf(stderr, "tidemark %s: warning: %s holds no tensor history, but cannot be "
+                            "removed: %s\n", j->cmd, j->pickle, strerror(errno));
+        else if (!j->quiet)
+            fprintf(stderr, "tidemark %s: %s removed: PyTorch recorded no tensor history "
+                            "(its caching allocator off, or no CUDA tensor made); %s holds "
+                            "tidemark's own events\n", j->cmd, j->pickle, j->tdm);
         goto out;
     }
     const char *base = strrchr(j->pickle, '/');
@@ -158,7 +173,7 @@ int tdm__cli_merge_torch_beside(const char *cmd, const char *tdm_path, int quiet
     }
     int rc = 0;
     if (access(pickle, F_OK) == 0) {
-        merge_job j = {cmd, tdm_path, pickle, tdm_path, 0, quiet};
+        merge_job j = {cmd, tdm_path, pickle, tdm_path, 0, quiet, 1};
         rc = run_merge(&j) == TDM_EXIT_OK ? 1 : -1;
     }
     free(pickle);
@@ -223,7 +238,7 @@ int tdm__cli_merge_torch(int argc, char **argv)
     } else if (out_opt && (rc = tdm__cli_output_check(CMD, out, force, 1)) != TDM_EXIT_OK) {
         /* said */
     } else {
-        merge_job j = {CMD, files[0], pickle, out, force, quiet};
+        merge_job j = {CMD, files[0], pickle, out, force, quiet, 0};
         rc = run_merge(&j);
     }
     free(pickle);

@@ -493,20 +493,25 @@ static char *ring_note(const tdm_snap *p, const tdm_snap_device_stats *stats, si
     return line;
 }
 
+int tdm__merge_torch_empty(const tdm_snap *torch)
+{
+    if (torch->segment_count)
+        return 0;
+    for (size_t i = 0; i < torch->event_count; i++)
+        if (is_tensor_action(torch->events[i].action))
+            return 0;
+    return 1;
+}
+
 /* Why PyTorch's history cannot be merged, or NULL. */
 static const char *unmergeable(const tdm_snap *p)
 {
-    size_t tensors = 0;
-    for (size_t i = 0; i < p->event_count; i++) {
-        if (!is_tensor_action(p->events[i].action))
-            continue;
-        tensors++;
-        if (!p->events[i].time_ns)
+    if (tdm__merge_torch_empty(p))
+        return "it holds no tensors (no trace entries, no segments)";
+    for (size_t i = 0; i < p->event_count; i++)
+        if (is_tensor_action(p->events[i].action) && !p->events[i].time_ns)
             return "its trace entries have no time_us (PyTorch before 2.1), so where they "
                    "fall among tidemark's events is unknown";
-    }
-    if (!tensors && !p->segment_count)
-        return "it holds no tensors (no trace entries, no segments)";
     return NULL;
 }
 

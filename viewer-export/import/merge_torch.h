@@ -97,6 +97,12 @@ int tdm__merge_torch_join_maps(tdm_event *ev, size_t *n, const tdm_snap *torch);
 /* Nonzero when `snap` is the result of a merge already. */
 int tdm__merge_torch_done(const tdm_snap *snap);
 
+/* Nonzero when PyTorch's history `torch` (tdm__merge_torch_load) recorded
+ * nothing: no tensor event, no segment.  So a run whose PyTorch had its
+ * caching allocator off (PYTORCH_NO_CUDA_MEMORY_CACHING=1: no history is
+ * kept), or made no CUDA tensor. */
+int tdm__merge_torch_empty(const tdm_snap *torch);
+
 /* The pickle beside a snapshot: "X.tdm" -> "X.torch.pickle" (other names:
  * NAME.torch.pickle); malloc'd, NULL when out of memory. */
 char *tdm__merge_torch_pickle_path(const char *tdm_path);
