@@ -192,10 +192,10 @@ with tempfile.TemporaryDirectory() as tmp:
 
     # --explain with the defaults: by site and by address
     out = tidemark("categories", "--explain", "Adam.step", a).stdout
-    for want in (r"^\s+2 allocs\s+800 B\s+optimizer_state: rule default rules:9 "
+    for want in (r"^\s+2 allocs\s+800 B\s+optimizer_state: rule default rules:12 "
                  r"`optimizer_state  file=/torch/optim/` matched frame Adam\.step "
                  r"\(adam\.py:\d+\); never freed$",
-                 r"^\s+3 allocs\s+240 B\s+temporary: rule default rules:9 .*; freed inside "
+                 r"^\s+3 allocs\s+240 B\s+temporary: rule default rules:12 .*; freed inside "
                  r"that call, so temporary$"):
         if not re.search(want, out, re.M):
             fail("--explain Adam.step lacks /%s/:\n%s" % (want, out))

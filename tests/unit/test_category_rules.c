@@ -121,6 +121,9 @@ static void default_rules(void **state)
          TDM_CATEGORY_TEMPORARY},
         {"cuBLAS workspace", "/home/u/model.py", -1}, /* a function of that name elsewhere */
         {"at::cuda::getNewWorkspaceSize()", "", -1},
+        {"dnnl_primitive_desc_iterator_create", "", TDM_CATEGORY_TEMPORARY},
+        {"dnnl_primitive_create", "", TDM_CATEGORY_TEMPORARY},
+        {"at::native::mkldnn_matmul(at::Tensor const&)", "", -1},
         {"Adam.step", "optim/adam.py", TDM_CATEGORY_OPTIMIZER_STATE},
         {"_multi_tensor_adam", "optim/adam.py", TDM_CATEGORY_OPTIMIZER_STATE},
         {"Optimizer.load_state_dict", "optim/optimizer.py", TDM_CATEGORY_OPTIMIZER_STATE},
@@ -277,14 +280,14 @@ static void tag_then_stack_then_phases(void **state)
     decided x = {history(), NULL, {0}};
     decide(&x);
     expect(&x, 0xA000, TDM_CATEGORY_OPTIMIZER_STATE, TDM_CATEGORY_BY_STACK,
-           "optimizer_state: rule default rules:9 `optimizer_state  file=/torch/optim/` "
+           "optimizer_state: rule default rules:12 `optimizer_state  file=/torch/optim/` "
            "matched frame Adam.step (adam.py:10); never freed");
     expect(&x, 0xB000, TDM_CATEGORY_TEMPORARY, TDM_CATEGORY_BY_STACK,
            "matched frame Adam.step (adam.py:12); freed inside that call, so temporary");
     expect(&x, 0xC000, TDM_CATEGORY_OPTIMIZER_STATE, TDM_CATEGORY_BY_STACK, "; outlives that call");
     /* made in the optimizer phase: the phase rules would say optimizer_state */
     expect(&x, 0xD000, TDM_CATEGORY_INPUT, TDM_CATEGORY_BY_STACK,
-           "input: rule default rules:6 `input            file=/torch/utils/data/`");
+           "input: rule default rules:9 `input            file=/torch/utils/data/`");
     expect(&x, 0xE000, TDM_CATEGORY_ACTIVATION, TDM_CATEGORY_BY_TAG, "tagged by the program");
     expect(&x, 0xF000, TDM_CATEGORY_OPTIMIZER_STATE, TDM_CATEGORY_BY_PHASES,
            "no stack rule matched; phase rule: made in an optimizer phase and outlives that "
@@ -315,7 +318,7 @@ static void user_rules_go_first(void **state)
     char want[256];
     snprintf(want, sizeof want, "temporary: rule %s:2 `temporary function=__next__$", path);
     expect(&x, 0xD000, TDM_CATEGORY_TEMPORARY, TDM_CATEGORY_BY_STACK, want);
-    expect(&x, 0xA000, TDM_CATEGORY_OPTIMIZER_STATE, TDM_CATEGORY_BY_STACK, "default rules:9");
+    expect(&x, 0xA000, TDM_CATEGORY_OPTIMIZER_STATE, TDM_CATEGORY_BY_STACK, "default rules:12");
     undecide(&x);
 
     /* the recording's category_rules= file comes after --rules */
@@ -331,7 +334,7 @@ static void user_rules_go_first(void **state)
     decide(&x);
     snprintf(want, sizeof want, "parameter: rule %s:1 `parameter file=/torch/optim/`", path);
     expect(&x, 0xA000, TDM_CATEGORY_PARAMETER, TDM_CATEGORY_BY_STACK, want);
-    expect(&x, 0xD000, TDM_CATEGORY_INPUT, TDM_CATEGORY_BY_STACK, "default rules:6");
+    expect(&x, 0xD000, TDM_CATEGORY_INPUT, TDM_CATEGORY_BY_STACK, "default rules:9");
     undecide(&x);
     unlink(path);
     assert_int_equal(tdm__categories_set_rules_file(path, err, sizeof err), -1);
@@ -374,6 +377,45 @@ static void call_ends_at_the_next_allocation_outside(void **state)
     expect(&x, 0x3000, TDM_CATEGORY_UNKNOWN, TDM_CATEGORY_BY_PHASES,
            "phase rule: no stack rule matched and the snapshot has no phase or step marks");
     expect(&x, 0x4000, TDM_CATEGORY_TEMPORARY, TDM_CATEGORY_BY_STACK, "freed inside that call");
+    undecide(&x);
+}
+
+/* A vendor library's own buffer made inside backward (oneDNN's primitive
+ * cache of a matmul in AddmmBackward0; on an Intel GPU its scratchpads
+ * are device memory) outlives the backward call, but it is the library's
+ * workspace, as cuBLAS's is: its own frames decide before autograd's. */
+static void library_workspace_in_backward(void **state)
+{
+    (void)state;
+    tsnap *t = tsnap_new();
+    add_device(t, 0, 1 << 30);
+    t->frames[1] = (tdm_snap_frame){0x51, "??", "", 0, "libdnnl.so.2", TDM_FRAME_NATIVE};
+    t->frames[2] = (tdm_snap_frame){0x52, "dnnl_primitive_desc_iterator_create", "", 0,
+                                    "libdnnl.so.2", TDM_FRAME_NATIVE};
+    t->frames[3] = (tdm_snap_frame){0x53,
+                                    "torch::autograd::generated::AddmmBackward0::apply("
+                                    "std::vector<at::Tensor, std::allocator<at::Tensor> >&&)",
+                                    "", 0, "libtorch_cpu.so", TDM_FRAME_NATIVE};
+    t->frames[4] = (tdm_snap_frame){0x54, "torch::autograd::Engine::thread_main()", "", 0,
+                                    "libtorch_cpu.so", TDM_FRAME_NATIVE};
+    t->frames[5] = (tdm_snap_frame){0x55, "run_model", "/src/run.cc", 9, "run",
+                                    TDM_FRAME_NATIVE};
+    t->s.frame_count = 6;
+    static const uint32_t fr[][5] = {{0}, {1, 2, 3, 4, 5}, {3, 4, 5}, {5}};
+    t->stacks[1] = (tdm_snap_stack){5, fr[1]};
+    t->stacks[2] = (tdm_snap_stack){3, fr[2]};
+    t->stacks[3] = (tdm_snap_stack){1, fr[3]};
+    t->s.stack_count = 4;
+    alloc_pt(t, 0, 0x1000, 17864, 1); /* oneDNN's, kept past backward */
+    alloc_pt(t, 0, 0x2000, 4096, 2);  /* the weight's gradient */
+    alloc_pt(t, 0, 0x3000, 64, 3);    /* the program again: backward is over */
+    free_pt(t, 0, 0x1000, 17864);
+    decided x = {t, NULL, {0}};
+    decide(&x);
+    expect(&x, 0x1000, TDM_CATEGORY_TEMPORARY, TDM_CATEGORY_BY_STACK,
+           "matched frame dnnl_primitive_desc_iterator_create (libdnnl.so.2)");
+    expect(&x, 0x2000, TDM_CATEGORY_GRADIENT, TDM_CATEGORY_BY_STACK,
+           "matched frame torch::autograd::Engine::thread_main() (libtorch_cpu.so)");
     undecide(&x);
 }
 
@@ -664,6 +706,7 @@ int main(void)
         cmocka_unit_test(user_rules_go_first),
         cmocka_unit_test(call_ends_at_the_next_allocation_outside),
         cmocka_unit_test(a_cut_stack_stays_in_its_call),
+        cmocka_unit_test(library_workspace_in_backward),
         cmocka_unit_test(frees_with_their_own_stacks),
         cmocka_unit_test(fsdp_reduce_frees_gradients),
         cmocka_unit_test(frees_of_saved_tensors),

@@ -31,8 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* tidemark's rules for PyTorch, in the rules-file format: cuBLAS
- * workspaces, data loading, optimizer code, autograd's backward, module
+/* tidemark's rules for PyTorch, in the rules-file format: cuBLAS and
+ * oneDNN workspaces, data loading, optimizer code, autograd's backward, module
  * construction and moves.  The workspaces go first: one is made inside
  * whichever call runs a thread's first matmul (an optimizer's, autograd's
  * engine), and the first rule matching any frame wins. */
@@ -42,6 +42,9 @@ static const char default_rules[] =
     "temporary        function=^at::cuda::(getNewWorkspace|setWorkspaceForHandle|"
     "getCUDABlasLtWorkspace)([^A-Za-z0-9_]|$)\n"
     "temporary        function=\"^cuBLAS workspace$\"  file=clearCublasWorkspaces\n"
+    "# oneDNN's own buffers (its primitive caches and scratchpads: CPU memory,\n"
+    "# and device memory on Intel GPUs), by its C API's frames: its workspace\n"
+    "temporary        function=^dnnl_\n"
     "# DataLoader (workers, fetch, collate) and pinned-memory copies: the batch\n"
     "input            file=/torch/utils/data/\n"
     "input            function=(^|[.:])_?pin_memory\n"
