@@ -349,6 +349,51 @@ static void compare_trace(const char *path, const char *name, void *ctx)
     free(w.r);
 }
 
+/* tdm__alloc_check sees a bin that its bitmap says is empty but that holds
+ * a block or a length, in a word of empty bins and in a word with a used
+ * bin: the checker every test above leans on can fail. */
+static void test_check_finds_broken_bins(void **state)
+{
+    (void)state;
+    tdm__alloc_config cfg;
+    tdm__alloc_config_defaults(&cfg);
+    tdm__alloc_reset_for_tests();
+    assert_int_equal(tdm__alloc_configure(&cfg), TDM_OK);
+    void *keep, *freed, *after;
+    assert_int_equal(tdm_malloc(&keep, 4096, 0, 0), TDM_OK);
+    assert_int_equal(tdm_malloc(&freed, 8192, 0, 0), TDM_OK);
+    assert_int_equal(tdm_malloc(&after, 4096, 0, 0), TDM_OK); /* 8 KiB stays a block */
+    assert_int_equal(tdm_free(freed), TDM_OK);
+    char msg[256] = "";
+    assert_int_equal(tdm__alloc_check(0, msg, sizeof msg), TDM_OK);
+    cbin_stream *s = tdm__alloc_g.cache[0]->small.bins.streams[0];
+    unsigned used = TDM__BINS_N;
+    for (unsigned i = 0; i < TDM__BINS_N && used == TDM__BINS_N; i++)
+        if (s->root[i] != NULL)
+            used = i;
+    assert_true(used < TDM__BINS_N);
+    /* an empty bin beside the used one, and one in a word of empty bins */
+    unsigned beside = used + 1, far = (used / 64 + 2) * 64 + 5;
+    assert_true(far < TDM__BINS_N && s->bits[far / 64] == 0);
+    unsigned bins[2] = {beside, far};
+    for (int k = 0; k < 2; k++) {
+        unsigned i = bins[k];
+        char want[64];
+        snprintf(want, sizeof want, "small pool's bin %u:", i);
+        s->root[i] = s->root[used];
+        assert_int_equal(tdm__alloc_check(0, msg, sizeof msg), TDM_INTERNAL);
+        assert_non_null(strstr(msg, want));
+        s->root[i] = NULL;
+        s->len[i] = 1;
+        assert_int_equal(tdm__alloc_check(0, msg, sizeof msg), TDM_INTERNAL);
+        assert_non_null(strstr(msg, want));
+        s->len[i] = TDM__BIN_ASIDE; /* the flag alone is allowed */
+        assert_int_equal(tdm__alloc_check(0, msg, sizeof msg), TDM_OK);
+        s->len[i] = 0;
+    }
+    tdm__alloc_reset_for_tests();
+}
+
 static void test_traces(void **state)
 {
     (void)state;
@@ -432,6 +477,7 @@ static void test_oversize(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_check_finds_broken_bins),
         cmocka_unit_test(test_traces),
         cmocka_unit_test(test_random),
         cmocka_unit_test(test_crowded),
