@@ -10,9 +10,9 @@
 # reserved = max_memory_reserved(), the segment timeline and the final
 # segments = PyTorch's, the memory_viz export = its _dump_snapshot(),
 # exactly.  Also with expandable_segments:True, in cache mode (which under
-# PyTorch observes instead, and says so, its caching on or off), and with torch_tensors=pluggable
-# (tidemark's allocator serves torch: its own peaks = what PyTorch's
-# allocator reached on the same script).  Skipped (77) without a CUDA torch,
+# PyTorch observes instead, and says so, its caching on or off), and with
+# torch_tensors=pluggable (tidemark's allocator serves torch: its own
+# peaks = what PyTorch's allocator reached on the same script).  Skipped (77) without a CUDA torch,
 # and in sanitizer builds.
 set -uo pipefail
 PY=${TDM_VENV_PYTHON:-}
@@ -38,34 +38,28 @@ compare() {
     echo "== $1"
     "$PY" "$D/compare_with_torch.py" "$TIDEMARK" "$T/$1"/*.tdm "$T/$1/ref" || fail "$1"
 }
-# stats_peaks NAME: the recording's peak allocated and peak reserved (its
-# stats line); ref_figures NAME KEY...: those figures of PyTorch's
-# reference run NAME (per_device[0]).
-stats_peaks() {
-    "$TIDEMARK" summary --bytes "$T/$1"/*.tdm | grep -m1 ' stats ' |
-        sed -n 's/.*allocated [0-9]* B now, \([0-9]*\) B peak; reserved [0-9]* B now, \([0-9]*\) B peak/\1 \2/p'
-}
-ref_figures() {
-    local name=$1; shift
-    "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1]))["per_device"][0]; print(*(d[k] for k in sys.argv[2:]))' \
-        "$T/$name/ref.json" "$@"
+# peaks_equal NAME REF KEY-ALLOCATED KEY-RESERVED WHAT: the recording's
+# peak allocated and peak reserved (its stats line) are the figures KEY-*
+# of PyTorch's reference run REF (per_device[0]), which WHAT names.
+peaks_equal() {
+    local got want
+    got=$("$TIDEMARK" summary --bytes "$T/$1"/*.tdm | grep -m1 ' stats ' |
+        sed -n 's/.*allocated [0-9]* B now, \([0-9]*\) B peak; reserved [0-9]* B now, \([0-9]*\) B peak/\1 \2/p')
+    want=$("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1]))["per_device"][0]; print(d[sys.argv[2]], d[sys.argv[3]])' \
+        "$T/$2/ref.json" "$3" "$4")
+    [ -n "$got" ] && [ "$got" = "$want" ] || { fail "$1: peaks '$got' (allocated reserved), $5 $want"; return; }
+    echo "ok: $1: peaks $got B (allocated, reserved) = $5"
 }
 # tidemark's own allocator's peaks against PyTorch's allocator's on the
 # same script ($2: the history run's reference).
 own_peaks() {
-    local got want
-    got=$(stats_peaks "$1") want=$(ref_figures "$2" max_allocated max_reserved)
-    [ -n "$got" ] && [ "$got" = "$want" ] || { fail "$1: tidemark's allocator peaked at '$got' (allocated reserved), PyTorch's at $want"; return; }
-    echo "ok: $1: tidemark's allocator's peaks $got B (allocated, reserved) = PyTorch's allocator's"
+    peaks_equal "$1" "$2" max_allocated max_reserved "PyTorch's allocator's"
 }
 # Where the driver serves every allocation (nothing cached: allocated =
 # reserved), both peaks = PyTorch's peak of the bytes asked for on the same
 # script ($2: the history run's reference).
 requested_peaks() {
-    local got want
-    got=$(stats_peaks "$1") want=$(ref_figures "$2" max_requested max_requested)
-    [ -n "$got" ] && [ "$got" = "$want" ] || { fail "$1: the driver-served peaks are '$got' (allocated reserved), PyTorch's requested peak $want"; return; }
-    echo "ok: $1: served by the driver, peaks $got B (allocated, reserved) = PyTorch's requested_bytes peak"
+    peaks_equal "$1" "$2" max_requested max_requested "PyTorch's requested_bytes peak (served by the driver)"
 }
 
 SCRIPTS="mlp:$D/run_mlp.py gpt:$D/run_gpt.py"

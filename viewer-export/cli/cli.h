@@ -161,8 +161,9 @@ extern const tdm_cli_spec tdm__cli_top_spec;
 int tdm__cli_merge_torch(int argc, char **argv);
 extern const tdm_cli_spec tdm__cli_merge_torch_spec;
 /* Merges FILE.torch.pickle into `tdm_path` in place when the pickle is
- * there: 0 nothing to merge, 1 merged, -1 failed (said on stderr, as
- * "tidemark CMD: ...", the snapshot left as it was). */
+ * there: 0 nothing to merge, 1 merged (or the pickle, which recorded
+ * nothing, removed), -1 failed (said on stderr, as "tidemark CMD: ...",
+ * the snapshot left as it was). */
 int tdm__cli_merge_torch_beside(const char *cmd, const char *tdm_path, int quiet);
 
 /* ---- view (cmd_view.c): the offline HTML viewer ------------------------ */

@@ -539,7 +539,8 @@ static int collect(run_state *r)
     }
     /* A Python program's tensor history (NAME.torch.pickle beside the
      * snapshot) goes into its snapshot: one file per process.  One that
-     * cannot be merged is said in one line and left beside it. */
+     * recorded nothing is removed; one that cannot be merged is said in
+     * one line and left beside it. */
     for (size_t i = 0; i < r->npaths; i++)
         tdm__cli_merge_torch_beside("run", r->paths[i], r->quiet);
     tdm__run_note_lone_histories(r);
