@@ -643,6 +643,23 @@ TDM_API tdm_status tdm_memory_stats(int device, tdm_stats *stats)
     return tdm_memory_stats_pool(device, TDM_STAT_POOL_ALL, stats);
 }
 
+tdm_status tdm__alloc_current_bytes(int device, int64_t *allocated, int64_t *reserved)
+{
+    if (atomic_load_explicit(&tdm__alloc_g.ready, memory_order_acquire) &&
+        tdm__alloc_g.mode == TDM__MODE_CACHE && valid_device(device) &&
+        !tdm__obs_has_device(device)) {
+        tdm__cache_current_bytes(device, allocated, reserved);
+        return TDM_OK;
+    }
+    tdm_stats s = {.size = sizeof s};
+    tdm_status st = tdm_memory_stats(device, &s);
+    if (st == TDM_OK) {
+        *allocated = s.allocated_bytes.current;
+        *reserved = s.reserved_bytes.current;
+    }
+    return st;
+}
+
 TDM_API tdm_status tdm_reset_peak_stats(int device)
 {
     int in_obs = tdm__obs_has_device(device);

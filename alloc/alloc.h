@@ -82,6 +82,11 @@ TDM_API tdm_status tdm__alloc_free_on_stream(void *ptr, tdm_stream stream, unsig
  * the vendor's free does — except during a graph capture, where waiting
  * is illegal (the block is then freed on its own stream). */
 TDM_API tdm_status tdm__alloc_free_synchronized(void *ptr, unsigned skip);
+/* The bytes allocated and reserved now on `device` (tdm_memory_stats'
+ * allocated_bytes.current and reserved_bytes.current), for a caller that
+ * reads them after every allocation (replay's peak tracking): in cache
+ * mode two sums over the shards instead of the whole stats. */
+tdm_status tdm__alloc_current_bytes(int device, int64_t *allocated, int64_t *reserved);
 /* Whether ptr lies inside device memory tidemark's cache holds (a segment
  * it took from the provider), live block or not.  A hook that serves the
  * vendor's calls from the cache must not pass the free of such a pointer

@@ -236,6 +236,9 @@ int tdm__cache_owns(uint64_t ptr, int device);
 size_t tdm__cache_live_blocks(int device, uint64_t *out, size_t max);
 void tdm__cache_stats(int device, int pool, tdm_stats *out);
 void tdm__cache_reset_peaks(int device);
+/* The bytes allocated and reserved now, summed over the shards: what
+ * tdm__cache_stats gives as the two `current`s, without the rest. */
+void tdm__cache_current_bytes(int device, int64_t *allocated, int64_t *reserved);
 /* pool_stats (may be NULL) gets each device's small and large pool stats,
  * with visitor->ctx, right after visitor->stats. */
 void tdm__cache_visit(const tdm__state_visitor *visitor, tdm__pool_stats_fn pool_stats);

@@ -28,6 +28,21 @@ void tdm__cache_stats(int device, int pool, tdm_stats *out)
     tdm__stats_export(&sum, pool, out);
 }
 
+void tdm__cache_current_bytes(int device, int64_t *allocated, int64_t *reserved)
+{
+    tdm__cache_group *grp = group(device);
+    int64_t a = 0, r = 0;
+    tdm__cache_lock_all(grp);
+    for (int i = 0, n = tdm__cache_nshards(grp); i < n; i++) {
+        const tdm__stats_acc *st = &tdm__cache_shard(grp, i)->stats;
+        a += st->st[0][TDM__ST_ALLOCATED_BYTES].current;
+        r += st->st[0][TDM__ST_RESERVED_BYTES].current;
+    }
+    tdm__cache_unlock_all(grp);
+    *allocated = a;
+    *reserved = r;
+}
+
 void tdm__cache_reset_peaks(int device)
 {
     tdm__cache_group *grp = group(device);
