@@ -84,10 +84,12 @@ build() {
   cmake --build "$dir" -j"$JOBS"
 }
 
-# run_tests DIR LABEL
+# run_tests DIR LABEL: one test more than cores, since a tenth of the
+# suite's time is spent waiting (on child processes, signals, pipes):
+# -j3 on 2 cores took the Release tests from 428 s to 394 s, all passing.
 run_tests() {
   echo "== tests: $2"
-  (cd "$1" && ctest --output-on-failure -j"$JOBS" --timeout 600)
+  (cd "$1" && ctest --output-on-failure -j"$((JOBS + 1))" --timeout 600)
 }
 
 # took WHAT: one line with the seconds since the last one (CI's log then
