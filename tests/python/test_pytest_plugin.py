@@ -324,8 +324,8 @@ def main():
         if os.environ.get("TDM_SANITIZE"):
             print("sanitizer build: skipped (the interpreter does not carry its runtime)")
             return 77
-        ok = subprocess.run([PY, "-c", "import torch, sys; sys.exit(0 if torch.version.cuda "
-                                       "else 1)"], capture_output=True).returncode == 0
+        probe = os.path.join(SRC, "tests", "simcuda", "cuda_torch.py")
+        ok = subprocess.run([PY, probe], capture_output=True).returncode == 0
         if not ok:
             print("no CUDA build of torch at %s: skipped" % PY)
             return 77

@@ -47,7 +47,7 @@ PY = os.environ.get("TDM_VENV_PYTHON", "")
 if os.environ.get("TDM_SANITIZE"):
     print("sanitizer build: skipped")
     sys.exit(77)
-if not PY or subprocess.run([PY, "-c", "import torch, sys; sys.exit(0 if torch.version.cuda else 1)"],
+if not PY or subprocess.run([PY, os.path.join(SRC, "tests", "simcuda", "cuda_torch.py")],
                             capture_output=True).returncode != 0:
     print("no CUDA build of torch at TDM_VENV_PYTHON=%r: skipped" % PY)
     sys.exit(77)

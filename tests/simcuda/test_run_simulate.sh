@@ -35,7 +35,7 @@ grep -q '^2xa100-40g .*libtidemark_preload.so:.*/libsimcuda.so:.*/libsimcudart.s
     fail "environment: $out"
 echo "ok: LD_PRELOAD has the preload library, then the platform's"
 
-[ -x "$PY" ] && "$PY" -c 'import torch, sys; sys.exit(0 if torch.version.cuda else 1)' 2>/dev/null ||
+[ -x "$PY" ] && "$PY" "$TDM_SOURCE_DIR/tests/simcuda/cuda_torch.py" 2>/dev/null ||
     { echo "no CUDA build of torch at TDM_VENV_PYTHON='$PY': the rest is skipped"; exit 77; }
 MLP=$TDM_SOURCE_DIR/tests/simcuda/run_mlp.py
 field() { "$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }

@@ -13,7 +13,7 @@
 set -uo pipefail
 PY=${TDM_VENV_PYTHON:-}
 [ -n "$TDM_SANITIZE" ] && { echo "sanitizer build: skipped"; exit 77; }
-[ -x "$PY" ] && "$PY" -c 'import torch, sys; sys.exit(0 if torch.version.cuda else 1)' 2>/dev/null ||
+[ -x "$PY" ] && "$PY" "$TDM_SOURCE_DIR/tests/simcuda/cuda_torch.py" 2>/dev/null ||
     { echo "no CUDA build of torch at TDM_VENV_PYTHON='$PY': skipped"; exit 77; }
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
