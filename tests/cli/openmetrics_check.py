@@ -4,8 +4,11 @@ lines before their family's samples, each family once, names and label
 syntax, escapes in label values, gauges in units named by the suffix,
 no sample twice, "# EOF" last), and prints its samples as
 "name{k=v,...} value" lines, sorted labels, for the shell test to check.
-Run as: openmetrics_check.py FILE; exit 1 naming the first broken rule.
-Not named test_*: the shell tests run it."""
+Run as: openmetrics_check.py FILE...; exit 1 naming the file and its first
+broken rule.  One process checks many files (a test's readings taken in a
+loop: a Python start each costs more than the reading); a test may also
+import it and call samples(PATH).  Not named test_*: the shell tests run
+it."""
 import re
 import sys
 
@@ -22,7 +25,9 @@ def fail(n, why, line):
     sys.exit("line %d: %s: %r" % (n, why, line))
 
 
-def main(path):
+def samples(path):
+    """The file's samples as "name{k=v,...} value" lines; SystemExit
+    naming the first rule it breaks."""
     text = open(path, encoding="utf-8").read()
     if not text.endswith("# EOF\n"):
         sys.exit("does not end with '# EOF' and a newline")
@@ -82,7 +87,12 @@ def main(path):
     for name, fam in families.items():
         if "TYPE" not in fam["meta"]:
             sys.exit("family %s has no TYPE line" % name)
-    print("\n".join(out))
+    return out
 
 
-main(sys.argv[1])
+if __name__ == "__main__":
+    for arg in sys.argv[1:]:
+        try:
+            print("\n".join(samples(arg)))
+        except SystemExit as e:
+            sys.exit("%s: %s" % (arg, e.code) if len(sys.argv) > 2 else e.code)

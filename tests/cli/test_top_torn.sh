@@ -28,30 +28,39 @@ for i in $(seq 30); do
   gone "$pid" && break
   [ "$rc" -ne 0 ] && [ -s "$work/fast.tdm" ] && break
   [ "$rc" -eq 0 ] || { fail "reading $i exited $rc: $(cat "$work/m.err")"; continue; }
-  python3 "$check_om" "$work/m.prom" >"$work/m.samples" 2>"$work/om.err" ||
-    { fail "reading $i does not parse: $(cat "$work/om.err")"; continue; }
-  python3 - "$work/m.samples" >"$work/sum.err" 2>&1 <<'PY' || fail "reading $i: $(cat "$work/sum.err")"
-import sys
-alloc, cats, peak = None, 0, None
-for line in open(sys.argv[1]):
-    name, value = line.split("{")[0], int(line.rsplit(" ", 1)[1])
-    if name == "tidemark_device_allocated_bytes":
-        alloc = value
-    elif name == "tidemark_device_peak_allocated_bytes":
-        peak = value
-    elif name == "tidemark_category_bytes":
-        cats += value
-if alloc is None or peak is None:
-    sys.exit("no device figures")
-if cats != alloc:
-    sys.exit("categories add up to %d, allocated is %d" % (cats, alloc))
-if not 0 <= alloc <= peak <= 1 << 20:
-    sys.exit("allocated %d, peak %d: not 0 <= allocated <= peak <= 1 MiB" % (alloc, peak))
-PY
+  mv "$work/m.prom" "$work/m.$i.prom"
   t=$("$TIDEMARK" top --once "$pid" 2>/dev/null | sed -nE 's/.* ([0-9]+) being written.*/\1/p')
   torn=$((torn + ${t:-0}))
   readings=$((readings + 1))
 done
+# Each reading parses and adds up (checked once they are all taken: a
+# Python start per reading cost more than the reading).
+python3 - "${check_om%/*}" "$work"/m.*.prom >"$work/sum.err" 2>&1 <<'PY' || fail "$(cat "$work/sum.err")"
+import sys
+sys.path.insert(0, sys.argv[1])
+from openmetrics_check import samples
+for path in sys.argv[2:]:
+    try:
+        lines = samples(path)
+    except SystemExit as e:
+        sys.exit("%s does not parse: %s" % (path, e.code))
+    alloc, cats, peak = None, 0, None
+    for line in lines:
+        name, value = line.split("{")[0], int(line.rsplit(" ", 1)[1])
+        if name == "tidemark_device_allocated_bytes":
+            alloc = value
+        elif name == "tidemark_device_peak_allocated_bytes":
+            peak = value
+        elif name == "tidemark_category_bytes":
+            cats += value
+    if alloc is None or peak is None:
+        sys.exit("%s: no device figures" % path)
+    if cats != alloc:
+        sys.exit("%s: categories add up to %d, allocated is %d" % (path, cats, alloc))
+    if not 0 <= alloc <= peak <= 1 << 20:
+        sys.exit("%s: allocated %d, peak %d: not 0 <= allocated <= peak <= 1 MiB"
+                 % (path, alloc, peak))
+PY
 echo "$readings readings while the ring was rewritten; $torn slots left out as being written"
 [ "$readings" -ge 10 ] || fail "only $readings readings before the program ended"
 kill -TERM "$pid" 2>/dev/null # (it has had its readings: its exit snapshot now)
