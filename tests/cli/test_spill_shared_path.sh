@@ -52,13 +52,17 @@ expect 0 "recover D's spill" -- "$TIDEMARK" recover "$shared" -o "$work/d-rec.td
 expect 0 "summary of D's recovery" -- "$TIDEMARK" summary "$work/d-rec.tdm"
 has out "spill_crash_prog"
 
-# dump=PATH without %p, umask 000: killed the moment the name appears.
+# dump=PATH without %p, umask 000: killed the moment the name appears
+# (looked for every millisecond: `read -t` on a pipe that never speaks
+# waits without a process, where a loop of its own took a core from the
+# program it waits for, 40 s of a loaded suite).
+exec {nap}<> <(:)
 for try in 1 2 3; do
   rm -f "$work/nopid.tdm"
   (umask 000; TIDEMARK_CONF="dump=$work/nopid.tdm" exec "$TRAIN_SIM" --steps 3000 --compute-us 0 \
     >"$work/n.log" 2>&1) &
   n=$!
-  while kill -0 $n 2>/dev/null && [ ! -e "$work/nopid.tdm" ]; do :; done
+  while kill -0 $n 2>/dev/null && [ ! -e "$work/nopid.tdm" ]; do read -rt 0.001 -u "$nap"; done
   kill -KILL $n 2>/dev/null
   wait $n 2>/dev/null
   [ -e "$work/nopid.tdm" ] || { fail "try $try: no $work/nopid.tdm"; continue; }
