@@ -167,9 +167,12 @@ enum { TDM_FMT_ANNOTATION_ROW(TDM__FMT_ROW_ENUM) TDM_ANN_FIELDS };
 uint32_t tdm__format_crc32(uint32_t crc, const void *data, size_t len);
 
 /* format_validate.c: TDM_OK when the reader would accept the snapshot's
- * header, tables and stacks (tables) and its allocator state and stats
- * (state); TDM_INVALID_ARGUMENT otherwise. */
+ * header, tables and stacks (tables), its allocator state and stats
+ * (state), and its events first..first+n (events: the writer checks each
+ * chunk as it packs it, while it is in the cache); TDM_INVALID_ARGUMENT
+ * otherwise. */
 tdm_status tdm__format_validate_tables(const tdm_snap *s);
 tdm_status tdm__format_validate_state(const tdm_snap *s);
+tdm_status tdm__format_validate_events(const tdm_snap *s, size_t first, size_t n);
 
 #endif

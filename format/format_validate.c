@@ -1,6 +1,8 @@
 /* format/format_validate.c: everything the reader checks of a snapshot,
- * checked by the writer (format_write.c) before any file is made, so the
- * writer never produces a file the reader would reject.  Pure functions
+ * checked by the writer (format_write.c) before any file is made (the
+ * events chunk by chunk as they are written, before the file is renamed
+ * into place), so the writer never produces a file the reader would
+ * reject.  Pure functions
  * over the snapshot; no state, no locks.
  */
 #include <stdint.h>
@@ -72,16 +74,22 @@ static tdm_status validate_stats(const tdm_snap *s)
     return TDM_OK;
 }
 
-tdm_status tdm__format_validate_state(const tdm_snap *s)
+tdm_status tdm__format_validate_events(const tdm_snap *s, size_t first, size_t n)
 {
     size_t nstacks = s->stack_count ? s->stack_count : 1;
     size_t nphases = s->phase_count ? s->phase_count : 1;
-    for (size_t i = 0; i < s->event_count; i++) {
+    for (size_t i = first; i < first + n; i++) {
         const tdm_event *e = &s->events[i];
         if (e->action >= TDM_ACTION_COUNT_ || e->category >= TDM_CATEGORY_COUNT_ ||
             e->device < -1 || e->stack_id >= nstacks || e->phase >= nphases)
             return TDM_INVALID_ARGUMENT;
     }
+    return TDM_OK;
+}
+
+tdm_status tdm__format_validate_state(const tdm_snap *s)
+{
+    size_t nstacks = s->stack_count ? s->stack_count : 1;
     uint64_t blocks_written = 0;
     for (size_t i = 0; i < s->segment_count; i++) {
         const tdm_snap_segment *g = &s->segments[i];

@@ -8,8 +8,10 @@
  * 1 MiB output buffer; msgpack_packer does all encoding over those two
  * write callbacks.  Layout and encodings: docs/format.md.
  *
- * Invariants: the snapshot is validated in full (format_validate.c) before any file is made,
- * so the writer never produces a file that the reader would reject; the
+ * Invariants: the snapshot is validated in full (format_validate.c)
+ * before any file is made, its events chunk by chunk as they are packed
+ * (the temporary is removed when one is refused), so the writer never
+ * produces a file that the reader would reject; the
  * bytes go to "<path>.tmp.<pid>.<n>" (format_file.h: mode 0600 or
  * file_mode=, never over a link, FIFO or device, SIGXFSZ held), which is
  * fsynced and renamed over `path`, and removed on every failure, so `path`
@@ -31,6 +33,7 @@
 
 #include "format_file.h"
 #include "format_internal.h"
+#include "format_pack.h"
 #include "hash.h"
 
 /* ---- CRC-32 (reflected 0xEDB88320), slicing by 8 ---------------------- */
@@ -239,7 +242,6 @@ typedef struct writer {
     uint32_t *frame_sids; /* per frame: function, file, module string ids */
     uint32_t *phase_sids;
     uint32_t *annotation_sids;
-    uint64_t *col;        /* TDM_FMT_CHUNK values: one events column */
 } writer;
 
 static void put_key(writer *w, enum tdm_fmt_key k)
@@ -414,46 +416,48 @@ static tdm_status write_frames_and_stacks(writer *w)
     return st;
 }
 
-/* One events column: a single integer when every value is the same (never
- * for time_ns, so a record always spends at least a byte per event), else
- * an array with one integer per event. */
-static void put_column(writer *w, enum tdm_fmt_key k, size_t n, int is_signed)
+/* Room for `len` more bytes at the end of b: where they go, or NULL when
+ * it cannot grow (b->failed set).  The caller advances b->n. */
+static uint8_t *membuf_reserve(membuf *b, size_t len)
 {
-    const uint64_t *v = w->col;
-    put_key(w, k);
-    size_t same = 1;
-    if (k != TDM_KEY_TIME_NS)
-        while (same < n && v[same] == v[0])
-            same++;
-    if (n > 0 && same == n) {
-        if (is_signed)
-            msgpack_pack_int64(&w->pk, (int64_t)v[0]);
-        else
-            msgpack_pack_uint64(&w->pk, v[0]);
-        return;
+    if (len > b->cap - b->n && membuf_grow(b, len) != 0) {
+        b->failed = 1;
+        return NULL;
     }
-    msgpack_pack_array(&w->pk, n);
-    if (is_signed)
-        for (size_t i = 0; i < n; i++)
-            msgpack_pack_int64(&w->pk, (int64_t)v[i]);
-    else
-        for (size_t i = 0; i < n; i++)
-            msgpack_pack_uint64(&w->pk, v[i]);
+    return b->p + b->n;
 }
 
-/* Columns of an events chunk.  Deltas run from 0 at the chunk's start, so
- * each chunk decodes alone; they are differences mod 2^64, written signed. */
-#define EVENT_COLUMN(key, is_signed, expr)                                      \
-    do {                                                                       \
-        for (size_t i = 0; i < n; i++) {                                       \
-            const tdm_event *e = &ev[i];                                       \
-            const tdm_event *p = i ? &ev[i - 1] : &zero;                       \
-            (void)p;                                                           \
-            w->col[i] = (uint64_t)(expr);                                      \
-        }                                                                      \
-        put_column(w, key, n, is_signed);                                      \
-    } while (0)
+/* The columns of an events chunk, in file order: XX(NAME, key, signed,
+ * value of event e after event p).  Deltas run from 0 at the chunk's
+ * start (p is a zeroed event for the first), so each chunk decodes alone;
+ * they are differences mod 2^64, written signed. */
+#define EVENT_COLUMNS(XX)                                                      \
+    XX(TIME, TDM_KEY_TIME_NS, 1, e->time_ns - p->time_ns)                      \
+    XX(ACTION, TDM_KEY_ACTION, 0, e->action)                                   \
+    XX(DEVICE, TDM_KEY_DEVICE, 1, (int64_t)e->device)                          \
+    XX(ADDR, TDM_KEY_ADDR, 1, e->addr - p->addr)                               \
+    XX(SIZE, TDM_KEY_SIZE, 0, e->size)                                         \
+    XX(REQUESTED, TDM_KEY_REQUESTED, 1, e->size - e->requested)                \
+    XX(STREAM, TDM_KEY_STREAM, 0, e->stream)                                   \
+    XX(STACK, TDM_KEY_STACK, 0, e->stack_id)                                   \
+    XX(PHASE, TDM_KEY_PHASE, 0, e->phase)                                      \
+    XX(STEP, TDM_KEY_STEP, 1, (uint64_t)e->step - p->step)                     \
+    XX(CATEGORY, TDM_KEY_CATEGORY, 0, e->category)
 
+enum {
+#define XX(name, key, is_signed, expr) COL_##name,
+    EVENT_COLUMNS(XX)
+#undef XX
+    COLUMNS
+};
+
+/* A column is a single integer when every value of the chunk is the same
+ * (never time_ns, so a record always spends at least a byte per event),
+ * else an array with one integer per event.  One pass over the chunk
+ * finds which columns vary (most of a training loop's are constant: one
+ * device, stream, phase or category for long stretches); each varying
+ * column is then packed in a pass of its own into room for the worst case
+ * (format_pack.h), with no call per value. */
 static tdm_status write_events(writer *w)
 {
     const tdm_snap *s = w->snap;
@@ -462,20 +466,48 @@ static tdm_status write_events(writer *w)
     for (size_t at = 0; at < s->event_count && st == TDM_OK; at += TDM_FMT_CHUNK) {
         size_t n = s->event_count - at < TDM_FMT_CHUNK ? s->event_count - at : TDM_FMT_CHUNK;
         const tdm_event *ev = &s->events[at];
+        st = tdm__format_validate_events(s, at, n);
+        if (st != TDM_OK)
+            break; /* the temporary is removed: no file the reader rejects */
+        uint64_t first[COLUMNS], varies[COLUMNS] = {[COL_TIME] = 1};
+        {
+            const tdm_event *e = &ev[0], *p = &zero;
+#define XX(name, key, is_signed, expr) first[COL_##name] = (uint64_t)(expr);
+            EVENT_COLUMNS(XX)
+#undef XX
+        }
+        for (size_t i = 1; i < n; i++) {
+            const tdm_event *e = &ev[i], *p = &ev[i - 1];
+#define XX(name, key, is_signed, expr) varies[COL_##name] |= (uint64_t)(expr) ^ first[COL_##name];
+            EVENT_COLUMNS(XX)
+#undef XX
+        }
         msgpack_pack_map(&w->pk, 13);
         put_key_u64(w, TDM_KEY_FIRST, at);
         put_key_u64(w, TDM_KEY_COUNT, n);
-        EVENT_COLUMN(TDM_KEY_TIME_NS, 1, e->time_ns - p->time_ns);
-        EVENT_COLUMN(TDM_KEY_ACTION, 0, e->action);
-        EVENT_COLUMN(TDM_KEY_DEVICE, 1, (int64_t)e->device);
-        EVENT_COLUMN(TDM_KEY_ADDR, 1, e->addr - p->addr);
-        EVENT_COLUMN(TDM_KEY_SIZE, 0, e->size);
-        EVENT_COLUMN(TDM_KEY_REQUESTED, 1, e->size - e->requested);
-        EVENT_COLUMN(TDM_KEY_STREAM, 0, e->stream);
-        EVENT_COLUMN(TDM_KEY_STACK, 0, e->stack_id);
-        EVENT_COLUMN(TDM_KEY_PHASE, 0, e->phase);
-        EVENT_COLUMN(TDM_KEY_STEP, 1, (uint64_t)e->step - p->step);
-        EVENT_COLUMN(TDM_KEY_CATEGORY, 0, e->category);
+#define XX(name, key, is_signed, expr)                                          \
+    do {                                                                       \
+        put_key(w, key);                                                       \
+        uint8_t *q = membuf_reserve(&w->rec, TDM__PACK_ARRAY_MAX +              \
+                                                 n * TDM__PACK_INT_MAX);       \
+        if (!q)                                                                \
+            break;                                                             \
+        if (!varies[COL_##name]) {                                             \
+            uint64_t v = first[COL_##name];                                    \
+            q = (is_signed) ? tdm__pack_int(q, (int64_t)v) : tdm__pack_uint(q, v); \
+        } else {                                                               \
+            q = tdm__pack_array_header(q, (uint32_t)n);                        \
+            for (size_t i = 0; i < n; i++) {                                   \
+                const tdm_event *e = &ev[i], *p = i ? &ev[i - 1] : &zero;      \
+                (void)p;                                                       \
+                uint64_t v = (uint64_t)(expr);                                 \
+                q = (is_signed) ? tdm__pack_int(q, (int64_t)v) : tdm__pack_uint(q, v); \
+            }                                                                  \
+        }                                                                      \
+        w->rec.n = (size_t)(q - w->rec.p);                                     \
+    } while (0);
+        EVENT_COLUMNS(XX)
+#undef XX
         st = emit(w, TDM_REC_EVENTS);
     }
     return st;
@@ -669,8 +701,7 @@ tdm_status tdm__snap_write_as(const tdm_snap *snap, const char *path, int replac
     w.frame_sids = malloc((3 * snap->frame_count + 1) * sizeof *w.frame_sids);
     w.phase_sids = malloc((snap->phase_count + 1) * sizeof *w.phase_sids);
     w.annotation_sids = malloc((snap->annotation_count + 1) * sizeof *w.annotation_sids);
-    w.col = malloc(TDM_FMT_CHUNK * sizeof *w.col);
-    if (!w.out.buf || !w.frame_sids || !w.phase_sids || !w.annotation_sids || !w.col ||
+    if (!w.out.buf || !w.frame_sids || !w.phase_sids || !w.annotation_sids ||
         strtab_init(&w.strings, nstr) != 0) {
         st = TDM_HOST_OUT_OF_MEMORY;
     } else {
@@ -684,7 +715,6 @@ tdm_status tdm__snap_write_as(const tdm_snap *snap, const char *path, int replac
     free(w.frame_sids);
     free(w.phase_sids);
     free(w.annotation_sids);
-    free(w.col);
     free(w.rec.p);
     errno = e;
     return st;
