@@ -95,7 +95,37 @@ typedef struct tdm_event {
 _Static_assert(sizeof(tdm_event) == 56, "tdm_event must stay 7 words");
 
 /* Writes the plain events of ring entry `in` to out[0..), returning how
- * many (tdm__action_expanded_count). */
-unsigned tdm__event_expand(const tdm_event *in, tdm_event *out);
+ * many (tdm__action_expanded_count).  Inline: a dump expands every entry
+ * of the ring. */
+static inline unsigned tdm__event_expand(const tdm_event *in, tdm_event *out)
+{
+    switch (in->action) {
+    case TDM__ACTION_SEGMENT_ALLOC_ALLOC:
+        out[0] = *in;
+        out[0].action = TDM_ACTION_SEGMENT_ALLOC;
+        out[1] = *in;
+        out[1].action = TDM_ACTION_ALLOC;
+        out[1].size = in->requested;
+        return 2;
+    case TDM__ACTION_FREE_SEGMENT_FREE:
+        out[0] = *in;
+        out[0].action = TDM_ACTION_FREE_REQUESTED;
+        out[0].size = in->requested;
+        out[1] = out[0];
+        out[1].action = TDM_ACTION_FREE_COMPLETED;
+        out[2] = *in;
+        out[2].action = TDM_ACTION_SEGMENT_FREE;
+        return 3;
+    case TDM__ACTION_FREE_FREE:
+        out[0] = *in;
+        out[0].action = TDM_ACTION_FREE_REQUESTED;
+        out[1] = *in;
+        out[1].action = TDM_ACTION_FREE_COMPLETED;
+        return 2;
+    default:
+        out[0] = *in;
+        return 1;
+    }
+}
 
 #endif

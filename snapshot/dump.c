@@ -15,6 +15,7 @@
 
 #include "recorder_internal.h"
 #include "ring_cut.h"
+#include "spare_map.h"
 #include "procinfo.h"
 #include "snap_build.h"
 #include "stack.h"
@@ -38,6 +39,7 @@ typedef struct dump_owner {
     tdm__str_pool strings; /* copies of visitor strings, header strings */
     uint32_t *stack_frames;
     const char **phase_names;
+    size_t events_mapped; /* snap->events is a spare map of this size */
 } dump_owner;
 
 typedef struct builder {
@@ -123,43 +125,41 @@ static void visit_stats(void *ctx, int device, const tdm_stats *st)
 }
 
 /* The events stored before `cut` (taken), oldest first, compound ring
- * entries expanded; *dropped gets what was stored before it but is not
+ * entries expanded, straight from the cut's copy into the one array the
+ * snapshot keeps: from malloc, or with `spare` a map from spare_map.h (its
+ * size in *spare); *dropped gets what was stored before it but is not
  * copied (overwritten, refused, or rewritten by the time of the copy),
  * plus what rings retired earlier had dropped (`carried`). */
-static tdm_status copy_events_before(const tdm__ring_cut *cut, uint64_t carried,
+static tdm_status copy_events_before(tdm__ring_cut *cut, uint64_t carried,
                                      tdm_event **events, size_t *count,
-                                     uint64_t *dropped)
+                                     uint64_t *dropped, size_t *spare)
 {
     *events = NULL;
     *count = 0;
     *dropped = carried;
-    tdm__ring *ring = cut->ring;
-    if (!ring)
+    if (!cut->ring)
         return TDM_OK;
-    /* No more entries than the chunks written so far hold. */
-    uint64_t written = tdm__ring_used_chunks(ring) << ring->chunk_shift;
-    size_t cap = (size_t)(written < ring->capacity ? written : ring->capacity);
-    tdm_event *ev = malloc((cap ? cap : 1) * sizeof *ev);
-    if (!ev)
+    tdm__ring_order o;
+    tdm__ring_cut_order(cut, SIZE_MAX, &o);
+    uint64_t plain = o.plain;
+    *dropped += cut->stored > plain ? cut->stored - plain : 0;
+    size_t bytes = (size_t)(plain ? plain : 1) * sizeof(tdm_event);
+    tdm_event *out = spare ? tdm__spare_map_take(bytes, spare, NULL) : malloc(bytes);
+    if (!out) {
+        tdm__ring_order_free(&o);
         return TDM_HOST_OUT_OF_MEMORY;
-    uint64_t copied_plain = 0;
-    size_t n = tdm__ring_copy_before(cut, ev, cap, &copied_plain);
-    *dropped += cut->stored > copied_plain ? cut->stored - copied_plain : 0;
-    /* Compound ring entries become the plain events files hold. */
-    if (copied_plain != n) {
-        tdm_event *out = malloc(copied_plain * sizeof *out);
-        if (!out) {
-            free(ev);
-            return TDM_HOST_OUT_OF_MEMORY;
-        }
-        size_t k = 0;
-        for (size_t i = 0; i < n; i++)
-            k += tdm__event_expand(&ev[i], &out[k]);
-        free(ev);
-        ev = out;
-        n = (size_t)copied_plain;
     }
-    *events = ev;
+    size_t n = 0;
+    for (size_t k = 0; k < o.count; k++) {
+        tdm_event in;
+        memcpy(&in, tdm__ring_order_at(&o, k)->w, sizeof in);
+        if (tdm__action_expanded_count(in.action) == 1)
+            out[n++] = in;
+        else
+            n += tdm__event_expand(&in, &out[n]);
+    }
+    tdm__ring_order_free(&o);
+    *events = out;
     *count = n;
     return TDM_OK;
 }
@@ -175,7 +175,7 @@ tdm_status tdm__rec_copy_events(tdm_event **events, size_t *count,
         return TDM_HOST_OUT_OF_MEMORY;
     uint64_t carried = atomic_load(&tdm__recorder_state.carried_drops);
     tdm__ring_cut_take(&cut);
-    tdm_status st = copy_events_before(&cut, carried, events, count, dropped);
+    tdm_status st = copy_events_before(&cut, carried, events, count, dropped, NULL);
     tdm__ring_cut_free(&cut);
     return st;
 }
@@ -430,6 +430,10 @@ void tdm__rec_snapshot_free(tdm_snap *snap)
         return;
     dump_owner *o = snap->owner_;
     if (o) {
+        if (o->events_mapped) {
+            tdm__spare_map_give(snap->events, o->events_mapped);
+            snap->events = NULL;
+        }
         tdm__symbolizer_release(o->symref);
         tdm__str_pool_free(&o->strings);
         free(o->stack_frames);
@@ -490,7 +494,8 @@ tdm_status tdm__rec_build_snapshot(tdm_snap **out)
     }
     if (st == TDM_OK)
         st = copy_events_before(&c.ring_cut, c.carried, &snap->events,
-                                &snap->event_count, &snap->dropped_events);
+                                &snap->event_count, &snap->dropped_events,
+                                &o->events_mapped);
     tdm__ring_cut_free(&c.ring_cut);
     if (st == TDM_OK)
         st = build_header(snap, o);

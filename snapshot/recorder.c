@@ -14,6 +14,7 @@
 
 #include "recorder_internal.h"
 #include "procinfo.h"
+#include "spare_map.h"
 #include "spill.h"
 #include "stack.h"
 #include "pyframes.h"
@@ -62,6 +63,7 @@ static void fork_child(void)
 {
     pthread_mutex_unlock(&tdm__recorder_state.lock);
     tdm__dump_after_fork_child();
+    tdm__spare_maps_fork_child();
     /* The chunks other threads held would stay held for ever. */
     tdm__ring_fork_child(atomic_load(&tdm__rec.ring));
 }
@@ -177,6 +179,8 @@ tdm_status tdm_record_memory_history(const tdm_history_options *in)
     atomic_store(&tdm__rec.stacks, want_stacks ? opts.stacks : TDM_STACKS_NONE);
     atomic_store(&tdm__rec.mode, opts.enabled);
     pthread_mutex_unlock(&r->lock);
+    if (opts.enabled == TDM_RECORD_OFF)
+        tdm__spare_maps_release(); /* no more dumps of this history */
     return TDM_OK;
 }
 

@@ -524,33 +524,78 @@ size_t tdm__ring_read_entries(tdm__ring *ring, const uint64_t *before,
     return n;
 }
 
-size_t tdm__ring_entries_newest(const tdm__ring *ring, const tdm__ring_entry *entries,
-                                size_t n, uint64_t horizon_ns, tdm_event *out,
-                                size_t max, uint64_t *plain)
+/* The plain events entry e stands for (its action: w[6]'s byte 6). */
+static inline uint64_t entry_plain(const tdm__ring_entry *e)
 {
-    ring_key *keys = malloc((n ? n : 1) * sizeof *keys);
-    ring_key *tmp = malloc((n ? n : 1) * sizeof *tmp);
+    return tdm__action_expanded_count((unsigned)(e->w[6] >> 48) & 0xff);
+}
+
+static inline int entry_before(const tdm__ring_entry *x, const tdm__ring_entry *y)
+{
+    return x->w[0] < y->w[0] || (x->w[0] == y->w[0] && x->index < y->index);
+}
+
+void tdm__ring_entries_order(const tdm__ring *ring, tdm__ring_entry *entries, size_t n,
+                             uint64_t horizon_ns, size_t max, tdm__ring_order *o)
+{
+    *o = (tdm__ring_order){.entries = entries};
+    /* The kept entries to the front, counting where the order descends. */
+    size_t kept = 0, descents = 0, descent_at = 0;
+    uint64_t plain = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (entries[i].w[0] <= horizon_ns)
+            continue;
+        if (kept != i)
+            entries[kept] = entries[i];
+        plain += entry_plain(&entries[kept]);
+        if (kept && entry_before(&entries[kept], &entries[kept - 1])) {
+            descents++;
+            descent_at = kept;
+        }
+        kept++;
+    }
+    size_t want = max < ring->capacity ? max : (size_t)ring->capacity;
+    size_t first = kept > want ? kept - want : 0;
+    o->kept = kept;
+    o->count = kept - first;
+    o->plain = plain;
+    /* One writer's ring is in order, or in order from where it last
+     * wrapped (its newest chunks in the first slots): read in place. */
+    if (descents == 0 ||
+        (descents == 1 && entry_before(&entries[kept - 1], &entries[0]))) {
+        size_t oldest = descents ? descent_at : 0;
+        for (size_t k = 0; k < first; k++) /* the oldest, left out */
+            o->plain -= entry_plain(&entries[(oldest + k) % kept]);
+        o->start = (oldest + first) % (kept ? kept : 1);
+        return;
+    }
+    /* Several writers' chunks interleave: sorted through an index. */
+    ring_key *keys = malloc(kept * sizeof *keys);
+    ring_key *tmp = malloc(kept * sizeof *tmp);
     ring_key *sorted = NULL;
-    size_t kept = 0;
     if (keys && tmp) {
-        for (size_t i = 0; i < n; i++)
-            if (entries[i].w[0] > horizon_ns)
-                keys[kept++] = (ring_key){entries[i].w[0], entries[i].index, i};
+        for (size_t i = 0; i < kept; i++)
+            keys[i] = (ring_key){entries[i].w[0], entries[i].index, i};
         sorted = sort_keys(keys, tmp, kept);
     }
-    if (!sorted)
-        kept = 0; /* out of host memory: nothing copied */
-    size_t want = max < ring->capacity ? max : (size_t)ring->capacity;
-    size_t first = kept > want ? kept - want : 0, copied = 0;
-    *plain = 0;
-    for (size_t k = first; k < kept; k++) {
-        const uint64_t *w = entries[sorted[k].at].w;
-        memcpy(&out[copied++], w, sizeof entries[0].w);
-        *plain += tdm__action_expanded_count((unsigned)(w[6] >> 48) & 0xff);
+    o->at = sorted ? malloc((o->count ? o->count : 1) * sizeof *o->at) : NULL;
+    if (o->at) {
+        for (size_t k = 0; k < first; k++)
+            o->plain -= entry_plain(&entries[sorted[k].at]);
+        for (size_t k = 0; k < o->count; k++)
+            o->at[k] = (size_t)sorted[first + k].at;
+    } else {
+        o->count = 0; /* out of host memory: nothing copied */
+        o->plain = 0;
     }
     free(keys);
     free(tmp);
-    return copied;
+}
+
+void tdm__ring_order_free(tdm__ring_order *o)
+{
+    free(o->at);
+    o->at = NULL;
 }
 
 size_t tdm__ring_copy(tdm__ring *ring, tdm_event *out, size_t max,
@@ -562,7 +607,12 @@ size_t tdm__ring_copy(tdm__ring *ring, tdm_event *out, size_t max,
     size_t copied = 0;
     if (entries) {
         size_t n = tdm__ring_read_entries(ring, NULL, entries, (size_t)slots, &horizon);
-        copied = tdm__ring_entries_newest(ring, entries, n, horizon, out, max, &copied_plain);
+        tdm__ring_order o;
+        tdm__ring_entries_order(ring, entries, n, horizon, max, &o);
+        for (size_t k = 0; k < o.count; k++)
+            memcpy(&out[copied++], tdm__ring_order_at(&o, k)->w, sizeof entries[0].w);
+        copied_plain = o.plain;
+        tdm__ring_order_free(&o);
         free(entries);
     }
     /* Out of host memory, nothing is copied and all is counted lost. */

@@ -215,13 +215,34 @@ typedef struct tdm__ring_entry {
  * during the read is at least that old.  No lock, no allocation. */
 size_t tdm__ring_read_entries(tdm__ring *ring, const uint64_t *before,
                               tdm__ring_entry *out, size_t room, uint64_t *horizon_ns);
-/* Of entries[0..n) (as read above), the newest min(capacity, max) newer
- * than horizon_ns into out, oldest first; returns how many, and the plain
- * events they stand for in *plain.  Allocates for the sort; out of host
- * memory it copies nothing. */
-size_t tdm__ring_entries_newest(const tdm__ring *ring, const tdm__ring_entry *entries,
-                                size_t n, uint64_t horizon_ns, tdm_event *out,
-                                size_t max, uint64_t *plain);
+/* The newest min(capacity, max) of entries[0..n) (as read above) newer
+ * than horizon_ns, oldest first (by time; one time stamp in claim order):
+ * tdm__ring_order_at(o, k) for k < o->count.  The kept entries are moved
+ * to the front of `entries` first, in place.  One writer's entries are in
+ * order there, or in order from where the ring last wrapped: they are
+ * read in place, nothing sorted or allocated.  Entries of several writers
+ * are sorted through an index (o->at), allocated; out of host memory
+ * o->count is 0.  tdm__ring_order_free frees the index. */
+typedef struct tdm__ring_order {
+    const tdm__ring_entry *entries;
+    size_t *at;    /* [count]: the places in order, or NULL: ... */
+    size_t start;  /* ... entries[(start + k) mod kept] */
+    size_t kept;   /* entries newer than the horizon */
+    size_t count;  /* of them, the newest min(capacity, max) */
+    uint64_t plain; /* the plain events those count entries stand for */
+} tdm__ring_order;
+
+void tdm__ring_entries_order(const tdm__ring *ring, tdm__ring_entry *entries, size_t n,
+                             uint64_t horizon_ns, size_t max, tdm__ring_order *o);
+void tdm__ring_order_free(tdm__ring_order *o);
+
+static inline const tdm__ring_entry *tdm__ring_order_at(const tdm__ring_order *o, size_t k)
+{
+    if (o->at)
+        return &o->entries[o->at[k]];
+    size_t i = o->start + k;
+    return &o->entries[i < o->kept ? i : i - o->kept];
+}
 
 /* In the child of fork(): the chunks that other threads held (they do
  * not exist there) are given back.  Every ring mapped from the parent's

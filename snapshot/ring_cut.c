@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 
 #include "ring_cut.h"
+#include "spare_map.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
@@ -30,14 +31,14 @@ int tdm__ring_cut_init(tdm__ring_cut *cut, tdm__ring *ring)
     if (!cut->before)
         return -1;
     /* Room for every slot, as the ring itself maps it (pages come as
-     * written); those written so far are put in place now, so that the
-     * copy at the cut, under the allocator's locks, takes no page fault
-     * for them. */
+     * written; a spare an earlier dump left, spare_map.h); those written
+     * so far are put in place now, so that the copy at the cut, under the
+     * allocator's locks, takes no page fault for them. */
     cut->entries_room = (size_t)(ring->chunks << ring->chunk_shift);
-    size_t bytes = (cut->entries_room * sizeof *cut->entries + 4095) & ~(size_t)4095;
-    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (m == MAP_FAILED) {
+    size_t bytes;
+    int reused;
+    void *m = tdm__spare_map_take(cut->entries_room * sizeof *cut->entries, &bytes, &reused);
+    if (!m) {
         free(cut->before);
         cut->before = NULL;
         return -1;
@@ -47,7 +48,9 @@ int tdm__ring_cut_init(tdm__ring_cut *cut, tdm__ring *ring)
     size_t used = (size_t)(tdm__ring_used_chunks(ring) << ring->chunk_shift) *
                   sizeof *cut->entries;
     used = (used + 4095) & ~(size_t)4095;
-    if (used)
+    /* A spare's pages are in place unless the kernel took them back
+     * (MADV_FREE), and populating them again costs as much as a copy. */
+    if (used && !reused)
         (void)madvise(m, used < bytes ? used : bytes, MADV_POPULATE_WRITE);
     return 0;
 }
@@ -55,19 +58,17 @@ int tdm__ring_cut_init(tdm__ring_cut *cut, tdm__ring *ring)
 void tdm__ring_cut_free(tdm__ring_cut *cut)
 {
     free(cut->before);
-    if (cut->entries)
-        munmap(cut->entries, cut->map_bytes);
+    tdm__spare_map_give(cut->entries, cut->map_bytes);
     *cut = (tdm__ring_cut){0};
 }
 
-size_t tdm__ring_copy_before(const tdm__ring_cut *cut, tdm_event *out, size_t max,
-                             uint64_t *copied_plain)
+void tdm__ring_cut_order(tdm__ring_cut *cut, size_t max, tdm__ring_order *o)
 {
-    *copied_plain = 0;
-    if (!cut->ring || !cut->taken)
-        return 0;
-    return tdm__ring_entries_newest(cut->ring, cut->entries, cut->entry_count,
-                                    cut->horizon_ns, out, max, copied_plain);
+    if (!cut->ring || !cut->taken) {
+        *o = (tdm__ring_order){0};
+        return;
+    }
+    tdm__ring_entries_order(cut->ring, cut->entries, cut->entry_count, cut->horizon_ns, max, o);
 }
 
 /* Complete slots from the start of held chunk c, under claim n. */

@@ -51,10 +51,10 @@ int tdm__ring_cut_init(tdm__ring_cut *cut, tdm__ring *ring);
 void tdm__ring_cut_take(tdm__ring_cut *cut);
 void tdm__ring_cut_free(tdm__ring_cut *cut);
 
-/* Copies, as tdm__ring_copy does, the newest min(capacity, max) entries
- * stored before the cut (taken) and newer than anything lost, from the
- * cut's own copy; *copied_plain gets the plain events they stand for. */
-size_t tdm__ring_copy_before(const tdm__ring_cut *cut, tdm_event *out, size_t max,
-                             uint64_t *copied_plain);
+/* The newest min(capacity, max) entries stored before the cut (taken)
+ * and newer than anything lost, in order, from the cut's own copy
+ * (tdm__ring_entries_order, which reorders that copy in place; free the
+ * order with tdm__ring_order_free before the cut). */
+void tdm__ring_cut_order(tdm__ring_cut *cut, size_t max, tdm__ring_order *o);
 
 #endif
