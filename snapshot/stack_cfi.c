@@ -463,10 +463,30 @@ typedef struct cache_set {
         uint64_t rule; /* 0: the tables have no usable rule */
     } way[WAYS];
 } cache_set;
+/* The thread's last walk that reached the outermost frame: where each
+ * return address was read (increasing toward the stack's base) and what
+ * it was.  A later walk that reads the same return address at the same
+ * place has reached a frame of that walk; the frames outside it are the
+ * same while every return address is still where it was, which costs a
+ * load each instead of a rule's lookup (a cache line of `sets` a frame). */
+#define PREV_MAX 128u
+typedef struct prev_walk {
+    unsigned n;    /* frames; 0: none to reuse */
+    uintptr_t hi;  /* the stack's base it was walked under */
+    uintptr_t ra_at[PREV_MAX];
+    uintptr_t ra[PREV_MAX];
+} prev_walk;
+
+typedef struct walk_area {
+    cache_set sets[SETS];
+    prev_walk prev;
+    int busy; /* a walk is running: a signal handler's walk leaves prev alone */
+} walk_area;
+
 typedef struct thread_cache {
-    cache_set *sets; /* SETS, mapped at the thread's first walk */
+    walk_area *area; /* mapped at the thread's first walk */
     unsigned victim;
-    uint64_t misses;
+    uint64_t misses, reused;
 } thread_cache;
 static __thread thread_cache tc;
 
@@ -474,13 +494,13 @@ static pthread_key_t cache_key;
 static pthread_once_t cache_key_once = PTHREAD_ONCE_INIT;
 static _Atomic int cache_key_ok;
 
-static void cache_free(void *sets)
+static void cache_free(void *area)
 {
     /* The destructor runs in the exiting thread: its walks after this one
      * (other destructors that record) map a fresh cache. */
-    if (tc.sets == sets)
-        tc.sets = NULL;
-    munmap(sets, SETS * sizeof(cache_set));
+    if (tc.area == area)
+        tc.area = NULL;
+    munmap(area, sizeof(walk_area));
 }
 
 static void make_cache_key(void)
@@ -497,14 +517,14 @@ __attribute__((destructor)) static void forget_cache_key(void)
         pthread_key_delete(cache_key);
 }
 
-static __attribute__((noinline)) cache_set *cache_map(void)
+static __attribute__((noinline)) walk_area *cache_map(void)
 {
-    void *m = mmap(NULL, SETS * sizeof(cache_set), PROT_READ | PROT_WRITE,
+    void *m = mmap(NULL, sizeof(walk_area), PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
         return NULL;
     pthread_once(&cache_key_once, make_cache_key);
-    tc.sets = m;
+    tc.area = m;
     if (atomic_load(&cache_key_ok))
         (void)pthread_setspecific(cache_key, m);
     return m;
@@ -542,43 +562,124 @@ static inline uint64_t rule_at(cache_set *sets, uintptr_t pc)
 
 /* ---- the walk ----------------------------------------------------------- */
 
+/* The first of the frames of `p` from j outward whose return address is
+ * no longer where it was read (p->n: all still on the stack). */
+static NO_ASAN unsigned first_frame_gone(const prev_walk *p, unsigned j)
+{
+    for (unsigned m = j; m < p->n; m++)
+        if (*(const uintptr_t *)p->ra_at[m] != p->ra[m])
+            return m;
+    return p->n;
+}
+
+/* Makes prev the walk of n frames read at at[0..n) (ra in buf), followed
+ * by prev's own frames from `from` on (none when from = prev->n). */
+static void keep_walk(prev_walk *p, const uintptr_t *at, void *const *buf, unsigned n,
+                      unsigned from, uintptr_t hi)
+{
+    unsigned tail = p->n - from;
+    if (n + tail > PREV_MAX) {
+        p->n = 0;
+        return;
+    }
+    if (n != from) {
+        memmove(&p->ra_at[n], &p->ra_at[from], tail * sizeof p->ra_at[0]);
+        memmove(&p->ra[n], &p->ra[from], tail * sizeof p->ra[0]);
+    }
+    memcpy(p->ra_at, at, n * sizeof *at);
+    memcpy(p->ra, buf, n * sizeof *buf);
+    p->n = n + tail;
+    p->hi = hi;
+}
+
 NO_ASAN int tdm__cfi_walk(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t hi, void **buf,
                           unsigned cap)
 {
-    cache_set *sets = tc.sets;
-    if (UNLIKELY(!sets) && !(sets = cache_map()))
+    walk_area *area = tc.area;
+    if (UNLIKELY(!area) && !(area = cache_map()))
         return -1;
+    cache_set *sets = area->sets;
+    prev_walk *prev = &area->prev;
+    /* A walk in a signal handler that interrupted this thread's walk
+     * neither reuses nor replaces the walk being read or written. */
+    int own = !area->busy;
+    area->busy = 1;
+    __asm__ volatile("" ::: "memory");
+    /* j: the last walk's frames inside this one's; gone: one of its frames
+     * seen changed (the frames inside it cannot be reused either). */
+    unsigned have = own && prev->hi == hi ? prev->n : 0, j = 0, gone = 0;
+    uintptr_t at[PREV_MAX];
     unsigned n = 0;
+    int result = -1;
     /* The first frame's rule is at its pc; a caller's at the call (the
      * return address may be the first byte of the next function). */
     uintptr_t key = pc;
     while (n < cap) {
         uint64_t rule = rule_at(sets, key);
         if (UNLIKELY(!rule))
-            return -1;
-        if (rule & RULE_END)
-            return (int)n;
+            goto out;
+        if (rule & RULE_END) {
+            result = (int)n;
+            goto out;
+        }
         uintptr_t cfa = ((rule & RULE_RBP_CFA) ? bp : sp) + (uintptr_t)(intptr_t)rule_cfa_off(rule);
         uintptr_t ra_at = cfa + (uintptr_t)(intptr_t)rule_ra_off(rule);
         if (cfa <= sp || cfa > hi || ra_at < sp || ra_at > hi - 8 || (ra_at & 7))
-            return -1;
+            goto out;
         if (rule & RULE_RBP_SAVED) {
             uintptr_t bp_at = cfa + (uintptr_t)(intptr_t)rule_rbp_off(rule);
             if (bp_at < sp || bp_at > hi - 8 || (bp_at & 7))
-                return -1;
+                goto out;
             bp = *(const uintptr_t *)bp_at;
         }
         uintptr_t ra = *(const uintptr_t *)ra_at;
-        if (ra == 0) /* some outermost frames end the chain with 0 */
-            return (int)n;
+        if (ra == 0) { /* some outermost frames end the chain with 0 */
+            result = (int)n;
+            goto out;
+        }
+        /* A frame of the last walk: the rest is that walk's, if it holds. */
+        while (j < have && prev->ra_at[j] < ra_at)
+            j++;
+        if (j < have && j >= gone && prev->ra_at[j] == ra_at && prev->ra[j] == ra &&
+            (gone = first_frame_gone(prev, j + 1)) == have) {
+            unsigned total = n + (have - j);
+            if (total > PREV_MAX || total > cap) /* ends at cap: walked alone */
+                goto walk_on;
+            for (unsigned m = j; m < have; m++)
+                buf[n + m - j] = (void *)prev->ra[m];
+            keep_walk(prev, at, buf, n, j, hi);
+            tc.reused++;
+            result = (int)total;
+            goto done;
+        }
+    walk_on:
+        if (n < PREV_MAX)
+            at[n] = ra_at;
         buf[n++] = (void *)ra;
         sp = cfa;
         key = ra - 1;
     }
-    return (int)n;
+    result = (int)n; /* at cap: not kept, the stack goes on */
+    goto done;
+out:
+    /* The outermost frame reached: this walk is the one to reuse. */
+    if (own && result >= 0) {
+        if ((unsigned)result <= PREV_MAX) {
+            prev->n = 0;
+            keep_walk(prev, at, buf, (unsigned)result, 0, hi);
+        } else {
+            prev->n = 0;
+        }
+    }
+done:
+    __asm__ volatile("" ::: "memory");
+    if (own)
+        area->busy = 0;
+    return result;
 }
 
 uint64_t tdm__cfi_rules_read(void) { return tc.misses; }
+uint64_t tdm__cfi_walks_reused(void) { return tc.reused; }
 
 #else /* !HAVE_CFI */
 
@@ -590,5 +691,6 @@ int tdm__cfi_walk(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t hi, void *
 }
 
 uint64_t tdm__cfi_rules_read(void) { return 0; }
+uint64_t tdm__cfi_walks_reused(void) { return 0; }
 
 #endif

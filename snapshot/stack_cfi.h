@@ -28,7 +28,9 @@ int tdm__cfi_available(void);
 int tdm__cfi_walk(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t hi, void **buf,
                   unsigned cap);
 
-/* Tests: how many rules this thread read from the tables (cache misses). */
+/* Tests: how many rules this thread read from the tables (cache misses),
+ * and how many of its walks ended in the frames of the walk before. */
 uint64_t tdm__cfi_rules_read(void);
+uint64_t tdm__cfi_walks_reused(void);
 
 #endif

@@ -5,7 +5,10 @@
  * alone: a deep recursion, a frame whose CFA is rbp-based (alloca), C
  * library code built without frame pointers (qsort calling back), another
  * thread; the second capture of a site reads no rule from the tables (the
- * cache answers); inside a signal handler the walker refuses the signal
+ * cache answers); a capture whose outer frames are those of the capture
+ * before ends in them (no rule looked up for them) and is still
+ * libunwind's, and one whose caller changed at the same depth walks past
+ * the frames it no longer shares; inside a signal handler the walker refuses the signal
  * frame and the default unwinder gets libunwind's whole stack, through
  * the handler into the interrupted code. */
 #define _GNU_SOURCE
@@ -166,6 +169,74 @@ static void second_capture_reads_no_rule(void **state)
     assert_memory_equal(a, b, n * sizeof a[0]);
 }
 
+static NOINLINE void capture_two_sites(two_stacks *a, two_stacks *b)
+{
+    capture_both(a);
+    capture_both(b);
+    KEEP_FRAME();
+}
+
+static NOINLINE void recurse_two(int depth, two_stacks *a, two_stacks *b)
+{
+    if (depth > 0)
+        recurse_two(depth - 1, a, b);
+    else
+        capture_two_sites(a, b);
+    KEEP_FRAME();
+}
+
+static void outer_frames_of_the_last_walk_are_reused(void **state)
+{
+    (void)state;
+    SKIP_IF_MISSING();
+    two_stacks a, b;
+    uint64_t before = tdm__cfi_walks_reused();
+    recurse_two(30, &a, &b);
+    assert_same(&a, 30);
+    assert_same(&b, 30);
+    /* The second's innermost frame returns elsewhere; the 30 outside it
+     * are the first's, taken without a lookup. */
+    assert_true(a.cfi[0] != b.cfi[0]);
+    assert_memory_equal(a.cfi + 1, b.cfi + 1, (a.n_cfi - 1) * sizeof a.cfi[0]);
+    assert_true(tdm__cfi_walks_reused() > before);
+}
+
+/* Two callers alike but for a constant: their frames lie at the same
+ * depths, and only the return address into them differs. */
+static volatile int sink;
+static NOINLINE void caller_one(two_stacks *s)
+{
+    sink = 1;
+    recurse(8, s);
+    KEEP_FRAME();
+}
+
+static NOINLINE void caller_two(two_stacks *s)
+{
+    sink = 2;
+    recurse(8, s);
+    KEEP_FRAME();
+}
+
+static void a_changed_caller_is_walked_again(void **state)
+{
+    (void)state;
+    SKIP_IF_MISSING();
+    two_stacks one, two;
+    for (volatile int i = 0; i < 2; i++) { /* one call site each, twice */
+        caller_one(&one);
+        caller_two(&two);
+        assert_same(&one, 10);
+        assert_same(&two, 10);
+    }
+    /* The frames inside the callers are the same; the callers' are not. */
+    assert_memory_equal(one.cfi, two.cfi, 9 * sizeof one.cfi[0]);
+    int differ = 0;
+    for (unsigned k = 9; k < one.n_cfi && k < two.n_cfi; k++)
+        differ |= one.cfi[k] != two.cfi[k];
+    assert_true(differ);
+}
+
 static two_stacks in_handler;
 static uintptr_t auto_in_handler[TDM_STACK_MAX_DEPTH];
 static unsigned n_auto_in_handler;
@@ -211,6 +282,8 @@ int main(void)
         cmocka_unit_test(through_the_c_library),
         cmocka_unit_test(another_thread),
         cmocka_unit_test(second_capture_reads_no_rule),
+        cmocka_unit_test(outer_frames_of_the_last_walk_are_reused),
+        cmocka_unit_test(a_changed_caller_is_walked_again),
         cmocka_unit_test(signal_frame_goes_to_libunwind),
     };
     if (tdm__stack_init(4096, 65536) != TDM_OK)
