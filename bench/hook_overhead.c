@@ -18,7 +18,10 @@
  * i.e. through the preload's definitions when it is loaded, exactly where
  * a program's PLT would go.
  *
- * Usage: hook_overhead [pairs] [runs]
+ * Usage: hook_overhead [--instructions] [pairs] [runs]
+ * --instructions counts instructions per call under valgrind's cachegrind
+ * instead of timing (the count of n pairs is that of a run of 2n less one
+ * of n, n = min(pairs, 20000)): figures that do not move with the load.
  * Paths come from the build (TDM_BENCH_* definitions, set by
  * tests/fakes/{hip,ze}/CMakeLists.txt) or from the environment:
  * TDM_BENCH_PRELOAD, TDM_BENCH_FAKE_HIP, TDM_BENCH_FAKE_ZE, TDM_BENCH_ZE_SHIM.
@@ -88,6 +91,8 @@ static const struct {
 
 static double best_of(int runs, long pairs, double (*one)(long, void *), void *ctx)
 {
+    if (runs == 0) /* counted, not timed (--instructions): one run, as is */
+        return one(pairs, ctx);
     one(pairs / 10 + 1000, ctx); /* warm-up: first-call resolution, caches */
     double best = 1e30;
     for (int r = 0; r < runs; r++) {
@@ -204,8 +209,10 @@ static const config configs[] = {
     {"ze", "shim driver, observe, stacks=none", 0, 1, "mode=observe,stacks=none,dump_on=none"},
 };
 
-/* Runs one configuration; the child's ns per pair, or -1. */
-static double run_child(const config *c, long pairs, int runs)
+/* Runs one configuration; the child's ns per pair, or -1.  With `count`
+ * set, the child runs under cachegrind (no cache model: an instruction
+ * count) and the result is the instructions it executed in all, or -1. */
+static double run_child_as(const config *c, long pairs, int runs, int count)
 {
     int fd[2];
     if (pipe(fd) != 0)
@@ -235,11 +242,24 @@ static double run_child(const config *c, long pairs, int runs)
         char n[32], r[32];
         snprintf(n, sizeof n, "%ld", pairs);
         snprintf(r, sizeof r, "%d", runs);
+        if (count) {
+            /* cachegrind writes its summary ("I refs: N") to stderr. */
+            dup2(STDOUT_FILENO, STDERR_FILENO);
+            char self[4096];
+            ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+            if (len <= 0)
+                _exit(127);
+            self[len] = 0;
+            execlp("valgrind", "valgrind", "--tool=cachegrind", "--cache-sim=no",
+                   "--cachegrind-out-file=/dev/null", self, "--child", c->vendor, n, r,
+                   (char *)NULL);
+            _exit(127);
+        }
         execl("/proc/self/exe", "hook_overhead", "--child", c->vendor, n, r, (char *)NULL);
         _exit(127);
     }
     close(fd[1]);
-    char buf[64] = "";
+    char buf[8192] = "";
     ssize_t got = 0, k;
     while (got < (ssize_t)sizeof buf - 1 && (k = read(fd[0], buf + got, sizeof buf - 1 - (size_t)got)) != 0) {
         if (k < 0 && errno == EINTR)
@@ -253,7 +273,36 @@ static double run_child(const config *c, long pairs, int runs)
     waitpid(pid, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || got == 0)
         return -1;
-    return strtod(buf, NULL);
+    buf[got] = 0;
+    if (!count)
+        return strtod(buf, NULL);
+    const char *at = strstr(buf, "I   refs:");
+    if (!at)
+        at = strstr(buf, "I refs:");
+    if (!at)
+        return -1;
+    at = strchr(at, ':') + 1;
+    double v = 0;
+    for (; *at; at++) /* "1,234,567" */
+        if (*at >= '0' && *at <= '9')
+            v = v * 10 + (*at - '0');
+        else if (*at != ',' && *at != ' ')
+            break;
+    return v;
+}
+
+static double run_child(const config *c, long pairs, int runs)
+{
+    return run_child_as(c, pairs, runs, 0);
+}
+
+/* Instructions per pair of configuration c: the count of a run of 2n
+ * pairs less that of a run of n (the start-up, the same in both, cancels
+ * out); -1 when valgrind is missing or a run failed. */
+static double instructions_per_pair(const config *c, long n)
+{
+    double one = run_child_as(c, n, 0, 1), two = run_child_as(c, 2 * n, 0, 1);
+    return one < 0 || two < 0 ? -1 : (two - one) / (double)n;
 }
 
 static int have(const char *p)
@@ -261,14 +310,50 @@ static int have(const char *p)
     return p && *p && access(p, R_OK) == 0;
 }
 
+/* --instructions: the same configurations, instructions per call under
+ * cachegrind instead of time: they do not move with the machine's load,
+ * which moves the wall-clock rows by tens of ns on a shared VM. */
+static int count_table(int have_hip, int have_ze, int have_shim, long n)
+{
+    printf("hook_overhead --instructions: instructions per intercepted call (cachegrind; the\n"
+           "count of %ld pairs, from runs of %ld and %ld); added = over the baseline's\n\n",
+           n, n, 2 * n);
+    printf("%-7s %-36s %14s %12s\n", "vendor", "configuration", "instr/call", "added/call");
+    double base = -1;
+    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
+        const config *c = &configs[i];
+        if ((strcmp(c->vendor, "hip") == 0 && !have_hip) ||
+            (strcmp(c->vendor, "ze") == 0 && !have_ze) || (c->shim && !have_shim))
+            continue;
+        double per_pair = instructions_per_pair(c, n);
+        if (!c->preload && !c->shim)
+            base = per_pair;
+        if (per_pair < 0) {
+            printf("%-7s %-36s %14s\n", c->vendor, c->label, "failed (valgrind?)");
+            continue;
+        }
+        if ((!c->preload && !c->shim) || base < 0)
+            printf("%-7s %-36s %14.1f %12s\n", c->vendor, c->label, per_pair / 2, "-");
+        else
+            printf("%-7s %-36s %14.1f %12.1f\n", c->vendor, c->label, per_pair / 2,
+                   (per_pair - base) / 2);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 5 && strcmp(argv[1], "--child") == 0)
         return child(argv[2], atol(argv[3]), atoi(argv[4]));
+    int counting = argc > 1 && strcmp(argv[1], "--instructions") == 0;
+    if (counting) {
+        argv++;
+        argc--;
+    }
     long pairs = argc > 1 ? atol(argv[1]) : 200000;
     int runs = argc > 2 ? atoi(argv[2]) : 5;
     if (pairs < 1 || runs < 1) {
-        fprintf(stderr, "usage: hook_overhead [pairs] [runs]\n");
+        fprintf(stderr, "usage: hook_overhead [--instructions] [pairs] [runs]\n");
         return 2;
     }
     const char *preload = path("TDM_BENCH_PRELOAD", TDM_BENCH_PRELOAD);
@@ -284,6 +369,8 @@ int main(int argc, char **argv)
            "vendor libraries\n(best of %d runs x %ld pairs, one CPU; added = (pair - baseline "
            "pair) / 2; target observe/stacks=none <= 20 ns)\n\n",
            runs, pairs);
+    if (counting)
+        return count_table(have_hip, have_ze, have_shim, pairs < 20000 ? pairs : 20000);
     printf("%-7s %-36s %10s %10s %12s\n", "vendor", "configuration", "ns/pair", "ns/call",
            "added/call");
     double base = -1;
