@@ -24,6 +24,8 @@
  * shared/traces and bench/traces.
  * Environment: TDM_TRACES_DIR (traces), TDM_BENCH_ROUNDS (default 15),
  * TDM_BENCH_HIT_ITERS (pairs per hit sample, default 200000).
+ * `replay --instructions [trace.csv ...]` counts instructions per pair
+ * instead (replay_count.c): figures the machine's load does not move.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -122,7 +124,7 @@ static int load_dir(const char *dir, trace *traces, int nt, int max)
     return nt;
 }
 
-static int load_traces(int argc, char **argv, trace *traces, int max)
+int load_traces(int argc, char **argv, trace *traces, int max)
 {
     int nt = 0;
     if (argc > 1) {
@@ -158,6 +160,10 @@ static int load_traces(int argc, char **argv, trace *traces, int max)
 
 int main(int argc, char **argv)
 {
+    if (argc == 5 && strcmp(argv[1], "--count-child") == 0)
+        return count_child(argv);
+    if (argc > 1 && strcmp(argv[1], "--instructions") == 0)
+        return count_instructions(argc - 1, argv + 1);
     peers_prepare_process(argv);
     static trace traces[64];
     int nt = load_traces(argc, argv, traces, 64);

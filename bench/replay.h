@@ -13,6 +13,7 @@ typedef struct op {
 
 typedef struct trace {
     char name[256];
+    char path[4096]; /* the file it was read from */
     op *ops;
     size_t n, cap;
     uint32_t ids;      /* distinct allocation ids */
@@ -64,6 +65,14 @@ int load_trace(const char *path, trace *t);
 void run_trace_rounds(backend cols[COL_COUNT], const trace *t, int rounds, spread out[COL_COUNT]);
 void run_hit_rounds(backend cols[COL_COUNT], size_t size, long iters, int rounds,
                     spread out[COL_COUNT]);
+/* Runs `passes` passes of `t` through b (b->before once, first); 0, or -1
+ * when an allocation failed.  For replay_count.c's counted runs. */
+int run_passes(const backend *b, const trace *t, long passes);
+/* replay_count.c: `replay --instructions`, and its counted child. */
+int count_instructions(int argc, char **argv);
+int count_child(char **argv);
+/* The traces named in argv[1..argc), else the default folders'. */
+int load_traces(int argc, char **argv, trace *traces, int max);
 /* `threads` threads replay `t` at once, each with its own ids; ns per pair
  * per thread = wall time until the slowest thread is done ÷ the trace's
  * pairs (so perfect scaling keeps it flat).  Recording is off. */

@@ -36,6 +36,7 @@ int load_trace(const char *path, trace *t)
     memset(t, 0, sizeof *t);
     const char *base = strrchr(path, '/');
     snprintf(t->name, sizeof t->name, "%s", base ? base + 1 : path);
+    snprintf(t->path, sizeof t->path, "%s", path);
     size_t map_cap = 1 << 16;
     uint32_t *map = calloc(map_cap, sizeof *map); /* file id -> dense id + 1 */
     char line[512];
@@ -109,6 +110,20 @@ static double pass(const backend *b, const trace *t, void **slots)
             return -1;
     free_live(b, t, slots);
     return now_s() - t0;
+}
+
+int run_passes(const backend *b, const trace *t, long passes)
+{
+    void **slots = calloc(t->ids ? t->ids : 1, sizeof *slots);
+    if (!slots)
+        return -1;
+    if (b->before)
+        b->before();
+    int rc = 0;
+    for (long k = 0; k < passes && rc == 0; k++)
+        rc = pass(b, t, slots) < 0 ? -1 : 0;
+    free(slots);
+    return rc;
 }
 
 static int cmp_double(const void *a, const void *b)
