@@ -38,6 +38,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cachegrind.h"
+
 #ifndef TDM_BENCH_PRELOAD
 #define TDM_BENCH_PRELOAD ""
 #endif
@@ -243,16 +245,9 @@ static double run_child_as(const config *c, long pairs, int runs, int count)
         snprintf(n, sizeof n, "%ld", pairs);
         snprintf(r, sizeof r, "%d", runs);
         if (count) {
-            /* cachegrind writes its summary ("I refs: N") to stderr. */
-            dup2(STDOUT_FILENO, STDERR_FILENO);
-            char self[4096];
-            ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-            if (len <= 0)
-                _exit(127);
-            self[len] = 0;
-            execlp("valgrind", "valgrind", "--tool=cachegrind", "--cache-sim=no",
-                   "--cachegrind-out-file=/dev/null", self, "--child", c->vendor, n, r,
-                   (char *)NULL);
+            dup2(STDOUT_FILENO, STDERR_FILENO); /* cachegrind's summary, to the pipe */
+            const char *args[] = {"--child", c->vendor, n, r, NULL};
+            cachegrind_exec_self(args);
             _exit(127);
         }
         execl("/proc/self/exe", "hook_overhead", "--child", c->vendor, n, r, (char *)NULL);
@@ -276,19 +271,7 @@ static double run_child_as(const config *c, long pairs, int runs, int count)
     buf[got] = 0;
     if (!count)
         return strtod(buf, NULL);
-    const char *at = strstr(buf, "I   refs:");
-    if (!at)
-        at = strstr(buf, "I refs:");
-    if (!at)
-        return -1;
-    at = strchr(at, ':') + 1;
-    double v = 0;
-    for (; *at; at++) /* "1,234,567" */
-        if (*at >= '0' && *at <= '9')
-            v = v * 10 + (*at - '0');
-        else if (*at != ',' && *at != ' ')
-            break;
-    return v;
+    return cachegrind_irefs(buf);
 }
 
 static double run_child(const config *c, long pairs, int runs)
@@ -310,35 +293,45 @@ static int have(const char *p)
     return p && *p && access(p, R_OK) == 0;
 }
 
-/* --instructions: the same configurations, instructions per call under
- * cachegrind instead of time: they do not move with the machine's load,
- * which moves the wall-clock rows by tens of ns on a shared VM. */
-static int count_table(int have_hip, int have_ze, int have_shim, long n)
+/* Whether configuration c can run here. */
+static int present(const config *c, int have_hip, int have_ze, int have_shim)
 {
-    printf("hook_overhead --instructions: instructions per intercepted call (cachegrind; the\n"
-           "count of %ld pairs, from runs of %ld and %ld); added = over the baseline's\n\n",
-           n, n, 2 * n);
-    printf("%-7s %-36s %14s %12s\n", "vendor", "configuration", "instr/call", "added/call");
+    return !((strcmp(c->vendor, "hip") == 0 && !have_hip) ||
+             (strcmp(c->vendor, "ze") == 0 && !have_ze) || (c->shim && !have_shim));
+}
+
+/* One row per configuration present: its figure per pair, per call, and
+ * what it adds per call over its vendor's baseline.  The figure is ns
+ * (best of `runs`), or with `counting` instructions under cachegrind,
+ * which do not move with the machine's load (the wall-clock rows move by
+ * tens of ns on a shared VM). */
+static void table(int counting, long pairs, int runs, int have_hip, int have_ze, int have_shim)
+{
+    const char *unit = counting ? "instr" : "ns";
+    char per_pair[32], per_call[32];
+    snprintf(per_pair, sizeof per_pair, "%s/pair", unit);
+    snprintf(per_call, sizeof per_call, "%s/call", unit);
+    printf("%-7s %-36s %10s %10s %12s\n", "vendor", "configuration", per_pair, per_call,
+           "added/call");
     double base = -1;
     for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
         const config *c = &configs[i];
-        if ((strcmp(c->vendor, "hip") == 0 && !have_hip) ||
-            (strcmp(c->vendor, "ze") == 0 && !have_ze) || (c->shim && !have_shim))
+        if (!present(c, have_hip, have_ze, have_shim))
             continue;
-        double per_pair = instructions_per_pair(c, n);
+        double v = counting ? instructions_per_pair(c, pairs) : run_child(c, pairs, runs);
         if (!c->preload && !c->shim)
-            base = per_pair;
-        if (per_pair < 0) {
-            printf("%-7s %-36s %14s\n", c->vendor, c->label, "failed (valgrind?)");
+            base = v;
+        if (v < 0) {
+            printf("%-7s %-36s %10s\n", c->vendor, c->label,
+                   counting ? "failed (valgrind?)" : "failed");
             continue;
         }
         if ((!c->preload && !c->shim) || base < 0)
-            printf("%-7s %-36s %14.1f %12s\n", c->vendor, c->label, per_pair / 2, "-");
+            printf("%-7s %-36s %10.1f %10.1f %12s\n", c->vendor, c->label, v, v / 2, "-");
         else
-            printf("%-7s %-36s %14.1f %12.1f\n", c->vendor, c->label, per_pair / 2,
-                   (per_pair - base) / 2);
+            printf("%-7s %-36s %10.1f %10.1f %12.1f\n", c->vendor, c->label, v, v / 2,
+                   (v - base) / 2);
     }
-    return 0;
 }
 
 int main(int argc, char **argv)
@@ -365,32 +358,18 @@ int main(int argc, char **argv)
                " build the tests, or set TDM_BENCH_PRELOAD and TDM_BENCH_FAKE_HIP/_ZE)\n");
         return 0;
     }
+    if (counting) {
+        long n = pairs < 20000 ? pairs : 20000;
+        printf("hook_overhead --instructions: instructions per intercepted call under "
+               "cachegrind\n(the count of %ld pairs: a run of %ld less one of %ld; added = "
+               "(pair - baseline pair) / 2)\n\n", n, 2 * n, n);
+        table(1, n, 0, have_hip, have_ze, have_shim);
+        return 0;
+    }
     printf("hook_overhead: ns per intercepted call, alloc+free pairs of 4 KiB over the fake "
            "vendor libraries\n(best of %d runs x %ld pairs, one CPU; added = (pair - baseline "
            "pair) / 2; target observe/stacks=none <= 20 ns)\n\n",
            runs, pairs);
-    if (counting)
-        return count_table(have_hip, have_ze, have_shim, pairs < 20000 ? pairs : 20000);
-    printf("%-7s %-36s %10s %10s %12s\n", "vendor", "configuration", "ns/pair", "ns/call",
-           "added/call");
-    double base = -1;
-    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
-        const config *c = &configs[i];
-        if ((strcmp(c->vendor, "hip") == 0 && !have_hip) ||
-            (strcmp(c->vendor, "ze") == 0 && !have_ze) || (c->shim && !have_shim))
-            continue;
-        double ns = run_child(c, pairs, runs);
-        if (!c->preload && !c->shim)
-            base = ns;
-        if (ns < 0) {
-            printf("%-7s %-36s %10s\n", c->vendor, c->label, "failed");
-            continue;
-        }
-        if ((!c->preload && !c->shim) || base < 0)
-            printf("%-7s %-36s %10.1f %10.1f %12s\n", c->vendor, c->label, ns, ns / 2, "-");
-        else
-            printf("%-7s %-36s %10.1f %10.1f %12.1f\n", c->vendor, c->label, ns, ns / 2,
-                   (ns - base) / 2);
-    }
+    table(0, pairs, runs, have_hip, have_ze, have_shim);
     return 0;
 }

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cachegrind.h"
 #include "replay.h"
 
 /* k: passes enough for 20,000 pairs, 2 at least. */
@@ -71,16 +72,11 @@ static double counted(int col, long passes, const char *trace_path)
          * jemalloc's static TLS, given here (valgrind follows no exec). */
         setenv("GLIBC_TUNABLES", "glibc.rtld.optional_static_tls=16384", 1);
         setenv("TDM_BENCH_REEXEC", "1", 1);
-        char self[4096], c[16], k[32];
-        ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-        if (len <= 0)
-            _exit(127);
-        self[len] = 0;
+        char c[16], k[32];
         snprintf(c, sizeof c, "%d", col);
         snprintf(k, sizeof k, "%ld", passes);
-        execlp("valgrind", "valgrind", "--tool=cachegrind", "--cache-sim=no",
-               "--cachegrind-out-file=/dev/null", self, "--count-child", c, k, trace_path,
-               (char *)NULL);
+        const char *args[] = {"--count-child", c, k, trace_path, NULL};
+        cachegrind_exec_self(args);
         _exit(127);
     }
     close(fd[1]);
@@ -95,18 +91,7 @@ static double counted(int col, long passes, const char *trace_path)
     waitpid(pid, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         return -1;
-    const char *at = strstr(buf, "I   refs:");
-    if (!at)
-        at = strstr(buf, "I refs:");
-    if (!at)
-        return -1;
-    double v = 0;
-    for (at = strchr(at, ':') + 1; *at; at++) /* "1,234,567" */
-        if (*at >= '0' && *at <= '9')
-            v = v * 10 + (*at - '0');
-        else if (*at != ',' && *at != ' ')
-            break;
-    return v;
+    return cachegrind_irefs(buf);
 }
 
 int count_instructions(int argc, char **argv)

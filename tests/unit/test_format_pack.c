@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -28,43 +29,41 @@ static int bytes_write(void *data, const char *buf, size_t len)
     return 0;
 }
 
+/* msgpack-c's bytes for a value (`theirs`, a call on the packer pk) and
+ * ours (`ours`, a call that packs at `got` and returns the end) are the
+ * same; `what` names the value in the failure. */
+#define SAME_AS_MSGPACK(theirs, ours, ...)                                     \
+    do {                                                                       \
+        bytes want = {0};                                                      \
+        msgpack_packer pk;                                                     \
+        msgpack_packer_init(&pk, &want, bytes_write);                          \
+        theirs;                                                                \
+        uint8_t got[TDM__PACK_INT_MAX + TDM__PACK_ARRAY_MAX];                  \
+        size_t len = (size_t)((ours) - got);                                   \
+        if (len != want.n || memcmp(got, want.p, len) != 0) {                  \
+            char what[64];                                                     \
+            snprintf(what, sizeof what, __VA_ARGS__);                          \
+            fail_msg("%s: %zu bytes from ours, %zu from msgpack-c, or they differ", what, \
+                     len, want.n);                                             \
+        }                                                                      \
+    } while (0)
+
 static void same_as_msgpack_uint(uint64_t v)
 {
-    bytes want = {0};
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &want, bytes_write);
-    msgpack_pack_uint64(&pk, v);
-    uint8_t got[TDM__PACK_INT_MAX + 1];
-    size_t n = (size_t)(tdm__pack_uint(got, v) - got);
-    if (n != want.n || memcmp(got, want.p, n) != 0)
-        fail_msg("uint %llu: %zu bytes from ours, %zu from msgpack-c, or they differ",
-                 (unsigned long long)v, n, want.n);
+    SAME_AS_MSGPACK(msgpack_pack_uint64(&pk, v), tdm__pack_uint(got, v), "uint %llu",
+                    (unsigned long long)v);
 }
 
 static void same_as_msgpack_int(int64_t v)
 {
-    bytes want = {0};
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &want, bytes_write);
-    msgpack_pack_int64(&pk, v);
-    uint8_t got[TDM__PACK_INT_MAX + 1];
-    size_t n = (size_t)(tdm__pack_int(got, v) - got);
-    if (n != want.n || memcmp(got, want.p, n) != 0)
-        fail_msg("int %lld: %zu bytes from ours, %zu from msgpack-c, or they differ",
-                 (long long)v, n, want.n);
+    SAME_AS_MSGPACK(msgpack_pack_int64(&pk, v), tdm__pack_int(got, v), "int %lld",
+                    (long long)v);
 }
 
-static void same_as_msgpack_array(uint32_t n)
+static void same_as_msgpack_array(uint32_t count)
 {
-    bytes want = {0};
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &want, bytes_write);
-    msgpack_pack_array(&pk, n);
-    uint8_t got[TDM__PACK_ARRAY_MAX + 1];
-    size_t len = (size_t)(tdm__pack_array_header(got, n) - got);
-    if (len != want.n || memcmp(got, want.p, len) != 0)
-        fail_msg("array of %u: %zu header bytes from ours, %zu from msgpack-c, or they differ",
-                 n, len, want.n);
+    SAME_AS_MSGPACK(msgpack_pack_array(&pk, count), tdm__pack_array_header(got, count),
+                    "array of %u", count);
 }
 
 /* Each boundary b and its neighbours b - 1 and b + 1. */
