@@ -13,6 +13,9 @@
  * deep (context=all), over the same pair recorded without stacks.
  * Usage: record_overhead [iterations] [--spill PATH]
  * [--unwinder auto|cfi|libunwind|frame-pointer]
+ * or: record_overhead --instructions [n]: each row's instructions per
+ * operation under valgrind's cachegrind (a run of 2n less one of n,
+ * default n = 20000), which do not move with the machine's load.
  * A second thread stands for the preload's signal watcher in both modes
  * (with --spill it reserves the file's space ahead of the ring, as the
  * watcher does in a recorded program).
@@ -25,6 +28,10 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+
+#include "cachegrind.h"
 
 #include "tidemark.h"
 #include "recorder.h"
@@ -185,8 +192,110 @@ static double events_two_threads(long n)
     return (now_ns() - t0) / n; /* wall time per event per thread */
 }
 
+/* ---- --instructions: the rows counted under cachegrind ------------------ */
+
+static double row_event(long n) { return events_no_stack(n); }
+static double row_stack10(long n) { return events_with_stack(10, n); }
+static double row_stack30(long n) { return events_with_stack(30, n); }
+static double row_stack60(long n) { return events_with_stack(60, n); }
+static double row_pairs_off(long n) { return malloc_free_pairs(0, n); }
+static double row_pairs_no_stacks(long n) { return malloc_free_pairs(2, n); }
+static double row_pairs_stacks(long n) { return malloc_free_pairs(1, n); }
+static double row_pairs_deep(long n) { return pairs_with_stack(30, n); }
+static double row_clock(long n) { return clock_reads(n); }
+
+static const struct count_row {
+    const char *name;
+    double (*run)(long n);
+} count_rows[] = {
+    {"event, no stack", row_event},
+    {"event + native stack, 10 frames", row_stack10},
+    {"event + native stack, 30 frames", row_stack30},
+    {"event + native stack, 60 frames", row_stack60},
+    {"tdm_malloc+tdm_free, recording off", row_pairs_off},
+    {"tdm_malloc+tdm_free, recording on, no stacks", row_pairs_no_stacks},
+    {"tdm_malloc+tdm_free, recording on (stacks)", row_pairs_stacks},
+    {"tdm_malloc+tdm_free, stacks, 30 frames deep", row_pairs_deep},
+    {"clock read", row_clock},
+};
+enum { ROWS = sizeof count_rows / sizeof count_rows[0], ROW_NO_STACKS = 5, ROW_DEEP = 7 };
+
+/* Instructions cachegrind counts in a child running row `row` n times. */
+static double row_count(int row, long n)
+{
+    int fd[2];
+    if (pipe(fd) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        dup2(fd[1], STDERR_FILENO);
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0)
+            dup2(null, STDOUT_FILENO);
+        close(fd[0]);
+        close(fd[1]);
+        char r[16], k[32];
+        snprintf(r, sizeof r, "%d", row);
+        snprintf(k, sizeof k, "%ld", n);
+        const char *args[] = {"--count-row", r, k, NULL};
+        cachegrind_exec_self(args);
+        _exit(127);
+    }
+    close(fd[1]);
+    static char buf[1 << 16];
+    size_t got = 0;
+    ssize_t k;
+    while ((k = read(fd[0], buf + got, sizeof buf - 1 - got)) > 0)
+        got += (size_t)k;
+    buf[got] = 0;
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? cachegrind_irefs(buf) : -1;
+}
+
+/* Each row's instructions per operation: the count of 2n operations less
+ * that of n (start-up, set-up and warm-up cancel out, but for the warm-up
+ * of the stack rows, a hundredth of n); figures the load does not move. */
+static int count_table(long n)
+{
+    printf("tidemark record_overhead --instructions (cachegrind: a run of %ld less one of %ld)\n\n",
+           2 * n, n);
+    printf("%-44s %12s\n", "what", "instr/op");
+    double per_op[ROWS];
+    int failed = 0;
+    for (int i = 0; i < ROWS; i++) {
+        double one = row_count(i, n), two = one < 0 ? -1 : row_count(i, 2 * n);
+        per_op[i] = one < 0 || two < 0 ? -1 : (two - one) / (double)n;
+        if (per_op[i] < 0) {
+            printf("%-44s %12s\n", count_rows[i].name, "failed (valgrind?)");
+            failed++;
+        } else {
+            printf("%-44s %12.1f\n", count_rows[i].name, per_op[i]);
+        }
+        if (i == ROW_DEEP && per_op[i] >= 0 && per_op[ROW_NO_STACKS] >= 0)
+            printf("%-44s %12.1f\n", "  of which the two stacks (over no stacks)",
+                   per_op[ROW_DEEP] - per_op[ROW_NO_STACKS]);
+    }
+    return failed ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 4 && strcmp(argv[1], "--count-row") == 0) {
+        int row = atoi(argv[2]);
+        if (row < 0 || row >= ROWS || pipe(watcher_pipe) != 0)
+            return 2;
+        pthread_t w;
+        if (pthread_create(&w, NULL, watcher_main, NULL) != 0)
+            return 2;
+        count_rows[row].run(atol(argv[3]));
+        return 0;
+    }
+    if (argc >= 2 && strcmp(argv[1], "--instructions") == 0)
+        return count_table(argc > 2 ? atol(argv[2]) : 20000);
     const char *spill = NULL, *unwinder = "auto";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--spill") == 0 && i + 1 < argc)

@@ -463,15 +463,18 @@ typedef struct cache_set {
         uint64_t rule; /* 0: the tables have no usable rule */
     } way[WAYS];
 } cache_set;
-/* The thread's last walk that reached the outermost frame: where each
- * return address was read (increasing toward the stack's base) and what
- * it was.  A later walk that reads the same return address at the same
- * place has reached a frame of that walk; the frames outside it are the
- * same while every return address is still where it was, which costs a
- * load each instead of a rule's lookup (a cache line of `sets` a frame). */
+/* The thread's last walk that reached the outermost frame or its cap:
+ * where each return address was read (increasing toward the stack's base)
+ * and what it was.  A later walk that reads the same return address at
+ * the same place has reached a frame of that walk; the frames outside it
+ * are the same while every return address is still where it was, which
+ * costs a load each instead of a rule's lookup (a cache line of `sets` a
+ * frame).  A walk cut at its cap (a deep stack: PyTorch's often are) can
+ * stand in only for a walk that it fills to that walk's cap. */
 #define PREV_MAX 128u
 typedef struct prev_walk {
     unsigned n;    /* frames; 0: none to reuse */
+    int cut;       /* stopped at its cap: the stack goes on past ra[n - 1] */
     uintptr_t hi;  /* the stack's base it was walked under */
     uintptr_t ra_at[PREV_MAX];
     uintptr_t ra[PREV_MAX];
@@ -610,7 +613,7 @@ NO_ASAN int tdm__cfi_walk(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t hi
     unsigned have = own && prev->hi == hi ? prev->n : 0, j = 0, gone = 0;
     uintptr_t at[PREV_MAX];
     unsigned n = 0;
-    int result = -1;
+    int result = -1, cut = 0;
     /* The first frame's rule is at its pc; a caller's at the call (the
      * return address may be the first byte of the next function). */
     uintptr_t key = pc;
@@ -643,9 +646,11 @@ NO_ASAN int tdm__cfi_walk(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t hi
         if (j < have && j >= gone && prev->ra_at[j] == ra_at && prev->ra[j] == ra &&
             (gone = first_frame_gone(prev, j + 1)) == have) {
             unsigned total = n + (have - j);
-            if (total > PREV_MAX || total > cap) /* ends at cap: walked alone */
-                goto walk_on;
-            for (unsigned m = j; m < have; m++)
+            if (total > PREV_MAX || (total < cap && prev->cut))
+                goto walk_on; /* frames past the last walk's cut are unknown */
+            if (total > cap)
+                total = cap; /* this walk's cap, as a walk alone stops */
+            for (unsigned m = j; n + m - j < total; m++)
                 buf[n + m - j] = (void *)prev->ra[m];
             keep_walk(prev, at, buf, n, j, hi);
             tc.reused++;
@@ -659,16 +664,16 @@ NO_ASAN int tdm__cfi_walk(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t hi
         sp = cfa;
         key = ra - 1;
     }
-    result = (int)n; /* at cap: not kept, the stack goes on */
-    goto done;
+    result = (int)n; /* at cap: the stack goes on */
+    cut = 1;
 out:
-    /* The outermost frame reached: this walk is the one to reuse. */
+    /* The outermost frame or the cap reached: this walk is the one to
+     * reuse. */
     if (own && result >= 0) {
+        prev->n = 0;
         if ((unsigned)result <= PREV_MAX) {
-            prev->n = 0;
             keep_walk(prev, at, buf, (unsigned)result, 0, hi);
-        } else {
-            prev->n = 0;
+            prev->cut = cut;
         }
     }
 done:

@@ -8,7 +8,8 @@
  * cache answers); a capture whose outer frames are those of the capture
  * before ends in them (no rule looked up for them) and is still
  * libunwind's, and one whose caller changed at the same depth walks past
- * the frames it no longer shares; inside a signal handler the walker refuses the signal
+ * the frames it no longer shares, and a walk cut at its cap stands in for
+ * the next to the same cap; inside a signal handler the walker refuses the signal
  * frame and the default unwinder gets libunwind's whole stack, through
  * the handler into the interrupted code. */
 #define _GNU_SOURCE
@@ -201,6 +202,21 @@ static void outer_frames_of_the_last_walk_are_reused(void **state)
     assert_true(tdm__cfi_walks_reused() > before);
 }
 
+/* Past the cap: a walk cut there stands in for the next one, which it
+ * fills to the same cap. */
+static void a_walk_cut_at_its_cap_is_reused(void **state)
+{
+    (void)state;
+    SKIP_IF_MISSING();
+    two_stacks a, b;
+    uint64_t before = tdm__cfi_walks_reused();
+    recurse_two(TDM_STACK_MAX_DEPTH + 40, &a, &b);
+    assert_same(&a, TDM_STACK_MAX_DEPTH);
+    assert_same(&b, TDM_STACK_MAX_DEPTH);
+    assert_memory_equal(a.cfi + 1, b.cfi + 1, (TDM_STACK_MAX_DEPTH - 1) * sizeof a.cfi[0]);
+    assert_true(tdm__cfi_walks_reused() > before);
+}
+
 /* Two callers alike but for a constant: their frames lie at the same
  * depths, and only the return address into them differs. */
 static volatile int sink;
@@ -284,6 +300,7 @@ int main(void)
         cmocka_unit_test(second_capture_reads_no_rule),
         cmocka_unit_test(outer_frames_of_the_last_walk_are_reused),
         cmocka_unit_test(a_changed_caller_is_walked_again),
+        cmocka_unit_test(a_walk_cut_at_its_cap_is_reused),
         cmocka_unit_test(signal_frame_goes_to_libunwind),
     };
     if (tdm__stack_init(4096, 65536) != TDM_OK)
