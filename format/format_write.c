@@ -5,8 +5,10 @@
  * record per table chunk, each [type, payload (bin), crc32].  A record's
  * payload is packed into a memory buffer first (its length and checksum
  * go before/after it), then the envelope goes to the file through our own
- * 1 MiB output buffer; msgpack_packer does all encoding over those two
- * write callbacks.  Layout and encodings: docs/format.md.
+ * 1 MiB output buffer; msgpack_packer does the encoding over those two
+ * write callbacks, but for the events columns, which are packed in place
+ * into room reserved for a whole column (format_pack.h: the same bytes,
+ * without a call per value).  Layout and encodings: docs/format.md.
  *
  * Invariants: the snapshot is validated in full (format_validate.c)
  * before any file is made, its events chunk by chunk as they are packed
