@@ -28,8 +28,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <fcntl.h>
-#include <sys/wait.h>
 
 #include "cachegrind.h"
 
@@ -223,37 +221,11 @@ enum { ROWS = sizeof count_rows / sizeof count_rows[0], ROW_NO_STACKS = 5, ROW_D
 /* Instructions cachegrind counts in a child running row `row` n times. */
 static double row_count(int row, long n)
 {
-    int fd[2];
-    if (pipe(fd) != 0)
-        return -1;
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        dup2(fd[1], STDERR_FILENO);
-        int null = open("/dev/null", O_WRONLY);
-        if (null >= 0)
-            dup2(null, STDOUT_FILENO);
-        close(fd[0]);
-        close(fd[1]);
-        char r[16], k[32];
-        snprintf(r, sizeof r, "%d", row);
-        snprintf(k, sizeof k, "%ld", n);
-        const char *args[] = {"--count-row", r, k, NULL};
-        cachegrind_exec_self(args);
-        _exit(127);
-    }
-    close(fd[1]);
-    static char buf[1 << 16];
-    size_t got = 0;
-    ssize_t k;
-    while ((k = read(fd[0], buf + got, sizeof buf - 1 - got)) > 0)
-        got += (size_t)k;
-    buf[got] = 0;
-    close(fd[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? cachegrind_irefs(buf) : -1;
+    char r[16], k[32];
+    snprintf(r, sizeof r, "%d", row);
+    snprintf(k, sizeof k, "%ld", n);
+    const char *args[] = {"--count-row", r, k, NULL};
+    return cachegrind_count_self(args, NULL);
 }
 
 /* Each row's instructions per operation: the count of 2n operations less

@@ -13,11 +13,9 @@
  * Ratio: to the best host allocator's count on the same trace.
  */
 #define _GNU_SOURCE
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cachegrind.h"
@@ -55,43 +53,15 @@ int count_child(char **argv)
  * a failed pass). */
 static double counted(int col, long passes, const char *trace_path)
 {
-    int fd[2];
-    if (pipe(fd) != 0)
-        return -1;
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        dup2(fd[1], STDERR_FILENO); /* cachegrind's summary: "I refs: N" */
-        int null = open("/dev/null", O_WRONLY);
-        if (null >= 0)
-            dup2(null, STDOUT_FILENO);
-        close(fd[0]);
-        close(fd[1]);
-        /* What peers_prepare_process would re-execute for: room for
-         * jemalloc's static TLS, given here (valgrind follows no exec). */
-        setenv("GLIBC_TUNABLES", "glibc.rtld.optional_static_tls=16384", 1);
-        setenv("TDM_BENCH_REEXEC", "1", 1);
-        char c[16], k[32];
-        snprintf(c, sizeof c, "%d", col);
-        snprintf(k, sizeof k, "%ld", passes);
-        const char *args[] = {"--count-child", c, k, trace_path, NULL};
-        cachegrind_exec_self(args);
-        _exit(127);
-    }
-    close(fd[1]);
-    static char buf[1 << 16];
-    size_t got = 0;
-    ssize_t r;
-    while ((r = read(fd[0], buf + got, sizeof buf - 1 - got)) > 0)
-        got += (size_t)r;
-    buf[got] = 0;
-    close(fd[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return -1;
-    return cachegrind_irefs(buf);
+    char c[16], k[32];
+    snprintf(c, sizeof c, "%d", col);
+    snprintf(k, sizeof k, "%ld", passes);
+    const char *args[] = {"--count-child", c, k, trace_path, NULL};
+    /* What peers_prepare_process would re-execute for: room for jemalloc's
+     * static TLS, given here (valgrind follows no exec). */
+    static const char *const env[] = {"GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384",
+                                      "TDM_BENCH_REEXEC=1", NULL};
+    return cachegrind_count_self(args, env);
 }
 
 int count_instructions(int argc, char **argv)
