@@ -107,14 +107,24 @@ static __attribute__((noinline)) int membuf_grow(membuf *b, size_t need)
     return 0;
 }
 
+/* Room for `len` more bytes at the end of b: where they go, or NULL when
+ * it cannot grow (b->failed set).  The caller advances b->n. */
+static uint8_t *membuf_reserve(membuf *b, size_t len)
+{
+    if (len > b->cap - b->n && membuf_grow(b, len) != 0) {
+        b->failed = 1;
+        return NULL;
+    }
+    return b->p + b->n;
+}
+
 static int membuf_write(void *data, const char *buf, size_t len)
 {
     membuf *b = data;
-    if (len > b->cap - b->n && membuf_grow(b, len) != 0) {
-        b->failed = 1;
+    uint8_t *at = membuf_reserve(b, len);
+    if (!at)
         return -1;
-    }
-    memcpy(b->p + b->n, buf, len);
+    memcpy(at, buf, len);
     b->n += len;
     return 0;
 }
@@ -416,17 +426,6 @@ static tdm_status write_frames_and_stacks(writer *w)
         at += n;
     }
     return st;
-}
-
-/* Room for `len` more bytes at the end of b: where they go, or NULL when
- * it cannot grow (b->failed set).  The caller advances b->n. */
-static uint8_t *membuf_reserve(membuf *b, size_t len)
-{
-    if (len > b->cap - b->n && membuf_grow(b, len) != 0) {
-        b->failed = 1;
-        return NULL;
-    }
-    return b->p + b->n;
 }
 
 /* The columns of an events chunk, in file order: XX(NAME, key, signed,

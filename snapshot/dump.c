@@ -153,10 +153,7 @@ static tdm_status copy_events_before(tdm__ring_cut *cut, uint64_t carried,
     for (size_t k = 0; k < o.count; k++) {
         tdm_event in;
         memcpy(&in, tdm__ring_order_at(&o, k)->w, sizeof in);
-        if (tdm__action_expanded_count(in.action) == 1)
-            out[n++] = in;
-        else
-            n += tdm__event_expand(&in, &out[n]);
+        n += tdm__event_expand(&in, &out[n]);
     }
     tdm__ring_order_free(&o);
     *events = out;
