@@ -101,8 +101,15 @@ int tdm__fmt_fail(tdm__fmt_reader *r, tdm_status st, uint64_t offset, const char
     return -1;
 }
 
+static int in_plain(const tdm__fmt_reader *r, const uint8_t *p)
+{
+    return r->plain_len && p >= r->plain && p <= r->plain + r->plain_len;
+}
+
 uint64_t tdm__fmt_off(const tdm__fmt_reader *r, const uint8_t *p)
 {
+    if (in_plain(r, p))
+        return r->plain_at;
     return (uint64_t)(p - r->base);
 }
 
@@ -190,6 +197,13 @@ static const char *kind_text(char kind)
 
 int tdm__fmt_bad(tdm__fmt_reader *r, const uint8_t *at, const char *field, const char *what)
 {
+    if (in_plain(r, at)) /* no byte of the file holds it: say which decompressed one */
+        return tdm__fmt_fail(r, TDM_FORMAT_ERROR, r->plain_at,
+                             "bad value for field '%s' at byte %llu of the payload "
+                             "decompressed from byte %llu: %s",
+                             field, (unsigned long long)(at - r->plain),
+                             (unsigned long long)r->plain_at,
+                             at >= r->rec_end ? "runs past the end of its record" : what);
     if (at >= r->rec_end)
         return tdm__fmt_fail(r, TDM_FORMAT_ERROR, tdm__fmt_off(r, at),
                              "field '%s' at byte %llu runs past the end of its record", field,

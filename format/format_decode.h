@@ -54,6 +54,14 @@ typedef struct tdm__fmt_reader {
      * (where each stack's frames start in stack_frames) */
     tdm__fmt_vec devices, strings, phases, frames, stacks, stack_frames,
         stack_off, events, segments, blocks, stats, imported, annotations;
+    /* An events_zstd record's payload, decompressed (reused from record to
+     * record).  While it is being read (plain_len > 0) offsets inside it
+     * are reported as plain_at, where its compressed bytes start, and
+     * messages name the byte of the decompressed payload. */
+    uint8_t *plain;
+    size_t plain_cap, plain_len;
+    uint64_t plain_at;
+    void *zstd_dctx; /* ZSTD_DCtx, made at the first events_zstd record */
 } tdm__fmt_reader;
 
 typedef struct tdm__fmt_cur {
@@ -179,7 +187,11 @@ static inline size_t tdm__fmt_phase_limit(const tdm__fmt_reader *r)
 {
     return r->phases.n ? r->phases.n : 1;
 }
-/* The `events` record (format_read_events.c); 0, or -1 with r's error set. */
+/* The `events` record and the `events_zstd` record that holds one
+ * compressed (format_read_events.c); 0, or -1 with r's error set. */
 int tdm__fmt_read_events(tdm__fmt_reader *r, tdm__fmt_cur *c);
+int tdm__fmt_read_events_zstd(tdm__fmt_reader *r, tdm__fmt_cur *c);
+/* Frees what tdm__fmt_read_events_zstd keeps between records. */
+void tdm__fmt_events_zstd_free(tdm__fmt_reader *r);
 
 #endif

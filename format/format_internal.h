@@ -20,7 +20,20 @@
 /* The file starts with the msgpack array ["tidemark", major, minor].
  * major is TDM_FORMAT_VERSION; minor counts compatible additions. */
 #define TDM_FMT_MAGIC "tidemark"
-#define TDM_FMT_MINOR 4
+#define TDM_FMT_MINOR 5
+
+/* events_zstd (since 1.5): an events payload compressed as one zstd frame
+ * that states its size.  A reader decompresses at most this many bytes
+ * per record, whatever the frame says (a 65536-event chunk is at most
+ * about 7 MiB unpacked), and at most MAX_RATIO times the record's
+ * compressed bytes, so what a file makes a reader allocate stays bounded
+ * by its size; the writer stores a chunk that compresses better than
+ * that plain. */
+#define TDM_FMT_ZSTD_MAX_PLAIN ((size_t)64 << 20)
+#define TDM_FMT_ZSTD_MAX_RATIO 256
+/* The writer's zstd level: 1, the fastest of the classic levels, which
+ * keeps a training loop's history under 1 byte per event. */
+#define TDM_FMT_ZSTD_LEVEL 1
 
 /* Largest number of entries the writer puts in one table/events record, so
  * that a cut file loses at most one chunk and records stay a few MiB. */
@@ -40,13 +53,14 @@
     XX(DROPPED, 10, "dropped")                                                 \
     XX(END, 11, "end")                                                        \
     XX(IMPORTED, 12, "imported")                                               \
-    XX(ANNOTATIONS, 13, "annotations")
+    XX(ANNOTATIONS, 13, "annotations")                                         \
+    XX(EVENTS_ZSTD, 14, "events_zstd")
 
 enum tdm_fmt_record {
 #define TDM__FMT_REC_ENUM(name, id, str) TDM_REC_##name = id,
     TDM_FMT_RECORD_MAP(TDM__FMT_REC_ENUM)
 #undef TDM__FMT_REC_ENUM
-    TDM_REC_MAX_ = TDM_REC_ANNOTATIONS
+    TDM_REC_MAX_ = TDM_REC_EVENTS_ZSTD
 };
 
 /* XX(NAME, "key"): every map key any record uses.  One list for all

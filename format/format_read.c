@@ -567,6 +567,7 @@ static int read_record(reader *r, const uint8_t **pp)
     case TDM_REC_STACKS: bad = read_stacks(r, &c); break;
     case TDM_REC_PHASES: bad = read_phases(r, &c); break;
     case TDM_REC_EVENTS: bad = tdm__fmt_read_events(r, &c); break;
+    case TDM_REC_EVENTS_ZSTD: bad = tdm__fmt_read_events_zstd(r, &c); break;
     case TDM_REC_SEGMENTS: bad = read_segments(r, &c); break;
     case TDM_REC_STATS: bad = read_stats(r, &c); break;
     case TDM_REC_DROPPED: bad = read_dropped(r, &c); break;
@@ -593,6 +594,7 @@ static void free_vectors(reader *r)
         free(v[i]->p);
         v[i]->p = NULL;
     }
+    tdm__fmt_events_zstd_free(r);
 }
 
 /* Moves what was read into a tdm_snap owned by the arena. */

@@ -1,5 +1,6 @@
-/* format/format_read_events.c: the reader of the `events` record
- * (format_read.c reads the others): its columns, each an array of one
+/* format/format_read_events.c: the reader of the `events` record and of
+ * `events_zstd`, the same payload compressed (format_read.c reads the
+ * others): its columns, each an array of one
  * integer per event or one integer standing for all, every value checked
  * against its range (actions, categories, devices, stack and phase ids
  * known so far).  Untrusted input, as everywhere in the reader: a value
@@ -8,7 +9,10 @@
  * Lock: none; no global state.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <zstd.h>
 
 #include "format_decode.h"
 
@@ -151,4 +155,61 @@ int tdm__fmt_read_events(tdm__fmt_reader *r, tdm__fmt_cur *c)
             return -1;
     r->events.n += n;
     return 0;
+}
+
+/* One zstd frame that states its size, which is bounded twice: by
+ * TDM_FMT_ZSTD_MAX_PLAIN, and by TDM_FMT_ZSTD_MAX_RATIO times the
+ * compressed bytes, so that what a file makes the reader allocate stays
+ * proportional to the file's size (docs/format.md §7). */
+int tdm__fmt_read_events_zstd(tdm__fmt_reader *r, tdm__fmt_cur *c)
+{
+    const uint8_t *z = c->p;
+    size_t zlen = (size_t)(c->end - c->p);
+    unsigned long long at = (unsigned long long)tdm__fmt_off(r, z);
+    unsigned long long plain = ZSTD_getFrameContentSize(z, zlen);
+    if (plain == ZSTD_CONTENTSIZE_ERROR)
+        return tdm__fmt_fail(r, TDM_FORMAT_ERROR, at, "no zstd frame at byte %llu", at);
+    if (plain == ZSTD_CONTENTSIZE_UNKNOWN)
+        return tdm__fmt_fail(r, TDM_FORMAT_ERROR, at,
+                             "the zstd frame at byte %llu does not state its size", at);
+    if (plain == 0 || plain > TDM_FMT_ZSTD_MAX_PLAIN || plain / TDM_FMT_ZSTD_MAX_RATIO > zlen)
+        return tdm__fmt_fail(r, TDM_FORMAT_ERROR, at,
+                             "the zstd frame at byte %llu states %llu bytes (must be 1..%zu "
+                             "and at most %d times its %zu compressed bytes)",
+                             at, plain, TDM_FMT_ZSTD_MAX_PLAIN, TDM_FMT_ZSTD_MAX_RATIO, zlen);
+    if (!r->zstd_dctx && !(r->zstd_dctx = ZSTD_createDCtx()))
+        return tdm__fmt_oom(r);
+    if (plain > r->plain_cap) {
+        uint8_t *p = realloc(r->plain, plain);
+        if (!p)
+            return tdm__fmt_oom(r);
+        r->plain = p;
+        r->plain_cap = plain;
+    }
+    size_t got = ZSTD_decompressDCtx(r->zstd_dctx, r->plain, plain, z, zlen);
+    if (ZSTD_isError(got))
+        return tdm__fmt_fail(r, TDM_FORMAT_ERROR, at,
+                             "the zstd frame at byte %llu does not decompress: %s", at,
+                             ZSTD_getErrorName(got));
+    if (got != plain)
+        return tdm__fmt_fail(r, TDM_FORMAT_ERROR, at,
+                             "the zstd frame at byte %llu gives %zu bytes, not the %llu it states",
+                             at, got, plain);
+    r->plain_len = got;
+    r->plain_at = at;
+    r->rec_payload = r->plain;
+    r->rec_end = r->plain + got;
+    cur pc = {r->plain, r->plain + got};
+    int bad = tdm__fmt_read_events(r, &pc);
+    r->plain_len = 0;
+    return bad;
+}
+
+void tdm__fmt_events_zstd_free(tdm__fmt_reader *r)
+{
+    free(r->plain);
+    r->plain = NULL;
+    r->plain_cap = 0;
+    ZSTD_freeDCtx(r->zstd_dctx);
+    r->zstd_dctx = NULL;
 }

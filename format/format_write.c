@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include <msgpack.h>
+#include <zstd.h>
 
 #include "format_file.h"
 #include "format_internal.h"
@@ -254,6 +255,8 @@ typedef struct writer {
     uint32_t *frame_sids; /* per frame: function, file, module string ids */
     uint32_t *phase_sids;
     uint32_t *annotation_sids;
+    ZSTD_CCtx *zctx;     /* compresses events chunks; NULL: written plain */
+    membuf zrec;         /* a compressed events payload */
 } writer;
 
 static void put_key(writer *w, enum tdm_fmt_key k)
@@ -295,19 +298,51 @@ static void table_begin(writer *w, size_t first, size_t n)
     msgpack_pack_array(&w->pk, n);
 }
 
-/* Sends the record built in w->rec to the file as [type, bin, crc]. */
+/* Sends `len` payload bytes to the file as [type, bin, crc]. */
+static tdm_status emit_payload(writer *w, unsigned type, const uint8_t *payload, size_t len)
+{
+    uint32_t crc = tdm__format_crc32(type, payload, len);
+    msgpack_pack_array(&w->fpk, 3);
+    msgpack_pack_uint32(&w->fpk, type);
+    msgpack_pack_bin(&w->fpk, len);
+    msgpack_pack_bin_body(&w->fpk, payload, len);
+    msgpack_pack_uint32(&w->fpk, crc);
+    return w->out.err ? TDM_IO_ERROR : TDM_OK;
+}
+
+/* Sends the record built in w->rec to the file. */
 static tdm_status emit(writer *w, unsigned type)
 {
     if (w->rec.failed)
         return TDM_HOST_OUT_OF_MEMORY;
-    uint32_t crc = tdm__format_crc32(type, w->rec.p, w->rec.n);
-    msgpack_pack_array(&w->fpk, 3);
-    msgpack_pack_uint32(&w->fpk, type);
-    msgpack_pack_bin(&w->fpk, w->rec.n);
-    msgpack_pack_bin_body(&w->fpk, w->rec.p, w->rec.n);
-    msgpack_pack_uint32(&w->fpk, crc);
+    tdm_status st = emit_payload(w, type, w->rec.p, w->rec.n);
     w->rec.n = 0;
-    return w->out.err ? TDM_IO_ERROR : TDM_OK;
+    return st;
+}
+
+/* Sends the events payload built in w->rec, as an events_zstd record
+ * when compressing it saves bytes (a chunk of a few events may not) and
+ * does not shrink it past what readers accept (TDM_FMT_ZSTD_MAX_RATIO:
+ * only a chunk of near-identical events does), else as a plain events
+ * record. */
+static tdm_status emit_events(writer *w)
+{
+    if (w->rec.failed)
+        return TDM_HOST_OUT_OF_MEMORY;
+    if (w->zctx) {
+        size_t bound = ZSTD_compressBound(w->rec.n);
+        w->zrec.n = 0;
+        uint8_t *z = membuf_reserve(&w->zrec, bound);
+        if (!z)
+            return TDM_HOST_OUT_OF_MEMORY;
+        size_t zn = ZSTD_compressCCtx(w->zctx, z, bound, w->rec.p, w->rec.n, TDM_FMT_ZSTD_LEVEL);
+        if (!ZSTD_isError(zn) && zn < w->rec.n &&
+            w->rec.n / TDM_FMT_ZSTD_MAX_RATIO <= zn) {
+            w->rec.n = 0;
+            return emit_payload(w, TDM_REC_EVENTS_ZSTD, z, zn);
+        }
+    }
+    return emit(w, TDM_REC_EVENTS);
 }
 
 static tdm_status write_header(writer *w)
@@ -509,7 +544,7 @@ static tdm_status write_events(writer *w)
     } while (0);
         EVENT_COLUMNS(XX)
 #undef XX
-        st = emit(w, TDM_REC_EVENTS);
+        st = emit_events(w);
     }
     return st;
 }
@@ -706,6 +741,9 @@ tdm_status tdm__snap_write_as(const tdm_snap *snap, const char *path, int replac
         strtab_init(&w.strings, nstr) != 0) {
         st = TDM_HOST_OUT_OF_MEMORY;
     } else {
+        /* Without a context (out of memory) the events go plain: a
+         * bigger file, the same history. */
+        w.zctx = ZSTD_createCCtx();
         msgpack_packer_init(&w.pk, &w.rec, membuf_write);
         msgpack_packer_init(&w.fpk, &w.out, filesink_write);
         st = write_file(&w, path, replace);
@@ -717,6 +755,8 @@ tdm_status tdm__snap_write_as(const tdm_snap *snap, const char *path, int replac
     free(w.phase_sids);
     free(w.annotation_sids);
     free(w.rec.p);
+    free(w.zrec.p);
+    ZSTD_freeCCtx(w.zctx);
     errno = e;
     return st;
 }

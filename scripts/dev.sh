@@ -24,7 +24,7 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 # Debian 12 packages tidemark builds and tests with.
 PACKAGES=(
   build-essential cmake pkg-config git python3 python3-venv
-  libunwind-dev libmsgpack-dev libjemalloc-dev libmimalloc-dev libdw-dev libelf-dev
+  libunwind-dev libmsgpack-dev libzstd-dev libjemalloc-dev libmimalloc-dev libdw-dev libelf-dev
   libcmocka-dev libsqlite3-dev sqlite3 libze-dev libze1 libamdhip64-dev
   clang libclang-rt-14-dev
   openmpi-bin libopenmpi-dev

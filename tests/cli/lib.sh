@@ -62,6 +62,35 @@ need_python() {
   command -v python3 >/dev/null || { echo "FAIL: python3 is needed"; exit 1; }
 }
 
+# record_at FILE TYPE...: the byte offset of FILE's first record of one of
+# the TYPEs (docs/format.md §3: 7 events, 14 events_zstd), read off the
+# envelopes; empty when there is none.
+record_at() {
+  need_python
+  python3 - "$@" <<'PY'
+import sys
+data = open(sys.argv[1], "rb").read()
+want = {int(t) for t in sys.argv[2:]}
+def uint(p):
+    b = data[p]
+    if b < 0x80:
+        return b, p + 1
+    n = {0xcc: 1, 0xcd: 2, 0xce: 4, 0xcf: 8}[b]
+    return int.from_bytes(data[p + 1:p + 1 + n], "big"), p + 1 + n
+p = 1 + 9                       # the signature's array header and "tidemark"
+p = uint(uint(p)[1])[1]         # major, minor
+while p < len(data):
+    at = p
+    typ, p = uint(p + 1)        # past the record's array header
+    n = {0xc4: 1, 0xc5: 2, 0xc6: 4}[data[p]]
+    length = int.from_bytes(data[p + 1:p + 1 + n], "big")
+    if typ in want:
+        print(at)
+        break
+    p = uint(p + 1 + n + length)[1]
+PY
+}
+
 # skip_in_sanitizer_build: exit 77 (ctest's SKIPPED) in an ASan or TSan
 # build, whose library cannot load into an uninstrumented process.
 skip_in_sanitizer_build() {

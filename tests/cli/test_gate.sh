@@ -113,7 +113,9 @@ expect 2 "truncated, passing" -- "$TIDEMARK" gate --max-peak 1G "$work/cut.tdm"
 has err "truncated at byte"; has out "PASS  max-peak"
 expect 3 "truncated, failing" -- "$TIDEMARK" gate --max-peak 1K "$work/cut.tdm"
 # Cut inside its events, nothing is left to measure: an error, not a pass.
-head -c $((size * 3 / 4)) "$small" >"$work/cut2.tdm"
+ev=$(record_at "$small" 7 14)
+[ -n "$ev" ] || fail "$small has no events record"
+head -c $((ev + 4)) "$small" >"$work/cut2.tdm"
 expect 2 "truncated before the events" -- "$TIDEMARK" gate --max-peak 1G "$work/cut2.tdm"
 has out "ERROR max-peak"; has out "1 could not be checked"
 

@@ -7,7 +7,7 @@
 # gives one line and the program's own exit status, never a kill.
 . "${BASH_SOURCE[0]%/*}/lib.sh" TIDEMARK TRAIN_SIM
 
-run_sim() { # CONF [STEPS]: train_sim, quick steps (a 4 KiB snapshot; 50: 36 KiB), output in $work/sim.log
+run_sim() { # CONF [STEPS]: train_sim, quick steps (a 3 KiB snapshot; 1000: 21 KiB), output in $work/sim.log
   TIDEMARK_CONF="$1" "$TRAIN_SIM" --steps "${2:-2}" --layers 2 --hidden 64 --batch 8 \
     --compute-us 0 >"$work/sim.log" 2>&1
 }
@@ -91,7 +91,7 @@ for f in c.tdm.tmp.$dead.2 d.tdm.tmp.$$.3 e.tdm.tmp.$dead.4; do
 done
 
 # ---- a file-size limit during the exit dump --------------------------------------
-(ulimit -f 8; run_sim "dump=$work/big.tdm" 50)
+(ulimit -f 8; run_sim "dump=$work/big.tdm" 1000)
 rc=$?
 [ "$rc" = 0 ] || fail "under ulimit -f 8 the program exited $rc (153 = killed by SIGXFSZ)"
 [ "$(grep -c 'cannot write snapshot' "$work/sim.log")" = 1 ] || { fail "no one line"; cat "$work/sim.log"; }
@@ -105,7 +105,7 @@ rc=$?
 
 # ---- a full disk during the exit dump (root only: a tiny tmpfs) --------------------
 if [ "$(id -u)" = 0 ] && mkdir -p "$work/full" && mount -t tmpfs -o size=16k tmpfs "$work/full" 2>/dev/null; then
-  run_sim "dump=$work/full/snap.tdm" 50
+  run_sim "dump=$work/full/snap.tdm" 1000
   rc=$?
   umount "$work/full"
   [ "$rc" = 0 ] || fail "on a full disk the program exited $rc"

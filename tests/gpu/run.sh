@@ -197,6 +197,7 @@ make_build() {
         lacks+=("pkg-config")
     else
         pkg-config --exists msgpack || lacks+=("msgpack-c (libmsgpack-dev / msgpack-c-devel)")
+        pkg-config --exists libzstd || lacks+=("zstd (libzstd-dev / libzstd-devel)")
         pkg-config --exists libdw || lacks+=("libdw (libdw-dev / elfutils-devel)")
         pkg-config --exists cmocka || lacks+=("cmocka (libcmocka-dev; the test programs need it)")
     fi

@@ -112,7 +112,8 @@ static void every_cut_is_truncated_or_partial(void **state)
         /* Exactly the whole records before the cut made it in. */
         size_t whole_events = 0;
         for (size_t i = 0; i < nrec; i++)
-            if (recs[i].type == TDM_REC_EVENTS && recs[i].crc_at + 5 <= cut)
+            if ((recs[i].type == TDM_REC_EVENTS || recs[i].type == TDM_REC_EVENTS_ZSTD) &&
+                recs[i].crc_at + 5 <= cut)
                 whole_events = f.s.event_count;
         assert_int_equal(s->event_count, whole_events);
         for (size_t i = 0; i < s->event_count; i++)
@@ -152,7 +153,7 @@ static void cuts_in_a_large_file_keep_whole_chunks(void **state)
                 fx_expect_event(&f.s.events[events_before - 1], &s->events[events_before - 1]);
             tdm__snap_free(s);
         }
-        if (recs[i].type == TDM_REC_EVENTS)
+        if (recs[i].type == TDM_REC_EVENTS || recs[i].type == TDM_REC_EVENTS_ZSTD)
             events_before += events_before + TDM_FMT_CHUNK <= f.s.event_count
                                  ? TDM_FMT_CHUNK
                                  : f.s.event_count - events_before;
