@@ -4,7 +4,7 @@
  * tdm_free on the sim device, context=all, native stacks) from S distinct
  * call paths (default 50: recursions of 1..S frames), then writes the
  * snapshot to a file R times (default 5) and prints each dump's wall and
- * CPU time, the first apart: it opens the symbolizer (reads the loaded
+ * CPU time and the file's bytes per event, the first apart: it opens the symbolizer (reads the loaded
  * modules' symbol tables) and maps the memory later dumps reuse
  * (snapshot/spare_map.h).  Target: 50 ms per 1M events (5 per 100k).
  *
@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -77,7 +78,8 @@ int main(int argc, char **argv)
     snprintf(path, sizeof path, "%s/tdm-bench-dump-%d.tdm", dir, (int)getpid());
     printf("bench/dump: %ld events, %d call paths, %d dumps to %s\n\n", events, stacks, rounds,
            dir);
-    printf("%-28s %10s %10s %12s %14s\n", "dump", "ms", "CPU ms", "ms/100k ev", "target ms/100k");
+    printf("%-28s %10s %10s %12s %14s %12s\n", "dump", "ms", "CPU ms", "ms/100k ev",
+           "target ms/100k", "file B/event");
     double best = 1e30;
     for (int r = 0; r < rounds; r++) {
         double t0 = clock_ms(CLOCK_MONOTONIC), c0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
@@ -90,8 +92,10 @@ int main(int argc, char **argv)
         }
         char what[64];
         snprintf(what, sizeof what, r == 0 ? "first (opens symbolizer)" : "again %d", r);
-        printf("%-28s %10.1f %10.1f %12.2f %14s\n", what, ms, cpu, ms * 1e5 / (double)events,
-               "<= 5");
+        struct stat sb;
+        double per_event = stat(path, &sb) == 0 ? (double)sb.st_size / (double)events : 0;
+        printf("%-28s %10.1f %10.1f %12.2f %14s %12.2f\n", what, ms, cpu,
+               ms * 1e5 / (double)events, "<= 5", per_event);
         if (r && ms < best)
             best = ms;
     }
