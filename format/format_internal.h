@@ -32,8 +32,9 @@
 #define TDM_FMT_ZSTD_MAX_PLAIN ((size_t)64 << 20)
 #define TDM_FMT_ZSTD_MAX_RATIO 256
 /* The writer's zstd level: a fast one.  On a training loop's history
- * (train_sim, 9.45M events) levels 1, -2 and -5 all give 0.59-0.62 bytes
- * per event, and -5 costs a dump the least (bench/dump: docs/format.md). */
+ * (train_sim, 9.45M events) level 1 gives 0.62 bytes per event, -5 0.82,
+ * both far below the 4 a long job's history may take, and -5 costs a dump
+ * the least (bench/dump, bench/long_history.sh: docs/format.md §4.7a). */
 #define TDM_FMT_ZSTD_LEVEL (-5)
 
 /* Largest number of entries the writer puts in one table/events record, so
