@@ -333,10 +333,11 @@ static tdm_status emit_events(writer *w)
         size_t bound = ZSTD_compressBound(w->rec.n);
         w->zrec.n = 0;
         uint8_t *z = membuf_reserve(&w->zrec, bound);
-        if (!z)
-            return TDM_HOST_OUT_OF_MEMORY;
-        size_t zn = ZSTD_compressCCtx(w->zctx, z, bound, w->rec.p, w->rec.n, TDM_FMT_ZSTD_LEVEL);
-        if (!ZSTD_isError(zn) && zn < w->rec.n &&
+        size_t zn = z ? ZSTD_compressCCtx(w->zctx, z, bound, w->rec.p, w->rec.n,
+                                          TDM_FMT_ZSTD_LEVEL)
+                      : (size_t)-1; /* no memory for it: this chunk goes plain */
+        w->zrec.failed = 0;
+        if (z && !ZSTD_isError(zn) && zn < w->rec.n &&
             w->rec.n / TDM_FMT_ZSTD_MAX_RATIO <= zn) {
             w->rec.n = 0;
             return emit_payload(w, TDM_REC_EVENTS_ZSTD, z, zn);
