@@ -219,24 +219,33 @@ def without_workspaces(oracle, tdm_s, tdm):
     return [e for k, e in enumerate(oracle) if k not in drop], keep_t
 
 
-def integrate(oracle, tdm):
+def integrate(oracle, tdm, worst=None):
     """{category: (oracle bytes*ns, tidemark bytes*ns, min, max)}, plus the
-    integral of the larger total."""
+    integral of the larger total.  worst, a dict, gets the interval that
+    lost the most agreement: its start, length in ns and the bytes*ns it
+    lost (a long one is a stall of the machine between two events)."""
     evs = sorted([(e[0], 0, e[1], e[2]) for e in oracle] + [(t, 1, b, c) for t, b, c in tdm])
     cur = [{c: 0 for c in CATS}, {c: 0 for c in CATS}]
     acc = {c: [0, 0, 0, 0] for c in CATS}
     big = 0
     last = evs[0][0] if evs else 0
+    if worst is not None:
+        worst.update(t=0, dt=0, lost=0, start=last)
     for t, side, b, c in evs:
         dt = t - last
         if dt > 0:
+            agree = 0
             for k in CATS:
                 o, m = cur[0][k], cur[1][k]
                 acc[k][0] += o * dt
                 acc[k][1] += m * dt
                 acc[k][2] += min(o, m) * dt
                 acc[k][3] += max(o, m) * dt
-            big += max(sum(cur[0].values()), sum(cur[1].values())) * dt
+                agree += min(o, m)
+            larger = max(sum(cur[0].values()), sum(cur[1].values()))
+            big += larger * dt
+            if worst is not None and (larger - agree) * dt > worst["lost"]:
+                worst.update(t=last, dt=dt, lost=(larger - agree) * dt)
             last = t
         cur[side][c] += b
     return acc, big
@@ -261,12 +270,13 @@ def measure_loop(tidemark, python, name, gpu, keep):
         scratch = correct_optimizer_scratch(oracle, s, known)
         acc, big = integrate(oracle, tdm)
         o2, t2 = without_workspaces(oracle, s, tdm)
-        acc2, big2 = integrate(o2, t2)
+        worst2 = {}
+        acc2, big2 = integrate(o2, t2, worst2)
         peak = s.at_peak()
         most_grad = max_live(s, "gradient")
         return {"name": name, "acc": acc, "big": big, "peak": peak, "known": known, "dir": out,
                 "raw_overall": pct(sum(v[2] for v in raw_acc.values()), raw_big), "ws": ws,
-                "opt": opt, "params": params, "by_frames": by_frames, "kv": kv, "scratch": scratch, "acc2": acc2, "big2": big2,
+                "opt": opt, "params": params, "by_frames": by_frames, "kv": kv, "scratch": scratch, "acc2": acc2, "big2": big2, "worst2": worst2,
                 "most_grad": most_grad, "snap": snap}
     finally:
         if not keep:

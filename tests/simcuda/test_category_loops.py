@@ -148,9 +148,15 @@ def held_to_the_bar(name, grads="trainable", min_agreement=95.0, gpu="h100", sha
     unknown = 100.0 * peak.get("unknown", 0) / total if total else 100.0
     check(unknown <= 5.0, "%s: unknown %.1f%% of the peak (at most 5%%)" % (name, unknown))
     agreement = 100.0 * sum(v[2] for v in r["acc2"].values()) / r["big2"]
+    w = r["worst2"]
     check(agreement >= min_agreement,
-          "%s: bytes x time agreement with PyTorch's timeline %.1f%% (at least %.0f%%)"
-          % (name, agreement, min_agreement))
+          "%s: bytes x time agreement with PyTorch's timeline %.1f%% (at least %.0f%%)%s"
+          % (name, agreement, min_agreement, "" if agreement >= min_agreement else
+             "; per category %s; the worst interval, %.3f s after the first event and %.3f s "
+             "long, lost %.1f%% of the whole" % (
+                 ", ".join("%s %.1f%%" % (c, 100.0 * v[2] / v[3]) for c, v in r["acc2"].items()
+                           if v[3]),
+                 (w["t"] - w["start"]) / 1e9, w["dt"] / 1e9, 100.0 * w["lost"] / r["big2"])))
     return r
 
 
