@@ -25,7 +25,8 @@ done
 work=$(mktemp -d "${TMPDIR:-/tmp}/tdm-long-history.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-# A ring of 14 entries per step holds every event of the run.
+# A ring of 140 entries per step (train_sim makes about 135 events a step)
+# holds every event of the run.
 entries=$((steps * 140 + 100000))
 t0=$(date +%s.%N)
 TIDEMARK_CONF="max_entries=$entries,dump=$work/long.tdm" \

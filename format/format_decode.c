@@ -197,20 +197,17 @@ static const char *kind_text(char kind)
 
 int tdm__fmt_bad(tdm__fmt_reader *r, const uint8_t *at, const char *field, const char *what)
 {
+    char where[96];
     if (in_plain(r, at)) /* no byte of the file holds it: say which decompressed one */
-        return tdm__fmt_fail(r, TDM_FORMAT_ERROR, r->plain_at,
-                             "bad value for field '%s' at byte %llu of the payload "
-                             "decompressed from byte %llu: %s",
-                             field, (unsigned long long)(at - r->plain),
-                             (unsigned long long)r->plain_at,
-                             at >= r->rec_end ? "runs past the end of its record" : what);
+        snprintf(where, sizeof where, "byte %llu of the payload decompressed from byte %llu",
+                 (unsigned long long)(at - r->plain), (unsigned long long)r->plain_at);
+    else
+        snprintf(where, sizeof where, "byte %llu", (unsigned long long)tdm__fmt_off(r, at));
     if (at >= r->rec_end)
         return tdm__fmt_fail(r, TDM_FORMAT_ERROR, tdm__fmt_off(r, at),
-                             "field '%s' at byte %llu runs past the end of its record", field,
-                             (unsigned long long)tdm__fmt_off(r, at));
+                             "field '%s' at %s runs past the end of its record", field, where);
     return tdm__fmt_fail(r, TDM_FORMAT_ERROR, tdm__fmt_off(r, at),
-                         "bad value for field '%s' at byte %llu: %s", field,
-                         (unsigned long long)tdm__fmt_off(r, at), what);
+                         "bad value for field '%s' at %s: %s", field, where, what);
 }
 
 static int bad_kind(tdm__fmt_reader *r, const uint8_t *at, const char *field, char kind)
